@@ -1,0 +1,150 @@
+//! A runner over the library's `candle_transformers::models::llama::Llama`, exactly as a candle
+//! user would load it: `LlamaConfig` serde, `VarBuilder::from_mmaped_safetensors`, `Llama::load`,
+//! `Cache::new`, `Llama::forward`.
+
+use crate::config;
+use crate::failure::{guarded, Failure, Outcome};
+use crate::llama_copy::LlamaCopy;
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::llama::{Cache, Config, Llama};
+use std::path::PathBuf;
+
+/// Floats with their shape, row-major; the Python layer turns them into numpy arrays.
+#[derive(Debug, Clone)]
+pub struct Array {
+    pub shape: Vec<usize>,
+    pub data: Vec<f32>,
+}
+
+impl Array {
+    pub fn from_tensor(t: &Tensor) -> Outcome<Self> {
+        let t = t.to_dtype(DType::F32)?;
+        Ok(Self { shape: t.dims().to_vec(), data: t.flatten_all()?.to_vec1::<f32>()? })
+    }
+}
+
+pub struct LlamaRunner {
+    model: Llama,
+    config: Config,
+    weight_files: Vec<PathBuf>,
+    dtype: DType,
+    cache_dtype: DType,
+    device: Device,
+}
+
+pub fn ids_tensor(ids: &[u32], device: &Device) -> Outcome<Tensor> {
+    if ids.is_empty() {
+        return Err(Failure::Invalid("the prompt has no token ids".into()));
+    }
+    Ok(Tensor::new(ids, device)?.unsqueeze(0)?)
+}
+
+/// argmax of a 1-D logits row; ties go to the lowest index, as candle's and torch's argmax do.
+pub fn argmax(row: &[f32]) -> u32 {
+    let mut best = 0usize;
+    for (i, &v) in row.iter().enumerate() {
+        if v > row[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+impl LlamaRunner {
+    pub fn load(
+        weight_files: Vec<PathBuf>,
+        config_json: &str,
+        dtype: DType,
+        cache_dtype: Option<DType>,
+        device: Device,
+        use_flash_attn: bool,
+    ) -> Outcome<Self> {
+        let config = config::parse(config_json, use_flash_attn)?;
+        for f in &weight_files {
+            if !f.is_file() {
+                return Err(Failure::NotFound(format!("weight file not found: {}", f.display())));
+            }
+        }
+        guarded(|| {
+            // SAFETY: the files are mmapped read-only for the runner's lifetime; portkit never writes them.
+            let vb = unsafe { VarBuilder::from_mmaped_safetensors(&weight_files, dtype, &device)? };
+            let model = Llama::load(vb, &config)?;
+            Ok(Self {
+                model,
+                config: config.clone(),
+                weight_files: weight_files.clone(),
+                dtype,
+                cache_dtype: cache_dtype.unwrap_or(dtype),
+                device: device.clone(),
+            })
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    fn new_cache(&self) -> Outcome<Cache> {
+        Ok(Cache::new(true, self.cache_dtype, &self.config, &self.device)?)
+    }
+
+    fn forward_row(&self, ids: &[u32], index_pos: usize, cache: &mut Cache) -> Outcome<Vec<f32>> {
+        let x = ids_tensor(ids, &self.device)?;
+        let logits = self.model.forward(&x, index_pos, cache)?;
+        Ok(logits.squeeze(0)?.to_vec1::<f32>()?)
+    }
+
+    /// Last-position logits of one forward over `ids`, through the library's `Llama::forward`.
+    pub fn last_logits(&self, ids: &[u32]) -> Outcome<Vec<f32>> {
+        guarded(|| {
+            let mut cache = self.new_cache()?;
+            self.forward_row(ids, 0, &mut cache)
+        })
+    }
+
+    /// Teacher forcing with the KV cache: prefill `ids[..prefill]`, then feed `ids[k]` one at a
+    /// time. Row j holds the logits after `ids[..prefill + j]`: `ids.len() - prefill + 1` rows.
+    pub fn teacher_forced_logits(&self, ids: &[u32], prefill: usize) -> Outcome<Array> {
+        if prefill == 0 || prefill > ids.len() {
+            return Err(Failure::Invalid(format!("prefill must be in 1..={}, got {prefill}", ids.len())));
+        }
+        guarded(|| {
+            let mut cache = self.new_cache()?;
+            let mut data = self.forward_row(&ids[..prefill], 0, &mut cache)?;
+            let vocab = data.len();
+            for (pos, &id) in ids.iter().enumerate().skip(prefill) {
+                data.extend(self.forward_row(&[id], pos, &mut cache)?);
+            }
+            Ok(Array { shape: vec![ids.len() - prefill + 1, vocab], data })
+        })
+    }
+
+    /// Greedy decoding of `n` new tokens after `ids`, with the KV cache.
+    pub fn greedy(&self, ids: &[u32], n: usize) -> Outcome<Vec<u32>> {
+        guarded(|| {
+            let mut cache = self.new_cache()?;
+            let mut out = Vec::with_capacity(n);
+            if n == 0 {
+                return Ok(out);
+            }
+            let mut next = argmax(&self.forward_row(ids, 0, &mut cache)?);
+            out.push(next);
+            for pos in ids.len()..ids.len() + n - 1 {
+                next = argmax(&self.forward_row(&[next], pos, &mut cache)?);
+                out.push(next);
+            }
+            Ok(out)
+        })
+    }
+
+    /// Per-layer capture through the copy of the forward (`llama_copy`), loaded from the same files.
+    /// Returns (name, array) pairs: embeddings, layer.0.., norm, logits.
+    pub fn capture(&self, ids: &[u32]) -> Outcome<Vec<(String, Array)>> {
+        guarded(|| {
+            let vb = unsafe { VarBuilder::from_mmaped_safetensors(&self.weight_files, self.dtype, &self.device)? };
+            let copy = LlamaCopy::load(vb, &self.config, self.cache_dtype)?;
+            copy.capture(&ids_tensor(ids, &self.device)?)
+        })
+    }
+}
