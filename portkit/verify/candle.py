@@ -1,0 +1,44 @@
+"""The candle side: portkit_native, imported lazily so that lint never needs the wheel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+BUILD_HINT = "build it with `make native` (maturin build --release -m native/Cargo.toml, then pip install the wheel)"
+
+
+class NativeUnavailable(RuntimeError):
+    """The portkit_native wheel is not installed."""
+
+
+def native() -> Any:
+    try:
+        import portkit_native
+    except ImportError as e:
+        raise NativeUnavailable(f"portkit_native is not installed: {BUILD_HINT}") from e
+    return portkit_native
+
+
+def load_llama(
+    weight_files: Sequence[Path],
+    config_json: str,
+    *,
+    dtype: str = "f32",
+    device: str = "cpu",
+    cache_dtype: str | None = None,
+    use_flash_attn: bool = False,
+) -> Any:
+    """A `portkit_native.LlamaRunner`; `config_json` is passed as text so a patched config can run."""
+    return native().LlamaRunner(
+        [str(p) for p in weight_files],
+        config_json,
+        dtype=dtype,
+        cache_dtype=cache_dtype,
+        device=device,
+        use_flash_attn=use_flash_attn,
+    )
+
+
+def load_gguf(path: Path, *, device: str = "cpu") -> Any:
+    return native().GgufRunner(str(path), device=device)
