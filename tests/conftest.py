@@ -1,0 +1,44 @@
+"""Session-wide pytest fixtures exposing portkit's generated model fixtures.
+
+Fixture directories live in the shared cache (`fixtures.cache`, `$PORTKIT_CACHE`): treat
+them as read-only and copy one (`shutil.copytree`) before editing it.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+# `fixtures/` is a top-level package of the repository, not of the installed `portkit`.
+_ROOT = Path(__file__).resolve().parents[1]
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
+
+@pytest.fixture(scope="session")
+def fixture_dir() -> Callable[..., Path]:
+    """`fixture_dir(variant, seed=0) -> Path`: a generated fixture (see fixtures.variants)."""
+    from fixtures.cache import fixture_dir as _fixture_dir
+
+    return _fixture_dir
+
+
+@pytest.fixture(scope="session")
+def gguf_file() -> Callable[..., Path]:
+    """`gguf_file(variant="healthy-tied", seed=0, qtype="f32", **write_gguf_kwargs) -> Path`."""
+    from fixtures.cache import gguf_file as _gguf_file
+
+    return _gguf_file
+
+
+@pytest.fixture(scope="session")
+def healthy_tied_dir(fixture_dir: Callable[..., Path]) -> Path:
+    return fixture_dir("healthy-tied")
+
+
+@pytest.fixture(scope="session")
+def healthy_untied_dir(fixture_dir: Callable[..., Path]) -> Path:
+    return fixture_dir("healthy-untied")
