@@ -31,5 +31,5 @@ demo: native
 	$(PY) -m portkit.demo
 
 test: native
-	cd native && cargo test --release --quiet --lib
+	cd native && cargo test --release --quiet --no-default-features
 	$(PY) -m pytest -q
