@@ -1,0 +1,204 @@
+"""The only code in portkit that opens model files.
+
+`load_model(dir)` returns one immutable `ModelFacts`: config.json as written (value, text,
+key positions), generation_config.json, safetensors headers (single file or sharded through
+`model.safetensors.index.json`), GGUF metadata and tensor infos, and the names of
+pickle-only weight files (reported, never opened). `model_dirs(paths)` turns the paths a
+user or pre-commit passes (directories, config.json, .safetensors, index, .gguf files) into
+the list of model directories, each once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Iterable, Mapping
+
+from portkit.errors import InputError
+from portkit.model.gguf_header import GgufFile, GgufTensor, GgufValue, read_gguf
+from portkit.model.jsonfile import JsonDoc, _oserror, load_json
+from portkit.model.safetensors_header import (
+    LfsPointer,
+    SafetensorsFile,
+    TensorInfo,
+    read_safetensors_header,
+)
+
+__all__ = [
+    "GgufFile",
+    "GgufTensor",
+    "GgufValue",
+    "JsonDoc",
+    "ModelFacts",
+    "SafetensorsFacts",
+    "TensorInfo",
+    "load_model",
+    "model_dirs",
+]
+
+INDEX_NAME = "model.safetensors.index.json"
+PICKLE_PATTERNS = re.compile(r"(^pytorch_model(-\d+-of-\d+)?\.bin$)|(\.(pt|pth|ckpt)$)|(^consolidated\.\d+\.pth$)")
+SHARD_PATTERN = re.compile(r"^model(-\d+-of-\d+)?\.safetensors$")
+
+
+@dataclass(frozen=True, slots=True)
+class SafetensorsFacts:
+    """The tensors candle's `VarBuilder::from_mmaped_safetensors` would see, from headers only."""
+
+    files: tuple[SafetensorsFile, ...]
+    index: JsonDoc | None
+    tensors: Mapping[str, TensorInfo]
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        return tuple(f.path for f in self.files)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFacts:
+    root: Path
+    config: JsonDoc | None
+    generation_config: JsonDoc | None = None
+    safetensors: SafetensorsFacts | None = None
+    ggufs: tuple[GgufFile, ...] = ()
+    pickle_files: tuple[Path, ...] = ()
+    lfs_pointers: tuple[Path, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / "config.json"
+
+
+def _is_dir(p: Path) -> bool:
+    try:
+        return p.is_dir()
+    except OSError as e:
+        raise InputError(p, _oserror(e)) from None
+
+
+def model_dirs(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """Model directories for the given paths, in order, each once.
+
+    A directory is a model directory; a file stands for the directory that holds it, so a
+    pre-commit hook passing `config.json` and `model.safetensors` lints that directory once.
+    """
+    seen: dict[str, Path] = {}
+    for raw in paths:
+        p = Path(raw)
+        try:
+            os.stat(p)  # follows symlinks: raises ELOOP on a loop, ENOENT when dangling
+        except OSError as e:
+            raise InputError(p, _oserror(e)) from None
+        d = p if _is_dir(p) else (p.parent if str(p.parent) else Path("."))
+        try:
+            key = str(d.resolve(strict=True))
+        except (OSError, RuntimeError) as e:
+            raise InputError(d, _oserror(e) if isinstance(e, OSError) else "symlink loop") from None
+        seen.setdefault(key, d)
+    return list(seen.values())
+
+
+def _listdir(root: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(root))
+    except OSError as e:
+        raise InputError(root, _oserror(e)) from None
+
+
+def _exists(p: Path) -> bool:
+    try:
+        os.stat(p)
+        return True
+    except FileNotFoundError:
+        # dangling or absent; a dangling symlink is still an error the user should see
+        if os.path.islink(p):
+            raise InputError(p, "dangling symlink") from None
+        return False
+    except OSError as e:
+        raise InputError(p, _oserror(e)) from None
+
+
+def load_model(root: Path) -> ModelFacts:
+    """Read everything lint needs from one model directory, headers only."""
+    names = _listdir(root)
+    nameset = set(names)
+    config = load_json(root / "config.json") if "config.json" in nameset and _exists(root / "config.json") else None
+    gen = None
+    if "generation_config.json" in nameset and _exists(root / "generation_config.json"):
+        gen = load_json(root / "generation_config.json")
+    ggufs: list[GgufFile] = []
+    for n in names:
+        if n.lower().endswith(".gguf") and _exists(root / n) and not _is_dir(root / n):
+            ggufs.append(read_gguf(root / n))
+    pickles = tuple(root / n for n in names if PICKLE_PATTERNS.search(n))
+    lfs: list[Path] = []
+    notes: list[str] = []
+    st = _load_safetensors(root, nameset, names, lfs)
+    if config is None:
+        if ggufs:
+            pass  # a GGUF carries its own metadata; candle's quantized_llama never reads config.json
+        elif pickles and st is None:
+            raise InputError(
+                root,
+                f"pickle-only weights ({', '.join(p.name for p in pickles[:3])}) and no config.json: "
+                "portkit never unpickles; candle's llama reads safetensors only",
+            )
+        else:
+            raise InputError(root, "no config.json (and no .gguf file) in this directory")
+    elif st is None and pickles and not lfs:
+        raise InputError(
+            root,
+            f"pickle-only weights ({', '.join(p.name for p in pickles[:3])}): portkit never unpickles and candle's "
+            "llama reads safetensors only; convert them to safetensors first",
+        )
+    if lfs:
+        notes.append(f"{len(lfs)} Git LFS pointer file(s) skipped: weight rules did not run on them")
+    return ModelFacts(
+        root=root,
+        config=config,
+        generation_config=gen,
+        safetensors=st,
+        ggufs=tuple(ggufs),
+        pickle_files=pickles,
+        lfs_pointers=tuple(lfs),
+        notes=tuple(notes),
+    )
+
+
+def _safe_member(root: Path, index_path: Path, name: object) -> Path:
+    if not isinstance(name, str) or not name or "/" in name or "\\" in name or name in (".", "..") or "\0" in name:
+        raise InputError(index_path, f"`weight_map` names file {str(name)[:80]!r}, which is not a file name in this directory")
+    return root / name
+
+
+def _load_safetensors(root: Path, nameset: set[str], names: list[str], lfs: list[Path]) -> SafetensorsFacts | None:
+    index = None
+    if INDEX_NAME in nameset and _exists(root / INDEX_NAME):
+        index = load_json(root / INDEX_NAME, positions=False)
+        wm = index.value.get("weight_map") if isinstance(index.value, dict) else None
+        if not isinstance(wm, dict) or not all(isinstance(k, str) for k in wm):
+            raise InputError(index.path, "`weight_map` must be an object mapping tensor names to file names")
+        files = list(dict.fromkeys(_safe_member(root, index.path, v) for v in wm.values()))
+    else:
+        files = [root / n for n in names if SHARD_PATTERN.match(n)]
+    if not files:
+        return None
+    loaded: list[SafetensorsFile] = []
+    for f in files:
+        if not _exists(f):
+            raise InputError(f, f"listed in {INDEX_NAME} but missing" if index else "missing")
+        try:
+            loaded.append(read_safetensors_header(f))
+        except LfsPointer:
+            lfs.append(f)
+    if not loaded:
+        return None
+    tensors: dict[str, TensorInfo] = {}
+    for sf in loaded:
+        for k, t in sf.tensors.items():
+            tensors.setdefault(k, t)
+    return SafetensorsFacts(files=tuple(loaded), index=index, tensors=MappingProxyType(tensors))
