@@ -71,3 +71,17 @@ def test_bad_dtype_and_device_are_value_errors(tmp_path):
 def test_missing_weight_file_is_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError):
         pn.LlamaRunner([str(tmp_path / "absent.safetensors")], json.dumps(BASE))
+
+
+def test_numpy_ids_are_accepted_and_outputs_are_float32(healthy_tied_dir):
+    import numpy as np
+
+    d = healthy_tied_dir
+    r = pn.LlamaRunner([str(d / "model.safetensors")], (d / "config.json").read_text())
+    ids = np.array(json.loads((d / "prompt.json").read_text())["ids"], dtype=np.int64)
+    from_np = r.last_logits(ids)
+    from_list = r.last_logits(ids.tolist())
+    assert from_np.dtype == np.float32 and from_np.shape == (256,)
+    assert np.array_equal(from_np, from_list)
+    rows = r.teacher_forced_logits(ids, 4)
+    assert rows.shape == (len(ids) - 3, 256) and rows.dtype == np.float32
