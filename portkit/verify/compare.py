@@ -235,8 +235,14 @@ def compare_steps(ref_rows: np.ndarray, got_rows: np.ndarray, *, near_tie: float
 
 @dataclass(frozen=True)
 class GreedyCheck:
+    """Free greedy generation on both sides. A fork is a failure unless the reference's top-2
+    margin at the forking position is under the near-tie line (then either token is a fair
+    pick: seed 003); without a margin (`ref_margin=None`) any fork is a failure."""
+
     ref: list[int]
     got: list[int]
+    ref_margin: float | None = None  # reference's top-2 margin where the two first differ
+    near_tie: float | None = None
 
     @property
     def first_divergence(self) -> int | None:
@@ -246,14 +252,44 @@ class GreedyCheck:
         return None if len(self.ref) == len(self.got) else min(len(self.ref), len(self.got))
 
     @property
+    def at_near_tie(self) -> bool:
+        return (
+            self.first_divergence is not None
+            and self.ref_margin is not None
+            and self.near_tie is not None
+            and self.ref_margin < self.near_tie
+        )
+
+    @property
     def ok(self) -> bool:
-        return self.first_divergence is None
+        return self.first_divergence is None or self.at_near_tie
 
     def line(self) -> str:
         d = self.first_divergence
-        where = "identical" if d is None else f"first divergence at token {d}"
+        if d is None:
+            where = "identical"
+        else:
+            where = f"first divergence at token {d}"
+            if self.ref_margin is not None:
+                where += f" (ref margin {self.ref_margin:.2g}{', near tie' if self.at_near_tie else ''})"
         return f"greedy     n={len(self.ref):<6} {where}"
 
 
-def compare_greedy(ref: Sequence[int], got: Sequence[int]) -> GreedyCheck:
-    return GreedyCheck(list(ref), list(got))
+def compare_greedy(
+    ref: Sequence[int],
+    got: Sequence[int],
+    *,
+    ref_rows: np.ndarray | None = None,
+    prompt_len: int | None = None,
+    near_tie: float | None = None,
+) -> GreedyCheck:
+    """`ref_rows`: the reference's [T, vocab] logits over prompt + `ref` (teacher-forced rows),
+    so the margin where the generations fork can be read at row `prompt_len - 1 + fork`."""
+    check = GreedyCheck(list(ref), list(got))
+    d = check.first_divergence
+    if d is None or ref_rows is None or prompt_len is None or d >= len(check.ref):
+        return check
+    row = prompt_len - 1 + d
+    if not 0 <= row < len(ref_rows):
+        return check
+    return GreedyCheck(list(ref), list(got), ref_margin=top2_margin(ref_rows[row]), near_tie=near_tie)

@@ -86,11 +86,38 @@ class ReferenceModel:
             seq.append(int(self.all_logits(seq)[-1].argmax()))
         return seq[len(ids) :]
 
+    def generate(self, ids: Sequence[int], n: int) -> list[int]:
+        """n tokens from transformers' own `generate()` (greedy, its KV cache), never stopping at EOS.
+
+        This is what a transformers user runs; unlike `greedy`, its cache honours settings the
+        plain forward ignores (a `sliding_window` keeps only the last keys).
+        """
+        if n <= 0:
+            return []
+        import transformers
+
+        # A fresh GenerationConfig: the model dir's generation_config.json (sampling, penalties,
+        # EOS) must not change what "greedy" means on the reference side.
+        gen = transformers.GenerationConfig(max_new_tokens=n, do_sample=False, eos_token_id=None, pad_token_id=0)
+        with self.torch.inference_mode():
+            out = self.model.generate(self._ids(ids), generation_config=gen)
+        return [int(t) for t in out[0, len(ids) :].tolist()]
+
+    def forward_with_layers(self, ids: Sequence[int]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """One forward: the [T, vocab] logits of every position and the per-layer capture
+        (`capture`'s names and values, its "logits" being the last row)."""
+        layers, logits = self._hooked_forward(ids)
+        layers["logits"] = logits[-1].copy()
+        return logits, layers
+
     def capture(self, ids: Sequence[int]) -> dict[str, np.ndarray]:
         """Forward hooks on the embeddings, every decoder layer and the final norm, plus the last logits.
 
         Names match portkit_native.LlamaRunner.capture: embeddings, layer.N, norm, logits.
         """
+        return self.forward_with_layers(ids)[1]
+
+    def _hooked_forward(self, ids: Sequence[int]) -> tuple[dict[str, np.ndarray], np.ndarray]:
         inner = self.model.model
         outs: dict[str, np.ndarray] = {}
         hooks = []
@@ -112,5 +139,4 @@ class ReferenceModel:
         finally:
             for h in hooks:
                 h.remove()
-        outs["logits"] = res.logits[0, -1].float().numpy().copy()
-        return outs
+        return outs, res.logits[0].float().numpy()

@@ -1,0 +1,100 @@
+"""`portkit verify MODEL_DIR ...`: the command line around `portkit.verify.engine.verify`.
+
+`portkit.cli` imports this module lazily and calls `add_arguments(subparser)` and
+`run(args) -> int`; `python -m portkit.verify` runs it alone. Results go to stdout, progress
+and errors to stderr. Exit 0: candle agrees; 1: a mismatch or a confirmed finding; 2: bad
+input (one line, never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+HELP = "run candle (the native wheel) next to transformers and confirm each lint finding with numbers"
+DESCRIPTION = (
+    "Run candle 0.11.0 (portkit_native) and transformers (eager, f32, cpu) on the same prompt, compare "
+    "last-position logits, every layer, teacher-forced steps and greedy tokens, then confirm each "
+    "`portkit lint` finding: CONFIRMED (measured), CRASH-CONFIRMED (candle's own error), or NOT-REPRODUCED."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model_dir", metavar="MODEL_DIR", help="directory with config.json and safetensors weights")
+    parser.add_argument("--device", default="cpu", help="candle device: cpu, metal or cuda (default: cpu)")
+    parser.add_argument("--dtype", default="f32", help="candle dtype: f32, bf16 or f16 (default: f32)")
+    prompt = parser.add_mutually_exclusive_group()
+    prompt.add_argument("--ids", metavar="1,2,3", help="prompt token ids, comma separated")
+    prompt.add_argument("--text", metavar="TEXT", help="prompt text, encoded with the model dir's tokenizer.json")
+    parser.add_argument("--tokens", type=int, default=8, metavar="N", help="greedy tokens to generate and teacher-force (default: 8)")
+    parser.add_argument("--gguf", type=Path, metavar="FILE", help="also verify this GGUF (candle quantized_llama) against MODEL_DIR")
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    parser.add_argument("--plot", type=Path, metavar="FILE.png", help="write the per-layer relative errors as a PNG (needs matplotlib)")
+    parser.add_argument("--flash-attn", action="store_true", help="load candle with use_flash_attn=true, as `into_config(true)` does")
+    parser.add_argument("--no-lint", dest="lint", action="store_false", help=argparse.SUPPRESS)
+    # The negative control's hook: add DELTA to one reference logit before every comparison.
+    parser.add_argument("--perturb-reference", type=float, metavar="DELTA", help=argparse.SUPPRESS)
+
+
+def _error(msg: str) -> int:
+    print(f"portkit verify: error: {' '.join(msg.split())}", file=sys.stderr)
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from portkit.verify.engine import VerifyOptions, verify
+    from portkit.verify.inputs import BadInput
+
+    err = Console(stderr=True)
+    opts = VerifyOptions(
+        model_dir=Path(args.model_dir),
+        device=args.device,
+        dtype=args.dtype,
+        ids=args.ids,
+        text=args.text,
+        tokens=args.tokens,
+        gguf=args.gguf,
+        plot=args.plot,
+        use_flash_attn=args.flash_attn,
+        lint=getattr(args, "lint", True),
+        perturb_reference=getattr(args, "perturb_reference", None),
+    )
+    try:
+        with err.status("portkit verify: starting", spinner="dots") as status:
+            report = verify(opts, progress=lambda s: status.update(f"portkit verify: {s}"))
+    except BadInput as e:
+        return _error(str(e))
+    except KeyboardInterrupt:
+        print("portkit verify: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug of ours: one line, the traceback on request
+        if os.environ.get("PORTKIT_DEBUG"):
+            raise
+        return _error(f"internal error: {type(e).__name__}: {e} (set PORTKIT_DEBUG=1 for the traceback)")
+
+    if args.format == "json":
+        from portkit.verify.report import to_json
+
+        sys.stdout.write(json.dumps(to_json(report), indent=2) + "\n")
+    else:
+        from portkit.verify.report import render_text
+
+        render_text(report, Console(highlight=False, soft_wrap=True))
+    return report.exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="portkit verify", description=DESCRIPTION)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    return run(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,245 @@
+"""Turn each lint finding into evidence: run the probe the rule declares, and give a verdict.
+
+- numeric, with a patch (the config edit `portkit fix` would make): candle on the config as
+  written vs candle on the patched config, both against transformers. CONFIRMED when the
+  written config differs and the patch brings candle closer (usually within tolerance).
+- numeric, without a patch (biases, activation: no config edit can fix them): candle vs
+  transformers alone, with every *other* finding's patch applied so that their effects are
+  not counted here. CONFIRMED when candle still differs.
+- crash: candle's own error or panic, reproduced, with the text the rule predicts:
+  CRASH-CONFIRMED.
+- anything that shows no measurable effect, and every static-only finding, is NOT-REPRODUCED
+  with the reason stated plainly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Sequence
+
+from portkit.verify.runs import Comparison, Failure, RunOutputs, describe_patch, fmt_num
+
+Verdict = Literal["CONFIRMED", "CRASH-CONFIRMED", "NOT-REPRODUCED"]
+#: A patched run must at least halve the distance to count as "closer".
+IMPROVEMENT = 0.5
+
+
+@dataclass
+class Confirmation:
+    code: str
+    name: str
+    severity: str
+    message: str
+    filename: str
+    probe_kind: str
+    verdict: Verdict
+    evidence: str  # one line, with the numbers or candle's text
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def confirmed(self) -> bool:
+        return self.verdict != "NOT-REPRODUCED"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "severity": self.severity,
+            "message": self.message,
+            "filename": self.filename,
+            "probe": self.probe_kind,
+            "verdict": self.verdict,
+            "evidence": self.evidence,
+            "details": self.details,
+        }
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def probe_of(finding: Any) -> tuple[str, dict[str, Any] | None, str | None]:
+    """(kind, patch, expect) of a lint finding (a `portkit.findings.Finding` or its JSON)."""
+    probe = _get(finding, "probe")
+    kind = _get(probe, "kind") or "static-only"
+    patch = _get(probe, "patch")
+    if patch is None and kind == "numeric":
+        fix = _get(finding, "fix")
+        edits = _get(fix, "edits") if fix is not None else None
+        patch = dict(edits) if edits else None
+    return kind, (dict(patch) if patch else None), _get(probe, "expect")
+
+
+def _base(finding: Any, kind: str) -> dict[str, Any]:
+    return dict(
+        code=str(_get(finding, "code", "")),
+        name=str(_get(finding, "name", "")),
+        severity=str(_get(finding, "severity", "")),
+        message=str(_get(finding, "message", "")),
+        filename=str(_get(finding, "filename", "")),
+        probe_kind=kind,
+    )
+
+
+def _cmp_json(c: Comparison | None) -> dict[str, Any] | None:
+    if c is None:
+        return None
+    return {
+        "ok": c.ok,
+        "summary": c.headline(),
+        "last_max_abs_diff": None if c.last is None else c.last.max_abs_diff,
+        "steps_max_abs_diff": None if c.steps is None else c.steps.max_abs_diff,
+        "argmax_agree": None if c.steps is None else c.steps.agree,
+        "steps": None if c.steps is None else c.steps.steps,
+        "greedy_first_divergence": None if c.greedy is None else c.greedy.first_divergence,
+    }
+
+
+def _restored(c: Comparison) -> str:
+    """How close a patched run got: the last-position max|diff| in f32, else the headline."""
+    if c.tolerance.logits_atol is not None and c.last is not None and c.ok:
+        return fmt_num(c.last.max_abs_diff)
+    return c.headline()
+
+
+@dataclass
+class Subject:
+    """What the probes run against: the as-read run and a way to run a patched config."""
+
+    as_read: RunOutputs
+    as_read_cmp: Comparison | None
+    run_patched: Callable[[dict[str, Any]], tuple[RunOutputs, Comparison | None]]
+    what: str = "candle"  # "candle" | "the GGUF in candle"
+    patch_word: str = "restored"
+
+
+def confirm_numeric(finding: Any, subject: Subject, other_patches: dict[str, Any]) -> Confirmation:
+    kind, patch, _ = probe_of(finding)
+    base = _base(finding, kind)
+    run, cmp = subject.as_read, subject.as_read_cmp
+    if run.failure is not None or cmp is None:
+        why = run.failure.line() if run.failure else "no numbers"
+        return Confirmation(
+            **base,
+            verdict="NOT-REPRODUCED",
+            evidence=f"not measurable: {subject.what} did not run ({why})",
+            details={"as_read": None, "failure": run.failure.to_json() if run.failure else None},
+        )
+    details: dict[str, Any] = {"as_read": _cmp_json(cmp), "patch": patch}
+    if cmp.ok:
+        return Confirmation(
+            **base,
+            verdict="NOT-REPRODUCED",
+            evidence=f"no measurable effect: {subject.what} agrees with transformers ({cmp.headline()})",
+            details=details,
+        )
+    if patch:
+        fixed_run, fixed = subject.run_patched(patch)
+        details["fixed"] = _cmp_json(fixed)
+        what_fixed = f"with {describe_patch(patch)} {subject.patch_word}"
+        if fixed_run.failure is not None or fixed is None:
+            details["fixed_failure"] = fixed_run.failure.to_json() if fixed_run.failure else None
+            return Confirmation(
+                **base,
+                verdict="NOT-REPRODUCED",
+                evidence=f"{cmp.headline()}, but {what_fixed} {subject.what} fails: "
+                + (fixed_run.failure.head if fixed_run.failure else "no numbers"),
+                details=details,
+            )
+        if fixed.ok:
+            return Confirmation(**base, verdict="CONFIRMED", evidence=f"{cmp.headline()}; {what_fixed}, {_restored(fixed)}", details=details)
+        if fixed.distance() <= IMPROVEMENT * cmp.distance():
+            evidence = f"{cmp.headline()}; {what_fixed}, {fixed.headline()} (other findings remain"
+            merged = {**other_patches, **patch}
+            if merged != patch:
+                all_run, all_cmp = subject.run_patched(merged)
+                details["all_fixes"] = _cmp_json(all_cmp)
+                if all_cmp is not None:
+                    evidence += f"; with every config fix, {_restored(all_cmp)}"
+            return Confirmation(**base, verdict="CONFIRMED", evidence=evidence + ")", details=details)
+        return Confirmation(
+            **base,
+            verdict="NOT-REPRODUCED",
+            evidence=f"{subject.what} differs ({cmp.headline()}) but {what_fixed} it still does ({fixed.headline()}): "
+            "the difference comes from something else",
+            details=details,
+        )
+    # No config edit fixes it: attribute only what is left once the other findings' fixes apply.
+    if other_patches:
+        res_run, res = subject.run_patched(other_patches)
+        details["with_other_fixes"] = _cmp_json(res)
+        if res_run.failure is None and res is not None:
+            if res.ok:
+                return Confirmation(
+                    **base,
+                    verdict="NOT-REPRODUCED",
+                    evidence=f"no effect of its own: with the other findings' fixes ({describe_patch(other_patches)}) "
+                    f"{subject.what} agrees with transformers ({res.headline()})",
+                    details=details,
+                )
+            return Confirmation(
+                **base,
+                verdict="CONFIRMED",
+                evidence=f"{res.headline()} with the other findings' fixes applied; no config edit can fix this",
+                details=details,
+            )
+    return Confirmation(**base, verdict="CONFIRMED", evidence=f"{cmp.headline()}; no config edit can fix this", details=details)
+
+
+def confirm_crash(finding: Any, subject: Subject, ran: str) -> Confirmation:
+    """`ran`: what the as-read run did, for the not-reproduced line ("the prompt and 8 tokens")."""
+    kind, _, expect = probe_of(finding)
+    base = _base(finding, kind)
+    f: Failure | None = subject.as_read.failure
+    details: dict[str, Any] = {"expect": expect, "failure": f.to_json() if f else None}
+    if f is None:
+        return Confirmation(
+            **base,
+            verdict="NOT-REPRODUCED",
+            evidence=f"{subject.what} loaded and ran {ran} without an error",
+            details=details,
+        )
+    if expect and expect.lower() not in f.message.lower():
+        return Confirmation(
+            **base,
+            verdict="NOT-REPRODUCED",
+            evidence=f"{subject.what} failed, but not as predicted (expected `{expect}`): {f.line()}",
+            details=details,
+        )
+    where = f" ({f.location})" if f.location else ""
+    return Confirmation(**base, verdict="CRASH-CONFIRMED", evidence=f"{f.line()}{where}", details=details)
+
+
+def confirm_static(finding: Any) -> Confirmation:
+    kind, _, _ = probe_of(finding)
+    return Confirmation(
+        **_base(finding, kind),
+        verdict="NOT-REPRODUCED",
+        evidence="no numeric probe: static-only (a fact about the files that no forward pass shows)",
+    )
+
+
+def other_patches(findings: Sequence[Any], me: Any) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for f in findings:
+        if f is me:
+            continue
+        kind, patch, _ = probe_of(f)
+        if kind == "numeric" and patch:
+            merged.update(patch)
+    return merged
+
+
+def confirm_all(findings: Sequence[Any], subject: Subject, ran: str) -> list[Confirmation]:
+    out = []
+    for f in findings:
+        kind, _, _ = probe_of(f)
+        if kind == "numeric":
+            out.append(confirm_numeric(f, subject, other_patches(findings, f)))
+        elif kind == "crash":
+            out.append(confirm_crash(f, subject, ran))
+        else:
+            out.append(confirm_static(f))
+    return out

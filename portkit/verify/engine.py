@@ -1,0 +1,406 @@
+"""`portkit verify`: the run itself, from a model directory to a `VerifyReport`.
+
+Order matters for memory: the reference (transformers) runs first and is released before
+candle loads, and candle's runners are loaded one at a time, so the peak is about one copy of
+the weights plus the runtime, not one per model held.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import tempfile
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from portkit.verify import confirm as C
+from portkit.verify.compare import TOLERANCES, Tolerance
+from portkit.verify.inputs import BadInput, ModelDir, Prompt, parse_tokens, read_model_dir, resolve_prompt
+from portkit.verify.runs import Comparison, Reference, RunOutputs, compare_run, describe_patch, patched_config, run_candle
+
+DEVICES = ("cpu", "metal", "cuda")
+DTYPES = ("f32", "bf16", "f16")
+DEFAULT_TOKENS = 8
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class VerifyOptions:
+    model_dir: Path
+    device: str = "cpu"
+    dtype: str = "f32"
+    ids: str | list[int] | None = None
+    text: str | None = None
+    tokens: int = DEFAULT_TOKENS
+    gguf: Path | None = None
+    plot: Path | None = None
+    use_flash_attn: bool = False
+    lint: bool = True
+    #: Testing hook (the negative control): added to one logit of the reference's last prompt
+    #: position before any comparison, so the failure goes through the same code path.
+    perturb_reference: float | None = None
+
+
+@dataclass
+class GgufSection:
+    path: Path
+    weight_types: dict[str, int]
+    tolerance: Tolerance
+    run: RunOutputs
+    comparison: Comparison | None
+    findings: list[C.Confirmation] = field(default_factory=list)
+    diagnosis: list[str] = field(default_factory=list)
+    lint_note: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.run.failure is None and self.comparison is not None and self.comparison.ok
+
+
+@dataclass
+class VerifyReport:
+    options: VerifyOptions
+    model: ModelDir
+    prompt: Prompt
+    tolerance: Tolerance
+    versions: dict[str, str]
+    reference: Reference
+    run: RunOutputs
+    comparison: Comparison | None
+    findings: list[C.Confirmation]
+    lint_note: str | None = None
+    gguf: GgufSection | None = None
+    plot: Path | None = None
+    seconds: float = 0.0
+
+    @property
+    def candle_ok(self) -> bool:
+        return self.run.failure is None and self.comparison is not None and self.comparison.ok
+
+    @property
+    def confirmed(self) -> list[C.Confirmation]:
+        return [f for f in self.all_findings if f.confirmed]
+
+    @property
+    def all_findings(self) -> list[C.Confirmation]:
+        return self.findings + (self.gguf.findings if self.gguf else [])
+
+    @property
+    def exit_code(self) -> int:
+        ok = self.candle_ok and not self.confirmed and (self.gguf is None or self.gguf.ok)
+        return 0 if ok else 1
+
+
+def _versions(pn: Any) -> dict[str, str]:
+    out = {"candle": str(pn.build_info().get("candle_version", "?"))}
+    for pkg in ("portkit", "transformers", "torch"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "-"
+    return out
+
+
+def check_device(pn: Any, device: str, config_text: str) -> None:
+    """The native wheel's own message for a device it was not built with (exit 2), before any
+    model is loaded: the runner checks the device before it opens a weight file."""
+    try:
+        pn.LlamaRunner([str(Path(tempfile.gettempdir()) / "portkit-device-check.safetensors")], config_text, device=device)
+    except pn.DeviceUnavailableError as e:
+        raise BadInput(str(e).splitlines()[0]) from None
+    except Exception:
+        pass  # anything else (the absent file, the config) is for the real run to report
+
+
+def _validate(opts: VerifyOptions) -> None:
+    if opts.device not in DEVICES:
+        raise BadInput(f"--device must be one of {', '.join(DEVICES)}, got {opts.device!r}")
+    if opts.dtype not in DTYPES:
+        raise BadInput(f"--dtype must be one of {', '.join(DTYPES)}, got {opts.dtype!r}")
+    if opts.gguf is not None and not Path(opts.gguf).is_file():
+        raise BadInput(f"--gguf {opts.gguf}: no such file")
+    if opts.plot is not None:
+        if Path(opts.plot).suffix.lower() != ".png":
+            raise BadInput(f"--plot {opts.plot}: the plot is a PNG (give a path ending in .png)")
+        if not Path(opts.plot).resolve().parent.is_dir():
+            raise BadInput(f"--plot {opts.plot}: the directory does not exist")
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise BadInput("--plot needs matplotlib: pip install 'portkit[plot]'") from None
+
+
+def build_reference(model_dir: Path, prompt: list[int], tokens: int, perturb: float | None, progress: Progress) -> Reference:
+    from portkit.verify.reference import ReferenceLoadError, ReferenceModel, ReferenceUnavailable
+
+    progress("loading transformers (eager, f32, cpu)")
+    try:
+        ref = ReferenceModel.load(model_dir)
+    except ReferenceUnavailable as e:
+        raise BadInput(str(e)) from None
+    except ReferenceLoadError as e:
+        raise BadInput(str(e).splitlines()[0]) from None
+    progress(f"transformers: generating {tokens} greedy tokens")
+    try:
+        greedy = ref.generate(prompt, tokens)
+        progress("transformers: forward with per-layer hooks")
+        rows, layers = ref.forward_with_layers(prompt + greedy)
+    except Exception as e:  # transformers' own failure on this checkpoint: cannot be a reference
+        raise BadInput(f"transformers could not run {model_dir}: {' '.join(str(e).split())[:300]}") from None
+    del ref
+    gc.collect()
+    if perturb:
+        rows = rows.copy()
+        rows[len(prompt) - 1, 0] += np.float32(perturb)
+        layers["logits"] = rows[-1].copy() if greedy == [] else layers["logits"]
+    return Reference(prompt=list(prompt), greedy=greedy, rows=rows, layers=layers)
+
+
+class _Patched:
+    """Patched candle runs, memoised by the patch (one load each, never two held at once)."""
+
+    def __init__(self, fn: Callable[[dict[str, Any]], tuple[RunOutputs, Comparison | None]]) -> None:
+        self.fn = fn
+        self.cache: dict[str, tuple[RunOutputs, Comparison | None]] = {}
+
+    def __call__(self, patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:
+        key = json.dumps(patch, sort_keys=True, default=str)
+        if key not in self.cache:
+            self.cache[key] = self.fn(patch)
+        return self.cache[key]
+
+
+def _lint(paths: list[Path], target_args: dict[str, Any], progress: Progress) -> tuple[list[Any], str | None]:
+    from portkit.verify import lintbridge
+
+    progress("lint: reading configs and headers")
+    try:
+        target = lintbridge.make_target(**target_args)
+        return lintbridge.lint(paths, target), None
+    except lintbridge.LintUnavailable as e:
+        return [], str(e)
+
+
+def _split_findings(findings: list[Any]) -> tuple[list[Any], list[Any]]:
+    hf, gg = [], []
+    for f in findings:
+        (gg if str(C._get(f, "filename", "")).endswith(".gguf") else hf).append(f)
+    return hf, gg
+
+
+def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyReport:
+    t_start = time.perf_counter()
+    _validate(opts)
+    model = read_model_dir(opts.model_dir)
+    prompt = resolve_prompt(model, opts.ids, opts.text)
+    tokens = parse_tokens(opts.tokens)
+    tol = TOLERANCES[opts.dtype]
+
+    from portkit.verify.candle import NativeUnavailable, native
+
+    try:
+        pn = native()
+    except NativeUnavailable as e:
+        raise BadInput(str(e)) from None
+    check_device(pn, opts.device, model.config_text)
+
+    lint_paths = [model.root] + ([Path(opts.gguf)] if opts.gguf else [])
+    if opts.lint:
+        findings, lint_note = _lint(
+            lint_paths,
+            dict(
+                device=opts.device,
+                dtype=opts.dtype,
+                use_flash_attn=opts.use_flash_attn,
+                max_tokens=len(prompt.ids) + tokens,
+                build=pn.build_info(),
+            ),
+            progress,
+        )
+    else:
+        findings, lint_note = [], "lint skipped (--no-lint)"
+    hf_findings, gguf_findings = _split_findings(findings)
+
+    reference = build_reference(model.root, list(prompt.ids), tokens, opts.perturb_reference, progress)
+    seq = reference.seq
+    ran = f"the {len(prompt.ids)}-token prompt and {tokens} generated tokens"
+
+    def load_with(config_text: str) -> Callable[[], Any]:
+        from portkit.verify.candle import load_llama
+
+        return lambda: load_llama(
+            model.weight_files, config_text, dtype=opts.dtype, device=opts.device, use_flash_attn=opts.use_flash_attn
+        )
+
+    progress(f"candle: loading ({opts.device}, {opts.dtype})")
+    run = run_candle(
+        load_with(model.config_text),
+        prompt.ids,
+        seq,
+        tokens,
+        label="as written",
+        on_stage=lambda s: progress(f"candle: {s}"),
+    )
+    gc.collect()
+    comparison = compare_run(reference, run, tol) if run.failure is None else None
+
+    def patched(patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:
+        progress(f"candle with {describe_patch(patch)}")
+        r = run_candle(load_with(patched_config(model.config_text, patch)), prompt.ids, seq, tokens, label=describe_patch(patch), capture=False)
+        gc.collect()
+        return r, (compare_run(reference, r, tol) if r.failure is None else None)
+
+    subject = C.Subject(as_read=run, as_read_cmp=comparison, run_patched=_Patched(patched))
+    confirmations = C.confirm_all(hf_findings, subject, ran)
+
+    gguf_section = None
+    if opts.gguf is not None:
+        gguf_section = verify_gguf(Path(opts.gguf), model, reference, tokens, opts.device, gguf_findings, progress, ran)
+        if lint_note:
+            gguf_section.lint_note = lint_note
+
+    plot_path = None
+    if opts.plot is not None and comparison is not None and comparison.layers is not None:
+        from portkit.verify.plot import plot_layers
+
+        progress("plotting the per-layer errors")
+        plot_path = plot_layers(comparison.layers, Path(opts.plot), title=f"{model.root.name}: candle {opts.device} {opts.dtype} vs transformers f32")
+
+    return VerifyReport(
+        options=opts,
+        model=model,
+        prompt=prompt,
+        tolerance=tol,
+        versions=_versions(pn),
+        reference=reference,
+        run=run,
+        comparison=comparison,
+        findings=confirmations,
+        lint_note=lint_note,
+        gguf=gguf_section,
+        plot=plot_path,
+        seconds=time.perf_counter() - t_start,
+    )
+
+
+# --------------------------------------------------------------------------- GGUF
+
+_EIGHT_BIT = {"Q8_0", "Q8_1", "Q8_K"}
+
+
+def gguf_tolerance(types: dict[str, int]) -> Tolerance:
+    """By the coarsest 2-D weight type in the file: F32 -> f32 (1e-4 on logits); F16/BF16 ->
+    half precision; 8-bit blocks -> q8_0; anything coarser -> q4_k (argmax with margins)."""
+    names = set(types) or {"F32"}
+    if names <= {"F32"}:
+        return TOLERANCES["f32"]
+    if names <= {"F32", "F16"}:
+        return TOLERANCES["f16"]
+    if names <= {"F32", "F16", "BF16"}:
+        return TOLERANCES["bf16"]
+    if names <= {"F32", "F16", "BF16"} | _EIGHT_BIT:
+        return TOLERANCES["q8_0"]
+    return TOLERANCES["q4_k"]
+
+
+def _reference_theta(model: ModelDir) -> float | None:
+    try:
+        from portkit.semantics import transformers_view
+
+        theta = transformers_view(model.config).rope_theta
+        return float(theta) if theta is not None else None
+    except Exception:
+        params = model.config.get("rope_parameters") or {}
+        theta = params.get("rope_theta") if isinstance(params, dict) else None
+        theta = theta if theta is not None else model.config.get("rope_theta")
+        return float(theta) if isinstance(theta, (int, float)) else None
+
+
+GGUF_RUN_PATCH_KEYS = ("permute_qk",)
+
+
+def verify_gguf(
+    path: Path,
+    model: ModelDir,
+    reference: Reference,
+    tokens: int,
+    device: str,
+    findings: list[Any],
+    progress: Progress,
+    ran: str,
+) -> GgufSection:
+    from portkit.verify.candle import load_gguf
+    from portkit.verify.gguf_rewrite import read_metadata, rewrite_gguf, weight_types
+
+    try:
+        types = weight_types(path)
+        meta = read_metadata(path)
+    except Exception as e:  # the gguf package's parse errors: bad input
+        raise BadInput(f"{path}: not a readable GGUF: {' '.join(str(e).split())[:200]}") from None
+    tol = gguf_tolerance(types)
+    seq = reference.seq
+
+    def run_file(p: Path, label: str) -> tuple[RunOutputs, Comparison | None]:
+        r = run_candle(lambda: load_gguf(p, device=device), reference.prompt, seq, tokens, label=label, capture=False)
+        gc.collect()
+        return r, (compare_run(reference, r, tol) if r.failure is None else None)
+
+    progress(f"candle quantized_llama: {path.name}")
+    run, cmp = run_file(path, "gguf as written")
+    tmpdir = Path(tempfile.mkdtemp(prefix="portkit-verify-gguf-"))
+    n = [0]
+
+    def patched(patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:
+        n[0] += 1
+        progress(f"candle quantized_llama with {describe_patch(patch)}")
+        meta_patch = {k: v for k, v in patch.items() if k not in GGUF_RUN_PATCH_KEYS and v is not None}
+        drop = tuple(k for k, v in patch.items() if v is None)
+        out = tmpdir / f"patched-{n[0]}.gguf"
+        try:
+            rewrite_gguf(path, out, set_meta=meta_patch, drop_meta=drop, permute_qk=bool(patch.get("permute_qk")))
+            return run_file(out, describe_patch(patch))
+        finally:
+            out.unlink(missing_ok=True)
+
+    patched_runs = _Patched(patched)
+    subject = C.Subject(as_read=run, as_read_cmp=cmp, run_patched=patched_runs, what="the GGUF in candle", patch_word="applied")
+    confirmations = C.confirm_all(findings, subject, ran)
+
+    # What repairs the file, whatever lint said: each counterfactual alone, when the GGUF differs.
+    diagnosis: list[str] = []
+    if run.failure is None and cmp is not None and not cmp.ok:
+        arch = str(meta.get("general.architecture", "llama"))
+        candidates: list[dict[str, Any]] = [{"permute_qk": True}]
+        theta = _reference_theta(model)
+        fb_key = f"{arch}.rope.freq_base"
+        if theta is not None and meta.get(fb_key) != theta:
+            candidates.append({fb_key: theta})
+        for cand in candidates:
+            r, c = patched_runs(cand)
+            if c is not None:
+                verdict = "agrees" if c.ok else "still differs"
+                diagnosis.append(f"with {describe_patch(cand)}: {verdict} ({c.headline()})")
+        if "rope_freqs.weight" in _tensor_names(path):
+            diagnosis.append("rope_freqs.weight is present: candle's quantized_llama never reads it (no GGUF edit fixes that)")
+    try:
+        tmpdir.rmdir()
+    except OSError:
+        pass
+    return GgufSection(path=path, weight_types=types, tolerance=tol, run=run, comparison=cmp, findings=confirmations, diagnosis=diagnosis)
+
+
+def _tensor_names(path: Path) -> set[str]:
+    import gguf
+
+    return {t.name for t in gguf.GGUFReader(str(path)).tensors}
+
+
+def max_or_nan(xs: list[float]) -> float:
+    return max(xs) if xs else math.nan

@@ -1,0 +1,312 @@
+"""A `VerifyReport` as text (rich, results on stdout) or JSON (`schemas/verify-report.schema.json`)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from portkit.verify.compare import GreedyCheck, LayerCheck, LogitsCheck, StepCheck, Tolerance
+from portkit.verify.engine import GgufSection, VerifyReport
+from portkit.verify.runs import Comparison, RunOutputs, fmt_tol
+
+SCHEMA_VERSION = 1
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def _num(x: float | None) -> float | str | None:
+    """JSON has no NaN/inf: they become strings."""
+    if x is None:
+        return None
+    x = float(x)
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return x
+
+
+def _tol_json(t: Tolerance) -> dict[str, Any]:
+    return {"name": t.name, "logits_atol": t.logits_atol, "layer_rtol": t.layer_rtol, "near_tie": t.near_tie, "reason": t.reason}
+
+
+def _last_json(c: LogitsCheck) -> dict[str, Any]:
+    return {
+        "n": c.n,
+        "max_abs_diff": _num(c.max_abs_diff),
+        "max_abs_ref": _num(c.max_abs_ref),
+        "worst_index": c.worst_index,
+        "tolerance": c.tolerance,
+        "ok": c.ok,
+    }
+
+
+def _steps_json(c: StepCheck) -> dict[str, Any]:
+    return {
+        "steps": c.steps,
+        "argmax_agree": c.agree,
+        "max_abs_diff": _num(c.max_abs_diff),
+        "median_abs_diff": _num(c.median_abs_diff),
+        "max_abs_ref": _num(c.max_abs_ref),
+        "near_tie": c.near_tie,
+        "tolerance": c.atol,
+        "disagreements": [
+            {"step": d.step, "ref_token": d.ref_token, "got_token": d.got_token, "ref_margin": _num(d.ref_margin), "near_tie": d.near_tie}
+            for d in c.disagreements
+        ],
+        "ok": c.ok,
+    }
+
+
+def _greedy_json(c: GreedyCheck) -> dict[str, Any]:
+    return {
+        "reference": c.ref,
+        "candle": c.got,
+        "first_divergence": c.first_divergence,
+        "ref_margin": _num(c.ref_margin),
+        "at_near_tie": c.at_near_tie,
+        "ok": c.ok,
+    }
+
+
+def _layers_json(c: LayerCheck, judged: bool) -> dict[str, Any]:
+    return {
+        "rtol": c.rtol if judged else None,
+        "judged": judged,
+        "first_over": c.first_over if judged else None,
+        "max_rel": _num(c.max_rel),
+        "rows": [
+            {"name": r.name, "max_abs_ref": _num(r.max_abs_ref), "max_abs_diff": _num(r.max_abs_diff), "rel": _num(r.rel), "over": r.over and judged}
+            for r in c.rows
+        ],
+        "ok": c.ok or not judged,
+    }
+
+
+def _cmp_json(c: Comparison | None) -> dict[str, Any] | None:
+    if c is None:
+        return None
+    return {
+        "ok": c.ok,
+        "summary": c.headline(),
+        "problem": c.problem,
+        "last_position": _last_json(c.last) if c.last else None,
+        "teacher_forced": _steps_json(c.steps) if c.steps else None,
+        "greedy": _greedy_json(c.greedy) if c.greedy else None,
+        "layers": _layers_json(c.layers, c.layers_judged) if c.layers else None,
+    }
+
+
+def _run_json(r: RunOutputs) -> dict[str, Any]:
+    return {"status": "ok" if r.failure is None else "failed", "failure": r.failure.to_json() if r.failure else None, "seconds": round(r.seconds, 4)}
+
+
+def _gguf_json(g: GgufSection) -> dict[str, Any]:
+    return {
+        "path": str(g.path),
+        "weight_types": g.weight_types,
+        "tolerance": _tol_json(g.tolerance),
+        "run": _run_json(g.run),
+        "comparison": _cmp_json(g.comparison),
+        "findings": [f.to_json() for f in g.findings],
+        "diagnosis": g.diagnosis,
+        "ok": g.ok,
+    }
+
+
+def to_json(rep: VerifyReport) -> dict[str, Any]:
+    o = rep.options
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "model_dir": str(rep.model.root),
+        "device": o.device,
+        "dtype": o.dtype,
+        "versions": rep.versions,
+        "reference": {"runtime": "transformers", "attn_implementation": "eager", "dtype": "f32", "device": "cpu"},
+        "prompt": {"ids": list(rep.prompt.ids), "source": rep.prompt.source, "text": rep.prompt.text},
+        "tokens": o.tokens,
+        "tolerance": _tol_json(rep.tolerance),
+        "candle": _run_json(rep.run),
+        "comparison": _cmp_json(rep.comparison),
+        "lint": {"ran": rep.lint_note is None, "note": rep.lint_note, "findings": len(rep.findings) + (len(rep.gguf.findings) if rep.gguf else 0)},
+        "findings": [f.to_json() for f in rep.findings],
+        "gguf": _gguf_json(rep.gguf) if rep.gguf else None,
+        "plot": str(rep.plot) if rep.plot else None,
+        "verdict": _verdict(rep)[0],
+        "exit_code": rep.exit_code,
+        "seconds": round(rep.seconds, 3),
+    }
+
+
+def _verdict(rep: VerifyReport) -> tuple[str, str]:
+    """(machine word, human line)."""
+    confirmed = rep.confirmed
+    if rep.exit_code == 0:
+        return "agree", "candle agrees with transformers"
+    bits = []
+    if rep.run.failure is not None:
+        bits.append("candle failed")
+    elif not rep.candle_ok:
+        bits.append("candle differs from transformers")
+    if rep.gguf is not None and not rep.gguf.ok:
+        bits.append("the GGUF differs from transformers" if rep.gguf.run.failure is None else "the GGUF failed in candle")
+    if confirmed:
+        bits.append(f"{len(confirmed)} finding{'s' if len(confirmed) != 1 else ''} confirmed")
+    return "mismatch", "MISMATCH: " + "; ".join(bits)
+
+
+# --------------------------------------------------------------------------- text
+
+
+def _tol_line(t: Tolerance) -> str:
+    if t.logits_atol is not None:
+        s = f"logits {fmt_tol(t.logits_atol)} absolute"
+        if t.layer_rtol is not None:
+            s += f", layers {fmt_tol(t.layer_rtol)} relative"
+        return s + f", near tie under {_g(t.near_tie)}"
+    return f"judged by per-step argmax; a flip is a near tie when the reference's top-2 margin is under {_g(t.near_tie)}"
+
+
+def _g(x: float) -> str:
+    return fmt_tol(x) if x < 0.01 else f"{x:g}"
+
+
+def _comparison_lines(c: Comparison, greedy_ref: list[int]) -> list[str]:
+    out = []
+    if c.problem:
+        out.append(f"[red]{escape(c.problem)}[/]")
+    if c.last is not None:
+        verdict = "" if c.last.tolerance is None else ("  [green]OK[/]" if c.last.ok else "  [red]MISMATCH[/]")
+        tol = "reported" if c.last.tolerance is None else f"tol={fmt_tol(c.last.tolerance)}"
+        out.append(
+            f"last position   n={c.last.n}  max|diff|={c.last.max_abs_diff:.2e}  max|ref|={c.last.max_abs_ref:.3g}  {tol}{verdict}"
+        )
+    if c.steps is not None:
+        s = c.steps
+        mark = "[green]OK[/]" if s.ok else "[red]MISMATCH[/]"
+        line = f"teacher-forced  {s.steps} steps  argmax {s.agree}/{s.steps}  max|diff|={s.max_abs_diff:.2e}  median={s.median_abs_diff:.2e}  {mark}"
+        out.append(line)
+        if s.disagreements:
+            shown = s.disagreements[:12]
+            flips = "  ".join(
+                f"{d.step}:{d.ref_token}->{d.got_token} (margin {d.ref_margin:.2g}{', near tie' if d.near_tie else ''})" for d in shown
+            )
+            more = f"  ... {len(s.disagreements) - len(shown)} more" if len(s.disagreements) > len(shown) else ""
+            out.append(f"    differing steps: {flips}{more}")
+    if c.greedy is not None:
+        g = c.greedy
+        d = g.first_divergence
+        if d is None:
+            what = "[green]identical[/]"
+        else:
+            margin = f", reference margin {g.ref_margin:.2g}" if g.ref_margin is not None else ""
+            what = ("[yellow]" if g.at_near_tie else "[red]") + f"first divergence at token {d}{margin}" + (" (near tie)" if g.at_near_tie else "") + "[/]"
+        out.append(f"greedy          {len(g.ref)} tokens  {what}")
+        if d is not None:
+            out.append(f"    transformers {g.ref}")
+            out.append(f"    candle       {g.got}")
+        elif g.ref:
+            out.append(f"    tokens {g.ref}")
+    if c.layers is not None:
+        L = c.layers
+        if not c.layers_judged:
+            out.append(f"layers          max rel {L.max_rel:.2e} (reported; not judged below f32)")
+        elif L.first_over:
+            out.append(f"layers          [red]first layer over {fmt_tol(L.rtol)}: {L.first_over}[/] (max rel {L.max_rel:.2e})")
+        else:
+            worst = max(L.rows, key=lambda r: r.rel).name if L.rows else "-"
+            out.append(f"layers          max rel {L.max_rel:.2e} at {worst}; none over {fmt_tol(L.rtol)}  [green]OK[/]")
+    return out
+
+
+def _layer_table(c: Comparison) -> Table:
+    L = c.layers
+    assert L is not None
+    t = Table("name", "max|ref|", "max|diff|", "rel", "", box=None, padding=(0, 2), show_edge=False)
+    for r in L.rows:
+        over = r.over and c.layers_judged
+        t.add_row(r.name, f"{r.max_abs_ref:.4g}", f"{r.max_abs_diff:.3e}", f"{r.rel:.2e}", "[red]over[/]" if over else "")
+    return t
+
+
+_VERDICT_STYLE = {"CONFIRMED": "bold red", "CRASH-CONFIRMED": "bold red", "NOT-REPRODUCED": "yellow"}
+
+
+def _finding_lines(findings: list) -> list[str]:
+    out = []
+    for f in findings:
+        style = _VERDICT_STYLE[f.verdict]
+        out.append(f"  [bold]{f.code}[/] {f.name}  [{style}]{f.verdict}[/]  [dim]({f.probe_kind})[/]")
+        out.append(f"      {escape(f.message)}")
+        out.append(f"      evidence: {escape(f.evidence)}")
+    return out
+
+
+def render_text(rep: VerifyReport, console: Console, *, table: bool = True) -> None:
+    o = rep.options
+    v = rep.versions
+    p = console.print
+    p(f"[bold]portkit verify[/] {escape(str(rep.model.root))}")
+    p(
+        f"  candle {v.get('candle')} (portkit_native, {o.device}, {o.dtype}) vs transformers {v.get('transformers')} "
+        f"(eager, f32, cpu; torch {v.get('torch')})"
+    )
+    p(f"  prompt: {escape(rep.prompt.describe())}")
+    p(f"  tolerance {rep.tolerance.name}: {_tol_line(rep.tolerance)}")
+    p("")
+    p("[bold]candle vs transformers[/]")
+    if rep.run.failure is not None:
+        f = rep.run.failure
+        p(f"  [red]{escape(f.line())}[/]")
+        rest = f.message.splitlines()[1:4]
+        for ln in rest:
+            p(f"    {escape(ln)}")
+    if rep.comparison is not None:
+        for ln in _comparison_lines(rep.comparison, rep.reference.greedy):
+            p("  " + ln)
+        if table and rep.comparison.layers is not None:
+            p("")
+            console.print(_layer_table(rep.comparison), style=None)
+    if rep.plot is not None:
+        p(f"  per-layer plot: {escape(str(rep.plot))}")
+    p("")
+    n = len(rep.findings)
+    head = "[bold]findings[/]"
+    if rep.lint_note:
+        p(f"{head}  [yellow]{escape(rep.lint_note)}[/]")
+    else:
+        p(f"{head} (portkit lint: {n})")
+        if not rep.findings:
+            p("  none")
+    for ln in _finding_lines(rep.findings):
+        p(ln)
+    if rep.gguf is not None:
+        _render_gguf(rep.gguf, rep, console)
+    p("")
+    word, line = _verdict(rep)
+    colour = "green" if rep.exit_code == 0 else "red"
+    p(f"[bold {colour}]verdict: {escape(line)}[/] (exit {rep.exit_code})")
+
+
+def _render_gguf(g: GgufSection, rep: VerifyReport, console: Console) -> None:
+    p = console.print
+    p("")
+    types = ", ".join(f"{k} x{n}" for k, n in sorted(g.weight_types.items()))
+    p(f"[bold]GGUF vs transformers[/] {escape(str(g.path))} (candle quantized_llama; weights {types})")
+    p(f"  tolerance {g.tolerance.name}: {_tol_line(g.tolerance)}")
+    if g.run.failure is not None:
+        p(f"  [red]{escape(g.run.failure.line())}[/]")
+    if g.comparison is not None:
+        for ln in _comparison_lines(g.comparison, rep.reference.greedy):
+            p("  " + ln)
+    for d in g.diagnosis:
+        p(f"  diagnosis: {escape(d)}")
+    if g.findings:
+        p(f"  findings on the GGUF (portkit lint: {len(g.findings)})")
+        for ln in _finding_lines(g.findings):
+            p("  " + ln)

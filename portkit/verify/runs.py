@@ -1,0 +1,277 @@
+"""One run of each side, captured as plain data, and its comparison against the reference.
+
+A run never raises for candle's own failures: a config refusal, a load error, a caught panic
+or a forward error becomes a `Failure` carrying candle's text (backtrace frames dropped, the
+cargo registry prefix shortened), because verify quotes it as evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from portkit.verify.compare import (
+    GreedyCheck,
+    LayerCheck,
+    LogitsCheck,
+    ShapeMismatch,
+    StepCheck,
+    Tolerance,
+    compare_greedy,
+    compare_layers,
+    compare_logits,
+    compare_steps,
+)
+
+_FRAME = re.compile(r"^\s*(\d+: |at )")
+_REGISTRY = re.compile(r"\S*/((?:candle|candle-[\w-]+)-\d+\.\d+\.\d+/)")
+_PANIC_AT = re.compile(r"panicked at (?:\S*/)?((?:candle[\w-]*-\d+\.\d+\.\d+/)?[\w/.-]+\.rs:\d+)(?::\d+)?")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """candle (or the reference) refused: where, as what, and the text it gave."""
+
+    stage: str  # config | load | forward | generate | capture
+    kind: str  # ConfigError | CandleError | CandlePanic | ...
+    message: str
+
+    @property
+    def head(self) -> str:
+        return self.message.splitlines()[0] if self.message else ""
+
+    @property
+    def location(self) -> str | None:
+        m = _PANIC_AT.search(self.message)
+        return m.group(1) if m else None
+
+    def line(self) -> str:
+        what = {"CandlePanic": "panic", "ConfigError": "config error"}.get(self.kind, "error")
+        return f"candle {what} at {self.stage}: {self.head}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stage": self.stage, "kind": self.kind, "message": self.message, "location": self.location}
+
+
+def clean_message(text: str) -> str:
+    lines = [ln for ln in str(text).splitlines() if not _FRAME.match(ln)]
+    return _REGISTRY.sub(r"\1", "\n".join(lines).strip())
+
+
+def failure(stage: str, e: BaseException) -> Failure:
+    return Failure(stage=stage, kind=type(e).__name__, message=clean_message(str(e)))
+
+
+@dataclass
+class RunOutputs:
+    """What one side computed on the prompt (and on prompt + the reference's greedy tokens)."""
+
+    label: str
+    last: np.ndarray | None = None  # [vocab], last prompt position, full prefill
+    rows: np.ndarray | None = None  # [len(seq), vocab], one row per position of seq
+    layers: dict[str, np.ndarray] | None = None
+    greedy: list[int] | None = None
+    failure: Failure | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+
+def _native_errors() -> tuple[type[BaseException], ...]:
+    from portkit.verify.candle import native
+
+    pn = native()
+    return (pn.NativeError, ValueError, FileNotFoundError, OSError)
+
+
+def run_candle(
+    load: Callable[[], Any],
+    prompt: Sequence[int],
+    seq: Sequence[int],
+    tokens: int,
+    *,
+    label: str,
+    capture: bool = True,
+    on_stage: Callable[[str], None] | None = None,
+) -> RunOutputs:
+    """Load with `load()` then compute on the prompt; stop at candle's first failure.
+
+    `seq` is the prompt followed by the reference's greedy tokens: teacher-forced rows and the
+    capture run on it, so both sides see exactly the same inputs.
+    """
+    import time
+
+    errors = _native_errors()
+    out = RunOutputs(label=label)
+    t0 = time.perf_counter()
+    stage = "load"
+
+    def step(name: str) -> None:
+        nonlocal stage
+        stage = name
+        if on_stage:
+            on_stage(name)
+
+    try:
+        step("load")
+        runner = load()
+        step("forward")
+        out.last = np.asarray(runner.last_logits(list(prompt)), dtype=np.float32)
+        out.rows = np.asarray(runner.teacher_forced_logits(list(seq), 1), dtype=np.float32)
+        if capture and hasattr(runner, "capture"):
+            step("capture")
+            out.layers = {k: np.asarray(v, dtype=np.float32) for k, v in runner.capture(list(seq)).items()}
+        step("generate")
+        out.greedy = [int(t) for t in runner.greedy(list(prompt), tokens)]
+    except errors as e:
+        kind = type(e).__name__
+        out.failure = failure("config" if kind == "ConfigError" else stage, e)
+    finally:
+        out.seconds = time.perf_counter() - t0
+    return out
+
+
+def patched_config(config_text: str, patch: dict[str, Any]) -> str:
+    """config.json with top-level keys set (a None value removes the key)."""
+    cfg = json.loads(config_text)
+    for k, v in patch.items():
+        if v is None:
+            cfg.pop(k, None)
+        else:
+            cfg[k] = v
+    return json.dumps(cfg, indent=2)
+
+
+def describe_patch(patch: dict[str, Any]) -> str:
+    def fmt(v: Any) -> str:
+        if isinstance(v, float) and v.is_integer() and abs(v) < 1e16:
+            return str(int(v))
+        if isinstance(v, dict):
+            kind = v.get("rope_type") or v.get("type")
+            return f"{{{kind} ...}}" if kind else json.dumps(v)
+        return json.dumps(v)
+
+    return ", ".join(f"{k}={fmt(v)}" if v is not None else f"{k} removed" for k, v in patch.items())
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+@dataclass
+class Comparison:
+    """One side (candle or a GGUF) judged against the reference, with every number."""
+
+    tolerance: Tolerance
+    last: LogitsCheck | None = None
+    steps: StepCheck | None = None
+    greedy: GreedyCheck | None = None
+    layers: LayerCheck | None = None
+    layers_judged: bool = True
+    problem: str | None = None  # a shape mismatch: a failure of its own
+
+    @property
+    def ok(self) -> bool:
+        if self.problem is not None:
+            return False
+        parts = [c.ok for c in (self.last, self.steps, self.greedy) if c is not None]
+        if self.layers is not None and self.layers_judged:
+            parts.append(self.layers.ok)
+        return all(parts) and bool(parts)
+
+    def headline(self) -> str:
+        """`logits differ 4.94 (tol 1e-4)`-style summary of the worst evidence."""
+        if self.problem:
+            return self.problem
+        bits = []
+        if self.last is not None:
+            tol = self.tolerance.logits_atol
+            bits.append(
+                f"logits differ {fmt_num(self.last.max_abs_diff)}"
+                + (f" (tol {fmt_tol(tol)})" if tol is not None else f" (max|ref| {self.last.max_abs_ref:.3g})")
+            )
+        if self.steps is not None and (self.steps.agree != self.steps.steps or self.tolerance.logits_atol is None):
+            real = len(self.steps.real_flips)
+            near = len(self.steps.disagreements) - real
+            extra = []
+            if real:
+                extra.append(f"{real} real flip{'s' if real != 1 else ''}")
+            if near:
+                extra.append(f"{near} at near ties")
+            bits.append(f"argmax {self.steps.agree}/{self.steps.steps}" + (f" ({', '.join(extra)})" if extra else ""))
+        if self.greedy is not None and self.greedy.first_divergence is not None:
+            bits.append(
+                f"greedy diverges at token {self.greedy.first_divergence}"
+                + (" (near tie)" if self.greedy.at_near_tie else "")
+            )
+        return ", ".join(bits)
+
+    def distance(self) -> float:
+        """max|diff| over the last position and every teacher-forced step (NaN: infinite)."""
+        vals = [c.max_abs_diff for c in (self.last, self.steps) if c is not None]
+        vals = [math.inf if math.isnan(v) else v for v in vals]
+        return max(vals, default=0.0)
+
+
+def fmt_num(x: float) -> str:
+    if math.isnan(x):
+        return "NaN"
+    if x == 0:
+        return "0"
+    if 1e-2 <= abs(x) < 1e3:
+        return f"{x:.3g}"
+    return f"{x:.2e}"
+
+
+def fmt_tol(x: float) -> str:
+    return f"{x:.0e}".replace("e-0", "e-").replace("e+0", "e+")
+
+
+@dataclass
+class Reference:
+    """The reference's numbers (transformers eager f32 CPU), computed once per verify run."""
+
+    prompt: list[int]
+    greedy: list[int]
+    rows: np.ndarray  # [len(seq), vocab]
+    layers: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def seq(self) -> list[int]:
+        return self.prompt + self.greedy
+
+    @property
+    def last(self) -> np.ndarray:
+        return self.rows[len(self.prompt) - 1]
+
+
+def compare_run(ref: Reference, got: RunOutputs, tol: Tolerance) -> Comparison:
+    """The seeds' comparisons: last position, teacher-forced steps with margins, greedy fork
+    with the margin where it forks, per-layer relative error (judged in f32 only)."""
+    cmp = Comparison(tolerance=tol)
+    try:
+        if got.last is not None:
+            cmp.last = compare_logits(ref.last, got.last, tol.logits_atol)
+        if got.rows is not None:
+            cmp.steps = compare_steps(ref.rows, got.rows, near_tie=tol.near_tie, atol=tol.logits_atol)
+        if got.greedy is not None:
+            cmp.greedy = compare_greedy(
+                ref.greedy, got.greedy, ref_rows=ref.rows, prompt_len=len(ref.prompt), near_tie=tol.near_tie
+            )
+        if got.layers is not None and ref.layers:
+            cmp.layers_judged = tol.layer_rtol is not None
+            cmp.layers = compare_layers(ref.layers, got.layers, tol.layer_rtol if tol.layer_rtol is not None else math.inf)
+    except ShapeMismatch as e:
+        cmp.problem = str(e)
+    return cmp
+
+
+def weights_paths(files: Sequence[Path]) -> list[str]:
+    return [str(p) for p in files]
