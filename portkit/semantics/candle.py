@@ -75,6 +75,7 @@ class CandleView(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     refused: str | None = None
+    refused_at: list[str] | None = None  # key path of the value serde failed on ([] = the object itself)
     hidden_size: int | None = None
     intermediate_size: int | None = None
     vocab_size: int | None = None
@@ -102,7 +103,7 @@ class CandleView(BaseModel):
         if self.refused is not None:
             raise ValueError(f"candle refuses this config: {self.refused}")
         d = self.model_dump(
-            exclude={"refused", "rope_theta_source", "rope_scaling_applied"},
+            exclude={"refused", "refused_at", "rope_theta_source", "rope_scaling_applied"},
         )
         # serde_json writes a non-finite f32 as null
         for k in ("rope_theta", "rms_norm_eps"):
@@ -127,7 +128,7 @@ def candle_view(config: str | Mapping[str, Any] | Any) -> CandleView:
         value = serde.loads(config) if isinstance(config, str) else serde.to_pairs(config)
         cfg = _de_llama_config(value)
     except SerdeError as e:
-        return CandleView(refused=str(e))
+        return CandleView(refused=str(e), refused_at=e.path)
     heads = cfg["num_attention_heads"]
     kv = cfg["num_key_value_heads"]
     rs = cfg["rope_scaling"]

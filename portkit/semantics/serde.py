@@ -22,7 +22,14 @@ I64_MIN = -(2**63)
 
 
 class SerdeError(Exception):
-    """serde refused the value; str() is serde_json's message (no position)."""
+    """serde refused the value; str() is serde_json's message (no position).
+
+    `path` is the key path of the value that failed (empty for a missing field).
+    """
+
+    def __init__(self, msg: str, path: list[str] | None = None) -> None:
+        super().__init__(msg)
+        self.path: list[str] = list(path or [])
 
 
 class Pairs(list):
@@ -97,7 +104,10 @@ def number(v: Any) -> Any:
     """Reclassify an int the way serde_json's parser would (u64 / i64 / else f64)."""
     if isinstance(v, int) and not isinstance(v, bool):
         if v > U64_MAX or v < I64_MIN:
-            return float(v)
+            try:
+                return float(v)
+            except OverflowError:
+                return OutOfRange(str(v)[:40])
     return v
 
 
@@ -152,6 +162,8 @@ def rust_debug_str(s: str) -> str:
 
 def unexpected(v: Any) -> str:
     v = number(v)
+    if isinstance(v, OutOfRange):
+        return "number out of range"
     if v is None:
         return "null"
     if isinstance(v, bool):
@@ -181,6 +193,7 @@ def _check_range(v: Any) -> None:
 def de_uint(v: Any, ty: str, maxv: int) -> int:
     _check_range(v)
     v = number(v)
+    _check_range(v)
     if isinstance(v, bool) or not isinstance(v, int):
         raise invalid_type(v, ty)
     if v < 0 or v > maxv:
@@ -215,6 +228,7 @@ def _f32(x: float) -> float:
 def de_float(v: Any, ty: str) -> float:
     _check_range(v)
     v = number(v)
+    _check_range(v)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise invalid_type(v, ty)
     x = float(v)
@@ -306,6 +320,14 @@ def _has_out_of_range(v: Any) -> bool:
     return False
 
 
+def _at(key: str, de: Callable[[Any], Any], v: Any) -> Any:
+    try:
+        return de(v)
+    except SerdeError as e:
+        e.path.insert(0, key)
+        raise
+
+
 MISSING = object()
 
 
@@ -343,15 +365,15 @@ def de_struct(name: str, fields: tuple[Field, ...]) -> Callable[[Any], dict]:
                 if f is None:
                     continue  # unknown key: serde ignores it (IgnoredAny, no range checks)
                 if k in found:
-                    raise SerdeError(f"duplicate field `{k}`")
-                found[k] = f.de(x)
+                    raise SerdeError(f"duplicate field `{k}`", [k])
+                found[k] = _at(k, f.de, x)
             return finish(found)
         if isinstance(v, list):
             found = {}
             for i, f in enumerate(fields):
                 if i >= len(v):
                     raise SerdeError(f"invalid length {i}, expected struct {name} with {len(fields)} elements")
-                found[f.name] = f.de(v[i])
+                found[f.name] = _at(f.name, f.de, v[i])
             if len(v) > len(fields):
                 raise SerdeError("trailing characters")
             return finish(found)

@@ -152,6 +152,14 @@ def eos_ids(v: Any) -> list[int]:
 
 def transformers_view(config: Mapping[str, Any], generation_config: Mapping[str, Any] | None = None) -> TransformersView:
     """Effective values transformers 5 uses for `config` (parsed config.json)."""
+    try:
+        return _transformers_view(config, generation_config)
+    except (OverflowError, ValueError, TypeError, ZeroDivisionError) as e:
+        # transformers itself would raise on these values (e.g. int(inf) for a rotary dim)
+        return TransformersView(refused=f"values transformers cannot compute with: {e}")
+
+
+def _transformers_view(config: Mapping[str, Any], generation_config: Mapping[str, Any] | None) -> TransformersView:
     if not isinstance(config, Mapping):
         return TransformersView(refused="config.json is not a JSON object")
     c = dict(config)
@@ -230,7 +238,11 @@ def transformers_view(config: Mapping[str, Any], generation_config: Mapping[str,
         refuse(f"`rope_theta` must be a number, got {_py_type(theta)} ({theta!r:.40})")
         theta_f = None
     else:
-        theta_f = float(theta)
+        try:
+            theta_f = float(theta)
+        except OverflowError:
+            refuse("`rope_theta` is out of range for a double")
+            theta_f = None
     prf = rope.get("partial_rotary_factor")
     if prf is not None and (isinstance(prf, bool) or not isinstance(prf, (int, float))):
         refuse(f"`partial_rotary_factor` must be a number, got {_py_type(prf)}")

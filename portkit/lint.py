@@ -1,0 +1,117 @@
+"""`lint_paths(paths, settings) -> Report`: the in-process API `portkit lint` and the
+pre-commit hook run. Never imports torch or transformers; reads headers only."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from portkit import __version__
+from portkit.errors import InputError
+from portkit.findings import Finding
+from portkit.model import ModelFacts, load_model, model_dirs
+from portkit.rules import Context, selected
+from portkit.settings import Settings, for_dir
+
+MAX_SIZE = 2**31  # no Llama dimension comes near this; larger values are corrupt or hostile
+MAX_LAYERS = 10_000
+SIZE_KEYS = ("hidden_size", "intermediate_size", "vocab_size", "num_attention_heads", "num_key_value_heads", "max_position_embeddings", "head_dim")
+
+
+class InputProblem(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    message: str
+
+
+class Report(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    version: str = __version__
+    candle_version: str = "0.11.0"
+    findings: list[Finding] = []
+    models: list[str] = []
+    errors: list[InputProblem] = []
+    notes: list[str] = []
+
+    @property
+    def exit_code(self) -> int:
+        if self.errors:
+            return 2
+        return 1 if self.findings else 0
+
+
+def check_usable(facts: ModelFacts, ctx: Context) -> None:
+    """Raise InputError when config.json cannot be compared at all (exit 2)."""
+    doc = facts.config
+    if doc is None:
+        return
+    if not isinstance(doc.value, dict):
+        raise InputError(doc.path, "config.json is not a JSON object")
+    tv = ctx.tv
+    assert tv is not None
+    if not tv.ok:
+        raise InputError(doc.path, f"transformers refuses this config: {tv.refused}")
+    for k in SIZE_KEYS:
+        v = doc.value.get(k)
+        if v is None:
+            continue
+        if not 1 <= v < MAX_SIZE:
+            raise InputError(doc.path, f"`{k}`={v} is not a usable size (expected 1 to {MAX_SIZE - 1})")
+    layers = doc.value.get("num_hidden_layers")
+    if isinstance(layers, int) and not 0 <= layers <= MAX_LAYERS:
+        raise InputError(doc.path, f"`num_hidden_layers`={layers} is not a usable layer count (expected 0 to {MAX_LAYERS})")
+    eps = doc.value.get("rms_norm_eps")
+    if isinstance(eps, float) and not 0 <= eps < 1:
+        raise InputError(doc.path, f"`rms_norm_eps`={eps} is not a usable epsilon")
+    if tv.rope_theta is not None and not 0 < tv.rope_theta < 1e30:
+        raise InputError(doc.path, f"`rope_theta`={tv.rope_theta} is not a usable RoPE base")
+
+
+def lint_model(facts: ModelFacts, settings: Settings) -> list[Finding]:
+    ctx = Context(facts, settings.target)
+    check_usable(facts, ctx)
+    out: list[Finding] = []
+    for rule in selected(settings.select, settings.ignore, settings.preview):
+        out.extend(rule.check(ctx))
+    return out
+
+
+def lint_paths(paths: Iterable[str | os.PathLike[str]], settings: Settings | None = None) -> Report:
+    """Lint every model directory the paths stand for, each once.
+
+    A directory is a model directory; a file (config.json, *.safetensors, the index, *.gguf)
+    stands for its parent directory. Unreadable input becomes a `Report.errors` entry
+    (exit 2); the other directories are still linted.
+    """
+    settings = settings or Settings()
+    findings: list[Finding] = []
+    errors: list[InputProblem] = []
+    notes: list[str] = []
+    models: list[str] = []
+    try:
+        dirs = model_dirs(paths)
+    except InputError as e:
+        return Report(errors=[InputProblem(path=e.path, message=e.what)])
+    for d in dirs:
+        try:
+            s = for_dir(settings, d)
+            facts = load_model(d)
+            findings.extend(lint_model(facts, s))
+            models.append(str(d))
+            notes.extend(f"{d}: {n}" for n in facts.notes)
+        except InputError as e:
+            errors.append(InputProblem(path=e.path, message=e.what))
+    findings.sort(key=lambda f: (f.filename, f.location.row if f.location else 0, f.location.column if f.location else 0, f.code))
+    return Report(findings=findings, models=models, errors=errors, notes=notes)
+
+
+def lint_dir(path: str | Path, settings: Settings | None = None) -> Report:
+    return lint_paths([path], settings)
+
+
+__all__: Sequence[str] = ["Report", "Settings", "lint_paths", "lint_model", "lint_dir"]

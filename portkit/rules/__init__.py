@@ -1,0 +1,121 @@
+"""The rule catalogue.
+
+`CODES` is append-only: a code, once published, keeps its name forever; a rule that is
+withdrawn stays in the table with status "removed" (ruff's `codes.rs` discipline). Families
+own the hundreds: PK1xx config, PK2xx weights, PK3xx runtime, PK4xx gguf. `--select` and
+`--ignore` take any prefix (`PK`, `PK1`, `PK10`, `PK101`).
+
+One module per family rather than one file per rule: the rules of a family share their
+helpers (candle's expected tensor table, the GGUF view), and each rule is still one class
+whose docstring is its documentation.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from portkit.rules import config, gguf, runtime, weights
+from portkit.rules.base import DOC_HEADINGS, Context, Rule
+
+Status = Literal["stable", "preview", "removed"]
+
+# code -> (name, status). Append only.
+CODES: dict[str, tuple[str, Status]] = {
+    "PK101": ("rope-theta-in-rope-parameters", "stable"),
+    "PK102": ("rope-scaling-in-rope-parameters", "stable"),
+    "PK103": ("rope-scaling-unparseable", "stable"),
+    "PK104": ("head-dim-mismatch", "stable"),
+    "PK105": ("attention-bias-ignored", "stable"),
+    "PK106": ("mlp-bias-ignored", "stable"),
+    "PK107": ("hidden-act-not-silu", "stable"),
+    "PK108": ("partial-rotary-ignored", "stable"),
+    "PK109": ("sliding-window-ignored", "stable"),
+    "PK110": ("missing-required-key", "stable"),
+    "PK111": ("generation-eos-differs", "stable"),
+    "PK112": ("config-refused-by-candle", "stable"),
+    "PK113": ("non-llama-model-type", "stable"),
+    "PK201": ("missing-tensor", "stable"),
+    "PK202": ("unread-tensor", "stable"),
+    "PK203": ("unexpected-tensor", "stable"),
+    "PK204": ("layer-count-mismatch", "stable"),
+    "PK205": ("lm-head-vs-tie", "stable"),
+    "PK206": ("tensor-shape-mismatch", "stable"),
+    "PK207": ("unsupported-tensor-dtype", "stable"),
+    "PK301": ("bf16-matmul-on-cpu", "stable"),
+    "PK302": ("f16-matmul-with-accelerate", "stable"),
+    "PK303": ("f16-accumulation-on-cpu", "stable"),
+    "PK304": ("cache-dtype-mismatch", "preview"),
+    "PK305": ("flash-attn-without-feature", "stable"),
+    "PK306": ("sequence-beyond-max-positions", "stable"),
+    "PK401": ("missing-gguf-metadata", "stable"),
+    "PK402": ("gguf-freq-base-defaulted", "stable"),
+    "PK403": ("rope-pairing-by-architecture", "stable"),
+    "PK404": ("rope-freqs-ignored", "stable"),
+    "PK405": ("context-over-max-seq-len", "stable"),
+    "PK406": ("head-dim-not-embedding-over-heads", "stable"),
+    "PK407": ("non-llama-architecture", "stable"),
+    "PK408": ("unsupported-gguf-tensor-type", "stable"),
+    "PK409": ("gguf-config-disagreement", "stable"),
+    "PK410": ("qk-rows-not-permuted", "stable"),
+}
+FAMILIES = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf"}
+
+_CLASSES: dict[str, type[Rule]] = {cls.code: cls for mod in (config, weights, runtime, gguf) for cls in mod.RULES}
+RULES: dict[str, Rule] = {code: _CLASSES[code]() for code in CODES if code in _CLASSES}
+
+
+def status(code: str) -> Status:
+    return CODES[code][1]
+
+
+def by_code_or_name(key: str) -> Rule | None:
+    key = key.strip()
+    if key.upper() in RULES:
+        return RULES[key.upper()]
+    for r in RULES.values():
+        if r.name == key:
+            return r
+    return None
+
+
+def matches(code: str, prefixes: list[str]) -> bool:
+    return any(code.startswith(p.upper()) for p in prefixes)
+
+
+def is_valid_selector(sel: str) -> bool:
+    s = sel.upper()
+    return s == "ALL" or any(code.startswith(s) for code in CODES)
+
+
+def selected(select: list[str] | None, ignore: list[str] | None, preview: bool = False) -> list[Rule]:
+    """Rules to run: `select` (default: every stable rule; preview rules only when selected by
+    their exact code or with `preview`) minus `ignore`. Longest matching prefix wins, as in ruff."""
+    out = []
+    for code, rule in RULES.items():
+        st = status(code)
+        if st == "removed":
+            continue
+        sel_len = _best(code, select) if select is not None else 0
+        if select is not None and sel_len < 0:
+            continue
+        if st == "preview" and not preview and not (select is not None and code in [s.upper() for s in select]):
+            continue
+        ign_len = _best(code, ignore or [])
+        if ign_len >= 0 and ign_len >= max(sel_len, 0):
+            continue
+        out.append(rule)
+    return out
+
+
+def _best(code: str, prefixes: list[str] | None) -> int:
+    best = -1
+    for p in prefixes or []:
+        p = p.upper()
+        if p == "ALL":
+            best = max(best, 0)
+        elif code.startswith(p):
+            best = max(best, len(p))
+    return best
+
+
+__all__ = ["CODES", "DOC_HEADINGS", "FAMILIES", "RULES", "Context", "Rule", "by_code_or_name", "selected", "status"]

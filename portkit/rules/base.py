@@ -1,0 +1,161 @@
+"""Rule machinery: the `Rule` base class, the per-model `Context`, and the registry."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from functools import cached_property
+from pathlib import Path
+from typing import Any, ClassVar, Iterable, Literal
+
+from portkit.findings import Finding, Fix, Location, Probe, ProbeKind, Severity
+from portkit.model import GgufFile, ModelFacts
+from portkit.semantics import CandleView, GgufView, TransformersView, candle_view, gguf_view, transformers_view
+from portkit.target import Target
+
+Family = Literal["config", "weights", "runtime", "gguf"]
+FixAvailability = Literal["none", "sometimes", "always"]
+Effect = Literal["silent", "load-error", "panic", "runtime-error", "none"]
+DOC_HEADINGS = (
+    "## What it does",
+    "## Why is this bad?",
+    "## Example",
+    "## Fix",
+    "## Candle source",
+    "## Verification",
+    "## References",
+)
+DOCS_URL = "https://github.com/portkit/portkit/blob/main/docs/rules/{code}.md"
+
+
+class Context:
+    """One model directory under one target, with the effective-value views computed once."""
+
+    def __init__(self, facts: ModelFacts, target: Target) -> None:
+        self.facts = facts
+        self.target = target
+
+    @cached_property
+    def tv(self) -> TransformersView | None:
+        if self.facts.config is None:
+            return None
+        gen = self.facts.generation_config.value if self.facts.generation_config else None
+        return transformers_view(self.facts.config.value, gen if isinstance(gen, dict) else None)
+
+    @cached_property
+    def cv(self) -> CandleView | None:
+        if self.facts.config is None:
+            return None
+        return candle_view(self.facts.config.text)
+
+    @cached_property
+    def ggufs(self) -> list[tuple[GgufFile, GgufView]]:
+        return [(g, gguf_view(g)) for g in self.facts.ggufs]
+
+    @property
+    def config_path(self) -> str:
+        return str(self.facts.root / "config.json")
+
+    def loc(self, *keys: str) -> Location:
+        """Position of a config.json key (deepest that exists), else 1:1."""
+        doc = self.facts.config
+        pos = doc.position(*keys) if doc is not None and keys else None
+        return Location(row=pos[0], column=pos[1]) if pos else Location(row=1, column=1)
+
+    def has_key(self, key: str) -> bool:
+        doc = self.facts.config
+        return doc is not None and isinstance(doc.value, dict) and key in doc.value
+
+
+class Rule:
+    """One check. Subclasses set the class attributes and implement `check`.
+
+    The class docstring is the rule's documentation (`portkit explain`), with the headings in
+    `DOC_HEADINGS`; a test fails when one is missing.
+    """
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    family: ClassVar[Family]
+    severity: ClassVar[Severity] = "error"
+    effect: ClassVar[Effect] = "silent"
+    fix_availability: ClassVar[FixAvailability] = "none"
+    fix_title: ClassVar[str]
+    probe_kind: ClassVar[ProbeKind] = "static-only"
+    needs: ClassVar[tuple[str, ...]] = ("config",)  # config | safetensors | gguf
+
+    def check(self, ctx: Context) -> Iterable[Finding]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @classmethod
+    def doc(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def summary(cls) -> str:
+        return cls.doc().split("\n\n", 1)[0] if cls.__doc__ else cls.name
+
+    def finding(
+        self,
+        ctx: Context,
+        message: str,
+        *,
+        filename: str | Path | None = None,
+        location: Location | None | Literal["config"] = "config",
+        keys: tuple[str, ...] = (),
+        transformers_value: Any = None,
+        candle_value: Any = None,
+        fix_edits: dict[str, Any] | None = None,
+        probe_patch: dict[str, Any] | None = None,
+        expect: str | None = None,
+        severity: Severity | None = None,
+        help: str | None = None,
+    ) -> Finding:
+        if location == "config":
+            location = ctx.loc(*keys)
+        return Finding(
+            code=self.code,
+            name=self.name,
+            message=message,
+            fix=Fix(message=self.fix_title, edits=fix_edits) if fix_edits is not None else None,
+            help=help or self.fix_title,
+            filename=str(filename) if filename is not None else ctx.config_path,
+            location=location,
+            severity=severity or self.severity,
+            url=DOCS_URL.format(code=self.code),
+            transformers_value=_jsonable(transformers_value),
+            candle_value=_jsonable(candle_value),
+            probe=Probe(kind=self.probe_kind, id=self.code, patch=probe_patch, expect=expect),
+        )
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    return v
+
+
+def num(v: Any) -> str:
+    """A value as a message shows it: 100000.0 -> 100000, 1e-05 -> 1e-05, [1, 2] -> [1, 2]."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        if math.isfinite(v) and v == int(v) and abs(v) < 1e16:
+            return str(int(v))
+        return repr(v)
+    if v is None:
+        return "null"
+    return str(v)
+
+
+def f32(x: float) -> float:
+    import struct
+
+    try:
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)

@@ -1,0 +1,830 @@
+"""PK1xx: config.json values candle 0.11.0's `models::llama` reads differently from transformers 5."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from portkit.findings import Finding, Location
+from portkit.rules.base import Context, Rule, f32, num
+from portkit.semantics.candle import REQUIRED_FIELDS
+from portkit.semantics.transformers import LLAMA_FIELDS, SILU_NAMES, eos_ids
+
+_SOURCE = {
+    "rope_parameters": "from `rope_parameters`",
+    "rope_scaling": "from `rope_scaling`",
+    "top-level": "from the top-level key",
+    "default": "by default",
+}
+
+
+def llama3_candle_shape(p: dict[str, Any]) -> dict[str, Any]:
+    """transformers' standardized llama3 rope dict in the shape candle's `Llama3RopeConfig` reads."""
+    return {
+        "factor": p["factor"],
+        "low_freq_factor": p["low_freq_factor"],
+        "high_freq_factor": p["high_freq_factor"],
+        "original_max_position_embeddings": p["original_max_position_embeddings"],
+        "rope_type": "llama3",
+    }
+
+
+class RopeThetaInRopeParameters(Rule):
+    """transformers and candle compute RoPE with different `rope_theta`.
+
+    ## What it does
+    Compares the `rope_theta` transformers 5 uses (from `rope_parameters`, a legacy
+    `rope_scaling` dict, the top-level key, or 10000) with the one candle 0.11.0 reads (the
+    top-level key only, else its serde default 10000).
+
+    ## Why is this bad?
+    transformers 5 `save_pretrained` writes `rope_theta` only inside `rope_parameters`.
+    candle loads such a config without complaint and rotates every query and key with
+    theta 10000: the model runs, short prompts look fine, and the output degrades with
+    length (SmolLM2, theta 1e5: logits differ by 0.61 and 16% of argmax positions change on
+    a 249-token text).
+
+    ## Example
+    ```json
+    {"rope_parameters": {"rope_theta": 100000.0, "rope_type": "default"}}
+    ```
+    Use instead:
+    ```json
+    {"rope_parameters": {"rope_theta": 100000.0, "rope_type": "default"}, "rope_theta": 100000.0}
+    ```
+
+    ## Fix
+    `portkit fix --write` adds the top-level `rope_theta` transformers uses. transformers
+    still reads `rope_parameters` first, so its effective value does not change.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/llama.rs:47-48 (`#[serde(default = "default_rope")]
+    pub rope_theta: f32`), :62-64 (`10_000.0`), :155-161 (inverse frequencies from
+    `cfg.rope_theta`).
+
+    ## Verification
+    numeric: verify runs candle on the config as written and with the top-level `rope_theta`
+    patched in; only the patched run matches transformers past the first positions.
+
+    ## References
+    FIELD-REPORTS mode 1: airllm#369, levanter#649, penzai#102, llama.cpp#2768, #2773,
+    DeepSpeed#8341, sglang#14745, lmdeploy#4304, mlx-lm#953, llama.cpp#18013.
+    """
+
+    code = "PK101"
+    name = "rope-theta-in-rope-parameters"
+    family = "config"
+    severity = "error"
+    effect = "silent"
+    fix_availability = "always"
+    fix_title = "Write the `rope_theta` transformers uses at the top level of config.json"
+    probe_kind = "numeric"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        tv, cv = ctx.tv, ctx.cv
+        if not tv or not cv or not cv.ok or tv.rope_theta is None or cv.rope_theta is None:
+            return
+        if f32(tv.rope_theta) == cv.rope_theta:
+            return
+        if cv.rope_theta_source == "default":
+            tail = f"candle 0.11.0 reads no top-level `rope_theta` and uses {num(cv.rope_theta)}"
+        else:
+            tail = f"candle 0.11.0 reads the top-level `rope_theta`={num(cv.rope_theta)}"
+        keys = {"rope_parameters": ("rope_parameters", "rope_theta"), "rope_scaling": ("rope_scaling", "rope_theta")}.get(
+            tv.rope_theta_source, ("rope_theta",)
+        )
+        yield self.finding(
+            ctx,
+            f"transformers uses `rope_theta`={num(tv.rope_theta)} {_SOURCE[tv.rope_theta_source]}; {tail}",
+            keys=keys,
+            transformers_value=tv.rope_theta,
+            candle_value=cv.rope_theta,
+            fix_edits={"rope_theta": tv.rope_theta},
+            probe_patch={"rope_theta": tv.rope_theta},
+        )
+
+
+class RopeScalingInRopeParameters(Rule):
+    """transformers scales RoPE from `rope_parameters`; candle 0.11.0 computes unscaled frequencies.
+
+    ## What it does
+    Flags a config whose effective rope type in transformers 5 is not `default` (llama3,
+    linear, dynamic, yarn, longrope) when candle 0.11.0 applies no scaling: the scaling lives
+    only in `rope_parameters`, which candle never reads, or candle's own `rope_scaling` has
+    `rope_type: default`.
+
+    ## Why is this bad?
+    A Llama 3.1 checkpoint resaved by transformers 5 loses both its theta and its llama3
+    scaling in candle, silently: frequencies past the original context are wrong and long
+    prompts degrade. candle 0.11.0 implements only llama3 scaling, so linear, dynamic, yarn
+    and longrope cannot be expressed in a config candle reads at all.
+
+    ## Example
+    ```json
+    {"rope_parameters": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+      "original_max_position_embeddings": 8192, "rope_theta": 500000.0, "rope_type": "llama3"}}
+    ```
+    Use instead (llama3 only):
+    ```json
+    {"rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+      "original_max_position_embeddings": 8192, "rope_type": "llama3"}, "rope_theta": 500000.0}
+    ```
+
+    ## Fix
+    Sometimes: for llama3, `portkit fix --write` writes a top-level `rope_scaling` in the
+    shape candle's `Llama3RopeConfig` reads (and the top-level `rope_theta`). Other rope types
+    have no candle 0.11.0 equivalent: port the scaling in your candle code.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/llama.rs:23-30 (`Llama3RopeConfig`), :51
+    (`rope_scaling: Option<Llama3RopeConfig>`), :166-171 (no scaling, or `rope_type:
+    default`, gives the unscaled frequencies), :172-195 (llama3 smoothing).
+
+    ## Verification
+    numeric: verify compares candle with the config as written and with the llama3
+    `rope_scaling` patched in, at positions past `original_max_position_embeddings` / factor.
+
+    ## References
+    FIELD-REPORTS mode 2: LongLoRA#181, llama.cpp#2772, mlx-examples#909, #907, vllm#6689,
+    mistral.rs#618, candle-vllm#286.
+    """
+
+    code = "PK102"
+    name = "rope-scaling-in-rope-parameters"
+    family = "config"
+    severity = "error"
+    effect = "silent"
+    fix_availability = "sometimes"
+    fix_title = "Write llama3 scaling as a top-level `rope_scaling` in candle's shape"
+    probe_kind = "numeric"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        tv, cv = ctx.tv, ctx.cv
+        if not tv or not cv or not cv.ok or not tv.rope_scaled:
+            return
+        if tv.rope_type == "llama3" and cv.rope_scaling_applied:
+            return  # both read the same top-level `rope_scaling`
+        p = tv.rope_parameters
+        params = ", ".join(f"`{k}`={num(p[k])}" for k in ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings") if k in p)
+        if cv.rope_scaling is not None:
+            tail = "candle 0.11.0 reads `rope_scaling` with `rope_type`=default and computes unscaled frequencies"
+        else:
+            tail = "candle 0.11.0 reads no top-level `rope_scaling` and computes unscaled frequencies"
+        src = "`rope_parameters`" if tv.rope_source == "rope_parameters" else "`rope_scaling`"
+        edits = None
+        if tv.rope_type == "llama3":
+            edits = {"rope_scaling": llama3_candle_shape(p)}
+            if tv.rope_theta is not None:
+                edits["rope_theta"] = tv.rope_theta
+        else:
+            tail += f"; candle 0.11.0 has no `{tv.rope_type}` scaling"
+        yield self.finding(
+            ctx,
+            f"transformers applies `{tv.rope_type}` rope scaling from {src} ({params}); {tail}",
+            keys=(tv.rope_source or "rope_parameters",),
+            transformers_value={k: v for k, v in p.items()},
+            candle_value=cv.rope_scaling.model_dump() if cv.rope_scaling else None,
+            fix_edits=edits,
+            probe_patch=edits,
+        )
+
+
+class RopeScalingUnparseable(Rule):
+    """candle 0.11.0 refuses a top-level `rope_scaling` that is not its llama3 shape.
+
+    ## What it does
+    Checks the top-level `rope_scaling` against candle's `Llama3RopeConfig`: all of
+    `factor`, `low_freq_factor`, `high_freq_factor`, `original_max_position_embeddings` and
+    `rope_type` (`llama3` or `default`) must be present.
+
+    ## Why is this bad?
+    transformers accepts legacy shapes (`{"type": "linear", "factor": 2.0}`), fills a missing
+    `original_max_position_embeddings` from `max_position_embeddings` and a missing
+    `rope_type` from `type`. candle's serde parse of the whole config fails instead, so the
+    model does not load (`missing field `low_freq_factor``, `unknown variant `linear``).
+
+    ## Example
+    ```json
+    {"rope_scaling": {"type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}}
+    ```
+    Use instead:
+    ```json
+    {"rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+      "original_max_position_embeddings": 8192, "rope_type": "llama3"}}
+    ```
+
+    ## Fix
+    Sometimes: when transformers' effective scaling is llama3, `portkit fix --write` rewrites
+    `rope_scaling` completely (and writes the top-level `rope_theta`). Linear, dynamic, yarn
+    and longrope have no candle 0.11.0 equivalent.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/llama.rs:14-21 (`Llama3RopeType`: only `llama3`,
+    `default`), :23-30 (every field required), :51.
+
+    ## Verification
+    crash: candle's `LlamaConfig` parse must fail with serde's message.
+
+    ## References
+    FIELD-REPORTS modes 2 and 17: mlx-examples#909, transformers#32182, vllm#6897,
+    DeepSeek-R1#684, llama.cpp#21617.
+    """
+
+    code = "PK103"
+    name = "rope-scaling-unparseable"
+    family = "config"
+    severity = "error"
+    effect = "load-error"
+    fix_availability = "sometimes"
+    fix_title = "Rewrite `rope_scaling` in candle's llama3 shape"
+    probe_kind = "crash"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        tv, cv = ctx.tv, ctx.cv
+        if not tv or not cv or cv.ok or not cv.refused_at or cv.refused_at[0] != "rope_scaling":
+            return
+        edits = None
+        if tv.rope_type == "llama3":
+            edits = {"rope_scaling": llama3_candle_shape(tv.rope_parameters)}
+            if tv.rope_theta is not None:
+                edits["rope_theta"] = tv.rope_theta
+        what = f"`{tv.rope_type}` rope scaling" if tv.rope_scaled else "no rope scaling (rope_type default)"
+        yield self.finding(
+            ctx,
+            f"transformers applies {what} from `rope_scaling`; candle 0.11.0 refuses the config: `{cv.refused}`",
+            keys=tuple(cv.refused_at),
+            transformers_value=tv.rope_parameters,
+            candle_value={"refused": cv.refused},
+            fix_edits=edits,
+            expect=cv.refused,
+        )
+
+
+class HeadDimMismatch(Rule):
+    """`head_dim` differs from `hidden_size / num_attention_heads`, which candle always uses.
+
+    ## What it does
+    Compares transformers' head dimension (the `head_dim` key when set) with candle's
+    (always `hidden_size / num_attention_heads`).
+
+    ## Why is this bad?
+    candle builds `q_proj` as `(hidden/heads) * heads` rows and reshapes with its own
+    head_dim. With a checkpoint whose heads are wider or narrower, loading fails on the first
+    attention weight (`shape mismatch for model.layers.0.self_attn.q_proj.weight`).
+
+    ## Example
+    ```json
+    {"hidden_size": 3072, "num_attention_heads": 24, "head_dim": 128}
+    ```
+
+    ## Fix
+    None in config.json: candle 0.11.0's llama cannot express a separate head_dim. Patch
+    candle's llama (candle#3602) or use a model whose head_dim is hidden/heads.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/llama.rs:155-156, :366-371 (`size_q =
+    (hidden_size / num_attention_heads) * num_attention_heads`), :379.
+
+    ## Verification
+    crash: candle must fail loading `q_proj` with a shape mismatch.
+
+    ## References
+    FIELD-REPORTS mode 4: candle#3593, candle#3602, candle#3917, ollama#5817,
+    transformers#32502, #32857, fairseq2#1244.
+    """
+
+    code = "PK104"
+    name = "head-dim-mismatch"
+    family = "config"
+    severity = "error"
+    effect = "load-error"
+    fix_title = "Use a candle llama that reads `head_dim` (candle#3602); no config edit fixes this"
+    probe_kind = "crash"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        tv, cv = ctx.tv, ctx.cv
+        if not tv or not cv or not cv.ok or cv.head_dim is None or tv.head_dim == cv.head_dim:
+            return
+        yield self.finding(
+            ctx,
+            f"transformers uses `head_dim`={tv.head_dim}; candle 0.11.0 uses `hidden_size` / `num_attention_heads` = "
+            f"{cv.head_dim} and expects `q_proj` of {cv.head_dim * cv.num_attention_heads} rows, not "
+            f"{tv.head_dim * tv.num_attention_heads}",
+            keys=("head_dim",),
+            transformers_value=tv.head_dim,
+            candle_value=cv.head_dim,
+            expect="shape mismatch for model.layers.0.self_attn.q_proj.weight",
+        )
+
+
+class AttentionBiasIgnored(Rule):
+    """`attention_bias` is true; candle 0.11.0 never reads q/k/v/o biases.
+
+    ## What it does
+    Flags `attention_bias: true`.
+
+    ## Why is this bad?
+    transformers adds the bias vectors to every attention projection. candle's llama builds
+    them with `linear_no_bias`, so the bias tensors are never read and every layer computes
+    something else, without an error.
+
+    ## Example
+    ```json
+    {"attention_bias": true}
+    ```
+
+    ## Fix
+    None in config.json: setting it to false would change transformers too. Use a candle
+    model with biases (e.g. `models::qwen2`) or add them to candle's llama.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/llama.rs:7 (`linear_no_bias as linear`), :368-371.
+
+    ## Verification
+    numeric: candle's logits differ from transformers' and match transformers with the
+    attention biases zeroed.
+
+    ## References
+    FIELD-REPORTS mode 6: mlc-llm#3494, ANEForge#253, candle-vllm#167.
+    """
+
+    code = "PK105"
+    name = "attention-bias-ignored"
+    family = "config"
+    severity = "error"
+    effect = "silent"
+    fix_title = "Run the model with a candle implementation that applies attention biases"
+    probe_kind = "numeric"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        tv = ctx.tv
+        if tv and tv.attention_bias:
+            yield self.finding(
+                ctx,
+                "transformers adds q/k/v/o biases (`attention_bias`=true); candle 0.11.0 builds these projections "
+                "with `linear_no_bias` and never reads a bias",
+                keys=("attention_bias",),
+                transformers_value=True,
+                candle_value=False,
+            )
+
+
+class MlpBiasIgnored(Rule):
+    """`mlp_bias` is true; candle 0.11.0 never reads MLP biases.
+
+    ## What it does
+    Flags `mlp_bias: true`.
+
+    ## Why is this bad?
+    transformers adds biases to `gate_proj`, `up_proj` and `down_proj`; candle's llama MLP is
+    built with `linear_no_bias`, so the biases are silently dropped.
+
+    ## Example
+    ```json
+    {"mlp_bias": true}
+    ```
+
+    ## Fix
+    None in config.json; use or write a candle MLP with biases.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/llama.rs:7, :410-416.
+
+    ## Verification
+    numeric: candle matches transformers only with the MLP biases zeroed.
+
+    ## References
+    FIELD-REPORTS mode 6: mlc-llm#3494, ANEForge#253.
+    """
+
+    code = "PK106"
+    name = "mlp-bias-ignored"
+    family = "config"
+    severity = "error"
+    effect = "silent"
+    fix_title = "Run the model with a candle implementation that applies MLP biases"
+    probe_kind = "numeric"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        tv = ctx.tv
+        if tv and tv.mlp_bias:
+            yield self.finding(
+                ctx,
+                "transformers adds gate/up/down biases (`mlp_bias`=true); candle 0.11.0 builds the MLP with "
+                "`linear_no_bias` and never reads a bias",
+                keys=("mlp_bias",),
+                transformers_value=True,
+                candle_value=False,
+            )
+
+
+class HiddenActNotSilu(Rule):
+    """`hidden_act` is not SiLU; candle 0.11.0's llama MLP always uses SiLU.
+
+    ## What it does
+    Flags a `hidden_act` other than `silu` (or its alias `swish`).
+
+    ## Why is this bad?
+    transformers picks the activation from `ACT2FN[hidden_act]`; candle hard-codes
+    `candle_nn::ops::silu` in the MLP, so a gelu or relu model computes other numbers.
+
+    ## Example
+    ```json
+    {"hidden_act": "gelu"}
+    ```
+
+    ## Fix
+    None in config.json; port the activation to your candle MLP.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/llama.rs:403-408 (`silu(&self.c_fc1.forward(x)?)`).
+
+    ## Verification
+    numeric: candle's logits differ from transformers' and match transformers run with
+    `hidden_act: silu`.
+
+    ## References
+    transformers `activations.py` ACT2CLS (`silu` and `swish` are both SiLU).
+    """
+
+    code = "PK107"
+    name = "hidden-act-not-silu"
+    family = "config"
+    severity = "error"
+    effect = "silent"
+    fix_title = "Port the activation to candle's MLP; no config edit fixes this"
+    probe_kind = "numeric"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        tv = ctx.tv
+        if tv and tv.hidden_act not in SILU_NAMES:
+            yield self.finding(
+                ctx,
+                f"transformers uses `hidden_act`={tv.hidden_act!r}; candle 0.11.0 always applies silu",
+                keys=("hidden_act",),
+                transformers_value=tv.hidden_act,
+                candle_value="silu",
+            )
+
+
+class PartialRotaryIgnored(Rule):
+    """transformers rotates only part of each head; candle 0.11.0 rotates all of it.
+
+    ## What it does
+    Flags a `partial_rotary_factor` (top-level or in `rope_parameters`) that transformers
+    applies: for model types that use it, and for llama with a non-default rope type. (For
+    `model_type: llama` with the default rope, transformers' `LlamaRotaryEmbedding` ignores
+    the factor too, so both rotate the whole head and nothing is flagged.)
+
+    ## Why is this bad?
+    cos/sin tables can match byte for byte while the pairing is wrong: quality drifts with
+    context, without an error.
+
+    ## Example
+    ```json
+    {"model_type": "phi3", "partial_rotary_factor": 0.5}
+    ```
+
+    ## Fix
+    None in config.json: candle 0.11.0's llama has no partial rotary; port it.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/llama.rs:155-161 (frequencies for every pair of
+    the head), :262-268 (`rope` over the whole head).
+
+    ## Verification
+    numeric: candle differs from transformers and matches it with `partial_rotary_factor`
+    removed.
+
+    ## References
+    FIELD-REPORTS mode 8: cascadia#69, pie#603, mlx-lm#1698, coreai-models#66, vllm#12718.
+    """
+
+    code = "PK108"
+    name = "partial-rotary-ignored"
+    family = "config"
+    severity = "error"
+    effect = "silent"
+    fix_title = "Port partial rotary embeddings to candle; no config edit fixes this"
+    probe_kind = "numeric"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        tv, cv = ctx.tv, ctx.cv
+        if not tv or tv.partial_rotary_factor is None or tv.rotary_dim == tv.head_dim:
+            return
+        hd = cv.head_dim if cv and cv.ok and cv.head_dim else tv.head_dim
+        keys = ("partial_rotary_factor",) if ctx.has_key("partial_rotary_factor") else ("rope_parameters", "partial_rotary_factor")
+        yield self.finding(
+            ctx,
+            f"transformers rotates {tv.rotary_dim} of {tv.head_dim} head dimensions (`partial_rotary_factor`="
+            f"{num(tv.partial_rotary_factor)}); candle 0.11.0 rotates all {hd}",
+            keys=keys,
+            transformers_value=tv.rotary_dim,
+            candle_value=hd,
+        )
+
+
+class SlidingWindowIgnored(Rule):
+    """transformers attends within a sliding window; candle 0.11.0's llama attends everywhere.
+
+    ## What it does
+    Flags a positive `sliding_window` that transformers applies (Mistral-family model types,
+    Qwen2 with `use_sliding_window`, or `layer_types` with `sliding_attention`).
+
+    ## Why is this bad?
+    Up to the window length both agree; past it, candle attends to tokens transformers
+    masks out, so long prompts silently diverge.
+
+    ## Example
+    ```json
+    {"model_type": "mistral", "sliding_window": 4096}
+    ```
+
+    ## Fix
+    None in config.json; keep prompts within the window or use candle's `models::mistral`.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/llama.rs:218-227 (plain causal mask),
+    :341-347.
+
+    ## Verification
+    numeric: at a sequence longer than the window, candle differs from transformers.
+
+    ## References
+    FIELD-REPORTS mode 14: candle#1927, mistral.rs#82, #83, sonar#163, axolotl#1047, #1214.
+    """
+
+    code = "PK109"
+    name = "sliding-window-ignored"
+    family = "config"
+    severity = "warning"
+    effect = "silent"
+    fix_title = "Keep sequences within the window, or use a candle model with sliding-window attention"
+    probe_kind = "numeric"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        tv = ctx.tv
+        if tv and tv.sliding_window_applied:
+            yield self.finding(
+                ctx,
+                f"transformers (`{tv.model_type}`) attends within a `sliding_window` of {tv.sliding_window} tokens; "
+                "candle 0.11.0's llama attends to every earlier position",
+                keys=("sliding_window",),
+                transformers_value=tv.sliding_window,
+                candle_value=None,
+            )
+
+
+class MissingRequiredKey(Rule):
+    """A key candle's `LlamaConfig` requires is absent; transformers fills in its default.
+
+    ## What it does
+    Lists every required `LlamaConfig` field missing from config.json: `hidden_size`,
+    `intermediate_size`, `vocab_size`, `num_hidden_layers`, `num_attention_heads`,
+    `rms_norm_eps`, `max_position_embeddings`.
+
+    ## Why is this bad?
+    transformers' `LlamaConfig` has a default for each (e.g. `max_position_embeddings`
+    2048, `rms_norm_eps` 1e-6); candle's serde parse fails (`missing field ...`), so the
+    model does not load.
+
+    ## Example
+    ```json
+    {"hidden_size": 2048, "num_attention_heads": 32}
+    ```
+
+    ## Fix
+    `portkit fix --write` writes transformers' default for each missing key, which is the
+    value transformers already uses.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/llama.rs:38-54 (fields without `Option` or a
+    serde default are required).
+
+    ## Verification
+    crash: candle's parse must fail with `missing field`.
+
+    ## References
+    transformers `models/llama/configuration_llama.py` field defaults; FIELD-REPORTS
+    "missing required = error" (transformers#32182).
+    """
+
+    code = "PK110"
+    name = "missing-required-key"
+    family = "config"
+    severity = "error"
+    effect = "load-error"
+    fix_availability = "always"
+    fix_title = "Write the value transformers uses for the missing key"
+    probe_kind = "crash"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        tv, cv = ctx.tv, ctx.cv
+        doc = ctx.facts.config
+        if not tv or not cv or cv.ok or doc is None or not isinstance(doc.value, dict):
+            return
+        if not (cv.refused or "").startswith("missing field") or cv.refused_at:
+            return
+        for key in REQUIRED_FIELDS:
+            if key in doc.value:
+                continue
+            default = LLAMA_FIELDS[key][1]
+            yield self.finding(
+                ctx,
+                f"transformers defaults `{key}` to {num(default)}; candle 0.11.0 refuses the config: `missing field `{key}``",
+                location=Location(row=1, column=1),
+                transformers_value=default,
+                candle_value={"refused": f"missing field `{key}`"},
+                fix_edits={key: default},
+                expect=f"missing field `{key}`",
+            )
+
+
+class GenerationEosDiffers(Rule):
+    """`generation_config.json` stops on other EOS ids than the config.json candle reads.
+
+    ## What it does
+    Compares the EOS ids transformers' `generate()` stops on (generation_config.json,
+    else config.json) with config.json's `eos_token_id`, the only one candle 0.11.0's
+    `LlamaConfig` reads.
+
+    ## Why is this bad?
+    Llama 3 instruct models end turns with `<|eot_id|>`, listed only in
+    generation_config.json: a candle generation loop that stops on config.json's ids runs
+    past the end of the answer.
+
+    ## Example
+    generation_config.json `{"eos_token_id": [128001, 128008, 128009]}` beside config.json
+    `{"eos_token_id": 128001}`.
+
+    ## Fix
+    None in config.json (transformers reads config.json's ids too); stop your candle loop on
+    every id generation_config.json lists.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/llama.rs:31-36 (`LlamaEosToks`), :50.
+
+    ## Verification
+    static-only: a fact about the files; logits are not affected.
+
+    ## References
+    FIELD-REPORTS mode 10: candle#2085, ZhiLight#20, vllm#4180.
+    """
+
+    code = "PK111"
+    name = "generation-eos-differs"
+    family = "config"
+    severity = "warning"
+    effect = "silent"
+    fix_title = "Stop generation on every EOS id generation_config.json lists"
+    probe_kind = "static-only"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        tv, cv = ctx.tv, ctx.cv
+        gen = ctx.facts.generation_config
+        if not tv or not cv or not cv.ok or gen is None or tv.generation_eos_source != "generation_config.json":
+            return
+        g = eos_ids(tv.generation_eos_token_id)
+        c = eos_ids(cv.eos_token_id)
+        if set(g) == set(c):
+            return
+        pos = gen.position("eos_token_id")
+        yield self.finding(
+            ctx,
+            f"transformers' `generate()` stops on `eos_token_id` {g} from generation_config.json; candle 0.11.0 "
+            f"reads {c or 'none'} from config.json",
+            filename=gen.path,
+            location=Location(row=pos[0], column=pos[1]) if pos else Location(row=1, column=1),
+            transformers_value=g,
+            candle_value=c,
+        )
+
+
+class ConfigRefusedByCandle(Rule):
+    """candle 0.11.0's serde parse refuses a config transformers loads.
+
+    ## What it does
+    Runs portkit's exact mirror of candle's `LlamaConfig` deserialization and reports its
+    error when no more specific rule (PK103, PK110) covers it: a float where candle wants an
+    integer (`4096.0`), `null` for a required field, a negative size, a key written twice
+    (transformers keeps the last, serde refuses), an EOS list with a non-u32 id.
+
+    ## Why is this bad?
+    The model does not load in candle, while transformers runs it.
+
+    ## Example
+    ```json
+    {"max_position_embeddings": 4096.0}
+    ```
+
+    ## Fix
+    None automatically; write the value as candle's type (an integer, no duplicates).
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/llama.rs:38-54 (`usize`, `u32`, `f32`, `f64`,
+    `Option<bool>` fields, serde_json 1.0.154 rules).
+
+    ## Verification
+    crash: candle's parse must fail with the same serde message.
+
+    ## References
+    FIELD-REPORTS mode 10 (strict EOS parsers: ZhiLight#20).
+    """
+
+    code = "PK112"
+    name = "config-refused-by-candle"
+    family = "config"
+    severity = "error"
+    effect = "load-error"
+    fix_title = "Write the value with the type candle's `LlamaConfig` declares"
+    probe_kind = "crash"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        cv = ctx.cv
+        if not cv or cv.ok or not ctx.tv:
+            return
+        at = cv.refused_at or []
+        if at and at[0] == "rope_scaling":
+            return  # PK103
+        if not at and (cv.refused or "").startswith("missing field"):
+            return  # PK110
+        where = ".".join(at) if at else None
+        yield self.finding(
+            ctx,
+            f"transformers loads this config; candle 0.11.0 refuses it"
+            + (f" at `{where}`" if where else "")
+            + f": `{cv.refused}`",
+            keys=tuple(at),
+            transformers_value=None,
+            candle_value={"refused": cv.refused},
+            expect=cv.refused,
+        )
+
+
+class NonLlamaModelType(Rule):
+    """config.json is not a Llama config; candle 0.11.0's llama reads it as one anyway.
+
+    ## What it does
+    Flags a `model_type` other than `llama`.
+
+    ## Why is this bad?
+    transformers builds that model type's own config and modeling (Mistral's sliding
+    window, Qwen2's q/k/v biases, Gemma's scaled embeddings, ...); candle's `models::llama`
+    reads the shared keys and ignores the rest. portkit's transformers view models
+    `LlamaConfig`, so its other findings are about a Llama reading of the file.
+
+    ## Example
+    ```json
+    {"model_type": "qwen2"}
+    ```
+
+    ## Fix
+    None; use the candle model for that architecture, or confirm with `portkit verify`.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/llama.rs:38-54 (no `model_type` field; unknown
+    keys are ignored).
+
+    ## Verification
+    static-only.
+
+    ## References
+    FIELD-REPORTS mode 6 (Qwen2 biases: candle-vllm#167) and mode 14 (Mistral window:
+    candle#1927).
+    """
+
+    code = "PK113"
+    name = "non-llama-model-type"
+    family = "config"
+    severity = "warning"
+    effect = "silent"
+    fix_title = "Use the candle model for this architecture"
+    probe_kind = "static-only"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        tv = ctx.tv
+        if tv and tv.model_type is not None and tv.model_type != "llama":
+            yield self.finding(
+                ctx,
+                f"transformers builds a `{tv.model_type}` model from this config; candle 0.11.0's llama reads it as "
+                "Llama and ignores what is specific to it",
+                keys=("model_type",),
+                transformers_value=tv.model_type,
+                candle_value="llama",
+            )
+
+
+RULES = (
+    RopeThetaInRopeParameters,
+    RopeScalingInRopeParameters,
+    RopeScalingUnparseable,
+    HeadDimMismatch,
+    AttentionBiasIgnored,
+    MlpBiasIgnored,
+    HiddenActNotSilu,
+    PartialRotaryIgnored,
+    SlidingWindowIgnored,
+    MissingRequiredKey,
+    GenerationEosDiffers,
+    ConfigRefusedByCandle,
+    NonLlamaModelType,
+)

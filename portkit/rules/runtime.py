@@ -1,0 +1,345 @@
+"""PK3xx: the model on a target (`--device`, `--dtype`, `--features`, ...) in candle 0.11.0."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from portkit.findings import Finding
+from portkit.rules.base import Context, Rule
+
+_DT = {"f32": "F32", "bf16": "BF16", "f16": "F16"}
+
+
+class _RuntimeRule(Rule):
+    family = "runtime"
+
+    def keys(self, ctx: Context) -> tuple[str, ...]:
+        for k in ("dtype", "torch_dtype"):
+            if ctx.has_key(k):
+                return (k,)
+        return ()
+
+    def ready(self, ctx: Context) -> bool:
+        return bool(ctx.facts.config is not None and ctx.tv and ctx.tv.ok)
+
+
+class Bf16MatmulOnCpu(_RuntimeRule):
+    """bf16 on the CPU: candle 0.11.0 has no bf16 matmul there.
+
+    ## What it does
+    Flags the target `--device cpu --dtype bf16`.
+
+    ## Why is this bad?
+    transformers runs bf16 on CPU. candle's CPU matmul (gemm, and the mkl and accelerate
+    paths) supports F16, F32 and F64 only: the model loads, then the first forward fails with
+    `unsupported dtype BF16 for op matmul`.
+
+    ## Example
+    `portkit lint --device cpu --dtype bf16 MODEL_DIR` on a `"torch_dtype": "bfloat16"` checkpoint.
+
+    ## Fix
+    Load with `DType::F32` on CPU (the weights are converted at load), or run on cuda/metal.
+
+    ## Candle source
+    candle-core-0.11.0/src/cpu_backend/mod.rs:1372-1385 (gemm path: F16 | F32 | F64, else
+    `UnsupportedDTypeForOp`), :1541 (accelerate), candle-core-0.11.0/src/error.rs:38-39.
+
+    ## Verification
+    crash: candle on CPU with bf16 must fail at the first forward with
+    `unsupported dtype BF16 for op matmul`.
+
+    ## References
+    FIELD-REPORTS mode 12: candle#920, #594, #3503, mold#971, candle-vllm#205.
+    """
+
+    code = "PK301"
+    name = "bf16-matmul-on-cpu"
+    severity = "error"
+    effect = "runtime-error"
+    fix_title = "Use `--dtype f32` on CPU (candle converts the weights at load)"
+    probe_kind = "crash"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        t = ctx.target
+        if self.ready(ctx) and t.device == "cpu" and t.dtype == "bf16":
+            yield self.finding(
+                ctx,
+                "transformers runs bf16 matmuls on CPU; candle 0.11.0 fails at the first forward with "
+                "`unsupported dtype BF16 for op matmul`",
+                keys=self.keys(ctx),
+                transformers_value="bf16",
+                candle_value="unsupported dtype BF16 for op matmul",
+                expect="unsupported dtype BF16 for op matmul",
+            )
+
+
+class F16MatmulWithAccelerate(_RuntimeRule):
+    """f16 on the CPU with candle's `accelerate` feature: no f16 matmul.
+
+    ## What it does
+    Flags `--device cpu --dtype f16 --features accelerate` (the macOS default build).
+
+    ## Why is this bad?
+    With `accelerate`, candle's CPU matmul goes through Apple's sgemm/dgemm and bails on
+    F16: the first forward fails with `the accelerate backend does not support f16 matmul`.
+
+    ## Example
+    `portkit lint --dtype f16 --features accelerate MODEL_DIR`.
+
+    ## Fix
+    Use `--dtype f32` on CPU, or run f16 on metal.
+
+    ## Candle source
+    candle-core-0.11.0/src/cpu_backend/mod.rs:1455-1498.
+
+    ## Verification
+    crash: only on a build with `accelerate` (macOS); elsewhere verify reports it as not
+    runnable.
+
+    ## References
+    FIELD-REPORTS mode 13: candle#1716.
+    """
+
+    code = "PK302"
+    name = "f16-matmul-with-accelerate"
+    severity = "error"
+    effect = "runtime-error"
+    fix_title = "Use `--dtype f32` on CPU, or f16 on metal"
+    probe_kind = "crash"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        t = ctx.target
+        if self.ready(ctx) and t.device == "cpu" and t.dtype == "f16" and "accelerate" in t.features:
+            yield self.finding(
+                ctx,
+                "transformers runs f16 matmuls on CPU; candle 0.11.0 with `accelerate` fails at the first forward "
+                "with `the accelerate backend does not support f16 matmul`",
+                keys=self.keys(ctx),
+                transformers_value="f16",
+                candle_value="the accelerate backend does not support f16 matmul",
+                expect="the accelerate backend does not support f16 matmul",
+            )
+
+
+class F16AccumulationOnCpu(_RuntimeRule):
+    """f16 on the CPU without accelerate/mkl: candle's gemm may accumulate in f16.
+
+    ## What it does
+    Flags `--device cpu --dtype f16` without the `accelerate` or `mkl` feature.
+
+    ## Why is this bad?
+    candle's default CPU matmul is the `gemm` crate. On aarch64 CPUs with the fp16
+    extension (Apple silicon, recent Arm servers) gemm-f16 multiplies and accumulates in f16
+    (`MixedSimd<f16, f16, f16, f16>`), so long dot products lose precision: 44x the error of
+    an f32-accumulating reference (seed 003). On x86 gemm-f16 accumulates in f32.
+    transformers' CPU f16 matmul accumulates in f32.
+
+    ## Example
+    `portkit lint --dtype f16 MODEL_DIR` on an Apple silicon Linux VM.
+
+    ## Fix
+    Use `--dtype f32` on CPU.
+
+    ## Candle source
+    candle-core-0.11.0/src/cpu_backend/mod.rs:1372-1453 (gemm path);
+    gemm-f16-0.19.0/src/gemm.rs:813-823 (`neonfp16` when `fp16` is detected), :959-1000.
+
+    ## Verification
+    numeric: verify measures candle f16 vs transformers f32 and reports the error beside
+    the f16 step; the finding is confirmed when it exceeds f32-accumulated f16.
+
+    ## References
+    FIELD-REPORTS mode 13: lmdeploy#403, llama.cpp#22571, #23953, TGI#295.
+    """
+
+    code = "PK303"
+    name = "f16-accumulation-on-cpu"
+    severity = "warning"
+    effect = "silent"
+    fix_title = "Use `--dtype f32` on CPU"
+    probe_kind = "numeric"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        t = ctx.target
+        if self.ready(ctx) and t.device == "cpu" and t.dtype == "f16" and not (t.features & {"accelerate", "mkl"}):
+            yield self.finding(
+                ctx,
+                "transformers accumulates f16 matmuls in f32; candle 0.11.0's gemm accumulates in f16 on aarch64 CPUs "
+                "with fp16 (in f32 on x86), so logits drift",
+                keys=self.keys(ctx),
+                transformers_value="f32 accumulation",
+                candle_value="f16 accumulation (aarch64 fp16)",
+            )
+
+
+class CacheDtypeMismatch(_RuntimeRule):
+    """A half-precision model needs a `Cache` built with the same dtype.
+
+    ## What it does
+    For `--dtype bf16` or `f16`, reminds that candle's `Cache::new(use_kv_cache, dtype,
+    &config, &device)` casts its cos/sin tables to `dtype`, which must be the model's.
+    (Preview: portkit cannot see your Rust code, so this fires for every half-precision
+    target.)
+
+    ## Why is this bad?
+    transformers casts the rotary tables per call. In candle a `Cache` built with F32 for a
+    BF16 model fails at the first forward: `unsupported dtype for rope BF16 F32 F32` (CPU) or
+    `dtype mismatch in rope BF16 F32 F32` (Metal).
+
+    ## Example
+    `Cache::new(true, DType::F32, &cfg, &dev)` with a `VarBuilder` of `DType::BF16`.
+
+    ## Fix
+    Pass the model dtype to `Cache::new`.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/llama.rs:164, :206-207 (`to_dtype(dtype)`);
+    candle-nn-0.11.0/src/rotary_emb.rs:395-406 (CPU), :506-513 (Metal).
+
+    ## Verification
+    crash: the native runner with `cache_dtype` f32 and model dtype bf16 must fail in rope.
+
+    ## References
+    CANDLE-FACTS "Cache dtype" (seed 003).
+    """
+
+    code = "PK304"
+    name = "cache-dtype-mismatch"
+    severity = "info"
+    effect = "runtime-error"
+    fix_title = "Pass the model dtype to `Cache::new`"
+    probe_kind = "crash"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        t = ctx.target
+        if self.ready(ctx) and t.dtype != "f32":
+            d = _DT[t.dtype]
+            yield self.finding(
+                ctx,
+                f"transformers casts rotary tables per call; candle 0.11.0's `Cache::new` must get `DType::{d}` for a "
+                f"{d} model, else the first forward fails with `unsupported dtype for rope {d} F32 F32`",
+                keys=self.keys(ctx),
+                transformers_value="per-call cast",
+                candle_value=f"Cache dtype must be {d}",
+                expect="rope",
+            )
+
+
+class FlashAttnWithoutFeature(_RuntimeRule):
+    """`use_flash_attn` without candle's `flash-attn` feature (or off CUDA).
+
+    ## What it does
+    Flags `--use-flash-attn` when `--features` lacks `flash-attn`, or the device is not cuda.
+
+    ## Why is this bad?
+    `into_config(true)` loads fine; the first forward reaches `flash_attn`, which without the
+    feature is `unimplemented!("compile with '--features flash-attn'")`: a panic, not an
+    `Err`. candle-flash-attn kernels exist only for CUDA.
+
+    ## Example
+    `portkit lint --use-flash-attn MODEL_DIR`.
+
+    ## Fix
+    Build candle with `--features flash-attn` on CUDA, or call `into_config(false)`.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/llama.rs:245-259, :329-336.
+
+    ## Verification
+    crash: the native runner with `use_flash_attn=True` must panic (caught) with
+    `compile with '--features flash-attn'`.
+
+    ## References
+    CANDLE-FACTS "flash attn" (seed 001).
+    """
+
+    code = "PK305"
+    name = "flash-attn-without-feature"
+    severity = "error"
+    effect = "panic"
+    fix_title = "Build candle with `--features flash-attn` on CUDA, or use `into_config(false)`"
+    probe_kind = "crash"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        t = ctx.target
+        if not self.ready(ctx) or not t.use_flash_attn:
+            return
+        if "flash-attn" not in t.features:
+            yield self.finding(
+                ctx,
+                "candle 0.11.0 built without `flash-attn` panics at the first forward with "
+                "`not implemented: compile with '--features flash-attn'`; transformers falls back to another attention",
+                keys=self.keys(ctx),
+                candle_value="panic",
+                expect="compile with '--features flash-attn'",
+            )
+        elif t.device != "cuda":
+            yield self.finding(
+                ctx,
+                f"candle's flash-attn kernels are CUDA-only; on `{t.device}` the first forward fails",
+                keys=self.keys(ctx),
+                candle_value="error",
+            )
+
+
+class SequenceBeyondMaxPositions(_RuntimeRule):
+    """Sequences longer than `max_position_embeddings` fail in candle 0.11.0.
+
+    ## What it does
+    With `--max-tokens N`, flags N above `max_position_embeddings`.
+
+    ## Why is this bad?
+    transformers computes rotary angles for any position. candle precomputes a cos/sin
+    table of `max_position_embeddings` rows and narrows it per call: position
+    `max_position_embeddings` fails with `narrow invalid args start + len > dim_len`.
+
+    ## Example
+    `portkit lint --max-tokens 8192 MODEL_DIR` with `max_position_embeddings: 4096`.
+
+    ## Fix
+    Keep prompt plus generation within `max_position_embeddings`.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/llama.rs:200-207 (table rows), :262-268
+    (`narrow(0, index_pos, seq_len)`); candle-core-0.11.0/src/tensor.rs:878-897.
+
+    ## Verification
+    crash: the native runner fed `max_position_embeddings + 1` tokens must fail in narrow.
+
+    ## References
+    FIELD-REPORTS mode 9 (the same table in quantized_llama: candle#1566, #2171).
+    """
+
+    code = "PK306"
+    name = "sequence-beyond-max-positions"
+    severity = "error"
+    effect = "runtime-error"
+    fix_title = "Keep prompt plus generated tokens within `max_position_embeddings`"
+    probe_kind = "crash"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        t, cv = ctx.target, ctx.cv
+        if not self.ready(ctx) or t.max_tokens is None or not cv or not cv.ok:
+            return
+        mp = cv.max_position_embeddings or 0
+        if t.max_tokens > mp:
+            yield self.finding(
+                ctx,
+                f"transformers computes rotary angles for all {t.max_tokens} positions; candle 0.11.0's cos/sin table "
+                f"has `max_position_embeddings`={mp} rows and fails at position {mp} with "
+                "`narrow invalid args start + len > dim_len`",
+                keys=("max_position_embeddings",),
+                transformers_value=t.max_tokens,
+                candle_value=mp,
+                expect="narrow invalid args",
+            )
+
+
+RULES = (
+    Bf16MatmulOnCpu,
+    F16MatmulWithAccelerate,
+    F16AccumulationOnCpu,
+    CacheDtypeMismatch,
+    FlashAttnWithoutFeature,
+    SequenceBeyondMaxPositions,
+)
