@@ -25,6 +25,7 @@ DOC_HEADINGS = (
     "## Verification",
     "## References",
 )
+# Where each rule's generated page lives (docs/rules/PKxxx.md); change with the published repo.
 DOCS_URL = "https://github.com/portkit/portkit/blob/main/docs/rules/{code}.md"
 
 

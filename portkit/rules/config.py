@@ -459,7 +459,7 @@ class HiddenActNotSilu(Rule):
         if tv and tv.hidden_act not in SILU_NAMES:
             yield self.finding(
                 ctx,
-                f"transformers uses `hidden_act`={tv.hidden_act!r}; candle 0.11.0 always applies silu",
+                f'transformers uses `hidden_act`="{tv.hidden_act}"; candle 0.11.0 always applies silu',
                 keys=("hidden_act",),
                 transformers_value=tv.hidden_act,
                 candle_value="silu",

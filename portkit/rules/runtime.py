@@ -216,8 +216,8 @@ class CacheDtypeMismatch(_RuntimeRule):
             d = _DT[t.dtype]
             yield self.finding(
                 ctx,
-                f"transformers casts rotary tables per call; candle 0.11.0's `Cache::new` must get `DType::{d}` for a "
-                f"{d} model, else the first forward fails with `unsupported dtype for rope {d} F32 F32`",
+                f"transformers casts rotary tables per call; candle 0.11.0's `Cache::new` must get `DType::{d}` for "
+                f"{d} weights, else the first forward fails with `unsupported dtype for rope {d} F32 F32`",
                 keys=self.keys(ctx),
                 transformers_value="per-call cast",
                 candle_value=f"Cache dtype must be {d}",

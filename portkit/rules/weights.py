@@ -331,7 +331,7 @@ class UnexpectedTensor(_WeightsRule):
                 break
         yield self.finding(
             ctx,
-            f"{len(odd)} tensor{'s are' if len(odd) > 1 else ' is'} not named as candle 0.11.0's llama looks them up "
+            f"{len(odd)} tensor name{'s are' if len(odd) > 1 else ' is'} not one candle 0.11.0's llama looks up "
             f"({_names(odd)}){hint}",
             filename=_weights_file(ctx),
             location=None,

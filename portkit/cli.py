@@ -1,0 +1,355 @@
+"""`portkit` command line: lint, rules, explain, fix, schema, and verify when it is installed.
+
+Subcommands live in one table (`SUBCOMMANDS`: name -> help, add_arguments, run), so adding one
+is adding a row. `verify` is looked up lazily in `portkit.verify.cli`, which provides
+`add_arguments(parser)` and `run(args) -> int`; `portkit lint` never imports it.
+
+Exit status: 0 clean, 1 findings (or a diff to apply), 2 usage errors or unreadable input.
+Errors are one line on stderr, `portkit: error: <path>: <what>`, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from portkit import __version__
+from portkit.errors import InputError, PortkitError, UsageError
+
+AddArgs = Callable[[argparse.ArgumentParser], None]
+Run = Callable[[argparse.Namespace], int]
+
+
+def _csv(values: list[str] | None) -> list[str] | None:
+    if values is None:
+        return None
+    out = [v.strip() for item in values for v in item.split(",") if v.strip()]
+    return out
+
+
+# ------------------------------------------------------------------ lint
+
+
+def lint_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", metavar="PATH", help="model directories, or files in them (config.json, *.safetensors, the index, *.gguf)")
+    p.add_argument("--select", action="append", metavar="CODES", help="rule codes or prefixes to run, comma separated (e.g. PK1,PK205); default: every stable rule")
+    p.add_argument("--ignore", action="append", metavar="CODES", help="rule codes or prefixes to skip, comma separated")
+    p.add_argument("--preview", action="store_true", default=None, help="also run preview rules")
+    p.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text", help="output format (default: text)")
+    p.add_argument("--output", "-o", type=Path, metavar="FILE", help="write the results to FILE instead of stdout")
+    p.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    p.add_argument("--write-baseline", type=Path, metavar="FILE", help="record today's findings in FILE and exit 0")
+    p.add_argument("--baseline", type=Path, metavar="FILE", help="report only findings not recorded in FILE")
+    p.add_argument("--no-config", action="store_true", help="ignore [tool.portkit] in pyproject.toml")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour text output (default: on a terminal)")
+    g = p.add_argument_group("target (runtime rules PK3xx)")
+    g.add_argument("--device", choices=("cpu", "metal", "cuda"), help="candle device (default: cpu)")
+    g.add_argument("--dtype", choices=("f32", "bf16", "f16"), help="candle dtype (default: f32)")
+    g.add_argument("--features", action="append", metavar="FEATS", help="candle cargo features, comma separated: accelerate, mkl, flash-attn, cuda, metal")
+    g.add_argument("--use-flash-attn", action="store_true", default=None, help="the model is loaded with into_config(true)")
+    g.add_argument("--max-tokens", type=int, metavar="N", help="prompt plus generated tokens you will run")
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from pydantic import ValidationError
+
+    from portkit.rules import is_valid_selector
+    from portkit.settings import Settings
+    from portkit.target import Target
+
+    select, ignore = _csv(args.select), _csv(args.ignore) or []
+    for s in (select or []) + ignore:
+        if not is_valid_selector(s):
+            raise UsageError(f"unknown rule selector `{s}` (see `portkit rules`)")
+    explicit = set()
+    tgt: dict[str, Any] = {}
+    for name in ("device", "dtype", "max_tokens", "use_flash_attn"):
+        v = getattr(args, name)
+        if v is not None:
+            tgt[name] = v
+            explicit.add(name)
+    feats = _csv(args.features)
+    if feats is not None:
+        tgt["features"] = frozenset(feats)
+        explicit.add("features")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise UsageError("--max-tokens must be at least 1")
+    try:
+        target = Target(**tgt)
+    except ValidationError as e:
+        raise UsageError(e.errors()[0]["msg"]) from None
+    if select is not None:
+        explicit.add("select")
+    if args.preview is not None:
+        explicit.add("preview")
+    return Settings(
+        select=select,
+        ignore=ignore,
+        preview=bool(args.preview),
+        target=target,
+        respect_pyproject=not args.no_config,
+        explicit=frozenset(explicit),
+    )
+
+
+def _baseline_entries(path: Path) -> list[dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(path, "baseline file not found") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(path, f"unreadable baseline: {e}") from None
+    if not isinstance(data, dict) or data.get("portkit_baseline") != 1 or not isinstance(data.get("findings"), list):
+        raise InputError(path, "not a portkit baseline (expected {\"portkit_baseline\": 1, \"findings\": [...]})")
+    return [e for e in data["findings"] if isinstance(e, dict)]
+
+
+def lint_run(args: argparse.Namespace) -> int:
+    from portkit.lint import lint_paths
+    from portkit.report import reporters
+
+    settings = _settings(args)
+    report = lint_paths(args.paths, settings)
+    for e in report.errors:
+        print(f"portkit: error: {e.path}: {e.message}", file=sys.stderr)
+    for n in report.notes:
+        print(f"portkit: note: {n}", file=sys.stderr)
+    if args.write_baseline is not None:
+        base = args.write_baseline.resolve().parent
+        data = {
+            "portkit_baseline": 1,
+            "findings": [
+                {"code": f.code, "filename": os.path.relpath(f.filename, base), "fingerprint": f.fingerprint(str(base))}
+                for f in report.findings
+            ],
+        }
+        try:
+            args.write_baseline.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        except OSError as e:
+            raise InputError(args.write_baseline, e.strerror or str(e)) from None
+        print(f"portkit: wrote {len(report.findings)} finding(s) to {args.write_baseline}", file=sys.stderr)
+        return 2 if report.errors else 0
+    if args.baseline is not None:
+        base = str(args.baseline.resolve().parent)
+        counts: dict[str, int] = {}
+        for e in _baseline_entries(args.baseline):
+            fp = e.get("fingerprint")
+            if isinstance(fp, str):
+                counts[fp] = counts.get(fp, 0) + 1
+        kept = []
+        for f in report.findings:
+            fp = f.fingerprint(base)
+            if counts.get(fp, 0) > 0:
+                counts[fp] -= 1
+            else:
+                kept.append(f)
+        report = report.model_copy(update={"findings": kept})
+    color = args.color == "always" or (args.color == "auto" and args.output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
+    reporter = reporters()[args.format](color=color and args.format == "text")
+    if args.output is not None:
+        try:
+            with open(args.output, "w", encoding="utf-8") as out:
+                reporter.write(report, out)
+        except OSError as e:
+            raise InputError(args.output, e.strerror or str(e)) from None
+    else:
+        reporter.write(report, sys.stdout)
+    if report.errors:
+        return 2
+    if args.exit_zero:
+        return 0
+    return 1 if report.findings else 0
+
+
+# ------------------------------------------------------------------ rules / explain
+
+
+def rules_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def rules_run(args: argparse.Namespace) -> int:
+    from portkit.rules import CODES, RULES
+
+    rows = []
+    for code, (name, status) in CODES.items():
+        r = RULES.get(code)
+        rows.append(
+            {
+                "code": code,
+                "name": name,
+                "status": status,
+                "family": r.family if r else None,
+                "severity": r.severity if r else None,
+                "effect": r.effect if r else None,
+                "fix": r.fix_availability if r else None,
+                "probe": r.probe_kind if r else None,
+                "summary": r.summary() if r else "",
+            }
+        )
+    if args.format == "json":
+        print(json.dumps(rows, indent=2))
+        return 0
+    for row in rows:
+        flag = "[*]" if row["fix"] in ("always", "sometimes") else "   "
+        st = "" if row["status"] == "stable" else f" ({row['status']})"
+        print(f"{row['code']} {flag} {row['name']:<36} {row['severity']:<8} {row['probe']:<12} {row['summary']}{st}")
+    return 0
+
+
+def explain_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("code", metavar="CODE", help="a rule code (PK101) or name (rope-theta-in-rope-parameters)")
+
+
+def explain_text(code: str) -> str:
+    from portkit.rules import CODES, by_code_or_name
+
+    r = by_code_or_name(code)
+    if r is None:
+        raise UsageError(f"unknown rule `{code}` (see `portkit rules`)")
+    head = (
+        f"# {r.code} {r.name}\n\n"
+        f"Family: {r.family} | Severity: {r.severity} | Effect: {r.effect} | "
+        f"Fix: {r.fix_availability} | Status: {CODES[r.code][1]} | Verification: {r.probe_kind}\n\n"
+    )
+    return head + r.doc() + "\n"
+
+
+def explain_run(args: argparse.Namespace) -> int:
+    sys.stdout.write(explain_text(args.code))
+    return 0
+
+
+# ------------------------------------------------------------------ fix
+
+
+def fix_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model_dir", metavar="MODEL_DIR", type=Path)
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--diff", action="store_true", help="print the edit as a unified diff (default)")
+    g.add_argument("--write", action="store_true", help="rewrite config.json in place")
+
+
+def fix_run(args: argparse.Namespace) -> int:
+    from portkit import fix
+
+    d = args.model_dir
+    if not d.is_dir():
+        d = d.parent if d.name == "config.json" else d
+    from portkit.model import model_dirs
+
+    (d,) = model_dirs([d])
+    p = fix.plan(d)
+    if p.refused:
+        reasons = "; ".join(f"{f.code} {f.message}" for f in p.refused)
+        print(f"portkit: error: {p.path}: no config edit makes candle 0.11.0 compute what transformers does: {reasons}", file=sys.stderr)
+        return 2
+    if not p.changed:
+        print("portkit: nothing to fix", file=sys.stderr)
+        return 0
+    if args.write:
+        fix.write(p)
+        codes = ", ".join(sorted({f.code for f in p.fixed}))
+        print(f"portkit: fixed {len(p.fixed)} finding(s) ({codes}) in {p.path}", file=sys.stderr)
+        return 0
+    sys.stdout.write(p.diff())
+    return 1
+
+
+# ------------------------------------------------------------------ schema
+
+
+def schema_args(p: argparse.ArgumentParser) -> None:
+    from portkit.schemas import SCHEMAS
+
+    p.add_argument("name", choices=sorted(SCHEMAS), help="which JSON Schema to print")
+
+
+def schema_run(args: argparse.Namespace) -> int:
+    from portkit.schemas import dumps
+
+    sys.stdout.write(dumps(args.name))
+    return 0
+
+
+# ------------------------------------------------------------------ table
+
+
+SUBCOMMANDS: dict[str, tuple[str, AddArgs, Run]] = {
+    "lint": ("find where candle 0.11.0 reads a model differently from transformers 5", lint_args, lint_run),
+    "rules": ("list the rule catalogue", rules_args, rules_run),
+    "explain": ("print one rule's documentation", explain_args, explain_run),
+    "fix": ("rewrite config.json so candle reads what transformers reads", fix_args, fix_run),
+    "schema": ("print a JSON Schema (candle config, GGUF metadata, lint report)", schema_args, schema_run),
+}
+LAZY_SUBCOMMANDS = {"verify": "portkit.verify.cli"}
+
+
+def _lazy(name: str) -> tuple[str, AddArgs, Run] | None:
+    mod_name = LAZY_SUBCOMMANDS[name]
+    try:
+        if importlib.util.find_spec(mod_name) is None:
+            return None
+    except (ImportError, ValueError):
+        return None
+    import importlib
+
+    mod = importlib.import_module(mod_name)
+    return (getattr(mod, "HELP", name), mod.add_arguments, mod.run)
+
+
+def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="portkit", description="Config-regression linter and porting kit for Llama checkpoints in candle 0.11.0.")
+    parser.add_argument("--version", action="version", version=f"portkit {__version__} (candle 0.11.0)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    table = dict(SUBCOMMANDS)
+    wanted = next((a for a in argv if not a.startswith("-")), None)
+    for name in LAZY_SUBCOMMANDS:
+        if wanted == name or wanted is None or wanted not in table:
+            entry = _lazy(name)
+            if entry is not None:
+                table[name] = entry
+    for name, (help_, add, run) in table.items():
+        sp = sub.add_parser(name, help=help_, description=help_)
+        add(sp)
+        sp.set_defaults(_run=run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser(argv)
+        args = parser.parse_args(argv)
+        return int(args._run(args))
+    except PortkitError as e:
+        print(f"portkit: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("portkit: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 1
+    except RecursionError:
+        print("portkit: error: input nested too deeply", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("portkit: error: out of memory", file=sys.stderr)
+        return 2
+    except Exception as e:  # never a traceback: one line, and ask for a report
+        print(f"portkit: error: internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]} (please report)", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

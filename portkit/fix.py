@@ -1,0 +1,175 @@
+"""`portkit fix`: rewrite config.json so candle 0.11.0 reads what transformers 5 reads.
+
+What it writes: the top-level `rope_theta` transformers uses (PK101), llama3 scaling as a
+top-level `rope_scaling` in candle's `Llama3RopeConfig` shape (PK102, PK103), transformers'
+default for a key candle requires (PK110). Every other key, and the key order, is kept; new
+keys go right after `rope_parameters` (or at the end). Weights are never touched.
+
+What it refuses (exit 2, with the reason): anything no config edit can make candle 0.11.0
+compute the same way (head_dim, biases, activation, partial rotary, sliding window, non-llama3
+scaling, values candle's serde refuses). It then writes nothing: a half-fixed config would
+still load in candle and compute another model.
+
+Every plan is checked before it is offered: transformers' effective values must be
+unchanged and the fixable rules must be clean on the result.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from portkit.errors import InputError
+from portkit.findings import Finding
+from portkit.model import JsonDoc, ModelFacts, load_model
+from portkit.model.jsonfile import key_positions, parse_json_text
+from portkit.rules import RULES, Context
+from portkit.semantics import TransformersView, transformers_view
+from portkit.target import Target
+
+FIXABLE = ("PK101", "PK102", "PK103", "PK110")
+# config-family findings that no config.json edit can fix
+UNFIXABLE = ("PK102", "PK103", "PK104", "PK105", "PK106", "PK107", "PK108", "PK109", "PK112")
+# where a rule's edits come from doesn't matter to transformers: only effective values do
+_PROVENANCE = {"defaulted", "rope_source", "rope_theta_source"}
+
+
+@dataclass
+class FixPlan:
+    path: Path
+    old_text: str
+    new_text: str | None = None
+    edits: dict[str, Any] = field(default_factory=dict)
+    fixed: list[Finding] = field(default_factory=list)
+    refused: list[Finding] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.new_text is not None and self.new_text != self.old_text
+
+    def diff(self) -> str:
+        if not self.changed:
+            return ""
+        assert self.new_text is not None
+        name = str(self.path)
+        return "".join(
+            difflib.unified_diff(
+                self.old_text.splitlines(keepends=True),
+                self.new_text.splitlines(keepends=True),
+                fromfile=f"a/{name}",
+                tofile=f"b/{name}",
+            )
+        )
+
+
+def effective(tv: TransformersView) -> dict[str, Any]:
+    return tv.model_dump(exclude=_PROVENANCE)
+
+
+def _indent(text: str) -> int | str:
+    m = re.search(r"\n([ \t]+)\"", text)
+    if not m:
+        return 2
+    ws = m.group(1)
+    return "\t" if ws.startswith("\t") else len(ws)
+
+
+def render(obj: dict[str, Any], like: str) -> str:
+    ind = _indent(like)
+    out = json.dumps(obj, indent=ind, ensure_ascii=False)
+    if like.endswith("\n"):
+        out += "\n"
+    return out
+
+
+def apply_edits(config: dict[str, Any], edits: dict[str, Any]) -> dict[str, Any]:
+    """Replace keys in place; insert new ones after `rope_parameters` (else at the end)."""
+    new = {k: edits.get(k, v) for k, v in config.items()}
+    missing = [k for k in edits if k not in config]
+    if not missing:
+        return new
+    anchor = "rope_parameters" if "rope_parameters" in new else None
+    out: dict[str, Any] = {}
+    for k, v in new.items():
+        out[k] = v
+        if k == anchor:
+            for m in missing:
+                out[m] = edits[m]
+    for m in missing:
+        out.setdefault(m, edits[m])
+    return out
+
+
+def plan(model_dir: Path, facts: ModelFacts | None = None) -> FixPlan:
+    from portkit.lint import check_usable
+
+    facts = facts or load_model(model_dir)
+    doc = facts.config
+    if doc is None:
+        raise InputError(model_dir, "no config.json to fix")
+    ctx = Context(facts, Target())
+    check_usable(facts, ctx)
+    p = FixPlan(path=doc.path, old_text=doc.text)
+    if doc.duplicates:
+        dup = ".".join(doc.duplicates[0])
+        raise InputError(doc.path, f"key `{dup}` is written twice; fix it by hand first (transformers keeps the last, candle refuses)")
+    findings = [f for code in RULES if code.startswith("PK1") for f in RULES[code].check(ctx)]
+    for f in findings:
+        if f.code in FIXABLE and f.fix is not None:
+            p.fixed.append(f)
+            p.edits.update(f.fix.edits)
+        elif f.code in UNFIXABLE:
+            p.refused.append(f)
+    if p.refused or not p.edits:
+        return p
+    assert isinstance(doc.value, dict)
+    new_obj = apply_edits(doc.value, p.edits)
+    new_text = render(new_obj, doc.text)
+    _check(facts, doc, new_obj, new_text)
+    p.new_text = new_text
+    return p
+
+
+def _check(facts: ModelFacts, doc: JsonDoc, new_obj: dict[str, Any], new_text: str) -> None:
+    gen = facts.generation_config.value if facts.generation_config else None
+    gen = gen if isinstance(gen, dict) else None
+    before = effective(transformers_view(doc.value, gen))
+    after = effective(transformers_view(new_obj, gen))
+    if before != after:
+        changed = sorted(k for k in before if before[k] != after.get(k))
+        raise InputError(doc.path, f"refusing to fix: the edit would change transformers' effective {', '.join(changed)}")
+    value, dups = parse_json_text(new_text)
+    new_doc = JsonDoc(path=doc.path, value=value, text=new_text, positions=key_positions(new_text), duplicates=dups)
+    new_facts = ModelFacts(root=facts.root, config=new_doc, generation_config=facts.generation_config)
+    ctx = Context(new_facts, Target())
+    left = [f.code for code in FIXABLE for f in RULES[code].check(ctx)]
+    if left:
+        raise InputError(doc.path, f"refusing to fix: {', '.join(sorted(set(left)))} would still fire after the edit")
+
+
+def write(p: FixPlan) -> None:
+    """Replace config.json atomically (a symlinked config becomes a regular file, so a
+    shared Hugging Face cache blob is never modified)."""
+    assert p.new_text is not None
+    d = p.path.parent
+    fd, tmp = tempfile.mkstemp(prefix=".config.json.", dir=d)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(p.new_text)
+        try:
+            os.chmod(tmp, os.stat(p.path).st_mode & 0o777)
+        except OSError:
+            pass
+        os.replace(tmp, p.path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,44 @@
+"""Reporters: a name -> class table that drives `portkit lint --format`.
+
+Each reporter writes one `Report` to a text stream. Results go to stdout (or `--output`);
+errors and hints go to stderr, never through a reporter.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, TextIO
+
+if TYPE_CHECKING:
+    from portkit.lint import Report
+
+
+class Reporter:
+    name: ClassVar[str]
+
+    def __init__(self, *, color: bool = False, cwd: Path | None = None) -> None:
+        self.color = color
+        self.cwd = cwd or Path.cwd()
+
+    def display_path(self, filename: str) -> str:
+        try:
+            rel = os.path.relpath(filename, self.cwd)
+        except ValueError:
+            return filename
+        return filename if rel.startswith("..") else rel
+
+    def write(self, report: "Report", out: TextIO) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def reporters() -> dict[str, type[Reporter]]:
+    from portkit.report.github import GithubReporter
+    from portkit.report.json_ import JsonReporter
+    from portkit.report.sarif import SarifReporter
+    from portkit.report.text import TextReporter
+
+    return {r.name: r for r in (TextReporter, JsonReporter, SarifReporter, GithubReporter)}
+
+
+FORMATS = ("text", "json", "sarif", "github")

@@ -1,0 +1,201 @@
+"""One triggering and one clean model directory per rule code, built with fixtures.skeleton.
+
+Each builder writes into `root` and returns (model_dir, target kwargs). Kept separate from the
+test module so the oracle test can reuse the configs and the bad-input tests the builders.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from fixtures import skeleton as sk
+
+Builder = Callable[[Path], tuple[Path, dict[str, Any]]]
+
+
+def healthy(root: Path, **cfg: Any) -> Path:
+    return sk.write_model(root, sk.config("tf4", **cfg))
+
+
+def model(cfg: dict[str, Any], **kw: Any) -> Builder:
+    def b(root: Path) -> tuple[Path, dict[str, Any]]:
+        return sk.write_model(root, cfg, **kw), {}
+
+    return b
+
+
+def with_target(b: Builder, **target: Any) -> Builder:
+    def w(root: Path) -> tuple[Path, dict[str, Any]]:
+        d, t = b(root)
+        return d, {**t, **target}
+
+    return w
+
+
+def raw_config(text: str, tensors_from: dict[str, Any]) -> Builder:
+    def b(root: Path) -> tuple[Path, dict[str, Any]]:
+        sk.write_model(root, tensors_from)
+        (root / "config.json").write_text(text)
+        return root, {}
+
+    return b
+
+
+def gguf_model(
+    *,
+    cfg: dict[str, Any] | None = None,
+    md: dict[str, Any] | None = None,
+    drop_md: tuple[str, ...] = (),
+    tensor_types: dict[str, str] | None = None,
+    rope_freqs: bool = False,
+    with_config: bool = True,
+    arch: str = "llama",
+    rope_freqs_values: list[float] | None = None,
+) -> Builder:
+    def b(root: Path) -> tuple[Path, dict[str, Any]]:
+        c = cfg or sk.config("tf4")
+        root.mkdir(parents=True, exist_ok=True)
+        if with_config:
+            sk.write_json(root / "config.json", c)
+        meta = sk.llama_metadata(c, arch="llama", drop=drop_md)
+        meta["general.architecture"] = arch
+        meta.update(md or {})
+        tensors = sk.gguf_tensors(c, "Q8_0", rope_freqs=rope_freqs or rope_freqs_values is not None)
+        for name, qt in (tensor_types or {}).items():
+            tensors[name] = (qt, tensors[name][1])
+        data = {}
+        if rope_freqs_values is not None:
+            data["rope_freqs.weight"] = struct.pack(f"<{len(rope_freqs_values)}f", *rope_freqs_values)
+        sk.write_gguf(root / "model-q8_0.gguf", meta, tensors, data=data)
+        return root, {}
+
+    return b
+
+
+def qk_pair(permuted: bool) -> Builder:
+    """HF safetensors with real layer-0 q/k rows beside an F32 GGUF holding them permuted or not."""
+
+    def b(root: Path) -> tuple[Path, dict[str, Any]]:
+        c = sk.config("tf4")
+        rng = np.random.default_rng(0)
+        q = rng.standard_normal((64, 64)).astype(np.float32)
+        k = rng.standard_normal((32, 64)).astype(np.float32)
+        sk.write_model(root, c, data={"model.layers.0.self_attn.q_proj.weight": q, "model.layers.0.self_attn.k_proj.weight": k})
+        gq = sk.permute_qk(q, 4) if permuted else q
+        gk = sk.permute_qk(k, 2) if permuted else k
+        sk.write_gguf(
+            root / "model-f32.gguf",
+            sk.llama_metadata(c),
+            sk.gguf_tensors(c, "F32"),
+            data={"blk.0.attn_q.weight": gq.tobytes(), "blk.0.attn_k.weight": gk.tobytes()},
+        )
+        return root, {}
+
+    return b
+
+
+def _dup_key_config() -> str:
+    c = sk.config("tf4")
+    text = json.dumps(c, indent=2)
+    return text.replace('"rope_theta": 100000.0', '"rope_theta": 100000.0,\n  "rope_theta": 100000.0')
+
+
+def _llama3_factors() -> list[float]:
+    from portkit.semantics import transformers_view
+    from portkit.semantics.transformers import llama3_inv_freq_factors
+
+    c = sk.config("tf4", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING)
+    return llama3_inv_freq_factors(transformers_view(c)) or []
+
+
+TF4 = sk.config("tf4")
+CASES: dict[str, tuple[Builder, Builder]] = {
+    "PK101": (model(sk.config("tf5")), model(TF4)),
+    "PK102": (model(sk.config("tf5", scaling=sk.LLAMA3_SCALING)), model(sk.config("tf4", scaling=sk.LLAMA3_SCALING))),
+    "PK103": (model(sk.config("tf4", rope_scaling={"type": "linear", "factor": 2.0})), model(sk.config("tf4", scaling=sk.LLAMA3_SCALING))),
+    "PK104": (model(sk.config("tf4", head_dim=32)), model(sk.config("tf4", head_dim=16))),
+    "PK105": (model(sk.config("tf4", attention_bias=True)), model(TF4)),
+    "PK106": (model(sk.config("tf4", mlp_bias=True)), model(TF4)),
+    "PK107": (model(sk.config("tf4", hidden_act="gelu")), model(sk.config("tf4", hidden_act="swish"))),
+    "PK108": (
+        model(sk.config("tf4", model_type="phi3", partial_rotary_factor=0.5)),
+        model(sk.config("tf4", partial_rotary_factor=0.5)),
+    ),
+    "PK109": (
+        model(sk.config("tf4", model_type="mistral", sliding_window=4096)),
+        model(sk.config("tf4", sliding_window=4096)),
+    ),
+    "PK110": (model(sk.config("tf4", max_position_embeddings=sk.DROP)), model(TF4)),
+    "PK111": (model(TF4, generation_config={"eos_token_id": [2, 3]}), model(TF4, generation_config={"eos_token_id": 2})),
+    "PK112": (raw_config(_dup_key_config(), TF4), model(TF4)),
+    "PK113": (model(sk.config("tf4", model_type="mistral")), model(TF4)),
+    "PK201": (model(TF4, drop=["model.layers.1.mlp.up_proj.weight"]), model(TF4)),
+    "PK202": (model(TF4, extra={"model.layers.0.self_attn.q_proj.bias": (64,)}), model(TF4)),
+    "PK203": (model(TF4, extra={"language_model.model.norm.weight": (64,)}), model(TF4)),
+    "PK204": (model(TF4, tensors=sk.hf_tensors(TF4, layers=1)), model(TF4)),
+    "PK205": (model(TF4, drop=["lm_head.weight"]), model(sk.config("tf4", tie_word_embeddings=True))),
+    "PK206": (
+        model(sk.config("tf4", num_key_value_heads=sk.DROP), tensors=sk.hf_tensors(TF4)),
+        model(TF4),
+    ),
+    "PK207": (model(TF4, tensors={**sk.hf_tensors(TF4)}, dtype="I8"), model(TF4)),
+    "PK301": (with_target(model(TF4), dtype="bf16"), model(TF4)),
+    "PK302": (with_target(model(TF4), dtype="f16", features=frozenset({"accelerate"})), with_target(model(TF4), dtype="f16")),
+    "PK303": (with_target(model(TF4), dtype="f16"), with_target(model(TF4), dtype="f16", device="cuda")),
+    "PK304": (with_target(model(TF4), dtype="bf16", device="cuda"), model(TF4)),
+    "PK305": (
+        with_target(model(TF4), use_flash_attn=True, device="cuda"),
+        with_target(model(TF4), use_flash_attn=True, device="cuda", features=frozenset({"flash-attn", "cuda"})),
+    ),
+    "PK306": (with_target(model(TF4), max_tokens=200), with_target(model(TF4), max_tokens=128)),
+    "PK401": (gguf_model(drop_md=("llama.block_count",)), gguf_model()),
+    "PK402": (
+        gguf_model(drop_md=("llama.rope.freq_base",)),
+        gguf_model(),
+    ),
+    "PK403": (gguf_model(arch="gemma2"), gguf_model()),
+    "PK404": (gguf_model(rope_freqs=True, with_config=False), gguf_model(with_config=False)),
+    "PK405": (gguf_model(md={"llama.context_length": 8192}, with_config=False), gguf_model(md={"llama.context_length": 4096}, with_config=False)),
+    "PK406": (gguf_model(md={"llama.attention.key_length": 32}), gguf_model(md={"llama.attention.key_length": 16})),
+    "PK407": (gguf_model(arch="qwen2", with_config=False), gguf_model(with_config=False)),
+    "PK408": (gguf_model(tensor_types={"blk.0.attn_q.weight": "IQ2_XXS"}), gguf_model()),
+    "PK409": (gguf_model(md={"llama.context_length": 256}), gguf_model()),
+    "PK410": (qk_pair(permuted=False), qk_pair(permuted=True)),
+}
+
+# Extra triggering variants: (code, builder, substring the message must contain)
+VARIANTS: list[tuple[str, Builder, str]] = [
+    ("PK101", model(sk.config("tf4", rope_parameters={"rope_theta": 1e6, "rope_type": "default"})), "reads the top-level `rope_theta`=100000"),
+    ("PK102", model(sk.config("tf5", scaling={"rope_type": "linear", "factor": 2.0})), "no `linear` scaling"),
+    ("PK103", model(sk.config("tf4", rope_scaling={"type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0})), "missing field"),
+    ("PK110", model(sk.config("tf4", rms_norm_eps=sk.DROP)), "`rms_norm_eps` to 1e-06"),
+    ("PK112", model(sk.config("tf4", eos_token_id=-1)), "untagged enum LlamaEosToks"),
+    ("PK112", model(sk.config("tf4", bos_token_id=2**32)), "expected u32"),
+    ("PK201", model(TF4, drop=["model.norm.weight"]), "fails at load"),
+    ("PK201", model(TF4, drop=["model.layers.1.mlp.up_proj.weight"]), "panics"),
+    ("PK202", model(sk.config("tf4", tie_word_embeddings=True), tensors=sk.hf_tensors(TF4)), "`tie_word_embeddings` is true"),
+    ("PK202", model(TF4, tensors=sk.hf_tensors(sk.config("tf4", num_hidden_layers=3))), "past `num_hidden_layers`=2"),
+    ("PK203", model(TF4, extra={"model.layers.0.self_attn.q_proj.qweight": (8, 64)}), "GPTQ"),
+    ("PK204", model(TF4, tensors=sk.hf_tensors(sk.config("tf4", num_hidden_layers=3))), "both run only the first 2"),
+    ("PK206", model(sk.config("tf4", head_dim=32)), "transformers expects the file's shape"),
+    ("PK402", gguf_model(md={"llama.rope.freq_base": sk.typed("F64", 100000.0)}), "F64(100000.0)"),
+    ("PK402", gguf_model(drop_md=("llama.rope.freq_base",), with_config=False), "check the source model"),
+    ("PK401", gguf_model(md={"llama.block_count": sk.typed("U64", 2)}), "not a u32 U64(2)"),
+    ("PK406", gguf_model(md={"llama.rope.dimension_count": 8}), "inconsistent last dim size in rope"),
+    ("PK408", gguf_model(tensor_types={"blk.0.attn_q.weight": "Q8_1"}), "not supported yet"),
+    ("PK409", gguf_model(md={"llama.rope.freq_base": 10000.0}), "transformers uses `rope_theta`=100000"),
+    ("PK409", gguf_model(cfg=sk.config("tf4", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING)), "no `rope_freqs.weight`"),
+    ("PK405", with_target(gguf_model(with_config=False), max_tokens=5000), "you plan 5000 tokens"),
+]
+
+# Clean variants: (code, builder) that must not trigger `code`.
+CLEAN_VARIANTS: list[tuple[str, Builder]] = [
+    ("PK409", gguf_model(cfg=sk.config("tf4", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING), rope_freqs_values=_llama3_factors())),
+    ("PK402", gguf_model(cfg=sk.config("tf4", rope_theta=10000.0), drop_md=("llama.rope.freq_base",))),
+    ("PK410", qk_pair(permuted=True)),
+]

@@ -1,0 +1,92 @@
+"""Every rule: a fixture that triggers it and one that does not; docs; the code table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from portkit.lint import lint_paths
+from portkit.rules import CODES, DOC_HEADINGS, RULES, selected
+from portkit.settings import Settings
+from portkit.target import Target
+from tests.unit.rule_cases import CASES, CLEAN_VARIANTS, VARIANTS, healthy
+
+
+def run(d: Path, target: dict[str, Any], select: list[str] | None = None) -> list[Any]:
+    s = Settings(select=select, target=Target(**target), preview=True, respect_pyproject=False)
+    r = lint_paths([d], s)
+    assert not r.errors, r.errors
+    return r.findings
+
+
+@pytest.mark.parametrize("code", sorted(CASES))
+def test_rule_triggers(code: str, tmp_path: Path) -> None:
+    d, target = CASES[code][0](tmp_path / "m")
+    found = [f for f in run(d, target) if f.code == code]
+    assert found, f"{code} did not trigger"
+    for f in found:
+        assert f.name == RULES[code].name
+        assert f.message and not f.message.endswith(".")
+        assert f.probe is not None and f.probe.kind == RULES[code].probe_kind
+
+
+@pytest.mark.parametrize("code", sorted(CASES))
+def test_rule_clean(code: str, tmp_path: Path) -> None:
+    d, target = CASES[code][1](tmp_path / "m")
+    assert [f.message for f in run(d, target) if f.code == code] == []
+
+
+@pytest.mark.parametrize("code,builder,text", VARIANTS, ids=[f"{c}-{i}" for i, (c, _, _) in enumerate(VARIANTS)])
+def test_rule_variants(code: str, builder: Any, text: str, tmp_path: Path) -> None:
+    d, target = builder(tmp_path / "m")
+    msgs = [f.message for f in run(d, target) if f.code == code]
+    assert any(text in m for m in msgs), msgs
+
+
+@pytest.mark.parametrize("code,builder", CLEAN_VARIANTS, ids=[f"{c}-{i}" for i, (c, _) in enumerate(CLEAN_VARIANTS)])
+def test_rule_clean_variants(code: str, builder: Any, tmp_path: Path) -> None:
+    d, target = builder(tmp_path / "m")
+    assert [f.message for f in run(d, target) if f.code == code] == []
+
+
+def test_every_code_has_cases() -> None:
+    live = {c for c, (_, st) in CODES.items() if st != "removed"}
+    assert live == set(CASES)
+
+
+def test_healthy_model_is_clean(tmp_path: Path) -> None:
+    d = healthy(tmp_path / "m")
+    assert run(d, {}) == []
+
+
+def test_code_table_matches_rules() -> None:
+    assert set(RULES) == {c for c, (_, st) in CODES.items() if st != "removed"}
+    for code, rule in RULES.items():
+        assert rule.code == code
+        assert rule.name == CODES[code][0]
+        assert rule.family == {"1": "config", "2": "weights", "3": "runtime", "4": "gguf"}[code[2]]
+    names = [r.name for r in RULES.values()]
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("code", sorted(RULES))
+def test_rule_doc_has_every_heading(code: str) -> None:
+    doc = RULES[code].doc()
+    for h in DOC_HEADINGS:
+        assert f"\n{h}\n" in f"\n{doc}\n", f"{code} doc lacks {h!r}"
+    assert "0.11.0/src/" in doc.split("## Candle source", 1)[1], f"{code}: cite candle file:line"
+    assert RULES[code].fix_title and not RULES[code].fix_title.endswith(".")
+
+
+def test_select_ignore_prefixes() -> None:
+    codes = lambda sel, ign=None, preview=False: {r.code for r in selected(sel, ign, preview)}  # noqa: E731
+    assert codes(["PK1"]) == {c for c in RULES if c.startswith("PK1")}
+    assert codes(["PK10"]) == {c for c in RULES if c.startswith("PK10")}
+    assert codes(None, ["PK1", "PK2", "PK3"]) == {c for c in RULES if c.startswith("PK4")}
+    assert "PK101" not in codes(["PK1"], ["PK101"])
+    assert codes(["PK101"], ["PK1"]) == {"PK101"}  # the more specific selector wins
+    assert "PK304" not in codes(None)  # preview
+    assert "PK304" in codes(["PK304"])
+    assert "PK304" in codes(None, preview=True)
