@@ -113,10 +113,21 @@ class Subject:
     run_patched: Callable[[dict[str, Any]], tuple[RunOutputs, Comparison | None]]
     what: str = "candle"  # "candle" | "the GGUF in candle"
     patch_word: str = "restored"
+    unfixable: str = "no config edit can fix this"
+    #: The counterfactual for a finding whose probe carries no patch (GGUF findings: the
+    #: repaired file verify writes), or None.
+    patch_for: Callable[[Any], dict[str, Any] | None] | None = None
+
+    def patch_of(self, finding: Any) -> dict[str, Any] | None:
+        _, patch, _ = probe_of(finding)
+        if patch is None and self.patch_for is not None:
+            patch = self.patch_for(finding)
+        return patch
 
 
 def confirm_numeric(finding: Any, subject: Subject, other_patches: dict[str, Any]) -> Confirmation:
-    kind, patch, _ = probe_of(finding)
+    kind, _, _ = probe_of(finding)
+    patch = subject.patch_of(finding)
     base = _base(finding, kind)
     run, cmp = subject.as_read, subject.as_read_cmp
     if run.failure is not None or cmp is None:
@@ -136,33 +147,47 @@ def confirm_numeric(finding: Any, subject: Subject, other_patches: dict[str, Any
             details=details,
         )
     if patch:
-        fixed_run, fixed = subject.run_patched(patch)
+        # Leave-one-out: every other finding's fix applied on both sides, so the difference
+        # measured is this finding's alone.
+        others = {k: v for k, v in other_patches.items() if k not in patch}
+        before, prefix = cmp, ""
+        if others:
+            before_run, before_cmp = subject.run_patched(others)
+            details["with_other_fixes"] = _cmp_json(before_cmp)
+            if before_run.failure is None and before_cmp is not None:
+                before, prefix = before_cmp, f"with the other findings' fixes ({describe_patch(others)}): "
+                if before.ok:
+                    return Confirmation(
+                        **base,
+                        verdict="NOT-REPRODUCED",
+                        evidence=f"no effect of its own: {prefix}{subject.what} already agrees with transformers ({before.headline()})",
+                        details=details,
+                    )
+        fixed_run, fixed = subject.run_patched({**others, **patch})
         details["fixed"] = _cmp_json(fixed)
-        what_fixed = f"with {describe_patch(patch)} {subject.patch_word}"
+        what_fixed = f"with {describe_patch(patch)}" + (f" {subject.patch_word}" if subject.patch_word else "")
         if fixed_run.failure is not None or fixed is None:
             details["fixed_failure"] = fixed_run.failure.to_json() if fixed_run.failure else None
             return Confirmation(
                 **base,
                 verdict="NOT-REPRODUCED",
-                evidence=f"{cmp.headline()}, but {what_fixed} {subject.what} fails: "
+                evidence=f"{prefix}{before.headline()}, but {what_fixed} {subject.what} fails: "
                 + (fixed_run.failure.head if fixed_run.failure else "no numbers"),
                 details=details,
             )
         if fixed.ok:
-            return Confirmation(**base, verdict="CONFIRMED", evidence=f"{cmp.headline()}; {what_fixed}, {_restored(fixed)}", details=details)
-        if fixed.distance() <= IMPROVEMENT * cmp.distance():
-            evidence = f"{cmp.headline()}; {what_fixed}, {fixed.headline()} (other findings remain"
-            merged = {**other_patches, **patch}
-            if merged != patch:
-                all_run, all_cmp = subject.run_patched(merged)
-                details["all_fixes"] = _cmp_json(all_cmp)
-                if all_cmp is not None:
-                    evidence += f"; with every config fix, {_restored(all_cmp)}"
-            return Confirmation(**base, verdict="CONFIRMED", evidence=evidence + ")", details=details)
+            return Confirmation(**base, verdict="CONFIRMED", evidence=f"{prefix}{before.headline()}; {what_fixed}, {_restored(fixed)}", details=details)
+        if fixed.distance() <= IMPROVEMENT * before.distance():
+            return Confirmation(
+                **base,
+                verdict="CONFIRMED",
+                evidence=f"{prefix}{before.headline()}; {what_fixed}, {fixed.headline()} (something else still differs)",
+                details=details,
+            )
         return Confirmation(
             **base,
             verdict="NOT-REPRODUCED",
-            evidence=f"{subject.what} differs ({cmp.headline()}) but {what_fixed} it still does ({fixed.headline()}): "
+            evidence=f"{prefix}{subject.what} differs ({before.headline()}) but {what_fixed} it still does ({fixed.headline()}): "
             "the difference comes from something else",
             details=details,
         )
@@ -182,14 +207,15 @@ def confirm_numeric(finding: Any, subject: Subject, other_patches: dict[str, Any
             return Confirmation(
                 **base,
                 verdict="CONFIRMED",
-                evidence=f"{res.headline()} with the other findings' fixes applied; no config edit can fix this",
+                evidence=f"{res.headline()} with the other findings' fixes applied; {subject.unfixable}",
                 details=details,
             )
-    return Confirmation(**base, verdict="CONFIRMED", evidence=f"{cmp.headline()}; no config edit can fix this", details=details)
+    return Confirmation(**base, verdict="CONFIRMED", evidence=f"{cmp.headline()}; {subject.unfixable}", details=details)
 
 
-def confirm_crash(finding: Any, subject: Subject, ran: str) -> Confirmation:
-    """`ran`: what the as-read run did, for the not-reproduced line ("the prompt and 8 tokens")."""
+def confirm_crash(finding: Any, subject: Subject, ran: str, siblings: Sequence[Any] = ()) -> Confirmation:
+    """`ran`: what the as-read run did, for the not-reproduced line ("the prompt and 8 tokens");
+    `siblings`: the other findings, to tell "failed differently" from "stopped before this"."""
     kind, _, expect = probe_of(finding)
     base = _base(finding, kind)
     f: Failure | None = subject.as_read.failure
@@ -202,14 +228,28 @@ def confirm_crash(finding: Any, subject: Subject, ran: str) -> Confirmation:
             details=details,
         )
     if expect and expect.lower() not in f.message.lower():
+        earlier = next(
+            (
+                o
+                for o in siblings
+                if o is not finding and probe_of(o)[0] == "crash" and (probe_of(o)[2] or "").lower() in f.message.lower() and probe_of(o)[2]
+            ),
+            None,
+        )
+        if earlier is not None:
+            return Confirmation(
+                **base,
+                verdict="NOT-REPRODUCED",
+                evidence=f"not reached: {subject.what} stopped earlier, at the failure {_get(earlier, 'code')} predicts",
+                details=details,
+            )
         return Confirmation(
             **base,
             verdict="NOT-REPRODUCED",
             evidence=f"{subject.what} failed, but not as predicted (expected `{expect}`): {f.line()}",
             details=details,
         )
-    where = f" ({f.location})" if f.location else ""
-    return Confirmation(**base, verdict="CRASH-CONFIRMED", evidence=f"{f.line()}{where}", details=details)
+    return Confirmation(**base, verdict="CRASH-CONFIRMED", evidence=f.line(), details=details)
 
 
 def confirm_static(finding: Any) -> Confirmation:
@@ -221,12 +261,13 @@ def confirm_static(finding: Any) -> Confirmation:
     )
 
 
-def other_patches(findings: Sequence[Any], me: Any) -> dict[str, Any]:
+def other_patches(findings: Sequence[Any], me: Any, subject: Subject) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     for f in findings:
         if f is me:
             continue
-        kind, patch, _ = probe_of(f)
+        kind = probe_of(f)[0]
+        patch = subject.patch_of(f)
         if kind == "numeric" and patch:
             merged.update(patch)
     return merged
@@ -237,9 +278,9 @@ def confirm_all(findings: Sequence[Any], subject: Subject, ran: str) -> list[Con
     for f in findings:
         kind, _, _ = probe_of(f)
         if kind == "numeric":
-            out.append(confirm_numeric(f, subject, other_patches(findings, f)))
+            out.append(confirm_numeric(f, subject, other_patches(findings, f, subject)))
         elif kind == "crash":
-            out.append(confirm_crash(f, subject, ran))
+            out.append(confirm_crash(f, subject, ran, findings))
         else:
             out.append(confirm_static(f))
     return out

@@ -177,22 +177,21 @@ class _Patched:
         return self.cache[key]
 
 
-def _lint(paths: list[Path], target_args: dict[str, Any], progress: Progress) -> tuple[list[Any], str | None]:
+def _lint(model_dir: Path, gguf: Path | None, settings_args: dict[str, Any], progress: Progress) -> tuple[list[Any], list[Any], str | None]:
+    """(findings on the model dir, findings on the GGUF, note when lint could not run)."""
     from portkit.verify import lintbridge
 
     progress("lint: reading configs and headers")
     try:
-        target = lintbridge.make_target(**target_args)
-        return lintbridge.lint(paths, target), None
+        settings = lintbridge.make_settings(**settings_args)
+        findings, _notes = lintbridge.lint([model_dir], settings)
+        hf = [f for f in findings if not str(C._get(f, "filename", "")).endswith(".gguf")]
+        gg = lintbridge.lint_gguf_beside(model_dir, gguf, settings) if gguf is not None else []
+        return hf, gg, None
     except lintbridge.LintUnavailable as e:
-        return [], str(e)
-
-
-def _split_findings(findings: list[Any]) -> tuple[list[Any], list[Any]]:
-    hf, gg = [], []
-    for f in findings:
-        (gg if str(C._get(f, "filename", "")).endswith(".gguf") else hf).append(f)
-    return hf, gg
+        return [], [], str(e)
+    except lintbridge.LintInputError as e:
+        raise BadInput(f"lint: {e}") from None
 
 
 def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyReport:
@@ -211,10 +210,10 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
         raise BadInput(str(e)) from None
     check_device(pn, opts.device, model.config_text)
 
-    lint_paths = [model.root] + ([Path(opts.gguf)] if opts.gguf else [])
     if opts.lint:
-        findings, lint_note = _lint(
-            lint_paths,
+        hf_findings, gguf_findings, lint_note = _lint(
+            model.root,
+            Path(opts.gguf) if opts.gguf else None,
             dict(
                 device=opts.device,
                 dtype=opts.dtype,
@@ -225,8 +224,7 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
             progress,
         )
     else:
-        findings, lint_note = [], "lint skipped (--no-lint)"
-    hf_findings, gguf_findings = _split_findings(findings)
+        hf_findings, gguf_findings, lint_note = [], [], "lint skipped (--no-lint)"
 
     reference = build_reference(model.root, list(prompt.ids), tokens, opts.perturb_reference, progress)
     seq = reference.seq
@@ -370,15 +368,34 @@ def verify_gguf(
             out.unlink(missing_ok=True)
 
     patched_runs = _Patched(patched)
-    subject = C.Subject(as_read=run, as_read_cmp=cmp, run_patched=patched_runs, what="the GGUF in candle", patch_word="applied")
+    arch = str(meta.get("general.architecture", "llama"))
+    theta = _reference_theta(model)
+
+    def patch_for(finding: Any) -> dict[str, Any] | None:
+        """The repaired GGUF each GGUF rule's doc promises ("match once ... is written")."""
+        name = str(C._get(finding, "name", ""))
+        if name == "qk-rows-not-permuted":
+            return {"permute_qk": True}
+        freq_base_key = f"{arch}.rope.freq_base"
+        if theta is not None and (
+            name == "gguf-freq-base-defaulted"
+            or (name == "gguf-config-disagreement" and "freq_base" in str(C._get(finding, "message", "")))
+        ):
+            return {freq_base_key: theta}
+        return None
+
+    subject = C.Subject(
+        as_read=run, as_read_cmp=cmp, run_patched=patched_runs, what="the GGUF in candle",
+        patch_word="",
+        unfixable="no metadata edit candle reads can fix this",
+        patch_for=patch_for,
+    )
     confirmations = C.confirm_all(findings, subject, ran)
 
     # What repairs the file, whatever lint said: each counterfactual alone, when the GGUF differs.
     diagnosis: list[str] = []
     if run.failure is None and cmp is not None and not cmp.ok:
-        arch = str(meta.get("general.architecture", "llama"))
         candidates: list[dict[str, Any]] = [{"permute_qk": True}]
-        theta = _reference_theta(model)
         fb_key = f"{arch}.rope.freq_base"
         if theta is not None and meta.get(fb_key) != theta:
             candidates.append({fb_key: theta})

@@ -1,8 +1,9 @@
 """Run `portkit lint` in-process for verify: the findings whose probes verify runs.
 
-Lint is torch-free and takes milliseconds; verify hands it the same target (device, dtype,
-flash-attn, tokens) that its own candle runs use, so the runtime findings describe exactly
-the run verify makes.
+Lint is torch-free and takes milliseconds; verify hands it the target its own candle runs
+use (device, dtype, the wheel's cargo features, flash-attn, prompt + generated tokens), marked
+explicit so a `[tool.portkit]` table cannot describe a different run, while its rule
+selection (`select`, `ignore`) still applies.
 """
 
 from __future__ import annotations
@@ -15,19 +16,16 @@ class LintUnavailable(RuntimeError):
     pass
 
 
-def _entry() -> Any:
-    """lint's in-process entry point: `(paths, target) -> findings`."""
-    try:
-        from portkit.lint import lint_paths  # type: ignore[import-not-found]
-    except ImportError as e:
-        raise LintUnavailable(f"portkit lint is not available ({e})") from e
-    return lint_paths
+class LintInputError(RuntimeError):
+    """lint could not read the input (its exit-2 case); the message is lint's line."""
 
 
-def make_target(device: str, dtype: str, use_flash_attn: bool, max_tokens: int, build: dict[str, Any]) -> Any:
-    """lint's `Target` for the run verify makes: the native wheel's cargo features (from
-    `portkit_native.build_info()`), the device and dtype, flash-attn, prompt + generated tokens."""
+TARGET_FIELDS = frozenset({"device", "dtype", "features", "max_tokens", "use_flash_attn"})
+
+
+def make_settings(device: str, dtype: str, use_flash_attn: bool, max_tokens: int, build: dict[str, Any]) -> Any:
     try:
+        from portkit.settings import Settings
         from portkit.target import Target
     except ImportError as e:
         raise LintUnavailable(f"portkit lint is not available ({e})") from e
@@ -39,8 +37,49 @@ def make_target(device: str, dtype: str, use_flash_attn: bool, max_tokens: int, 
     for dev in build.get("devices", ()):
         if dev in ("metal", "cuda"):
             feats.add(dev)
-    return Target(device=device, dtype=dtype, features=frozenset(feats), use_flash_attn=use_flash_attn, max_tokens=max_tokens)
+    target = Target(device=device, dtype=dtype, features=frozenset(feats), use_flash_attn=use_flash_attn, max_tokens=max_tokens)
+    return Settings(target=target, explicit=TARGET_FIELDS)
 
 
-def lint(paths: list[Path], target: Any) -> list[Any]:
-    return list(_entry()(paths, target))
+def lint(paths: list[Path], settings: Any) -> tuple[list[Any], list[str]]:
+    """(findings, notes). Raises LintInputError with lint's own line when it cannot read a path."""
+    try:
+        from portkit.lint import lint_paths
+    except ImportError as e:
+        raise LintUnavailable(f"portkit lint is not available ({e})") from e
+    try:
+        from portkit.errors import PortkitError
+    except ImportError:  # pragma: no cover
+        PortkitError = RuntimeError  # type: ignore[misc,assignment]
+    try:
+        report = lint_paths([str(p) for p in paths], settings)
+    except PortkitError as e:  # UsageError from a bad [tool.portkit] table
+        raise LintInputError(str(e)) from None
+    if report.errors:
+        e = report.errors[0]
+        raise LintInputError(f"{e.path}: {e.message}")
+    return list(report.findings), list(report.notes)
+
+
+def lint_gguf_beside(model_dir: Path, gguf: Path, settings: Any) -> list[Any]:
+    """lint's findings about `gguf` as if it sat in `model_dir`: the GGUF rules then see the
+    config.json and safetensors it came from (freq_base vs rope_theta, Q/K row layout)."""
+    try:
+        import dataclasses
+
+        from portkit.errors import PortkitError
+        from portkit.lint import lint_model
+        from portkit.model import load_model
+        from portkit.model.gguf_header import read_gguf
+        from portkit.settings import for_dir
+    except ImportError as e:
+        raise LintUnavailable(f"portkit lint is not available ({e})") from e
+    try:
+        facts = load_model(Path(model_dir))
+        g = read_gguf(Path(gguf))
+        facts = dataclasses.replace(facts, ggufs=(g,))
+        found = lint_model(facts, for_dir(settings, Path(model_dir)))
+    except PortkitError as e:
+        raise LintInputError(str(e)) from None
+    want = str(g.path)
+    return [f for f in found if str(f.filename) == want]

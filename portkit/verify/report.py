@@ -119,7 +119,32 @@ def _gguf_json(g: GgufSection) -> dict[str, Any]:
     }
 
 
+def _clean(v: Any) -> Any:
+    """Strict JSON: non-finite floats become strings, numpy scalars plain numbers."""
+    if isinstance(v, dict):
+        return {str(k): _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    if isinstance(v, bool) or v is None or isinstance(v, str):
+        return v
+    if isinstance(v, int):
+        return int(v)
+    if isinstance(v, float) or hasattr(v, "__float__"):
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            return str(v)
+        if hasattr(v, "dtype") and getattr(v.dtype, "kind", "f") in "iu":
+            return int(v)
+        return _num(f)
+    return str(v)
+
+
 def to_json(rep: VerifyReport) -> dict[str, Any]:
+    return _clean(_to_json(rep))
+
+
+def _to_json(rep: VerifyReport) -> dict[str, Any]:
     o = rep.options
     return {
         "schema_version": SCHEMA_VERSION,
@@ -147,7 +172,7 @@ def _verdict(rep: VerifyReport) -> tuple[str, str]:
     """(machine word, human line)."""
     confirmed = rep.confirmed
     if rep.exit_code == 0:
-        return "agree", "candle agrees with transformers"
+        return "agree", "candle agrees with transformers" + (" (the HF checkpoint and the GGUF)" if rep.gguf else "")
     bits = []
     if rep.run.failure is not None:
         bits.append("candle failed")

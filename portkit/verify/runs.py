@@ -51,9 +51,12 @@ class Failure:
         m = _PANIC_AT.search(self.message)
         return m.group(1) if m else None
 
-    def line(self) -> str:
-        what = {"CandlePanic": "panic", "ConfigError": "config error"}.get(self.kind, "error")
-        return f"candle {what} at {self.stage}: {self.head}"
+    def line(self, who: str = "candle") -> str:
+        if self.kind == "ConfigError":
+            return f"{who} refused config.json: {self.head}"
+        if self.kind == "CandlePanic":
+            return f"{who} panicked at {self.stage}: {self.head.removeprefix('panicked at ')}"
+        return f"{who} error at {self.stage}: {self.head}"
 
     def to_json(self) -> dict[str, Any]:
         return {"stage": self.stage, "kind": self.kind, "message": self.message, "location": self.location}
@@ -159,7 +162,12 @@ def describe_patch(patch: dict[str, Any]) -> str:
             return f"{{{kind} ...}}" if kind else json.dumps(v)
         return json.dumps(v)
 
-    return ", ".join(f"{k}={fmt(v)}" if v is not None else f"{k} removed" for k, v in patch.items())
+    def one(k: str, v: Any) -> str:
+        if k == "permute_qk":
+            return "the Q/K rows permuted as llama.cpp's converter does"
+        return f"{k}={fmt(v)}" if v is not None else f"{k} removed"
+
+    return ", ".join(one(k, v) for k, v in patch.items())
 
 
 # --------------------------------------------------------------------------- comparison
