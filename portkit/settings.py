@@ -59,16 +59,18 @@ def find_pyproject(start: Path) -> Path | None:
     return None
 
 
-_cache: dict[Path, dict[str, Any]] = {}
+_cache: dict[tuple[Path, int, int], dict[str, Any]] = {}
 
 
 def _load(f: Path) -> dict[str, Any]:
-    if f not in _cache:
+    st = f.stat()
+    key = (f, st.st_mtime_ns, st.st_size)
+    if key not in _cache:
         try:
-            _cache[f] = tomllib.loads(f.read_text(encoding="utf-8"))
+            _cache[key] = tomllib.loads(f.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise UsageError(f"{f}: invalid TOML: {e}") from None
-    return _cache[f]
+    return _cache[key]
 
 
 def for_dir(base: Settings, model_dir: Path) -> Settings:

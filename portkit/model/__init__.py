@@ -93,7 +93,7 @@ def model_dirs(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
             os.stat(p)  # follows symlinks: raises ELOOP on a loop, ENOENT when dangling
         except OSError as e:
             raise InputError(p, _oserror(e)) from None
-        d = p if _is_dir(p) else (p.parent if str(p.parent) else Path("."))
+        d = (p if _is_dir(p) else p.parent).absolute()
         try:
             key = str(d.resolve(strict=True))
         except (OSError, RuntimeError) as e:

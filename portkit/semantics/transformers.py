@@ -225,7 +225,7 @@ def _transformers_view(config: Mapping[str, Any], generation_config: Mapping[str
     if rope_type in ("llama3", "yarn", "longrope"):
         rope.setdefault("original_max_position_embeddings", vals["max_position_embeddings"])
     if not isinstance(rope_type, str):
-        refuse(f"`rope_type` must be a string, got {_py_type(rope_type)}")
+        refuse(f"rope_type {rope_type!r:.40} has no rope init function in transformers (ROPE_INIT_FUNCTIONS)")
         rope_type = "default"
     elif rope_type not in ROPE_REQUIRED:
         refuse(f"rope_type {rope_type!r} has no rope init function in transformers (ROPE_INIT_FUNCTIONS)")

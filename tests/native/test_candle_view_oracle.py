@@ -1,0 +1,96 @@
+"""portkit's Python `candle_view()` against candle's own serde parse (`portkit_native.candle_config`).
+
+Candle is the oracle: when they disagree, the Python mirror is wrong. Every config in the
+corpus (healthy, each rule's trigger and clean config, weird-but-valid JSON: EOS lists,
+nulls, floats where integers are expected, negative and huge numbers, missing keys, every
+rope_scaling shape) must give the same effective values field by field, and candle must
+refuse exactly the configs the mirror refuses, with the same serde message.
+
+No importorskip: CI builds the native wheel before the tests, and a missing module must fail
+loudly here rather than skip the one test that keeps the mirror honest.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import portkit_native
+from portkit.semantics import candle_view
+from tests.unit.config_corpus import CORPUS
+from tests.unit.rule_cases import CASES, VARIANTS
+
+_POS = re.compile(r" at line \d+ column \d+$")
+
+
+def _rule_configs() -> dict[str, str]:
+    """config.json of every rule trigger/clean fixture (built once, read back as text)."""
+    out: dict[str, str] = {}
+    root = Path(tempfile.mkdtemp(prefix="portkit-oracle-"))
+    builders = [(f"{code}-trigger", b[0]) for code, b in CASES.items()] + [(f"{code}-clean", b[1]) for code, b in CASES.items()]
+    builders += [(f"{code}-variant{i}", b) for i, (code, b, _) in enumerate(VARIANTS)]
+    for name, build in builders:
+        d, _ = build(root / name)
+        cfg = d / "config.json"
+        if cfg.exists():
+            out[f"rule:{name}"] = cfg.read_text()
+    return out
+
+
+ALL = {**CORPUS, **_rule_configs()}
+
+
+def _same_float(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def _compare(mine: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
+    diffs = []
+    assert set(mine) == set(theirs), (sorted(mine), sorted(theirs))
+    for k in mine:
+        a, b = mine[k], theirs[k]
+        if k in ("rope_theta", "rms_norm_eps"):
+            ok = _same_float(a, b)
+        elif k == "rope_scaling" and a is not None and b is not None:
+            ok = set(a) == set(b) and all(
+                _same_float(a[x], b[x]) if isinstance(a[x], float) or isinstance(b[x], float) else a[x] == b[x] for x in a
+            )
+        else:
+            ok = a == b
+        if not ok:
+            diffs.append(f"{k}: portkit {a!r} != candle {b!r}")
+    return diffs
+
+
+def test_native_module_is_the_candle_oracle() -> None:
+    info = portkit_native.build_info()
+    assert info["candle_version"] == "0.11.0"
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_candle_view_matches_candle(name: str) -> None:
+    text = ALL[name]
+    view = candle_view(text)
+    try:
+        theirs = portkit_native.candle_config(text)
+    except portkit_native.ConfigError as e:
+        msg = _POS.sub("", str(e))
+        assert view.refused is not None, f"candle refuses ({msg}); portkit's mirror accepts: {view}"
+        assert view.refused == msg, f"refusal message: portkit {view.refused!r} != candle {msg!r}"
+        return
+    assert view.refused is None, f"portkit's mirror refuses ({view.refused}); candle accepts: {json.dumps(theirs)}"
+    diffs = _compare(view.native_dict(), theirs)
+    assert not diffs, "; ".join(diffs)
+
+
+def test_corpus_covers_both_outcomes() -> None:
+    views = [candle_view(t) for t in ALL.values()]
+    assert sum(v.ok for v in views) > 20 and sum(not v.ok for v in views) > 20
