@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _error(msg: str) -> int:
-    print(f"portkit verify: error: {' '.join(msg.split())}", file=sys.stderr)
+    print(f"portkit: error: {' '.join(msg.split())}", file=sys.stderr)
     return 2
 
 

@@ -31,7 +31,7 @@ from portkit.verify.compare import (
 
 _FRAME = re.compile(r"^\s*(\d+: |at )")
 _REGISTRY = re.compile(r"\S*/((?:candle|candle-[\w-]+)-\d+\.\d+\.\d+/)")
-_PANIC_AT = re.compile(r"panicked at (?:\S*/)?((?:candle[\w-]*-\d+\.\d+\.\d+/)?[\w/.-]+\.rs:\d+)(?::\d+)?")
+_PANIC_AT = re.compile(r"panicked at (\S+?\.rs:\d+)")
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class Failure:
     @property
     def location(self) -> str | None:
         m = _PANIC_AT.search(self.message)
-        return m.group(1) if m else None
+        return _REGISTRY.sub(r"\1", m.group(1)) if m else None
 
     def line(self, who: str = "candle") -> str:
         if self.kind == "ConfigError":
