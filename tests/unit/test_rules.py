@@ -90,3 +90,11 @@ def test_select_ignore_prefixes() -> None:
     assert "PK304" not in codes(None)  # preview
     assert "PK304" in codes(["PK304"])
     assert "PK304" in codes(None, preview=True)
+
+
+def test_generated_rule_docs_are_current() -> None:
+    from portkit.docs import pages
+
+    root = Path(__file__).resolve().parents[2] / "docs" / "rules"
+    for name, text in pages().items():
+        assert (root / name).read_text() == text, f"docs/rules/{name} is stale: run `python -m portkit.docs docs/rules`"

@@ -1,0 +1,107 @@
+"""The views: serde details of candle's parse, transformers' rope precedence, GGUF reading."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from fixtures import skeleton as sk
+from portkit.lint import lint_paths
+from portkit.model.gguf_header import read_gguf
+from portkit.semantics import candle_view, gguf_view, transformers_view
+from portkit.semantics.serde import rust_float
+from portkit.semantics.transformers import llama3_inv_freq_factors
+from portkit.settings import Settings
+from tests.unit.config_corpus import CORPUS
+
+
+@pytest.mark.parametrize(
+    "x,s",
+    [(64.0, "64.0"), (2.5, "2.5"), (1e-05, "0.00001"), (1e-06, "1e-6"), (1e16, "1e+16"), (1e15, "1000000000000000.0"),
+     (1.8446744073709552e19, "1.8446744073709552e+19"), (-0.0, "-0.0"), (6.62607015e-34, "6.62607015e-34")],
+)
+def test_rust_float_is_serde_jsons_rendering(x: float, s: str) -> None:
+    assert rust_float(x) == s
+
+
+@pytest.mark.parametrize(
+    "name,refused",
+    [
+        ("healthy-tf4", None),
+        ("theta-null", "invalid type: null, expected f32"),
+        ("hidden-float-integral", "invalid type: floating point `64.0`, expected usize"),
+        ("hidden-negative", "invalid value: integer `-64`, expected usize"),
+        ("max-pos-missing", "missing field `max_position_embeddings`"),
+        ("bos-beyond-u32", "invalid value: integer `4294967296`, expected u32"),
+        ("tie-int", "invalid type: integer `1`, expected a boolean"),
+        ("eos-negative", "data did not match any variant of untagged enum LlamaEosToks"),
+        ("scaling-legacy-linear", "missing field `low_freq_factor`"),
+        ("scaling-linear-rope-type", "unknown variant `linear`, expected `llama3` or `default`"),
+        ("theta-dup", "duplicate field `rope_theta`"),
+        ("theta-1e400", "number out of range"),
+        ("nan-literal", "expected value"),
+        ("rms-int", None),
+        ("kv-null", None),
+        ("tie-null", None),
+        ("eos-list", None),
+        ("scaling-default-type", None),
+    ],
+)
+def test_candle_view_serde(name: str, refused: str | None) -> None:
+    assert candle_view(CORPUS[name]).refused == refused
+
+
+def test_candle_view_values() -> None:
+    v = candle_view(CORPUS["healthy-tf5"])
+    assert v.rope_theta == 10000.0 and v.rope_theta_source == "default"
+    assert candle_view(CORPUS["theta-int"]).rope_theta == 500000.0
+    assert candle_view(CORPUS["kv-absent"]).num_key_value_heads == 4
+    assert candle_view(CORPUS["tie-null"]).tie_word_embeddings is False
+    assert candle_view(CORPUS["heads-zero"]).head_dim is None
+    s = candle_view(CORPUS["scaling-default-type"])
+    assert s.rope_scaling is not None and not s.rope_scaling_applied
+    assert candle_view(CORPUS["theta-huge"]).native_dict()["rope_theta"] is None  # f32 infinity -> JSON null
+
+
+def test_transformers_rope_precedence() -> None:
+    v = transformers_view(sk.config("tf4", rope_parameters={"rope_theta": 1e6, "rope_type": "default"}))
+    assert v.rope_theta == 1e6 and v.rope_theta_source == "rope_parameters"
+    v = transformers_view(sk.config("tf4", rope_scaling={"type": "linear", "factor": 2.0}, rope_parameters={"rope_type": "default", "rope_theta": 5.0}))
+    assert v.rope_type == "linear" and v.rope_source == "rope_scaling" and v.rope_theta == 100000.0
+    v = transformers_view({k: x for k, x in sk.config("tf4").items() if k != "rope_theta"})
+    assert v.rope_theta == 10000.0 and v.rope_theta_source == "default"
+    v = transformers_view(sk.config("tf4", scaling={k: x for k, x in sk.LLAMA3_SCALING.items() if k != "original_max_position_embeddings"}))
+    assert v.rope_parameters["original_max_position_embeddings"] == 128  # max_position_embeddings
+    assert transformers_view(sk.config("tf4", rms_norm_eps=1)).refused  # strict: float field, int value
+
+
+def test_llama3_factors_match_transformers_shape() -> None:
+    v = transformers_view(sk.config("tf4", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING, hidden_size=2048, num_attention_heads=16))
+    f = llama3_inv_freq_factors(v)
+    assert f is not None and len(f) == 64 and f[0] == 1.0 and f[-1] == 8.0
+    assert all(1.0 <= x <= 8.0 for x in f)
+
+
+def test_gguf_view_strict_types_and_defaults(tmp_path: Path) -> None:
+    cfg = sk.config("tf4")
+    md = {**sk.llama_metadata(cfg, freq_base=sk.typed("F64", 5e5)), "llama.block_count": sk.typed("U64", 2)}
+    v = gguf_view(read_gguf(sk.write_gguf(tmp_path / "a.gguf", md, sk.gguf_tensors(cfg))))
+    assert v.refused == "not a u32 U64(2)"
+    assert v.freq_base == 10000.0 and v.freq_base_source == "default-wrong-type"
+    v = gguf_view(read_gguf(sk.write_gguf(tmp_path / "b.gguf", sk.llama_metadata(cfg), sk.gguf_tensors(cfg, "Q8_0"))))
+    assert v.refused is None and v.head_dim == 16 and not v.rope_is_neox and v.freq_base == 100000.0
+
+
+def test_lint_of_an_8b_shaped_sharded_skeleton_is_fast(tmp_path: Path) -> None:
+    d = sk.write_model(tmp_path / "m", sk.config("tf5", **sk.SHAPE_8B), shards=4)
+    s = Settings(respect_pyproject=False)
+    lint_paths([d], s)
+    times = []
+    for _ in range(5):
+        t = time.perf_counter()
+        r = lint_paths([d], s)
+        times.append(time.perf_counter() - t)
+    assert {f.code for f in r.findings} == {"PK101"}
+    assert min(times) < 0.1, f"lint took {min(times) * 1000:.1f} ms (target < 20 ms on a quiet machine)"
