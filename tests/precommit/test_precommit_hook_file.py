@@ -40,6 +40,7 @@ GOOD = (
     "models/llama/model.safetensors.index.json",
     "a/b/c/d/ggml-model-f16.gguf",
     "path with spaces/config.json",
+    "my_adapter_model.safetensors",
     ".hidden/config.json",
 )
 
@@ -63,6 +64,9 @@ BAD = (
     "model.gguf.part",
     "model.ggufx",
     "models/x.gguf/README.md",
+    # PEFT adapters: no config.json beside them, never loaded by candle's llama
+    "adapter_model.safetensors",
+    "lora/adapter_model.safetensors",
     # formats candle's llama does not load from a directory
     "pytorch_model.bin",
     "pytorch_model.bin.index.json",
@@ -115,3 +119,14 @@ def test_manifest_validates_with_pre_commit() -> None:
     clientlib = pytest.importorskip("pre_commit.clientlib")
     manifest = clientlib.load_manifest(str(HOOKS_FILE))
     assert [h["id"] for h in manifest] == [HOOK_ID]
+
+
+def test_docs_local_hook_uses_the_same_files_regex() -> None:
+    """docs/pre-commit.md's `repo: local` example must not drift from the shipped hook."""
+    text = (ROOT / "docs" / "pre-commit.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in text.split("```yaml")[1:]]
+    local = next(yaml.safe_load(b) for b in blocks if "repo: local" in b)
+    (doc_hook,) = local["repos"][0]["hooks"]
+    hook = get_hook()
+    for key in ("id", "files", "require_serial"):
+        assert doc_hook[key] == hook[key], key

@@ -1,0 +1,326 @@
+#!/usr/bin/env python3
+"""How fast is `portkit lint`? Ratios measured in one run, on this machine, printed as a table.
+
+1. In-process lint of a sharded Llama-3.1-8B-shape sparse skeleton (32 layers, hidden 4096,
+   intermediate 14336, 32 q / 8 kv heads, vocab 128256, 4 shards + model.safetensors.index.json,
+   bf16; real headers, the data region a hole): median of N runs. Target < 20 ms. Baseline in
+   the same run: the bare header read (config.json, index, four 8-byte lengths and header
+   JSONs through `json.loads`), the floor any reader pays.
+2. `portkit lint` cold CLI start (a fresh interpreter per run) against
+   `python -c "import transformers"` from the same interpreter. Target: lint >= 10x faster.
+   One discarded run of each first, so both see a warm page cache.
+3. Throughput over 1,000 small skeleton directories (config.json, generation_config.json,
+   model.safetensors; one in four saved the transformers-5 way, so findings get reported
+   too): one in-process call over all of them, and one CLI process given all of them (what
+   the pre-commit hook does). Target >= 200 dirs/s (a 1,000-model repository linted in
+   5 s). Baseline: the bare header read over the same directories.
+
+Nothing here is asserted by the test suite (tests never assert wall-clock times):
+`tests/precommit/test_bench_smoke.py` only checks that `--quick` runs and prints the table.
+
+    .venv/bin/python bench/lint_bench.py            # full: 50 in-process runs, 5 CLI runs, 1,000 dirs
+    .venv/bin/python bench/lint_bench.py --quick    # seconds: 5 / 2 / 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import platform
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from fixtures import skeleton  # noqa: E402  (torch-free writers, shared with the lint tests)
+
+BIN = Path(sys.executable).parent
+TARGET_8B_MS = 20.0
+TARGET_SPEEDUP = 10.0
+TARGET_DIRS_PER_S = 200.0
+
+# Llama-3.1-8B as published (rope_theta 500000, llama3 scaling, bf16, untied), in the
+# transformers 4.x layout candle reads right.
+LLAMA31_EOS = [128001, 128008, 128009]
+
+
+def llama31_8b_config() -> dict[str, Any]:
+    return skeleton.config(
+        "tf4",
+        rope_theta=500000.0,
+        scaling=skeleton.LLAMA3_SCALING,
+        **skeleton.SHAPE_8B,
+        bos_token_id=128000,
+        eos_token_id=LLAMA31_EOS,
+        torch_dtype="bfloat16",
+        tie_word_embeddings=False,
+    )
+
+
+def write_8b(root: Path) -> Path:
+    gen = {"bos_token_id": 128000, "eos_token_id": LLAMA31_EOS, "do_sample": True, "temperature": 0.6, "top_p": 0.9}
+    return skeleton.write_model(root, llama31_8b_config(), shards=4, dtype="BF16", generation_config=gen)
+
+
+def write_small_dirs(parent: Path, n: int) -> list[Path]:
+    dirs = []
+    for i in range(n):
+        d = parent / f"m{i:04d}"
+        style = "tf5" if i % 4 == 3 else "tf4"
+        # vary the shape a little so no two headers are byte-identical
+        cfg = skeleton.config(style, num_hidden_layers=2 + i % 3)
+        skeleton.write_model(d, cfg, generation_config={"bos_token_id": 1, "eos_token_id": 2})
+        dirs.append(d)
+    return dirs
+
+
+def disk_usage(root: Path) -> tuple[int, int]:
+    """(apparent bytes, allocated bytes) of the files under root."""
+    apparent = allocated = 0
+    for p in root.rglob("*"):
+        if p.is_file():
+            st = p.stat()
+            apparent += st.st_size
+            allocated += st.st_blocks * 512
+    return apparent, allocated
+
+
+def model_files(d: Path) -> list[Path]:
+    return sorted(p for p in d.iterdir() if p.is_file() and (p.suffix in (".json", ".safetensors", ".gguf")))
+
+
+# ---------------------------------------------------------------- what is timed
+
+
+def header_floor(d: Path) -> int:
+    """The bare read: every JSON file parsed, every safetensors header length + JSON parsed."""
+    n = 0
+    for p in model_files(d):
+        if p.suffix == ".json":
+            json.loads(p.read_text())
+        else:
+            with open(p, "rb") as f:
+                (hlen,) = struct.unpack("<Q", f.read(8))
+                json.loads(f.read(hlen))
+        n += 1
+    return n
+
+
+def in_process_linter() -> tuple[str, Callable[[Sequence[Path]], int]]:
+    """(description, lint(paths) -> number of findings) through lint's own Python API.
+
+    Falls back to the CLI's `main(argv)` in this process (report rendered to a buffer).
+    """
+    try:
+        from portkit.lint import lint_paths  # type: ignore[attr-defined]
+    except ImportError:
+        lint_paths = None
+    if lint_paths is not None:
+
+        def run(paths: Sequence[Path]) -> int:
+            result = lint_paths([str(p) for p in paths])
+            findings = getattr(result, "findings", result)
+            return len(findings)
+
+        return "portkit.lint.lint_paths", run
+
+    from portkit.cli import main
+
+    def run_cli(paths: Sequence[Path]) -> int:
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
+            try:
+                rc = main(["lint", "--format", "json", *map(str, paths)])
+            except SystemExit as e:  # argparse/click style mains
+                rc = e.code
+        if rc not in (0, 1, None):
+            raise RuntimeError(f"portkit lint exited {rc}")
+        try:
+            return len(json.loads(buf.getvalue() or "[]"))
+        except ValueError:
+            return -1
+
+    return "portkit.cli.main(['lint', ...]) in-process", run_cli
+
+
+def time_calls(fn: Callable[[], Any], runs: int, warmup: int = 1) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def time_subprocess(argv: Sequence[str], runs: int, ok: tuple[int, ...] = (0,)) -> list[float]:
+    env = dict(os.environ, NO_COLOR="1", PYTHONDONTWRITEBYTECODE="0")
+
+    def once() -> None:
+        p = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        if p.returncode not in ok:
+            raise RuntimeError(f"{' '.join(argv[:3])} ... exited {p.returncode}: {p.stderr.decode(errors='replace')[-2000:]}")
+
+    return time_calls(once, runs, warmup=1)
+
+
+def ms(s: float) -> str:
+    return f"{s * 1e3:.2f} ms" if s < 1 else f"{s:.2f} s"
+
+
+# ---------------------------------------------------------------- the run
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="few runs and 50 directories (smoke test, seconds)")
+    ap.add_argument("--runs", type=int, help="in-process runs of the 8B lint (default 50, quick 5)")
+    ap.add_argument("--cli-runs", type=int, help="cold CLI runs of each command (default 5, quick 2)")
+    ap.add_argument("--dirs", type=int, help="skeleton directories for throughput (default 1000, quick 50)")
+    ap.add_argument("--workdir", type=Path, help="write the skeletons here and keep them (default: a temp dir, removed)")
+    args = ap.parse_args(argv)
+    runs = args.runs or (5 if args.quick else 50)
+    cli_runs = args.cli_runs or (2 if args.quick else 5)
+    ndirs = args.dirs or (50 if args.quick else 1000)
+
+    portkit_exe = BIN / "portkit"
+    if not portkit_exe.exists():
+        print(f"no portkit console script next to {sys.executable}; run `pip install -e .`", file=sys.stderr)
+        return 2
+
+    with contextlib.ExitStack() as stack:
+        if args.workdir:
+            work = args.workdir
+            work.mkdir(parents=True, exist_ok=True)
+        else:
+            work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="portkit-bench-")))
+
+        # ---- 1. in-process, 8B sharded skeleton
+        d8 = write_8b(work / "llama-3.1-8b-skeleton")
+        apparent, allocated = disk_usage(d8)
+        n_files_8b = len(model_files(d8))
+        how, lint = in_process_linter()
+        n_findings_8b = lint([d8])
+        t_lint8 = time_calls(lambda: lint([d8]), runs)
+        t_floor8 = time_calls(lambda: header_floor(d8), runs)
+        med_lint8, med_floor8 = statistics.median(t_lint8), statistics.median(t_floor8)
+
+        # ---- 2. cold CLI vs import transformers
+        t_cli = time_subprocess([str(portkit_exe), "lint", str(d8)], cli_runs, ok=(0, 1))
+        t_pass = time_subprocess([sys.executable, "-c", "pass"], cli_runs)
+        t_import = time_subprocess([sys.executable, "-c", "import portkit.lint"], cli_runs)
+        try:
+            tf_version = metadata.version("transformers")
+            t_tf: list[float] | None = time_subprocess([sys.executable, "-c", "import transformers"], cli_runs)
+        except metadata.PackageNotFoundError:
+            tf_version, t_tf = "not installed", None
+        med_cli, med_pass = statistics.median(t_cli), statistics.median(t_pass)
+        med_tf = statistics.median(t_tf) if t_tf else float("nan")
+
+        # ---- 3. throughput
+        dirs = write_small_dirs(work / "many", ndirs)
+        nfiles = sum(len(model_files(d)) for d in dirs)
+        lint(dirs[:4])  # warm
+        t0 = time.perf_counter()
+        lint(dirs)
+        t_inproc = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for d in dirs:
+            header_floor(d)
+        t_floor_many = time.perf_counter() - t0
+        # one CLI process, every directory on argv: what pre-commit does (paths are short,
+        # relative to `work`, so 1,000 fit any argv limit)
+        rel = [str(d.relative_to(work)) for d in dirs]
+        env = dict(os.environ, NO_COLOR="1")
+        subprocess.run([str(portkit_exe), "lint", *rel[:4]], cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        t0 = time.perf_counter()
+        p = subprocess.run([str(portkit_exe), "lint", *rel], cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        t_cli_many = time.perf_counter() - t0
+        if p.returncode not in (0, 1):
+            raise RuntimeError(f"portkit lint over {ndirs} dirs exited {p.returncode}: {p.stderr.decode(errors='replace')[-2000:]}")
+
+    # ---- report
+    def rate(n: int, s: float) -> float:
+        return n / s if s > 0 else float("inf")
+
+    dps_in, fps_in = rate(ndirs, t_inproc), rate(nfiles, t_inproc)
+    dps_cli, fps_cli = rate(ndirs, t_cli_many), rate(nfiles, t_cli_many)
+    dps_floor = rate(ndirs, t_floor_many)
+    speedup = med_tf / med_cli if t_tf else float("nan")
+
+    rows = [
+        (
+            f"in-process lint, 8B sharded skeleton (median of {runs})",
+            ms(med_lint8),
+            f"bare header read {ms(med_floor8)}",
+            f"lint/floor {med_lint8 / med_floor8:.1f}x",
+            f"< {TARGET_8B_MS:.0f} ms",
+            med_lint8 * 1e3 < TARGET_8B_MS,
+        ),
+        (
+            f"`portkit lint` cold CLI, 8B skeleton (median of {cli_runs})",
+            ms(med_cli),
+            f"`import transformers` {ms(med_tf) if t_tf else 'n/a'}",
+            f"lint {speedup:.1f}x faster" if t_tf else "n/a",
+            f">= {TARGET_SPEEDUP:.0f}x faster",
+            (speedup >= TARGET_SPEEDUP) if t_tf else None,
+        ),
+        (
+            f"throughput in-process, {ndirs} dirs / {nfiles} files",
+            f"{dps_in:,.0f} dirs/s, {fps_in:,.0f} files/s",
+            f"bare header read {dps_floor:,.0f} dirs/s",
+            f"lint/floor {dps_floor / dps_in:.1f}x",
+            f">= {TARGET_DIRS_PER_S:.0f} dirs/s",
+            dps_in >= TARGET_DIRS_PER_S,
+        ),
+        (
+            f"throughput one CLI process, {ndirs} dirs / {nfiles} files",
+            f"{dps_cli:,.0f} dirs/s, {fps_cli:,.0f} files/s",
+            f"in-process {dps_in:,.0f} dirs/s",
+            f"CLI/in-process {dps_in / dps_cli:.1f}x",
+            f">= {TARGET_DIRS_PER_S:.0f} dirs/s",
+            dps_cli >= TARGET_DIRS_PER_S,
+        ),
+    ]
+
+    print("portkit lint benchmark" + (" (--quick)" if args.quick else ""))
+    print(
+        f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus; "
+        f"portkit {metadata.version('portkit')}, transformers {tf_version}; in-process API: {how}"
+    )
+    print(
+        f"8B skeleton: {n_files_8b} files, {apparent / 2**30:.1f} GiB apparent, "
+        f"{allocated / 2**10:.0f} KiB on disk; {n_findings_8b} findings; "
+        f"`portkit lint` min {ms(min(t_cli))}"
+    )
+    print(
+        f"cold CLI breakdown (medians): `python -c pass` {ms(med_pass)}, "
+        f"`python -c 'import portkit.lint'` {ms(statistics.median(t_import))}, "
+        f"in-process lint {ms(med_lint8)}"
+    )
+    print()
+    headers = ("check", "measured", "baseline (same run)", "ratio", "target", "met")
+    table = [headers] + [(a, b, c, d, e, "-" if f is None else ("yes" if f else "NO")) for a, b, c, d, e, f in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(headers))]
+    for i, r in enumerate(table):
+        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

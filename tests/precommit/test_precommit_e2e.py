@@ -1,0 +1,187 @@
+"""The real `pre-commit` tool runs the `portkit-lint` hook on a temporary git repository that
+holds a transformers-5-saved fixture model: the commit is refused, `portkit fix --write`
+repairs config.json, and the next commit goes through.
+
+Two ways to get the hook, one test each:
+
+- `repo`: what users do. `.pre-commit-config.yaml` points at a git snapshot of this working
+  tree (tracked files plus untracked, not ignored ones, committed in a temporary repository,
+  so uncommitted work is tested too, like `pre-commit try-repo`) and pre-commit builds its own
+  `language: python` virtualenv from it: `pip install .` fetches pydantic, numpy and the rest
+  from PyPI (about 10 s). That env holds neither torch nor transformers, so this also proves
+  lint runs without them. Skipped, with the reason, when PyPI cannot be reached or
+  `PORTKIT_OFFLINE=1`.
+- `local`: offline. `repo: local`, `language: system`, `entry: <this venv>/bin/portkit lint`,
+  with `name`, `files`, `pass_filenames` and `require_serial` read from the same
+  `.pre-commit-hooks.yaml`.
+
+`PRE_COMMIT_HOME`, the git config and both repositories live under `tmp_path`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+PRE_COMMIT = BIN / "pre-commit"
+PORTKIT = BIN / "portkit"
+HOOK_ID = "portkit-lint"
+VARIANT = "rope-theta-in-rope-parameters"  # what transformers 5 save_pretrained writes
+MODEL = "models/llama-tf5"
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which("git") is None, reason="needs git"),
+    pytest.mark.skipif(not PRE_COMMIT.exists(), reason="needs pre-commit in the test env (pip install -e '.[test]')"),
+    pytest.mark.skipif(not PORTKIT.exists(), reason="needs the portkit console script (pip install -e .)"),
+]
+
+# pip's and pre-commit's words for "could not reach the index"
+_NETWORK_ERRORS = (
+    "Failed to establish a new connection",
+    "Network is unreachable",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "Max retries exceeded",
+    "ProxyError",
+    "Could not find a version that satisfies the requirement",
+    "No matching distribution found",
+    "Connection refused",
+    "timed out",
+)
+
+
+def _hook() -> dict:
+    for hook in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text()):
+        if hook["id"] == HOOK_ID:
+            return hook
+    raise LookupError(HOOK_ID)
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "PRE_COMMIT"))}
+    gitconfig = tmp / "gitconfig"
+    gitconfig.write_text("[init]\n\tdefaultBranch = main\n[commit]\n\tgpgsign = false\n")
+    env.update(
+        GIT_CONFIG_GLOBAL=str(gitconfig),
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_AUTHOR_NAME="portkit test",
+        GIT_AUTHOR_EMAIL="test@portkit.invalid",
+        GIT_COMMITTER_NAME="portkit test",
+        GIT_COMMITTER_EMAIL="test@portkit.invalid",
+        PRE_COMMIT_HOME=str(tmp / "pre-commit-home"),
+        PRE_COMMIT_COLOR="never",
+        NO_COLOR="1",
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+    )
+    return env
+
+
+def _run(args: list[str], cwd: Path, env: dict[str, str], timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+
+
+def _ok(p: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert p.returncode == 0, f"{p.args} exited {p.returncode}:\n{p.stdout}"
+    return p
+
+
+def _snapshot_this_repo(dest: Path, env: dict[str, str]) -> str:
+    """Commit this working tree (tracked + untracked-not-ignored files) into `dest`; return the sha."""
+    listed = _ok(_run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], ROOT, env)).stdout
+    for rel in sorted(set(filter(None, listed.split("\0")))):
+        src = ROOT / rel
+        if not src.is_file():  # deleted in the working tree but still in the index
+            continue
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / rel)
+    _ok(_run(["git", "init", "-q"], dest, env))
+    _ok(_run(["git", "add", "-A"], dest, env))
+    _ok(_run(["git", "commit", "-q", "--no-verify", "-m", "snapshot of the portkit working tree"], dest, env))
+    return _ok(_run(["git", "rev-parse", "HEAD"], dest, env)).stdout.strip()
+
+
+def _config_repo(tmp: Path, env: dict[str, str]) -> dict:
+    snap = tmp / "portkit-snapshot"
+    snap.mkdir()
+    sha = _snapshot_this_repo(snap, env)
+    return {"repos": [{"repo": str(snap), "rev": sha, "hooks": [{"id": HOOK_ID}]}]}
+
+
+def _config_local(tmp: Path, env: dict[str, str]) -> dict:
+    hook = _hook()
+    exe, *rest = shlex.split(hook["entry"])
+    assert exe == "portkit"
+    local = {
+        "id": HOOK_ID,
+        "name": hook["name"],
+        "entry": shlex.join([str(PORTKIT), *rest]),
+        "language": "system",
+        "files": hook["files"],
+        "pass_filenames": hook.get("pass_filenames", True),
+        "require_serial": hook.get("require_serial", False),
+    }
+    return {"repos": [{"repo": "local", "hooks": [local]}]}
+
+
+def _install_hook_env(user: Path, env: dict[str, str], tmp: Path) -> None:
+    p = _run([str(PRE_COMMIT), "install-hooks"], user, env, timeout=300)
+    if p.returncode == 0:
+        return
+    log = tmp / "pre-commit-home" / "pre-commit.log"
+    text = p.stdout + (log.read_text(errors="replace") if log.exists() else "")
+    hit = next((s for s in _NETWORK_ERRORS if s in text), None)
+    if hit:
+        pytest.skip(f"pre-commit could not build the hook env from PyPI ({hit!r}); the `local` variant covers the hook offline")
+    pytest.fail(f"pre-commit install-hooks exited {p.returncode}:\n{text[-6000:]}")
+
+
+@pytest.mark.parametrize("mode", ["repo", "local"])
+def test_commit_refused_on_transformers5_config_then_passes_after_fix(mode: str, tmp_path: Path, fixture_dir: Callable[..., Path]) -> None:
+    if mode == "repo" and os.environ.get("PORTKIT_OFFLINE") == "1":
+        pytest.skip("PORTKIT_OFFLINE=1: no PyPI for pre-commit's hook env")
+    env = _env(tmp_path)
+    cfg = (_config_repo if mode == "repo" else _config_local)(tmp_path, env)
+
+    user = tmp_path / "model-repo"
+    user.mkdir()
+    _ok(_run(["git", "init", "-q"], user, env))
+    (user / ".pre-commit-config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    (user / "README.md").write_text("# a model repository\n")
+    shutil.copytree(fixture_dir(VARIANT), user / MODEL)  # the cache is shared: copy, never edit in place
+    config_json = user / MODEL / "config.json"
+    before = json.loads(config_json.read_text())
+    assert "rope_theta" not in before and before["rope_parameters"]["rope_theta"] == 100000.0
+
+    _ok(_run([str(PRE_COMMIT), "install"], user, env))
+    if mode == "repo":
+        _install_hook_env(user, env, tmp_path)
+
+    # 1. the transformers-5-saved config is refused
+    _ok(_run(["git", "add", "-A"], user, env))
+    first = _run(["git", "commit", "-m", "add llama saved by transformers 5"], user, env)
+    assert first.returncode != 0, f"commit went through on a config candle misreads:\n{first.stdout}"
+    assert "Failed" in first.stdout and "rope_theta" in first.stdout, first.stdout
+    assert "config.json" in first.stdout, first.stdout
+    assert _run(["git", "rev-parse", "--verify", "-q", "HEAD"], user, env).returncode != 0, "a commit was created"
+
+    # 2. portkit fix --write, stage, commit again
+    fix = _ok(_run([str(PORTKIT), "fix", "--write", MODEL], user, env))
+    after = json.loads(config_json.read_text())
+    assert after.get("rope_theta") == 100000.0, f"fix did not write a top-level rope_theta:\n{fix.stdout}"
+    _ok(_run(["git", "add", f"{MODEL}/config.json"], user, env))
+    second = _run(["git", "commit", "-m", "add llama saved by transformers 5 (portkit fix)"], user, env)
+    assert second.returncode == 0, f"commit still refused after `portkit fix --write`:\n{second.stdout}"
+    assert "Passed" in second.stdout, second.stdout
+    committed = _ok(_run(["git", "show", f"HEAD:{MODEL}/config.json"], user, env)).stdout
+    assert json.loads(committed).get("rope_theta") == 100000.0
