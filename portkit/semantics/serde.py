@@ -59,6 +59,11 @@ def _parse_float(s: str) -> Any:
     return v
 
 
+def _parse_int(s: str) -> Any:
+    # serde_json reads `-0` as the float -0.0 (its parser has no negative integer zero)
+    return -0.0 if s == "-0" else int(s)
+
+
 def _parse_constant(name: str) -> Any:
     raise BadConstant(name)
 
@@ -68,7 +73,7 @@ def loads(text: str) -> Any:
     if text.startswith("\ufeff"):
         raise SerdeError("expected value")
     try:
-        return json.loads(text, object_pairs_hook=Pairs, parse_float=_parse_float, parse_constant=_parse_constant)
+        return json.loads(text, object_pairs_hook=Pairs, parse_float=_parse_float, parse_int=_parse_int, parse_constant=_parse_constant)
     except BadConstant:
         raise SerdeError("expected value") from None
     except RecursionError:
@@ -80,11 +85,56 @@ def loads(text: str) -> Any:
 
 
 def _json_error(e: json.JSONDecodeError) -> str:
-    if e.msg.startswith("Expecting value"):
-        return "expected value"
-    if e.msg.startswith("Extra data"):
+    """Python's JSONDecodeError as serde_json words the same syntax error."""
+    doc, pos, msg = e.doc, e.pos, e.msg
+    before = doc[:pos].rstrip()
+    at = doc[pos : pos + 1]
+    if before.endswith(",") and at in ("}", "]"):
+        return "trailing comma"
+    if msg.startswith("Extra data"):
         return "trailing characters"
-    return e.msg
+    if msg.startswith("Invalid control character"):
+        return "control character (\\u0000-\\u001F) found while parsing a string"
+    if msg.startswith("Unterminated string"):
+        return "EOF while parsing a string"
+    if pos >= len(doc.rstrip()):
+        if msg.startswith("Expecting ',' delimiter"):
+            return "EOF while parsing an object" if _innermost(doc) == "{" else "EOF while parsing a list"
+        if msg.startswith("Expecting ':' delimiter"):
+            return "EOF while parsing an object"
+        return "EOF while parsing a value"
+    if msg.startswith("Expecting value"):
+        return "expected value"
+    if msg.startswith("Expecting ',' delimiter"):
+        return "expected `,` or `}`" if _innermost(doc[:pos]) == "{" else "expected `,` or `]`"
+    if msg.startswith("Expecting ':' delimiter"):
+        return "expected `:`"
+    if msg.startswith("Expecting property name"):
+        return "key must be a string"
+    if msg.startswith("Invalid \\escape") or msg.startswith("Invalid \\uXXXX"):
+        return "invalid escape"
+    return msg
+
+
+def _innermost(text: str) -> str:
+    """The innermost open bracket at the end of `text` (strings skipped)."""
+    stack: list[str] = []
+    in_str = esc = False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            stack.append(ch)
+        elif ch in "]}" and stack:
+            stack.pop()
+    return stack[-1] if stack else ""
 
 
 def to_pairs(v: Any) -> Any:

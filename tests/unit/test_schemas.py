@@ -31,8 +31,16 @@ SCHEMA_DIR = ROOT / "schemas"
 # serde's positional (array) form of a struct and the `{"variant": null}` form of an enum.
 SCHEMA_BLIND = {
     "theta-dup", "scaling-dup-factor", "theta-1e400", "eos-1e400", "nan-literal", "infinity-literal",
-    "top-level-array", "scaling-seq", "scaling-type-map-unit",
+    "top-level-array", "scaling-seq", "scaling-type-map-unit", "hidden-minus-zero", "unknown-key-1e400",
 }
+
+
+def _parses(text: str) -> bool:
+    try:
+        json.loads(text)
+        return True
+    except ValueError:
+        return False
 
 
 def _serde_like() -> type:
@@ -53,7 +61,7 @@ def test_schema_files_are_current(name: str) -> None:
     Draft202012Validator.check_schema(json.loads(path.read_text()))
 
 
-@pytest.mark.parametrize("name", sorted(set(CORPUS) - SCHEMA_BLIND))
+@pytest.mark.parametrize("name", sorted(n for n in set(CORPUS) - SCHEMA_BLIND if _parses(CORPUS[n])))
 def test_candle_schema_agrees_with_candle_view(name: str) -> None:
     validator = _serde_like()(SCHEMAS["candle-llama-config"]())
     value = json.loads(CORPUS[name])
