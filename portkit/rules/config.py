@@ -268,8 +268,9 @@ class HeadDimMismatch(Rule):
 
     ## Why is this bad?
     candle builds `q_proj` as `(hidden/heads) * heads` rows and reshapes with its own
-    head_dim. With a checkpoint whose heads are wider or narrower, loading fails on the first
-    attention weight (`shape mismatch for model.layers.0.self_attn.q_proj.weight`).
+    head_dim. With a checkpoint whose heads are wider or narrower, `Llama::load` panics on
+    the first attention weight (its per-block `.unwrap()` of `shape mismatch for
+    model.layers.0.self_attn.q_proj.weight`).
 
     ## Example
     ```json
@@ -285,7 +286,7 @@ class HeadDimMismatch(Rule):
     (hidden_size / num_attention_heads) * num_attention_heads`), :379.
 
     ## Verification
-    crash: candle must fail loading `q_proj` with a shape mismatch.
+    crash: candle must panic loading `q_proj` with a shape mismatch.
 
     ## References
     FIELD-REPORTS mode 4: candle#3593, candle#3602, candle#3917, ollama#5817,
@@ -296,7 +297,7 @@ class HeadDimMismatch(Rule):
     name = "head-dim-mismatch"
     family = "config"
     severity = "error"
-    effect = "load-error"
+    effect = "panic"
     fix_title = "Use a candle llama that reads `head_dim` (candle#3602); no config edit fixes this"
     probe_kind = "crash"
 
@@ -307,8 +308,8 @@ class HeadDimMismatch(Rule):
         yield self.finding(
             ctx,
             f"transformers uses `head_dim`={tv.head_dim}; candle 0.11.0 uses `hidden_size` / `num_attention_heads` = "
-            f"{cv.head_dim} and expects `q_proj` of {cv.head_dim * cv.num_attention_heads} rows, not "
-            f"{tv.head_dim * tv.num_attention_heads}",
+            f"{cv.head_dim}, so `Llama::load` panics on `q_proj` ({tv.head_dim * tv.num_attention_heads} rows, "
+            f"candle expects {cv.head_dim * cv.num_attention_heads})",
             keys=("head_dim",),
             transformers_value=tv.head_dim,
             candle_value=cv.head_dim,

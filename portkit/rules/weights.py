@@ -469,7 +469,9 @@ class TensorShapeMismatch(_WeightsRule):
     expected shape matches the file.
 
     ## Why is this bad?
-    candle's VarBuilder refuses the tensor at load (`shape mismatch for ...`). When
+    candle's VarBuilder refuses the tensor (`shape mismatch for ...`): an error for the
+    embeddings, norm and `lm_head`, a panic inside `Llama::load`'s per-block `.unwrap()` for
+    layer tensors. When
     transformers expects the file's shape (a `head_dim` key, GQA heads), the checkpoint is
     fine and candle's reading of the config is the problem; when neither does, the config
     and the weights disagree.
@@ -494,7 +496,7 @@ class TensorShapeMismatch(_WeightsRule):
     code = "PK206"
     name = "tensor-shape-mismatch"
     severity = "error"
-    effect = "load-error"
+    effect = "panic"
     fix_title = "Make config.json describe the checkpoint's shapes"
     probe_kind = "crash"
 
@@ -504,22 +506,25 @@ class TensorShapeMismatch(_WeightsRule):
         have = ctx.facts.safetensors.tensors  # type: ignore[union-attr]
         tf = transformers_expected(ctx.tv)  # type: ignore[arg-type]
         groups: dict[tuple[str, tuple[int, ...], tuple[int, ...]], list[str]] = defaultdict(list)
+        first: str | None = None  # candle stops at the first mismatch in load order
         for n, shape in candle_expected(ctx.cv).items():  # type: ignore[arg-type]
             t = have.get(n)
             if t is not None and t.shape != shape:
                 groups[(_pattern(n), shape, t.shape)].append(n)
+                first = first or n
         for (pat, want, got), names in groups.items():
             tf_ok = all(tf.get(n) == got for n in names)
             side = "transformers expects the file's shape" if tf_ok else "transformers does not expect it either"
             where = f" in {len(names)} layers" if len(names) > 1 else ""
+            how = "panics in `Llama::load` (`.unwrap()` per block)" if LAYER_RE.match(names[0]) else "fails at load"
             yield self.finding(
                 ctx,
-                f"`{pat}` is {list(got)}{where}; candle 0.11.0 expects {list(want)} from config.json and fails at load; {side}",
+                f"`{pat}` is {list(got)}{where}; candle 0.11.0 expects {list(want)} from config.json and {how}; {side}",
                 filename=str(have[names[0]].file),
                 location=None,
                 transformers_value=list(tf.get(names[0], ())) or None,
                 candle_value=list(want),
-                expect=f"shape mismatch for {names[0]}",
+                expect=f"shape mismatch for {first}",
             )
 
 

@@ -94,3 +94,46 @@ def test_candle_view_matches_candle(name: str) -> None:
 def test_corpus_covers_both_outcomes() -> None:
     views = [candle_view(t) for t in ALL.values()]
     assert sum(v.ok for v in views) > 20 and sum(not v.ok for v in views) > 20
+
+
+# ------------------------------------------------------------------ crash probes
+
+def _crash_cases() -> list[tuple[str, Any, int]]:
+    out = [(code, b[0], 0) for code, b in sorted(CASES.items())]
+    out += [(code, b, i + 1) for i, (code, b, _) in enumerate(VARIANTS)]
+    return out
+
+
+@pytest.mark.parametrize("code,builder,n", _crash_cases(), ids=[f"{c}-{n}" for c, _, n in _crash_cases()])
+def test_crash_probe_expectations_hold_in_candle(code: str, builder: Any, n: int, tmp_path: Path) -> None:
+    """Every `crash` finding names the error candle really raises (or the panic it really hits)."""
+    from portkit.lint import lint_paths
+    from portkit.settings import Settings
+    from portkit.target import Target
+
+    d, target = builder(tmp_path / "m")
+    report = lint_paths([d], Settings(target=Target(**target), preview=True, respect_pyproject=False))
+    probes = [f.probe for f in report.findings if f.code == code and f.probe and f.probe.kind == "crash" and f.probe.expect]
+    if not probes:
+        pytest.skip(f"{code}: no crash probe in this fixture")
+    if code == "PK302" and not portkit_native.build_info().get("accelerate"):
+        pytest.skip("PK302 needs candle built with `accelerate` (macOS)")
+    dtype, cache = target.get("dtype", "f32"), None
+    if code == "PK304":
+        dtype, cache = "f16", "f32"  # a half-precision model with an f32 Cache, on the CPU
+    tokens = target.get("max_tokens") or (4097 if code == "PK405" else 4)
+    try:
+        if code.startswith("PK4"):
+            (gguf,) = sorted(d.glob("*.gguf"))
+            portkit_native.GgufRunner(str(gguf)).last_logits([1] * tokens)
+        else:
+            weights = sorted(str(p) for p in d.glob("*.safetensors"))
+            runner = portkit_native.LlamaRunner(
+                weights, (d / "config.json").read_text(), dtype=dtype, cache_dtype=cache, use_flash_attn=target.get("use_flash_attn", False)
+            )
+            runner.last_logits([1] * tokens)
+    except portkit_native.NativeError as e:
+        for p in probes:
+            assert p.expect is not None and p.expect in str(e), f"{code}: expected {p.expect!r} in candle's {str(e)[:400]!r}"
+        return
+    pytest.fail(f"{code}: candle ran without the error lint predicts ({[p.expect for p in probes]})")
