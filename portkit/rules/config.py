@@ -528,12 +528,16 @@ class SlidingWindowIgnored(Rule):
     """transformers attends within a sliding window; candle 0.11.0's llama attends everywhere.
 
     ## What it does
-    Flags a positive `sliding_window` that transformers applies (Mistral-family model types,
-    Qwen2 with `use_sliding_window`, or `layer_types` with `sliding_attention`).
+    Flags a positive `sliding_window` that transformers applies: in the forward pass
+    (Mistral-family model types, Qwen2 with `use_sliding_window`, `layer_types` with
+    `sliding_attention`), or only in `generate()`: transformers 5 builds sliding-window
+    KV-cache layers for any config that sets `sliding_window`, Llama included, although
+    Llama's forward ignores the key.
 
     ## Why is this bad?
     Up to the window length both agree; past it, candle attends to tokens transformers
-    masks out, so long prompts silently diverge.
+    masks out (or has dropped from its cache), so long prompts and long generations
+    silently diverge.
 
     ## Example
     ```json
@@ -545,13 +549,14 @@ class SlidingWindowIgnored(Rule):
 
     ## Candle source
     candle-transformers-0.11.0/src/models/llama.rs:218-227 (plain causal mask),
-    :341-347.
+    :298-323 (the KV cache keeps every position), :341-347.
 
     ## Verification
-    numeric: at a sequence longer than the window, candle differs from transformers.
+    numeric: at a sequence longer than the window, candle differs from transformers (for a
+    Llama config: greedy generation past the window, the full-prompt forward agrees).
 
     ## References
-    FIELD-REPORTS mode 14: candle#1927, mistral.rs#82, #83, sonar#163, axolotl#1047, #1214.
+    transformers `cache_utils.py` `get_layer_types_and_kwargs`; FIELD-REPORTS mode 14: candle#1927, mistral.rs#82, #83, sonar#163, axolotl#1047, #1214.
     """
 
     code = "PK109"
@@ -564,15 +569,22 @@ class SlidingWindowIgnored(Rule):
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         tv = ctx.tv
-        if tv and tv.sliding_window_applied:
-            yield self.finding(
-                ctx,
-                f"transformers (`{tv.model_type}`) attends within a `sliding_window` of {tv.sliding_window} tokens; "
-                "candle 0.11.0's llama attends to every earlier position",
-                keys=("sliding_window",),
-                transformers_value=tv.sliding_window,
-                candle_value=None,
+        if not tv or not (tv.sliding_window_applied or tv.sliding_window_in_cache):
+            return
+        if tv.sliding_window_applied:
+            what = f"transformers (`{tv.model_type}`) attends within a `sliding_window` of {tv.sliding_window} tokens"
+        else:
+            what = (
+                f"transformers' `generate()` keeps a `sliding_window`={tv.sliding_window} KV cache, so cached decoding "
+                "attends to the last positions only (its full-sequence forward does not)"
             )
+        yield self.finding(
+            ctx,
+            f"{what}; candle 0.11.0's llama attends to every earlier position",
+            keys=("sliding_window",),
+            transformers_value=tv.sliding_window,
+            candle_value=None,
+        )
 
 
 class MissingRequiredKey(Rule):

@@ -10,6 +10,8 @@ Sources, in `transformers/`:
   rope dict > top-level key > 10000; `rope_type` defaults to the legacy `type`, then
   "default"; llama3/yarn/longrope get `original_max_position_embeddings` =
   `max_position_embeddings` when missing. `:868-1158`: required keys per rope type.
+- `cache_utils.py:1959-1997`: a config with `sliding_window` gets sliding-window KV cache
+  layers in `generate()`, whatever the model type.
 - `models/llama/modeling_llama.py:73-106`: the default rope uses the whole head_dim
   (ignores `partial_rotary_factor`); other rope types use `int(head_dim * factor)`.
   `:205-229`: q/k/v/o biases follow `attention_bias`; `:156-161`: MLP bias, `hidden_act`.
@@ -103,7 +105,8 @@ class TransformersView(BaseModel):
     generation_eos_token_id: int | list[int] | None = 2
     generation_eos_source: Literal["generation_config.json", "config.json"] = "config.json"
     sliding_window: int | None = None
-    sliding_window_applied: bool = False
+    sliding_window_applied: bool = False  # the model's forward masks outside the window
+    sliding_window_in_cache: bool = False  # generate()'s DynamicCache keeps only the window
     dtype: str | None = None
     attn_implementation: str | None = None
     defaulted: list[str] = []
@@ -264,11 +267,16 @@ def _transformers_view(config: Mapping[str, Any], generation_config: Mapping[str
     sw = c.get("sliding_window")
     sw_int = sw if isinstance(sw, int) and not isinstance(sw, bool) and sw > 0 else None
     layer_types = c.get("layer_types")
-    applied = sw_int is not None and (
+    opted_out = model_type in SLIDING_WINDOW_OPT_IN and c.get("use_sliding_window") is not True
+    applied = sw_int is not None and not opted_out and (
         model_type in SLIDING_WINDOW_TYPES
-        or (model_type in SLIDING_WINDOW_OPT_IN and c.get("use_sliding_window") is True)
+        or model_type in SLIDING_WINDOW_OPT_IN
         or (isinstance(layer_types, list) and "sliding_attention" in layer_types)
     )
+    # cache_utils.py get_layer_types_and_kwargs: any config with `sliding_window` set gets
+    # DynamicSlidingWindowLayer caches, so cached generation attends within the window even
+    # for Llama, whose forward never reads the key.
+    in_cache = sw_int is not None and not opted_out
 
     # --- generation EOS: generate() uses generation_config.json when it has the key ---
     gen_eos, gen_src = vals["eos_token_id"], "config.json"
@@ -311,6 +319,7 @@ def _transformers_view(config: Mapping[str, Any], generation_config: Mapping[str
         generation_eos_source=gen_src,
         sliding_window=sw_int,
         sliding_window_applied=applied,
+        sliding_window_in_cache=in_cache,
         dtype=dtype if isinstance(dtype, str) else None,
         attn_implementation=attn if isinstance(attn, str) else None,
         defaulted=defaulted,

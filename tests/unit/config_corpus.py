@@ -138,6 +138,8 @@ CORPUS: dict[str, str] = {
     "gelu": with_(hidden_act="gelu"),
     "partial-rotary": with_(partial_rotary_factor=0.5),
     "sliding-window": with_(model_type="mistral", sliding_window=4096),
+    "sliding-window-llama": with_(sliding_window=4),
+    "sliding-window-null": with_(sliding_window=None),
     # top-level shapes
     "top-level-array": json.dumps([64, 128, 256, 2, 4, 2, 1e-5, 10000.0, 1, 2, None, 128, False]),
     "top-level-array-short": json.dumps([64, 128]),

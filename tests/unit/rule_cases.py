@@ -128,7 +128,7 @@ CASES: dict[str, tuple[Builder, Builder]] = {
     ),
     "PK109": (
         model(sk.config("tf4", model_type="mistral", sliding_window=4096)),
-        model(sk.config("tf4", sliding_window=4096)),
+        model(sk.config("tf4", sliding_window=None)),
     ),
     "PK110": (model(sk.config("tf4", max_position_embeddings=sk.DROP)), model(TF4)),
     "PK111": (model(TF4, generation_config={"eos_token_id": [2, 3]}), model(TF4, generation_config={"eos_token_id": 2})),
@@ -173,6 +173,7 @@ VARIANTS: list[tuple[str, Builder, str]] = [
     ("PK101", model(sk.config("tf4", rope_parameters={"rope_theta": 1e6, "rope_type": "default"})), "reads the top-level `rope_theta`=100000"),
     ("PK102", model(sk.config("tf5", scaling={"rope_type": "linear", "factor": 2.0})), "no `linear` scaling"),
     ("PK103", model(sk.config("tf4", rope_scaling={"type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0})), "missing field"),
+    ("PK109", model(sk.config("tf4", sliding_window=4)), "`generate()` keeps a `sliding_window`=4 KV cache"),
     ("PK110", model(sk.config("tf4", rms_norm_eps=sk.DROP)), "`rms_norm_eps` to 1e-06"),
     ("PK112", model(sk.config("tf4", eos_token_id=-1)), "untagged enum LlamaEosToks"),
     ("PK112", model(sk.config("tf4", bos_token_id=2**32)), "expected u32"),
@@ -195,6 +196,7 @@ VARIANTS: list[tuple[str, Builder, str]] = [
 
 # Clean variants: (code, builder) that must not trigger `code`.
 CLEAN_VARIANTS: list[tuple[str, Builder]] = [
+    ("PK109", model(sk.config("tf4", model_type="qwen2", sliding_window=4096, use_sliding_window=False))),
     ("PK409", gguf_model(cfg=sk.config("tf4", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING), rope_freqs_values=_llama3_factors())),
     ("PK402", gguf_model(cfg=sk.config("tf4", rope_theta=10000.0), drop_md=("llama.rope.freq_base",))),
     ("PK410", qk_pair(permuted=True)),

@@ -66,3 +66,7 @@ def test_transformers_view_matches_transformers(name: str) -> None:
     assert view.eos_token_id == tf.eos_token_id and view.bos_token_id == tf.bos_token_id
     assert view.hidden_size == tf.hidden_size and view.num_hidden_layers == tf.num_hidden_layers
     assert view.rms_norm_eps == tf.rms_norm_eps or (view.rms_norm_eps != view.rms_norm_eps)
+    from transformers.cache_utils import get_layer_types_and_kwargs
+
+    layer_types, _ = get_layer_types_and_kwargs(tf)
+    assert view.sliding_window_in_cache == ("sliding_attention" in layer_types)
