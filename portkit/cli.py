@@ -11,6 +11,7 @@ Errors are one line on stderr, `portkit: error: <path>: <what>`, never a traceba
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import json
 import os
@@ -297,8 +298,6 @@ def _lazy(name: str) -> tuple[str, AddArgs, Run] | None:
             return None
     except (ImportError, ValueError):
         return None
-    import importlib
-
     mod = importlib.import_module(mod_name)
     return (getattr(mod, "HELP", name), mod.add_arguments, mod.run)
 

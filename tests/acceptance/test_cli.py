@@ -182,6 +182,15 @@ def test_verify_subcommand_is_lazy(capsys: pytest.CaptureFixture[str]) -> None:
     assert code.stdout.strip().endswith("[]"), code.stdout[-300:]
 
 
+def test_verify_subcommand_is_wired(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0 and "verify" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        main(["verify", "--help"])
+    assert e.value.code == 0 and "MODEL_DIR" in capsys.readouterr().out
+
+
 def test_lint_never_imports_torch_or_transformers(tmp_path: Path) -> None:
     bad = tf5_model(tmp_path)
     sk.write_gguf(bad / "m.gguf", sk.llama_metadata(sk.config("tf4")), sk.gguf_tensors(sk.config("tf4")))
