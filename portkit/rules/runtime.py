@@ -183,8 +183,8 @@ class CacheDtypeMismatch(_RuntimeRule):
 
     ## Why is this bad?
     transformers casts the rotary tables per call. In candle a `Cache` built with F32 for a
-    BF16 model fails at the first forward: `unsupported dtype for rope BF16 F32 F32` (CPU) or
-    `dtype mismatch in rope BF16 F32 F32` (Metal).
+    BF16 model fails at the first forward: `unsupported dtype for rope BF16 F32 F32` (CPU and
+    CUDA) or `dtype mismatch in rope BF16 F32 F32` (Metal).
 
     ## Example
     `Cache::new(true, DType::F32, &cfg, &dev)` with a `VarBuilder` of `DType::BF16`.
@@ -194,7 +194,7 @@ class CacheDtypeMismatch(_RuntimeRule):
 
     ## Candle source
     candle-transformers-0.11.0/src/models/llama.rs:164, :206-207 (`to_dtype(dtype)`);
-    candle-nn-0.11.0/src/rotary_emb.rs:395-406 (CPU), :506-513 (Metal).
+    candle-nn-0.11.0/src/rotary_emb.rs:395-406 (CPU), :470-482 (CUDA), :506-513 (Metal).
 
     ## Verification
     crash: the native runner with `cache_dtype` f32 and model dtype bf16 must fail in rope.
@@ -214,10 +214,11 @@ class CacheDtypeMismatch(_RuntimeRule):
         t = ctx.target
         if self.ready(ctx) and t.dtype != "f32":
             d = _DT[t.dtype]
+            err = f"dtype mismatch in rope {d} F32 F32" if t.device == "metal" else f"unsupported dtype for rope {d} F32 F32"
             yield self.finding(
                 ctx,
                 f"transformers casts rotary tables per call; candle 0.11.0's `Cache::new` must get `DType::{d}` for "
-                f"{d} weights, else the first forward fails with `unsupported dtype for rope {d} F32 F32`",
+                f"{d} weights, else the first forward fails with `{err}`",
                 keys=self.keys(ctx),
                 transformers_value="per-call cast",
                 candle_value=f"Cache dtype must be {d}",
