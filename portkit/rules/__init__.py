@@ -57,6 +57,7 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK408": ("unsupported-gguf-tensor-type", "stable"),
     "PK409": ("gguf-config-disagreement", "stable"),
     "PK410": ("qk-rows-not-permuted", "stable"),
+    "PK411": ("missing-gguf-tensor", "stable"),
 }
 FAMILIES = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf"}
 

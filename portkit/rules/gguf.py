@@ -775,6 +775,58 @@ def _compare_first_head(st, g: GgufFile, hf_name: str, gg_name: str, hd: int):  
     return (e_perm < e_plain, e_perm, e_plain)
 
 
+class MissingGgufTensor(_GgufRule):
+    """A tensor candle's quantized_llama loads is not in the GGUF.
+
+    ## What it does
+    Checks `token_embd.weight`, `output_norm.weight` and the nine tensors of every block
+    `blk.0` .. `blk.{block_count - 1}` (`output.weight` may be absent: candle then reuses
+    the embedding).
+
+    ## Why is this bad?
+    `from_gguf` fails at load (`cannot find tensor info for blk.2.attn_q.weight`), typically
+    when `llama.block_count` disagrees with the blocks written, or a converter renamed
+    tensors.
+
+    ## Example
+    `llama.block_count = 3` in a file with `blk.0` and `blk.1` only.
+
+    ## Fix
+    None in config.json; re-convert the GGUF.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/quantized_llama.rs:433-488;
+    candle-core-0.11.0/src/quantized/gguf_file.rs:569-580.
+
+    ## Verification
+    crash: candle's `from_gguf` must fail with the same message.
+
+    ## References
+    FIELD-REPORTS mode 3 (llamafile#516, llama.cpp#10759: tensor count mismatches).
+    """
+
+    code = "PK411"
+    name = "missing-gguf-tensor"
+    severity = "error"
+    effect = "load-error"
+    fix_title = "Re-convert the GGUF with every block `llama.block_count` announces"
+    probe_kind = "crash"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        for g, v in self.each(ctx):
+            if v.refused and v.refused.startswith("cannot find tensor info for "):
+                blocks = sorted({int(n.split(".")[1]) for n in g.tensors if n.startswith("blk.") and n.split(".")[1].isdigit()})
+                have = f"blocks {blocks[0]}-{blocks[-1]}" if blocks else "no blocks"
+                yield self.finding(
+                    ctx,
+                    f"candle 0.11.0 fails at load with `{v.refused}` (`llama.block_count`={v.block_count}, the file has {have})",
+                    filename=g.path,
+                    location=None,
+                    candle_value=v.refused,
+                    expect=v.refused,
+                )
+
+
 RULES = (
     MissingGgufMetadata,
     GgufFreqBaseDefaulted,
@@ -786,4 +838,5 @@ RULES = (
     UnsupportedGgufTensorType,
     GgufConfigDisagreement,
     QkRowsNotPermuted,
+    MissingGgufTensor,
 )

@@ -166,6 +166,7 @@ CASES: dict[str, tuple[Builder, Builder]] = {
     "PK408": (gguf_model(tensor_types={"blk.0.attn_q.weight": "IQ2_XXS"}), gguf_model()),
     "PK409": (gguf_model(md={"llama.context_length": 256}), gguf_model()),
     "PK410": (qk_pair(permuted=False), qk_pair(permuted=True)),
+    "PK411": (gguf_model(md={"llama.block_count": 3}, with_config=False), gguf_model(with_config=False)),
 }
 
 # Extra triggering variants: (code, builder, substring the message must contain)
