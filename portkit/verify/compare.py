@@ -282,14 +282,21 @@ def compare_greedy(
     ref_rows: np.ndarray | None = None,
     prompt_len: int | None = None,
     near_tie: float | None = None,
+    step_rows: np.ndarray | None = None,
 ) -> GreedyCheck:
-    """`ref_rows`: the reference's [T, vocab] logits over prompt + `ref` (teacher-forced rows),
-    so the margin where the generations fork can be read at row `prompt_len - 1 + fork`."""
+    """The margin where the generations fork is read from the reference's logits: `step_rows`
+    ([n, vocab], row k decided token k), or `ref_rows` ([T, vocab] over prompt + `ref`, row
+    `prompt_len - 1 + k` decided token k)."""
     check = GreedyCheck(list(ref), list(got))
     d = check.first_divergence
-    if d is None or ref_rows is None or prompt_len is None or d >= len(check.ref):
+    if d is None or d >= len(check.ref):
         return check
-    row = prompt_len - 1 + d
-    if not 0 <= row < len(ref_rows):
+    if step_rows is not None:
+        rows, row = step_rows, d
+    elif ref_rows is not None and prompt_len is not None:
+        rows, row = ref_rows, prompt_len - 1 + d
+    else:
         return check
-    return GreedyCheck(list(ref), list(got), ref_margin=top2_margin(ref_rows[row]), near_tie=near_tie)
+    if not 0 <= row < len(rows):
+        return check
+    return GreedyCheck(list(ref), list(got), ref_margin=top2_margin(rows[row]), near_tie=near_tie)

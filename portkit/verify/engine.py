@@ -147,19 +147,22 @@ def build_reference(model_dir: Path, prompt: list[int], tokens: int, perturb: fl
         raise BadInput(str(e)) from None
     except ReferenceLoadError as e:
         raise BadInput(str(e).splitlines()[0]) from None
-    progress(f"transformers: generating {tokens} greedy tokens")
+    progress(f"transformers: generate() {tokens} greedy tokens, per-layer hooks on the prefill")
     try:
-        greedy = ref.generate(prompt, tokens)
-        progress("transformers: forward with per-layer hooks")
-        rows, layers = ref.forward_with_layers(prompt + greedy)
+        if tokens:
+            greedy, rows, layers = ref.generate_with_layers(prompt, tokens)
+        else:
+            greedy = []
+            logits, layers = ref.forward_with_layers(prompt)
+            rows = logits[-1:].copy()
+            layers["logits"] = rows[0].copy()
     except Exception as e:  # transformers' own failure on this checkpoint: cannot be a reference
         raise BadInput(f"transformers could not run {model_dir}: {' '.join(str(e).split())[:300]}") from None
     del ref
     gc.collect()
     if perturb:
         rows = rows.copy()
-        rows[len(prompt) - 1, 0] += np.float32(perturb)
-        layers["logits"] = rows[-1].copy() if greedy == [] else layers["logits"]
+        rows[0, 0] += np.float32(perturb)
     return Reference(prompt=list(prompt), greedy=greedy, rows=rows, layers=layers)
 
 
@@ -227,7 +230,6 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
         hf_findings, gguf_findings, lint_note = [], [], "lint skipped (--no-lint)"
 
     reference = build_reference(model.root, list(prompt.ids), tokens, opts.perturb_reference, progress)
-    seq = reference.seq
     ran = f"the {len(prompt.ids)}-token prompt and {tokens} generated tokens"
 
     def load_with(config_text: str) -> Callable[[], Any]:
@@ -241,7 +243,7 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
     run = run_candle(
         load_with(model.config_text),
         prompt.ids,
-        seq,
+        reference.greedy,
         tokens,
         label="as written",
         on_stage=lambda s: progress(f"candle: {s}"),
@@ -251,7 +253,9 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
 
     def patched(patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:
         progress(f"candle with {describe_patch(patch)}")
-        r = run_candle(load_with(patched_config(model.config_text, patch)), prompt.ids, seq, tokens, label=describe_patch(patch), capture=False)
+        r = run_candle(
+            load_with(patched_config(model.config_text, patch)), prompt.ids, reference.greedy, tokens, label=describe_patch(patch), capture=False
+        )
         gc.collect()
         return r, (compare_run(reference, r, tol) if r.failure is None else None)
 
@@ -269,7 +273,12 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
         from portkit.verify.plot import plot_layers
 
         progress("plotting the per-layer errors")
-        plot_path = plot_layers(comparison.layers, Path(opts.plot), title=f"{model.root.name}: candle {opts.device} {opts.dtype} vs transformers f32")
+        plot_path = plot_layers(
+            comparison.layers,
+            Path(opts.plot),
+            title=f"candle 0.11.0 {opts.device} {opts.dtype} vs transformers eager f32, per layer",
+            subtitle=model.root.name,
+        )
 
     return VerifyReport(
         options=opts,
@@ -343,10 +352,9 @@ def verify_gguf(
     except Exception as e:  # the gguf package's parse errors: bad input
         raise BadInput(f"{path}: not a readable GGUF: {' '.join(str(e).split())[:200]}") from None
     tol = gguf_tolerance(types)
-    seq = reference.seq
 
     def run_file(p: Path, label: str) -> tuple[RunOutputs, Comparison | None]:
-        r = run_candle(lambda: load_gguf(p, device=device), reference.prompt, seq, tokens, label=label, capture=False)
+        r = run_candle(lambda: load_gguf(p, device=device), reference.prompt, reference.greedy, tokens, label=label, capture=False)
         gc.collect()
         return r, (compare_run(reference, r, tol) if r.failure is None else None)
 

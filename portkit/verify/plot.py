@@ -9,28 +9,48 @@ from pathlib import Path
 from portkit.verify.compare import LayerCheck
 
 
-def plot_layers(check: LayerCheck, path: Path, *, title: str) -> Path:
+def plot_layers(check: LayerCheck, path: Path, *, title: str, subtitle: str = "") -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     names = [r.name for r in check.rows]
-    rel = [max(r.rel, 1e-12) if not math.isnan(r.rel) else 1.0 for r in check.rows]
+    rel = [1.0 if math.isnan(r.rel) else r.rel for r in check.rows]
     judged = math.isfinite(check.rtol)
+    nonzero = [x for x in rel if x > 0]
+    low = min(nonzero + ([check.rtol] if judged else [])) if nonzero or judged else 1e-8
+    floor = 10 ** math.floor(math.log10(low) - 1.5)
+    top = 10 ** math.ceil(math.log10(max(rel + ([check.rtol] if judged else []) + [floor * 10])) + 0.5)
+    heights = [x if x > 0 else floor for x in rel]
     colours = ["#c0392b" if (judged and r.over) else "#2c7fb8" for r in check.rows]
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.32 * len(names) + 2.5), 4.2), dpi=120)
-    ax.bar(range(len(names)), rel, color=colours)
+
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.3 * len(names) + 2.5), 4.4), dpi=120)
+    bars = ax.bar(range(len(names)), heights, color=colours, bottom=0)
+    for b, x in zip(bars, rel):
+        if x == 0:
+            b.set_color("#bbbbbb")
+            ax.text(b.get_x() + b.get_width() / 2, floor * 1.6, "0", ha="center", va="bottom", fontsize=7, color="#555555")
     ax.set_yscale("log")
+    ax.set_ylim(floor, top)
     if judged:
-        ax.axhline(check.rtol, color="#444444", linestyle="--", linewidth=1)
-        ax.text(len(names) - 0.5, check.rtol * 1.25, f"tolerance {check.rtol:.0e}", ha="right", va="bottom", fontsize=8, color="#444444")
+        ax.axhline(check.rtol, color="#333333", linestyle="--", linewidth=1)
+        ax.annotate(
+            f"tolerance {check.rtol:.0e}",
+            xy=(0.01, check.rtol),
+            xycoords=("axes fraction", "data"),
+            xytext=(0, 3),
+            textcoords="offset points",
+            fontsize=8,
+            color="#333333",
+            bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8),
+        )
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels(names, rotation=60, ha="right", fontsize=8)
-    ax.set_ylabel("max|diff| / max|ref|")
+    ax.set_ylabel("relative error  max|diff| / max|ref|", fontsize=9)
     first = check.first_over if judged else None
-    sub = f"first layer over the line: {first}" if first else ("every layer under the line" if judged else "reported, not judged")
-    ax.set_title(f"{title}\n{sub}", fontsize=9)
+    verdict = f"first layer over the line: {first}" if first else ("every layer under the line" if judged else "reported, not judged")
+    ax.set_title(f"{title}\n{subtitle + ' - ' if subtitle else ''}{verdict}", fontsize=9)
     ax.grid(axis="y", which="major", alpha=0.3)
     fig.tight_layout()
     path = Path(path)

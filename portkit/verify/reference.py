@@ -92,16 +92,65 @@ class ReferenceModel:
         This is what a transformers user runs; unlike `greedy`, its cache honours settings the
         plain forward ignores (a `sliding_window` keeps only the last keys).
         """
-        if n <= 0:
-            return []
+        return self.generate_with_layers(ids, n, capture=False)[0]
+
+    def generate_with_layers(
+        self, ids: Sequence[int], n: int, *, capture: bool = True
+    ) -> tuple[list[int], np.ndarray, dict[str, np.ndarray]]:
+        """One `generate()` call (n >= 1) giving everything verify compares, in one prefill:
+
+        - the n greedy tokens;
+        - the [n, vocab] logits of every step: row 0 is the prompt's last position (what
+          `Llama::forward` returns), row k the logits after generated token k (the cached
+          decode, as the seeds' teacher forcing steps candle);
+        - with `capture`, the per-layer values of the prefill (forward hooks that keep their
+          first call only): `capture`'s names over the prompt, "logits" being row 0.
+        """
         import transformers
 
+        if n < 1:
+            raise ValueError("generate_with_layers needs n >= 1")
         # A fresh GenerationConfig: the model dir's generation_config.json (sampling, penalties,
         # EOS) must not change what "greedy" means on the reference side.
-        gen = transformers.GenerationConfig(max_new_tokens=n, do_sample=False, eos_token_id=None, pad_token_id=0)
-        with self.torch.inference_mode():
-            out = self.model.generate(self._ids(ids), generation_config=gen)
-        return [int(t) for t in out[0, len(ids) :].tolist()]
+        gen = transformers.GenerationConfig(
+            max_new_tokens=n,
+            do_sample=False,
+            eos_token_id=None,
+            pad_token_id=0,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+        outs: dict[str, np.ndarray] = {}
+        hooks = self._hooks(outs, first_only=True) if capture else []
+        try:
+            with self.torch.inference_mode():
+                res = self.model.generate(self._ids(ids), generation_config=gen)
+        finally:
+            for h in hooks:
+                h.remove()
+        tokens = [int(t) for t in res.sequences[0, len(ids) :].tolist()]
+        rows = np.stack([step[0].float().numpy() for step in res.logits])
+        if capture:
+            outs["logits"] = rows[0].copy()
+        return tokens, rows, outs
+
+    def _hooks(self, outs: dict[str, np.ndarray], *, first_only: bool = False) -> list[Any]:
+        inner = self.model.model
+
+        def keep(name: str):
+            def hook(_module: Any, _args: Any, output: Any) -> None:
+                if first_only and name in outs:
+                    return
+                tensor = output[0] if isinstance(output, tuple) else output
+                outs[name] = tensor[0].detach().float().numpy().copy()
+
+            return hook
+
+        hooks = [inner.embed_tokens.register_forward_hook(keep("embeddings"))]
+        for i, layer in enumerate(inner.layers):
+            hooks.append(layer.register_forward_hook(keep(f"layer.{i}")))
+        hooks.append(inner.norm.register_forward_hook(keep("norm")))
+        return hooks
 
     def forward_with_layers(self, ids: Sequence[int]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """One forward: the [T, vocab] logits of every position and the per-layer capture
@@ -118,21 +167,8 @@ class ReferenceModel:
         return self.forward_with_layers(ids)[1]
 
     def _hooked_forward(self, ids: Sequence[int]) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        inner = self.model.model
         outs: dict[str, np.ndarray] = {}
-        hooks = []
-
-        def keep(name: str):
-            def hook(_module: Any, _args: Any, output: Any) -> None:
-                tensor = output[0] if isinstance(output, tuple) else output
-                outs[name] = tensor[0].detach().float().numpy().copy()
-
-            return hook
-
-        hooks.append(inner.embed_tokens.register_forward_hook(keep("embeddings")))
-        for i, layer in enumerate(inner.layers):
-            hooks.append(layer.register_forward_hook(keep(f"layer.{i}")))
-        hooks.append(inner.norm.register_forward_hook(keep("norm")))
+        hooks = self._hooks(outs)
         try:
             with self.torch.inference_mode():
                 res = self.model(self._ids(ids), use_cache=False)

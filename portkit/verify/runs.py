@@ -76,8 +76,8 @@ class RunOutputs:
     """What one side computed on the prompt (and on prompt + the reference's greedy tokens)."""
 
     label: str
-    last: np.ndarray | None = None  # [vocab], last prompt position, full prefill
-    rows: np.ndarray | None = None  # [len(seq), vocab], one row per position of seq
+    last: np.ndarray | None = None  # [vocab]: the last prompt position (the prefill, row 0)
+    rows: np.ndarray | None = None  # [max(tokens, 1), vocab]: teacher-forced steps
     layers: dict[str, np.ndarray] | None = None
     greedy: list[int] | None = None
     failure: Failure | None = None
@@ -98,7 +98,7 @@ def _native_errors() -> tuple[type[BaseException], ...]:
 def run_candle(
     load: Callable[[], Any],
     prompt: Sequence[int],
-    seq: Sequence[int],
+    ref_tokens: Sequence[int],
     tokens: int,
     *,
     label: str,
@@ -107,8 +107,11 @@ def run_candle(
 ) -> RunOutputs:
     """Load with `load()` then compute on the prompt; stop at candle's first failure.
 
-    `seq` is the prompt followed by the reference's greedy tokens: teacher-forced rows and the
-    capture run on it, so both sides see exactly the same inputs.
+    Teacher forcing (seed 004): prefill the prompt, then feed the reference's greedy tokens one
+    at a time through the KV cache, so row k holds candle's logits where the reference decided
+    its token k, on exactly the reference's inputs. Row 0 is the prefill, i.e. `forward(prompt)`
+    as a candle user calls it: the last-position logits. Then candle's own greedy generation,
+    then (last, since it loads a second copy of the weights) the per-layer capture of the prompt.
     """
     import time
 
@@ -116,6 +119,7 @@ def run_candle(
     out = RunOutputs(label=label)
     t0 = time.perf_counter()
     stage = "load"
+    tf_ids = list(prompt) + list(ref_tokens[: max(tokens - 1, 0)])
 
     def step(name: str) -> None:
         nonlocal stage
@@ -127,13 +131,14 @@ def run_candle(
         step("load")
         runner = load()
         step("forward")
-        out.last = np.asarray(runner.last_logits(list(prompt)), dtype=np.float32)
-        out.rows = np.asarray(runner.teacher_forced_logits(list(seq), 1), dtype=np.float32)
+        out.rows = np.asarray(runner.teacher_forced_logits(tf_ids, len(prompt)), dtype=np.float32)
+        out.last = out.rows[0]
+        step("generate")
+        out.greedy = [int(t) for t in runner.greedy(list(prompt), tokens)] if tokens else []
         if capture and hasattr(runner, "capture"):
             step("capture")
-            out.layers = {k: np.asarray(v, dtype=np.float32) for k, v in runner.capture(list(seq)).items()}
-        step("generate")
-        out.greedy = [int(t) for t in runner.greedy(list(prompt), tokens)]
+            out.layers = {k: np.asarray(v, dtype=np.float32) for k, v in runner.capture(list(prompt)).items()}
+        del runner
     except errors as e:
         kind = type(e).__name__
         out.failure = failure("config" if kind == "ConfigError" else stage, e)
@@ -248,16 +253,12 @@ class Reference:
 
     prompt: list[int]
     greedy: list[int]
-    rows: np.ndarray  # [len(seq), vocab]
-    layers: dict[str, np.ndarray] = field(default_factory=dict)
-
-    @property
-    def seq(self) -> list[int]:
-        return self.prompt + self.greedy
+    rows: np.ndarray  # [max(len(greedy), 1), vocab]: row k decided greedy token k
+    layers: dict[str, np.ndarray] = field(default_factory=dict)  # per layer, over the prompt
 
     @property
     def last(self) -> np.ndarray:
-        return self.rows[len(self.prompt) - 1]
+        return self.rows[0]
 
 
 def compare_run(ref: Reference, got: RunOutputs, tol: Tolerance) -> Comparison:
@@ -270,9 +271,7 @@ def compare_run(ref: Reference, got: RunOutputs, tol: Tolerance) -> Comparison:
         if got.rows is not None:
             cmp.steps = compare_steps(ref.rows, got.rows, near_tie=tol.near_tie, atol=tol.logits_atol)
         if got.greedy is not None:
-            cmp.greedy = compare_greedy(
-                ref.greedy, got.greedy, ref_rows=ref.rows, prompt_len=len(ref.prompt), near_tie=tol.near_tie
-            )
+            cmp.greedy = compare_greedy(ref.greedy, got.greedy, step_rows=ref.rows, near_tie=tol.near_tie)
         if got.layers is not None and ref.layers:
             cmp.layers_judged = tol.layer_rtol is not None
             cmp.layers = compare_layers(ref.layers, got.layers, tol.layer_rtol if tol.layer_rtol is not None else math.inf)
