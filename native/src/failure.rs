@@ -37,7 +37,19 @@ impl fmt::Display for Failure {
 
 impl From<candle_core::Error> for Failure {
     fn from(e: candle_core::Error) -> Self {
-        Failure::Candle(e.to_string())
+        Failure::Candle(message(&e))
+    }
+}
+
+/// candle's Display text without the backtrace that `Error::bt()` attaches when
+/// RUST_BACKTRACE is set: the message users search for, not hundreds of frame lines.
+pub fn message(e: &candle_core::Error) -> String {
+    use candle_core::Error;
+    match e {
+        Error::WithBacktrace { inner, .. } => message(inner),
+        Error::WithPath { inner, path } => format!("path: {path:?} {}", message(inner)),
+        Error::Context { inner, context } => format!("{context}\n{}", message(inner)),
+        other => other.to_string(),
     }
 }
 
@@ -58,7 +70,7 @@ fn install_hook() {
     HOOK.call_once(|| {
         let previous = panic::take_hook();
         panic::set_hook(Box::new(move |info| {
-            let message = payload_text(info.payload());
+            let message = without_frames(&payload_text(info.payload()));
             let text = match info.location() {
                 Some(loc) => format!("panicked at {}:{}:{}: {message}", loc.file(), loc.line(), loc.column()),
                 None => format!("panicked: {message}"),
@@ -70,6 +82,19 @@ fn install_hook() {
             }
         }));
     });
+}
+
+/// A panic from `.unwrap()` on a candle `Err` formats the error with `{:?}`, which includes the
+/// backtrace frames ("\n   0: candle_core::error::Error::bt ...") under RUST_BACKTRACE: drop them.
+fn without_frames(text: &str) -> String {
+    let mut out = text;
+    if let Some(i) = text.find("\n") {
+        let rest = text[i + 1..].trim_start();
+        if rest.starts_with("0: ") {
+            out = &text[..i];
+        }
+    }
+    out.to_string()
 }
 
 fn payload_text(payload: &(dyn std::any::Any + Send)) -> String {
@@ -114,6 +139,23 @@ mod tests {
             }
             other => panic!("expected a panic failure, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn panic_text_loses_backtrace_frames() {
+        let t = "called `Result::unwrap()` on an `Err` value: cannot find tensor x\n   0: candle_core::error::Error::bt\n   1: y";
+        assert_eq!(without_frames(t), "called `Result::unwrap()` on an `Err` value: cannot find tensor x");
+        assert_eq!(without_frames("two\nlines"), "two\nlines");
+    }
+
+    #[test]
+    fn backtrace_is_not_part_of_the_message() {
+        let e = candle_core::Error::Msg("shape mismatch".into()).with_path("/m.gguf");
+        let e = candle_core::Error::WithBacktrace {
+            inner: Box::new(e),
+            backtrace: Box::new(std::backtrace::Backtrace::force_capture()),
+        };
+        assert_eq!(Failure::from(e), Failure::Candle("path: \"/m.gguf\" shape mismatch".into()));
     }
 
     #[test]
