@@ -111,7 +111,10 @@ class Rule:
         expect: str | None = None,
         severity: Severity | None = None,
         help: str | None = None,
+        probe_kind: ProbeKind | None = None,
     ) -> Finding:
+        """`probe_kind` overrides the rule's for a finding whose effect differs from the rule's
+        usual one (for example a layer-count mismatch that candle runs without crashing)."""
         if location == "config":
             location = ctx.loc(*keys)
         return Finding(
@@ -126,7 +129,7 @@ class Rule:
             url=DOCS_URL.format(code=self.code),
             transformers_value=_jsonable(transformers_value),
             candle_value=_jsonable(candle_value),
-            probe=Probe(kind=self.probe_kind, id=self.code, patch=probe_patch, expect=expect),
+            probe=Probe(kind=probe_kind or self.probe_kind, id=self.code, patch=probe_patch, expect=expect),
         )
 
 

@@ -372,18 +372,25 @@ class HeadDimNotEmbeddingOverHeads(_GgufRule):
             hd = v.head_dim
             if hd is None:
                 continue
-            for key, val in (("llama.attention.key_length", v.key_length), ("llama.attention.value_length", v.value_length)):
-                if val is not None and val != hd:
-                    yield self.finding(
-                        ctx,
-                        f"`{key}` is {val}; candle 0.11.0 never reads it and uses `embedding_length` / `head_count` = {hd}, "
-                        "so the first forward fails on a shape mismatch",
-                        filename=g.path,
-                        location=None,
-                        transformers_value=val,
-                        candle_value=hd,
-                    )
-            if v.rope_dim is not None and v.rope_dim != hd:
+            q = g.tensors.get("blk.0.attn_q.weight")
+            q_rows = q.shape[0] if q is not None and len(q.shape) == 2 else None  # row-major: [out, in]
+            if q_rows is not None and v.head_count and q_rows != hd * v.head_count:
+                declared = "".join(
+                    f", `{k}`={val}" for k, val in (("llama.attention.key_length", v.key_length),) if val is not None
+                )
+                # The Q reshape in forward_attn is the first place the sizes meet (quantized_llama.rs:203).
+                yield self.finding(
+                    ctx,
+                    f"`blk.0.attn_q.weight` has {q_rows} rows = `head_count` {v.head_count} x {q_rows // v.head_count}"
+                    f"{declared}; candle 0.11.0 uses head_dim = `embedding_length` / `head_count` = {hd} and fails "
+                    "reshaping Q at the first forward",
+                    filename=g.path,
+                    location=None,
+                    transformers_value=q_rows // v.head_count,
+                    candle_value=hd,
+                    expect="shape mismatch in reshape",
+                )
+            elif v.rope_dim is not None and v.rope_dim != hd:
                 yield self.finding(
                     ctx,
                     f"`llama.rope.dimension_count` is {v.rope_dim} but candle 0.11.0's head_dim is {hd}: `rope_i` fails "
@@ -394,17 +401,8 @@ class HeadDimNotEmbeddingOverHeads(_GgufRule):
                     candle_value=hd,
                     expect="inconsistent last dim size in rope",
                 )
-            q = g.tensors.get("blk.0.attn_q.weight")
-            if q is not None and v.head_count and len(q.shape) == 2 and q.shape[0] != hd * v.head_count and v.key_length is None:
-                yield self.finding(
-                    ctx,
-                    f"`blk.0.attn_q.weight` has {q.shape[0]} rows, not `head_count` * {hd}: candle 0.11.0 assumes "
-                    "head_dim = `embedding_length` / `head_count` and fails at the first forward",
-                    filename=g.path,
-                    location=None,
-                    transformers_value=q.shape[0] // v.head_count,
-                    candle_value=hd,
-                )
+            # key_length/value_length that disagree with tensors laid out for `hd` are never read by
+            # candle, which then runs the file as its tensors say: no divergence to report.
 
 
 class NonLlamaArchitecture(_GgufRule):

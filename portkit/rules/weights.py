@@ -402,6 +402,7 @@ class LayerCountMismatch(_WeightsRule):
                 severity="warning",
                 transformers_value=n,
                 candle_value=n,
+                probe_kind="static-only",  # both sides run the same layers: nothing to crash or measure
             )
 
 

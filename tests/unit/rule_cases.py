@@ -161,7 +161,12 @@ CASES: dict[str, tuple[Builder, Builder]] = {
     "PK403": (gguf_model(arch="gemma2"), gguf_model()),
     "PK404": (gguf_model(rope_freqs=True, with_config=False), gguf_model(with_config=False)),
     "PK405": (gguf_model(md={"llama.context_length": 8192}, with_config=False), gguf_model(md={"llama.context_length": 4096}, with_config=False)),
-    "PK406": (gguf_model(md={"llama.attention.key_length": 32}), gguf_model(md={"llama.attention.key_length": 16})),
+    # Tensors laid out for head_dim 32 (MiniCPM-like, candle#3917) vs metadata alone saying 32:
+    # candle never reads key_length and runs the second file as its tensors say.
+    "PK406": (
+        gguf_model(cfg=sk.config("tf4", head_dim=32), md={"llama.attention.key_length": 32}),
+        gguf_model(md={"llama.attention.key_length": 32}),
+    ),
     "PK407": (gguf_model(arch="qwen2", with_config=False), gguf_model(with_config=False)),
     "PK408": (gguf_model(tensor_types={"blk.0.attn_q.weight": "IQ2_XXS"}), gguf_model()),
     "PK409": (gguf_model(md={"llama.context_length": 256}), gguf_model()),
