@@ -22,5 +22,9 @@ class InputError(PortkitError):
         super().__init__(f"{self.path}: {self.what}")
 
 
+class NoModelHere(InputError):
+    """A directory with neither config.json nor a .gguf file: no model to lint."""
+
+
 class UsageError(PortkitError):
     """A bad command line or `[tool.portkit]` table."""

@@ -10,7 +10,7 @@ from typing import Iterable, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from portkit import __version__
-from portkit.errors import InputError
+from portkit.errors import InputError, NoModelHere
 from portkit.findings import Finding
 from portkit.model import ModelFacts, load_model, model_dirs
 from portkit.rules import Context, selected
@@ -86,15 +86,19 @@ def lint_paths(paths: Iterable[str | os.PathLike[str]], settings: Settings | Non
 
     A directory is a model directory; a file (config.json, *.safetensors, the index, *.gguf)
     stands for its parent directory. Unreadable input becomes a `Report.errors` entry
-    (exit 2); the other directories are still linted.
+    (exit 2); the other directories are still linted. A directory reached only through a
+    file argument that holds no model (a PEFT adapter, a diffusers subfolder: what a
+    pre-commit hook passes) is skipped with a note instead: it was never asked for as a model.
     """
     settings = settings or Settings()
     findings: list[Finding] = []
     errors: list[InputProblem] = []
     notes: list[str] = []
     models: list[str] = []
+    paths = list(paths)
     try:
         dirs = model_dirs(paths)
+        asked = {str(d.resolve()) for d in model_dirs(p for p in paths if os.path.isdir(p))}
     except InputError as e:
         return Report(errors=[InputProblem(path=e.path, message=e.what)])
     for d in dirs:
@@ -104,6 +108,11 @@ def lint_paths(paths: Iterable[str | os.PathLike[str]], settings: Settings | Non
             findings.extend(lint_model(facts, s))
             models.append(str(d))
             notes.extend(f"{d}: {n}" for n in facts.notes)
+        except NoModelHere as e:
+            if str(d.resolve()) in asked:
+                errors.append(InputProblem(path=e.path, message=e.what))
+            else:
+                notes.append(f"{d}: skipped: no config.json or .gguf beside the files given")
         except InputError as e:
             errors.append(InputProblem(path=e.path, message=e.what))
     findings.sort(key=lambda f: (f.filename, f.location.row if f.location else 0, f.location.column if f.location else 0, f.code))

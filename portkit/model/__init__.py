@@ -17,7 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Iterable, Mapping
 
-from portkit.errors import InputError
+from portkit.errors import InputError, NoModelHere
 from portkit.model.gguf_header import GgufFile, GgufTensor, GgufValue, read_gguf
 from portkit.model.jsonfile import JsonDoc, _oserror, load_json
 from portkit.model.safetensors_header import (
@@ -148,7 +148,7 @@ def load_model(root: Path) -> ModelFacts:
                 "portkit never unpickles; candle's llama reads safetensors only",
             )
         else:
-            raise InputError(root, "no config.json (and no .gguf file) in this directory")
+            raise NoModelHere(root, "no config.json (and no .gguf file) in this directory")
     elif st is None and pickles and not lfs:
         raise InputError(
             root,

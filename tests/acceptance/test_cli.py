@@ -209,3 +209,17 @@ def test_console_script_runs(tmp_path: Path) -> None:
     bad = tf5_model(tmp_path)
     r = subprocess.run([sys.executable, "-m", "portkit", "lint", str(bad)], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 1 and "PK101" in r.stdout and r.stderr == ""
+
+
+def test_file_args_in_a_dir_without_model_are_skipped_with_a_note(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What pre-commit passes: a changed safetensors file in a PEFT adapter dir is not a model."""
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_model.safetensors").write_bytes(b"x")
+    model = tf5_model(tmp_path)
+    code, out, err = cli(capsys, "lint", str(adapter / "adapter_model.safetensors"), str(model / "config.json"))
+    assert code == 1 and "PK101" in out  # the real model is still linted
+    assert "skipped: no config.json or .gguf" in err and "error" not in err
+    # asked for as a directory, it is still an error
+    code, _, err = cli(capsys, "lint", str(adapter))
+    assert code == 2 and "no config.json" in err
