@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import os
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -137,33 +138,41 @@ def _validate(opts: VerifyOptions) -> None:
             raise BadInput("--plot needs matplotlib: pip install 'portkit[plot]'") from None
 
 
-def build_reference(model_dir: Path, prompt: list[int], tokens: int, perturb: float | None, progress: Progress) -> Reference:
-    from portkit.verify.reference import ReferenceLoadError, ReferenceModel, ReferenceUnavailable
+def reference_in_child() -> bool:
+    """Where transformers runs: a child process unless PORTKIT_VERIFY_REFERENCE=inprocess (the
+    test suite's setting, to import torch once; the numbers and comparisons are the same)."""
+    return os.environ.get("PORTKIT_VERIFY_REFERENCE", "child") != "inprocess"
 
-    progress("loading transformers (eager, f32, cpu)")
-    try:
-        ref = ReferenceModel.load(model_dir)
-    except ReferenceUnavailable as e:
-        raise BadInput(str(e)) from None
-    except ReferenceLoadError as e:
-        raise BadInput(str(e).splitlines()[0]) from None
-    progress(f"transformers: generate() {tokens} greedy tokens, per-layer hooks on the prefill")
-    try:
-        if tokens:
-            greedy, rows, layers = ref.generate_with_layers(prompt, tokens)
-        else:
-            greedy = []
-            logits, layers = ref.forward_with_layers(prompt)
-            rows = logits[-1:].copy()
-            layers["logits"] = rows[0].copy()
-    except Exception as e:  # transformers' own failure on this checkpoint: cannot be a reference
-        raise BadInput(f"transformers could not run {model_dir}: {' '.join(str(e).split())[:300]}") from None
-    del ref
-    gc.collect()
-    if perturb:
-        rows = rows.copy()
-        rows[0, 0] += np.float32(perturb)
-    return Reference(prompt=list(prompt), greedy=greedy, rows=rows, layers=layers)
+
+class _ReferenceJob:
+    """The reference, started as early as possible (in a child, it overlaps lint and imports)."""
+
+    def __init__(self, model_dir: Path, prompt: list[int], tokens: int, progress: Progress) -> None:
+        from portkit.verify import refproc
+
+        self.args = (model_dir, prompt, tokens, progress)
+        self.child = refproc.run_in_child(model_dir, prompt, tokens, progress) if reference_in_child() else None
+
+    def result(self, perturb: float | None) -> Reference:
+        from portkit.verify import refproc
+
+        model_dir, prompt, tokens, progress = self.args
+        try:
+            if self.child is not None:
+                greedy, rows, layers = self.child.result()
+            else:
+                greedy, rows, layers = refproc.compute(model_dir, prompt, tokens, progress)
+        except refproc.ReferenceFailed as e:
+            raise BadInput(str(e)) from None
+        gc.collect()
+        if perturb:
+            rows = rows.copy()
+            rows[0, 0] += np.float32(perturb)
+        return Reference(prompt=list(prompt), greedy=greedy, rows=rows, layers=layers)
+
+    def cancel(self) -> None:
+        if self.child is not None:
+            self.child.kill()
 
 
 class _Patched:
@@ -213,23 +222,28 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
         raise BadInput(str(e)) from None
     check_device(pn, opts.device, model.config_text)
 
-    if opts.lint:
-        hf_findings, gguf_findings, lint_note = _lint(
-            model.root,
-            Path(opts.gguf) if opts.gguf else None,
-            dict(
-                device=opts.device,
-                dtype=opts.dtype,
-                use_flash_attn=opts.use_flash_attn,
-                max_tokens=len(prompt.ids) + tokens,
-                build=pn.build_info(),
-            ),
-            progress,
-        )
-    else:
-        hf_findings, gguf_findings, lint_note = [], [], "lint skipped (--no-lint)"
-
-    reference = build_reference(model.root, list(prompt.ids), tokens, opts.perturb_reference, progress)
+    job = _ReferenceJob(model.root, list(prompt.ids), tokens, progress)
+    try:
+        if opts.lint:
+            hf_findings, gguf_findings, lint_note = _lint(
+                model.root,
+                Path(opts.gguf) if opts.gguf else None,
+                dict(
+                    device=opts.device,
+                    dtype=opts.dtype,
+                    use_flash_attn=opts.use_flash_attn,
+                    max_tokens=len(prompt.ids) + tokens,
+                    build=pn.build_info(),
+                ),
+                progress,
+            )
+        else:
+            hf_findings, gguf_findings, lint_note = [], [], "lint skipped (--no-lint)"
+        progress("waiting for transformers")
+        reference = job.result(opts.perturb_reference)
+    except BaseException:
+        job.cancel()
+        raise
     ran = f"the {len(prompt.ids)}-token prompt and {tokens} generated tokens"
 
     def load_with(config_text: str) -> Callable[[], Any]:
@@ -239,6 +253,16 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
             model.weight_files, config_text, dtype=opts.dtype, device=opts.device, use_flash_attn=opts.use_flash_attn
         )
 
+    capture_layers = getattr(pn, "capture_layers", None)  # the copy alone, when the wheel has it
+    capture_only = (
+        (
+            lambda ids: capture_layers(
+                [str(p) for p in model.weight_files], model.config_text, ids, dtype=opts.dtype, device=opts.device
+            )
+        )
+        if capture_layers is not None
+        else None
+    )
     progress(f"candle: loading ({opts.device}, {opts.dtype})")
     run = run_candle(
         load_with(model.config_text),
@@ -246,6 +270,7 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
         reference.greedy,
         tokens,
         label="as written",
+        capture_only=capture_only,
         on_stage=lambda s: progress(f"candle: {s}"),
     )
     gc.collect()

@@ -7,6 +7,7 @@ cargo registry prefix shortened), because verify quotes it as evidence.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import re
@@ -103,6 +104,7 @@ def run_candle(
     *,
     label: str,
     capture: bool = True,
+    capture_only: Callable[[list[int]], Any] | None = None,
     on_stage: Callable[[str], None] | None = None,
 ) -> RunOutputs:
     """Load with `load()` then compute on the prompt; stop at candle's first failure.
@@ -112,6 +114,8 @@ def run_candle(
     its token k, on exactly the reference's inputs. Row 0 is the prefill, i.e. `forward(prompt)`
     as a candle user calls it: the last-position logits. Then candle's own greedy generation,
     then (last, since it loads a second copy of the weights) the per-layer capture of the prompt.
+    `capture_only(ids)`, when given, captures without the runner (which is released first), so
+    the library model and the copy are never in memory together.
     """
     import time
 
@@ -135,10 +139,15 @@ def run_candle(
         out.last = out.rows[0]
         step("generate")
         out.greedy = [int(t) for t in runner.greedy(list(prompt), tokens)] if tokens else []
-        if capture and hasattr(runner, "capture"):
+        if capture and (capture_only is not None or hasattr(runner, "capture")):
             step("capture")
-            out.layers = {k: np.asarray(v, dtype=np.float32) for k, v in runner.capture(list(prompt)).items()}
-        del runner
+            if capture_only is not None:
+                del runner
+                gc.collect()
+                layers = capture_only(list(prompt))
+            else:
+                layers = runner.capture(list(prompt))
+            out.layers = {k: np.asarray(v, dtype=np.float32) for k, v in layers.items()}
     except errors as e:
         kind = type(e).__name__
         out.failure = failure("config" if kind == "ConfigError" else stage, e)

@@ -22,13 +22,22 @@ ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "schemas" / "verify-report.schema.json").read_text())
 
 
+@pytest.fixture(autouse=True)
+def _reference_in_process(request, monkeypatch):
+    """transformers in this process (torch imported once) unless a test asks for the child
+    process `portkit verify` uses by default (a test whose name says `child`, and the subprocess tests)."""
+    if "child" not in request.node.name and "subprocess" not in request.node.name:
+        monkeypatch.setenv("PORTKIT_VERIFY_REFERENCE", "inprocess")
+
+
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
     code = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return code, out, err
 
 
-def test_healthy_text_exit_0(capsys, healthy_tied_dir):
+def test_healthy_text_exit_0_reference_in_child(capsys, healthy_tied_dir):
+    """The default: transformers runs in a child process; the result is the same report."""
     code, out, err = _run(capsys, healthy_tied_dir)
     print(out)
     assert code == 0, out + err
@@ -199,7 +208,8 @@ def test_subprocess_metal_off_macos_exit_2(healthy_tied_dir):
 
 
 def test_subprocess_portkit_verify_healthy_exit_0(healthy_tied_dir):
-    """The user's entry point: `portkit verify` through portkit.cli's lazy subcommand."""
+    """The user's entry point: `portkit verify` through portkit.cli's lazy subcommand (and, as
+    by default, transformers in a child process)."""
     p = subprocess.run(
         [sys.executable, "-m", "portkit.cli", "verify", str(healthy_tied_dir), "--tokens", "2"],
         capture_output=True, text=True, env=_env(), timeout=300,

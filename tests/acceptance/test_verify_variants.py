@@ -53,6 +53,11 @@ OPTIONS = {"bf16-weights": {"dtype": "bf16"}}
 
 @pytest.fixture(scope="module")
 def run_verify(fixture_dir):
+    """verify() with transformers in this process (PORTKIT_VERIFY_REFERENCE=inprocess): torch is
+    imported once for the module; the reference's numbers and every comparison are the same as
+    in the child process the CLI uses by default (tests/acceptance/test_verify_cli.py)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PORTKIT_VERIFY_REFERENCE", "inprocess")
     cache: dict[str, object] = {}
 
     def go(variant: str, **kw):
@@ -61,7 +66,8 @@ def run_verify(fixture_dir):
             cache[key] = verify(VerifyOptions(model_dir=fixture_dir(variant), **kw))
         return cache[key]
 
-    return go
+    yield go
+    mp.undo()
 
 
 def _verdicts(report) -> dict[str, set[str]]:
