@@ -1,4 +1,11 @@
-"""`make demo`: candle 0.11.0 (portkit_native) next to transformers on a generated tiny Llama.
+"""`make demo`: candle 0.11.0 (portkit_native) next to transformers on generated tiny Llamas.
+
+1. A healthy checkpoint: `portkit verify` agrees (last position, every layer, teacher-forced
+   steps, greedy tokens), and the negative control (one reference logit + 1e-3) fails.
+2. The same checkpoint as GGUF through candle's `quantized_llama` (f32, Q8_0).
+3. The main job: a config saved by transformers 5 (`rope_theta` only inside
+   `rope_parameters`). `portkit lint` flags it statically; `portkit verify` confirms it with
+   candle's numbers, as written and with the fix.
 
 Run from the repository root (`python -m portkit.demo`): it uses the fixture generator in
 `fixtures/`, which is part of the repository, not of the installed package.
@@ -7,88 +14,91 @@ Run from the repository root (`python -m portkit.demo`): it uses the fixture gen
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
-
-from portkit.verify.candle import load_gguf, load_llama
-from portkit.verify.compare import TOLERANCES, compare_greedy, compare_layers, compare_logits, compare_steps
-from portkit.verify.reference import ReferenceModel
-
-GREEDY_TOKENS = 8
-
-
-def _best_of(fn, repeats: int = 5) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+from rich.rule import Rule
 
 
 def main() -> int:
     sys.path.insert(0, str(Path.cwd()))
+    # transformers in this process: the demo imports torch once for all its runs.
+    os.environ.setdefault("PORTKIT_VERIFY_REFERENCE", "inprocess")
     from fixtures.cache import fixture_dir, gguf_file
 
-    out = Console()
-    f32 = TOLERANCES["f32"]
-    with out.status("generating the fixture (transformers, seeded)..."):
-        d = fixture_dir("healthy-tied")
-        cfg = json.loads((d / "config.json").read_text())
-        ids = json.loads((d / "prompt.json").read_text())["ids"]
-    out.print(f"[bold]fixture[/] {d}")
-    out.print(
-        f"  {cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']}, heads {cfg['num_attention_heads']}/"
-        f"{cfg['num_key_value_heads']} (GQA), rope_theta {cfg['rope_theta']:g}, tied; prompt {len(ids)} ids"
-    )
-    with out.status("loading transformers (eager, f32, cpu) and candle (portkit_native, cpu, f32)..."):
-        ref = ReferenceModel.load(d)
-        cand = load_llama([d / "model.safetensors"], (d / "config.json").read_text())
+    from portkit.verify.engine import VerifyOptions, verify
+    from portkit.verify.report import render_text
 
+    out = Console(highlight=False, soft_wrap=True)
+    err = Console(stderr=True)
+    t0 = time.perf_counter()
     ok = True
-    last = compare_logits(ref.last_logits(ids), cand.last_logits(ids), f32.logits_atol)
-    steps = compare_steps(ref.all_logits(ids), cand.teacher_forced_logits(ids), near_tie=f32.near_tie, atol=f32.logits_atol)
-    greedy = compare_greedy(ref.greedy(ids, GREEDY_TOKENS), cand.greedy(ids, GREEDY_TOKENS))
-    layers = compare_layers(ref.capture(ids), cand.capture(ids), f32.layer_rtol)
-    out.print("\n[bold]candle vs transformers[/] (f32 tolerance: logits 1e-4 absolute, layers 1e-5 relative)")
-    out.print("  " + last.line("last pos"))
-    out.print("  teacher-forced " + steps.line())
-    out.print("  " + greedy.line() + f"  {greedy.ref}")
-    table = Table("layer", "max|ref|", "max|diff|", "rel", "verdict", box=None, padding=(0, 2))
-    for r in layers.rows:
-        table.add_row(r.name, f"{r.max_abs_ref:.4g}", f"{r.max_abs_diff:.3e}", f"{r.rel:.2e}", "[red]over" if r.over else "ok")
-    out.print(table)
-    ok &= last.ok and steps.ok and greedy.ok and layers.ok
 
-    perturbed = ref.last_logits(ids).copy()
-    perturbed[0] += 1e-3
-    control = compare_logits(perturbed, cand.last_logits(ids), f32.logits_atol)
-    out.print("\n[bold]negative control[/] (reference logit 0 += 1e-3): " + control.line("logits"))
-    ok &= not control.ok
-
-    out.print("\n[bold]GGUF through candle's quantized_llama[/] (Q/K rows permuted as llama.cpp does)")
-    ref_rows = ref.all_logits(ids)
-    for qtype in ("f32", "q8_0"):
-        with out.status(f"writing the {qtype} GGUF..."):
-            g = load_gguf(gguf_file("healthy-tied", qtype=qtype))
-        tol = TOLERANCES[qtype]
-        last_g = compare_logits(ref_rows[-1], g.last_logits(ids), tol.logits_atol)
-        steps_g = compare_steps(ref_rows, g.teacher_forced_logits(ids), near_tie=tol.near_tie, atol=tol.logits_atol)
-        out.print(f"  {qtype:<5} " + last_g.line("last pos"))
-        out.print(f"  {qtype:<5} teacher-forced " + steps_g.line())
-        ok &= steps_g.ok and last_g.ok
-
-    t_candle = _best_of(lambda: cand.last_logits(ids))
-    t_ref = _best_of(lambda: ref.last_logits(ids))
+    with err.status("generating the fixtures (transformers, seeded) ..."):
+        healthy = fixture_dir("healthy-tied")
+        resaved = fixture_dir("rope-theta-in-rope-parameters")
+        q8 = gguf_file("healthy-tied", qtype="q8_0")
+    cfg = json.loads((healthy / "config.json").read_text())
+    out.print(Rule("1. a healthy checkpoint: candle vs transformers"))
     out.print(
-        f"\n[bold]one last-position forward[/] ({len(ids)} ids, best of 5): candle {t_candle * 1e3:.2f} ms, "
-        f"transformers {t_ref * 1e3:.2f} ms"
+        f"[dim]fixture: {cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']}, heads "
+        f"{cfg['num_attention_heads']}/{cfg['num_key_value_heads']} (GQA), rope_theta {cfg['rope_theta']:g}, tied[/]\n"
+        f"[dim]$ portkit verify {healthy}[/]"
     )
-    out.print("[green]demo: candle agrees with transformers[/]" if ok else "[red]demo: MISMATCH[/]")
+    with err.status("verify: transformers and candle on the healthy fixture ..."):
+        rep = verify(VerifyOptions(model_dir=healthy))
+    render_text(rep, out)
+    ok &= rep.exit_code == 0
+
+    with err.status("negative control ..."):
+        bad = verify(VerifyOptions(model_dir=healthy, perturb_reference=1e-3, lint=False))
+    last = bad.comparison.last if bad.comparison else None
+    out.print(
+        "\n[bold]negative control[/] (one reference logit += 1e-3, same comparison path): "
+        + (last.line("last pos") if last else "no numbers")
+        + f"  -> exit {bad.exit_code}"
+    )
+    ok &= bad.exit_code == 1
+
+    out.print(Rule("2. the same checkpoint as GGUF: candle's quantized_llama"))
+    out.print(f"[dim]$ portkit verify {healthy} --gguf {q8.name}[/]")
+    with err.status("verify: the Q8_0 GGUF ..."):
+        g = verify(VerifyOptions(model_dir=healthy, gguf=q8))
+    gs = g.gguf
+    if gs is not None and gs.comparison is not None:
+        from portkit.verify.report import _comparison_lines
+
+        out.print(f"tolerance {gs.tolerance.name}: judged by teacher-forced argmax; a flip under a top-2 margin of {gs.tolerance.near_tie:g} is a near tie")
+        for ln in _comparison_lines(gs.comparison, g.reference.greedy)[:3]:
+            out.print("  " + ln)
+    out.print(f"verdict: exit {g.exit_code}")
+    ok &= g.exit_code == 0
+
+    out.print(Rule("3. a config saved by transformers 5: lint finds it, verify proves it"))
+    out.print(f"[dim]$ portkit lint {resaved}[/]")
+    from portkit.cli import main as portkit_main
+
+    sys.stdout.flush()
+    lint_code = portkit_main(["lint", str(resaved)])
+    sys.stdout.flush()
+    ok &= lint_code == 1
+    out.print(f"\n[dim]$ portkit verify {resaved}[/]")
+    with err.status("verify: the transformers-5 config, as written and with the fix ..."):
+        rv = verify(VerifyOptions(model_dir=resaved))
+    render_text(rv, out, table=False)
+    ok &= rv.exit_code == 1 and any(f.code == "PK101" and f.verdict == "CONFIRMED" for f in rv.findings)
+
+    out.print(Rule())
+    took = time.perf_counter() - t0
+    out.print(
+        f"[green]demo: candle agrees with transformers on the healthy checkpoint, and verify confirmed the "
+        f"transformers-5 config's finding with numbers[/] ({took:.1f} s)"
+        if ok
+        else "[red]demo: something did not go as expected (see above)[/]"
+    )
     return 0 if ok else 1
 
 
