@@ -72,7 +72,7 @@ def main() -> int:
         from portkit.verify.report import _comparison_lines
 
         out.print(f"tolerance {gs.tolerance.name}: judged by teacher-forced argmax; a flip under a top-2 margin of {gs.tolerance.near_tie:g} is a near tie")
-        for ln in _comparison_lines(gs.comparison, g.reference.greedy)[:3]:
+        for ln in _comparison_lines(gs.comparison, g.reference.greedy, layers_note=None)[:3]:
             out.print("  " + ln)
     out.print(f"verdict: exit {g.exit_code}")
     ok &= g.exit_code == 0

@@ -43,6 +43,7 @@ class VerifyOptions:
     gguf: Path | None = None
     plot: Path | None = None
     use_flash_attn: bool = False
+    layers: bool = True  # per-layer capture (candle loads a second copy of the weights for it)
     lint: bool = True
     #: Testing hook (the negative control): added to one logit of the reference's last prompt
     #: position before any comparison, so the failure goes through the same code path.
@@ -128,6 +129,8 @@ def _validate(opts: VerifyOptions) -> None:
     if opts.gguf is not None and not Path(opts.gguf).is_file():
         raise BadInput(f"--gguf {opts.gguf}: no such file")
     if opts.plot is not None:
+        if not opts.layers:
+            raise BadInput("--plot draws the per-layer errors: it cannot be combined with --no-layers")
         if Path(opts.plot).suffix.lower() != ".png":
             raise BadInput(f"--plot {opts.plot}: the plot is a PNG (give a path ending in .png)")
         if not Path(opts.plot).resolve().parent.is_dir():
@@ -270,6 +273,7 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
         reference.greedy,
         tokens,
         label="as written",
+        capture=opts.layers,
         capture_only=capture_only,
         on_stage=lambda s: progress(f"candle: {s}"),
     )

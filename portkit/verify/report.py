@@ -201,7 +201,7 @@ def _g(x: float) -> str:
     return fmt_tol(x) if x < 0.01 else f"{x:g}"
 
 
-def _comparison_lines(c: Comparison, greedy_ref: list[int]) -> list[str]:
+def _comparison_lines(c: Comparison, greedy_ref: list[int], layers_note: str | None = "not compared (--no-layers)") -> list[str]:
     out = []
     if c.problem:
         out.append(f"[red]{escape(c.problem)}[/]")
@@ -237,6 +237,8 @@ def _comparison_lines(c: Comparison, greedy_ref: list[int]) -> list[str]:
             out.append(f"    candle       {g.got}")
         elif g.ref:
             out.append(f"    tokens {g.ref}")
+    if c.layers is None and c.last is not None and layers_note:
+        out.append(f"layers          {layers_note}")
     if c.layers is not None:
         L = c.layers
         if not c.layers_judged:
@@ -327,7 +329,7 @@ def _render_gguf(g: GgufSection, rep: VerifyReport, console: Console) -> None:
     if g.run.failure is not None:
         p(f"  [red]{escape(g.run.failure.line())}[/]")
     if g.comparison is not None:
-        for ln in _comparison_lines(g.comparison, rep.reference.greedy):
+        for ln in _comparison_lines(g.comparison, rep.reference.greedy, layers_note=None):
             p("  " + ln)
     for d in g.diagnosis:
         p(f"  diagnosis: {escape(d)}")

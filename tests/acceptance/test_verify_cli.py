@@ -89,6 +89,13 @@ def test_ids_and_tokens(capsys, healthy_tied_dir):
     assert len(doc["comparison"]["greedy"]["reference"]) == 3
 
 
+def test_no_layers_skips_the_capture(capsys, healthy_tied_dir):
+    code, out, _ = _run(capsys, healthy_tied_dir, "--no-layers", "--format", "json", "--tokens", "2")
+    doc = json.loads(out)
+    jsonschema.validate(doc, SCHEMA)
+    assert code == 0 and doc["comparison"]["layers"] is None and doc["comparison"]["last_position"]["ok"]
+
+
 @pytest.fixture()
 def dir_with_tokenizer(tmp_path, healthy_tied_dir):
     """A copy of healthy-tied with a tiny word-level tokenizer.json and no prompt.json."""
@@ -159,6 +166,7 @@ def _bad_dirs(tmp_path: Path, healthy: Path) -> dict[str, tuple[list[str], str]]
         "negative tokens": ([str(healthy), "--tokens", "-1"], "--tokens must be >= 0"),
         "missing gguf": ([str(healthy), "--gguf", str(tmp_path / "x.gguf")], "no such file"),
         "plot not png": ([str(healthy), "--plot", str(tmp_path / "x.svg")], "the plot is a PNG"),
+        "plot without layers": ([str(healthy), "--no-layers", "--plot", str(tmp_path / "x.png")], "cannot be combined with --no-layers"),
         **(
             {"metal here": ([str(healthy), "--device", "metal"], "Metal is only built into portkit_native on macOS")}
             if sys.platform != "darwin"
