@@ -138,13 +138,40 @@ impl LlamaRunner {
         })
     }
 
-    /// Per-layer capture through the copy of the forward (`llama_copy`), loaded from the same files.
-    /// Returns (name, array) pairs: embeddings, layer.0.., norm, logits.
+    /// Per-layer capture through the copy of the forward (`llama_copy`), loaded from the same
+    /// files: embeddings, layer.0.., norm, logits. Holds a second copy of the weights while it
+    /// runs; `capture_layers` is the one-copy version.
     pub fn capture(&self, ids: &[u32]) -> Outcome<Vec<(String, Array)>> {
-        guarded(|| {
-            let vb = unsafe { VarBuilder::from_mmaped_safetensors(&self.weight_files, self.dtype, &self.device)? };
-            let copy = LlamaCopy::load(vb, &self.config, self.cache_dtype)?;
-            copy.capture(&ids_tensor(ids, &self.device)?)
-        })
+        capture_from_files(&self.weight_files, &self.config, ids, self.dtype, self.cache_dtype, &self.device)
     }
+}
+
+/// Per-layer capture without a library model alive: loads only the copy of the forward.
+/// `portkit verify` uses it after dropping its runner, so weights are resident once.
+pub fn capture_layers(
+    weight_files: &[PathBuf],
+    config_json: &str,
+    ids: &[u32],
+    dtype: DType,
+    cache_dtype: Option<DType>,
+    device: &Device,
+) -> Outcome<Vec<(String, Array)>> {
+    let config = config::parse(config_json, false)?;
+    capture_from_files(weight_files, &config, ids, dtype, cache_dtype.unwrap_or(dtype), device)
+}
+
+fn capture_from_files(
+    weight_files: &[PathBuf],
+    config: &Config,
+    ids: &[u32],
+    dtype: DType,
+    cache_dtype: DType,
+    device: &Device,
+) -> Outcome<Vec<(String, Array)>> {
+    guarded(|| {
+        // SAFETY: read-only mmap for the duration of the capture.
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(weight_files, dtype, device)? };
+        let copy = LlamaCopy::load(vb, config, cache_dtype)?;
+        copy.capture(&ids_tensor(ids, device)?)
+    })
 }

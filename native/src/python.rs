@@ -5,7 +5,7 @@ use crate::config;
 use crate::device::{compiled_devices, parse_device, parse_dtype};
 use crate::failure::Failure;
 use crate::gguf::GgufRunner as GgufCore;
-use crate::llama::{Array, LlamaRunner as LlamaCore};
+use crate::llama::{capture_layers as capture_core, Array, LlamaRunner as LlamaCore};
 use numpy::ndarray::{ArrayD, IxDyn};
 use numpy::{IntoPyArray, PyArray1, PyArrayDyn};
 use pyo3::create_exception;
@@ -52,6 +52,41 @@ fn build_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("flash_attn", false)?;
     d.set_item("debug_assertions", cfg!(debug_assertions))?;
     Ok(d)
+}
+
+/// Raises DeviceUnavailableError (or ValueError for an unknown name) unless `device` can be used.
+#[pyfunction]
+fn check_device(device: &str) -> PyResult<()> {
+    parse_device(device).map(|_| ()).map_err(to_py)
+}
+
+fn captured_to_dict<'py>(py: Python<'py>, pairs: Vec<(String, Array)>) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (name, a) in pairs {
+        d.set_item(name, array_to_py(py, a)?)?;
+    }
+    Ok(d)
+}
+
+/// Per-layer capture that loads only the copy of the forward (weights resident once).
+#[pyfunction]
+#[pyo3(signature = (weight_files, config_json, ids, dtype = "f32", cache_dtype = None, device = "cpu"))]
+fn capture_layers<'py>(
+    py: Python<'py>,
+    weight_files: Vec<PathBuf>,
+    config_json: String,
+    ids: Vec<u32>,
+    dtype: &str,
+    cache_dtype: Option<&str>,
+    device: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    let dtype = parse_dtype(dtype).map_err(to_py)?;
+    let cache_dtype = cache_dtype.map(parse_dtype).transpose().map_err(to_py)?;
+    let device = parse_device(device).map_err(to_py)?;
+    let pairs = py
+        .detach(|| capture_core(&weight_files, &config_json, &ids, dtype, cache_dtype, &device))
+        .map_err(to_py)?;
+    captured_to_dict(py, pairs)
 }
 
 #[pyclass(module = "portkit_native")]
@@ -103,11 +138,7 @@ impl LlamaRunner {
 
     fn capture<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyDict>> {
         let pairs = py.detach(|| self.core.capture(&ids)).map_err(to_py)?;
-        let d = PyDict::new(py);
-        for (name, a) in pairs {
-            d.set_item(name, array_to_py(py, a)?)?;
-        }
-        Ok(d)
+        captured_to_dict(py, pairs)
     }
 }
 
@@ -150,6 +181,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_function(wrap_pyfunction!(candle_config_json, m)?)?;
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
+    m.add_function(wrap_pyfunction!(check_device, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_layers, m)?)?;
     m.add_class::<LlamaRunner>()?;
     m.add_class::<GgufRunner>()?;
     m.add("NativeError", py.get_type::<NativeError>())?;

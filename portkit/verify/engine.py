@@ -110,15 +110,13 @@ def _versions(pn: Any) -> dict[str, str]:
     return out
 
 
-def check_device(pn: Any, device: str, config_text: str) -> None:
+def check_device(pn: Any, device: str) -> None:
     """The native wheel's own message for a device it was not built with (exit 2), before any
-    model is loaded: the runner checks the device before it opens a weight file."""
+    model is loaded."""
     try:
-        pn.LlamaRunner([str(Path(tempfile.gettempdir()) / "portkit-device-check.safetensors")], config_text, device=device)
-    except pn.DeviceUnavailableError as e:
+        pn.check_device(device)
+    except (pn.DeviceUnavailableError, ValueError) as e:
         raise BadInput(str(e).splitlines()[0]) from None
-    except Exception:
-        pass  # anything else (the absent file, the config) is for the real run to report
 
 
 def _validate(opts: VerifyOptions) -> None:
@@ -223,7 +221,7 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
         pn = native()
     except NativeUnavailable as e:
         raise BadInput(str(e)) from None
-    check_device(pn, opts.device, model.config_text)
+    check_device(pn, opts.device)
 
     job = _ReferenceJob(model.root, list(prompt.ids), tokens, progress)
     try:
@@ -256,16 +254,10 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
             model.weight_files, config_text, dtype=opts.dtype, device=opts.device, use_flash_attn=opts.use_flash_attn
         )
 
-    capture_layers = getattr(pn, "capture_layers", None)  # the copy alone, when the wheel has it
-    capture_only = (
-        (
-            lambda ids: capture_layers(
-                [str(p) for p in model.weight_files], model.config_text, ids, dtype=opts.dtype, device=opts.device
-            )
-        )
-        if capture_layers is not None
-        else None
-    )
+    def capture_only(ids: list[int]) -> dict[str, Any]:
+        """The copy of the forward alone (the runner is dropped first): weights resident once."""
+        return pn.capture_layers([str(p) for p in model.weight_files], model.config_text, ids, dtype=opts.dtype, device=opts.device)
+
     progress(f"candle: loading ({opts.device}, {opts.dtype})")
     run = run_candle(
         load_with(model.config_text),

@@ -85,3 +85,26 @@ def test_numpy_ids_are_accepted_and_outputs_are_float32(healthy_tied_dir):
     assert np.array_equal(from_np, from_list)
     rows = r.teacher_forced_logits(ids, 4)
     assert rows.shape == (len(ids) - 3, 256) and rows.dtype == np.float32
+
+
+def test_capture_layers_without_runner_equals_runner_capture(healthy_untied_dir):
+    import numpy as np
+
+    d = healthy_untied_dir
+    ids = json.loads((d / "prompt.json").read_text())["ids"]
+    files = [str(d / "model.safetensors")]
+    runner = pn.LlamaRunner(files, (d / "config.json").read_text())
+    via_runner = runner.capture(ids)
+    alone = pn.capture_layers(files, (d / "config.json").read_text(), ids)
+    assert list(alone) == list(via_runner)
+    for name in alone:
+        assert np.array_equal(alone[name], via_runner[name]), name
+    assert float(np.abs(alone["logits"] - runner.last_logits(ids)).max()) == 0.0
+
+
+def test_check_device():
+    assert pn.check_device("cpu") is None
+    with pytest.raises(pn.DeviceUnavailableError):
+        pn.check_device("metal")
+    with pytest.raises(ValueError):
+        pn.check_device("tpu")

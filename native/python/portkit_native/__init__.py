@@ -18,6 +18,8 @@ from ._native import (
     LlamaRunner,
     NativeError,
     build_info,
+    capture_layers,
+    check_device,
 )
 
 __all__ = [
@@ -30,6 +32,8 @@ __all__ = [
     "NativeError",
     "build_info",
     "candle_config",
+    "capture_layers",
+    "check_device",
 ]
 
 

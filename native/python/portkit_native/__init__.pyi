@@ -33,6 +33,20 @@ def candle_config(config_json: str) -> dict[str, Any]:
 def build_info() -> dict[str, Any]:
     """candle version and the devices compiled into this wheel."""
 
+def check_device(device: str) -> None:
+    """Raises DeviceUnavailableError (ValueError for an unknown name) unless `device` can be used."""
+
+def capture_layers(
+    weight_files: Sequence[str | PathLike[str]],
+    config_json: str,
+    ids: Sequence[int],
+    dtype: str = "f32",
+    cache_dtype: str | None = None,
+    device: str = "cpu",
+) -> dict[str, npt.NDArray[np.float32]]:
+    """`LlamaRunner.capture` without a runner alive: loads only the copy of the forward, so the
+    weights are resident once. Same names and shapes as `LlamaRunner.capture`."""
+
 class LlamaRunner:
     """`candle_transformers::models::llama::Llama`, loaded as a candle user would:
     `VarBuilder::from_mmaped_safetensors(weight_files, dtype, device)` and `Llama::load` with the
