@@ -11,6 +11,7 @@ Errors are one line on stderr, `portkit: error: <path>: <what>`, never a traceba
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import importlib.util
 import json
@@ -57,8 +58,6 @@ def lint_args(p: argparse.ArgumentParser) -> None:
 
 
 def _settings(args: argparse.Namespace) -> Any:
-    from pydantic import ValidationError
-
     from portkit.rules import is_valid_selector
     from portkit.settings import Settings
     from portkit.target import Target
@@ -82,8 +81,8 @@ def _settings(args: argparse.Namespace) -> Any:
         raise UsageError("--max-tokens must be at least 1")
     try:
         target = Target(**tgt)
-    except ValidationError as e:
-        raise UsageError(e.errors()[0]["msg"]) from None
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     if select is not None:
         explicit.add("select")
     if args.preview is not None:
@@ -149,7 +148,7 @@ def lint_run(args: argparse.Namespace) -> int:
                 counts[fp] -= 1
             else:
                 kept.append(f)
-        report = report.model_copy(update={"findings": kept})
+        report = dataclasses.replace(report, findings=kept)
     color = args.color == "always" or (args.color == "auto" and args.output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
     reporter = reporters()[args.format](color=color and args.format == "text")
     if args.output is not None:

@@ -4,37 +4,47 @@
 knows that ruff does not: the effective value on each side (`transformers_value`,
 `candle_value`) and the `probe` that `portkit verify` runs to confirm the finding on candle
 itself (a numeric counterfactual, an expected crash, or nothing: static-only).
+
+Frozen stdlib dataclasses, not pydantic models: `portkit lint` runs as a pre-commit hook, and
+importing pydantic and building these models cost more than the whole lint of an 8B
+checkpoint. The JSON shape is still described and enforced: `portkit.schemas.lint_report()`
+generates `schemas/lint-report.schema.json` from these classes (pydantic, imported only
+there), and tests validate real `--format json` output against it.
 """
 
 from __future__ import annotations
 
-import hashlib
+import math
+from dataclasses import dataclass, field
 from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict
 
 Severity = Literal["error", "warning", "info"]
 ProbeKind = Literal["numeric", "crash", "static-only"]
 
 
-class Location(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Location:
     row: int
     column: int
 
+    def to_json(self) -> dict[str, Any]:
+        return {"row": self.row, "column": self.column}
 
-class Fix(BaseModel):
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fix:
     """`portkit fix` can rewrite config.json so candle reads it as transformers does."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     applicability: Literal["safe"] = "safe"
     message: str
-    edits: dict[str, Any] = {}  # top-level config.json keys `portkit fix` writes
+    edits: dict[str, Any] = field(default_factory=dict)  # top-level config.json keys `portkit fix` writes
+
+    def to_json(self) -> dict[str, Any]:
+        return {"applicability": self.applicability, "message": self.message, "edits": json_value(self.edits)}
 
 
-class Probe(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Probe:
     """How `portkit verify` confirms a finding on the real runtimes.
 
     numeric: run candle on the config as written and on `patch` applied (the counterfactual),
@@ -43,17 +53,17 @@ class Probe(BaseModel):
     static-only: nothing to run (a fact about the files, not about computed numbers).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
     kind: ProbeKind
     id: str
     patch: dict[str, Any] | None = None
     expect: str | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "id": self.id, "patch": json_value(self.patch), "expect": self.expect}
 
-class Finding(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
     code: str
     name: str
     message: str
@@ -67,8 +77,26 @@ class Finding(BaseModel):
     candle_value: Any = None
     probe: Probe | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        """The `--format json` object (schemas/lint-report.schema.json), keys in the published order."""
+        return {
+            "code": self.code,
+            "name": self.name,
+            "message": self.message,
+            "fix": None if self.fix is None else self.fix.to_json(),
+            "help": self.help,
+            "filename": self.filename,
+            "location": None if self.location is None else self.location.to_json(),
+            "severity": self.severity,
+            "url": self.url,
+            "transformers_value": json_value(self.transformers_value),
+            "candle_value": json_value(self.candle_value),
+            "probe": None if self.probe is None else self.probe.to_json(),
+        }
+
     def fingerprint(self, relative_to: str | None = None) -> str:
         """Stable across machines: code, path relative to the baseline, message."""
+        import hashlib
         import os
 
         fn = self.filename
@@ -77,5 +105,21 @@ class Finding(BaseModel):
                 fn = os.path.relpath(fn, relative_to)
             except ValueError:
                 pass
-        h = hashlib.sha256(f"{self.code}\0{fn}\0{self.message}".encode()).hexdigest()[:16]
-        return h
+        return hashlib.sha256(f"{self.code}\0{fn}\0{self.message}".encode()).hexdigest()[:16]
+
+
+def json_value(v: Any) -> Any:
+    """A value as strict JSON holds it: tuples and sets become lists, keys strings, and a
+    non-finite float null (what the pydantic models wrote before)."""
+    if v is None or isinstance(v, (str, bool, int)):
+        return v
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {str(k): json_value(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return [json_value(x) for x in v]
+    to_json = getattr(v, "to_json", None)
+    if to_json is not None:
+        return to_json()
+    return str(v)

@@ -16,6 +16,7 @@ unchanged and the fixable rules must be clean on the result.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import os
@@ -69,7 +70,7 @@ class FixPlan:
 
 
 def effective(tv: TransformersView) -> dict[str, Any]:
-    return tv.model_dump(exclude=_PROVENANCE)
+    return {k: v for k, v in dataclasses.asdict(tv).items() if k not in _PROVENANCE}
 
 
 def _indent(text: str) -> int | str:

@@ -4,10 +4,9 @@ pre-commit hook run. Never imports torch or transformers; reads headers only."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
-
-from pydantic import BaseModel, ConfigDict
 
 from portkit import __version__
 from portkit.errors import InputError, NoModelHere
@@ -21,22 +20,24 @@ MAX_LAYERS = 10_000
 SIZE_KEYS = ("hidden_size", "intermediate_size", "vocab_size", "num_attention_heads", "num_key_value_heads", "max_position_embeddings", "head_dim")
 
 
-class InputProblem(BaseModel):
-    model_config = ConfigDict(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputProblem:
+    """A path lint could not read (exit 2), with the one-line reason."""
 
     path: str
     message: str
 
 
-class Report(BaseModel):
-    model_config = ConfigDict(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Report:
+    """What one lint run found: findings sorted by file and position, errors, notes."""
 
     version: str = __version__
     candle_version: str = "0.11.0"
-    findings: list[Finding] = []
-    models: list[str] = []
-    errors: list[InputProblem] = []
-    notes: list[str] = []
+    findings: list[Finding] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    errors: list[InputProblem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:

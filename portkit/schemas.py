@@ -4,7 +4,8 @@
   `portkit.semantics.candle.LLAMA_CONFIG_FIELDS` (the same table `candle_view` runs).
 - `gguf-llama-metadata`: the GGUF metadata candle's `quantized_llama` requires, over the
   JSON form `gguf_metadata_json()` gives a GGUF file (`{key: {"type": "U32", "value": 32}}`).
-- `lint-report`: `portkit lint --format json`, from the pydantic `Finding` model.
+- `lint-report`: `portkit lint --format json`, from the `Finding` dataclass (through pydantic,
+  imported only here).
 
 `schemas/*.json` in the repository are these, written by `python -m portkit.schemas --write
 schemas`; a test fails when a file is stale. `portkit schema NAME` prints one.
@@ -117,12 +118,23 @@ def gguf_llama_metadata() -> dict[str, Any]:
 
 
 def lint_report() -> dict[str, Any]:
-    from pydantic import TypeAdapter
+    # pydantic only here: it reads the stdlib dataclasses in portkit.findings (the lint path
+    # never imports it); extra="forbid" reaches every nested dataclass.
+    import dataclasses
 
-    from portkit.findings import Finding
+    from pydantic import ConfigDict, TypeAdapter
+
+    from portkit.findings import Finding, Fix, Location, Probe
     from portkit.rules import CODES
 
-    s = TypeAdapter(list[Finding]).json_schema(mode="serialization")
+    s = TypeAdapter(list[Finding], config=ConfigDict(extra="forbid")).json_schema(mode="serialization")
+    # pydantic never calls a default_factory for the schema: write the default it makes (keys
+    # sorted, as pydantic sorts them)
+    for cls in (Finding, Fix, Location, Probe):
+        props = s["$defs"][cls.__name__]["properties"]
+        for f in dataclasses.fields(cls):
+            if f.default_factory is not dataclasses.MISSING:
+                props[f.name] = dict(sorted({**props[f.name], "default": f.default_factory()}.items()))
     s = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://portkit.invalid/schemas/lint-report.schema.json",

@@ -18,11 +18,10 @@ target options on the command line win.
 
 from __future__ import annotations
 
-import tomllib
+import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict, ValidationError
 
 from portkit.errors import UsageError
 from portkit.target import Target
@@ -30,16 +29,23 @@ from portkit.target import Target
 _KEYS = {"select", "ignore", "preview", "device", "dtype", "features", "max-tokens", "use-flash-attn"}
 
 
-class Settings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """Rule selection and target for one lint run (command line, then `[tool.portkit]`)."""
 
     select: list[str] | None = None
-    ignore: list[str] = []
+    ignore: list[str] = field(default_factory=list)
     preview: bool = False
-    target: Target = Target()
+    target: Target = field(default_factory=Target)
     respect_pyproject: bool = True
     # which options the command line set explicitly (they win over [tool.portkit])
     explicit: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.select is not None:
+            object.__setattr__(self, "select", list(self.select))
+        object.__setattr__(self, "ignore", list(self.ignore))
+        object.__setattr__(self, "explicit", frozenset(self.explicit))
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -63,6 +69,8 @@ _cache: dict[tuple[Path, int, int], dict[str, Any]] = {}
 
 
 def _load(f: Path) -> dict[str, Any]:
+    import tomllib  # only when a pyproject.toml is there to read
+
     st = f.stat()
     key = (f, st.st_mtime_ns, st.st_size)
     if key not in _cache:
@@ -93,15 +101,15 @@ def for_dir(base: Settings, model_dir: Path) -> Settings:
         upd["ignore"] = _str_list(f, "ignore", table["ignore"]) + list(base.ignore)
     if "preview" in table and "preview" not in base.explicit:
         upd["preview"] = bool(table["preview"])
-    tgt: dict[str, Any] = base.target.model_dump()
-    for key, field in (("device", "device"), ("dtype", "dtype"), ("features", "features"), ("max-tokens", "max_tokens"), ("use-flash-attn", "use_flash_attn")):
-        if key in table and field not in base.explicit:
-            tgt[field] = table[key]
+    tgt: dict[str, Any] = base.target.to_dict()
+    for key, name in (("device", "device"), ("dtype", "dtype"), ("features", "features"), ("max-tokens", "max_tokens"), ("use-flash-attn", "use_flash_attn")):
+        if key in table and name not in base.explicit:
+            tgt[name] = table[key]
     try:
         upd["target"] = Target(**tgt)
-    except ValidationError as e:
-        raise UsageError(f"{f}: [tool.portkit]: {e.errors()[0]['msg']}") from None
-    return base.model_copy(update=upd)
+    except ValueError as e:
+        raise UsageError(f"{f}: [tool.portkit]: {e}") from None
+    return dataclasses.replace(base, **upd)
 
 
 def _str_list(f: Path, key: str, v: Any) -> list[str]:

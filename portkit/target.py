@@ -1,36 +1,92 @@
 """The runtime a model will run on in candle: device, dtype, cargo features, options.
 
 The runtime rules (PK3xx) are about this target, not about the files alone.
+
+`Target(...)` checks its values (they come from the command line and from `[tool.portkit]`
+in a pyproject.toml) and raises `ValueError` with one line saying what is wrong. It is lax
+where TOML users expect it (`max-tokens = "8192"`, `use-flash-attn = "yes"`), as the pydantic
+model it replaced was, and strict about names (`device = "CPU"` is refused).
 """
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, field_validator
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 Device = Literal["cpu", "metal", "cuda"]
 DType = Literal["f32", "bf16", "f16"]
+DEVICES = ("cpu", "metal", "cuda")
+DTYPES = ("f32", "bf16", "f16")
 KNOWN_FEATURES = ("accelerate", "mkl", "flash-attn", "cuda", "metal", "cudnn")
+_TRUE = {"1", "on", "t", "true", "y", "yes"}
+_FALSE = {"0", "off", "f", "false", "n", "no"}
 
 
-class Target(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Target:
+    """Where the model will run in candle; checked on construction (ValueError, one line)."""
 
     device: Device = "cpu"
     dtype: DType = "f32"
-    features: frozenset[str] = frozenset()
+    features: frozenset[str] = field(default_factory=frozenset)
     use_flash_attn: bool = False
     max_tokens: int | None = None  # prompt + generated tokens the user will run
 
-    @field_validator("features")
-    @classmethod
-    def _known(cls, v: frozenset[str]) -> frozenset[str]:
-        bad = sorted(set(v) - set(KNOWN_FEATURES))
-        if bad:
-            raise ValueError(f"unknown cargo feature(s) {bad}; known: {', '.join(KNOWN_FEATURES)}")
-        return v
+    def __post_init__(self) -> None:
+        _one_of("device", self.device, DEVICES)
+        _one_of("dtype", self.dtype, DTYPES)
+        object.__setattr__(self, "features", _features(self.features))
+        object.__setattr__(self, "use_flash_attn", _bool(self.use_flash_attn))
+        if self.max_tokens is not None:
+            object.__setattr__(self, "max_tokens", _int(self.max_tokens))
 
     def describe(self) -> str:
         feats = f" features={','.join(sorted(self.features))}" if self.features else ""
         return f"{self.device}/{self.dtype}{feats}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"device": self.device, "dtype": self.dtype, "features": self.features, "use_flash_attn": self.use_flash_attn, "max_tokens": self.max_tokens}
+
+
+def _one_of(name: str, v: Any, allowed: tuple[str, ...]) -> None:
+    if not isinstance(v, str) or v not in allowed:
+        choices = ", ".join(repr(a) for a in allowed[:-1]) + f" or {allowed[-1]!r}"
+        raise ValueError(f"`{name}` should be {choices}, got {v!r:.40}")
+
+
+def _features(v: Any) -> frozenset[str]:
+    if isinstance(v, str) or not isinstance(v, (list, tuple, set, frozenset)):
+        raise ValueError(f"`features` should be a list of cargo feature names, got {v!r:.40}")
+    odd = [x for x in v if not isinstance(x, str)]
+    if odd:
+        raise ValueError(f"`features` should be a list of cargo feature names, got {odd[0]!r:.40} in it")
+    bad = sorted(set(v) - set(KNOWN_FEATURES))
+    if bad:
+        raise ValueError(f"unknown cargo feature(s) {bad}; known: {', '.join(KNOWN_FEATURES)}")
+    return frozenset(v)
+
+
+def _bool(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int) and v in (0, 1):
+        return bool(v)
+    if isinstance(v, str) and v.strip().lower() in _TRUE | _FALSE:
+        return v.strip().lower() in _TRUE
+    raise ValueError(f"`use-flash-attn` should be a boolean, got {v!r:.40}")
+
+
+def _int(v: Any) -> int:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, float):
+        if math.isfinite(v) and v == int(v):
+            return int(v)
+        raise ValueError(f"`max-tokens` should be a whole number, got {v!r}")
+    if isinstance(v, str):
+        try:
+            return int(v.strip())
+        except ValueError:
+            pass
+    raise ValueError(f"`max-tokens` should be a whole number, got {v!r:.40}")

@@ -15,6 +15,6 @@ class JsonReporter(Reporter):
     name = "json"
 
     def write(self, report: "Report", out: TextIO) -> None:
-        data = [f.model_dump(mode="json") for f in report.findings]
+        data = [f.to_json() for f in report.findings]
         out.write(json.dumps(data, indent=2, ensure_ascii=False))
         out.write("\n")

@@ -74,7 +74,7 @@ class SarifReporter(Reporter):
                 },
             }
             if f.probe is not None:
-                res["properties"]["probe"] = f.probe.model_dump(mode="json")
+                res["properties"]["probe"] = f.probe.to_json()
             results.append(res)
         log = {
             "$schema": SARIF_SCHEMA_URI,

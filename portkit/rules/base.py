@@ -121,7 +121,7 @@ class Rule:
             code=self.code,
             name=self.name,
             message=message,
-            fix=Fix(message=self.fix_title, edits=fix_edits) if fix_edits is not None else None,
+            fix=Fix(message=self.fix_title, edits=dict(fix_edits)) if fix_edits is not None else None,
             help=help or self.fix_title,
             filename=str(filename) if filename is not None else ctx.config_path,
             location=location,
@@ -129,7 +129,7 @@ class Rule:
             url=DOCS_URL.format(code=self.code),
             transformers_value=_jsonable(transformers_value),
             candle_value=_jsonable(candle_value),
-            probe=Probe(kind=probe_kind or self.probe_kind, id=self.code, patch=probe_patch, expect=expect),
+            probe=Probe(kind=probe_kind or self.probe_kind, id=self.code, patch=dict(probe_patch) if probe_patch is not None else None, expect=expect),
         )
 
 

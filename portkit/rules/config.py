@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Iterable
 
 from portkit.findings import Finding, Location
@@ -182,7 +183,7 @@ class RopeScalingInRopeParameters(Rule):
             f"transformers applies `{tv.rope_type}` rope scaling from {src} ({params}); {tail}",
             keys=(tv.rope_source or "rope_parameters",),
             transformers_value={k: v for k, v in p.items()},
-            candle_value=cv.rope_scaling.model_dump() if cv.rope_scaling else None,
+            candle_value=dataclasses.asdict(cv.rope_scaling) if cv.rope_scaling else None,
             fix_edits=edits,
             probe_patch=edits,
         )

@@ -12,9 +12,9 @@ native oracle test holds the two together.
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from typing import Any, Literal, Mapping
-
-from pydantic import BaseModel, ConfigDict
 
 from portkit.semantics import serde
 from portkit.semantics.serde import Field, Pairs, SerdeError
@@ -55,8 +55,9 @@ OPTIONAL_FIELDS = tuple(f.name for f in LLAMA_CONFIG_FIELDS if f.default is not 
 _de_llama_config = serde.de_struct("LlamaConfig", LLAMA_CONFIG_FIELDS)
 
 
-class CandleRopeScaling(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CandleRopeScaling:
+    """candle's `Llama3RopeConfig` (llama.rs:23-30) as parsed."""
 
     factor: float
     low_freq_factor: float
@@ -65,14 +66,13 @@ class CandleRopeScaling(BaseModel):
     rope_type: Literal["llama3", "default"]
 
 
-class CandleView(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CandleView:
     """candle 0.11.0 llama's effective values for one config.json (after `into_config(false)`).
 
     `refused` is serde_json's message when candle refuses the config at load; every other
     field is then None.
     """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     refused: str | None = None
     refused_at: list[str] | None = None  # key path of the value serde failed on ([] = the object itself)
@@ -102,9 +102,9 @@ class CandleView(BaseModel):
         """The same dict `portkit_native.candle_config()` returns (it raises when refused)."""
         if self.refused is not None:
             raise ValueError(f"candle refuses this config: {self.refused}")
-        d = self.model_dump(
-            exclude={"refused", "refused_at", "rope_theta_source", "rope_scaling_applied"},
-        )
+        d = dataclasses.asdict(self)
+        for k in ("refused", "refused_at", "rope_theta_source", "rope_scaling_applied"):
+            del d[k]
         # serde_json writes a non-finite f32 as null
         for k in ("rope_theta", "rms_norm_eps"):
             v = d[k]

@@ -16,9 +16,8 @@ Source: candle-transformers-0.11.0/src/models/quantized_llama.rs
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Literal
-
-from pydantic import BaseModel, ConfigDict
 
 from portkit.model.gguf_header import GgufFile, GgufValue
 
@@ -72,12 +71,13 @@ def candle_debug(v: GgufValue) -> str:
     return f"{t}({v.value})"
 
 
-class GgufView(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GgufView:
+    """candle 0.11.0 quantized_llama's effective values for one GGUF file."""
 
     refused: str | None = None  # candle's first load error, if any
-    missing_keys: list[str] = []  # required keys absent
-    wrong_type_keys: dict[str, str] = {}  # key -> candle's error text
+    missing_keys: list[str] = field(default_factory=list)  # required keys absent
+    wrong_type_keys: dict[str, str] = field(default_factory=dict)  # key -> candle's error text
     architecture: str = ""
     rope_is_neox: bool = False
     head_count: int | None = None

@@ -20,9 +20,8 @@ Sources, in `transformers/`:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
-
-from pydantic import BaseModel, ConfigDict
 
 DEFAULT_THETA = 10000.0
 
@@ -67,14 +66,13 @@ SLIDING_WINDOW_OPT_IN = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}  # need `us
 PARTIAL_ROTARY_TYPES = {"phi", "phi3", "stablelm", "gpt_neox", "persimmon", "glm", "glm4", "nemotron"}
 
 
-class TransformersView(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TransformersView:
     """transformers 5's effective values for a config.json, as `LlamaConfig` + `LlamaForCausalLM` use them.
 
     `refused` says why transformers would not build this model (strict type validation,
     architecture or rope validation); the other fields are then best effort.
     """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     refused: str | None = None
     model_type: str | None = None
@@ -94,7 +92,7 @@ class TransformersView(BaseModel):
     rope_theta_source: Literal["rope_parameters", "rope_scaling", "top-level", "default"] = "default"
     rope_type: str = "default"
     rope_source: Literal["rope_parameters", "rope_scaling"] | None = None
-    rope_parameters: dict[str, Any] = {}
+    rope_parameters: dict[str, Any] = field(default_factory=dict)
     partial_rotary_factor: float | None = None
     rotary_dim: int = 128
     attention_bias: bool = False
@@ -109,7 +107,7 @@ class TransformersView(BaseModel):
     sliding_window_in_cache: bool = False  # generate()'s DynamicCache keeps only the window
     dtype: str | None = None
     attn_implementation: str | None = None
-    defaulted: list[str] = []
+    defaulted: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
