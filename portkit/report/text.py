@@ -8,13 +8,17 @@
        |
     help: Write the `rope_theta` transformers uses at the top level of config.json
 
-Colour only when writing to a terminal (rich decides nothing on its own here).
+Colour only when asked for (`--color`, or a terminal): then rich renders the lines. Without
+colour (pre-commit, pipes, files) the same lines are written directly and rich is never
+imported: it costs more than the whole lint of a small model. The plain lines are exactly
+what rich printed with colour off (`soft_wrap`: no wrapping or cropping; its control-code
+stripping and tab expansion reproduced by `_plain`).
 """
 
 from __future__ import annotations
 
 from itertools import groupby
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Callable, TextIO
 
 from portkit.report import Reporter
 
@@ -22,6 +26,13 @@ if TYPE_CHECKING:
     from portkit.lint import Report
 
 _SEV_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold cyan"}
+# rich.control.STRIP_CONTROL_CODES: bell, backspace, vertical tab, form feed, carriage return
+_STRIP = str.maketrans({c: None for c in (7, 8, 11, 12, 13)})
+TAB_SIZE = 8  # rich's default
+
+# One printed line: its style, and its (text, style) pieces (rich: `Text(style=...)` + `append`).
+Line = tuple["str | None", list[tuple[str, "str | None"]]]
+BLANK: Line = (None, [])
 
 
 def _line_of(filename: str, row: int, cache: dict[str, list[str]]) -> str:
@@ -35,60 +46,106 @@ def _line_of(filename: str, row: int, cache: dict[str, list[str]]) -> str:
     return lines[row - 1] if 0 < row <= len(lines) else ""
 
 
+def _cells(s: str) -> int:
+    if s.isascii() and s.isprintable():
+        return len(s)
+    from rich.cells import cell_len  # wide or control characters before a tab: rich's own widths
+
+    return cell_len(s)
+
+
+def _expand_tabs(line: str) -> str:
+    """rich's `Text.expand_tabs`: each tab becomes a space, then spaces up to the next stop."""
+    out: list[str] = []
+    col = 0
+    parts = line.split("\t")
+    for part in parts[:-1]:
+        part += " "
+        col += _cells(part)
+        pad = (TAB_SIZE - col % TAB_SIZE) % TAB_SIZE
+        out.append(part + " " * pad)
+        col += pad
+    out.append(parts[-1])
+    return "".join(out)
+
+
+def _plain(text: str) -> str:
+    """What rich writes for `text` with colour off and soft wrap on."""
+    text = text.translate(_STRIP)
+    if "\t" in text:
+        text = "\n".join(_expand_tabs(ln) for ln in text.split("\n"))
+    return text
+
+
+def _lines(report: "Report", display_path: Callable[[str], str]) -> list[Line]:
+    out: list[Line] = []
+    lines: dict[str, list[str]] = {}
+    for filename, group in groupby(report.findings, key=lambda f: f.filename):
+        shown = display_path(filename)
+        out.append(("bold underline", [(f"{shown}:", None)]))
+        for f in group:
+            sev = _SEV_STYLE.get(f.severity, "bold")
+            head = [(f.code, sev)]
+            if f.fix is not None:
+                head.append((" [*]", "cyan"))
+            head.append((" " + f.message, None))
+            out.append((None, head))
+            loc = f" --> {shown}"
+            if f.location is not None:
+                loc += f":{f.location.row}:{f.location.column}"
+            out.append(("blue", [(loc, None)]))
+            if f.location is not None:
+                src = _line_of(filename, f.location.row, lines)
+                if src:
+                    num = str(f.location.row)
+                    pad = " " * len(num)
+                    out.append(("blue", [(f"{pad} |", None)]))
+                    out.append(("blue", [(f"{num} | ", None), (src, None)]))
+                    out.append(("blue", [(f"{pad} | ", None), (" " * (f.location.column - 1) + "^", sev)]))
+                    out.append(("blue", [(f"{pad} |", None)]))
+            if f.help:
+                out.append(("bold cyan", [("help", None), (f": {f.help}", None)]))
+            out.append(BLANK)
+    n = len(report.findings)
+    fixable = sum(1 for f in report.findings if f.fix is not None)
+    if n:
+        tail = f" ({fixable} fixable with `portkit fix --write`)" if fixable else ""
+        out.append((None, [(f"Found {n} finding{'s' if n != 1 else ''}{tail}.", None)]))
+    elif not report.errors:
+        out.append(("bold green", [("All checks passed!", None)]))
+    return out
+
+
 class TextReporter(Reporter):
     name = "text"
 
     def write(self, report: "Report", out: TextIO) -> None:
-        from rich.console import Console
-        from rich.text import Text
+        lines = _lines(report, self.display_path)
+        if self.color:
+            _write_rich(lines, out)
+        else:
+            out.write("".join(_plain("".join(t for t, _ in pieces)) + "\n" for _, pieces in lines))
 
-        con = Console(
-            file=out,
-            force_terminal=self.color,
-            no_color=not self.color,
-            color_system="standard" if self.color else None,
-            highlight=False,
-            soft_wrap=True,
-            emoji=False,
-            markup=False,
-        )
-        lines: dict[str, list[str]] = {}
-        for filename, group in groupby(report.findings, key=lambda f: f.filename):
-            shown = self.display_path(filename)
-            con.print(Text(f"{shown}:", style="bold underline"))
-            for f in group:
-                head = Text()
-                head.append(f.code, style=_SEV_STYLE.get(f.severity, "bold"))
-                if f.fix is not None:
-                    head.append(" [*]", style="cyan")
-                head.append(" " + f.message)
-                con.print(head)
-                loc = f" --> {shown}"
-                if f.location is not None:
-                    loc += f":{f.location.row}:{f.location.column}"
-                con.print(Text(loc, style="blue"))
-                if f.location is not None:
-                    src = _line_of(filename, f.location.row, lines)
-                    if src:
-                        num = str(f.location.row)
-                        pad = " " * len(num)
-                        con.print(Text(f"{pad} |", style="blue"))
-                        row = Text(f"{num} | ", style="blue")
-                        row.append(src)
-                        con.print(row)
-                        caret = Text(f"{pad} | ", style="blue")
-                        caret.append(" " * (f.location.column - 1) + "^", style=_SEV_STYLE.get(f.severity, "bold"))
-                        con.print(caret)
-                        con.print(Text(f"{pad} |", style="blue"))
-                if f.help:
-                    h = Text("help", style="bold cyan")
-                    h.append(f": {f.help}")
-                    con.print(h)
-                con.print()
-        n = len(report.findings)
-        fixable = sum(1 for f in report.findings if f.fix is not None)
-        if n:
-            tail = f" ({fixable} fixable with `portkit fix --write`)" if fixable else ""
-            con.print(Text(f"Found {n} finding{'s' if n != 1 else ''}{tail}."))
-        elif not report.errors:
-            con.print(Text("All checks passed!", style="bold green"))
+
+def _write_rich(lines: list[Line], out: TextIO) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    con = Console(
+        file=out,
+        force_terminal=True,
+        no_color=False,
+        color_system="standard",
+        highlight=False,
+        soft_wrap=True,
+        emoji=False,
+        markup=False,
+    )
+    for style, pieces in lines:
+        if not pieces:
+            con.print()
+            continue
+        text = Text(style=style or "")
+        for piece, piece_style in pieces:
+            text.append(piece, style=piece_style)
+        con.print(text)
