@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
-import importlib.util
 import json
 import os
 import sys
@@ -111,7 +109,7 @@ def _baseline_entries(path: Path) -> list[dict[str, Any]]:
 
 def lint_run(args: argparse.Namespace) -> int:
     from portkit.lint import lint_paths
-    from portkit.report import reporters
+    from portkit.report import reporter_class
 
     settings = _settings(args)
     report = lint_paths(args.paths, settings)
@@ -150,7 +148,7 @@ def lint_run(args: argparse.Namespace) -> int:
                 kept.append(f)
         report = dataclasses.replace(report, findings=kept)
     color = args.color == "always" or (args.color == "auto" and args.output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
-    reporter = reporters()[args.format](color=color and args.format == "text")
+    reporter = reporter_class(args.format)(color=color and args.format == "text")
     if args.output is not None:
         try:
             with open(args.output, "w", encoding="utf-8") as out:
@@ -291,6 +289,9 @@ LAZY_SUBCOMMANDS = {"verify": "portkit.verify.cli"}
 
 
 def _lazy(name: str) -> tuple[str, AddArgs, Run] | None:
+    import importlib
+    import importlib.util
+
     mod_name = LAZY_SUBCOMMANDS[name]
     try:
         if importlib.util.find_spec(mod_name) is None:
@@ -315,7 +316,10 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
                 table[name] = entry
     for name, (help_, add, run) in table.items():
         sp = sub.add_parser(name, help=help_, description=help_)
-        add(sp)
+        # Only the subcommand being run needs its options (all of them for `--help` or a
+        # typo): `portkit lint` in a pre-commit hook pays for no other command's setup.
+        if wanted not in table or name == wanted:
+            add(sp)
         sp.set_defaults(_run=run)
     return parser
 

@@ -59,6 +59,8 @@ class SafetensorsFacts:
 
 @dataclass(frozen=True, slots=True)
 class ModelFacts:
+    """One model directory as lint sees it: its JSON files, headers and what it skipped."""
+
     root: Path
     config: JsonDoc | None
     generation_config: JsonDoc | None = None

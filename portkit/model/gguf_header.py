@@ -50,6 +50,8 @@ GGML_TYPES: dict[int, tuple[str, int, int]] = {
 
 @dataclass(frozen=True, slots=True)
 class GgufValue:
+    """One GGUF metadata value with its GGUF type."""
+
     type: str  # U32, F32, STRING, ARRAY, ...
     value: Any  # python value; for ARRAY a tuple of GgufValue or None when not kept
     elem_type: str | None = None
@@ -63,6 +65,8 @@ class GgufValue:
 
 @dataclass(frozen=True, slots=True)
 class GgufTensor:
+    """One GGUF tensor info (name, ggml type, dims, offset); never its data."""
+
     name: str
     type_id: int
     dims: tuple[int, ...]  # GGUF order (ne0 first)
@@ -95,6 +99,8 @@ class GgufTensor:
 
 @dataclass(frozen=True, slots=True)
 class GgufFile:
+    """A GGUF file's header: metadata and tensor infos."""
+
     path: Path
     version: int
     file_size: int

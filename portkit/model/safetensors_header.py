@@ -36,6 +36,8 @@ class LfsPointer(Exception):
 
 @dataclass(frozen=True, slots=True)
 class TensorInfo:
+    """One tensor of a safetensors header."""
+
     name: str
     dtype: str
     shape: tuple[int, ...]
@@ -52,6 +54,8 @@ class TensorInfo:
 
 @dataclass(frozen=True, slots=True)
 class SafetensorsFile:
+    """A safetensors file's header (the 8-byte length and the JSON), never its data."""
+
     path: Path
     header_len: int
     file_size: int

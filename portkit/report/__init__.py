@@ -32,13 +32,22 @@ class Reporter:
         raise NotImplementedError
 
 
+# `--format` name -> (module, class); a run imports only the reporter it uses.
+REPORTERS = {
+    "text": ("portkit.report.text", "TextReporter"),
+    "json": ("portkit.report.json_", "JsonReporter"),
+    "sarif": ("portkit.report.sarif", "SarifReporter"),
+    "github": ("portkit.report.github", "GithubReporter"),
+}
+FORMATS = tuple(REPORTERS)
+
+
+def reporter_class(name: str) -> type[Reporter]:
+    import importlib
+
+    module, cls = REPORTERS[name]
+    return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+
+
 def reporters() -> dict[str, type[Reporter]]:
-    from portkit.report.github import GithubReporter
-    from portkit.report.json_ import JsonReporter
-    from portkit.report.sarif import SarifReporter
-    from portkit.report.text import TextReporter
-
-    return {r.name: r for r in (TextReporter, JsonReporter, SarifReporter, GithubReporter)}
-
-
-FORMATS = ("text", "json", "sarif", "github")
+    return {name: reporter_class(name) for name in REPORTERS}

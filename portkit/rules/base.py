@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import math
 from functools import cached_property
 from pathlib import Path
@@ -90,6 +89,8 @@ class Rule:
 
     @classmethod
     def doc(cls) -> str:
+        import inspect  # docs only (`explain`, `rules`, SARIF): not on the lint path
+
         return inspect.cleandoc(cls.__doc__ or "")
 
     @classmethod

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-from decimal import Decimal
 from typing import Any, Callable
 
 U32_MAX = 2**32 - 1
@@ -169,6 +168,8 @@ def rust_float(x: float) -> str:
         return "inf" if x > 0 else "-inf"
     if x == 0:
         return "-0.0" if math.copysign(1.0, x) < 0 else "0.0"
+    from decimal import Decimal  # error messages only: not worth importing on every lint
+
     sign = "-" if x < 0 else ""
     t = Decimal(repr(abs(x))).as_tuple()
     digits = "".join(map(str, t.digits))

@@ -206,6 +206,30 @@ def test_lint_never_imports_torch_or_transformers(tmp_path: Path) -> None:
     assert r.stdout.strip() == "1 []", r.stdout + r.stderr
 
 
+# What `portkit lint` must never import: it runs as a pre-commit hook, and each of these
+# costs more than the lint itself (pydantic only builds the JSON Schema, rich only colours a
+# terminal, numpy only dequantizes for PK410, importlib.metadata: `portkit.__version__`).
+HEAVY = ("pydantic", "pydantic_core", "rich", "torch", "transformers", "numpy", "gguf", "safetensors", "jsonschema", "importlib.metadata")
+
+
+@pytest.mark.parametrize("which,fmt", [("good", "text"), ("bad", "text"), ("bad", "json"), ("bad", "sarif"), ("bad", "github")])
+def test_lint_imports_nothing_heavy(which: str, fmt: str, tmp_path: Path) -> None:
+    d = sk.write_model(tmp_path / "good", sk.config("tf4")) if which == "good" else tf5_model(tmp_path)
+    prog = (
+        "import json, sys\n"
+        "from portkit.cli import main\n"
+        f"rc = main(['lint', {str(d)!r}, '--format', {fmt!r}, '--output', {str(tmp_path / 'out')!r}])\n"
+        f"heavy = sorted(m for m in sys.modules if any(m == h or m.startswith(h + '.') for h in {HEAVY!r}))\n"
+        "print(json.dumps([rc, heavy]))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    rc, heavy = json.loads(r.stdout)
+    assert rc == (0 if which == "good" else 1)
+    assert heavy == [], f"`portkit lint --format {fmt}` imported {heavy}"
+    assert (tmp_path / "out").read_text()
+
+
 def test_console_script_runs(tmp_path: Path) -> None:
     bad = tf5_model(tmp_path)
     r = subprocess.run([sys.executable, "-m", "portkit", "lint", str(bad)], capture_output=True, text=True, cwd=ROOT)
