@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Sequence
 
+from portkit.findings import Finding
 from portkit.verify.runs import Comparison, Failure, RunOutputs, describe_patch, fmt_num
 
 Verdict = Literal["CONFIRMED", "CRASH-CONFIRMED", "NOT-REPRODUCED"]
@@ -54,31 +55,25 @@ class Confirmation:
         }
 
 
-def _get(obj: Any, name: str, default: Any = None) -> Any:
-    if isinstance(obj, dict):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
+def probe_of(finding: Finding) -> tuple[str, dict[str, Any] | None, str | None]:
+    """(kind, patch, expect) of a lint finding; a numeric probe without a patch of its own
+    runs the finding's fix."""
+    probe = finding.probe
+    if probe is None:
+        return "static-only", None, None
+    patch = probe.patch
+    if patch is None and probe.kind == "numeric" and finding.fix is not None:
+        patch = finding.fix.edits
+    return probe.kind, (dict(patch) if patch else None), probe.expect
 
 
-def probe_of(finding: Any) -> tuple[str, dict[str, Any] | None, str | None]:
-    """(kind, patch, expect) of a lint finding (a `portkit.findings.Finding` or its JSON)."""
-    probe = _get(finding, "probe")
-    kind = _get(probe, "kind") or "static-only"
-    patch = _get(probe, "patch")
-    if patch is None and kind == "numeric":
-        fix = _get(finding, "fix")
-        edits = _get(fix, "edits") if fix is not None else None
-        patch = dict(edits) if edits else None
-    return kind, (dict(patch) if patch else None), _get(probe, "expect")
-
-
-def _base(finding: Any, kind: str) -> dict[str, Any]:
+def _base(finding: Finding, kind: str) -> dict[str, Any]:
     return dict(
-        code=str(_get(finding, "code", "")),
-        name=str(_get(finding, "name", "")),
-        severity=str(_get(finding, "severity", "")),
-        message=str(_get(finding, "message", "")),
-        filename=str(_get(finding, "filename", "")),
+        code=finding.code,
+        name=finding.name,
+        severity=finding.severity,
+        message=finding.message,
+        filename=finding.filename,
         probe_kind=kind,
     )
 
@@ -116,16 +111,16 @@ class Subject:
     unfixable: str = "no config edit can fix this"
     #: The counterfactual for a finding whose probe carries no patch (GGUF findings: the
     #: repaired file verify writes), or None.
-    patch_for: Callable[[Any], dict[str, Any] | None] | None = None
+    patch_for: Callable[[Finding], dict[str, Any] | None] | None = None
 
-    def patch_of(self, finding: Any) -> dict[str, Any] | None:
+    def patch_of(self, finding: Finding) -> dict[str, Any] | None:
         _, patch, _ = probe_of(finding)
         if patch is None and self.patch_for is not None:
             patch = self.patch_for(finding)
         return patch
 
 
-def confirm_numeric(finding: Any, subject: Subject, other_patches: dict[str, Any]) -> Confirmation:
+def confirm_numeric(finding: Finding, subject: Subject, other_patches: dict[str, Any]) -> Confirmation:
     kind, _, _ = probe_of(finding)
     patch = subject.patch_of(finding)
     base = _base(finding, kind)
@@ -213,7 +208,7 @@ def confirm_numeric(finding: Any, subject: Subject, other_patches: dict[str, Any
     return Confirmation(**base, verdict="CONFIRMED", evidence=f"{cmp.headline()}; {subject.unfixable}", details=details)
 
 
-def confirm_crash(finding: Any, subject: Subject, ran: str, siblings: Sequence[Any] = ()) -> Confirmation:
+def confirm_crash(finding: Finding, subject: Subject, ran: str, siblings: Sequence[Finding] = ()) -> Confirmation:
     """`ran`: what the as-read run did, for the not-reproduced line ("the prompt and 8 tokens");
     `siblings`: the other findings, to tell "failed differently" from "stopped before this"."""
     kind, _, expect = probe_of(finding)
@@ -240,7 +235,7 @@ def confirm_crash(finding: Any, subject: Subject, ran: str, siblings: Sequence[A
             return Confirmation(
                 **base,
                 verdict="NOT-REPRODUCED",
-                evidence=f"not reached: {subject.what} stopped earlier, at the failure {_get(earlier, 'code')} predicts",
+                evidence=f"not reached: {subject.what} stopped earlier, at the failure {earlier.code} predicts",
                 details=details,
             )
         return Confirmation(
@@ -252,7 +247,7 @@ def confirm_crash(finding: Any, subject: Subject, ran: str, siblings: Sequence[A
     return Confirmation(**base, verdict="CRASH-CONFIRMED", evidence=f.line(), details=details)
 
 
-def confirm_static(finding: Any) -> Confirmation:
+def confirm_static(finding: Finding) -> Confirmation:
     kind, _, _ = probe_of(finding)
     return Confirmation(
         **_base(finding, kind),
@@ -261,7 +256,7 @@ def confirm_static(finding: Any) -> Confirmation:
     )
 
 
-def other_patches(findings: Sequence[Any], me: Any, subject: Subject) -> dict[str, Any]:
+def other_patches(findings: Sequence[Finding], me: Finding, subject: Subject) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     for f in findings:
         if f is me:
@@ -273,7 +268,7 @@ def other_patches(findings: Sequence[Any], me: Any, subject: Subject) -> dict[st
     return merged
 
 
-def confirm_all(findings: Sequence[Any], subject: Subject, ran: str) -> list[Confirmation]:
+def confirm_all(findings: Sequence[Finding], subject: Subject, ran: str) -> list[Confirmation]:
     out = []
     for f in findings:
         kind, _, _ = probe_of(f)

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from portkit.findings import Finding
 from portkit.verify import confirm as C
 from portkit.verify.compare import TOLERANCES, Tolerance
 from portkit.verify.inputs import BadInput, ModelDir, Prompt, parse_tokens, read_model_dir, resolve_prompt
@@ -190,19 +191,17 @@ class _Patched:
         return self.cache[key]
 
 
-def _lint(model_dir: Path, gguf: Path | None, settings_args: dict[str, Any], progress: Progress) -> tuple[list[Any], list[Any], str | None]:
-    """(findings on the model dir, findings on the GGUF, note when lint could not run)."""
+def _lint(model_dir: Path, gguf: Path | None, settings_args: dict[str, Any], progress: Progress) -> tuple[list[Finding], list[Finding]]:
+    """(findings on the model dir, findings on the GGUF)."""
     from portkit.verify import lintbridge
 
     progress("lint: reading configs and headers")
     try:
         settings = lintbridge.make_settings(**settings_args)
         findings, _notes = lintbridge.lint([model_dir], settings)
-        hf = [f for f in findings if not str(C._get(f, "filename", "")).endswith(".gguf")]
+        hf = [f for f in findings if not f.filename.endswith(".gguf")]
         gg = lintbridge.lint_gguf_beside(model_dir, gguf, settings) if gguf is not None else []
-        return hf, gg, None
-    except lintbridge.LintUnavailable as e:
-        return [], [], str(e)
+        return hf, gg
     except lintbridge.LintInputError as e:
         raise BadInput(f"lint: {e}") from None
 
@@ -225,8 +224,9 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
 
     job = _ReferenceJob(model.root, list(prompt.ids), tokens, progress)
     try:
+        lint_note: str | None = None
         if opts.lint:
-            hf_findings, gguf_findings, lint_note = _lint(
+            hf_findings, gguf_findings = _lint(
                 model.root,
                 Path(opts.gguf) if opts.gguf else None,
                 dict(
@@ -360,7 +360,7 @@ def verify_gguf(
     reference: Reference,
     tokens: int,
     device: str,
-    findings: list[Any],
+    findings: list[Finding],
     progress: Progress,
     ran: str,
 ) -> GgufSection:
@@ -400,15 +400,15 @@ def verify_gguf(
     arch = str(meta.get("general.architecture", "llama"))
     theta = _reference_theta(model)
 
-    def patch_for(finding: Any) -> dict[str, Any] | None:
+    def patch_for(finding: Finding) -> dict[str, Any] | None:
         """The repaired GGUF each GGUF rule's doc promises ("match once ... is written")."""
-        name = str(C._get(finding, "name", ""))
+        name = finding.name
         if name == "qk-rows-not-permuted":
             return {"permute_qk": True}
         freq_base_key = f"{arch}.rope.freq_base"
         if theta is not None and (
             name == "gguf-freq-base-defaulted"
-            or (name == "gguf-config-disagreement" and "freq_base" in str(C._get(finding, "message", "")))
+            or (name == "gguf-config-disagreement" and "freq_base" in finding.message)
         ):
             return {freq_base_key: theta}
         return None

@@ -8,12 +8,17 @@ selection (`select`, `ignore`) still applies.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
-
-class LintUnavailable(RuntimeError):
-    pass
+from portkit.errors import PortkitError
+from portkit.findings import Finding
+from portkit.lint import lint_model, lint_paths
+from portkit.model import load_model
+from portkit.model.gguf_header import read_gguf
+from portkit.settings import Settings, for_dir
+from portkit.target import Target
 
 
 class LintInputError(RuntimeError):
@@ -23,12 +28,7 @@ class LintInputError(RuntimeError):
 TARGET_FIELDS = frozenset({"device", "dtype", "features", "max_tokens", "use_flash_attn"})
 
 
-def make_settings(device: str, dtype: str, use_flash_attn: bool, max_tokens: int, build: dict[str, Any]) -> Any:
-    try:
-        from portkit.settings import Settings
-        from portkit.target import Target
-    except ImportError as e:
-        raise LintUnavailable(f"portkit lint is not available ({e})") from e
+def make_settings(device: str, dtype: str, use_flash_attn: bool, max_tokens: int, build: dict[str, Any]) -> Settings:
     feats = set()
     if build.get("accelerate"):
         feats.add("accelerate")
@@ -37,20 +37,12 @@ def make_settings(device: str, dtype: str, use_flash_attn: bool, max_tokens: int
     for dev in build.get("devices", ()):
         if dev in ("metal", "cuda"):
             feats.add(dev)
-    target = Target(device=device, dtype=dtype, features=frozenset(feats), use_flash_attn=use_flash_attn, max_tokens=max_tokens)
+    target = Target(device=device, dtype=dtype, features=frozenset(feats), use_flash_attn=use_flash_attn, max_tokens=max_tokens)  # type: ignore[arg-type]
     return Settings(target=target, explicit=TARGET_FIELDS)
 
 
-def lint(paths: list[Path], settings: Any) -> tuple[list[Any], list[str]]:
+def lint(paths: list[Path], settings: Settings) -> tuple[list[Finding], list[str]]:
     """(findings, notes). Raises LintInputError with lint's own line when it cannot read a path."""
-    try:
-        from portkit.lint import lint_paths
-    except ImportError as e:
-        raise LintUnavailable(f"portkit lint is not available ({e})") from e
-    try:
-        from portkit.errors import PortkitError
-    except ImportError:  # pragma: no cover
-        PortkitError = RuntimeError  # type: ignore[misc,assignment]
     try:
         report = lint_paths([str(p) for p in paths], settings)
     except PortkitError as e:  # UsageError from a bad [tool.portkit] table
@@ -61,19 +53,9 @@ def lint(paths: list[Path], settings: Any) -> tuple[list[Any], list[str]]:
     return list(report.findings), list(report.notes)
 
 
-def lint_gguf_beside(model_dir: Path, gguf: Path, settings: Any) -> list[Any]:
+def lint_gguf_beside(model_dir: Path, gguf: Path, settings: Settings) -> list[Finding]:
     """lint's findings about `gguf` as if it sat in `model_dir`: the GGUF rules then see the
     config.json and safetensors it came from (freq_base vs rope_theta, Q/K row layout)."""
-    try:
-        import dataclasses
-
-        from portkit.errors import PortkitError
-        from portkit.lint import lint_model
-        from portkit.model import load_model
-        from portkit.model.gguf_header import read_gguf
-        from portkit.settings import for_dir
-    except ImportError as e:
-        raise LintUnavailable(f"portkit lint is not available ({e})") from e
     try:
         facts = load_model(Path(model_dir))
         g = read_gguf(Path(gguf))
@@ -82,4 +64,4 @@ def lint_gguf_beside(model_dir: Path, gguf: Path, settings: Any) -> list[Any]:
     except PortkitError as e:
         raise LintInputError(str(e)) from None
     want = str(g.path)
-    return [f for f in found if str(f.filename) == want]
+    return [f for f in found if f.filename == want]
