@@ -302,8 +302,32 @@ def _lazy(name: str) -> tuple[str, AddArgs, Run] | None:
     return (getattr(mod, "HELP", name), mod.add_arguments, mod.run)
 
 
+def _columns() -> int:
+    """`shutil.get_terminal_size().columns`, without importing shutil."""
+    try:
+        cols = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        cols = 0
+    if cols <= 0:
+        try:
+            cols = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            cols = 0
+    return cols or 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help formatter, sized as argparse sizes it. argparse builds one for every
+    `add_argument` and would import shutil (and its bz2/lzma imports) each `portkit lint`."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=_columns() - 2)
+
+
 def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="portkit", description="Config-regression linter and porting kit for Llama checkpoints in candle 0.11.0.")
+    parser = argparse.ArgumentParser(
+        prog="portkit", description="Config-regression linter and porting kit for Llama checkpoints in candle 0.11.0.", formatter_class=_Formatter
+    )
     parser.add_argument("--version", action="version", version=f"portkit {__version__} (candle 0.11.0)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -315,7 +339,7 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
             if entry is not None:
                 table[name] = entry
     for name, (help_, add, run) in table.items():
-        sp = sub.add_parser(name, help=help_, description=help_)
+        sp = sub.add_parser(name, help=help_, description=help_, formatter_class=_Formatter)
         # Only the subcommand being run needs its options (all of them for `--help` or a
         # typo): `portkit lint` in a pre-commit hook pays for no other command's setup.
         if wanted not in table or name == wanted:
