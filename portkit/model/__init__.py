@@ -15,10 +15,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from portkit.errors import InputError, NoModelHere
-from portkit.model.gguf_header import GgufFile, GgufTensor, GgufValue, read_gguf
 from portkit.model.jsonfile import JsonDoc, _oserror, load_json
 from portkit.model.safetensors_header import (
     LfsPointer,
@@ -26,6 +25,18 @@ from portkit.model.safetensors_header import (
     TensorInfo,
     read_safetensors_header,
 )
+
+if TYPE_CHECKING:
+    from portkit.model.gguf_header import GgufFile, GgufTensor, GgufValue
+
+
+def __getattr__(name: str) -> Any:
+    # The GGUF reader loads when a directory holds a .gguf, not on every lint.
+    if name in ("GgufFile", "GgufTensor", "GgufValue", "read_gguf"):
+        from portkit.model import gguf_header
+
+        return getattr(gguf_header, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "GgufFile",
@@ -135,6 +146,8 @@ def load_model(root: Path) -> ModelFacts:
     ggufs: list[GgufFile] = []
     for n in names:
         if n.lower().endswith(".gguf") and _exists(root / n) and not _is_dir(root / n):
+            from portkit.model.gguf_header import read_gguf
+
             ggufs.append(read_gguf(root / n))
     pickles = tuple(root / n for n in names if PICKLE_PATTERNS.search(n))
     lfs: list[Path] = []

@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Literal
 
 from portkit.findings import Finding, Fix, Location, Probe, ProbeKind, Severity
-from portkit.model import GgufFile, ModelFacts
 from portkit.semantics import CandleView, GgufView, TransformersView, candle_view, gguf_view, transformers_view
 from portkit.target import Target
+
+if TYPE_CHECKING:
+    from portkit.model import GgufFile, ModelFacts
 
 Family = Literal["config", "weights", "runtime", "gguf"]
 FixAvailability = Literal["none", "sometimes", "always"]

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import struct
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from portkit.errors import InputError
 from portkit.findings import Finding
-from portkit.model import GgufFile
 from portkit.rules.base import Context, Rule, f32, num
 from portkit.semantics.gguf import (
     CANDLE_LOADS,
@@ -18,6 +17,9 @@ from portkit.semantics.gguf import (
     GgufView,
 )
 from portkit.semantics.transformers import llama3_inv_freq_factors
+
+if TYPE_CHECKING:
+    from portkit.model import GgufFile
 
 
 class _GgufRule(Rule):

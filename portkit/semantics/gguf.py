@@ -17,9 +17,10 @@ Source: candle-transformers-0.11.0/src/models/quantized_llama.rs
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from portkit.model.gguf_header import GgufFile, GgufValue
+if TYPE_CHECKING:
+    from portkit.model.gguf_header import GgufFile, GgufValue
 
 MAX_SEQ_LEN = 4096
 DEFAULT_FREQ_BASE = 10000.0
