@@ -6,14 +6,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from portkit import __version__
 from portkit.errors import InputError, NoModelHere
-from portkit.findings import Finding
 from portkit.model import ModelFacts, load_model, model_dirs
 from portkit.rules import Context, selected
 from portkit.settings import Settings, for_dir
+
+if TYPE_CHECKING:
+    from portkit.findings import Finding
 
 MAX_SIZE = 2**31  # no Llama dimension comes near this; larger values are corrupt or hostile
 MAX_LAYERS = 10_000

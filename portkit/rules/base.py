@@ -7,11 +7,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Literal
 
-from portkit.findings import Finding, Fix, Location, Probe, ProbeKind, Severity
 from portkit.semantics import CandleView, GgufView, TransformersView, candle_view, gguf_view, transformers_view
 from portkit.target import Target
 
 if TYPE_CHECKING:
+    from portkit.findings import Finding, Location, ProbeKind, Severity
     from portkit.model import GgufFile, ModelFacts
 
 Family = Literal["config", "weights", "runtime", "gguf"]
@@ -62,7 +62,7 @@ class Context:
         """Position of a config.json key (deepest that exists), else 1:1."""
         doc = self.facts.config
         pos = doc.position(*keys) if doc is not None and keys else None
-        return Location(row=pos[0], column=pos[1]) if pos else Location(row=1, column=1)
+        return location(pos)
 
     def has_key(self, key: str) -> bool:
         doc = self.facts.config
@@ -118,6 +118,8 @@ class Rule:
     ) -> Finding:
         """`probe_kind` overrides the rule's for a finding whose effect differs from the rule's
         usual one (for example a layer-count mismatch that candle runs without crashing)."""
+        from portkit.findings import Finding, Fix, Probe  # see `location()`
+
         if location == "config":
             location = ctx.loc(*keys)
         return Finding(
@@ -134,6 +136,14 @@ class Rule:
             candle_value=_jsonable(candle_value),
             probe=Probe(kind=probe_kind or self.probe_kind, id=self.code, patch=dict(probe_patch) if probe_patch is not None else None, expect=expect),
         )
+
+
+def location(pos: tuple[int, int] | None) -> Location:
+    """A finding's position, 1:1 when unknown. `portkit.findings` loads with the first finding:
+    a clean lint (what a pre-commit hook runs most) never builds one."""
+    from portkit.findings import Location
+
+    return Location(row=pos[0], column=pos[1]) if pos else Location(row=1, column=1)
 
 
 def _jsonable(v: Any) -> Any:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-from portkit.findings import Finding, Location
-from portkit.rules.base import Context, Rule, f32, num
+from portkit.rules.base import Context, Rule, f32, location, num
 from portkit.semantics.candle import REQUIRED_FIELDS
 from portkit.semantics.transformers import LLAMA_FIELDS, SILU_NAMES, eos_ids
+
+if TYPE_CHECKING:
+    from portkit.findings import Finding
 
 _SOURCE = {
     "rope_parameters": "from `rope_parameters`",
@@ -645,7 +647,7 @@ class MissingRequiredKey(Rule):
             yield self.finding(
                 ctx,
                 f"transformers defaults `{key}` to {num(default)}; candle 0.11.0 refuses the config: `missing field `{key}``",
-                location=Location(row=1, column=1),
+                location=location((1, 1)),
                 transformers_value=default,
                 candle_value={"refused": f"missing field `{key}`"},
                 fix_edits={key: default},
@@ -707,7 +709,7 @@ class GenerationEosDiffers(Rule):
             f"transformers' `generate()` stops on `eos_token_id` {g} from generation_config.json; candle 0.11.0 "
             f"reads {c or 'none'} from config.json",
             filename=gen.path,
-            location=Location(row=pos[0], column=pos[1]) if pos else Location(row=1, column=1),
+            location=location(pos),
             transformers_value=g,
             candle_value=c,
         )

@@ -6,7 +6,6 @@ import struct
 from typing import TYPE_CHECKING, Iterable
 
 from portkit.errors import InputError
-from portkit.findings import Finding
 from portkit.rules.base import Context, Rule, f32, num
 from portkit.semantics.gguf import (
     CANDLE_LOADS,
@@ -19,6 +18,7 @@ from portkit.semantics.gguf import (
 from portkit.semantics.transformers import llama3_inv_freq_factors
 
 if TYPE_CHECKING:
+    from portkit.findings import Finding
     from portkit.model import GgufFile
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from portkit.findings import Finding
 from portkit.rules.base import Context, Rule
+
+if TYPE_CHECKING:
+    from portkit.findings import Finding
 
 _DT = {"f32": "F32", "bf16": "BF16", "f16": "F16"}
 

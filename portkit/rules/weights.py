@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from portkit.findings import Finding
 from portkit.rules.base import Context, Rule
 from portkit.semantics import CandleView, TransformersView
+
+if TYPE_CHECKING:
+    from portkit.findings import Finding
 
 LAYER_RE = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
 LAYER_PARTS = (
