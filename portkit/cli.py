@@ -16,13 +16,16 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence
 
 from portkit import __version__
 from portkit.errors import InputError, PortkitError, UsageError
 
-AddArgs = Callable[[argparse.ArgumentParser], None]
-Run = Callable[[argparse.Namespace], int]
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
+if TYPE_CHECKING:
+    from typing import Any, Callable, Sequence
+
+    AddArgs = Callable[[argparse.ArgumentParser], None]
+    Run = Callable[[argparse.Namespace], int]
 
 
 def _csv(values: list[str] | None) -> list[str] | None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
 
 from portkit import __version__
 from portkit.errors import InputError, NoModelHere
@@ -14,8 +13,12 @@ from portkit.model import ModelFacts, load_model, model_dirs
 from portkit.rules import Context, selected
 from portkit.settings import Settings, for_dir
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
+    from typing import Iterable, Sequence
+
     from portkit.findings import Finding
+
 
 MAX_SIZE = 2**31  # no Llama dimension comes near this; larger values are corrupt or hostile
 MAX_LAYERS = 10_000

@@ -21,10 +21,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from portkit.errors import UsageError
 from portkit.target import Target
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 _KEYS = {"select", "ignore", "preview", "device", "dtype", "features", "max-tokens", "use-flash-attn"}
 

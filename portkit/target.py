@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
 
-Device = Literal["cpu", "metal", "cuda"]
-DType = Literal["f32", "bf16", "f16"]
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
+if TYPE_CHECKING:
+    from typing import Any, Literal
+
+    Device = Literal["cpu", "metal", "cuda"]
+    DType = Literal["f32", "bf16", "f16"]
+
 DEVICES = ("cpu", "metal", "cuda")
 DTYPES = ("f32", "bf16", "f16")
 KNOWN_FEATURES = ("accelerate", "mkl", "flash-attn", "cuda", "metal", "cudnn")

@@ -15,7 +15,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from portkit.errors import InputError, NoModelHere
 from portkit.model.jsonfile import JsonDoc, _oserror, load_json
@@ -26,7 +25,10 @@ from portkit.model.safetensors_header import (
     read_safetensors_header,
 )
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
+    from typing import Any, Iterable, Mapping
+
     from portkit.model.gguf_header import GgufFile, GgufTensor, GgufValue
 
 

@@ -14,9 +14,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
 
 from portkit.errors import InputError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
+if TYPE_CHECKING:
+    from typing import Any, Mapping
 
 MAX_JSON_BYTES = 16 * 1024 * 1024  # config files are kilobytes; an index is at most a few MB
 MAX_DEPTH = 64

@@ -12,10 +12,13 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
 
 from portkit.errors import InputError
 from portkit.model.jsonfile import _oserror, parse_json_text
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
+if TYPE_CHECKING:
+    from typing import Mapping
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 LFS_PREFIX = b"version https://git-lfs"

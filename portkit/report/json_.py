@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, TextIO
 
 from portkit.report import Reporter
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
+    from typing import TextIO
+
     from portkit.lint import Report
 
 

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
 
 from portkit import __version__
 from portkit.report import Reporter
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
+    from typing import Any, TextIO
+
     from portkit.lint import Report
+
 
 _LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 SARIF_SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"

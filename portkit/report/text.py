@@ -18,12 +18,15 @@ stripping and tab expansion reproduced by `_plain`).
 from __future__ import annotations
 
 from itertools import groupby
-from typing import TYPE_CHECKING, Callable, TextIO
 
 from portkit.report import Reporter
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
+    from typing import Callable, TextIO
+
     from portkit.lint import Report
+
 
 _SEV_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold cyan"}
 # rich.control.STRIP_CONTROL_CODES: bell, backspace, vertical tab, form feed, carriage return

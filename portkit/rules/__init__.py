@@ -12,12 +12,14 @@ whose docstring is its documentation.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from portkit.rules import config, gguf, runtime, weights
 from portkit.rules.base import DOC_HEADINGS, Context, Rule
 
-Status = Literal["stable", "preview", "removed"]
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
+if TYPE_CHECKING:
+    from typing import Literal
+
+    Status = Literal["stable", "preview", "removed"]
 
 # code -> (name, status). Append only.
 CODES: dict[str, tuple[str, Status]] = {

@@ -5,18 +5,21 @@ from __future__ import annotations
 import math
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Literal
 
 from portkit.semantics import CandleView, GgufView, TransformersView, candle_view, gguf_view, transformers_view
 from portkit.target import Target
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
+    from typing import Any, ClassVar, Iterable, Literal
+
     from portkit.findings import Finding, Location, ProbeKind, Severity
     from portkit.model import GgufFile, ModelFacts
 
-Family = Literal["config", "weights", "runtime", "gguf"]
-FixAvailability = Literal["none", "sometimes", "always"]
-Effect = Literal["silent", "load-error", "panic", "runtime-error", "none"]
+    Family = Literal["config", "weights", "runtime", "gguf"]
+    FixAvailability = Literal["none", "sometimes", "always"]
+    Effect = Literal["silent", "load-error", "panic", "runtime-error", "none"]
+
 DOC_HEADINGS = (
     "## What it does",
     "## Why is this bad?",

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Iterable
 
 from portkit.rules.base import Context, Rule, f32, location, num
 from portkit.semantics.candle import REQUIRED_FIELDS
 from portkit.semantics.transformers import LLAMA_FIELDS, SILU_NAMES, eos_ids
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
+    from typing import Any, Iterable
+
     from portkit.findings import Finding
+
 
 _SOURCE = {
     "rope_parameters": "from `rope_parameters`",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Iterable
 
 from portkit.errors import InputError
 from portkit.rules.base import Context, Rule, f32, num
@@ -17,7 +16,10 @@ from portkit.semantics.gguf import (
 )
 from portkit.semantics.transformers import llama3_inv_freq_factors
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
+    from typing import Iterable
+
     from portkit.findings import Finding
     from portkit.model import GgufFile
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
 
 from portkit.rules.base import Context, Rule
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
+    from typing import Iterable
+
     from portkit.findings import Finding
+
 
 _DT = {"f32": "F32", "bf16": "BF16", "f16": "F16"}
 

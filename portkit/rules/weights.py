@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from typing import TYPE_CHECKING, Iterable
 
 from portkit.rules.base import Context, Rule
 from portkit.semantics import CandleView, TransformersView
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
+    from typing import Iterable
+
     from portkit.findings import Finding
+
 
 LAYER_RE = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
 LAYER_PARTS = (

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping
 
 from portkit.semantics import serde
 from portkit.semantics.serde import Field, Pairs, SerdeError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
+if TYPE_CHECKING:
+    from typing import Any, Literal, Mapping
 
 CANDLE_VERSION = "0.11.0"
 DEFAULT_ROPE_THETA = 10000.0

@@ -17,10 +17,13 @@ Source: candle-transformers-0.11.0/src/models/quantized_llama.rs
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
+    from typing import Literal
+
     from portkit.model.gguf_header import GgufFile, GgufValue
+
 
 MAX_SEQ_LEN = 4096
 DEFAULT_FREQ_BASE = 10000.0

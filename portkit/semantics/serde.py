@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Callable
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
