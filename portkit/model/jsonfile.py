@@ -50,21 +50,18 @@ class JsonDoc:
         return lines[row - 1] if 0 < row <= len(lines) else ""
 
 
-class _Dup(dict):
-    """A dict that remembers which of its keys appeared more than once."""
+def _dup_hook(dups: dict[int, list[str]]) -> Any:
+    """json.loads' object_pairs_hook: plain dicts (the last value of a repeated key wins, at
+    the first key's place, as in a dict), noting the repeated keys of each dict by id."""
 
-    __slots__ = ("dups",)
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        d = dict(pairs)
+        if len(d) != len(pairs):
+            seen: set[str] = set()
+            dups[id(d)] = [k for k, _ in pairs if k in seen or seen.add(k)]  # type: ignore[func-returns-value]
+        return d
 
-
-def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict:
-    d = _Dup()
-    dups = []
-    for k, v in pairs:
-        if k in d:
-            dups.append(k)
-        d[k] = v
-    d.dups = dups
-    return d
+    return hook
 
 
 def _bad_constant(name: str) -> Any:
@@ -78,15 +75,15 @@ def _float(s: str) -> float:
     return v
 
 
-def _strip_dups(v: Any, path: KeyPath, out: list[KeyPath], depth: int = 0) -> Any:
-    """Turn _Dup dicts back into plain dicts, collecting duplicate key paths."""
-    if isinstance(v, _Dup):
-        for k in v.dups:
-            out.append(path + (k,))
-        return {k: _strip_dups(x, path + (k,), out, depth + 1) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_strip_dups(x, path, out, depth + 1) for x in v]
-    return v
+def _dup_paths(v: Any, path: KeyPath, dups: dict[int, list[str]], out: list[KeyPath]) -> None:
+    """The key paths of the repeated keys, in document order (walked only when there are some)."""
+    if isinstance(v, dict):
+        out.extend(path + (k,) for k in dups.get(id(v), ()))
+        for k, x in v.items():
+            _dup_paths(x, path + (k,), dups, out)
+    elif isinstance(v, list):
+        for x in v:
+            _dup_paths(x, path, dups, out)
 
 
 def _odd_backslashes(text: str, i: int) -> bool:
@@ -100,10 +97,11 @@ def _odd_backslashes(text: str, i: int) -> bool:
 def parse_json_text(text: str) -> tuple[Any, tuple[KeyPath, ...]]:
     """Parse strictly; returns (value, duplicate key paths). Raises ValueError."""
     _check_depth_fast(text)
+    dup_keys: dict[int, list[str]] = {}
     try:
         raw = json.loads(
             text,
-            object_pairs_hook=_pairs_hook,
+            object_pairs_hook=_dup_hook(dup_keys),
             parse_constant=_bad_constant,
             parse_float=_float,
         )
@@ -112,7 +110,9 @@ def parse_json_text(text: str) -> tuple[Any, tuple[KeyPath, ...]]:
     except RecursionError:
         raise ValueError("invalid JSON: nesting too deep") from None
     dups: list[KeyPath] = []
-    return _strip_dups(raw, (), dups), tuple(dups)
+    if dup_keys:
+        _dup_paths(raw, (), dup_keys, dups)
+    return raw, tuple(dups)
 
 
 def _check_depth_fast(text: str) -> None:
@@ -121,38 +121,22 @@ def _check_depth_fast(text: str) -> None:
         _check_depth_strings(text)
 
 
+# A JSON string, escapes honoured; an unterminated one runs to the end (json.loads reports it).
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.S)
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
 def _check_depth_strings(text: str) -> None:
+    """Refuse nesting deeper than MAX_DEPTH, counting brackets outside strings. The regexes
+    do the scanning (a sharded 8B index or header has thousands of brackets)."""
     depth = 0
-    i = 0
-    n = len(text)
-    find = text.find
-    pat = re.compile(r'["\[\]{}]')
-    while i < n:
-        m = pat.search(text, i)
-        if m is None:
-            return
-        c = m.group()
-        j = m.end()
-        if c == '"':
-            # skip the string, honouring escapes
-            k = j
-            while True:
-                q = find('"', k)
-                if q < 0:
-                    return  # unterminated: json.loads reports it
-                if _odd_backslashes(text, q - 1):
-                    k = q + 1
-                    continue
-                break
-            i = q + 1
-            continue
+    for c in _BRACKET.findall(_STRING.sub("", text)):
         if c in "[{":
             depth += 1
             if depth > MAX_DEPTH:
                 raise ValueError(f"invalid JSON: nesting deeper than {MAX_DEPTH} levels")
         else:
             depth -= 1
-        i = j
 
 
 _TOKEN = re.compile(r'["{}\[\],:\n]')

@@ -174,3 +174,100 @@ def test_index_with_path_traversal(tmp_path: Path) -> None:
     (d / "model.safetensors.index.json").write_text(json.dumps(idx))
     with pytest.raises(InputError, match="not a file name in this directory"):
         load_model(d)
+
+
+# ------------------------------------------------------------------ the JSON scanner against plain references
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from portkit.model.jsonfile import MAX_DEPTH, _check_depth_strings  # noqa: E402
+
+
+def _depth_reference(text: str) -> bool:
+    """True when nesting outside strings goes deeper than MAX_DEPTH, one character at a time
+    (an unterminated string ends the scan: json.loads reports it)."""
+    depth, i, n = 0, 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            i += 1
+            while i < n and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+            if i >= n:
+                return False
+        elif c in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif c in "]}":
+            depth -= 1
+        i += 1
+    return False
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.integers(0, MAX_DEPTH + 8), st.lists(st.sampled_from(list('[]{}"\\ a,:\n')), max_size=120).map("".join))
+def test_depth_check_matches_a_character_scan(opening: int, rest: str) -> None:
+    text = "[" * opening + rest
+    try:
+        _check_depth_strings(text)
+        refused = False
+    except ValueError as e:
+        assert f"deeper than {MAX_DEPTH}" in str(e)
+        refused = True
+    assert refused == _depth_reference(text), repr(text)
+
+
+def _dups_reference(text: str) -> tuple[object, list[tuple[str, ...]]]:
+    """Duplicate key paths in document order, from pairs json.loads keeps."""
+    out: list[tuple[str, ...]] = []
+
+    def walk(v: object, path: tuple[str, ...]) -> object:
+        if isinstance(v, list) and v and isinstance(v[0], tuple) and getattr(v, "pairs", False):
+            seen: set[str] = set()
+            for k, _ in v:
+                if k in seen:
+                    out.append(path + (k,))
+                seen.add(k)
+            return {k: walk(x, path + (k,)) for k, x in dict(v).items()}
+        if isinstance(v, list):
+            return [walk(x, path) for x in v]
+        return v
+
+    class Pairs(list):  # type: ignore[type-arg]
+        pairs = True
+
+    def hook(pairs: list[tuple[str, object]]) -> object:
+        return Pairs(pairs) if pairs else {}
+
+    return walk(json.loads(text, object_pairs_hook=hook), ()), out
+
+
+_KEYS = st.sampled_from(["a", "b", 'q"', "é"])
+_LEAF = st.one_of(st.integers(-3, 3), st.booleans(), st.none(), st.text("ab", max_size=2)).map(json.dumps)
+_DOC = st.recursive(
+    _LEAF,
+    lambda kids: st.one_of(
+        st.lists(st.tuples(_KEYS, kids), max_size=5).map(lambda ps: "{" + ", ".join(f"{json.dumps(k)}: {v}" for k, v in ps) + "}"),
+        st.lists(kids, max_size=4).map(lambda xs: "[" + ", ".join(xs) + "]"),
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_DOC)
+def test_duplicate_keys_match_a_pairs_walk(text: str) -> None:
+    value, dups = parse_json_text(text)
+    ref_value, ref_dups = _dups_reference(text)
+    assert value == ref_value and list(dups) == ref_dups
+    assert all(type(d) is dict for d in _dicts(value))  # plain dicts, nothing that remembers
+
+
+def _dicts(v: object) -> list[object]:
+    if isinstance(v, dict):
+        return [v] + [d for x in v.values() for d in _dicts(x)]
+    if isinstance(v, list):
+        return [d for x in v for d in _dicts(x)]
+    return []
