@@ -105,6 +105,23 @@ def test_json_report_validates(tmp_path: Path) -> None:
         assert set(f) >= {"code", "name", "message", "fix", "filename", "location", "severity", "url"}
 
 
+@pytest.mark.parametrize("code", sorted(CASES))
+def test_every_rules_json_validates(code: str, tmp_path: Path) -> None:
+    """Findings are plain dataclasses (no validation when built): the schema is the check that
+    every rule writes the published shape (types, enums, no extra keys)."""
+    d, target = CASES[code][0](tmp_path / "m")
+    r = lint_paths([d], Settings(target=Target(**target), preview=True, respect_pyproject=False))
+    assert any(f.code == code for f in r.findings)
+    out = io.StringIO()
+    JsonReporter().write(r, out)
+    data = json.loads(out.getvalue())
+    validator = Draft202012Validator(SCHEMAS["lint-report"]())
+    for f in data:
+        errors = sorted(validator.iter_errors([f]), key=str)
+        assert not errors, f"{f['code']}: {errors[0].message}"
+        assert list(f) == ["code", "name", "message", "fix", "help", "filename", "location", "severity", "url", "transformers_value", "candle_value", "probe"]
+
+
 def test_sarif_validates_against_the_oasis_schema(tmp_path: Path) -> None:
     schema = json.loads((SCHEMA_DIR / "sarif-schema-2.1.0.json").read_text())
     assert schema["id"].endswith("/sarif-schema-2.1.0.json") and "oasis-open.org" in schema["id"]
