@@ -34,12 +34,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gguf", type=Path, metavar="FILE", help="also verify this GGUF (candle quantized_llama) against MODEL_DIR")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     parser.add_argument("--plot", type=Path, metavar="FILE.png", help="write the per-layer relative errors as a PNG (needs matplotlib)")
-    parser.add_argument("--flash-attn", action="store_true", help="load candle with use_flash_attn=true, as `into_config(true)` does")
+    # Same spelling as `portkit lint --use-flash-attn` (candle's field); --flash-attn kept as an alias.
+    parser.add_argument(
+        "--use-flash-attn",
+        "--flash-attn",
+        dest="use_flash_attn",
+        action="store_true",
+        help="load candle with use_flash_attn=true, as `into_config(true)` does",
+    )
     parser.add_argument(
         "--no-layers",
         dest="layers",
         action="store_false",
-        help="skip the per-layer comparison (candle's capture loads a second copy of the weights)",
+        help="skip the per-layer comparison (a second load of the weights, one at a time)",
     )
     parser.add_argument("--no-lint", dest="lint", action="store_false", help=argparse.SUPPRESS)
     # The negative control's hook: add DELTA to one reference logit before every comparison.
@@ -67,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         tokens=args.tokens,
         gguf=args.gguf,
         plot=args.plot,
-        use_flash_attn=args.flash_attn,
+        use_flash_attn=args.use_flash_attn,
         layers=getattr(args, "layers", True),
         lint=getattr(args, "lint", True),
         perturb_reference=getattr(args, "perturb_reference", None),

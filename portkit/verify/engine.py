@@ -44,7 +44,7 @@ class VerifyOptions:
     gguf: Path | None = None
     plot: Path | None = None
     use_flash_attn: bool = False
-    layers: bool = True  # per-layer capture (candle loads a second copy of the weights for it)
+    layers: bool = True  # per-layer capture (candle loads the weights again for it, runner dropped)
     lint: bool = True
     #: Testing hook (the negative control): added to one logit of the reference's last prompt
     #: position before any comparison, so the failure goes through the same code path.

@@ -113,7 +113,7 @@ def run_candle(
     at a time through the KV cache, so row k holds candle's logits where the reference decided
     its token k, on exactly the reference's inputs. Row 0 is the prefill, i.e. `forward(prompt)`
     as a candle user calls it: the last-position logits. Then candle's own greedy generation,
-    then (last, since it loads a second copy of the weights) the per-layer capture of the prompt.
+    then (last, since it loads the weights again) the per-layer capture of the prompt.
     `capture_only(ids)`, when given, captures without the runner (which is released first), so
     the library model and the copy are never in memory together.
     """
