@@ -167,6 +167,8 @@ class GgufFreqBaseDefaulted(_GgufRule):
                 severity=sev,  # type: ignore[arg-type]
                 transformers_value=theta,
                 candle_value=10000.0,
+                # candle reads `llama.rope.freq_base` whatever the architecture (quantized_llama.rs:392)
+                probe_patch={"llama.rope.freq_base": theta} if theta is not None else None,
             )
 
 
@@ -590,11 +592,16 @@ class GgufConfigDisagreement(_GgufRule):
                     ctx, g,
                     f"`llama.rope.freq_base` is {num(v.freq_base)}; transformers uses `rope_theta`={num(tv.rope_theta)}",
                     tv.rope_theta, v.freq_base,
+                    patch={"llama.rope.freq_base": tv.rope_theta},
                 )
             yield from self._rope_freqs(ctx, g, v)
 
-    def _f(self, ctx: Context, g: GgufFile, msg: str, tval: object, cval: object) -> Finding:
-        return self.finding(ctx, msg + "; candle 0.11.0 reads only the GGUF", filename=g.path, location=None, transformers_value=tval, candle_value=cval)
+    def _f(self, ctx: Context, g: GgufFile, msg: str, tval: object, cval: object, patch: dict[str, object] | None = None) -> Finding:
+        """`patch`: the metadata edit that makes candle read what transformers uses, when one exists."""
+        return self.finding(
+            ctx, msg + "; candle 0.11.0 reads only the GGUF", filename=g.path, location=None,
+            transformers_value=tval, candle_value=cval, probe_patch=patch,
+        )
 
     def _rope_freqs(self, ctx: Context, g: GgufFile, v: GgufView) -> Iterable[Finding]:
         tv = ctx.tv
@@ -700,6 +707,8 @@ class QkRowsNotPermuted(_GgufRule):
                         location=None,
                         transformers_value="rotate_half on HF rows",
                         candle_value="rope" if v.rope_is_neox else "rope_i",
+                        # verify rewrites a copy with llama.cpp's permutation (unpermuting has no probe yet)
+                        probe_patch=None if v.rope_is_neox else {"permute_qk": True},
                     )
                     break
 

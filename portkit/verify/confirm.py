@@ -109,15 +109,10 @@ class Subject:
     what: str = "candle"  # "candle" | "the GGUF in candle"
     patch_word: str = "restored"
     unfixable: str = "no config edit can fix this"
-    #: The counterfactual for a finding whose probe carries no patch (GGUF findings: the
-    #: repaired file verify writes), or None.
-    patch_for: Callable[[Finding], dict[str, Any] | None] | None = None
 
     def patch_of(self, finding: Finding) -> dict[str, Any] | None:
-        _, patch, _ = probe_of(finding)
-        if patch is None and self.patch_for is not None:
-            patch = self.patch_for(finding)
-        return patch
+        """The counterfactual lint declared for the finding (its probe's patch, else its fix)."""
+        return probe_of(finding)[1]
 
 
 def confirm_numeric(finding: Finding, subject: Subject, other_patches: dict[str, Any]) -> Confirmation:
