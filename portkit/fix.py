@@ -58,7 +58,12 @@ class FixPlan:
         if not self.changed:
             return ""
         assert self.new_text is not None
-        name = str(self.path)
+        # git's a/ b/ prefixes on a path relative to the working directory when it is under it,
+        # so `git apply` / `patch -p1` take the diff as printed.
+        try:
+            name = self.path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+        except ValueError:
+            name = self.path.as_posix().lstrip("/")
         return "".join(
             difflib.unified_diff(
                 self.old_text.splitlines(keepends=True),
