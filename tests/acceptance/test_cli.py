@@ -248,3 +248,11 @@ def test_file_args_in_a_dir_without_model_are_skipped_with_a_note(tmp_path: Path
     # asked for as a directory, it is still an error
     code, _, err = cli(capsys, "lint", str(adapter))
     assert code == 2 and "no config.json" in err
+
+
+def test_fix_diff_headers_are_relative_to_cwd(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    model = tf5_model(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = cli(capsys, "fix", model.name, "--diff")
+    assert code == 1
+    assert out.startswith(f"--- a/{model.name}/config.json\n+++ b/{model.name}/config.json\n"), out[:200]
