@@ -265,8 +265,7 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
         reference.greedy,
         tokens,
         label="as written",
-        capture=opts.layers,
-        capture_only=capture_only,
+        capture=capture_only if opts.layers else None,
         on_stage=lambda s: progress(f"candle: {s}"),
     )
     gc.collect()
@@ -275,7 +274,7 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
     def patched(patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:
         progress(f"candle with {describe_patch(patch)}")
         r = run_candle(
-            load_with(patched_config(model.config_text, patch)), prompt.ids, reference.greedy, tokens, label=describe_patch(patch), capture=False
+            load_with(patched_config(model.config_text, patch)), prompt.ids, reference.greedy, tokens, label=describe_patch(patch)
         )
         gc.collect()
         return r, (compare_run(reference, r, tol) if r.failure is None else None)
@@ -369,7 +368,7 @@ def verify_gguf(
     tol = gguf_tolerance(types)
 
     def run_file(p: Path, label: str) -> tuple[RunOutputs, Comparison | None]:
-        r = run_candle(lambda: load_gguf(p, device=device), reference.prompt, reference.greedy, tokens, label=label, capture=False)
+        r = run_candle(lambda: load_gguf(p, device=device), reference.prompt, reference.greedy, tokens, label=label)
         gc.collect()
         return r, (compare_run(reference, r, tol) if r.failure is None else None)
 

@@ -103,8 +103,7 @@ def run_candle(
     tokens: int,
     *,
     label: str,
-    capture: bool = True,
-    capture_only: Callable[[list[int]], Any] | None = None,
+    capture: Callable[[list[int]], Any] | None = None,
     on_stage: Callable[[str], None] | None = None,
 ) -> RunOutputs:
     """Load with `load()` then compute on the prompt; stop at candle's first failure.
@@ -114,8 +113,8 @@ def run_candle(
     its token k, on exactly the reference's inputs. Row 0 is the prefill, i.e. `forward(prompt)`
     as a candle user calls it: the last-position logits. Then candle's own greedy generation,
     then (last, since it loads the weights again) the per-layer capture of the prompt.
-    `capture_only(ids)`, when given, captures without the runner (which is released first), so
-    the library model and the copy are never in memory together.
+    `capture(ids)`, when given, captures without the runner (which is released first), so the
+    library model and the copy are never in memory together.
     """
     import time
 
@@ -139,14 +138,11 @@ def run_candle(
         out.last = out.rows[0]
         step("generate")
         out.greedy = [int(t) for t in runner.greedy(list(prompt), tokens)] if tokens else []
-        if capture and (capture_only is not None or hasattr(runner, "capture")):
+        if capture is not None:
             step("capture")
-            if capture_only is not None:
-                del runner
-                gc.collect()
-                layers = capture_only(list(prompt))
-            else:
-                layers = runner.capture(list(prompt))
+            del runner
+            gc.collect()
+            layers = capture(list(prompt))
             out.layers = {k: np.asarray(v, dtype=np.float32) for k, v in layers.items()}
     except errors as e:
         kind = type(e).__name__
