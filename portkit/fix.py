@@ -75,7 +75,12 @@ class FixPlan:
 
 
 def effective(tv: TransformersView) -> dict[str, Any]:
-    return {k: v for k, v in dataclasses.asdict(tv).items() if k not in _PROVENANCE}
+    out = {k: v for k, v in dataclasses.asdict(tv).items() if k not in _PROVENANCE}
+    # transformers keeps a legacy `type` inside rope_parameters, but reads it only as the
+    # default for `rope_type`, which is compared on its own: rewriting llama3 scaling
+    # without `type` changes nothing transformers computes.
+    out["rope_parameters"] = {k: v for k, v in out["rope_parameters"].items() if k != "type"}
+    return out
 
 
 def _indent(text: str) -> int | str:
