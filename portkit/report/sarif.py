@@ -40,7 +40,7 @@ def sarif_rules() -> list[dict[str, Any]]:
                 "helpUri": DOCS_URL.format(code=code),
                 "defaultConfiguration": {"level": _LEVEL[rule.severity]},
                 "properties": {
-                    "family": rule.family,
+                    "group": rule.group,
                     "status": CODES[code][1],
                     "fixAvailability": rule.fix_availability,
                     "effect": rule.effect,

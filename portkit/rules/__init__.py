@@ -1,13 +1,15 @@
 """The rule catalogue.
 
 `CODES` is append-only: a code, once published, keeps its name forever; a rule that is
-withdrawn stays in the table with status "removed" (ruff's `codes.rs` discipline). Families
-own the hundreds: PK1xx config, PK2xx weights, PK3xx runtime, PK4xx gguf. `--select` and
-`--ignore` take any prefix (`PK`, `PK1`, `PK10`, `PK101`).
+withdrawn stays in the table with status "removed" (ruff's `codes.rs` discipline). Rule
+groups own the hundreds: PK1xx config, PK2xx weights, PK3xx runtime, PK4xx gguf. `--select`
+and `--ignore` take any prefix (`PK`, `PK1`, `PK10`, `PK101`).
 
-One module per family rather than one file per rule: the rules of a family share their
+One module per group rather than one file per rule: the rules of a group share their
 helpers (candle's expected tensor table, the GGUF view), and each rule is still one class
-whose docstring is its documentation.
+whose docstring is its documentation. ("Group" is the rule's kind; a model *family* is the
+candle module a checkpoint loads into, `portkit.families`; each rule lists the families it
+applies to in `Rule.families`.)
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK410": ("qk-rows-not-permuted", "stable"),
     "PK411": ("missing-gguf-tensor", "stable"),
 }
-FAMILIES = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf"}
+GROUPS = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf"}
 
 _CLASSES: dict[str, type[Rule]] = {cls.code: cls for mod in (config, weights, runtime, gguf) for cls in mod.RULES}
 RULES: dict[str, Rule] = {code: _CLASSES[code]() for code in CODES if code in _CLASSES}
@@ -121,4 +123,4 @@ def _best(code: str, prefixes: list[str] | None) -> int:
     return best
 
 
-__all__ = ["CODES", "DOC_HEADINGS", "FAMILIES", "RULES", "Context", "Rule", "by_code_or_name", "selected", "status"]
+__all__ = ["CODES", "DOC_HEADINGS", "GROUPS", "RULES", "Context", "Rule", "by_code_or_name", "selected", "status"]

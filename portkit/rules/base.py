@@ -13,10 +13,12 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see port
 if TYPE_CHECKING:
     from typing import Any, ClassVar, Iterable, Literal
 
+    from portkit.families import Family
+    from portkit.families.view import FamilyView
     from portkit.findings import Finding, Location, ProbeKind, Severity
     from portkit.model import GgufFile, ModelFacts
 
-    Family = Literal["config", "weights", "runtime", "gguf"]
+    Group = Literal["config", "weights", "runtime", "gguf"]
     FixAvailability = Literal["none", "sometimes", "always"]
     Effect = Literal["silent", "load-error", "panic", "runtime-error", "none"]
 
@@ -54,6 +56,34 @@ class Context:
         return candle_view(self.facts.config.text)
 
     @cached_property
+    def family(self) -> Family | None:
+        """The candle module this config loads into (`portkit.families`), None for a model_type
+        candle has no module for. A config that names neither `model_type` nor `architectures`
+        is read as llama, as portkit always has."""
+        doc = self.facts.config
+        if doc is None or not isinstance(doc.value, dict):
+            return None
+        from portkit.families import BY_NAME, detect
+
+        fam = detect(doc.value)
+        if fam is None and "model_type" not in doc.value and "architectures" not in doc.value:
+            return BY_NAME["llama"]
+        return fam
+
+    @cached_property
+    def fv(self) -> FamilyView | None:
+        """candle's effective values as the family's own module reads config.json."""
+        if self.facts.config is None or self.family is None:
+            return None
+        return self.family.view(self.facts.config.text)
+
+    def applies(self, rule: Rule) -> bool:
+        """Whether `rule` speaks about this model's candle module."""
+        if "*" in rule.families:
+            return True
+        return self.family is not None and self.family.name in rule.families
+
+    @cached_property
     def ggufs(self) -> list[tuple[GgufFile, GgufView]]:
         return [(g, gguf_view(g)) for g in self.facts.ggufs]
 
@@ -81,7 +111,10 @@ class Rule:
 
     code: ClassVar[str]
     name: ClassVar[str]
-    family: ClassVar[Family]
+    group: ClassVar[Group]
+    # the model families (candle modules, `portkit.families`) the rule speaks about; "*": all,
+    # including a model_type candle has no module for
+    families: ClassVar[tuple[str, ...]] = ("llama",)
     severity: ClassVar[Severity] = "error"
     effect: ClassVar[Effect] = "silent"
     fix_availability: ClassVar[FixAvailability] = "none"

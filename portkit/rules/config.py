@@ -34,6 +34,15 @@ def llama3_candle_shape(p: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def no_candle_scaling_help(rope_type: str | None) -> str:
+    """The help line when transformers' scaling is one candle 0.11.0 cannot express (linear,
+    dynamic, yarn, longrope): writing llama3 scaling would compute yet another model."""
+    return (
+        f"No config edit makes candle 0.11.0 apply `{rope_type}` scaling (its llama implements llama3 only); "
+        "run this checkpoint with an implementation of that scaling"
+    )
+
+
 class RopeThetaInRopeParameters(Rule):
     """transformers and candle compute RoPE with different `rope_theta`.
 
@@ -78,7 +87,7 @@ class RopeThetaInRopeParameters(Rule):
 
     code = "PK101"
     name = "rope-theta-in-rope-parameters"
-    family = "config"
+    group = "config"
     severity = "error"
     effect = "silent"
     fix_availability = "always"
@@ -156,7 +165,7 @@ class RopeScalingInRopeParameters(Rule):
 
     code = "PK102"
     name = "rope-scaling-in-rope-parameters"
-    family = "config"
+    group = "config"
     severity = "error"
     effect = "silent"
     fix_availability = "sometimes"
@@ -191,6 +200,7 @@ class RopeScalingInRopeParameters(Rule):
             candle_value=dataclasses.asdict(cv.rope_scaling) if cv.rope_scaling else None,
             fix_edits=edits,
             probe_patch=edits,
+            help=None if edits else no_candle_scaling_help(tv.rope_type),
         )
 
 
@@ -237,7 +247,7 @@ class RopeScalingUnparseable(Rule):
 
     code = "PK103"
     name = "rope-scaling-unparseable"
-    family = "config"
+    group = "config"
     severity = "error"
     effect = "load-error"
     fix_availability = "sometimes"
@@ -262,6 +272,7 @@ class RopeScalingUnparseable(Rule):
             candle_value={"refused": cv.refused},
             fix_edits=edits,
             expect=cv.refused,
+            help=no_candle_scaling_help(tv.rope_type) if tv.rope_scaled and edits is None else None,
         )
 
 
@@ -301,7 +312,7 @@ class HeadDimMismatch(Rule):
 
     code = "PK104"
     name = "head-dim-mismatch"
-    family = "config"
+    group = "config"
     severity = "error"
     effect = "panic"
     fix_title = "Use a candle llama that reads `head_dim` (candle#3602); no config edit fixes this"
@@ -356,7 +367,7 @@ class AttentionBiasIgnored(Rule):
 
     code = "PK105"
     name = "attention-bias-ignored"
-    family = "config"
+    group = "config"
     severity = "error"
     effect = "silent"
     fix_title = "Run the model with a candle implementation that applies attention biases"
@@ -405,7 +416,7 @@ class MlpBiasIgnored(Rule):
 
     code = "PK106"
     name = "mlp-bias-ignored"
-    family = "config"
+    group = "config"
     severity = "error"
     effect = "silent"
     fix_title = "Run the model with a candle implementation that applies MLP biases"
@@ -455,7 +466,7 @@ class HiddenActNotSilu(Rule):
 
     code = "PK107"
     name = "hidden-act-not-silu"
-    family = "config"
+    group = "config"
     severity = "error"
     effect = "silent"
     fix_title = "Port the activation to candle's MLP; no config edit fixes this"
@@ -508,7 +519,7 @@ class PartialRotaryIgnored(Rule):
 
     code = "PK108"
     name = "partial-rotary-ignored"
-    family = "config"
+    group = "config"
     severity = "error"
     effect = "silent"
     fix_title = "Port partial rotary embeddings to candle; no config edit fixes this"
@@ -567,7 +578,7 @@ class SlidingWindowIgnored(Rule):
 
     code = "PK109"
     name = "sliding-window-ignored"
-    family = "config"
+    group = "config"
     severity = "warning"
     effect = "silent"
     fix_title = "Keep sequences within the window, or use a candle model with sliding-window attention"
@@ -629,7 +640,7 @@ class MissingRequiredKey(Rule):
 
     code = "PK110"
     name = "missing-required-key"
-    family = "config"
+    group = "config"
     severity = "error"
     effect = "load-error"
     fix_availability = "always"
@@ -691,7 +702,7 @@ class GenerationEosDiffers(Rule):
 
     code = "PK111"
     name = "generation-eos-differs"
-    family = "config"
+    group = "config"
     severity = "warning"
     effect = "silent"
     fix_title = "Stop generation on every EOS id generation_config.json lists"
@@ -751,7 +762,7 @@ class ConfigRefusedByCandle(Rule):
 
     code = "PK112"
     name = "config-refused-by-candle"
-    family = "config"
+    group = "config"
     severity = "error"
     effect = "load-error"
     fix_title = "Write the value with the type candle's `LlamaConfig` declares"
@@ -813,7 +824,7 @@ class NonLlamaModelType(Rule):
 
     code = "PK113"
     name = "non-llama-model-type"
-    family = "config"
+    group = "config"
     severity = "warning"
     effect = "silent"
     fix_title = "Use the candle model for this architecture"

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 class _GgufRule(Rule):
-    family = "gguf"
+    group = "gguf"
     needs = ("gguf",)
 
     def each(self, ctx: Context) -> Iterable[tuple[GgufFile, GgufView]]:

@@ -16,7 +16,7 @@ _DT = {"f32": "F32", "bf16": "BF16", "f16": "F16"}
 
 
 class _RuntimeRule(Rule):
-    family = "runtime"
+    group = "runtime"
 
     def keys(self, ctx: Context) -> tuple[str, ...]:
         for k in ("dtype", "torch_dtype"):

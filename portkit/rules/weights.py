@@ -122,7 +122,7 @@ def _weights_file(ctx: Context) -> str:
 
 
 class _WeightsRule(Rule):
-    family = "weights"
+    group = "weights"
     needs = ("config", "safetensors")
 
     def ready(self, ctx: Context) -> bool:

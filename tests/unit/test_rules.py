@@ -66,7 +66,7 @@ def test_code_table_matches_rules() -> None:
     for code, rule in RULES.items():
         assert rule.code == code
         assert rule.name == CODES[code][0]
-        assert rule.family == {"1": "config", "2": "weights", "3": "runtime", "4": "gguf"}[code[2]]
+        assert rule.group == {"1": "config", "2": "weights", "3": "runtime", "4": "gguf"}[code[2]]
     names = [r.name for r in RULES.values()]
     assert len(names) == len(set(names))
 

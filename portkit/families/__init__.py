@@ -1,0 +1,122 @@
+"""The family registry: which candle 0.11.0 module reads a checkpoint, and how to reach it.
+
+A *family* is one candle-transformers 0.11.0 model module (`models::qwen2`, ...) together with
+the transformers `model_type`s and `architectures` whose checkpoints people load into it, its
+GGUF loader, its serde `Config` mirror (`portkit.families.<name>`), its native binding
+(`portkit_native.candle_config(text, family=name)`, `FamilyRunner(name, ...)`) and whether the
+native side has a per-layer capture copy. (Rules are sorted into *groups*, config, weights,
+runtime and gguf: a different idea, deliberately under a different word.)
+
+The table is data only, like transformers' `CONFIG_MAPPING_NAMES`: the semantics module of a
+family is imported when a config of that family is linted, never before, so `portkit lint`
+pays for one family's mirror, not for all of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
+if TYPE_CHECKING:
+    from typing import Any, Mapping
+
+    from portkit.families.view import FamilyView
+
+CANDLE_VERSION = "0.11.0"
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """One candle module and the checkpoints that load into it."""
+
+    name: str  # the candle module: candle_transformers::models::{name}
+    model_types: tuple[str, ...]  # config.json `model_type` values it serves (first match wins)
+    architectures: tuple[str, ...]  # config.json `architectures` values, used when model_type is absent
+    source: str  # candle-transformers-0.11.0/src/models/{source}
+    config_struct: str  # the serde struct candle's example deserializes config.json into
+    gguf_loader: str | None  # the quantized_* module for this family's GGUFs
+    capture: bool  # the native wheel has a bit-identical per-layer copy of this module's forward
+
+    @property
+    def module(self) -> str:
+        return f"candle_transformers::models::{self.name}"
+
+    def view(self, config: str | Any) -> FamilyView:
+        """candle's effective values for `config` (the JSON text, or parsed JSON)."""
+        from portkit.families.view import family_view
+
+        return family_view(self, config)
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family("llama", ("llama",), ("LlamaForCausalLM",), "llama.rs", "LlamaConfig", "quantized_llama", True),
+    Family("mistral", ("mistral",), ("MistralForCausalLM",), "mistral.rs", "Config", "quantized_llama", True),
+    Family("mixtral", ("mixtral",), ("MixtralForCausalLM",), "mixtral.rs", "Config", "quantized_llama", False),
+    Family("qwen2", ("qwen2",), ("Qwen2ForCausalLM",), "qwen2.rs", "Config", "quantized_qwen2", True),
+    Family("qwen3", ("qwen3",), ("Qwen3ForCausalLM",), "qwen3.rs", "Config", "quantized_qwen3", False),
+    Family("qwen3_moe", ("qwen3_moe",), ("Qwen3MoeForCausalLM",), "qwen3_moe.rs", "Config", None, False),
+    Family("gemma", ("gemma",), ("GemmaForCausalLM",), "gemma.rs", "Config", None, False),
+    Family("gemma2", ("gemma2",), ("Gemma2ForCausalLM",), "gemma2.rs", "Config", None, False),
+    Family("gemma3", ("gemma3_text",), ("Gemma3ForCausalLM",), "gemma3.rs", "Config", "quantized_gemma3", False),
+    Family("phi3", ("phi3",), ("Phi3ForCausalLM",), "phi3.rs", "Config", "quantized_phi3", False),
+    Family("olmo2", ("olmo2",), ("Olmo2ForCausalLM",), "olmo2.rs", "Config", None, False),
+    Family("granite", ("granite",), ("GraniteForCausalLM",), "granite.rs", "GraniteConfig", None, False),
+    Family("starcoder2", ("starcoder2",), ("Starcoder2ForCausalLM",), "starcoder2.rs", "Config", None, False),
+    Family("stable_lm", ("stablelm",), ("StableLmForCausalLM",), "stable_lm.rs", "Config", None, False),
+)
+BY_NAME: dict[str, Family] = {f.name: f for f in FAMILIES}
+_BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}
+_BY_ARCHITECTURE: dict[str, Family] = {a: f for f in FAMILIES for a in f.architectures}
+
+# GGUF `general.architecture` -> the loader candle 0.11.0 offers for it.
+# quantized_llama reads only `llama.*` keys (quantized_llama.rs:378-394): llama.cpp writes
+# Mistral and Mixtral conversions as arch `llama`, so they land there too.
+GGUF_LOADERS: dict[str, str] = {
+    "llama": "quantized_llama",
+    "qwen2": "quantized_qwen2",
+    "qwen3": "quantized_qwen3",
+    "gemma3": "quantized_gemma3",
+    "phi3": "quantized_phi3",
+}
+
+# model_types that candle 0.11.0 has a module for but portkit does not check yet: lint says so
+# rather than pretending they are something they are not.
+UNCOVERED_CANDLE_MODULES: dict[str, str] = {
+    "phi": "phi",
+    "falcon": "falcon",
+    "gpt_bigcode": "bigcode",
+    "olmo": "olmo",
+    "deepseek_v2": "deepseek2",
+    "gemma3": "gemma3 (text only: point candle at `text_config`)",
+    "glm4": "glm4",
+    "chatglm": "chatglm",
+    "mamba": "mamba",
+    "persimmon": "persimmon",
+    "qwen2_moe": "qwen2_moe",
+    "stablelm_epoch": "stable_lm",
+    "helium": "helium",
+    "smollm3": "smollm3",
+}
+
+
+def detect(config: Mapping[str, Any] | Any) -> Family | None:
+    """The family of a parsed config.json: by `model_type`, else by `architectures[0]`."""
+    if not isinstance(config, dict):
+        return None
+    mt = config.get("model_type")
+    if isinstance(mt, str):
+        return _BY_MODEL_TYPE.get(mt)
+    archs = config.get("architectures")
+    if isinstance(archs, list) and archs and isinstance(archs[0], str):
+        return _BY_ARCHITECTURE.get(archs[0])
+    return None
+
+
+def by_name(name: str) -> Family:
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"unknown family `{name}` (known: {', '.join(BY_NAME)})") from None
+
+
+__all__ = ["BY_NAME", "CANDLE_VERSION", "FAMILIES", "GGUF_LOADERS", "UNCOVERED_CANDLE_MODULES", "Family", "by_name", "detect"]

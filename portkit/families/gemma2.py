@@ -1,0 +1,37 @@
+"""candle 0.11.0 `models::gemma2`: the serde mirror of `Config` (gemma2.rs:17).
+
+Required fields have no serde default: a missing key is ``missing field `X` ``.
+"""
+
+from __future__ import annotations
+
+from portkit.semantics import serde
+from portkit.families.fields import de_activation
+from portkit.semantics.serde import Field
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
+if TYPE_CHECKING:
+    from typing import Any
+
+FIELDS = (
+    Field("attention_bias", serde.de_bool),
+    Field("head_dim", serde.de_usize),
+    Field("hidden_activation", de_activation),
+    Field("hidden_size", serde.de_usize),
+    Field("intermediate_size", serde.de_usize),
+    Field("num_attention_heads", serde.de_usize),
+    Field("num_hidden_layers", serde.de_usize),
+    Field("num_key_value_heads", serde.de_usize),
+    Field("rms_norm_eps", serde.de_f64),
+    Field("rope_theta", serde.de_f64),
+    Field("vocab_size", serde.de_usize),
+    Field("final_logit_softcapping", serde.de_option(serde.de_f64), None),
+    Field("attn_logit_softcapping", serde.de_option(serde.de_f64), None),
+    Field("query_pre_attn_scalar", serde.de_usize),
+    Field("sliding_window", serde.de_option(serde.de_usize), None),
+    Field("max_position_embeddings", serde.de_usize, 4096),
+)
+
+
+def effective(cfg: dict[str, Any]) -> dict[str, Any]:
+    return dict(cfg)

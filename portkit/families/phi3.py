@@ -1,0 +1,50 @@
+"""candle 0.11.0 `models::phi3`: the serde mirror of `Config` (phi3.rs:43-61).
+
+`rope_scaling` is read only in the legacy LongRoPE shape `{short_factor, long_factor,
+"type": "longrope"}` (`RopeScaling`, phi3.rs:33-39); transformers 5 moves it into
+`rope_parameters`, which candle never reads. head_dim is hidden_size / num_attention_heads
+(phi3.rs:175).
+"""
+
+from __future__ import annotations
+
+from portkit.families.fields import de_activation
+from portkit.semantics import serde
+from portkit.semantics.serde import Field
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
+if TYPE_CHECKING:
+    from typing import Any
+
+_de_rope_scaling = serde.de_struct(
+    "RopeScaling",
+    (
+        Field("short_factor", serde.de_vec(serde.de_f32)),
+        Field("long_factor", serde.de_vec(serde.de_f32)),
+        Field("type", serde.de_enum(("longrope",))),
+    ),
+)
+
+FIELDS = (
+    Field("vocab_size", serde.de_usize),
+    Field("hidden_act", de_activation),
+    Field("hidden_size", serde.de_usize),
+    Field("intermediate_size", serde.de_usize),
+    Field("num_hidden_layers", serde.de_usize),
+    Field("num_attention_heads", serde.de_usize),
+    Field("num_key_value_heads", serde.de_usize),
+    Field("rms_norm_eps", serde.de_f64),
+    Field("rope_theta", serde.de_f64),
+    Field("bos_token_id", serde.de_option(serde.de_u32), None),
+    Field("eos_token_id", serde.de_option(serde.de_u32), None),
+    Field("rope_scaling", serde.de_option(_de_rope_scaling), None),
+    Field("max_position_embeddings", serde.de_usize),
+    Field("original_max_position_embeddings", serde.de_option(serde.de_usize), None),
+    Field("partial_rotary_factor", serde.de_option(serde.de_f64), None),
+    Field("tie_word_embeddings", serde.de_bool, False),
+)
+
+
+def effective(cfg: dict[str, Any]) -> dict[str, Any]:
+    heads = cfg["num_attention_heads"]
+    return {**cfg, "head_dim": cfg["hidden_size"] // heads if heads else None}

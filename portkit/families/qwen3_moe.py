@@ -1,0 +1,42 @@
+"""candle 0.11.0 `models::qwen3_moe`: the serde mirror of `Config` (qwen3_moe.rs:13).
+
+Required fields have no serde default: a missing key is ``missing field `X` ``.
+"""
+
+from __future__ import annotations
+
+from portkit.semantics import serde
+from portkit.families.fields import de_activation
+from portkit.semantics.serde import Field
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
+if TYPE_CHECKING:
+    from typing import Any
+
+FIELDS = (
+    Field("vocab_size", serde.de_usize),
+    Field("hidden_size", serde.de_usize),
+    Field("intermediate_size", serde.de_usize),
+    Field("num_hidden_layers", serde.de_usize),
+    Field("num_attention_heads", serde.de_usize),
+    Field("head_dim", serde.de_usize),
+    Field("attention_bias", serde.de_bool),
+    Field("num_key_value_heads", serde.de_usize),
+    Field("max_position_embeddings", serde.de_usize),
+    Field("sliding_window", serde.de_option(serde.de_usize), None),
+    Field("max_window_layers", serde.de_usize),
+    Field("tie_word_embeddings", serde.de_bool),
+    Field("rope_theta", serde.de_f64),
+    Field("rms_norm_eps", serde.de_f64),
+    Field("use_sliding_window", serde.de_bool),
+    Field("hidden_act", de_activation),
+    Field("decoder_sparse_step", serde.de_usize),
+    Field("moe_intermediate_size", serde.de_usize),
+    Field("num_experts_per_tok", serde.de_usize),
+    Field("num_experts", serde.de_usize),
+    Field("norm_topk_prob", serde.de_bool),
+)
+
+
+def effective(cfg: dict[str, Any]) -> dict[str, Any]:
+    return dict(cfg)

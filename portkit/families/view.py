@@ -1,0 +1,68 @@
+"""`FamilyView`: what one candle 0.11.0 module makes of a config.json.
+
+Each family module (`portkit.families.<name>`) declares `FIELDS`, the exact serde mirror of the
+struct candle's example deserializes (field order, types, defaults), and `effective(parsed)`,
+the values the module then computes with (derived `head_dim`, `into_config` for granite).
+`FamilyView.values` is, key for key, what `portkit_native.candle_config(text, family=name)`
+returns: the native oracle test holds the two together.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+from portkit.semantics import serde
+from portkit.semantics.serde import Pairs, SerdeError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from portkit.families import Family
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FamilyView:
+    family: str
+    refused: str | None = None  # serde_json's message, without ` at line L column C`
+    refused_at: list[str] | None = None  # key path of the value serde failed on
+    values: dict[str, Any] = field(default_factory=dict)  # == portkit_native.candle_config(text, family)
+    written: frozenset[str] = frozenset()  # top-level keys config.json writes (candle read them, not a default)
+
+    @property
+    def ok(self) -> bool:
+        return self.refused is None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    def missing_field(self) -> str | None:
+        """The field of a ``missing field `X` `` refusal, else None."""
+        r = self.refused or ""
+        if r.startswith("missing field `") and not self.refused_at:
+            return r[len("missing field `") : -1]
+        return None
+
+
+def family_view(family: Family, config: str | Any) -> FamilyView:
+    if family.name == "llama":
+        return _llama_view(config)
+    mod = importlib.import_module(f"portkit.families.{family.name}")
+    try:
+        value = serde.loads(config) if isinstance(config, str) else serde.to_pairs(config)
+        parsed = serde.de_struct(family.config_struct, mod.FIELDS)(value)
+    except SerdeError as e:
+        return FamilyView(family=family.name, refused=str(e), refused_at=e.path)
+    written = frozenset(k for k, _ in value) if isinstance(value, Pairs) else frozenset()
+    return FamilyView(family=family.name, values=mod.effective(parsed), written=written)
+
+
+def _llama_view(config: str | Any) -> FamilyView:
+    from portkit.semantics.candle import candle_view
+
+    cv = candle_view(config)
+    if not cv.ok:
+        return FamilyView(family="llama", refused=cv.refused, refused_at=cv.refused_at)
+    written = frozenset({"rope_theta"}) if cv.rope_theta_source == "top-level" else frozenset()
+    return FamilyView(family="llama", values=cv.native_dict(), written=written)
