@@ -39,7 +39,15 @@ def _csv(values: list[str] | None) -> list[str] | None:
 
 
 def lint_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="+", metavar="PATH", help="model directories, or files in them (config.json, *.safetensors, the index, *.gguf)")
+    p.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="model directories (everything in them), files in them (a .gguf: that GGUF; config.json, *.safetensors, the index: "
+        "the HF model), or ORG/NAME[@REV] from the local Hugging Face cache",
+    )
+    p.add_argument("--hf-cache", action="store_true", help="lint every model repo in the local Hugging Face cache (`main`), then print a summary table")
+    p.add_argument("--all-revisions", action="store_true", help="with --hf-cache: every cached revision, not only `main`")
     p.add_argument("--select", action="append", metavar="CODES", help="rule codes or prefixes to run, comma separated (e.g. PK1,PK205); default: every stable rule")
     p.add_argument("--ignore", action="append", metavar="CODES", help="rule codes or prefixes to skip, comma separated")
     p.add_argument("--preview", action="store_true", default=None, help="also run preview rules")
@@ -115,6 +123,10 @@ def lint_run(args: argparse.Namespace) -> int:
     from portkit.report import reporter_class
 
     settings = _settings(args)
+    if args.hf_cache or args.all_revisions:
+        return _lint_hf_cache(args, settings)
+    if not args.paths:
+        raise UsageError("lint needs a PATH (or ORG/NAME, or --hf-cache)")
     report = lint_paths(args.paths, settings)
     for e in report.errors:
         print(f"portkit: error: {e.path}: {e.message}", file=sys.stderr)
@@ -133,7 +145,8 @@ def lint_run(args: argparse.Namespace) -> int:
             args.write_baseline.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         except OSError as e:
             raise InputError(args.write_baseline, e.strerror or str(e)) from None
-        print(f"portkit: wrote {len(report.findings)} finding(s) to {args.write_baseline}", file=sys.stderr)
+        n = len(report.findings)
+        print(f"portkit: wrote {n} finding{'' if n == 1 else 's'} to {args.write_baseline}", file=sys.stderr)
         return 2 if report.errors else 0
     if args.baseline is not None:
         base = str(args.baseline.resolve().parent)
@@ -165,6 +178,40 @@ def lint_run(args: argparse.Namespace) -> int:
     if args.exit_zero:
         return 0
     return 1 if report.findings else 0
+
+
+def _lint_hf_cache(args: argparse.Namespace, settings: Any) -> int:
+    from portkit import hub
+
+    if not args.hf_cache:
+        raise UsageError("--all-revisions goes with --hf-cache")
+    if args.paths:
+        raise UsageError("--hf-cache lints the whole cache: give no PATH (or lint ORG/NAME without --hf-cache)")
+    if args.format not in ("text", "json") or args.baseline or args.write_baseline:
+        raise UsageError("--hf-cache writes a summary table: --format text or json, no baseline")
+    rows, notes = hub.lint_cache(settings, all_revisions=args.all_revisions, progress=hub.progress_wanted())
+    for n in notes:
+        print(f"portkit: note: {n}", file=sys.stderr)
+    for r in rows:
+        if r.status == "unreadable":
+            print(f"portkit: error: {r.model.spec}: {r.message}", file=sys.stderr)
+    color = args.color == "always" or (args.color == "auto" and args.output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
+    try:
+        with open(args.output, "w", encoding="utf-8") if args.output is not None else _stdout() as out:
+            if args.format == "json":
+                hub.write_json(rows, out)
+            else:
+                hub.write_table(rows, out, color=color)
+    except OSError as e:
+        raise InputError(args.output or "<stdout>", e.strerror or str(e)) from None
+    code = hub.exit_code(rows)
+    return 0 if args.exit_zero and code == 1 else code
+
+
+def _stdout() -> Any:
+    import contextlib
+
+    return contextlib.nullcontext(sys.stdout)
 
 
 # ------------------------------------------------------------------ rules / explain
@@ -230,7 +277,7 @@ def explain_run(args: argparse.Namespace) -> int:
 
 
 def fix_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model_dir", metavar="MODEL_DIR", type=Path)
+    p.add_argument("model_dir", metavar="MODEL_DIR", type=Path, help="a model directory, its config.json, or ORG/NAME[@REV] from the Hugging Face cache")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--diff", action="store_true", help="print the edit as a unified diff (default)")
     g.add_argument("--write", action="store_true", help="rewrite config.json in place")
@@ -240,6 +287,13 @@ def fix_run(args: argparse.Namespace) -> int:
     from portkit import fix
 
     d = args.model_dir
+    cached = None
+    if not os.path.lexists(d):
+        from portkit.hub import looks_like_repo_id, resolve
+
+        if looks_like_repo_id(str(d)):
+            cached = resolve(str(d))
+            d = cached.path
     if not d.is_dir():
         d = d.parent if d.name == "config.json" else d
     from portkit.model import model_dirs
@@ -256,8 +310,17 @@ def fix_run(args: argparse.Namespace) -> int:
     if args.write:
         fix.write(p)
         codes = ", ".join(sorted({f.code for f in p.fixed}))
-        print(f"portkit: fixed {len(p.fixed)} finding(s) ({codes}) in {p.path}", file=sys.stderr)
+        n = len(p.fixed)
+        print(f"portkit: fixed {n} finding{'' if n == 1 else 's'} ({codes}) in {p.path}", file=sys.stderr)
+        if cached is not None:
+            print(
+                f"portkit: note: {cached.describe()}: its config.json is now a file of its own; "
+                "the shared blob, and every other revision, are unchanged",
+                file=sys.stderr,
+            )
         return 0
+    if cached is not None:
+        print(f"portkit: note: {cached.describe()}", file=sys.stderr)
     sys.stdout.write(p.diff())
     return 1
 

@@ -60,8 +60,10 @@ class FixPlan:
         assert self.new_text is not None
         # git's a/ b/ prefixes on a path relative to the working directory when it is under it,
         # so `git apply` / `patch -p1` take the diff as printed.
+        # The directory resolved, not the file: a config.json symlinked into a Hugging Face
+        # cache blob is named as its snapshot path, the file fix writes.
         try:
-            name = self.path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+            name = (self.path.parent.resolve() / self.path.name).relative_to(Path.cwd().resolve()).as_posix()
         except ValueError:
             name = self.path.as_posix().lstrip("/")
         return "".join(

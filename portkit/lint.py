@@ -3,13 +3,14 @@ pre-commit hook run. Never imports torch or transformers; reads headers only."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from portkit import __version__
 from portkit.errors import InputError, NoModelHere
-from portkit.model import ModelFacts, load_model, model_dirs
+from portkit.model import ModelFacts, ModelTarget, load_model, model_targets
 from portkit.rules import Context, selected
 from portkit.settings import Settings, for_dir
 
@@ -87,38 +88,83 @@ def lint_model(facts: ModelFacts, settings: Settings) -> list[Finding]:
     return out
 
 
-def lint_paths(paths: Iterable[str | os.PathLike[str]], settings: Settings | None = None) -> Report:
-    """Lint every model directory the paths stand for, each once.
+def lint_target(target: ModelTarget, settings: Settings) -> tuple[list[Finding], list[str]]:
+    """(findings, notes) for what `target` names in its directory, each finding once.
 
-    A directory is a model directory; a file (config.json, *.safetensors, the index, *.gguf)
-    stands for its parent directory. Unreadable input becomes a `Report.errors` entry
-    (exit 2); the other directories are still linted. A directory reached only through a
-    file argument that holds no model (a PEFT adapter, a diffusers subfolder: what a
-    pre-commit hook passes) is skipped with a note instead: it was never asked for as a model.
+    Raises NoModelHere / InputError like `load_model`. A GGUF named alone is linted with the
+    directory's config.json and safetensors as context for the cross-checks (PK409, PK410);
+    the findings about those files, and about the GGUFs not named, are not reported. When the
+    context itself is unusable the GGUF is linted without it, with a note.
+    """
+    s = for_dir(settings, target.root)
+    if target.everything:
+        facts = load_model(target.root)
+        return lint_model(facts, s), list(facts.notes)
+    facts = load_model(target.root, target.ggufs, hf_model=target.hf_model)
+    notes = list(facts.notes)
+    try:
+        found = lint_model(facts, s)
+    except InputError as e:
+        if target.hf_model or not facts.ggufs:
+            raise
+        notes.append(f"config.json not used as context for the GGUF: {e.what}")
+        facts = dataclasses.replace(facts, config=None, generation_config=None, safetensors=None)
+        found = lint_model(facts, s)
+    return [f for f in found if target.wants(f.filename)], notes
+
+
+def lint_paths(paths: Iterable[str | os.PathLike[str]], settings: Settings | None = None) -> Report:
+    """Lint what the paths name, each model once and each finding once.
+
+    A directory means everything in it. A `.gguf` means that GGUF alone (the config.json
+    beside it is context for the cross-checks; the other GGUFs of the directory are not
+    linted). Any other file (config.json, *.safetensors, the index) means the Hugging Face
+    model of its directory, once however many of its files are passed. A string that is no
+    existing path but reads as `ORG/NAME[@REV]` is looked up in the local Hugging Face cache
+    (`portkit.hub`, offline). Unreadable input becomes a `Report.errors` entry (exit 2); the
+    other models are still linted. A directory reached only through a file argument that
+    holds no model (a PEFT adapter, a diffusers subfolder: what a pre-commit hook passes) is
+    skipped with a note instead: it was never asked for as a model.
     """
     settings = settings or Settings()
     findings: list[Finding] = []
     errors: list[InputProblem] = []
     notes: list[str] = []
     models: list[str] = []
-    paths = list(paths)
+    local: list[str | os.PathLike[str]] = []
+    for p in paths:
+        if not os.path.lexists(p) and isinstance(p, str):
+            from portkit.hub import looks_like_repo_id
+
+            if looks_like_repo_id(p):
+                from portkit.hub import resolve
+
+                try:
+                    cached = resolve(p)
+                except InputError as e:
+                    errors.append(InputProblem(path=e.path, message=e.what))
+                    continue
+                notes.append(cached.describe())
+                local.append(str(cached.path))
+                continue
+        local.append(p)
     try:
-        dirs = model_dirs(paths)
-        asked = {str(d.resolve()) for d in model_dirs(p for p in paths if os.path.isdir(p))}
+        targets = model_targets(local)
     except InputError as e:
-        return Report(errors=[InputProblem(path=e.path, message=e.what)])
-    for d in dirs:
+        return Report(errors=[*errors, InputProblem(path=e.path, message=e.what)])
+    for t in targets:
         try:
-            s = for_dir(settings, d)
-            facts = load_model(d)
-            findings.extend(lint_model(facts, s))
-            models.append(str(d))
-            notes.extend(f"{d}: {n}" for n in facts.notes)
+            found, model_notes = lint_target(t, settings)
+            findings.extend(found)
+            if t.everything or t.hf_model:
+                models.append(str(t.root))
+            models.extend(str(t.root / n) for n in t.ggufs if not t.everything)
+            notes.extend(f"{t.root}: {n}" for n in model_notes)
         except NoModelHere as e:
-            if str(d.resolve()) in asked:
+            if t.everything:
                 errors.append(InputProblem(path=e.path, message=e.what))
             else:
-                notes.append(f"{d}: skipped: no config.json or .gguf beside the files given")
+                notes.append(f"{t.root}: skipped: no config.json or .gguf beside the files given")
         except InputError as e:
             errors.append(InputProblem(path=e.path, message=e.what))
     findings.sort(key=lambda f: (f.filename, f.location.row if f.location else 0, f.location.column if f.location else 0, f.code))
@@ -129,4 +175,4 @@ def lint_dir(path: str | Path, settings: Settings | None = None) -> Report:
     return lint_paths([path], settings)
 
 
-__all__: Sequence[str] = ["Report", "Settings", "lint_paths", "lint_model", "lint_dir"]
+__all__: Sequence[str] = ["Report", "Settings", "lint_paths", "lint_model", "lint_target", "lint_dir"]

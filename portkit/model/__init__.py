@@ -3,9 +3,11 @@
 `load_model(dir)` returns one immutable `ModelFacts`: config.json as written (value, text,
 key positions), generation_config.json, safetensors headers (single file or sharded through
 `model.safetensors.index.json`), GGUF metadata and tensor infos, and the names of
-pickle-only weight files (reported, never opened). `model_dirs(paths)` turns the paths a
+pickle-only weight files (reported, never opened). `model_targets(paths)` turns the paths a
 user or pre-commit passes (directories, config.json, .safetensors, index, .gguf files) into
-the list of model directories, each once.
+what to lint in each model directory, each directory once: a directory means everything in
+it, a `.gguf` that GGUF alone, any other file the Hugging Face model (config.json and its
+safetensors) of its directory.
 """
 
 from __future__ import annotations
@@ -48,8 +50,10 @@ __all__ = [
     "ModelFacts",
     "SafetensorsFacts",
     "TensorInfo",
+    "ModelTarget",
     "load_model",
     "model_dirs",
+    "model_targets",
 ]
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -95,26 +99,88 @@ def _is_dir(p: Path) -> bool:
         raise InputError(p, _oserror(e)) from None
 
 
+def _dir_key(p: Path) -> tuple[str, Path]:
+    """(resolved key, absolute path) of an existing path, or the InputError a user should see."""
+    try:
+        os.stat(p)  # follows symlinks: raises ELOOP on a loop, ENOENT when dangling
+    except OSError as e:
+        raise InputError(p, _oserror(e)) from None
+    d = p.absolute()
+    try:
+        return str(d.resolve(strict=True)), d
+    except (OSError, RuntimeError) as e:
+        raise InputError(d, _oserror(e) if isinstance(e, OSError) else "symlink loop") from None
+
+
 def model_dirs(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """Model directories for the given paths, in order, each once.
 
     A directory is a model directory; a file stands for the directory that holds it, so a
     pre-commit hook passing `config.json` and `model.safetensors` lints that directory once.
     """
-    seen: dict[str, Path] = {}
+    return [t.root for t in model_targets(paths)]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTarget:
+    """What to lint in one model directory.
+
+    `everything`: the directory was named, so all of it (the Hugging Face model and every
+    GGUF). Otherwise `hf_model` (config.json, safetensors, index or another file of the model
+    was named) and `ggufs`, the names of the GGUF files named: each GGUF is a whole model of
+    its own, and a repository often holds many quantizations side by side.
+    """
+
+    root: Path
+    everything: bool = False
+    hf_model: bool = False
+    ggufs: tuple[str, ...] = ()
+
+    def wants(self, filename: str) -> bool:
+        """Whether a finding in `filename` (a path under `root`) is about what was named."""
+        if self.everything:
+            return True
+        gguf_paths = {str(self.root / n) for n in self.ggufs}
+        if filename in gguf_paths:
+            return True
+        return self.hf_model and not filename.lower().endswith(".gguf")
+
+
+def model_targets(paths: Iterable[str | os.PathLike[str]]) -> list[ModelTarget]:
+    """One `ModelTarget` per model directory the paths name, in first-seen order.
+
+    Several files of one model (what pre-commit passes) merge into one target, so the model is
+    read and linted once and each finding is reported once.
+    """
+    order: list[str] = []
+    roots: dict[str, Path] = {}
+    everything: set[str] = set()
+    hf: set[str] = set()
+    ggufs: dict[str, list[str]] = {}
     for raw in paths:
         p = Path(raw)
-        try:
-            os.stat(p)  # follows symlinks: raises ELOOP on a loop, ENOENT when dangling
-        except OSError as e:
-            raise InputError(p, _oserror(e)) from None
-        d = (p if _is_dir(p) else p.parent).absolute()
-        try:
-            key = str(d.resolve(strict=True))
-        except (OSError, RuntimeError) as e:
-            raise InputError(d, _oserror(e) if isinstance(e, OSError) else "symlink loop") from None
-        seen.setdefault(key, d)
-    return list(seen.values())
+        key, absolute = _dir_key(p)
+        is_dir = _is_dir(p)
+        if is_dir:
+            d, dkey = absolute, key
+        else:
+            d = absolute.parent
+            dkey = _dir_key(d)[0]
+        if dkey not in roots:
+            roots[dkey] = d
+            order.append(dkey)
+        if is_dir:
+            everything.add(dkey)
+        elif p.name.lower().endswith(".gguf"):
+            names = ggufs.setdefault(dkey, [])
+            if p.name not in names:
+                names.append(p.name)
+        else:
+            hf.add(dkey)
+    return [
+        ModelTarget(root=roots[k], everything=k in everything, hf_model=k in hf, ggufs=tuple(ggufs.get(k, ())))
+        for k in order
+    ]
 
 
 def _listdir(root: Path) -> list[str]:
@@ -137,24 +203,51 @@ def _exists(p: Path) -> bool:
         raise InputError(p, _oserror(e)) from None
 
 
-def load_model(root: Path) -> ModelFacts:
-    """Read everything lint needs from one model directory, headers only."""
+def load_model(root: Path, gguf_names: Iterable[str] | None = None, *, hf_model: bool = True) -> ModelFacts:
+    """Read everything lint needs from one model directory, headers only.
+
+    `gguf_names`: which GGUF files to read (default: every `.gguf` in the directory).
+    `hf_model=False`: the Hugging Face files are context for the GGUFs' cross-checks only, so
+    one that cannot be read is left out with a note instead of failing the GGUFs' lint.
+    """
     names = _listdir(root)
     nameset = set(names)
-    config = load_json(root / "config.json") if "config.json" in nameset and _exists(root / "config.json") else None
+    notes: list[str] = []
+    try:
+        config = load_json(root / "config.json") if "config.json" in nameset and _exists(root / "config.json") else None
+    except InputError as e:
+        if hf_model:
+            raise
+        config = None
+        notes.append(f"config.json not used as context for the GGUF: {e.what}")
     gen = None
     if "generation_config.json" in nameset and _exists(root / "generation_config.json"):
-        gen = load_json(root / "generation_config.json")
+        try:
+            gen = load_json(root / "generation_config.json")
+        except InputError as e:
+            if hf_model:
+                raise
+            notes.append(f"generation_config.json not used as context for the GGUF: {e.what}")
     ggufs: list[GgufFile] = []
+    wanted = None if gguf_names is None else set(gguf_names)
     for n in names:
+        if wanted is not None and n not in wanted:
+            continue
         if n.lower().endswith(".gguf") and _exists(root / n) and not _is_dir(root / n):
             from portkit.model.gguf_header import read_gguf
 
             ggufs.append(read_gguf(root / n))
     pickles = tuple(root / n for n in names if PICKLE_PATTERNS.search(n))
     lfs: list[Path] = []
-    notes: list[str] = []
-    st = _load_safetensors(root, nameset, names, lfs)
+    try:
+        st = _load_safetensors(root, nameset, names, lfs)
+    except InputError as e:
+        if hf_model:
+            raise
+        st = None
+        notes.append(f"safetensors not used as context for the GGUF: {e.what}")
+    if not hf_model and ggufs:
+        pickles = ()  # no HF model was asked for: its pickle-only weights are not this lint's concern
     if config is None:
         if ggufs:
             pass  # a GGUF carries its own metadata; candle's quantized_llama never reads config.json
@@ -173,7 +266,8 @@ def load_model(root: Path) -> ModelFacts:
             "llama reads safetensors only; convert them to safetensors first",
         )
     if lfs:
-        notes.append(f"{len(lfs)} Git LFS pointer file(s) skipped: weight rules did not run on them")
+        n = len(lfs)
+        notes.append(f"{n} Git LFS pointer file{'' if n == 1 else 's'} skipped: weight rules did not run on {'it' if n == 1 else 'them'}")
     return ModelFacts(
         root=root,
         config=config,

@@ -24,7 +24,7 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model_dir", metavar="MODEL_DIR", help="directory with config.json and safetensors weights")
+    parser.add_argument("model_dir", metavar="MODEL_DIR", help="directory with config.json and safetensors weights, or ORG/NAME[@REV] from the Hugging Face cache")
     parser.add_argument("--device", default="cpu", help="candle device: cpu, metal or cuda (default: cpu)")
     parser.add_argument("--dtype", default="f32", help="candle dtype: f32, bf16 or f16 (default: f32)")
     prompt = parser.add_mutually_exclusive_group()
@@ -59,6 +59,19 @@ def _error(msg: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    model_dir = Path(args.model_dir)
+    if not os.path.lexists(model_dir):
+        from portkit.errors import InputError
+        from portkit.hub import looks_like_repo_id, resolve
+
+        if looks_like_repo_id(args.model_dir):
+            try:
+                cached = resolve(args.model_dir)  # ORG/NAME[@REV] in the local Hugging Face cache, offline
+            except InputError as e:
+                return _error(str(e))
+            print(f"portkit: note: {cached.describe()}", file=sys.stderr)
+            model_dir = cached.path
+
     from rich.console import Console
 
     from portkit.verify.engine import VerifyOptions, verify
@@ -66,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
 
     err = Console(stderr=True)
     opts = VerifyOptions(
-        model_dir=Path(args.model_dir),
+        model_dir=model_dir,
         device=args.device,
         dtype=args.dtype,
         ids=args.ids,

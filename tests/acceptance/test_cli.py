@@ -142,7 +142,7 @@ def test_fix_diff_then_write(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert code == 1 and out.startswith("--- a/") and '+  "rope_theta": 500000.0,' in out
     assert (bad / "config.json").read_text() == before_text  # --diff never writes
     code, _, err = cli(capsys, "fix", str(bad), "--write")
-    assert code == 0 and "fixed 2 finding(s) (PK101, PK102)" in err
+    assert code == 0 and "fixed 2 findings (PK101, PK102)" in err
     after_text = (bad / "config.json").read_text()
     after = transformers_view(json.loads(after_text))
     skip = {"defaulted", "rope_source", "rope_theta_source"}
@@ -209,7 +209,7 @@ def test_lint_never_imports_torch_or_transformers(tmp_path: Path) -> None:
 # What `portkit lint` must never import: it runs as a pre-commit hook, and each of these
 # costs more than the lint itself (pydantic only builds the JSON Schema, rich only colours a
 # terminal, numpy only dequantizes for PK410, importlib.metadata: `portkit.__version__`).
-HEAVY = ("pydantic", "pydantic_core", "rich", "torch", "transformers", "numpy", "gguf", "safetensors", "jsonschema", "importlib.metadata")
+HEAVY = ("pydantic", "pydantic_core", "rich", "torch", "transformers", "numpy", "gguf", "safetensors", "jsonschema", "importlib.metadata", "huggingface_hub")
 
 
 @pytest.mark.parametrize("which,fmt", [("good", "text"), ("bad", "text"), ("bad", "json"), ("bad", "sarif"), ("bad", "github")])
