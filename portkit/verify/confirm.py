@@ -167,7 +167,8 @@ def confirm_numeric(finding: Finding, subject: Subject, other_patches: dict[str,
             )
         if fixed.ok:
             return Confirmation(**base, verdict="CONFIRMED", evidence=f"{prefix}{before.headline()}; {what_fixed}, {_restored(fixed)}", details=details)
-        if fixed.distance() <= IMPROVEMENT * before.distance():
+        # `<` too: a NaN (infinite) distance that stays NaN is not halved
+        if fixed.distance() <= IMPROVEMENT * before.distance() and fixed.distance() < before.distance():
             return Confirmation(
                 **base,
                 verdict="CONFIRMED",

@@ -1,0 +1,477 @@
+"""Every verdict path of `portkit.verify.confirm`, on runs whose truth is set by the test.
+
+A `World` is a model whose defects are known: each defect is a config key whose fix removes
+a known shift from candle's logits, and a patch can be made to break the load. The
+reference is a fixed logit table. So for every finding the test knows which verdict is
+right, and checks the verdict, its evidence line and the numbers in its details. No torch,
+no candle: confirm.py only judges `RunOutputs` and `Comparison`s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+
+from portkit.findings import Finding, Fix, Probe
+from portkit.verify.compare import TOLERANCES
+from portkit.verify.confirm import (
+    IMPROVEMENT,
+    Subject,
+    confirm_all,
+    confirm_crash,
+    confirm_numeric,
+    confirm_static,
+    other_patches,
+    probe_of,
+)
+from portkit.verify.runs import Failure, Reference, RunOutputs, compare_run
+
+F32 = TOLERANCES["f32"]
+BF16 = TOLERANCES["bf16"]
+# three teacher-forced steps, vocab 6, clear top-2 margins (>= 3) so a small shift never flips
+ROWS = np.array(
+    [
+        [9.0, 1.0, 0.5, -2.0, 3.0, 0.0],
+        [0.0, 8.0, 1.0, 2.0, -1.0, 0.5],
+        [1.0, 0.0, 7.0, 0.0, 2.0, -3.0],
+    ],
+    dtype=np.float32,
+)
+REF = Reference(prompt=[5, 6, 7], greedy=[0, 1, 2], rows=ROWS)
+SHIFTED = 5  # the logit a defect moves: the lowest one, so argmax never changes
+
+
+@dataclass
+class World:
+    """candle's logits = the reference's, plus the shift of every defect the patch leaves."""
+
+    defects: dict[str, float] = field(default_factory=dict)
+    breaks: dict[str, Failure] = field(default_factory=dict)  # a patch key whose run fails
+    as_read_failure: Failure | None = None
+    tolerance: Any = F32
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+    def run(self, patch: dict[str, Any]) -> RunOutputs:
+        for key, fail in self.breaks.items():
+            if key in patch:
+                return RunOutputs(label="patched", failure=fail)
+        shift = sum(size for key, size in self.defects.items() if key not in patch)
+        rows = ROWS.copy()
+        rows[:, SHIFTED] += np.float32(shift)
+        return RunOutputs(label="candle", last=rows[0], rows=rows, greedy=list(REF.greedy))
+
+    def run_patched(self, patch: dict[str, Any]) -> tuple[RunOutputs, Any]:
+        self.calls.append(dict(patch))
+        out = self.run(patch)
+        return out, (None if out.failure else compare_run(REF, out, self.tolerance))
+
+    def subject(self, **kw: Any) -> Subject:
+        if self.as_read_failure is not None:
+            return Subject(as_read=RunOutputs(label="candle", failure=self.as_read_failure), as_read_cmp=None, run_patched=self.run_patched, **kw)
+        out = self.run({})
+        return Subject(as_read=out, as_read_cmp=compare_run(REF, out, self.tolerance), run_patched=self.run_patched, **kw)
+
+
+def numeric(code: str, patch: dict[str, Any] | None = None, *, fix: dict[str, Any] | None = None) -> Finding:
+    return Finding(
+        code=code,
+        name=f"rule-{code}",
+        message=f"{code} message",
+        filename="config.json",
+        severity="error",
+        fix=Fix(message="fix it", edits=fix) if fix else None,
+        probe=Probe(kind="numeric", id=f"{code}-probe", patch=patch),
+    )
+
+
+def crash(code: str, expect: str | None) -> Finding:
+    return Finding(
+        code=code, name=f"rule-{code}", message=f"{code} message", filename="config.json", severity="error",
+        probe=Probe(kind="crash", id=f"{code}-probe", expect=expect),
+    )
+
+
+def static(code: str) -> Finding:
+    return Finding(code=code, name=f"rule-{code}", message="m", filename="config.json", severity="info", probe=None)
+
+
+# --------------------------------------------------------------------------- probe_of, static
+
+
+def test_probe_of_takes_the_fix_edits_only_for_a_numeric_probe_without_a_patch() -> None:
+    assert probe_of(numeric("PK101", {"rope_theta": 1.0}, fix={"rope_theta": 2.0}))[1] == {"rope_theta": 1.0}
+    assert probe_of(numeric("PK101", fix={"rope_theta": 2.0})) == ("numeric", {"rope_theta": 2.0}, None)
+    assert probe_of(numeric("PK105")) == ("numeric", None, None)
+    with_fix = Finding(
+        code="PK103", name="n", message="m", filename="config.json", severity="error",
+        fix=Fix(message="x", edits={"rope_scaling": {}}), probe=Probe(kind="crash", id="p", expect="missing field"),
+    )
+    assert probe_of(with_fix) == ("crash", None, "missing field")  # a crash probe runs no fix
+    assert probe_of(static("PK111")) == ("static-only", None, None)
+    # the patch handed out is a copy: confirm may not change the finding's own
+    f = numeric("PK101", {"rope_theta": 1.0})
+    probe_of(f)[1]["rope_theta"] = 3.0  # type: ignore[index]
+    assert f.probe is not None and f.probe.patch == {"rope_theta": 1.0}
+
+
+def test_static_finding_is_not_reproduced_and_says_why() -> None:
+    c = confirm_static(static("PK111"))
+    assert c.verdict == "NOT-REPRODUCED" and not c.confirmed
+    assert c.probe_kind == "static-only"
+    assert c.evidence.startswith("no numeric probe: static-only")
+    j = c.to_json()
+    assert j["code"] == "PK111" and j["probe"] == "static-only" and j["verdict"] == "NOT-REPRODUCED"
+    assert set(j) == {"code", "name", "severity", "message", "filename", "probe", "verdict", "evidence", "details"}
+    assert (j["name"], j["severity"], j["message"], j["filename"]) == ("rule-PK111", "info", "m", "config.json")
+
+
+# --------------------------------------------------------------------------- numeric, with a patch
+
+
+def test_fix_restores_candle_confirmed_with_both_numbers() -> None:
+    w = World(defects={"rope_theta": 4.0})
+    c = confirm_numeric(numeric("PK101", {"rope_theta": 100000.0}), w.subject(), {})
+    assert c.verdict == "CONFIRMED" and c.confirmed
+    assert c.evidence == "logits differ 4 (tol 1e-4); with rope_theta=100000 restored, 0"
+    assert w.calls == [{"rope_theta": 100000.0}]
+    d = c.details
+    assert d["patch"] == {"rope_theta": 100000.0}
+    assert d["as_read"]["ok"] is False and d["as_read"]["last_max_abs_diff"] == pytest.approx(4.0)
+    assert d["as_read"]["steps_max_abs_diff"] == pytest.approx(4.0)
+    assert d["as_read"]["argmax_agree"] == 3 and d["as_read"]["steps"] == 3
+    assert d["as_read"]["greedy_first_divergence"] is None
+    assert d["as_read"]["summary"] == "logits differ 4 (tol 1e-4)"
+    assert d["fixed"]["ok"] is True and d["fixed"]["last_max_abs_diff"] == 0.0
+    assert "with_other_fixes" not in d
+
+
+def test_fix_does_not_help_is_not_reproduced() -> None:
+    """The written value is not what makes candle differ: the patch changes nothing."""
+    w = World(defects={"hidden_act": 3.0})
+    c = confirm_numeric(numeric("PK101", {"rope_theta": 100000.0}), w.subject(), {})
+    assert c.verdict == "NOT-REPRODUCED" and not c.confirmed
+    assert c.evidence == (
+        "candle differs (logits differ 3 (tol 1e-4)) but with rope_theta=100000 restored it still does "
+        "(logits differ 3 (tol 1e-4)): the difference comes from something else"
+    )
+    assert c.details["fixed"]["ok"] is False
+
+
+@pytest.mark.parametrize(
+    "left,verdict",
+    [
+        (2.0, "CONFIRMED"),  # exactly half of 4: "at least halves the difference"
+        (1.0, "CONFIRMED"),
+        (2.001, "NOT-REPRODUCED"),  # just short of halving
+        (3.9, "NOT-REPRODUCED"),
+    ],
+)
+def test_a_fix_that_at_least_halves_the_difference_confirms(left: float, verdict: str) -> None:
+    """4.0 in all: the finding's own share is 4 - left, the rest comes from something unreported."""
+    assert IMPROVEMENT == 0.5
+    w = World(defects={"rope_theta": 4.0 - left, "unreported": left})
+    c = confirm_numeric(numeric("PK101", {"rope_theta": 100000.0}), w.subject(), {})
+    assert c.verdict == verdict, c.evidence
+    if verdict == "CONFIRMED":
+        assert c.evidence.startswith("logits differ 4 (tol 1e-4); with rope_theta=100000 restored, logits differ ")
+        assert c.evidence.endswith("(something else still differs)")
+        assert c.details["fixed"]["last_max_abs_diff"] == pytest.approx(left, abs=1e-5)
+    else:
+        assert c.evidence.endswith("the difference comes from something else")
+
+
+def test_a_nan_difference_is_never_halved() -> None:
+    """distance() reads NaN as infinite: a patched run that still gives NaN is no improvement."""
+    w = World(defects={"rope_theta": 4.0})
+    nan_rows = ROWS.copy()
+    nan_rows[:, SHIFTED] = np.nan
+    nan_out = RunOutputs(label="candle", last=nan_rows[0], rows=nan_rows, greedy=list(REF.greedy))
+
+    def run_patched(patch: dict[str, Any]) -> tuple[RunOutputs, Any]:
+        return nan_out, compare_run(REF, nan_out, F32)
+
+    s = Subject(as_read=nan_out, as_read_cmp=compare_run(REF, nan_out, F32), run_patched=run_patched)
+    c = confirm_numeric(numeric("PK101", {"rope_theta": 100000.0}), s, {})
+    assert c.verdict == "NOT-REPRODUCED" and "NaN" in c.evidence
+    assert c.evidence.endswith("the difference comes from something else")
+    # positive control: a fix that turns NaN into numbers close by does halve it
+    s.run_patched = w.run_patched
+    c = confirm_numeric(numeric("PK101", {"rope_theta": 100000.0}), s, {})
+    assert c.verdict == "CONFIRMED" and c.evidence.endswith("with rope_theta=100000 restored, 0")
+
+
+def test_leave_one_out_counts_only_the_findings_own_effect() -> None:
+    w = World(defects={"rope_theta": 4.0, "rope_scaling": 1.5})
+    others = {"rope_scaling": {"rope_type": "llama3"}}
+    c = confirm_numeric(numeric("PK101", {"rope_theta": 100000.0}), w.subject(), others)
+    assert c.verdict == "CONFIRMED"
+    assert w.calls == [others, {**others, "rope_theta": 100000.0}]
+    assert c.evidence == (
+        "with the other findings' fixes (rope_scaling={llama3 ...}): logits differ 4 (tol 1e-4); "
+        "with rope_theta=100000 restored, 0"
+    )
+    assert c.details["with_other_fixes"]["last_max_abs_diff"] == pytest.approx(4.0)
+    assert c.details["with_other_fixes"]["ok"] is False
+
+
+def test_other_patches_on_the_same_key_are_not_applied_twice() -> None:
+    w = World(defects={"rope_theta": 4.0})
+    c = confirm_numeric(numeric("PK101", {"rope_theta": 100000.0}), w.subject(), {"rope_theta": 5.0})
+    assert c.verdict == "CONFIRMED"
+    assert w.calls == [{"rope_theta": 100000.0}]  # no "with other fixes" run: the only other key is mine
+    assert "with_other_fixes" not in c.details and not c.evidence.startswith("with the other")
+
+
+def test_no_effect_of_its_own_once_the_other_fixes_apply() -> None:
+    """The difference is all the other finding's: with its fix, candle already agrees."""
+    w = World(defects={"rope_scaling": 2.5})
+    c = confirm_numeric(numeric("PK101", {"rope_theta": 100000.0}), w.subject(), {"rope_scaling": {"rope_type": "llama3"}})
+    assert c.verdict == "NOT-REPRODUCED"
+    assert c.evidence == (
+        "no effect of its own: with the other findings' fixes (rope_scaling={llama3 ...}): "
+        "candle already agrees with transformers (logits differ 0 (tol 1e-4))"
+    )
+    assert w.calls == [{"rope_scaling": {"rope_type": "llama3"}}]  # the fix itself never ran
+    assert c.details["with_other_fixes"]["ok"] is True and "fixed" not in c.details
+
+
+def test_when_the_other_fixes_break_the_run_the_as_read_difference_is_used() -> None:
+    boom = Failure(stage="config", kind="ConfigError", message="missing field `low_freq_factor`")
+    w = World(defects={"rope_theta": 4.0}, breaks={"rope_scaling": boom})
+    c = confirm_numeric(numeric("PK101", {"rope_theta": 100000.0}), w.subject(), {"rope_scaling": {"type": "linear"}})
+    # the leave-one-out baseline failed, so the fix is measured against the run as read, and
+    # the fix run carries the breaking patch too
+    assert w.calls[0] == {"rope_scaling": {"type": "linear"}}
+    assert c.details["with_other_fixes"] is None
+    assert c.verdict == "NOT-REPRODUCED"
+    assert c.evidence == (
+        "logits differ 4 (tol 1e-4), but with rope_theta=100000 restored candle fails: missing field `low_freq_factor`"
+    )
+    assert c.details["fixed_failure"] == {"stage": "config", "kind": "ConfigError", "message": "missing field `low_freq_factor`", "location": None}
+
+
+def test_other_fixes_failing_then_the_fix_restoring_confirms_without_prefix() -> None:
+    boom = Failure(stage="load", kind="CandleError", message="cannot find tensor x")
+    w = World(defects={"rope_theta": 4.0}, breaks={"only_alone": boom})
+
+    def run_patched(patch: dict[str, Any]) -> tuple[RunOutputs, Any]:
+        # the others alone fail; the others with the fix run
+        if patch == {"only_alone": 1}:
+            w.calls.append(patch)
+            return RunOutputs(label="x", failure=boom), None
+        return w.run_patched({k: v for k, v in patch.items() if k != "only_alone"})
+
+    s = w.subject()
+    s.run_patched = run_patched
+    c = confirm_numeric(numeric("PK101", {"rope_theta": 100000.0}), s, {"only_alone": 1})
+    assert c.verdict == "CONFIRMED"
+    assert c.evidence == "logits differ 4 (tol 1e-4); with rope_theta=100000 restored, 0"
+
+
+def test_a_fix_whose_run_gives_no_numbers_is_not_reproduced() -> None:
+    w = World(defects={"rope_theta": 4.0})
+    s = w.subject()
+    s.run_patched = lambda patch: (RunOutputs(label="x"), None)
+    c = confirm_numeric(numeric("PK101", {"rope_theta": 100000.0}), s, {})
+    assert c.verdict == "NOT-REPRODUCED"
+    assert c.evidence == "logits differ 4 (tol 1e-4), but with rope_theta=100000 restored candle fails: no numbers"
+    assert c.details["fixed_failure"] is None
+
+
+def test_as_read_failure_or_no_numbers_is_not_measurable() -> None:
+    boom = Failure(stage="forward", kind="CandleError", message="narrow invalid args\nmore")
+    w = World(defects={"rope_theta": 4.0}, as_read_failure=boom)
+    c = confirm_numeric(numeric("PK101", {"rope_theta": 100000.0}), w.subject(), {})
+    assert c.verdict == "NOT-REPRODUCED"
+    assert c.evidence == "not measurable: candle did not run (candle error at forward: narrow invalid args)"
+    assert c.details == {"as_read": None, "failure": boom.to_json()}
+    assert w.calls == []
+    s = Subject(as_read=RunOutputs(label="candle"), as_read_cmp=None, run_patched=w.run_patched)
+    c = confirm_numeric(numeric("PK101", {"rope_theta": 1.0}), s, {})
+    assert c.verdict == "NOT-REPRODUCED" and c.evidence == "not measurable: candle did not run (no numbers)"
+    assert c.details == {"as_read": None, "failure": None}
+
+
+def test_no_measurable_effect_when_candle_already_agrees() -> None:
+    w = World(defects={"rope_theta": 5e-5})  # under f32's 1e-4
+    c = confirm_numeric(numeric("PK101", {"rope_theta": 100000.0}), w.subject(), {"rope_scaling": {}})
+    assert c.verdict == "NOT-REPRODUCED"
+    assert c.evidence.startswith("no measurable effect: candle agrees with transformers (logits differ 5")
+    assert w.calls == []
+    assert c.details["patch"] == {"rope_theta": 100000.0}
+
+
+def test_subject_words_are_used_for_a_gguf() -> None:
+    w = World(defects={"rope_freqs": 4.0})
+    s = w.subject(what="the GGUF in candle", patch_word="")
+    c = confirm_numeric(numeric("PK401", {"rope_freqs": True}), s, {})
+    assert c.verdict == "CONFIRMED" and c.evidence == "logits differ 4 (tol 1e-4); with rope_freqs=true, 0"
+    c = confirm_numeric(numeric("PK401", {"other": 1}), s, {})
+    assert c.evidence.startswith("the GGUF in candle differs (")
+
+
+def test_restored_in_half_precision_reports_the_headline() -> None:
+    """bf16 has no logits tolerance: a restored run is described by its headline, not one number."""
+    w = World(defects={"rope_theta": 4.0}, tolerance=BF16)
+    c = confirm_numeric(numeric("PK101", {"rope_theta": 100000.0}), w.subject(), {})
+    # bf16 judges by argmax only, so a shift that keeps every argmax is "no measurable effect"
+    assert c.verdict == "NOT-REPRODUCED" and c.evidence.startswith("no measurable effect")
+    w = World(defects={"rope_theta": 20.0}, tolerance=BF16)  # moves token 5 to the top at every step
+    c = confirm_numeric(numeric("PK101", {"rope_theta": 100000.0}), w.subject(), {})
+    assert c.verdict == "CONFIRMED"
+    assert c.evidence.endswith("with rope_theta=100000 restored, logits differ 0 (max|ref| 9), argmax 3/3")
+
+
+# --------------------------------------------------------------------------- numeric, no patch
+
+
+def test_unfixable_difference_is_confirmed_alone() -> None:
+    w = World(defects={"attention_bias": 2.0})
+    c = confirm_numeric(numeric("PK105"), w.subject(), {})
+    assert c.verdict == "CONFIRMED"
+    assert c.evidence == "logits differ 2 (tol 1e-4); no config edit can fix this"
+    assert w.calls == []
+
+
+def test_unfixable_difference_is_measured_with_the_other_fixes() -> None:
+    w = World(defects={"attention_bias": 2.0, "rope_theta": 4.0})
+    c = confirm_numeric(numeric("PK105"), w.subject(unfixable="weights needed"), {"rope_theta": 100000.0})
+    assert c.verdict == "CONFIRMED"
+    assert c.evidence == "logits differ 2 (tol 1e-4) with the other findings' fixes applied; weights needed"
+    assert w.calls == [{"rope_theta": 100000.0}]
+    assert c.details["with_other_fixes"]["last_max_abs_diff"] == pytest.approx(2.0)
+
+
+def test_unfixable_finding_with_no_effect_of_its_own() -> None:
+    """A zero bias: all of candle's difference is the rope_theta finding's."""
+    w = World(defects={"rope_theta": 4.0})
+    c = confirm_numeric(numeric("PK105"), w.subject(), {"rope_theta": 100000.0})
+    assert c.verdict == "NOT-REPRODUCED"
+    assert c.evidence == (
+        "no effect of its own: with the other findings' fixes (rope_theta=100000) "
+        "candle agrees with transformers (logits differ 0 (tol 1e-4))"
+    )
+
+
+def test_unfixable_finding_when_the_other_fixes_break_the_run() -> None:
+    boom = Failure(stage="load", kind="CandleError", message="boom")
+    w = World(defects={"attention_bias": 2.0, "rope_theta": 4.0}, breaks={"rope_theta": boom})
+    c = confirm_numeric(numeric("PK105"), w.subject(), {"rope_theta": 100000.0})
+    assert c.verdict == "CONFIRMED"
+    assert c.evidence == "logits differ 6 (tol 1e-4); no config edit can fix this"
+    assert c.details["with_other_fixes"] is None
+
+
+# --------------------------------------------------------------------------- crash
+
+
+PANIC = Failure(
+    stage="load",
+    kind="CandlePanic",
+    message="panicked at candle-transformers-0.11.0/src/models/llama.rs:524:9: shape mismatch for model.layers.0.self_attn.q_proj.weight",
+)
+LM_HEAD = Failure(stage="load", kind="CandleError", message="cannot find tensor lm_head.weight")
+
+
+def crash_subject(f: Failure | None) -> Subject:
+    out = RunOutputs(label="candle", failure=f) if f else World().run({})
+    return Subject(as_read=out, as_read_cmp=None, run_patched=World().run_patched)
+
+
+def test_crash_confirmed_quotes_candles_own_text() -> None:
+    c = confirm_crash(crash("PK104", "SHAPE MISMATCH for model.layers.0"), crash_subject(PANIC), "the prompt")
+    assert c.verdict == "CRASH-CONFIRMED" and c.confirmed  # matched case-insensitively
+    assert c.evidence == "candle panicked at load: candle-transformers-0.11.0/src/models/llama.rs:524:9: shape mismatch for model.layers.0.self_attn.q_proj.weight"
+    assert c.details["expect"] == "SHAPE MISMATCH for model.layers.0"
+    assert c.details["failure"]["location"] == "candle-transformers-0.11.0/src/models/llama.rs:524"
+
+
+def test_crash_not_reproduced_when_candle_runs() -> None:
+    c = confirm_crash(crash("PK306", "narrow invalid args"), crash_subject(None), "the prompt and 8 tokens")
+    assert c.verdict == "NOT-REPRODUCED"
+    assert c.evidence == "candle loaded and ran the prompt and 8 tokens without an error"
+    assert c.details == {"expect": "narrow invalid args", "failure": None}
+
+
+def test_crash_that_failed_differently_is_not_confirmed() -> None:
+    """The planted bug: a PK206 predicting one text must not be confirmed by another failure."""
+    c = confirm_crash(crash("PK206", "unexpected tensor model.extra"), crash_subject(LM_HEAD), "the prompt")
+    assert c.verdict == "NOT-REPRODUCED"
+    assert c.evidence == "candle failed, but not as predicted (expected `unexpected tensor model.extra`): candle error at load: cannot find tensor lm_head.weight"
+    assert c.details["failure"]["message"] == "cannot find tensor lm_head.weight"
+
+
+def test_crash_that_stopped_earlier_names_the_finding_that_predicted_it() -> None:
+    """head-dim-mismatch with untied embeddings: candle panics on q_proj's shape (PK104) before
+    it ever looks for lm_head (PK205)."""
+    pk104 = crash("PK104", "shape mismatch for model.layers.0.self_attn.q_proj.weight")
+    pk205 = crash("PK205", "cannot find tensor lm_head.weight")
+    pk111 = static("PK111")
+    findings = [pk205, pk111, pk104]
+    c = confirm_crash(pk205, crash_subject(PANIC), "the prompt", findings)
+    assert c.verdict == "NOT-REPRODUCED"
+    assert c.evidence == "not reached: candle stopped earlier, at the failure PK104 predicts"
+    assert confirm_crash(pk104, crash_subject(PANIC), "the prompt", findings).verdict == "CRASH-CONFIRMED"
+
+
+def test_siblings_that_cannot_explain_the_failure_are_not_blamed() -> None:
+    me = crash("PK205", "cannot find tensor lm_head.weight")
+    no_text = crash("PK999", None)  # a crash sibling that predicts nothing explains nothing
+    empty = crash("PK998", "")
+    numeric_sibling = Finding(
+        code="PK101", name="n", message="m", filename="config.json", severity="error",
+        probe=Probe(kind="numeric", id="p", patch={"rope_theta": 1.0}, expect="shape mismatch"),
+    )
+    other_text = crash("PK204", "cannot find tensor model.layers.1")
+    c = confirm_crash(me, crash_subject(PANIC), "the prompt", [me, no_text, empty, numeric_sibling, other_text])
+    assert c.evidence.startswith("candle failed, but not as predicted"), c.evidence
+
+
+def test_crash_without_a_predicted_text_is_confirmed_by_any_failure() -> None:
+    c = confirm_crash(crash("PK301", None), crash_subject(LM_HEAD), "the prompt")
+    assert c.verdict == "CRASH-CONFIRMED" and c.evidence == "candle error at load: cannot find tensor lm_head.weight"
+
+
+def test_config_refusal_is_quoted_as_such() -> None:
+    refused = Failure(stage="config", kind="ConfigError", message="missing field `low_freq_factor` at line 3 column 1")
+    c = confirm_crash(crash("PK103", "missing field `low_freq_factor`"), crash_subject(refused), "x")
+    assert c.verdict == "CRASH-CONFIRMED"
+    assert c.evidence == "candle refused config.json: missing field `low_freq_factor` at line 3 column 1"
+
+
+# --------------------------------------------------------------------------- confirm_all
+
+
+def test_other_patches_merges_only_the_other_numeric_patches() -> None:
+    me = numeric("PK101", {"rope_theta": 1.0})
+    scaling = numeric("PK102", fix={"rope_scaling": {"rope_type": "llama3"}})
+    bias = numeric("PK105")
+    crash_with_fix = Finding(
+        code="PK103", name="n", message="m", filename="config.json", severity="error",
+        fix=Fix(message="x", edits={"crash_key": 1}), probe=Probe(kind="crash", id="p", patch={"crash_key": 2}, expect="x"),
+    )
+    s = crash_subject(None)
+    assert other_patches([me, scaling, bias, crash_with_fix, static("PK111")], me, s) == {"rope_scaling": {"rope_type": "llama3"}}
+    assert other_patches([me], me, s) == {}
+
+
+def test_confirm_all_gives_each_kind_its_own_verdict_in_order() -> None:
+    w = World(defects={"rope_theta": 4.0, "attention_bias": 2.0})
+    findings = [
+        numeric("PK101", {"rope_theta": 100000.0}),
+        numeric("PK105"),
+        crash("PK306", "narrow invalid args"),
+        static("PK111"),
+    ]
+    out = confirm_all(findings, w.subject(), "the prompt and 4 tokens")
+    assert [c.code for c in out] == ["PK101", "PK105", "PK306", "PK111"]
+    assert [c.verdict for c in out] == ["CONFIRMED", "CONFIRMED", "NOT-REPRODUCED", "NOT-REPRODUCED"]
+    # PK101 measured with PK105's (empty) patch: nothing else to apply, so 6 = 4 + 2 as read
+    assert out[0].evidence == "logits differ 6 (tol 1e-4); with rope_theta=100000 restored, logits differ 2 (tol 1e-4) (something else still differs)"
+    # PK105 measured with PK101's fix applied: only its own 2 is left
+    assert out[1].evidence == "logits differ 2 (tol 1e-4) with the other findings' fixes applied; no config edit can fix this"
+    assert out[2].evidence == "candle loaded and ran the prompt and 4 tokens without an error"
+    assert out[3].probe_kind == "static-only"
