@@ -58,3 +58,183 @@ def test_effective_values_ignore_only_the_legacy_type_key() -> None:
     linear = sk.config("tf4", rope_theta=500000.0, scaling={"type": "linear", "factor": 8.0})
     assert fix.effective(transformers_view(linear))["rope_type"] == "linear"
     assert fix.effective(transformers_view(linear)) != same
+
+
+# --------------------------------------------------------------------------- the place of every key
+
+
+def keys_and_text(d: Path) -> tuple[list[str], str]:
+    text = (d / "config.json").read_text()
+    return list(json.loads(text)), text
+
+
+def test_an_existing_key_is_edited_in_place(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A top-level `rope_theta` that conflicts with rope_parameters: edited where it stands."""
+    cfg = sk.config("tf5", rope_theta=100000.0)
+    cfg = {**cfg, "rope_theta": 10000.0}  # appended last by the dict, then moved to the middle below
+    keys = list(cfg)
+    keys.remove("rope_theta")
+    keys.insert(keys.index("hidden_size"), "rope_theta")  # well before rope_parameters, not last
+    d = sk.write_model(tmp_path / "m", {k: cfg[k] for k in keys}, weights=False)
+    before_keys, before_text = keys_and_text(d)
+    code, _, err = cli(capsys, "fix", str(d), "--write")
+    assert code == 0, err
+    after_keys, after_text = keys_and_text(d)
+    assert after_keys == before_keys
+    # exactly one line changed: the value, on the line where it was
+    changed = [(a, b) for a, b in zip(before_text.splitlines(), after_text.splitlines()) if a != b]
+    assert changed == [('  "rope_theta": 10000.0,', '  "rope_theta": 100000.0,')]
+    assert len(before_text.splitlines()) == len(after_text.splitlines())
+
+
+def test_new_keys_go_right_after_rope_parameters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = sk.write_model(tmp_path / "m", sk.config("tf5", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING), weights=False)
+    before_keys, _ = keys_and_text(d)
+    assert before_keys[-1] != "rope_parameters"  # so "after rope_parameters" differs from "at the end"
+    assert cli(capsys, "fix", str(d), "--write")[0] == 0
+    after_keys, _ = keys_and_text(d)
+    at = before_keys.index("rope_parameters") + 1
+    assert sorted(after_keys[at : at + 2]) == ["rope_scaling", "rope_theta"]
+    assert after_keys[:at] + after_keys[at + 2 :] == before_keys
+
+
+def test_new_keys_go_at_the_end_without_rope_parameters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = sk.write_model(tmp_path / "m", sk.config("tf4", max_position_embeddings=sk.DROP), weights=False)
+    before_keys, _ = keys_and_text(d)
+    assert cli(capsys, "fix", str(d), "--write")[0] == 0
+    after_keys, _ = keys_and_text(d)
+    assert after_keys == before_keys + ["max_position_embeddings"]
+
+
+def test_apply_edits_replaces_in_place_and_appends_in_edit_order() -> None:
+    config = {"a": 1, "rope_parameters": {}, "b": 2}
+    assert list(fix.apply_edits(config, {"b": 3, "new1": 4, "new2": 5}).items()) == [
+        ("a", 1), ("rope_parameters", {}), ("new1", 4), ("new2", 5), ("b", 3)
+    ]
+    assert list(fix.apply_edits({"a": 1, "b": 2}, {"new": 0, "a": 9}).items()) == [("a", 9), ("b", 2), ("new", 0)]
+    assert fix.apply_edits(config, {}) == config
+
+
+@pytest.mark.parametrize(
+    "indent,newline",
+    [(2, True), (4, True), ("\t", True), (2, False), (None, True)],
+)
+def test_the_file_keeps_its_indentation_and_final_newline(indent: int | str | None, newline: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = tmp_path / "m"
+    d.mkdir()
+    cfg = {**sk.config("tf5", rope_theta=100000.0), "rope_theta": 10000.0}
+    text = json.dumps(cfg, indent=indent) + ("\n" if newline else "")
+    (d / "config.json").write_text(text)
+    assert cli(capsys, "fix", str(d), "--write")[0] == 0
+    after = (d / "config.json").read_text()
+    assert after.endswith("\n") == newline
+    # a compact file is written with transformers' 2 spaces
+    assert after == json.dumps({**cfg, "rope_theta": 100000.0}, indent=indent or 2) + ("\n" if newline else "")
+
+
+def test_write_replaces_a_symlinked_config_and_keeps_its_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blob = tmp_path / "blobs" / "abc"
+    blob.parent.mkdir()
+    blob.write_text(json.dumps({**sk.config("tf5"), "rope_theta": 10000.0}, indent=2))
+    blob.chmod(0o640)
+    d = tmp_path / "snap"
+    d.mkdir()
+    (d / "config.json").symlink_to(blob)
+    blob_text = blob.read_text()
+    assert cli(capsys, "fix", str(d), "--write")[0] == 0
+    assert blob.read_text() == blob_text  # the shared blob is never written through the link
+    assert not (d / "config.json").is_symlink()
+    assert json.loads((d / "config.json").read_text())["rope_theta"] == 100000.0
+    assert (d / "config.json").stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in d.iterdir()) == ["config.json"]  # no temporary file left
+
+
+def test_diff_is_empty_and_nothing_written_when_nothing_to_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = sk.write_model(tmp_path / "m", sk.config("tf4"), weights=False)
+    p = fix.plan(d)
+    assert not p.changed and p.diff() == "" and p.new_text is None and not p.fixed and not p.refused
+    code, out, err = cli(capsys, "fix", str(d), "--write")
+    assert (code, out, err) == (0, "", "portkit: nothing to fix\n")
+
+
+def test_diff_outside_the_working_directory_names_the_path_without_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    d = sk.write_model(tmp_path / "m", {**sk.config("tf5"), "rope_theta": 10000.0}, weights=False)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    name = (d / "config.json").as_posix().lstrip("/")
+    assert fix.plan(d).diff().startswith(f"--- a/{name}\n+++ b/{name}\n")
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def refused(capsys: pytest.CaptureFixture[str], d: Path) -> str:
+    before = (d / "config.json").read_bytes()
+    code, out, err = cli(capsys, "fix", str(d), "--write")
+    assert code == 2 and out == "" and err.count("\n") == 1 and err.startswith("portkit: error: "), err
+    assert (d / "config.json").read_bytes() == before  # a refusal writes nothing
+    return err
+
+
+def test_refuses_a_key_written_twice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = tmp_path / "m"
+    d.mkdir()
+    text = json.dumps(sk.config("tf5"), indent=2)
+    (d / "config.json").write_text(text[:-2] + ',\n  "rope_theta": 1.0,\n  "rope_theta": 2.0\n}\n')
+    assert "key `rope_theta` is written twice; fix it by hand first" in refused(capsys, d)
+
+
+def test_refuses_a_config_transformers_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = sk.write_model(tmp_path / "m", {**sk.config("tf5"), "hidden_size": "64"}, weights=False)
+    assert "transformers refuses this config" in refused(capsys, d)
+
+
+def test_refuses_unfixable_findings_even_next_to_fixable_ones(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # PK101 alone would be fixed; with a bias next to it, a half-fixed config would still load
+    d = sk.write_model(tmp_path / "m", sk.config("tf5", attention_bias=True), weights=False)
+    err = refused(capsys, d)
+    assert "no config edit makes candle 0.11.0 compute what transformers does: PK105" in err
+    p = fix.plan(d)
+    assert [f.code for f in p.refused] == ["PK105"] and p.new_text is None
+    assert "PK101" in [f.code for f in p.fixed]
+
+
+def test_refuses_linear_scaling_which_candle_has_no_equivalent_for(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = sk.write_model(tmp_path / "m", sk.config("tf4", scaling={"type": "linear", "factor": 2.0}), weights=False)
+    assert "PK103" in refused(capsys, d)
+
+
+def test_refuses_rather_than_leaving_a_rule_firing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """candle's serde stops at its first error, so PK110's missing `rms_norm_eps` hides behind
+    PK103 until PK103 is fixed: fix checks its result and refuses instead of half-fixing."""
+    d = sk.write_model(tmp_path / "m", sk.config("tf4", rope_theta=500000.0, scaling=LEGACY_LLAMA3, rms_norm_eps=sk.DROP), weights=False)
+    assert "refusing to fix: PK110 would still fire after the edit" in refused(capsys, d)
+
+
+def test_the_safety_check_refuses_an_edit_that_changes_transformers(tmp_path: Path) -> None:
+    from portkit.errors import InputError
+    from portkit.model import load_model
+
+    d = sk.write_model(tmp_path / "m", {**sk.config("tf5"), "rope_theta": 10000.0}, weights=False)
+    facts = load_model(d)
+    assert facts.config is not None and isinstance(facts.config.value, dict)
+    good = {**facts.config.value, "rope_theta": 100000.0}
+    fix._check(facts, facts.config, good, fix.render(good, facts.config.text))  # passes
+    bad = {**good, "hidden_size": 128, "rope_parameters": {**good["rope_parameters"], "rope_theta": 5.0}, "rope_theta": 5.0}
+    with pytest.raises(InputError, match=r"would change transformers' effective hidden_size, rope_parameters, rope_theta$"):
+        fix._check(facts, facts.config, bad, fix.render(bad, facts.config.text))
+    # a legacy `type` is the one rope key that may go: transformers reads it only as rope_type's default
+    typed = {**good, "rope_parameters": {**good["rope_parameters"], "type": "default"}}
+    fix._check(facts, facts.config, typed, fix.render(typed, facts.config.text))
+    still = dict(facts.config.value)  # the edit not made: PK101 still fires
+    with pytest.raises(InputError, match="refusing to fix: PK101 would still fire after the edit"):
+        fix._check(facts, facts.config, still, fix.render(still, facts.config.text))
+
+
+def test_no_config_json_is_bad_input(tmp_path: Path) -> None:
+    from portkit.errors import InputError
+    from portkit.model import ModelFacts
+
+    with pytest.raises(InputError, match="no config.json to fix"):
+        fix.plan(tmp_path, ModelFacts(root=tmp_path, config=None))
