@@ -9,8 +9,8 @@ Two ways to get the hook, one test each:
   so uncommitted work is tested too, like `pre-commit try-repo`) and pre-commit builds its own
   `language: python` virtualenv from it: `pip install .` fetches pydantic, numpy and the rest
   from PyPI (about 10 s). That env holds neither torch nor transformers, so this also proves
-  lint runs without them. Skipped, with the reason, when PyPI cannot be reached or
-  `PORTKIT_OFFLINE=1`.
+  lint runs without them. Skipped, with the reason, only when the index itself does not
+  answer (`pypi_unreachable`) or `PORTKIT_OFFLINE=1`; any other install failure fails.
 - `local`: offline. `repo: local`, `language: system`, `entry: <this venv>/bin/portkit lint`,
   with `name`, `files`, `pass_filenames` and `require_serial` read from the same
   `.pre-commit-hooks.yaml`.
@@ -46,19 +46,27 @@ pytestmark = [
     pytest.mark.skipif(not PORTKIT.exists(), reason="needs the portkit console script (pip install -e .)"),
 ]
 
-# pip's and pre-commit's words for "could not reach the index"
-_NETWORK_ERRORS = (
-    "Failed to establish a new connection",
-    "Network is unreachable",
-    "Temporary failure in name resolution",
-    "Name or service not known",
-    "Max retries exceeded",
-    "ProxyError",
-    "Could not find a version that satisfies the requirement",
-    "No matching distribution found",
-    "Connection refused",
-    "timed out",
-)
+# Whether PyPI can be reached is asked of the index itself, never read from pip's output:
+# "No matching distribution found" is what pip prints offline, but also what it prints for a
+# wrong dependency of ours (a typo, an impossible pin), which must fail this test, not skip it.
+PYPI_SIMPLE = "https://pypi.org/simple"
+
+
+def pypi_unreachable(timeout: float = 15.0) -> str | None:
+    """Why the package index pip uses cannot be reached (None when it answers): a GET of its
+    page for `pip`, which every index has, through the proxy settings pip also honours."""
+    import urllib.error
+    import urllib.request
+
+    index = os.environ.get("PIP_INDEX_URL", PYPI_SIMPLE).rstrip("/")
+    try:
+        with urllib.request.urlopen(f"{index}/pip/", timeout=timeout) as r:
+            r.read(1)
+    except urllib.error.HTTPError as e:
+        return f"{index} answered HTTP {e.code}" if e.code >= 500 else None
+    except (urllib.error.URLError, OSError) as e:
+        return f"{index} cannot be reached: {getattr(e, 'reason', e)}"
+    return None
 
 
 def _hook() -> dict:
@@ -140,16 +148,18 @@ def _install_hook_env(user: Path, env: dict[str, str], tmp: Path) -> None:
         return
     log = tmp / "pre-commit-home" / "pre-commit.log"
     text = p.stdout + (log.read_text(errors="replace") if log.exists() else "")
-    hit = next((s for s in _NETWORK_ERRORS if s in text), None)
-    if hit:
-        pytest.skip(f"pre-commit could not build the hook env from PyPI ({hit!r}); the `local` variant covers the hook offline")
-    pytest.fail(f"pre-commit install-hooks exited {p.returncode}:\n{text[-6000:]}")
+    why = pypi_unreachable()  # the network may have gone while pip ran
+    if why:
+        pytest.skip(f"pre-commit could not build the hook env: {why}; the `local` variant covers the hook offline")
+    pytest.fail(f"pre-commit install-hooks exited {p.returncode} with PyPI reachable (a packaging bug?):\n{text[-6000:]}")
 
 
 @pytest.mark.parametrize("mode", ["repo", "local"])
 def test_commit_refused_on_transformers5_config_then_passes_after_fix(mode: str, tmp_path: Path, fixture_dir: Callable[..., Path]) -> None:
     if mode == "repo" and os.environ.get("PORTKIT_OFFLINE") == "1":
         pytest.skip("PORTKIT_OFFLINE=1: no PyPI for pre-commit's hook env")
+    if mode == "repo" and (why := pypi_unreachable()):
+        pytest.skip(f"no PyPI for pre-commit's hook env: {why}; the `local` variant covers the hook offline")
     env = _env(tmp_path)
     cfg = (_config_repo if mode == "repo" else _config_local)(tmp_path, env)
 
@@ -185,3 +195,56 @@ def test_commit_refused_on_transformers5_config_then_passes_after_fix(mode: str,
     assert "Passed" in second.stdout, second.stdout
     committed = _ok(_run(["git", "show", f"HEAD:{MODEL}/config.json"], user, env)).stdout
     assert json.loads(committed).get("rope_theta") == 100000.0
+
+
+@pytest.fixture
+def index_server():
+    """A local package index answering `status` for every page; yields its /simple URL."""
+    import http.server
+    import threading
+
+    state = {"status": 200}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self.send_response(state["status"])
+            self.end_headers()
+            self.wfile.write(b"<html></html>")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/simple", state
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("status,unreachable", [(200, False), (404, False), (503, True)])
+def test_pypi_reachability_is_asked_of_the_index(status: int, unreachable: bool, index_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    url, state = index_server
+    state["status"] = status
+    monkeypatch.setenv("PIP_INDEX_URL", url + "/")
+    for proxy in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(proxy, raising=False)
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    why = pypi_unreachable(timeout=5)
+    assert (why is not None) == unreachable, why
+    if unreachable:
+        assert why == f"{url} answered HTTP 503"
+
+
+def test_a_closed_index_port_is_unreachable(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on once this socket is closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{port}/simple")
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    why = pypi_unreachable(timeout=5)
+    assert why is not None and why.startswith(f"http://127.0.0.1:{port}/simple cannot be reached: ")

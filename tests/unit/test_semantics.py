@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -94,14 +93,9 @@ def test_gguf_view_strict_types_and_defaults(tmp_path: Path) -> None:
     assert v.refused is None and v.head_dim == 16 and not v.rope_is_neox and v.freq_base == 100000.0
 
 
-def test_lint_of_an_8b_shaped_sharded_skeleton_is_fast(tmp_path: Path) -> None:
+def test_lint_of_an_8b_shaped_sharded_skeleton(tmp_path: Path) -> None:
+    """Headers only: four sparse shards of an 8B shape lint like the tiny model. How long it
+    takes is bench/lint_bench.py's to measure, never a test's to assert."""
     d = sk.write_model(tmp_path / "m", sk.config("tf5", **sk.SHAPE_8B), shards=4)
-    s = Settings(respect_pyproject=False)
-    lint_paths([d], s)
-    times = []
-    for _ in range(5):
-        t = time.perf_counter()
-        r = lint_paths([d], s)
-        times.append(time.perf_counter() - t)
+    r = lint_paths([d], Settings(respect_pyproject=False))
     assert {f.code for f in r.findings} == {"PK101"}
-    assert min(times) < 0.1, f"lint took {min(times) * 1000:.1f} ms (target < 20 ms on a quiet machine)"
