@@ -6,11 +6,20 @@ them as read-only and copy one (`shutil.copytree`) before editing it.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Callable
 
 import pytest
+from hypothesis import settings
+
+# CI (the runner sets CI=true) draws the same examples on every run, so a failure there can
+# be reproduced; print_blob shows the @reproduce_failure line for whatever it finds.
+# Locally, examples stay random and keep exploring.
+settings.register_profile("ci", derandomize=True, print_blob=True, database=None)
+if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+    settings.load_profile("ci")
 
 # `fixtures/` is a top-level package of the repository, not of the installed `portkit`.
 _ROOT = Path(__file__).resolve().parents[1]
