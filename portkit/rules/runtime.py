@@ -227,7 +227,7 @@ class CacheDtypeMismatch(_RuntimeRule):
                 keys=self.keys(ctx),
                 transformers_value="per-call cast",
                 candle_value=f"Cache dtype must be {d}",
-                expect="rope",
+                expect=err,
             )
 
 

@@ -127,6 +127,11 @@ def test_crash_probe_expectations_hold_in_candle(code: str, builder: Any, n: int
     dtype, cache = target.get("dtype", "f32"), None
     if code == "PK304":
         dtype, cache = "f16", "f32"  # a half-precision model with an f32 Cache, on the CPU
+        # ... so the text to find is the one PK304 predicts for that target, dtype and all
+        cpu = lint_paths([d], Settings(target=Target(device="cpu", dtype="f16"), preview=True, respect_pyproject=False))
+        crash = [f.probe for f in cpu.findings if f.code == code and f.probe and f.probe.kind == "crash"]
+        probes = [p for p in crash if p.expect]
+        assert probes, "PK304 predicts no text for cpu/f16"
     tokens = target.get("max_tokens") or (4097 if code == "PK405" else 4)
     try:
         if code.startswith("PK4"):
