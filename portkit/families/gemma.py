@@ -32,3 +32,11 @@ FIELDS = (
 
 def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     return dict(cfg)
+
+
+def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+    """What `gemma::Model::new` requests: q/k/v/o with bias iff `attention_bias` (gemma.rs:177-181);
+    never `lm_head.weight`: the head is always `embed_tokens` (gemma.rs:359)."""
+    from portkit.families import tensors as T
+
+    return T.standard(values, qkv_bias=values["attention_bias"], o_bias=values["attention_bias"])

@@ -35,3 +35,12 @@ FIELDS = (
 
 def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     return dict(cfg)
+
+
+def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+    """What `gemma2::Model::new` requests: gemma's layers plus `pre_feedforward_layernorm` and
+    `post_feedforward_layernorm` (gemma2.rs:299-317); never `lm_head.weight` (gemma2.rs:378)."""
+    from portkit.families import tensors as T
+
+    bias = values["attention_bias"]
+    return T.standard(values, qkv_bias=bias, o_bias=bias, extra_norms=("pre_feedforward_layernorm", "post_feedforward_layernorm"))

@@ -55,3 +55,22 @@ def effective(cfg: dict[str, Any]) -> dict[str, Any]:
         "use_flash_attn": False,
         "head_dim": cfg["hidden_size"] // heads if heads else None,
     }
+
+
+def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+    """What `granite::Granite::load` requests (granite.rs:446-452): embed, `lm_head.weight` always
+    (there is no tie), `model.norm`, then the layers with no biases (granite.rs:316-324, 366-369);
+    a failed layer tensor is a panic (`Block::load(...).unwrap()`)."""
+    from portkit.families import tensors as T
+
+    h, heads, kv, hd = T.dims(values)
+    t: T.Table = {}
+    T.embedding(t, values)
+    T.lm_head(t, values)
+    T.norm(t, "model.norm", h)
+    for p in T.layer_prefixes(values):
+        T.attention(t, p, h, heads, kv, hd)
+        T.gated_mlp(t, p, h, values["intermediate_size"])
+        T.norm(t, p + "input_layernorm", h)
+        T.norm(t, p + "post_attention_layernorm", h)
+    return t

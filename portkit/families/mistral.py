@@ -37,3 +37,13 @@ def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     if out["head_dim"] is None:
         out["head_dim"] = cfg["hidden_size"] // heads if heads else None
     return out
+
+
+def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+    """What `mistral::Model::new` requests (mistral.rs:372-386): no biases; `lm_head.weight`
+    always, whatever `tie_word_embeddings` says (mistral.rs:385)."""
+    from portkit.families import tensors as T
+
+    t = T.standard(values)
+    T.lm_head(t, values)
+    return t

@@ -35,3 +35,28 @@ FIELDS = (
 def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     heads = cfg["num_attention_heads"]
     return {**cfg, "head_dim": cfg["hidden_size"] // heads if heads else None}
+
+
+def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+    """What `mixtral::Model::new` requests (mixtral.rs:413-427): per layer attention, then
+    `block_sparse_moe.gate` and per-expert `w1`/`w2`/`w3` (mixtral.rs:252-257, 282-288), then
+    the two norms; `lm_head.weight` always (mixtral.rs:426)."""
+    from portkit.families import tensors as T
+
+    h, heads, kv, hd = T.dims(values)
+    inter, experts = values["intermediate_size"], values["num_local_experts"]
+    t: T.Table = {}
+    T.embedding(t, values)
+    for p in T.layer_prefixes(values):
+        T.attention(t, p, h, heads, kv, hd)
+        moe = f"{p}block_sparse_moe."
+        T.linear(t, moe + "gate", h, experts)
+        for e in range(experts):
+            T.linear(t, f"{moe}experts.{e}.w1", h, inter)
+            T.linear(t, f"{moe}experts.{e}.w2", inter, h)
+            T.linear(t, f"{moe}experts.{e}.w3", h, inter)
+        T.norm(t, p + "input_layernorm", h)
+        T.norm(t, p + "post_attention_layernorm", h)
+    T.norm(t, "model.norm", h)
+    T.lm_head(t, values)
+    return t

@@ -34,3 +34,25 @@ FIELDS = (
 def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     heads = cfg["num_attention_heads"]
     return {**cfg, "head_dim": cfg["hidden_size"] // heads if heads else None}
+
+
+def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+    """What `olmo2::Model::new` requests: q/k/v/o with bias iff `attention_bias`, `q_norm` over the
+    whole hidden size and `k_norm` over kv_heads*head_dim (olmo2.rs:127-133); post-norms only
+    (`post_feedforward_layernorm`, `post_attention_layernorm`, olmo2.rs:226-237); `lm_head.weight`
+    unless `tie_word_embeddings` (olmo2.rs:290-294)."""
+    from portkit.families import tensors as T
+
+    h, heads, kv, hd = T.dims(values)
+    bias = values["attention_bias"]
+    t: T.Table = {}
+    T.embedding(t, values)
+    for p in T.layer_prefixes(values):
+        T.attention(t, p, h, heads, kv, hd, qkv_bias=bias, o_bias=bias, qk_norm=(h, kv * hd))
+        T.gated_mlp(t, p, h, values["intermediate_size"])
+        T.norm(t, p + "post_feedforward_layernorm", h)
+        T.norm(t, p + "post_attention_layernorm", h)
+    T.norm(t, "model.norm", h)
+    if not values["tie_word_embeddings"]:
+        T.lm_head(t, values)
+    return t

@@ -48,3 +48,25 @@ FIELDS = (
 def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     heads = cfg["num_attention_heads"]
     return {**cfg, "head_dim": cfg["hidden_size"] // heads if heads else None}
+
+
+def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+    """What `phi3::Model::new` requests: fused `qkv_proj` and `gate_up_proj`, no biases
+    (phi3.rs:184-187, 278-281); `lm_head.weight` unless `tie_word_embeddings` (phi3.rs:371-375)."""
+    from portkit.families import tensors as T
+
+    h, heads, kv, hd = T.dims(values)
+    inter = values["intermediate_size"]
+    t: T.Table = {}
+    T.embedding(t, values)
+    for p in T.layer_prefixes(values):
+        T.linear(t, p + "self_attn.qkv_proj", h, heads * hd + 2 * kv * hd)
+        T.linear(t, p + "self_attn.o_proj", heads * hd, h)
+        T.linear(t, p + "mlp.gate_up_proj", h, 2 * inter)
+        T.linear(t, p + "mlp.down_proj", inter, h)
+        T.norm(t, p + "input_layernorm", h)
+        T.norm(t, p + "post_attention_layernorm", h)
+    T.norm(t, "model.norm", h)
+    if not values["tie_word_embeddings"]:
+        T.lm_head(t, values)
+    return t

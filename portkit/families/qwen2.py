@@ -35,3 +35,15 @@ FIELDS = (
 def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     heads = cfg["num_attention_heads"]
     return {**cfg, "head_dim": cfg["hidden_size"] // heads if heads else None}
+
+
+def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+    """What `qwen2::ModelForCausalLM::new` requests: q/k/v with bias, o without (qwen2.rs:136-139);
+    `lm_head.weight` only when the checkpoint has it: `vb.contains_tensor` decides, and
+    `tie_word_embeddings` is never consulted (qwen2.rs:380-384)."""
+    from portkit.families import tensors as T
+
+    t = T.standard(values, qkv_bias=True)
+    if "lm_head.weight" in available:
+        T.lm_head(t, values)
+    return t

@@ -35,3 +35,15 @@ FIELDS = (
 
 def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     return dict(cfg)
+
+
+def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+    """What `qwen3::ModelForCausalLM::new` requests: q/k/v/o with bias iff `attention_bias`,
+    per-head `q_norm`/`k_norm` [head_dim] (qwen3.rs:135-161); `lm_head.weight` unless
+    `tie_word_embeddings` (qwen3.rs:500-504)."""
+    from portkit.families import tensors as T
+
+    t = T.standard(values, qkv_bias=values["attention_bias"], o_bias=values["attention_bias"], head_qk_norm=True)
+    if not values["tie_word_embeddings"]:
+        T.lm_head(t, values)
+    return t

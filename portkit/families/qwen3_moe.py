@@ -40,3 +40,34 @@ FIELDS = (
 
 def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     return dict(cfg)
+
+
+def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+    """What `qwen3_moe::ModelForCausalLM::new` requests: qwen3's attention; a sparse MoE block
+    (`mlp.gate`, `mlp.experts.{e}.{gate,up,down}_proj` of `moe_intermediate_size`) on layers where
+    `num_experts > 0` and `(i + 1)` is a multiple of `decoder_sparse_step`, else a dense MLP
+    (qwen3_moe.rs:222-233, 105-113, 68-83); `lm_head.weight` unless tied (qwen3_moe.rs:355-359).
+    The CPU build; a CUDA build loads fused experts instead."""
+    from portkit.families import tensors as T
+
+    h, heads, kv, hd = T.dims(values)
+    bias, experts, step = values["attention_bias"], values["num_experts"], values["decoder_sparse_step"]
+    moe_inter = values["moe_intermediate_size"]
+    t: T.Table = {}
+    T.embedding(t, values)
+    for i, p in enumerate(T.layer_prefixes(values)):
+        T.attention(t, p, h, heads, kv, hd, qkv_bias=bias, o_bias=bias, qk_norm=(hd, hd))
+        if experts > 0 and step > 0 and (i + 1) % step == 0:
+            T.linear(t, p + "mlp.gate", h, experts)
+            for e in range(experts):
+                T.linear(t, f"{p}mlp.experts.{e}.gate_proj", h, moe_inter)
+                T.linear(t, f"{p}mlp.experts.{e}.up_proj", h, moe_inter)
+                T.linear(t, f"{p}mlp.experts.{e}.down_proj", moe_inter, h)
+        else:
+            T.gated_mlp(t, p, h, values["intermediate_size"])
+        T.norm(t, p + "input_layernorm", h)
+        T.norm(t, p + "post_attention_layernorm", h)
+    T.norm(t, "model.norm", h)
+    if not values["tie_word_embeddings"]:
+        T.lm_head(t, values)
+    return t

@@ -35,3 +35,22 @@ FIELDS = (
 def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     heads = cfg["num_attention_heads"]
     return {**cfg, "head_dim": cfg["hidden_size"] // heads if heads else None}
+
+
+def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+    """What `stable_lm::Model::new` requests: q/k/v with bias iff `use_qkv_bias`, o without
+    (stable_lm.rs:206-215); LayerNorms with weight and bias (stable_lm.rs:323-332, 382); no
+    `q_layernorm`/`k_layernorm`; `lm_head.weight` always (stable_lm.rs:383)."""
+    from portkit.families import tensors as T
+
+    h, heads, kv, hd = T.dims(values)
+    t: T.Table = {}
+    T.embedding(t, values)
+    for p in T.layer_prefixes(values):
+        T.attention(t, p, h, heads, kv, hd, qkv_bias=values["use_qkv_bias"])
+        T.gated_mlp(t, p, h, values["intermediate_size"])
+        T.norm(t, p + "input_layernorm", h, bias=True)
+        T.norm(t, p + "post_attention_layernorm", h, bias=True)
+    T.norm(t, "model.norm", h, bias=True)
+    T.lm_head(t, values)
+    return t

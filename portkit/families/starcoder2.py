@@ -33,3 +33,23 @@ FIELDS = (
 def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     heads = cfg["num_attention_heads"]
     return {**cfg, "head_dim": cfg["hidden_size"] // heads if heads else None}
+
+
+def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+    """What `starcoder2::Model::new` requests: q/k/v/o and `mlp.c_fc`/`mlp.c_proj` with bias iff
+    `use_bias` (starcoder2.rs:100-101, 138-142); LayerNorms with weight and bias (starcoder2.rs:229-235,
+    287); never `lm_head.weight`: the head is always `embed_tokens` (starcoder2.rs:288)."""
+    from portkit.families import tensors as T
+
+    h, heads, kv, hd = T.dims(values)
+    bias, inter = values["use_bias"], values["intermediate_size"]
+    t: T.Table = {}
+    T.embedding(t, values)
+    for p in T.layer_prefixes(values):
+        T.attention(t, p, h, heads, kv, hd, qkv_bias=bias, o_bias=bias)
+        T.linear(t, p + "mlp.c_fc", h, inter, bias)
+        T.linear(t, p + "mlp.c_proj", inter, h, bias)
+        T.norm(t, p + "input_layernorm", h, bias=True)
+        T.norm(t, p + "post_attention_layernorm", h, bias=True)
+    T.norm(t, "model.norm", h, bias=True)
+    return t

@@ -1,4 +1,10 @@
-"""PK4xx: GGUF files as candle 0.11.0's `models::quantized_llama` reads them."""
+"""PK4xx: GGUF files as candle 0.11.0's GGUF loaders read them.
+
+Each file goes to the loader its `general.architecture` names in `portkit.families.GGUF_LOADERS`
+(quantized_llama for an architecture candle has no loader for); each rule lists the loaders it
+speaks about (`loaders`) and sees only their files. GGUF rules apply to every model family: the
+file's architecture, not config.json's `model_type`, decides how candle reads it.
+"""
 
 from __future__ import annotations
 
@@ -9,39 +15,56 @@ from portkit.rules.base import Context, Rule, f32, num
 from portkit.semantics.gguf import (
     CANDLE_LOADS,
     CANDLE_PARSES,
+    GEMMA3_DEFAULT_LOCAL_FREQ_BASE,
     LLAMA_CPP_NEOX_NOT_IN_CANDLE,
+    LOADER_REQUIRED,
     MAX_SEQ_LEN,
+    PHI3_FREQ_BASE,
     REQUIRED_U32,
     GgufView,
+    candle_debug,
+    loader_required_tensors,
+    md_f32,
+    metadata_prefix,
 )
 from portkit.semantics.transformers import llama3_inv_freq_factors
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Iterable
+    from typing import ClassVar, Iterable
 
     from portkit.findings import Finding
     from portkit.model import GgufFile
 
 
+ALL_LOADERS = ("quantized_llama", "quantized_qwen2", "quantized_qwen3", "quantized_gemma3", "quantized_phi3")
+
+
 class _GgufRule(Rule):
     group = "gguf"
+    families = ("*",)
     needs = ("gguf",)
+    # the candle GGUF loaders whose files the rule speaks about
+    loaders: ClassVar[tuple[str, ...]] = ("quantized_llama",)
 
     def each(self, ctx: Context) -> Iterable[tuple[GgufFile, GgufView]]:
-        return ctx.ggufs
+        return [(g, v) for g, v in ctx.ggufs if v.loader in self.loaders]
 
     def tv_ok(self, ctx: Context) -> bool:
         return bool(ctx.tv is not None and ctx.tv.ok)
 
 
 class MissingGgufMetadata(_GgufRule):
-    """A metadata key candle's quantized_llama requires is missing or has the wrong type.
+    """A metadata key the file's candle GGUF loader requires is missing or has the wrong type.
 
     ## What it does
-    Checks `llama.attention.head_count`, `llama.attention.head_count_kv`,
+    For quantized_llama checks `llama.attention.head_count`, `llama.attention.head_count_kv`,
     `llama.block_count`, `llama.embedding_length`, `llama.rope.dimension_count` (U32) and
-    `llama.attention.layer_norm_rms_epsilon` (F32).
+    `llama.attention.layer_norm_rms_epsilon` (F32). For quantized_qwen2, quantized_qwen3,
+    quantized_gemma3 and quantized_phi3 checks the keys each reads with `md_get(..)?` under its
+    own prefix (quantized_qwen3 also requires `qwen3.rope.freq_base`, quantized_gemma3
+    `attention.key_length`, `value_length` and `sliding_window`, quantized_phi3
+    `feed_forward_length` and `rope.dimension_count`).
 
     ## Why is this bad?
     candle reads them with strict `to_u32()` / `to_f32()`: absent, or written as U64/I32/F64
@@ -56,7 +79,8 @@ class MissingGgufMetadata(_GgufRule):
     None in config.json; rewrite the GGUF metadata with the types llama.cpp uses.
 
     ## Candle source
-    candle-transformers-0.11.0/src/models/quantized_llama.rs:372-390;
+    candle-transformers-0.11.0/src/models/quantized_llama.rs:372-390; quantized_qwen2.rs:191-196;
+    quantized_qwen3.rs:474-481; quantized_gemma3.rs:288-295; quantized_phi3.rs:235-243;
     candle-core-0.11.0/src/quantized/gguf_file.rs:250-255, :284-289.
 
     ## Verification
@@ -73,8 +97,13 @@ class MissingGgufMetadata(_GgufRule):
     fix_title = "Write the metadata key with the type llama.cpp uses (U32 counts, F32 epsilon)"
     probe_kind = "crash"
 
+    loaders = ALL_LOADERS
+
     def check(self, ctx: Context) -> Iterable[Finding]:
         for g, v in self.each(ctx):
+            if v.loader != "quantized_llama":
+                yield from self._other_loader(ctx, g, v.loader)
+                continue
             arch = v.architecture
             for key in v.missing_keys:
                 alt = key.replace("llama.", f"{arch}.", 1) if arch and arch != "llama" else None
@@ -98,6 +127,23 @@ class MissingGgufMetadata(_GgufRule):
                     candle_value=err,
                     expect=err,
                 )
+
+
+    def _other_loader(self, ctx: Context, g: GgufFile, loader: str) -> Iterable[Finding]:
+        prefix = metadata_prefix(g, loader)
+        for suffix, want in LOADER_REQUIRED[loader]:
+            key = f"{prefix}.{suffix}"
+            v = g.metadata.get(key)
+            if v is None:
+                err = f"cannot find {key} in metadata"
+                msg = f"candle 0.11.0's {loader} requires `{key}` and fails at load with `{err}`"
+            elif v.type != want:
+                err = f"not a {want.lower()} {candle_debug(v)}"
+                msg = f"`{key}` is {v.type}; candle 0.11.0's {loader} reads it with `to_{want.lower()}()` and fails at load with `{err}`"
+            else:
+                continue
+            yield self.finding(ctx, msg, filename=g.path, location=None, candle_value=err, expect=err)
+            return  # candle stops at the first: later keys are never read
 
 
 class GgufFreqBaseDefaulted(_GgufRule):
@@ -412,52 +458,62 @@ class HeadDimNotEmbeddingOverHeads(_GgufRule):
 
 
 class NonLlamaArchitecture(_GgufRule):
-    """A GGUF of another architecture, loaded through candle's `quantized_llama`.
+    """A GGUF of an architecture candle 0.11.0 has no loader for: only `quantized_llama` is left.
 
     ## What it does
-    Flags `general.architecture` other than `llama` (or absent).
+    Flags a `general.architecture` (or none) that none of candle 0.11.0's GGUF loaders is
+    written for: not `llama` (quantized_llama, which llama.cpp also uses for Mistral and
+    Mixtral conversions), `qwen2`, `qwen3`, `gemma3` or `phi3` (quantized_qwen2,
+    quantized_qwen3, quantized_gemma3, quantized_phi3).
 
     ## Why is this bad?
-    quantized_llama reads only `llama.*` metadata and the llama block layout; it picks RoPE
-    pairing from a fixed architecture list and ignores everything else the architecture
-    needs (biases, norms, activations). It either fails at load or runs a different model.
+    The loader candle would use cannot read it: quantized_llama reads only `llama.*` metadata
+    and the llama block layout; it picks RoPE pairing from a fixed architecture list and
+    ignores everything else the architecture needs (biases, norms, activations). It either
+    fails at load (`cannot find llama.attention.head_count in metadata`) or runs a different
+    model.
 
     ## Example
-    `general.architecture = "qwen2"`.
+    `general.architecture = "olmo2"` or `"starcoder2"`.
 
     ## Fix
-    Use the candle model written for that architecture (e.g. `quantized_qwen2`).
+    Run the safetensors checkpoint with candle's module for that family, or write a loader.
 
     ## Candle source
-    candle-transformers-0.11.0/src/models/quantized_llama.rs:372-428.
+    candle-transformers-0.11.0/src/models/quantized_llama.rs:372-428; the loaders
+    quantized_qwen2.rs:181, quantized_qwen3.rs:463, quantized_gemma3.rs:261,
+    quantized_phi3.rs:223 (`from_gguf`).
 
     ## Verification
     static-only.
 
     ## References
-    FIELD-REPORTS mode 7: candle#3410, openvino.genai#4059.
+    FIELD-REPORTS mode 7: candle#3410, openvino.genai#4059; CANDLE-FAMILIES §15.3.
     """
 
     code = "PK407"
     name = "non-llama-architecture"
     severity = "warning"
     effect = "silent"
-    fix_title = "Use the candle model written for this architecture"
+    fix_title = "Use candle's safetensors module for this family, or a loader written for the architecture"
     probe_kind = "static-only"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
+        from portkit.families import GGUF_LOADERS
+
         for g, v in self.each(ctx):
-            if v.architecture != "llama":
-                shown = f"`{v.architecture}`" if v.architecture else "absent"
-                pairing = "NEOX (`rope`)" if v.rope_is_neox else "interleaved (`rope_i`)"
-                yield self.finding(
-                    ctx,
-                    f"`general.architecture` is {shown}; candle 0.11.0's quantized_llama reads only `llama.*` keys and "
-                    f"llama tensors, and pairs RoPE {pairing}",
-                    filename=g.path,
-                    location=None,
-                    candle_value="llama",
-                )
+            if v.architecture in GGUF_LOADERS:
+                continue
+            shown = f"`{v.architecture}`" if v.architecture else "absent"
+            pairing = "NEOX (`rope`)" if v.rope_is_neox else "interleaved (`rope_i`)"
+            yield self.finding(
+                ctx,
+                f"`general.architecture` is {shown}: candle 0.11.0 has no GGUF loader for it; quantized_llama, the only "
+                f"one left, reads only `llama.*` keys and llama tensors, and pairs RoPE {pairing}",
+                filename=g.path,
+                location=None,
+                candle_value="quantized_llama",
+            )
 
 
 class UnsupportedGgufTensorType(_GgufRule):
@@ -494,6 +550,8 @@ class UnsupportedGgufTensorType(_GgufRule):
     effect = "load-error"
     fix_title = "Use a quantization candle supports (Q4_0..Q8_0, Q2_K..Q6_K, F16, BF16, F32)"
     probe_kind = "crash"
+
+    loaders = ALL_LOADERS  # candle-core's GGUF reader, shared by every loader
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         for g, _v in self.each(ctx):
@@ -825,6 +883,8 @@ class MissingGgufTensor(_GgufRule):
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         for g, v in self.each(ctx):
+            if v.merged_experts and v.expert_count > 1:
+                continue  # PK419 says why the per-expert tensors are missing
             if v.refused and v.refused.startswith("cannot find tensor info for "):
                 blocks = sorted({int(n.split(".")[1]) for n in g.tensors if n.startswith("blk.") and n.split(".")[1].isdigit()})
                 have = f"blocks {blocks[0]}-{blocks[-1]}" if blocks else "no blocks"
@@ -836,6 +896,460 @@ class MissingGgufTensor(_GgufRule):
                     candle_value=v.refused,
                     expect=v.refused,
                 )
+
+
+
+class Qwen3GgufRopeTableF16(_GgufRule):
+    """quantized_qwen3 computes its RoPE tables in F16 unless `general.dtype` says F32.
+
+    ## What it does
+    Flags a GGUF read by quantized_qwen3 whose `general.dtype` is absent or not the U32 `0`
+    (F32). llama.cpp's converter never writes `general.dtype` (it writes `general.file_type`),
+    so every converted Qwen3 GGUF is flagged.
+
+    ## Why is this bad?
+    candle builds the position × inverse-frequency table in that dtype: positions above 2048
+    are not even representable exactly in F16, and the rounding grows with the position. The
+    logits drift from transformers' by a relative 6e-4 at 12 tokens and 5e-2 at 4000
+    (CANDLE-FAMILIES §15.3); with `general.dtype = 0` they agree to 2e-6 at every length.
+
+    ## Example
+    A Qwen3 GGUF from `convert_hf_to_gguf.py`, no `general.dtype` key.
+
+    Use instead: the same file with `general.dtype` = 0 (U32).
+
+    ## Fix
+    None in config.json; add `general.dtype` = 0 (U32) to the GGUF metadata.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/quantized_qwen3.rs:483-490 (absent or not 0 -> F16),
+    :111-115 (`inv_freq` and positions `.to_dtype(dtype)` before the matmul).
+
+    ## Verification
+    numeric: candle's GGUF logits differ from transformers' and agree once `general.dtype` = 0
+    is written.
+
+    ## References
+    CANDLE-FAMILIES §15.1, §15.3 (qwen3_long: 1.4e-2 at 1024 tokens).
+    """
+
+    code = "PK412"
+    name = "qwen3-gguf-rope-table-f16"
+    severity = "error"
+    effect = "silent"
+    fix_title = "Write `general.dtype` = 0 (U32, F32) into the GGUF"
+    probe_kind = "numeric"
+    loaders = ("quantized_qwen3",)
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        for g, _v in self.each(ctx):
+            dt = g.metadata.get("general.dtype")
+            if dt is not None and dt.type == "U32" and dt.value == 0:
+                continue
+            shown = "is absent" if dt is None else f"is {candle_debug(dt)}"
+            yield self.finding(
+                ctx,
+                f"`general.dtype` {shown}: candle 0.11.0's quantized_qwen3 computes its RoPE tables in F16, an error "
+                "that grows with the position (transformers computes them in F32)",
+                filename=g.path,
+                location=None,
+                transformers_value="f32",
+                candle_value="f16",
+                probe_patch={"general.dtype": 0},
+            )
+
+
+class Gemma3GgufMlpSilu(_GgufRule):
+    """quantized_gemma3's MLP uses SiLU; Gemma 3 uses the tanh GELU.
+
+    ## What it does
+    Flags every GGUF read by candle 0.11.0's quantized_gemma3 (architectures `gemma3`, and any
+    file whose metadata it reads under `gemma3.`, `gemma2.`, `gemma.` or `gemma-embedding.`).
+
+    ## Why is this bad?
+    The gated MLP computes `silu(gate) * up` where transformers' Gemma 3 computes
+    `gelu_pytorch_tanh(gate) * up` (`hidden_activation`): every layer is another function, so
+    the logits are wrong from the first token (relative 0.1 to 0.17 in CANDLE-FAMILIES §15.3;
+    transformers with `hidden_activation="silu"` matches candle to 1e-6). No metadata key
+    selects the activation.
+
+    ## Example
+    Any `general.architecture = "gemma3"` GGUF run with `quantized_gemma3::ModelWeights`.
+
+    ## Fix
+    None in the file; run the safetensors checkpoint with candle's `gemma3` module.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/quantized_gemma3.rs:57-63 (`candle_nn::ops::silu`
+    at :60).
+
+    ## Verification
+    static-only: no metadata edit changes the activation; verify's comparison shows the gap.
+
+    ## References
+    CANDLE-FAMILIES §0 (GGUF loaders), §15.3.
+    """
+
+    code = "PK413"
+    name = "gemma3-gguf-mlp-silu"
+    severity = "error"
+    effect = "silent"
+    fix_title = "Run the safetensors checkpoint with candle's `gemma3` module instead"
+    probe_kind = "static-only"
+    loaders = ("quantized_gemma3",)
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        for g, _v in self.each(ctx):
+            yield self.finding(
+                ctx,
+                "candle 0.11.0's quantized_gemma3 gates its MLP with SiLU; Gemma 3 (transformers' `hidden_activation`) "
+                "uses the tanh GELU: every layer computes another function",
+                filename=g.path,
+                location=None,
+                transformers_value="gelu_pytorch_tanh",
+                candle_value="silu",
+            )
+
+
+class Gemma3GgufLocalFreqBaseKey(_GgufRule):
+    """The sliding layers' RoPE base is in `rope.freq_base_swa`; quantized_gemma3 reads `rope.local_freq_base`.
+
+    ## What it does
+    Flags a GGUF read by quantized_gemma3 that writes the sliding-window layers' base as
+    llama.cpp does (`{arch}.rope.freq_base_swa`), with no `{arch}.rope.local_freq_base`, when
+    that base is not candle's default 10000.
+
+    ## Why is this bad?
+    candle looks only for `rope.local_freq_base` and falls back to 10000 for the local layers.
+    Gemma 3's own value is 10000, so published Gemma 3 files are fine by luck; any other base
+    (a fine-tune, another gemma-architecture model) rotates every sliding layer with the
+    wrong frequencies, silently.
+
+    ## Example
+    `gemma3.rope.freq_base_swa = 50000.0`, no `gemma3.rope.local_freq_base`.
+
+    Use instead: also write `gemma3.rope.local_freq_base = 50000.0`.
+
+    ## Fix
+    None in config.json; copy the value into `{arch}.rope.local_freq_base` (F32).
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/quantized_gemma3.rs:302-304
+    (`md_get("rope.local_freq_base")...unwrap_or(DEFAULT_ROPE_FREQUENCY_SLIDING)`), :27 (10000).
+
+    ## Verification
+    numeric: candle's logits differ and agree once `rope.local_freq_base` is written.
+
+    ## References
+    CANDLE-FAMILIES §15.2 (the converter writes `rope.freq_base_swa`, base.py:1342-1343).
+    """
+
+    code = "PK414"
+    name = "gemma3-gguf-local-freq-base-key"
+    severity = "error"
+    effect = "silent"
+    fix_title = "Write the sliding layers' base as `rope.local_freq_base` (F32)"
+    probe_kind = "numeric"
+    loaders = ("quantized_gemma3",)
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        for g, _v in self.each(ctx):
+            p = metadata_prefix(g, "quantized_gemma3")
+            local_key = f"{p}.rope.local_freq_base"
+            if md_f32(g, local_key) is not None:
+                continue
+            swa = md_f32(g, f"{p}.rope.freq_base_swa")
+            if swa is None or f32(swa) == GEMMA3_DEFAULT_LOCAL_FREQ_BASE:
+                continue
+            yield self.finding(
+                ctx,
+                f"`{p}.rope.freq_base_swa` is {num(swa)} but candle 0.11.0's quantized_gemma3 reads only "
+                f"`{local_key}`: its sliding-window layers use 10000",
+                filename=g.path,
+                location=None,
+                transformers_value=swa,
+                candle_value=GEMMA3_DEFAULT_LOCAL_FREQ_BASE,
+                probe_patch={local_key: swa},
+            )
+
+
+class Phi3GgufFreqBaseIgnored(_GgufRule):
+    """quantized_phi3 ignores `phi3.rope.freq_base`: RoPE always uses 10000.
+
+    ## What it does
+    Flags a GGUF read by quantized_phi3 whose `phi3.rope.freq_base` is not 10000.
+
+    ## Why is this bad?
+    candle hard-codes the base when it builds the RoPE tables, so a model trained with
+    another theta (Phi-3-small's 1e6, fine-tunes with a raised theta) rotates with the wrong
+    frequencies and drifts silently with length.
+
+    ## Example
+    `phi3.rope.freq_base = 1000000.0`.
+
+    ## Fix
+    None: no metadata key is read; run the safetensors checkpoint with candle's `phi3` module.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/quantized_phi3.rs:244
+    (`precomput_freqs_cis(rope_dim, max_seq_len, 10_000., device)`).
+
+    ## Verification
+    static-only: no metadata edit reaches the hard-coded base.
+
+    ## References
+    CANDLE-FAMILIES §15.1.
+    """
+
+    code = "PK415"
+    name = "phi3-gguf-freq-base-ignored"
+    severity = "error"
+    effect = "silent"
+    fix_title = "Run the safetensors checkpoint with candle's `phi3` module instead"
+    probe_kind = "static-only"
+    loaders = ("quantized_phi3",)
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        for g, _v in self.each(ctx):
+            fb = md_f32(g, "phi3.rope.freq_base")
+            if fb is None or f32(fb) == PHI3_FREQ_BASE:
+                continue
+            yield self.finding(
+                ctx,
+                f"`phi3.rope.freq_base` is {num(fb)}; candle 0.11.0's quantized_phi3 never reads it and rotates "
+                "with a hard-coded 10000",
+                filename=g.path,
+                location=None,
+                transformers_value=fb,
+                candle_value=PHI3_FREQ_BASE,
+            )
+
+
+class Phi3GgufLongRopeIgnored(_GgufRule):
+    """quantized_phi3 ignores LongRoPE: the factor tensors and `rope.scaling.attn_factor`.
+
+    ## What it does
+    Flags a GGUF read by quantized_phi3 that holds `rope_factors_long.weight` or
+    `rope_factors_short.weight`, or a `phi3.rope.scaling.attn_factor` other than 1.
+
+    ## Why is this bad?
+    Phi-3-mini-128k, Phi-3.5-mini and Phi-4-mini use LongRoPE: transformers divides the
+    inverse frequencies by the short (or long) factors and scales cos/sin by the attention
+    factor. candle reads neither and runs plain RoPE: relative 0.17 in prefill and 0.34 in
+    decode on the tiny case in CANDLE-FAMILIES §15.3, at every length.
+
+    ## Example
+    A Phi-3-mini-128k GGUF with `rope_factors_long.weight`, `rope_factors_short.weight` and
+    `phi3.rope.scaling.attn_factor = 1.1832`.
+
+    ## Fix
+    None: no metadata key is read; run the safetensors checkpoint with candle's `phi3` module
+    (whose LongRoPE has its own problems: see the config rules).
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/quantized_phi3.rs:235-283 (the only metadata and
+    tensors read; `precomput_freqs_cis` at :244 takes no factors).
+
+    ## Verification
+    static-only: no metadata edit makes candle read the factors.
+
+    ## References
+    CANDLE-FAMILIES §10, §15.2 (`conversion/phi.py:176-211`), §15.3.
+    """
+
+    code = "PK416"
+    name = "phi3-gguf-longrope-ignored"
+    severity = "error"
+    effect = "silent"
+    fix_title = "Run the safetensors checkpoint with candle's `phi3` module instead"
+    probe_kind = "static-only"
+    loaders = ("quantized_phi3",)
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        for g, _v in self.each(ctx):
+            factors = [n for n in ("rope_factors_long.weight", "rope_factors_short.weight") if n in g.tensors]
+            attn = md_f32(g, "phi3.rope.scaling.attn_factor")
+            attn_used = attn is not None and f32(attn) != 1.0
+            if not factors and not attn_used:
+                continue
+            what = [f"`{n}`" for n in factors] + ([f"`phi3.rope.scaling.attn_factor`={num(attn)}"] if attn_used else [])
+            yield self.finding(
+                ctx,
+                f"the GGUF carries LongRoPE ({', '.join(what)}); candle 0.11.0's quantized_phi3 never reads it and "
+                "runs plain RoPE",
+                filename=g.path,
+                location=None,
+                transformers_value="longrope",
+                candle_value="plain rope",
+            )
+
+
+class _GgufTensorRequired(_GgufRule):
+    """Shared by the rules for tensors a non-llama loader reads with `ct.tensor(..)?`."""
+
+    severity = "error"
+    effect = "load-error"
+    probe_kind = "crash"
+
+    def first_missing(self, g: GgufFile, loader: str) -> str | None:
+        """The first tensor `loader` fails on (load order), None when all are there."""
+        return next((n for n in loader_required_tensors(g, loader) if n not in g.tensors), None)
+
+
+class Phi3GgufMissingOutput(_GgufTensorRequired):
+    """quantized_phi3 requires `output.weight`: a tied Phi-3 GGUF does not load.
+
+    ## What it does
+    Flags a GGUF read by quantized_phi3 without an `output.weight` tensor (llama.cpp's
+    converter omits it for tied models such as Phi-4-mini).
+
+    ## Why is this bad?
+    Unlike quantized_llama, quantized_qwen2 and quantized_qwen3, quantized_phi3 has no fallback
+    to `token_embd.weight`: `from_gguf` fails with `cannot find tensor info for output.weight`.
+
+    ## Example
+    A Phi-4-mini GGUF (`tie_word_embeddings: true`): no `output.weight`.
+
+    ## Fix
+    None in config.json; write `token_embd.weight`'s data again as `output.weight`.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/quantized_phi3.rs:250 (`QLinear::new(.., "output", ..)?`),
+    :29-40; candle-core-0.11.0/src/quantized/gguf_file.rs:577 (`cannot find tensor info for`).
+
+    ## Verification
+    crash: candle's `from_gguf` must fail with `cannot find tensor info for output.weight`.
+
+    ## References
+    CANDLE-FAMILIES §15.3 (phi3_partial, tied).
+    """
+
+    code = "PK417"
+    name = "phi3-gguf-missing-output"
+    fix_title = "Write `output.weight` (a copy of `token_embd.weight` for a tied model) into the GGUF"
+    loaders = ("quantized_phi3",)
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        for g, _v in self.each(ctx):
+            if "output.weight" in g.tensors or self.first_missing(g, "quantized_phi3") != "output.weight":
+                continue
+            err = "cannot find tensor info for output.weight"
+            yield self.finding(
+                ctx,
+                f"the GGUF has no `output.weight` (a tied model); candle 0.11.0's quantized_phi3 has no fallback to "
+                f"`token_embd.weight` and fails at load with `{err}`",
+                filename=g.path,
+                location=None,
+                transformers_value="tied",
+                candle_value=err,
+                expect=err,
+            )
+
+
+class Qwen2GgufMissingQkvBias(_GgufTensorRequired):
+    """quantized_qwen2 requires the q/k/v bias tensors of every block.
+
+    ## What it does
+    Flags a GGUF read by quantized_qwen2 that lacks `blk.N.attn_q.bias`, `attn_k.bias` or
+    `attn_v.bias` for a block below `qwen2.block_count`.
+
+    ## Why is this bad?
+    candle loads the three biases with `ct.tensor(..)?`: a Qwen2-architecture GGUF converted
+    from a model without attention biases (or a converter that dropped them) fails at load
+    with `cannot find tensor info for blk.0.attn_q.bias`.
+
+    ## Example
+    `general.architecture = "qwen2"` with `blk.0.attn_q.weight` but no `blk.0.attn_q.bias`.
+
+    ## Fix
+    None in config.json; re-convert with the biases (zeros if the model has none).
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/quantized_qwen2.rs:229-231; candle-core-0.11.0/src/
+    quantized/gguf_file.rs:577 (`cannot find tensor info for`).
+
+    ## Verification
+    crash: candle's `from_gguf` must fail with `cannot find tensor info for` the first bias.
+
+    ## References
+    CANDLE-FAMILIES §15.1.
+    """
+
+    code = "PK418"
+    name = "qwen2-gguf-missing-qkv-bias"
+    fix_title = "Re-convert the GGUF with `attn_q/k/v.bias` in every block"
+    loaders = ("quantized_qwen2",)
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        for g, _v in self.each(ctx):
+            first = self.first_missing(g, "quantized_qwen2")
+            if first is None or not first.endswith((".attn_q.bias", ".attn_k.bias", ".attn_v.bias")):
+                continue
+            missing = [n for n in loader_required_tensors(g, "quantized_qwen2") if n.endswith(".bias") and n not in g.tensors]
+            err = f"cannot find tensor info for {first}"
+            shown = ", ".join(f"`{n}`" for n in missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+            yield self.finding(
+                ctx,
+                f"the GGUF has no {shown}; candle 0.11.0's quantized_qwen2 requires the q/k/v biases and fails at load "
+                f"with `{err}`",
+                filename=g.path,
+                location=None,
+                candle_value=err,
+                expect=err,
+            )
+
+
+class MixtralGgufMergedExperts(_GgufRule):
+    """A MoE GGUF with llama.cpp's merged expert tensors: quantized_llama reads experts one by one.
+
+    ## What it does
+    Flags a GGUF read by quantized_llama with `llama.expert_count` > 1 whose experts are
+    stored merged (`blk.N.ffn_gate_exps.weight`, as llama.cpp's converter writes Mixtral since
+    2024) rather than per expert (`blk.N.ffn_gate.E.weight`).
+
+    ## Why is this bad?
+    candle looks up `blk.0.ffn_gate.0.weight` and fails at load with `cannot find tensor
+    info for blk.0.ffn_gate.0.weight`: every current Mixtral GGUF.
+
+    ## Example
+    A Mixtral-8x7B GGUF from `convert_hf_to_gguf.py` (`blk.0.ffn_gate_exps.weight` [.., .., 8]).
+
+    ## Fix
+    None in config.json; split the merged tensors into per-expert `ffn_{gate,down,up}.E.weight`.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/quantized_llama.rs:378-380 (`llama.expert_count`),
+    :463-479 (`ffn_gate_inp`, then `ffn_gate.{i}.weight`).
+
+    ## Verification
+    crash: candle's `from_gguf` must fail with `cannot find tensor info for blk.0.ffn_gate.0.weight`.
+
+    ## References
+    CANDLE-FAMILIES §15.2, §15.3 (mixtral -> quantized_llama).
+    """
+
+    code = "PK419"
+    name = "mixtral-gguf-merged-experts"
+    severity = "error"
+    effect = "load-error"
+    fix_title = "Split the merged expert tensors into per-expert `ffn_{gate,down,up}.E.weight`"
+    probe_kind = "crash"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        for g, v in self.each(ctx):
+            if not (v.merged_experts and v.expert_count > 1) or v.refused is None:
+                continue
+            if not v.refused.startswith("cannot find tensor info for ") or ".ffn_" not in v.refused:
+                continue
+            yield self.finding(
+                ctx,
+                f"the GGUF stores its {v.expert_count} experts merged (`blk.0.ffn_gate_exps.weight`); candle 0.11.0's "
+                f"quantized_llama reads them one by one and fails at load with `{v.refused}`",
+                filename=g.path,
+                location=None,
+                candle_value=v.refused,
+                expect=v.refused,
+            )
 
 
 RULES = (
@@ -850,4 +1364,12 @@ RULES = (
     GgufConfigDisagreement,
     QkRowsNotPermuted,
     MissingGgufTensor,
+    Qwen3GgufRopeTableF16,
+    Gemma3GgufMlpSilu,
+    Gemma3GgufLocalFreqBaseKey,
+    Phi3GgufFreqBaseIgnored,
+    Phi3GgufLongRopeIgnored,
+    Phi3GgufMissingOutput,
+    Qwen2GgufMissingQkvBias,
+    MixtralGgufMergedExperts,
 )

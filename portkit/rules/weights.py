@@ -1,10 +1,18 @@
-"""PK2xx: safetensors tensors (from headers only) vs what candle 0.11.0's `Llama::load` reads."""
+"""PK2xx: safetensors tensors (from headers only) vs what the family's candle 0.11.0 module reads.
+
+Each family module (`portkit.families.<name>`) says what its candle module asks the VarBuilder for
+(`expected_tensors(values, available)`, in load order); these rules compare that table with the
+checkpoint's headers. For llama, transformers' own expected table (`transformers_expected`) also
+says which side of a disagreement the checkpoint is on.
+"""
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections import defaultdict
 
+from portkit.families import FAMILIES
 from portkit.rules.base import Context, Rule
 from portkit.semantics import CandleView, TransformersView
 
@@ -34,6 +42,34 @@ TOP_LEVEL = ("model.embed_tokens.weight", "lm_head.weight", "model.norm.weight")
 # candle-core-0.11.0/src/safetensors.rs:290-313
 UNSUPPORTED_DTYPES = {"BOOL", "I8", "F8_E5M2", "U64", "C64"}
 DUMMY_DTYPES = {"F4", "F6_E2M3", "F6_E3M2", "F8_E8M0"}
+
+
+# Every family with a candle module: the weights rules speak about all of them.
+ALL_FAMILIES = tuple(f.name for f in FAMILIES)
+# Modules that build their layers with `Block::load(...).unwrap()`: a failed layer tensor panics
+# (llama.rs:524, granite.rs:451); the others propagate an `Err` with `?`.
+PANICS_PER_LAYER = ("llama", "granite")
+QUANTIZED_SUFFIXES = ("qweight", "qzeros", "scales", "g_idx")
+
+
+def expected_tensors(ctx: Context) -> dict[str, tuple[int, ...]] | None:
+    """The tensors the family's candle module requests, in order, given the checkpoint's names;
+    None when candle refuses the config or its sizes are degenerate (the config rules say why)."""
+    fam, fv, st = ctx.family, ctx.fv, ctx.facts.safetensors
+    if fam is None or fv is None or not fv.ok or st is None or fv.values.get("head_dim") is None:
+        return None
+    mod = importlib.import_module(f"portkit.families.{fam.name}")
+    return mod.expected_tensors(fv.values, frozenset(st.tensors))
+
+
+def module_name(ctx: Context) -> str:
+    return f"candle 0.11.0's `{ctx.family.name}`" if ctx.family else "candle 0.11.0"  # type: ignore[union-attr]
+
+
+def config_flag(ctx: Context, key: str) -> object:
+    """A key as config.json writes it (None when absent): what transformers is told."""
+    doc = ctx.facts.config
+    return doc.value.get(key) if doc is not None and isinstance(doc.value, dict) else None
 
 
 def candle_expected(cv: CandleView) -> dict[str, tuple[int, ...]]:
@@ -115,6 +151,27 @@ def _pattern(name: str) -> str:
     return LAYER_RE.sub(lambda m: f"model.layers.N.{m.group(2)}", name)
 
 
+def is_family_name(ctx: Context, name: str, expected: dict[str, tuple[int, ...]]) -> bool:
+    """Whether `name` is spelled the way the family's candle module looks tensors up: llama's
+    fixed list, else anything under `model.` or `lm_head.` (PK202 says which of those are unread)."""
+    if ctx.family is not None and ctx.family.name == "llama":
+        return is_llama_name(name)
+    if name.endswith(QUANTIZED_SUFFIXES):
+        return False
+    return name in expected or name.startswith(("model.", "lm_head."))
+
+
+def _strippable_prefix(ctx: Context, name: str, expected: dict[str, tuple[int, ...]]) -> int:
+    """The length of a prefix whose removal gives a name the module reads, else 0."""
+    i = name.find("model.", 1)
+    while i > 0:
+        rest = name[i:]
+        if is_llama_name(rest) if ctx.family is None or ctx.family.name == "llama" else rest in expected:
+            return i
+        i = name.find("model.", i + 1)
+    return 0
+
+
 def _weights_file(ctx: Context) -> str:
     st = ctx.facts.safetensors
     assert st is not None
@@ -123,34 +180,44 @@ def _weights_file(ctx: Context) -> str:
 
 class _WeightsRule(Rule):
     group = "weights"
+    families = ALL_FAMILIES
     needs = ("config", "safetensors")
 
     def ready(self, ctx: Context) -> bool:
-        return bool(ctx.facts.safetensors and ctx.tv and ctx.cv and ctx.cv.ok and ctx.tv.ok)
+        if ctx.family is not None and ctx.family.name == "llama":
+            return bool(ctx.facts.safetensors and ctx.tv and ctx.cv and ctx.cv.ok and ctx.tv.ok)
+        return bool(ctx.facts.safetensors and ctx.fv and ctx.fv.ok)
+
+    @staticmethod
+    def is_llama(ctx: Context) -> bool:
+        return ctx.family is not None and ctx.family.name == "llama"
 
 
 class MissingTensor(_WeightsRule):
-    """A tensor candle's `Llama::load` reads is not in the safetensors files.
+    """A tensor the family's candle module reads is not in the safetensors files.
 
     ## What it does
-    Lists the tensors candle 0.11.0 asks for (embeddings, final norm, and every tensor of
-    the layers the weights do have) that no safetensors file holds. Whole missing layers are
-    PK204; a missing `lm_head.weight` is PK205.
+    Lists the tensors candle 0.11.0's module for this family asks for (embeddings, norms, and
+    every tensor of the layers the weights do have) that no safetensors file holds. Whole
+    missing layers are PK204; a missing `lm_head.weight` is PK205.
 
     ## Why is this bad?
-    A missing embedding or norm fails at load (`cannot find tensor model.norm.weight`). A
-    missing tensor inside a layer is worse: `Llama::load` calls `.unwrap()` per block, so
-    candle panics (exit 101) instead of returning an error.
+    candle fails at load with `cannot find tensor NAME`, naming the first missing tensor in its
+    load order. In `llama` and `granite` a missing tensor inside a layer is worse: their loaders
+    call `.unwrap()` per block, so candle panics (exit 101) instead of returning an error.
+    transformers would initialise the tensor randomly and run.
 
     ## Example
-    `model.layers.1.mlp.up_proj.weight` absent from `model.safetensors`.
+    `model.layers.1.mlp.up_proj.weight` absent from `model.safetensors`; or a Qwen2 checkpoint
+    without `model.layers.0.self_attn.q_proj.bias` (candle's `qwen2` always reads q/k/v biases).
 
     ## Fix
     None in config.json; re-export the weights.
 
     ## Candle source
     candle-transformers-0.11.0/src/models/llama.rs:515-525 (`Block::load(...).unwrap()` at
-    :524); candle-core-0.11.0/src/safetensors.rs:507-523 (`cannot find tensor`).
+    :524), granite.rs:446-452, qwen2.rs:136-139 (q/k/v with bias), mistral.rs:372-386;
+    candle-core-0.11.0/src/error.rs:167 (`cannot find tensor {path}`).
 
     ## Verification
     crash: candle must fail (or panic) naming the first missing tensor.
@@ -169,68 +236,85 @@ class MissingTensor(_WeightsRule):
     def check(self, ctx: Context) -> Iterable[Finding]:
         if not self.ready(ctx):
             return
+        expected = candle_expected(ctx.cv) if self.is_llama(ctx) else expected_tensors(ctx)  # type: ignore[arg-type]
+        if expected is None:
+            return
         have = ctx.facts.safetensors.tensors  # type: ignore[union-attr]
         present_layers = weight_layers(have)
-        missing_top = [n for n in ("model.embed_tokens.weight", "model.norm.weight") if n not in have]
-        missing_layer = []
-        for n in candle_expected(ctx.cv):  # type: ignore[arg-type]
-            m = LAYER_RE.match(n)
-            if m and int(m.group(1)) in present_layers and n not in have:
-                missing_layer.append(n)
+        # lm_head is PK205's, whole missing layers PK204's
+        missing = [
+            n for n in expected
+            if n not in have and n != "lm_head.weight" and (not (m := LAYER_RE.match(n)) or int(m.group(1)) in present_layers)
+        ]  # fmt: skip
+        if not missing:
+            return
+        first = missing[0]  # candle stops at the first failed request: its error names this one
+        missing_top = [n for n in missing if not LAYER_RE.match(n)]
+        missing_layer = [n for n in missing if LAYER_RE.match(n)]
+        mod = module_name(ctx)
+        panics = ctx.family is not None and ctx.family.name in PANICS_PER_LAYER
         if missing_top:
             yield self.finding(
                 ctx,
-                f"candle 0.11.0 fails at load: the weights have no {_names(missing_top)}; transformers would "
-                "initialise them randomly",
+                f"{mod} fails at load: the weights have no {_names(missing_top)}; transformers would initialise "
+                f"{'it' if len(missing_top) == 1 else 'them'} randomly",
                 filename=_weights_file(ctx),
                 location=None,
                 transformers_value="random init",
                 candle_value=f"cannot find tensor {missing_top[0]}",
-                expect=f"cannot find tensor {missing_top[0]}",
+                expect=f"cannot find tensor {first}",
             )
         if missing_layer:
+            how = "panics at load (`.unwrap()` per block)" if panics else "fails at load"
             yield self.finding(
                 ctx,
-                f"candle 0.11.0 panics in `Llama::load` (`.unwrap()` per block): the weights have no "
-                f"{_names(missing_layer)}; transformers would initialise them randomly",
+                f"{mod} {how}: the weights have no {_names(missing_layer)}; transformers would initialise "
+                f"{'it' if len(missing_layer) == 1 else 'them'} randomly",
                 filename=_weights_file(ctx),
                 location=None,
                 transformers_value="random init",
-                candle_value=f"panic: cannot find tensor {missing_layer[0]}",
-                expect=f"cannot find tensor {missing_layer[0]}",
+                candle_value=f"{'panic: ' if panics else ''}cannot find tensor {missing_layer[0]}",
+                expect=f"cannot find tensor {first}",
             )
 
 
 class UnreadTensor(_WeightsRule):
-    """Tensors in the checkpoint that candle 0.11.0 never reads.
+    """Tensors in the checkpoint that the family's candle 0.11.0 module never reads.
 
     ## What it does
-    Lists Llama-named tensors candle's `Llama::load` never asks for: q/k/v/o and MLP biases,
-    layers past `num_hidden_layers`, `lm_head.weight` when embeddings are tied, stored rotary
-    `inv_freq` buffers. Each group says whether transformers reads it.
+    Lists tensors named like the family's weights that its candle module never asks for:
+    biases candle's module has no place for (llama, mistral, granite, stablelm's `o_proj`),
+    layers past `num_hidden_layers`, `lm_head.weight` where candle uses the embeddings
+    (llama with tied embeddings; gemma, gemma2, gemma3 and starcoder2 always), norms its module
+    lacks (stablelm-2-12b's `q_layernorm`/`k_layernorm`), stored rotary `inv_freq` buffers.
+    Each group says whether transformers reads it.
 
     ## Why is this bad?
-    When transformers reads them (biases with `attention_bias`/`mlp_bias` true) candle
-    computes another model without an error. When neither reads them, the config and the
-    weights disagree about the model (bias tensors with `attention_bias: false`, a distinct
-    `lm_head` with tied embeddings), which is worth knowing before trusting either.
+    When transformers reads them (biases with `attention_bias`/`mlp_bias` true, an untied
+    `lm_head.weight` with `tie_word_embeddings: false`) candle computes another model without
+    an error: starcoder2 with its own `lm_head` differs by 1.7 relative on the logits. When
+    neither reads them, the config and the weights disagree about the model, which is worth
+    knowing before trusting either.
 
     ## Example
-    `model.layers.0.self_attn.q_proj.bias` present with `attention_bias: true`.
+    A starcoder2 checkpoint with `tie_word_embeddings: false` and its own `lm_head.weight`;
+    `model.layers.0.self_attn.q_proj.bias` in a llama checkpoint with `attention_bias: true`.
 
     ## Fix
     None in config.json.
 
     ## Candle source
     candle-transformers-0.11.0/src/models/llama.rs:7 (`linear_no_bias`), :517-521 (tied
-    `lm_head` reuses the embedding), :523 (layers `0..num_hidden_layers` only).
+    `lm_head` reuses the embedding), :523 (layers `0..num_hidden_layers` only);
+    starcoder2.rs:288 and gemma.rs:359 (`lm_head` is always `embed_tokens`); granite.rs:321-324,
+    :367-369 (no biases); stable_lm.rs:212-215, :321-332 (no `q_layernorm`/`k_layernorm`).
 
     ## Verification
     static-only (the numeric effect of biases is PK105/PK106's probe).
 
     ## References
     FIELD-REPORTS modes 5 and 6: mlc-llm#3494 (240 of 420 bias vectors dropped),
-    ANEForge#253, mlx-examples#1324, vllm#6758.
+    ANEForge#253, mlx-examples#1324, vllm#6758; CANDLE-FAMILIES §1.5.
     """
 
     code = "PK202"
@@ -243,50 +327,70 @@ class UnreadTensor(_WeightsRule):
     def check(self, ctx: Context) -> Iterable[Finding]:
         if not self.ready(ctx):
             return
+        llama = self.is_llama(ctx)
+        cand = candle_expected(ctx.cv) if llama else expected_tensors(ctx)  # type: ignore[arg-type]
+        if cand is None:
+            return
         have = ctx.facts.safetensors.tensors  # type: ignore[union-attr]
-        cand = candle_expected(ctx.cv)  # type: ignore[arg-type]
-        tf = transformers_expected(ctx.tv)  # type: ignore[arg-type]
+        tf = transformers_expected(ctx.tv) if llama else None  # type: ignore[arg-type]
+        n_layers = (ctx.cv.num_hidden_layers or 0) if llama else ctx.fv.values["num_hidden_layers"]  # type: ignore[union-attr]
         groups: dict[str, list[str]] = defaultdict(list)
         for n in have:
-            if n in cand or not is_llama_name(n):
+            if n in cand or not is_family_name(ctx, n, cand):
                 continue
             m = LAYER_RE.match(n)
             part = m.group(2) if m else n
-            if m and int(m.group(1)) >= (ctx.cv.num_hidden_layers or 0):  # type: ignore[union-attr]
+            if m and int(m.group(1)) >= n_layers:
                 groups["extra-layer"].append(n)
-            elif part in ATTN_BIAS or part in MLP_BIAS:
-                groups["bias-read" if n in tf else "bias-unread"].append(n)
             elif n == "lm_head.weight":
-                groups["tied-lm-head"].append(n)
+                groups["lm-head-read" if config_flag(ctx, "tie_word_embeddings") is False and not llama else "tied-lm-head"].append(n)
+            elif part.endswith(".bias"):
+                groups["bias-read" if self._transformers_reads_bias(ctx, n, part, tf) else "bias-unread"].append(n)
             else:
                 groups["other"].append(n)
+        mod = module_name(ctx)
+        lm_head_where = "the embedding matrix" if llama else "`model.embed_tokens.weight`"
         texts = {
             "bias-read": ("transformers adds them (`attention_bias`/`mlp_bias` is true)", "error"),
             "bias-unread": ("transformers ignores them too (`attention_bias`/`mlp_bias` is false): the config may be wrong", "warning"),
-            "extra-layer": (f"they are past `num_hidden_layers`={ctx.cv.num_hidden_layers}; transformers ignores them too", "warning"),  # type: ignore[union-attr]
-            "tied-lm-head": ("`tie_word_embeddings` is true, so both use the embedding matrix instead", "warning"),
-            "other": ("transformers does not load them either", "warning"),
-        }
+            "extra-layer": (f"they are past `num_hidden_layers`={n_layers}; transformers ignores them too", "warning"),
+            "tied-lm-head": (f"`tie_word_embeddings` is not false, so both use {lm_head_where} instead" if not llama
+                             else "`tie_word_embeddings` is true, so both use the embedding matrix instead", "warning"),
+            "lm-head-read": ("it always uses `model.embed_tokens.weight` as `lm_head`, while transformers reads this one "
+                             "(`tie_word_embeddings` is false): another model", "error"),
+            "other": ("its module has no such tensor; transformers reads them only if its config enables them" if not llama
+                      else "transformers does not load them either", "warning"),
+        }  # fmt: skip
         for key, names in groups.items():
             why, sev = texts[key]
             yield self.finding(
                 ctx,
-                f"candle 0.11.0 never reads {len(names)} tensor{'s' if len(names) > 1 else ''} ({_names(names)}); {why}",
+                f"{mod} never reads {len(names)} tensor{'s' if len(names) > 1 else ''} ({_names(names)}); {why}",
                 filename=_weights_file(ctx),
                 location=None,
                 severity=sev,  # type: ignore[arg-type]
-                transformers_value="read" if key == "bias-read" else "unread",
+                transformers_value="read" if key in ("bias-read", "lm-head-read") else "unread",
                 candle_value="unread",
             )
 
+    @staticmethod
+    def _transformers_reads_bias(ctx: Context, name: str, part: str, tf: dict[str, tuple[int, ...]] | None) -> bool:
+        if tf is not None:
+            return name in tf
+        # outside llama, transformers' modules follow the config's bias flags
+        flag = "mlp_bias" if part.startswith("mlp.") else "attention_bias"
+        return config_flag(ctx, flag) is True
+
 
 class UnexpectedTensor(_WeightsRule):
-    """Tensor names outside the Llama naming scheme candle looks up.
+    """Tensor names outside the naming scheme the family's candle module looks up.
 
     ## What it does
-    Lists tensors whose names are not `model.embed_tokens.weight`, `model.norm.weight`,
-    `lm_head.weight` or `model.layers.N.<llama part>`, and names a common prefix when
-    stripping it would give Llama names (`language_model.`).
+    Lists tensors whose names the family's candle 0.11.0 module could never ask for: for
+    llama, anything but `model.embed_tokens.weight`, `model.norm.weight`, `lm_head.weight`
+    and `model.layers.N.<llama part>`; for the other families, anything outside `model.` and
+    `lm_head.`, and quantized tensors (`qweight`, `scales`). Names a common prefix when
+    stripping it would give names the module reads (`language_model.`).
 
     ## Why is this bad?
     candle reads tensors by exact name: a prefixed checkpoint (a multimodal wrapper, a
@@ -301,7 +405,7 @@ class UnexpectedTensor(_WeightsRule):
 
     ## Candle source
     candle-transformers-0.11.0/src/models/llama.rs:516-524 (`vb.pp("model.embed_tokens")`,
-    `model.layers.{i}`, `lm_head`).
+    `model.layers.{i}`, `lm_head`); mistral.rs:374-385, qwen2.rs:276-286 (`vb.pp("model")`).
 
     ## Verification
     static-only.
@@ -315,28 +419,31 @@ class UnexpectedTensor(_WeightsRule):
     name = "unexpected-tensor"
     severity = "warning"
     effect = "load-error"
-    fix_title = "Rename the tensors to the Llama scheme (strip the prefix) or dequantize them"
+    fix_title = "Rename the tensors to the names candle's module looks up (strip the prefix) or dequantize them"
     probe_kind = "static-only"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         st = ctx.facts.safetensors
-        if st is None:
+        if st is None or ctx.family is None:  # no candle module: no naming scheme to hold it to
             return
-        odd = [n for n in st.tensors if not is_llama_name(n)]
+        expected = {} if self.is_llama(ctx) else (expected_tensors(ctx) or {})
+        odd = [n for n in st.tensors if not is_family_name(ctx, n, expected)]
         if not odd:
             return
         hint = ""
+        scheme = "Llama names" if self.is_llama(ctx) else "names it reads"
         for n in odd:
-            i = n.find("model.")
-            if i > 0 and is_llama_name(n[i:]):
-                hint = f"; stripping the prefix `{n[:i]}` gives Llama names"
+            i = _strippable_prefix(ctx, n, expected)
+            if i:
+                hint = f"; stripping the prefix `{n[:i]}` gives {scheme}"
                 break
-            if n.endswith(("qweight", "qzeros", "scales", "g_idx")):
-                hint = "; these look like GPTQ/AWQ quantized tensors, which candle's llama does not read"
+            if n.endswith(QUANTIZED_SUFFIXES):
+                hint = f"; these look like GPTQ/AWQ quantized tensors, which candle's {ctx.family.name if ctx.family else 'module'} does not read"
                 break
+        fam = ctx.family.name if ctx.family else "llama"
         yield self.finding(
             ctx,
-            f"{len(odd)} tensor name{'s are' if len(odd) > 1 else ' is'} not one candle 0.11.0's llama looks up "
+            f"{len(odd)} tensor name{'s are' if len(odd) > 1 else ' is'} not one candle 0.11.0's {fam} looks up "
             f"({_names(odd)}){hint}",
             filename=_weights_file(ctx),
             location=None,
@@ -350,8 +457,9 @@ class LayerCountMismatch(_WeightsRule):
     Compares the layer indices present in the weights with `num_hidden_layers`.
 
     ## Why is this bad?
-    Fewer layers than the config: candle's `Llama::load` calls `.unwrap()` on each block, so
-    it panics (exit 101, no `Err` to handle) at the first missing layer; transformers
+    Fewer layers than the config: candle's `Llama::load` (and granite's) calls `.unwrap()` on
+    each block, so it panics (exit 101, no `Err` to handle) at the first missing layer; the
+    other families fail at load with `cannot find tensor model.layers.N...`. transformers
     initialises the missing layers randomly and runs. More layers: both silently use only
     the first `num_hidden_layers`.
 
@@ -364,10 +472,11 @@ class LayerCountMismatch(_WeightsRule):
 
     ## Candle source
     candle-transformers-0.11.0/src/models/llama.rs:523-525
-    (`.map(|i| Block::load(vb.pp(format!("model.layers.{i}")), cfg).unwrap())`).
+    (`.map(|i| Block::load(vb.pp(format!("model.layers.{i}")), cfg).unwrap())`), granite.rs:450-452;
+    mistral.rs:379-383 (`DecoderLayer::new(...)?`).
 
     ## Verification
-    crash: candle must panic (caught by the runner) naming the first missing layer tensor.
+    crash: candle must fail or panic (caught by the runner) naming the first missing layer.
 
     ## References
     CANDLE-FACTS "layers" (seed 001); FIELD-REPORTS mode 15.
@@ -384,24 +493,27 @@ class LayerCountMismatch(_WeightsRule):
         if not self.ready(ctx):
             return
         layers = weight_layers(ctx.facts.safetensors.tensors)  # type: ignore[union-attr]
-        n = ctx.cv.num_hidden_layers or 0  # type: ignore[union-attr]
+        n = (ctx.cv.num_hidden_layers or 0) if self.is_llama(ctx) else ctx.fv.values["num_hidden_layers"]  # type: ignore[union-attr]
         count = max(layers) + 1 if layers else 0
         missing = sorted(set(range(n)) - layers)
         if missing:
+            if ctx.family is not None and ctx.family.name in PANICS_PER_LAYER:
+                how = f"panics loading `model.layers.{missing[0]}` (`.unwrap()` per block)"
+            else:
+                how = f"fails at load with `cannot find tensor model.layers.{missing[0]}.…`"
             yield self.finding(
                 ctx,
                 f"`num_hidden_layers` is {n} but the weights have {len(layers)} layer{'s' if len(layers) != 1 else ''}: "
-                f"candle 0.11.0 panics loading `model.layers.{missing[0]}` (`.unwrap()` in `Llama::load`); "
-                "transformers initialises the missing layers randomly",
+                f"{module_name(ctx)} {how}; transformers initialises the missing layers randomly",
                 keys=("num_hidden_layers",),
                 transformers_value=f"{len(missing)} random layers",
-                candle_value="panic",
+                candle_value="panic" if ctx.family is not None and ctx.family.name in PANICS_PER_LAYER else "load error",
                 expect=f"model.layers.{missing[0]}",
             )
         elif count > n:
             yield self.finding(
                 ctx,
-                f"`num_hidden_layers` is {n} but the weights have {count} layers: transformers and candle 0.11.0 "
+                f"`num_hidden_layers` is {n} but the weights have {count} layers: transformers and {module_name(ctx)} "
                 f"both run only the first {n}",
                 keys=("num_hidden_layers",),
                 severity="warning",
@@ -412,34 +524,47 @@ class LayerCountMismatch(_WeightsRule):
 
 
 class LmHeadVsTie(_WeightsRule):
-    """Untied embeddings in the config, and no `lm_head.weight` in the checkpoint.
+    """The module's way of building `lm_head` and the checkpoint's `lm_head.weight` disagree.
 
     ## What it does
-    Flags `tie_word_embeddings` false or absent (candle's default is false) when the
-    weights have no `lm_head.weight`.
+    Applies each candle module's own `lm_head` logic to the checkpoint:
+    - llama, qwen3, qwen3_moe, phi3, olmo2 read `lm_head.weight` unless `tie_word_embeddings`
+      is true: flags a checkpoint without it when the flag is false or absent;
+    - mistral, mixtral, stable_lm, granite always read `lm_head.weight`, whatever the flag:
+      flags a tied checkpoint (no `lm_head.weight`);
+    - qwen2 reads `lm_head.weight` whenever the file has it and never looks at the flag:
+      flags a file whose `lm_head.weight` contradicts `tie_word_embeddings` (a warning);
+    - gemma, gemma2, gemma3 and starcoder2 always use the embeddings (a stored
+      `lm_head.weight` they never read is PK202).
 
     ## Why is this bad?
-    candle fails at load (`cannot find tensor lm_head.weight`). transformers runs with a
-    randomly initialised `lm_head`, so its logits are garbage too (transformers#43429).
-    Llama 3.2 1B/3B tie their embeddings; a config that lost `tie_word_embeddings: true`
-    breaks both.
+    A missing `lm_head.weight` fails at load (`cannot find tensor lm_head.weight`): every
+    granite-3.x checkpoint and a tied Mistral. With the flag false transformers runs with a
+    randomly initialised `lm_head`, so its logits are garbage too (transformers#43429). In
+    qwen2 the contradiction is silent: candle uses the stored head where transformers ties it
+    to the embeddings, or ties where transformers would initialise a head.
 
     ## Example
-    config.json without `tie_word_embeddings`, weights without `lm_head.weight`.
+    granite config with `tie_word_embeddings: true` and no `lm_head.weight` in the weights.
 
     ## Fix
-    None automatically: set `tie_word_embeddings: true` if the model ties its embeddings,
-    else restore `lm_head.weight`.
+    None automatically: set `tie_word_embeddings: true` if the model ties its embeddings
+    (llama, qwen3, phi3, olmo2), else restore `lm_head.weight` (for mistral, mixtral,
+    stable_lm and granite, a copy of `model.embed_tokens.weight`).
 
     ## Candle source
-    candle-transformers-0.11.0/src/models/llama.rs:82 (`unwrap_or(false)`), :517-521.
+    candle-transformers-0.11.0/src/models/llama.rs:82 (`unwrap_or(false)`), :517-521;
+    qwen3.rs:500-504, phi3.rs:371-375, olmo2.rs:290-294 (the flag); mistral.rs:385,
+    mixtral.rs:426, stable_lm.rs:383, granite.rs:448 (always `lm_head`); qwen2.rs:380-384
+    (`vb.contains_tensor("lm_head.weight")`).
 
     ## Verification
-    crash: candle must fail with `cannot find tensor lm_head.weight`.
+    crash: candle must fail with `cannot find tensor lm_head.weight` (qwen2's silent case is
+    static-only).
 
     ## References
     FIELD-REPORTS mode 5: candle#2516, #2443, RuVector#645, #646, cake#38, TGI#2918,
-    transformers#43429.
+    transformers#43429; CANDLE-FAMILIES §0 (mistral, granite, stable_lm tied).
     """
 
     code = "PK205"
@@ -452,17 +577,62 @@ class LmHeadVsTie(_WeightsRule):
     def check(self, ctx: Context) -> Iterable[Finding]:
         if not self.ready(ctx):
             return
-        if ctx.cv.tie_word_embeddings or "lm_head.weight" in ctx.facts.safetensors.tensors:  # type: ignore[union-attr]
+        have = ctx.facts.safetensors.tensors  # type: ignore[union-attr]
+        if self.is_llama(ctx):
+            if ctx.cv.tie_word_embeddings or "lm_head.weight" in have:  # type: ignore[union-attr]
+                return
+            written = "is false" if ctx.has_key("tie_word_embeddings") else "is absent (false in both)"
+            yield self._missing(ctx, f"`tie_word_embeddings` {written} and the weights have no `lm_head.weight`: "
+                                "candle 0.11.0 fails at load with `cannot find tensor lm_head.weight`; "
+                                "transformers initialises `lm_head` randomly")  # fmt: skip
             return
-        written = "is false" if ctx.has_key("tie_word_embeddings") else "is absent (false in both)"
-        yield self.finding(
+        expected = expected_tensors(ctx)
+        if expected is None:
+            return
+        fam, mod, tie = ctx.family.name, module_name(ctx), config_flag(ctx, "tie_word_embeddings")  # type: ignore[union-attr]
+        if fam == "qwen2":
+            yield from self._qwen2(ctx, "lm_head.weight" in have, tie)
+            return
+        if "lm_head.weight" not in expected or "lm_head.weight" in have:
+            return
+        if "tie_word_embeddings" in ctx.fv.values:  # type: ignore[union-attr]  # the module follows the flag
+            written = "is false" if tie is False else "is absent (candle's default: false)"
+            tf = "transformers initialises `lm_head` randomly" if tie is False else "transformers may tie it"
+            yield self._missing(ctx, f"`tie_word_embeddings` {written} and the weights have no `lm_head.weight`: "
+                                f"{mod} fails at load with `cannot find tensor lm_head.weight`; {tf}")  # fmt: skip
+        else:
+            tf = "transformers ties it to the embeddings" if tie is True else "transformers initialises it randomly"
+            yield self._missing(ctx, f"{mod} always reads `lm_head.weight`, whatever `tie_word_embeddings` says, and "
+                                f"the weights have none: it fails at load with `cannot find tensor lm_head.weight`; {tf}")  # fmt: skip
+
+    def _missing(self, ctx: Context, message: str) -> Finding:
+        return self.finding(
             ctx,
-            f"`tie_word_embeddings` {written} and the weights have no `lm_head.weight`: candle 0.11.0 fails at load "
-            "with `cannot find tensor lm_head.weight`; transformers initialises `lm_head` randomly",
+            message,
             keys=("tie_word_embeddings",),
-            transformers_value="random lm_head",
+            transformers_value="tied lm_head" if config_flag(ctx, "tie_word_embeddings") is True else "random lm_head",
             candle_value="cannot find tensor lm_head.weight",
             expect="cannot find tensor lm_head.weight",
+        )
+
+    def _qwen2(self, ctx: Context, present: bool, tie: object) -> Iterable[Finding]:
+        mod = module_name(ctx)
+        if present and tie is True:
+            msg = (f"`tie_word_embeddings` is true but the weights hold an `lm_head.weight`: {mod} uses it "
+                   "(it probes the file, never the flag), transformers uses the embeddings")
+        elif not present and tie is False:
+            msg = (f"`tie_word_embeddings` is false and the weights have no `lm_head.weight`: {mod} silently uses "
+                   "the embeddings, transformers initialises `lm_head` randomly")
+        else:
+            return
+        yield self.finding(
+            ctx,
+            msg,
+            keys=("tie_word_embeddings",),
+            severity="warning",
+            transformers_value="embeddings" if tie is True else "random lm_head",
+            candle_value="lm_head.weight" if present else "embeddings",
+            probe_kind="static-only",  # nothing crashes; equal matrices would give equal logits
         )
 
 
@@ -470,14 +640,14 @@ class TensorShapeMismatch(_WeightsRule):
     """A tensor's shape is not the one candle 0.11.0 derives from config.json.
 
     ## What it does
-    Compares every tensor candle reads with the shape candle computes from the config
-    (`(hidden/heads) * kv_heads` rows for k/v, and so on), and says whether transformers'
+    Compares every tensor the family's candle module reads with the shape it computes from
+    the config (`(hidden/heads) * kv_heads` rows for k/v where the module derives `head_dim`,
+    fused `qkv_proj` rows in phi3, and so on), and for llama says whether transformers'
     expected shape matches the file.
 
     ## Why is this bad?
-    candle's VarBuilder refuses the tensor (`shape mismatch for ...`): an error for the
-    embeddings, norm and `lm_head`, a panic inside `Llama::load`'s per-block `.unwrap()` for
-    layer tensors. When
+    candle's VarBuilder refuses the tensor (`shape mismatch for ...`): an error, or a panic
+    for layer tensors in llama and granite (their per-block `.unwrap()`). When
     transformers expects the file's shape (a `head_dim` key, GQA heads), the checkpoint is
     fine and candle's reading of the config is the problem; when neither does, the config
     and the weights disagree.
@@ -490,7 +660,8 @@ class TensorShapeMismatch(_WeightsRule):
 
     ## Candle source
     candle-nn-0.11.0/src/var_builder.rs:501-520 (`shape mismatch for {name}`);
-    candle-transformers-0.11.0/src/models/llama.rs:362-371, :410-416, :516-522.
+    candle-transformers-0.11.0/src/models/llama.rs:362-371, :410-416, :516-522;
+    phi3.rs:184-187 (fused qkv), olmo2.rs:132-133 (`q_norm` over hidden_size).
 
     ## Verification
     crash: candle must fail with `shape mismatch for` the first mismatching tensor.
@@ -510,25 +681,34 @@ class TensorShapeMismatch(_WeightsRule):
         if not self.ready(ctx):
             return
         have = ctx.facts.safetensors.tensors  # type: ignore[union-attr]
-        tf = transformers_expected(ctx.tv)  # type: ignore[arg-type]
+        llama = self.is_llama(ctx)
+        expected = candle_expected(ctx.cv) if llama else expected_tensors(ctx)  # type: ignore[arg-type]
+        if expected is None:
+            return
+        tf = transformers_expected(ctx.tv) if llama else None  # type: ignore[arg-type]
+        panics = ctx.family is not None and ctx.family.name in PANICS_PER_LAYER
         groups: dict[tuple[str, tuple[int, ...], tuple[int, ...]], list[str]] = defaultdict(list)
         first: str | None = None  # candle stops at the first mismatch in load order
-        for n, shape in candle_expected(ctx.cv).items():  # type: ignore[arg-type]
+        for n, shape in expected.items():
             t = have.get(n)
             if t is not None and t.shape != shape:
                 groups[(_pattern(n), shape, t.shape)].append(n)
                 first = first or n
         for (pat, want, got), names in groups.items():
-            tf_ok = all(tf.get(n) == got for n in names)
-            side = "transformers expects the file's shape" if tf_ok else "transformers does not expect it either"
+            if tf is None:  # outside llama the file's shapes are what transformers' module wrote
+                side = "the config and the checkpoint disagree, or candle derives the size differently"
+            elif all(tf.get(n) == got for n in names):
+                side = "transformers expects the file's shape"
+            else:
+                side = "transformers does not expect it either"
             where = f" in {len(names)} layers" if len(names) > 1 else ""
-            how = "panics in `Llama::load` (`.unwrap()` per block)" if LAYER_RE.match(names[0]) else "fails at load"
+            how = "panics at load (`.unwrap()` per block)" if panics and LAYER_RE.match(names[0]) else "fails at load"
             yield self.finding(
                 ctx,
-                f"`{pat}` is {list(got)}{where}; candle 0.11.0 expects {list(want)} from config.json and {how}; {side}",
+                f"`{pat}` is {list(got)}{where}; {module_name(ctx)} expects {list(want)} from config.json and {how}; {side}",
                 filename=str(have[names[0]].file),
                 location=None,
-                transformers_value=list(tf.get(names[0], ())) or None,
+                transformers_value=(list(tf.get(names[0], ())) or None) if tf is not None else list(got),
                 candle_value=list(want),
                 expect=f"shape mismatch for {first}",
             )
@@ -570,7 +750,7 @@ class UnsupportedTensorDtype(_WeightsRule):
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         st = ctx.facts.safetensors
-        if st is None:
+        if st is None or ctx.family is None:
             return
         bad: dict[str, list[str]] = defaultdict(list)
         for n, t in st.tensors.items():

@@ -1,6 +1,12 @@
-"""What candle 0.11.0's `models::quantized_llama::ModelWeights::from_gguf` reads from a GGUF.
+"""What candle 0.11.0's GGUF loaders read from a GGUF.
 
-Source: candle-transformers-0.11.0/src/models/quantized_llama.rs
+A GGUF goes to the loader `portkit.families.GGUF_LOADERS` names for its
+`general.architecture`; an architecture with no loader of its own can only be tried with
+`quantized_llama`, which reads `llama.*` keys whatever the architecture says. `GgufView` is
+quantized_llama's reading; `LOADER_REQUIRED` and `loader_required_tensors` hold what the other
+loaders (quantized_qwen2, quantized_qwen3, quantized_gemma3, quantized_phi3) require.
+
+quantized_llama: candle-transformers-0.11.0/src/models/quantized_llama.rs
 - :27 `MAX_SEQ_LEN = 4096`: the cos/sin table has 4096 rows whatever the metadata says.
 - :372-394: metadata, always under the `llama.` prefix; `to_u32()` / `to_f32()` are strict
   (candle-core-0.11.0/src/quantized/gguf_file.rs:250-289: a U64 or I32 count is refused;
@@ -9,7 +15,9 @@ Source: candle-transformers-0.11.0/src/models/quantized_llama.rs
   everything else `rope_i` (interleaved).
 - :433-512: tensors `token_embd.weight`, `output_norm.weight`, optional `output.weight`
   (falls back to the embedding), then `blk.{i}.*` for i < block_count; head_dim is
-  `embedding_length / head_count` (:502), never `attention.key_length`.
+  `embedding_length / head_count` (:502), never `attention.key_length`. With
+  `llama.expert_count` > 1 (:378-380) each block reads `ffn_gate_inp` and per-expert
+  `ffn_{gate,down,up}.{e}.weight` (:459-479), never llama.cpp's merged `*_exps` tensors.
 - candle-core-0.11.0/src/quantized/mod.rs:300-321: the ggml types candle parses;
   ggml_file.rs:153-188: Q8_1 and Q8_K parse but cannot be loaded.
 """
@@ -62,6 +70,93 @@ LAYER_TENSORS = (
 )
 
 
+MOE_LAYER_TENSORS = ("attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight", "ffn_gate_inp.weight")
+
+# Loader -> (key suffix, candle's reader) of each metadata key it reads with `md_get(..)?`:
+# absent, or not of that type, and `from_gguf` fails (gguf_file.rs:250-289 are strict).
+# quantized_qwen2.rs:191-196, quantized_qwen3.rs:474-481, quantized_gemma3.rs:288-295,
+# quantized_phi3.rs:235-243; quantized_llama is REQUIRED_KEYS above.
+LOADER_REQUIRED: dict[str, tuple[tuple[str, str], ...]] = {
+    "quantized_qwen2": (
+        ("attention.head_count", "U32"), ("attention.head_count_kv", "U32"), ("embedding_length", "U32"),
+        ("context_length", "U32"), ("block_count", "U32"), ("attention.layer_norm_rms_epsilon", "F32"),
+    ),
+    "quantized_qwen3": (
+        ("attention.head_count", "U32"), ("attention.head_count_kv", "U32"), ("attention.key_length", "U32"),
+        ("block_count", "U32"), ("embedding_length", "U32"), ("context_length", "U32"),
+        ("attention.layer_norm_rms_epsilon", "F32"), ("rope.freq_base", "F32"),
+    ),
+    "quantized_gemma3": (
+        ("attention.head_count", "U32"), ("attention.head_count_kv", "U32"), ("block_count", "U32"),
+        ("embedding_length", "U32"), ("attention.key_length", "U32"), ("attention.value_length", "U32"),
+        ("attention.layer_norm_rms_epsilon", "F32"), ("attention.sliding_window", "U32"),
+    ),
+    "quantized_phi3": (
+        ("attention.head_count", "U32"), ("attention.head_count_kv", "U32"), ("block_count", "U32"),
+        ("embedding_length", "U32"), ("context_length", "U32"), ("feed_forward_length", "U32"),
+        ("rope.dimension_count", "U32"), ("attention.layer_norm_rms_epsilon", "F32"),
+    ),
+}  # fmt: skip
+# quantized_gemma3.rs:270-277: the first prefix with `{p}.attention.head_count`, else gemma3
+GEMMA3_PREFIXES = ("gemma3", "gemma2", "gemma", "gemma-embedding")
+# quantized_gemma3.rs:25-27
+GEMMA3_DEFAULT_FREQ_BASE = 1_000_000.0
+GEMMA3_DEFAULT_LOCAL_FREQ_BASE = 10_000.0
+# quantized_phi3.rs:244: `precomput_freqs_cis(rope_dim, max_seq_len, 10_000., device)`
+PHI3_FREQ_BASE = 10_000.0
+
+
+def architecture_of(g: GgufFile) -> str:
+    v = g.metadata.get("general.architecture")
+    return v.value if v is not None and v.type == "STRING" and isinstance(v.value, str) else ""
+
+
+def loader_for(arch: str) -> str:
+    """The candle 0.11.0 loader a GGUF of `arch` is read with (quantized_llama when candle has
+    none of its own: the only loader that does not check the architecture)."""
+    from portkit.families import GGUF_LOADERS
+
+    return GGUF_LOADERS.get(arch, "quantized_llama")
+
+
+def metadata_prefix(g: GgufFile, loader: str) -> str:
+    """The key prefix `loader` reads: its architecture name; quantized_gemma3 probes."""
+    if loader == "quantized_gemma3":
+        return next((p for p in GEMMA3_PREFIXES if f"{p}.attention.head_count" in g.metadata), "gemma3")
+    return loader.removeprefix("quantized_")
+
+
+def md_u32(g: GgufFile, key: str) -> int | None:
+    """`md_get(key)?.to_u32()` as candle reads it, None when that fails."""
+    v = g.metadata.get(key)
+    return int(v.value) if v is not None and v.type == "U32" else None
+
+
+def md_f32(g: GgufFile, key: str) -> float | None:
+    """`md_get(key).and_then(|m| m.to_f32())`: None when absent or not F32 (then a default)."""
+    v = g.metadata.get(key)
+    return float(v.value) if v is not None and v.type == "F32" else None
+
+
+def loader_required_tensors(g: GgufFile, loader: str) -> list[str]:
+    """The tensors `loader` reads with `ct.tensor(..)?`, in load order (no optional ones).
+    quantized_qwen2.rs:205-252 (q/k/v biases required), quantized_phi3.rs:250-283 (`output`
+    required, fused `attn_qkv`)."""
+    p = metadata_prefix(g, loader)
+    blocks = min(md_u32(g, f"{p}.block_count") or 0, 100_000)
+    if loader == "quantized_qwen2":
+        out = ["token_embd.weight", "output_norm.weight"]
+        per = ("attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias",
+               "attn_output.weight", "ffn_gate.weight", "ffn_down.weight", "ffn_up.weight", "attn_norm.weight",
+               "ffn_norm.weight")  # fmt: skip
+    elif loader == "quantized_phi3":
+        out = ["token_embd.weight", "output_norm.weight", "output.weight"]
+        per = ("ffn_up.weight", "ffn_down.weight", "attn_norm.weight", "ffn_norm.weight", "attn_qkv.weight", "attn_output.weight")
+    else:
+        return []
+    return out + [f"blk.{i}.{n}" for i in range(blocks) for n in per]
+
+
 def candle_debug(v: GgufValue) -> str:
     """candle's `{v:?}` of a metadata Value, e.g. `U64(32)`, `String("x")`."""
     names = {"STRING": "String", "BOOL": "Bool", "ARRAY": "Array"}
@@ -80,6 +175,9 @@ class GgufView:
     """candle 0.11.0 quantized_llama's effective values for one GGUF file."""
 
     refused: str | None = None  # candle's first load error, if any
+    loader: str = "quantized_llama"  # the candle loader `general.architecture` routes the file to
+    expert_count: int = 0  # `llama.expert_count` as candle reads it (to_u32, else 0)
+    merged_experts: bool = False  # llama.cpp's `ffn_{gate,up,down}_exps` layout, which candle never reads
     missing_keys: list[str] = field(default_factory=list)  # required keys absent
     wrong_type_keys: dict[str, str] = field(default_factory=dict)  # key -> candle's error text
     architecture: str = ""
@@ -147,10 +245,17 @@ def gguf_view(g: GgufFile) -> GgufView:
     if refused is None and hc == 0:
         refused = "attempt to divide by zero (llama.attention.head_count is 0)"
     bc = vals["llama.block_count"]
+    experts = md_u32(g, "llama.expert_count") or 0
     if refused is None:
         needed = ["token_embd.weight", "output_norm.weight"]
         if isinstance(bc, int):
-            needed += [f"blk.{i}.{n}" for i in range(min(bc, 100_000)) for n in LAYER_TENSORS]
+            for i in range(min(bc, 100_000)):
+                if experts <= 1:
+                    needed += [f"blk.{i}.{n}" for n in LAYER_TENSORS]
+                else:  # quantized_llama.rs:459-488
+                    needed += [f"blk.{i}.{n}" for n in MOE_LAYER_TENSORS]
+                    needed += [f"blk.{i}.ffn_{w}.{e}.weight" for e in range(experts) for w in ("gate", "down", "up")]
+                    needed += [f"blk.{i}.attn_norm.weight", f"blk.{i}.ffn_norm.weight"]
         for n in needed:
             t = g.tensors.get(n)
             if t is None:
@@ -170,6 +275,9 @@ def gguf_view(g: GgufFile) -> GgufView:
 
     return GgufView(
         refused=refused,
+        loader=loader_for(arch),
+        expert_count=experts,
+        merged_experts="blk.0.ffn_gate_exps.weight" in g.tensors,
         missing_keys=missing,
         wrong_type_keys=wrong,
         architecture=arch,
