@@ -39,16 +39,18 @@ def looks_like_repo_id(s: str) -> bool:
     return bool(m) and ".." not in s and not s.endswith((".json", ".safetensors", ".gguf"))
 
 
-def _hub() -> ModuleType:
-    """huggingface_hub, offline. One line and exit 2 when it is not installed."""
+def _hub(spec: str | None = None) -> ModuleType:
+    """huggingface_hub, offline. One line and exit 2 when it is not installed; for `spec` (a
+    string that is no path) the line says that first: it may be a mistyped path."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     try:
         import huggingface_hub
         from huggingface_hub import constants
     except ImportError:
-        raise InputError(
-            "huggingface_hub", "repo ids and --hf-cache read the Hugging Face cache with huggingface_hub: pip install huggingface_hub"
-        ) from None
+        need = "pip install huggingface_hub"
+        if spec is not None:
+            raise InputError(spec, f"no such path; reading it as a Hugging Face repo id needs huggingface_hub ({need})") from None
+        raise InputError("--hf-cache", f"reading the Hugging Face cache needs huggingface_hub ({need})") from None
     # It reads HF_HUB_OFFLINE once, at import: when something imported it before us, say it again.
     constants.HF_HUB_OFFLINE = True
     return huggingface_hub
@@ -86,7 +88,7 @@ def resolve(spec: str) -> CachedModel:
     if m is None:
         raise InputError(spec, "not a path, and not a Hugging Face repo id (ORG/NAME[@REVISION])")
     repo_id, rev = m["repo"], m["rev"] or "main"
-    hub = _hub()
+    hub = _hub(spec)
     from huggingface_hub.errors import HFValidationError, IncompleteSnapshotError, LocalEntryNotFoundError
 
     cache = cache_dir()

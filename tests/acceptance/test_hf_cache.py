@@ -292,3 +292,14 @@ def test_fix_of_a_local_path_says_nothing_of_the_cache(tmp_path: Path) -> None:
     d = sk.write_model(tmp_path / "m", BAD())
     r = run(["fix", "--write", str(d)], None, tmp_path)
     assert r.returncode == 0 and r.stderr.count("\n") == 1 and "cache" not in r.stderr
+
+
+@pytest.mark.parametrize("argv,first", [(["lint", "acme/bad"], "acme/bad: no such path; "), (["fix", "acme/bad"], "acme/bad: no such path; "), (["lint", "--hf-cache"], "--hf-cache: ")])
+def test_without_huggingface_hub_a_repo_id_is_one_line(argv: list[str], first: str, cache: Path, tmp_path: Path) -> None:
+    """The base install has no huggingface_hub: a repo id (or a mistyped path) still gets one line."""
+    prog = "import sys; sys.modules['huggingface_hub'] = None\nfrom portkit.cli import main\nsys.exit(main(sys.argv[1:]))"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(HF_HUB_CACHE=str(cache), PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    r = subprocess.run([sys.executable, "-c", prog, *argv], cwd=tmp_path, env=env, text=True, capture_output=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"portkit: error: {first}") and "pip install huggingface_hub" in r.stderr, r.stderr
