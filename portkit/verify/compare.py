@@ -122,6 +122,7 @@ class LayerRow:
     max_abs_diff: float
     rel: float
     over: bool
+    nonfinite: str | None = None  # "transformers" | "candle" | "both": NaN/inf here, not a difference
 
 
 @dataclass(frozen=True)
@@ -134,17 +135,21 @@ class LayerCheck:
         return next((r.name for r in self.rows if r.over), None)
 
     @property
+    def first_nonfinite(self) -> str | None:
+        return next((r.name for r in self.rows if r.nonfinite), None)
+
+    @property
     def ok(self) -> bool:
-        return self.first_over is None
+        return self.first_over is None and self.first_nonfinite is None
 
     @property
     def max_rel(self) -> float:
-        return max((r.rel for r in self.rows), default=0.0)
+        return max((r.rel for r in self.rows if not r.nonfinite), default=0.0)
 
     def table(self) -> str:
         lines = [f"{'name':<12}{'max|ref|':>12}{'max|diff|':>12}{'rel':>10}"]
         for r in self.rows:
-            mark = "  <- over" if r.over else ""
+            mark = "  <- over" if r.over else (f"  non-finite ({r.nonfinite})" if r.nonfinite else "")
             lines.append(f"{r.name:<12}{r.max_abs_ref:>12.4g}{r.max_abs_diff:>12.3e}{r.rel:>10.2e}{mark}")
         return "\n".join(lines)
 
@@ -158,6 +163,12 @@ def compare_layers(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray],
         r = np.asarray(r, dtype=np.float64)
         g = np.asarray(got[name], dtype=np.float64)
         _check_shapes(name, r, g)
+        bad_r, bad_g = not np.isfinite(r).all(), not np.isfinite(g).all()
+        if bad_r or bad_g:
+            # NaN/inf is named, never counted as a relative error (nonfinite.py gives the verdict)
+            side = "both" if bad_r and bad_g else ("transformers" if bad_r else "candle")
+            rows.append(LayerRow(name, float("nan"), float("nan"), float("nan"), over=False, nonfinite=side))
+            continue
         max_ref = float(np.abs(r).max())
         max_diff = float(np.abs(r - g).max())
         rel = max_diff / max_ref if max_ref > 0 else max_diff
@@ -184,6 +195,7 @@ class StepCheck:
     disagreements: list[StepDisagreement] = field(default_factory=list)
     atol: float | None = None
     near_tie: float = 0.0
+    nonfinite_steps: list[int] = field(default_factory=list)  # NaN/inf on either side: no argmax to compare
 
     @property
     def real_flips(self) -> list[StepDisagreement]:
@@ -192,7 +204,7 @@ class StepCheck:
     @property
     def ok(self) -> bool:
         within = self.atol is None or self.max_abs_diff <= self.atol
-        return within and not self.real_flips
+        return within and not self.real_flips and not self.nonfinite_steps
 
     def line(self) -> str:
         flips = " ".join(f"{d.step}({d.ref_margin:.2g}{'' if d.near_tie else '!'})" for d in self.disagreements)
@@ -214,22 +226,26 @@ def compare_steps(ref_rows: np.ndarray, got_rows: np.ndarray, *, near_tie: float
     ref = np.asarray(ref_rows, dtype=np.float64)
     got = np.asarray(got_rows, dtype=np.float64)
     _check_shapes("per-step logits", ref, got)
+    finite = np.isfinite(ref).all(axis=1) & np.isfinite(got).all(axis=1)
     per_step = np.abs(ref - got).max(axis=1)
     ref_arg = ref.argmax(axis=1)
     got_arg = got.argmax(axis=1)
     dis = []
-    for step in np.nonzero(ref_arg != got_arg)[0]:
+    # a step with NaN/inf has no meaningful argmax: it is listed as non-finite, never as a flip
+    for step in np.nonzero((ref_arg != got_arg) & finite)[0]:
         margin = top2_margin(ref[step])
         dis.append(StepDisagreement(int(step), int(ref_arg[step]), int(got_arg[step]), margin, margin < near_tie))
+    fin = per_step[finite]
     return StepCheck(
         steps=int(ref.shape[0]),
-        agree=int((ref_arg == got_arg).sum()),
-        max_abs_diff=float(per_step.max()),
-        median_abs_diff=float(np.median(per_step)),
-        max_abs_ref=float(np.abs(ref).max()),
+        agree=int(((ref_arg == got_arg) & finite).sum()),
+        max_abs_diff=float(fin.max()) if fin.size else float("nan"),
+        median_abs_diff=float(np.median(fin)) if fin.size else float("nan"),
+        max_abs_ref=float(np.abs(ref[np.isfinite(ref).all(axis=1)]).max()) if np.isfinite(ref).all(axis=1).any() else float("nan"),
         disagreements=dis,
         atol=atol,
         near_tie=near_tie,
+        nonfinite_steps=[int(i) for i in np.nonzero(~finite)[0]],
     )
 
 
@@ -243,12 +259,18 @@ class GreedyCheck:
     got: list[int]
     ref_margin: float | None = None  # reference's top-2 margin where the two first differ
     near_tie: float | None = None
+    #: False when `ref` is only the start of the reference's generation (one forward over another
+    #: continuation decides it up to its first fork from that continuation): agreeing with all of
+    #: it is agreeing as far as the reference is known.
+    ref_complete: bool = True
 
     @property
     def first_divergence(self) -> int | None:
         for i, (a, b) in enumerate(zip(self.ref, self.got)):
             if a != b:
                 return i
+        if not self.ref_complete and len(self.got) >= len(self.ref):
+            return None
         return None if len(self.ref) == len(self.got) else min(len(self.ref), len(self.got))
 
     @property
@@ -283,11 +305,12 @@ def compare_greedy(
     prompt_len: int | None = None,
     near_tie: float | None = None,
     step_rows: np.ndarray | None = None,
+    ref_complete: bool = True,
 ) -> GreedyCheck:
     """The margin where the generations fork is read from the reference's logits: `step_rows`
     ([n, vocab], row k decided token k), or `ref_rows` ([T, vocab] over prompt + `ref`, row
     `prompt_len - 1 + k` decided token k)."""
-    check = GreedyCheck(list(ref), list(got))
+    check = GreedyCheck(list(ref), list(got), ref_complete=ref_complete)
     d = check.first_divergence
     if d is None or d >= len(check.ref):
         return check
@@ -299,4 +322,4 @@ def compare_greedy(
         return check
     if not 0 <= row < len(rows):
         return check
-    return GreedyCheck(list(ref), list(got), ref_margin=top2_margin(rows[row]), near_tie=near_tie)
+    return GreedyCheck(list(ref), list(got), ref_margin=top2_margin(rows[row]), near_tie=near_tie, ref_complete=ref_complete)

@@ -6,10 +6,23 @@ libraries and arenas) at the same time, and the parent does its own imports and 
 child imports torch. The child writes its arrays to an .npz and one JSON line on stdout, then
 leaves with `os._exit` (torch's teardown is not worth waiting for).
 
-    python -m portkit.verify.refproc < request.json
+Two protocols:
+
+    python -m portkit.verify.refproc --serve < request.json     (what verify runs)
+    request: {"model_dir": str, "files": [str], "mode": "streamed|whole", "prompt": [int],
+              "forced": [int] | null, "tokens": int, "out": "path.npz"}
+    stdout:  {"ok": true, "greedy": [...], "nonfinite_weights": [...]} | {"ok": false, "kind": ..., "message": str}
+
+  `--serve` imports torch first and only then reads its request, so verify starts it early and
+  sends the request once candle has generated: one forward over prompt + `forced` (candle's
+  greedy tokens but the last) gives every step's logits and the prefill's layers; with `forced`
+  null (candle gave no tokens) the reference generates its own, one forward per token.
+
+    python -m portkit.verify.refproc < request.json             (the whole-model generate() path)
     request: {"model_dir": str, "prompt": [int], "tokens": int, "out": "path.npz"}
     stdout:  {"ok": true, "greedy": [...]} | {"ok": false, "kind": "unavailable|load|run", "message": str}
-    stderr:  "progress: <what>" lines while it works
+
+stderr: "progress: <what>" lines while it works.
 """
 
 from __future__ import annotations
@@ -56,6 +69,192 @@ def compute(model_dir: Path, prompt: Sequence[int], tokens: int, progress: Calla
     except Exception as e:  # transformers' own failure on this checkpoint
         raise ReferenceFailed("run", f"transformers could not run {model_dir}: {' '.join(str(e).split())[:300]}") from None
     return greedy, rows, layers
+
+
+MODES = ("streamed", "whole")
+
+
+def forward_reference(
+    model_dir: Path,
+    files: Sequence[Path],
+    prompt: Sequence[int],
+    forced: Sequence[int] | None,
+    tokens: int,
+    mode: str,
+    progress: Callable[[str], None],
+) -> tuple[list[int], np.ndarray, dict[str, np.ndarray], list[str]]:
+    """In this process: (reference tokens, [max(tokens, 1), vocab] step rows, prefill layers,
+    checkpoint tensors holding NaN/inf).
+
+    With `forced` (candle's greedy tokens): one forward over prompt + forced[: tokens - 1]; row k
+    is the reference's logits where token k is decided, on exactly candle's inputs, and the
+    reference's tokens are its argmax up to and including the first step where it picks another
+    token than candle (its greedy generation is the same up to there; past it, it is unknown).
+    Without: the reference generates, one forward per token.
+    """
+    from portkit.verify.reference import ReferenceLoadError, ReferenceUnavailable
+    from portkit.verify.streamed import StreamedModel, WholeModel
+
+    prompt = list(prompt)
+    progress(f"reference: loading transformers ({mode}, eager, f32, cpu)")
+    try:
+        if mode == "streamed":
+            fwd = StreamedModel(Path(model_dir), [Path(f) for f in files], progress).forward
+        else:
+            fwd = WholeModel(Path(model_dir)).forward
+    except ReferenceLoadError as e:
+        raise ReferenceFailed("load", str(e).splitlines()[0] if str(e) else type(e).__name__) from None
+    except ReferenceUnavailable as e:
+        raise ReferenceFailed("unavailable", str(e)) from None
+    except ReferenceFailed:
+        raise
+    except Exception as e:  # transformers refused the checkpoint: its text, one line
+        raise ReferenceFailed("load", f"transformers could not load {model_dir}: {' '.join(str(e).split())[:300]}") from None
+    n_rows = max(tokens, 1)
+    try:
+        if forced is not None:
+            ids = prompt + list(forced[: max(tokens - 1, 0)])
+            progress(f"reference: one forward over {len(ids)} tokens")
+            res = fwd(ids)
+            rows = res.logits[len(prompt) - 1 : len(prompt) - 1 + n_rows].copy()
+            layers = {k: v[: len(prompt)].copy() for k, v in res.layers.items()}
+            greedy = reference_greedy(rows, list(forced[:tokens])) if tokens else []
+            bad = res.nonfinite_weights
+        else:
+            gen: list[int] = []
+            row_list = []
+            layers = {}
+            bad = []
+            for k in range(n_rows):
+                progress(f"reference: forward {k + 1}/{n_rows} (generating its own tokens)")
+                res = fwd(prompt + gen, capture=k == 0)
+                if k == 0:
+                    layers = {name: v.copy() for name, v in res.layers.items()}
+                    bad = res.nonfinite_weights
+                row_list.append(res.logits[-1].copy())
+                if tokens:
+                    gen.append(int(res.logits[-1].argmax()))
+            rows = np.stack(row_list)
+            greedy = gen
+    except Exception as e:  # transformers' own failure on this checkpoint
+        raise ReferenceFailed("run", f"transformers could not run {model_dir}: {' '.join(str(e).split())[:300]}") from None
+    layers["logits"] = rows[0].copy()
+    return greedy, rows.astype(np.float32, copy=False), layers, list(bad)
+
+
+def reference_greedy(rows: np.ndarray, forced: Sequence[int]) -> list[int]:
+    """The reference's greedy tokens as far as one forward over `forced` decides them: its
+    argmax at each step while it agrees with `forced`, then its own pick at the first step where
+    it does not (NaN rows decide nothing: the tokens stop there)."""
+    out: list[int] = []
+    for k, tok in enumerate(forced):
+        row = rows[k]
+        if not np.isfinite(row).all():
+            break
+        pick = int(row.argmax())
+        out.append(pick)
+        if pick != int(tok):
+            break
+    return out
+
+
+class ServedReference:
+    """`refproc --serve` started now (it imports torch while verify runs lint and candle);
+    `request()` sends the work once candle's tokens are known, `result()` waits."""
+
+    def __init__(self, progress: Callable[[str], None]) -> None:
+        self.progress = progress
+        self.tmp = Path(tempfile.mkdtemp(prefix="portkit-verify-ref-"))
+        self.out = self.tmp / "reference.npz"
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "portkit.verify.refproc", "--serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+
+    def request(self, req: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps({**req, "out": str(self.out)}))
+            self.proc.stdin.close()
+        except BrokenPipeError:  # it died early: result() reports its last words
+            pass
+
+    def result(self) -> tuple[list[int], np.ndarray, dict[str, np.ndarray], list[str]]:
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        tail: list[str] = []
+        for line in self.proc.stderr:
+            line = line.rstrip("\n")
+            if line.startswith("progress: "):
+                self.progress(line.removeprefix("progress: "))
+            elif line.strip():
+                tail = (tail + [line])[-5:]
+        out = self.proc.stdout.read()
+        code = self.proc.wait()
+        try:
+            doc = json.loads(out.strip().splitlines()[-1]) if out.strip() else None
+            if doc is None:
+                raise ReferenceFailed("run", f"the transformers process ended with status {code} and no result" + (f": {tail[-1]}" if tail else ""))
+            if not doc.get("ok"):
+                raise ReferenceFailed(doc.get("kind", "run"), doc.get("message", "transformers failed"))
+            with np.load(self.out, allow_pickle=False) as z:
+                rows = np.array(z["rows"])
+                layers = {k.removeprefix(LAYER_PREFIX): np.array(z[k]) for k in z.files if k.startswith(LAYER_PREFIX)}
+            return [int(t) for t in doc["greedy"]], rows, layers, [str(n) for n in doc.get("nonfinite_weights", [])]
+        finally:
+            self.kill()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if f is not None and not f.closed:
+                try:
+                    f.close()
+                except BrokenPipeError:
+                    pass
+        self.out.unlink(missing_ok=True)
+        try:
+            self.tmp.rmdir()
+        except OSError:
+            pass
+
+
+def _serve() -> None:
+    def progress(s: str) -> None:
+        print(f"progress: {s}", file=sys.stderr, flush=True)
+
+    try:
+        from portkit.verify.reference import _import_torch
+
+        _import_torch()  # while the parent lints and runs candle
+    except Exception:
+        pass  # reported with the request, as "unavailable"
+    raw = sys.stdin.read()
+    if not raw.strip():  # verify needed no reference (a cache hit) or was interrupted
+        os._exit(0)
+    req: dict[str, Any] = json.loads(raw)
+    try:
+        greedy, rows, layers, bad = forward_reference(
+            Path(req["model_dir"]), [Path(f) for f in req["files"]], req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"], progress
+        )
+        np.savez(req["out"], rows=rows, **{LAYER_PREFIX + k: v for k, v in layers.items()})
+        doc = {"ok": True, "greedy": greedy, "nonfinite_weights": bad}
+    except ReferenceFailed as e:
+        doc = {"ok": False, "kind": e.kind, "message": str(e)}
+    except Exception as e:  # never a traceback from the child either
+        doc = {"ok": False, "kind": "run", "message": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"}
+    sys.stdout.write(json.dumps(doc) + "\n")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # skip torch's teardown
 
 
 def run_in_child(model_dir: Path, prompt: Sequence[int], tokens: int, progress: Callable[[str], None]) -> "ChildReference":
@@ -152,4 +351,7 @@ def _child() -> None:
 
 
 if __name__ == "__main__":
-    _child()
+    if "--serve" in sys.argv[1:]:
+        _serve()
+    else:
+        _child()

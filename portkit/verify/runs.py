@@ -99,7 +99,7 @@ def _native_errors() -> tuple[type[BaseException], ...]:
 def run_candle(
     load: Callable[[], Any],
     prompt: Sequence[int],
-    ref_tokens: Sequence[int],
+    ref_tokens: Sequence[int] | None,
     tokens: int,
     *,
     label: str,
@@ -115,6 +115,9 @@ def run_candle(
     then (last, since it loads the weights again) the per-layer capture of the prompt.
     `capture(ids)`, when given, captures without the runner (which is released first), so the
     library model and the copy are never in memory together.
+
+    `ref_tokens=None`: candle generates first and is teacher-forced on its own greedy tokens
+    (the streamed reference then runs one forward over the same tokens).
     """
     import time
 
@@ -122,7 +125,6 @@ def run_candle(
     out = RunOutputs(label=label)
     t0 = time.perf_counter()
     stage = "load"
-    tf_ids = list(prompt) + list(ref_tokens[: max(tokens - 1, 0)])
 
     def step(name: str) -> None:
         nonlocal stage
@@ -133,11 +135,17 @@ def run_candle(
     try:
         step("load")
         runner = load()
+        if ref_tokens is None:
+            step("generate")
+            out.greedy = [int(t) for t in runner.greedy(list(prompt), tokens)] if tokens else []
+        forced = out.greedy if ref_tokens is None else ref_tokens
+        tf_ids = list(prompt) + list(forced[: max(tokens - 1, 0)])
         step("forward")
         out.rows = np.asarray(runner.teacher_forced_logits(tf_ids, len(prompt)), dtype=np.float32)
         out.last = out.rows[0]
-        step("generate")
-        out.greedy = [int(t) for t in runner.greedy(list(prompt), tokens)] if tokens else []
+        if ref_tokens is not None:
+            step("generate")
+            out.greedy = [int(t) for t in runner.greedy(list(prompt), tokens)] if tokens else []
         if capture is not None:
             step("capture")
             del runner
@@ -224,6 +232,8 @@ class Comparison:
             if near:
                 extra.append(f"{near} at near ties")
             bits.append(f"argmax {self.steps.agree}/{self.steps.steps}" + (f" ({', '.join(extra)})" if extra else ""))
+        if self.steps is not None and self.steps.nonfinite_steps:
+            bits.append(f"non-finite (NaN/inf) at {len(self.steps.nonfinite_steps)} of {self.steps.steps} steps")
         if self.greedy is not None and self.greedy.first_divergence is not None:
             bits.append(
                 f"greedy diverges at token {self.greedy.first_divergence}"
@@ -260,10 +270,26 @@ class Reference:
     greedy: list[int]
     rows: np.ndarray  # [max(len(greedy), 1), vocab]: row k decided greedy token k
     layers: dict[str, np.ndarray] = field(default_factory=dict)  # per layer, over the prompt
+    #: The tokens fed after the prompt (candle's greedy tokens; None: the reference's own). Row k
+    #: is the reference's logits after prompt + forced[:k]; `greedy` is then the reference's own
+    #: choice up to and including its first fork from `forced`.
+    forced: list[int] | None = None
+    nonfinite_weights: list[str] = field(default_factory=list)  # checkpoint tensors with NaN/inf
+    mode: str = "streamed"  # streamed | whole
+    source: str = "computed"  # computed | cache
 
     @property
     def last(self) -> np.ndarray:
         return self.rows[0]
+
+    @property
+    def inputs(self) -> list[int]:
+        """What every candle run is teacher-forced on after the prompt."""
+        return list(self.forced) if self.forced is not None else list(self.greedy)
+
+    @property
+    def greedy_complete(self) -> bool:
+        return self.forced is None or len(self.greedy) >= len(self.forced)
 
 
 def compare_run(ref: Reference, got: RunOutputs, tol: Tolerance) -> Comparison:
@@ -276,7 +302,7 @@ def compare_run(ref: Reference, got: RunOutputs, tol: Tolerance) -> Comparison:
         if got.rows is not None:
             cmp.steps = compare_steps(ref.rows, got.rows, near_tie=tol.near_tie, atol=tol.logits_atol)
         if got.greedy is not None:
-            cmp.greedy = compare_greedy(ref.greedy, got.greedy, step_rows=ref.rows, near_tie=tol.near_tie)
+            cmp.greedy = compare_greedy(ref.greedy, got.greedy, step_rows=ref.rows, near_tie=tol.near_tie, ref_complete=ref.greedy_complete)
         if got.layers is not None and ref.layers:
             cmp.layers_judged = tol.layer_rtol is not None
             cmp.layers = compare_layers(ref.layers, got.layers, tol.layer_rtol if tol.layer_rtol is not None else math.inf)

@@ -1,0 +1,90 @@
+"""Where verify's reference comes from: the cache, or transformers in a child (or this process).
+
+Started before lint: when the cache has no entry for this checkpoint and prompt, the child
+(`refproc --serve`) starts at once and imports torch while verify lints and runs candle; it gets
+its request once candle's greedy tokens are known. When an entry is likely (same checkpoint,
+prompt and token count) no child starts, and a hit never imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+
+from portkit.verify import refcache, refproc
+from portkit.verify.inputs import BadInput, ModelDir
+from portkit.verify.runs import Reference
+
+Progress = Callable[[str], None]
+
+
+def reference_in_child() -> bool:
+    """A child process unless PORTKIT_VERIFY_REFERENCE=inprocess (the test suite's setting, to
+    import torch once; the numbers are the same)."""
+    return os.environ.get("PORTKIT_VERIFY_REFERENCE", "child") != "inprocess"
+
+
+class ReferenceJob:
+    def __init__(self, model: ModelDir, prompt: Sequence[int], tokens: int, *, mode: str, use_cache: bool, progress: Progress) -> None:
+        self.model, self.prompt, self.tokens, self.mode, self.progress = model, list(prompt), tokens, mode, progress
+        self.cache: refcache.RefCache | None = None
+        if use_cache:
+            progress("reference cache: fingerprinting the checkpoint")
+            key = refcache.model_key(model.config_text, model.weight_files, mode)
+            self.cache = refcache.RefCache(key, self.prompt, tokens)
+        self.child: refproc.ServedReference | None = None
+        if reference_in_child() and (self.cache is None or not self.cache.likely()):
+            self.child = refproc.ServedReference(progress)
+        self.seconds = 0.0
+
+    def result(self, forced: Sequence[int] | None, perturb: float | None) -> Reference:
+        t0 = time.perf_counter()
+        forced = None if forced is None else list(forced)
+        source = "computed"
+        hit = self.cache.get(forced) if self.cache is not None else None
+        if hit is not None:
+            self.cancel()
+            self.progress("reference: from the cache")
+            greedy, rows, layers, bad = hit.greedy, hit.rows, hit.layers, hit.nonfinite_weights
+            source = "cache"
+        else:
+            greedy, rows, layers, bad = self._compute(forced)
+            if self.cache is not None:
+                self.cache.put(forced, refcache.CachedReference(greedy=greedy, rows=rows, layers=layers, nonfinite_weights=bad))
+        self.seconds = time.perf_counter() - t0
+        if perturb:
+            rows = rows.copy()
+            rows[0, 0] += np.float32(perturb)
+        return Reference(
+            prompt=self.prompt, greedy=greedy, rows=rows, layers=layers, forced=forced, nonfinite_weights=bad, mode=self.mode, source=source
+        )
+
+    def _compute(self, forced: list[int] | None) -> tuple[list[int], np.ndarray, dict[str, np.ndarray], list[str]]:
+        req = dict(
+            model_dir=str(self.model.root),
+            files=[str(p) for p in self.model.weight_files],
+            mode=self.mode,
+            prompt=self.prompt,
+            forced=forced,
+            tokens=self.tokens,
+        )
+        try:
+            if not reference_in_child():
+                return refproc.forward_reference(self.model.root, self.model.weight_files, self.prompt, forced, self.tokens, self.mode, self.progress)
+            if self.child is None:
+                self.child = refproc.ServedReference(self.progress)
+            self.child.request(req)
+            return self.child.result()
+        except refproc.ReferenceFailed as e:
+            raise BadInput(str(e)) from None
+        finally:
+            self.child = None
+
+    def cancel(self) -> None:
+        if self.child is not None:
+            self.child.kill()
+            self.child = None
+

@@ -1,0 +1,227 @@
+"""The streamed reference: transformers' own model, one decoder layer's weights in memory at a time.
+
+The model class is the one transformers picks for the checkpoint (`AutoConfig` +
+`AutoModelForCausalLM.from_config`, eager, f32, no remote code), built on the meta device. The
+modules every position needs (embeddings, final norm, lm_head, rotary and other buffers) are
+materialised once; each decoder layer gets a forward-pre-hook that loads its weights (f32) from
+the safetensors files with `safe_open` and a forward-hook that puts them back on the meta device.
+Then the model's OWN forward runs once (use_cache=False), so every family's quirks (gemma's
+embedding scale, softcapping, granite's multipliers, MoE routing) are transformers' code, not
+ours. Weights are loaded through transformers' own checkpoint conversion
+(`convert_and_load_state_dict_in_model` with the model's conversion mapping: fused MoE experts,
+legacy names), the function `from_pretrained` calls, so the streamed values equal the whole-model
+values (tests/native/test_streamed_reference.py holds that on every family's fixtures).
+
+Memory: one layer in f32, plus embeddings, lm_head and the activations of one forward.
+While each tensor is loaded it is checked for non-finite values, so verify can say that the
+checkpoint itself holds NaN or inf (and which tensors), from the tensors.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+_LAYER_KEY = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+
+
+@dataclass
+class ForwardResult:
+    """One forward over `ids`: every position's logits and every layer's output over every position."""
+
+    logits: np.ndarray  # [T, vocab] float32
+    layers: dict[str, np.ndarray]  # embeddings, layer.N, norm: [T, hidden] float32
+    nonfinite_weights: list[str] = field(default_factory=list)  # checkpoint tensors holding NaN/inf
+
+
+def _decoder_layers(model: Any) -> tuple[str, Any]:
+    """(dotted path, ModuleList) of the decoder layers: the longest `layers` ModuleList."""
+    import torch
+
+    best: tuple[str, Any] | None = None
+    for name, mod in model.named_modules():
+        if isinstance(mod, torch.nn.ModuleList) and name.split(".")[-1] == "layers":
+            if best is None or len(mod) > len(best[1]):
+                best = (name, mod)
+    if best is None:
+        raise RuntimeError(f"{type(model).__name__}: no decoder `layers` list to stream")
+    return best
+
+
+def _inner(model: Any) -> Any:
+    """The base model (`model.model` for every *ForCausalLM portkit verifies)."""
+    return getattr(model, getattr(model, "base_model_prefix", "model"), None) or model.model
+
+
+def capture_hooks(model: Any, outs: dict[str, np.ndarray], layers: Sequence[Any] | None = None) -> list[Any]:
+    """Forward hooks storing the embeddings, every decoder layer's and the final norm's outputs
+    (first call only), named as `portkit_native.capture` names them."""
+    inner = _inner(model)
+    if layers is None:
+        layers = _decoder_layers(model)[1]
+
+    def keep(name: str) -> Callable[..., None]:
+        def hook(_module: Any, _args: Any, output: Any) -> None:
+            if name in outs:
+                return
+            tensor = output[0] if isinstance(output, tuple) else output
+            outs[name] = tensor[0].detach().float().numpy().copy()
+
+        return hook
+
+    hooks = [inner.embed_tokens.register_forward_hook(keep("embeddings"))]
+    for i, layer in enumerate(layers):
+        hooks.append(layer.register_forward_hook(keep(f"layer.{i}")))
+    hooks.append(inner.norm.register_forward_hook(keep("norm")))
+    return hooks
+
+
+class StreamedModel:
+    """A transformers causal LM whose decoder layers live on the meta device between uses."""
+
+    def __init__(self, model_dir: Path, weight_files: Sequence[Path], progress: Callable[[str], None] = lambda _s: None) -> None:
+        from portkit.verify.reference import _import_torch
+
+        torch, transformers = _import_torch()
+        self.torch = torch
+        self.progress = progress
+        from safetensors import safe_open
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.modeling_utils import LoadStateDictConfig
+
+        config = transformers.AutoConfig.from_pretrained(str(model_dir), local_files_only=True, trust_remote_code=False)
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(
+                config, attn_implementation="eager", dtype=torch.float32, trust_remote_code=False
+            )
+        self.model = model.eval()
+        self.load_config = LoadStateDictConfig(
+            dtype=torch.float32,
+            dtype_plan=model._get_dtype_plan(torch.float32),
+            device_map={"": "cpu"},
+            weight_mapping=get_model_conversion_mapping(model),
+        )
+        self.files = [safe_open(str(p), framework="pt", device="cpu") for p in weight_files]
+        self.layers_path, self.layers = _decoder_layers(model)
+        # checkpoint key -> open file; keys grouped by decoder layer (None: always resident)
+        self.groups: dict[int | None, list[tuple[str, Any]]] = {}
+        for f in self.files:
+            for key in f.keys():
+                m = _LAYER_KEY.search(key)
+                idx = int(m.group(1)) if m and key.count("layers.") == 1 and int(m.group(1)) < len(self.layers) else None
+                self.groups.setdefault(idx, []).append((key, f))
+        self.nonfinite: list[str] = []
+        self._materialise_buffers()
+        self._load(None)
+        if getattr(model.config.get_text_config(), "tie_word_embeddings", False):
+            model.tie_weights()
+        leftover = [n for n, p in self._resident_params() if p.is_meta]
+        if leftover:
+            raise RuntimeError(f"the checkpoint has no weights for {', '.join(leftover[:3])}")
+
+    def _resident_params(self) -> list[tuple[str, Any]]:
+        prefix = self.layers_path + "."
+        return [(n, p) for n, p in self.model.named_parameters() if not n.startswith(prefix)]
+
+    def _materialise_buffers(self) -> None:
+        """Non-persistent buffers (rotary inv_freq, gemma's embed_scale, ...) are never in a
+        checkpoint: put them on the CPU and let the model's own `_init_weights` compute them, as
+        `from_pretrained` does after loading on the meta device."""
+        torch = self.torch
+        owners = []
+        for mod in self.model.modules():
+            non_persistent = getattr(mod, "_non_persistent_buffers_set", set())
+            names = [n for n, b in mod._buffers.items() if b is not None and n in non_persistent]
+            if not names:
+                continue
+            for n in names:
+                b = mod._buffers[n]
+                mod._buffers[n] = torch.empty_like(b, device="cpu")
+            owners.append(mod)
+        with torch.no_grad():
+            for mod in owners:
+                self.model._init_weights(mod)
+
+    def _load(self, idx: int | None) -> None:
+        """Load one group's checkpoint tensors (a layer, or None: everything outside the layers)
+        through transformers' own conversion, in f32; note any non-finite tensor."""
+        from transformers.core_model_loading import convert_and_load_state_dict_in_model
+
+        group = self.groups.get(idx, [])
+        if not group:
+            return
+        state = {key: f.get_slice(key) for key, f in group}
+        convert_and_load_state_dict_in_model(model=self.model, state_dict=state, load_config=self.load_config)
+        params = self.layers[idx].named_parameters(prefix=f"{self.layers_path}.{idx}") if idx is not None else self._resident_params()
+        for name, p in params:
+            if not p.is_meta and p.is_floating_point() and not bool(self.torch.isfinite(p).all()):
+                if name not in self.nonfinite:
+                    self.nonfinite.append(name)
+
+    def _drop(self, idx: int) -> None:
+        torch = self.torch
+        for mod in self.layers[idx].modules():
+            for n, p in list(mod._parameters.items()):
+                if p is not None and not p.is_meta:
+                    mod._parameters[n] = torch.nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=False)
+
+    def forward(self, ids: Sequence[int], *, capture: bool = True) -> ForwardResult:
+        torch = self.torch
+        outs: dict[str, np.ndarray] = {}
+        n = len(self.layers)
+        hooks: list[Any] = []
+
+        def pre(i: int) -> Callable[..., None]:
+            def hook(_module: Any, _args: Any, _kwargs: Any = None) -> None:
+                self.progress(f"reference: streaming layer {i + 1}/{n}")
+                self._load(i)
+
+            return hook
+
+        def post(i: int) -> Callable[..., None]:
+            def hook(_module: Any, _args: Any, _output: Any) -> None:
+                self._drop(i)
+
+            return hook
+
+        for i, layer in enumerate(self.layers):
+            hooks.append(layer.register_forward_pre_hook(pre(i)))
+        if capture:
+            hooks += capture_hooks(self.model, outs, self.layers)
+        # registered after the capture hooks: a layer's output is kept before its weights go
+        for i, layer in enumerate(self.layers):
+            hooks.append(layer.register_forward_hook(post(i)))
+        try:
+            with torch.inference_mode():
+                res = self.model(torch.tensor([list(ids)], dtype=torch.long), use_cache=False)
+        finally:
+            for h in hooks:
+                h.remove()
+        return ForwardResult(logits=res.logits[0].float().numpy().copy(), layers=outs, nonfinite_weights=list(self.nonfinite))
+
+
+class WholeModel:
+    """The check: `from_pretrained` (the whole f32 model in memory), the same single forward."""
+
+    def __init__(self, model_dir: Path) -> None:
+        from portkit.verify.reference import ReferenceModel
+
+        self.ref = ReferenceModel.load(Path(model_dir))
+        torch = self.ref.torch
+        self.nonfinite = [n for n, p in self.ref.model.named_parameters() if p.is_floating_point() and not bool(torch.isfinite(p).all())]
+
+    def forward(self, ids: Sequence[int], *, capture: bool = True) -> ForwardResult:
+        torch = self.ref.torch
+        outs: dict[str, np.ndarray] = {}
+        hooks = capture_hooks(self.ref.model, outs) if capture else []
+        try:
+            with torch.inference_mode():
+                res = self.ref.model(torch.tensor([list(ids)], dtype=torch.long), use_cache=False)
+        finally:
+            for h in hooks:
+                h.remove()
+        return ForwardResult(logits=res.logits[0].float().numpy().copy(), layers=outs, nonfinite_weights=list(self.nonfinite))
