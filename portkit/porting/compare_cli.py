@@ -1,0 +1,125 @@
+"""`portkit compare REF CANDIDATE`: the command line and the report around
+`portkit.porting.compare.compare_dumps`, drawn with verify's report pieces. `portkit.cli`
+imports this module lazily (add_arguments, run, HELP). Exit 0: the candidate agrees; 1: it
+diverges; 2: bad input (one line on stderr, never a traceback)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+HELP = "compare a dump of your own candle port with `portkit reference`'s, layer by layer"
+SCHEMA_VERSION = 1
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("reference", metavar="REF", type=Path, help="the reference dump (`portkit reference`, or a seeds' JSON dump)")
+    parser.add_argument("candidate", metavar="CANDIDATE", type=Path, help="your port's dump (portkit-dump safetensors, or JSON)")
+    parser.add_argument("--dtype", default="f32", help="what the candidate ran in, for the tolerance: f32, f16, bf16, q8_0 or q4_k (default: f32)")
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    parser.add_argument("--plot", type=Path, metavar="FILE.png", help="write the per-layer relative errors as a PNG (needs matplotlib)")
+
+
+def _verdict(res: Any) -> str:
+    if res.exit_code == 0:
+        return "the candidate agrees with the reference"
+    where = res.first_bad
+    return "MISMATCH: the candidate diverges from the reference" + (f", starting at {where}" if where else "")
+
+
+def to_json(res: Any, plot: Path | None) -> dict[str, Any]:
+    from portkit.verify.report import _clean, _cmp_json, _tol_json
+
+    return _clean(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "reference": {"path": str(res.reference.path), "format": res.reference.kind, "metadata": res.reference.metadata, "tensors": res.reference.shapes()},
+            "candidate": {"path": str(res.candidate.path), "format": res.candidate.kind, "tensors": res.candidate.shapes(), "dtypes": res.candidate.dtypes},
+            "tolerance": _tol_json(res.tolerance),
+            "compared": res.compared,
+            "notes": res.notes,
+            "comparison": _cmp_json(res.comparison),
+            "first_bad": res.first_bad,
+            "plot": str(plot) if plot else None,
+            "verdict": "agree" if res.exit_code == 0 else "mismatch",
+            "exit_code": res.exit_code,
+        }
+    )
+
+
+def render_text(res: Any, plot: Path | None) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from portkit.porting.dumpfile import describe_names
+    from portkit.verify.report import _comparison_lines, _layer_table, _tol_line
+
+    console = Console(highlight=False, soft_wrap=True)
+    p = console.print
+    ref, cand = res.reference, res.candidate
+    m = ref.metadata
+    p(f"[bold]portkit compare[/] {escape(str(ref.path))} {escape(str(cand.path))}")
+    if m.get("transformers"):
+        p(f"  reference: transformers {m['transformers']} (torch {m.get('torch', '?')}, eager f32 cpu) on {escape(m.get('model', '?'))} ({m.get('family', '?')}), stored {m.get('dtype', '?')}")
+    else:
+        p(f"  reference: {ref.kind} dump with {escape(describe_names(ref.names()))}")
+    p(f"  candidate: {escape(describe_names(cand.names()))}")
+    p(f"  tolerance {res.tolerance.name}: {_tol_line(res.tolerance)}")
+    for note in res.notes:
+        p(f"  [yellow]note: {escape(note)}[/]")
+    p("")
+    greedy_ref = [int(t) for t in ref.tensors.get("greedy", [])]
+    for line in _comparison_lines(res.comparison, greedy_ref, layers_note="not compared (the candidate has no hidden states)"):
+        p("  " + line)
+    if res.comparison.layers is not None:
+        p("")
+        console.print(_layer_table(res.comparison))
+    if plot is not None:
+        p(f"  per-layer plot: {escape(str(plot))}")
+    p("")
+    colour = "green" if res.exit_code == 0 else "red"
+    p(f"[bold {colour}]verdict: {escape(_verdict(res))}[/] (exit {res.exit_code})")
+
+
+def error(msg: str) -> int:
+    print(f"portkit: error: {' '.join(str(msg).split())}", file=sys.stderr)
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    from portkit.porting.compare import check_plot_path, compare_dumps
+    from portkit.porting.dumpfile import read_dump
+    from portkit.verify.inputs import BadInput
+
+    plot = None
+    try:
+        if args.plot is not None:
+            check_plot_path(args.plot)
+        res = compare_dumps(read_dump(args.reference), read_dump(args.candidate), args.dtype)
+        if args.plot is not None and res.comparison.layers is not None:
+            from portkit.verify.plot import plot_layers
+
+            plot = plot_layers(
+                res.comparison.layers,
+                args.plot,
+                title=f"{args.candidate.name} vs {args.reference.name}, per layer ({res.tolerance.name})",
+                subtitle=res.reference.metadata.get("model", ""),
+            )
+    except BadInput as e:
+        return error(str(e))
+    except KeyboardInterrupt:
+        print("portkit compare: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug of ours: one line, the traceback on request
+        if os.environ.get("PORTKIT_DEBUG"):
+            raise
+        return error(f"internal error: {type(e).__name__}: {e} (set PORTKIT_DEBUG=1 for the traceback)")
+    if args.format == "json":
+        sys.stdout.write(json.dumps(to_json(res, plot), indent=2) + "\n")
+    else:
+        render_text(res, plot)
+    return res.exit_code

@@ -1,0 +1,197 @@
+"""Dump files: the porting kit's layout in safetensors (what `portkit reference` and the Rust
+crate `portkit-dump` write), and the seeds' JSON dumps (`bench/baseline/llm_json.py`:
+`{"logits": [...], "greedy": [...]}`), read the same way.
+
+Tensor data is read with numpy from the offsets of a header that `read_safetensors_header`
+has validated (so bf16 needs no torch, and a malformed file is one line, never a traceback);
+nothing is executed or unpickled.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from portkit.verify.inputs import BadInput
+
+#: Reference-only: row k holds the reference's logits where it chose greedy token k (the
+#: margin where a candidate's greedy tokens fork is read from it).
+GREEDY_LOGITS = "greedy.logits"
+TOKEN_NAMES = ("ids", "greedy")
+_LAYER = re.compile(r"layer\.(0|[1-9][0-9]*)")
+
+_NUMPY_DTYPES = {
+    "F64": "<f8", "F32": "<f4", "F16": "<f2",
+    "I64": "<i8", "I32": "<i4", "I16": "<i2", "I8": "i1",
+    "U64": "<u8", "U32": "<u4", "U16": "<u2", "U8": "u1", "BOOL": "?",
+}
+MAX_JSON_BYTES = 2 * 1024**3
+
+
+def is_hidden(name: str) -> bool:
+    """`[T, hidden]` values: compared per layer."""
+    return name in ("embeddings", "norm") or _LAYER.fullmatch(name) is not None
+
+
+def known_name(name: str) -> bool:
+    return name in TOKEN_NAMES or name in ("logits", GREEDY_LOGITS) or is_hidden(name)
+
+
+def order_key(name: str) -> tuple[int, int, str]:
+    """The layout's order: ids, embeddings, layer.0, layer.1, ..., norm, logits, greedy."""
+    m = _LAYER.fullmatch(name)
+    if m:
+        return (2, int(m.group(1)), name)
+    rank = {"ids": 0, "embeddings": 1, "norm": 3, "logits": 4, "greedy": 5, GREEDY_LOGITS: 6}
+    return (rank.get(name, 7), 0, name)
+
+
+def describe_names(names: list[str]) -> str:
+    """`ids, embeddings, layer.0..layer.29, norm, logits`: runs of layers folded."""
+    out: list[str] = []
+    layers: list[str] = []
+
+    def flush() -> None:
+        if layers:
+            out.append(layers[0] if len(layers) == 1 else f"{layers[0]}..{layers[-1]}")
+            layers.clear()
+
+    for n in sorted(names, key=order_key):
+        if _LAYER.fullmatch(n):
+            layers.append(n)
+        else:
+            flush()
+            out.append(n)
+    flush()
+    return ", ".join(out)
+
+
+@dataclass
+class DumpFile:
+    path: Path
+    tensors: dict[str, np.ndarray]  # in the layout's order; floats as float32, tokens as int64
+    metadata: dict[str, str] = field(default_factory=dict)
+    dtypes: dict[str, str] = field(default_factory=dict)  # as stored: F32, BF16, ... (JSON: "json")
+    kind: str = "safetensors"
+
+    def names(self) -> list[str]:
+        return list(self.tensors)
+
+    def shapes(self) -> dict[str, list[int]]:
+        return {k: list(v.shape) for k, v in self.tensors.items()}
+
+
+def _bad(path: Path, what: str) -> BadInput:
+    return BadInput(f"{path}: {what}")
+
+
+def _decode(raw: bytes, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    if dtype == "BF16":  # the high half of a float32
+        bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+        return bits.view(np.float32).reshape(shape)
+    return np.frombuffer(raw, dtype=_NUMPY_DTYPES[dtype]).reshape(shape)
+
+
+def _as_layout(name: str, arr: np.ndarray) -> np.ndarray:
+    if name in TOKEN_NAMES:
+        if arr.dtype.kind == "f":
+            if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+                raise ValueError(f"`{name}` holds token ids but has non-integer values")
+        return arr.astype(np.int64)
+    return arr.astype(np.float32)
+
+
+def read_safetensors_dump(path: Path) -> DumpFile:
+    from portkit.errors import InputError
+    from portkit.model.safetensors_header import LfsPointer, read_safetensors_header
+
+    try:
+        header = read_safetensors_header(path)
+    except InputError as e:
+        raise BadInput(str(e)) from None
+    except LfsPointer:
+        raise _bad(path, "a Git LFS pointer, not a dump (git lfs pull)") from None
+    start = 8 + header.header_len
+    tensors: dict[str, np.ndarray] = {}
+    dtypes: dict[str, str] = {}
+    with open(path, "rb") as f:
+        for name in sorted(header.tensors, key=order_key):
+            info = header.tensors[name]
+            if info.dtype not in _NUMPY_DTYPES and info.dtype != "BF16":
+                raise _bad(path, f"tensor `{name}` has dtype {info.dtype}; dumps hold F32, F16, BF16, F64 or integers")
+            begin, end = info.data_offsets
+            f.seek(start + begin)
+            try:
+                arr = _decode(f.read(end - begin), info.dtype, info.shape)
+                tensors[name] = _as_layout(name, arr)
+            except ValueError as e:
+                raise _bad(path, f"tensor `{name}`: {e}") from None
+            dtypes[name] = info.dtype
+    return DumpFile(path, tensors, dict(header.metadata or {}), dtypes, "safetensors")
+
+
+def read_json_dump(path: Path, text: str) -> DumpFile:
+    """The seeds' dumps: one JSON object of (nested) number lists, e.g. `{"logits", "greedy"}`."""
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise _bad(path, f"not a safetensors file, and not JSON either ({e})") from None
+    if not isinstance(doc, dict):
+        raise _bad(path, "a JSON dump is an object of number lists, e.g. {\"logits\": [...], \"greedy\": [...]}")
+    tensors: dict[str, np.ndarray] = {}
+    for name in sorted(doc, key=order_key):
+        value = doc[name]
+        try:
+            if isinstance(value, (str, dict, bool)) or value is None:
+                raise ValueError("not a number list")
+            arr = np.asarray(value, dtype=np.float64)
+            if arr.dtype == object:
+                raise ValueError("ragged lists")
+            tensors[name] = _as_layout(name, arr)
+        except (ValueError, TypeError) as e:
+            raise _bad(path, f"JSON field `{name}`: {e}") from None
+    return DumpFile(path, tensors, {}, {k: "json" for k in tensors}, "json")
+
+
+def read_dump(path: str | Path) -> DumpFile:
+    """A safetensors dump, or a JSON one (recognised by its first non-space byte `{`)."""
+    path = Path(path)
+    try:
+        if not path.is_file():
+            raise _bad(path, "no such file" if not path.exists() else "not a file")
+        with open(path, "rb") as f:
+            head = f.read(64)
+        if head.lstrip()[:1] == b"{":
+            if path.stat().st_size > MAX_JSON_BYTES:
+                raise _bad(path, "a JSON dump over 2 GiB: write safetensors instead")
+            return read_json_dump(path, path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise _bad(path, "not a safetensors file, and not UTF-8 JSON either") from None
+    except OSError as e:
+        raise _bad(path, e.strerror or str(e)) from None
+    return read_safetensors_dump(path)
+
+
+def write_reference(path: Path, tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str], dtype: str) -> None:
+    """safetensors through torch (the reference side has it loaded): floats as `dtype`
+    (f32, f16, bf16), token ids as int64; written to a temporary name, then renamed."""
+    import torch
+    from safetensors.torch import save_file
+
+    float_dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    out: dict[str, Any] = {}
+    for name, arr in tensors.items():
+        t = torch.from_numpy(np.ascontiguousarray(arr))
+        out[name] = t.to(torch.int64) if name in TOKEN_NAMES else t.to(float_dtype)
+    tmp = path.with_name(path.name + ".partial")
+    try:
+        save_file(out, str(tmp), metadata=dict(metadata))
+        tmp.replace(path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise _bad(path, e.strerror or str(e)) from None

@@ -1,0 +1,57 @@
+"""`portkit reference MODEL_DIR --out ref.safetensors`: the command line around
+`portkit.porting.reference.write`. `portkit.cli` imports this module lazily (add_arguments,
+run, HELP). Exit 0: written; 2: bad input (one line on stderr, never a traceback)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+HELP = "write transformers' values (every layer, logits, greedy) for comparing a candle port of your own"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model_dir", metavar="MODEL_DIR", help="directory with config.json and safetensors weights")
+    parser.add_argument("--out", "-o", required=True, type=Path, metavar="FILE", help="the safetensors file to write (e.g. ref.safetensors)")
+    prompt = parser.add_mutually_exclusive_group()
+    prompt.add_argument("--ids", metavar="1,2,3", help="prompt token ids, comma separated")
+    prompt.add_argument("--text", metavar="TEXT", help="prompt text, encoded with the model dir's tokenizer.json")
+    parser.add_argument("--tokens", type=int, default=8, metavar="N", help="greedy tokens to generate (default: 8)")
+    parser.add_argument("--dtype", default="f32", help="dtype of the stored tensors: f32, f16 or bf16 (default: f32; computed in f32 always)")
+
+
+def error(msg: str) -> int:
+    print(f"portkit: error: {' '.join(str(msg).split())}", file=sys.stderr)
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    from portkit.porting.dumpfile import describe_names
+    from portkit.porting.reference import write
+    from portkit.verify.inputs import BadInput
+
+    def progress(s: str) -> None:
+        if os.environ.get("PORTKIT_PROGRESS"):
+            print(f"portkit reference: {s}", file=sys.stderr)
+
+    try:
+        w = write(Path(args.model_dir), args.out, ids=args.ids, text=args.text, tokens=args.tokens, dtype=args.dtype, progress=progress)
+    except BadInput as e:
+        return error(str(e))
+    except KeyboardInterrupt:
+        print("portkit reference: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug of ours: one line, the traceback on request
+        if os.environ.get("PORTKIT_DEBUG"):
+            raise
+        return error(f"internal error: {type(e).__name__}: {e} (set PORTKIT_DEBUG=1 for the traceback)")
+    m = w.metadata
+    shapes = {k: "x".join(map(str, v)) for k, v in w.tensors.items()}
+    print(f"wrote {w.path} ({w.bytes / 2**20:.1f} MiB, {m['dtype']}) in {w.seconds:.1f} s")
+    print(f"  transformers {m['transformers']} (torch {m['torch']}), eager f32 cpu; family {m['family']}")
+    print(f"  prompt {shapes['ids']} ids; {describe_names(list(w.tensors))}")
+    print(f"  hidden [{shapes.get('embeddings', '?')}], logits [{shapes['logits']}], greedy [{shapes.get('greedy', '0')}]")
+    print(f"next: dump your port on the same ids, then `portkit compare {w.path} yours.safetensors`")
+    return 0

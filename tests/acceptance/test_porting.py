@@ -1,0 +1,300 @@
+"""`portkit reference` and `portkit compare` end to end on a generated fixture: the reference's
+layout and metadata, an identical candidate (exit 0), a candidate perturbed from layer.1 on
+(named at layer.1, with a negative control under the tolerance), subsets, the seeds' JSON
+dumps, and malformed candidates (one line, exit 2)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+from portkit.cli import main
+from portkit.porting.dumpfile import read_dump
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def ref_path(tmp_path_factory, healthy_tied_dir) -> Path:
+    from portkit.porting.reference import write
+
+    out = tmp_path_factory.mktemp("porting") / "ref.safetensors"
+    write(healthy_tied_dir, out, tokens=8)
+    return out
+
+
+@pytest.fixture(scope="module")
+def ref(ref_path):
+    return read_dump(ref_path)
+
+
+def _run(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _candidate(tmp_path: Path, tensors: dict[str, np.ndarray], name: str = "cand.safetensors") -> Path:
+    path = tmp_path / name
+    save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(path))
+    return path
+
+
+def _perturbed_from(ref, first: str, rel: float) -> dict[str, np.ndarray]:
+    """The reference, with every value from `first` on (layers, norm, logits) scaled by 1 + rel."""
+    names = list(ref.tensors)
+    start = names.index(first)
+    out = {}
+    for i, (k, v) in enumerate(ref.tensors.items()):
+        if k == "greedy.logits":
+            continue
+        scaled = i >= start and v.dtype.kind == "f"
+        out[k] = (v * np.float32(1 + rel)).astype(np.float32) if scaled else v
+    return out
+
+
+# --------------------------------------------------------------------------- reference
+
+
+def test_reference_layout_and_metadata(ref, healthy_tied_dir):
+    from portkit.verify.reference import ReferenceModel
+
+    t = ref.tensors
+    assert list(t) == ["ids", "embeddings", "layer.0", "layer.1", "layer.2", "norm", "logits", "greedy", "greedy.logits"]
+    T = len(json.loads((healthy_tied_dir / "prompt.json").read_text())["ids"])
+    assert t["ids"].shape == (T,) and t["embeddings"].shape == (T, 64) and t["layer.2"].shape == (T, 64)
+    assert t["logits"].shape == (T, 256) and t["greedy"].shape == (8,) and t["greedy.logits"].shape == (8, 256)
+    assert ref.dtypes["logits"] == "F32" and ref.dtypes["ids"] == "I64"
+    m = ref.metadata
+    assert m["format"] == "portkit-reference/1" and m["family"] == "llama" and m["dtype"] == "f32"
+    assert Path(m["model"]) == healthy_tied_dir.resolve()
+    assert m["transformers"][0].isdigit() and m["torch"][0].isdigit()
+    assert json.loads(m["prompt"])["ids"] == t["ids"].tolist()
+    # the values are transformers' own forward, at every position, and its greedy tokens
+    model = ReferenceModel.load(healthy_tied_dir)
+    ids = t["ids"].tolist()
+    np.testing.assert_array_equal(model.all_logits(ids), t["logits"])
+    cap = model.capture(ids)
+    for name in ("embeddings", "layer.0", "layer.1", "layer.2", "norm"):
+        np.testing.assert_array_equal(cap[name], t[name])
+    assert model.greedy(ids, 8) == t["greedy"].tolist()
+    np.testing.assert_allclose(t["greedy.logits"][0], t["logits"][-1], atol=1e-5)
+
+
+def test_reference_cli_prints_what_it_wrote(capsys, tmp_path, healthy_tied_dir):
+    out = tmp_path / "r.safetensors"
+    code, stdout, err = _run(capsys, "reference", healthy_tied_dir, "--out", out, "--ids", "1,5,9,20,33", "--tokens", "2", "--dtype", "bf16")
+    assert code == 0, err
+    assert f"wrote {out}" in stdout and "layer.0..layer.2" in stdout and "logits [5x256]" in stdout
+    d = read_dump(out)
+    assert d.tensors["ids"].tolist() == [1, 5, 9, 20, 33] and d.tensors["greedy"].shape == (2,)
+    assert d.dtypes["layer.0"] == "BF16" and d.metadata["dtype"] == "bf16"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--ids", "1,2,999"], "outside the vocabulary"),
+        (["--dtype", "f8"], "--dtype must be one of f32, f16, bf16"),
+        (["--tokens", "-1"], "--tokens must be >= 0"),
+    ],
+)
+def test_reference_bad_input_exit_2(capsys, tmp_path, healthy_tied_dir, argv, message):
+    code, _, err = _run(capsys, "reference", healthy_tied_dir, "--out", tmp_path / "r.safetensors", *argv)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_reference_bad_dirs_exit_2(capsys, tmp_path, healthy_tied_dir):
+    code, _, err = _run(capsys, "reference", tmp_path / "nope", "--out", tmp_path / "r.safetensors")
+    assert code == 2 and "no such directory" in err
+    code, _, err = _run(capsys, "reference", healthy_tied_dir, "--out", tmp_path / "no" / "r.safetensors")
+    assert code == 2 and "the directory does not exist" in err
+
+
+# --------------------------------------------------------------------------- compare: verdicts
+
+
+def test_identical_candidate_exit_0(capsys, tmp_path, ref_path):
+    cand = tmp_path / "same.safetensors"
+    shutil.copy(ref_path, cand)
+    code, out, err = _run(capsys, "compare", ref_path, cand)
+    assert code == 0, out + err
+    assert "last position   n=256  max|diff|=0.00e+00" in out and "tol=1e-4  OK" in out
+    assert "argmax 23/23" in out  # 16 prompt positions + 7 shared greedy positions
+    assert "greedy          8 tokens  identical" in out
+    assert "none over 1e-5  OK" in out
+    assert "verdict: the candidate agrees with the reference (exit 0)" in out
+
+
+def test_perturbed_from_layer_1_is_named_at_layer_1(capsys, tmp_path, ref_path, ref):
+    cand = _candidate(tmp_path, _perturbed_from(ref, "layer.1", 1e-3))
+    code, out, _ = _run(capsys, "compare", ref_path, cand)
+    assert code == 1
+    assert "first layer over 1e-5: layer.1" in out
+    assert "verdict: MISMATCH: the candidate diverges from the reference, starting at layer.1 (exit 1)" in out
+    code, js, _ = _run(capsys, "compare", ref_path, cand, "--format", "json")
+    doc = json.loads(js)
+    assert code == 1 and doc["first_bad"] == "layer.1" and doc["exit_code"] == 1 and doc["verdict"] == "mismatch"
+    rows = {r["name"]: r for r in doc["comparison"]["layers"]["rows"]}
+    assert not rows["layer.0"]["over"] and rows["layer.1"]["over"] and rows["layer.2"]["over"]
+    assert rows["layer.1"]["rel"] == pytest.approx(1e-3, rel=1e-2)
+
+
+def test_negative_control_under_tolerance_agrees(capsys, tmp_path, ref_path, ref):
+    """The same perturbation, 1000 times smaller (1e-6 relative, under 1e-5): exit 0, with the
+    difference measured and shown."""
+    cand = _candidate(tmp_path, _perturbed_from(ref, "layer.1", 1e-6))
+    code, out, _ = _run(capsys, "compare", ref_path, cand, "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["first_bad"] is None
+    rows = {r["name"]: r for r in doc["comparison"]["layers"]["rows"]}
+    assert rows["layer.0"]["rel"] == 0 and 1e-7 < rows["layer.1"]["rel"] < 1e-5
+
+
+def test_last_position_logits_only(capsys, tmp_path, ref_path, ref):
+    last = ref.tensors["logits"][-1]
+    code, out, _ = _run(capsys, "compare", ref_path, _candidate(tmp_path, {"logits": last}))
+    assert code == 0 and "last position   n=256" in out and "teacher-forced" not in out
+    bumped = last.copy()
+    bumped[3] += 1e-3
+    code, out, _ = _run(capsys, "compare", ref_path, _candidate(tmp_path, {"logits": bumped}, "b.safetensors"))
+    assert code == 1 and "MISMATCH" in out and "max|diff|=1.00e-03" in out
+    assert "verdict: MISMATCH: the candidate diverges from the reference, starting at logits (exit 1)" in out
+
+
+def test_greedy_fork_reported_with_margin(capsys, tmp_path, ref_path, ref):
+    g = ref.tensors["greedy"].copy()
+    g[3] = (g[3] + 1) % 256
+    code, out, _ = _run(capsys, "compare", ref_path, _candidate(tmp_path, {"ids": ref.tensors["ids"], "greedy": g}), "--format", "json")
+    doc = json.loads(out)
+    assert code == 1 and doc["comparison"]["greedy"]["first_divergence"] == 3
+    assert doc["comparison"]["greedy"]["ref_margin"] > 0 and doc["first_bad"] == "greedy"
+
+
+def test_quantized_tolerance_judges_by_argmax(capsys, tmp_path, ref_path, ref):
+    """Noise of 0.05 on every logit: a mismatch for f32 (1e-4 absolute), agreement for q4_k
+    (argmax per position, layers reported only) as long as no argmax flips."""
+    rng = np.random.default_rng(0)
+    logits = ref.tensors["logits"]
+    noisy = (logits + rng.uniform(-0.05, 0.05, logits.shape)).astype(np.float32)
+    assert (noisy.argmax(1) == logits.argmax(1)).all()
+    cand = _candidate(tmp_path, {"logits": noisy})
+    assert _run(capsys, "compare", ref_path, cand)[0] == 1
+    for dtype in ("q4_k", "q8_0"):
+        code, out, _ = _run(capsys, "compare", ref_path, cand, "--dtype", dtype)
+        assert code == 0, out
+        assert "(reported; not judged below f32)" in out
+    code, _, err = _run(capsys, "compare", ref_path, cand, "--dtype", "q2_k")
+    assert code == 2 and "--dtype must be one of f32, f16, bf16, q8_0, q4_k" in err
+
+
+def test_bf16_reference_is_judged_at_bf16(capsys, tmp_path, healthy_tied_dir, ref_path):
+    """An f32 candidate against a reference stored in bf16: the bf16 tolerance, said in a note."""
+    from portkit.porting.reference import write
+
+    bf16 = tmp_path / "ref-bf16.safetensors"
+    write(healthy_tied_dir, bf16, tokens=8, dtype="bf16")
+    code, out, _ = _run(capsys, "compare", bf16, ref_path)
+    assert code == 0, out
+    assert "note: the reference is stored in bf16: judged with the bf16 tolerance" in out
+
+
+def test_plot_writes_png(capsys, tmp_path, ref_path, ref):
+    pytest.importorskip("matplotlib")
+    cand = _candidate(tmp_path, _perturbed_from(ref, "layer.1", 1e-3))
+    png = tmp_path / "layers.png"
+    code, out, _ = _run(capsys, "compare", ref_path, cand, "--plot", png)
+    assert code == 1 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"per-layer plot: {png}" in out
+
+
+# --------------------------------------------------------------------------- compare: the seeds' JSON
+
+
+def test_seeds_json_dumps_keep_working(capsys, tmp_path, ref_path, ref, healthy_tied_dir):
+    """bench/baseline/llm_json.py's output ({"logits": [vocab], "greedy": [...]}) as a candidate
+    and as a reference."""
+    ids = ",".join(str(i) for i in ref.tensors["ids"].tolist())
+    pt = tmp_path / "pt.json"
+    with open(pt, "w") as f:
+        subprocess.run(
+            [sys.executable, "-I", str(ROOT / "bench/baseline/llm_json.py"), str(healthy_tied_dir), ids, "8", "2"],
+            stdout=f, check=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+        )
+    code, out, err = _run(capsys, "compare", ref_path, pt)
+    assert code == 0, out + err
+    assert "candidate: logits, greedy" in out and "greedy          8 tokens  identical" in out
+    doc = json.loads(pt.read_text())
+    doc["logits"][7] += 0.5
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    assert _run(capsys, "compare", pt, bad)[0] == 1
+    assert _run(capsys, "compare", pt, pt)[0] == 0
+
+
+# --------------------------------------------------------------------------- compare: bad input
+
+
+def _bad_candidates(ref, tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    t = dict(ref.tensors)
+    t.pop("greedy.logits")
+    without_layer1 = {k: v for k, v in t.items() if k != "layer.1"}
+    short_layer = dict(t, **{"layer.1": t["layer.1"][:-1]})
+    other_ids = dict(t, ids=t["ids"][::-1].copy())
+    extra = dict(t, **{"layer.3": t["layer.2"]})
+    unknown = {"hidden": t["layer.2"]}
+    garbage = tmp_path / "garbage.safetensors"
+    garbage.write_bytes(b"\x00\x01not a safetensors file at all")
+    return {
+        "missing layer.1": (_candidate(tmp_path, without_layer1, "a.safetensors"), "layer.1 is missing between layer.0 and layer.2"),
+        "bad shape": (_candidate(tmp_path, short_layer, "b.safetensors"), "`layer.1` has shape [15, 64], the reference's is [16, 64]"),
+        "ids differ": (_candidate(tmp_path, other_ids, "c.safetensors"), "ids differ from the reference's"),
+        "layer the reference lacks": (_candidate(tmp_path, extra, "d.safetensors"), "tensor `layer.3` is not in the reference"),
+        "unknown name": (_candidate(tmp_path, unknown, "e.safetensors"), "tensor `hidden` is not in the reference"),
+        "logits shape": (_candidate(tmp_path, {"logits": t["logits"][:, :100]}, "f.safetensors"), "`logits` has shape [16, 100]"),
+        "not safetensors": (garbage, "safetensors"),
+        "no file": (tmp_path / "missing.safetensors", "no such file"),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["missing layer.1", "bad shape", "ids differ", "layer the reference lacks", "unknown name", "logits shape", "not safetensors", "no file"],
+)
+def test_malformed_candidate_one_line_exit_2(capsys, tmp_path, ref_path, ref, case):
+    path, message = _bad_candidates(ref, tmp_path)[case]
+    code, out, err = _run(capsys, "compare", ref_path, path)
+    assert code == 2, out
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith("portkit: error: ")
+
+
+def test_subprocess_exit_codes(tmp_path, ref_path, ref):
+    """The installed entry point's real exit status: 0, 1, 2."""
+    same = tmp_path / "same.safetensors"
+    shutil.copy(ref_path, same)
+    perturbed = _candidate(tmp_path, _perturbed_from(ref, "layer.1", 1e-3), "p.safetensors")
+    shape = _bad_candidates(ref, tmp_path)["bad shape"][0]
+    codes = []
+    for cand in (same, perturbed, shape):
+        p = subprocess.run([sys.executable, "-m", "portkit.cli", "compare", str(ref_path), str(cand)], capture_output=True, text=True)
+        codes.append(p.returncode)
+        assert "Traceback" not in p.stderr
+    assert codes == [0, 1, 2]
+
+
+def test_subcommands_are_wired_and_lazy(capsys):
+    """Both commands are in `portkit --help`; `portkit lint` and `portkit rules` import neither."""
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    listing = capsys.readouterr().out
+    assert e.value.code == 0 and "reference" in listing and "compare" in listing
+    prog = "import sys; from portkit.cli import main; main(['rules']); print([m for m in sys.modules if m.startswith('portkit.porting')])"
+    r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, cwd=ROOT)
+    assert r.stdout.strip().splitlines()[-1] == "[]"
