@@ -12,7 +12,7 @@ export PORTKIT_CACHE ?= $(HOME)/.cache/portkit
 export OMP_NUM_THREADS ?= 2
 export RAYON_NUM_THREADS ?= 2
 
-.PHONY: demo test venv native clean-native
+.PHONY: demo test venv native clean-native mutation
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,3 +33,10 @@ demo: native
 test: native
 	cd native && cargo test --release --quiet --no-default-features
 	$(PY) -m pytest -q
+
+# Mutation testing (mutmut): not part of `make test` or CI, it takes tens of minutes. Each
+# module is mutated against the tests that target it; prints the score per module.
+# docs/mutation.md has the scores and why each surviving mutant is equivalent.
+mutation: native
+	$(PY) -m pip install --quiet -e '.[mutation]'
+	nice -n 15 $(PY) tests/mutation/run_mutmut.py --survivors $(PORTKIT_CACHE)/mutation/survivors.txt
