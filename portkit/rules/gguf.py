@@ -1063,7 +1063,7 @@ class Gemma3GgufLocalFreqBaseKey(_GgufRule):
                 continue
             yield self.finding(
                 ctx,
-                f"`{p}.rope.freq_base_swa` is {num(swa)} but candle 0.11.0's quantized_gemma3 reads only "
+                f"`{p}.rope.freq_base_swa` is {swa:.7g} but candle 0.11.0's quantized_gemma3 reads only "
                 f"`{local_key}`: its sliding-window layers use 10000",
                 filename=g.path,
                 location=None,
@@ -1116,7 +1116,7 @@ class Phi3GgufFreqBaseIgnored(_GgufRule):
                 continue
             yield self.finding(
                 ctx,
-                f"`phi3.rope.freq_base` is {num(fb)}; candle 0.11.0's quantized_phi3 never reads it and rotates "
+                f"`phi3.rope.freq_base` is {fb:.7g}; candle 0.11.0's quantized_phi3 never reads it and rotates "
                 "with a hard-coded 10000",
                 filename=g.path,
                 location=None,
@@ -1172,7 +1172,7 @@ class Phi3GgufLongRopeIgnored(_GgufRule):
             attn_used = attn is not None and f32(attn) != 1.0
             if not factors and not attn_used:
                 continue
-            what = [f"`{n}`" for n in factors] + ([f"`phi3.rope.scaling.attn_factor`={num(attn)}"] if attn_used else [])
+            what = [f"`{n}`" for n in factors] + ([f"`phi3.rope.scaling.attn_factor`={attn:.7g}"] if attn_used else [])
             yield self.finding(
                 ctx,
                 f"the GGUF carries LongRoPE ({', '.join(what)}); candle 0.11.0's quantized_phi3 never reads it and "
