@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -85,39 +84,29 @@ def render_text(res: Any, plot: Path | None) -> None:
     p(f"[bold {colour}]verdict: {escape(_verdict(res))}[/] (exit {res.exit_code})")
 
 
-def error(msg: str) -> int:
-    print(f"portkit: error: {' '.join(str(msg).split())}", file=sys.stderr)
-    return 2
-
-
 def run(args: argparse.Namespace) -> int:
+    from portkit.porting.guard import guarded
+
+    return guarded("compare", lambda: _run(args))
+
+
+def _run(args: argparse.Namespace) -> int:
     from portkit.porting.compare import check_plot_path, compare_dumps
     from portkit.porting.dumpfile import read_dump
-    from portkit.verify.inputs import BadInput
 
     plot = None
-    try:
-        if args.plot is not None:
-            check_plot_path(args.plot)
-        res = compare_dumps(read_dump(args.reference), read_dump(args.candidate), args.dtype)
-        if args.plot is not None and res.comparison.layers is not None:
-            from portkit.verify.plot import plot_layers
+    if args.plot is not None:
+        check_plot_path(args.plot)
+    res = compare_dumps(read_dump(args.reference), read_dump(args.candidate), args.dtype)
+    if args.plot is not None and res.comparison.layers is not None:
+        from portkit.verify.plot import plot_layers
 
-            plot = plot_layers(
-                res.comparison.layers,
-                args.plot,
-                title=f"{args.candidate.name} vs {args.reference.name}, per layer ({res.tolerance.name})",
-                subtitle=res.reference.metadata.get("model", ""),
-            )
-    except BadInput as e:
-        return error(str(e))
-    except KeyboardInterrupt:
-        print("portkit compare: interrupted", file=sys.stderr)
-        return 130
-    except Exception as e:  # a bug of ours: one line, the traceback on request
-        if os.environ.get("PORTKIT_DEBUG"):
-            raise
-        return error(f"internal error: {type(e).__name__}: {e} (set PORTKIT_DEBUG=1 for the traceback)")
+        plot = plot_layers(
+            res.comparison.layers,
+            args.plot,
+            title=f"{args.candidate.name} vs {args.reference.name}, per layer ({res.tolerance.name})",
+            subtitle=res.reference.metadata.get("model", ""),
+        )
     if args.format == "json":
         sys.stdout.write(json.dumps(to_json(res, plot), indent=2) + "\n")
     else:

@@ -82,15 +82,13 @@ def reference_values(model_dir: Path, ids: Sequence[int], tokens: int, progress:
 
 def family_name(config: dict[str, Any]) -> str:
     """portkit's family registry when there is one, else config.json's `model_type`."""
+    fallback = str(config.get("model_type", "unknown"))
     try:
         from portkit.families import detect  # type: ignore[attr-defined]
-    except ImportError:
-        detect = None
-    if detect is not None:
-        fam = detect(config)
-        if fam is not None:
-            return str(fam.name)
-    return str(config.get("model_type", "unknown"))
+    except ImportError:  # a portkit without the registry
+        return fallback
+    fam = detect(config)
+    return fallback if fam is None else str(fam.name)
 
 
 def _version(pkg: str) -> str:

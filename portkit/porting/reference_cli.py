@@ -5,6 +5,7 @@ run, HELP). Exit 0: written; 2: bad input (one line on stderr, never a traceback
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -22,36 +23,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="f32", help="dtype of the stored tensors: f32, f16 or bf16 (default: f32; computed in f32 always)")
 
 
-def error(msg: str) -> int:
-    print(f"portkit: error: {' '.join(str(msg).split())}", file=sys.stderr)
-    return 2
-
-
 def run(args: argparse.Namespace) -> int:
+    from portkit.porting.guard import guarded
+
+    return guarded("reference", lambda: _run(args))
+
+
+def _run(args: argparse.Namespace) -> int:
     from portkit.porting.dumpfile import describe_names
     from portkit.porting.reference import write
-    from portkit.verify.inputs import BadInput
 
     def progress(s: str) -> None:
         if os.environ.get("PORTKIT_PROGRESS"):
             print(f"portkit reference: {s}", file=sys.stderr)
 
-    try:
-        w = write(Path(args.model_dir), args.out, ids=args.ids, text=args.text, tokens=args.tokens, dtype=args.dtype, progress=progress)
-    except BadInput as e:
-        return error(str(e))
-    except KeyboardInterrupt:
-        print("portkit reference: interrupted", file=sys.stderr)
-        return 130
-    except Exception as e:  # a bug of ours: one line, the traceback on request
-        if os.environ.get("PORTKIT_DEBUG"):
-            raise
-        return error(f"internal error: {type(e).__name__}: {e} (set PORTKIT_DEBUG=1 for the traceback)")
+    w = write(Path(args.model_dir), args.out, ids=args.ids, text=args.text, tokens=args.tokens, dtype=args.dtype, progress=progress)
     m = w.metadata
     shapes = {k: "x".join(map(str, v)) for k, v in w.tensors.items()}
+    ids = json.loads(m["prompt"])["ids"]
     print(f"wrote {w.path} ({w.bytes / 2**20:.1f} MiB, {m['dtype']}) in {w.seconds:.1f} s")
     print(f"  transformers {m['transformers']} (torch {m['torch']}), eager f32 cpu; family {m['family']}")
-    print(f"  prompt {shapes['ids']} ids; {describe_names(list(w.tensors))}")
+    print(f"  {describe_names(list(w.tensors))}")
     print(f"  hidden [{shapes.get('embeddings', '?')}], logits [{shapes['logits']}], greedy [{shapes.get('greedy', '0')}]")
-    print(f"next: dump your port on the same ids, then `portkit compare {w.path} yours.safetensors`")
+    print(f"  ids {','.join(map(str, ids))}")
+    print(f"next: dump your port on these ids, then `portkit compare {w.path} yours.safetensors`")
     return 0
