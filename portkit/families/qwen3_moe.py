@@ -47,7 +47,7 @@ def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str
     (`mlp.gate`, `mlp.experts.{e}.{gate,up,down}_proj` of `moe_intermediate_size`) on layers where
     `num_experts > 0` and `(i + 1)` is a multiple of `decoder_sparse_step`, else a dense MLP
     (qwen3_moe.rs:222-233, 105-113, 68-83); `lm_head.weight` unless tied (qwen3_moe.rs:355-359).
-    The CPU build; a CUDA build loads fused experts instead."""
+    A CUDA build packs the experts (`FusedMoe`) from the same names and shapes (fused_moe.rs:32-62)."""
     from portkit.families import tensors as T
 
     h, heads, kv, hd = T.dims(values)

@@ -147,12 +147,14 @@ class MissingGgufMetadata(_GgufRule):
 
 
 class GgufFreqBaseDefaulted(_GgufRule):
-    """No usable `llama.rope.freq_base`: candle 0.11.0 silently uses 10000.
+    """No usable `{arch}.rope.freq_base`: candle 0.11.0 silently uses 10000.
 
     ## What it does
-    Flags a GGUF without `llama.rope.freq_base`, or with one that is not F32 (candle's
+    Flags a GGUF read by quantized_llama (`llama.rope.freq_base`) or quantized_qwen2
+    (`qwen2.rope.freq_base`) without its freq_base key, or with one that is not F32 (candle's
     `to_f32()` fails and `.unwrap_or(10000)` swallows the error). With a config.json beside
     it, the message names transformers' `rope_theta`; if that is 10000 nothing is flagged.
+    (quantized_qwen3 requires the key: PK401; quantized_phi3 never reads it: PK415.)
 
     ## Why is this bad?
     Older converters read only a top-level `rope_theta`; fed a transformers 5 config they
@@ -166,7 +168,8 @@ class GgufFreqBaseDefaulted(_GgufRule):
     `portkit fix --write`.
 
     ## Candle source
-    candle-transformers-0.11.0/src/models/quantized_llama.rs:392-394, :430.
+    candle-transformers-0.11.0/src/models/quantized_llama.rs:392-394, :430;
+    quantized_qwen2.rs:197-199.
 
     ## Verification
     numeric: candle's GGUF logits differ from transformers' and match once freq_base is
@@ -180,17 +183,21 @@ class GgufFreqBaseDefaulted(_GgufRule):
     name = "gguf-freq-base-defaulted"
     severity = "error"
     effect = "silent"
-    fix_title = "Write `llama.rope.freq_base` (F32) with the model's rope_theta"
+    fix_title = "Write `{arch}.rope.freq_base` (F32) with the model's rope_theta"
     probe_kind = "numeric"
+    loaders = ("quantized_llama", "quantized_qwen2")
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         theta = ctx.tv.rope_theta if self.tv_ok(ctx) else None  # type: ignore[union-attr]
         for g, v in self.each(ctx):
-            if v.freq_base_source == "metadata":
+            key = f"{metadata_prefix(g, v.loader)}.rope.freq_base"
+            written = g.metadata.get(key)
+            source = "metadata" if written is not None and written.type == "F32" else "default" if written is None else "default-wrong-type"
+            if source == "metadata":
                 continue
-            if v.freq_base_source == "default-wrong-type":
+            if source == "default-wrong-type":
                 msg = (
-                    f"`llama.rope.freq_base` is {v.freq_base_written}; candle 0.11.0's `to_f32()` fails and "
+                    f"`{key}` is {candle_debug(written)}; candle 0.11.0's `to_f32()` fails and "  # type: ignore[arg-type]
                     "`.unwrap_or(10000)` silently uses 10000"
                 )
                 sev = "error"
@@ -198,12 +205,12 @@ class GgufFreqBaseDefaulted(_GgufRule):
                 if f32(theta) == 10000.0:
                     continue
                 msg = (
-                    f"transformers uses `rope_theta`={num(theta)}; the GGUF has no `llama.rope.freq_base` and candle "
+                    f"transformers uses `rope_theta`={num(theta)}; the GGUF has no `{key}` and candle "
                     "0.11.0 uses 10000"
                 )
                 sev = "error"
             else:
-                msg = "the GGUF has no `llama.rope.freq_base`; candle 0.11.0 uses 10000 (check the source model's `rope_theta`)"
+                msg = f"the GGUF has no `{key}`; candle 0.11.0 uses 10000 (check the source model's `rope_theta`)"
                 sev = "warning"
             yield self.finding(
                 ctx,
@@ -213,8 +220,8 @@ class GgufFreqBaseDefaulted(_GgufRule):
                 severity=sev,  # type: ignore[arg-type]
                 transformers_value=theta,
                 candle_value=10000.0,
-                # candle reads `llama.rope.freq_base` whatever the architecture (quantized_llama.rs:392)
-                probe_patch={"llama.rope.freq_base": theta} if theta is not None else None,
+                # quantized_llama reads `llama.rope.freq_base` whatever the architecture (quantized_llama.rs:392)
+                probe_patch={key: theta} if theta is not None else None,
             )
 
 

@@ -358,6 +358,7 @@ VARIANTS: list[tuple[str, Builder, str]] = [
     ("PK401", loader_gguf("qwen3", drop_md=("qwen3.rope.freq_base",)), "quantized_qwen3 requires `qwen3.rope.freq_base`"),
     ("PK401", loader_gguf("phi3", md={"phi3.block_count": sk.typed("U64", 2)}), "`phi3.block_count` is U64"),
     ("PK407", gguf_model(with_config=False, arch=""), "`general.architecture` is absent"),
+    ("PK402", loader_gguf("qwen2", drop_md=("qwen2.rope.freq_base",)), "the GGUF has no `qwen2.rope.freq_base`"),
     ("PK412", loader_gguf("qwen3", md={"general.dtype": 1}), "`general.dtype` is U32(1)"),
     ("PK416", loader_gguf("phi3", md={"phi3.rope.scaling.attn_factor": 1.1832}), "`phi3.rope.scaling.attn_factor`=1.1832"),
     ("PK418", loader_gguf("qwen2", drop=("blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.0.attn_v.bias")), "`cannot find tensor info for blk.0.attn_q.bias`"),
@@ -379,7 +380,7 @@ CLEAN_VARIANTS: list[tuple[str, Builder]] = [
     ("PK401", loader_gguf("qwen2")),
     ("PK401", loader_gguf("gemma3")),
     ("PK401", loader_gguf("phi3")),
-    ("PK402", loader_gguf("qwen2", drop_md=("qwen2.rope.freq_base",))),  # a llama-only rule: quantized_qwen2's own default
+    ("PK402", loader_gguf("qwen3", drop_md=("qwen3.rope.freq_base",))),  # quantized_qwen3 requires it: PK401's
     ("PK407", loader_gguf("gemma3")),
     ("PK411", mixtral_gguf(merged=True)),  # PK419 says it
     ("PK414", loader_gguf("gemma3", md={"gemma3.rope.freq_base_swa": 50000.0, "gemma3.rope.local_freq_base": 50000.0})),
