@@ -172,14 +172,11 @@ def _family(config: object) -> str | None:
     """The family the registry finds for this config, else config.json's `model_type`."""
     if not isinstance(config, dict):
         return None
-    try:
-        from portkit.families import detect  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        detect = None
-    if detect is not None:
-        fam = detect(config)
-        if fam is not None:
-            return str(fam.name)
+    from portkit.families import detect
+
+    fam = detect(config)
+    if fam is not None:
+        return fam.name
     mt = config.get("model_type")
     return mt if isinstance(mt, str) else None
 

@@ -303,3 +303,13 @@ def test_without_huggingface_hub_a_repo_id_is_one_line(argv: list[str], first: s
     r = subprocess.run([sys.executable, "-c", prog, *argv], cwd=tmp_path, env=env, text=True, capture_output=True, timeout=120)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert r.stderr.startswith(f"portkit: error: {first}") and "pip install huggingface_hub" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("arg", ["models/config.json", "models/m.gguf", "a/b/c", "/abs/path"])
+def test_a_missing_path_that_is_no_repo_id_stays_a_path_error(arg: str, tmp_path: Path) -> None:
+    prog = "import sys\nfrom portkit.cli import main\nrc = main(sys.argv[1:])\nprint(rc, 'huggingface_hub' in sys.modules)"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(PYTHONPATH=str(Path(__file__).resolve().parents[2]), HF_HUB_CACHE=str(tmp_path / "hub"))
+    r = subprocess.run([sys.executable, "-c", prog, "lint", arg], cwd=tmp_path, env=env, text=True, capture_output=True, timeout=120)
+    assert r.stdout.split() == ["2", "False"], r.stdout + r.stderr
+    assert r.stderr.count("\n") == 1 and "Hugging Face" not in r.stderr, r.stderr
