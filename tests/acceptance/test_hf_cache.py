@@ -313,3 +313,12 @@ def test_a_missing_path_that_is_no_repo_id_stays_a_path_error(arg: str, tmp_path
     r = subprocess.run([sys.executable, "-c", prog, "lint", arg], cwd=tmp_path, env=env, text=True, capture_output=True, timeout=120)
     assert r.stdout.split() == ["2", "False"], r.stdout + r.stderr
     assert r.stderr.count("\n") == 1 and "Hugging Face" not in r.stderr, r.stderr
+
+
+def test_verify_takes_a_repo_id_to_its_snapshot(cache: Path, tmp_path: Path) -> None:
+    """verify resolves the id and goes on with the snapshot: acme/tok's has no config.json,
+    which verify's own input check then reports on that snapshot path."""
+    r = run(["verify", "acme/tok"], cache, tmp_path)
+    snap = snapshot(cache, "acme/tok")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"acme/tok@main is {snap}" in r.stderr and f"portkit: error: {snap}" in r.stderr and "no config.json" in r.stderr
