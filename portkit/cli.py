@@ -222,7 +222,7 @@ def rules_args(p: argparse.ArgumentParser) -> None:
 
 
 def rules_run(args: argparse.Namespace) -> int:
-    from portkit.rules import CODES, RULES
+    from portkit.rules import CODES, RULES, families_label
 
     rows = []
     for code, (name, status) in CODES.items():
@@ -232,7 +232,8 @@ def rules_run(args: argparse.Namespace) -> int:
                 "code": code,
                 "name": name,
                 "status": status,
-                "family": r.family if r else None,
+                "group": r.group if r else None,
+                "families": list(r.families) if r else [],
                 "severity": r.severity if r else None,
                 "effect": r.effect if r else None,
                 "fix": r.fix_availability if r else None,
@@ -246,7 +247,8 @@ def rules_run(args: argparse.Namespace) -> int:
     for row in rows:
         flag = "[*]" if row["fix"] in ("always", "sometimes") else "   "
         st = "" if row["status"] == "stable" else f" ({row['status']})"
-        print(f"{row['code']} {flag} {row['name']:<36} {row['severity']:<8} {row['probe']:<12} {row['summary']}{st}")
+        fams = f" [{families_label(RULES[row['code']])}]" if row["code"] in RULES else ""
+        print(f"{row['code']} {flag} {row['name']:<36} {row['severity'] or '':<8} {row['probe'] or '':<12} {row['summary']}{st}{fams}")
     return 0
 
 
@@ -255,15 +257,16 @@ def explain_args(p: argparse.ArgumentParser) -> None:
 
 
 def explain_text(code: str) -> str:
-    from portkit.rules import CODES, by_code_or_name
+    from portkit.rules import CODES, by_code_or_name, families_label
 
     r = by_code_or_name(code)
     if r is None:
         raise UsageError(f"unknown rule `{code}` (see `portkit rules`)")
     head = (
         f"# {r.code} {r.name}\n\n"
-        f"Family: {r.family} | Severity: {r.severity} | Effect: {r.effect} | "
+        f"Group: {r.group} | Severity: {r.severity} | Effect: {r.effect} | "
         f"Fix: {r.fix_availability} | Status: {CODES[r.code][1]} | Verification: {r.probe_kind}\n\n"
+        f"Families: {families_label(r)}\n\n"
     )
     return head + r.doc() + "\n"
 
@@ -351,7 +354,7 @@ SUBCOMMANDS: dict[str, tuple[str, AddArgs, Run]] = {
     "fix": ("rewrite config.json so candle reads what transformers reads", fix_args, fix_run),
     "schema": ("print a JSON Schema (candle config, GGUF metadata, lint report)", schema_args, schema_run),
 }
-LAZY_SUBCOMMANDS = {"verify": "portkit.verify.cli", "reference": "portkit.porting.reference_cli", "compare": "portkit.porting.compare_cli"}
+LAZY_SUBCOMMANDS = {"verify": "portkit.verify.cli"}
 
 
 def _lazy(name: str) -> tuple[str, AddArgs, Run] | None:

@@ -2,7 +2,10 @@
 
 What it writes: the top-level `rope_theta` transformers uses (PK101), llama3 scaling as a
 top-level `rope_scaling` in candle's `Llama3RopeConfig` shape (PK102, PK103), transformers'
-default for a key candle requires (PK110). Every other key, and the key order, is kept; new
+value for a key the family's candle module requires (PK110: `rope_theta`, gemma3's
+`rope_local_base_freq`, stablelm's `partial_rotary_factor`, qwen3_moe's `num_experts`, ...),
+qwen2's null `sliding_window` as `max_position_embeddings` (PK112), gemma's activation names
+(PK116, PK117). For other families the check below compares the family's own transformers view. Every other key, and the key order, is kept; new
 keys go right after `rope_parameters` (or at the end). Weights are never touched.
 
 What it refuses (exit 2, with the reason): anything no config edit can make candle 0.11.0
@@ -32,11 +35,14 @@ from portkit.model import JsonDoc, ModelFacts, load_model
 from portkit.model.jsonfile import key_positions, parse_json_text
 from portkit.rules import RULES, Context
 from portkit.semantics import TransformersView, transformers_view
+from portkit.semantics.transformers import family_transformers_view
 from portkit.target import Target
 
-FIXABLE = ("PK101", "PK102", "PK103", "PK110")
-# config-family findings that no config.json edit can fix
+# A config finding that carries edits is fixed with them. One without edits is refused when it
+# is an error (or one of these llama warnings), since the model would still compute another
+# model; facts about other files (PK111) and warnings that depend on the sequence length are not.
 UNFIXABLE = ("PK102", "PK103", "PK104", "PK105", "PK106", "PK107", "PK108", "PK109", "PK112")
+NOT_ABOUT_CONFIG = ("PK111", "PK114")
 # where a rule's edits come from doesn't matter to transformers: only effective values do
 _PROVENANCE = {"defaulted", "rope_source", "rope_theta_source"}
 
@@ -132,12 +138,12 @@ def plan(model_dir: Path, facts: ModelFacts | None = None) -> FixPlan:
     if doc.duplicates:
         dup = ".".join(doc.duplicates[0])
         raise InputError(doc.path, f"key `{dup}` is written twice; fix it by hand first (transformers keeps the last, candle refuses)")
-    findings = [f for code in RULES if code.startswith("PK1") for f in RULES[code].check(ctx)]
+    findings = [f for code, rule in RULES.items() if code.startswith("PK1") and ctx.applies(rule) for f in rule.check(ctx)]
     for f in findings:
-        if f.code in FIXABLE and f.fix is not None:
+        if f.fix is not None:
             p.fixed.append(f)
             p.edits.update(f.fix.edits)
-        elif f.code in UNFIXABLE:
+        elif f.code in UNFIXABLE or (f.severity == "error" and f.code not in NOT_ABOUT_CONFIG):
             p.refused.append(f)
     if p.refused or not p.edits:
         return p
@@ -149,11 +155,25 @@ def plan(model_dir: Path, facts: ModelFacts | None = None) -> FixPlan:
     return p
 
 
+def _effective(facts: ModelFacts, config: Any, gen: dict[str, Any] | None) -> dict[str, Any]:
+    """transformers' effective values: LlamaConfig's for llama, the family's own otherwise."""
+    from portkit.families import detect
+
+    family = detect(config)
+    if family is None or family.name == "llama":
+        return effective(transformers_view(config, gen))
+    ftv = family_transformers_view(family.name, config)
+    out = {k: v for k, v in dataclasses.asdict(ftv).items() if k != "sources"}
+    # as for llama: a legacy `type` is only rope_type's default, compared on its own
+    for key in ("rope_parameters", "local_rope_parameters"):
+        out[key] = {k: v for k, v in out[key].items() if k != "type"}
+    return out
+
+
 def _check(facts: ModelFacts, doc: JsonDoc, new_obj: dict[str, Any], new_text: str) -> None:
     gen = facts.generation_config.value if facts.generation_config else None
     gen = gen if isinstance(gen, dict) else None
-    before = effective(transformers_view(doc.value, gen))
-    after = effective(transformers_view(new_obj, gen))
+    before, after = _effective(facts, doc.value, gen), _effective(facts, new_obj, gen)
     if before != after:
         changed = sorted(k for k in before if before[k] != after.get(k))
         raise InputError(doc.path, f"refusing to fix: the edit would change transformers' effective {', '.join(changed)}")
@@ -161,7 +181,7 @@ def _check(facts: ModelFacts, doc: JsonDoc, new_obj: dict[str, Any], new_text: s
     new_doc = JsonDoc(path=doc.path, value=value, text=new_text, positions=key_positions(new_text), duplicates=dups)
     new_facts = ModelFacts(root=facts.root, config=new_doc, generation_config=facts.generation_config)
     ctx = Context(new_facts, Target())
-    left = [f.code for code in FIXABLE for f in RULES[code].check(ctx)]
+    left = [f.code for code, rule in RULES.items() if code.startswith("PK1") and ctx.applies(rule) for f in rule.check(ctx) if f.fix is not None]
     if left:
         raise InputError(doc.path, f"refusing to fix: {', '.join(sorted(set(left)))} would still fire after the edit")
 

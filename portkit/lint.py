@@ -84,7 +84,8 @@ def lint_model(facts: ModelFacts, settings: Settings) -> list[Finding]:
     check_usable(facts, ctx)
     out: list[Finding] = []
     for rule in selected(settings.select, settings.ignore, settings.preview):
-        out.extend(rule.check(ctx))
+        if ctx.applies(rule):
+            out.extend(rule.check(ctx))
     return out
 
 

@@ -37,7 +37,15 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK110": ("missing-required-key", "stable"),
     "PK111": ("generation-eos-differs", "stable"),
     "PK112": ("config-refused-by-candle", "stable"),
-    "PK113": ("non-llama-model-type", "stable"),
+    # withdrawn: its premise, that candle reads every config with models::llama, is gone (PK114)
+    "PK113": ("non-llama-model-type", "removed"),
+    "PK114": ("no-candle-module", "stable"),
+    "PK115": ("sliding-window-semantics", "stable"),
+    "PK116": ("activation-differs", "stable"),
+    "PK117": ("hidden-act-and-hidden-activation", "stable"),
+    "PK118": ("query-pre-attn-scalar-ignored", "stable"),
+    "PK119": ("granite-multipliers-ignored", "stable"),
+    "PK120": ("lm-head-ignores-tie", "stable"),
     "PK201": ("missing-tensor", "stable"),
     "PK202": ("unread-tensor", "stable"),
     "PK203": ("unexpected-tensor", "stable"),
@@ -62,19 +70,22 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK409": ("gguf-config-disagreement", "stable"),
     "PK410": ("qk-rows-not-permuted", "stable"),
     "PK411": ("missing-gguf-tensor", "stable"),
-    "PK412": ("qwen3-gguf-rope-table-f16", "stable"),
-    "PK413": ("gemma3-gguf-mlp-silu", "stable"),
-    "PK414": ("gemma3-gguf-local-freq-base-key", "stable"),
-    "PK415": ("phi3-gguf-freq-base-ignored", "stable"),
-    "PK416": ("phi3-gguf-longrope-ignored", "stable"),
-    "PK417": ("phi3-gguf-missing-output", "stable"),
-    "PK418": ("qwen2-gguf-missing-qkv-bias", "stable"),
-    "PK419": ("mixtral-gguf-merged-experts", "stable"),
 }
 GROUPS = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf"}
 
 _CLASSES: dict[str, type[Rule]] = {cls.code: cls for mod in (config, weights, runtime, gguf) for cls in mod.RULES}
 RULES: dict[str, Rule] = {code: _CLASSES[code]() for code in CODES if code in _CLASSES}
+
+
+def families_label(rule: Rule) -> str:
+    """The model families a rule speaks about, as `portkit rules` and the rule pages list them."""
+    from portkit.families import BY_NAME
+
+    if "*" in rule.families:
+        return "every config, including model types candle 0.11.0 has no module for"
+    if set(rule.families) == set(BY_NAME):
+        return "every family (" + ", ".join(BY_NAME) + ")"
+    return ", ".join(rule.families)
 
 
 def status(code: str) -> Status:
@@ -131,4 +142,4 @@ def _best(code: str, prefixes: list[str] | None) -> int:
     return best
 
 
-__all__ = ["CODES", "DOC_HEADINGS", "GROUPS", "RULES", "Context", "Rule", "by_code_or_name", "selected", "status"]
+__all__ = ["CODES", "DOC_HEADINGS", "GROUPS", "RULES", "Context", "Rule", "by_code_or_name", "families_label", "selected", "status"]

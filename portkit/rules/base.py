@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from portkit.families.view import FamilyView
     from portkit.findings import Finding, Location, ProbeKind, Severity
     from portkit.model import GgufFile, ModelFacts
+    from portkit.semantics.transformers import FamilyTransformersView
 
     Group = Literal["config", "weights", "runtime", "gguf"]
     FixAvailability = Literal["none", "sometimes", "always"]
@@ -77,9 +78,20 @@ class Context:
             return None
         return self.family.view(self.facts.config.text)
 
+    @cached_property
+    def ftv(self) -> FamilyTransformersView | None:
+        """transformers' effective values for this config's family, under candle's field names."""
+        doc = self.facts.config
+        if doc is None or self.family is None or not isinstance(doc.value, dict):
+            return None
+        from portkit.semantics.transformers import family_transformers_view
+
+        return family_transformers_view(self.family.name, doc.value)
+
     def applies(self, rule: Rule) -> bool:
-        """Whether `rule` speaks about this model's candle module."""
-        if "*" in rule.families:
+        """Whether `rule` speaks about this model's candle module. Without a config.json there is
+        no module to speak about: the rules that need none (a GGUF alone) decide for themselves."""
+        if "*" in rule.families or self.facts.config is None:
             return True
         return self.family is not None and self.family.name in rule.families
 

@@ -1,9 +1,14 @@
-"""PK1xx: config.json values candle 0.11.0's `models::llama` reads differently from transformers 5."""
+"""PK1xx: config.json values candle 0.11.0's `models::llama` reads differently from transformers 5.
+
+The rules that other families share (PK101, PK102, PK110, PK112) keep their llama check here and
+call `portkit.rules.family_config` for the other modules; rules only other modules need live there.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 
+from portkit.rules import family_config as fc
 from portkit.rules.base import Context, Rule, f32, location, num
 from portkit.semantics.candle import REQUIRED_FIELDS
 from portkit.semantics.transformers import LLAMA_FIELDS, SILU_NAMES, eos_ids
@@ -32,6 +37,11 @@ def llama3_candle_shape(p: dict[str, Any]) -> dict[str, Any]:
         "original_max_position_embeddings": p["original_max_position_embeddings"],
         "rope_type": "llama3",
     }
+
+
+def who(ctx: Context) -> str:
+    """How a message names candle: the llama rules always said "candle 0.11.0"."""
+    return "candle 0.11.0" if ctx.family is None or ctx.family.name == "llama" else fc.module(ctx)
 
 
 def no_candle_scaling_help(rope_type: str | None) -> str:
@@ -88,6 +98,7 @@ class RopeThetaInRopeParameters(Rule):
     code = "PK101"
     name = "rope-theta-in-rope-parameters"
     group = "config"
+    families = fc.ALL_FAMILIES
     severity = "error"
     effect = "silent"
     fix_availability = "always"
@@ -95,6 +106,9 @@ class RopeThetaInRopeParameters(Rule):
     probe_kind = "numeric"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
+        if ctx.family is not None and ctx.family.name != "llama":
+            yield from fc.rope_theta_findings(self, ctx)
+            return
         tv, cv = ctx.tv, ctx.cv
         if not tv or not cv or not cv.ok or tv.rope_theta is None or cv.rope_theta is None:
             return
@@ -166,6 +180,7 @@ class RopeScalingInRopeParameters(Rule):
     code = "PK102"
     name = "rope-scaling-in-rope-parameters"
     group = "config"
+    families = fc.ALL_FAMILIES
     severity = "error"
     effect = "silent"
     fix_availability = "sometimes"
@@ -173,6 +188,9 @@ class RopeScalingInRopeParameters(Rule):
     probe_kind = "numeric"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
+        if ctx.family is not None and ctx.family.name != "llama":
+            yield from fc.rope_scaling_findings(self, ctx)
+            return
         tv, cv = ctx.tv, ctx.cv
         if not tv or not cv or not cv.ok or not tv.rope_scaled:
             return
@@ -366,6 +384,7 @@ class AttentionBiasIgnored(Rule):
     """
 
     code = "PK105"
+    families = ("llama", "granite")
     name = "attention-bias-ignored"
     group = "config"
     severity = "error"
@@ -378,7 +397,7 @@ class AttentionBiasIgnored(Rule):
         if tv and tv.attention_bias:
             yield self.finding(
                 ctx,
-                "transformers adds q/k/v/o biases (`attention_bias`=true); candle 0.11.0 builds these projections "
+                f"transformers adds q/k/v/o biases (`attention_bias`=true); {who(ctx)} builds these projections "
                 "with `linear_no_bias` and never reads a bias",
                 keys=("attention_bias",),
                 transformers_value=True,
@@ -415,6 +434,7 @@ class MlpBiasIgnored(Rule):
     """
 
     code = "PK106"
+    families = ("llama", "granite")
     name = "mlp-bias-ignored"
     group = "config"
     severity = "error"
@@ -427,7 +447,7 @@ class MlpBiasIgnored(Rule):
         if tv and tv.mlp_bias:
             yield self.finding(
                 ctx,
-                "transformers adds gate/up/down biases (`mlp_bias`=true); candle 0.11.0 builds the MLP with "
+                f"transformers adds gate/up/down biases (`mlp_bias`=true); {who(ctx)} builds the MLP with "
                 "`linear_no_bias` and never reads a bias",
                 keys=("mlp_bias",),
                 transformers_value=True,
@@ -465,6 +485,7 @@ class HiddenActNotSilu(Rule):
     """
 
     code = "PK107"
+    families = ("llama", "granite")
     name = "hidden-act-not-silu"
     group = "config"
     severity = "error"
@@ -477,7 +498,7 @@ class HiddenActNotSilu(Rule):
         if tv and tv.hidden_act not in SILU_NAMES:
             yield self.finding(
                 ctx,
-                f'transformers uses `hidden_act`="{tv.hidden_act}"; candle 0.11.0 always applies silu',
+                f'transformers uses `hidden_act`="{tv.hidden_act}"; {who(ctx)} always applies silu',
                 keys=("hidden_act",),
                 transformers_value=tv.hidden_act,
                 candle_value="silu",
@@ -641,6 +662,7 @@ class MissingRequiredKey(Rule):
     code = "PK110"
     name = "missing-required-key"
     group = "config"
+    families = fc.ALL_FAMILIES
     severity = "error"
     effect = "load-error"
     fix_availability = "always"
@@ -648,6 +670,9 @@ class MissingRequiredKey(Rule):
     probe_kind = "crash"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
+        if ctx.family is not None and ctx.family.name != "llama":
+            yield from fc.missing_field_findings(self, ctx)
+            return
         tv, cv = ctx.tv, ctx.cv
         doc = ctx.facts.config
         if not tv or not cv or cv.ok or doc is None or not isinstance(doc.value, dict):
@@ -763,12 +788,16 @@ class ConfigRefusedByCandle(Rule):
     code = "PK112"
     name = "config-refused-by-candle"
     group = "config"
+    families = fc.ALL_FAMILIES
     severity = "error"
     effect = "load-error"
     fix_title = "Write the value with the type candle's `LlamaConfig` declares"
     probe_kind = "crash"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
+        if ctx.family is not None and ctx.family.name != "llama":
+            yield from fc.refused_findings(self, ctx)
+            return
         cv = ctx.cv
         if not cv or cv.ok or not ctx.tv:
             return
@@ -790,59 +819,6 @@ class ConfigRefusedByCandle(Rule):
         )
 
 
-class NonLlamaModelType(Rule):
-    """config.json is not a Llama config; candle 0.11.0's llama reads it as one anyway.
-
-    ## What it does
-    Flags a `model_type` other than `llama`.
-
-    ## Why is this bad?
-    transformers builds that model type's own config and modeling (Mistral's sliding
-    window, Qwen2's q/k/v biases, Gemma's scaled embeddings, ...); candle's `models::llama`
-    reads the shared keys and ignores the rest. portkit's transformers view models
-    `LlamaConfig`, so its other findings are about a Llama reading of the file.
-
-    ## Example
-    ```json
-    {"model_type": "qwen2"}
-    ```
-
-    ## Fix
-    None; use the candle model for that architecture, or confirm with `portkit verify`.
-
-    ## Candle source
-    candle-transformers-0.11.0/src/models/llama.rs:38-54 (no `model_type` field; unknown
-    keys are ignored).
-
-    ## Verification
-    static-only.
-
-    ## References
-    FIELD-REPORTS mode 6 (Qwen2 biases: candle-vllm#167) and mode 14 (Mistral window:
-    candle#1927).
-    """
-
-    code = "PK113"
-    name = "non-llama-model-type"
-    group = "config"
-    severity = "warning"
-    effect = "silent"
-    fix_title = "Use the candle model for this architecture"
-    probe_kind = "static-only"
-
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        tv = ctx.tv
-        if tv and tv.model_type is not None and tv.model_type != "llama":
-            yield self.finding(
-                ctx,
-                f"transformers builds a `{tv.model_type}` model from this config; candle 0.11.0's llama reads it as "
-                "Llama and ignores what is specific to it",
-                keys=("model_type",),
-                transformers_value=tv.model_type,
-                candle_value="llama",
-            )
-
-
 RULES = (
     RopeThetaInRopeParameters,
     RopeScalingInRopeParameters,
@@ -856,5 +832,5 @@ RULES = (
     MissingRequiredKey,
     GenerationEosDiffers,
     ConfigRefusedByCandle,
-    NonLlamaModelType,
+    *fc.RULES,
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 from portkit.rules.base import Context, Rule
+from portkit.rules.family_config import ALL_FAMILIES
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ class Bf16MatmulOnCpu(_RuntimeRule):
     ## Candle source
     candle-core-0.11.0/src/cpu_backend/mod.rs:1372-1385 (gemm path: F16 | F32 | F64, else
     `UnsupportedDTypeForOp`), :1541 (accelerate), candle-core-0.11.0/src/error.rs:38-39.
+    The matmul is candle-core's, under every model module: the rule applies to every family.
 
     ## Verification
     crash: candle on CPU with bf16 must fail at the first forward with
@@ -58,6 +60,7 @@ class Bf16MatmulOnCpu(_RuntimeRule):
     """
 
     code = "PK301"
+    families = ALL_FAMILIES  # candle-core's matmul: the same for every module
     name = "bf16-matmul-on-cpu"
     severity = "error"
     effect = "runtime-error"
@@ -96,6 +99,7 @@ class F16MatmulWithAccelerate(_RuntimeRule):
 
     ## Candle source
     candle-core-0.11.0/src/cpu_backend/mod.rs:1455-1498.
+    candle-core's matmul, under every model module: the rule applies to every family.
 
     ## Verification
     crash: only on a build with `accelerate` (macOS); elsewhere verify reports it as not
@@ -106,6 +110,7 @@ class F16MatmulWithAccelerate(_RuntimeRule):
     """
 
     code = "PK302"
+    families = ALL_FAMILIES  # candle-core's matmul: the same for every module
     name = "f16-matmul-with-accelerate"
     severity = "error"
     effect = "runtime-error"
@@ -148,6 +153,7 @@ class F16AccumulationOnCpu(_RuntimeRule):
     ## Candle source
     candle-core-0.11.0/src/cpu_backend/mod.rs:1372-1453 (gemm path);
     gemm-f16-0.19.0/src/gemm.rs:813-823 (`neonfp16` when `fp16` is detected), :959-1000.
+    candle-core's matmul, under every model module: the rule applies to every family.
 
     ## Verification
     numeric: verify measures candle f16 vs transformers f32 and reports the error beside
@@ -158,6 +164,7 @@ class F16AccumulationOnCpu(_RuntimeRule):
     """
 
     code = "PK303"
+    families = ALL_FAMILIES  # candle-core's matmul: the same for every module
     name = "f16-accumulation-on-cpu"
     severity = "warning"
     effect = "silent"
@@ -249,7 +256,10 @@ class FlashAttnWithoutFeature(_RuntimeRule):
     Build candle with `--features flash-attn` on CUDA, or call `into_config(false)`.
 
     ## Candle source
-    candle-transformers-0.11.0/src/models/llama.rs:245-259, :329-336.
+    candle-transformers-0.11.0/src/models/llama.rs:245-259, :329-336; the same
+    `unimplemented!` in mistral.rs:199, gemma.rs:279, stable_lm.rs:178, granite.rs:212 (and
+    mixtral, gemma2, gemma3, which take `use_flash_attn` the same way). qwen2, qwen3, phi3,
+    olmo2 and starcoder2 take no such flag, so the rule does not apply to them.
 
     ## Verification
     crash: the native runner with `use_flash_attn=True` must panic (caught) with
@@ -260,6 +270,8 @@ class FlashAttnWithoutFeature(_RuntimeRule):
     """
 
     code = "PK305"
+    # the modules that take `use_flash_attn` and call `flash_attn` (else `unimplemented!`)
+    families = ("llama", "mistral", "mixtral", "gemma", "gemma2", "gemma3", "granite", "stable_lm")
     name = "flash-attn-without-feature"
     severity = "error"
     effect = "panic"
@@ -307,7 +319,10 @@ class SequenceBeyondMaxPositions(_RuntimeRule):
 
     ## Candle source
     candle-transformers-0.11.0/src/models/llama.rs:200-207 (table rows), :262-268
-    (`narrow(0, index_pos, seq_len)`); candle-core-0.11.0/src/tensor.rs:878-897.
+    (`narrow(0, index_pos, seq_len)`); candle-core-0.11.0/src/tensor.rs:878-897. Every other
+    module builds the same table: mistral.rs:121 and :145-146, mixtral.rs:84, qwen2.rs:49,
+    qwen3.rs:44, gemma.rs:85, gemma3.rs:78, phi3.rs:85, olmo2.rs:38, stable_lm.rs:94,
+    starcoder2.rs:54, granite.rs:156.
 
     ## Verification
     crash: the native runner fed `max_position_embeddings + 1` tokens must fail in narrow.
@@ -317,6 +332,7 @@ class SequenceBeyondMaxPositions(_RuntimeRule):
     """
 
     code = "PK306"
+    families = ALL_FAMILIES  # every module precomputes max_position_embeddings rows of cos/sin
     name = "sequence-beyond-max-positions"
     severity = "error"
     effect = "runtime-error"
@@ -324,14 +340,15 @@ class SequenceBeyondMaxPositions(_RuntimeRule):
     probe_kind = "crash"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        t, cv = ctx.target, ctx.cv
-        if not self.ready(ctx) or t.max_tokens is None or not cv or not cv.ok:
+        t, fv = ctx.target, ctx.fv
+        if not self.ready(ctx) or t.max_tokens is None or not fv or not fv.ok:
             return
-        mp = cv.max_position_embeddings or 0
+        mp = fv.get("max_position_embeddings") or 0
+        who = "candle 0.11.0" if fv.family == "llama" else f"candle 0.11.0's `{fv.family}`"
         if t.max_tokens > mp:
             yield self.finding(
                 ctx,
-                f"transformers computes rotary angles for all {t.max_tokens} positions; candle 0.11.0's cos/sin table "
+                f"transformers computes rotary angles for all {t.max_tokens} positions; {who}'s cos/sin table "
                 f"has `max_position_embeddings`={mp} rows and fails at position {mp} with "
                 "`narrow invalid args start + len > dim_len`",
                 keys=("max_position_embeddings",),

@@ -356,3 +356,230 @@ def llama3_inv_freq_factors(view: TransformersView) -> list[float] | None:
             s = (old / wl - low) / (high - low)
             out.append(1.0 / ((1 - s) / factor + s))
     return out
+
+
+# --- every candle family: what transformers 5.24 computes for the keys candle's module reads ---
+#
+# Sources, in `transformers/models/<model_type>/configuration_<model_type>.py` unless said:
+# class defaults (held to `AutoConfig.for_model` by tests/unit/test_family_semantics.py);
+# `modeling_rope_utils.py:775-865` (rope dict > top-level key > the class's `default_theta`:
+# mixtral 1e6, gemma3 {global 1e6, local 1e4} read per layer type, else 1e4);
+# `configuration_gemma.py:89-94` (`hidden_act: "gelu"` is read as "gelu_pytorch_tanh");
+# `configuration_qwen2.py:83-91` (`sliding_window` only with `use_sliding_window`, layers from
+# `max_window_layers` on); `configuration_gemma2.py:94-97` (every other layer slides);
+# `configuration_gemma3.py:105-111` (`sliding_window_pattern`, default 6);
+# `configuration_qwen3_moe.py:50-52` (`num_local_experts` is `num_experts`).
+FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "mistral": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_act": "silu",
+                "max_position_embeddings": 131072, "rms_norm_eps": 1e-06, "sliding_window": 4096,
+                "tie_word_embeddings": False},
+    "mixtral": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_act": "silu",
+                "max_position_embeddings": 131072, "rms_norm_eps": 1e-05, "sliding_window": None,
+                "num_experts_per_tok": 2, "num_local_experts": 8, "tie_word_embeddings": False},
+    "qwen2": {"vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
+              "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 32768,
+              "sliding_window": 4096, "max_window_layers": 28, "tie_word_embeddings": False, "rms_norm_eps": 1e-06,
+              "use_sliding_window": False, "hidden_act": "silu"},
+    "qwen3": {"vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
+              "num_attention_heads": 32, "head_dim": 128, "attention_bias": False, "num_key_value_heads": 32,
+              "max_position_embeddings": 32768, "sliding_window": 4096, "max_window_layers": 28,
+              "tie_word_embeddings": False, "rms_norm_eps": 1e-06, "use_sliding_window": False, "hidden_act": "silu"},
+    "qwen3_moe": {"vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 24,
+                  "num_attention_heads": 32, "attention_bias": False, "num_key_value_heads": 4,
+                  "max_position_embeddings": 32768, "sliding_window": 4096, "tie_word_embeddings": False,
+                  "rms_norm_eps": 1e-06, "use_sliding_window": False, "hidden_act": "silu", "decoder_sparse_step": 1,
+                  "moe_intermediate_size": 768, "num_experts_per_tok": 8, "num_experts": 128, "norm_topk_prob": False},
+    "gemma": {"attention_bias": False, "head_dim": 256, "hidden_act": "gelu_pytorch_tanh", "hidden_size": 3072,
+              "intermediate_size": 24576, "num_attention_heads": 16, "num_hidden_layers": 28,
+              "num_key_value_heads": 16, "rms_norm_eps": 1e-06, "vocab_size": 256000,
+              "max_position_embeddings": 8192, "tie_word_embeddings": True},
+    "gemma2": {"attention_bias": False, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 2304,
+               "intermediate_size": 9216, "num_attention_heads": 8, "num_hidden_layers": 26, "num_key_value_heads": 4,
+               "rms_norm_eps": 1e-06, "vocab_size": 256000, "final_logit_softcapping": 30.0,
+               "attn_logit_softcapping": 50.0, "query_pre_attn_scalar": 256, "sliding_window": 4096,
+               "max_position_embeddings": 8192, "tie_word_embeddings": True},
+    "gemma3": {"attention_bias": False, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 2304,
+               "intermediate_size": 9216, "num_attention_heads": 8, "num_hidden_layers": 26, "num_key_value_heads": 4,
+               "rms_norm_eps": 1e-06, "vocab_size": 262208, "final_logit_softcapping": None,
+               "attn_logit_softcapping": None, "query_pre_attn_scalar": 256, "sliding_window": 4096,
+               "max_position_embeddings": 131072, "tie_word_embeddings": True},
+    "phi3": {"vocab_size": 32064, "hidden_act": "silu", "hidden_size": 3072, "intermediate_size": 8192,
+             "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32, "rms_norm_eps": 1e-05,
+             "max_position_embeddings": 4096, "sliding_window": None, "tie_word_embeddings": False},
+    "olmo2": {"vocab_size": 50304, "hidden_size": 4096, "intermediate_size": 11008, "attention_bias": False,
+              "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32, "rms_norm_eps": 1e-05,
+              "hidden_act": "silu", "max_position_embeddings": 2048, "tie_word_embeddings": False},
+    "granite": {"hidden_size": 4096, "intermediate_size": 11008, "vocab_size": 32000, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "rms_norm_eps": 1e-06, "max_position_embeddings": 2048,
+                "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False, "hidden_act": "silu",
+                "embedding_multiplier": 1.0, "attention_multiplier": 1.0, "residual_multiplier": 1.0,
+                "logits_scaling": 1.0},
+    "starcoder2": {"vocab_size": 49152, "hidden_size": 3072, "intermediate_size": 12288, "num_hidden_layers": 30,
+                   "num_attention_heads": 24, "num_key_value_heads": 2, "hidden_act": "gelu_pytorch_tanh",
+                   "max_position_embeddings": 4096, "norm_epsilon": 1e-05, "use_bias": True, "sliding_window": None,
+                   "tie_word_embeddings": True},
+    "stable_lm": {"vocab_size": 50304, "intermediate_size": 6912, "hidden_size": 2560, "num_hidden_layers": 32,
+                  "num_attention_heads": 32, "num_key_value_heads": 32, "hidden_act": "silu",
+                  "max_position_embeddings": 4096, "layer_norm_eps": 1e-05, "use_cache": True, "use_qkv_bias": False,
+                  "tie_word_embeddings": False},
+}  # fmt: skip
+FAMILY_DEFAULT_THETA = {"mixtral": 1e6, "gemma3": 1e6}  # class `default_theta`; 1e4 elsewhere
+GEMMA3_DEFAULT_LOCAL_THETA = 10000.0
+STABLELM_DEFAULT_PARTIAL_ROTARY = 0.25
+# families whose transformers modeling masks every layer to `sliding_window` when it is set
+_SLIDES_EVERY_LAYER = ("mistral", "mixtral", "starcoder2", "phi3")
+_SLIDES_FROM_MAX_WINDOW_LAYERS = ("qwen2", "qwen3", "qwen3_moe")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FamilyTransformersView:
+    """transformers 5.24's effective values for a config of one candle family, under the names
+    candle's `Config` gives them (`values`), with where each came from (`sources`: the config.json
+    key path, () for a class default). torch-free, like `transformers_view`."""
+
+    family: str
+    values: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    rope_type: str = "default"  # of the global (gemma3: full-attention) layers
+    rope_parameters: dict[str, Any] = field(default_factory=dict)
+    local_rope_type: str | None = None  # gemma3's sliding-attention layers
+    local_rope_parameters: dict[str, Any] = field(default_factory=dict)
+    sliding_layers: tuple[bool, ...] = ()  # per layer: transformers masks it to `sliding_window`
+    multipliers: dict[str, float] = field(default_factory=dict)  # granite
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    @property
+    def sliding_window(self) -> int | None:
+        sw = self.values.get("sliding_window")
+        return sw if any(self.sliding_layers) and isinstance(sw, int) and not isinstance(sw, bool) else None
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def family_transformers_view(family: str, config: Mapping[str, Any]) -> FamilyTransformersView:
+    """What transformers 5.24 computes with for `config` of `family` (a `portkit.families` name).
+    Best effort on odd values: a rule compares only what both sides define."""
+    c = dict(config) if isinstance(config, Mapping) else {}
+    defaults = FAMILY_DEFAULTS.get(family, {})
+    values: dict[str, Any] = {}
+    sources: dict[str, tuple[str, ...]] = {}
+
+    def take(key: str, *alias: str) -> None:
+        for k in (key, *alias):
+            if k in c:
+                values[key], sources[key] = c[k], (k,)
+                return
+        if key in defaults:
+            values[key], sources[key] = defaults[key], ()
+
+    for key in defaults:
+        take(key)
+    if family == "qwen3_moe":
+        take("num_experts", "num_local_experts")
+    for key in ("head_dim", "attention_bias", "mlp_bias", "tie_word_embeddings", "use_sliding_window"):
+        if key in c and key not in values:
+            take(key)
+
+    # rope: rope_scaling (if truthy) replaces rope_parameters; theta from the dict, else top level, else default
+    rope_key = "rope_scaling" if c.get("rope_scaling") else "rope_parameters"
+    rope = c.get(rope_key) if isinstance(c.get(rope_key), dict) else {}
+    local: dict[str, Any] = {}
+    local_type = None
+    if family == "gemma3":
+        nested = isinstance(rope.get("full_attention"), dict) or isinstance(rope.get("sliding_attention"), dict)
+        full = dict(rope.get("full_attention") or {}) if nested else (dict(rope) if rope_key == "rope_scaling" else {})
+        local = dict(rope.get("sliding_attention") or {}) if nested else {}
+        full_path = (rope_key, "full_attention") if nested else (rope_key,)
+        _theta(values, sources, "rope_theta", full, full_path, c, "rope_theta", FAMILY_DEFAULT_THETA["gemma3"])
+        _theta(values, sources, "rope_local_base_freq", local, (rope_key, "sliding_attention"), c,
+               "rope_local_base_freq", GEMMA3_DEFAULT_LOCAL_THETA)
+        full.setdefault("rope_type", full.get("type", "default"))
+        local.setdefault("rope_type", local.get("type", "default"))
+        local_type = local["rope_type"] if isinstance(local["rope_type"], str) else "default"
+        rope = full
+    else:
+        rope = dict(rope)
+        _theta(values, sources, "rope_theta", rope, (rope_key,), c, "rope_theta", FAMILY_DEFAULT_THETA.get(family, DEFAULT_THETA))
+        rope.setdefault("rope_type", rope.get("type", "default"))
+    if family in ("stable_lm", "phi3"):
+        default_prf = STABLELM_DEFAULT_PARTIAL_ROTARY if family == "stable_lm" else None
+        if _number(rope.get("partial_rotary_factor")):
+            values["partial_rotary_factor"] = float(rope["partial_rotary_factor"])
+            sources["partial_rotary_factor"] = (rope_key, "partial_rotary_factor")
+        elif _number(c.get("partial_rotary_factor")):
+            values["partial_rotary_factor"] = float(c["partial_rotary_factor"])
+            sources["partial_rotary_factor"] = ("partial_rotary_factor",)
+        elif default_prf is not None:
+            values["partial_rotary_factor"], sources["partial_rotary_factor"] = default_prf, ()
+    rope_type = rope["rope_type"] if isinstance(rope.get("rope_type"), str) else "default"
+
+    # activation: gemma reads `hidden_act` and rewrites the legacy "gelu" to the tanh GELU
+    if family == "gemma" and values.get("hidden_act") == "gelu":
+        values["hidden_act"] = "gelu_pytorch_tanh"
+
+    # sliding window: which layers transformers masks
+    n = c.get("num_hidden_layers", defaults.get("num_hidden_layers", 0))
+    n = n if isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= 100_000 else 0
+    sw = values.get("sliding_window")
+    has_sw = _number(sw) and sw > 0
+    layer_types = c.get("layer_types") if isinstance(c.get("layer_types"), list) else None
+    if family in _SLIDES_EVERY_LAYER:
+        sliding = tuple(has_sw for _ in range(n))
+    elif family in _SLIDES_FROM_MAX_WINDOW_LAYERS:
+        on = has_sw and values.get("use_sliding_window") is True
+        if not on:
+            values["sliding_window"] = None  # configuration_qwen2.py:83
+        mwl = values.get("max_window_layers", n)
+        mwl = mwl if isinstance(mwl, int) else n
+        if layer_types is not None and len(layer_types) == n:
+            sliding = tuple(on and t == "sliding_attention" for t in layer_types)
+        else:
+            sliding = tuple(on and i >= mwl for i in range(n))
+    elif family in ("gemma2", "gemma3"):
+        pattern = 2
+        if family == "gemma3":
+            p = c.get("sliding_window_pattern", c.get("_sliding_window_pattern", 6))
+            pattern = p if isinstance(p, int) and not isinstance(p, bool) and p > 0 else 6
+            values["sliding_window_pattern"] = pattern
+            sources["sliding_window_pattern"] = (
+                ("sliding_window_pattern",) if "sliding_window_pattern" in c
+                else ("_sliding_window_pattern",) if "_sliding_window_pattern" in c else ()
+            )
+        if layer_types is not None and len(layer_types) == n:
+            sliding = tuple(has_sw and t == "sliding_attention" for t in layer_types)
+        else:
+            sliding = tuple(has_sw and bool((i + 1) % pattern) for i in range(n))
+    else:
+        sliding = tuple(False for _ in range(n))
+
+    multipliers = {}
+    if family == "granite":
+        multipliers = {k: values[k] for k in ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling")}
+    return FamilyTransformersView(
+        family=family,
+        values=values,
+        sources=sources,
+        rope_type=rope_type,
+        rope_parameters=rope,
+        local_rope_type=local_type,
+        local_rope_parameters=local,
+        sliding_layers=sliding,
+        multipliers=multipliers,
+    )
+
+
+def _theta(values: dict[str, Any], sources: dict[str, tuple[str, ...]], name: str, rope: dict[str, Any],
+           rope_path: tuple[str, ...], c: dict[str, Any], top_key: str, default: float) -> None:
+    if _number(rope.get("rope_theta")):
+        values[name], sources[name] = float(rope["rope_theta"]), (*rope_path, "rope_theta")
+    elif _number(c.get(top_key)):
+        values[name], sources[name] = float(c[top_key]), (top_key,)
+    else:
+        values[name], sources[name] = float(default), ()
+    rope.setdefault("rope_theta", values[name])

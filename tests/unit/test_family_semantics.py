@@ -1,0 +1,140 @@
+"""The transformers side of every family (`family_transformers_view`) against transformers 5.24
+itself, and `portkit fix` on each family's transformers-5 save: transformers' effective config
+is unchanged by the edit, and candle's mirror then accepts it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from portkit import fix
+from portkit.families import BY_NAME, detect
+from portkit.semantics.transformers import FAMILY_DEFAULTS, family_transformers_view
+from tests.unit.family_configs import LEGACY, T5
+
+transformers = pytest.importorskip("transformers")
+FAMILIES = sorted(n for n in LEGACY if n != "llama")
+# keys `fix` may add that transformers keeps as plain attributes and its modeling never reads
+CANDLE_ONLY_KEYS = {"use_flash_attn", "max_window_layers", "hidden_activation"}
+
+
+def _auto(cfg: dict[str, Any]) -> Any:
+    from transformers import AutoConfig
+
+    c = dict(cfg)
+    return AutoConfig.for_model(c.pop("model_type"), **c)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_defaults_are_transformers_class_defaults(family: str) -> None:
+    c = _auto({"model_type": BY_NAME[family].model_types[0]})
+    mine = family_transformers_view(family, {"model_type": BY_NAME[family].model_types[0]}).values
+    for key in FAMILY_DEFAULTS[family]:
+        assert getattr(c, key) == mine[key], f"{family}.{key}: portkit {mine[key]!r} != transformers {getattr(c, key)!r}"
+
+
+def _transformers_values(family: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    c = _auto(cfg)
+    rp = c.rope_parameters
+    full = rp.get("full_attention", rp)
+    out = {"rope_theta": full["rope_theta"], "rope_type": full["rope_type"], "tie_word_embeddings": c.tie_word_embeddings}
+    if family == "gemma3":
+        out["rope_local_base_freq"] = rp["sliding_attention"]["rope_theta"]
+        out["sliding_layers"] = tuple(t == "sliding_attention" and c.sliding_window is not None for t in c.layer_types)
+    if family in ("qwen2", "qwen3", "qwen3_moe", "gemma2") and getattr(c, "layer_types", None):
+        out["sliding_layers"] = tuple(t == "sliding_attention" and c.sliding_window is not None for t in c.layer_types)
+    if family == "stable_lm":
+        out["partial_rotary_factor"] = full["partial_rotary_factor"]
+    if family == "qwen3_moe":
+        out["num_experts"] = c.num_experts
+    if family in ("gemma2", "gemma3"):
+        out["query_pre_attn_scalar"] = c.query_pre_attn_scalar
+        out["hidden_activation"] = c.hidden_activation
+    else:
+        out["hidden_act"] = c.hidden_act
+    if family not in ("gemma", "olmo2", "granite", "stable_lm", "qwen3_moe"):
+        out["sliding_window"] = c.sliding_window
+    return out
+
+
+def _portkit_values(family: str, cfg: dict[str, Any], keys: Any) -> dict[str, Any]:
+    v = family_transformers_view(family, cfg)
+    extra = {"rope_type": v.rope_type, "sliding_layers": v.sliding_layers}
+    return {k: extra[k] if k in extra else v.get(k) for k in keys}
+
+
+VARIED = [(f, "legacy", LEGACY[f]) for f in FAMILIES] + [(f, "t5", T5[f]) for f in FAMILIES] + [
+    ("gemma", "gelu", {**LEGACY["gemma"], "hidden_act": "gelu"}),
+    ("gemma3", "linear", {**LEGACY["gemma3"], "rope_scaling": {"factor": 8.0, "rope_type": "linear"}}),
+    ("qwen2", "window-on", {**LEGACY["qwen2"], "use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1}),
+    ("qwen2", "window-off", {**LEGACY["qwen2"], "sliding_window": 4}),
+    ("mistral", "window", {**LEGACY["mistral"], "sliding_window": 4}),
+    ("mixtral", "no-theta", {k: v for k, v in LEGACY["mixtral"].items() if k != "rope_theta"}),
+    ("gemma2", "window", {**LEGACY["gemma2"], "sliding_window": 8}),
+    ("qwen3_moe", "both-expert-keys", {**LEGACY["qwen3_moe"], "num_local_experts": 4}),
+    ("phi3", "longrope", {**LEGACY["phi3"], "original_max_position_embeddings": 32,
+                          "rope_scaling": {"short_factor": [1.0] * 8, "long_factor": [2.0] * 8, "type": "longrope"}}),
+]
+
+
+@pytest.mark.parametrize("family,name,cfg", VARIED, ids=[f"{f}-{n}" for f, n, _ in VARIED])
+def test_family_view_is_what_transformers_computes(family: str, name: str, cfg: dict[str, Any]) -> None:
+    theirs = _transformers_values(family, cfg)
+    mine = _portkit_values(family, cfg, theirs)
+    assert mine == theirs
+
+
+def test_family_view_tells_the_layouts_apart_only_where_transformers_does() -> None:
+    # negative control: a different theta in rope_parameters is seen
+    cfg = {**T5["qwen3"], "rope_parameters": {"rope_theta": 2e6, "rope_type": "default"}}
+    assert family_transformers_view("qwen3", cfg).get("rope_theta") == 2e6 != family_transformers_view("qwen3", T5["qwen3"]).get("rope_theta")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_fix_keeps_transformers_and_makes_candle_parse(family: str, tmp_path: Path) -> None:
+    from transformers import AutoConfig
+
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(T5[family], indent=2) + "\n")
+    before = AutoConfig.from_pretrained(d).to_dict()
+    p = fix.plan(d)
+    if p.refused:
+        # only what no config edit can fix: mixtral's null window (transformers reads any window given)
+        assert family == "mixtral" and {f.code for f in p.refused} == {"PK112"}, [f.message for f in p.refused]
+        return
+    assert p.changed, f"{family}: nothing to fix in a transformers-5 save?"
+    fix.write(p)
+    new = json.loads((d / "config.json").read_text())
+    assert list(new)[: len(T5[family])] != [] and all(k in new for k in T5[family])  # nothing dropped
+    assert [k for k in new if k in T5[family]] == list(T5[family])  # key order kept
+    after = AutoConfig.from_pretrained(d).to_dict()
+    added = set(after) - set(before)
+    assert added <= CANDLE_ONLY_KEYS, added
+    assert {k: v for k, v in after.items() if k in before} == before
+    fam = detect(new)
+    assert fam is not None and fam.view((d / "config.json").read_text()).ok
+
+
+def test_fix_refuses_what_no_edit_fixes(tmp_path: Path) -> None:
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({**LEGACY["gemma2"], "query_pre_attn_scalar": 24}, indent=2))
+    p = fix.plan(d)
+    assert [f.code for f in p.refused] == ["PK118"] and not p.changed
+
+
+def test_fix_writes_gemma_activation(tmp_path: Path) -> None:
+    d = tmp_path / "m"
+    d.mkdir()
+    shutil.rmtree(d)
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({**LEGACY["gemma"], "hidden_act": "gelu", "hidden_activation": "gelu_pytorch_tanh"}, indent=2))
+    p = fix.plan(d)
+    assert p.edits == {"hidden_act": "gelu_pytorch_tanh", "hidden_activation": None}
+    fix.write(p)
+    assert BY_NAME["gemma"].view((d / "config.json").read_text()).values["hidden_act"] == "gelupytorchtanh"
