@@ -70,6 +70,14 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK409": ("gguf-config-disagreement", "stable"),
     "PK410": ("qk-rows-not-permuted", "stable"),
     "PK411": ("missing-gguf-tensor", "stable"),
+    "PK412": ("qwen3-gguf-rope-table-f16", "stable"),
+    "PK413": ("gemma3-gguf-mlp-silu", "stable"),
+    "PK414": ("gemma3-gguf-local-freq-base-key", "stable"),
+    "PK415": ("phi3-gguf-freq-base-ignored", "stable"),
+    "PK416": ("phi3-gguf-longrope-ignored", "stable"),
+    "PK417": ("phi3-gguf-missing-output", "stable"),
+    "PK418": ("qwen2-gguf-missing-qkv-bias", "stable"),
+    "PK419": ("mixtral-gguf-merged-experts", "stable"),
 }
 GROUPS = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf"}
 

@@ -79,6 +79,133 @@ def gguf_model(
     return b
 
 
+def family_config(family: str, **overrides: Any) -> dict[str, Any]:
+    """The family's tiny legacy config.json (tests/unit/family_configs.py), mixtral made parseable."""
+    from tests.unit.family_configs import LEGACY
+
+    base = dict(LEGACY[family])
+    if family == "mixtral":
+        base.update(sliding_window=128, use_flash_attn=False)
+    return {**base, **overrides}
+
+
+def family_tensors(cfg: dict[str, Any], available: frozenset[str] | None = None) -> dict[str, tuple[int, ...]]:
+    """What the family's candle module reads for `cfg` (the table tests/native/test_family_weights_oracle.py
+    holds to candle): a checkpoint candle loads exactly. `available` answers qwen2's `lm_head.weight`
+    probe; by default the file has one when the config is untied, as transformers saves it."""
+    import importlib
+
+    if available is None:
+        available = frozenset() if cfg.get("tie_word_embeddings") else frozenset({"lm_head.weight"})
+
+    from portkit.families import detect
+
+    fam = detect(cfg)
+    assert fam is not None
+    view = fam.view(cfg)
+    assert view.ok, view.refused
+    return importlib.import_module(f"portkit.families.{fam.name}").expected_tensors(view.values, available)
+
+
+def family_model(family: str, *, cfg: dict[str, Any] | None = None, drop: tuple[str, ...] = (), extra: dict[str, tuple[int, ...]] | None = None,
+                 tensors: dict[str, tuple[int, ...]] | None = None, **overrides: Any) -> Builder:  # fmt: skip
+    def b(root: Path) -> tuple[Path, dict[str, Any]]:
+        c = cfg or family_config(family, **overrides)
+        return sk.write_model(root, c, tensors=tensors or family_tensors(c), drop=drop, extra=extra), {}
+
+    return b
+
+
+# Tiny metadata and tensors per candle GGUF loader, as llama.cpp's converter writes them (CANDLE-FAMILIES §15.2).
+_LOADER_META: dict[str, dict[str, Any]] = {
+    "qwen2": {"context_length": 128, "rope.freq_base": 1e6},
+    "qwen3": {"context_length": 128, "rope.freq_base": 1e6, "attention.key_length": 16, "attention.value_length": 16},
+    "gemma3": {"context_length": 128, "rope.freq_base": 1e6, "attention.key_length": 16, "attention.value_length": 16,
+               "attention.sliding_window": 32},
+    "phi3": {"context_length": 128, "rope.dimension_count": 16, "feed_forward_length": 128},
+}  # fmt: skip
+
+
+def loader_gguf(arch: str, *, md: dict[str, Any] | None = None, drop_md: tuple[str, ...] = (), drop: tuple[str, ...] = (),
+                extra: dict[str, tuple[str, tuple[int, ...]]] | None = None) -> Builder:  # fmt: skip
+    """A GGUF for candle's loader of `arch` (qwen2, qwen3, gemma3, phi3): F32, sparse data."""
+
+    def b(root: Path) -> tuple[Path, dict[str, Any]]:
+        h, inter, vocab, kvd = 64, 128, 256, 32
+        meta: dict[str, Any] = {
+            "general.architecture": arch,
+            f"{arch}.block_count": 2,
+            f"{arch}.embedding_length": h,
+            f"{arch}.attention.head_count": 4,
+            f"{arch}.attention.head_count_kv": 2,
+            f"{arch}.attention.layer_norm_rms_epsilon": 1e-6,
+            **{f"{arch}.{k}": v for k, v in _LOADER_META[arch].items()},
+        }
+        meta.update(md or {})
+        for k in drop_md:
+            meta.pop(k, None)
+        t: dict[str, tuple[str, tuple[int, ...]]] = {"token_embd.weight": ("F32", (h, vocab)), "output_norm.weight": ("F32", (h,))}
+        for i in range(2):
+            p = f"blk.{i}."
+            t[p + "attn_norm.weight"] = ("F32", (h,))
+            t[p + "ffn_norm.weight"] = ("F32", (h,))
+            t[p + "attn_output.weight"] = ("F32", (h, h))
+            t[p + "ffn_down.weight"] = ("F32", (inter, h))
+            if arch == "phi3":
+                t[p + "attn_qkv.weight"] = ("F32", (h, h + 2 * kvd))
+                t[p + "ffn_up.weight"] = ("F32", (h, 2 * inter))
+                continue
+            t[p + "attn_q.weight"] = ("F32", (h, h))
+            t[p + "attn_k.weight"] = ("F32", (h, kvd))
+            t[p + "attn_v.weight"] = ("F32", (h, kvd))
+            t[p + "ffn_gate.weight"] = ("F32", (h, inter))
+            t[p + "ffn_up.weight"] = ("F32", (h, inter))
+            if arch == "qwen2":
+                t[p + "attn_q.bias"] = ("F32", (h,))
+                t[p + "attn_k.bias"] = ("F32", (kvd,))
+                t[p + "attn_v.bias"] = ("F32", (kvd,))
+            if arch in ("qwen3", "gemma3"):
+                t[p + "attn_q_norm.weight"] = ("F32", (16,))
+                t[p + "attn_k_norm.weight"] = ("F32", (16,))
+            if arch == "gemma3":
+                t[p + "post_attention_norm.weight"] = ("F32", (h,))
+                t[p + "post_ffw_norm.weight"] = ("F32", (h,))
+        if arch in ("qwen2", "phi3"):
+            t["output.weight"] = ("F32", (h, vocab))
+        for n in drop:
+            t.pop(n, None)
+        t.update(extra or {})
+        root.mkdir(parents=True, exist_ok=True)
+        sk.write_gguf(root / f"model-{arch}-f32.gguf", meta, t)
+        return root, {}
+
+    return b
+
+
+def mixtral_gguf(merged: bool) -> Builder:
+    """A quantized_llama MoE GGUF (2 experts): merged `*_exps` tensors as llama.cpp writes Mixtral, or per expert."""
+
+    def b(root: Path) -> tuple[Path, dict[str, Any]]:
+        c = sk.config("tf4")
+        meta = {**sk.llama_metadata(c), "llama.expert_count": 2, "llama.expert_used_count": 2}
+        t = sk.gguf_tensors(c, "F32")
+        for i in range(c["num_hidden_layers"]):
+            p = f"blk.{i}."
+            dims = {w: t.pop(f"{p}ffn_{w}.weight")[1] for w in ("gate", "up", "down")}
+            t[p + "ffn_gate_inp.weight"] = ("F32", (64, 2))
+            for w, d in dims.items():
+                if merged:
+                    t[f"{p}ffn_{w}_exps.weight"] = ("F32", (*d, 2))
+                else:
+                    for e in range(2):
+                        t[f"{p}ffn_{w}.{e}.weight"] = ("F32", d)
+        root.mkdir(parents=True, exist_ok=True)
+        sk.write_gguf(root / "mixtral-f32.gguf", meta, t)
+        return root, {}
+
+    return b
+
+
 def qk_pair(permuted: bool) -> Builder:
     """HF safetensors with real layer-0 q/k rows beside an F32 GGUF holding them permuted or not."""
 
@@ -194,11 +321,22 @@ CASES: dict[str, tuple[Builder, Builder]] = {
         gguf_model(cfg=sk.config("tf4", head_dim=32), md={"llama.attention.key_length": 32}),
         gguf_model(md={"llama.attention.key_length": 32}),
     ),
-    "PK407": (gguf_model(arch="qwen2", with_config=False), gguf_model(with_config=False)),
+    "PK407": (gguf_model(arch="olmo2", with_config=False), loader_gguf("qwen2")),
     "PK408": (gguf_model(tensor_types={"blk.0.attn_q.weight": "IQ2_XXS"}), gguf_model()),
     "PK409": (gguf_model(md={"llama.context_length": 256}), gguf_model()),
     "PK410": (qk_pair(permuted=False), qk_pair(permuted=True)),
     "PK411": (gguf_model(md={"llama.block_count": 3}, with_config=False), gguf_model(with_config=False)),
+    "PK412": (loader_gguf("qwen3"), loader_gguf("qwen3", md={"general.dtype": 0})),
+    "PK413": (loader_gguf("gemma3"), loader_gguf("qwen3")),
+    "PK414": (loader_gguf("gemma3", md={"gemma3.rope.freq_base_swa": 50000.0}), loader_gguf("gemma3", md={"gemma3.rope.freq_base_swa": 10000.0})),
+    "PK415": (loader_gguf("phi3", md={"phi3.rope.freq_base": 1e6}), loader_gguf("phi3", md={"phi3.rope.freq_base": 10000.0})),
+    "PK416": (
+        loader_gguf("phi3", extra={"rope_factors_long.weight": ("F32", (8,)), "rope_factors_short.weight": ("F32", (8,))}),
+        loader_gguf("phi3"),
+    ),
+    "PK417": (loader_gguf("phi3", drop=("output.weight",)), loader_gguf("phi3")),
+    "PK418": (loader_gguf("qwen2", drop=("blk.1.attn_k.bias",)), loader_gguf("qwen2")),
+    "PK419": (mixtral_gguf(merged=True), mixtral_gguf(merged=False)),
 }
 
 # Extra triggering variants: (code, builder, substring the message must contain)
@@ -225,6 +363,32 @@ VARIANTS: list[tuple[str, Builder, str]] = [
     ("PK409", gguf_model(md={"llama.rope.freq_base": 10000.0}), "transformers uses `rope_theta`=100000"),
     ("PK409", gguf_model(cfg=sk.config("tf4", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING)), "no `rope_freqs.weight`"),
     ("PK405", with_target(gguf_model(with_config=False), max_tokens=5000), "you plan 5000 tokens"),
+    # weights, per family: each module's own table (portkit.families.<name>.expected_tensors)
+    ("PK201", family_model("qwen2", drop=("model.layers.1.self_attn.k_proj.bias",)), "candle 0.11.0's `qwen2` fails at load"),
+    ("PK201", family_model("granite", drop=("model.layers.0.mlp.up_proj.weight",)), "`granite` panics at load"),
+    ("PK201", family_model("phi3", drop=("model.norm.weight",)), "`phi3` fails at load: the weights have no `model.norm.weight`"),
+    ("PK202", family_model("starcoder2", tie_word_embeddings=False, extra={"lm_head.weight": (256, 64)}), "always uses `model.embed_tokens.weight`"),
+    ("PK202", family_model("granite", extra={"model.layers.0.self_attn.q_proj.bias": (64,)}), "`granite` never reads 1 tensor"),
+    ("PK202", family_model("stable_lm", extra={"model.layers.0.self_attn.q_layernorm.norms.0.weight": (16,)}), "has no such tensor"),
+    ("PK203", family_model("qwen3", extra={"language_model.model.norm.weight": (64,)}), "stripping the prefix `language_model.`"),
+    ("PK204", family_model("mistral", cfg=family_config("mistral", num_hidden_layers=3), tensors=family_tensors(family_config("mistral"))),
+     "`mistral` fails at load with `cannot find tensor model.layers.2."),
+    ("PK205", family_model("mistral", tie_word_embeddings=True, drop=("lm_head.weight",)), "`mistral` always reads `lm_head.weight`"),
+    ("PK205", family_model("granite", tie_word_embeddings=True, drop=("lm_head.weight",)), "transformers ties it to the embeddings"),
+    ("PK205", family_model("stable_lm", drop=("lm_head.weight",)), "`stable_lm` always reads `lm_head.weight`"),
+    ("PK205", family_model("qwen3", tie_word_embeddings=False, drop=("lm_head.weight",)), "`qwen3` fails at load"),
+    ("PK205", family_model("qwen2", tie_word_embeddings=True, extra={"lm_head.weight": (256, 64)}), "it probes the file, never the flag"),
+    ("PK205", family_model("qwen2", tie_word_embeddings=False, drop=("lm_head.weight",)), "silently uses the embeddings"),
+    ("PK206", family_model("phi3", tensors=family_tensors(family_config("phi3", num_key_value_heads=4))), "self_attn.qkv_proj.weight` is [192, 64]"),
+    ("PK206", family_model("olmo2", tensors=family_tensors(family_config("olmo2", hidden_size=128))), "`olmo2` expects"),
+    # gguf, per loader
+    ("PK401", loader_gguf("qwen3", drop_md=("qwen3.rope.freq_base",)), "quantized_qwen3 requires `qwen3.rope.freq_base`"),
+    ("PK401", loader_gguf("phi3", md={"phi3.block_count": sk.typed("U64", 2)}), "`phi3.block_count` is U64"),
+    ("PK407", gguf_model(with_config=False, arch=""), "`general.architecture` is absent"),
+    ("PK402", loader_gguf("qwen2", drop_md=("qwen2.rope.freq_base",)), "the GGUF has no `qwen2.rope.freq_base`"),
+    ("PK412", loader_gguf("qwen3", md={"general.dtype": 1}), "`general.dtype` is U32(1)"),
+    ("PK416", loader_gguf("phi3", md={"phi3.rope.scaling.attn_factor": 1.1832}), "`phi3.rope.scaling.attn_factor`=1.1832"),
+    ("PK418", loader_gguf("qwen2", drop=("blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.0.attn_v.bias")), "`cannot find tensor info for blk.0.attn_q.bias`"),
 ]
 
 # every family: the rules generalised from llama, triggered with the module named
@@ -270,6 +434,23 @@ CLEAN_VARIANTS: list[tuple[str, Builder]] = [
     ("PK409", gguf_model(cfg=sk.config("tf4", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING), rope_freqs_values=_llama3_factors())),
     ("PK402", gguf_model(cfg=sk.config("tf4", rope_theta=10000.0), drop_md=("llama.rope.freq_base",))),
     ("PK410", qk_pair(permuted=True)),
+    # a checkpoint each family's candle module loads as is: no weights finding at all
+    *[(code, family_model(fam)) for fam in ("mistral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3", "phi3",
+                                            "olmo2", "granite", "starcoder2", "stable_lm", "mixtral")
+      for code in ("PK201", "PK202", "PK203", "PK204", "PK205", "PK206")],  # fmt: skip
+    ("PK205", family_model("qwen2", tie_word_embeddings=True, drop=("lm_head.weight",))),  # tied, no lm_head: candle probes and ties too
+    ("PK205", family_model("qwen2", tie_word_embeddings=False, extra={"lm_head.weight": (256, 64)})),
+    ("PK201", family_model("gemma")),  # no lm_head.weight: gemma never asks for one
+    ("PK401", loader_gguf("qwen2")),
+    ("PK401", loader_gguf("gemma3")),
+    ("PK401", loader_gguf("phi3")),
+    ("PK402", loader_gguf("qwen3", drop_md=("qwen3.rope.freq_base",))),  # quantized_qwen3 requires it: PK401's
+    ("PK407", loader_gguf("gemma3")),
+    ("PK411", mixtral_gguf(merged=True)),  # PK419 says it
+    ("PK414", loader_gguf("gemma3", md={"gemma3.rope.freq_base_swa": 50000.0, "gemma3.rope.local_freq_base": 50000.0})),
+    ("PK416", loader_gguf("phi3", md={"phi3.rope.scaling.attn_factor": 1.0})),
+    ("PK417", loader_gguf("qwen2", drop=("output.weight",))),  # qwen2 falls back to token_embd
+    ("PK418", loader_gguf("qwen3")),
 ]
 # every family's legacy config is clean for the generalised rules
 CLEAN_VARIANTS += [(code, CLEAN[n]) for n in OTHER_FAMILIES for code in ("PK101", "PK102", "PK110", "PK112", "PK116", "PK120")]
