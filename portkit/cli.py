@@ -354,7 +354,7 @@ SUBCOMMANDS: dict[str, tuple[str, AddArgs, Run]] = {
     "fix": ("rewrite config.json so candle reads what transformers reads", fix_args, fix_run),
     "schema": ("print a JSON Schema (candle config, GGUF metadata, lint report)", schema_args, schema_run),
 }
-LAZY_SUBCOMMANDS = {"verify": "portkit.verify.cli"}
+LAZY_SUBCOMMANDS = {"verify": "portkit.verify.cli", "reference": "portkit.porting.reference_cli", "compare": "portkit.porting.compare_cli"}
 
 
 def _lazy(name: str) -> tuple[str, AddArgs, Run] | None:
