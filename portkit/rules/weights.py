@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import weakref
 from collections import defaultdict
 
 from portkit.families import FAMILIES
@@ -52,14 +53,22 @@ PANICS_PER_LAYER = ("llama", "granite")
 QUANTIZED_SUFFIXES = ("qweight", "qzeros", "scales", "g_idx")
 
 
+_EXPECTED: weakref.WeakKeyDictionary[Context, dict[str, tuple[int, ...]] | None] = weakref.WeakKeyDictionary()
+
+
 def expected_tensors(ctx: Context) -> dict[str, tuple[int, ...]] | None:
     """The tensors the family's candle module requests, in order, given the checkpoint's names;
-    None when candle refuses the config or its sizes are degenerate (the config rules say why)."""
+    None when candle refuses the config or its sizes are degenerate (the config rules say why).
+    Computed once per model: five rules read it, and an MoE table has experts x layers rows."""
+    if ctx in _EXPECTED:
+        return _EXPECTED[ctx]
     fam, fv, st = ctx.family, ctx.fv, ctx.facts.safetensors
-    if fam is None or fv is None or not fv.ok or st is None or fv.values.get("head_dim") is None:
-        return None
-    mod = importlib.import_module(f"portkit.families.{fam.name}")
-    return mod.expected_tensors(fv.values, frozenset(st.tensors))
+    table = None
+    if fam is not None and fv is not None and fv.ok and st is not None and fv.values.get("head_dim") is not None:
+        mod = importlib.import_module(f"portkit.families.{fam.name}")
+        table = mod.expected_tensors(fv.values, frozenset(st.tensors))
+    _EXPECTED[ctx] = table
+    return table
 
 
 def module_name(ctx: Context) -> str:
