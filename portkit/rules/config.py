@@ -305,7 +305,9 @@ class HeadDimMismatch(Rule):
     candle builds `q_proj` as `(hidden/heads) * heads` rows and reshapes with its own
     head_dim. With a checkpoint whose heads are wider or narrower, `Llama::load` panics on
     the first attention weight (its per-block `.unwrap()` of `shape mismatch for
-    model.layers.0.self_attn.q_proj.weight`).
+    model.layers.0.self_attn.q_proj.weight`). mixtral, qwen2, phi3, starcoder2, olmo2 and
+    granite derive head_dim the same way and fail loading the same projection (`qkv_proj` in
+    phi3; granite panics like llama).
 
     ## Example
     ```json
@@ -318,7 +320,9 @@ class HeadDimMismatch(Rule):
 
     ## Candle source
     candle-transformers-0.11.0/src/models/llama.rs:155-156, :366-371 (`size_q =
-    (hidden_size / num_attention_heads) * num_attention_heads`), :379.
+    (hidden_size / num_attention_heads) * num_attention_heads`), :379. The same derivation in
+    mixtral.rs:157, qwen2.rs:135, phi3.rs:184 (`cfg.head_dim()`, :63-66), starcoder2.rs:137,
+    olmo2.rs:126 and granite.rs:112; transformers reads `head_dim` for all of them.
 
     ## Verification
     crash: candle must panic loading `q_proj` with a shape mismatch.
@@ -331,12 +335,18 @@ class HeadDimMismatch(Rule):
     code = "PK104"
     name = "head-dim-mismatch"
     group = "config"
+    # the modules that derive head_dim from hidden_size / num_attention_heads while transformers
+    # reads the `head_dim` key (mistral, qwen3, gemma* read it; stablelm's transformers does not)
+    families = ("llama", "mixtral", "qwen2", "phi3", "starcoder2", "olmo2", "granite")
     severity = "error"
     effect = "panic"
     fix_title = "Use a candle llama that reads `head_dim` (candle#3602); no config edit fixes this"
     probe_kind = "crash"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
+        if ctx.family is not None and ctx.family.name != "llama":
+            yield from self._family(ctx)
+            return
         tv, cv = ctx.tv, ctx.cv
         if not tv or not cv or not cv.ok or cv.head_dim is None or tv.head_dim == cv.head_dim:
             return
@@ -349,6 +359,24 @@ class HeadDimMismatch(Rule):
             transformers_value=tv.head_dim,
             candle_value=cv.head_dim,
             expect="shape mismatch for model.layers.0.self_attn.q_proj.weight",
+        )
+
+    def _family(self, ctx: Context) -> Iterable[Finding]:
+        fv, doc, fam = ctx.fv, ctx.facts.config, ctx.family
+        if fv is None or not fv.ok or doc is None or fam is None or not isinstance(doc.value, dict):
+            return
+        hd, heads, c = doc.value.get("head_dim"), fv.get("num_attention_heads"), fv.get("head_dim")
+        if not isinstance(hd, int) or isinstance(hd, bool) or not isinstance(c, int) or not heads or hd == c:
+            return
+        proj = "qkv_proj" if fam.name == "phi3" else "q_proj"
+        yield self.finding(
+            ctx,
+            f"transformers uses `head_dim`={hd}; {fc.module(ctx)} uses `hidden_size` / `num_attention_heads` = {c}, "
+            f"so loading `{proj}` fails ({hd * heads} query rows, candle expects {c * heads})",
+            keys=("head_dim",),
+            transformers_value=hd,
+            candle_value=c,
+            expect=f"shape mismatch for model.layers.0.self_attn.{proj}.weight",
         )
 
 

@@ -424,6 +424,8 @@ VARIANTS += [
     ("PK120", family("starcoder2", tie_word_embeddings=False), "candle 0.11.0's `starcoder2` always uses `embed_tokens`"),
     ("PK120", family("mistral", tie_word_embeddings=True), "candle 0.11.0's `mistral` always loads `lm_head.weight`"),
     ("PK120", family("gemma3", tie_word_embeddings=False), "`gemma3` always uses `embed_tokens`"),
+    ("PK104", family("qwen2", head_dim=32), "candle 0.11.0's `qwen2` uses `hidden_size` / `num_attention_heads` = 16, so loading `q_proj` fails"),
+    ("PK104", family("phi3", head_dim=32), "so loading `qkv_proj` fails (128 query rows, candle expects 64)"),
     ("PK301", with_target(CLEAN["qwen2"], dtype="bf16"), "bf16"),
     ("PK306", with_target(CLEAN["gemma3"], max_tokens=200), "candle 0.11.0's `gemma3`'s cos/sin table"),
 ]
@@ -453,7 +455,7 @@ CLEAN_VARIANTS: list[tuple[str, Builder]] = [
     ("PK418", loader_gguf("qwen3")),
 ]
 # every family's legacy config is clean for the generalised rules
-CLEAN_VARIANTS += [(code, CLEAN[n]) for n in OTHER_FAMILIES for code in ("PK101", "PK102", "PK110", "PK112", "PK116", "PK120")]
+CLEAN_VARIANTS += [(code, CLEAN[n]) for n in OTHER_FAMILIES for code in ("PK101", "PK102", "PK104", "PK110", "PK112", "PK116", "PK120")]
 CLEAN_VARIANTS += [
     ("PK115", family("qwen2")),  # sliding_window = max_position_embeddings: candle's window is never reached
     ("PK115", CLEAN["mixtral"]),
@@ -465,6 +467,8 @@ CLEAN_VARIANTS += [
     ("PK120", family("granite", tie_word_embeddings=False)),
     ("PK120", family("gemma", tie_word_embeddings=True)),
     ("PK105", family("granite", attention_bias=False)),
+    ("PK104", family("qwen2", head_dim=16)),  # hidden/heads: the same head either way
+    ("PK104", family("mistral", head_dim=32)),  # candle's mistral reads `head_dim`
     ("PK306", with_target(CLEAN["gemma3"], max_tokens=128)),
     ("PK305", with_target(CLEAN["qwen2"], use_flash_attn=True, device="cuda")),  # qwen2 takes no use_flash_attn
 ]

@@ -98,3 +98,17 @@ def test_generated_rule_docs_are_current() -> None:
     root = Path(__file__).resolve().parents[2] / "docs" / "rules"
     for name, text in pages().items():
         assert (root / name).read_text() == text, f"docs/rules/{name} is stale: run `python -m portkit.docs docs/rules`"
+
+
+@pytest.mark.parametrize("model_type", ["falcon_mamba", "phi"])
+def test_a_model_type_without_a_checked_module_gets_one_finding(model_type: str, tmp_path: Path) -> None:
+    """No llama (or other family) facts about a config candle would not read with that module:
+    weights, a bf16 CPU target and a long sequence would each trigger a rule otherwise."""
+    from fixtures import skeleton as sk
+
+    d = sk.write_model(tmp_path / "m", {**sk.config("tf4"), "model_type": model_type})
+    found = run(d, {"dtype": "bf16", "max_tokens": 100_000})
+    assert [f.code for f in found] == ["PK114"], [f.message for f in found]
+    # negative control: the same files as llama get the runtime findings
+    d2 = sk.write_model(tmp_path / "l", sk.config("tf4"))
+    assert {"PK301", "PK306"} <= {f.code for f in run(d2, {"dtype": "bf16", "max_tokens": 100_000})}
