@@ -81,6 +81,13 @@ def config_flag(ctx: Context, key: str) -> object:
     return doc.value.get(key) if doc is not None and isinstance(doc.value, dict) else None
 
 
+def transformers_tie(ctx: Context) -> object:
+    """`tie_word_embeddings` as transformers computes it for the family (its default when the
+    key is absent), else as written."""
+    ftv = ctx.ftv
+    return ftv.get("tie_word_embeddings") if ftv is not None else config_flag(ctx, "tie_word_embeddings")
+
+
 def candle_expected(cv: CandleView) -> dict[str, tuple[int, ...]]:
     """Tensor names and shapes `Llama::load` asks the VarBuilder for, in load order
     (llama.rs:515-525, :362-371, :410-416, :452-461)."""
@@ -352,7 +359,7 @@ class UnreadTensor(_WeightsRule):
             if m and int(m.group(1)) >= n_layers:
                 groups["extra-layer"].append(n)
             elif n == "lm_head.weight":
-                groups["lm-head-read" if config_flag(ctx, "tie_word_embeddings") is False and not llama else "tied-lm-head"].append(n)
+                groups["lm-head-read" if transformers_tie(ctx) is False and not llama else "tied-lm-head"].append(n)
             elif part.endswith(".bias"):
                 groups["bias-read" if self._transformers_reads_bias(ctx, n, part, tf) else "bias-unread"].append(n)
             else:
@@ -363,7 +370,7 @@ class UnreadTensor(_WeightsRule):
             "bias-read": ("transformers adds them (`attention_bias`/`mlp_bias` is true)", "error"),
             "bias-unread": ("transformers ignores them too (`attention_bias`/`mlp_bias` is false): the config may be wrong", "warning"),
             "extra-layer": (f"they are past `num_hidden_layers`={n_layers}; transformers ignores them too", "warning"),
-            "tied-lm-head": (f"`tie_word_embeddings` is not false, so both use {lm_head_where} instead" if not llama
+            "tied-lm-head": (f"transformers ties it too (`tie_word_embeddings`), so both use {lm_head_where} instead" if not llama
                              else "`tie_word_embeddings` is true, so both use the embedding matrix instead", "warning"),
             "lm-head-read": ("it always uses `model.embed_tokens.weight` as `lm_head`, while transformers reads this one "
                              "(`tie_word_embeddings` is false): another model", "error"),
@@ -598,15 +605,15 @@ class LmHeadVsTie(_WeightsRule):
         expected = expected_tensors(ctx)
         if expected is None:
             return
-        fam, mod, tie = ctx.family.name, module_name(ctx), config_flag(ctx, "tie_word_embeddings")  # type: ignore[union-attr]
+        fam, mod, tie = ctx.family.name, module_name(ctx), transformers_tie(ctx)  # type: ignore[union-attr]
         if fam == "qwen2":
             yield from self._qwen2(ctx, "lm_head.weight" in have, tie)
             return
         if "lm_head.weight" not in expected or "lm_head.weight" in have:
             return
         if "tie_word_embeddings" in ctx.fv.values:  # type: ignore[union-attr]  # the module follows the flag
-            written = "is false" if tie is False else "is absent (candle's default: false)"
-            tf = "transformers initialises `lm_head` randomly" if tie is False else "transformers may tie it"
+            written = "is false" if config_flag(ctx, "tie_word_embeddings") is False else "is absent (candle's default: false)"
+            tf = "transformers initialises `lm_head` randomly" if tie is False else "transformers ties it (its default)"
             yield self._missing(ctx, f"`tie_word_embeddings` {written} and the weights have no `lm_head.weight`: "
                                 f"{mod} fails at load with `cannot find tensor lm_head.weight`; {tf}")  # fmt: skip
         else:
@@ -619,7 +626,7 @@ class LmHeadVsTie(_WeightsRule):
             ctx,
             message,
             keys=("tie_word_embeddings",),
-            transformers_value="tied lm_head" if config_flag(ctx, "tie_word_embeddings") is True else "random lm_head",
+            transformers_value="tied lm_head" if transformers_tie(ctx) is True else "random lm_head",
             candle_value="cannot find tensor lm_head.weight",
             expect="cannot find tensor lm_head.weight",
         )
@@ -758,8 +765,8 @@ class UnsupportedTensorDtype(_WeightsRule):
     probe_kind = "crash"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        st = ctx.facts.safetensors
-        if st is None or ctx.family is None:
+        st = ctx.facts.safetensors  # candle-core refuses these dtypes whatever the module (or no config)
+        if st is None:
             return
         bad: dict[str, list[str]] = defaultdict(list)
         for n, t in st.tensors.items():
