@@ -327,7 +327,8 @@ class SlidingWindowSemantics(Rule):
 
     ## Candle source
     candle-transformers-0.11.0/src/models/mistral.rs:402-406, mixtral.rs:448, qwen2.rs:303-314,
-    gemma2.rs:398-413, gemma3.rs:192-193 and :403, starcoder2.rs:306-310, phi3.rs:386-395.
+    gemma2.rs:398-413, gemma3.rs:192-193 and :403, starcoder2.rs:306-310, phi3.rs:386-395;
+    qwen3.rs:126-128 (`sliding window is not supported`, also reached from qwen3_moe.rs:211).
 
     ## Verification
     numeric: at a prompt longer than the window, candle differs from transformers; with the
@@ -353,7 +354,8 @@ class SlidingWindowSemantics(Rule):
         if fv is None or ftv is None or fam is None or not fv.ok:
             return
         if fam.name in ("qwen3", "qwen3_moe"):
-            if fam.name == "qwen3" and fv.get("use_sliding_window"):
+            # qwen3_moe builds qwen3's attention from its config (qwen3_moe.rs:50-55, :211)
+            if fv.get("use_sliding_window"):
                 yield self.finding(
                     ctx,
                     f"transformers applies `sliding_window`={num(ftv.get('sliding_window'))} (`use_sliding_window`=true); "

@@ -138,3 +138,16 @@ def test_fix_writes_gemma_activation(tmp_path: Path) -> None:
     assert p.edits == {"hidden_act": "gelu_pytorch_tanh", "hidden_activation": None}
     fix.write(p)
     assert BY_NAME["gemma"].view((d / "config.json").read_text()).values["hidden_act"] == "gelupytorchtanh"
+
+
+@pytest.mark.parametrize("family,name,cfg", VARIED, ids=[f"{f}-{n}" for f, n, _ in VARIED])
+def test_llama_transformers_view_accepts_every_family(family: str, name: str, cfg: dict[str, Any]) -> None:
+    """`transformers_view` models LlamaConfig's strict typing; lint stops (exit 2) where it refuses,
+    so it must accept what transformers accepts for every family (gemma3's nested rope_parameters,
+    mixtral's `head_dim: null`, phi3's LongRoPE lists, EOS lists)."""
+    from portkit.semantics import transformers_view
+
+    _auto(cfg)  # transformers itself accepts it
+    assert transformers_view(cfg).refused is None
+    # negative control: a value transformers' strict typing refuses is still refused
+    assert transformers_view({**cfg, "hidden_size": "64"}).refused is not None
