@@ -59,6 +59,7 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK304": ("cache-dtype-mismatch", "preview"),
     "PK305": ("flash-attn-without-feature", "stable"),
     "PK306": ("sequence-beyond-max-positions", "stable"),
+    "PK307": ("softcapping-skipped-by-flash-attn", "stable"),
     "PK401": ("missing-gguf-metadata", "stable"),
     "PK402": ("gguf-freq-base-defaulted", "stable"),
     "PK403": ("rope-pairing-by-architecture", "stable"),

@@ -358,6 +358,61 @@ class SequenceBeyondMaxPositions(_RuntimeRule):
             )
 
 
+class SoftcappingSkippedByFlashAttn(_RuntimeRule):
+    """gemma2/gemma3 with flash attention: candle skips the attention logit softcapping.
+
+    ## What it does
+    With `--use-flash-attn`, flags a gemma2 or gemma3 config whose `attn_logit_softcapping`
+    transformers applies (gemma-2 checkpoints: 50).
+
+    ## Why is this bad?
+    transformers caps every attention score with `tanh(s / cap) * cap`. candle's gemma2 and
+    gemma3 apply the cap only on their plain attention path; the flash-attn path calls
+    `flash_attn` on the raw scores, so long or peaked attention silently differs.
+
+    ## Example
+    `portkit lint --use-flash-attn --device cuda --features cuda,flash-attn MODEL_DIR` on a
+    config with `"attn_logit_softcapping": 50.0`.
+
+    ## Fix
+    Run without flash attention (`use_flash_attn = false`).
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/gemma2.rs:232-246 (flash path without the cap,
+    :243-246 the cap on the plain path); gemma3.rs:266-269.
+
+    ## Verification
+    numeric: only on a CUDA build with flash-attn; elsewhere verify reports it as not runnable.
+
+    ## References
+    transformers `models/gemma2/modeling_gemma2.py` (`softcap` in eager attention); CANDLE-FAMILIES §8.
+    """
+
+    code = "PK307"
+    name = "softcapping-skipped-by-flash-attn"
+    families = ("gemma2", "gemma3")
+    severity = "error"
+    effect = "silent"
+    fix_title = "Run gemma2/gemma3 without flash attention"
+    probe_kind = "numeric"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        fv, ftv = ctx.fv, ctx.ftv
+        if not self.ready(ctx) or not ctx.target.use_flash_attn or fv is None or ftv is None or not fv.ok:
+            return
+        cap = ftv.get("attn_logit_softcapping")
+        if not isinstance(cap, (int, float)) or isinstance(cap, bool):
+            return
+        yield self.finding(
+            ctx,
+            f"transformers caps attention scores at `attn_logit_softcapping`={cap:g}; candle 0.11.0's `{fv.family}` "
+            "skips the cap on its flash-attn path",
+            keys=("attn_logit_softcapping",),
+            transformers_value=cap,
+            candle_value=None,
+        )
+
+
 RULES = (
     Bf16MatmulOnCpu,
     F16MatmulWithAccelerate,
@@ -365,4 +420,5 @@ RULES = (
     CacheDtypeMismatch,
     FlashAttnWithoutFeature,
     SequenceBeyondMaxPositions,
+    SoftcappingSkippedByFlashAttn,
 )

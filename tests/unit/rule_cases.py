@@ -307,6 +307,10 @@ CASES: dict[str, tuple[Builder, Builder]] = {
         with_target(model(TF4), use_flash_attn=True, device="cuda", features=frozenset({"flash-attn", "cuda"})),
     ),
     "PK306": (with_target(model(TF4), max_tokens=200), with_target(model(TF4), max_tokens=128)),
+    "PK307": (
+        with_target(family("gemma2"), use_flash_attn=True, device="cuda", features=frozenset({"flash-attn", "cuda"})),
+        with_target(family("gemma2", attn_logit_softcapping=None), use_flash_attn=True, device="cuda", features=frozenset({"flash-attn", "cuda"})),
+    ),
     "PK401": (gguf_model(drop_md=("llama.block_count",)), gguf_model()),
     "PK402": (
         gguf_model(drop_md=("llama.rope.freq_base",)),
@@ -471,5 +475,6 @@ CLEAN_VARIANTS += [
     ("PK104", family("qwen2", head_dim=16)),  # hidden/heads: the same head either way
     ("PK104", family("mistral", head_dim=32)),  # candle's mistral reads `head_dim`
     ("PK306", with_target(CLEAN["gemma3"], max_tokens=128)),
+    ("PK307", family("gemma2")),  # no flash attention: candle caps on its plain path
     ("PK305", with_target(CLEAN["qwen2"], use_flash_attn=True, device="cuda")),  # qwen2 takes no use_flash_attn
 ]
