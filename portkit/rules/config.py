@@ -552,11 +552,14 @@ class PartialRotaryIgnored(Rule):
     ```
 
     ## Fix
-    None in config.json: candle 0.11.0's llama has no partial rotary; port it.
+    llama: none in config.json, candle 0.11.0's llama has no partial rotary; port it.
+    phi3 and stable_lm rotate part of the head, but read the factor only at the top level
+    (transformers 5 keeps it in `rope_parameters`): `portkit fix --write` writes it there.
 
     ## Candle source
     candle-transformers-0.11.0/src/models/llama.rs:155-161 (frequencies for every pair of
-    the head), :262-268 (`rope` over the whole head).
+    the head), :262-268 (`rope` over the whole head); phi3.rs:58, :77-81 (top-level
+    `partial_rotary_factor`, else the whole head); stable_lm.rs:32 (required top-level key).
 
     ## Verification
     numeric: candle differs from transformers and matches it with `partial_rotary_factor`
@@ -569,12 +572,17 @@ class PartialRotaryIgnored(Rule):
     code = "PK108"
     name = "partial-rotary-ignored"
     group = "config"
+    families = ("llama", "phi3", "stable_lm")
     severity = "error"
     effect = "silent"
-    fix_title = "Port partial rotary embeddings to candle; no config edit fixes this"
+    fix_availability = "sometimes"
+    fix_title = "Write the `partial_rotary_factor` transformers uses at the top level (phi3, stable_lm), or port partial rotary to candle's llama"
     probe_kind = "numeric"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
+        if ctx.family is not None and ctx.family.name != "llama":
+            yield from self._family(ctx)
+            return
         tv, cv = ctx.tv, ctx.cv
         if not tv or tv.partial_rotary_factor is None or tv.rotary_dim == tv.head_dim:
             return
@@ -587,6 +595,32 @@ class PartialRotaryIgnored(Rule):
             keys=keys,
             transformers_value=tv.rotary_dim,
             candle_value=hd,
+        )
+
+    def _family(self, ctx: Context) -> Iterable[Finding]:
+        fv, ftv = ctx.fv, ctx.ftv
+        if fv is None or ftv is None or not fv.ok:
+            return
+        hd = fv.get("head_dim")
+        t, c = ftv.get("partial_rotary_factor"), fv.get("partial_rotary_factor")
+        t_eff, c_eff = (1.0 if t is None else t), (1.0 if c is None else c)
+        if not isinstance(hd, int) or int(hd * t_eff) == int(hd * c_eff):
+            return
+        path = ftv.sources.get("partial_rotary_factor", ())
+        if c is None:
+            tail = f"{fc.module(ctx)} reads no top-level `partial_rotary_factor` and rotates all {hd}"
+        else:
+            tail = f"{fc.module(ctx)} reads the top-level `partial_rotary_factor`={num(c)} and rotates {int(hd * c_eff)}"
+        edits = {"partial_rotary_factor": t} if t is not None else None
+        yield self.finding(
+            ctx,
+            f"transformers rotates {int(hd * t_eff)} of {hd} head dimensions (`partial_rotary_factor`={num(t_eff)} "
+            f"{fc.source_words(path)}); {tail}",
+            keys=path or ("partial_rotary_factor",),
+            transformers_value=int(hd * t_eff),
+            candle_value=int(hd * c_eff),
+            fix_edits=edits,
+            probe_patch=edits,
         )
 
 

@@ -431,6 +431,16 @@ VARIANTS += [
     ("PK120", family("gemma3", tie_word_embeddings=False), "`gemma3` always uses `embed_tokens`"),
     ("PK104", family("qwen2", head_dim=32), "candle 0.11.0's `qwen2` uses `hidden_size` / `num_attention_heads` = 16, so loading `q_proj` fails"),
     ("PK104", family("phi3", head_dim=32), "so loading `qkv_proj` fails (128 query rows, candle expects 64)"),
+    (
+        "PK108",
+        family("phi3", rope_parameters={"rope_theta": 1e5, "rope_type": "default", "partial_rotary_factor": 0.75}),
+        "transformers rotates 12 of 16 head dimensions (`partial_rotary_factor`=0.75 from `rope_parameters`); candle 0.11.0's `phi3` reads no top-level",
+    ),
+    (
+        "PK108",
+        family("stable_lm", rope_parameters={"rope_theta": 1e5, "rope_type": "default", "partial_rotary_factor": 0.5}),
+        "candle 0.11.0's `stable_lm` reads the top-level `partial_rotary_factor`=0.25 and rotates 4",
+    ),
     ("PK301", with_target(CLEAN["qwen2"], dtype="bf16"), "bf16"),
     ("PK306", with_target(CLEAN["gemma3"], max_tokens=200), "candle 0.11.0's `gemma3`'s cos/sin table"),
 ]
@@ -473,6 +483,8 @@ CLEAN_VARIANTS += [
     ("PK120", family("gemma", tie_word_embeddings=True)),
     ("PK105", family("granite", attention_bias=False)),
     ("PK104", family("qwen2", head_dim=16)),  # hidden/heads: the same head either way
+    ("PK108", family("phi3", partial_rotary_factor=0.75, rope_parameters={"rope_theta": 1e5, "partial_rotary_factor": 0.75})),
+    ("PK108", CLEAN["stable_lm"]),
     ("PK104", family("mistral", head_dim=32)),  # candle's mistral reads `head_dim`
     ("PK306", with_target(CLEAN["gemma3"], max_tokens=128)),
     ("PK307", family("gemma2")),  # no flash attention: candle caps on its plain path
