@@ -475,3 +475,70 @@ def test_confirm_all_gives_each_kind_its_own_verdict_in_order() -> None:
     assert out[1].evidence == "logits differ 2 (tol 1e-4) with the other findings' fixes applied; no config edit can fix this"
     assert out[2].evidence == "candle loaded and ran the prompt and 4 tokens without an error"
     assert out[3].probe_kind == "static-only"
+
+
+# --------------------------------------------------------------------------- details and partial runs
+
+
+def test_details_of_a_comparison_with_parts_missing() -> None:
+    from portkit.verify.confirm import _cmp_json
+    from portkit.verify.runs import Comparison
+
+    assert _cmp_json(None) is None
+    empty = _cmp_json(Comparison(tolerance=F32))
+    assert empty == {
+        "ok": False, "summary": "", "last_max_abs_diff": None, "steps_max_abs_diff": None,
+        "argmax_agree": None, "steps": None, "greedy_first_divergence": None,
+    }
+    forked = RunOutputs(label="candle", last=ROWS[0], rows=ROWS, greedy=[0, 2, 2])
+    j = _cmp_json(compare_run(REF, forked, F32))
+    assert j is not None and j["greedy_first_divergence"] == 1 and j["steps"] == 3 and j["argmax_agree"] == 3
+
+
+def partial(world: World, fail_on: str) -> Any:
+    """run_patched whose run with `fail_on` in the patch has numbers *and* a failure (candle
+    failed after the forward, at generate): such a run is no baseline."""
+    late = Failure(stage="generate", kind="CandleError", message="late")
+
+    def run_patched(patch: dict[str, Any]) -> tuple[RunOutputs, Any]:
+        out, cmp = world.run_patched(patch)
+        if fail_on in patch and not all(k in patch for k in ("rope_theta", fail_on)):
+            out.failure = late
+        return out, cmp
+
+    return run_patched
+
+
+def test_a_baseline_run_that_failed_late_is_not_used() -> None:
+    w = World(defects={"rope_theta": 4.0})
+    s = w.subject()
+    s.run_patched = partial(w, "other")
+    c = confirm_numeric(numeric("PK101", {"rope_theta": 100000.0}), s, {"other": 1})
+    # the failed baseline is ignored: measured against the run as read, without the prefix
+    assert c.verdict == "CONFIRMED" and c.evidence == "logits differ 4 (tol 1e-4); with rope_theta=100000 restored, 0"
+
+
+def test_an_unfixable_baseline_run_that_failed_late_is_not_used() -> None:
+    w = World(defects={"attention_bias": 2.0})
+    s = w.subject()
+    s.run_patched = partial(w, "other")
+    c = confirm_numeric(numeric("PK105"), s, {"other": 1})
+    assert c.verdict == "CONFIRMED" and c.evidence == "logits differ 2 (tol 1e-4); no config edit can fix this"
+
+
+def test_verdict_details_are_kept_on_every_path() -> None:
+    w = World(defects={"rope_theta": 4.0})
+    c = confirm_numeric(numeric("PK105"), w.subject(), {"rope_theta": 100000.0})
+    assert c.evidence.startswith("no effect of its own") and c.probe_kind == "numeric"
+    assert c.details["with_other_fixes"]["ok"] is True and c.details["as_read"]["ok"] is False
+    pk104 = crash("PK104", "shape mismatch")
+    c = confirm_crash(crash("PK306", "narrow invalid args"), crash_subject(PANIC), "x", [pk104])
+    assert c.evidence.startswith("not reached") and c.probe_kind == "crash"
+    assert c.details == {"expect": "narrow invalid args", "failure": PANIC.to_json()}
+
+
+def test_confirm_all_tells_each_crash_finding_about_its_siblings() -> None:
+    findings = [crash("PK104", "shape mismatch for model.layers.0"), crash("PK306", "narrow invalid args")]
+    out = confirm_all(findings, crash_subject(PANIC), "the prompt")
+    assert [c.verdict for c in out] == ["CRASH-CONFIRMED", "NOT-REPRODUCED"]
+    assert out[1].evidence == "not reached: candle stopped earlier, at the failure PK104 predicts"
