@@ -36,12 +36,9 @@ TARGETS: dict[str, list[str]] = {
 }
 #: the family semantics (portkit/families/, one module per candle model module): each with the family tests
 FAMILY_GLOB = ("portkit/families", "*.py")
-FAMILY_TESTS = [
-    "tests/unit/test_family_semantics.py",
-    "tests/unit/test_family_weights.py",
-    "tests/native/test_family_config_oracle.py",
-    "tests/native/test_family_weights_oracle.py",
-]
+# (the native oracles, tests/native/test_family_*_oracle.py, hold these modules to candle too,
+# but need the native wheel of the same commit: add them here once it is built by default)
+FAMILY_TESTS = ["tests/unit/test_family_semantics.py", "tests/unit/test_family_weights.py"]
 
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout", 37: "killed"}
 
