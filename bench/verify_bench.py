@@ -1,6 +1,24 @@
-"""Benchmark: `portkit verify` vs the seeds' baseline workflow, on a SmolLM2-135M-shaped model.
+"""Benchmark: `portkit verify` at the size people run, and against the seeds' baseline workflow.
 
-    python bench/verify_bench.py [--repeats 3] [--tokens 8]
+    python bench/verify_bench.py [--size 135m|1.1b|8b] [--tokens 8] [--before DIR]
+    python bench/verify_bench.py --baseline [--repeats 3] [--tokens 8]     (135M: vs the seeds' scripts)
+
+Sizes (random weights, generated once into `$PORTKIT_CACHE/bench/`, never downloaded):
+
+- `135m`: SmolLM2-135M's shape, f32 (below);
+- `1.1b`: TinyLlama-1.1B's shape (22 layers, hidden 2048, intermediate 5632, 32 query / 4 kv heads,
+  vocab 32000, untied), bf16, 2.2 GB;
+- `8b`: Llama-3.1-8B's shape (32 layers, hidden 4096, intermediate 14336, 32 / 8 heads, vocab
+  128256, llama3 rope), bf16, 16 GB: on demand only, never in CI.
+
+For each: `portkit verify` at f32 and with `--dtype f16`, each run twice against an empty
+reference cache (a fresh `$PORTKIT_CACHE` for verify): the first run and the unchanged repeat.
+Printed per run: wall time, and the peak RSS of the whole process tree (every descendant's
+VmRSS summed, sampled every 20 ms from /proc) divided by the f32 weight bytes. `--before DIR`
+also runs the portkit in DIR (e.g. `git archive <commit> portkit | tar -x -C DIR`) the same
+way, for a before/after table.
+
+`--baseline` is the older comparison on the 135M shape:
 
 The model: SmolLM2-135M's shape (30 layers, hidden 576, intermediate 1536, 9 query / 3 kv
 heads, vocab 49152, tied embeddings, rope_theta 1e5) with random weights from a seeded
@@ -81,6 +99,79 @@ print(json.dumps({"steps": out, "wall": time.perf_counter() - t_all,
 """
 
 
+SHAPES = {
+    "1.1b": dict(
+        vocab_size=32000,
+        hidden_size=2048,
+        intermediate_size=5632,
+        num_hidden_layers=22,
+        num_attention_heads=32,
+        num_key_value_heads=4,
+        max_position_embeddings=2048,
+        rms_norm_eps=1e-5,
+        rope_theta=10000.0,
+        tie_word_embeddings=False,
+        bos_token_id=1,
+        eos_token_id=2,
+        hidden_act="silu",
+    ),
+    "8b": dict(
+        vocab_size=128256,
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        max_position_embeddings=131072,
+        rms_norm_eps=1e-5,
+        rope_theta=500000.0,
+        rope_scaling={"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+        tie_word_embeddings=False,
+        bos_token_id=128000,
+        eos_token_id=128001,
+        hidden_act="silu",
+    ),
+}
+
+TREE_SAMPLER = r"""
+import json, os, subprocess, sys, time
+argv, env, out_path = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
+
+def tree_rss(root):
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                kids.setdefault(ppid, []).append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo += kids.get(pid, [])
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+t0 = time.perf_counter()
+with open(out_path, "wb") as out:
+    p = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, env=env)
+    peak = 0
+    while p.poll() is None:
+        peak = max(peak, tree_rss(p.pid))
+        time.sleep(0.02)
+    err = p.stderr.read().decode(errors="replace")
+print(json.dumps({"wall": time.perf_counter() - t0, "peak_tree_rss": peak, "code": p.returncode, "stderr": err[-600:]}))
+"""
+
+
 def cache_root() -> Path:
     return Path(os.environ.get("PORTKIT_CACHE") or Path.home() / ".cache" / "portkit")
 
@@ -97,6 +188,152 @@ def fixture_dir() -> Path:
         json.dumps([SHAPE, SEED, "top-level rope_theta", _version("torch"), _version("transformers"), _version("safetensors")], sort_keys=True).encode()
     ).hexdigest()[:12]
     return cache_root() / "bench" / f"smollm2-135m-shape-s{SEED}-{key}"
+
+
+def big_fixture_dir(size: str) -> Path:
+    key = hashlib.sha256(json.dumps([SHAPES[size], SEED, "bf16 random v1"], sort_keys=True).encode()).hexdigest()[:12]
+    return cache_root() / "bench" / f"llama-{size}-shape-bf16-s{SEED}-{key}"
+
+
+def _bf16_normal(rng, shape: tuple[int, ...], std: float, mean: float = 0.0):
+    import numpy as np
+
+    x = (rng.standard_normal(shape, dtype=np.float32) * np.float32(std) + np.float32(mean)).view(np.uint32)
+    return ((x + 0x8000) >> 16).astype(np.uint16)  # round to nearest bf16 (ties up: fine for noise)
+
+
+def make_big_fixture(size: str, final: Path) -> None:
+    """Random bf16 weights written tensor by tensor (never the whole model in memory); the
+    names and layout `save_pretrained` gives a LlamaForCausalLM, one shard per ~4 GB."""
+    import numpy as np
+
+    shape = SHAPES[size]
+    h, i, v = shape["hidden_size"], shape["intermediate_size"], shape["vocab_size"]
+    hd = h // shape["num_attention_heads"]
+    kv = shape["num_key_value_heads"] * hd
+    tensors: list[tuple[str, tuple[int, ...], float, float]] = [("model.embed_tokens.weight", (v, h), 0.02, 0.0)]
+    for n in range(shape["num_hidden_layers"]):
+        p = f"model.layers.{n}."
+        tensors += [
+            (p + "input_layernorm.weight", (h,), 0.02, 1.0),
+            (p + "self_attn.q_proj.weight", (h, h), 0.02, 0.0),
+            (p + "self_attn.k_proj.weight", (kv, h), 0.02, 0.0),
+            (p + "self_attn.v_proj.weight", (kv, h), 0.02, 0.0),
+            (p + "self_attn.o_proj.weight", (h, h), 0.02, 0.0),
+            (p + "post_attention_layernorm.weight", (h,), 0.02, 1.0),
+            (p + "mlp.gate_proj.weight", (i, h), 0.02, 0.0),
+            (p + "mlp.up_proj.weight", (i, h), 0.02, 0.0),
+            (p + "mlp.down_proj.weight", (h, i), 0.02, 0.0),
+        ]
+    tensors += [("model.norm.weight", (h,), 0.02, 1.0), ("lm_head.weight", (v, h), 0.02, 0.0)]
+    shards: list[list[tuple[str, tuple[int, ...], float, float]]] = [[]]
+    limit, used = 4 * 2**30, 0
+    for t in tensors:
+        nbytes = 2 * int(np.prod(t[1]))
+        if used + nbytes > limit and shards[-1]:
+            shards.append([])
+            used = 0
+        shards[-1].append(t)
+        used += nbytes
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-bench-", dir=final.parent))
+    rng = np.random.default_rng(SEED)
+    weight_map = {}
+    try:
+        for k, shard in enumerate(shards):
+            name = "model.safetensors" if len(shards) == 1 else f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors"
+            header, off = {}, 0
+            for tname, tshape, _, _ in shard:
+                nbytes = 2 * int(np.prod(tshape))
+                header[tname] = {"dtype": "BF16", "shape": list(tshape), "data_offsets": [off, off + nbytes]}
+                off += nbytes
+                weight_map[tname] = name
+            raw = json.dumps(header).encode()
+            raw += b" " * (-len(raw) % 8)
+            with open(tmp / name, "wb") as f:
+                f.write(len(raw).to_bytes(8, "little") + raw)
+                for tname, tshape, std, mean in shard:
+                    rows = max(1, (64 * 2**20) // (2 * int(np.prod(tshape[1:])) or 1))
+                    for r0 in range(0, tshape[0], rows):
+                        part = (min(rows, tshape[0] - r0),) + tuple(tshape[1:])
+                        f.write(_bf16_normal(rng, part, std, mean).tobytes())
+        if len(shards) > 1:
+            (tmp / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}, indent=2))
+        cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "torch_dtype": "bfloat16", **shape}
+        (tmp / "config.json").write_text(json.dumps(cfg, indent=2))
+        (tmp / "prompt.json").write_text(json.dumps({"ids": [t % shape["vocab_size"] for t in PROMPT]}))
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def ensure_big_fixture(size: str) -> Path:
+    d = big_fixture_dir(size)
+    if not (d / "config.json").is_file():
+        print(f"generating the {size}-shaped bf16 fixture into {d} (once) ...", file=sys.stderr)
+        make_big_fixture(size, d)
+    return d
+
+
+def run_tree(argv: list[str], env: dict[str, str], out: Path) -> dict:
+    p = subprocess.run([sys.executable, "-c", TREE_SAMPLER, json.dumps(argv), json.dumps(env), str(out)], capture_output=True, text=True, check=True)
+    res = json.loads(p.stdout)
+    if res["code"] not in (0, 1):
+        raise SystemExit(f"{' '.join(argv[2:5])} failed with exit {res['code']}: {res['stderr']}")
+    return res
+
+
+def sized(a: argparse.Namespace) -> int:
+    """First run and unchanged repeat, at f32 and --dtype f16, peak tree RSS / f32 weight bytes."""
+    d = ensure_fixture() if a.size == "135m" else ensure_big_fixture(a.size)
+    cfg = json.loads((d / "config.json").read_text())
+    weights_f32 = 0
+    for f in sorted(d.glob("*.safetensors")):
+        with open(f, "rb") as fh:
+            n = int.from_bytes(fh.read(8), "little")
+            header = json.loads(fh.read(n))
+        for k, t in header.items():
+            if k != "__metadata__":
+                count = 1
+                for dim in t["shape"]:
+                    count *= dim
+                weights_f32 += 4 * count
+    ids = ",".join(str(t % cfg["vocab_size"]) for t in PROMPT)
+    roots = [("after", ROOT)] + ([("before", Path(a.before).resolve())] if a.before else [])
+    rows = []
+    for label, root in roots:
+        for dtype in a.dtypes.split(","):
+            cache = Path(tempfile.mkdtemp(prefix="portkit-bench-refcache-"))
+            env = _env()
+            env["PYTHONPATH"] = str(root) + os.pathsep + str(ROOT)
+            env["PORTKIT_CACHE"] = str(cache)
+            argv = [sys.executable, "-m", "portkit.cli", "verify", str(d), "--ids", ids, "--tokens", str(a.tokens), "--format", "json", "--dtype", dtype]
+            res = []
+            for attempt in ("first", "repeat"):
+                out = cache / f"{attempt}.json"
+                r = run_tree(argv, env, out)
+                try:
+                    rep = json.loads(out.read_text())
+                except ValueError:
+                    rep = {}
+                r["report"] = rep
+                res.append(r)
+                print(
+                    f"  {label:<6} {dtype:<4} {attempt:<6} wall {r['wall']:7.2f} s  peak tree RSS {r['peak_tree_rss'] / 2**30:6.2f} GiB"
+                    f"  ({r['peak_tree_rss'] / weights_f32:.2f}x f32)  verdict {rep.get('verdict')}  timings {rep.get('timings')}",
+                    file=sys.stderr,
+                )
+            rows.append((label, dtype, res))
+            shutil.rmtree(cache, ignore_errors=True)
+    print(f"fixture {d.name}: f32 weight bytes {weights_f32 / 2**30:.2f} GiB; prompt {len(PROMPT)} ids, {a.tokens} tokens, {THREADS} threads")
+    print(f"{'portkit':<8}{'dtype':<7}{'first s':>9}{'repeat s':>10}{'repeat/first':>14}{'peak GiB':>10}{'peak/f32':>10}{'repeat peak/f32':>17}")
+    for label, dtype, (first, repeat) in rows:
+        print(
+            f"{label:<8}{dtype:<7}{first['wall']:>9.2f}{repeat['wall']:>10.2f}{repeat['wall'] / first['wall']:>14.2f}"
+            f"{first['peak_tree_rss'] / 2**30:>10.2f}{first['peak_tree_rss'] / weights_f32:>10.2f}{repeat['peak_tree_rss'] / weights_f32:>17.2f}"
+        )
+    return 0
 
 
 def make_fixture(final: Path) -> None:
@@ -164,11 +401,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=8)
+    ap.add_argument("--size", choices=("135m", "1.1b", "8b"), default="135m", help="the model shape (8b: on demand, 16 GB bf16)")
+    ap.add_argument("--dtypes", default="f32,f16", help="candle dtypes to run, comma separated (default f32,f16)")
+    ap.add_argument("--before", metavar="DIR", help="also run the portkit package found in DIR (an older checkout)")
+    ap.add_argument("--baseline", action="store_true", help="135M only: portkit verify vs the seeds' baseline scripts")
     ap.add_argument("--make-fixture", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.make_fixture:
         make_fixture(a.make_fixture)
         return 0
+    if not a.baseline:
+        return sized(a)
 
     d = ensure_fixture()
     exe = candle_example()

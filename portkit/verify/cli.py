@@ -3,7 +3,8 @@
 `portkit.cli` imports this module lazily and calls `add_arguments(subparser)` and
 `run(args) -> int`; `python -m portkit.verify` runs it alone. Results go to stdout, progress
 and errors to stderr. Exit 0: candle agrees; 1: a mismatch or a confirmed finding; 2: bad
-input (one line, never a traceback).
+input (one line, never a traceback); 3: non-finite values (NaN/inf) on either side or in the
+checkpoint, named, never counted as a mismatch.
 """
 
 from __future__ import annotations
@@ -48,6 +49,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_false",
         help="skip the per-layer comparison (a second load of the weights, one at a time)",
     )
+    parser.add_argument(
+        "--reference",
+        dest="reference_mode",
+        choices=("streamed", "whole"),
+        default="streamed",
+        help="transformers one decoder layer at a time (streamed, default) or the whole f32 model (whole)",
+    )
+    parser.add_argument("--no-cache", dest="cache", action="store_false", help="compute the reference even if $PORTKIT_CACHE/reference has it")
     parser.add_argument("--no-lint", dest="lint", action="store_false", help=argparse.SUPPRESS)
     # The negative control's hook: add DELTA to one reference logit before every comparison.
     parser.add_argument("--perturb-reference", type=float, metavar="DELTA", help=argparse.SUPPRESS)
@@ -91,10 +100,15 @@ def run(args: argparse.Namespace) -> int:
         layers=getattr(args, "layers", True),
         lint=getattr(args, "lint", True),
         perturb_reference=getattr(args, "perturb_reference", None),
+        reference_mode=getattr(args, "reference_mode", "streamed"),
+        cache=getattr(args, "cache", True),
     )
     try:
-        with err.status("portkit verify: starting", spinner="dots") as status:
-            report = verify(opts, progress=lambda s: status.update(f"portkit verify: {s}"))
+        if err.is_terminal:
+            with err.status("portkit verify: starting", spinner="dots") as status:
+                report = verify(opts, progress=lambda s: status.update(f"portkit verify: {s}"))
+        else:
+            report = verify(opts)
     except BadInput as e:
         return _error(str(e))
     except KeyboardInterrupt:

@@ -10,15 +10,12 @@ from __future__ import annotations
 import gc
 import json
 import math
-import os
 import tempfile
 import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
-
-import numpy as np
 
 from portkit.findings import Finding
 from portkit.verify import confirm as C
@@ -49,6 +46,8 @@ class VerifyOptions:
     #: Testing hook (the negative control): added to one logit of the reference's last prompt
     #: position before any comparison, so the failure goes through the same code path.
     perturb_reference: float | None = None
+    reference_mode: str = "streamed"  # streamed (one layer in memory at a time) | whole (from_pretrained, the check)
+    cache: bool = True  # the reference cache under $PORTKIT_CACHE/reference (--no-cache: off)
 
 
 @dataclass
@@ -82,6 +81,8 @@ class VerifyReport:
     gguf: GgufSection | None = None
     plot: Path | None = None
     seconds: float = 0.0
+    nonfinite: Any = None  # portkit.verify.nonfinite.NonFinite: NaN/inf named, its own verdict
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
 
     @property
     def candle_ok(self) -> bool:
@@ -97,6 +98,10 @@ class VerifyReport:
 
     @property
     def exit_code(self) -> int:
+        if self.nonfinite is not None:
+            from portkit.verify.nonfinite import EXIT_CODE
+
+            return EXIT_CODE
         ok = self.candle_ok and not self.confirmed and (self.gguf is None or self.gguf.ok)
         return 0 if ok else 1
 
@@ -125,6 +130,8 @@ def _validate(opts: VerifyOptions) -> None:
         raise BadInput(f"--device must be one of {', '.join(DEVICES)}, got {opts.device!r}")
     if opts.dtype not in DTYPES:
         raise BadInput(f"--dtype must be one of {', '.join(DTYPES)}, got {opts.dtype!r}")
+    if opts.reference_mode not in ("streamed", "whole"):
+        raise BadInput(f"--reference must be streamed or whole, got {opts.reference_mode!r}")
     if opts.gguf is not None and not Path(opts.gguf).is_file():
         raise BadInput(f"--gguf {opts.gguf}: no such file")
     if opts.plot is not None:
@@ -138,43 +145,6 @@ def _validate(opts: VerifyOptions) -> None:
             import matplotlib  # noqa: F401
         except ImportError:
             raise BadInput("--plot needs matplotlib: pip install 'portkit[plot]'") from None
-
-
-def reference_in_child() -> bool:
-    """Where transformers runs: a child process unless PORTKIT_VERIFY_REFERENCE=inprocess (the
-    test suite's setting, to import torch once; the numbers and comparisons are the same)."""
-    return os.environ.get("PORTKIT_VERIFY_REFERENCE", "child") != "inprocess"
-
-
-class _ReferenceJob:
-    """The reference, started as early as possible (in a child, it overlaps lint and imports)."""
-
-    def __init__(self, model_dir: Path, prompt: list[int], tokens: int, progress: Progress) -> None:
-        from portkit.verify import refproc
-
-        self.args = (model_dir, prompt, tokens, progress)
-        self.child = refproc.run_in_child(model_dir, prompt, tokens, progress) if reference_in_child() else None
-
-    def result(self, perturb: float | None) -> Reference:
-        from portkit.verify import refproc
-
-        model_dir, prompt, tokens, progress = self.args
-        try:
-            if self.child is not None:
-                greedy, rows, layers = self.child.result()
-            else:
-                greedy, rows, layers = refproc.compute(model_dir, prompt, tokens, progress)
-        except refproc.ReferenceFailed as e:
-            raise BadInput(str(e)) from None
-        gc.collect()
-        if perturb:
-            rows = rows.copy()
-            rows[0, 0] += np.float32(perturb)
-        return Reference(prompt=list(prompt), greedy=greedy, rows=rows, layers=layers)
-
-    def cancel(self) -> None:
-        if self.child is not None:
-            self.child.kill()
 
 
 class _Patched:
@@ -222,7 +192,11 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
         raise BadInput(str(e)) from None
     check_device(pn, opts.device)
 
-    job = _ReferenceJob(model.root, list(prompt.ids), tokens, progress)
+    from portkit.verify.refjob import ReferenceJob
+
+    timings: dict[str, float] = {}
+    t_phase = time.perf_counter()
+    job = ReferenceJob(model, list(prompt.ids), tokens, mode=opts.reference_mode, use_cache=opts.cache, progress=progress)
     try:
         lint_note: str | None = None
         if opts.lint:
@@ -240,8 +214,7 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
             )
         else:
             hf_findings, gguf_findings, lint_note = [], [], "lint skipped (--no-lint)"
-        progress("waiting for transformers")
-        reference = job.result(opts.perturb_reference)
+        timings["load"] = time.perf_counter() - t_phase
     except BaseException:
         job.cancel()
         raise
@@ -262,31 +235,50 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
     run = run_candle(
         load_with(model.config_text),
         prompt.ids,
-        reference.greedy,
+        None,  # candle generates first; the reference then runs one forward over its tokens
         tokens,
         label="as written",
         capture=capture_only if opts.layers else None,
         on_stage=lambda s: progress(f"candle: {s}"),
     )
     gc.collect()
+    timings["candle"] = time.perf_counter() - t_phase - timings["load"]
+    t_phase = time.perf_counter()
+    try:
+        # candle's own tokens when it generated them all; else the reference generates its own
+        forced = run.greedy if run.greedy is not None and len(run.greedy) == tokens else None
+        reference = job.result(forced, opts.perturb_reference)
+    except BaseException:
+        job.cancel()
+        raise
+    timings["reference"] = time.perf_counter() - t_phase
+    t_phase = time.perf_counter()
     comparison = compare_run(reference, run, tol) if run.failure is None else None
 
     def patched(patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:
         progress(f"candle with {describe_patch(patch)}")
         r = run_candle(
-            load_with(patched_config(model.config_text, patch)), prompt.ids, reference.greedy, tokens, label=describe_patch(patch)
+            load_with(patched_config(model.config_text, patch)), prompt.ids, reference.inputs, tokens, label=describe_patch(patch)
         )
         gc.collect()
         return r, (compare_run(reference, r, tol) if r.failure is None else None)
 
+    from portkit.verify.nonfinite import analyse
+
+    nonfinite = analyse(reference.layers, reference.rows, run.layers, run.rows, reference.nonfinite_weights)
+    timings["compare"] = time.perf_counter() - t_phase
+    t_phase = time.perf_counter()
     subject = C.Subject(as_read=run, as_read_cmp=comparison, run_patched=_Patched(patched))
     confirmations = C.confirm_all(hf_findings, subject, ran)
+    timings["findings"] = time.perf_counter() - t_phase
+    t_phase = time.perf_counter()
 
     gguf_section = None
     if opts.gguf is not None:
         gguf_section = verify_gguf(Path(opts.gguf), model, reference, tokens, opts.device, gguf_findings, progress, ran)
         if lint_note:
             gguf_section.lint_note = lint_note
+        timings["gguf"] = time.perf_counter() - t_phase
 
     plot_path = None
     if opts.plot is not None and comparison is not None and comparison.layers is not None:
@@ -314,6 +306,8 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
         gguf=gguf_section,
         plot=plot_path,
         seconds=time.perf_counter() - t_start,
+        nonfinite=nonfinite,
+        timings={k: round(v, 3) for k, v in timings.items()},
     )
 
 
@@ -368,7 +362,7 @@ def verify_gguf(
     tol = gguf_tolerance(types)
 
     def run_file(p: Path, label: str) -> tuple[RunOutputs, Comparison | None]:
-        r = run_candle(lambda: load_gguf(p, device=device), reference.prompt, reference.greedy, tokens, label=label)
+        r = run_candle(lambda: load_gguf(p, device=device), reference.prompt, reference.inputs, tokens, label=label)
         gc.collect()
         return r, (compare_run(reference, r, tol) if r.failure is None else None)
 

@@ -11,7 +11,8 @@ content of everything that determines the reference:
 - the reference mode (streamed or whole-model), the prompt, the tokens fed after it (candle's
   greedy continuation) or "its own greedy" when there are none, the number of tokens;
 - the transformers, torch and portkit versions (read from package metadata, not by import);
-- `FORMAT`, bumped whenever what the reference computes changes.
+- `FORMAT` and the source of the modules that compute the reference (streamed.py,
+  refproc.py, reference.py): a change to how the reference is computed is a new key.
 
 Entries live under `$PORTKIT_CACHE/reference/` (default `~/.cache/portkit`), one file each:
 a magic line, the SHA-256 of the payload, and the payload (an .npz, read with
@@ -94,6 +95,17 @@ def _file_fingerprint(path: Path) -> dict[str, object]:
     }
 
 
+def _code_digest() -> str:
+    h = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    for name in ("streamed.py", "refproc.py", "reference.py"):
+        try:
+            h.update((here / name).read_bytes())
+        except OSError:
+            h.update(name.encode())
+    return h.hexdigest()
+
+
 def model_key(config_text: str, weight_files: Sequence[Path], mode: str) -> str:
     """Everything about the checkpoint and the software that determines the reference."""
     doc = {
@@ -102,6 +114,7 @@ def model_key(config_text: str, weight_files: Sequence[Path], mode: str) -> str:
         "config": hashlib.sha256(config_text.encode()).hexdigest(),
         "files": [_file_fingerprint(Path(p)) for p in weight_files],
         "versions": {p: _version(p) for p in ("transformers", "torch", "portkit")},
+        "code": _code_digest(),
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 

@@ -24,9 +24,8 @@ def _import_torch() -> tuple[Any, Any]:
         import torch
         import transformers
     except ImportError as e:  # pragma: no cover - exercised by the CLI's error path
-        raise ReferenceUnavailable(
-            f"the transformers reference needs the verify extra: pip install 'portkit[verify]' ({e.name} is missing)"
-        ) from e
+        why = f"{e.name} is missing" if e.name else str(e)
+        raise ReferenceUnavailable(f"the transformers reference needs the verify extra: pip install 'portkit[verify]' ({why})") from e
     transformers.utils.logging.disable_progress_bar()
     return torch, transformers
 

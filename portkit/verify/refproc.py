@@ -99,9 +99,9 @@ def forward_reference(
     progress(f"reference: loading transformers ({mode}, eager, f32, cpu)")
     try:
         if mode == "streamed":
-            fwd = StreamedModel(Path(model_dir), [Path(f) for f in files], progress).forward
+            model: Any = StreamedModel(Path(model_dir), [Path(f) for f in files], progress)
         else:
-            fwd = WholeModel(Path(model_dir)).forward
+            model = WholeModel(Path(model_dir))
     except ReferenceLoadError as e:
         raise ReferenceFailed("load", str(e).splitlines()[0] if str(e) else type(e).__name__) from None
     except ReferenceUnavailable as e:
@@ -111,35 +111,36 @@ def forward_reference(
     except Exception as e:  # transformers refused the checkpoint: its text, one line
         raise ReferenceFailed("load", f"transformers could not load {model_dir}: {' '.join(str(e).split())[:300]}") from None
     n_rows = max(tokens, 1)
+    window = _cache_window(model)
     try:
-        if forced is not None:
+        if forced is not None and not (window is not None and window < len(prompt) + n_rows - 1):
             ids = prompt + list(forced[: max(tokens - 1, 0)])
             progress(f"reference: one forward over {len(ids)} tokens")
-            res = fwd(ids)
+            res = model.forward(ids)
             rows = res.logits[len(prompt) - 1 : len(prompt) - 1 + n_rows].copy()
             layers = {k: v[: len(prompt)].copy() for k, v in res.layers.items()}
             greedy = reference_greedy(rows, list(forced[:tokens])) if tokens else []
-            bad = res.nonfinite_weights
         else:
-            gen: list[int] = []
-            row_list = []
-            layers = {}
-            bad = []
-            for k in range(n_rows):
-                progress(f"reference: forward {k + 1}/{n_rows} (generating its own tokens)")
-                res = fwd(prompt + gen, capture=k == 0)
-                if k == 0:
-                    layers = {name: v.copy() for name, v in res.layers.items()}
-                    bad = res.nonfinite_weights
-                row_list.append(res.logits[-1].copy())
-                if tokens:
-                    gen.append(int(res.logits[-1].argmax()))
-            rows = np.stack(row_list)
-            greedy = gen
+            # generate()'s arithmetic: its own tokens (candle gave none), or a sliding-window KV
+            # cache that a plain forward would not apply
+            progress(f"reference: prefill and {n_rows - 1} cached steps")
+            res, fed = model.decode(prompt, forced, tokens)
+            rows = res.logits
+            layers = {k: v.copy() for k, v in res.layers.items()}
+            greedy = fed if forced is None else reference_greedy(rows, list(forced[:tokens]))
+        bad = res.nonfinite_weights
     except Exception as e:  # transformers' own failure on this checkpoint
         raise ReferenceFailed("run", f"transformers could not run {model_dir}: {' '.join(str(e).split())[:300]}") from None
     layers["logits"] = rows[0].copy()
     return greedy, rows.astype(np.float32, copy=False), layers, list(bad)
+
+
+def _cache_window(model: Any) -> int | None:
+    """The `sliding_window` transformers' cache applies in generate() (None: none)."""
+    m = getattr(model, "model", None) or model.ref.model
+    cfg = m.config.get_text_config()
+    w = getattr(cfg, "sliding_window", None)
+    return w if isinstance(w, int) and not isinstance(w, bool) and w > 0 else None
 
 
 def reference_greedy(rows: np.ndarray, forced: Sequence[int]) -> list[int]:

@@ -55,6 +55,7 @@ def _steps_json(c: StepCheck) -> dict[str, Any]:
         "max_abs_ref": _num(c.max_abs_ref),
         "near_tie": c.near_tie,
         "tolerance": c.atol,
+        "nonfinite_steps": list(c.nonfinite_steps),
         "disagreements": [
             {"step": d.step, "ref_token": d.ref_token, "got_token": d.got_token, "ref_margin": _num(d.ref_margin), "near_tie": d.near_tie}
             for d in c.disagreements
@@ -81,7 +82,7 @@ def _layers_json(c: LayerCheck, judged: bool) -> dict[str, Any]:
         "first_over": c.first_over if judged else None,
         "max_rel": _num(c.max_rel),
         "rows": [
-            {"name": r.name, "max_abs_ref": _num(r.max_abs_ref), "max_abs_diff": _num(r.max_abs_diff), "rel": _num(r.rel), "over": r.over and judged}
+            {"name": r.name, "max_abs_ref": _num(r.max_abs_ref), "max_abs_diff": _num(r.max_abs_diff), "rel": _num(r.rel), "over": r.over and judged, "nonfinite": r.nonfinite}
             for r in c.rows
         ],
         "ok": c.ok or not judged,
@@ -152,7 +153,15 @@ def _to_json(rep: VerifyReport) -> dict[str, Any]:
         "device": o.device,
         "dtype": o.dtype,
         "versions": rep.versions,
-        "reference": {"runtime": "transformers", "attn_implementation": "eager", "dtype": "f32", "device": "cpu"},
+        "reference": {
+            "runtime": "transformers",
+            "attn_implementation": "eager",
+            "dtype": "f32",
+            "device": "cpu",
+            "mode": rep.reference.mode,
+            "source": rep.reference.source,
+            "forced": rep.reference.forced,
+        },
         "prompt": {"ids": list(rep.prompt.ids), "source": rep.prompt.source, "text": rep.prompt.text},
         "tokens": o.tokens,
         "tolerance": _tol_json(rep.tolerance),
@@ -162,15 +171,19 @@ def _to_json(rep: VerifyReport) -> dict[str, Any]:
         "findings": [f.to_json() for f in rep.findings],
         "gguf": _gguf_json(rep.gguf) if rep.gguf else None,
         "plot": str(rep.plot) if rep.plot else None,
+        "nonfinite": rep.nonfinite.to_json() if rep.nonfinite is not None else None,
         "verdict": _verdict(rep)[0],
         "exit_code": rep.exit_code,
         "seconds": round(rep.seconds, 3),
+        "timings": rep.timings,
     }
 
 
 def _verdict(rep: VerifyReport) -> tuple[str, str]:
     """(machine word, human line)."""
     confirmed = rep.confirmed
+    if rep.nonfinite is not None:
+        return "non-finite", "NON-FINITE: " + rep.nonfinite.line() + " (not a candle-vs-transformers difference)"
     if rep.exit_code == 0:
         return "agree", "candle agrees with transformers" + (" (the HF checkpoint and the GGUF)" if rep.gguf else "")
     bits = []
@@ -207,15 +220,19 @@ def _comparison_lines(c: Comparison, greedy_ref: list[int], layers_note: str | N
         out.append(f"[red]{escape(c.problem)}[/]")
     if c.last is not None:
         verdict = "" if c.last.tolerance is None else ("  [green]OK[/]" if c.last.ok else "  [red]MISMATCH[/]")
+        if math.isnan(c.last.max_abs_diff):
+            verdict = "  [red]NON-FINITE[/]"
         tol = "reported" if c.last.tolerance is None else f"tol={fmt_tol(c.last.tolerance)}"
         out.append(
             f"last position   n={c.last.n}  max|diff|={c.last.max_abs_diff:.2e}  max|ref|={c.last.max_abs_ref:.3g}  {tol}{verdict}"
         )
     if c.steps is not None:
         s = c.steps
-        mark = "[green]OK[/]" if s.ok else "[red]MISMATCH[/]"
+        mark = "[green]OK[/]" if s.ok else ("[red]NON-FINITE[/]" if s.nonfinite_steps else "[red]MISMATCH[/]")
         line = f"teacher-forced  {s.steps} steps  argmax {s.agree}/{s.steps}  max|diff|={s.max_abs_diff:.2e}  median={s.median_abs_diff:.2e}  {mark}"
         out.append(line)
+        if s.nonfinite_steps:
+            out.append(f"    [red]non-finite (NaN/inf) at steps {s.nonfinite_steps}[/]: no argmax to compare there")
         if s.disagreements:
             shown = s.disagreements[:12]
             flips = "  ".join(
@@ -226,12 +243,14 @@ def _comparison_lines(c: Comparison, greedy_ref: list[int], layers_note: str | N
     if c.greedy is not None:
         g = c.greedy
         d = g.first_divergence
-        if d is None:
+        if d is None and len(g.ref) < len(g.got):
+            what = f"[yellow]identical as far as the reference decides ({len(g.ref)} of {len(g.got)} tokens)[/]"
+        elif d is None:
             what = "[green]identical[/]"
         else:
             margin = f", reference margin {g.ref_margin:.2g}" if g.ref_margin is not None else ""
             what = ("[yellow]" if g.at_near_tie else "[red]") + f"first divergence at token {d}{margin}" + (" (near tie)" if g.at_near_tie else "") + "[/]"
-        out.append(f"greedy          {len(g.ref)} tokens  {what}")
+        out.append(f"greedy          {max(len(g.ref), len(g.got))} tokens  {what}")
         if d is not None:
             out.append(f"    transformers {g.ref}")
             out.append(f"    candle       {g.got}")
@@ -241,7 +260,9 @@ def _comparison_lines(c: Comparison, greedy_ref: list[int], layers_note: str | N
         out.append(f"layers          {layers_note}")
     if c.layers is not None:
         L = c.layers
-        if not c.layers_judged:
+        if L.first_nonfinite:
+            out.append(f"layers          [red]non-finite from {L.first_nonfinite}[/] (max rel {L.max_rel:.2e} over the finite ones)")
+        elif not c.layers_judged:
             out.append(f"layers          max rel {L.max_rel:.2e} (reported; not judged below f32)")
         elif L.first_over:
             out.append(f"layers          [red]first layer over {fmt_tol(L.rtol)}: {L.first_over}[/] (max rel {L.max_rel:.2e})")
@@ -257,7 +278,8 @@ def _layer_table(c: Comparison) -> Table:
     t = Table("name", "max|ref|", "max|diff|", "rel", "", box=None, padding=(0, 2), show_edge=False)
     for r in L.rows:
         over = r.over and c.layers_judged
-        t.add_row(r.name, f"{r.max_abs_ref:.4g}", f"{r.max_abs_diff:.3e}", f"{r.rel:.2e}", "[red]over[/]" if over else "")
+        mark = "[red]over[/]" if over else (f"[red]non-finite ({r.nonfinite})[/]" if r.nonfinite else "")
+        t.add_row(r.name, f"{r.max_abs_ref:.4g}", f"{r.max_abs_diff:.3e}", f"{r.rel:.2e}", mark)
     return t
 
 
@@ -281,7 +303,7 @@ def render_text(rep: VerifyReport, console: Console, *, table: bool = True) -> N
     p(f"[bold]portkit verify[/] {escape(str(rep.model.root))}")
     p(
         f"  candle {v.get('candle')} (portkit_native, {o.device}, {o.dtype}) vs transformers {v.get('transformers')} "
-        f"(eager, f32, cpu; torch {v.get('torch')})"
+        f"(eager, f32, cpu, {rep.reference.mode}{', from the cache' if rep.reference.source == 'cache' else ''}; torch {v.get('torch')})"
     )
     p(f"  prompt: {escape(rep.prompt.describe())}")
     p(f"  tolerance {rep.tolerance.name}: {_tol_line(rep.tolerance)}")
@@ -314,6 +336,9 @@ def render_text(rep: VerifyReport, console: Console, *, table: bool = True) -> N
         p(ln)
     if rep.gguf is not None:
         _render_gguf(rep.gguf, rep, console)
+    if rep.nonfinite is not None:
+        p("")
+        p(f"[bold red]non-finite[/]: {escape(rep.nonfinite.line())}")
     p("")
     word, line = _verdict(rep)
     colour = "green" if rep.exit_code == 0 else "red"

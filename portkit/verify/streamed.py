@@ -38,6 +38,22 @@ class ForwardResult:
     nonfinite_weights: list[str] = field(default_factory=list)  # checkpoint tensors holding NaN/inf
 
 
+def _open(safe_open: Any, path: Path) -> Any:
+    """`pread` where safetensors has it: each tensor is read into memory it frees, where an mmap
+    would keep every page of the file it touched resident until the file is closed."""
+    try:
+        return safe_open(str(path), framework="pt", device="cpu", backend="pread")
+    except TypeError:  # an older safetensors: mmap
+        return safe_open(str(path), framework="pt", device="cpu")
+
+
+def _all_finite(torch: Any, p: Any) -> bool:
+    """A sum is one cheap pass and is non-finite whenever an element is; only then (or on a
+    finite overflow) is the elementwise check paid."""
+    with torch.no_grad():
+        return bool(torch.isfinite(p.sum())) or bool(torch.isfinite(p).all())
+
+
 def _decoder_layers(model: Any) -> tuple[str, Any]:
     """(dotted path, ModuleList) of the decoder layers: the longest `layers` ModuleList."""
     import torch
@@ -105,7 +121,7 @@ class StreamedModel:
             device_map={"": "cpu"},
             weight_mapping=get_model_conversion_mapping(model),
         )
-        self.files = [safe_open(str(p), framework="pt", device="cpu") for p in weight_files]
+        self.files = [_open(safe_open, p) for p in weight_files]
         self.layers_path, self.layers = _decoder_layers(model)
         # checkpoint key -> open file; keys grouped by decoder layer (None: always resident)
         self.groups: dict[int | None, list[tuple[str, Any]]] = {}
@@ -115,13 +131,13 @@ class StreamedModel:
                 idx = int(m.group(1)) if m and key.count("layers.") == 1 and int(m.group(1)) < len(self.layers) else None
                 self.groups.setdefault(idx, []).append((key, f))
         self.nonfinite: list[str] = []
+        self.missing: list[str] = []  # parameters the checkpoint lacks: initialised as from_pretrained does
+        self._kept: set[tuple[int, str]] = set()
         self._materialise_buffers()
         self._load(None)
         if getattr(model.config.get_text_config(), "tie_word_embeddings", False):
             model.tie_weights()
-        leftover = [n for n, p in self._resident_params() if p.is_meta]
-        if leftover:
-            raise RuntimeError(f"the checkpoint has no weights for {', '.join(leftover[:3])}")
+        self._init_missing(self.model, skip_prefix=self.layers_path + ".")
 
     def _resident_params(self) -> list[tuple[str, Any]]:
         prefix = self.layers_path + "."
@@ -152,24 +168,53 @@ class StreamedModel:
         from transformers.core_model_loading import convert_and_load_state_dict_in_model
 
         group = self.groups.get(idx, [])
-        if not group:
-            return
-        state = {key: f.get_slice(key) for key, f in group}
-        convert_and_load_state_dict_in_model(model=self.model, state_dict=state, load_config=self.load_config)
+        if group:
+            state = {key: f.get_slice(key) for key, f in group}
+            convert_and_load_state_dict_in_model(model=self.model, state_dict=state, load_config=self.load_config)
+        if idx is not None:
+            self._init_missing(self.layers[idx], prefix=f"{self.layers_path}.{idx}.")
         params = self.layers[idx].named_parameters(prefix=f"{self.layers_path}.{idx}") if idx is not None else self._resident_params()
         for name, p in params:
-            if not p.is_meta and p.is_floating_point() and not bool(self.torch.isfinite(p).all()):
+            if not p.is_meta and p.is_floating_point() and not _all_finite(self.torch, p):
                 if name not in self.nonfinite:
                     self.nonfinite.append(name)
+
+    def _init_missing(self, scope: Any, prefix: str = "", skip_prefix: str | None = None) -> None:
+        """What `from_pretrained` does with parameters the checkpoint lacks: the model's own
+        `_init_weights` (loaded ones are marked initialised and left alone). They stay resident
+        so that every forward sees the same values, as with the whole model."""
+        torch = self.torch
+        owners = []
+        for mname, mod in scope.named_modules(prefix=prefix.rstrip(".")):
+            if skip_prefix and (mname + ".").startswith(skip_prefix):
+                continue
+            names = [n for n, p in mod._parameters.items() if p is not None and p.is_meta]
+            for n in names:
+                p = mod._parameters[n]
+                mod._parameters[n] = torch.nn.Parameter(torch.empty_like(p, device="cpu"), requires_grad=False)
+                self._kept.add((id(mod), n))
+                self.missing.append(f"{mname}.{n}" if mname else n)
+            if names:
+                owners.append(mod)
+        if owners:
+            with torch.no_grad():
+                for mod in owners:
+                    self.model._init_weights(mod)
 
     def _drop(self, idx: int) -> None:
         torch = self.torch
         for mod in self.layers[idx].modules():
             for n, p in list(mod._parameters.items()):
-                if p is not None and not p.is_meta:
+                if p is not None and not p.is_meta and (id(mod), n) not in self._kept:
                     mod._parameters[n] = torch.nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=False)
 
     def forward(self, ids: Sequence[int], *, capture: bool = True) -> ForwardResult:
+        return self._run(ids, capture=capture, use_cache=False)[0]
+
+    def decode(self, prompt: Sequence[int], forced: Sequence[int] | None, n: int) -> tuple[ForwardResult, list[int]]:
+        return decode(self._run, prompt, forced, n)
+
+    def _run(self, ids: Sequence[int], *, capture: bool, **kw: Any) -> tuple[ForwardResult, Any]:
         torch = self.torch
         outs: dict[str, np.ndarray] = {}
         n = len(self.layers)
@@ -197,11 +242,11 @@ class StreamedModel:
             hooks.append(layer.register_forward_hook(post(i)))
         try:
             with torch.inference_mode():
-                res = self.model(torch.tensor([list(ids)], dtype=torch.long), use_cache=False)
+                res = self.model(torch.tensor([list(ids)], dtype=torch.long), **kw)
         finally:
             for h in hooks:
                 h.remove()
-        return ForwardResult(logits=res.logits[0].float().numpy().copy(), layers=outs, nonfinite_weights=list(self.nonfinite))
+        return ForwardResult(logits=res.logits[0].float().numpy().copy(), layers=outs, nonfinite_weights=list(self.nonfinite)), res
 
 
 class WholeModel:
@@ -212,16 +257,45 @@ class WholeModel:
 
         self.ref = ReferenceModel.load(Path(model_dir))
         torch = self.ref.torch
-        self.nonfinite = [n for n, p in self.ref.model.named_parameters() if p.is_floating_point() and not bool(torch.isfinite(p).all())]
+        self.nonfinite = [n for n, p in self.ref.model.named_parameters() if p.is_floating_point() and not _all_finite(torch, p)]
 
     def forward(self, ids: Sequence[int], *, capture: bool = True) -> ForwardResult:
+        return self._run(ids, capture=capture, use_cache=False)[0]
+
+    def decode(self, prompt: Sequence[int], forced: Sequence[int] | None, n: int) -> tuple[ForwardResult, list[int]]:
+        return decode(self._run, prompt, forced, n)
+
+    def _run(self, ids: Sequence[int], *, capture: bool, **kw: Any) -> tuple[ForwardResult, Any]:
         torch = self.ref.torch
         outs: dict[str, np.ndarray] = {}
         hooks = capture_hooks(self.ref.model, outs) if capture else []
         try:
             with torch.inference_mode():
-                res = self.ref.model(torch.tensor([list(ids)], dtype=torch.long), use_cache=False)
+                res = self.ref.model(torch.tensor([list(ids)], dtype=torch.long), **kw)
         finally:
             for h in hooks:
                 h.remove()
-        return ForwardResult(logits=res.logits[0].float().numpy().copy(), layers=outs, nonfinite_weights=list(self.nonfinite))
+        return ForwardResult(logits=res.logits[0].float().numpy().copy(), layers=outs, nonfinite_weights=list(self.nonfinite)), res
+
+
+def decode(run: Callable[..., tuple[ForwardResult, Any]], prompt: Sequence[int], forced: Sequence[int] | None, n: int) -> tuple[ForwardResult, list[int]]:
+    """generate()'s own arithmetic: a prefill with the KV cache, then one cached step per token
+    (`forced`'s tokens, else its own argmax). For configs whose cache differs from the plain
+    forward (a `sliding_window` cache on a model whose forward ignores the window).
+    Returns (rows as `logits` [max(n, 1), vocab] and the prefill's layers, tokens fed)."""
+    first, out = run(list(prompt), capture=True, use_cache=True)
+    cache = getattr(out, "cache", None)
+    if cache is None:
+        cache = getattr(out, "past_key_values", None)
+    rows = [first.logits[-1]]
+    fed: list[int] = []
+    key = "cache" if hasattr(out, "cache") else "past_key_values"
+    for k in range(1, max(n, 1)):
+        tok = int(forced[k - 1]) if forced is not None else int(rows[-1].argmax())
+        fed.append(tok)
+        res, out = run([tok], capture=False, use_cache=True, **{key: cache})
+        cache = getattr(out, key, cache)
+        rows.append(res.logits[-1])
+    if forced is None and n:
+        fed.append(int(rows[-1].argmax()))
+    return ForwardResult(logits=np.stack(rows), layers=first.layers, nonfinite_weights=first.nonfinite_weights), fed

@@ -1,0 +1,134 @@
+"""The reference cache end to end (`portkit verify` in subprocesses, as a user runs it): the first
+run computes and stores the reference, an unchanged re-verify reads it without importing torch
+(a poisoned `torch` first on the path would fail it), a truncated entry is detected, recomputed
+and rewritten, and --no-cache bypasses it. Plus the non-finite verdict (exit 3) on a checkpoint
+with one NaN weight."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads((ROOT / "schemas" / "verify-report.schema.json").read_text())
+
+
+def _env(cache: Path, poison: Path | None = None) -> dict[str, str]:
+    env = dict(os.environ, PORTKIT_CACHE=str(cache))
+    env.pop("PORTKIT_VERIFY_REFERENCE", None)  # the child process, as users run it
+    path = [str(ROOT)] + ([str(poison)] if poison else [])
+    if poison:
+        path = [str(poison), str(ROOT)]
+    env["PYTHONPATH"] = os.pathsep.join(path + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return env
+
+
+def _verify(model: Path, env: dict[str, str], *extra: str) -> tuple[int, dict, str]:
+    p = subprocess.run(
+        [sys.executable, "-m", "portkit.cli", "verify", str(model), "--format", "json", "--tokens", "4", *extra],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    doc = json.loads(p.stdout) if p.stdout.strip() else {}
+    if doc:
+        jsonschema.validate(doc, SCHEMA)
+    return p.returncode, doc, p.stderr
+
+
+def _poisoned_torch(tmp_path: Path) -> Path:
+    d = tmp_path / "poison"
+    for name in ("torch", "transformers"):
+        (d / name).mkdir(parents=True)
+        (d / name / "__init__.py").write_text(f"raise ImportError('{name} was imported')\n")
+    return d
+
+
+def _entries(cache: Path) -> list[Path]:
+    return sorted((cache / "reference").glob("*/*.ref"))
+
+
+def test_unchanged_reverify_reads_the_cache_without_torch(tmp_path: Path, healthy_tied_dir: Path) -> None:
+    cache = tmp_path / "cache"
+    code, first, err = _verify(healthy_tied_dir, _env(cache))
+    assert code == 0, err
+    assert first["reference"]["source"] == "computed" and first["reference"]["mode"] == "streamed"
+    assert set(first["timings"]) >= {"load", "candle", "reference", "compare"}
+    (entry,) = _entries(cache)
+
+    poison = _poisoned_torch(tmp_path)
+    # negative control: the poison works (a run that must compute fails to import torch)
+    code, _, err = _verify(healthy_tied_dir, _env(cache, poison), "--no-cache")
+    assert code == 2 and "torch was imported" in err
+
+    code, second, err = _verify(healthy_tied_dir, _env(cache, poison))
+    assert code == 0, err
+    assert second["reference"]["source"] == "cache"
+    assert second["comparison"] == first["comparison"]
+
+    # truncated: detected, recomputed (torch needed again), rewritten
+    entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 3])
+    code, _, err = _verify(healthy_tied_dir, _env(cache, poison))
+    assert code == 2 and "torch was imported" in err
+    code, third, err = _verify(healthy_tied_dir, _env(cache))
+    assert code == 0 and third["reference"]["source"] == "computed", err
+    assert third["comparison"] == first["comparison"]
+    code, fourth, err = _verify(healthy_tied_dir, _env(cache, poison))
+    assert code == 0 and fourth["reference"]["source"] == "cache", err
+
+
+def test_a_changed_weight_misses_the_cache(tmp_path: Path, healthy_tied_dir: Path) -> None:
+    cache = tmp_path / "cache"
+    model = tmp_path / "model"
+    shutil.copytree(healthy_tied_dir, model)
+    assert _verify(model, _env(cache))[0] == 0
+    st = model / "model.safetensors"
+    raw = bytearray(st.read_bytes())
+    raw[-3] ^= 0x01  # the last float's low mantissa bits: same size, same header
+    st.write_bytes(bytes(raw))
+    code, doc, err = _verify(model, _env(cache, _poisoned_torch(tmp_path)))
+    assert code == 2 and "torch was imported" in err
+
+
+def _with_nan(tmp_path: Path, src: Path, name: str) -> Path:
+    out = tmp_path / "nan-model"
+    shutil.copytree(src, out)
+    f = out / "model.safetensors"
+    raw = bytearray(f.read_bytes())
+    (n,) = np.frombuffer(bytes(raw[:8]), dtype="<u8")
+    header = json.loads(bytes(raw[8 : 8 + int(n)]))
+    info = header[name]
+    assert info["dtype"] == "F32"
+    start = 8 + int(n) + info["data_offsets"][0]
+    raw[start : start + 4] = np.array([np.nan], dtype="<f4").tobytes()
+    f.write_bytes(bytes(raw))
+    return out
+
+
+def test_nan_weight_is_its_own_verdict(tmp_path: Path, healthy_tied_dir: Path) -> None:
+    name = "model.layers.1.mlp.down_proj.weight"
+    model = _with_nan(tmp_path, healthy_tied_dir, name)
+    code, doc, err = _verify(model, _env(tmp_path / "cache"))
+    assert code == 3, err
+    assert doc["verdict"] == "non-finite" and doc["exit_code"] == 3
+    nf = doc["nonfinite"]
+    assert nf["checkpoint_tensors"] == [name]
+    assert nf["reference_first"] == nf["candle_first"] == "layer.1" and nf["first_side"] == "both"
+    rows = {r["name"]: r for r in doc["comparison"]["layers"]["rows"]}
+    assert rows["layer.0"]["nonfinite"] is None and rows["layer.1"]["nonfinite"] == "both"
+    assert doc["comparison"]["layers"]["first_over"] is None  # never a finite layer cited
+    p = subprocess.run(
+        [sys.executable, "-m", "portkit.cli", "verify", str(model), "--tokens", "4"],
+        capture_output=True, text=True, env=_env(tmp_path / "cache"), timeout=600,
+    )
+    assert p.returncode == 3
+    assert "NON-FINITE: the checkpoint holds non-finite weights (model.layers.1.mlp.down_proj.weight); both sides turn non-finite at layer.1" in p.stdout
+    assert "MISMATCH" not in p.stdout
