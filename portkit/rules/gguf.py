@@ -25,6 +25,7 @@ from portkit.semantics.gguf import (
     candle_debug,
     loader_required_tensors,
     md_f32,
+    md_u32,
     metadata_prefix,
 )
 from portkit.semantics.transformers import llama3_inv_freq_factors
@@ -592,7 +593,10 @@ class GgufConfigDisagreement(_GgufRule):
     With a config.json in the same directory, compares heads, kv heads, layers, hidden and
     intermediate sizes, context length, RMS epsilon, vocabulary, `llama.rope.freq_base` with
     transformers' effective `rope_theta`, and the `rope_freqs.weight` factors (or their
-    absence) with what transformers computes from a llama3 `rope_parameters`.
+    absence) with what transformers computes from a llama3 `rope_parameters`. For
+    quantized_qwen2 and quantized_qwen3 files it compares the same sizes, epsilon and
+    `{arch}.rope.freq_base` (and qwen3's `attention.key_length` with `head_dim`) under their
+    own prefix, against transformers' values for the config's family.
 
     ## Why is this bad?
     candle's quantized_llama trusts only the GGUF. A converter that read a transformers 5
@@ -608,7 +612,7 @@ class GgufConfigDisagreement(_GgufRule):
 
     ## Candle source
     candle-transformers-0.11.0/src/models/quantized_llama.rs:384-394 (what it reads), :433
-    (vocabulary from `token_embd.weight`).
+    (vocabulary from `token_embd.weight`); quantized_qwen2.rs:191-199; quantized_qwen3.rs:474-481.
 
     ## Verification
     numeric: the GGUF runner's logits differ from transformers' beyond the quantization
@@ -624,13 +628,21 @@ class GgufConfigDisagreement(_GgufRule):
     effect = "silent"
     fix_title = "Re-convert the GGUF from this config.json"
     probe_kind = "numeric"
+    loaders = ("quantized_llama", "quantized_qwen2", "quantized_qwen3")
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        if not self.tv_ok(ctx) or not ctx.ggufs:
+        if not ctx.ggufs:
+            return
+        for g, v in self.each(ctx):
+            if v.loader != "quantized_llama":
+                yield from self._qwen(ctx, g, v.loader)
+        if not self.tv_ok(ctx):
             return
         tv = ctx.tv
         assert tv is not None
         for g, v in self.each(ctx):
+            if v.loader != "quantized_llama":
+                continue
             pairs: list[tuple[str, object, str, object]] = [
                 ("llama.attention.head_count", v.head_count, "num_attention_heads", tv.num_attention_heads),
                 ("llama.attention.head_count_kv", v.head_count_kv, "num_key_value_heads", tv.num_key_value_heads),
@@ -660,6 +672,33 @@ class GgufConfigDisagreement(_GgufRule):
                     patch={"llama.rope.freq_base": tv.rope_theta},
                 )
             yield from self._rope_freqs(ctx, g, v)
+
+    def _qwen(self, ctx: Context, g: GgufFile, loader: str) -> Iterable[Finding]:
+        """quantized_qwen2/qwen3 against transformers' values for a config of the same family."""
+        ftv, p = ctx.ftv, metadata_prefix(g, loader)
+        if ftv is None or ctx.family is None or ctx.family.gguf_loader != loader:
+            return
+        keys = [("attention.head_count", "num_attention_heads"), ("attention.head_count_kv", "num_key_value_heads"),
+                ("block_count", "num_hidden_layers"), ("embedding_length", "hidden_size"),
+                ("context_length", "max_position_embeddings"), ("feed_forward_length", "intermediate_size")]  # fmt: skip
+        if loader == "quantized_qwen3":
+            keys.append(("attention.key_length", "head_dim"))
+        for suffix, ck in keys:
+            gval, cval = md_u32(g, f"{p}.{suffix}"), ftv.get(ck)
+            if gval is not None and isinstance(cval, int) and gval != cval:
+                yield self._f(ctx, g, f"`{p}.{suffix}` is {gval}; config.json's `{ck}` (what transformers uses) is {cval}", cval, gval)
+        emb = g.tensors.get("token_embd.weight")
+        vocab = ftv.get("vocab_size")
+        if emb is not None and len(emb.shape) == 2 and isinstance(vocab, int) and emb.shape[0] != vocab:
+            yield self._f(ctx, g, f"`token_embd.weight rows` is {emb.shape[0]}; config.json's `vocab_size` is {vocab}", vocab, emb.shape[0])
+        eps, theta = md_f32(g, f"{p}.attention.layer_norm_rms_epsilon"), ftv.get("rope_theta")
+        if eps is not None and isinstance(ftv.get("rms_norm_eps"), float) and f32(ftv.get("rms_norm_eps")) != eps:
+            yield self._f(ctx, g, f"`{p}.attention.layer_norm_rms_epsilon` is {num(eps)}; transformers uses `rms_norm_eps`={num(ftv.get('rms_norm_eps'))}",
+                          ftv.get("rms_norm_eps"), eps)  # fmt: skip
+        fb = md_f32(g, f"{p}.rope.freq_base")
+        if fb is not None and isinstance(theta, (int, float)) and f32(float(theta)) != fb:
+            yield self._f(ctx, g, f"`{p}.rope.freq_base` is {fb:.7g}; transformers uses `rope_theta`={num(theta)}", theta, fb,
+                          patch={f"{p}.rope.freq_base": float(theta)})  # fmt: skip
 
     def _f(self, ctx: Context, g: GgufFile, msg: str, tval: object, cval: object, patch: dict[str, object] | None = None) -> Finding:
         """`patch`: the metadata edit that makes candle read what transformers uses, when one exists."""

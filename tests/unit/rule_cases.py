@@ -182,6 +182,17 @@ def loader_gguf(arch: str, *, md: dict[str, Any] | None = None, drop_md: tuple[s
     return b
 
 
+def beside_config(b: Builder, family: str, **overrides: Any) -> Builder:
+    """`b`'s GGUF with the family's tiny config.json next to it."""
+
+    def w(root: Path) -> tuple[Path, dict[str, Any]]:
+        d, t = b(root)
+        sk.write_json(d / "config.json", family_config(family, **overrides))
+        return d, t
+
+    return w
+
+
 def mixtral_gguf(merged: bool) -> Builder:
     """A quantized_llama MoE GGUF (2 experts): merged `*_exps` tensors as llama.cpp writes Mixtral, or per expert."""
 
@@ -390,6 +401,8 @@ VARIANTS: list[tuple[str, Builder, str]] = [
     ("PK401", loader_gguf("phi3", md={"phi3.block_count": sk.typed("U64", 2)}), "`phi3.block_count` is U64"),
     ("PK407", gguf_model(with_config=False, arch=""), "`general.architecture` is absent"),
     ("PK402", loader_gguf("qwen2", drop_md=("qwen2.rope.freq_base",)), "the GGUF has no `qwen2.rope.freq_base`"),
+    ("PK409", beside_config(loader_gguf("qwen2", md={"qwen2.rope.freq_base": 10000.0}), "qwen2"), "`qwen2.rope.freq_base` is 10000; transformers uses `rope_theta`=1000000"),
+    ("PK409", beside_config(loader_gguf("qwen3"), "qwen3", head_dim=32), "`qwen3.attention.key_length` is 16; config.json's `head_dim`"),
     ("PK412", loader_gguf("qwen3", md={"general.dtype": 1}), "`general.dtype` is U32(1)"),
     ("PK416", loader_gguf("phi3", md={"phi3.rope.scaling.attn_factor": 1.1832}), "`phi3.rope.scaling.attn_factor`=1.1832"),
     ("PK418", loader_gguf("qwen2", drop=("blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.0.attn_v.bias")), "`cannot find tensor info for blk.0.attn_q.bias`"),
@@ -468,6 +481,9 @@ CLEAN_VARIANTS: list[tuple[str, Builder]] = [
     ("PK416", loader_gguf("phi3", md={"phi3.rope.scaling.attn_factor": 1.0})),
     ("PK417", loader_gguf("qwen2", drop=("output.weight",))),  # qwen2 falls back to token_embd
     ("PK418", loader_gguf("qwen3")),
+    ("PK409", beside_config(loader_gguf("qwen2"), "qwen2")),
+    ("PK409", beside_config(loader_gguf("qwen3"), "qwen3")),
+    ("PK409", beside_config(loader_gguf("qwen2", md={"qwen2.rope.freq_base": 10000.0}), "qwen3")),  # another family's config: not compared
 ]
 # every family's legacy config is clean for the generalised rules
 CLEAN_VARIANTS += [(code, CLEAN[n]) for n in OTHER_FAMILIES for code in ("PK101", "PK102", "PK104", "PK110", "PK112", "PK116", "PK120")]
