@@ -20,6 +20,8 @@ pub enum Failure {
     Invalid(String),
     /// A weight or GGUF file that does not exist.
     NotFound(String),
+    /// Something portkit_native does not offer for this family (e.g. per-layer capture).
+    NotImplemented(String),
 }
 
 impl fmt::Display for Failure {
@@ -30,7 +32,8 @@ impl fmt::Display for Failure {
             | Failure::Panic(m)
             | Failure::DeviceUnavailable(m)
             | Failure::Invalid(m)
-            | Failure::NotFound(m) => f.write_str(m),
+            | Failure::NotFound(m)
+            | Failure::NotImplemented(m) => f.write_str(m),
         }
     }
 }

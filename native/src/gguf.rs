@@ -1,35 +1,81 @@
-//! A runner over `candle_transformers::models::quantized_llama::ModelWeights::from_gguf`,
-//! which reads only the GGUF's metadata and tensors (never a config.json).
+//! A runner over candle's GGUF loaders (`quantized_llama`, `quantized_qwen2`, `quantized_qwen3`,
+//! `quantized_gemma3`, `quantized_phi3`): `ModelWeights::from_gguf`, which reads only the GGUF's
+//! metadata and tensors (never a config.json).
 
 use crate::failure::{guarded, Failure, Outcome};
 use crate::llama::{argmax, ids_tensor, Array};
 use candle_core::quantized::gguf_file;
-use candle_core::Device;
-use candle_transformers::models::quantized_llama::ModelWeights;
+use candle_core::{DType, Device, Tensor};
+use candle_transformers::models::{quantized_gemma3, quantized_llama, quantized_phi3, quantized_qwen2, quantized_qwen3};
 use std::path::Path;
 
+/// The loader keys, as Python's family registry names them.
+pub const LOADERS: [&str; 5] = ["quantized_llama", "quantized_qwen2", "quantized_qwen3", "quantized_gemma3", "quantized_phi3"];
+
+enum Weights {
+    Llama(quantized_llama::ModelWeights),
+    Qwen2(quantized_qwen2::ModelWeights),
+    Qwen3(quantized_qwen3::ModelWeights),
+    Gemma3(quantized_gemma3::ModelWeights),
+    Phi3(quantized_phi3::ModelWeights),
+}
+
 pub struct GgufRunner {
-    model: ModelWeights,
+    model: Weights,
+    loader: &'static str,
     device: Device,
 }
 
 impl GgufRunner {
     pub fn load(path: &Path, device: Device) -> Outcome<Self> {
+        Self::load_with(path, "quantized_llama", device)
+    }
+
+    pub fn load_with(path: &Path, loader: &str, device: Device) -> Outcome<Self> {
+        let loader = LOADERS.iter().copied().find(|l| *l == loader).ok_or_else(|| {
+            Failure::Invalid(format!("unknown GGUF loader `{loader}`: expected one of {}", LOADERS.join(", ")))
+        })?;
         if !path.is_file() {
             return Err(Failure::NotFound(format!("GGUF file not found: {}", path.display())));
         }
         guarded(|| {
             let mut file = std::fs::File::open(path).map_err(|e| Failure::Invalid(format!("{}: {e}", path.display())))?;
             let content = gguf_file::Content::read(&mut file).map_err(|e| e.with_path(path))?;
-            let model = ModelWeights::from_gguf(content, &mut file, &device)?;
-            Ok(Self { model, device: device.clone() })
+            let model = match loader {
+                "quantized_llama" => Weights::Llama(quantized_llama::ModelWeights::from_gguf(content, &mut file, &device)?),
+                "quantized_qwen2" => Weights::Qwen2(quantized_qwen2::ModelWeights::from_gguf(content, &mut file, &device)?),
+                "quantized_qwen3" => Weights::Qwen3(quantized_qwen3::ModelWeights::from_gguf(content, &mut file, &device)?),
+                "quantized_gemma3" => {
+                    Weights::Gemma3(quantized_gemma3::ModelWeights::from_gguf(content, &mut file, &device)?)
+                }
+                // The example's `use_flash_attn` argument gets false, as for every runner here.
+                _ => Weights::Phi3(quantized_phi3::ModelWeights::from_gguf(false, content, &mut file, &device)?),
+            };
+            Ok(Self { model, loader, device: device.clone() })
         })
     }
 
-    /// `forward(x, index_pos)` keeps its own KV cache and clears it when `index_pos == 0`.
+    pub fn loader(&self) -> &'static str {
+        self.loader
+    }
+
+    /// `forward(x, index_pos)`. quantized_llama, qwen2, gemma3 and phi3 drop their KV cache when
+    /// `index_pos == 0`; quantized_qwen3 does not, so it is cleared here first.
     fn forward_row(&mut self, ids: &[u32], index_pos: usize) -> Outcome<Vec<f32>> {
         let x = ids_tensor(ids, &self.device)?;
-        Ok(self.model.forward(&x, index_pos)?.squeeze(0)?.to_vec1::<f32>()?)
+        let logits: Tensor = match &mut self.model {
+            Weights::Llama(m) => m.forward(&x, index_pos)?,
+            Weights::Qwen2(m) => m.forward(&x, index_pos)?,
+            Weights::Qwen3(m) => {
+                if index_pos == 0 {
+                    m.clear_kv_cache();
+                }
+                m.forward(&x, index_pos)?
+            }
+            Weights::Gemma3(m) => m.forward(&x, index_pos)?,
+            Weights::Phi3(m) => m.forward(&x, index_pos)?,
+        };
+        Ok(logits.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
     }
 
     pub fn last_logits(&mut self, ids: &[u32]) -> Outcome<Vec<f32>> {

@@ -1,13 +1,18 @@
 //! portkit_native: candle 0.11.0's own code, driven from Python.
 //!
-//! The core (`config`, `llama`, `llama_copy`, `gguf`) is plain Rust and tested with
-//! `cargo test --no-default-features`; `python` is the thin pyo3 layer.
+//! The core (`config`, `family`, `llama`, the `*_copy` forwards, `gguf`, `requested`) is plain
+//! Rust and tested with `cargo test --no-default-features`; `python` is the thin pyo3 layer.
 
 pub mod config;
+pub mod debug_fields;
 pub mod device;
 pub mod failure;
+pub mod family;
 pub mod gguf;
 pub mod llama;
 pub mod llama_copy;
+pub mod mistral_copy;
+pub mod qwen2_copy;
+pub mod requested;
 #[cfg(feature = "python")]
 mod python;

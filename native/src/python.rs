@@ -4,12 +4,14 @@
 use crate::config;
 use crate::device::{compiled_devices, parse_device, parse_dtype};
 use crate::failure::Failure;
-use crate::gguf::GgufRunner as GgufCore;
-use crate::llama::{capture_layers as capture_core, Array, LlamaRunner as LlamaCore};
+use crate::family::{self, Family, FamilyRunner as FamilyCore, CAPTURE_FAMILIES};
+use crate::gguf::{GgufRunner as GgufCore, LOADERS};
+use crate::llama::{Array, LlamaRunner as LlamaCore};
+use crate::requested;
 use numpy::ndarray::{ArrayD, IxDyn};
 use numpy::{IntoPyArray, PyArray1, PyArrayDyn};
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyFileNotFoundError, PyValueError};
+use pyo3::exceptions::{PyException, PyFileNotFoundError, PyNotImplementedError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::PathBuf;
@@ -28,6 +30,7 @@ fn to_py(f: Failure) -> PyErr {
         Failure::DeviceUnavailable(m) => DeviceUnavailableError::new_err(m),
         Failure::Invalid(m) => PyValueError::new_err(m),
         Failure::NotFound(m) => PyFileNotFoundError::new_err(m),
+        Failure::NotImplemented(m) => PyNotImplementedError::new_err(m),
     }
 }
 
@@ -36,11 +39,48 @@ fn array_to_py<'py>(py: Python<'py>, a: Array) -> PyResult<Bound<'py, PyArrayDyn
     Ok(nd.into_pyarray(py))
 }
 
-/// candle's effective config as a JSON string (the Python wrapper parses it into a dict).
+fn family_of(key: &str) -> PyResult<Family> {
+    Family::from_key(key).map_err(to_py)
+}
+
+/// candle's effective config for `family` as a JSON string (the Python wrapper parses it into a dict).
 #[pyfunction]
-fn candle_config_json(config_json: &str) -> PyResult<String> {
-    let cfg = config::parse(config_json, false).map_err(to_py)?;
-    Ok(config::effective(&cfg).to_string())
+#[pyo3(signature = (config_json, family = "llama"))]
+fn candle_config_json(config_json: &str, family: &str) -> PyResult<String> {
+    let parsed = family::parse(family_of(family)?, config_json).map_err(to_py)?;
+    Ok(parsed.effective().to_string())
+}
+
+/// The family keys this wheel has a config binding and a runner for.
+#[pyfunction]
+fn families() -> Vec<&'static str> {
+    Family::ALL.iter().map(|f| f.key()).collect()
+}
+
+/// The families whose per-layer capture comes from a copy proven bit-identical to the library.
+#[pyfunction]
+fn capture_families() -> Vec<&'static str> {
+    CAPTURE_FAMILIES.iter().map(|f| f.key()).collect()
+}
+
+/// The GGUF loader keys `GgufRunner` accepts.
+#[pyfunction]
+fn gguf_loaders() -> Vec<&'static str> {
+    LOADERS.to_vec()
+}
+
+/// (requested, error): every (name, shape) the family's model asked its VarBuilder for, in order,
+/// and candle's error text if building stopped (None when it completed).
+#[pyfunction]
+#[pyo3(signature = (family, config_json, available = None))]
+fn requested_tensors(
+    py: Python<'_>,
+    family: &str,
+    config_json: String,
+    available: Option<Vec<String>>,
+) -> PyResult<(Vec<(String, Option<Vec<usize>>)>, Option<String>)> {
+    let family = family_of(family)?;
+    py.detach(|| requested::requested_tensors(family, &config_json, available)).map_err(to_py)
 }
 
 #[pyfunction]
@@ -70,7 +110,8 @@ fn captured_to_dict<'py>(py: Python<'py>, pairs: Vec<(String, Array)>) -> PyResu
 
 /// Per-layer capture that loads only the copy of the forward (weights resident once).
 #[pyfunction]
-#[pyo3(signature = (weight_files, config_json, ids, dtype = "f32", cache_dtype = None, device = "cpu"))]
+#[pyo3(signature = (weight_files, config_json, ids, dtype = "f32", cache_dtype = None, device = "cpu", family = "llama"))]
+#[allow(clippy::too_many_arguments)]
 fn capture_layers<'py>(
     py: Python<'py>,
     weight_files: Vec<PathBuf>,
@@ -79,12 +120,14 @@ fn capture_layers<'py>(
     dtype: &str,
     cache_dtype: Option<&str>,
     device: &str,
+    family: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let family = family_of(family)?;
     let dtype = parse_dtype(dtype).map_err(to_py)?;
     let cache_dtype = cache_dtype.map(parse_dtype).transpose().map_err(to_py)?;
     let device = parse_device(device).map_err(to_py)?;
     let pairs = py
-        .detach(|| capture_core(&weight_files, &config_json, &ids, dtype, cache_dtype, &device))
+        .detach(|| family::capture_layers(family, &weight_files, &config_json, &ids, dtype, cache_dtype, &device))
         .map_err(to_py)?;
     captured_to_dict(py, pairs)
 }
@@ -143,6 +186,70 @@ impl LlamaRunner {
 }
 
 #[pyclass(module = "portkit_native")]
+struct FamilyRunner {
+    core: FamilyCore,
+    config_json: String,
+}
+
+#[pymethods]
+impl FamilyRunner {
+    #[new]
+    #[pyo3(signature = (family, weight_files, config_json, dtype = "f32", device = "cpu", cache_dtype = None))]
+    fn new(
+        py: Python<'_>,
+        family: &str,
+        weight_files: Vec<PathBuf>,
+        config_json: String,
+        dtype: &str,
+        device: &str,
+        cache_dtype: Option<&str>,
+    ) -> PyResult<Self> {
+        let family = family_of(family)?;
+        let dtype = parse_dtype(dtype).map_err(to_py)?;
+        let cache_dtype = cache_dtype.map(parse_dtype).transpose().map_err(to_py)?;
+        let device = parse_device(device).map_err(to_py)?;
+        let core = py
+            .detach(|| FamilyCore::load(family, weight_files, &config_json, dtype, cache_dtype, device))
+            .map_err(to_py)?;
+        let config_json = core.parsed().effective().to_string();
+        Ok(Self { core, config_json })
+    }
+
+    #[getter]
+    fn family(&self) -> &'static str {
+        self.core.family().key()
+    }
+
+    /// candle's effective config for this runner, as JSON.
+    fn config_json(&self) -> String {
+        self.config_json.clone()
+    }
+
+    fn last_logits<'py>(&mut self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyArray1<f32>>> {
+        let core = &mut self.core;
+        let row = py.detach(|| core.last_logits(&ids)).map_err(to_py)?;
+        Ok(PyArray1::from_vec(py, row))
+    }
+
+    #[pyo3(signature = (ids, prefill = 1))]
+    fn teacher_forced_logits<'py>(&mut self, py: Python<'py>, ids: Vec<u32>, prefill: usize) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let core = &mut self.core;
+        let a = py.detach(|| core.teacher_forced_logits(&ids, prefill)).map_err(to_py)?;
+        array_to_py(py, a)
+    }
+
+    fn greedy(&mut self, py: Python<'_>, ids: Vec<u32>, n: usize) -> PyResult<Vec<u32>> {
+        let core = &mut self.core;
+        py.detach(|| core.greedy(&ids, n)).map_err(to_py)
+    }
+
+    fn capture<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyDict>> {
+        let pairs = py.detach(|| self.core.capture(&ids)).map_err(to_py)?;
+        captured_to_dict(py, pairs)
+    }
+}
+
+#[pyclass(module = "portkit_native")]
 struct GgufRunner {
     core: GgufCore,
 }
@@ -150,11 +257,16 @@ struct GgufRunner {
 #[pymethods]
 impl GgufRunner {
     #[new]
-    #[pyo3(signature = (path, device = "cpu"))]
-    fn new(py: Python<'_>, path: PathBuf, device: &str) -> PyResult<Self> {
+    #[pyo3(signature = (path, device = "cpu", loader = "quantized_llama"))]
+    fn new(py: Python<'_>, path: PathBuf, device: &str, loader: &str) -> PyResult<Self> {
         let device = parse_device(device).map_err(to_py)?;
-        let core = py.detach(|| GgufCore::load(&path, device)).map_err(to_py)?;
+        let core = py.detach(|| GgufCore::load_with(&path, loader, device)).map_err(to_py)?;
         Ok(Self { core })
+    }
+
+    #[getter]
+    fn loader(&self) -> &'static str {
+        self.core.loader()
     }
 
     fn last_logits<'py>(&mut self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyArray1<f32>>> {
@@ -183,7 +295,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
     m.add_function(wrap_pyfunction!(check_device, m)?)?;
     m.add_function(wrap_pyfunction!(capture_layers, m)?)?;
+    m.add_function(wrap_pyfunction!(families, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_families, m)?)?;
+    m.add_function(wrap_pyfunction!(gguf_loaders, m)?)?;
+    m.add_function(wrap_pyfunction!(requested_tensors, m)?)?;
     m.add_class::<LlamaRunner>()?;
+    m.add_class::<FamilyRunner>()?;
     m.add_class::<GgufRunner>()?;
     m.add("NativeError", py.get_type::<NativeError>())?;
     m.add("ConfigError", py.get_type::<ConfigError>())?;

@@ -108,3 +108,62 @@ def test_check_device():
         pn.check_device("metal")
     with pytest.raises(ValueError):
         pn.check_device("tpu")
+
+
+def test_candle_config_per_family_and_unknown_family():
+    mistral = dict(BASE, rope_theta=1e6, sliding_window=None)
+    eff = pn.candle_config(json.dumps(mistral), family="mistral")
+    assert eff["hidden_act"] == "silu" and eff["sliding_window"] is None and eff["head_dim"] == 16
+    assert eff["rope_theta"] == 1e6
+    with pytest.raises(pn.ConfigError, match=r"^missing field `rope_theta`"):
+        pn.candle_config(json.dumps(dict(BASE, rope_parameters={"rope_theta": 1e6})), family="mistral")
+    with pytest.raises(ValueError, match="unknown family `gpt2`"):
+        pn.candle_config(json.dumps(BASE), family="gpt2")
+    # llama stays the default, with its old fields.
+    assert pn.candle_config(json.dumps(BASE)) == pn.candle_config(json.dumps(BASE), family="llama")
+
+
+def test_granite_reads_multipliers_nowhere_and_defaults_theta():
+    eff = pn.candle_config(json.dumps(dict(BASE, embedding_multiplier=12.0)), family="granite")
+    assert eff["rope_theta"] == 10000.0 and eff["head_dim"] == 16
+    assert "embedding_multiplier" not in eff
+
+
+def test_private_field_families_come_from_candles_debug_text():
+    cfg = dict(BASE, rope_theta=1e6, hidden_act="gelu_pytorch_tanh", norm_epsilon=1e-5, use_bias=True, sliding_window=None)
+    del cfg["rms_norm_eps"]
+    eff = pn.candle_config(json.dumps(cfg), family="starcoder2")
+    assert eff == {
+        "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 3,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_act": "gelu_pytorch_tanh",
+        "max_position_embeddings": 128, "norm_epsilon": 1e-5, "rope_theta": 1e6, "use_bias": True,
+        "sliding_window": None, "head_dim": 16,
+    }
+
+
+def test_family_runner_argument_errors(tmp_path):
+    with pytest.raises(ValueError, match="unknown family"):
+        pn.FamilyRunner("gpt2", [str(tmp_path / "x")], json.dumps(BASE))
+    with pytest.raises(FileNotFoundError):
+        pn.FamilyRunner("mistral", [str(tmp_path / "x")], json.dumps(dict(BASE, rope_theta=1e6)))
+
+
+def test_requested_tensors_api():
+    requested, error = pn.requested_tensors("llama", json.dumps(BASE))
+    assert error is None
+    assert requested[0] == ("model.embed_tokens.weight", [256, 64])
+    assert ("model.layers.2.mlp.down_proj.weight", [64, 128]) in requested
+    assert len({name for name, _ in requested}) == len(requested)
+    with pytest.raises(pn.ConfigError):
+        pn.requested_tensors("qwen3", json.dumps(BASE))
+
+
+def test_gguf_loaders_are_candles(gguf_file):
+    assert pn.gguf_loaders() == ["quantized_llama", "quantized_qwen2", "quantized_qwen3", "quantized_gemma3", "quantized_phi3"]
+    path = gguf_file("healthy-tied")
+    assert pn.GgufRunner(str(path)).loader == "quantized_llama"
+    with pytest.raises(ValueError, match="unknown GGUF loader"):
+        pn.GgufRunner(str(path), loader="quantized_gpt2")
+    # A llama GGUF through the qwen2 loader: candle's own metadata error.
+    with pytest.raises(pn.CandleError, match="cannot find qwen2.attention.head_count in metadata"):
+        pn.GgufRunner(str(path), loader="quantized_qwen2")

@@ -1,4 +1,5 @@
-"""candle 0.11.0's own code, driven from Python: config parsing, the llama and quantized_llama runners.
+"""candle 0.11.0's own code, driven from Python: each decoder family's config parse, runner and
+weight requests, per-layer capture where a proven copy of the forward exists, and the GGUF loaders.
 
 The compiled module is private (`portkit_native._native`); this package re-exports an explicit list.
 """
@@ -14,12 +15,17 @@ from ._native import (
     CandlePanic,
     ConfigError,
     DeviceUnavailableError,
+    FamilyRunner,
     GgufRunner,
     LlamaRunner,
     NativeError,
     build_info,
+    capture_families,
     capture_layers,
     check_device,
+    families,
+    gguf_loaders,
+    requested_tensors,
 )
 
 __all__ = [
@@ -27,19 +33,25 @@ __all__ = [
     "CandlePanic",
     "ConfigError",
     "DeviceUnavailableError",
+    "FamilyRunner",
     "GgufRunner",
     "LlamaRunner",
     "NativeError",
     "build_info",
     "candle_config",
+    "capture_families",
     "capture_layers",
     "check_device",
+    "families",
+    "gguf_loaders",
+    "requested_tensors",
 ]
 
 
-def candle_config(config_json: str) -> dict[str, Any]:
-    """candle's `LlamaConfig` serde parse plus `into_config(false)`, as its effective values.
+def candle_config(config_json: str, family: str = "llama") -> dict[str, Any]:
+    """`family`'s serde `Config` parse (llama and granite: plus `into_config(false)`), as its effective values.
 
-    Raises `ConfigError` carrying serde_json's message unchanged when candle refuses the JSON.
+    Raises `ConfigError` carrying serde_json's message unchanged when candle refuses the JSON, and
+    ValueError for a family this wheel does not know.
     """
-    return json.loads(_native.candle_config_json(config_json))
+    return json.loads(_native.candle_config_json(config_json, family))

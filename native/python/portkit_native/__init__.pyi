@@ -1,4 +1,4 @@
-"""Type stubs for portkit_native: candle 0.11.0's llama and quantized_llama, from Python."""
+"""Type stubs for portkit_native: candle 0.11.0's decoder families and GGUF loaders, from Python."""
 
 from os import PathLike
 from typing import Any, Sequence
@@ -23,12 +23,36 @@ class CandlePanic(NativeError):
 class DeviceUnavailableError(NativeError):
     """The device is not built into this wheel (or not present); the message says how to get it."""
 
-def candle_config(config_json: str) -> dict[str, Any]:
-    """candle's `LlamaConfig` serde parse plus `into_config(false)`, as effective values:
-    hidden_size, intermediate_size, vocab_size, num_hidden_layers, num_attention_heads,
-    num_key_value_heads, head_dim (hidden_size // num_attention_heads), rms_norm_eps, rope_theta,
-    bos_token_id, eos_token_id (None | int | list[int]), rope_scaling (None | dict),
-    max_position_embeddings, tie_word_embeddings, use_flash_attn. Raises ConfigError."""
+def candle_config(config_json: str, family: str = "llama") -> dict[str, Any]:
+    """`family`'s serde `Config` parse, as effective values by candle's field names.
+
+    llama: `LlamaConfig` + `into_config(false)`: hidden_size, intermediate_size, vocab_size,
+    num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim (hidden_size //
+    num_attention_heads), rms_norm_eps, rope_theta, bos_token_id, eos_token_id (None | int |
+    list[int]), rope_scaling (None | dict), max_position_embeddings, tie_word_embeddings,
+    use_flash_attn. granite: `GraniteConfig` + `into_config(false)`. Every other family: its
+    `Config`'s fields (mixtral, stable_lm, starcoder2: read from candle's Debug text, their fields
+    being private). Activations by the name candle's serde reads ("silu", "gelu_pytorch_tanh"),
+    Option as None, plus "head_dim" where candle derives it. Raises ConfigError (serde's text,
+    unchanged) or ValueError for an unknown family."""
+
+def families() -> list[str]:
+    """The family keys this wheel has a config binding and a runner for (candle module names)."""
+
+def capture_families() -> list[str]:
+    """The families whose per-layer capture comes from a copy proven bit-identical to the library."""
+
+def gguf_loaders() -> list[str]:
+    """The GGUF loader keys `GgufRunner` accepts."""
+
+def requested_tensors(
+    family: str, config_json: str, available: Sequence[str] | None = None
+) -> tuple[list[tuple[str, list[int] | None]], str | None]:
+    """What `family`'s model asks its VarBuilder for while it is built: (name, shape) in request
+    order, first request of each name only, and candle's error text (or caught panic) if building
+    stopped, else None. `available` (tensor names, e.g. a checkpoint's header) answers
+    `contains_tensor` and makes a request for any other name fail as candle's loader does; None
+    means every name is present. The model is built from zeros: tiny configs only."""
 
 def build_info() -> dict[str, Any]:
     """candle version and the devices compiled into this wheel."""
@@ -43,9 +67,12 @@ def capture_layers(
     dtype: str = "f32",
     cache_dtype: str | None = None,
     device: str = "cpu",
+    family: str = "llama",
 ) -> dict[str, npt.NDArray[np.float32]]:
-    """`LlamaRunner.capture` without a runner alive: loads only the copy of the forward, so the
-    weights are resident once. Same names and shapes as `LlamaRunner.capture`."""
+    """`LlamaRunner.capture` (or `FamilyRunner.capture`) without a runner alive: loads only the
+    family's copy of the forward, so the weights are resident once. Same names and shapes as
+    `LlamaRunner.capture`. NotImplementedError "per-layer: not available for FAMILY" for a family
+    outside `capture_families()`."""
 
 class LlamaRunner:
     """`candle_transformers::models::llama::Llama`, loaded as a candle user would:
@@ -75,10 +102,41 @@ class LlamaRunner:
         """Per-layer values from a copy of the forward proven bit-identical to the library:
         "embeddings", "layer.0".., "norm" (each [len(ids), hidden]) and "logits" ([vocab])."""
 
-class GgufRunner:
-    """`candle_transformers::models::quantized_llama::ModelWeights::from_gguf` on a GGUF file."""
+class FamilyRunner:
+    """candle's own model for `family` (`Model::new` / `ModelForCausalLM::new`, `Llama::load`,
+    `Granite::load`), over `VarBuilder::from_mmaped_safetensors(weight_files, dtype, device)` and
+    the config parsed from `config_json`. `use_flash_attn` arguments get false. Each call starts
+    from an empty KV cache (mixtral and stable_lm, which cannot clear theirs, are rebuilt)."""
 
-    def __init__(self, path: str | PathLike[str], device: str = "cpu") -> None: ...
+    def __init__(
+        self,
+        family: str,
+        weight_files: Sequence[str | PathLike[str]],
+        config_json: str,
+        dtype: str = "f32",
+        device: str = "cpu",
+        cache_dtype: str | None = None,
+    ) -> None: ...
+    @property
+    def family(self) -> str: ...
+    def config_json(self) -> str:
+        """candle's effective config for this runner, as JSON (as `candle_config`)."""
+    def last_logits(self, ids: Sequence[int]) -> npt.NDArray[np.float32]:
+        """[vocab] logits of the last position, from the library's forward."""
+    def teacher_forced_logits(self, ids: Sequence[int], prefill: int = 1) -> npt.NDArray[np.float32]:
+        """As `LlamaRunner.teacher_forced_logits`."""
+    def greedy(self, ids: Sequence[int], n: int) -> list[int]:
+        """n greedily decoded token ids after `ids`, with the KV cache."""
+    def capture(self, ids: Sequence[int]) -> dict[str, npt.NDArray[np.float32]]:
+        """As `LlamaRunner.capture`, for the families in `capture_families()`; NotImplementedError
+        "per-layer: not available for FAMILY" for the others."""
+
+class GgufRunner:
+    """`ModelWeights::from_gguf` of candle's GGUF loader `loader` (one of `gguf_loaders()`) on a GGUF file."""
+
+    def __init__(self, path: str | PathLike[str], device: str = "cpu", loader: str = "quantized_llama") -> None: ...
+    @property
+    def loader(self) -> str: ...
     def last_logits(self, ids: Sequence[int]) -> npt.NDArray[np.float32]: ...
     def teacher_forced_logits(self, ids: Sequence[int], prefill: int = 1) -> npt.NDArray[np.float32]: ...
     def greedy(self, ids: Sequence[int], n: int) -> list[int]: ...

@@ -1,0 +1,545 @@
+//! Every candle 0.11.0 decoder family portkit runs a transformers checkpoint in: the config each
+//! one's examples parse (its own serde `Config`), the model each one builds, and one runner over
+//! all of them. Adding a family is one `Family` variant and one arm in each `match` below.
+
+use crate::config as llama_config;
+use crate::debug_fields::{self, activation_name};
+use crate::failure::{guarded, Failure, Outcome};
+use crate::llama::{argmax, ids_tensor, Array};
+use candle_core::{DType, Device, Tensor};
+use candle_nn::{Activation, VarBuilder};
+use candle_transformers::models::{
+    gemma, gemma2, gemma3, granite, llama, mistral, mixtral, olmo2, phi3, qwen2, qwen3, qwen3_moe, stable_lm,
+    starcoder2,
+};
+use serde::de::DeserializeOwned;
+use serde_json::{json, Map, Value};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Llama,
+    Mistral,
+    Mixtral,
+    Qwen2,
+    Qwen3,
+    Qwen3Moe,
+    Gemma,
+    Gemma2,
+    Gemma3,
+    Phi3,
+    Olmo2,
+    Granite,
+    Starcoder2,
+    StableLm,
+}
+
+impl Family {
+    pub const ALL: [Family; 14] = [
+        Family::Llama,
+        Family::Mistral,
+        Family::Mixtral,
+        Family::Qwen2,
+        Family::Qwen3,
+        Family::Qwen3Moe,
+        Family::Gemma,
+        Family::Gemma2,
+        Family::Gemma3,
+        Family::Phi3,
+        Family::Olmo2,
+        Family::Granite,
+        Family::Starcoder2,
+        Family::StableLm,
+    ];
+
+    /// The key Python's family registry uses: candle's module name.
+    pub fn key(self) -> &'static str {
+        match self {
+            Family::Llama => "llama",
+            Family::Mistral => "mistral",
+            Family::Mixtral => "mixtral",
+            Family::Qwen2 => "qwen2",
+            Family::Qwen3 => "qwen3",
+            Family::Qwen3Moe => "qwen3_moe",
+            Family::Gemma => "gemma",
+            Family::Gemma2 => "gemma2",
+            Family::Gemma3 => "gemma3",
+            Family::Phi3 => "phi3",
+            Family::Olmo2 => "olmo2",
+            Family::Granite => "granite",
+            Family::Starcoder2 => "starcoder2",
+            Family::StableLm => "stable_lm",
+        }
+    }
+
+    pub fn from_key(key: &str) -> Outcome<Self> {
+        Self::ALL.iter().copied().find(|f| f.key() == key).ok_or_else(|| {
+            let known: Vec<&str> = Self::ALL.iter().map(|f| f.key()).collect();
+            Failure::Invalid(format!("unknown family `{key}`: expected one of {}", known.join(", ")))
+        })
+    }
+}
+
+/// A config as the family's candle module holds it after serde (and, for llama and granite,
+/// `into_config(false)`, as candle's examples do).
+#[derive(Debug, Clone)]
+pub enum Parsed {
+    Llama(llama::Config),
+    Mistral(mistral::Config),
+    Mixtral(mixtral::Config),
+    Qwen2(qwen2::Config),
+    Qwen3(qwen3::Config),
+    Qwen3Moe(qwen3_moe::Config),
+    Gemma(gemma::Config),
+    Gemma2(gemma2::Config),
+    Gemma3(gemma3::Config),
+    Phi3(phi3::Config),
+    Olmo2(olmo2::Config),
+    Granite(granite::Config),
+    Starcoder2(starcoder2::Config),
+    StableLm(stable_lm::Config),
+}
+
+fn serde<T: DeserializeOwned>(config_json: &str) -> Outcome<T> {
+    serde_json::from_str(config_json).map_err(|e| Failure::Config(e.to_string()))
+}
+
+pub fn parse(family: Family, config_json: &str) -> Outcome<Parsed> {
+    Ok(match family {
+        Family::Llama => Parsed::Llama(llama_config::parse(config_json, false)?),
+        Family::Mistral => Parsed::Mistral(serde(config_json)?),
+        Family::Mixtral => Parsed::Mixtral(serde(config_json)?),
+        Family::Qwen2 => Parsed::Qwen2(serde(config_json)?),
+        Family::Qwen3 => Parsed::Qwen3(serde(config_json)?),
+        Family::Qwen3Moe => Parsed::Qwen3Moe(serde(config_json)?),
+        Family::Gemma => Parsed::Gemma(serde(config_json)?),
+        Family::Gemma2 => Parsed::Gemma2(serde(config_json)?),
+        Family::Gemma3 => Parsed::Gemma3(serde(config_json)?),
+        Family::Phi3 => Parsed::Phi3(serde(config_json)?),
+        Family::Olmo2 => Parsed::Olmo2(serde(config_json)?),
+        Family::Granite => Parsed::Granite(serde::<granite::GraniteConfig>(config_json)?.into_config(false)),
+        Family::Starcoder2 => Parsed::Starcoder2(serde(config_json)?),
+        Family::StableLm => Parsed::StableLm(serde(config_json)?),
+    })
+}
+
+/// One field value as JSON; `Option` as null, `Activation` by the name candle's serde reads.
+trait Emit {
+    fn emit(&self) -> Value;
+}
+
+macro_rules! emit_as_number {
+    ($($t:ty),*) => { $(impl Emit for $t { fn emit(&self) -> Value { json!(*self) } })* };
+}
+emit_as_number!(usize, u32, f64, f32, bool);
+
+impl<T: Emit> Emit for Option<T> {
+    fn emit(&self) -> Value {
+        self.as_ref().map_or(Value::Null, Emit::emit)
+    }
+}
+
+impl Emit for Activation {
+    fn emit(&self) -> Value {
+        activation_name(self)
+    }
+}
+
+impl Emit for phi3::RopeScaling {
+    fn emit(&self) -> Value {
+        // `type_` has one variant, serde-renamed "longrope" (phi3.rs:27-31).
+        json!({"short_factor": self.short_factor, "long_factor": self.long_factor, "type": "longrope"})
+    }
+}
+
+impl Emit for granite::GraniteEosToks {
+    fn emit(&self) -> Value {
+        match self {
+            granite::GraniteEosToks::Single(id) => json!(id),
+            granite::GraniteEosToks::Multiple(ids) => json!(ids),
+        }
+    }
+}
+
+impl Emit for granite::GraniteRopeConfig {
+    fn emit(&self) -> Value {
+        json!({
+            "factor": self.factor,
+            "low_freq_factor": self.low_freq_factor,
+            "high_freq_factor": self.high_freq_factor,
+            "original_max_position_embeddings": self.original_max_position_embeddings,
+            "rope_type": match self.rope_type {
+                granite::GraniteRopeType::Granite => "granite",
+                granite::GraniteRopeType::Default => "default",
+            },
+        })
+    }
+}
+
+/// `{"field": cfg.field, ...}` with the field names exactly as candle declares them.
+macro_rules! fields {
+    ($cfg:expr; $($f:ident),* $(,)?) => {{
+        let mut m = Map::new();
+        $( m.insert(stringify!($f).to_string(), Emit::emit(&$cfg.$f)); )*
+        m
+    }};
+}
+
+/// hidden_size / num_attention_heads, null where candle would divide by zero.
+fn ratio(m: &Map<String, Value>) -> Value {
+    let hidden = m.get("hidden_size").and_then(Value::as_u64);
+    let heads = m.get("num_attention_heads").and_then(Value::as_u64);
+    match (hidden, heads) {
+        (Some(h), Some(n)) => h.checked_div(n).map_or(Value::Null, |d| json!(d)),
+        _ => Value::Null,
+    }
+}
+
+fn from_debug(cfg: &impl std::fmt::Debug) -> Map<String, Value> {
+    // The Debug text comes from candle's derive on a struct of plain fields; failing to read it
+    // back is a bug here, so say so loudly rather than return a partial dict.
+    debug_fields::parse(&format!("{cfg:?}")).unwrap_or_else(|e| panic!("cannot read candle's Debug text: {e}"))
+}
+
+impl Parsed {
+    pub fn family(&self) -> Family {
+        match self {
+            Parsed::Llama(_) => Family::Llama,
+            Parsed::Mistral(_) => Family::Mistral,
+            Parsed::Mixtral(_) => Family::Mixtral,
+            Parsed::Qwen2(_) => Family::Qwen2,
+            Parsed::Qwen3(_) => Family::Qwen3,
+            Parsed::Qwen3Moe(_) => Family::Qwen3Moe,
+            Parsed::Gemma(_) => Family::Gemma,
+            Parsed::Gemma2(_) => Family::Gemma2,
+            Parsed::Gemma3(_) => Family::Gemma3,
+            Parsed::Phi3(_) => Family::Phi3,
+            Parsed::Olmo2(_) => Family::Olmo2,
+            Parsed::Granite(_) => Family::Granite,
+            Parsed::Starcoder2(_) => Family::Starcoder2,
+            Parsed::StableLm(_) => Family::StableLm,
+        }
+    }
+
+    /// The effective values, by candle's field names, plus `head_dim` where candle derives it.
+    pub fn effective(&self) -> Value {
+        let m = match self {
+            Parsed::Llama(c) => return llama_config::effective(c),
+            Parsed::Mistral(c) => {
+                let mut m = fields!(c; vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+                    num_attention_heads, num_key_value_heads, hidden_act, max_position_embeddings, rms_norm_eps,
+                    rope_theta, sliding_window, use_flash_attn);
+                // mistral.rs:105-108: `head_dim.unwrap_or(hidden_size / num_attention_heads)`.
+                let derived = ratio(&m);
+                m.insert("head_dim".into(), c.head_dim.map_or(derived, |d| json!(d)));
+                m
+            }
+            Parsed::Mixtral(c) => {
+                let mut m = from_debug(c);
+                // mixtral.rs:157: hidden_size / num_attention_heads (config has no head_dim).
+                m.insert("head_dim".into(), ratio(&m));
+                m
+            }
+            Parsed::Qwen2(c) => {
+                let mut m = fields!(c; vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+                    num_attention_heads, num_key_value_heads, max_position_embeddings, sliding_window,
+                    max_window_layers, tie_word_embeddings, rope_theta, rms_norm_eps, use_sliding_window, hidden_act);
+                // qwen2.rs:135: hidden_size / num_attention_heads.
+                m.insert("head_dim".into(), ratio(&m));
+                m
+            }
+            Parsed::Qwen3(c) => fields!(c; vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+                num_attention_heads, head_dim, attention_bias, num_key_value_heads, max_position_embeddings,
+                sliding_window, max_window_layers, tie_word_embeddings, rope_theta, rms_norm_eps,
+                use_sliding_window, hidden_act),
+            Parsed::Qwen3Moe(c) => fields!(c; vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+                num_attention_heads, head_dim, attention_bias, num_key_value_heads, max_position_embeddings,
+                sliding_window, max_window_layers, tie_word_embeddings, rope_theta, rms_norm_eps,
+                use_sliding_window, hidden_act, decoder_sparse_step, moe_intermediate_size, num_experts_per_tok,
+                num_experts, norm_topk_prob),
+            Parsed::Gemma(c) => fields!(c; attention_bias, head_dim, hidden_act, hidden_activation, hidden_size,
+                intermediate_size, num_attention_heads, num_hidden_layers, num_key_value_heads, rms_norm_eps,
+                rope_theta, vocab_size, max_position_embeddings),
+            Parsed::Gemma2(c) => fields!(c; attention_bias, head_dim, hidden_activation, hidden_size,
+                intermediate_size, num_attention_heads, num_hidden_layers, num_key_value_heads, rms_norm_eps,
+                rope_theta, vocab_size, final_logit_softcapping, attn_logit_softcapping, query_pre_attn_scalar,
+                sliding_window, max_position_embeddings),
+            Parsed::Gemma3(c) => fields!(c; attention_bias, head_dim, hidden_activation, hidden_size,
+                intermediate_size, num_attention_heads, num_hidden_layers, num_key_value_heads, rms_norm_eps,
+                rope_theta, rope_local_base_freq, vocab_size, final_logit_softcapping, attn_logit_softcapping,
+                query_pre_attn_scalar, sliding_window, sliding_window_pattern, max_position_embeddings),
+            Parsed::Phi3(c) => {
+                let mut m = fields!(c; vocab_size, hidden_act, hidden_size, intermediate_size, num_hidden_layers,
+                    num_attention_heads, num_key_value_heads, rms_norm_eps, rope_theta, bos_token_id, eos_token_id,
+                    rope_scaling, max_position_embeddings, original_max_position_embeddings,
+                    partial_rotary_factor, tie_word_embeddings);
+                // phi3.rs:64-66 `Config::head_dim`: hidden_size / num_attention_heads.
+                m.insert("head_dim".into(), ratio(&m));
+                m
+            }
+            Parsed::Olmo2(c) => {
+                let mut m = fields!(c; vocab_size, hidden_size, intermediate_size, attention_bias,
+                    num_hidden_layers, num_attention_heads, num_key_value_heads, rms_norm_eps, hidden_act,
+                    max_position_embeddings, rope_theta, tie_word_embeddings, clip_qkv);
+                // olmo2.rs:126: hidden_size / num_attention_heads.
+                m.insert("head_dim".into(), ratio(&m));
+                m
+            }
+            Parsed::Granite(c) => {
+                let mut m = fields!(c; hidden_size, intermediate_size, vocab_size, num_hidden_layers,
+                    num_attention_heads, num_key_value_heads, use_flash_attn, rms_norm_eps, rope_theta,
+                    bos_token_id, eos_token_id, rope_scaling, max_position_embeddings);
+                // granite.rs:112: hidden_size / num_attention_heads.
+                m.insert("head_dim".into(), ratio(&m));
+                m
+            }
+            Parsed::Starcoder2(c) => {
+                let mut m = from_debug(c);
+                // starcoder2.rs:137: hidden_size / num_attention_heads.
+                m.insert("head_dim".into(), ratio(&m));
+                m
+            }
+            Parsed::StableLm(c) => {
+                let mut m = from_debug(c);
+                // stable_lm.rs:63-65 `Config::head_dim`: hidden_size / num_attention_heads.
+                m.insert("head_dim".into(), ratio(&m));
+                m
+            }
+        };
+        Value::Object(m)
+    }
+
+    /// Builds the library's model for this family, as candle's examples do; `use_flash_attn`
+    /// arguments get false.
+    pub fn build(&self, vb: VarBuilder, cache_dtype: DType) -> candle_core::Result<Model> {
+        let device = vb.device().clone();
+        Ok(match self {
+            Parsed::Llama(c) => Model::Llama {
+                model: llama::Llama::load(vb, c)?,
+                cache: llama::Cache::new(true, cache_dtype, c, &device)?,
+            },
+            Parsed::Granite(c) => Model::Granite {
+                model: granite::Granite::load(vb, c)?,
+                cache: granite::Cache::new(true, cache_dtype, c, &device)?,
+            },
+            Parsed::Mistral(c) => Model::Mistral(mistral::Model::new(c, vb)?),
+            Parsed::Mixtral(c) => Model::Mixtral(mixtral::Model::new(c, vb)?),
+            Parsed::Qwen2(c) => Model::Qwen2(qwen2::ModelForCausalLM::new(c, vb)?),
+            Parsed::Qwen3(c) => Model::Qwen3(qwen3::ModelForCausalLM::new(c, vb)?),
+            Parsed::Qwen3Moe(c) => Model::Qwen3Moe(qwen3_moe::ModelForCausalLM::new(c, vb)?),
+            Parsed::Gemma(c) => Model::Gemma(gemma::Model::new(false, c, vb)?),
+            Parsed::Gemma2(c) => Model::Gemma2(gemma2::Model::new(false, c, vb)?),
+            Parsed::Gemma3(c) => Model::Gemma3(gemma3::Model::new(false, c, vb)?),
+            Parsed::Phi3(c) => Model::Phi3(phi3::Model::new(c, vb)?),
+            Parsed::Olmo2(c) => Model::Olmo2(olmo2::Model::new(c, vb)?),
+            Parsed::Starcoder2(c) => Model::Starcoder2(starcoder2::Model::new(c, vb)?),
+            Parsed::StableLm(c) => Model::StableLm(stable_lm::Model::new(c, vb)?),
+        })
+    }
+}
+
+/// The library's model for each family. llama and granite keep their KV cache outside the model.
+pub enum Model {
+    Llama { model: llama::Llama, cache: llama::Cache },
+    Granite { model: granite::Granite, cache: granite::Cache },
+    Mistral(mistral::Model),
+    Mixtral(mixtral::Model),
+    Qwen2(qwen2::ModelForCausalLM),
+    Qwen3(qwen3::ModelForCausalLM),
+    Qwen3Moe(qwen3_moe::ModelForCausalLM),
+    Gemma(gemma::Model),
+    Gemma2(gemma2::Model),
+    Gemma3(gemma3::Model),
+    Phi3(phi3::Model),
+    Olmo2(olmo2::Model),
+    Starcoder2(starcoder2::Model),
+    StableLm(stable_lm::Model),
+}
+
+impl Model {
+    /// The library's `forward(ids, position)`: the last position's logits.
+    fn forward(&mut self, x: &Tensor, pos: usize) -> candle_core::Result<Tensor> {
+        match self {
+            Model::Llama { model, cache } => model.forward(x, pos, cache),
+            Model::Granite { model, cache } => model.forward(x, pos, cache),
+            Model::Mistral(m) => m.forward(x, pos),
+            Model::Mixtral(m) => m.forward(x, pos),
+            Model::Qwen2(m) => m.forward(x, pos),
+            Model::Qwen3(m) => m.forward(x, pos),
+            Model::Qwen3Moe(m) => m.forward(x, pos),
+            Model::Gemma(m) => m.forward(x, pos),
+            Model::Gemma2(m) => m.forward(x, pos),
+            Model::Gemma3(m) => m.forward(x, pos),
+            Model::Phi3(m) => m.forward(x, pos),
+            Model::Olmo2(m) => m.forward(x, pos),
+            Model::Starcoder2(m) => m.forward(x, pos),
+            Model::StableLm(m) => m.forward(x, pos),
+        }
+    }
+}
+
+pub struct FamilyRunner {
+    parsed: Parsed,
+    model: Model,
+    vb: VarBuilder<'static>,
+    weight_files: Vec<PathBuf>,
+    config_json: String,
+    dtype: DType,
+    cache_dtype: DType,
+    device: Device,
+}
+
+impl FamilyRunner {
+    pub fn load(
+        family: Family,
+        weight_files: Vec<PathBuf>,
+        config_json: &str,
+        dtype: DType,
+        cache_dtype: Option<DType>,
+        device: Device,
+    ) -> Outcome<Self> {
+        let parsed = parse(family, config_json)?;
+        for f in &weight_files {
+            if !f.is_file() {
+                return Err(Failure::NotFound(format!("weight file not found: {}", f.display())));
+            }
+        }
+        let cache_dtype = cache_dtype.unwrap_or(dtype);
+        guarded(|| {
+            // SAFETY: the files are mmapped read-only for the runner's lifetime; portkit never writes them.
+            let vb = unsafe { VarBuilder::from_mmaped_safetensors(&weight_files, dtype, &device)? };
+            let model = parsed.build(vb.clone(), cache_dtype)?;
+            Ok(Self {
+                parsed: parsed.clone(),
+                model,
+                vb,
+                weight_files: weight_files.clone(),
+                config_json: config_json.to_string(),
+                dtype,
+                cache_dtype,
+                device: device.clone(),
+            })
+        })
+    }
+
+    pub fn family(&self) -> Family {
+        self.parsed.family()
+    }
+
+    pub fn parsed(&self) -> &Parsed {
+        &self.parsed
+    }
+
+    /// Starts every call from an empty KV cache. mixtral and stable_lm have no `clear_kv_cache`
+    /// (their caches are private), so those two are rebuilt from the same mmapped VarBuilder.
+    fn fresh(&mut self) -> Outcome<()> {
+        match (&mut self.model, &self.parsed) {
+            (Model::Llama { cache, .. }, Parsed::Llama(c)) => {
+                *cache = llama::Cache::new(true, self.cache_dtype, c, &self.device)?
+            }
+            (Model::Granite { cache, .. }, Parsed::Granite(c)) => {
+                *cache = granite::Cache::new(true, self.cache_dtype, c, &self.device)?
+            }
+            (Model::Mixtral(m), Parsed::Mixtral(c)) => *m = mixtral::Model::new(c, self.vb.clone())?,
+            (Model::StableLm(m), Parsed::StableLm(c)) => *m = stable_lm::Model::new(c, self.vb.clone())?,
+            (Model::Mistral(m), _) => m.clear_kv_cache(),
+            (Model::Qwen2(m), _) => m.clear_kv_cache(),
+            (Model::Qwen3(m), _) => m.clear_kv_cache(),
+            (Model::Qwen3Moe(m), _) => m.clear_kv_cache(),
+            (Model::Gemma(m), _) => m.clear_kv_cache(),
+            (Model::Gemma2(m), _) => m.clear_kv_cache(),
+            (Model::Gemma3(m), _) => m.clear_kv_cache(),
+            (Model::Phi3(m), _) => m.clear_kv_cache(),
+            (Model::Olmo2(m), _) => m.clear_kv_cache(),
+            (Model::Starcoder2(m), _) => m.clear_kv_cache(),
+            _ => unreachable!("model and config come from the same family"),
+        }
+        Ok(())
+    }
+
+    fn forward_row(&mut self, ids: &[u32], pos: usize) -> Outcome<Vec<f32>> {
+        let x = ids_tensor(ids, &self.device)?;
+        let logits = self.model.forward(&x, pos)?;
+        Ok(logits.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
+    }
+
+    /// Last-position logits of one forward over `ids` through the library's model.
+    pub fn last_logits(&mut self, ids: &[u32]) -> Outcome<Vec<f32>> {
+        guarded(|| {
+            self.fresh()?;
+            self.forward_row(ids, 0)
+        })
+    }
+
+    /// Same rows as `LlamaRunner::teacher_forced_logits`: row j holds the logits after
+    /// `ids[..prefill + j]`, the first from the prefill, the rest one token at a time.
+    pub fn teacher_forced_logits(&mut self, ids: &[u32], prefill: usize) -> Outcome<Array> {
+        if prefill == 0 || prefill > ids.len() {
+            return Err(Failure::Invalid(format!("prefill must be in 1..={}, got {prefill}", ids.len())));
+        }
+        guarded(|| {
+            self.fresh()?;
+            let mut data = self.forward_row(&ids[..prefill], 0)?;
+            let vocab = data.len();
+            for (pos, &id) in ids.iter().enumerate().skip(prefill) {
+                data.extend(self.forward_row(&[id], pos)?);
+            }
+            Ok(Array { shape: vec![ids.len() - prefill + 1, vocab], data })
+        })
+    }
+
+    pub fn greedy(&mut self, ids: &[u32], n: usize) -> Outcome<Vec<u32>> {
+        guarded(|| {
+            self.fresh()?;
+            let mut out = Vec::with_capacity(n);
+            if n == 0 {
+                return Ok(out);
+            }
+            let mut next = argmax(&self.forward_row(ids, 0)?);
+            out.push(next);
+            for pos in ids.len()..ids.len() + n - 1 {
+                next = argmax(&self.forward_row(&[next], pos)?);
+                out.push(next);
+            }
+            Ok(out)
+        })
+    }
+
+    /// Per-layer values from the family's copy of the forward (see `capture_layers`).
+    pub fn capture(&self, ids: &[u32]) -> Outcome<Vec<(String, Array)>> {
+        capture_layers(self.family(), &self.weight_files, &self.config_json, ids, self.dtype, Some(self.cache_dtype), &self.device)
+    }
+}
+
+/// Families with a copy of the forward proven bit-identical to the library.
+pub const CAPTURE_FAMILIES: [Family; 3] = [Family::Llama, Family::Mistral, Family::Qwen2];
+
+/// Per-layer capture (embeddings, layer.N, norm, logits) through the family's copy of the
+/// forward, loaded alone from the same files (weights resident once).
+pub fn capture_layers(
+    family: Family,
+    weight_files: &[PathBuf],
+    config_json: &str,
+    ids: &[u32],
+    dtype: DType,
+    cache_dtype: Option<DType>,
+    device: &Device,
+) -> Outcome<Vec<(String, Array)>> {
+    let parsed = parse(family, config_json)?;
+    let load_vb = || -> Outcome<VarBuilder<'static>> {
+        // SAFETY: read-only mmap for the duration of the capture.
+        Ok(unsafe { VarBuilder::from_mmaped_safetensors(weight_files, dtype, device)? })
+    };
+    match parsed {
+        Parsed::Llama(_) => crate::llama::capture_layers(weight_files, config_json, ids, dtype, cache_dtype, device),
+        Parsed::Mistral(c) => guarded(|| {
+            let mut copy = crate::mistral_copy::Model::new(&c, load_vb()?)?;
+            copy.capture(&ids_tensor(ids, device)?)
+        }),
+        Parsed::Qwen2(c) => guarded(|| {
+            let mut copy = crate::qwen2_copy::ModelForCausalLM::new(&c, load_vb()?)?;
+            copy.capture(&ids_tensor(ids, device)?)
+        }),
+        other => Err(Failure::NotImplemented(format!("per-layer: not available for {}", other.family().key()))),
+    }
+}
