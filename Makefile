@@ -32,6 +32,7 @@ demo: native
 
 test: native
 	cd native && cargo test --release --quiet --no-default-features
+	cd native/portkit-dump && cargo test --release --quiet
 	$(PY) -m pytest -q
 
 # Mutation testing (mutmut): not part of `make test` or CI, it takes tens of minutes. Each
