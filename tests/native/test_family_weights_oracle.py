@@ -81,15 +81,19 @@ def test_table_equals_candle_requests(family: str, label: str, overrides: dict[s
 @pytest.mark.parametrize("family", [f.name for f in FAMILIES])
 def test_candle_stops_where_the_table_says(family: str) -> None:
     """Negative control: drop one tensor (the middle of the table, then the last) and candle must
-    request exactly the prefix up to it and fail naming it."""
+    request exactly the prefix up to it and fail naming it; qwen2 only probes for `lm_head.weight`
+    and ties instead, without an error."""
     text = json.dumps(family_config(family), indent=2)
     full = python_table(family, text, None)
     for dropped in (full[len(full) // 2][0], full[-1][0]):
         available = {n for n, _ in full} - {dropped}
         want, missing = until_first_missing(python_table(family, text, available), available)
         got, error = native(family, text, available)
-        assert missing == dropped
         assert got == want, f"{family} without {dropped}: requests differ"
+        if family == "qwen2" and dropped == "lm_head.weight":
+            assert missing is None and error is None and dropped not in {n for n, _ in got}
+            continue
+        assert missing == dropped
         assert error is not None and f"cannot find tensor {dropped}" in error, f"{family} without {dropped}: {error}"
 
 
