@@ -39,6 +39,7 @@ FAMILY_GLOB = ("portkit/families", "*.py")
 # (the native oracles, tests/native/test_family_*_oracle.py, hold these modules to candle too,
 # but need the native wheel of the same commit: add them here once it is built by default)
 FAMILY_TESTS = ["tests/unit/test_family_semantics.py", "tests/unit/test_family_weights.py"]
+FAMILY_SKIP = ("catalogue.py",)  # the README's family table: documentation, not semantics
 
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout", 37: "killed"}
 
@@ -48,7 +49,7 @@ def targets(root: Path) -> dict[str, list[str]]:
     fam_dir = root / FAMILY_GLOB[0]
     if fam_dir.is_dir():
         for p in sorted(fam_dir.glob(FAMILY_GLOB[1])):
-            if p.name != "__init__.py":
+            if p.name not in FAMILY_SKIP:
                 out[p.relative_to(root).as_posix()] = list(FAMILY_TESTS)
     return out
 
@@ -123,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         work = args.work / (root.name + "-" + module.replace("/", "_").removesuffix(".py"))
         prepare(root, module, present, work)
         r = mutmut(work, "run", "--max-children", args.max_children)
+        (work / "mutmut-run.log").write_text(r.stdout + r.stderr)
         meta = work / "mutants" / (module + ".meta")
         if not meta.exists():
             print(f"{module:<40} mutmut failed (exit {r.returncode}):\n{(r.stdout + r.stderr)[-3000:]}", flush=True)
@@ -134,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{module:<40} score {s['score']:5.1f}%  killed {c.get('killed', 0) + c.get('timeout', 0)}/{s['total']}"
             f"  survived {c.get('survived', 0)}  no tests {c.get('no tests', 0)}  tests: {' '.join(present)}"
         )
+        if c.get("not checked") or c.get("suspicious"):
+            line += f"\n    {c.get('not checked', 0)} not checked, {c.get('suspicious', 0)} suspicious: see {work / 'mutmut-run.log'}"
         print(line, flush=True)
         rows.append(line)
         if args.survivors:
