@@ -1,0 +1,155 @@
+"""Each family's `FamilyRunner` (candle's own model) against transformers on the same tiny checkpoint
+(fixtures/families.py): last-position logits agree within 1e-4 relative where candle reads the checkpoint
+as transformers does, and the known candle differences stay visible (negative controls)."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import portkit_native as pn
+from fixtures.families import FAMILIES, FAMILY_VARIANTS, family_fixture, reference_last_logits
+
+TOLERANCE = 1e-4
+
+#: The variant of each family that CANDLE-FAMILIES.md (and the fixture catalogue) says candle reads as
+#: transformers does. mixtral's hub-style config is refused (sliding_window null), hence int-window.
+AGREEING = {family: ("int-window" if family == "mixtral" else "legacy") for family in FAMILIES}
+
+#: gemma3 appends its transposed keys to the KV cache (gemma3.rs:245-248), which candle refuses for a
+#: prefill with more than one KV head; one token at a time (decode) works and agrees.
+PREFILL_ERROR = {"gemma3": "slice-set only supports contiguous tensors"}
+
+#: Variants where candle computes something else: the comparison must fail, or it proves nothing.
+SILENT = [
+    ("mistral", "sliding-window-4"),
+    ("gemma2", "query-pre-attn-scalar"),
+    ("phi3", "longrope"),
+    ("granite", "multipliers"),
+    ("starcoder2", "untied"),
+]
+
+
+def _runner(family: str, variant: str) -> tuple[pn.FamilyRunner, Path, list[int]]:
+    d = family_fixture(family, variant)
+    ids = json.loads((d / "prompt.json").read_text())["ids"]
+    runner = pn.FamilyRunner(family, [str(d / "model.safetensors")], (d / "config.json").read_text())
+    return runner, d, ids
+
+
+def _rel(candle: np.ndarray, reference: np.ndarray) -> float:
+    return float(np.abs(candle - reference).max() / np.abs(reference).max())
+
+
+def test_agreeing_variants_are_labelled_same():
+    for family, variant in AGREEING.items():
+        if family not in PREFILL_ERROR:
+            assert FAMILY_VARIANTS[family][variant].label == "same", (family, variant)
+    for family, variant in SILENT:
+        assert FAMILY_VARIANTS[family][variant].label == "silent", (family, variant)
+
+
+def test_every_family_has_a_runner():
+    assert set(pn.families()) == set(FAMILIES)
+
+
+@pytest.mark.parametrize("family", sorted(AGREEING))
+def test_candle_matches_transformers(family: str):
+    runner, d, ids = _runner(family, AGREEING[family])
+    assert runner.family == family
+    reference = reference_last_logits(d, ids).numpy()
+    if family in PREFILL_ERROR:
+        with pytest.raises(pn.CandleError, match=f"^{PREFILL_ERROR[family]}$"):
+            runner.last_logits(ids)
+        candle = runner.teacher_forced_logits(ids, prefill=1)[-1]
+    else:
+        candle = runner.last_logits(ids)
+        # The KV-cache path lands on the same numbers (each call starts from an empty cache).
+        rows = runner.teacher_forced_logits(ids, prefill=len(ids) // 2)
+        assert _rel(rows[-1], reference) <= TOLERANCE
+    rel = _rel(candle, reference)
+    print(f"{family}: max|diff| {np.abs(candle - reference).max():.2e} rel {rel:.2e}")
+    assert rel <= TOLERANCE, f"{family}: candle vs transformers rel {rel:.2e}"
+    assert np.argmax(candle) == int(np.argmax(reference))
+
+
+@pytest.mark.parametrize("family,variant", SILENT)
+def test_known_candle_differences_stay_visible(family: str, variant: str):
+    runner, d, ids = _runner(family, variant)
+    candle, reference = runner.last_logits(ids), reference_last_logits(d, ids).numpy()
+    rel = _rel(candle, reference)
+    print(f"{family}/{variant}: max|diff| {np.abs(candle - reference).max():.2e} rel {rel:.2e}")
+    assert rel > 100 * TOLERANCE, f"{family}/{variant}: expected a visible difference, got rel {rel:.2e}"
+
+
+@pytest.mark.parametrize(
+    "family,variant,error",
+    [
+        ("mistral", "t5", pn.ConfigError),
+        ("qwen2", "t5", pn.ConfigError),
+        ("stable_lm", "t5", pn.ConfigError),
+        ("mistral", "tied", pn.CandleError),
+        ("granite", "tied", pn.CandleError),
+    ],
+)
+def test_refusals_carry_candles_text(family: str, variant: str, error: type[Exception]):
+    d = family_fixture(family, variant)
+    message = FAMILY_VARIANTS[family][variant].candle_message
+    with pytest.raises(error, match=message.replace("`", ".")):
+        pn.FamilyRunner(family, [str(d / "model.safetensors")], (d / "config.json").read_text())
+
+
+@pytest.mark.parametrize("family", ["mistral", "qwen2"])
+def test_capture_copy_is_bit_identical_to_the_library(family: str):
+    runner, d, ids = _runner(family, AGREEING[family])
+    captured = runner.capture(ids)
+    assert list(captured) == ["embeddings", "layer.0", "layer.1", "norm", "logits"]
+    assert captured["layer.1"].shape == (len(ids), 64)
+    assert float(np.abs(captured["logits"] - runner.last_logits(ids)).max()) == 0.0
+    alone = pn.capture_layers([str(d / "model.safetensors")], (d / "config.json").read_text(), ids, family=family)
+    for name in captured:
+        assert np.array_equal(alone[name], captured[name]), name
+
+
+def test_capture_families():
+    assert pn.capture_families() == ["llama", "mistral", "qwen2"]
+    runner, d, ids = _runner("gemma", "legacy")
+    with pytest.raises(NotImplementedError, match="^per-layer: not available for gemma$"):
+        runner.capture(ids)
+    with pytest.raises(NotImplementedError, match="^per-layer: not available for qwen3$"):
+        pn.capture_layers([], (family_fixture("qwen3", "legacy") / "config.json").read_text(), ids, family="qwen3")
+
+
+def _safetensors_header(path: Path) -> dict[str, list[int]]:
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + n])
+    return {name: info["shape"] for name, info in header.items() if name != "__metadata__"}
+
+
+@pytest.mark.parametrize("family", sorted(AGREEING))
+def test_requested_tensors_are_exactly_what_transformers_saved(family: str):
+    d = family_fixture(family, AGREEING[family])
+    saved = _safetensors_header(d / "model.safetensors")
+    requested, error = pn.requested_tensors(family, (d / "config.json").read_text(), list(saved))
+    assert error is None
+    assert {name: shape for name, shape in requested} == saved
+
+
+def test_requested_tensors_name_the_missing_lm_head():
+    d = family_fixture("mistral", "tied")
+    saved = _safetensors_header(d / "model.safetensors")
+    requested, error = pn.requested_tensors("mistral", (d / "config.json").read_text(), list(saved))
+    assert "lm_head.weight" not in saved
+    assert requested[-1] == ("lm_head.weight", [256, 64])
+    assert error == "cannot find tensor lm_head.weight"
+    # starcoder2 with its own lm_head: candle never asks for it (starcoder2.rs:288).
+    d = family_fixture("starcoder2", "untied")
+    saved = _safetensors_header(d / "model.safetensors")
+    requested, error = pn.requested_tensors("starcoder2", (d / "config.json").read_text(), list(saved))
+    assert error is None and "lm_head.weight" in saved
+    assert set(saved) - {name for name, _ in requested} == {"lm_head.weight"}
