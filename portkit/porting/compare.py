@@ -106,6 +106,14 @@ def validate(ref: DumpFile, cand: DumpFile) -> None:
     """Every candidate tensor is one the reference has, with a shape it can be compared at."""
     if not cand.tensors:
         raise BadInput(f"{cand.path}: the candidate holds no tensors")
+    if "ids" in cand.tensors and "ids" in ref.tensors and not np.array_equal(cand.tensors["ids"], ref.tensors["ids"]):
+        def head(a: np.ndarray) -> str:
+            return ",".join(str(int(i)) for i in a[:8]) + (",..." if a.size > 8 else "")
+
+        raise BadInput(
+            f"{cand.path}: ids differ from the reference's ({head(cand.tensors['ids'])} vs {head(ref.tensors['ids'])}): "
+            "dump the candidate on the reference's prompt"
+        )
     for name, got in cand.tensors.items():
         if name == "ids" and name not in ref.tensors:
             continue  # a seeds' JSON reference keeps no ids: nothing to check them against
@@ -128,14 +136,6 @@ def validate(ref: DumpFile, cand: DumpFile) -> None:
         elif got.shape != want.shape:
             raise BadInput(f"{cand.path}: `{name}` has shape {list(got.shape)}, the reference's is {list(want.shape)}")
     _check_no_gap(ref, cand)
-    if "ids" in cand.tensors and "ids" in ref.tensors and not np.array_equal(cand.tensors["ids"], ref.tensors["ids"]):
-        def head(a: np.ndarray) -> str:
-            return ",".join(str(int(i)) for i in a[:8]) + (",..." if a.size > 8 else "")
-
-        raise BadInput(
-            f"{cand.path}: ids differ from the reference's ({head(cand.tensors['ids'])} vs {head(ref.tensors['ids'])}): "
-            "dump the candidate on the reference's prompt"
-        )
     if set(cand.tensors) <= {"ids"}:
         raise BadInput(f"{cand.path}: nothing to compare (only ids)")
 

@@ -41,7 +41,8 @@ def _run(args: argparse.Namespace) -> int:
     m = w.metadata
     shapes = {k: "x".join(map(str, v)) for k, v in w.tensors.items()}
     ids = json.loads(m["prompt"])["ids"]
-    print(f"wrote {w.path} ({w.bytes / 2**20:.1f} MiB, {m['dtype']}) in {w.seconds:.1f} s")
+    size = f"{w.bytes / 2**20:.1f} MiB" if w.bytes >= 2**20 else f"{w.bytes / 1024:.0f} KiB"
+    print(f"wrote {w.path} ({size}, {m['dtype']}) in {w.seconds:.1f} s")
     print(f"  transformers {m['transformers']} (torch {m['torch']}), eager f32 cpu; family {m['family']}")
     print(f"  {describe_names(list(w.tensors))}")
     print(f"  hidden [{shapes.get('embeddings', '?')}], logits [{shapes['logits']}], greedy [{shapes.get('greedy', '0')}]")

@@ -92,7 +92,7 @@ def test_reference_cli_prints_what_it_wrote(capsys, tmp_path, healthy_tied_dir):
     out = tmp_path / "r.safetensors"
     code, stdout, err = _run(capsys, "reference", healthy_tied_dir, "--out", out, "--ids", "1,5,9,20,33", "--tokens", "2", "--dtype", "bf16")
     assert code == 0, err
-    assert f"wrote {out}" in stdout and "layer.0..layer.2" in stdout and "logits [5x256]" in stdout
+    assert f"wrote {out}" in stdout and "layer.0..layer.2" in stdout and "logits [5x256]" in stdout and "ids 1,5,9,20,33" in stdout
     d = read_dump(out)
     assert d.tensors["ids"].tolist() == [1, 5, 9, 20, 33] and d.tensors["greedy"].shape == (2,)
     assert d.dtypes["layer.0"] == "BF16" and d.metadata["dtype"] == "bf16"
@@ -255,6 +255,7 @@ def _bad_candidates(ref, tmp_path: Path) -> dict[str, tuple[Path, str]]:
         "missing layer.1": (_candidate(tmp_path, without_layer1, "a.safetensors"), "layer.1 is missing between layer.0 and layer.2"),
         "bad shape": (_candidate(tmp_path, short_layer, "b.safetensors"), "`layer.1` has shape [15, 64], the reference's is [16, 64]"),
         "ids differ": (_candidate(tmp_path, other_ids, "c.safetensors"), "ids differ from the reference's"),
+        "shorter prompt": (_candidate(tmp_path, {"ids": t["ids"][:3], "logits": t["logits"][2]}, "g.safetensors"), "ids differ from the reference's"),
         "layer the reference lacks": (_candidate(tmp_path, extra, "d.safetensors"), "tensor `layer.3` is not in the reference"),
         "unknown name": (_candidate(tmp_path, unknown, "e.safetensors"), "tensor `hidden` is not in the reference"),
         "logits shape": (_candidate(tmp_path, {"logits": t["logits"][:, :100]}, "f.safetensors"), "`logits` has shape [16, 100]"),
@@ -265,7 +266,7 @@ def _bad_candidates(ref, tmp_path: Path) -> dict[str, tuple[Path, str]]:
 
 @pytest.mark.parametrize(
     "case",
-    ["missing layer.1", "bad shape", "ids differ", "layer the reference lacks", "unknown name", "logits shape", "not safetensors", "no file"],
+    ["missing layer.1", "bad shape", "ids differ", "shorter prompt", "layer the reference lacks", "unknown name", "logits shape", "not safetensors", "no file"],
 )
 def test_malformed_candidate_one_line_exit_2(capsys, tmp_path, ref_path, ref, case):
     path, message = _bad_candidates(ref, tmp_path)[case]
