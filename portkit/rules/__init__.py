@@ -79,6 +79,7 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK417": ("phi3-gguf-missing-output", "stable"),
     "PK418": ("qwen2-gguf-missing-qkv-bias", "stable"),
     "PK419": ("mixtral-gguf-merged-experts", "stable"),
+    "PK420": ("phi3-gguf-partial-rotary", "stable"),
 }
 GROUPS = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf"}
 

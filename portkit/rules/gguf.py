@@ -1398,6 +1398,65 @@ class MixtralGgufMergedExperts(_GgufRule):
             )
 
 
+
+class Phi3GgufPartialRotary(_GgufRule):
+    """quantized_phi3 rotates the whole head with a `rope.dimension_count`-wide table: partial RoPE fails.
+
+    ## What it does
+    Flags a GGUF read by quantized_phi3 whose `phi3.rope.dimension_count` is smaller than the
+    head size (`embedding_length / head_count`): llama.cpp writes partial_rotary_factor x
+    head_dim there (Phi-4-mini: 96 of 128).
+
+    ## Why is this bad?
+    candle builds its cos/sin tables over `rope.dimension_count` but applies them to every
+    dimension of the head, so the first forward fails with `inconsistent last dim size in
+    rope` (after the load, so a server starts and fails on its first request).
+
+    ## Example
+    `phi3.rope.dimension_count = 96`, `phi3.embedding_length = 3072`, `phi3.attention.head_count = 24`.
+
+    ## Fix
+    None: no metadata value makes candle rotate part of the head; run the safetensors
+    checkpoint with candle's `phi3` module, which does.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/quantized_phi3.rs:244 (tables over `rope_dim`),
+    :99-105 (`rope` over the whole head); candle-nn-0.11.0/src/rotary_emb.rs:555-568
+    (`inconsistent last dim size in rope`).
+
+    ## Verification
+    crash: candle's first forward must fail with `inconsistent last dim size in rope`.
+
+    ## References
+    CANDLE-FAMILIES §15.3 (phi3_partial).
+    """
+
+    code = "PK420"
+    name = "phi3-gguf-partial-rotary"
+    severity = "error"
+    effect = "runtime-error"
+    fix_title = "Run the safetensors checkpoint with candle's `phi3` module instead"
+    probe_kind = "crash"
+    loaders = ("quantized_phi3",)
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        for g, _v in self.each(ctx):
+            rope_dim, emb, heads = (md_u32(g, f"phi3.{k}") for k in ("rope.dimension_count", "embedding_length", "attention.head_count"))
+            if rope_dim is None or emb is None or not heads or rope_dim >= emb // heads:
+                continue
+            head_dim = emb // heads
+            yield self.finding(
+                ctx,
+                f"`phi3.rope.dimension_count` is {rope_dim} of a {head_dim}-wide head (partial RoPE); candle 0.11.0's "
+                "quantized_phi3 applies its table to the whole head and the first forward fails with "
+                "`inconsistent last dim size in rope`",
+                filename=g.path,
+                location=None,
+                transformers_value=f"rotate {rope_dim} of {head_dim}",
+                candle_value="inconsistent last dim size in rope",
+                expect="inconsistent last dim size in rope",
+            )
+
 RULES = (
     MissingGgufMetadata,
     GgufFreqBaseDefaulted,
@@ -1418,4 +1477,5 @@ RULES = (
     Phi3GgufMissingOutput,
     Qwen2GgufMissingQkvBias,
     MixtralGgufMergedExperts,
+    Phi3GgufPartialRotary,
 )

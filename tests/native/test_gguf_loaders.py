@@ -48,6 +48,7 @@ CRASHES: list[tuple[str, Callable[[Path], Path]]] = [
     ("PK401", _write("phi3", drop_keys=["feed_forward_length"])),
     ("PK401", _write("qwen2", override={"qwen2.block_count": (2, GGUFValueType.UINT64)})),
     ("PK419", _mixtral_merged),
+    ("PK420", _write("phi3", override={"phi3.rope.dimension_count": 8})),  # fails at the first forward
 ]
 
 
@@ -63,7 +64,7 @@ def test_crash_prediction_matches_candle(code: str, make: Callable[[Path], Path]
     expects = [f.probe.expect for f in r.findings if f.code == code]
     assert expects and expects[0], f"{code}: lint predicted no failure for {path.name}"
     with pytest.raises((pn.CandleError, pn.CandlePanic)) as e:
-        _load(path)
+        _load(path).last_logits(IDS)
     assert expects[0] in str(e.value), f"{code}: lint predicted {expects[0]!r}; candle said {e.value}"
 
 
@@ -78,3 +79,35 @@ def test_converter_files_load_in_their_loader(family: str, tmp_path: Path) -> No
 def test_per_expert_mixtral_file_loads(tmp_path: Path) -> None:
     d, _ = mixtral_gguf(merged=False)(tmp_path / "m")
     _load(next(d.glob("*.gguf")))  # zeros, but every tensor candle asks for is there
+
+
+def _logits(path: Path) -> np.ndarray:
+    return np.asarray(_load(path).last_logits(IDS), dtype=np.float64)
+
+
+# (rule, family, variant, writer kwargs of a file candle must read identically, of one it must not):
+# each silent rule's mechanism, shown on candle itself. Equal: the key or tensor is never read (or
+# the default is what the rule says); different: the key the rule names is the one candle reads.
+MECHANISMS = [
+    # PK412: absent general.dtype == F16 (1); F32 (0) changes the RoPE tables
+    ("PK412", "qwen3", "legacy", {"override": {"general.dtype": 1}}, {"override": {"general.dtype": 0}}),
+    # PK414: freq_base_swa is not read: the sliding layers use the default 10000 until local_freq_base is written
+    ("PK414", "gemma3", "legacy", {"override": {"gemma3.rope.local_freq_base": 10000.0}}, {"override": {"gemma3.rope.local_freq_base": 50000.0}}),
+    # PK415: phi3.rope.freq_base is never read (hard-coded 10000); the control changes what is read
+    ("PK415", "phi3", "legacy", {"override": {"phi3.rope.freq_base": 10000.0}}, {"override": {"phi3.attention.layer_norm_rms_epsilon": 0.5}}),
+    # PK416: the LongRoPE factors and attn_factor are never read
+    ("PK416", "phi3", "longrope", {"drop_tensors": ["rope_factors_long.weight", "rope_factors_short.weight"],
+                                   "drop_keys": ["phi3.rope.scaling.attn_factor"]}, {"override": {"phi3.attention.layer_norm_rms_epsilon": 0.5}}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("code,family,variant,same,other", MECHANISMS, ids=[m[0] for m in MECHANISMS])
+def test_silent_rule_mechanism_in_candle(code: str, family: str, variant: str, same: dict, other: dict, tmp_path: Path) -> None:
+    d = family_fixture(family, variant)
+    base = write_gguf(d, tmp_path / "as-converted.gguf")
+    assert code in {f.code for f in lint_paths([base], Settings(select=[code], preview=True, respect_pyproject=False)).findings}
+    a = _logits(base)
+    b = _logits(write_gguf(d, tmp_path / "same.gguf", **same))
+    c = _logits(write_gguf(d, tmp_path / "other.gguf", **other))
+    assert np.array_equal(a, b), f"{code}: candle read what the rule says it ignores (max |diff| {np.abs(a - b).max():.3g})"
+    assert np.abs(a - c).max() > 1e-4, f"{code}: the control edit changed nothing (max |diff| {np.abs(a - c).max():.3g})"

@@ -352,6 +352,7 @@ CASES: dict[str, tuple[Builder, Builder]] = {
     "PK417": (loader_gguf("phi3", drop=("output.weight",)), loader_gguf("phi3")),
     "PK418": (loader_gguf("qwen2", drop=("blk.1.attn_k.bias",)), loader_gguf("qwen2")),
     "PK419": (mixtral_gguf(merged=True), mixtral_gguf(merged=False)),
+    "PK420": (loader_gguf("phi3", md={"phi3.rope.dimension_count": 12}), loader_gguf("phi3")),
 }
 
 # Extra triggering variants: (code, builder, substring the message must contain)
