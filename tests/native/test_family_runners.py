@@ -153,3 +153,43 @@ def test_requested_tensors_name_the_missing_lm_head():
     requested, error = pn.requested_tensors("starcoder2", (d / "config.json").read_text(), list(saved))
     assert error is None and "lm_head.weight" in saved
     assert set(saved) - {name for name, _ in requested} == {"lm_head.weight"}
+
+
+#: (family, candle's GGUF loader, transformers config overrides that do what the loader does or None).
+#: quantized_qwen2 agrees as is. quantized_phi3 hard-codes RoPE theta 10000 (quantized_phi3.rs:244; the
+#: fixture has 1e5). quantized_gemma3's MLP uses SiLU where Gemma 3 uses the tanh GELU
+#: (quantized_gemma3.rs:60), and its sliding layers read `rope.local_freq_base` (default 1e4) where the
+#: converter writes `rope.freq_base_swa` (the fixture's local theta is 5e4). quantized_qwen3 builds its RoPE tables in F16 when the file has no
+#: `general.dtype` (the converter writes none; no config edit reproduces that).
+GGUF_CASES = [
+    ("qwen2", "quantized_qwen2", {}),
+    ("phi3", "quantized_phi3", {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}),
+    ("gemma3", "quantized_gemma3", {"hidden_activation": "silu", "rope_parameters": {
+        "full_attention": {"rope_theta": 1e6, "rope_type": "default"},
+        "sliding_attention": {"rope_theta": 1e4, "rope_type": "default"}}}),
+    ("qwen3", "quantized_qwen3", None),
+]
+
+
+@pytest.mark.parametrize("family,loader,mechanism", GGUF_CASES)
+def test_gguf_loader_against_transformers(family: str, loader: str, mechanism: dict | None, tmp_path: Path):
+    from fixtures.gguf_writer import write_gguf
+
+    d = family_fixture(family, "legacy")
+    ids = json.loads((d / "prompt.json").read_text())["ids"]
+    runner = pn.GgufRunner(str(write_gguf(d, tmp_path / f"{family}.gguf", "f32")), loader=loader)
+    assert runner.loader == loader
+    candle, reference = runner.last_logits(ids), reference_last_logits(d, ids).numpy()
+    rel = _rel(candle, reference)
+    print(f"{loader}: max|diff| {np.abs(candle - reference).max():.2e} rel {rel:.2e}")
+    assert (rel <= TOLERANCE) == (mechanism == {}), f"{loader}: rel {rel:.2e}"
+    if mechanism:
+        # Counterfactual: transformers made to do what the loader does lands on candle's numbers.
+        edited = reference_last_logits(d, ids, **mechanism).numpy()
+        print(f"{loader} vs transformers {mechanism}: rel {_rel(candle, edited):.2e}")
+        assert _rel(candle, edited) <= TOLERANCE
+        reference = edited
+    rows = runner.teacher_forced_logits(ids, prefill=len(ids) // 2)
+    assert rows.shape == (len(ids) - len(ids) // 2 + 1, reference.shape[0])
+    if mechanism is not None:
+        assert _rel(rows[-1], reference) <= TOLERANCE
