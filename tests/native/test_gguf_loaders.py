@@ -111,3 +111,21 @@ def test_silent_rule_mechanism_in_candle(code: str, family: str, variant: str, s
     c = _logits(write_gguf(d, tmp_path / "other.gguf", **other))
     assert np.array_equal(a, b), f"{code}: candle read what the rule says it ignores (max |diff| {np.abs(a - b).max():.3g})"
     assert np.abs(a - c).max() > 1e-4, f"{code}: the control edit changed nothing (max |diff| {np.abs(a - c).max():.3g})"
+
+
+def test_gemma3_gguf_is_transformers_with_silu(tmp_path: Path) -> None:
+    """PK413 and PK414 against transformers: with the sliding layers' base written where candle
+    reads it, candle's quantized_gemma3 computes Gemma 3 with a SiLU MLP: it matches transformers
+    run with `hidden_activation="silu"` and not the real model (GELU-tanh); the file as converted
+    (base only in `freq_base_swa`) matches neither."""
+    from fixtures.families import reference_last_logits
+
+    d = family_fixture("gemma3", "legacy")
+    fixed = _logits(write_gguf(d, tmp_path / "local.gguf", override={"gemma3.rope.local_freq_base": 50000.0}))
+    as_converted = _logits(write_gguf(d, tmp_path / "converted.gguf"))
+    gelu = np.asarray(reference_last_logits(d, IDS), dtype=np.float64)
+    silu = np.asarray(reference_last_logits(d, IDS, hidden_activation="silu"), dtype=np.float64)
+    tol = 1e-4
+    assert np.abs(fixed - silu).max() < tol, f"candle vs transformers(silu): {np.abs(fixed - silu).max():.3g} (tol {tol})"
+    assert np.abs(fixed - gelu).max() > 100 * tol, f"candle vs transformers: {np.abs(fixed - gelu).max():.3g}"
+    assert np.abs(as_converted - silu).max() > 100 * tol, f"as converted vs transformers(silu): {np.abs(as_converted - silu).max():.3g}"
