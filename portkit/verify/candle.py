@@ -40,5 +40,10 @@ def load_llama(
     )
 
 
-def load_gguf(path: Path, *, device: str = "cpu") -> Any:
-    return native().GgufRunner(str(path), device=device)
+def load_family(family: str, weight_files: Sequence[Path], config_json: str, *, dtype: str = "f32", device: str = "cpu") -> Any:
+    """A `portkit_native.FamilyRunner` over candle's own `models::{family}`."""
+    return native().FamilyRunner(family, [str(p) for p in weight_files], config_json, dtype=dtype, device=device)
+
+
+def load_gguf(path: Path, *, device: str = "cpu", loader: str = "quantized_llama") -> Any:
+    return native().GgufRunner(str(path), device=device, loader=loader)

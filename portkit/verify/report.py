@@ -110,6 +110,7 @@ def _run_json(r: RunOutputs) -> dict[str, Any]:
 def _gguf_json(g: GgufSection) -> dict[str, Any]:
     return {
         "path": str(g.path),
+        "loader": g.loader,
         "weight_types": g.weight_types,
         "tolerance": _tol_json(g.tolerance),
         "run": _run_json(g.run),
@@ -150,6 +151,7 @@ def _to_json(rep: VerifyReport) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
         "model_dir": str(rep.model.root),
+        "family": rep.family,
         "device": o.device,
         "dtype": o.dtype,
         "versions": rep.versions,
@@ -302,7 +304,7 @@ def render_text(rep: VerifyReport, console: Console, *, table: bool = True) -> N
     p = console.print
     p(f"[bold]portkit verify[/] {escape(str(rep.model.root))}")
     p(
-        f"  candle {v.get('candle')} (portkit_native, {o.device}, {o.dtype}) vs transformers {v.get('transformers')} "
+        f"  candle {v.get('candle')} `{rep.family}` (portkit_native, {o.device}, {o.dtype}) vs transformers {v.get('transformers')} "
         f"(eager, f32, cpu, {rep.reference.mode}{', from the cache' if rep.reference.source == 'cache' else ''}; torch {v.get('torch')})"
     )
     p(f"  prompt: {escape(rep.prompt.describe())}")
@@ -316,7 +318,7 @@ def render_text(rep: VerifyReport, console: Console, *, table: bool = True) -> N
         for ln in rest:
             p(f"    {escape(ln)}")
     if rep.comparison is not None:
-        for ln in _comparison_lines(rep.comparison, rep.reference.greedy):
+        for ln in _comparison_lines(rep.comparison, rep.reference.greedy, layers_note=rep.layers_note):
             p("  " + ln)
         if table and rep.comparison.layers is not None:
             p("")
@@ -349,7 +351,7 @@ def _render_gguf(g: GgufSection, rep: VerifyReport, console: Console) -> None:
     p = console.print
     p("")
     types = ", ".join(f"{k} x{n}" for k, n in sorted(g.weight_types.items()))
-    p(f"[bold]GGUF vs transformers[/] {escape(str(g.path))} (candle quantized_llama; weights {types})")
+    p(f"[bold]GGUF vs transformers[/] {escape(str(g.path))} (candle {g.loader}; weights {types})")
     p(f"  tolerance {g.tolerance.name}: {_tol_line(g.tolerance)}")
     if g.run.failure is not None:
         p(f"  [red]{escape(g.run.failure.line())}[/]")
