@@ -73,13 +73,15 @@ class CachedModel:
     commit: str
     path: Path
     refs: tuple[str, ...] = ()
+    partial: bool = False  # huggingface_hub knows files of this revision that were not downloaded
 
     @property
     def spec(self) -> str:
         return f"{self.repo_id}@{self.revision}"
 
     def describe(self) -> str:
-        return f"{self.spec} is {self.path} in the Hugging Face cache (commit {self.commit[:12]})"
+        part = ", a partial download: the files that are there are linted" if self.partial else ""
+        return f"{self.spec} is {self.path} in the Hugging Face cache (commit {self.commit[:12]}{part})"
 
 
 def resolve(spec: str) -> CachedModel:
@@ -93,11 +95,12 @@ def resolve(spec: str) -> CachedModel:
 
     cache = cache_dir()
     get = f"hf download {repo_id}" + (f" --revision {rev}" if rev != "main" else "")
+    partial = False
     try:
         path = Path(hub.snapshot_download(repo_id, revision=rev, local_files_only=True))
     except IncompleteSnapshotError as e:
         # A partial download (one GGUF of many, config.json alone) is normal: lint what is there.
-        path = Path(e.snapshot_path)
+        path, partial = Path(e.snapshot_path), True
     except LocalEntryNotFoundError:
         repo_dir = cache / f"models--{repo_id.replace('/', '--')}"
         where = f"revision `{rev}` of {repo_id} is not" if repo_dir.is_dir() else f"{repo_id} is not"
@@ -106,7 +109,7 @@ def resolve(spec: str) -> CachedModel:
         ) from None
     except HFValidationError as e:
         raise InputError(spec, f"no such path, and not a valid Hugging Face repo id: {e}") from None
-    return CachedModel(repo_id=repo_id, revision=rev, commit=path.name, path=path)
+    return CachedModel(repo_id=repo_id, revision=rev, commit=path.name, path=path, partial=partial)
 
 
 # ------------------------------------------------------------------ --hf-cache

@@ -322,3 +322,27 @@ def test_verify_takes_a_repo_id_to_its_snapshot(cache: Path, tmp_path: Path) -> 
     snap = snapshot(cache, "acme/tok")
     assert r.returncode == 2, r.stdout + r.stderr
     assert f"acme/tok@main is {snap}" in r.stderr and f"portkit: error: {snap}" in r.stderr and "no config.json" in r.stderr
+
+
+def test_one_gguf_downloaded_of_many_is_linted_as_it_is(tmp_path: Path) -> None:
+    """`hf download acme/tiny-GGUF tiny-q8_0.gguf config.json`: huggingface_hub's cached tree
+    listing names three GGUFs, one is there. The id still resolves; the GGUF there is linted."""
+    from huggingface_hub._tree_cache import TreeCacheEntry, write_tree_cache
+
+    cache = tmp_path / "hub"
+    cfg = GOOD()
+    d = sk.write_model(tmp_path / "src" / "gguf", cfg, weights=False)
+    sk.write_gguf(d / "tiny-q8_0.gguf", sk.llama_metadata(cfg, freq_base=1234.0), sk.gguf_tensors(cfg))  # PK409
+    files = hc.model_files(d)
+    snap = hc.add_revision(cache, "acme/tiny-GGUF", files)
+    listing = {n: TreeCacheEntry(size=len(b), blob_id=hashlib.sha1(b).hexdigest()) for n, b in files.items()}
+    listing.update({n: TreeCacheEntry(size=1, blob_id="0" * 40) for n in ("tiny-f32.gguf", "tiny-q4_0.gguf")})
+    write_tree_cache(str(hc.repo_dir(cache, "acme/tiny-GGUF")), snap.name, listing)
+    with pytest.raises(huggingface_hub.errors.IncompleteSnapshotError):  # what huggingface_hub says of it
+        huggingface_hub.snapshot_download("acme/tiny-GGUF", cache_dir=cache, local_files_only=True)
+
+    r = run(["lint", "acme/tiny-GGUF", "--format", "json"], cache, tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert [(f["code"], Path(f["filename"]).name) for f in json.loads(r.stdout)] == [("PK409", "tiny-q8_0.gguf")]
+    assert "a partial download" in r.stderr and r.stderr.count("\n") == 1
+    assert run(["lint", "acme/bad"], cache, tmp_path).returncode == 2  # an absent repo is still an error
