@@ -7,6 +7,7 @@ order of keys matters, so a fix that moves a key or accepts what it should refus
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -238,3 +239,135 @@ def test_no_config_json_is_bad_input(tmp_path: Path) -> None:
 
     with pytest.raises(InputError, match="no config.json to fix"):
         fix.plan(tmp_path, ModelFacts(root=tmp_path, config=None))
+
+
+# --------------------------------------------------------------------------- mutmut's survivors
+
+
+def test_the_diff_is_a_whole_unified_diff(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = {**sk.config("tf5"), "rope_theta": 10000.0}
+    d = sk.write_model(tmp_path / "m", cfg, weights=False)
+    monkeypatch.chdir(tmp_path)
+    diff = fix.plan(Path("m")).diff()
+    # one changed line, as whole lines: header, hunk, context, - and +, each ending in a newline
+    assert diff.startswith("--- a/m/config.json\n+++ b/m/config.json\n@@ -")
+    assert '\n-  "rope_theta": 10000.0\n+  "rope_theta": 100000.0\n' in diff
+    lines = diff.splitlines(keepends=True)
+    assert all(line.endswith("\n") for line in lines)
+    assert [line[0] for line in lines[3:]].count("-") == 1 and [line[0] for line in lines[3:]].count("+") == 1
+    assert d.is_dir()
+
+
+def test_non_ascii_text_is_kept_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = sk.write_model(tmp_path / "m", {**sk.config("tf5"), "rope_theta": 10000.0, "name_or_path": "modèle-日本"}, weights=False)
+    assert cli(capsys, "fix", str(d), "--write")[0] == 0
+    text = (d / "config.json").read_text(encoding="utf-8")
+    assert '"name_or_path": "modèle-日本"' in text and "\\u" not in text
+
+
+def test_refusals_name_the_config_path(tmp_path: Path) -> None:
+    from portkit.errors import InputError
+    from portkit.model import ModelFacts, load_model
+
+    with pytest.raises(InputError) as e:
+        fix.plan(tmp_path, ModelFacts(root=tmp_path, config=None))
+    assert str(e.value) == f"{tmp_path}: no config.json to fix"
+    d = tmp_path / "m"
+    d.mkdir()
+    text = json.dumps(sk.config("tf5"), indent=2)
+    (d / "config.json").write_text(text.replace('"rope_theta": 100000.0', '"rope_theta": 1.0, "rope_theta": 2.0', 1))
+    with pytest.raises(InputError) as e:
+        fix.plan(d)
+    assert str(e.value) == (
+        f"{d / 'config.json'}: key `rope_parameters.rope_theta` is written twice; fix it by hand first "
+        "(transformers keeps the last, candle refuses)"
+    )
+    d2 = sk.write_model(tmp_path / "m2", sk.config("tf5", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING), weights=False)
+    facts = load_model(d2)
+    assert facts.config is not None
+    unchanged = dict(facts.config.value)  # the edit not made: both rope findings still fire
+    with pytest.raises(InputError) as e:
+        fix._check(facts, facts.config, unchanged, fix.render(unchanged, facts.config.text))
+    assert str(e.value) == f"{d2 / 'config.json'}: refusing to fix: PK101, PK102 would still fire after the edit"
+    changed = {**unchanged, "vocab_size": 512}
+    with pytest.raises(InputError) as e:
+        fix._check(facts, facts.config, changed, fix.render(changed, facts.config.text))
+    assert str(e.value) == f"{d2 / 'config.json'}: refusing to fix: the edit would change transformers' effective vocab_size"
+
+
+def test_generation_config_is_read_on_both_sides_of_the_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """generate() stops on generation_config.json's EOS: fixing rope_theta must not look like an EOS change."""
+    d = sk.write_model(tmp_path / "m", {**sk.config("tf5"), "rope_theta": 10000.0}, weights=False, generation_config={"eos_token_id": [2, 7]})
+    code, _, err = cli(capsys, "fix", str(d), "--write")
+    assert code == 0, err
+    assert json.loads((d / "config.json").read_text())["rope_theta"] == 100000.0
+
+
+def test_write_replaces_from_a_temporary_file_beside_the_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """os.replace is atomic only within one filesystem: the temporary file is in the config's directory."""
+    d = sk.write_model(tmp_path / "m", {**sk.config("tf5"), "rope_theta": 10000.0}, weights=False)
+    p = fix.plan(d)
+    seen: list[tuple[Path, Path]] = []
+    real = os.replace
+
+    def spy(src: str, dst: str) -> None:
+        seen.append((Path(src), Path(dst)))
+        real(src, dst)
+
+    monkeypatch.setattr(fix.os, "replace", spy)
+    fix.write(p)
+    ((src, dst),) = seen
+    assert src.parent == dst.parent == d and dst.name == "config.json" and src.name.startswith(".config.json.")
+    assert (d / "config.json").read_bytes() == p.new_text.encode("utf-8")  # type: ignore[union-attr]
+
+
+def test_a_failed_write_leaves_the_config_and_no_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    d = sk.write_model(tmp_path / "m", {**sk.config("tf5"), "rope_theta": 10000.0}, weights=False)
+    before = (d / "config.json").read_bytes()
+    p = fix.plan(d)
+
+    def fail(src: str, dst: str) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(fix.os, "replace", fail)
+    with pytest.raises(OSError, match="disk full"):
+        fix.write(p)
+    assert sorted(x.name for x in d.iterdir()) == ["config.json"] and (d / "config.json").read_bytes() == before
+
+
+def test_family_configs_are_checked_with_their_own_transformers_view(tmp_path: Path) -> None:
+    import dataclasses
+
+    from portkit.model import load_model
+    from portkit.semantics.transformers import family_transformers_view
+    from tests.unit.family_configs import T5
+
+    cfg = T5["gemma3"]
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(cfg, indent=2))
+    facts = load_model(d)
+    got = fix._effective(facts, cfg, None)
+    want = {k: v for k, v in dataclasses.asdict(family_transformers_view("gemma3", cfg)).items() if k != "sources"}
+    assert got == want and got["local_rope_parameters"]["rope_theta"] == 50000.0
+    legacy_type = {**cfg, "rope_parameters": {k: {**v, "type": "default"} for k, v in cfg["rope_parameters"].items()}}
+    typed = fix._effective(facts, legacy_type, None)
+    assert "type" not in typed["rope_parameters"] and "type" not in typed["local_rope_parameters"]
+    assert typed == got
+    llama = sk.config("tf5")
+    assert fix._effective(facts, llama, {"eos_token_id": 7}) == fix.effective(transformers_view(llama, {"eos_token_id": 7}))
+
+
+def test_a_family_config_missing_a_required_key_is_fixed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.unit.family_configs import T5
+
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(T5["mistral"], indent=2))
+    before = json.loads((d / "config.json").read_text())
+    code, _, err = cli(capsys, "fix", str(d), "--write")
+    assert code == 0 and "PK110" in err, err
+    after = json.loads((d / "config.json").read_text())
+    added = [k for k in after if k not in before]
+    assert added and [k for k in after if k in before] == list(before)
+    assert cli(capsys, "fix", str(d))[0] == 0
