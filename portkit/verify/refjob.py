@@ -59,7 +59,15 @@ class ReferenceJob:
             rows = rows.copy()
             rows[0, 0] += np.float32(perturb)
         return Reference(
-            prompt=self.prompt, greedy=greedy, rows=rows, layers=layers, forced=forced, nonfinite_weights=bad, mode=self.mode, source=source
+            prompt=self.prompt,
+            greedy=greedy,
+            rows=rows,
+            layers=layers,
+            forced=forced,
+            nonfinite_weights=bad,
+            mode=self.mode,
+            source=source,
+            use_cache=self.cache is not None,
         )
 
     def _compute(self, forced: list[int] | None) -> tuple[list[int], np.ndarray, dict[str, np.ndarray], list[str]]:
@@ -88,3 +96,48 @@ class ReferenceJob:
             self.child.kill()
             self.child = None
 
+
+
+def reference_effect(
+    model: ModelDir,
+    reference: Reference,
+    tokens: int,
+    without_config: str,
+    scan_len: int,
+    progress: Progress,
+) -> tuple[np.ndarray, np.ndarray]:
+    """transformers without a finding's effect (`refproc.effect_reference`), from the cache when
+    it has it: (rows on the reference's inputs, effect by position over `scan_len` tokens)."""
+    forced = reference.inputs
+    cache = None
+    if reference.use_cache:
+        key = refcache.model_key(without_config, model.weight_files, f"effect-{scan_len}")
+        cache = refcache.RefCache(key, reference.prompt, tokens)
+        hit = cache.get(forced)
+        if hit is not None:
+            return hit.rows, hit.layers["effect"]
+    req = dict(
+        kind="effect",
+        model_dir=str(model.root),
+        files=[str(p) for p in model.weight_files],
+        without_config=without_config,
+        prompt=reference.prompt,
+        forced=forced,
+        tokens=tokens,
+        scan_len=scan_len,
+    )
+    try:
+        if reference_in_child():
+            child = refproc.ServedReference(progress)
+            child.request(req)
+            _, rows, layers, _ = child.result()
+            effect = layers["effect"]
+        else:
+            rows, effect = refproc.effect_reference(
+                model.root, model.weight_files, without_config, reference.prompt, forced, tokens, scan_len, progress
+            )
+    except refproc.ReferenceFailed as e:
+        raise BadInput(str(e)) from None
+    if cache is not None:
+        cache.put(forced, refcache.CachedReference(greedy=[], rows=rows, layers={"effect": effect}, nonfinite_weights=[]))
+    return rows, effect

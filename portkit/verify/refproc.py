@@ -135,6 +135,48 @@ def forward_reference(
     return greedy, rows.astype(np.float32, copy=False), layers, list(bad)
 
 
+def effect_reference(
+    model_dir: Path,
+    files: Sequence[Path],
+    without_config: str,
+    prompt: Sequence[int],
+    forced: Sequence[int],
+    tokens: int,
+    scan_len: int,
+    progress: Callable[[str], None],
+) -> tuple[np.ndarray, np.ndarray]:
+    """A reference-side counterfactual: transformers on `without_config` (the checkpoint's
+    config without a finding's effect), streamed, on the same inputs as the reference.
+
+    Returns (rows without the effect: [max(tokens, 1), vocab] on prompt + forced, as the
+    reference's rows; the effect by position: max over the vocab of |with - without| at every
+    position of one forward over `scan_len` tokens, the prompt repeated), so verify can say from
+    which prompt length the effect exceeds the noise of the dtype or quantization.
+    """
+    from portkit.verify.streamed import StreamedModel
+
+    prompt, n_rows = list(prompt), max(tokens, 1)
+    try:
+        without = StreamedModel(Path(model_dir), [Path(f) for f in files], progress, config_text=without_config)
+        with_effect = StreamedModel(Path(model_dir), [Path(f) for f in files], progress) if scan_len > 0 else None
+    except Exception as e:
+        raise ReferenceFailed("load", f"transformers could not load {model_dir} without the effect: {' '.join(str(e).split())[:300]}") from None
+    try:
+        progress("reference without the effect: one forward")
+        ids = prompt + list(forced[: max(tokens - 1, 0)])
+        rows = without.forward(ids, capture=False).logits[len(prompt) - 1 : len(prompt) - 1 + n_rows].copy()
+        effect = np.zeros(0, dtype=np.float32)
+        if with_effect is not None:
+            scan = [prompt[i % len(prompt)] for i in range(max(scan_len, len(prompt)))]
+            progress(f"reference with and without the effect over {len(scan)} tokens")
+            a = with_effect.forward(scan, capture=False).logits
+            b = without.forward(scan, capture=False).logits
+            effect = np.abs(a.astype(np.float64) - b).max(axis=1).astype(np.float32)
+    except Exception as e:
+        raise ReferenceFailed("run", f"transformers could not run {model_dir} without the effect: {' '.join(str(e).split())[:300]}") from None
+    return rows.astype(np.float32), effect
+
+
 def _cache_window(model: Any) -> int | None:
     """The `sliding_window` transformers' cache applies in generate() (None: none)."""
     m = getattr(model, "model", None) or model.ref.model
@@ -242,6 +284,21 @@ def _serve() -> None:
     if not raw.strip():  # verify needed no reference (a cache hit) or was interrupted
         os._exit(0)
     req: dict[str, Any] = json.loads(raw)
+    if req.get("kind") == "effect":
+        try:
+            rows, effect = effect_reference(
+                Path(req["model_dir"]), [Path(f) for f in req["files"]], req["without_config"], req["prompt"], req["forced"],
+                int(req["tokens"]), int(req["scan_len"]), progress,
+            )
+            np.savez(req["out"], rows=rows, **{LAYER_PREFIX + "effect": effect})
+            doc = {"ok": True, "greedy": [], "nonfinite_weights": []}
+        except ReferenceFailed as e:
+            doc = {"ok": False, "kind": e.kind, "message": str(e)}
+        except Exception as e:
+            doc = {"ok": False, "kind": "run", "message": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"}
+        sys.stdout.write(json.dumps(doc) + "\n")
+        sys.stdout.flush()
+        os._exit(0)
     try:
         greedy, rows, layers, bad = forward_reference(
             Path(req["model_dir"]), [Path(f) for f in req["files"]], req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"], progress

@@ -277,6 +277,7 @@ class Reference:
     nonfinite_weights: list[str] = field(default_factory=list)  # checkpoint tensors with NaN/inf
     mode: str = "streamed"  # streamed | whole
     source: str = "computed"  # computed | cache
+    use_cache: bool = True  # further reference-side runs (counterfactuals) may use the cache
 
     @property
     def last(self) -> np.ndarray:

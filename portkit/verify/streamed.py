@@ -99,7 +99,16 @@ def capture_hooks(model: Any, outs: dict[str, np.ndarray], layers: Sequence[Any]
 class StreamedModel:
     """A transformers causal LM whose decoder layers live on the meta device between uses."""
 
-    def __init__(self, model_dir: Path, weight_files: Sequence[Path], progress: Callable[[str], None] = lambda _s: None) -> None:
+    def __init__(
+        self,
+        model_dir: Path,
+        weight_files: Sequence[Path],
+        progress: Callable[[str], None] = lambda _s: None,
+        *,
+        config_text: str | None = None,
+    ) -> None:
+        """`config_text`: another config.json for the same weights (a reference-side
+        counterfactual: transformers with and without a finding's effect)."""
         from portkit.verify.reference import _import_torch
 
         torch, transformers = _import_torch()
@@ -109,7 +118,14 @@ class StreamedModel:
         from transformers.conversion_mapping import get_model_conversion_mapping
         from transformers.modeling_utils import LoadStateDictConfig
 
-        config = transformers.AutoConfig.from_pretrained(str(model_dir), local_files_only=True, trust_remote_code=False)
+        if config_text is None:
+            config = transformers.AutoConfig.from_pretrained(str(model_dir), local_files_only=True, trust_remote_code=False)
+        else:
+            import tempfile
+
+            with tempfile.TemporaryDirectory(prefix="portkit-config-") as tmp:
+                (Path(tmp) / "config.json").write_text(config_text)
+                config = transformers.AutoConfig.from_pretrained(tmp, local_files_only=True, trust_remote_code=False)
         with torch.device("meta"):
             model = transformers.AutoModelForCausalLM.from_config(
                 config, attn_implementation="eager", dtype=torch.float32, trust_remote_code=False
