@@ -80,6 +80,7 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK418": ("qwen2-gguf-missing-qkv-bias", "stable"),
     "PK419": ("mixtral-gguf-merged-experts", "stable"),
     "PK420": ("phi3-gguf-partial-rotary", "stable"),
+    "PK421": ("gemma3-gguf-sliding-window", "stable"),
 }
 GROUPS = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf"}
 

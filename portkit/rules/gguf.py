@@ -1457,6 +1457,74 @@ class Phi3GgufPartialRotary(_GgufRule):
                 expect="inconsistent last dim size in rope",
             )
 
+
+class Gemma3GgufSlidingWindow(_GgufRule):
+    """quantized_gemma3's sliding window keeps one key too many in prefill and none in decode.
+
+    ## What it does
+    Flags a GGUF read by quantized_gemma3 with sliding-window layers (every layer that is not
+    a multiple of `attention.sliding_window_type`, default 6): its `attention.sliding_window`
+    W is applied as transformers never does. An error when the target's `--max-tokens`
+    reaches W + 1, else a warning.
+
+    ## Why is this bad?
+    transformers keeps the last W keys on a sliding layer. candle's prefill mask keeps W + 1
+    (`j + W < i` masks), and a decode step (one token) gets no mask at all while the KV cache is
+    never trimmed: from W + 1 tokens on, every sliding layer attends to keys transformers has
+    dropped, silently (CANDLE-FAMILIES §15.3: 1.35 relative on a 4-key window).
+
+    ## Example
+    `gemma3.attention.sliding_window = 512` (Gemma 3 1B) and a 2,000-token chat.
+
+    ## Fix
+    None that makes decode agree. `attention.sliding_window` = W - 1 makes candle's prefill keep
+    the W keys transformers keeps.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/quantized_gemma3.rs:152-168 (the mask), :447-451 (no
+    mask when seq_len == 1), :210-222 (the cache only grows), :386-387 (which layers slide).
+
+    ## Verification
+    numeric: with `attention.sliding_window` one less, candle's prefill agrees with transformers
+    (decode still differs past the window).
+
+    ## References
+    CANDLE-FAMILIES §1.3, §15.3 (gemma3_sw4_kv1).
+    """
+
+    code = "PK421"
+    name = "gemma3-gguf-sliding-window"
+    severity = "warning"
+    effect = "silent"
+    fix_title = "Keep prompt and generation within the sliding window, or run candle's safetensors `gemma3` module"
+    probe_kind = "numeric"
+    loaders = ("quantized_gemma3",)
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        for g, _v in self.each(ctx):
+            p = metadata_prefix(g, "quantized_gemma3")
+            window, blocks = md_u32(g, f"{p}.attention.sliding_window"), md_u32(g, f"{p}.block_count")
+            pattern = md_u32(g, f"{p}.attention.sliding_window_type") or 6  # quantized_gemma3.rs:294-296
+            if window is None or not blocks:
+                continue
+            sliding = sum(1 for i in range(min(blocks, 100_000)) if (i + 1) % pattern > 0)
+            if not sliding:
+                continue
+            max_tokens = ctx.target.max_tokens
+            severe = max_tokens is not None and max_tokens > window
+            plan = f"; you plan {max_tokens} tokens" if max_tokens is not None else ""
+            yield self.finding(
+                ctx,
+                f"transformers keeps the last {window} keys on {sliding} of {blocks} layers; candle 0.11.0's quantized_gemma3 "
+                f"keeps {window + 1} in prefill and every key in decode: they differ from {window + 1} tokens on{plan}",
+                filename=g.path,
+                location=None,
+                severity="error" if severe else "warning",
+                transformers_value=window,
+                candle_value={"prefill": window + 1, "decode": None},
+                probe_patch={f"{p}.attention.sliding_window": window - 1} if window > 0 else None,
+            )
+
 RULES = (
     MissingGgufMetadata,
     GgufFreqBaseDefaulted,
@@ -1478,4 +1546,5 @@ RULES = (
     Qwen2GgufMissingQkvBias,
     MixtralGgufMergedExperts,
     Phi3GgufPartialRotary,
+    Gemma3GgufSlidingWindow,
 )

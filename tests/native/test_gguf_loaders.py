@@ -129,3 +129,25 @@ def test_gemma3_gguf_is_transformers_with_silu(tmp_path: Path) -> None:
     assert np.abs(fixed - silu).max() < tol, f"candle vs transformers(silu): {np.abs(fixed - silu).max():.3g} (tol {tol})"
     assert np.abs(fixed - gelu).max() > 100 * tol, f"candle vs transformers: {np.abs(fixed - gelu).max():.3g}"
     assert np.abs(as_converted - silu).max() > 100 * tol, f"as converted vs transformers(silu): {np.abs(as_converted - silu).max():.3g}"
+
+
+def test_gemma3_gguf_window_is_one_wider_in_prefill_and_absent_in_decode(tmp_path: Path) -> None:
+    """PK421 on candle: with a 4-key window a 12-token prefill is transformers' with a 5-key window
+    (SiLU MLP, PK413); decoding one token at a time is the same as with no window at all."""
+    from fixtures.families import reference_last_logits
+
+    d = family_fixture("gemma3", "legacy")
+    ids = [5, 17, 33, 2, 88, 41, 60, 9, 71, 23, 50, 14]
+    local = {"gemma3.rope.local_freq_base": 50000.0}
+    w4 = write_gguf(d, tmp_path / "w4.gguf", override={**local, "gemma3.attention.sliding_window": 4})
+    wide = write_gguf(d, tmp_path / "wide.gguf", override={**local, "gemma3.attention.sliding_window": 1000})
+    assert "PK421" in {f.code for f in lint_paths([w4], Settings(select=["PK421"], respect_pyproject=False)).findings}
+    prefill = np.asarray(_load(w4).last_logits(ids), dtype=np.float64)
+    hf5 = np.asarray(reference_last_logits(d, ids, hidden_activation="silu", sliding_window=5), dtype=np.float64)
+    hf4 = np.asarray(reference_last_logits(d, ids, hidden_activation="silu", sliding_window=4), dtype=np.float64)
+    assert np.abs(prefill - hf5).max() < 1e-4, f"candle W=4 prefill vs transformers W=5: {np.abs(prefill - hf5).max():.3g}"
+    assert np.abs(prefill - hf4).max() > 1e-3, f"candle W=4 prefill vs transformers W=4: {np.abs(prefill - hf4).max():.3g}"
+    decode_w4 = np.asarray(_load(w4).teacher_forced_logits(ids, 1), dtype=np.float64)
+    decode_wide = np.asarray(_load(wide).teacher_forced_logits(ids, 1), dtype=np.float64)
+    assert np.array_equal(decode_w4, decode_wide), f"decode with W=4 vs no window: {np.abs(decode_w4 - decode_wide).max():.3g}"
+    assert np.abs(np.asarray(_load(wide).last_logits(ids)) - prefill).max() > 1e-3  # the window does act in prefill
