@@ -97,6 +97,23 @@ def score(work: Path, module: str) -> dict[str, object]:
     return {"counts": counts, "total": total, "score": 100.0 * killed / tested if tested else 0.0, "survivors": survivors}
 
 
+def survivor_diffs(work: Path, module: str, keys: list[str]) -> dict[str, str]:
+    """Each mutant's diff against the original function, read from mutmut's mutated file
+    (the same text `mutmut show` prints, without starting mutmut once per mutant)."""
+    import ast
+    import difflib
+
+    src = (work / "mutants" / module).read_text()
+    funcs = {n.name: ast.get_source_segment(src, n) or "" for n in ast.walk(ast.parse(src)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    out = {}
+    for key in keys:
+        name = key.rsplit(".", 1)[1]
+        base = name.rsplit("__mutmut_", 1)[0]
+        orig, mutant = funcs.get(base + "__mutmut_orig", ""), funcs.get(name, "").replace(name, base + "__mutmut_orig", 1)
+        out[key] = "\n".join(line for line in difflib.unified_diff(orig.splitlines(), mutant.splitlines(), lineterm="", n=1) if not line.startswith(("---", "+++")))
+    return out
+
+
 def mutmut(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
     exe = Path(sys.executable).with_name("mutmut")
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
@@ -141,9 +158,9 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
         rows.append(line)
         if args.survivors:
-            for key, status in s["survivors"]:  # type: ignore[union-attr]
-                shown = mutmut(work, "show", key).stdout
-                diffs.append(f"## {module} {key}: {status}\n{shown}\n")
+            survivors = dict(s["survivors"])  # type: ignore[arg-type]
+            for key, shown in survivor_diffs(work, module, list(survivors)).items():
+                diffs.append(f"## {key}: {survivors[key]}\n{shown}\n")
     if args.survivors:
         args.survivors.write_text("\n".join(rows) + "\n\n" + "".join(diffs))
     return 0
