@@ -421,7 +421,7 @@ class SlidingWindowSemantics(Rule):
 
 # transformers ACT2FN name / candle Activation variant -> the function it computes
 _T_ACT = {"gelu": "erf GELU", "gelu_pytorch_tanh": "tanh GELU", "gelu_new": "tanh GELU", "silu": "SiLU", "swish": "SiLU", "relu": "ReLU"}
-_C_ACT = {"gelu": "erf GELU", "gelupytorchtanh": "tanh GELU", "newgelu": "tanh GELU", "silu": "SiLU", "swish": "SiLU", "relu": "ReLU"}
+_C_ACT = {"gelu": "erf GELU", "gelu_pytorch_tanh": "tanh GELU", "gelu_new": "tanh GELU", "silu": "SiLU", "swish": "SiLU", "relu": "ReLU"}
 # the key each module reads the activation from (gemma: whichever of the two is set)
 _ACT_KEY = {"gemma2": "hidden_activation", "gemma3": "hidden_activation"}
 

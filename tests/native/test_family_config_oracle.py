@@ -94,6 +94,8 @@ CASES = [(fam, name, text) for fam in FAMILIES for name, text in _corpus(fam).it
 
 
 def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and not math.isfinite(a) and b is None:
+        return True  # the binding returns JSON, where serde_json writes a non-finite float as null
     if isinstance(a, float) or isinstance(b, float):
         if a is None or b is None:
             return a is b

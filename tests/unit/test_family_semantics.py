@@ -137,7 +137,7 @@ def test_fix_writes_gemma_activation(tmp_path: Path) -> None:
     p = fix.plan(d)
     assert p.edits == {"hidden_act": "gelu_pytorch_tanh", "hidden_activation": None}
     fix.write(p)
-    assert BY_NAME["gemma"].view((d / "config.json").read_text()).values["hidden_act"] == "gelupytorchtanh"
+    assert BY_NAME["gemma"].view((d / "config.json").read_text()).values["hidden_act"] == "gelu_pytorch_tanh"
 
 
 @pytest.mark.parametrize("family,name,cfg", VARIED, ids=[f"{f}-{n}" for f, n, _ in VARIED])
