@@ -151,3 +151,23 @@ def test_gemma3_gguf_window_is_one_wider_in_prefill_and_absent_in_decode(tmp_pat
     decode_wide = np.asarray(_load(wide).teacher_forced_logits(ids, 1), dtype=np.float64)
     assert np.array_equal(decode_w4, decode_wide), f"decode with W=4 vs no window: {np.abs(decode_w4 - decode_wide).max():.3g}"
     assert np.abs(np.asarray(_load(wide).last_logits(ids)) - prefill).max() > 1e-3  # the window does act in prefill
+
+
+@pytest.mark.parametrize(
+    "family,override",
+    [("qwen2", {}), ("mistral", {}), ("qwen3", {"general.dtype": 0})],
+    ids=["qwen2", "mistral-as-llama", "qwen3-f32-rope"],
+)
+def test_lint_clean_converter_files_agree_with_transformers(family: str, override: dict, tmp_path: Path) -> None:
+    """No GGUF finding, and candle's loader computes transformers' model (f32 files, 1e-4): the
+    writer lays the files out as candle reads them, and the rules stay quiet when candle agrees."""
+    from fixtures.families import reference_last_logits
+
+    d = family_fixture(family, "legacy")
+    path = write_gguf(d, tmp_path / f"{family}.gguf", override=override or None)
+    r = lint_paths([path], Settings(select=["PK4"], respect_pyproject=False))
+    assert [f.code for f in r.findings] == []
+    ids = [5, 17, 33, 2, 88, 41, 60, 9, 71, 23, 50, 14]
+    got = np.asarray(_load(path).last_logits(ids), dtype=np.float64)
+    ref = np.asarray(reference_last_logits(d, ids), dtype=np.float64)
+    assert np.abs(got - ref).max() < 1e-4, f"{family}: candle GGUF vs transformers {np.abs(got - ref).max():.3g}"
