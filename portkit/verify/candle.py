@@ -40,10 +40,22 @@ def load_llama(
     )
 
 
-def load_family(family: str, weight_files: Sequence[Path], config_json: str, *, dtype: str = "f32", device: str = "cpu") -> Any:
-    """A `portkit_native.FamilyRunner` over candle's own `models::{family}`."""
-    return native().FamilyRunner(family, [str(p) for p in weight_files], config_json, dtype=dtype, device=device)
+def load_family(
+    family: str,
+    weight_files: Sequence[Path],
+    config_json: str,
+    *,
+    dtype: str = "f32",
+    device: str = "cpu",
+    cache_dtype: str | None = None,
+) -> Any:
+    """A `portkit_native.FamilyRunner` over candle's own `models::{family}` (a key of
+    `portkit_native.families()`); `config_json` is text so a patched config can run."""
+    return native().FamilyRunner(
+        family, [str(p) for p in weight_files], config_json, dtype=dtype, device=device, cache_dtype=cache_dtype
+    )
 
 
 def load_gguf(path: Path, *, device: str = "cpu", loader: str = "quantized_llama") -> Any:
+    """A `portkit_native.GgufRunner` through candle's GGUF loader `loader` (`portkit_native.gguf_loaders()`)."""
     return native().GgufRunner(str(path), device=device, loader=loader)
