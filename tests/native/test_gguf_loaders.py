@@ -171,3 +171,15 @@ def test_lint_clean_converter_files_agree_with_transformers(family: str, overrid
     got = np.asarray(_load(path).last_logits(ids), dtype=np.float64)
     ref = np.asarray(reference_last_logits(d, ids), dtype=np.float64)
     assert np.abs(got - ref).max() < 1e-4, f"{family}: candle GGUF vs transformers {np.abs(got - ref).max():.3g}"
+
+
+def test_qwen2_gguf_without_freq_base_runs_at_10000(tmp_path: Path) -> None:
+    """PK402 for quantized_qwen2: no `qwen2.rope.freq_base` is exactly 10000, and the probe patch
+    (the config's rope_theta) is what changes the logits."""
+    d = family_fixture("qwen2", "legacy")
+    missing = write_gguf(d, tmp_path / "nofb.gguf", drop_keys=["freq_base"])
+    r = lint_paths([missing], Settings(select=["PK402"], respect_pyproject=False))
+    assert [f.code for f in r.findings] == ["PK402"]
+    a = _logits(missing)
+    assert np.array_equal(a, _logits(write_gguf(d, tmp_path / "1e4.gguf", override={"qwen2.rope.freq_base": 10000.0})))
+    assert np.abs(a - _logits(write_gguf(d, tmp_path / "1e6.gguf"))).max() > 1e-3
