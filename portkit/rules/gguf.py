@@ -891,12 +891,15 @@ def _compare_first_head(st, g: GgufFile, hf_name: str, gg_name: str, hd: int):  
 
 
 class MissingGgufTensor(_GgufRule):
-    """A tensor candle's quantized_llama loads is not in the GGUF.
+    """A tensor the file's candle GGUF loader loads is not in the GGUF.
 
     ## What it does
-    Checks `token_embd.weight`, `output_norm.weight` and the nine tensors of every block
-    `blk.0` .. `blk.{block_count - 1}` (`output.weight` may be absent: candle then reuses
-    the embedding).
+    For quantized_llama checks `token_embd.weight`, `output_norm.weight` and the nine tensors of
+    every block `blk.0` .. `blk.{block_count - 1}` (`output.weight` may be absent: candle then
+    reuses the embedding; a MoE file's per-expert tensors are PK419's). For quantized_qwen2,
+    quantized_qwen3, quantized_gemma3 and quantized_phi3 checks each loader's own list (q/k
+    norms, gemma3's four norms, phi3's fused tensors) and names the first one missing in load
+    order, except qwen2's q/k/v biases (PK418) and phi3's `output.weight` (PK417).
 
     ## Why is this bad?
     `from_gguf` fails at load (`cannot find tensor info for blk.2.attn_q.weight`), typically
@@ -910,7 +913,8 @@ class MissingGgufTensor(_GgufRule):
     None in config.json; re-convert the GGUF.
 
     ## Candle source
-    candle-transformers-0.11.0/src/models/quantized_llama.rs:433-488;
+    candle-transformers-0.11.0/src/models/quantized_llama.rs:433-488; quantized_qwen2.rs:205-252;
+    quantized_qwen3.rs:403-427, :492-517; quantized_gemma3.rs:318-378; quantized_phi3.rs:248-283;
     candle-core-0.11.0/src/quantized/gguf_file.rs:569-580.
 
     ## Verification
@@ -924,11 +928,15 @@ class MissingGgufTensor(_GgufRule):
     name = "missing-gguf-tensor"
     severity = "error"
     effect = "load-error"
-    fix_title = "Re-convert the GGUF with every block `llama.block_count` announces"
+    fix_title = "Re-convert the GGUF with every tensor its loader reads (every block `block_count` announces)"
     probe_kind = "crash"
+    loaders = ALL_LOADERS
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         for g, v in self.each(ctx):
+            if v.loader != "quantized_llama":
+                yield from self._other_loader(ctx, g, v.loader)
+                continue
             if v.merged_experts and v.expert_count > 1:
                 continue  # PK419 says why the per-expert tensors are missing
             if v.refused and v.refused.startswith("cannot find tensor info for "):
@@ -943,6 +951,24 @@ class MissingGgufTensor(_GgufRule):
                     expect=v.refused,
                 )
 
+    def _other_loader(self, ctx: Context, g: GgufFile, loader: str) -> Iterable[Finding]:
+        required = loader_required_tensors(g, loader)
+        first = next((n for n in required if n not in g.tensors), None)
+        if first is None or (loader == "quantized_qwen2" and first.endswith(".bias")) or (loader == "quantized_phi3" and first == "output.weight"):
+            return  # none missing, or PK418's / PK417's
+        missing = [n for n in required if n not in g.tensors]
+        err = f"cannot find tensor info for {first}"
+        shown = ", ".join(f"`{n}`" for n in missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        prefix = metadata_prefix(g, loader)
+        yield self.finding(
+            ctx,
+            f"the GGUF has no {shown} (`{prefix}.block_count`={md_u32(g, f'{prefix}.block_count')}); candle 0.11.0's "
+            f"{loader} fails at load with `{err}`",
+            filename=g.path,
+            location=None,
+            candle_value=err,
+            expect=err,
+        )
 
 
 class Qwen3GgufRopeTableF16(_GgufRule):

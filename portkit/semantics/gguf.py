@@ -139,7 +139,8 @@ def md_f32(g: GgufFile, key: str) -> float | None:
 
 
 def loader_required_tensors(g: GgufFile, loader: str) -> list[str]:
-    """The tensors `loader` reads with `ct.tensor(..)?`, in load order (no optional ones).
+    """The tensors a non-llama `loader` reads with `ct.tensor(..)?`, in load order (no optional
+    ones: `output.weight` falls back to `token_embd.weight` except in quantized_phi3).
     quantized_qwen2.rs:205-252 (q/k/v biases required), quantized_phi3.rs:250-283 (`output`
     required, fused `attn_qkv`)."""
     p = metadata_prefix(g, loader)
@@ -152,6 +153,16 @@ def loader_required_tensors(g: GgufFile, loader: str) -> list[str]:
     elif loader == "quantized_phi3":
         out = ["token_embd.weight", "output_norm.weight", "output.weight"]
         per = ("ffn_up.weight", "ffn_down.weight", "attn_norm.weight", "ffn_norm.weight", "attn_qkv.weight", "attn_output.weight")
+    elif loader == "quantized_gemma3":  # quantized_gemma3.rs:318-378
+        out = ["token_embd.weight", "output_norm.weight"]
+        per = ("attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight", "attn_q_norm.weight",
+               "attn_k_norm.weight", "attn_norm.weight", "post_attention_norm.weight", "ffn_norm.weight",
+               "post_ffw_norm.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight")  # fmt: skip
+    elif loader == "quantized_qwen3":  # quantized_qwen3.rs:492-517, LayerWeights::new :403-427
+        per = ("attn_norm.weight", "ffn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
+               "attn_output.weight", "attn_q_norm.weight", "attn_k_norm.weight", "ffn_gate.weight", "ffn_up.weight",
+               "ffn_down.weight")  # fmt: skip
+        return ["token_embd.weight"] + [f"blk.{i}.{n}" for i in range(blocks) for n in per] + ["output_norm.weight"]
     else:
         return []
     return out + [f"blk.{i}.{n}" for i in range(blocks) for n in per]

@@ -48,6 +48,11 @@ CRASHES: list[tuple[str, Callable[[Path], Path]]] = [
     ("PK401", _write("phi3", drop_keys=["feed_forward_length"])),
     ("PK401", _write("qwen2", override={"qwen2.block_count": (2, GGUFValueType.UINT64)})),
     ("PK419", _mixtral_merged),
+    ("PK411", _write("gemma3", drop_tensors=["blk.3.post_ffw_norm.weight"])),
+    ("PK411", _write("qwen3", drop_tensors=["blk.1.attn_k_norm.weight"])),
+    ("PK411", _write("qwen3", override={"qwen3.block_count": 3})),
+    ("PK411", _write("phi3", drop_tensors=["blk.1.ffn_down.weight"])),
+    ("PK411", _write("qwen2", drop_tensors=["blk.0.ffn_gate.weight"])),
     ("PK420", _write("phi3", override={"phi3.rope.dimension_count": 8})),  # fails at the first forward
 ]
 

@@ -299,6 +299,7 @@ CASES: dict[str, tuple[Builder, Builder]] = {
     "PK118": (family("gemma2", query_pre_attn_scalar=24), CLEAN["gemma2"]),
     "PK119": (family("granite", embedding_multiplier=12.0), CLEAN["granite"]),
     "PK120": (family("granite", tie_word_embeddings=True), CLEAN["granite"]),
+    "PK121": (CLEAN["gemma3"], family("gemma3", num_key_value_heads=1)),
     "PK201": (model(TF4, drop=["model.layers.1.mlp.up_proj.weight"]), model(TF4)),
     "PK202": (model(TF4, extra={"model.layers.0.self_attn.q_proj.bias": (64,)}), model(TF4)),
     "PK203": (model(TF4, extra={"language_model.model.norm.weight": (64,)}), model(TF4)),
@@ -410,6 +411,9 @@ VARIANTS: list[tuple[str, Builder, str]] = [
     ("PK421", with_target(loader_gguf("gemma3"), max_tokens=40), "keeps 33 in prefill and every key in decode: they differ from 33 tokens on; you plan 40"),
     ("PK416", loader_gguf("phi3", md={"phi3.rope.scaling.attn_factor": 1.1832}), "`phi3.rope.scaling.attn_factor`=1.1832"),
     ("PK418", loader_gguf("qwen2", drop=("blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.0.attn_v.bias")), "`cannot find tensor info for blk.0.attn_q.bias`"),
+    ("PK411", loader_gguf("gemma3", drop=("blk.1.post_ffw_norm.weight",)), "quantized_gemma3 fails at load with `cannot find tensor info for blk.1.post_ffw_norm.weight`"),
+    ("PK411", loader_gguf("qwen3", md={"qwen3.block_count": 3}), "`cannot find tensor info for blk.2.attn_norm.weight`"),
+    ("PK411", loader_gguf("phi3", drop=("blk.0.attn_qkv.weight",)), "`cannot find tensor info for blk.0.attn_qkv.weight`"),
 ]
 
 # every family: the rules generalised from llama, triggered with the module named
@@ -484,6 +488,12 @@ CLEAN_VARIANTS: list[tuple[str, Builder]] = [
     ("PK414", loader_gguf("gemma3", md={"gemma3.rope.freq_base_swa": 50000.0, "gemma3.rope.local_freq_base": 50000.0})),
     ("PK416", loader_gguf("phi3", md={"phi3.rope.scaling.attn_factor": 1.0})),
     ("PK417", loader_gguf("qwen2", drop=("output.weight",))),  # qwen2 falls back to token_embd
+    ("PK411", loader_gguf("qwen2", drop=("output.weight",))),
+    ("PK411", loader_gguf("qwen2", drop=("blk.0.attn_q.bias",))),  # PK418's
+    ("PK411", loader_gguf("phi3", drop=("output.weight",))),  # PK417's
+    ("PK411", loader_gguf("qwen3")),
+    ("PK411", loader_gguf("gemma3")),
+    ("PK411", loader_gguf("phi3")),
     ("PK418", loader_gguf("qwen3")),
     ("PK409", beside_config(loader_gguf("qwen2"), "qwen2")),
     ("PK409", beside_config(loader_gguf("qwen3"), "qwen3")),
@@ -508,5 +518,6 @@ CLEAN_VARIANTS += [
     ("PK104", family("mistral", head_dim=32)),  # candle's mistral reads `head_dim`
     ("PK306", with_target(CLEAN["gemma3"], max_tokens=128)),
     ("PK307", family("gemma2")),  # no flash attention: candle caps on its plain path
+    ("PK121", family("gemma3", num_hidden_layers=5)),  # five sliding layers, no full-attention one
     ("PK305", with_target(CLEAN["qwen2"], use_flash_attn=True, device="cuda")),  # qwen2 takes no use_flash_attn
 ]
