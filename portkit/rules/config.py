@@ -210,6 +210,13 @@ class RopeScalingInRopeParameters(Rule):
                 edits["rope_theta"] = tv.rope_theta
         else:
             tail += f"; candle 0.11.0 has no `{tv.rope_type}` scaling"
+        severity = None
+        if tv.rope_type == "dynamic":
+            # dynamic NTK rescales only once the sequence outgrows the original context
+            start = p.get("original_max_position_embeddings") or tv.max_position_embeddings
+            if isinstance(start, int) and start > 0:
+                severity, when = length_severity(ctx, start)
+                tail += f" ({when})"
         yield self.finding(
             ctx,
             f"transformers applies `{tv.rope_type}` rope scaling from {src} ({params}); {tail}",
@@ -219,6 +226,7 @@ class RopeScalingInRopeParameters(Rule):
             fix_edits=edits,
             probe_patch=edits,
             help=None if edits else no_candle_scaling_help(tv.rope_type),
+            severity=severity,
         )
 
 
@@ -678,13 +686,25 @@ class SlidingWindowIgnored(Rule):
                 f"transformers' `generate()` keeps a `sliding_window`={tv.sliding_window} KV cache, so cached decoding "
                 "attends to the last positions only (its full-sequence forward does not)"
             )
+        # the window acts only past its length: an error when the run reaches it, else a warning naming it
+        severity, when = length_severity(ctx, tv.sliding_window)
         yield self.finding(
             ctx,
-            f"{what}; candle 0.11.0's llama attends to every earlier position",
+            f"{what}; candle 0.11.0's llama attends to every earlier position ({when})",
             keys=("sliding_window",),
             transformers_value=tv.sliding_window,
             candle_value=None,
+            severity=severity,
         )
+
+
+def length_severity(ctx: Context, length: int) -> tuple[str, str]:
+    """(severity, clause) for an effect that appears only past `length` tokens: an error when
+    the target's `--max-tokens` reaches past it, else a warning that names the length."""
+    t = ctx.target.max_tokens
+    if t is not None and t > length:
+        return "error", f"the effect appears past {length} tokens, and --max-tokens {t} reaches it"
+    return "warning", f"the effect appears only past {length} tokens" + (f"; --max-tokens {t} stays within" if t is not None else "")
 
 
 class MissingRequiredKey(Rule):

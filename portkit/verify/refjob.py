@@ -20,6 +20,11 @@ from portkit.verify.runs import Reference
 
 Progress = Callable[[str], None]
 
+#: Up to this many bytes of weights the torch child starts before lint (its import overlaps
+#: lint and candle); above, it starts once candle is done, so torch's ~0.5 GiB never adds to
+#: candle's peak (which holds the weights at the run's dtype plus the file's mapped pages).
+EARLY_START_MAX_BYTES = 512 * 2**20
+
 
 def reference_in_child() -> bool:
     """A child process unless PORTKIT_VERIFY_REFERENCE=inprocess (the test suite's setting, to
@@ -36,7 +41,8 @@ class ReferenceJob:
             key = refcache.model_key(model.config_text, model.weight_files, mode)
             self.cache = refcache.RefCache(key, self.prompt, tokens)
         self.child: refproc.ServedReference | None = None
-        if reference_in_child() and (self.cache is None or not self.cache.likely()):
+        small = sum(p.stat().st_size for p in model.weight_files) <= EARLY_START_MAX_BYTES
+        if reference_in_child() and small and (self.cache is None or not self.cache.likely()):
             self.child = refproc.ServedReference(progress)
         self.seconds = 0.0
 
