@@ -89,27 +89,17 @@ def transformers_tie(ctx: Context) -> object:
 
 
 def candle_expected(cv: CandleView) -> dict[str, tuple[int, ...]]:
-    """Tensor names and shapes `Llama::load` asks the VarBuilder for, in load order
-    (llama.rs:515-525, :362-371, :410-416, :452-461)."""
-    h, heads, kv = cv.hidden_size or 0, cv.num_attention_heads or 0, cv.num_key_value_heads or 0
-    hd = cv.head_dim or 0
-    size_q, size_kv, inter, vocab = hd * heads, hd * kv, cv.intermediate_size or 0, cv.vocab_size or 0
-    t: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (vocab, h)}
-    if not cv.tie_word_embeddings:
-        t["lm_head.weight"] = (vocab, h)
-    t["model.norm.weight"] = (h,)
-    for i in range(cv.num_hidden_layers or 0):
-        p = f"model.layers.{i}."
-        t[p + "self_attn.q_proj.weight"] = (size_q, h)
-        t[p + "self_attn.k_proj.weight"] = (size_kv, h)
-        t[p + "self_attn.v_proj.weight"] = (size_kv, h)
-        t[p + "self_attn.o_proj.weight"] = (h, size_q)
-        t[p + "mlp.gate_proj.weight"] = (inter, h)
-        t[p + "mlp.up_proj.weight"] = (inter, h)
-        t[p + "mlp.down_proj.weight"] = (h, inter)
-        t[p + "input_layernorm.weight"] = (h,)
-        t[p + "post_attention_layernorm.weight"] = (h,)
-    return t
+    """What `Llama::load` asks the VarBuilder for, in load order: `portkit.families.llama`'s table
+    over the llama view (sizes candle would divide by zero on read as 0)."""
+    from portkit.families import llama
+
+    values = {
+        "hidden_size": cv.hidden_size or 0, "num_attention_heads": cv.num_attention_heads or 0,
+        "num_key_value_heads": cv.num_key_value_heads or 0, "head_dim": cv.head_dim or 0,
+        "intermediate_size": cv.intermediate_size or 0, "vocab_size": cv.vocab_size or 0,
+        "num_hidden_layers": cv.num_hidden_layers or 0, "tie_word_embeddings": bool(cv.tie_word_embeddings),
+    }  # fmt: skip
+    return llama.expected_tensors(values)
 
 
 def transformers_expected(tv: TransformersView) -> dict[str, tuple[int, ...]]:
