@@ -17,6 +17,7 @@ over `SCAN_TOKENS` tokens, the prompt repeated, the noise taken as constant).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
@@ -116,3 +117,26 @@ def _judge(
         evidence=f"{head}: the divergence is {tolerance_name} noise, not this finding at this length; {where}",
         details=details,
     )
+
+
+_PAST = re.compile(r"the effect appears (?:only )?past (\d+) tokens")
+
+
+def length_notes(confirmations: Sequence[Confirmation], covered: int) -> list[Confirmation]:
+    """Findings whose effect appears only past a length (lint names it: sliding windows, dynamic
+    NTK): say the length next to what this run covered, so a NOT-REPRODUCED on a short run reads
+    as "not reached", not "not real"."""
+    out = []
+    for c in confirmations:
+        m = _PAST.search(c.message)
+        if m is None:
+            out.append(c)
+            continue
+        length = int(m.group(1))
+        details = {**c.details, "appears_past": length, "tokens_covered": covered}
+        if covered > length:
+            note = f"the effect appears past {length} tokens; this run covered {covered}"
+        else:
+            note = f"the effect appears only past {length} tokens and this run covered {covered}: give a longer --text or more --tokens to reach it"
+        out.append(replace(c, evidence=f"{c.evidence} ({note})", details=details))
+    return out

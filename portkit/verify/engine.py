@@ -270,6 +270,9 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
     t_phase = time.perf_counter()
     subject = C.Subject(as_read=run, as_read_cmp=comparison, run_patched=_Patched(patched))
     confirmations = C.confirm_all(hf_findings, subject, ran)
+    from portkit.verify.attribution import length_notes
+
+    confirmations = length_notes(confirmations, len(prompt.ids) + tokens)
     timings["findings"] = time.perf_counter() - t_phase
     t_phase = time.perf_counter()
 

@@ -87,3 +87,18 @@ def test_other_findings_and_verdicts_are_untouched(monkeypatch) -> None:
 def test_rope_parameters_layout_is_reset_too() -> None:
     cfg = {"rope_parameters": {"rope_type": "llama3", "rope_theta": 1e5, "factor": 8.0}}
     assert attribution._without_rope_scaling(cfg) == {"rope_parameters": {"rope_type": "default", "rope_theta": 1e5}}
+
+
+def test_length_notes_say_whether_the_run_reached_the_length() -> None:
+    c = _confirmed("PK109")
+    c.message = "... candle attends to every earlier position (the effect appears only past 4096 tokens)"
+    c.verdict = "NOT-REPRODUCED"
+    (short,) = attribution.length_notes([c], 24)
+    assert short.details["appears_past"] == 4096 and short.details["tokens_covered"] == 24
+    assert "appears only past 4096 tokens and this run covered 24" in short.evidence
+    c2 = _confirmed("PK109")
+    c2.message = "... (the effect appears past 4 tokens, and --max-tokens 24 reaches it)"
+    (long,) = attribution.length_notes([c2], 24)
+    assert long.evidence.endswith("(the effect appears past 4 tokens; this run covered 24)")
+    plain = _confirmed("PK101")
+    assert attribution.length_notes([plain], 24) == [plain]  # no length named: untouched
