@@ -432,8 +432,12 @@ class UnexpectedTensor(_WeightsRule):
         st = ctx.facts.safetensors
         if st is None or ctx.family is None:  # no candle module: no naming scheme to hold it to
             return
-        expected = {} if self.is_llama(ctx) else (expected_tensors(ctx) or {})
-        odd = [n for n in st.tensors if not is_family_name(ctx, n, expected)]
+        if self.is_llama(ctx):
+            expected: dict[str, tuple[int, ...]] = {}
+            odd = [n for n in st.tensors if not is_llama_name(n)]
+        else:
+            expected = expected_tensors(ctx) or {}
+            odd = [n for n in st.tensors if not is_family_name(ctx, n, expected)]
         if not odd:
             return
         hint = ""
