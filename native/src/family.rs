@@ -512,7 +512,7 @@ impl FamilyRunner {
 }
 
 /// Families with a copy of the forward proven bit-identical to the library.
-pub const CAPTURE_FAMILIES: [Family; 3] = [Family::Llama, Family::Mistral, Family::Qwen2];
+pub const CAPTURE_FAMILIES: [Family; 5] = [Family::Llama, Family::Mistral, Family::Qwen2, Family::Gemma2, Family::Phi3];
 
 /// Per-layer capture (embeddings, layer.N, norm, logits) through the family's copy of the
 /// forward, loaded alone from the same files (weights resident once).
@@ -538,6 +538,14 @@ pub fn capture_layers(
         }),
         Parsed::Qwen2(c) => guarded(|| {
             let mut copy = crate::qwen2_copy::ModelForCausalLM::new(&c, load_vb()?)?;
+            copy.capture(&ids_tensor(ids, device)?)
+        }),
+        Parsed::Gemma2(c) => guarded(|| {
+            let mut copy = crate::gemma2_copy::Model::new(false, &c, load_vb()?)?;
+            copy.capture(&ids_tensor(ids, device)?)
+        }),
+        Parsed::Phi3(c) => guarded(|| {
+            let mut copy = crate::phi3_copy::Model::new(&c, load_vb()?)?;
             copy.capture(&ids_tensor(ids, device)?)
         }),
         other => Err(Failure::NotImplemented(format!("per-layer: not available for {}", other.family().key()))),

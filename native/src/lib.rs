@@ -8,10 +8,12 @@ pub mod debug_fields;
 pub mod device;
 pub mod failure;
 pub mod family;
+pub mod gemma2_copy;
 pub mod gguf;
 pub mod llama;
 pub mod llama_copy;
 pub mod mistral_copy;
+pub mod phi3_copy;
 pub mod qwen2_copy;
 pub mod requested;
 #[cfg(feature = "python")]

@@ -103,7 +103,7 @@ def test_refusals_carry_candles_text(family: str, variant: str, error: type[Exce
         pn.FamilyRunner(family, [str(d / "model.safetensors")], (d / "config.json").read_text())
 
 
-@pytest.mark.parametrize("family", ["mistral", "qwen2"])
+@pytest.mark.parametrize("family", ["mistral", "qwen2", "gemma2", "phi3"])
 def test_capture_copy_is_bit_identical_to_the_library(family: str):
     runner, d, ids = _runner(family, AGREEING[family])
     captured = runner.capture(ids)
@@ -116,7 +116,7 @@ def test_capture_copy_is_bit_identical_to_the_library(family: str):
 
 
 def test_capture_families():
-    assert pn.capture_families() == ["llama", "mistral", "qwen2"]
+    assert pn.capture_families() == ["llama", "mistral", "qwen2", "gemma2", "phi3"]
     runner, d, ids = _runner("gemma", "legacy")
     with pytest.raises(NotImplementedError, match="^per-layer: not available for gemma$"):
         runner.capture(ids)
