@@ -92,6 +92,9 @@ def families_label(rule: Rule) -> str:
     """The model families a rule speaks about, as `portkit rules` and the rule pages list them."""
     from portkit.families import BY_NAME
 
+    loaders = getattr(rule, "loaders", None)
+    if rule.group == "gguf" and loaders:  # a GGUF goes by its general.architecture, not config.json
+        return "GGUF files read by " + ", ".join(loaders)
     if "*" in rule.families:
         return "every config, including model types candle 0.11.0 has no module for"
     if set(rule.families) == set(BY_NAME):
