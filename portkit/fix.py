@@ -40,9 +40,10 @@ from portkit.target import Target
 
 # A config finding that carries edits is fixed with them. One without edits is refused when it
 # is an error (or one of these llama warnings), since the model would still compute another
-# model; facts about other files (PK111) and warnings that depend on the sequence length are not.
+# model; facts about other files (PK111), about how the model is fed (PK121: gemma3's prefill,
+# which one token at a time avoids) and warnings that depend on the sequence length are not.
 UNFIXABLE = ("PK102", "PK103", "PK104", "PK105", "PK106", "PK107", "PK108", "PK109", "PK112")
-NOT_ABOUT_CONFIG = ("PK111", "PK114")
+NOT_ABOUT_CONFIG = ("PK111", "PK114", "PK121")
 # where a rule's edits come from doesn't matter to transformers: only effective values do
 _PROVENANCE = {"defaulted", "rope_source", "rope_theta_source"}
 

@@ -46,6 +46,7 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK118": ("query-pre-attn-scalar-ignored", "stable"),
     "PK119": ("granite-multipliers-ignored", "stable"),
     "PK120": ("lm-head-ignores-tie", "stable"),
+    "PK121": ("gemma3-prefill-needs-one-kv-head", "stable"),
     "PK201": ("missing-tensor", "stable"),
     "PK202": ("unread-tensor", "stable"),
     "PK203": ("unexpected-tensor", "stable"),

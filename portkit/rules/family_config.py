@@ -782,6 +782,76 @@ class LmHeadIgnoresTie(Rule):
             )
 
 
+# --- PK121: gemma3's full-attention KV cache and more than one KV head ---------------------------
+
+
+class Gemma3PrefillNeedsOneKvHead(Rule):
+    """gemma3 with more than one KV head: candle fails on any prompt longer than one token.
+
+    ## What it does
+    Flags a gemma3 config with `num_key_value_heads` > 1 and at least one full-attention layer
+    (every `sliding_window_pattern`-th layer).
+
+    ## Why is this bad?
+    candle's gemma3 appends the keys of a full-attention layer to a plain `KvCache` straight
+    after transposing them. With more than one KV head and more than one token that tensor is not
+    contiguous, and `KvCache::append` calls `slice_set` on it as is: the forward fails with
+    `slice-set only supports contiguous tensors`. gemma-3-4b and larger have 4 or more KV heads;
+    gemma-3-1b has one. Feeding the prompt one token at a time works (and agrees).
+
+    ## Example
+    ```json
+    {"model_type": "gemma3_text", "num_key_value_heads": 4, "sliding_window_pattern": 6}
+    ```
+
+    ## Fix
+    None in config.json; feed the prompt one token at a time, or make the keys contiguous before
+    `KvCache::append` in candle's gemma3.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/gemma3.rs:195 (`KvCache::new` for full-attention
+    layers), :233-248 (transpose, then `cache.append`); candle-nn-0.11.0/src/kv_cache.rs:76
+    (`slice_set(src, ...)` without `.contiguous()`, unlike the rotating cache at :241);
+    candle-core-0.11.0/src/error.rs:148.
+
+    ## Verification
+    crash: candle's forward over a multi-token prompt must fail with that message.
+
+    ## References
+    CANDLE-FAMILIES §9 ("CRASH in prefill (more than one KV head)").
+    """
+
+    code = "PK121"
+    name = "gemma3-prefill-needs-one-kv-head"
+    group = "config"
+    families = ("gemma3",)
+    severity = "error"
+    effect = "runtime-error"
+    fix_title = "Feed the prompt one token at a time, or patch candle's gemma3 KV cache; no config edit fixes this"
+    probe_kind = "crash"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        fv = ctx.fv
+        if fv is None or not fv.ok:
+            return
+        kv, n, p = fv.get("num_key_value_heads"), fv.get("num_hidden_layers") or 0, fv.get("sliding_window_pattern")
+        if not isinstance(kv, int) or kv <= 1 or not isinstance(p, int) or p <= 0:
+            return
+        full = sum(1 for i in range(n) if (i + 1) % p == 0)
+        if not full:
+            return
+        yield self.finding(
+            ctx,
+            f"transformers runs any prompt; {module(ctx)} appends the non-contiguous keys of its {full} full-attention "
+            f"layer(s) to a `KvCache`, so with `num_key_value_heads`={kv} a prompt of more than one token fails with "
+            "`slice-set only supports contiguous tensors`",
+            keys=("num_key_value_heads",),
+            transformers_value=kv,
+            candle_value={"error": "slice-set only supports contiguous tensors"},
+            expect="slice-set only supports contiguous tensors",
+        )
+
+
 RULES = (
     NoCandleModule,
     SlidingWindowSemantics,
@@ -790,4 +860,5 @@ RULES = (
     QueryPreAttnScalarIgnored,
     GraniteMultipliersIgnored,
     LmHeadIgnoresTie,
+    Gemma3PrefillNeedsOneKvHead,
 )

@@ -133,3 +133,95 @@ def test_corpus_covers_both_outcomes() -> None:
     for fam in FAMILIES:
         views = [BY_NAME[fam].view(t) for t in _corpus(fam).values()]
         assert sum(v.ok for v in views) >= 5 and sum(not v.ok for v in views) >= 10, fam
+
+
+# ------------------------------------------------------------------ the rules' claims, run in candle
+
+TOLERANCE = 1e-4
+
+
+def _rel(candle: Any, reference: Any) -> float:
+    import numpy as np
+
+    return float(np.abs(candle - reference).max() / np.abs(reference).max())
+
+
+def _candle_last(family: str, d: Any, config_text: str, ids: list[int]) -> Any:
+    runner = portkit_native.FamilyRunner(family, [str(d / "model.safetensors")], config_text)
+    if family == "gemma3":  # PK121: its prefill fails with two KV heads; one token at a time works
+        with pytest.raises(portkit_native.CandleError, match="slice-set only supports contiguous tensors"):
+            runner.last_logits(ids)
+        return runner.teacher_forced_logits(ids, prefill=1)[-1]
+    return runner.last_logits(ids)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_fix_makes_candle_agree_with_transformers(family: str, tmp_path: Any) -> None:
+    """`portkit fix` on each family's transformers-5 save: candle then loads it and computes what
+    transformers computes from the file as saved (qwen2's null window written as
+    `max_position_embeddings` included)."""
+    import shutil
+
+    from fixtures.families import family_fixture, reference_last_logits
+    from portkit import fix
+
+    src = family_fixture(family, "t5")
+    d = tmp_path / "m"
+    shutil.copytree(src, d)
+    ids = json.loads((d / "prompt.json").read_text())["ids"]
+    reference = reference_last_logits(src, ids).numpy()
+    p = fix.plan(d)
+    if family == "mixtral":
+        assert [f.code for f in p.refused] == ["PK112"]
+        return
+    assert not p.refused and p.changed, [f.message for f in p.refused]
+    fix.write(p)
+    rel = _rel(_candle_last(family, d, (d / "config.json").read_text(), ids), reference)
+    print(f"{family}: after fix rel {rel:.2e}")
+    assert rel <= TOLERANCE
+
+
+def test_qwen2_window_claims_hold_in_candle() -> None:
+    """PK112's fix and PK115: with `use_sliding_window` false transformers applies no window, and
+    candle (which always applies one) agrees at `max_position_embeddings` and not at 4."""
+    from fixtures.families import family_fixture, reference_last_logits
+
+    d = family_fixture("qwen2", "legacy")
+    ids = json.loads((d / "prompt.json").read_text())["ids"]
+    reference = reference_last_logits(d, ids).numpy()
+    cfg = json.loads((d / "config.json").read_text())
+    assert cfg["use_sliding_window"] is False
+    wide = _candle_last("qwen2", d, json.dumps({**cfg, "sliding_window": cfg["max_position_embeddings"]}), ids)
+    narrow = _candle_last("qwen2", d, json.dumps({**cfg, "sliding_window": 4}), ids)
+    assert _rel(wide, reference) <= TOLERANCE
+    assert _rel(narrow, reference) > 100 * TOLERANCE  # negative control: the window candle applies
+
+
+@pytest.mark.parametrize(
+    "family,variant,edits,expect",
+    [
+        ("gemma", "legacy", {"hidden_activation": "gelu_pytorch_tanh"}, "both hidden_act and hidden_activation are set"),  # PK117
+        ("qwen3", "legacy", {"use_sliding_window": True, "sliding_window": 64}, "sliding window is not supported"),  # PK115
+        ("qwen3_moe", "legacy", {"use_sliding_window": True, "sliding_window": 64}, "sliding window is not supported"),
+        ("mistral", "tied", {}, "lm_head.weight"),  # PK120
+        ("stable_lm", "tied", {}, "lm_head.weight"),
+    ],
+)
+def test_crash_expectations_hold_in_candle(family: str, variant: str, edits: dict[str, Any], expect: str) -> None:
+    from fixtures.families import family_fixture
+    from portkit.lint import lint_paths
+    from portkit.settings import Settings
+
+    d = family_fixture(family, variant)
+    cfg = {**json.loads((d / "config.json").read_text()), **edits}
+    import tempfile
+    from pathlib import Path
+
+    lint_dir = Path(tempfile.mkdtemp()) / "m"
+    lint_dir.mkdir()
+    (lint_dir / "config.json").write_text(json.dumps(cfg, indent=2))
+    found = [f for f in lint_paths([lint_dir], Settings(respect_pyproject=False)).findings if f.probe and f.probe.expect]
+    assert any(f.probe.expect == expect for f in found), [(f.code, f.probe.expect) for f in found]
+    with pytest.raises(portkit_native.NativeError, match=re.escape(expect)):
+        runner = portkit_native.FamilyRunner(family, [str(d / "model.safetensors")], json.dumps(cfg))
+        runner.last_logits([1, 2, 3])
