@@ -115,6 +115,13 @@ class Subject:
         return probe_of(finding)[1]
 
 
+def restores_prompt(before: Comparison, fixed: Comparison) -> bool:
+    """The patched run agrees at the prompt's last position (judged, f32) where the run
+    before the patch did not."""
+    b, f = before.last, fixed.last
+    return b is not None and f is not None and f.tolerance is not None and f.ok and not b.ok
+
+
 def confirm_numeric(finding: Finding, subject: Subject, other_patches: dict[str, Any]) -> Confirmation:
     kind, _, _ = probe_of(finding)
     patch = subject.patch_of(finding)
@@ -173,6 +180,16 @@ def confirm_numeric(finding: Finding, subject: Subject, other_patches: dict[str,
                 **base,
                 verdict="CONFIRMED",
                 evidence=f"{prefix}{before.headline()}; {what_fixed}, {fixed.headline()} (something else still differs)",
+                details=details,
+            )
+        if restores_prompt(before, fixed):
+            # The patch makes the prompt's own forward agree: the finding is real there. What is
+            # left differs only in the cached steps (a window candle drops in decode, for one).
+            return Confirmation(
+                **base,
+                verdict="CONFIRMED",
+                evidence=f"{prefix}{before.headline()}; {what_fixed}, the prompt's last position agrees "
+                f"({fmt_num(fixed.last.max_abs_diff)}) but the generated steps still differ ({fixed.headline()})",
                 details=details,
             )
         return Confirmation(
