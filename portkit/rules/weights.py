@@ -51,6 +51,9 @@ ALL_FAMILIES = tuple(f.name for f in FAMILIES)
 # (llama.rs:524, granite.rs:451); the others propagate an `Err` with `?`.
 PANICS_PER_LAYER = ("llama", "granite")
 QUANTIZED_SUFFIXES = ("qweight", "qzeros", "scales", "g_idx")
+# Layer parts transformers' module has when a config flag says so and that no candle module reads
+# (stablelm-2-12b's per-head q/k LayerNorms, stable_lm.rs:200-216 has none).
+_CONFIG_FLAG_PARTS = {"self_attn.q_layernorm": "qk_layernorm", "self_attn.k_layernorm": "qk_layernorm"}
 
 
 _EXPECTED: weakref.WeakKeyDictionary[Context, dict[str, tuple[int, ...]] | None] = weakref.WeakKeyDictionary()
@@ -297,7 +300,8 @@ class UnreadTensor(_WeightsRule):
 
     ## Why is this bad?
     When transformers reads them (biases with `attention_bias`/`mlp_bias` true, an untied
-    `lm_head.weight` with `tie_word_embeddings: false`) candle computes another model without
+    `lm_head.weight` with `tie_word_embeddings: false`, stablelm's per-head q/k LayerNorms with
+    `qk_layernorm: true`) candle computes another model without
     an error: starcoder2 with its own `lm_head` differs by 1.7 relative on the logits. When
     neither reads them, the config and the weights disagree about the model, which is worth
     knowing before trusting either.
@@ -352,6 +356,9 @@ class UnreadTensor(_WeightsRule):
                 groups["lm-head-read" if transformers_tie(ctx) is False and not llama else "tied-lm-head"].append(n)
             elif part.endswith(".bias"):
                 groups["bias-read" if self._transformers_reads_bias(ctx, n, part, tf) else "bias-unread"].append(n)
+            elif not llama and (flag := next((f for k, f in _CONFIG_FLAG_PARTS.items() if part.startswith(k + ".")), None)) \
+                    and config_flag(ctx, flag) is True:
+                groups[f"flag:{flag}"].append(n)
             else:
                 groups["other"].append(n)
         mod = module_name(ctx)
@@ -368,6 +375,8 @@ class UnreadTensor(_WeightsRule):
                       else "transformers does not load them either", "warning"),
         }  # fmt: skip
         for key, names in groups.items():
+            if key.startswith("flag:"):
+                texts[key] = (f"transformers reads them (`{key[5:]}` is true): another model", "error")
             why, sev = texts[key]
             yield self.finding(
                 ctx,
@@ -375,7 +384,7 @@ class UnreadTensor(_WeightsRule):
                 filename=_weights_file(ctx),
                 location=None,
                 severity=sev,  # type: ignore[arg-type]
-                transformers_value="read" if key in ("bias-read", "lm-head-read") else "unread",
+                transformers_value="read" if key in ("bias-read", "lm-head-read") or key.startswith("flag:") else "unread",
                 candle_value="unread",
             )
 

@@ -389,6 +389,8 @@ VARIANTS: list[tuple[str, Builder, str]] = [
     ("PK202", family_model("starcoder2", tie_word_embeddings=False, extra={"lm_head.weight": (256, 64)}), "always uses `model.embed_tokens.weight`"),
     ("PK202", family_model("granite", extra={"model.layers.0.self_attn.q_proj.bias": (64,)}), "`granite` never reads 1 tensor"),
     ("PK202", family_model("stable_lm", extra={"model.layers.0.self_attn.q_layernorm.norms.0.weight": (16,)}), "has no such tensor"),
+    ("PK202", family_model("stable_lm", qk_layernorm=True, extra={"model.layers.0.self_attn.k_layernorm.norms.1.weight": (16,)}),
+     "transformers reads them (`qk_layernorm` is true)"),
     ("PK203", family_model("qwen3", extra={"language_model.model.norm.weight": (64,)}), "stripping the prefix `language_model.`"),
     ("PK204", family_model("mistral", cfg=family_config("mistral", num_hidden_layers=3), tensors=family_tensors(family_config("mistral"))),
      "`mistral` fails at load with `cannot find tensor model.layers.2."),
