@@ -512,7 +512,8 @@ impl FamilyRunner {
 }
 
 /// Families with a copy of the forward proven bit-identical to the library.
-pub const CAPTURE_FAMILIES: [Family; 5] = [Family::Llama, Family::Mistral, Family::Qwen2, Family::Gemma2, Family::Phi3];
+pub const CAPTURE_FAMILIES: [Family; 6] =
+    [Family::Llama, Family::Mistral, Family::Qwen2, Family::Qwen3, Family::Gemma2, Family::Phi3];
 
 /// Per-layer capture (embeddings, layer.N, norm, logits) through the family's copy of the
 /// forward, loaded alone from the same files (weights resident once).
@@ -538,6 +539,10 @@ pub fn capture_layers(
         }),
         Parsed::Qwen2(c) => guarded(|| {
             let mut copy = crate::qwen2_copy::ModelForCausalLM::new(&c, load_vb()?)?;
+            copy.capture(&ids_tensor(ids, device)?)
+        }),
+        Parsed::Qwen3(c) => guarded(|| {
+            let mut copy = crate::qwen3_copy::ModelForCausalLM::new(&c, load_vb()?)?;
             copy.capture(&ids_tensor(ids, device)?)
         }),
         Parsed::Gemma2(c) => guarded(|| {

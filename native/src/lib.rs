@@ -15,6 +15,7 @@ pub mod llama_copy;
 pub mod mistral_copy;
 pub mod phi3_copy;
 pub mod qwen2_copy;
+pub mod qwen3_copy;
 pub mod requested;
 #[cfg(feature = "python")]
 mod python;

@@ -208,13 +208,18 @@ fn every_family_runs_and_its_kv_cache_path_agrees_with_one_forward() {
 
 #[test]
 fn per_layer_copies_equal_the_library_bit_for_bit() {
-    for family in [Family::Mistral, Family::Qwen2, Family::Gemma2, Family::Phi3] {
+    for family in [Family::Mistral, Family::Qwen2, Family::Qwen3, Family::Gemma2, Family::Phi3] {
         for variant in 0..2 {
             let mut cfg = legacy(family);
             if variant == 1 {
                 match family {
                     // A window shorter than the prompt: the mask path differs.
                     Family::Mistral | Family::Qwen2 | Family::Gemma2 => cfg["sliding_window"] = json!(3),
+                    // Biases on q/k/v/o, untied.
+                    Family::Qwen3 => {
+                        cfg["attention_bias"] = json!(true);
+                        cfg["tie_word_embeddings"] = json!(false);
+                    }
                     // Partial rotary and tied embeddings.
                     _ => {
                         cfg["partial_rotary_factor"] = json!(0.5);

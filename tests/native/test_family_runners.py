@@ -103,7 +103,7 @@ def test_refusals_carry_candles_text(family: str, variant: str, error: type[Exce
         pn.FamilyRunner(family, [str(d / "model.safetensors")], (d / "config.json").read_text())
 
 
-@pytest.mark.parametrize("family", ["mistral", "qwen2", "gemma2", "phi3"])
+@pytest.mark.parametrize("family", ["mistral", "qwen2", "qwen3", "gemma2", "phi3"])
 def test_capture_copy_is_bit_identical_to_the_library(family: str):
     runner, d, ids = _runner(family, AGREEING[family])
     captured = runner.capture(ids)
@@ -116,12 +116,12 @@ def test_capture_copy_is_bit_identical_to_the_library(family: str):
 
 
 def test_capture_families():
-    assert pn.capture_families() == ["llama", "mistral", "qwen2", "gemma2", "phi3"]
+    assert pn.capture_families() == ["llama", "mistral", "qwen2", "qwen3", "gemma2", "phi3"]
     runner, d, ids = _runner("gemma", "legacy")
     with pytest.raises(NotImplementedError, match="^per-layer: not available for gemma$"):
         runner.capture(ids)
-    with pytest.raises(NotImplementedError, match="^per-layer: not available for qwen3$"):
-        pn.capture_layers([], (family_fixture("qwen3", "legacy") / "config.json").read_text(), ids, family="qwen3")
+    with pytest.raises(NotImplementedError, match="^per-layer: not available for olmo2$"):
+        pn.capture_layers([], (family_fixture("olmo2", "legacy") / "config.json").read_text(), ids, family="olmo2")
 
 
 def _safetensors_header(path: Path) -> dict[str, list[int]]:
