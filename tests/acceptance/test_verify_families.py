@@ -141,3 +141,16 @@ def test_family_variant(rows, family, variant):
     assert o.exit_code == 1, o.cell()
     for code, verdict in expected.items():
         assert _confirmed(o).get(code) == verdict, f"{family}/{variant}: {code} expected {verdict}: {o.cell()}"
+
+
+@pytest.mark.parametrize("family", ["qwen2", "gemma2", "phi3"])
+def test_negative_control_on_a_family_that_agrees(rows, family):
+    """1e-3 added to one reference logit, through the same code path: MISMATCH, exit 1."""
+    from fixtures.families import family_fixture
+    from portkit.verify.engine import VerifyOptions, verify
+
+    rows(family)  # the env setting of the module fixture
+    rep = verify(VerifyOptions(model_dir=family_fixture(family, "legacy"), perturb_reference=1e-3))
+    assert rep.exit_code == 1
+    assert rep.comparison is not None and not rep.comparison.ok
+    assert rep.comparison.last.max_abs_diff >= 1e-3 - 1e-5
