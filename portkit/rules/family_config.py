@@ -398,7 +398,10 @@ class SlidingWindowSemantics(Rule):
         severe = max_tokens is not None and max_tokens >= first
         plan = f"; you plan {max_tokens} tokens" if max_tokens is not None else ""
         patch = None
-        if isinstance(sw_t, int) and sw_t > 1 and all(k == sw_t + 1 or k == math.inf for k in prefill) and fam.name != "gemma2":
+        windowed = [k for k in prefill if k != math.inf]
+        # the patch that makes candle's prefill keep transformers' keys: only where candle reads
+        # the window (not phi3) and applies it to the same layers (not gemma2)
+        if isinstance(sw_t, int) and sw_t > 1 and windowed and all(k == sw_t + 1 for k in windowed) and fam.name != "gemma2":
             patch = {"sliding_window": sw_t - 1}
         elif sw_t is None and any(k != math.inf for k in prefill) and isinstance(mp, int):
             patch = {"sliding_window": mp}

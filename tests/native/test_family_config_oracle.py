@@ -225,3 +225,20 @@ def test_crash_expectations_hold_in_candle(family: str, variant: str, edits: dic
     with pytest.raises(portkit_native.NativeError, match=re.escape(expect)):
         runner = portkit_native.FamilyRunner(family, [str(d / "model.safetensors")], json.dumps(cfg))
         runner.last_logits([1, 2, 3])
+
+
+def test_sliding_window_probe_patch_makes_candle_prefill_agree() -> None:
+    """PK115 on mistral with a 4-key window: candle's prefill keeps 5 keys (differs), and with the
+    rule's probe patch (`sliding_window` 3) it keeps transformers' 4 (agrees)."""
+    from fixtures.families import family_fixture, reference_last_logits
+    from portkit.lint import lint_paths
+    from portkit.settings import Settings
+
+    d = family_fixture("mistral", "sliding-window-4")
+    ids = json.loads((d / "prompt.json").read_text())["ids"]
+    reference = reference_last_logits(d, ids).numpy()
+    (f,) = [f for f in lint_paths([d], Settings(respect_pyproject=False)).findings if f.code == "PK115"]
+    assert f.probe is not None and f.probe.patch == {"sliding_window": 3}
+    cfg = json.loads((d / "config.json").read_text())
+    assert _rel(_candle_last("mistral", d, json.dumps(cfg), ids), reference) > 100 * TOLERANCE
+    assert _rel(_candle_last("mistral", d, json.dumps({**cfg, **f.probe.patch}), ids), reference) <= TOLERANCE

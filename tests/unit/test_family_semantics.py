@@ -151,3 +151,22 @@ def test_llama_transformers_view_accepts_every_family(family: str, name: str, cf
     assert transformers_view(cfg).refused is None
     # negative control: a value transformers' strict typing refuses is still refused
     assert transformers_view({**cfg, "hidden_size": "64"}).refused is not None
+
+
+def test_sliding_window_probe_patches(tmp_path: Path) -> None:
+    """PK115's probe patch is the config edit that makes candle's prefill keep transformers' keys;
+    none where candle never reads the window (phi3) or slides other layers (gemma2)."""
+    from portkit.lint import lint_paths
+    from portkit.settings import Settings
+
+    def patch(family: str, **edits: Any) -> Any:
+        d = tmp_path / f"{family}-{len(list(tmp_path.iterdir()))}"
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps({**LEGACY[family], **edits}))
+        (f,) = [f for f in lint_paths([d], Settings(respect_pyproject=False)).findings if f.code == "PK115"]
+        return f.probe.patch if f.probe else None
+
+    assert patch("mistral", sliding_window=4) == {"sliding_window": 3}
+    assert patch("qwen2", sliding_window=4) == {"sliding_window": 128}  # transformers: no window at all
+    assert patch("phi3") is None
+    assert patch("gemma2", sliding_window=4) is None
