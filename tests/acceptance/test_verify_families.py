@@ -154,3 +154,29 @@ def test_negative_control_on_a_family_that_agrees(rows, family):
     assert rep.exit_code == 1
     assert rep.comparison is not None and not rep.comparison.ok
     assert rep.comparison.last.max_abs_diff >= 1e-3 - 1e-5
+
+
+#: family -> (loader, {code: verdict} confirmed on the converter-written f32 GGUF; {} = agrees)
+GGUF: dict[str, tuple[str, dict[str, str]]] = {
+    "mistral": ("quantized_llama", {}),
+    "qwen2": ("quantized_qwen2", {}),
+    "qwen3": ("quantized_qwen3", {"PK412": "CONFIRMED"}),  # RoPE tables in F16 without general.dtype
+}
+
+
+@pytest.mark.parametrize("family", sorted(GGUF))
+def test_verify_runs_the_family_gguf_loader(rows, family, tmp_path):
+    from fixtures.families import family_fixture
+    from fixtures.gguf_writer import write_gguf
+    from portkit.verify.engine import VerifyOptions, verify
+
+    rows(family)
+    d = family_fixture(family, "legacy")
+    rep = verify(VerifyOptions(model_dir=d, gguf=write_gguf(d, tmp_path / f"{family}.gguf"), layers=False))
+    loader, expected = GGUF[family]
+    assert rep.gguf is not None and rep.gguf.loader == loader
+    confirmed = {f.code: f.verdict for f in rep.gguf.findings if f.confirmed}
+    if not expected:
+        assert rep.gguf.ok, rep.gguf.comparison.headline() if rep.gguf.comparison else rep.gguf.run.failure
+    for code, verdict in expected.items():
+        assert confirmed.get(code) == verdict, confirmed
