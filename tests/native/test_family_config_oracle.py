@@ -242,3 +242,23 @@ def test_sliding_window_probe_patch_makes_candle_prefill_agree() -> None:
     cfg = json.loads((d / "config.json").read_text())
     assert _rel(_candle_last("mistral", d, json.dumps(cfg), ids), reference) > 100 * TOLERANCE
     assert _rel(_candle_last("mistral", d, json.dumps({**cfg, **f.probe.patch}), ids), reference) <= TOLERANCE
+
+
+@pytest.mark.parametrize("family,variant,code", [("gemma", "hidden-act-gelu", "PK116"), ("granite", "t5", "PK101")])
+def test_numeric_probe_patches_make_candle_agree(family: str, variant: str, code: str) -> None:
+    """A silent fixture differs in candle, and the finding's probe patch (the config edit it
+    offers) makes candle compute what transformers computes from the unpatched file."""
+    from fixtures.families import family_fixture, reference_last_logits
+    from portkit.lint import lint_paths
+    from portkit.settings import Settings
+
+    d = family_fixture(family, variant)
+    ids = json.loads((d / "prompt.json").read_text())["ids"]
+    reference = reference_last_logits(d, ids).numpy()
+    (f,) = [f for f in lint_paths([d], Settings(respect_pyproject=False)).findings if f.code == code]
+    assert f.probe is not None and f.probe.patch
+    cfg = json.loads((d / "config.json").read_text())
+    before = _rel(_candle_last(family, d, json.dumps(cfg), ids), reference)
+    after = _rel(_candle_last(family, d, json.dumps({**cfg, **f.probe.patch}), ids), reference)
+    print(f"{family}/{variant} {code}: rel {before:.2e} -> {after:.2e}")
+    assert before > TOLERANCE and after <= TOLERANCE
