@@ -109,7 +109,9 @@ def test_one_forward_gives_the_greedy_fork() -> None:
     assert len(own) == 5 and own_rows.shape[0] == 5
     same, rows, layers, _ = refproc.forward_reference(d, md.weight_files, prompt, own, 5, "streamed", lambda _s: None)
     assert same == own
-    np.testing.assert_allclose(rows, own_rows, rtol=0, atol=1e-5)
+    # its own tokens come from cached decoding (generate()'s arithmetic), candle's from one full
+    # forward: the same numbers up to summation order, well within the f32 tolerance
+    np.testing.assert_allclose(rows, own_rows, rtol=0, atol=1e-4)
     assert layers["embeddings"].shape[0] == len(prompt)
     # a continuation that forks at token 2: the reference's tokens stop at its own pick there
     other = own[:2] + [(own[2] + 1) % 256, 5, 6]
