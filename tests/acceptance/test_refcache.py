@@ -23,9 +23,7 @@ SCHEMA = json.loads((ROOT / "schemas" / "verify-report.schema.json").read_text()
 def _env(cache: Path, poison: Path | None = None) -> dict[str, str]:
     env = dict(os.environ, PORTKIT_CACHE=str(cache))
     env.pop("PORTKIT_VERIFY_REFERENCE", None)  # the child process, as users run it
-    path = [str(ROOT)] + ([str(poison)] if poison else [])
-    if poison:
-        path = [str(poison), str(ROOT)]
+    path = ([str(poison)] if poison else []) + [str(ROOT)]  # the poison first: it shadows the real torch
     env["PYTHONPATH"] = os.pathsep.join(path + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return env
 
