@@ -1431,9 +1431,9 @@ class Phi3GgufPartialRotary(_GgufRule):
     """quantized_phi3 rotates the whole head with a `rope.dimension_count`-wide table: partial RoPE fails.
 
     ## What it does
-    Flags a GGUF read by quantized_phi3 whose `phi3.rope.dimension_count` is smaller than the
-    head size (`embedding_length / head_count`): llama.cpp writes partial_rotary_factor x
-    head_dim there (Phi-4-mini: 96 of 128).
+    Flags a GGUF read by quantized_phi3 whose `phi3.rope.dimension_count` is not the head size
+    (`embedding_length / head_count`): llama.cpp writes partial_rotary_factor x head_dim there
+    (Phi-4-mini: 96 of 128).
 
     ## Why is this bad?
     candle builds its cos/sin tables over `rope.dimension_count` but applies them to every
@@ -1470,12 +1470,13 @@ class Phi3GgufPartialRotary(_GgufRule):
     def check(self, ctx: Context) -> Iterable[Finding]:
         for g, _v in self.each(ctx):
             rope_dim, emb, heads = (md_u32(g, f"phi3.{k}") for k in ("rope.dimension_count", "embedding_length", "attention.head_count"))
-            if rope_dim is None or emb is None or not heads or rope_dim >= emb // heads:
+            if rope_dim is None or emb is None or not heads or rope_dim == emb // heads:
                 continue
             head_dim = emb // heads
+            what = "partial RoPE" if rope_dim < head_dim else "wider than the head"
             yield self.finding(
                 ctx,
-                f"`phi3.rope.dimension_count` is {rope_dim} of a {head_dim}-wide head (partial RoPE); candle 0.11.0's "
+                f"`phi3.rope.dimension_count` is {rope_dim} for a {head_dim}-wide head ({what}); candle 0.11.0's "
                 "quantized_phi3 applies its table to the whole head and the first forward fails with "
                 "`inconsistent last dim size in rope`",
                 filename=g.path,

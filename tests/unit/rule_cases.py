@@ -410,6 +410,7 @@ VARIANTS: list[tuple[str, Builder, str]] = [
     ("PK409", beside_config(loader_gguf("qwen2", md={"qwen2.rope.freq_base": 10000.0}), "qwen2"), "`qwen2.rope.freq_base` is 10000; transformers uses `rope_theta`=1000000"),
     ("PK409", beside_config(loader_gguf("qwen3"), "qwen3", head_dim=32), "`qwen3.attention.key_length` is 16; config.json's `head_dim`"),
     ("PK412", loader_gguf("qwen3", md={"general.dtype": 1}), "`general.dtype` is U32(1)"),
+    ("PK420", loader_gguf("phi3", md={"phi3.rope.dimension_count": 32}), "is 32 for a 16-wide head (wider than the head)"),
     ("PK421", with_target(loader_gguf("gemma3"), max_tokens=40), "keeps 33 in prefill and every key in decode: they differ from 33 tokens on; you plan 40"),
     ("PK416", loader_gguf("phi3", md={"phi3.rope.scaling.attn_factor": 1.1832}), "`phi3.rope.scaling.attn_factor`=1.1832"),
     ("PK418", loader_gguf("qwen2", drop=("blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.0.attn_v.bias")), "`cannot find tensor info for blk.0.attn_q.bias`"),
