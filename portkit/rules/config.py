@@ -7,6 +7,7 @@ call `portkit.rules.family_config` for the other modules; rules only other modul
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from portkit.rules import family_config as fc
 from portkit.rules.base import Context, Rule, f32, location, num
@@ -612,7 +613,9 @@ class PartialRotaryIgnored(Rule):
         hd = fv.get("head_dim")
         t, c = ftv.get("partial_rotary_factor"), fv.get("partial_rotary_factor")
         t_eff, c_eff = (1.0 if t is None else t), (1.0 if c is None else c)
-        if not isinstance(hd, int) or int(hd * t_eff) == int(hd * c_eff):
+        if not isinstance(hd, int) or not all(isinstance(x, (int, float)) and math.isfinite(hd * x) for x in (t_eff, c_eff)):
+            return  # a factor no runtime can compute with: transformers itself refuses it (lint's exit 2)
+        if int(hd * t_eff) == int(hd * c_eff):
             return
         path = ftv.sources.get("partial_rotary_factor", ())
         if c is None:

@@ -170,3 +170,28 @@ def test_sliding_window_probe_patches(tmp_path: Path) -> None:
     assert patch("qwen2", sliding_window=4) == {"sliding_window": 128}  # transformers: no window at all
     assert patch("phi3") is None
     assert patch("gemma2", sliding_window=4) is None
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_odd_values_give_findings_or_one_line_errors(family: str, tmp_path: Path) -> None:
+    """Bad input behaves as for llama: lint and fix either work or raise InputError (one line,
+    exit 2), never another exception. Regression: a `partial_rotary_factor` of 1e308 that fix
+    would write at the top level overflowed PK108's rotary width."""
+    from portkit.errors import InputError
+    from portkit.lint import lint_paths
+    from portkit.settings import Settings
+    from portkit.target import Target
+
+    target = Target(max_tokens=100, use_flash_attn=True, device="cuda", features=frozenset({"cuda", "flash-attn"}))
+    extra_keys = ["rope_parameters", "layer_types", "sliding_window_pattern", "rope_scaling", "partial_rotary_factor"]
+    cases = [{**base, k: w} for base in (LEGACY[family], T5[family]) for k in [*base, *extra_keys] for w in (None, -1, "x", 1e308, [])]
+    cases.append({**T5[family], "rope_parameters": {"rope_theta": 1e4, "rope_type": "default", "partial_rotary_factor": 1e308}})
+    for i, cfg in enumerate(cases):
+        d = tmp_path / str(i)
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps(cfg))
+        lint_paths([d], Settings(target=target, preview=True, respect_pyproject=False))  # errors are reported, not raised
+        try:
+            fix.plan(d)
+        except InputError:
+            pass
