@@ -333,11 +333,15 @@ class ContextOverMaxSeqLen(_GgufRule):
     """`llama.context_length` is above candle's fixed 4096-position table.
 
     ## What it does
-    Flags `llama.context_length` > 4096 (or `--max-tokens` > 4096).
+    Flags `llama.context_length` > 4096 (or `--max-tokens` > 4096). For quantized_qwen2,
+    quantized_qwen3 and quantized_phi3, whose tables have `{arch}.context_length` rows, flags a
+    `--max-tokens` beyond that length (quantized_gemma3: beyond its fixed 131072).
 
     ## Why is this bad?
     candle's quantized_llama precomputes cos/sin for `MAX_SEQ_LEN = 4096` positions whatever
     the metadata says; position 4096 fails with `narrow invalid args start + len > dim_len`.
+    The other loaders fail the same way at their table's end, where transformers, which computes
+    RoPE for any position, keeps going.
 
     ## Example
     A Llama 3.1 GGUF with `llama.context_length = 131072`.
@@ -346,7 +350,9 @@ class ContextOverMaxSeqLen(_GgufRule):
     Keep prompt plus generation within 4096 tokens.
 
     ## Candle source
-    candle-transformers-0.11.0/src/models/quantized_llama.rs:27, :283-300, :178-182.
+    candle-transformers-0.11.0/src/models/quantized_llama.rs:27, :283-300, :178-182;
+    quantized_qwen2.rs:219; quantized_qwen3.rs:105, :500-506; quantized_phi3.rs:244;
+    quantized_gemma3.rs:24.
 
     ## Verification
     crash: the GGUF runner fed 4097 tokens must fail in narrow.
@@ -362,9 +368,27 @@ class ContextOverMaxSeqLen(_GgufRule):
     fix_title = "Keep prompt plus generated tokens within 4096"
     probe_kind = "crash"
 
+    loaders = ALL_LOADERS
+
     def check(self, ctx: Context) -> Iterable[Finding]:
         mt = ctx.target.max_tokens
         for g, v in self.each(ctx):
+            if v.loader != "quantized_llama":
+                rows, key = self._table_rows(g, v.loader)
+                if mt is None or rows is None or mt <= rows:
+                    continue
+                yield self.finding(
+                    ctx,
+                    f"you plan {mt} tokens; candle 0.11.0's {v.loader} has {rows} cos/sin rows ({key}) and fails at "
+                    f"position {rows} with `narrow invalid args`",
+                    filename=g.path,
+                    location=None,
+                    severity="error",
+                    transformers_value=mt,
+                    candle_value=rows,
+                    expect="narrow invalid args",
+                )
+                continue
             if mt is not None:
                 if mt <= MAX_SEQ_LEN:
                     continue
@@ -388,6 +412,13 @@ class ContextOverMaxSeqLen(_GgufRule):
                 candle_value=MAX_SEQ_LEN,
                 expect="narrow invalid args",
             )
+
+    @staticmethod
+    def _table_rows(g: GgufFile, loader: str) -> tuple[int | None, str]:
+        if loader == "quantized_gemma3":
+            return 131072, "its fixed MAX_SEQ_LEN"
+        key = f"{metadata_prefix(g, loader)}.context_length"
+        return md_u32(g, key), f"`{key}`"
 
 
 class HeadDimNotEmbeddingOverHeads(_GgufRule):

@@ -189,3 +189,19 @@ def test_qwen2_gguf_without_freq_base_runs_at_10000(tmp_path: Path) -> None:
     a = _logits(missing)
     assert np.array_equal(a, _logits(write_gguf(d, tmp_path / "1e4.gguf", override={"qwen2.rope.freq_base": 10000.0})))
     assert np.abs(a - _logits(write_gguf(d, tmp_path / "1e6.gguf"))).max() > 1e-3
+
+
+@pytest.mark.parametrize("family", ["qwen2", "qwen3", "phi3"])
+def test_tokens_past_context_length_fail_as_predicted(family: str, tmp_path: Path) -> None:
+    """PK405 for the loaders whose RoPE table has `{arch}.context_length` rows."""
+    from portkit.target import Target
+
+    path = write_gguf(family_fixture(family, "legacy"), tmp_path / f"{family}.gguf", override={f"{family}.context_length": 16})
+    ids = list(range(3, 23))  # 20 positions
+    r = lint_paths([path], Settings(select=["PK405"], respect_pyproject=False, target=Target(max_tokens=len(ids))))
+    [finding] = r.findings
+    with pytest.raises(pn.CandleError) as e:
+        _load(path).last_logits(ids)
+    assert finding.probe.expect in str(e.value)
+    _load(path).last_logits(ids[:16])  # within the table: runs
+    assert lint_paths([path], Settings(select=["PK405"], respect_pyproject=False, target=Target(max_tokens=16))).findings == []

@@ -410,6 +410,8 @@ VARIANTS: list[tuple[str, Builder, str]] = [
     ("PK409", beside_config(loader_gguf("qwen2", md={"qwen2.rope.freq_base": 10000.0}), "qwen2"), "`qwen2.rope.freq_base` is 10000; transformers uses `rope_theta`=1000000"),
     ("PK409", beside_config(loader_gguf("qwen3"), "qwen3", head_dim=32), "`qwen3.attention.key_length` is 16; config.json's `head_dim`"),
     ("PK412", loader_gguf("qwen3", md={"general.dtype": 1}), "`general.dtype` is U32(1)"),
+    ("PK405", with_target(loader_gguf("qwen2"), max_tokens=200), "candle 0.11.0's quantized_qwen2 has 128 cos/sin rows (`qwen2.context_length`)"),
+    ("PK405", with_target(loader_gguf("gemma3"), max_tokens=200_000), "quantized_gemma3 has 131072 cos/sin rows"),
     ("PK420", loader_gguf("phi3", md={"phi3.rope.dimension_count": 32}), "is 32 for a 16-wide head (wider than the head)"),
     ("PK421", with_target(loader_gguf("gemma3"), max_tokens=40), "keeps 33 in prefill and every key in decode: they differ from 33 tokens on; you plan 40"),
     ("PK416", loader_gguf("phi3", md={"phi3.rope.scaling.attn_factor": 1.1832}), "`phi3.rope.scaling.attn_factor`=1.1832"),
@@ -498,6 +500,8 @@ CLEAN_VARIANTS: list[tuple[str, Builder]] = [
     ("PK411", loader_gguf("gemma3")),
     ("PK411", loader_gguf("phi3")),
     ("PK418", loader_gguf("qwen3")),
+    ("PK405", with_target(loader_gguf("phi3"), max_tokens=128)),
+    ("PK405", loader_gguf("qwen3", md={"qwen3.context_length": 1_000_000})),  # its own table: no mismatch without a plan
     ("PK409", beside_config(loader_gguf("qwen2"), "qwen2")),
     ("PK409", beside_config(loader_gguf("qwen3"), "qwen3")),
     ("PK409", beside_config(loader_gguf("qwen2", md={"qwen2.rope.freq_base": 10000.0}), "qwen3")),  # another family's config: not compared
