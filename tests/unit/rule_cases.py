@@ -437,6 +437,13 @@ VARIANTS += [
     ("PK102", family("gemma3", rope_scaling={"factor": 8.0, "rope_type": "linear"}), "`linear` rope scaling to its layers (`factor`=8); candle 0.11.0's `gemma3` reads no rope scaling"),
     ("PK102", family("phi3", rope_scaling={"short_factor": [1.0] * 8, "long_factor": [2.0] * 8, "type": "longrope"}), "multiplies the frequencies by the factors"),
     ("PK102", family("qwen2", rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}), "`yarn` rope scaling"),
+    (
+        "PK102",
+        family("phi3", "t5", rope_parameters={"rope_theta": 1e5, "rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8,
+                                               "original_max_position_embeddings": 32}),
+        "transformers applies `longrope` rope scaling to its layers (`short_factor`=[8 values], `long_factor`=[8 values], "
+        "`original_max_position_embeddings`=32); candle 0.11.0's `phi3` reads no rope scaling",
+    ),
     ("PK112", family("qwen2", "t5"), "candle 0.11.0's `qwen2` refuses it at `sliding_window`: invalid type: null, expected usize"),
     ("PK112", family("mixtral"), "candle 0.11.0's `mixtral` refuses it at `sliding_window`: invalid type: null, expected usize"),
     ("PK105", family("granite", attention_bias=True), "candle 0.11.0's `granite` builds these projections with `linear_no_bias`"),
