@@ -625,9 +625,11 @@ class GgufConfigDisagreement(_GgufRule):
     intermediate sizes, context length, RMS epsilon, vocabulary, `llama.rope.freq_base` with
     transformers' effective `rope_theta`, and the `rope_freqs.weight` factors (or their
     absence) with what transformers computes from a llama3 `rope_parameters`. For
-    quantized_qwen2 and quantized_qwen3 files it compares the same sizes, epsilon and
-    `{arch}.rope.freq_base` (and qwen3's `attention.key_length` with `head_dim`) under their
-    own prefix, against transformers' values for the config's family.
+    quantized_qwen2, quantized_qwen3, quantized_gemma3 and quantized_phi3 files it compares the
+    same sizes and epsilon under their own prefix with transformers' values for the config's
+    family, and what each loader also reads: `rope.freq_base` (not phi3's, which candle ignores:
+    PK415), `attention.key_length` with `head_dim` (qwen3, gemma3), gemma3's
+    `attention.sliding_window` and `rope.local_freq_base`.
 
     ## Why is this bad?
     candle's quantized_llama trusts only the GGUF. A converter that read a transformers 5
@@ -643,7 +645,8 @@ class GgufConfigDisagreement(_GgufRule):
 
     ## Candle source
     candle-transformers-0.11.0/src/models/quantized_llama.rs:384-394 (what it reads), :433
-    (vocabulary from `token_embd.weight`); quantized_qwen2.rs:191-199; quantized_qwen3.rs:474-481.
+    (vocabulary from `token_embd.weight`); quantized_qwen2.rs:191-199; quantized_qwen3.rs:474-481;
+    quantized_gemma3.rs:288-304; quantized_phi3.rs:235-243.
 
     ## Verification
     numeric: the GGUF runner's logits differ from transformers' beyond the quantization
@@ -659,14 +662,14 @@ class GgufConfigDisagreement(_GgufRule):
     effect = "silent"
     fix_title = "Re-convert the GGUF from this config.json"
     probe_kind = "numeric"
-    loaders = ("quantized_llama", "quantized_qwen2", "quantized_qwen3")
+    loaders = ALL_LOADERS
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         if not ctx.ggufs:
             return
         for g, v in self.each(ctx):
             if v.loader != "quantized_llama":
-                yield from self._qwen(ctx, g, v.loader)
+                yield from self._family_loader(ctx, g, v.loader)
         if not self.tv_ok(ctx):
             return
         tv = ctx.tv
@@ -704,16 +707,21 @@ class GgufConfigDisagreement(_GgufRule):
                 )
             yield from self._rope_freqs(ctx, g, v)
 
-    def _qwen(self, ctx: Context, g: GgufFile, loader: str) -> Iterable[Finding]:
-        """quantized_qwen2/qwen3 against transformers' values for a config of the same family."""
+    def _family_loader(self, ctx: Context, g: GgufFile, loader: str) -> Iterable[Finding]:
+        """A quantized_qwen2/qwen3/gemma3/phi3 file against transformers' values for a config of
+        the same family, on the keys that loader reads (phi3's ignored freq_base is PK415's)."""
         ftv, p = ctx.ftv, metadata_prefix(g, loader)
         if ftv is None or ctx.family is None or ctx.family.gguf_loader != loader:
             return
         keys = [("attention.head_count", "num_attention_heads"), ("attention.head_count_kv", "num_key_value_heads"),
                 ("block_count", "num_hidden_layers"), ("embedding_length", "hidden_size"),
-                ("context_length", "max_position_embeddings"), ("feed_forward_length", "intermediate_size")]  # fmt: skip
-        if loader == "quantized_qwen3":
+                ("feed_forward_length", "intermediate_size")]  # fmt: skip
+        if loader != "quantized_gemma3":  # gemma3's table length is a constant: context_length is never read
+            keys.append(("context_length", "max_position_embeddings"))
+        if loader in ("quantized_qwen3", "quantized_gemma3"):
             keys.append(("attention.key_length", "head_dim"))
+        if loader == "quantized_gemma3":
+            keys.append(("attention.sliding_window", "sliding_window"))
         for suffix, ck in keys:
             gval, cval = md_u32(g, f"{p}.{suffix}"), ftv.get(ck)
             if gval is not None and isinstance(cval, int) and gval != cval:
@@ -722,14 +730,18 @@ class GgufConfigDisagreement(_GgufRule):
         vocab = ftv.get("vocab_size")
         if emb is not None and len(emb.shape) == 2 and isinstance(vocab, int) and emb.shape[0] != vocab:
             yield self._f(ctx, g, f"`token_embd.weight rows` is {emb.shape[0]}; config.json's `vocab_size` is {vocab}", vocab, emb.shape[0])
-        eps, theta = md_f32(g, f"{p}.attention.layer_norm_rms_epsilon"), ftv.get("rope_theta")
+        eps = md_f32(g, f"{p}.attention.layer_norm_rms_epsilon")
         if eps is not None and isinstance(ftv.get("rms_norm_eps"), float) and f32(ftv.get("rms_norm_eps")) != eps:
             yield self._f(ctx, g, f"`{p}.attention.layer_norm_rms_epsilon` is {num(eps)}; transformers uses `rms_norm_eps`={num(ftv.get('rms_norm_eps'))}",
                           ftv.get("rms_norm_eps"), eps)  # fmt: skip
-        fb = md_f32(g, f"{p}.rope.freq_base")
-        if fb is not None and isinstance(theta, (int, float)) and f32(float(theta)) != fb:
-            yield self._f(ctx, g, f"`{p}.rope.freq_base` is {fb:.7g}; transformers uses `rope_theta`={num(theta)}", theta, fb,
-                          patch={f"{p}.rope.freq_base": float(theta)})  # fmt: skip
+        thetas = [] if loader == "quantized_phi3" else [("rope.freq_base", "rope_theta")]
+        if loader == "quantized_gemma3":  # the local base only when written: its absence is PK414's
+            thetas.append(("rope.local_freq_base", "rope_local_base_freq"))
+        for suffix, ck in thetas:
+            fb, theta = md_f32(g, f"{p}.{suffix}"), ftv.get(ck)
+            if fb is not None and isinstance(theta, (int, float)) and f32(float(theta)) != fb:
+                yield self._f(ctx, g, f"`{p}.{suffix}` is {fb:.7g}; transformers uses `{ck}`={num(theta)}", theta, fb,
+                              patch={f"{p}.{suffix}": float(theta)})  # fmt: skip
 
     def _f(self, ctx: Context, g: GgufFile, msg: str, tval: object, cval: object, patch: dict[str, object] | None = None) -> Finding:
         """`patch`: the metadata edit that makes candle read what transformers uses, when one exists."""

@@ -409,6 +409,10 @@ VARIANTS: list[tuple[str, Builder, str]] = [
     ("PK402", loader_gguf("qwen2", drop_md=("qwen2.rope.freq_base",)), "the GGUF has no `qwen2.rope.freq_base`"),
     ("PK409", beside_config(loader_gguf("qwen2", md={"qwen2.rope.freq_base": 10000.0}), "qwen2"), "`qwen2.rope.freq_base` is 10000; transformers uses `rope_theta`=1000000"),
     ("PK409", beside_config(loader_gguf("qwen3"), "qwen3", head_dim=32), "`qwen3.attention.key_length` is 16; config.json's `head_dim`"),
+    ("PK409", beside_config(loader_gguf("gemma3", md={"gemma3.rope.local_freq_base": 10000.0}), "gemma3", num_hidden_layers=2),
+     "`gemma3.rope.local_freq_base` is 10000; transformers uses `rope_local_base_freq`=50000"),
+    ("PK409", beside_config(loader_gguf("phi3", md={"phi3.context_length": 64}), "phi3", rms_norm_eps=1e-6),
+     "`phi3.context_length` is 64; config.json's `max_position_embeddings` (what transformers uses) is 128"),
     ("PK412", loader_gguf("qwen3", md={"general.dtype": 1}), "`general.dtype` is U32(1)"),
     ("PK405", with_target(loader_gguf("qwen2"), max_tokens=200), "candle 0.11.0's quantized_qwen2 has 128 cos/sin rows (`qwen2.context_length`)"),
     ("PK405", with_target(loader_gguf("gemma3"), max_tokens=200_000), "quantized_gemma3 has 131072 cos/sin rows"),
@@ -511,6 +515,8 @@ CLEAN_VARIANTS: list[tuple[str, Builder]] = [
     ("PK405", loader_gguf("qwen3", md={"qwen3.context_length": 1_000_000})),  # its own table: no mismatch without a plan
     ("PK409", beside_config(loader_gguf("qwen2"), "qwen2")),
     ("PK409", beside_config(loader_gguf("qwen3"), "qwen3")),
+    ("PK409", beside_config(loader_gguf("gemma3"), "gemma3", num_hidden_layers=2)),
+    ("PK409", beside_config(loader_gguf("phi3", md={"phi3.rope.freq_base": 1.0}), "phi3", rms_norm_eps=1e-6)),  # phi3's base is PK415's
     ("PK409", beside_config(loader_gguf("qwen2", md={"qwen2.rope.freq_base": 10000.0}), "qwen3")),  # another family's config: not compared
 ]
 # every family's legacy config is clean for the generalised rules
