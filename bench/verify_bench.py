@@ -290,8 +290,12 @@ def ensure_big_fixture(size: str) -> Path:
     return d
 
 
-def run_tree(argv: list[str], env: dict[str, str], out: Path) -> dict:
-    p = subprocess.run([sys.executable, "-c", TREE_SAMPLER, json.dumps(argv), json.dumps(env), str(out)], capture_output=True, text=True, check=True)
+def run_tree(argv: list[str], env: dict[str, str], out: Path, cwd: Path) -> dict:
+    """`cwd`: the checkout whose portkit runs (`python -m` puts the working directory first on
+    sys.path, ahead of PYTHONPATH)."""
+    p = subprocess.run(
+        [sys.executable, "-c", TREE_SAMPLER, json.dumps(argv), json.dumps(env), str(out)], capture_output=True, text=True, check=True, cwd=cwd
+    )
     res = json.loads(p.stdout)
     if res["code"] not in (0, 1):
         raise SystemExit(f"{' '.join(argv[2:5])} failed with exit {res['code']}: {res['stderr']}")
@@ -327,7 +331,7 @@ def sized(a: argparse.Namespace) -> int:
             # the older portkit has no reference cache: its repeat costs what its first run did
             for attempt in ("first", "repeat") if label == "after" else ("first",):
                 out = cache / f"{attempt}.json"
-                r = run_tree(argv, env, out)
+                r = run_tree(argv, env, out, root)
                 try:
                     rep = json.loads(out.read_text())
                 except ValueError:
