@@ -512,8 +512,17 @@ impl FamilyRunner {
 }
 
 /// Families with a copy of the forward proven bit-identical to the library.
-pub const CAPTURE_FAMILIES: [Family; 6] =
-    [Family::Llama, Family::Mistral, Family::Qwen2, Family::Qwen3, Family::Gemma2, Family::Phi3];
+pub const CAPTURE_FAMILIES: [Family; 9] = [
+    Family::Llama,
+    Family::Mistral,
+    Family::Qwen2,
+    Family::Qwen3,
+    Family::Gemma,
+    Family::Gemma2,
+    Family::Gemma3,
+    Family::Phi3,
+    Family::Olmo2,
+];
 
 /// Per-layer capture (embeddings, layer.N, norm, logits) through the family's copy of the
 /// forward, loaded alone from the same files (weights resident once).
@@ -543,6 +552,18 @@ pub fn capture_layers(
         }),
         Parsed::Qwen3(c) => guarded(|| {
             let mut copy = crate::qwen3_copy::ModelForCausalLM::new(&c, load_vb()?)?;
+            copy.capture(&ids_tensor(ids, device)?)
+        }),
+        Parsed::Gemma(c) => guarded(|| {
+            let mut copy = crate::gemma_copy::Model::new(false, &c, load_vb()?)?;
+            copy.capture(&ids_tensor(ids, device)?)
+        }),
+        Parsed::Gemma3(c) => guarded(|| {
+            let mut copy = crate::gemma3_copy::Model::new(false, &c, load_vb()?)?;
+            copy.capture(&ids_tensor(ids, device)?)
+        }),
+        Parsed::Olmo2(c) => guarded(|| {
+            let mut copy = crate::olmo2_copy::Model::new(&c, load_vb()?)?;
             copy.capture(&ids_tensor(ids, device)?)
         }),
         Parsed::Gemma2(c) => guarded(|| {

@@ -103,7 +103,7 @@ def test_refusals_carry_candles_text(family: str, variant: str, error: type[Exce
         pn.FamilyRunner(family, [str(d / "model.safetensors")], (d / "config.json").read_text())
 
 
-@pytest.mark.parametrize("family", ["mistral", "qwen2", "qwen3", "gemma2", "phi3"])
+@pytest.mark.parametrize("family", ["mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "olmo2"])
 def test_capture_copy_is_bit_identical_to_the_library(family: str):
     runner, d, ids = _runner(family, AGREEING[family])
     captured = runner.capture(ids)
@@ -115,13 +115,23 @@ def test_capture_copy_is_bit_identical_to_the_library(family: str):
         assert np.array_equal(alone[name], captured[name]), name
 
 
-def test_capture_families():
-    assert pn.capture_families() == ["llama", "mistral", "qwen2", "qwen3", "gemma2", "phi3"]
-    runner, d, ids = _runner("gemma", "legacy")
-    with pytest.raises(NotImplementedError, match="^per-layer: not available for gemma$"):
+def test_gemma3_capture_fails_as_the_library_does():
+    runner, d, ids = _runner("gemma3", "legacy")  # two KV heads: candle's prefill fails
+    with pytest.raises(pn.CandleError, match=f"^{PREFILL_ERROR['gemma3']}$"):
         runner.capture(ids)
-    with pytest.raises(NotImplementedError, match="^per-layer: not available for olmo2$"):
-        pn.capture_layers([], (family_fixture("olmo2", "legacy") / "config.json").read_text(), ids, family="olmo2")
+    one = runner.capture(ids[:1])  # one token: no transpose problem
+    assert list(one) == ["embeddings", *(f"layer.{i}" for i in range(6)), "norm", "logits"]
+    assert float(np.abs(one["logits"] - runner.last_logits(ids[:1])).max()) == 0.0
+
+
+def test_capture_families():
+    assert pn.capture_families() == ["llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "olmo2"]
+    runner, d, ids = _runner("granite", "legacy")
+    with pytest.raises(NotImplementedError, match="^per-layer: not available for granite$"):
+        runner.capture(ids)
+    with pytest.raises(NotImplementedError, match="^per-layer: not available for starcoder2$"):
+        text = (family_fixture("starcoder2", "legacy") / "config.json").read_text()
+        pn.capture_layers([], text, ids, family="starcoder2")
 
 
 def _safetensors_header(path: Path) -> dict[str, list[int]]:
