@@ -104,7 +104,13 @@ def survivor_diffs(work: Path, module: str, keys: list[str]) -> dict[str, str]:
     import difflib
 
     src = (work / "mutants" / module).read_text()
-    funcs = {n.name: ast.get_source_segment(src, n) or "" for n in ast.walk(ast.parse(src)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    lines = src.splitlines()
+    # by line numbers: ast.get_source_segment splits the whole (large) file once per call
+    funcs = {
+        n.name: "\n".join(lines[n.lineno - 1 : n.end_lineno])
+        for n in ast.walk(ast.parse(src))
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno is not None
+    }
     out = {}
     for key in keys:
         name = key.rsplit(".", 1)[1]
