@@ -1,14 +1,16 @@
 """`portkit reference MODEL_DIR --out ref.safetensors`: transformers' values for a port of your own.
 
-The numbers come from verify's reference (`portkit.verify.reference.ReferenceModel`:
-transformers, eager attention, f32, CPU, offline, `trust_remote_code=False`), through one
-function, `reference_values`, which a streamed reference (one decoder layer at a time, for
-models larger than memory) can replace without touching the rest.
+The numbers come from verify's reference models (`portkit.verify.streamed`: transformers'
+own modules, eager attention, f32, CPU, offline, `trust_remote_code=False`) through one
+function, `reference_values`. Streamed (one decoder layer's weights in memory at a time) works
+on models larger than memory; `auto` keeps the whole model when it fits, because each greedy
+token is one more pass over every layer and a streamed pass loads the weights again.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass
 from importlib import metadata
@@ -25,58 +27,95 @@ STORED_DTYPES = ("f32", "f16", "bf16")
 Progress = Callable[[str], None]
 
 
-class _AllPositions:
-    """The transformers model, except that `generate()` keeps the prefill's logits at every
-    position (`logits_to_keep=0`): a hook on `lm_head` then sees [1, T, vocab] while the same
-    single prefill gives the per-layer values and the greedy tokens."""
-
-    def __init__(self, wrapped: Any) -> None:
-        self._wrapped = wrapped
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._wrapped, name)
-
-    def generate(self, *args: Any, **kwargs: Any) -> Any:
-        return self._wrapped.generate(*args, logits_to_keep=0, **kwargs)
+MODES = ("auto", "streamed", "whole")
 
 
-def reference_values(model_dir: Path, ids: Sequence[int], tokens: int, progress: Progress = lambda _s: None) -> dict[str, np.ndarray]:
-    """Every tensor of the layout, float32 (ids and greedy int64), from one prefill:
-    ids, embeddings, layer.N, norm ([T, hidden]), logits ([T, vocab]), greedy ([tokens]) and
-    greedy.logits ([tokens, vocab], row k decided greedy token k)."""
-    from portkit.verify.reference import ReferenceLoadError, ReferenceModel, ReferenceUnavailable
+def f32_weight_bytes(weight_files: Sequence[Path]) -> int:
+    """The checkpoint's size once loaded in f32, from the safetensors headers alone."""
+    from portkit.model.safetensors_header import read_safetensors_header
 
-    progress("loading transformers (eager, f32, cpu)")
+    return sum(4 * t.numel for f in weight_files for t in read_safetensors_header(Path(f)).tensors.values())
+
+
+def available_memory() -> int | None:
     try:
-        ref = ReferenceModel.load(model_dir)
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def choose_mode(mode: str, weight_files: Sequence[Path]) -> str:
+    """`auto`: whole when the f32 weights take under half the available memory (loaded layer by
+    layer as streamed loads them, but kept, so the greedy steps reuse them), else streamed (one
+    decoder layer in memory at a time, each greedy step streaming the layers again)."""
+    if mode not in MODES:
+        raise BadInput(f"--reference must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode != "auto":
+        return mode
+    free = available_memory()
+    return "whole" if free is not None and 2 * f32_weight_bytes(weight_files) < free else "streamed"
+
+
+def reference_values(
+    model_dir: Path, weight_files: Sequence[Path], ids: Sequence[int], tokens: int, mode: str = "auto", progress: Progress = lambda _s: None
+) -> dict[str, np.ndarray]:
+    """Every tensor of the layout, float32 (ids and greedy int64): ids, embeddings, layer.N,
+    norm ([T, hidden]) and logits ([T, vocab]) from the prefill; greedy ([tokens]) and
+    greedy.logits ([tokens, vocab], row k decided greedy token k) from generate()'s arithmetic
+    (the prefill's KV cache, then one cached step per token).
+
+    verify's reference models (`portkit.verify.streamed`): transformers' own modules, eager,
+    f32, CPU, offline, no remote code; streamed (one layer's weights at a time) or whole."""
+    from portkit.verify.reference import ReferenceLoadError, ReferenceUnavailable
+    from portkit.verify.streamed import StreamedModel, decode
+
+    class Resident(StreamedModel):  # type: ignore[misc, valid-type]
+        """verify's streamed loader, except that a layer stays once loaded: the greedy steps
+        after the prefill reuse it instead of loading every layer again."""
+
+        def _load(self, idx: int | None) -> None:
+            loaded = self.__dict__.setdefault("_resident", set())
+            if idx not in loaded:
+                super()._load(idx)
+                loaded.add(idx)
+
+        def _drop(self, idx: int) -> None:
+            pass
+
+    mode = choose_mode(mode, weight_files)
+    progress(f"loading transformers ({mode}, eager, f32, cpu)")
+    try:
+        model: Any = (StreamedModel if mode == "streamed" else Resident)(model_dir, list(weight_files), progress)
     except ReferenceUnavailable as e:
         raise BadInput(str(e)) from None
-    except ReferenceLoadError as e:
-        raise BadInput(str(e).splitlines()[0]) from None
-    prefill: list[np.ndarray] = []
+    except Exception as e:  # transformers refused the checkpoint: its text, one line
+        text = str(e).splitlines()[0] if isinstance(e, ReferenceLoadError) else f"transformers could not load {model_dir}: {e}"
+        raise BadInput(text[:400]) from None
+    prefill: list[Any] = []
 
-    def keep_prefill(_module: Any, _args: Any, output: Any) -> None:
-        if not prefill:
-            prefill.append(output[0].detach().float().numpy().copy())
+    def run(step_ids: Sequence[int], **kw: Any) -> Any:
+        res = model._run(step_ids, **kw)
+        if not prefill:  # the prefill's logits cover every prompt position
+            prefill.append(res[0])
+        return res
 
-    progress(f"transformers: {tokens} greedy tokens, hooks on the prefill")
-    steps: np.ndarray | None = None
-    hook = ref.model.lm_head.register_forward_hook(keep_prefill)
+    progress(f"transformers: prefill and {max(tokens - 1, 0)} cached greedy steps")
     try:
-        if tokens:
-            tokens_out, steps, layers = ReferenceModel(_AllPositions(ref.model), ref.torch).generate_with_layers(list(ids), tokens)
-        else:
-            tokens_out, (_logits, layers) = [], ref.forward_with_layers(list(ids))  # lm_head sees every position
+        steps, greedy = decode(run, list(ids), None, tokens)
     except Exception as e:  # transformers' own failure on this checkpoint
         raise BadInput(f"transformers could not run {model_dir}: {' '.join(str(e).split())[:300]}") from None
-    finally:
-        hook.remove()
-    logits = prefill[0]
-    layers.pop("logits", None)  # the last row only; the layout keeps every position
-    out: dict[str, np.ndarray] = {"ids": np.asarray(list(ids), dtype=np.int64), **layers, "logits": logits}
-    if steps is not None:
-        out["greedy"] = np.asarray(tokens_out, dtype=np.int64)
-        out[GREEDY_LOGITS] = steps
+    first = prefill[0]
+    out: dict[str, np.ndarray] = {"ids": np.asarray(list(ids), dtype=np.int64), **first.layers, "logits": first.logits}
+    if tokens:
+        out["greedy"] = np.asarray(greedy, dtype=np.int64)
+        out[GREEDY_LOGITS] = steps.logits.astype(np.float32, copy=False)
     return {k: out[k] for k in sorted(out, key=order_key)}
 
 
@@ -130,6 +169,7 @@ def write(
     text: str | None = None,
     tokens: int = 8,
     dtype: str = "f32",
+    mode: str = "auto",
     progress: Progress = lambda _s: None,
 ) -> Written:
     t0 = time.perf_counter()
@@ -143,8 +183,10 @@ def write(
     model = read_model_dir(model_dir)
     prompt = resolve_prompt(model, ids, text)
     tokens = parse_tokens(tokens)
-    values = reference_values(model.root, list(prompt.ids), tokens, progress)
+    mode = choose_mode(mode, model.weight_files)
+    values = reference_values(model.root, model.weight_files, list(prompt.ids), tokens, mode, progress)
     meta = reference_metadata(model.root, model.config, prompt, tokens, dtype)
+    meta["runtime"] = f"transformers eager f32 cpu ({mode})"
     progress(f"writing {out}")
     write_reference(out, values, meta, dtype)
     return Written(out, {k: list(v.shape) for k, v in values.items()}, meta, out.stat().st_size, time.perf_counter() - t0)

@@ -20,6 +20,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     prompt.add_argument("--ids", metavar="1,2,3", help="prompt token ids, comma separated")
     prompt.add_argument("--text", metavar="TEXT", help="prompt text, encoded with the model dir's tokenizer.json")
     parser.add_argument("--tokens", type=int, default=8, metavar="N", help="greedy tokens to generate (default: 8)")
+    parser.add_argument(
+        "--reference",
+        default="auto",
+        metavar="auto|streamed|whole",
+        help="transformers streamed one decoder layer at a time (models larger than memory), or the whole model; "
+        "auto: whole when the f32 weights take under half the available memory (default: auto)",
+    )
     parser.add_argument("--dtype", default="f32", help="dtype of the stored tensors: f32, f16 or bf16 (default: f32; computed in f32 always)")
 
 
@@ -37,13 +44,13 @@ def _run(args: argparse.Namespace) -> int:
         if os.environ.get("PORTKIT_PROGRESS"):
             print(f"portkit reference: {s}", file=sys.stderr)
 
-    w = write(Path(args.model_dir), args.out, ids=args.ids, text=args.text, tokens=args.tokens, dtype=args.dtype, progress=progress)
+    w = write(Path(args.model_dir), args.out, ids=args.ids, text=args.text, tokens=args.tokens, dtype=args.dtype, mode=args.reference, progress=progress)
     m = w.metadata
     shapes = {k: "x".join(map(str, v)) for k, v in w.tensors.items()}
     ids = json.loads(m["prompt"])["ids"]
     size = f"{w.bytes / 2**20:.1f} MiB" if w.bytes >= 2**20 else f"{w.bytes / 1024:.0f} KiB"
     print(f"wrote {w.path} ({size}, {m['dtype']}) in {w.seconds:.1f} s")
-    print(f"  transformers {m['transformers']} (torch {m['torch']}), eager f32 cpu; family {m['family']}")
+    print(f"  {m['runtime']}: transformers {m['transformers']}, torch {m['torch']}; family {m['family']}")
     print(f"  {describe_names(list(w.tensors))}")
     print(f"  hidden [{shapes.get('embeddings', '?')}], logits [{shapes['logits']}], greedy [{shapes.get('greedy', '0')}]")
     print(f"  ids {','.join(map(str, ids))}")

@@ -76,6 +76,7 @@ def test_reference_layout_and_metadata(ref, healthy_tied_dir):
     assert m["format"] == "portkit-reference/1" and m["family"] == "llama" and m["dtype"] == "f32"
     assert Path(m["model"]) == healthy_tied_dir.resolve()
     assert m["transformers"][0].isdigit() and m["torch"][0].isdigit()
+    assert m["runtime"] == "transformers eager f32 cpu (whole)"  # auto: a tiny model fits in memory
     assert json.loads(m["prompt"])["ids"] == t["ids"].tolist()
     # the values are transformers' own forward, at every position, and its greedy tokens
     model = ReferenceModel.load(healthy_tied_dir)
@@ -98,9 +99,22 @@ def test_reference_cli_prints_what_it_wrote(capsys, tmp_path, healthy_tied_dir):
     assert d.dtypes["layer.0"] == "BF16" and d.metadata["dtype"] == "bf16"
 
 
+def test_streamed_reference_writes_the_same_values(capsys, tmp_path, healthy_tied_dir, ref):
+    """--reference streamed (one decoder layer in memory at a time): bit-identical to the whole model."""
+    out = tmp_path / "streamed.safetensors"
+    code, stdout, err = _run(capsys, "reference", healthy_tied_dir, "--out", out, "--reference", "streamed")
+    assert code == 0, err
+    assert "transformers eager f32 cpu (streamed)" in stdout
+    streamed = read_dump(out)
+    assert list(streamed.tensors) == list(ref.tensors)
+    for name, values in ref.tensors.items():
+        np.testing.assert_array_equal(streamed.tensors[name], values, err_msg=name)
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
+        (["--reference", "lazy"], "--reference must be one of auto, streamed, whole"),
         (["--ids", "1,2,999"], "outside the vocabulary"),
         (["--dtype", "f8"], "--dtype must be one of f32, f16, bf16"),
         (["--tokens", "-1"], "--tokens must be >= 0"),
