@@ -512,7 +512,7 @@ impl FamilyRunner {
 }
 
 /// Families with a copy of the forward proven bit-identical to the library.
-pub const CAPTURE_FAMILIES: [Family; 9] = [
+pub const CAPTURE_FAMILIES: [Family; 10] = [
     Family::Llama,
     Family::Mistral,
     Family::Qwen2,
@@ -522,6 +522,7 @@ pub const CAPTURE_FAMILIES: [Family; 9] = [
     Family::Gemma3,
     Family::Phi3,
     Family::Olmo2,
+    Family::Granite,
 ];
 
 /// Per-layer capture (embeddings, layer.N, norm, logits) through the family's copy of the
@@ -565,6 +566,11 @@ pub fn capture_layers(
         Parsed::Olmo2(c) => guarded(|| {
             let mut copy = crate::olmo2_copy::Model::new(&c, load_vb()?)?;
             copy.capture(&ids_tensor(ids, device)?)
+        }),
+        Parsed::Granite(c) => guarded(|| {
+            let copy = crate::granite_copy::Granite::load(load_vb()?, &c)?;
+            let mut cache = crate::granite_copy::Cache::new(true, cache_dtype.unwrap_or(dtype), &c, device)?;
+            copy.capture(&ids_tensor(ids, device)?, &mut cache)
         }),
         Parsed::Gemma2(c) => guarded(|| {
             let mut copy = crate::gemma2_copy::Model::new(false, &c, load_vb()?)?;

@@ -12,6 +12,7 @@ pub mod gemma2_copy;
 pub mod gemma3_copy;
 pub mod gemma_copy;
 pub mod gguf;
+pub mod granite_copy;
 pub mod llama;
 pub mod llama_copy;
 pub mod mistral_copy;

@@ -217,6 +217,7 @@ fn per_layer_copies_equal_the_library_bit_for_bit() {
         Family::Gemma3,
         Family::Phi3,
         Family::Olmo2,
+        Family::Granite,
     ] {
         for variant in 0..2 {
             let mut cfg = legacy(family);
@@ -230,6 +231,11 @@ fn per_layer_copies_equal_the_library_bit_for_bit() {
                     // Attention biases (gemma) and q/k norms with clipping (olmo2).
                     Family::Gemma => cfg["attention_bias"] = json!(true),
                     Family::Olmo2 => cfg["clip_qkv"] = json!(0.5),
+                    // Llama 3 style frequency scaling ("granite" rope_type).
+                    Family::Granite => {
+                        cfg["rope_scaling"] = json!({"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                            "original_max_position_embeddings": 16, "rope_type": "granite"})
+                    }
                     // Biases on q/k/v/o, untied.
                     Family::Qwen3 => {
                         cfg["attention_bias"] = json!(true);
@@ -259,9 +265,9 @@ fn per_layer_copies_equal_the_library_bit_for_bit() {
 
 #[test]
 fn capture_is_refused_by_name_for_families_without_a_copy() {
-    let cfg = legacy(Family::Granite);
-    match capture_layers(Family::Granite, &[], &cfg.to_string(), &IDS, DType::F32, None, &Device::Cpu) {
-        Err(Failure::NotImplemented(m)) => assert_eq!(m, "per-layer: not available for granite"),
+    let cfg = legacy(Family::Starcoder2);
+    match capture_layers(Family::Starcoder2, &[], &cfg.to_string(), &IDS, DType::F32, None, &Device::Cpu) {
+        Err(Failure::NotImplemented(m)) => assert_eq!(m, "per-layer: not available for starcoder2"),
         other => panic!("{other:?}"),
     }
 }

@@ -60,7 +60,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("gemma3", ("gemma3_text",), ("Gemma3ForCausalLM",), "gemma3.rs", "Config", "quantized_gemma3", True),
     Family("phi3", ("phi3",), ("Phi3ForCausalLM",), "phi3.rs", "Config", "quantized_phi3", True),
     Family("olmo2", ("olmo2",), ("Olmo2ForCausalLM",), "olmo2.rs", "Config", None, True),
-    Family("granite", ("granite",), ("GraniteForCausalLM",), "granite.rs", "GraniteConfig", None, False),
+    Family("granite", ("granite",), ("GraniteForCausalLM",), "granite.rs", "GraniteConfig", None, True),
     Family("starcoder2", ("starcoder2",), ("Starcoder2ForCausalLM",), "starcoder2.rs", "Config", None, False),
     Family("stable_lm", ("stablelm",), ("StableLmForCausalLM",), "stable_lm.rs", "Config", None, False),
 )
