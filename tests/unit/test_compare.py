@@ -146,8 +146,9 @@ def test_steps_near_ties_only_pass_without_atol_and_fail_over_it() -> None:
     assert not compare_steps(ref, got, near_tie=0.5, atol=0.2499).ok
     assert not compare_steps(ref, got, near_tie=0.25, atol=None).ok  # margin 0.25 is not under 0.25
     same = compare_steps(ref, ref, near_tie=0.1, atol=0.0)
-    assert same.ok and same.disagreements == [] and not same.line().endswith(")")
-    with pytest.raises(ShapeMismatch, match="per-step logits"):
+    assert same.ok and same.disagreements == [] and "differing" not in same.line()
+    assert same.near_tie == 0.1 and same.atol == 0.0 and same.nonfinite_steps == []
+    with pytest.raises(ShapeMismatch, match=r"^per-step logits: shape \(1, 2\) from candle, \(2, 2\) from the reference$"):
         compare_steps(ref, ref[:1], near_tie=0.1, atol=None)
 
 
@@ -196,3 +197,76 @@ def test_greedy_without_a_row_for_the_fork_has_no_margin() -> None:
     rows[-1] = [0.0, 0.01]
     c = compare_greedy([0, 1], [1, 1], ref_rows=rows, prompt_len=0, near_tie=10.0)
     assert c.ref_margin is None and not c.ok
+
+
+# --------------------------------------------------------------------------- mutmut's survivors
+
+
+def test_integer_inputs_are_compared_as_numbers_not_wrapped() -> None:
+    """Everything is widened to float64 first: uint8 0 - 1 is -1, not 255."""
+    a, b = np.array([0, 5], dtype=np.uint8), np.array([1, 5], dtype=np.uint8)
+    assert compare_logits(a, b, None).max_abs_diff == 1.0
+    rows_a, rows_b = np.array([[0, 9]], dtype=np.uint8), np.array([[1, 9]], dtype=np.uint8)
+    c = compare_steps(rows_a, rows_b, near_tie=0.5, atol=None)
+    assert c.max_abs_diff == 1.0 and c.agree == 1
+    assert top2_margin(np.array([3, 1, 2], dtype=np.uint8)) == 1.0
+    assert top2_margin(np.array([1, 2], dtype=np.uint8)) == 1.0  # 2 - 1, not 1 - 2 wrapped
+    lay = compare_layers({"a": np.array([0, 4], dtype=np.uint8)}, {"a": np.array([1, 4], dtype=np.uint8)}, 1.0)
+    assert lay.rows[0].max_abs_diff == 1.0 and lay.rows[0].rel == 0.25
+
+
+def test_relative_error_divides_by_any_positive_reference() -> None:
+    c = compare_layers({"a": np.array([0.5])}, {"a": np.array([0.25])}, 1.0)
+    assert c.rows[0].rel == 0.5  # 0.25 / 0.5, not the bare 0.25
+    exact = compare_layers({"a": np.array([4.0])}, {"a": np.array([5.0])}, 0.25)
+    assert exact.rows[0].rel == 0.25 and not exact.rows[0].over and exact.ok  # equal to rtol passes
+
+
+@pytest.mark.parametrize(
+    "ref,got,side",
+    [([1.0, np.nan], [1.0, 2.0], "transformers"), ([1.0, 2.0], [np.inf, 2.0], "candle"), ([np.nan, 1.0], [1.0, -np.inf], "both")],
+)
+def test_non_finite_layers_are_named_not_measured(ref: list[float], got: list[float], side: str) -> None:
+    c = compare_layers({"emb": np.array([1.0]), "layer.0": np.array(ref), "layer.1": np.array([2.0])},
+                       {"emb": np.array([1.0]), "layer.0": np.array(got), "layer.1": np.array([2.0])}, 1e-5)
+    assert [r.name for r in c.rows] == ["emb", "layer.0", "layer.1"]  # the rows after it are still measured
+    row = c.rows[1]
+    assert row.name == "layer.0" and row.nonfinite == side and not row.over
+    assert np.isnan(row.max_abs_ref) and np.isnan(row.max_abs_diff) and np.isnan(row.rel)
+    assert c.first_nonfinite == "layer.0" and c.first_over is None and not c.ok and c.max_rel == 0.0
+    assert c.rows[2].rel == 0.0 and c.rows[2].nonfinite is None
+    table = c.table().splitlines()
+    assert table[2].endswith(f"  non-finite ({side})") and table[1].endswith("0.00e+00") and table[3].endswith("0.00e+00")
+
+
+def test_non_finite_steps_are_listed_not_flipped() -> None:
+    ref = np.array([[5.0, 1.0], [np.nan, 1.0], [1.0, 4.0], [2.0, 0.0]])
+    got = np.array([[5.0, 1.5], [0.0, 1.0], [1.0, np.inf], [2.0, 0.25]])
+    c = compare_steps(ref, got, near_tie=0.1, atol=None)
+    assert c.nonfinite_steps == [1, 2] and c.disagreements == [] and c.agree == 2 and not c.ok
+    assert c.max_abs_diff == 0.5 and c.median_abs_diff == 0.375  # over the finite steps 0 and 3 only
+    assert c.max_abs_ref == 5.0
+    all_bad = compare_steps(np.array([[np.nan, 1.0]]), np.array([[1.0, 1.0]]), near_tie=0.1, atol=None)
+    assert np.isnan(all_bad.max_abs_diff) and np.isnan(all_bad.median_abs_diff) and np.isnan(all_bad.max_abs_ref)
+    assert all_bad.nonfinite_steps == [0]
+    # a NaN in candle's row only: the reference's row still gives max|ref|
+    one_side = compare_steps(np.array([[3.0, 1.0]]), np.array([[np.nan, 1.0]]), near_tie=0.1, atol=None)
+    assert one_side.max_abs_ref == 3.0 and one_side.nonfinite_steps == [0]
+
+
+def test_greedy_fork_at_the_first_token_reads_row_zero() -> None:
+    steps = np.array([[1.0, 1.1], [9.0, 0.0]])
+    c = compare_greedy([1], [0], step_rows=steps, near_tie=0.5)
+    assert c.first_divergence == 0 and c.ref_margin == pytest.approx(0.1) and c.ok
+    rows = np.array([[1.0, 1.2], [0.0, 0.0]])
+    c = compare_greedy([1], [0], ref_rows=rows, prompt_len=1, near_tie=0.5)  # row prompt_len - 1 = 0
+    assert c.ref_margin == pytest.approx(0.2) and c.ok
+
+
+def test_greedy_against_an_incomplete_reference() -> None:
+    """A reference continuation that stopped early: candle agreeing with all of it agrees."""
+    c = compare_greedy([1, 2], [1, 2, 3], ref_complete=False, step_rows=np.zeros((2, 2)), near_tie=0.1)
+    assert c.first_divergence is None and c.ok and c.ref_complete is False
+    assert compare_greedy([1, 2], [1, 2, 3], step_rows=np.zeros((2, 2)), near_tie=0.1).first_divergence == 2
+    forked = compare_greedy([1, 2], [1, 3, 3], ref_complete=False, step_rows=np.array([[0.0, 1.0], [0.0, 5.0]]), near_tie=0.1)
+    assert forked.first_divergence == 1 and forked.ref_margin == 5.0 and forked.ref_complete is False and not forked.ok
