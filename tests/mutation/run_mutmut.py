@@ -62,17 +62,20 @@ def prepare(root: Path, module: str, tests: list[str], work: Path) -> None:
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
-    for name in ("portkit", "fixtures", "tests", "schemas"):
+    for name in ("portkit", "fixtures", "tests", "schemas", "docs"):  # docs: the rule pages test_rules compares
         src = root / name
         if src.is_dir():
             shutil.copytree(src, work / name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    for name in ("README.md", ".pre-commit-hooks.yaml"):
+        if (root / name).is_file():
+            shutil.copy2(root / name, work / name)
     config = (root / "pyproject.toml").read_text()
     # the tests' own pytest settings stay; mutmut's section is this module's alone
     config += (
         "\n[tool.mutmut]\n"
         'source_paths = ["portkit"]\n'
         f"only_mutate = {_toml_list([module])}\n"
-        'also_copy = ["fixtures", "schemas"]\n'
+        'also_copy = ["fixtures", "schemas", "docs", "README.md", ".pre-commit-hooks.yaml"]\n'
         f"pytest_add_cli_args_test_selection = {_toml_list(tests)}\n"
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x"]\n'
         "use_git_change_detection = false\n"
