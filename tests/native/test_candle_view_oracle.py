@@ -112,7 +112,10 @@ def _crash_cases() -> list[tuple[str, Any, int]]:
 @pytest.mark.parametrize("code,builder,n", _crash_cases(), ids=[f"{c}-{n}" for c, _, n in _crash_cases()])
 def test_crash_probe_expectations_hold_in_candle(code: str, builder: Any, n: int, tmp_path: Path) -> None:
     """Every `crash` finding names the error candle really raises (or the panic it really hits)."""
+    from portkit.families import detect
     from portkit.lint import lint_paths
+    from portkit.model.gguf_header import read_gguf
+    from portkit.semantics.gguf import architecture_of, loader_for
     from portkit.settings import Settings
     from portkit.target import Target
 
@@ -138,12 +141,17 @@ def test_crash_probe_expectations_hold_in_candle(code: str, builder: Any, n: int
     try:
         if code.startswith("PK4"):
             (gguf,) = sorted(d.glob("*.gguf"))
-            portkit_native.GgufRunner(str(gguf)).last_logits([1] * tokens)
+            # the loader the file's general.architecture selects, as verify runs it
+            loader = loader_for(architecture_of(read_gguf(gguf)))
+            portkit_native.GgufRunner(str(gguf), loader=loader).last_logits([1] * tokens)
         else:
             weights = sorted(str(p) for p in d.glob("*.safetensors"))
-            runner = portkit_native.LlamaRunner(
-                weights, (d / "config.json").read_text(), dtype=dtype, cache_dtype=cache, use_flash_attn=target.get("use_flash_attn", False)
-            )
+            config = (d / "config.json").read_text()
+            fam = detect(json.loads(config))
+            if fam is not None and fam.name != "llama":  # the weights rules' family fixtures
+                runner = portkit_native.FamilyRunner(fam.name, weights, config, dtype=dtype, cache_dtype=cache)
+            else:
+                runner = portkit_native.LlamaRunner(weights, config, dtype=dtype, cache_dtype=cache, use_flash_attn=target.get("use_flash_attn", False))
             runner.last_logits([1] * tokens)
     except portkit_native.NativeError as e:
         assert crash, f"{code}: lint says candle runs this, but candle failed: {str(e)[:400]!r}"
