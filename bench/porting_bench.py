@@ -14,6 +14,8 @@ greedy tokens:
 - `portkit reference MODEL_DIR --out ref.safetensors --ids ... --tokens N` (auto: the whole
   model, since 135M fits; prefill with every position's logits, N - 1 cached greedy steps,
   safetensors with metadata);
+- `portkit reference --tokens 1`: the prefill alone (no greedy steps after it), the same work
+  as verify's one forward;
 - with `--streamed`, also `--reference streamed` (what a model larger than memory gets: each
   greedy step streams every layer again), for information.
 
@@ -77,6 +79,8 @@ def main() -> int:
     workflows = {
         "verify reference side": [dict(name="refproc --serve", argv=["sh", "-c", serve], env=env, stdout=str(work / "refproc.json"))],
         "portkit reference": [dict(name="reference", argv=reference, env=env, stdout=str(work / "reference.txt"))],
+        # the prefill alone: what verify's reference side computes, less its forced positions
+        "portkit reference --tokens 1": [dict(name="tokens 1", argv=reference[:-1] + ["1"], env=env, stdout=str(work / "one.txt"))],
     }
     if a.streamed:
         workflows["reference --reference streamed"] = [dict(name="streamed", argv=reference + ["--reference", "streamed"], env=env, stdout=str(work / "streamed.txt"))]

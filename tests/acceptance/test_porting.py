@@ -99,6 +99,21 @@ def test_reference_cli_prints_what_it_wrote(capsys, tmp_path, healthy_tied_dir):
     assert d.dtypes["layer.0"] == "BF16" and d.metadata["dtype"] == "bf16"
 
 
+def test_reference_as_a_command(tmp_path, healthy_tied_dir, ref):
+    """The real process (it leaves without torch's teardown): exit 0, its report on stdout, the
+    file complete; bad input: exit 2, one line."""
+    out = tmp_path / "cmd.safetensors"
+    argv = [sys.executable, "-m", "portkit.cli", "reference", str(healthy_tied_dir), "--out", str(out), "--tokens", "1"]
+    p = subprocess.run(argv, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith(f"wrote {out}") and p.stdout.rstrip().endswith("yours.safetensors`")
+    got = read_dump(out).tensors
+    assert got["greedy"].tolist() == ref.tensors["greedy"].tolist()[:1]
+    np.testing.assert_array_equal(got["layer.2"], ref.tensors["layer.2"])
+    p = subprocess.run(argv + ["--ids", "1,2,999"], capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "outside the vocabulary" in p.stderr
+
+
 def test_streamed_reference_writes_the_same_values(capsys, tmp_path, healthy_tied_dir, ref):
     """--reference streamed (one decoder layer in memory at a time): bit-identical to the whole model."""
     out = tmp_path / "streamed.safetensors"
