@@ -415,7 +415,6 @@ VARIANTS: list[tuple[str, Builder, str]] = [
      "`phi3.context_length` is 64; config.json's `max_position_embeddings` (what transformers uses) is 128"),
     ("PK412", loader_gguf("qwen3", md={"general.dtype": 1}), "`general.dtype` is U32(1)"),
     ("PK405", with_target(loader_gguf("qwen2"), max_tokens=200), "candle 0.11.0's quantized_qwen2 has 128 cos/sin rows (`qwen2.context_length`)"),
-    ("PK405", with_target(loader_gguf("gemma3"), max_tokens=200_000), "quantized_gemma3 has 131072 cos/sin rows"),
     ("PK420", loader_gguf("phi3", md={"phi3.rope.dimension_count": 32}), "is 32 for a 16-wide head (wider than the head)"),
     ("PK421", with_target(loader_gguf("gemma3"), max_tokens=40), "keeps 33 in prefill and every key in decode: they differ from 33 tokens on; you plan 40"),
     ("PK416", loader_gguf("phi3", md={"phi3.rope.scaling.attn_factor": 1.1832}), "`phi3.rope.scaling.attn_factor`=1.1832"),
