@@ -270,3 +270,21 @@ def test_greedy_against_an_incomplete_reference() -> None:
     assert compare_greedy([1, 2], [1, 2, 3], step_rows=np.zeros((2, 2)), near_tie=0.1).first_divergence == 2
     forked = compare_greedy([1, 2], [1, 3, 3], ref_complete=False, step_rows=np.array([[0.0, 1.0], [0.0, 5.0]]), near_tie=0.1)
     assert forked.first_divergence == 1 and forked.ref_margin == 5.0 and forked.ref_complete is False and not forked.ok
+
+
+def test_margins_are_computed_in_float64_from_float32_logits() -> None:
+    """3 - 1e-8 rounds to 3.0 in float32; the margin verify prints is the float64 one."""
+    tiny = float(np.float32(1e-8))
+    assert top2_margin(np.array([3.0, 1e-8], dtype=np.float32)) == 3.0 - tiny != 3.0
+    ref = np.array([[3.0, 1e-8]], dtype=np.float32)
+    got = np.array([[0.0, 1.0]], dtype=np.float32)
+    (d,) = compare_steps(ref, got, near_tie=0.1, atol=None).disagreements
+    assert d.ref_margin == 3.0 - tiny
+
+
+def test_line_and_flags_of_clean_and_non_finite_results() -> None:
+    ref = np.array([[2.0, 0.0]])
+    same = compare_steps(ref, ref, near_tie=0.1, atol=None)
+    assert same.line() == "steps=1 argmax 1/1  max|diff|=0.00e+00 median=0.00e+00 max|ref|=2"
+    c = compare_layers({"a": np.array([np.nan])}, {"a": np.array([1.0])}, 1e-5)
+    assert c.rows[0].over is False
