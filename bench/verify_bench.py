@@ -318,7 +318,7 @@ def sized(a: argparse.Namespace) -> int:
                     count *= dim
                 weights_f32 += 4 * count
     ids = ",".join(str(t % cfg["vocab_size"]) for t in PROMPT)
-    roots = [("after", ROOT)] + ([("before", Path(a.before).resolve())] if a.before else [])
+    roots = ([] if a.before_only else [("after", ROOT)]) + ([("before", Path(a.before).resolve())] if a.before else [])
     rows = []
     for label, root in roots:
         for dtype in a.dtypes.split(","):
@@ -426,6 +426,7 @@ def main() -> int:
     ap.add_argument("--size", choices=("135m", "1.1b", "8b"), default="135m", help="the model shape (8b: on demand, 16 GB bf16)")
     ap.add_argument("--dtypes", default="f32,f16", help="candle dtypes to run, comma separated (default f32,f16)")
     ap.add_argument("--before", metavar="DIR", help="also run the portkit package found in DIR (an older checkout)")
+    ap.add_argument("--before-only", action="store_true", help="with --before: run only the older checkout")
     ap.add_argument("--baseline", action="store_true", help="135M only: portkit verify vs the seeds' baseline scripts")
     ap.add_argument("--make-fixture", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args()
