@@ -371,3 +371,14 @@ def test_a_family_config_missing_a_required_key_is_fixed(tmp_path: Path, capsys:
     added = [k for k in after if k not in before]
     assert added and [k for k in after if k in before] == list(before)
     assert cli(capsys, "fix", str(d))[0] == 0
+
+
+def test_weight_findings_do_not_stop_a_config_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """fix looks only at the config rules: a missing layer tensor is for the weights, not a reason to refuse."""
+    cfg = {**sk.config("tf5"), "rope_theta": 10000.0}
+    d = sk.write_model(tmp_path / "m", cfg, drop=["model.layers.1.mlp.up_proj.weight"])
+    code, out, _ = cli(capsys, "lint", str(d))
+    assert code == 1 and "PK201" in out and "PK101" in out
+    code, _, err = cli(capsys, "fix", str(d), "--write")
+    assert code == 0 and "PK101" in err, err
+    assert json.loads((d / "config.json").read_text())["rope_theta"] == 100000.0
