@@ -284,3 +284,64 @@ def test_read_tensor_bytes_refuses_unknown_sizes_and_truncation(tmp_path: Path) 
     p.unlink()
     with pytest.raises(InputError, match=r"x\.gguf: "):
         read_tensor_bytes(f, f.tensors["a"])
+
+
+# --------------------------------------------------------------------------- mutmut's survivors
+
+
+def test_invalid_utf8_is_replaced_not_raised(tmp_path: Path) -> None:
+    g = G().kv("name", "STRING", G().s(b"ok\xff\xfeend"))
+    assert read_gguf(write(tmp_path, g.bytes())).metadata["name"].value == "ok\ufffd\ufffdend"
+
+
+def test_bool_arrays_hold_bools(tmp_path: Path) -> None:
+    g = G().kv("flags", "ARRAY", struct.pack("<I", VT["BOOL"]) + G().n(3) + b"\x01\x00\x01")
+    vals = read_gguf(write(tmp_path, g.bytes())).metadata["flags"].value
+    assert vals == (GgufValue("BOOL", True), GgufValue("BOOL", False), GgufValue("BOOL", True))
+    assert all(type(v.value) is bool for v in vals)
+    u8 = G().kv("bytes", "ARRAY", struct.pack("<I", VT["U8"]) + G().n(2) + b"\x01\x00")
+    assert [type(v.value) for v in read_gguf(write(tmp_path, u8.bytes())).metadata["bytes"].value] == [int, int]
+
+
+@pytest.mark.parametrize("version,count", [(1, 2**31), (3, 2**63)])
+def test_lengths_are_unsigned(version: int, count: int, tmp_path: Path) -> None:
+    """A count with the top bit set is huge, not negative."""
+    g = G(version)
+    cap = gguf_header.GGUF_MAX_ARRAY_ELEMENTS
+    assert refused(write(tmp_path, g.bytes(n_tensors=count) + b"\0" * 64)) == f"hostile GGUF: tensor count {count} exceeds {cap}"
+    key = G(version).kv("k", "ARRAY", struct.pack("<I", VT["U8"]) + g.n(count)).bytes()
+    assert refused(write(tmp_path, key)) == f"hostile GGUF: `k` array length {count} exceeds {cap}"
+    s = G(version).kv("k", "STRING", g.n(count)).bytes()
+    assert refused(write(tmp_path, s)) == f"hostile GGUF: `k` string length {count} exceeds {2**30}"
+
+
+@pytest.mark.parametrize("version", [1, 3])
+@pytest.mark.parametrize("last", [b"", b"tail"])
+def test_skipped_string_arrays_may_end_at_the_last_byte(version: int, last: bytes, tmp_path: Path) -> None:
+    g = G(version)
+    n = gguf_header.KEEP_ARRAY + 1
+    body = b"".join(g.s("ab") for _ in range(n - 1)) + g.s(last)
+    f = read_gguf(write(tmp_path, G(version).kv("tok", "ARRAY", struct.pack("<I", VT["STRING"]) + g.n(n) + body).bytes()))
+    assert f.metadata["tok"] == GgufValue("ARRAY", None, "STRING", n)
+    # one byte less: the last string (or its length) runs past the end
+    short = G(version).kv("tok", "ARRAY", struct.pack("<I", VT["STRING"]) + g.n(n) + body[:-1]).bytes()
+    assert refused(write(tmp_path, short)).startswith(f"truncated or hostile GGUF: `tok`[{n - 1}] ")
+
+
+def test_kept_string_array_elements_name_themselves_in_errors(tmp_path: Path) -> None:
+    g = G()
+    big = 2**30 + 1
+    data = G().kv("k", "ARRAY", struct.pack("<I", VT["STRING"]) + g.n(2) + g.s("a") + g.n(big) + b"\0" * 8).bytes()
+    assert refused(write(tmp_path, data)) == f"hostile GGUF: `k`[1] string length {big} exceeds {2**30}"
+
+
+def test_a_string_of_exactly_the_cap_is_allowed(tmp_path: Path) -> None:
+    """2**30 bytes (a hole in a sparse file, never read: longer than what is kept)."""
+    cap = gguf_header.GGUF_MAX_STRING_LENGTH
+    g = G()
+    head = G().kv("k", "STRING", g.n(cap)).bytes()
+    p = tmp_path / "big.gguf"
+    with open(p, "wb") as fh:
+        fh.write(head)
+        fh.truncate(len(head) + cap)
+    assert read_gguf(p).metadata["k"] == GgufValue("STRING", None)
