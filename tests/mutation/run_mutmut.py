@@ -32,7 +32,7 @@ TARGETS: dict[str, list[str]] = {
     "portkit/fix.py": ["tests/unit/test_fix_edits.py", "tests/acceptance/test_cli.py"],
     "portkit/model/gguf_header.py": ["tests/unit/test_model_reader.py", "tests/unit/test_bounds.py", "tests/unit/test_gguf_header.py"],
     "portkit/model/safetensors_header.py": ["tests/unit/test_model_reader.py", "tests/unit/test_bounds.py", "tests/unit/test_safetensors_header.py"],
-    "portkit/semantics/candle.py": ["tests/unit/test_semantics.py", "tests/unit/test_rules.py", "tests/native/test_candle_view_oracle.py"],
+    "portkit/semantics/candle.py": ["tests/unit/test_semantics.py", "tests/unit/test_rules.py", "tests/unit/test_candle_view.py", "tests/native/test_candle_view_oracle.py"],
 }
 #: the family semantics (portkit/families/, one module per candle model module): each with the family tests
 FAMILY_GLOB = ("portkit/families", "*.py")
