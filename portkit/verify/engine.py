@@ -17,6 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
+from portkit.families import Family
 from portkit.findings import Finding
 from portkit.verify import confirm as C
 from portkit.verify.compare import TOLERANCES, Tolerance
@@ -53,6 +54,7 @@ class VerifyOptions:
 @dataclass
 class GgufSection:
     path: Path
+    loader: str  # the candle quantized_* module that read it
     weight_types: dict[str, int]
     tolerance: Tolerance
     run: RunOutputs
@@ -83,6 +85,8 @@ class VerifyReport:
     seconds: float = 0.0
     nonfinite: Any = None  # portkit.verify.nonfinite.NonFinite: NaN/inf named, its own verdict
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
+    family: str = "llama"  # the candle module (portkit.families) candle ran
+    layers_note: str | None = None  # why there is no per-layer comparison, when there is none
 
     @property
     def candle_ok(self) -> bool:
@@ -176,10 +180,28 @@ def _lint(model_dir: Path, gguf: Path | None, settings_args: dict[str, Any], pro
         raise BadInput(f"lint: {e}") from None
 
 
+def model_family(model: ModelDir) -> Family:
+    """The candle module the checkpoint loads into (a config naming no model_type or
+    architectures is llama, as lint reads it); one line and exit 2 for a model_type candle
+    0.11.0 has no module for."""
+    from portkit.families import BY_NAME, UNCOVERED_CANDLE_MODULES, detect
+
+    fam = detect(model.config)
+    if fam is not None:
+        return fam
+    if "model_type" not in model.config and "architectures" not in model.config:
+        return BY_NAME["llama"]
+    mt = model.config.get("model_type", (model.config.get("architectures") or ["?"])[0])
+    if mt in UNCOVERED_CANDLE_MODULES:
+        raise BadInput(f"model_type `{mt}`: portkit does not verify candle's `{UNCOVERED_CANDLE_MODULES[mt]}` module yet")
+    raise BadInput(f"model_type `{mt}`: candle 0.11.0 has no module for it, so there is nothing to verify")
+
+
 def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyReport:
     t_start = time.perf_counter()
     _validate(opts)
     model = read_model_dir(opts.model_dir)
+    family = model_family(model)
     prompt = resolve_prompt(model, opts.ids, opts.text)
     tokens = parse_tokens(opts.tokens)
     tol = TOLERANCES[opts.dtype]
@@ -221,24 +243,32 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
     ran = f"the {len(prompt.ids)}-token prompt and {tokens} generated tokens"
 
     def load_with(config_text: str) -> Callable[[], Any]:
-        from portkit.verify.candle import load_llama
+        from portkit.verify.candle import load_family, load_llama
 
-        return lambda: load_llama(
-            model.weight_files, config_text, dtype=opts.dtype, device=opts.device, use_flash_attn=opts.use_flash_attn
-        )
+        if family.name == "llama":
+            return lambda: load_llama(
+                model.weight_files, config_text, dtype=opts.dtype, device=opts.device, use_flash_attn=opts.use_flash_attn
+            )
+        return lambda: load_family(family.name, model.weight_files, config_text, dtype=opts.dtype, device=opts.device)
 
     def capture_only(ids: list[int]) -> dict[str, Any]:
         """The copy of the forward alone (the runner is dropped first): weights resident once."""
-        return pn.capture_layers([str(p) for p in model.weight_files], model.config_text, ids, dtype=opts.dtype, device=opts.device)
+        files = [str(p) for p in model.weight_files]
+        if family.name == "llama":
+            return pn.capture_layers(files, model.config_text, ids, dtype=opts.dtype, device=opts.device)
+        return pn.capture_layers(files, model.config_text, ids, dtype=opts.dtype, device=opts.device, family=family.name)
 
-    progress(f"candle: loading ({opts.device}, {opts.dtype})")
+    layers_note = None if opts.layers else "not compared (--no-layers)"
+    if opts.layers and not family.capture:
+        layers_note = f"per-layer: not available for {family.name}"
+    progress(f"candle {family.name}: loading ({opts.device}, {opts.dtype})")
     run = run_candle(
         load_with(model.config_text),
         prompt.ids,
         None,  # candle generates first; the reference then runs one forward over its tokens
         tokens,
         label="as written",
-        capture=capture_only if opts.layers else None,
+        capture=capture_only if opts.layers and family.capture else None,
         on_stage=lambda s: progress(f"candle: {s}"),
     )
     gc.collect()
@@ -311,6 +341,8 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
         seconds=time.perf_counter() - t_start,
         nonfinite=nonfinite,
         timings={k: round(v, 3) for k, v in timings.items()},
+        family=family.name,
+        layers_note=layers_note,
     )
 
 
@@ -363,20 +395,21 @@ def verify_gguf(
     except Exception as e:  # the gguf package's parse errors: bad input
         raise BadInput(f"{path}: not a readable GGUF: {' '.join(str(e).split())[:200]}") from None
     tol = gguf_tolerance(types)
+    loader = gguf_loader(meta)
 
     def run_file(p: Path, label: str) -> tuple[RunOutputs, Comparison | None]:
-        r = run_candle(lambda: load_gguf(p, device=device), reference.prompt, reference.inputs, tokens, label=label)
+        r = run_candle(lambda: load_gguf(p, device=device, loader=loader), reference.prompt, reference.inputs, tokens, label=label)
         gc.collect()
         return r, (compare_run(reference, r, tol) if r.failure is None else None)
 
-    progress(f"candle quantized_llama: {path.name}")
+    progress(f"candle {loader}: {path.name}")
     run, cmp = run_file(path, "gguf as written")
     tmpdir = Path(tempfile.mkdtemp(prefix="portkit-verify-gguf-"))
     n = [0]
 
     def patched(patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:
         n[0] += 1
-        progress(f"candle quantized_llama with {describe_patch(patch)}")
+        progress(f"candle {loader} with {describe_patch(patch)}")
         meta_patch = {k: v for k, v in patch.items() if k not in GGUF_RUN_PATCH_KEYS and v is not None}
         drop = tuple(k for k, v in patch.items() if v is None)
         out = tmpdir / f"patched-{n[0]}.gguf"
@@ -402,7 +435,7 @@ def verify_gguf(
 
     # What repairs the file, whatever lint said: each counterfactual alone, when the GGUF differs.
     diagnosis: list[str] = []
-    if run.failure is None and cmp is not None and not cmp.ok:
+    if loader == "quantized_llama" and run.failure is None and cmp is not None and not cmp.ok:
         candidates: list[dict[str, Any]] = [{"permute_qk": True}]
         fb_key = "llama.rope.freq_base"  # candle reads this key whatever the architecture
         if theta is not None and meta.get(fb_key) != theta:
@@ -419,7 +452,16 @@ def verify_gguf(
         tmpdir.rmdir()
     except OSError:
         pass
-    return GgufSection(path=path, weight_types=types, tolerance=tol, run=run, comparison=cmp, findings=confirmations, diagnosis=diagnosis)
+    return GgufSection(path=path, loader=loader, weight_types=types, tolerance=tol, run=run, comparison=cmp, findings=confirmations, diagnosis=diagnosis)
+
+
+def gguf_loader(meta: dict[str, Any]) -> str:
+    """The candle loader for a GGUF, by `general.architecture`: quantized_llama for an
+    architecture candle has no loader of its own (it then fails with candle's own message,
+    which verify reports)."""
+    from portkit.families import GGUF_LOADERS
+
+    return GGUF_LOADERS.get(str(meta.get("general.architecture", "llama")), "quantized_llama")
 
 
 def _tensor_names(path: Path) -> set[str]:
