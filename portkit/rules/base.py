@@ -204,6 +204,12 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
+def backticked(names: list[str], k: int = 3) -> str:
+    """The first `k` names, backticked, then how many more: "`a`, `b`, `c` and 4 more"."""
+    shown = ", ".join(f"`{x}`" for x in names[:k])
+    return shown + (f" and {len(names) - k} more" if len(names) > k else "")
+
+
 def num(v: Any) -> str:
     """A value as a message shows it: 100000.0 -> 100000, 1e-05 -> 1e-05, [1, 2] -> [1, 2]."""
     if isinstance(v, bool):

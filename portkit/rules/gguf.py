@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 
 from portkit.errors import InputError
-from portkit.rules.base import Context, Rule, f32, num
+from portkit.rules.base import Context, Rule, backticked, f32, num
 from portkit.semantics.gguf import (
     CANDLE_LOADS,
     CANDLE_PARSES,
@@ -606,7 +606,7 @@ class UnsupportedGgufTensorType(_GgufRule):
                 else:
                     err = f"quantized type {tname.replace('_K', 'K')} is not supported yet"
                     when = "fails loading the tensor"
-                shown = ", ".join(f"`{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+                shown = backticked(names)
                 yield self.finding(
                     ctx,
                     f"{len(names)} tensor{'s are' if len(names) > 1 else ' is'} {tname} ({shown}); candle 0.11.0 {when}: `{err}`",
@@ -1001,7 +1001,7 @@ class MissingGgufTensor(_GgufRule):
             return  # none missing, or PK418's / PK417's
         missing = [n for n in required if n not in g.tensors]
         err = f"cannot find tensor info for {first}"
-        shown = ", ".join(f"`{n}`" for n in missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        shown = backticked(missing)
         prefix = metadata_prefix(g, loader)
         yield self.finding(
             ctx,
@@ -1404,7 +1404,7 @@ class Qwen2GgufMissingQkvBias(_GgufTensorRequired):
                 continue
             missing = [n for n in loader_required_tensors(g, "quantized_qwen2") if n.endswith(".bias") and n not in g.tensors]
             err = f"cannot find tensor info for {first}"
-            shown = ", ".join(f"`{n}`" for n in missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+            shown = backticked(missing)
             yield self.finding(
                 ctx,
                 f"the GGUF has no {shown}; candle 0.11.0's quantized_qwen2 requires the q/k/v biases and fails at load "

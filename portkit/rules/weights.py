@@ -14,7 +14,7 @@ import weakref
 from collections import defaultdict
 
 from portkit.families import FAMILIES
-from portkit.rules.base import Context, Rule
+from portkit.rules.base import Context, Rule, backticked
 from portkit.semantics import CandleView, TransformersView
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -151,11 +151,6 @@ def weight_layers(names: Iterable[str]) -> set[int]:
     return out
 
 
-def _names(xs: list[str], k: int = 3) -> str:
-    shown = ", ".join(f"`{x}`" for x in xs[:k])
-    return shown + (f" and {len(xs) - k} more" if len(xs) > k else "")
-
-
 def _pattern(name: str) -> str:
     return LAYER_RE.sub(lambda m: f"model.layers.N.{m.group(2)}", name)
 
@@ -265,7 +260,7 @@ class MissingTensor(_WeightsRule):
         if missing_top:
             yield self.finding(
                 ctx,
-                f"{mod} fails at load: the weights have no {_names(missing_top)}; transformers would initialise "
+                f"{mod} fails at load: the weights have no {backticked(missing_top)}; transformers would initialise "
                 f"{'it' if len(missing_top) == 1 else 'them'} randomly",
                 filename=_weights_file(ctx),
                 location=None,
@@ -277,7 +272,7 @@ class MissingTensor(_WeightsRule):
             how = "panics at load (`.unwrap()` per block)" if panics else "fails at load"
             yield self.finding(
                 ctx,
-                f"{mod} {how}: the weights have no {_names(missing_layer)}; transformers would initialise "
+                f"{mod} {how}: the weights have no {backticked(missing_layer)}; transformers would initialise "
                 f"{'it' if len(missing_layer) == 1 else 'them'} randomly",
                 filename=_weights_file(ctx),
                 location=None,
@@ -380,7 +375,7 @@ class UnreadTensor(_WeightsRule):
             why, sev = texts[key]
             yield self.finding(
                 ctx,
-                f"{mod} never reads {len(names)} tensor{'s' if len(names) > 1 else ''} ({_names(names)}); {why}",
+                f"{mod} never reads {len(names)} tensor{'s' if len(names) > 1 else ''} ({backticked(names)}); {why}",
                 filename=_weights_file(ctx),
                 location=None,
                 severity=sev,  # type: ignore[arg-type]
@@ -463,7 +458,7 @@ class UnexpectedTensor(_WeightsRule):
         yield self.finding(
             ctx,
             f"{len(odd)} tensor name{'s are' if len(odd) > 1 else ' is'} not one candle 0.11.0's {fam} looks up "
-            f"({_names(odd)}){hint}",
+            f"({backticked(odd)}){hint}",
             filename=_weights_file(ctx),
             location=None,
         )
@@ -779,7 +774,7 @@ class UnsupportedTensorDtype(_WeightsRule):
             how = f"`unsupported safetensor dtype {dt}`" if dt in UNSUPPORTED_DTYPES else "an opaque MX type it cannot convert"
             yield self.finding(
                 ctx,
-                f"{len(names)} tensor{'s are' if len(names) > 1 else ' is'} {dt} ({_names(names)}); candle 0.11.0 fails "
+                f"{len(names)} tensor{'s are' if len(names) > 1 else ' is'} {dt} ({backticked(names)}); candle 0.11.0 fails "
                 f"at load with {how}",
                 filename=str(st.tensors[names[0]].file),
                 location=None,

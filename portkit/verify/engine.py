@@ -254,8 +254,6 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
     def capture_only(ids: list[int]) -> dict[str, Any]:
         """The copy of the forward alone (the runner is dropped first): weights resident once."""
         files = [str(p) for p in model.weight_files]
-        if family.name == "llama":
-            return pn.capture_layers(files, model.config_text, ids, dtype=opts.dtype, device=opts.device)
         return pn.capture_layers(files, model.config_text, ids, dtype=opts.dtype, device=opts.device, family=family.name)
 
     layers_note = None if opts.layers else "not compared (--no-layers)"
