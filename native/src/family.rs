@@ -6,6 +6,7 @@ use crate::config as llama_config;
 use crate::debug_fields::{self, activation_name};
 use crate::failure::{guarded, Failure, Outcome};
 use crate::llama::{argmax, ids_tensor, Array};
+use crate::weights::shared_weights;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{Activation, VarBuilder};
 use candle_transformers::models::{
@@ -381,10 +382,8 @@ impl Model {
 pub struct FamilyRunner {
     parsed: Parsed,
     model: Model,
+    /// The loaded tensors: mixtral's and stable_lm's rebuild and `capture` reuse them.
     vb: VarBuilder<'static>,
-    weight_files: Vec<PathBuf>,
-    config_json: String,
-    dtype: DType,
     cache_dtype: DType,
     device: Device,
 }
@@ -406,16 +405,12 @@ impl FamilyRunner {
         }
         let cache_dtype = cache_dtype.unwrap_or(dtype);
         guarded(|| {
-            // SAFETY: the files are mmapped read-only for the runner's lifetime; portkit never writes them.
-            let vb = unsafe { VarBuilder::from_mmaped_safetensors(&weight_files, dtype, &device)? };
+            let vb = shared_weights(&weight_files, dtype, &device)?;
             let model = parsed.build(vb.clone(), cache_dtype)?;
             Ok(Self {
                 parsed: parsed.clone(),
                 model,
                 vb,
-                weight_files: weight_files.clone(),
-                config_json: config_json.to_string(),
-                dtype,
                 cache_dtype,
                 device: device.clone(),
             })
@@ -431,7 +426,7 @@ impl FamilyRunner {
     }
 
     /// Starts every call from an empty KV cache. mixtral and stable_lm have no `clear_kv_cache`
-    /// (their caches are private), so those two are rebuilt from the same mmapped VarBuilder.
+    /// (their caches are private), so those two are rebuilt from the tensors already loaded.
     fn fresh(&mut self) -> Outcome<()> {
         match (&mut self.model, &self.parsed) {
             (Model::Llama { cache, .. }, Parsed::Llama(c)) => {
@@ -505,9 +500,10 @@ impl FamilyRunner {
         })
     }
 
-    /// Per-layer values from the family's copy of the forward (see `capture_layers`).
+    /// Per-layer values from the family's copy of the forward, built from the tensors this
+    /// runner already loaded: no second load, no second copy of the weights.
     pub fn capture(&self, ids: &[u32]) -> Outcome<Vec<(String, Array)>> {
-        capture_layers(self.family(), &self.weight_files, &self.config_json, ids, self.dtype, Some(self.cache_dtype), &self.device)
+        capture_with(&self.parsed, self.vb.clone(), ids, self.cache_dtype, &self.device)
     }
 }
 
@@ -526,7 +522,7 @@ pub const CAPTURE_FAMILIES: [Family; 10] = [
 ];
 
 /// Per-layer capture (embeddings, layer.N, norm, logits) through the family's copy of the
-/// forward, loaded alone from the same files (weights resident once).
+/// forward, loaded alone from the files (no runner).
 pub fn capture_layers(
     family: Family,
     weight_files: &[PathBuf],
@@ -537,47 +533,52 @@ pub fn capture_layers(
     device: &Device,
 ) -> Outcome<Vec<(String, Array)>> {
     let parsed = parse(family, config_json)?;
-    let load_vb = || -> Outcome<VarBuilder<'static>> {
-        // SAFETY: read-only mmap for the duration of the capture.
-        Ok(unsafe { VarBuilder::from_mmaped_safetensors(weight_files, dtype, device)? })
-    };
+    if !CAPTURE_FAMILIES.contains(&family) {
+        return Err(Failure::NotImplemented(format!("per-layer: not available for {}", family.key())));
+    }
+    let vb = guarded(|| Ok(shared_weights(weight_files, dtype, device)?))?;
+    capture_with(&parsed, vb, ids, cache_dtype.unwrap_or(dtype), device)
+}
+
+/// Per-layer capture through the family's copy of the forward, built from `vb`.
+pub fn capture_with(parsed: &Parsed, vb: VarBuilder<'static>, ids: &[u32], cache_dtype: DType, device: &Device) -> Outcome<Vec<(String, Array)>> {
     match parsed {
-        Parsed::Llama(_) => crate::llama::capture_layers(weight_files, config_json, ids, dtype, cache_dtype, device),
+        Parsed::Llama(c) => crate::llama::capture_with(vb, c, ids, cache_dtype, device),
         Parsed::Mistral(c) => guarded(|| {
-            let mut copy = crate::mistral_copy::Model::new(&c, load_vb()?)?;
+            let mut copy = crate::mistral_copy::Model::new(c, vb)?;
             copy.capture(&ids_tensor(ids, device)?)
         }),
         Parsed::Qwen2(c) => guarded(|| {
-            let mut copy = crate::qwen2_copy::ModelForCausalLM::new(&c, load_vb()?)?;
+            let mut copy = crate::qwen2_copy::ModelForCausalLM::new(c, vb)?;
             copy.capture(&ids_tensor(ids, device)?)
         }),
         Parsed::Qwen3(c) => guarded(|| {
-            let mut copy = crate::qwen3_copy::ModelForCausalLM::new(&c, load_vb()?)?;
+            let mut copy = crate::qwen3_copy::ModelForCausalLM::new(c, vb)?;
             copy.capture(&ids_tensor(ids, device)?)
         }),
         Parsed::Gemma(c) => guarded(|| {
-            let mut copy = crate::gemma_copy::Model::new(false, &c, load_vb()?)?;
+            let mut copy = crate::gemma_copy::Model::new(false, c, vb)?;
             copy.capture(&ids_tensor(ids, device)?)
         }),
         Parsed::Gemma3(c) => guarded(|| {
-            let mut copy = crate::gemma3_copy::Model::new(false, &c, load_vb()?)?;
+            let mut copy = crate::gemma3_copy::Model::new(false, c, vb)?;
             copy.capture(&ids_tensor(ids, device)?)
         }),
         Parsed::Olmo2(c) => guarded(|| {
-            let mut copy = crate::olmo2_copy::Model::new(&c, load_vb()?)?;
+            let mut copy = crate::olmo2_copy::Model::new(c, vb)?;
             copy.capture(&ids_tensor(ids, device)?)
         }),
         Parsed::Granite(c) => guarded(|| {
-            let copy = crate::granite_copy::Granite::load(load_vb()?, &c)?;
-            let mut cache = crate::granite_copy::Cache::new(true, cache_dtype.unwrap_or(dtype), &c, device)?;
+            let copy = crate::granite_copy::Granite::load(vb, c)?;
+            let mut cache = crate::granite_copy::Cache::new(true, cache_dtype, c, device)?;
             copy.capture(&ids_tensor(ids, device)?, &mut cache)
         }),
         Parsed::Gemma2(c) => guarded(|| {
-            let mut copy = crate::gemma2_copy::Model::new(false, &c, load_vb()?)?;
+            let mut copy = crate::gemma2_copy::Model::new(false, c, vb)?;
             copy.capture(&ids_tensor(ids, device)?)
         }),
         Parsed::Phi3(c) => guarded(|| {
-            let mut copy = crate::phi3_copy::Model::new(&c, load_vb()?)?;
+            let mut copy = crate::phi3_copy::Model::new(c, vb)?;
             copy.capture(&ids_tensor(ids, device)?)
         }),
         other => Err(Failure::NotImplemented(format!("per-layer: not available for {}", other.family().key()))),

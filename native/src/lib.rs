@@ -21,5 +21,6 @@ pub mod phi3_copy;
 pub mod qwen2_copy;
 pub mod qwen3_copy;
 pub mod requested;
+pub mod weights;
 #[cfg(feature = "python")]
 mod python;

@@ -1,10 +1,12 @@
 //! A runner over the library's `candle_transformers::models::llama::Llama`, exactly as a candle
-//! user would load it: `LlamaConfig` serde, `VarBuilder::from_mmaped_safetensors`, `Llama::load`,
-//! `Cache::new`, `Llama::forward`.
+//! user would load it: `LlamaConfig` serde, `VarBuilder::from_mmaped_safetensors` (through
+//! `weights::shared_weights`: same values, weights resident once), `Llama::load`, `Cache::new`,
+//! `Llama::forward`.
 
 use crate::config;
 use crate::failure::{guarded, Failure, Outcome};
 use crate::llama_copy::LlamaCopy;
+use crate::weights::shared_weights;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::llama::{Cache, Config, Llama};
@@ -27,8 +29,8 @@ impl Array {
 pub struct LlamaRunner {
     model: Llama,
     config: Config,
-    weight_files: Vec<PathBuf>,
-    dtype: DType,
+    /// Kept for `capture`: the copy of the forward is built from the same loaded tensors.
+    vb: VarBuilder<'static>,
     cache_dtype: DType,
     device: Device,
 }
@@ -67,14 +69,12 @@ impl LlamaRunner {
             }
         }
         guarded(|| {
-            // SAFETY: the files are mmapped read-only for the runner's lifetime; portkit never writes them.
-            let vb = unsafe { VarBuilder::from_mmaped_safetensors(&weight_files, dtype, &device)? };
-            let model = Llama::load(vb, &config)?;
+            let vb = shared_weights(&weight_files, dtype, &device)?;
+            let model = Llama::load(vb.clone(), &config)?;
             Ok(Self {
                 model,
                 config: config.clone(),
-                weight_files: weight_files.clone(),
-                dtype,
+                vb,
                 cache_dtype: cache_dtype.unwrap_or(dtype),
                 device: device.clone(),
             })
@@ -138,16 +138,15 @@ impl LlamaRunner {
         })
     }
 
-    /// Per-layer capture through the copy of the forward (`llama_copy`), loaded from the same
-    /// files: embeddings, layer.0.., norm, logits. Holds a second copy of the weights while it
-    /// runs; `capture_layers` is the one-copy version.
+    /// Per-layer capture through the copy of the forward (`llama_copy`), built from the tensors
+    /// this runner already loaded (no second load, no second copy): embeddings, layer.0.., norm,
+    /// logits.
     pub fn capture(&self, ids: &[u32]) -> Outcome<Vec<(String, Array)>> {
-        capture_from_files(&self.weight_files, &self.config, ids, self.dtype, self.cache_dtype, &self.device)
+        capture_with(self.vb.clone(), &self.config, ids, self.cache_dtype, &self.device)
     }
 }
 
-/// Per-layer capture without a library model alive: loads only the copy of the forward.
-/// `portkit verify` uses it after dropping its runner, so weights are resident once.
+/// Per-layer capture without a runner: loads only the copy of the forward.
 pub fn capture_layers(
     weight_files: &[PathBuf],
     config_json: &str,
@@ -157,20 +156,13 @@ pub fn capture_layers(
     device: &Device,
 ) -> Outcome<Vec<(String, Array)>> {
     let config = config::parse(config_json, false)?;
-    capture_from_files(weight_files, &config, ids, dtype, cache_dtype.unwrap_or(dtype), device)
+    let vb = guarded(|| Ok(shared_weights(weight_files, dtype, device)?))?;
+    capture_with(vb, &config, ids, cache_dtype.unwrap_or(dtype), device)
 }
 
-fn capture_from_files(
-    weight_files: &[PathBuf],
-    config: &Config,
-    ids: &[u32],
-    dtype: DType,
-    cache_dtype: DType,
-    device: &Device,
-) -> Outcome<Vec<(String, Array)>> {
+/// Per-layer capture through `llama_copy` built from `vb`.
+pub fn capture_with(vb: VarBuilder<'static>, config: &Config, ids: &[u32], cache_dtype: DType, device: &Device) -> Outcome<Vec<(String, Array)>> {
     guarded(|| {
-        // SAFETY: read-only mmap for the duration of the capture.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(weight_files, dtype, device)? };
         let copy = LlamaCopy::load(vb, config, cache_dtype)?;
         copy.capture(&ids_tensor(ids, device)?)
     })

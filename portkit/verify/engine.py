@@ -251,11 +251,6 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
             )
         return lambda: load_family(family.name, model.weight_files, config_text, dtype=opts.dtype, device=opts.device)
 
-    def capture_only(ids: list[int]) -> dict[str, Any]:
-        """The copy of the forward alone (the runner is dropped first): weights resident once."""
-        files = [str(p) for p in model.weight_files]
-        return pn.capture_layers(files, model.config_text, ids, dtype=opts.dtype, device=opts.device, family=family.name)
-
     layers_note = None if opts.layers else "not compared (--no-layers)"
     if opts.layers and not family.capture:
         layers_note = f"per-layer: not available for {family.name}"
@@ -266,7 +261,7 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
         None,  # candle generates first; the reference then runs one forward over its tokens
         tokens,
         label="as written",
-        capture=capture_only if opts.layers and family.capture else None,
+        capture=opts.layers and family.capture,
         on_stage=lambda s: progress(f"candle: {s}"),
     )
     gc.collect()

@@ -7,7 +7,6 @@ cargo registry prefix shortened), because verify quotes it as evidence.
 
 from __future__ import annotations
 
-import gc
 import json
 import math
 import re
@@ -103,7 +102,7 @@ def run_candle(
     tokens: int,
     *,
     label: str,
-    capture: Callable[[list[int]], Any] | None = None,
+    capture: bool = False,
     on_stage: Callable[[str], None] | None = None,
 ) -> RunOutputs:
     """Load with `load()` then compute on the prompt; stop at candle's first failure.
@@ -112,9 +111,8 @@ def run_candle(
     at a time through the KV cache, so row k holds candle's logits where the reference decided
     its token k, on exactly the reference's inputs. Row 0 is the prefill, i.e. `forward(prompt)`
     as a candle user calls it: the last-position logits. Then candle's own greedy generation,
-    then (last, since it loads the weights again) the per-layer capture of the prompt.
-    `capture(ids)`, when given, captures without the runner (which is released first), so the
-    library model and the copy are never in memory together.
+    then, with `capture`, the per-layer values of the prompt through the runner's copy of the
+    forward (built from the tensors the runner loaded: no second load, weights resident once).
 
     `ref_tokens=None`: candle generates first and is teacher-forced on its own greedy tokens
     (the streamed reference then runs one forward over the same tokens).
@@ -146,11 +144,9 @@ def run_candle(
         if ref_tokens is not None:
             step("generate")
             out.greedy = [int(t) for t in runner.greedy(list(prompt), tokens)] if tokens else []
-        if capture is not None:
+        if capture:
             step("capture")
-            del runner
-            gc.collect()
-            layers = capture(list(prompt))
+            layers = runner.capture(list(prompt))
             out.layers = {k: np.asarray(v, dtype=np.float32) for k, v in layers.items()}
     except errors as e:
         kind = type(e).__name__
