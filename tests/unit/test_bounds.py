@@ -194,3 +194,19 @@ def test_a_header_just_over_the_cap_costs_no_memory(tmp_path: Path) -> None:
     grew, message = peak_growth(p, MAX_HEADER_BYTES + 1)
     assert "exceeds portkit's cap" not in message
     assert grew > 100 * 1024, f"reading a 100 MiB header allocated only {grew} KiB at its peak"
+
+
+def test_a_file_that_starts_like_an_lfs_pointer_costs_no_memory(tmp_path: Path) -> None:
+    """"version " and then a hole: the reader looks at the LFS prefix's length, not the file, then
+    refuses the length those 8 bytes spell."""
+    p = tmp_path / "model.safetensors"
+    with open(p, "wb") as f:
+        f.write(b"version ")
+        f.truncate(200 * 1024 * 1024)
+    message = f"{p}: safetensors header length {struct.unpack('<Q', b'version ')[0]} exceeds portkit's cap of {MAX_HEADER_BYTES} bytes (hostile or corrupt file)"
+    with pytest.raises(InputError) as e:  # in this process too: mutmut selects tests by the calls it sees
+        read_safetensors_header(p)
+    assert str(e.value) == message
+    grew, measured = peak_growth(p, MAX_HEADER_BYTES)
+    assert measured == message
+    assert grew < 1024, f"looking for an LFS pointer allocated {grew} KiB at its peak"
