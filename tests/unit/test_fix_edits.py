@@ -382,3 +382,41 @@ def test_weight_findings_do_not_stop_a_config_fix(tmp_path: Path, capsys: pytest
     code, _, err = cli(capsys, "fix", str(d), "--write")
     assert code == 0 and "PK101" in err, err
     assert json.loads((d / "config.json").read_text())["rope_theta"] == 100000.0
+
+
+def test_a_family_error_no_edit_fixes_refuses_the_fixable_one_next_to_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """gemma2 re-saved by transformers 5 with a conflicting top-level `rope_theta` (PK101, fixable)
+    and `query_pre_attn_scalar` != `head_dim` (PK118: an error outside UNFIXABLE, with no edit):
+    writing only the rope_theta would leave a config candle loads and computes another model with."""
+    from tests.unit.family_configs import T5
+
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({**T5["gemma2"], "rope_theta": 12345.0, "query_pre_attn_scalar": 24}, indent=2))
+    p = fix.plan(d)
+    assert [f.code for f in p.fixed] == ["PK101"] and [f.code for f in p.refused] == ["PK118"] and p.new_text is None
+    assert "no config edit makes candle 0.11.0 compute what transformers does: PK118" in refused(capsys, d)
+
+
+def test_write_is_utf8_whatever_the_locale(tmp_path: Path) -> None:
+    """Under the C locale (a bare container: ASCII as Python's default text encoding) the
+    non-ASCII text of a config is still written, as UTF-8."""
+    import subprocess
+    import sys
+
+    cfg = {**sk.config("tf5"), "rope_theta": 10000.0, "name_or_path": "modèle-日本"}
+    here = sk.write_model(tmp_path / "here", cfg, weights=False)
+    fix.write(fix.plan(here))  # this process: UTF-8 mode or a UTF-8 locale
+    d = sk.write_model(tmp_path / "m", cfg, weights=False)
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0", "PYTHONIOENCODING": "utf-8"}
+    prog = (
+        "import locale, sys\n"
+        "from portkit import fix\n"
+        "assert locale.getpreferredencoding(False).lower() in ('ascii', 'ansi_x3.4-1968'), locale.getpreferredencoding(False)\n"
+        f"fix.write(fix.plan(__import__('pathlib').Path({str(d)!r})))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[2])
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (d / "config.json").read_bytes() == (here / "config.json").read_bytes()
+    written = json.loads((d / "config.json").read_bytes().decode("utf-8"))
+    assert written["name_or_path"] == "modèle-日本" and written["rope_theta"] == 100000.0
