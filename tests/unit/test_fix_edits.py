@@ -420,3 +420,20 @@ def test_write_is_utf8_whatever_the_locale(tmp_path: Path) -> None:
     assert (d / "config.json").read_bytes() == (here / "config.json").read_bytes()
     written = json.loads((d / "config.json").read_bytes().decode("utf-8"))
     assert written["name_or_path"] == "modèle-日本" and written["rope_theta"] == 100000.0
+
+
+def test_the_check_relints_under_the_target_a_warning_left_standing_needs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """gemma2's PK115 window warning survives the PK101 edit, and judging it reads the target's
+    `--max-tokens`: fix's check re-lints the edited config under a real Target."""
+    from tests.unit.family_configs import T5
+
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({**T5["gemma2"], "rope_theta": 12345.0}, indent=2))
+    code, out, _ = cli(capsys, "lint", str(d))
+    assert "PK101" in out and "PK115" in out
+    code, _, err = cli(capsys, "fix", str(d), "--write")
+    assert code == 0 and "PK101" in err, err
+    assert json.loads((d / "config.json").read_text())["rope_theta"] == 100000.0
+    code, out, _ = cli(capsys, "lint", str(d))
+    assert "PK101" not in out and "PK115" in out
