@@ -3,8 +3,10 @@
 The numbers come from verify's reference models (`portkit.verify.streamed`: transformers'
 own modules, eager attention, f32, CPU, offline, `trust_remote_code=False`) through one
 function, `reference_values`. Streamed (one decoder layer's weights in memory at a time) works
-on models larger than memory; `auto` keeps the whole model when it fits, because each greedy
-token is one more pass over every layer and a streamed pass loads the weights again.
+on models larger than memory; `auto` keeps the whole model resident when the f32 weights take
+under half the available memory (the same loader, every layer loaded once and kept), because
+each greedy token is one more pass over every layer and a streamed pass loads the weights
+again. The resident values are from_pretrained's bit for bit (tests/native/test_streamed_reference.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ Progress = Callable[[str], None]
 
 
 MODES = ("auto", "streamed", "whole")
+#: torch threads for the cached greedy steps (see `portkit.verify.streamed.decode`): one-token
+#: steps gain nothing from a thread team and, on a shared machine, lose a barrier wait per op
+STEP_THREADS = 1
 
 
 def f32_weight_bytes(weight_files: Sequence[Path]) -> int:
@@ -52,9 +57,11 @@ def available_memory() -> int | None:
 
 
 def choose_mode(mode: str, weight_files: Sequence[Path]) -> str:
-    """`auto`: whole when the f32 weights take under half the available memory (loaded layer by
-    layer as streamed loads them, but kept, so the greedy steps reuse them), else streamed (one
-    decoder layer in memory at a time, each greedy step streaming the layers again)."""
+    """`auto`: whole when the f32 weights take under half the available memory (MemAvailable:
+    the other half is left for torch's libraries, activations and the rest of the machine), else
+    streamed (one decoder layer in memory at a time, each greedy step streaming the layers
+    again). `whole` is `StreamedModel(resident=True)`: the streamed loader, every layer loaded
+    once through the same safetensors files and conversion, and kept for the greedy steps."""
     if mode not in MODES:
         raise BadInput(f"--reference must be one of {', '.join(MODES)}, got {mode!r}")
     if mode != "auto":
@@ -76,23 +83,11 @@ def reference_values(
     from portkit.verify.reference import ReferenceLoadError, ReferenceUnavailable
     from portkit.verify.streamed import StreamedModel, decode
 
-    class Resident(StreamedModel):  # type: ignore[misc, valid-type]
-        """verify's streamed loader, except that a layer stays once loaded: the greedy steps
-        after the prefill reuse it instead of loading every layer again."""
-
-        def _load(self, idx: int | None) -> None:
-            loaded = self.__dict__.setdefault("_resident", set())
-            if idx not in loaded:
-                super()._load(idx)
-                loaded.add(idx)
-
-        def _drop(self, idx: int) -> None:
-            pass
-
     mode = choose_mode(mode, weight_files)
     progress(f"loading transformers ({mode}, eager, f32, cpu)")
     try:
-        model: Any = (StreamedModel if mode == "streamed" else Resident)(model_dir, list(weight_files), progress)
+        # the dump has no place for verify's NaN/inf list of weights: its scan is not paid for
+        model: Any = StreamedModel(model_dir, list(weight_files), progress, resident=mode == "whole", scan_nonfinite=False)
     except ReferenceUnavailable as e:
         raise BadInput(str(e)) from None
     except Exception as e:  # transformers refused the checkpoint: its text, one line
@@ -108,7 +103,7 @@ def reference_values(
 
     progress(f"transformers: prefill and {max(tokens - 1, 0)} cached greedy steps")
     try:
-        steps, greedy = decode(run, list(ids), None, tokens)
+        steps, greedy = decode(run, list(ids), None, tokens, step_threads=STEP_THREADS)
     except Exception as e:  # transformers' own failure on this checkpoint
         raise BadInput(f"transformers could not run {model_dir}: {' '.join(str(e).split())[:300]}") from None
     first = prefill[0]

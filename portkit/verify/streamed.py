@@ -15,6 +15,13 @@ values (tests/native/test_streamed_reference.py holds that on every family's fix
 Memory: one layer in f32, plus embeddings, lm_head and the activations of one forward.
 While each tensor is loaded it is checked for non-finite values, so verify can say that the
 checkpoint itself holds NaN or inf (and which tensors), from the tensors.
+
+`resident=True` is the same loader for a model that fits in memory (`portkit reference` when the
+f32 weights take under half the available memory): every layer is loaded once, through the same
+`safe_open` files and the same conversion, in one call, and kept, so that decoding (one pass over
+every layer per token) does not load the weights again per token. The values are the streamed
+ones (the same tensors into the same modules; tests/native/test_streamed_reference.py holds
+resident, streamed and whole-model decoding equal on every family's fixtures).
 """
 
 from __future__ import annotations
@@ -38,11 +45,15 @@ class ForwardResult:
     nonfinite_weights: list[str] = field(default_factory=list)  # checkpoint tensors holding NaN/inf
 
 
-def _open(safe_open: Any, path: Path) -> Any:
-    """`pread` where safetensors has it: each tensor is read into memory it frees, where an mmap
-    would keep every page of the file it touched resident until the file is closed."""
+def _open(safe_open: Any, path: Path, backend: str = "pread") -> Any:
+    """Streamed: `pread` where safetensors has it: each tensor is read into memory it frees,
+    where an mmap would keep every page of the file it touched resident until the file is
+    closed. Resident: `mmap`, as `from_pretrained` opens the files on Linux: an f32 weight is then
+    a view of the file's mapping at the same address alignment as the whole model's, and the
+    kernels of a one-token step (a row times a matrix) round by that alignment (pread buffers
+    put gemma2's cached steps 3e-6 from from_pretrained's)."""
     try:
-        return safe_open(str(path), framework="pt", device="cpu", backend="pread")
+        return safe_open(str(path), framework="pt", device="cpu", backend=backend)
     except TypeError:  # an older safetensors: mmap
         return safe_open(str(path), framework="pt", device="cpu")
 
@@ -106,9 +117,14 @@ class StreamedModel:
         progress: Callable[[str], None] = lambda _s: None,
         *,
         config_text: str | None = None,
+        resident: bool = False,
+        scan_nonfinite: bool = True,
     ) -> None:
         """`config_text`: another config.json for the same weights (a reference-side
-        counterfactual: transformers with and without a finding's effect)."""
+        counterfactual: transformers with and without a finding's effect). `resident`: load
+        every layer now and keep it (the model must fit in memory). `scan_nonfinite=False`: skip
+        the NaN/inf scan of the weights (a pass over every weight) for a caller that does not
+        report it; `nonfinite_weights` is then always empty."""
         from portkit.verify.reference import _import_torch
 
         torch, transformers = _import_torch()
@@ -137,7 +153,7 @@ class StreamedModel:
             device_map={"": "cpu"},
             weight_mapping=get_model_conversion_mapping(model),
         )
-        self.files = [_open(safe_open, p) for p in weight_files]
+        self.files = [_open(safe_open, p, "mmap" if resident else "pread") for p in weight_files]
         self.layers_path, self.layers = _decoder_layers(model)
         # checkpoint key -> open file; keys grouped by decoder layer (None: always resident)
         self.groups: dict[int | None, list[tuple[str, Any]]] = {}
@@ -149,11 +165,20 @@ class StreamedModel:
         self.nonfinite: list[str] = []
         self.missing: list[str] = []  # parameters the checkpoint lacks: initialised as from_pretrained does
         self._kept: set[tuple[int, str]] = set()
+        self.resident = resident
+        self.scan_nonfinite = scan_nonfinite
         self._materialise_buffers()
-        self._load(None)
+        if resident:  # every group's tensors in one conversion call, as from_pretrained makes it
+            self._convert([item for group in self.groups.values() for item in group])
+            self._scan(self._resident_params())
+        else:
+            self._load(None)
         if getattr(model.config.get_text_config(), "tie_word_embeddings", False):
             model.tie_weights()
         self._init_missing(self.model, skip_prefix=self.layers_path + ".")
+        if resident:  # then each layer as its first streamed use finishes it: same init order, same scan order
+            for i in range(len(self.layers)):
+                self._finish_layer(i)
 
     def _resident_params(self) -> list[tuple[str, Any]]:
         prefix = self.layers_path + "."
@@ -181,15 +206,27 @@ class StreamedModel:
     def _load(self, idx: int | None) -> None:
         """Load one group's checkpoint tensors (a layer, or None: everything outside the layers)
         through transformers' own conversion, in f32; note any non-finite tensor."""
+        self._convert(self.groups.get(idx, []))
+        if idx is None:
+            self._scan(self._resident_params())
+        else:
+            self._finish_layer(idx)
+
+    def _finish_layer(self, idx: int) -> None:
+        """After a layer's tensors are in: its parameters the checkpoint lacks, then the scan."""
+        self._init_missing(self.layers[idx], prefix=f"{self.layers_path}.{idx}.")
+        self._scan(self.layers[idx].named_parameters(prefix=f"{self.layers_path}.{idx}"))
+
+    def _convert(self, group: list[tuple[str, Any]]) -> None:
         from transformers.core_model_loading import convert_and_load_state_dict_in_model
 
-        group = self.groups.get(idx, [])
         if group:
             state = {key: f.get_slice(key) for key, f in group}
             convert_and_load_state_dict_in_model(model=self.model, state_dict=state, load_config=self.load_config)
-        if idx is not None:
-            self._init_missing(self.layers[idx], prefix=f"{self.layers_path}.{idx}.")
-        params = self.layers[idx].named_parameters(prefix=f"{self.layers_path}.{idx}") if idx is not None else self._resident_params()
+
+    def _scan(self, params: Any) -> None:
+        if not self.scan_nonfinite:
+            return
         for name, p in params:
             if not p.is_meta and p.is_floating_point() and not _all_finite(self.torch, p):
                 if name not in self.nonfinite:
@@ -227,8 +264,8 @@ class StreamedModel:
     def forward(self, ids: Sequence[int], *, capture: bool = True) -> ForwardResult:
         return self._run(ids, capture=capture, use_cache=False)[0]
 
-    def decode(self, prompt: Sequence[int], forced: Sequence[int] | None, n: int) -> tuple[ForwardResult, list[int]]:
-        return decode(self._run, prompt, forced, n)
+    def decode(self, prompt: Sequence[int], forced: Sequence[int] | None, n: int, *, step_threads: int | None = None) -> tuple[ForwardResult, list[int]]:
+        return decode(self._run, prompt, forced, n, step_threads=step_threads)
 
     def _run(self, ids: Sequence[int], *, capture: bool, **kw: Any) -> tuple[ForwardResult, Any]:
         torch = self.torch
@@ -249,13 +286,15 @@ class StreamedModel:
 
             return hook
 
-        for i, layer in enumerate(self.layers):
-            hooks.append(layer.register_forward_pre_hook(pre(i)))
+        if not self.resident:  # resident: every layer is loaded already and stays
+            for i, layer in enumerate(self.layers):
+                hooks.append(layer.register_forward_pre_hook(pre(i)))
         if capture:
             hooks += capture_hooks(self.model, outs, self.layers)
         # registered after the capture hooks: a layer's output is kept before its weights go
-        for i, layer in enumerate(self.layers):
-            hooks.append(layer.register_forward_hook(post(i)))
+        if not self.resident:
+            for i, layer in enumerate(self.layers):
+                hooks.append(layer.register_forward_hook(post(i)))
         try:
             with torch.inference_mode():
                 res = self.model(torch.tensor([list(ids)], dtype=torch.long), **kw)
@@ -278,8 +317,8 @@ class WholeModel:
     def forward(self, ids: Sequence[int], *, capture: bool = True) -> ForwardResult:
         return self._run(ids, capture=capture, use_cache=False)[0]
 
-    def decode(self, prompt: Sequence[int], forced: Sequence[int] | None, n: int) -> tuple[ForwardResult, list[int]]:
-        return decode(self._run, prompt, forced, n)
+    def decode(self, prompt: Sequence[int], forced: Sequence[int] | None, n: int, *, step_threads: int | None = None) -> tuple[ForwardResult, list[int]]:
+        return decode(self._run, prompt, forced, n, step_threads=step_threads)
 
     def _run(self, ids: Sequence[int], *, capture: bool, **kw: Any) -> tuple[ForwardResult, Any]:
         torch = self.ref.torch
@@ -294,11 +333,26 @@ class WholeModel:
         return ForwardResult(logits=res.logits[0].float().numpy().copy(), layers=outs, nonfinite_weights=list(self.nonfinite)), res
 
 
-def decode(run: Callable[..., tuple[ForwardResult, Any]], prompt: Sequence[int], forced: Sequence[int] | None, n: int) -> tuple[ForwardResult, list[int]]:
+def decode(
+    run: Callable[..., tuple[ForwardResult, Any]],
+    prompt: Sequence[int],
+    forced: Sequence[int] | None,
+    n: int,
+    *,
+    step_threads: int | None = None,
+) -> tuple[ForwardResult, list[int]]:
     """generate()'s own arithmetic: a prefill with the KV cache, then one cached step per token
     (`forced`'s tokens, else its own argmax). For configs whose cache differs from the plain
     forward (a `sliding_window` cache on a model whose forward ignores the window).
-    Returns (rows as `logits` [max(n, 1), vocab] and the prefill's layers, tokens fed)."""
+    Returns (rows as `logits` [max(n, 1), vocab] and the prefill's layers, tokens fed).
+
+    `step_threads`: torch's intra-op threads for the cached steps (the prefill keeps the
+    caller's). A one-token step is a row times each weight matrix plus a few tiny ops; a team
+    of threads meets at a barrier after every op, and on a loaded machine the wait for a
+    descheduled team member costs more than the op (bench/porting_bench.py: 1 thread took a
+    third of the CPU of 2 on the 135M shape). No op of a one-token step splits a reduction
+    across threads, so the rows are the same numbers (tests hold them equal to the whole
+    model's at 2 threads on every family's fixtures)."""
     first, out = run(list(prompt), capture=True, use_cache=True)
     cache = getattr(out, "cache", None)
     if cache is None:
@@ -306,12 +360,22 @@ def decode(run: Callable[..., tuple[ForwardResult, Any]], prompt: Sequence[int],
     rows = [first.logits[-1]]
     fed: list[int] = []
     key = "cache" if hasattr(out, "cache") else "past_key_values"
-    for k in range(1, max(n, 1)):
-        tok = int(forced[k - 1]) if forced is not None else int(rows[-1].argmax())
-        fed.append(tok)
-        res, out = run([tok], capture=False, use_cache=True, **{key: cache})
-        cache = getattr(out, key, cache)
-        rows.append(res.logits[-1])
+    torch = None
+    if step_threads is not None and max(n, 1) > 1:
+        import torch
+
+        threads_before = torch.get_num_threads()
+        torch.set_num_threads(step_threads)
+    try:
+        for k in range(1, max(n, 1)):
+            tok = int(forced[k - 1]) if forced is not None else int(rows[-1].argmax())
+            fed.append(tok)
+            res, out = run([tok], capture=False, use_cache=True, **{key: cache})
+            cache = getattr(out, key, cache)
+            rows.append(res.logits[-1])
+    finally:
+        if torch is not None:
+            torch.set_num_threads(threads_before)
     if forced is None and n:
         fed.append(int(rows[-1].argmax()))
     return ForwardResult(logits=np.stack(rows), layers=first.layers, nonfinite_weights=first.nonfinite_weights), fed

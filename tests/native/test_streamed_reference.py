@@ -124,3 +124,93 @@ def test_reference_greedy_stops_at_nan() -> None:
     assert refproc.reference_greedy(rows, [1, 1, 0]) == [1]
     assert refproc.reference_greedy(rows[[0, 2, 2]], [1, 0, 0]) == [1, 0, 0]
     assert refproc.reference_greedy(rows[[0, 2]], [0, 0]) == [1]
+
+
+@pytest.mark.parametrize("family,variant", CASES, ids=[f"{f}-{v}" for f, v in CASES])
+def test_reference_decoding_equals_whole_model(family: str, variant: str) -> None:
+    """`portkit reference`'s values (resident: every layer loaded once and kept, no NaN scan, the
+    cached steps on one thread) are the whole model's (from_pretrained at 2 threads) bit for bit:
+    the prefill's logits and layers, and generate()'s cached greedy steps. `--reference streamed`:
+    the prefill bit for bit; its cached steps within 1e-6 of the largest logit (its pread buffers
+    sit at other address alignments than from_pretrained's file mapping, and a one-token step's
+    row-times-matrix kernels round by alignment: up to 9e-6 on logits of 12 on these fixtures)."""
+    from portkit.porting.reference import reference_values
+
+    d = family_fixture(family, variant)
+    md = read_model_dir(d)
+    prompt, tokens = _ids(d)[:12], 5
+    whole = WholeModel(d)
+    prefill, _ = whole._run(prompt, capture=True, use_cache=True)
+    steps, fed = whole.decode(prompt, None, tokens)
+    for mode in ("whole", "streamed"):
+        got = reference_values(d, md.weight_files, prompt, tokens, mode)
+        assert np.array_equal(got["logits"], prefill.logits), (mode, float(np.abs(got["logits"] - prefill.logits).max()))
+        for name, values in prefill.layers.items():
+            assert np.array_equal(got[name], values), (mode, name)
+        step_error = float(np.abs(got["greedy.logits"] - steps.logits).max())
+        if mode == "whole":
+            assert step_error == 0.0, step_error
+        else:
+            assert step_error <= 1e-6 * float(np.abs(steps.logits).max()), step_error
+        assert got["greedy"].tolist() == fed and len(fed) == tokens
+
+
+def test_resident_model_keeps_every_layer(healthy_tied_dir: Path) -> None:
+    """Resident: loaded at construction, still loaded after a forward (no per-layer hooks), and
+    the same forward as the streamed model's."""
+    md = read_model_dir(healthy_tied_dir)
+    ids = _ids(healthy_tied_dir)
+    m = StreamedModel(healthy_tied_dir, md.weight_files, resident=True)
+    assert not any(p.is_meta for p in m.model.parameters())
+    first = m.forward(ids)
+    assert not any(p.is_meta for p in m.model.parameters())
+    streamed = StreamedModel(healthy_tied_dir, md.weight_files).forward(ids)
+    assert np.array_equal(first.logits, streamed.logits)
+    assert np.array_equal(m.forward(ids).logits, first.logits)
+
+
+def test_resident_names_nan_weights_as_streamed_does_unless_told_not_to_scan(tmp_path: Path) -> None:
+    names = ["model.layers.1.mlp.down_proj.weight", "model.embed_tokens.weight"]
+    d = family_fixture("llama", "legacy")
+    out = tmp_path / "nan"
+    shutil.copytree(d, out)
+    src = d / "model.safetensors"
+    for name in names:
+        _rewrite_tensor(src, out / "model.safetensors", name, lambda a: a.__setitem__(3, np.nan))
+        src = tmp_path / "step.safetensors"
+        shutil.copyfile(out / "model.safetensors", src)
+    md = read_model_dir(out)
+    ids = _ids(out)
+    streamed = StreamedModel(out, md.weight_files).forward(ids)
+    assert streamed.nonfinite_weights == names[::-1]  # outside the layers first, then layer by layer
+    assert StreamedModel(out, md.weight_files, resident=True).forward(ids).nonfinite_weights == streamed.nonfinite_weights
+    unscanned = StreamedModel(out, md.weight_files, resident=True, scan_nonfinite=False).forward(ids)
+    assert unscanned.nonfinite_weights == []
+    assert not np.isfinite(unscanned.logits).all()
+
+
+def test_decode_runs_the_steps_on_step_threads_and_restores_the_count() -> None:
+    import torch
+
+    from portkit.verify.streamed import ForwardResult, decode
+
+    seen: list[int] = []
+    vocab = 7
+
+    def run(ids, **_kw):
+        seen.append(torch.get_num_threads())
+        if len(seen) == 4:
+            raise RuntimeError("a failing step")
+        row = np.zeros((len(ids), vocab), dtype=np.float32)
+        row[:, len(seen) % vocab] = 1.0
+        return ForwardResult(logits=row, layers={}), type("Out", (), {"cache": object()})()
+
+    before = torch.get_num_threads()
+    target = 1 if before != 1 else 2
+    with pytest.raises(RuntimeError, match="a failing step"):
+        decode(run, [1, 2, 3], None, 6, step_threads=target)
+    assert seen == [before, target, target, target]  # the prefill keeps the caller's count
+    assert torch.get_num_threads() == before
+    seen.clear()
+    res, fed = decode(run, [1, 2, 3], None, 3)
+    assert seen == [before] * 3 and fed == [1, 2, 3] and res.logits.shape == (3, vocab)
