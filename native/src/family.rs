@@ -5,7 +5,7 @@
 use crate::config as llama_config;
 use crate::debug_fields::{self, activation_name};
 use crate::failure::{guarded, Failure, Outcome};
-use crate::llama::{argmax, ids_tensor, Array};
+use crate::llama::{argmax, generate_rows, ids_tensor, Array};
 use crate::weights::shared_weights;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{Activation, VarBuilder};
@@ -480,6 +480,15 @@ impl FamilyRunner {
                 data.extend(self.forward_row(&[id], pos)?);
             }
             Ok(Array { shape: vec![ids.len() - prefill + 1, vocab], data })
+        })
+    }
+
+    /// `LlamaRunner::generate`: greedy tokens and every step's logits in one pass.
+    pub fn generate(&mut self, ids: &[u32], n: usize) -> Outcome<(Vec<u32>, Array)> {
+        guarded(|| {
+            self.fresh()?;
+            let first = self.forward_row(ids, 0)?;
+            generate_rows(first, ids.len(), n, |id, pos| self.forward_row(&[id], pos))
         })
     }
 

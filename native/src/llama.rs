@@ -42,6 +42,21 @@ pub fn ids_tensor(ids: &[u32], device: &Device) -> Outcome<Tensor> {
     Ok(Tensor::new(ids, device)?.unsqueeze(0)?)
 }
 
+/// The greedy loop of `generate`: `first` is the prefill's row, `step(id, pos)` feeds one token.
+pub fn generate_rows(first: Vec<f32>, start: usize, n: usize, mut step: impl FnMut(u32, usize) -> Outcome<Vec<f32>>) -> Outcome<(Vec<u32>, Array)> {
+    let vocab = first.len();
+    let mut data = first;
+    let mut tokens = Vec::with_capacity(n);
+    while tokens.len() < n {
+        let next = argmax(&data[data.len() - vocab..]);
+        tokens.push(next);
+        if tokens.len() < n {
+            data.extend(step(next, start + tokens.len() - 1)?);
+        }
+    }
+    Ok((tokens, Array { shape: vec![data.len() / vocab.max(1), vocab], data }))
+}
+
 /// argmax of a 1-D logits row; ties go to the lowest index, as candle's and torch's argmax do.
 pub fn argmax(row: &[f32]) -> u32 {
     let mut best = 0usize;
@@ -117,6 +132,18 @@ impl LlamaRunner {
                 data.extend(self.forward_row(&[id], pos, &mut cache)?);
             }
             Ok(Array { shape: vec![ids.len() - prefill + 1, vocab], data })
+        })
+    }
+
+    /// Greedy decoding that keeps every step's logits: `greedy(ids, n)` and then
+    /// `teacher_forced_logits(ids + tokens[..n - 1], ids.len())` in one pass, since they run the
+    /// same forwards in the same order. Rows: the prefill's last position, then one per fed token
+    /// (`max(n, 1)` rows).
+    pub fn generate(&self, ids: &[u32], n: usize) -> Outcome<(Vec<u32>, Array)> {
+        guarded(|| {
+            let mut cache = self.new_cache()?;
+            let first = self.forward_row(ids, 0, &mut cache)?;
+            generate_rows(first, ids.len(), n, |id, pos| self.forward_row(&[id], pos, &mut cache))
         })
     }
 

@@ -51,6 +51,21 @@ fn candle_config_json(config_json: &str, family: &str) -> PyResult<String> {
     Ok(parsed.effective().to_string())
 }
 
+/// Hands the heap's free memory back to the OS and says whether it could. glibc keeps freed
+/// blocks under its mmap threshold (32 MiB at most) in the heap, so a dropped runner's weights
+/// would stay in RSS while the reference (or the next run) loads: 1.8 of 2.2 GiB for 1.1B f16.
+#[pyfunction]
+fn release_memory() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: malloc_trim has no preconditions.
+        unsafe { libc::malloc_trim(0) };
+        true
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    false
+}
+
 /// The family keys this wheel has a config binding and a runner for.
 #[pyfunction]
 fn families() -> Vec<&'static str> {
@@ -179,6 +194,12 @@ impl LlamaRunner {
         py.detach(|| self.core.greedy(&ids, n)).map_err(to_py)
     }
 
+    /// (greedy tokens, every step's logits): `greedy` and `teacher_forced_logits` in one pass.
+    fn generate<'py>(&self, py: Python<'py>, ids: Vec<u32>, n: usize) -> PyResult<(Vec<u32>, Bound<'py, PyArrayDyn<f32>>)> {
+        let (tokens, rows) = py.detach(|| self.core.generate(&ids, n)).map_err(to_py)?;
+        Ok((tokens, array_to_py(py, rows)?))
+    }
+
     fn capture<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyDict>> {
         let pairs = py.detach(|| self.core.capture(&ids)).map_err(to_py)?;
         captured_to_dict(py, pairs)
@@ -243,6 +264,13 @@ impl FamilyRunner {
         py.detach(|| core.greedy(&ids, n)).map_err(to_py)
     }
 
+    /// (greedy tokens, every step's logits): `greedy` and `teacher_forced_logits` in one pass.
+    fn generate<'py>(&mut self, py: Python<'py>, ids: Vec<u32>, n: usize) -> PyResult<(Vec<u32>, Bound<'py, PyArrayDyn<f32>>)> {
+        let core = &mut self.core;
+        let (tokens, rows) = py.detach(|| core.generate(&ids, n)).map_err(to_py)?;
+        Ok((tokens, array_to_py(py, rows)?))
+    }
+
     fn capture<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyDict>> {
         let pairs = py.detach(|| self.core.capture(&ids)).map_err(to_py)?;
         captured_to_dict(py, pairs)
@@ -299,6 +327,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(capture_families, m)?)?;
     m.add_function(wrap_pyfunction!(gguf_loaders, m)?)?;
     m.add_function(wrap_pyfunction!(requested_tensors, m)?)?;
+    m.add_function(wrap_pyfunction!(release_memory, m)?)?;
     m.add_class::<LlamaRunner>()?;
     m.add_class::<FamilyRunner>()?;
     m.add_class::<GgufRunner>()?;

@@ -114,8 +114,9 @@ def run_candle(
     then, with `capture`, the per-layer values of the prompt through the runner's copy of the
     forward (built from the tensors the runner loaded: no second load, weights resident once).
 
-    `ref_tokens=None`: candle generates first and is teacher-forced on its own greedy tokens
-    (the streamed reference then runs one forward over the same tokens).
+    `ref_tokens=None`: candle generates first, keeping each step's logits, which are the
+    teacher-forced rows on its own greedy tokens (the streamed reference then runs one forward
+    over the same tokens).
     """
     import time
 
@@ -130,20 +131,24 @@ def run_candle(
         if on_stage:
             on_stage(name)
 
+    runner = None
     try:
         step("load")
         runner = load()
         if ref_tokens is None:
+            # teacher forcing on candle's own greedy tokens runs the very forwards generation
+            # ran: one pass gives both
+            step("generate")
+            greedy, rows = runner.generate(list(prompt), tokens)
+            out.greedy = [int(t) for t in greedy]
+            out.rows = np.asarray(rows, dtype=np.float32)
+        else:
+            tf_ids = list(prompt) + list(ref_tokens[: max(tokens - 1, 0)])
+            step("forward")
+            out.rows = np.asarray(runner.teacher_forced_logits(tf_ids, len(prompt)), dtype=np.float32)
             step("generate")
             out.greedy = [int(t) for t in runner.greedy(list(prompt), tokens)] if tokens else []
-        forced = out.greedy if ref_tokens is None else ref_tokens
-        tf_ids = list(prompt) + list(forced[: max(tokens - 1, 0)])
-        step("forward")
-        out.rows = np.asarray(runner.teacher_forced_logits(tf_ids, len(prompt)), dtype=np.float32)
         out.last = out.rows[0]
-        if ref_tokens is not None:
-            step("generate")
-            out.greedy = [int(t) for t in runner.greedy(list(prompt), tokens)] if tokens else []
         if capture:
             step("capture")
             layers = runner.capture(list(prompt))
@@ -152,8 +157,19 @@ def run_candle(
         kind = type(e).__name__
         out.failure = failure("config" if kind == "ConfigError" else stage, e)
     finally:
+        # candle's weights leave the process before the reference (or the next run) loads
+        runner = None
+        _release_memory()
         out.seconds = time.perf_counter() - t0
     return out
+
+
+def _release_memory() -> None:
+    try:
+        from portkit_native import release_memory
+    except ImportError:  # a run without the wheel never loaded weights
+        return
+    release_memory()
 
 
 def patched_config(config_text: str, patch: dict[str, Any]) -> str:

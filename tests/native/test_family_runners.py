@@ -205,3 +205,29 @@ def test_gguf_loader_against_transformers(family: str, loader: str, mechanism: d
     assert rows.shape == (len(ids) - len(ids) // 2 + 1, reference.shape[0])
     if mechanism is not None:
         assert _rel(rows[-1], reference) <= TOLERANCE
+
+
+@pytest.mark.parametrize("family", sorted(f for f in AGREEING if f not in PREFILL_ERROR))
+@pytest.mark.parametrize("n", [0, 1, 4])
+def test_generate_is_greedy_and_teacher_forcing_in_one_pass(family: str, n: int):
+    """verify takes candle's greedy tokens and teacher-forced rows from one `generate`: it must
+    be bit for bit the two calls it replaces."""
+    runner, _d, ids = _runner(family, AGREEING[family])
+    tokens, rows = runner.generate(ids, n)
+    assert tokens == runner.greedy(ids, n)
+    forced = runner.teacher_forced_logits(ids + tokens[: max(n - 1, 0)], len(ids))
+    assert rows.shape == forced.shape == (max(n, 1), forced.shape[1])
+    assert np.array_equal(rows, forced)
+
+
+def test_llama_runner_generate_and_shared_capture():
+    d = family_fixture("llama", "legacy")
+    ids = json.loads((d / "prompt.json").read_text())["ids"]
+    files, text = [str(d / "model.safetensors")], (d / "config.json").read_text()
+    runner = pn.LlamaRunner(files, text)
+    tokens, rows = runner.generate(ids, 3)
+    assert tokens == runner.greedy(ids, 3)
+    assert np.array_equal(rows, runner.teacher_forced_logits(ids + tokens[:2], len(ids)))
+    alone = pn.capture_layers(files, text, ids)
+    captured = runner.capture(ids)  # built from the runner's own tensors
+    assert list(captured) == list(alone) and all(np.array_equal(alone[k], captured[k]) for k in alone)

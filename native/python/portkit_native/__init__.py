@@ -25,6 +25,7 @@ from ._native import (
     check_device,
     families,
     gguf_loaders,
+    release_memory,
     requested_tensors,
 )
 
@@ -44,6 +45,7 @@ __all__ = [
     "check_device",
     "families",
     "gguf_loaders",
+    "release_memory",
     "requested_tensors",
 ]
 

@@ -60,6 +60,11 @@ def build_info() -> dict[str, Any]:
 def check_device(device: str) -> None:
     """Raises DeviceUnavailableError (ValueError for an unknown name) unless `device` can be used."""
 
+def release_memory() -> bool:
+    """Hands the heap's free memory back to the OS (glibc's `malloc_trim`; False where there is
+    none). A dropped runner's weights otherwise stay in RSS: glibc keeps freed blocks under its
+    mmap threshold (at most 32 MiB) in the heap."""
+
 def capture_layers(
     weight_files: Sequence[str | PathLike[str]],
     config_json: str,
@@ -72,11 +77,12 @@ def capture_layers(
     """`LlamaRunner.capture` (or `FamilyRunner.capture`) without a runner alive: loads only the
     family's copy of the forward, so the weights are resident once. Same names and shapes as
     `LlamaRunner.capture`. NotImplementedError "per-layer: not available for FAMILY" for a family
-    outside `capture_families()`."""
+    outside `capture_families()`. A runner's `capture` reuses its loaded tensors instead."""
 
 class LlamaRunner:
     """`candle_transformers::models::llama::Llama`, loaded as a candle user would:
-    `VarBuilder::from_mmaped_safetensors(weight_files, dtype, device)` and `Llama::load` with the
+    `VarBuilder::from_mmaped_safetensors(weight_files, dtype, device)` (the same values; each
+    tensor loaded once and its mapped pages released) and `Llama::load` with the
     config parsed from `config_json` (a string, so a patched config can run on the same weights).
     `cache_dtype` defaults to `dtype`; a different one reproduces candle's rope dtype error."""
 
@@ -98,13 +104,18 @@ class LlamaRunner:
         the KV cache; row j holds the logits after `ids[:prefill + j]`."""
     def greedy(self, ids: Sequence[int], n: int) -> list[int]:
         """n greedily decoded token ids after `ids`, with the KV cache."""
+    def generate(self, ids: Sequence[int], n: int) -> tuple[list[int], npt.NDArray[np.float32]]:
+        """(n greedy token ids, [max(n, 1), vocab] logits): `greedy(ids, n)` and
+        `teacher_forced_logits(ids + tokens[:n - 1], len(ids))` in one pass, bit for bit."""
     def capture(self, ids: Sequence[int]) -> dict[str, npt.NDArray[np.float32]]:
-        """Per-layer values from a copy of the forward proven bit-identical to the library:
+        """Per-layer values from a copy of the forward proven bit-identical to the library,
+        built from this runner's tensors (no second load):
         "embeddings", "layer.0".., "norm" (each [len(ids), hidden]) and "logits" ([vocab])."""
 
 class FamilyRunner:
     """candle's own model for `family` (`Model::new` / `ModelForCausalLM::new`, `Llama::load`,
-    `Granite::load`), over `VarBuilder::from_mmaped_safetensors(weight_files, dtype, device)` and
+    `Granite::load`), over `VarBuilder::from_mmaped_safetensors(weight_files, dtype, device)` (as
+    `LlamaRunner`) and
     the config parsed from `config_json`. `use_flash_attn` arguments get false. Each call starts
     from an empty KV cache (mixtral and stable_lm, which cannot clear theirs, are rebuilt)."""
 
@@ -127,6 +138,8 @@ class FamilyRunner:
         """As `LlamaRunner.teacher_forced_logits`."""
     def greedy(self, ids: Sequence[int], n: int) -> list[int]:
         """n greedily decoded token ids after `ids`, with the KV cache."""
+    def generate(self, ids: Sequence[int], n: int) -> tuple[list[int], npt.NDArray[np.float32]]:
+        """As `LlamaRunner.generate`."""
     def capture(self, ids: Sequence[int]) -> dict[str, npt.NDArray[np.float32]]:
         """As `LlamaRunner.capture`, for the families in `capture_families()`; NotImplementedError
         "per-layer: not available for FAMILY" for the others."""
