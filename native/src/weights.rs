@@ -150,6 +150,13 @@ pub fn shared_weights(files: &[PathBuf], dtype: DType, device: &Device) -> candl
 mod tests {
     use super::*;
 
+    /// A fresh scratch directory of this test process.
+    fn scratch(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("portkit-weights-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
     fn write_checkpoint(dir: &std::path::Path) -> PathBuf {
         let a = Tensor::arange(0f32, 6f32, &Device::Cpu).unwrap().reshape((2, 3)).unwrap().to_dtype(DType::BF16).unwrap();
         let b = Tensor::new(&[1.5f32, -2.25], &Device::Cpu).unwrap();
@@ -160,13 +167,11 @@ mod tests {
 
     #[test]
     fn same_values_and_errors_as_candles_loader() {
-        let dir = std::env::temp_dir().join(format!("portkit-weights-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("values");
         let files = vec![write_checkpoint(&dir)];
         let ours = shared_weights(&files, DType::F32, &Device::Cpu).unwrap();
         let candles = unsafe { VarBuilder::from_mmaped_safetensors(&files, DType::F32, &Device::Cpu).unwrap() };
-        for (name, shape) in [("a", (2, 3)), ("b", (2, 1))] {
-            let shape: Shape = if name == "b" { (2,).into() } else { shape.into() };
+        for (name, shape) in [("a", Shape::from((2, 3))), ("b", Shape::from(2))] {
             let x = ours.get(shape.clone(), name).unwrap();
             let y = candles.get(shape, name).unwrap();
             assert_eq!(x.flatten_all().unwrap().to_vec1::<f32>().unwrap(), y.flatten_all().unwrap().to_vec1::<f32>().unwrap());
@@ -186,8 +191,7 @@ mod tests {
     /// elements than one thread's chunk.
     #[test]
     fn fast_conversions_have_candles_bits() {
-        let dir = std::env::temp_dir().join(format!("portkit-weights-bits-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("bits");
         let special = [0.0f32, -0.0, 1.0, 1.0 + f32::EPSILON, 65504.0, 65520.0, 1e6, 6e-8, 1e-40, f32::NAN, f32::INFINITY, -f32::INFINITY, 0.1, -3.3];
         let n = 300_000usize;
         let values: Vec<f32> = (0..n).map(|i| if i < special.len() { special[i] } else { ((i as f32) * 0.618).sin() * 10f32.powi((i % 13) as i32 - 6) }).collect();
@@ -212,8 +216,7 @@ mod tests {
 
     #[test]
     fn a_name_asked_twice_shares_one_tensor() {
-        let dir = std::env::temp_dir().join(format!("portkit-weights-shared-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("shared");
         let files = vec![write_checkpoint(&dir)];
         let vb = shared_weights(&files, DType::F32, &Device::Cpu).unwrap();
         let first = vb.get((2, 3), "a").unwrap();
