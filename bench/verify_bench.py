@@ -37,8 +37,7 @@ workflow only:
   another).
 - `portkit verify MODEL_DIR --ids ... --tokens N --format json` (lint, reference, candle,
   last position, per-layer, teacher-forced steps, greedy, every finding's probe), and the same
-  with `--no-layers` (no per-layer capture, which loads the weights a second time, after the
-  runner is dropped).
+  with `--no-layers` (no per-layer capture: one forward of the prompt less).
 
 Printed: wall time and peak RSS of each (best wall of `--repeats`, alternating the order), and
 the ratios: verify / baseline wall (target < 1) and verify peak RSS / f32 weight size (target
@@ -452,7 +451,7 @@ def main() -> int:
     workflows = {
         "baseline": baseline,
         "verify": [dict(name="portkit verify", argv=verify_argv, env=env, stdout=str(work / "verify.json"))],
-        # the same without the per-layer capture (a second load of the weights, after the runner is dropped)
+        # the same without the per-layer capture (one forward of the prompt less)
         "verify --no-layers": [dict(name="portkit verify --no-layers", argv=verify_argv + ["--no-layers"], env=env, stdout=str(work / "verify-nl.json"))],
     }
 

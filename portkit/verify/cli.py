@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-layers",
         dest="layers",
         action="store_false",
-        help="skip the per-layer comparison (a second load of the weights, one at a time)",
+        help="skip the per-layer comparison (one more forward of the prompt, through candle's copy of the model)",
     )
     parser.add_argument(
         "--reference",

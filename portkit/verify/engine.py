@@ -42,7 +42,7 @@ class VerifyOptions:
     gguf: Path | None = None
     plot: Path | None = None
     use_flash_attn: bool = False
-    layers: bool = True  # per-layer capture (candle loads the weights again for it, runner dropped)
+    layers: bool = True  # per-layer capture (a copy of the forward on the runner's tensors)
     lint: bool = True
     #: Testing hook (the negative control): added to one logit of the reference's last prompt
     #: position before any comparison, so the failure goes through the same code path.
