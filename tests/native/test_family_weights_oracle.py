@@ -122,3 +122,22 @@ def test_family_fixture_checkpoint(family: str, variant: str) -> None:
         assert error is not None and f"cannot find tensor {missing}" in error, f"{family}/{variant}: {error}"
         unexpected = {n for n, _ in want} - available
         assert unexpected == {missing}
+
+
+RECORDED = Path(__file__).resolve().parents[1] / "unit" / "family_tensor_tables.json"
+
+
+def test_the_unit_suites_recording_is_candles_requests() -> None:
+    """tests/unit/family_tensor_tables.json, which test_family_weights.py holds the Python tables
+    to without the wheel, is what candle requests today; PORTKIT_RECORD_TABLES=1 rewrites it."""
+    import os
+
+    live = {}
+    for family, label, overrides in CONFIG_VARIANTS:
+        got, error = native(family, json.dumps(family_config(family, **overrides), indent=2), None)
+        assert error is None, (family, label, error)
+        live[f"{family}/{label}"] = {"overrides": overrides, "requests": [[n, s] for n, s in got]}
+    if os.environ.get("PORTKIT_RECORD_TABLES") == "1":
+        rows = [f"  {json.dumps(k)}: {json.dumps(v, separators=(',', ':'))}" for k, v in live.items()]
+        RECORDED.write_text("{\n" + ",\n".join(rows) + "\n}\n")
+    assert json.loads(RECORDED.read_text()) == live

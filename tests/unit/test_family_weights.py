@@ -6,6 +6,7 @@ the rules' messages rely on, without the native wheel."""
 from __future__ import annotations
 
 import importlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -165,3 +166,24 @@ def test_uncovered_model_type_gets_no_weights_findings(tmp_path: Path) -> None:
     cfg = {**family_config("mistral"), "model_type": "falcon", "architectures": ["FalconForCausalLM"]}
     d = sk.write_model(tmp_path / "m", cfg, tensors={"transformer.h.0.weight": (4,)})
     assert lint(d) == []
+
+
+# candle 0.11.0's own requests (`portkit_native.requested_tensors`, every name present) for the
+# native oracle's config variants, recorded so this suite holds every table to candle name for
+# name, shape for shape, in load order, without the wheel. tests/native/test_family_weights_oracle.py
+# checks the recording against live candle (and rewrites it with PORTKIT_RECORD_TABLES=1).
+RECORDED = json.loads((Path(__file__).with_name("family_tensor_tables.json")).read_text())
+
+
+@pytest.mark.parametrize("key", list(RECORDED))
+def test_table_equals_candles_recorded_requests(key: str) -> None:
+    family = key.split("/", 1)[0]
+    entry = RECORDED[key]
+    got = [[n, list(s)] for n, s in table(family, frozenset({"lm_head.weight"}), **entry["overrides"]).items()]
+    want = entry["requests"]
+    assert [n for n, _ in got] == [n for n, _ in want], f"{key}: names or load order differ"
+    assert got == want, f"{key}: shapes differ: " + str([(a, b) for a, b in zip(got, want) if a != b][:3])
+
+
+def test_the_recording_covers_every_family() -> None:
+    assert {k.split("/", 1)[0] for k in RECORDED} == set(COVERED)
