@@ -11,9 +11,10 @@ greedy tokens:
   `python -m portkit.verify.refproc --serve` with its request (streamed transformers, one
   forward over the prompt and candle's N - 1 first greedy tokens, which are the reference's
   own here since the model is healthy; every layer of the prefill; arrays to an .npz);
-- `portkit reference MODEL_DIR --out ref.safetensors --ids ... --tokens N` (auto: the whole
-  model, since 135M fits; prefill with every position's logits, N - 1 cached greedy steps,
-  safetensors with metadata);
+- `portkit reference MODEL_DIR --out ref.safetensors --ids ... --tokens N` (auto: whole, the
+  streamed loader's resident mode, since 135M fits: every layer loaded once and kept; prefill
+  with every position's logits, N - 1 cached greedy steps on resident weights, safetensors with
+  metadata);
 - `portkit reference --tokens 1`: the prefill alone (no greedy steps after it), the same work
   as verify's one forward;
 - with `--streamed`, also `--reference streamed` (what a model larger than memory gets: each
