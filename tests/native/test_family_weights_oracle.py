@@ -38,6 +38,7 @@ CONFIG_VARIANTS: list[tuple[str, str, dict[str, Any]]] = [
     ("stable_lm", "use_qkv_bias", {"use_qkv_bias": True}),
     ("qwen3_moe", "sparse-step-2", {"decoder_sparse_step": 2}),
     ("qwen3_moe", "no-experts", {"num_experts": 0}),
+    ("qwen3_moe", "sparse-step-0", {"decoder_sparse_step": 0}),  # candle guards the modulo: every layer dense
     ("mistral", "head_dim-32", {"head_dim": 32}),
     ("qwen3", "head_dim-32", {"head_dim": 32}),
     ("phi3", "kv-heads-4", {"num_key_value_heads": 4}),
