@@ -114,6 +114,17 @@ def test_reference_as_a_command(tmp_path, healthy_tied_dir, ref):
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "outside the vocabulary" in p.stderr
 
 
+def test_reference_called_in_process_keeps_the_callers_collector(capsys, tmp_path, healthy_tied_dir):
+    """Only the command, a process of its own, turns Python's cyclic GC off (for its imports); a
+    program calling `portkit.cli.main` keeps its collector on."""
+    import gc
+
+    assert gc.isenabled()
+    code, _stdout, err = _run(capsys, "reference", healthy_tied_dir, "--out", tmp_path / "r.safetensors", "--tokens", "1")
+    assert code == 0, err
+    assert gc.isenabled()
+
+
 def test_streamed_reference_writes_the_same_values(capsys, tmp_path, healthy_tied_dir, ref):
     """--reference streamed (one decoder layer in memory at a time): bit-identical to the whole model."""
     out = tmp_path / "streamed.safetensors"
