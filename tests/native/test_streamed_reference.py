@@ -214,3 +214,25 @@ def test_decode_runs_the_steps_on_step_threads_and_restores_the_count() -> None:
     seen.clear()
     res, fed = decode(run, [1, 2, 3], None, 3)
     assert seen == [before] * 3 and fed == [1, 2, 3] and res.logits.shape == (3, vocab)
+
+
+def test_one_thread_steps_equal_two_thread_steps_where_the_kernels_thread(tmp_path: Path) -> None:
+    """The family fixtures' matrices are small enough that most kernels run on one thread at any
+    setting; here the lm_head (hidden 512 x vocab 32768) and the MLP are large enough that 2
+    threads split them. `portkit reference`'s one-thread greedy steps still equal the whole
+    model's 2-thread steps bit for bit: the split is over output columns, never a reduction."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from portkit.porting.reference import reference_values
+
+    torch.manual_seed(0)
+    shape = dict(vocab_size=32768, hidden_size=512, intermediate_size=1536, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2)
+    LlamaForCausalLM(LlamaConfig(**shape)).to(torch.float32).save_pretrained(tmp_path, safe_serialization=True)
+    prompt, tokens = [1, 504, 3575, 282, 4649, 314, 7042, 30, 378, 3575, 282, 10328], 4
+    whole = WholeModel(tmp_path)  # 2 threads (REFERENCE_THREADS)
+    assert torch.get_num_threads() == 2
+    steps, fed = whole.decode(prompt, None, tokens)
+    got = reference_values(tmp_path, read_model_dir(tmp_path).weight_files, prompt, tokens, "whole")
+    assert np.array_equal(got["greedy.logits"], steps.logits), float(np.abs(got["greedy.logits"] - steps.logits).max())
+    assert got["greedy"].tolist() == fed
