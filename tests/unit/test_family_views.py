@@ -147,3 +147,22 @@ def test_the_llama_view_is_candles_llama_config() -> None:
     bad = BY_NAME["llama"].view(json.dumps({**cfg, "hidden_size": "64"}))
     assert (bad.ok, bad.family, bad.refused_at) == (False, "llama", ["hidden_size"])
     assert bad.refused == candle_view(json.dumps({**cfg, "hidden_size": "64"})).refused
+
+
+def test_a_view_names_its_family_and_the_struct_candle_expected() -> None:
+    assert view("gemma").family == "gemma"
+    bad = BY_NAME["gemma"].view("5")
+    assert (bad.family, bad.refused, bad.refused_at) == ("gemma", "invalid type: integer `5`, expected struct Config", [])
+    granite = BY_NAME["granite"].view("5")
+    assert granite.refused == "invalid type: integer `5`, expected struct GraniteConfig"
+
+
+def test_a_positional_config_is_read_and_writes_no_keys() -> None:
+    """serde reads a struct from a JSON array too, field by field in declaration order (candle
+    accepts this gemma config); an array has no keys, so `written` is empty."""
+    import portkit.families.gemma as gemma
+
+    values = [LEGACY["gemma"].get(f.name) for f in gemma.FIELDS]
+    v = BY_NAME["gemma"].view(json.dumps(values))
+    assert v.ok, v.refused
+    assert v.written == frozenset() and v.values["hidden_size"] == 64 and v.values["max_position_embeddings"] == 128
