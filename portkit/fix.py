@@ -13,8 +13,10 @@ compute the same way (head_dim, biases, activation, partial rotary, sliding wind
 scaling, values candle's serde refuses). It then writes nothing: a half-fixed config would
 still load in candle and compute another model.
 
-Every plan is checked before it is offered: transformers' effective values must be
-unchanged and the fixable rules must be clean on the result.
+A finding that candle's serde hid behind another (it stops at its first error) is found by
+linting the edited config again, until nothing new fires. Every plan is checked before it is
+offered: transformers' effective values must be unchanged and the fixable rules must be clean
+on the result.
 """
 
 from __future__ import annotations
@@ -139,21 +141,38 @@ def plan(model_dir: Path, facts: ModelFacts | None = None) -> FixPlan:
     if doc.duplicates:
         dup = ".".join(doc.duplicates[0])
         raise InputError(doc.path, f"key `{dup}` is written twice; fix it by hand first (transformers keeps the last, candle refuses)")
-    findings = [f for code, rule in RULES.items() if code.startswith("PK1") and ctx.applies(rule) for f in rule.check(ctx)]
-    for f in findings:
-        if f.fix is not None:
-            p.fixed.append(f)
-            p.edits.update(f.fix.edits)
-        elif f.code in UNFIXABLE or (f.severity == "error" and f.code not in NOT_ABOUT_CONFIG):
-            p.refused.append(f)
+    assert isinstance(doc.value, dict)
+    new_obj, new_text, seen = doc.value, doc.text, set()
+    # candle's serde stops at its first error, so a finding can hide behind another (PK110's
+    # missing rms_norm_eps behind PK103) until that one is fixed: lint the edited config again
+    # until nothing new fires. Each round fixes at least one more code, so this ends.
+    while True:
+        round_ctx = ctx if new_text == doc.text else Context(_edited(facts, doc, new_text), Target())
+        findings = [f for code, rule in RULES.items() if code.startswith("PK1") and round_ctx.applies(rule) for f in rule.check(round_ctx)]
+        fresh = [f for f in findings if (f.code, f.fix is None) not in seen]
+        seen.update((f.code, f.fix is None) for f in findings)
+        for f in fresh:
+            if f.fix is not None:
+                p.fixed.append(f)
+                p.edits.update(f.fix.edits)
+            elif f.code in UNFIXABLE or (f.severity == "error" and f.code not in NOT_ABOUT_CONFIG):
+                p.refused.append(f)
+        if p.refused or not p.edits or not any(f.fix is not None for f in fresh):
+            break
+        new_obj = apply_edits(doc.value, p.edits)
+        new_text = render(new_obj, doc.text)
     if p.refused or not p.edits:
         return p
-    assert isinstance(doc.value, dict)
-    new_obj = apply_edits(doc.value, p.edits)
-    new_text = render(new_obj, doc.text)
     _check(facts, doc, new_obj, new_text)
     p.new_text = new_text
     return p
+
+
+def _edited(facts: ModelFacts, doc: JsonDoc, new_text: str) -> ModelFacts:
+    """The model as it would read with config.json replaced by `new_text`."""
+    value, dups = parse_json_text(new_text)
+    new_doc = JsonDoc(path=doc.path, value=value, text=new_text, positions=key_positions(new_text), duplicates=dups)
+    return ModelFacts(root=facts.root, config=new_doc, generation_config=facts.generation_config)
 
 
 def _effective(facts: ModelFacts, config: Any, gen: dict[str, Any] | None) -> dict[str, Any]:
@@ -178,10 +197,7 @@ def _check(facts: ModelFacts, doc: JsonDoc, new_obj: dict[str, Any], new_text: s
     if before != after:
         changed = sorted(k for k in before if before[k] != after.get(k))
         raise InputError(doc.path, f"refusing to fix: the edit would change transformers' effective {', '.join(changed)}")
-    value, dups = parse_json_text(new_text)
-    new_doc = JsonDoc(path=doc.path, value=value, text=new_text, positions=key_positions(new_text), duplicates=dups)
-    new_facts = ModelFacts(root=facts.root, config=new_doc, generation_config=facts.generation_config)
-    ctx = Context(new_facts, Target())
+    ctx = Context(_edited(facts, doc, new_text), Target())
     left = [f.code for code, rule in RULES.items() if code.startswith("PK1") and ctx.applies(rule) for f in rule.check(ctx) if f.fix is not None]
     if left:
         raise InputError(doc.path, f"refusing to fix: {', '.join(sorted(set(left)))} would still fire after the edit")

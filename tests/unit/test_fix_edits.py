@@ -206,11 +206,20 @@ def test_refuses_linear_scaling_which_candle_has_no_equivalent_for(tmp_path: Pat
     assert "PK103" in refused(capsys, d)
 
 
-def test_refuses_rather_than_leaving_a_rule_firing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fixes_what_hides_behind_the_first_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """candle's serde stops at its first error, so PK110's missing `rms_norm_eps` hides behind
-    PK103 until PK103 is fixed: fix checks its result and refuses instead of half-fixing."""
+    PK103 until PK103 is fixed. lint promises "1 fixable"; fix lints its edit again and fixes
+    PK110 too, instead of refusing (what it did before) or half-fixing."""
     d = sk.write_model(tmp_path / "m", sk.config("tf4", rope_theta=500000.0, scaling=LEGACY_LLAMA3, rms_norm_eps=sk.DROP), weights=False)
-    assert "refusing to fix: PK110 would still fire after the edit" in refused(capsys, d)
+    code, out, _ = cli(capsys, "lint", str(d))
+    assert code == 1 and "PK103" in out and "PK110" not in out and "1 fixable with `portkit fix --write`" in out
+    p = fix.plan(d)
+    assert [f.code for f in p.fixed] == ["PK103", "PK110"] and p.refused == []
+    code, _, err = cli(capsys, "fix", str(d), "--write")
+    assert code == 0, err
+    after = json.loads((d / "config.json").read_text())
+    assert after["rope_scaling"]["rope_type"] == "llama3" and after["rms_norm_eps"] == 1e-06  # transformers' default
+    assert cli(capsys, "lint", str(d))[0] == 0
 
 
 def test_the_safety_check_refuses_an_edit_that_changes_transformers(tmp_path: Path) -> None:
