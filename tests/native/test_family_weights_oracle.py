@@ -39,6 +39,9 @@ CONFIG_VARIANTS: list[tuple[str, str, dict[str, Any]]] = [
     ("qwen3_moe", "sparse-step-2", {"decoder_sparse_step": 2}),
     ("qwen3_moe", "no-experts", {"num_experts": 0}),
     ("qwen3_moe", "sparse-step-0", {"decoder_sparse_step": 0}),  # candle guards the modulo: every layer dense
+    ("qwen3_moe", "sparse-step-3", {"decoder_sparse_step": 3}),  # layer (i + 1) % 3: none of the two is sparse
+    ("qwen3_moe", "one-expert", {"num_experts": 1}),
+    ("qwen3_moe", "attention_bias", {"attention_bias": True}),
     ("mistral", "head_dim-32", {"head_dim": 32}),
     ("qwen3", "head_dim-32", {"head_dim": 32}),
     ("phi3", "kv-heads-4", {"num_key_value_heads": 4}),
