@@ -446,3 +446,43 @@ def test_the_check_relints_under_the_target_a_warning_left_standing_needs(tmp_pa
     assert json.loads((d / "config.json").read_text())["rope_theta"] == 100000.0
     code, out, _ = cli(capsys, "lint", str(d))
     assert "PK101" not in out and "PK115" in out
+
+
+def test_a_refused_plan_lints_no_further(tmp_path: Path) -> None:
+    """PK105 (a bias, no edit fixes it) next to PK103, behind which PK110 hides: the first round
+    already refuses, so fix neither lints the edit again nor counts PK110 as fixed."""
+    d = sk.write_model(
+        tmp_path / "m", sk.config("tf4", rope_theta=500000.0, scaling=LEGACY_LLAMA3, rms_norm_eps=sk.DROP, attention_bias=True), weights=False
+    )
+    p = fix.plan(d)
+    assert [f.code for f in p.refused] == ["PK105"] and [f.code for f in p.fixed] == ["PK103"] and p.new_text is None
+
+
+def test_a_fix_that_does_not_silence_its_rule_is_refused_not_repeated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """fix lints its edit again only while something new fires: a rule whose edit changes
+    nothing keeps firing, is not new the second time, and the check then refuses it (no real
+    rule does this today; the loop must still end)."""
+    from typing import Any
+
+    from portkit.errors import InputError
+    from portkit.rules import RULES
+    from portkit.rules.base import Rule
+
+    class Stubborn(Rule):
+        """Always fires, with an edit that changes nothing."""
+
+        code = "PK199"
+        name = "stubborn"
+        group = "config"
+        fix_availability = "always"
+        fix_title = "Write `use_cache`"
+
+        def check(self, ctx: Any) -> Any:
+            yield self.finding(ctx, "still here", fix_edits={"use_cache": True})
+
+    monkeypatch.setitem(RULES, "PK199", Stubborn())
+    cfg = {**sk.config("tf5"), "use_cache": True}
+    d = sk.write_model(tmp_path / "m", cfg, weights=False)
+    with pytest.raises(InputError) as e:
+        fix.plan(d)
+    assert str(e.value) == f"{d / 'config.json'}: refusing to fix: PK199 would still fire after the edit"
