@@ -5,7 +5,7 @@
 use crate::config as llama_config;
 use crate::debug_fields::{self, activation_name};
 use crate::failure::{guarded, Failure, Outcome};
-use crate::llama::{argmax, generate_rows, ids_tensor, Array};
+use crate::llama::{generate_rows, ids_tensor, Array};
 use crate::weights::shared_weights;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{Activation, VarBuilder};
@@ -492,21 +492,12 @@ impl FamilyRunner {
         })
     }
 
+    /// `LlamaRunner::greedy`.
     pub fn greedy(&mut self, ids: &[u32], n: usize) -> Outcome<Vec<u32>> {
-        guarded(|| {
-            self.fresh()?;
-            let mut out = Vec::with_capacity(n);
-            if n == 0 {
-                return Ok(out);
-            }
-            let mut next = argmax(&self.forward_row(ids, 0)?);
-            out.push(next);
-            for pos in ids.len()..ids.len() + n - 1 {
-                next = argmax(&self.forward_row(&[next], pos)?);
-                out.push(next);
-            }
-            Ok(out)
-        })
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        Ok(self.generate(ids, n)?.0)
     }
 
     /// Per-layer values from the family's copy of the forward, built from the tensors this

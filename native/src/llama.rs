@@ -147,22 +147,12 @@ impl LlamaRunner {
         })
     }
 
-    /// Greedy decoding of `n` new tokens after `ids`, with the KV cache.
+    /// Greedy decoding of `n` new tokens after `ids`, with the KV cache (no forward for `n == 0`).
     pub fn greedy(&self, ids: &[u32], n: usize) -> Outcome<Vec<u32>> {
-        guarded(|| {
-            let mut cache = self.new_cache()?;
-            let mut out = Vec::with_capacity(n);
-            if n == 0 {
-                return Ok(out);
-            }
-            let mut next = argmax(&self.forward_row(ids, 0, &mut cache)?);
-            out.push(next);
-            for pos in ids.len()..ids.len() + n - 1 {
-                next = argmax(&self.forward_row(&[next], pos, &mut cache)?);
-                out.push(next);
-            }
-            Ok(out)
-        })
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        Ok(self.generate(ids, n)?.0)
     }
 
     /// Per-layer capture through the copy of the forward (`llama_copy`), built from the tensors
@@ -171,20 +161,6 @@ impl LlamaRunner {
     pub fn capture(&self, ids: &[u32]) -> Outcome<Vec<(String, Array)>> {
         capture_with(self.vb.clone(), &self.config, ids, self.cache_dtype, &self.device)
     }
-}
-
-/// Per-layer capture without a runner: loads only the copy of the forward.
-pub fn capture_layers(
-    weight_files: &[PathBuf],
-    config_json: &str,
-    ids: &[u32],
-    dtype: DType,
-    cache_dtype: Option<DType>,
-    device: &Device,
-) -> Outcome<Vec<(String, Array)>> {
-    let config = config::parse(config_json, false)?;
-    let vb = guarded(|| Ok(shared_weights(weight_files, dtype, device)?))?;
-    capture_with(vb, &config, ids, cache_dtype.unwrap_or(dtype), device)
 }
 
 /// Per-layer capture through `llama_copy` built from `vb`.
