@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="streamed",
         help="transformers one decoder layer at a time (streamed, default) or the whole f32 model (whole)",
     )
-    parser.add_argument("--no-cache", dest="cache", action="store_false", help="compute the reference even if $PORTKIT_CACHE/reference has it")
+    parser.add_argument("--no-cache", dest="cache", action="store_false", help="run transformers and candle even if $PORTKIT_CACHE holds their outputs for this checkpoint, prompt and build")
     parser.add_argument("--no-lint", dest="lint", action="store_false", help=argparse.SUPPRESS)
     # The negative control's hook: add DELTA to one reference logit before every comparison.
     parser.add_argument("--perturb-reference", type=float, metavar="DELTA", help=argparse.SUPPRESS)

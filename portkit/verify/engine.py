@@ -20,9 +20,10 @@ from typing import Any, Callable
 from portkit.families import Family
 from portkit.findings import Finding
 from portkit.verify import confirm as C
+from portkit.verify import runcache
 from portkit.verify.compare import TOLERANCES, Tolerance
 from portkit.verify.inputs import BadInput, ModelDir, Prompt, parse_tokens, read_model_dir, resolve_prompt
-from portkit.verify.runs import Comparison, Reference, RunOutputs, compare_run, describe_patch, patched_config, run_candle
+from portkit.verify.runs import Comparison, Reference, RunOutputs, compare_run, describe_patch, from_cache, patched_config, run_candle
 
 DEVICES = ("cpu", "metal", "cuda")
 DTYPES = ("f32", "bf16", "f16")
@@ -48,7 +49,7 @@ class VerifyOptions:
     #: position before any comparison, so the failure goes through the same code path.
     perturb_reference: float | None = None
     reference_mode: str = "streamed"  # streamed (one layer in memory at a time) | whole (from_pretrained, the check)
-    cache: bool = True  # the reference cache under $PORTKIT_CACHE/reference (--no-cache: off)
+    cache: bool = True  # the reference's and candle's caches under $PORTKIT_CACHE (--no-cache: off)
 
 
 @dataclass
@@ -62,6 +63,7 @@ class GgufSection:
     findings: list[C.Confirmation] = field(default_factory=list)
     diagnosis: list[str] = field(default_factory=list)
     lint_note: str | None = None
+    runs: list[RunOutputs] = field(default_factory=list)  # the file as written and each edit
 
     @property
     def ok(self) -> bool:
@@ -87,6 +89,11 @@ class VerifyReport:
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
     family: str = "llama"  # the candle module (portkit.families) candle ran
     layers_note: str | None = None  # why there is no per-layer comparison, when there is none
+    runs: list[RunOutputs] = field(default_factory=list)  # every candle run, for `candle_runs`
+
+    @property
+    def candle_runs(self) -> dict[str, int]:
+        return {"total": len(self.runs), "cached": sum(r.source == "cache" for r in self.runs)}
 
     @property
     def candle_ok(self) -> bool:
@@ -163,6 +170,9 @@ class _Patched:
         if key not in self.cache:
             self.cache[key] = self.fn(patch)
         return self.cache[key]
+
+    def runs(self) -> list[RunOutputs]:
+        return [r for r, _ in self.cache.values()]
 
 
 def _lint(model_dir: Path, gguf: Path | None, settings_args: dict[str, Any], progress: Progress) -> tuple[list[Finding], list[Finding]]:
@@ -251,18 +261,40 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
             )
         return lambda: load_family(family.name, model.weight_files, config_text, dtype=opts.dtype, device=opts.device)
 
+    fingerprints = runcache.fingerprints(model.weight_files) if opts.cache else []
+
+    def cached(config_text: str, forced: list[int] | None, capture: bool) -> runcache.RunCache | None:
+        if not opts.cache:
+            return None
+        return runcache.RunCache(
+            runcache.run_key(
+                loader=family.name,
+                device=opts.device,
+                dtype=opts.dtype,
+                flash_attn=opts.use_flash_attn and family.name == "llama",
+                config_text=config_text,
+                files=fingerprints,
+                prompt=prompt.ids,
+                forced=forced,
+                tokens=tokens,
+                capture=capture,
+            )
+        )
+
     layers_note = None if opts.layers else "not compared (--no-layers)"
     if opts.layers and not family.capture:
         layers_note = f"per-layer: not available for {family.name}"
     progress(f"candle {family.name}: loading ({opts.device}, {opts.dtype})")
+    capture = opts.layers and family.capture
     run = run_candle(
         load_with(model.config_text),
         prompt.ids,
         None,  # candle generates first; the reference then runs one forward over its tokens
         tokens,
         label="as written",
-        capture=opts.layers and family.capture,
+        capture=capture,
         on_stage=lambda s: progress(f"candle: {s}"),
+        cache=cached(model.config_text, None, capture),
     )
     gc.collect()
     timings["candle"] = time.perf_counter() - t_phase - timings["load"]
@@ -280,9 +312,8 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
 
     def patched(patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:
         progress(f"candle with {describe_patch(patch)}")
-        r = run_candle(
-            load_with(patched_config(model.config_text, patch)), prompt.ids, reference.inputs, tokens, label=describe_patch(patch)
-        )
+        text = patched_config(model.config_text, patch)
+        r = run_candle(load_with(text), prompt.ids, reference.inputs, tokens, label=describe_patch(patch), cache=cached(text, reference.inputs, False))
         gc.collect()
         return r, (compare_run(reference, r, tol) if r.failure is None else None)
 
@@ -291,7 +322,8 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
     nonfinite = analyse(reference.layers, reference.rows, run.layers, run.rows, reference.nonfinite_weights)
     timings["compare"] = time.perf_counter() - t_phase
     t_phase = time.perf_counter()
-    subject = C.Subject(as_read=run, as_read_cmp=comparison, run_patched=_Patched(patched))
+    patched_runs = _Patched(patched)
+    subject = C.Subject(as_read=run, as_read_cmp=comparison, run_patched=patched_runs)
     confirmations = C.confirm_all(hf_findings, subject, ran)
     from portkit.verify.attribution import length_notes
 
@@ -301,7 +333,7 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
 
     gguf_section = None
     if opts.gguf is not None:
-        gguf_section = verify_gguf(Path(opts.gguf), model, reference, tokens, opts.device, gguf_findings, progress, ran)
+        gguf_section = verify_gguf(Path(opts.gguf), model, reference, tokens, opts.device, gguf_findings, progress, ran, use_cache=opts.cache)
         if lint_note:
             gguf_section.lint_note = lint_note
         timings["gguf"] = time.perf_counter() - t_phase
@@ -336,6 +368,7 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
         timings={k: round(v, 3) for k, v in timings.items()},
         family=family.name,
         layers_note=layers_note,
+        runs=[run, *patched_runs.runs(), *(gguf_section.runs if gguf_section else [])],
     )
 
 
@@ -378,6 +411,8 @@ def verify_gguf(
     findings: list[Finding],
     progress: Progress,
     ran: str,
+    *,
+    use_cache: bool = True,
 ) -> GgufSection:
     from portkit.verify.candle import load_gguf
     from portkit.verify.gguf_rewrite import read_metadata, rewrite_gguf, weight_types
@@ -390,25 +425,52 @@ def verify_gguf(
     tol = gguf_tolerance(types)
     loader = gguf_loader(meta)
 
-    def run_file(p: Path, label: str) -> tuple[RunOutputs, Comparison | None]:
-        r = run_candle(lambda: load_gguf(p, device=device, loader=loader), reference.prompt, reference.inputs, tokens, label=label)
-        gc.collect()
+    fingerprint = runcache.fingerprints([path]) if use_cache else []
+
+    def cache_for(edit: dict[str, Any] | None) -> runcache.RunCache | None:
+        if not use_cache:
+            return None
+        key = runcache.run_key(
+            loader=f"gguf:{loader}",
+            device=device,
+            dtype="as stored",
+            config_text=None,
+            files=fingerprint,
+            prompt=reference.prompt,
+            forced=reference.inputs,
+            tokens=tokens,
+            capture=False,
+            edit=edit,
+        )
+        return runcache.RunCache(key)
+
+    def judged(r: RunOutputs) -> tuple[RunOutputs, Comparison | None]:
         return r, (compare_run(reference, r, tol) if r.failure is None else None)
 
+    def run_file(p: Path, label: str, cache: runcache.RunCache | None) -> tuple[RunOutputs, Comparison | None]:
+        r = run_candle(lambda: load_gguf(p, device=device, loader=loader), reference.prompt, reference.inputs, tokens, label=label, cache=cache)
+        gc.collect()
+        return judged(r)
+
     progress(f"candle {loader}: {path.name}")
-    run, cmp = run_file(path, "gguf as written")
+    run, cmp = run_file(path, "gguf as written", cache_for(None))
     tmpdir = Path(tempfile.mkdtemp(prefix="portkit-verify-gguf-"))
     n = [0]
 
     def patched(patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:
         n[0] += 1
-        progress(f"candle {loader} with {describe_patch(patch)}")
+        label = describe_patch(patch)
+        progress(f"candle {loader} with {label}")
+        cache = cache_for(patch)
+        hit = from_cache(cache, label)
+        if hit is not None:  # no edited copy to write
+            return judged(hit)
         meta_patch = {k: v for k, v in patch.items() if k not in GGUF_RUN_PATCH_KEYS and v is not None}
         drop = tuple(k for k, v in patch.items() if v is None)
         out = tmpdir / f"patched-{n[0]}.gguf"
         try:
             rewrite_gguf(path, out, set_meta=meta_patch, drop_meta=drop, permute_qk=bool(patch.get("permute_qk")))
-            return run_file(out, describe_patch(patch))
+            return run_file(out, label, cache)
         finally:
             out.unlink(missing_ok=True)
 
@@ -445,7 +507,17 @@ def verify_gguf(
         tmpdir.rmdir()
     except OSError:
         pass
-    return GgufSection(path=path, loader=loader, weight_types=types, tolerance=tol, run=run, comparison=cmp, findings=confirmations, diagnosis=diagnosis)
+    return GgufSection(
+        path=path,
+        loader=loader,
+        weight_types=types,
+        tolerance=tol,
+        run=run,
+        comparison=cmp,
+        findings=confirmations,
+        diagnosis=diagnosis,
+        runs=[run, *patched_runs.runs()],
+    )
 
 
 def gguf_loader(meta: dict[str, Any]) -> str:

@@ -104,7 +104,12 @@ def _cmp_json(c: Comparison | None) -> dict[str, Any] | None:
 
 
 def _run_json(r: RunOutputs) -> dict[str, Any]:
-    return {"status": "ok" if r.failure is None else "failed", "failure": r.failure.to_json() if r.failure else None, "seconds": round(r.seconds, 4)}
+    return {
+        "status": "ok" if r.failure is None else "failed",
+        "failure": r.failure.to_json() if r.failure else None,
+        "seconds": round(r.seconds, 4),
+        "source": r.source,
+    }
 
 
 def _gguf_json(g: GgufSection) -> dict[str, Any]:
@@ -178,6 +183,7 @@ def _to_json(rep: VerifyReport) -> dict[str, Any]:
         "exit_code": rep.exit_code,
         "seconds": round(rep.seconds, 3),
         "timings": rep.timings,
+        "candle_runs": rep.candle_runs,
     }
 
 
@@ -304,11 +310,18 @@ def render_text(rep: VerifyReport, console: Console, *, table: bool = True) -> N
     p = console.print
     p(f"[bold]portkit verify[/] {escape(str(rep.model.root))}")
     p(
-        f"  candle {v.get('candle')} `{rep.family}` (portkit_native, {o.device}, {o.dtype}) vs transformers {v.get('transformers')} "
+        f"  candle {v.get('candle')} `{rep.family}` (portkit_native, {o.device}, {o.dtype}{', from the cache' if rep.run.source == 'cache' else ''}) "
+        f"vs transformers {v.get('transformers')} "
         f"(eager, f32, cpu, {rep.reference.mode}{', from the cache' if rep.reference.source == 'cache' else ''}; torch {v.get('torch')})"
     )
     p(f"  prompt: {escape(rep.prompt.describe())}")
     p(f"  tolerance {rep.tolerance.name}: {_tol_line(rep.tolerance)}")
+    runs = rep.candle_runs
+    if runs["cached"]:
+        p(
+            f"  candle: {runs['cached']} of {runs['total']} run{'s' if runs['total'] != 1 else ''} read from the cache "
+            "(an identical earlier run: same wheel build, machine, checkpoint and inputs; --no-cache runs candle again)"
+        )
     p("")
     p("[bold]candle vs transformers[/]")
     if rep.run.failure is not None:
@@ -351,7 +364,7 @@ def _render_gguf(g: GgufSection, rep: VerifyReport, console: Console) -> None:
     p = console.print
     p("")
     types = ", ".join(f"{k} x{n}" for k, n in sorted(g.weight_types.items()))
-    p(f"[bold]GGUF vs transformers[/] {escape(str(g.path))} (candle {g.loader}; weights {types})")
+    p(f"[bold]GGUF vs transformers[/] {escape(str(g.path))} (candle {g.loader}{', from the cache' if g.run.source == 'cache' else ''}; weights {types})")
     p(f"  tolerance {g.tolerance.name}: {_tol_line(g.tolerance)}")
     if g.run.failure is not None:
         p(f"  [red]{escape(g.run.failure.line())}[/]")

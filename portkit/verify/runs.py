@@ -28,6 +28,7 @@ from portkit.verify.compare import (
     compare_logits,
     compare_steps,
 )
+from portkit.verify.runcache import RunCache
 
 _FRAME = re.compile(r"^\s*(\d+: |at )")
 _REGISTRY = re.compile(r"\S*/((?:candle|candle-[\w-]+)-\d+\.\d+\.\d+/)")
@@ -82,6 +83,7 @@ class RunOutputs:
     greedy: list[int] | None = None
     failure: Failure | None = None
     seconds: float = 0.0
+    source: str = "computed"  # computed | cache (an identical earlier run: `portkit.verify.runcache`)
 
     @property
     def ok(self) -> bool:
@@ -104,6 +106,7 @@ def run_candle(
     label: str,
     capture: bool = False,
     on_stage: Callable[[str], None] | None = None,
+    cache: RunCache | None = None,
 ) -> RunOutputs:
     """Load with `load()` then compute on the prompt; stop at candle's first failure.
 
@@ -117,9 +120,17 @@ def run_candle(
     `ref_tokens=None`: candle generates first, keeping each step's logits, which are the
     teacher-forced rows on its own greedy tokens (the streamed reference then runs one forward
     over the same tokens).
+
+    `cache`: an identical earlier run's outputs are returned without loading candle; a
+    completed run is stored there.
     """
     import time
 
+    hit = from_cache(cache, label)
+    if hit is not None:
+        if on_stage:
+            on_stage("from the cache")
+        return hit
     errors = _native_errors()
     out = RunOutputs(label=label)
     t0 = time.perf_counter()
@@ -153,6 +164,8 @@ def run_candle(
             step("capture")
             layers = runner.capture(list(prompt))
             out.layers = {k: np.asarray(v, dtype=np.float32) for k, v in layers.items()}
+        if cache is not None:
+            cache.put(out.greedy, out.rows, out.layers)
     except errors as e:
         kind = type(e).__name__
         out.failure = failure("config" if kind == "ConfigError" else stage, e)
@@ -161,6 +174,20 @@ def run_candle(
         runner = None
         _release_memory()
         out.seconds = time.perf_counter() - t0
+    return out
+
+
+def from_cache(cache: RunCache | None, label: str) -> RunOutputs | None:
+    """An identical earlier run's outputs, or None."""
+    import time
+
+    t0 = time.perf_counter()
+    hit = cache.get() if cache is not None else None
+    if hit is None:
+        return None
+    out = RunOutputs(label=label, greedy=hit.greedy, rows=hit.rows, layers=hit.layers, source="cache")
+    out.last = out.rows[0]
+    out.seconds = time.perf_counter() - t0
     return out
 
 

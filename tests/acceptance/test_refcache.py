@@ -1,7 +1,8 @@
 """The reference cache end to end (`portkit verify` in subprocesses, as a user runs it): the first
 run computes and stores the reference, an unchanged re-verify reads it without importing torch
 (a poisoned `torch` first on the path would fail it), a truncated entry is detected, recomputed
-and rewritten, and --no-cache bypasses it. Plus the non-finite verdict (exit 3) on a checkpoint
+and rewritten, and --no-cache bypasses it. candle's run cache the same way, and with a GGUF and
+each finding's counterfactual runs. Plus the non-finite verdict (exit 3) on a checkpoint
 with one NaN weight."""
 
 from __future__ import annotations
@@ -130,3 +131,75 @@ def test_nan_weight_is_its_own_verdict(tmp_path: Path, healthy_tied_dir: Path) -
     assert p.returncode == 3
     assert "NON-FINITE: the checkpoint holds non-finite weights (model.layers.1.mlp.down_proj.weight); both sides turn non-finite at layer.1" in p.stdout
     assert "MISMATCH" not in p.stdout
+
+
+def _runs(cache: Path) -> list[Path]:
+    return sorted((cache / "candle").glob("*/*.run"))
+
+
+def test_unchanged_reverify_reads_candle_from_the_cache(tmp_path: Path, healthy_tied_dir: Path) -> None:
+    from portkit.verify import cachefiles, runcache
+
+    cache = tmp_path / "cache"
+    code, first, err = _verify(healthy_tied_dir, _env(cache))
+    assert code == 0, err
+    assert first["candle"]["source"] == "computed" and first["candle_runs"]["cached"] == 0
+    (entry,) = _runs(cache)
+
+    code, second, err = _verify(healthy_tied_dir, _env(cache))
+    assert code == 0, err
+    assert second["candle"]["source"] == "cache" and second["candle_runs"] == {"total": 1, "cached": 1}
+    assert second["comparison"] == first["comparison"]
+
+    # the report judges the cached numbers: one logit moved by 1e-3 in a well-formed entry is a MISMATCH
+    meta, arrays = cachefiles.decode(runcache.MAGIC, entry.read_bytes())
+    arrays["rows"][0, 0] += 1e-3
+    entry.write_bytes(cachefiles.encode(runcache.MAGIC, meta, arrays))
+    code, tampered, err = _verify(healthy_tied_dir, _env(cache))
+    assert code == 1 and tampered["candle"]["source"] == "cache" and tampered["verdict"] == "mismatch", err
+
+    # truncated: detected, candle runs again, the entry is rewritten
+    entry.write_bytes(entry.read_bytes()[:100])
+    code, third, err = _verify(healthy_tied_dir, _env(cache))
+    assert code == 0 and third["candle"]["source"] == "computed", err
+    assert third["comparison"] == first["comparison"]
+    assert _runs(cache) == [entry] and cachefiles.decode(runcache.MAGIC, entry.read_bytes()) is not None
+
+    code, fourth, err = _verify(healthy_tied_dir, _env(cache), "--no-cache")
+    assert code == 0 and fourth["candle"]["source"] == "computed" and fourth["reference"]["source"] == "computed", err
+
+    p = subprocess.run(
+        [sys.executable, "-m", "portkit.cli", "verify", str(healthy_tied_dir), "--tokens", "4"],
+        capture_output=True, text=True, env=_env(cache), timeout=600,
+    )
+    assert p.returncode == 0
+    assert "(portkit_native, cpu, f32, from the cache)" in p.stdout
+    assert "candle: 1 of 1 run read from the cache" in p.stdout
+
+
+def test_counterfactual_and_gguf_runs_are_cached(tmp_path: Path, fixture_dir, monkeypatch) -> None:
+    """Every candle run of a verify with findings on the checkpoint and on its GGUF is read back on
+    an unchanged re-verify, with the same verdicts, and no edited GGUF is written for a cached run."""
+    from fixtures.gguf_writer import write_gguf
+    from portkit.verify import gguf_rewrite
+    from portkit.verify.engine import VerifyOptions, verify
+
+    monkeypatch.setenv("PORTKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PORTKIT_VERIFY_REFERENCE", "inprocess")
+    d = fixture_dir("rope-theta-in-rope-parameters")
+    gguf = write_gguf(d, tmp_path / "model.gguf", freq_base=False)
+    rewrites = []
+    real = gguf_rewrite.rewrite_gguf
+    monkeypatch.setattr(gguf_rewrite, "rewrite_gguf", lambda *a, **k: (rewrites.append(1), real(*a, **k))[1])
+
+    first = verify(VerifyOptions(model_dir=d, gguf=gguf, tokens=4))
+    assert first.candle_runs["total"] >= 3 and first.candle_runs["cached"] == 0
+    assert rewrites, "the GGUF finding's counterfactual wrote an edited copy"
+    rewrites.clear()
+
+    second = verify(VerifyOptions(model_dir=d, gguf=gguf, tokens=4))
+    assert second.candle_runs == {"total": first.candle_runs["total"], "cached": first.candle_runs["total"]}
+    assert rewrites == []
+    verdicts = lambda rep: [(f.code, f.verdict, f.evidence) for f in rep.all_findings]  # noqa: E731
+    assert verdicts(second) == verdicts(first) and any(v == "CONFIRMED" for _, v, _ in verdicts(first))
+    assert second.gguf is not None and second.gguf.run.source == "cache" and second.gguf.diagnosis == first.gguf.diagnosis

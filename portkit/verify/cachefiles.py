@@ -1,0 +1,166 @@
+"""Entry files of verify's caches under `$PORTKIT_CACHE` (the reference's and candle's runs).
+
+One file per entry: a magic line naming the cache, the SHA-256 of the payload, and the payload,
+an .npz (read with `allow_pickle=False`) of a JSON `meta` and named float32 arrays. A truncated
+or corrupt entry fails that check: it reads as absent and is removed, so the caller computes it
+again and rewrites it. Writes are atomic (a reader never sees half an entry). Each cache
+directory is bounded by `PORTKIT_REFCACHE_MAX_MB` (default 2048): after each write its least
+recently used entries go.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import struct
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+FULL_DIGEST_BYTES = 256 * 2**20
+BLOCK = 2**20
+SAMPLES = 16
+MAX_HEADER_BYTES = 100 * 2**20
+DEFAULT_MAX_MB = 2048
+
+
+def cache_base() -> Path:
+    return Path(os.environ.get("PORTKIT_CACHE") or Path.home() / ".cache" / "portkit")
+
+
+def max_bytes() -> int:
+    try:
+        return int(float(os.environ.get("PORTKIT_REFCACHE_MAX_MB", DEFAULT_MAX_MB)) * 2**20)
+    except ValueError:
+        return DEFAULT_MAX_MB * 2**20
+
+
+def file_fingerprint(path: Path) -> dict[str, object]:
+    """Name, size, safetensors header digest, and a digest of the content: the whole file up to
+    `FULL_DIGEST_BYTES`; above that, the first and last MiB and 16 evenly spaced MiB blocks plus
+    the mtime, so a 16 GB checkpoint is not read end to end to look up a cache."""
+    st = path.stat()
+    h = hashlib.sha256()
+    header = b""
+    with open(path, "rb") as f:
+        raw = f.read(8)
+        if len(raw) == 8:
+            (n,) = struct.unpack("<Q", raw)
+            if n <= MAX_HEADER_BYTES:
+                header = f.read(n)
+        f.seek(0)
+        if st.st_size <= FULL_DIGEST_BYTES:
+            for chunk in iter(lambda: f.read(BLOCK * 8), b""):
+                h.update(chunk)
+            sampled = False
+        else:
+            offsets = [0, st.st_size - BLOCK] + [(st.st_size - BLOCK) * i // (SAMPLES + 1) for i in range(1, SAMPLES + 1)]
+            for off in offsets:
+                f.seek(off)
+                h.update(f.read(BLOCK))
+            sampled = True
+    return {
+        "name": path.name,
+        "size": st.st_size,
+        "header": hashlib.sha256(header).hexdigest(),
+        "digest": h.hexdigest(),
+        # a sampled digest alone could miss an edit between the samples: the mtime catches it
+        "mtime_ns": st.st_mtime_ns if sampled else None,
+    }
+
+
+def source_digest(names: Iterable[str]) -> str:
+    """The source of portkit.verify modules that compute an entry: a change to them is a new key."""
+    h = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    for name in names:
+        try:
+            h.update((here / name).read_bytes())
+        except OSError:
+            h.update(name.encode())
+    return h.hexdigest()
+
+
+def digest(doc: Any) -> str:
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def encode(magic: bytes, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **{k: np.asarray(v, dtype=np.float32) for k, v in arrays.items()})
+    payload = buf.getvalue()
+    return magic + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+
+
+def decode(magic: bytes, blob: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
+    """(meta, arrays), or None for anything but an intact entry of this cache."""
+    if not blob.startswith(magic):
+        return None
+    checksum, sep, payload = blob[len(magic) :].partition(b"\n")
+    if not sep or hashlib.sha256(payload).hexdigest().encode() != checksum:
+        return None
+    try:
+        with np.load(io.BytesIO(payload), allow_pickle=False) as z:
+            meta = json.loads(bytes(z["meta"]).decode())
+            arrays = {k: np.array(z[k]) for k in z.files if k != "meta"}
+    except (ValueError, KeyError, OSError, TypeError):
+        return None
+    return (meta, arrays) if isinstance(meta, dict) else None
+
+
+def read_entry(path: Path, magic: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
+    """The entry, or None when there is none or it is damaged (then it is removed)."""
+    try:
+        blob = path.read_bytes()
+    except OSError:
+        return None
+    entry = decode(magic, blob)
+    if entry is None:
+        path.unlink(missing_ok=True)
+        return None
+    try:
+        os.utime(path)  # least recently used goes first
+    except OSError:
+        pass
+    return entry
+
+
+def write_entry(path: Path, blob: bytes, root: Path, suffix: str) -> None:
+    """Write atomically, then keep `root` within its bound."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)
+        evict(root, max_bytes(), suffix)
+    except OSError:
+        pass  # a cache that cannot be written is only slower
+
+
+def evict(root: Path, limit: int, suffix: str) -> list[Path]:
+    """Remove the least recently used `*/*{suffix}` entries until `root` holds at most `limit` bytes."""
+    entries = []
+    for p in root.glob(f"*/*{suffix}"):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        entries.append((st.st_mtime_ns, st.st_size, p))
+    total = sum(s for _, s, _ in entries)
+    removed = []
+    for _, size, p in sorted(entries):
+        if total <= limit:
+            break
+        p.unlink(missing_ok=True)
+        total -= size
+        removed.append(p)
+        try:
+            p.parent.rmdir()
+        except OSError:
+            pass
+    return removed

@@ -1,0 +1,141 @@
+"""candle's outputs of one verify run, cached: an unchanged re-verify does not run candle again.
+
+candle's numbers are a function of the native wheel's machine code, the machine it runs on and
+the run's inputs. The key holds all three:
+
+- the wheel: the SHA-256 of portkit_native's extension module and its Python wrapper (a rebuild
+  that changes one byte is a new key);
+- the machine: architecture, CPU model, and candle's CPU thread count (RAYON_NUM_THREADS, else the
+  CPUs this process may use), because a kernel may split its sums by thread;
+- the run: the candle module or GGUF loader, device, dtype, flash-attn, the config text candle
+  parsed (a counterfactual's patched text), each weight file's fingerprint
+  (`cachefiles.file_fingerprint`), a GGUF edit, the prompt, the tokens fed after it, the token
+  count and whether per-layer values were captured;
+- the source of the portkit modules that drive the run (runs.py, candle.py, gguf_rewrite.py).
+
+Only completed runs are stored: a failure is quick to reproduce, and one the machine caused (out
+of memory) must not outlive it. Entries live under `$PORTKIT_CACHE/candle/`, checked and bounded
+like the reference's (`portkit.verify.cachefiles`); `--no-cache` neither reads nor writes them.
+The report says which side came from the cache.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from portkit.verify import cachefiles
+
+FORMAT = 1
+MAGIC = b"portkit-candle-run-v1\n"
+SUFFIX = ".run"
+_LAYER = "layer:"
+
+
+def cache_root() -> Path:
+    return cachefiles.cache_base() / "candle"
+
+
+@functools.lru_cache(maxsize=1)
+def wheel_digest() -> str:
+    import portkit_native
+    from portkit_native import _native
+
+    h = hashlib.sha256()
+    for f in (_native.__file__, portkit_native.__file__):
+        h.update(Path(str(f)).read_bytes())
+    return h.hexdigest()
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def machine() -> dict[str, Any]:
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        cpus = os.cpu_count() or 1
+    return {"arch": platform.machine(), "system": platform.system(), "cpu": _cpu_model(), "threads": os.environ.get("RAYON_NUM_THREADS") or cpus}
+
+
+def fingerprints(files: Sequence[Path]) -> list[dict[str, Any]]:
+    """Each weight file's `cachefiles.file_fingerprint`, taken once per verify for all its runs."""
+    return [cachefiles.file_fingerprint(Path(p)) for p in files]
+
+
+def run_key(
+    *,
+    loader: str,
+    device: str,
+    dtype: str,
+    config_text: str | None,
+    files: Sequence[dict[str, Any]],
+    prompt: Sequence[int],
+    forced: Sequence[int] | None,
+    tokens: int,
+    capture: bool,
+    flash_attn: bool = False,
+    edit: dict[str, Any] | None = None,
+) -> str:
+    return cachefiles.digest(
+        {
+            "format": FORMAT,
+            "wheel": wheel_digest(),
+            "machine": machine(),
+            "loader": loader,
+            "device": device,
+            "dtype": dtype,
+            "flash_attn": flash_attn,
+            "config": None if config_text is None else hashlib.sha256(config_text.encode()).hexdigest(),
+            "files": list(files),
+            "edit": edit,
+            "prompt": [int(t) for t in prompt],
+            "forced": None if forced is None else [int(t) for t in forced],
+            "tokens": int(tokens),
+            "capture": capture,
+            "code": cachefiles.source_digest(("runs.py", "candle.py", "gguf_rewrite.py")),
+        }
+    )
+
+
+@dataclass
+class CachedRun:
+    greedy: list[int]
+    rows: np.ndarray
+    layers: dict[str, np.ndarray] | None
+
+
+class RunCache:
+    def __init__(self, key: str, root: Path | None = None) -> None:
+        self.root = root or cache_root()
+        self.path = self.root / key[:2] / f"{key}{SUFFIX}"
+
+    def get(self) -> CachedRun | None:
+        entry = cachefiles.read_entry(self.path, MAGIC)
+        if entry is None:
+            return None
+        meta, arrays = entry
+        try:
+            layers = {k.removeprefix(_LAYER): v for k, v in arrays.items() if k.startswith(_LAYER)}
+            return CachedRun(greedy=[int(t) for t in meta["greedy"]], rows=arrays["rows"], layers=layers if meta["captured"] else None)
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def put(self, greedy: Sequence[int], rows: np.ndarray, layers: dict[str, np.ndarray] | None) -> None:
+        meta = {"greedy": [int(t) for t in greedy], "captured": layers is not None}
+        arrays = {"rows": rows, **{_LAYER + k: v for k, v in (layers or {}).items()}}
+        cachefiles.write_entry(self.path, cachefiles.encode(MAGIC, meta, arrays), self.root, SUFFIX)
