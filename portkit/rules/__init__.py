@@ -61,6 +61,7 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK305": ("flash-attn-without-feature", "stable"),
     "PK306": ("sequence-beyond-max-positions", "stable"),
     "PK307": ("softcapping-skipped-by-flash-attn", "stable"),
+    "PK308": ("mixtral-experts-below-f32", "stable"),
     "PK401": ("missing-gguf-metadata", "stable"),
     "PK402": ("gguf-freq-base-defaulted", "stable"),
     "PK403": ("rope-pairing-by-architecture", "stable"),

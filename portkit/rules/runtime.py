@@ -413,6 +413,70 @@ class SoftcappingSkippedByFlashAttn(_RuntimeRule):
         )
 
 
+class MixtralExpertsBelowF32(_RuntimeRule):
+    """mixtral at f16 or bf16: candle multiplies each expert's output by f32 routing weights.
+
+    ## What it does
+    Flags a mixtral config with the target `--dtype f16`, or `--dtype bf16` on cuda or metal
+    (bf16 on the CPU fails earlier, at the first matmul: PK301).
+
+    ## Why is this bad?
+    transformers runs Mixtral in bf16 or f16, and the published checkpoints are bf16 (8x7B is
+    93 GB in bf16, 187 GB in f32). candle's mixtral copies the routing weights to the host as
+    f32, builds each expert's share back as an f32 tensor and multiplies the expert's f16/bf16
+    output by it without a cast: the model loads, then the first forward fails with
+    `dtype mismatch in mul, lhs: F16, rhs: F32`. candle's qwen3_moe casts the same tensor to the
+    activations' dtype; mixtral does not.
+
+    ## Example
+    `portkit lint --dtype f16 MODEL_DIR` on a `"model_type": "mixtral"` checkpoint.
+
+    ## Fix
+    Run candle's mixtral at `--dtype f32`, or patch candle's `SparseMoeBlock` to cast the routing
+    weights to the activations' dtype (`.to_dtype(xs.dtype())`, as qwen3_moe.rs does). No config
+    edit fixes this.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/mixtral.rs:307 (routing weights to f32 on the host),
+    :340-341 (`Tensor::new` of f32 values, no cast), :348 (`broadcast_mul` with the expert's
+    output); qwen3_moe.rs:163-166 (the same tensor `.to_dtype(xs.dtype())`);
+    candle-core-0.11.0/src/error.rs:31 (`dtype mismatch in {op}, lhs: {lhs:?}, rhs: {rhs:?}`).
+
+    ## Verification
+    crash: `portkit verify --dtype f16` on a mixtral checkpoint must fail at the first forward
+    with `dtype mismatch in mul, lhs: F16, rhs: F32`.
+
+    ## References
+    Found by portkit's own run cache test (tests/native/test_candle_run_cache.py, mixtral at f16);
+    the same class of error in another Rust port's mixtral: mistral.rs#728
+    (`DTypeMismatchBinaryOp { lhs: BF16, rhs: F32 }`).
+    """
+
+    code = "PK308"
+    name = "mixtral-experts-below-f32"
+    families = ("mixtral",)
+    severity = "error"
+    effect = "runtime-error"
+    fix_title = "Run candle's mixtral at `--dtype f32`; no config edit fixes this"
+    probe_kind = "crash"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        t, fv = ctx.target, ctx.fv
+        if not self.ready(ctx) or fv is None or not fv.ok or fv.family != "mixtral":
+            return
+        if t.dtype == "f16" or (t.dtype == "bf16" and t.device != "cpu"):
+            expect = f"dtype mismatch in mul, lhs: {_DT[t.dtype]}, rhs: F32"
+            yield self.finding(
+                ctx,
+                f"transformers runs Mixtral in {t.dtype}; candle 0.11.0's `mixtral` multiplies each expert's {t.dtype} output "
+                f"by f32 routing weights and fails at the first forward with `{expect}`",
+                keys=self.keys(ctx),
+                transformers_value=t.dtype,
+                candle_value=expect,
+                expect=expect,
+            )
+
+
 RULES = (
     Bf16MatmulOnCpu,
     F16MatmulWithAccelerate,
@@ -421,4 +485,5 @@ RULES = (
     FlashAttnWithoutFeature,
     SequenceBeyondMaxPositions,
     SoftcappingSkippedByFlashAttn,
+    MixtralExpertsBelowF32,
 )

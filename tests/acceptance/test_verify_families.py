@@ -180,3 +180,22 @@ def test_verify_runs_the_family_gguf_loader(rows, family, tmp_path):
         assert rep.gguf.ok, rep.gguf.comparison.headline() if rep.gguf.comparison else rep.gguf.run.failure
     for code, verdict in expected.items():
         assert confirmed.get(code) == verdict, confirmed
+
+
+@pytest.mark.parametrize("dtype", ["f16", "f32"])
+def test_mixtral_below_f32_is_predicted_and_crash_confirmed(rows, dtype):
+    """PK308: candle's mixtral multiplies f16 expert outputs by f32 routing weights. At f16 lint
+    predicts candle's own error and verify confirms it; at f32 (the control) PK308 does not fire
+    and candle agrees."""
+    from fixtures.families import family_fixture
+    from portkit.verify.engine import VerifyOptions, verify
+
+    rows("mixtral")
+    rep = verify(VerifyOptions(model_dir=family_fixture("mixtral", "int-window"), dtype=dtype, tokens=2))
+    pk308 = [f for f in rep.findings if f.code == "PK308"]
+    if dtype == "f32":
+        assert pk308 == [] and rep.candle_ok
+        return
+    assert rep.run.failure is not None and "dtype mismatch in mul, lhs: F16, rhs: F32" in rep.run.failure.message
+    assert [f.verdict for f in pk308] == ["CRASH-CONFIRMED"]
+    assert rep.exit_code == 1

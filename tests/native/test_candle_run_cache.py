@@ -24,7 +24,7 @@ from portkit.verify.runs import run_candle
 
 AGREEING = {family: ("int-window" if family == "mixtral" else "legacy") for family in FAMILIES}
 #: runs candle itself refuses: gemma3's prefill with 2 KV heads (test_family_runners.py), and
-#: mixtral below f32 (mixtral.rs:339-348 multiplies the f16 expert output by f32 routing weights)
+#: mixtral below f32 (PK308: mixtral.rs:340-348 multiplies the f16 expert output by f32 routing weights)
 FAILS = {("gemma3", "f32"), ("gemma3", "f16"), ("mixtral", "f16")}
 TOKENS = 3
 

@@ -323,6 +323,7 @@ CASES: dict[str, tuple[Builder, Builder]] = {
         with_target(family("gemma2"), use_flash_attn=True, device="cuda", features=frozenset({"flash-attn", "cuda"})),
         with_target(family("gemma2", attn_logit_softcapping=None), use_flash_attn=True, device="cuda", features=frozenset({"flash-attn", "cuda"})),
     ),
+    "PK308": (with_target(CLEAN["mixtral"], dtype="f16"), CLEAN["mixtral"]),
     "PK401": (gguf_model(drop_md=("llama.block_count",)), gguf_model()),
     "PK402": (
         gguf_model(drop_md=("llama.rope.freq_base",)),
@@ -479,6 +480,9 @@ VARIANTS += [
     ),
     ("PK301", with_target(CLEAN["qwen2"], dtype="bf16"), "bf16"),
     ("PK306", with_target(CLEAN["gemma3"], max_tokens=200), "candle 0.11.0's `gemma3`'s cos/sin table"),
+    ("PK308", with_target(CLEAN["mixtral"], dtype="f16"), "fails at the first forward with `dtype mismatch in mul, lhs: F16, rhs: F32`"),
+    ("PK308", with_target(CLEAN["mixtral"], dtype="bf16", device="cuda"), "`dtype mismatch in mul, lhs: BF16, rhs: F32`"),
+    ("PK308", with_target(CLEAN["mixtral"], dtype="bf16", device="metal"), "multiplies each expert's bf16 output"),
 ]
 
 # Clean variants: (code, builder) that must not trigger `code`.
@@ -537,6 +541,9 @@ CLEAN_VARIANTS += [
     ("PK104", family("mistral", head_dim=32)),  # candle's mistral reads `head_dim`
     ("PK306", with_target(CLEAN["gemma3"], max_tokens=128)),
     ("PK307", family("gemma2")),  # no flash attention: candle caps on its plain path
+    ("PK308", with_target(CLEAN["mixtral"], dtype="bf16")),  # bf16 on the CPU: PK301's matmul error comes first
+    ("PK308", with_target(CLEAN["qwen3_moe"], dtype="f16")),  # qwen3_moe casts its routing weights
+    ("PK308", with_target(CLEAN["mistral"], dtype="f16", device="cuda")),
     ("PK121", family("gemma3", num_hidden_layers=5)),  # five sliding layers, no full-attention one
     ("PK305", with_target(CLEAN["qwen2"], use_flash_attn=True, device="cuda")),  # qwen2 takes no use_flash_attn
 ]
