@@ -86,7 +86,8 @@ def source_digest(names: Iterable[str]) -> str:
 
 
 def digest(doc: Any) -> str:
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+    # default=str: a GGUF edit may carry the gguf package's numpy scalars, as verify's patch memo allows
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def encode(magic: bytes, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:
@@ -145,10 +146,10 @@ def write_entry(path: Path, blob: bytes, root: Path, suffix: str) -> None:
 def evict(root: Path, limit: int, suffix: str) -> list[Path]:
     """Remove the least recently used `*/*{suffix}` entries until `root` holds at most `limit` bytes."""
     entries = []
-    for p in root.glob(f"*/*{suffix}"):
+    for p in sorted(root.glob(f"*/*{suffix}")):
         try:
             st = p.stat()
-        except OSError:
+        except OSError:  # removed by another process meanwhile: not counted, the rest still are
             continue
         entries.append((st.st_mtime_ns, st.st_size, p))
     total = sum(s for _, s, _ in entries)

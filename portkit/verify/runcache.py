@@ -54,9 +54,9 @@ def wheel_digest() -> str:
     return h.hexdigest()
 
 
-def _cpu_model() -> str:
+def _cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+        for line in cpuinfo.read_text(errors="replace").splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     except OSError:

@@ -58,6 +58,7 @@ def _key(files: list[Path], **over: Any) -> str:
         dict(tokens=3),
         dict(capture=False),
         dict(edit={"permute_qk": True}),
+        dict(edit={"llama.rope.freq_base": np.float32(1e4)}),  # a gguf-package scalar
     ],
 )
 def test_key_follows_each_input(tmp_path: Path, change: dict[str, Any]) -> None:
@@ -164,3 +165,48 @@ def test_each_cache_keeps_its_own_bound(tmp_path: Path, monkeypatch: pytest.Monk
     left = sorted(root.glob("*/*.run"))
     assert len(left) == 2
     assert RunCache(_key(files, prompt=[9]), root=root).get() is not None, "the newest entry stays"
+
+
+def test_cache_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PORTKIT_CACHE", str(tmp_path))
+    assert runcache.cache_root() == tmp_path / "candle"
+    assert RunCache("ab" * 32).path == tmp_path / "candle" / "ab" / f"{'ab' * 32}.run"
+
+
+def test_cpu_model_from_cpuinfo(tmp_path: Path) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_bytes(b"processor\t: 0\nvendor_id\t: X\xff\nmodel name\t: AMD EPYC 7B13: 64-Core Processor\nflags\t: a:b\n")
+    assert runcache._cpu_model(info) == "AMD EPYC 7B13: 64-Core Processor"  # undecodable bytes elsewhere are fine
+    import platform
+
+    assert runcache._cpu_model(tmp_path / "absent") == platform.processor()
+    if Path("/proc/cpuinfo").is_file():  # this machine's own, read by default
+        names = [ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text(errors="replace").splitlines() if ln.startswith("model name")]
+        assert runcache._cpu_model() == (names[0] if names else platform.processor())
+
+
+def test_machine_names_the_threads_candle_uses(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import platform
+
+    m = runcache.machine()
+    assert set(m) == {"arch", "system", "cpu", "threads"}
+    assert (m["arch"], m["system"], m["threads"]) == (platform.machine(), platform.system(), "2")
+    monkeypatch.delenv("RAYON_NUM_THREADS")
+    expected = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    assert runcache.machine()["threads"] == expected
+    # macOS has no sched_getaffinity: the CPU count, or 1 when even that is unknown
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+    assert runcache.machine()["threads"] == 6
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert runcache.machine()["threads"] == 1
+
+
+def test_key_covers_the_source_of_the_modules_that_run_candle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[str, ...]] = []
+    monkeypatch.setattr(cachefiles, "source_digest", lambda names: (seen.append(tuple(names)), "src")[1])
+    _key([_weights(tmp_path)])
+    (names,) = seen
+    here = Path(runcache.__file__).parent
+    assert set(names) == {"runs.py", "candle.py", "gguf_rewrite.py"} and all((here / n).is_file() for n in names)

@@ -1,0 +1,187 @@
+"""verify's cache entry files: where they live, what a weight file's fingerprint covers (whole
+file, or sampled blocks plus the mtime above the threshold), that an entry holds only float32
+arrays and JSON, refuses pickles, and that eviction stops exactly at the bound."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from portkit.verify import cachefiles
+
+MAGIC = b"portkit-test-v1\n"
+
+
+def test_cache_base_is_portkit_cache_else_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PORTKIT_CACHE", str(tmp_path / "pc"))
+    assert cachefiles.cache_base() == tmp_path / "pc"
+    monkeypatch.delenv("PORTKIT_CACHE")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cachefiles.cache_base() == tmp_path / "home" / ".cache" / "portkit"
+
+
+@pytest.mark.parametrize("value,expected", [("3", 3 * 2**20), ("0.5", 2**19), ("lots", 2048 * 2**20)])
+def test_max_bytes(monkeypatch: pytest.MonkeyPatch, value: str, expected: int) -> None:
+    monkeypatch.setenv("PORTKIT_REFCACHE_MAX_MB", value)
+    assert cachefiles.max_bytes() == expected
+
+
+def _safetensors(path: Path, header: bytes, body: bytes) -> bytes:
+    raw = len(header).to_bytes(8, "little") + header + body
+    path.write_bytes(raw)
+    return raw
+
+
+def test_small_file_fingerprint_is_the_whole_file(tmp_path: Path) -> None:
+    header = json.dumps({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}).encode()
+    raw = _safetensors(tmp_path / "model.safetensors", header, bytes(range(16)))
+    fp = cachefiles.file_fingerprint(tmp_path / "model.safetensors")
+    assert fp == {
+        "name": "model.safetensors",
+        "size": len(raw),
+        "header": hashlib.sha256(header).hexdigest(),
+        "digest": hashlib.sha256(raw).hexdigest(),
+        "mtime_ns": None,  # the content says it all: a touch is not a change
+    }
+
+
+def test_header_longer_than_the_limit_is_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cachefiles, "MAX_HEADER_BYTES", 32)
+    at_limit = b"h" * 32
+    _safetensors(tmp_path / "a.safetensors", at_limit, b"")
+    assert cachefiles.file_fingerprint(tmp_path / "a.safetensors")["header"] == hashlib.sha256(at_limit).hexdigest()
+    _safetensors(tmp_path / "b.safetensors", b"h" * 33, b"")
+    assert cachefiles.file_fingerprint(tmp_path / "b.safetensors")["header"] == hashlib.sha256(b"").hexdigest()
+    (tmp_path / "short").write_bytes(b"\x01\x02")  # not even a length: no header, still a fingerprint
+    assert cachefiles.file_fingerprint(tmp_path / "short")["header"] == hashlib.sha256(b"").hexdigest()
+    # a GGUF's first 8 bytes read as a length far over the limit: no header
+    (tmp_path / "x.gguf").write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x00" * 24)
+    assert cachefiles.file_fingerprint(tmp_path / "x.gguf")["header"] == hashlib.sha256(b"").hexdigest()
+
+
+BLOCK, SAMPLES = 16, 16
+SIZE = 4096
+
+
+def _sampled_offsets(size: int) -> list[int]:
+    """The spec: the first and the last block, and 16 evenly spaced blocks in between."""
+    return [0, size - BLOCK] + [(size - BLOCK) * i // (SAMPLES + 1) for i in range(1, SAMPLES + 1)]
+
+
+@pytest.fixture
+def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cachefiles, "BLOCK", BLOCK)
+    monkeypatch.setattr(cachefiles, "FULL_DIGEST_BYTES", SIZE - 1)
+
+
+def test_threshold_size_is_still_read_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cachefiles, "FULL_DIGEST_BYTES", SIZE)
+    f = tmp_path / "w.bin"
+    f.write_bytes(bytes(SIZE))
+    fp = cachefiles.file_fingerprint(f)
+    assert fp["mtime_ns"] is None and fp["digest"] == hashlib.sha256(bytes(SIZE)).hexdigest()
+
+
+def test_large_file_fingerprint_samples_blocks_and_the_mtime(tmp_path: Path, small_blocks: None) -> None:
+    f = tmp_path / "w.bin"
+    raw = bytearray(np.random.default_rng(0).integers(0, 256, SIZE, dtype=np.uint8).tobytes())
+    f.write_bytes(bytes(raw))
+    os.utime(f, ns=(1, 2_000_000_000))
+    fp = cachefiles.file_fingerprint(f)
+    expected = hashlib.sha256(b"".join(bytes(raw[o : o + BLOCK]) for o in _sampled_offsets(SIZE))).hexdigest()
+    assert fp["digest"] == expected
+    assert fp["mtime_ns"] == 2_000_000_000 and fp["size"] == SIZE
+
+    sampled = {o + k for o in _sampled_offsets(SIZE) for k in range(BLOCK)}
+    outside = next(i for i in range(SIZE) if i not in sampled)
+    for i in (0, SIZE - 1, _sampled_offsets(SIZE)[5] + 3, outside):
+        edited = bytearray(raw)
+        edited[i] ^= 0xFF
+        f.write_bytes(bytes(edited))
+        os.utime(f, ns=(1, 2_000_000_000))
+        same_digest = cachefiles.file_fingerprint(f)["digest"] == fp["digest"]
+        assert same_digest == (i == outside), f"byte {i}"
+    # the edit between samples is caught by the mtime, which an edit changes
+    os.utime(f, ns=(1, 3_000_000_000))
+    assert cachefiles.file_fingerprint(f) != fp
+
+
+def test_sampled_header_is_the_whole_header(tmp_path: Path, small_blocks: None) -> None:
+    """A header longer than the first block is still digested whole when the content is sampled."""
+    header = b"{" + b" " * 200 + b"}"
+    body = bytes(SIZE)
+    _safetensors(tmp_path / "a.safetensors", header, body)
+    fp = cachefiles.file_fingerprint(tmp_path / "a.safetensors")
+    assert fp["header"] == hashlib.sha256(header).hexdigest()
+
+
+def test_source_digest_covers_the_files_and_names_the_missing(tmp_path: Path) -> None:
+    here = Path(cachefiles.__file__).parent
+    assert cachefiles.source_digest(["runs.py"]) == hashlib.sha256((here / "runs.py").read_bytes()).hexdigest()
+    assert cachefiles.source_digest(["no-such-a.py"]) != cachefiles.source_digest(["no-such-b.py"])
+
+
+def test_digest_ignores_key_order() -> None:
+    assert cachefiles.digest({"a": 1, "b": [2]}) == cachefiles.digest({"b": [2], "a": 1})
+    assert cachefiles.digest({"a": 1}) != cachefiles.digest({"a": 2})
+
+
+def test_entry_round_trip_is_float32_and_json() -> None:
+    blob = cachefiles.encode(MAGIC, {"greedy": [1, 2]}, {"rows": np.arange(6, dtype=np.float64).reshape(2, 3)})
+    meta, arrays = cachefiles.decode(MAGIC, blob)
+    assert meta == {"greedy": [1, 2]}
+    assert set(arrays) == {"rows"} and arrays["rows"].dtype == np.float32
+    assert np.array_equal(arrays["rows"], np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert cachefiles.decode(b"portkit-other-v1\n", blob) is None
+
+
+def _checked(payload: bytes) -> bytes:
+    return MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+
+
+def test_an_entry_that_needs_pickle_is_refused() -> None:
+    buf = io.BytesIO()
+    np.savez(buf, meta=np.frombuffer(b"{}", dtype=np.uint8), rows=np.array([{"a": 1}], dtype=object))
+    assert cachefiles.decode(MAGIC, _checked(buf.getvalue())) is None
+
+
+def test_meta_must_be_an_object() -> None:
+    assert cachefiles.decode(MAGIC, cachefiles.encode(MAGIC, [1, 2], {})) is None  # type: ignore[arg-type]
+    assert cachefiles.decode(MAGIC, cachefiles.encode(MAGIC, {}, {})) == ({}, {})
+
+
+def test_write_leaves_only_the_entry(tmp_path: Path) -> None:
+    path = tmp_path / "ab" / "abc.e"
+    cachefiles.write_entry(path, b"x" * 10, tmp_path, ".e")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["ab", "abc.e"] and path.read_bytes() == b"x" * 10
+
+
+def test_evict_stops_at_the_bound_oldest_first(tmp_path: Path) -> None:
+    for i, name in enumerate(("old", "mid", "new")):
+        p = tmp_path / name / f"{name}.e"
+        p.parent.mkdir()
+        p.write_bytes(b"x" * 100)
+        os.utime(p, ns=(i, (i + 1) * 10**9))
+    (tmp_path / "mid" / "other.keep").write_bytes(b"y" * 1000)  # another suffix: not this cache's
+    assert cachefiles.evict(tmp_path, 300, ".e") == []  # exactly at the bound: nothing goes
+    assert cachefiles.evict(tmp_path, 299, ".e") == [tmp_path / "old" / "old.e"]
+    assert not (tmp_path / "old").exists(), "an emptied directory goes too"
+    assert cachefiles.evict(tmp_path, 100, ".e") == [tmp_path / "mid" / "mid.e"]
+    assert (tmp_path / "mid" / "other.keep").exists() and (tmp_path / "new" / "new.e").exists()
+
+
+def test_evict_skips_an_entry_gone_meanwhile(tmp_path: Path) -> None:
+    (tmp_path / "00").mkdir()
+    (tmp_path / "00" / "gone.e").symlink_to(tmp_path / "nowhere")  # stat fails, as for a removed entry
+    for i, name in enumerate(("a", "b")):
+        p = tmp_path / name / f"{name}.e"
+        p.parent.mkdir()
+        p.write_bytes(b"x" * 100)
+        os.utime(p, ns=(i, (i + 1) * 10**9))
+    assert cachefiles.evict(tmp_path, 100, ".e") == [tmp_path / "a" / "a.e"]
