@@ -66,6 +66,13 @@ fn release_memory() -> bool {
     false
 }
 
+/// The number of threads candle's CPU kernels split work into (`RAYON_NUM_THREADS` when it is a
+/// positive integer, else the physical cores), as candle-core itself computes it.
+#[pyfunction]
+fn cpu_threads() -> usize {
+    candle_core::utils::get_num_threads()
+}
+
 /// The family keys this wheel has a config binding and a runner for.
 #[pyfunction]
 fn families() -> Vec<&'static str> {
@@ -328,6 +335,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gguf_loaders, m)?)?;
     m.add_function(wrap_pyfunction!(requested_tensors, m)?)?;
     m.add_function(wrap_pyfunction!(release_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_threads, m)?)?;
     m.add_class::<LlamaRunner>()?;
     m.add_class::<FamilyRunner>()?;
     m.add_class::<GgufRunner>()?;

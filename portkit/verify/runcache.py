@@ -5,8 +5,9 @@ the run's inputs. The key holds all three:
 
 - the wheel: the SHA-256 of portkit_native's extension module and its Python wrapper (a rebuild
   that changes one byte is a new key);
-- the machine: architecture, CPU model, and candle's CPU thread count (RAYON_NUM_THREADS, else the
-  CPUs this process may use), because a kernel may split its sums by thread;
+- the machine: architecture, CPU model, and candle's CPU thread count as candle computes it
+  (`portkit_native.cpu_threads()`) and `CANDLE_NUM_THREADS`, because a kernel may split its sums
+  by thread;
 - the run: the candle module or GGUF loader, device, dtype, flash-attn, the config text candle
   parsed (a counterfactual's patched text), each weight file's fingerprint
   (`cachefiles.file_fingerprint`), a GGUF edit, the prompt, the tokens fed after it, the token
@@ -64,12 +65,23 @@ def _cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     return platform.processor()
 
 
+def candle_threads() -> int:
+    """The thread count candle's CPU kernels split work into, as candle-core computes it
+    (`RAYON_NUM_THREADS` when a positive integer, else the physical cores)."""
+    from portkit.verify.candle import native
+
+    return int(native().cpu_threads())
+
+
 def machine() -> dict[str, Any]:
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS
-        cpus = os.cpu_count() or 1
-    return {"arch": platform.machine(), "system": platform.system(), "cpu": _cpu_model(), "threads": os.environ.get("RAYON_NUM_THREADS") or cpus}
+    return {
+        "arch": platform.machine(),
+        "system": platform.system(),
+        "cpu": _cpu_model(),
+        "threads": candle_threads(),
+        # candle-core sizes a second pool by this one (utils.rs:335)
+        "candle_num_threads": os.environ.get("CANDLE_NUM_THREADS"),
+    }
 
 
 def fingerprints(files: Sequence[Path]) -> list[dict[str, Any]]:

@@ -89,3 +89,13 @@ def test_rows_differ_between_dtypes() -> None:
     a, _ = _run("llama", "f32", None)
     b, _ = _run("llama", "f16", None)
     assert a.rows is not None and b.rows is not None and not np.array_equal(a.rows, b.rows)
+
+
+@pytest.mark.parametrize("env,expected", [("3", 3), ("1", 1)])
+def test_candle_threads_is_candles_own_count(monkeypatch: pytest.MonkeyPatch, env: str, expected: int) -> None:
+    """The key's thread count is candle-core's `get_num_threads`, which reads RAYON_NUM_THREADS
+    on every call: "3" and 3 are one key (the wheel parses the text, the key holds the number)."""
+    monkeypatch.setenv("RAYON_NUM_THREADS", env)
+    assert runcache.candle_threads() == pn.cpu_threads() == expected
+    monkeypatch.setenv("RAYON_NUM_THREADS", "not a number")  # candle then uses the physical cores
+    assert runcache.candle_threads() == pn.cpu_threads() >= 1

@@ -18,7 +18,8 @@ from portkit.verify.runs import RunOutputs, from_cache, run_candle
 @pytest.fixture(autouse=True)
 def _wheel(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runcache, "wheel_digest", lambda: "wheel-1")
-    monkeypatch.setenv("RAYON_NUM_THREADS", "2")
+    monkeypatch.setattr(runcache, "candle_threads", lambda: 2)
+    monkeypatch.delenv("CANDLE_NUM_THREADS", raising=False)
 
 
 def _weights(tmp_path: Path, payload: bytes = b"\x00" * 64) -> Path:
@@ -73,9 +74,13 @@ def test_key_follows_the_wheel_the_threads_and_the_weights(tmp_path: Path, monke
     monkeypatch.setattr(runcache, "wheel_digest", lambda: "wheel-2")
     assert _key(files) != k
     monkeypatch.setattr(runcache, "wheel_digest", lambda: "wheel-1")
-    monkeypatch.setenv("RAYON_NUM_THREADS", "4")
+    monkeypatch.setattr(runcache, "candle_threads", lambda: 4)
     assert _key(files) != k
-    monkeypatch.setenv("RAYON_NUM_THREADS", "2")
+    monkeypatch.setattr(runcache, "candle_threads", lambda: 2)
+    assert _key(files) == k
+    monkeypatch.setenv("CANDLE_NUM_THREADS", "3")
+    assert _key(files) != k
+    monkeypatch.delenv("CANDLE_NUM_THREADS")
     assert _key(files) == k
     _weights(tmp_path, b"\x00" * 63 + b"\x01")  # one bit of one weight, same size and header
     assert _key(files) != k
@@ -186,21 +191,16 @@ def test_cpu_model_from_cpuinfo(tmp_path: Path) -> None:
 
 
 def test_machine_names_the_threads_candle_uses(monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
     import platform
 
-    m = runcache.machine()
-    assert set(m) == {"arch", "system", "cpu", "threads"}
-    assert (m["arch"], m["system"], m["threads"]) == (platform.machine(), platform.system(), "2")
-    monkeypatch.delenv("RAYON_NUM_THREADS")
-    expected = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    assert runcache.machine()["threads"] == expected
-    # macOS has no sched_getaffinity: the CPU count, or 1 when even that is unknown
-    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
-    monkeypatch.setattr(os, "cpu_count", lambda: 6)
-    assert runcache.machine()["threads"] == 6
-    monkeypatch.setattr(os, "cpu_count", lambda: None)
-    assert runcache.machine()["threads"] == 1
+    monkeypatch.setenv("CANDLE_NUM_THREADS", "5")
+    assert runcache.machine() == {
+        "arch": platform.machine(),
+        "system": platform.system(),
+        "cpu": runcache._cpu_model(),
+        "threads": 2,
+        "candle_num_threads": "5",
+    }
 
 
 def test_key_covers_the_source_of_the_modules_that_run_candle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

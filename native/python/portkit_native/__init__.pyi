@@ -60,6 +60,9 @@ def build_info() -> dict[str, Any]:
 def check_device(device: str) -> None:
     """Raises DeviceUnavailableError (ValueError for an unknown name) unless `device` can be used."""
 
+def cpu_threads() -> int:
+    """How many threads candle's CPU kernels split work into (candle_core::utils::get_num_threads)."""
+
 def release_memory() -> bool:
     """Hands the heap's free memory back to the OS (glibc's `malloc_trim`; False where there is
     none). A dropped runner's weights otherwise stay in RSS: glibc keeps freed blocks under its
