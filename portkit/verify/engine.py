@@ -261,10 +261,10 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
             )
         return lambda: load_family(family.name, model.weight_files, config_text, dtype=opts.dtype, device=opts.device)
 
-    fingerprints = runcache.fingerprints(model.weight_files) if opts.cache else []
+    fingerprints = runcache.fingerprints(model.weight_files) if runcache.cacheable(opts.device, opts.cache) else []
 
     def cached(config_text: str, forced: list[int] | None, capture: bool) -> runcache.RunCache | None:
-        if not opts.cache:
+        if not runcache.cacheable(opts.device, opts.cache):
             return None
         return runcache.RunCache(
             runcache.run_key(
@@ -425,10 +425,10 @@ def verify_gguf(
     tol = gguf_tolerance(types)
     loader = gguf_loader(meta)
 
-    fingerprint = runcache.fingerprints([path]) if use_cache else []
+    fingerprint = runcache.fingerprints([path]) if runcache.cacheable(device, use_cache) else []
 
     def cache_for(edit: dict[str, Any] | None) -> runcache.RunCache | None:
-        if not use_cache:
+        if not runcache.cacheable(device, use_cache):
             return None
         key = runcache.run_key(
             loader=f"gguf:{loader}",

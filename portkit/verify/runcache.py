@@ -14,7 +14,9 @@ the run's inputs. The key holds all three:
   count and whether per-layer values were captured;
 - the source of the portkit modules that drive the run (runs.py, candle.py, gguf_rewrite.py).
 
-Only completed runs are stored: a failure is quick to reproduce, and one the machine caused (out
+Only CPU runs are cached: the key cannot name a GPU (the wheel has no device model to report),
+and on a GPU candle is the fast side; the reference is cached on every device. Only completed
+runs are stored: a failure is quick to reproduce, and one the machine caused (out
 of memory) must not outlive it. Entries live under `$PORTKIT_CACHE/candle/`, checked and bounded
 like the reference's (`portkit.verify.cachefiles`); `--no-cache` neither reads nor writes them.
 The report says which side came from the cache.
@@ -42,6 +44,11 @@ _LAYER = "layer:"
 
 def cache_root() -> Path:
     return cachefiles.cache_base() / "candle"
+
+
+def cacheable(device: str, use_cache: bool) -> bool:
+    """Whether a run on `device` is read from and written to the cache (CPU only; not with --no-cache)."""
+    return use_cache and device == "cpu"
 
 
 @functools.lru_cache(maxsize=1)

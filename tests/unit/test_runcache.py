@@ -210,3 +210,8 @@ def test_key_covers_the_source_of_the_modules_that_run_candle(tmp_path: Path, mo
     (names,) = seen
     here = Path(runcache.__file__).parent
     assert set(names) == {"runs.py", "candle.py", "gguf_rewrite.py"} and all((here / n).is_file() for n in names)
+
+
+@pytest.mark.parametrize("device,use_cache,expected", [("cpu", True, True), ("cpu", False, False), ("cuda", True, False), ("metal", True, False)])
+def test_only_cpu_runs_are_cached(device: str, use_cache: bool, expected: bool) -> None:
+    assert runcache.cacheable(device, use_cache) is expected
