@@ -120,27 +120,32 @@ def read_entry(path: Path, magic: bytes) -> tuple[dict[str, Any], dict[str, np.n
     except OSError:
         return None
     entry = decode(magic, blob)
-    if entry is None:
-        path.unlink(missing_ok=True)
-        return None
     try:
-        os.utime(path)  # least recently used goes first
+        if entry is None:
+            path.unlink(missing_ok=True)
+        else:
+            os.utime(path)  # least recently used goes first
     except OSError:
-        pass
+        pass  # a read-only cache: the damaged entry stays, and is ignored again next time
     return entry
 
 
 def write_entry(path: Path, blob: bytes, root: Path, suffix: str) -> None:
     """Write atomically, then keep `root` within its bound."""
+    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(blob)
         os.replace(tmp, path)
+        tmp = None
         evict(root, max_bytes(), suffix)
     except OSError:
         pass  # a cache that cannot be written is only slower
+    finally:
+        if tmp is not None:  # a full disk: no half-written file left behind
+            Path(tmp).unlink(missing_ok=True)
 
 
 def evict(root: Path, limit: int, suffix: str) -> list[Path]:

@@ -185,3 +185,23 @@ def test_evict_skips_an_entry_gone_meanwhile(tmp_path: Path) -> None:
         p.write_bytes(b"x" * 100)
         os.utime(p, ns=(i, (i + 1) * 10**9))
     assert cachefiles.evict(tmp_path, 100, ".e") == [tmp_path / "a" / "a.e"]
+
+
+def test_a_cache_that_cannot_be_written_is_only_slower(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    d = tmp_path / "ab"
+    d.mkdir()
+    (d / "x.e").write_bytes(b"damaged")
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise PermissionError(13, "read-only cache")
+
+    monkeypatch.setattr(Path, "unlink", refuse)
+    assert cachefiles.read_entry(d / "x.e", MAGIC) is None  # ignored, not raised
+    monkeypatch.undo()
+
+    def full(*_a: object, **_k: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    cachefiles.write_entry(d / "y.e", b"blob", tmp_path, ".e")
+    assert sorted(p.name for p in d.iterdir()) == ["x.e"], "no entry and no temporary file left behind"
