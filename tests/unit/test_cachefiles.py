@@ -205,3 +205,9 @@ def test_a_cache_that_cannot_be_written_is_only_slower(tmp_path: Path, monkeypat
     monkeypatch.setattr(os, "replace", full)
     cachefiles.write_entry(d / "y.e", b"blob", tmp_path, ".e")
     assert sorted(p.name for p in d.iterdir()) == ["x.e"], "no entry and no temporary file left behind"
+
+
+def test_a_cache_path_blocked_by_a_file_is_only_slower(tmp_path: Path) -> None:
+    (tmp_path / "ab").write_bytes(b"a file where the entry's directory would go")
+    cachefiles.write_entry(tmp_path / "ab" / "y.e", b"blob", tmp_path, ".e")  # no exception
+    assert (tmp_path / "ab").read_bytes().startswith(b"a file")
