@@ -73,6 +73,11 @@ def file_fingerprint(path: Path) -> dict[str, object]:
     }
 
 
+def fingerprints(files: Iterable[Path]) -> list[dict[str, object]]:
+    """Each weight file's `file_fingerprint`: taken once per verify, for every cache key it enters."""
+    return [file_fingerprint(Path(p)) for p in files]
+
+
 def source_digest(names: Iterable[str]) -> str:
     """The source of portkit.verify modules that compute an entry: a change to them is a new key."""
     h = hashlib.sha256()
@@ -88,6 +93,19 @@ def source_digest(names: Iterable[str]) -> str:
 def digest(doc: Any) -> str:
     # default=str: a GGUF edit may carry the gguf package's numpy scalars, as verify's patch memo allows
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+
+_LAYER = "layer:"
+
+
+def rows_and_layers(rows: np.ndarray, layers: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The arrays of an entry holding a side's logits rows and its per-layer values."""
+    return {"rows": rows, **{_LAYER + k: v for k, v in layers.items()}}
+
+
+def layers_of(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The per-layer values of such an entry, by layer name."""
+    return {k.removeprefix(_LAYER): v for k, v in arrays.items() if k.startswith(_LAYER)}
 
 
 def encode(magic: bytes, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:

@@ -20,7 +20,7 @@ from typing import Any, Callable
 from portkit.families import Family
 from portkit.findings import Finding
 from portkit.verify import confirm as C
-from portkit.verify import runcache
+from portkit.verify import cachefiles, runcache
 from portkit.verify.compare import TOLERANCES, Tolerance
 from portkit.verify.inputs import BadInput, ModelDir, Prompt, parse_tokens, read_model_dir, resolve_prompt
 from portkit.verify.runs import Comparison, Reference, RunOutputs, compare_run, describe_patch, from_cache, patched_config, run_candle
@@ -261,8 +261,6 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
             )
         return lambda: load_family(family.name, model.weight_files, config_text, dtype=opts.dtype, device=opts.device)
 
-    fingerprints = runcache.fingerprints(model.weight_files) if runcache.cacheable(opts.device, opts.cache) else []
-
     def cached(config_text: str, forced: list[int] | None, capture: bool) -> runcache.RunCache | None:
         if not runcache.cacheable(opts.device, opts.cache):
             return None
@@ -273,7 +271,7 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
                 dtype=opts.dtype,
                 flash_attn=opts.use_flash_attn and family.name == "llama",
                 config_text=config_text,
-                files=fingerprints,
+                files=job.fingerprints,
                 prompt=prompt.ids,
                 forced=forced,
                 tokens=tokens,
@@ -425,7 +423,7 @@ def verify_gguf(
     tol = gguf_tolerance(types)
     loader = gguf_loader(meta)
 
-    fingerprint = runcache.fingerprints([path]) if runcache.cacheable(device, use_cache) else []
+    fingerprint = cachefiles.fingerprints([path]) if runcache.cacheable(device, use_cache) else []
 
     def cache_for(edit: dict[str, Any] | None) -> runcache.RunCache | None:
         if not runcache.cacheable(device, use_cache):

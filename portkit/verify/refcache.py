@@ -35,7 +35,6 @@ from portkit.verify import cachefiles
 FORMAT = 1
 MAGIC = b"portkit-reference-v1\n"
 SUFFIX = ".ref"
-_LAYER = "layer:"
 
 
 def cache_root() -> Path:
@@ -49,14 +48,15 @@ def _version(pkg: str) -> str:
         return "-"
 
 
-def model_key(config_text: str, weight_files: Sequence[Path], mode: str) -> str:
-    """Everything about the checkpoint and the software that determines the reference."""
+def model_key(config_text: str, weight_files: Sequence[Path], mode: str, *, fingerprints: list[dict[str, object]] | None = None) -> str:
+    """Everything about the checkpoint and the software that determines the reference
+    (`fingerprints`: `cachefiles.fingerprints(weight_files)` when the caller has them already)."""
     return cachefiles.digest(
         {
             "format": FORMAT,
             "mode": mode,
             "config": hashlib.sha256(config_text.encode()).hexdigest(),
-            "files": [cachefiles.file_fingerprint(Path(p)) for p in weight_files],
+            "files": fingerprints if fingerprints is not None else cachefiles.fingerprints(weight_files),
             "versions": {p: _version(p) for p in ("transformers", "torch", "portkit")},
             "code": cachefiles.source_digest(("streamed.py", "refproc.py", "reference.py")),
         }
@@ -106,7 +106,7 @@ class RefCache:
             return CachedReference(
                 greedy=[int(t) for t in meta["greedy"]],
                 rows=arrays["rows"],
-                layers={k.removeprefix(_LAYER): v for k, v in arrays.items() if k.startswith(_LAYER)},
+                layers=cachefiles.layers_of(arrays),
                 nonfinite_weights=[str(n) for n in meta["nonfinite_weights"]],
             )
         except (KeyError, TypeError, ValueError):
@@ -114,7 +114,7 @@ class RefCache:
 
     def put(self, forced: Sequence[int] | None, entry: CachedReference) -> None:
         meta = {"greedy": entry.greedy, "nonfinite_weights": entry.nonfinite_weights}
-        arrays = {"rows": entry.rows, **{_LAYER + k: v for k, v in entry.layers.items()}}
+        arrays = cachefiles.rows_and_layers(entry.rows, entry.layers)
         cachefiles.write_entry(self.path(forced), cachefiles.encode(MAGIC, meta, arrays), self.root, SUFFIX)
 
 

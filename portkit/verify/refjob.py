@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from portkit.verify import refcache, refproc
+from portkit.verify import cachefiles, refcache, refproc
 from portkit.verify.inputs import BadInput, ModelDir
 from portkit.verify.runs import Reference
 
@@ -36,9 +36,12 @@ class ReferenceJob:
     def __init__(self, model: ModelDir, prompt: Sequence[int], tokens: int, *, mode: str, use_cache: bool, progress: Progress) -> None:
         self.model, self.prompt, self.tokens, self.mode, self.progress = model, list(prompt), tokens, mode, progress
         self.cache: refcache.RefCache | None = None
+        #: the weight files' fingerprints (with the cache on), which candle's run cache keys on too
+        self.fingerprints: list[dict[str, object]] = []
         if use_cache:
             progress("reference cache: fingerprinting the checkpoint")
-            key = refcache.model_key(model.config_text, model.weight_files, mode)
+            self.fingerprints = cachefiles.fingerprints(model.weight_files)
+            key = refcache.model_key(model.config_text, model.weight_files, mode, fingerprints=self.fingerprints)
             self.cache = refcache.RefCache(key, self.prompt, tokens)
         self.child: refproc.ServedReference | None = None
         small = sum(p.stat().st_size for p in model.weight_files) <= EARLY_START_MAX_BYTES

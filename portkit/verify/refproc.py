@@ -37,7 +37,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-LAYER_PREFIX = "layer:"
+from portkit.verify import cachefiles
 
 
 class ReferenceFailed(RuntimeError):
@@ -247,8 +247,8 @@ class ServedReference:
             if not doc.get("ok"):
                 raise ReferenceFailed(doc.get("kind", "run"), doc.get("message", "transformers failed"))
             with np.load(self.out, allow_pickle=False) as z:
-                rows = np.array(z["rows"])
-                layers = {k.removeprefix(LAYER_PREFIX): np.array(z[k]) for k in z.files if k.startswith(LAYER_PREFIX)}
+                arrays = {k: np.array(z[k]) for k in z.files}
+            rows, layers = arrays["rows"], cachefiles.layers_of(arrays)
             return [int(t) for t in doc["greedy"]], rows, layers, [str(n) for n in doc.get("nonfinite_weights", [])]
         finally:
             self.kill()
@@ -290,7 +290,7 @@ def _serve() -> None:
                 Path(req["model_dir"]), [Path(f) for f in req["files"]], req["without_config"], req["prompt"], req["forced"],
                 int(req["tokens"]), int(req["scan_len"]), progress,
             )
-            np.savez(req["out"], rows=rows, **{LAYER_PREFIX + "effect": effect})
+            np.savez(req["out"], **cachefiles.rows_and_layers(rows, {"effect": effect}))
             doc = {"ok": True, "greedy": [], "nonfinite_weights": []}
         except ReferenceFailed as e:
             doc = {"ok": False, "kind": e.kind, "message": str(e)}
@@ -303,7 +303,7 @@ def _serve() -> None:
         greedy, rows, layers, bad = forward_reference(
             Path(req["model_dir"]), [Path(f) for f in req["files"]], req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"], progress
         )
-        np.savez(req["out"], rows=rows, **{LAYER_PREFIX + k: v for k, v in layers.items()})
+        np.savez(req["out"], **cachefiles.rows_and_layers(rows, layers))
         doc = {"ok": True, "greedy": greedy, "nonfinite_weights": bad}
     except ReferenceFailed as e:
         doc = {"ok": False, "kind": e.kind, "message": str(e)}
@@ -360,9 +360,9 @@ class ChildReference:
                 raise ReferenceFailed("run", f"the transformers process ended with status {code} and no result" + (f": {tail[-1]}" if tail else ""))
             if not doc.get("ok"):
                 raise ReferenceFailed(doc.get("kind", "run"), doc.get("message", "transformers failed"))
-            with np.load(self.out) as z:
-                rows = np.array(z["rows"])
-                layers = {k.removeprefix(LAYER_PREFIX): np.array(z[k]) for k in z.files if k.startswith(LAYER_PREFIX)}
+            with np.load(self.out, allow_pickle=False) as z:
+                arrays = {k: np.array(z[k]) for k in z.files}
+            rows, layers = arrays["rows"], cachefiles.layers_of(arrays)
             return [int(t) for t in doc["greedy"]], rows, layers
         finally:
             self.out.unlink(missing_ok=True)
@@ -396,7 +396,7 @@ def _child() -> None:
 
     try:
         greedy, rows, layers = compute(Path(req["model_dir"]), req["prompt"], int(req["tokens"]), progress)
-        np.savez(req["out"], rows=rows, **{LAYER_PREFIX + k: v for k, v in layers.items()})
+        np.savez(req["out"], **cachefiles.rows_and_layers(rows, layers))
         doc = {"ok": True, "greedy": greedy}
     except ReferenceFailed as e:
         doc = {"ok": False, "kind": e.kind, "message": str(e)}

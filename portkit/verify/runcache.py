@@ -10,7 +10,7 @@ the run's inputs. The key holds all three:
   by thread;
 - the run: the candle module or GGUF loader, device, dtype, flash-attn, the config text candle
   parsed (a counterfactual's patched text), each weight file's fingerprint
-  (`cachefiles.file_fingerprint`), a GGUF edit, the prompt, the tokens fed after it, the token
+  (`cachefiles.fingerprints`, the ones the reference's key holds), a GGUF edit, the prompt, the tokens fed after it, the token
   count and whether per-layer values were captured;
 - the source of the portkit modules that drive the run (runs.py, candle.py, gguf_rewrite.py).
 
@@ -39,7 +39,6 @@ from portkit.verify import cachefiles
 FORMAT = 1
 MAGIC = b"portkit-candle-run-v1\n"
 SUFFIX = ".run"
-_LAYER = "layer:"
 
 
 def cache_root() -> Path:
@@ -89,11 +88,6 @@ def machine() -> dict[str, Any]:
         # candle-core sizes a second pool by this one (utils.rs:335)
         "candle_num_threads": os.environ.get("CANDLE_NUM_THREADS"),
     }
-
-
-def fingerprints(files: Sequence[Path]) -> list[dict[str, Any]]:
-    """Each weight file's `cachefiles.file_fingerprint`, taken once per verify for all its runs."""
-    return [cachefiles.file_fingerprint(Path(p)) for p in files]
 
 
 def run_key(
@@ -149,12 +143,12 @@ class RunCache:
             return None
         meta, arrays = entry
         try:
-            layers = {k.removeprefix(_LAYER): v for k, v in arrays.items() if k.startswith(_LAYER)}
+            layers = cachefiles.layers_of(arrays)
             return CachedRun(greedy=[int(t) for t in meta["greedy"]], rows=arrays["rows"], layers=layers if meta["captured"] else None)
         except (KeyError, TypeError, ValueError):
             return None
 
     def put(self, greedy: Sequence[int], rows: np.ndarray, layers: dict[str, np.ndarray] | None) -> None:
         meta = {"greedy": [int(t) for t in greedy], "captured": layers is not None}
-        arrays = {"rows": rows, **{_LAYER + k: v for k, v in (layers or {}).items()}}
+        arrays = cachefiles.rows_and_layers(rows, layers or {})
         cachefiles.write_entry(self.path, cachefiles.encode(MAGIC, meta, arrays), self.root, SUFFIX)

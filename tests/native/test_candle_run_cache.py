@@ -17,7 +17,7 @@ import pytest
 import portkit_native as pn
 from fixtures.families import FAMILIES, family_fixture
 from portkit.families import BY_NAME
-from portkit.verify import runcache
+from portkit.verify import cachefiles, runcache
 from portkit.verify.candle import load_family, load_llama
 from portkit.verify.runcache import RunCache
 from portkit.verify.runs import run_candle
@@ -42,7 +42,7 @@ def _run(family: str, dtype: str, cache: RunCache | None):
         device="cpu",
         dtype=dtype,
         config_text=text,
-        files=runcache.fingerprints(files),
+        files=cachefiles.fingerprints(files),
         prompt=ids,
         forced=None,
         tokens=TOKENS,

@@ -35,7 +35,7 @@ def _key(files: list[Path], **over: Any) -> str:
         device="cpu",
         dtype="f32",
         config_text='{"vocab_size": 4}',
-        files=runcache.fingerprints(files),
+        files=cachefiles.fingerprints(files),
         prompt=[1, 2, 3],
         forced=None,
         tokens=2,
