@@ -462,7 +462,7 @@ class MixtralExpertsBelowF32(_RuntimeRule):
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         t, fv = ctx.target, ctx.fv
-        if not self.ready(ctx) or fv is None or not fv.ok or fv.family != "mixtral":
+        if not self.ready(ctx) or fv is None or not fv.ok:
             return
         if t.dtype == "f16" or (t.dtype == "bf16" and t.device != "cpu"):
             expect = f"dtype mismatch in mul, lhs: {_DT[t.dtype]}, rhs: F32"

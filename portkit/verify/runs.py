@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -124,8 +125,6 @@ def run_candle(
     `cache`: an identical earlier run's outputs are returned without loading candle; a
     completed run is stored there.
     """
-    import time
-
     hit = from_cache(cache, label)
     if hit is not None:
         if on_stage:
@@ -179,8 +178,6 @@ def run_candle(
 
 def from_cache(cache: RunCache | None, label: str) -> RunOutputs | None:
     """An identical earlier run's outputs, or None."""
-    import time
-
     t0 = time.perf_counter()
     hit = cache.get() if cache is not None else None
     if hit is None:

@@ -43,6 +43,13 @@ def _verify(model: Path, env: dict[str, str], *extra: str) -> tuple[int, dict, s
     return p.returncode, doc, p.stderr
 
 
+def _verify_text(model: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The text report, as a user reads it."""
+    return subprocess.run(
+        [sys.executable, "-m", "portkit.cli", "verify", str(model), "--tokens", "4"], capture_output=True, text=True, env=env, timeout=600
+    )
+
+
 def _poisoned_torch(tmp_path: Path) -> Path:
     d = tmp_path / "poison"
     for name in ("torch", "transformers"):
@@ -124,10 +131,7 @@ def test_nan_weight_is_its_own_verdict(tmp_path: Path, healthy_tied_dir: Path) -
     rows = {r["name"]: r for r in doc["comparison"]["layers"]["rows"]}
     assert rows["layer.0"]["nonfinite"] is None and rows["layer.1"]["nonfinite"] == "both"
     assert doc["comparison"]["layers"]["first_over"] is None  # never a finite layer cited
-    p = subprocess.run(
-        [sys.executable, "-m", "portkit.cli", "verify", str(model), "--tokens", "4"],
-        capture_output=True, text=True, env=_env(tmp_path / "cache"), timeout=600,
-    )
+    p = _verify_text(model, _env(tmp_path / "cache"))
     assert p.returncode == 3
     assert "NON-FINITE: the checkpoint holds non-finite weights (model.layers.1.mlp.down_proj.weight); both sides turn non-finite at layer.1" in p.stdout
     assert "MISMATCH" not in p.stdout
@@ -168,10 +172,7 @@ def test_unchanged_reverify_reads_candle_from_the_cache(tmp_path: Path, healthy_
     code, fourth, err = _verify(healthy_tied_dir, _env(cache), "--no-cache")
     assert code == 0 and fourth["candle"]["source"] == "computed" and fourth["reference"]["source"] == "computed", err
 
-    p = subprocess.run(
-        [sys.executable, "-m", "portkit.cli", "verify", str(healthy_tied_dir), "--tokens", "4"],
-        capture_output=True, text=True, env=_env(cache), timeout=600,
-    )
+    p = _verify_text(healthy_tied_dir, _env(cache))
     assert p.returncode == 0
     assert "(portkit_native, cpu, f32, from the cache)" in p.stdout
     assert "candle: 1 of 1 run read from the cache" in p.stdout
