@@ -181,7 +181,7 @@ def lint_run(args: argparse.Namespace) -> int:
 
 
 def _lint_hf_cache(args: argparse.Namespace, settings: Any) -> int:
-    from portkit import hub
+    from portkit import hf_cache
 
     if not args.hf_cache:
         raise UsageError("--all-revisions goes with --hf-cache")
@@ -189,7 +189,7 @@ def _lint_hf_cache(args: argparse.Namespace, settings: Any) -> int:
         raise UsageError("--hf-cache lints the whole cache: give no PATH (or lint ORG/NAME without --hf-cache)")
     if args.format not in ("text", "json") or args.baseline or args.write_baseline:
         raise UsageError("--hf-cache writes a summary table: --format text or json, no baseline")
-    rows, notes = hub.lint_cache(settings, all_revisions=args.all_revisions, progress=hub.progress_wanted())
+    rows, notes = hf_cache.lint_cache(settings, all_revisions=args.all_revisions, progress=hf_cache.progress_wanted())
     for n in notes:
         print(f"portkit: note: {n}", file=sys.stderr)
     for r in rows:
@@ -199,12 +199,12 @@ def _lint_hf_cache(args: argparse.Namespace, settings: Any) -> int:
     try:
         with open(args.output, "w", encoding="utf-8") if args.output is not None else _stdout() as out:
             if args.format == "json":
-                hub.write_json(rows, out)
+                hf_cache.write_json(rows, out)
             else:
-                hub.write_table(rows, out, color=color)
+                hf_cache.write_table(rows, out, color=color)
     except OSError as e:
         raise InputError(args.output or "<stdout>", e.strerror or str(e)) from None
-    code = hub.exit_code(rows)
+    code = hf_cache.exit_code(rows)
     return 0 if args.exit_zero and code == 1 else code
 
 

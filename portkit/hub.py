@@ -1,4 +1,4 @@
-"""The local Hugging Face hub cache: `ORG/NAME[@REV]` repo ids, and `portkit lint --hf-cache`.
+"""Repo ids in the local Hugging Face hub cache: `ORG/NAME[@REV]` to the snapshot directory it names.
 
 Everything goes through huggingface_hub's own cache API (`snapshot_download(...,
 local_files_only=True)`, `scan_cache_dir`, `constants.HF_HUB_CACHE`), so `HF_HUB_CACHE` and
@@ -7,15 +7,16 @@ of symlinks) is never guessed. `HF_HUB_OFFLINE=1` is set before anything of the 
 portkit never touches the network and never downloads a model.
 
 huggingface_hub is imported only here, and this module only when a string names no existing
-path but reads as a repo id, or for `--hf-cache`: plain `portkit lint DIR` never pays for it.
+path but reads as a repo id, or for `--hf-cache` (`portkit.hf_cache`, which scans the cache and
+lints each snapshot): plain `portkit lint DIR` never pays for it. This module sits below lint: it
+resolves names and lints nothing.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from portkit.errors import InputError
@@ -23,14 +24,10 @@ from portkit.errors import InputError
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
     from types import ModuleType
-    from typing import Any, Iterable, TextIO
-
-    from portkit.settings import Settings
 
 # huggingface_hub's repo id rules (`validate_repo_id`): ORG/NAME of letters, digits, `-_.`;
 # then an optional `@REVISION` (a branch, tag or commit hash; `refs/pr/1` has slashes).
 REPO_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*)(?:@(?P<rev>[A-Za-z0-9._/-]+))?$")
-SEVERITIES = ("error", "warning", "info")
 
 
 def looks_like_repo_id(s: str) -> bool:
@@ -54,6 +51,9 @@ def _hub(spec: str | None = None) -> ModuleType:
     # It reads HF_HUB_OFFLINE once, at import: when something imported it before us, say it again.
     constants.HF_HUB_OFFLINE = True
     return huggingface_hub
+
+
+offline_hub = _hub  # for `portkit.hf_cache`, which scans the cache with the same module
 
 
 def cache_dir() -> Path:
@@ -91,7 +91,11 @@ def resolve(spec: str) -> CachedModel:
         raise InputError(spec, "not a path, and not a Hugging Face repo id (ORG/NAME[@REVISION])")
     repo_id, rev = m["repo"], m["rev"] or "main"
     hub = _hub(spec)
-    from huggingface_hub.errors import HFValidationError, IncompleteSnapshotError, LocalEntryNotFoundError
+    from huggingface_hub.errors import (
+    HFValidationError,
+    IncompleteSnapshotError,
+    LocalEntryNotFoundError,
+)
 
     cache = cache_dir()
     get = f"hf download {repo_id}" + (f" --revision {rev}" if rev != "main" else "")
@@ -110,195 +114,3 @@ def resolve(spec: str) -> CachedModel:
     except HFValidationError as e:
         raise InputError(spec, f"no such path, and not a valid Hugging Face repo id: {e}") from None
     return CachedModel(repo_id=repo_id, revision=rev, commit=path.name, path=path, partial=partial)
-
-
-# ------------------------------------------------------------------ --hf-cache
-
-
-@dataclass(slots=True)
-class CacheRow:
-    """One linted revision: the summary table's row and `--format json`'s object."""
-
-    model: CachedModel
-    family: str | None = None
-    status: str = "linted"  # linted | skipped | unreadable
-    message: str | None = None
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SEVERITIES, 0))
-    codes: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        m = self.model
-        return {
-            "repo": m.repo_id,
-            "revision": m.revision,
-            "commit": m.commit,
-            "refs": list(m.refs),
-            "path": str(m.path),
-            "family": self.family,
-            "status": self.status,
-            "message": self.message,
-            "findings": dict(self.counts),
-            "codes": self.codes,
-        }
-
-
-def cached_models(all_revisions: bool) -> tuple[list[CachedModel], list[str]]:
-    """(the revisions to lint, notes). `main` of each model repo; every revision with `all_revisions`."""
-    hub = _hub()
-    cache = cache_dir()
-    try:
-        info = hub.scan_cache_dir(cache)
-    except hub.CacheNotFound:
-        raise InputError(cache, "no Hugging Face cache here (huggingface_hub reads HF_HUB_CACHE, else HF_HOME/hub)") from None
-    except (OSError, ValueError) as e:
-        raise InputError(cache, f"cannot scan the Hugging Face cache: {e}") from None
-    notes = [f"{cache}: skipped: {' '.join(str(w).split())}" for w in info.warnings]
-    out: list[CachedModel] = []
-    for repo in sorted(info.repos, key=lambda r: r.repo_id):
-        if repo.repo_type != "model":
-            continue
-        revs = sorted(repo.revisions, key=lambda r: (-r.last_modified, r.commit_hash))
-        if not all_revisions:
-            main = [r for r in revs if "main" in r.refs]
-            if not main:
-                shown = ", ".join(r.commit_hash[:12] for r in revs) or "none"
-                notes.append(f"{repo.repo_id}: no `main` in the cache (revisions: {shown}); --all-revisions lints them")
-            revs = main
-        for r in revs:
-            refs = tuple(sorted(r.refs))
-            name = "main" if "main" in refs else (refs[0] if refs else r.commit_hash)
-            out.append(CachedModel(repo_id=repo.repo_id, revision=name, commit=r.commit_hash, path=Path(r.snapshot_path), refs=refs))
-    return out, notes
-
-
-def _family(config: object) -> str | None:
-    """The family the registry finds for this config, else config.json's `model_type`."""
-    if not isinstance(config, dict):
-        return None
-    from portkit.families import detect
-
-    fam = detect(config)
-    if fam is not None:
-        return fam.name
-    mt = config.get("model_type")
-    return mt if isinstance(mt, str) else None
-
-
-def lint_cached(model: CachedModel, settings: Settings) -> CacheRow:
-    """Lint one cached revision as a directory (everything in its snapshot)."""
-    from portkit.errors import NoModelHere
-    from portkit.lint import lint_model
-    from portkit.model import load_model
-    from portkit.settings import for_dir
-
-    row = CacheRow(model=model)
-    try:
-        facts = load_model(model.path)
-        row.family = _family(facts.config.value) if facts.config is not None else None
-        if row.family is None and facts.ggufs:
-            arch = facts.ggufs[0].metadata.get("general.architecture")
-            row.family = f"gguf:{arch.value}" if arch is not None and isinstance(arch.value, str) else "gguf"
-        found = lint_model(facts, for_dir(settings, model.path))
-    except NoModelHere as e:
-        row.status, row.message = "skipped", e.what
-        return row
-    except InputError as e:
-        row.status, row.message = "unreadable", f"{e.path}: {e.what}"
-        return row
-    for f in found:
-        row.counts[f.severity] = row.counts.get(f.severity, 0) + 1
-    row.codes = sorted({f.code for f in found})
-    return row
-
-
-def lint_cache(settings: Settings, *, all_revisions: bool, progress: bool) -> tuple[list[CacheRow], list[str]]:
-    models, notes = cached_models(all_revisions)
-    if not progress or not models:
-        return [lint_cached(m, settings) for m in models], notes
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    rows: list[CacheRow] = []
-    columns = (TextColumn("portkit lint --hf-cache"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"))
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("", total=len(models))
-        for m in models:
-            bar.update(task, description=m.spec)
-            rows.append(lint_cached(m, settings))
-            bar.advance(task)
-    return rows, notes
-
-
-def exit_code(rows: Iterable[CacheRow]) -> int:
-    """2 when a cached model could not be read, else 1 when any finding is an error, else 0."""
-    rows = list(rows)
-    if any(r.status == "unreadable" for r in rows):
-        return 2
-    return 1 if any(r.counts.get("error", 0) for r in rows) else 0
-
-
-HEADER = ("repo", "revision", "family", *SEVERITIES)
-
-
-def _cells(r: CacheRow) -> tuple[str, ...]:
-    rev = r.model.revision if r.model.revision != r.model.commit else r.model.commit[:12]
-    if r.status != "linted":
-        return (r.model.repo_id, rev, r.family or "-", r.status, "-", "-")
-    return (r.model.repo_id, rev, r.family or "-", *(str(r.counts.get(s, 0)) for s in SEVERITIES))
-
-
-def _summary(rows: list[CacheRow]) -> str:
-    linted = [r for r in rows if r.status == "linted"]
-    with_findings = sum(1 for r in linted if any(r.counts.values()))
-    total = {s: sum(r.counts.get(s, 0) for r in linted) for s in SEVERITIES}
-    parts = ", ".join(f"{n} {s}{'' if n == 1 else 's'}" for s, n in total.items() if n)
-    skipped = len(rows) - len(linted)
-    tail = f"; {skipped} not linted" if skipped else ""
-    n = len(rows)
-    head = f"{n} cached model revision{'' if n == 1 else 's'}: {with_findings} with findings"
-    return f"{head} ({parts}){tail}." if parts else f"{head}{tail}."
-
-
-def write_table(rows: list[CacheRow], out: TextIO, *, color: bool) -> None:
-    """The summary table: plain aligned columns, or a rich table on a colour terminal."""
-    if color:
-        from rich.console import Console
-        from rich.table import Table
-
-        table = Table(*HEADER, title="portkit lint --hf-cache")
-        for c in HEADER[3:]:
-            table.columns[HEADER.index(c)].justify = "right"
-        for r in rows:
-            cells = list(_cells(r))
-            if r.counts.get("error"):
-                cells[3] = f"[bold red]{cells[3]}[/]"
-            table.add_row(*cells)
-        con = Console(file=out, force_terminal=True, highlight=False)
-        con.print(table)
-        con.print(_summary(rows))
-        return
-    lines = [HEADER, *(_cells(r) for r in rows)]
-    widths = [max(len(row[i]) for row in lines) for i in range(len(HEADER))]
-    for row in lines:
-        left = "  ".join(c.ljust(w) for c, w in zip(row[:3], widths[:3]))
-        right = "  ".join(c.rjust(w) for c, w in zip(row[3:], widths[3:]))
-        out.write(f"{left}  {right}".rstrip() + "\n")
-    out.write(_summary(rows) + "\n")
-
-
-def write_json(rows: list[CacheRow], out: TextIO) -> None:
-    import json
-
-    from portkit import __version__
-
-    data = {
-        "portkit_version": __version__,
-        "candle_version": "0.11.0",
-        "cache_dir": str(cache_dir()),
-        "models": [r.to_json() for r in rows],
-    }
-    out.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-
-
-def progress_wanted() -> bool:
-    return sys.stderr.isatty() and not os.environ.get("NO_COLOR")
