@@ -31,6 +31,7 @@ demo: native
 	$(PY) -m portkit.demo
 
 test: native
+	$(VENV)/bin/lint-imports --no-cache  # the layers and no cycles ([tool.importlinter] in pyproject.toml)
 	cd native && cargo test --release --quiet --no-default-features
 	cd native/portkit-dump && cargo test --release --quiet
 	$(PY) -m pytest -q

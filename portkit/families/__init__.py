@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# GGUF `general.architecture` -> candle's loader: GGUF semantics, named here too as the registry's GGUF side
+from portkit.semantics.gguf import GGUF_LOADERS
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
     from typing import Any, Mapping
@@ -67,17 +70,6 @@ FAMILIES: tuple[Family, ...] = (
 BY_NAME: dict[str, Family] = {f.name: f for f in FAMILIES}
 _BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}
 _BY_ARCHITECTURE: dict[str, Family] = {a: f for f in FAMILIES for a in f.architectures}
-
-# GGUF `general.architecture` -> the loader candle 0.11.0 offers for it.
-# quantized_llama reads only `llama.*` keys (quantized_llama.rs:378-394): llama.cpp writes
-# Mistral and Mixtral conversions as arch `llama`, so they land there too.
-GGUF_LOADERS: dict[str, str] = {
-    "llama": "quantized_llama",
-    "qwen2": "quantized_qwen2",
-    "qwen3": "quantized_qwen3",
-    "gemma3": "quantized_gemma3",
-    "phi3": "quantized_phi3",
-}
 
 # model_types that candle 0.11.0 has a module for but portkit does not check yet: lint says so
 # rather than pretending they are something they are not.

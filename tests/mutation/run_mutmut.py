@@ -41,7 +41,6 @@ FAMILY_GLOB = ("portkit/families", "*.py")
 # (the native oracles, tests/native/test_family_*_oracle.py, hold these modules to candle too,
 # but need the native wheel of the same commit: add them here once it is built by default)
 FAMILY_TESTS = ["tests/unit/test_family_semantics.py", "tests/unit/test_family_weights.py", "tests/unit/test_family_detect.py", "tests/unit/test_family_views.py"]
-FAMILY_SKIP = ("catalogue.py",)  # the README's family table: documentation, not semantics
 
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout", 37: "killed"}
 
@@ -51,8 +50,7 @@ def targets(root: Path) -> dict[str, list[str]]:
     fam_dir = root / FAMILY_GLOB[0]
     if fam_dir.is_dir():
         for p in sorted(fam_dir.glob(FAMILY_GLOB[1])):
-            if p.name not in FAMILY_SKIP:
-                out[p.relative_to(root).as_posix()] = list(FAMILY_TESTS)
+            out[p.relative_to(root).as_posix()] = list(FAMILY_TESTS)
     return out
 
 
