@@ -64,6 +64,7 @@ def lint_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--features", action="append", metavar="FEATS", help="candle cargo features, comma separated: accelerate, mkl, flash-attn, cuda, metal")
     g.add_argument("--use-flash-attn", action="store_true", default=None, help="the model is loaded with into_config(true)")
     g.add_argument("--max-tokens", type=int, metavar="N", help="prompt plus generated tokens you will run")
+    g.add_argument("--max-prompt-tokens", type=int, metavar="N", help="the longest prompt you feed in one forward (default: --max-tokens)")
 
 
 def _settings(args: argparse.Namespace) -> Any:
@@ -77,7 +78,7 @@ def _settings(args: argparse.Namespace) -> Any:
             raise UsageError(f"unknown rule selector `{s}` (see `portkit rules`)")
     explicit = set()
     tgt: dict[str, Any] = {}
-    for name in ("device", "dtype", "max_tokens", "use_flash_attn"):
+    for name in ("device", "dtype", "max_tokens", "max_prompt_tokens", "use_flash_attn"):
         v = getattr(args, name)
         if v is not None:
             tgt[name] = v
@@ -88,6 +89,8 @@ def _settings(args: argparse.Namespace) -> Any:
         explicit.add("features")
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UsageError("--max-tokens must be at least 1")
+    if args.max_prompt_tokens is not None and args.max_prompt_tokens < 1:
+        raise UsageError("--max-prompt-tokens must be at least 1")
     try:
         target = Target(**tgt)
     except ValueError as e:

@@ -44,6 +44,11 @@ class Family:
     def module(self) -> str:
         return f"candle_transformers::models::{self.name}"
 
+    @property
+    def struct(self) -> str:
+        """The config struct as a message names it: `LlamaConfig`, `qwen2::Config`."""
+        return f"{self.name}::{self.config_struct}" if self.config_struct == "Config" else self.config_struct
+
     def view(self, config: str | Any) -> FamilyView:
         """candle's effective values for `config` (the JSON text, or parsed JSON)."""
         from portkit.families.view import family_view

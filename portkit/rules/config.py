@@ -216,7 +216,7 @@ class RopeScalingInRopeParameters(Rule):
             # dynamic NTK rescales only once the sequence outgrows the original context
             start = p.get("original_max_position_embeddings") or tv.max_position_embeddings
             if isinstance(start, int) and start > 0:
-                severity, when = length_severity(ctx, start)
+                severity, when = fc.length_severity(ctx, start)
                 tail += f" ({when})"
         yield self.finding(
             ctx,
@@ -690,7 +690,7 @@ class SlidingWindowIgnored(Rule):
                 "attends to the last positions only (its full-sequence forward does not)"
             )
         # the window acts only past its length: an error when the run reaches it, else a warning naming it
-        severity, when = length_severity(ctx, tv.sliding_window)
+        severity, when = fc.length_severity(ctx, tv.sliding_window)
         yield self.finding(
             ctx,
             f"{what}; candle 0.11.0's llama attends to every earlier position ({when})",
@@ -701,17 +701,8 @@ class SlidingWindowIgnored(Rule):
         )
 
 
-def length_severity(ctx: Context, length: int) -> tuple[str, str]:
-    """(severity, clause) for an effect that appears only past `length` tokens: an error when
-    the target's `--max-tokens` reaches past it, else a warning that names the length."""
-    t = ctx.target.max_tokens
-    if t is not None and t > length:
-        return "error", f"the effect appears past {length} tokens, and --max-tokens {t} reaches it"
-    return "warning", f"the effect appears only past {length} tokens" + (f"; --max-tokens {t} stays within" if t is not None else "")
-
-
 class MissingRequiredKey(Rule):
-    """A key candle's `LlamaConfig` requires is absent; transformers fills in its default.
+    """A key candle's config struct requires is absent; transformers fills in its default.
 
     ## What it does
     Lists every required `LlamaConfig` field missing from config.json: `hidden_size`,
@@ -876,7 +867,7 @@ class ConfigRefusedByCandle(Rule):
     families = fc.ALL_FAMILIES
     severity = "error"
     effect = "load-error"
-    fix_title = "Write the value with the type candle's `LlamaConfig` declares"
+    fix_title = "Write the value with the type candle's config struct declares"
     probe_kind = "crash"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
@@ -901,6 +892,7 @@ class ConfigRefusedByCandle(Rule):
             transformers_value=None,
             candle_value={"refused": cv.refused},
             expect=cv.refused,
+            help=f"Write the value with the type candle's `{ctx.family.struct if ctx.family else 'LlamaConfig'}` declares",
         )
 
 

@@ -29,6 +29,15 @@ def module(ctx: Context) -> str:
     return f"candle 0.11.0's `{ctx.family.name}`"
 
 
+def length_severity(ctx: Context, length: int) -> tuple[str, str]:
+    """(severity, clause) for an effect that appears only past `length` tokens: an error when
+    the target's `--max-tokens` reaches past it, else a warning that names the length."""
+    t = ctx.target.max_tokens
+    if t is not None and t > length:
+        return "error", f"the effect appears past {length} tokens, and --max-tokens {t} reaches it"
+    return "warning", f"the effect appears only past {length} tokens" + (f"; --max-tokens {t} stays within" if t is not None else "")
+
+
 def source_words(path: tuple[str, ...]) -> str:
     """Where transformers took a value from, in words: 'from `rope_parameters`', 'by default'."""
     if not path:
@@ -104,6 +113,13 @@ def rope_scaling_findings(rule: Rule, ctx: Context) -> Iterable[Finding]:
             )
         else:
             tail = f"{module(ctx)} reads no rope scaling and computes unscaled frequencies"
+        severity = None
+        mp = ftv.get("max_position_embeddings")
+        if rope_type == "dynamic" and isinstance(mp, int) and mp > 0:
+            # dynamic NTK rescales only once a sequence outgrows `max_position_embeddings`
+            # (modeling_rope_utils.py `_compute_dynamic_ntk_parameters`: seq_len = max(seq_len, mpe))
+            severity, when = length_severity(ctx, mp)
+            tail += f" ({when})"
         yield rule.finding(
             ctx,
             f"transformers applies `{rope_type}` rope scaling to its {which}layers ({shown or 'no parameters'}); {tail}",
@@ -112,6 +128,7 @@ def rope_scaling_findings(rule: Rule, ctx: Context) -> Iterable[Finding]:
             candle_value=fv.get("rope_scaling") if fv is not None and fv.ok else None,
             help=f"No config edit makes {module(ctx)} apply `{rope_type}` scaling as transformers does; "
             "run this checkpoint with an implementation of that scaling",
+            severity=severity,
         )
 
 
@@ -172,6 +189,8 @@ def refused_findings(rule: Rule, ctx: Context) -> Iterable[Finding]:
     edits, help = None, None
     if at == ["sliding_window"] and doc.value.get("sliding_window") is None:
         edits, help = _null_window_fix(ctx)
+    if help is None:
+        help = f"Write the value with the type candle's `{ctx.family.struct}` declares"  # type: ignore[union-attr]
     yield rule.finding(
         ctx,
         f"transformers loads this config; {module(ctx)} refuses it" + (f" at `{where}`" if where else "") + f": {fv.refused}",
@@ -373,11 +392,11 @@ class SlidingWindowSemantics(Rule):
         if len(keep_t) != n:
             return
         prefill, decode = _candle_window(ctx)
-        first = math.inf
-        for kt, kp, kd in zip(keep_t, prefill, decode):
-            for kc in (kp, kd):
-                if kt != kc:
-                    first = min(first, min(kt, kc) + 1)
+        # candle masks only a multi-token forward: a prefill difference needs a prompt that long
+        # fed at once, a decode difference only a sequence that long
+        first_prefill = min((min(kt, kp) + 1 for kt, kp in zip(keep_t, prefill) if kt != kp), default=math.inf)
+        first_decode = min((min(kt, kd) + 1 for kt, kd in zip(keep_t, decode) if kt != kd), default=math.inf)
+        first = min(first_prefill, first_decode)
         mp = fv.get("max_position_embeddings")
         if first == math.inf or (isinstance(mp, int) and first > mp):
             return
@@ -394,9 +413,11 @@ class SlidingWindowSemantics(Rule):
         c_parts.append(
             "keeps every key in decode" if all(k == math.inf for k in decode) else f"keeps {int(min(decode))} in decode"
         )
-        max_tokens = ctx.target.max_tokens
-        severe = max_tokens is not None and max_tokens >= first
+        max_tokens, prompt = ctx.target.max_tokens, ctx.target.prefill_tokens
+        severe = (max_tokens is not None and max_tokens >= first_decode) or (prompt is not None and prompt >= first_prefill)
         plan = f"; you plan {max_tokens} tokens" if max_tokens is not None else ""
+        if first_decode == math.inf and ctx.target.max_prompt_tokens is not None:
+            plan += f" in prompts of at most {ctx.target.max_prompt_tokens}"
         patch = None
         windowed = [k for k in prefill if k != math.inf]
         # the patch that makes candle's prefill keep transformers' keys: only where candle reads
@@ -508,16 +529,17 @@ class ActivationDiffers(Rule):
 
 
 class HiddenActAndHiddenActivation(Rule):
-    """A gemma config sets both `hidden_act` and `hidden_activation`; candle's gemma refuses to build.
+    """A gemma config sets both `hidden_act` and `hidden_activation`, or neither; candle's gemma refuses to build.
 
     ## What it does
-    Flags a `gemma` config where both keys hold an activation.
+    Flags a `gemma` config where both keys hold an activation, or neither does.
 
     ## Why is this bad?
     transformers' Gemma reads `hidden_act` and ignores `hidden_activation`. candle's
     `Config::hidden_act()` bails when both are set, so `Model::new` fails with `both
     hidden_act and hidden_activation are set` (gemma-1.1 configs carry both; a transformers 5
-    re-save keeps both).
+    re-save keeps both). With neither, transformers uses its default `gelu_pytorch_tanh` and
+    candle fails with `none of hidden_act and hidden_activation are set`.
 
     ## Example
     ```json
@@ -554,6 +576,21 @@ class HiddenActAndHiddenActivation(Rule):
     probe_kind = "crash"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
+        fv, ftv = ctx.fv, ctx.ftv
+        if fv is not None and fv.ok and ftv is not None and fv.get("hidden_act") is None and fv.get("hidden_activation") is None:
+            trans = ftv.get("hidden_act")
+            yield self.finding(
+                ctx,
+                f"transformers uses `hidden_act`=`{trans}` (its default); {module(ctx)} fails at build with "
+                "`none of hidden_act and hidden_activation are set`",
+                location=location((1, 1)),
+                transformers_value=trans,
+                candle_value={"error": "none of hidden_act and hidden_activation are set"},
+                fix_edits={"hidden_act": trans},
+                expect="none of hidden_act and hidden_activation are set",
+                help="Write the `hidden_act` transformers uses",
+            )
+            return
         if not _gemma_both(ctx):
             return
         assert ctx.ftv is not None
@@ -763,6 +800,20 @@ class LmHeadIgnoresTie(Rule):
         src = "" if "tie_word_embeddings" in ftv.sources and ftv.sources["tie_word_embeddings"] else " (its default)"
         keys = ("tie_word_embeddings",)
         if fam.name in _ALWAYS_LOADS_LM_HEAD and tie is True:
+            st = ctx.facts.safetensors
+            if st is not None and "lm_head.weight" in st.tensors:
+                # the checkpoint has one: candle loads it, transformers ties over it
+                yield self.finding(
+                    ctx,
+                    f"transformers ties `lm_head` to `embed_tokens` (`tie_word_embeddings`=true{src}) and never reads "
+                    f"the checkpoint's `lm_head.weight`; {module(ctx)} always loads `lm_head.weight` and uses it",
+                    keys=keys,
+                    transformers_value=True,
+                    candle_value="lm_head.weight",
+                    probe_kind="numeric",
+                    help="Make the checkpoint's `lm_head.weight` a copy of `model.embed_tokens.weight`, as transformers computes",
+                )
+                return
             yield self.finding(
                 ctx,
                 f"transformers ties `lm_head` to `embed_tokens` (`tie_word_embeddings`=true{src}) and saves no "
@@ -855,6 +906,143 @@ class Gemma3PrefillNeedsOneKvHead(Rule):
         )
 
 
+# --- PK122: gemma3's bidirectional attention -------------------------------------------------------
+
+
+class BidirectionalAttentionIgnored(Rule):
+    """transformers' gemma3 attends both ways (`use_bidirectional_attention`); candle's is causal.
+
+    ## What it does
+    Flags a gemma3 config with `use_bidirectional_attention: true`.
+
+    ## Why is this bad?
+    transformers then builds bidirectional masks: full-attention layers see every position,
+    sliding layers a window around each position, and the window itself becomes
+    `sliding_window // 2 + 1`. candle's gemma3 never reads the key: its masks are causal and
+    its window is `sliding_window`. Every position but the last attends to other keys, so
+    the logits differ from the first token on, silently (EmbeddingGemma-style checkpoints).
+
+    ## Example
+    ```json
+    {"model_type": "gemma3_text", "use_bidirectional_attention": true}
+    ```
+
+    ## Fix
+    None in config.json (false would change transformers' model); build a bidirectional mask
+    in candle's gemma3 for such checkpoints.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/gemma3.rs:13-38 (`Config`: no such field),
+    :391-413 (`prepare_decoder_attention_mask`: `i < j` is always masked).
+
+    ## Verification
+    numeric: candle differs from transformers (no config edit makes candle attend both ways).
+
+    ## References
+    transformers `models/gemma3/configuration_gemma3.py:100-102`, `modeling_gemma3.py:292,
+    520-522`.
+    """
+
+    code = "PK122"
+    name = "bidirectional-attention-ignored"
+    group = "config"
+    families = ("gemma3",)
+    severity = "error"
+    effect = "silent"
+    fix_title = "Build a bidirectional mask in candle's gemma3; no config edit fixes this"
+    probe_kind = "numeric"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        fv, ftv = ctx.fv, ctx.ftv
+        if fv is None or ftv is None or not fv.ok or ftv.get("use_bidirectional_attention") is not True:
+            return
+        sw = fv.get("sliding_window")
+        window = f" and a `sliding_window` of {sw // 2 + 1} around each position" if isinstance(sw, int) else ""
+        yield self.finding(
+            ctx,
+            f"transformers attends both ways (`use_bidirectional_attention`=true{window}); {module(ctx)} never reads "
+            "the key and masks causally",
+            keys=("use_bidirectional_attention",),
+            transformers_value=True,
+            candle_value=False,
+        )
+
+
+# --- PK123: gemma2's softcapping left to transformers' default ---------------------------------------
+
+_SOFTCAPPING = ("final_logit_softcapping", "attn_logit_softcapping")
+
+
+class SoftcappingKeyAbsent(Rule):
+    """gemma2 without a softcapping key: transformers caps with its default, candle not at all.
+
+    ## What it does
+    Flags a gemma2 config that leaves out `final_logit_softcapping` or
+    `attn_logit_softcapping`.
+
+    ## Why is this bad?
+    transformers' `Gemma2Config` defaults them to 30.0 and 50.0 and caps the logits and the
+    attention scores with `tanh`. candle reads both as `Option<f64>`: an absent key is `None`,
+    and `None` skips the capping. The model runs and computes other numbers, silently (max
+    logit difference 0.70 without the final cap on a tiny gemma2, 0.013 without the attention
+    cap). An explicit `null` means no capping in both.
+
+    ## Example
+    ```json
+    {"model_type": "gemma2", "query_pre_attn_scalar": 256}
+    ```
+    Use instead:
+    ```json
+    {"model_type": "gemma2", "query_pre_attn_scalar": 256, "final_logit_softcapping": 30.0,
+     "attn_logit_softcapping": 50.0}
+    ```
+
+    ## Fix
+    `portkit fix --write` writes the values transformers uses; transformers' model does not
+    change.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/gemma2.rs:29-30 (`Option<f64>`), :243-246 and
+    :442-445 (`None => logits`).
+
+    ## Verification
+    numeric: candle differs from transformers and agrees once the probe patch writes the
+    defaults.
+
+    ## References
+    transformers `models/gemma2/configuration_gemma2.py:89-90`.
+    """
+
+    code = "PK123"
+    name = "softcapping-key-absent"
+    group = "config"
+    families = ("gemma2",)
+    severity = "error"
+    effect = "silent"
+    fix_availability = "always"
+    fix_title = "Write the softcapping values transformers uses"
+    probe_kind = "numeric"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        fv, ftv, doc = ctx.fv, ctx.ftv, ctx.facts.config
+        if fv is None or ftv is None or not fv.ok or doc is None or not isinstance(doc.value, dict):
+            return
+        absent = {k: ftv.get(k) for k in _SOFTCAPPING if k not in doc.value and isinstance(ftv.get(k), (int, float))}
+        if not absent:
+            return
+        shown = " and ".join(f"`{k}`={num(v)}" for k, v in absent.items())
+        yield self.finding(
+            ctx,
+            f"transformers caps with {shown} by default; {module(ctx)} reads the absent "
+            f"key{'s' if len(absent) > 1 else ''} as `None` and does not cap",
+            location=location((1, 1)),
+            transformers_value=absent,
+            candle_value=dict.fromkeys(absent),
+            fix_edits=absent,
+            probe_patch=absent,
+        )
+
+
 RULES = (
     NoCandleModule,
     SlidingWindowSemantics,
@@ -864,4 +1052,6 @@ RULES = (
     GraniteMultipliersIgnored,
     LmHeadIgnoresTie,
     Gemma3PrefillNeedsOneKvHead,
+    BidirectionalAttentionIgnored,
+    SoftcappingKeyAbsent,
 )

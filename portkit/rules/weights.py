@@ -617,12 +617,15 @@ class LmHeadVsTie(_WeightsRule):
         else:
             tf = "transformers ties it to the embeddings" if tie is True else "transformers initialises it randomly"
             yield self._missing(ctx, f"{mod} always reads `lm_head.weight`, whatever `tie_word_embeddings` says, and "
-                                f"the weights have none: it fails at load with `cannot find tensor lm_head.weight`; {tf}")  # fmt: skip
+                                f"the weights have none: it fails at load with `cannot find tensor lm_head.weight`; {tf}",
+                                help="Save `lm_head.weight` in the checkpoint (a copy of `model.embed_tokens.weight` when "
+                                f"the model ties them): {mod} reads no flag")  # fmt: skip
 
-    def _missing(self, ctx: Context, message: str) -> Finding:
+    def _missing(self, ctx: Context, message: str, help: str | None = None) -> Finding:
         return self.finding(
             ctx,
             message,
+            help=help,
             keys=("tie_word_embeddings",),
             transformers_value="tied lm_head" if transformers_tie(ctx) is True else "random lm_head",
             candle_value="cannot find tensor lm_head.weight",

@@ -404,6 +404,7 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
                "intermediate_size": 9216, "num_attention_heads": 8, "num_hidden_layers": 26, "num_key_value_heads": 4,
                "rms_norm_eps": 1e-06, "vocab_size": 262208, "final_logit_softcapping": None,
                "attn_logit_softcapping": None, "query_pre_attn_scalar": 256, "sliding_window": 4096,
+               "use_bidirectional_attention": False,
                "max_position_embeddings": 131072, "tie_word_embeddings": True},
     "phi3": {"vocab_size": 32064, "hidden_act": "silu", "hidden_size": 3072, "intermediate_size": 8192,
              "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32, "rms_norm_eps": 1e-05,

@@ -240,6 +240,7 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
                     dtype=opts.dtype,
                     use_flash_attn=opts.use_flash_attn,
                     max_tokens=len(prompt.ids) + tokens,
+                    max_prompt_tokens=len(prompt.ids),
                     build=pn.build_info(),
                 ),
                 progress,

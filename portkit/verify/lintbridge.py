@@ -25,10 +25,12 @@ class LintInputError(RuntimeError):
     """lint could not read the input (its exit-2 case); the message is lint's line."""
 
 
-TARGET_FIELDS = frozenset({"device", "dtype", "features", "max_tokens", "use_flash_attn"})
+TARGET_FIELDS = frozenset({"device", "dtype", "features", "max_tokens", "max_prompt_tokens", "use_flash_attn"})
 
 
-def make_settings(device: str, dtype: str, use_flash_attn: bool, max_tokens: int, build: dict[str, Any]) -> Settings:
+def make_settings(
+    device: str, dtype: str, use_flash_attn: bool, max_tokens: int, build: dict[str, Any], max_prompt_tokens: int | None = None
+) -> Settings:
     feats = set()
     if build.get("accelerate"):
         feats.add("accelerate")
@@ -37,7 +39,8 @@ def make_settings(device: str, dtype: str, use_flash_attn: bool, max_tokens: int
     for dev in build.get("devices", ()):
         if dev in ("metal", "cuda"):
             feats.add(dev)
-    target = Target(device=device, dtype=dtype, features=frozenset(feats), use_flash_attn=use_flash_attn, max_tokens=max_tokens)  # type: ignore[arg-type]
+    target = Target(device=device, dtype=dtype, features=frozenset(feats), use_flash_attn=use_flash_attn, max_tokens=max_tokens,
+                    max_prompt_tokens=max_prompt_tokens)  # type: ignore[arg-type]
     return Settings(target=target, explicit=TARGET_FIELDS)
 
 

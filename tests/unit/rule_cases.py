@@ -300,6 +300,8 @@ CASES: dict[str, tuple[Builder, Builder]] = {
     "PK119": (family("granite", embedding_multiplier=12.0), CLEAN["granite"]),
     "PK120": (family("granite", tie_word_embeddings=True), CLEAN["granite"]),
     "PK121": (CLEAN["gemma3"], family("gemma3", num_key_value_heads=1)),
+    "PK122": (family("gemma3", num_key_value_heads=1, use_bidirectional_attention=True), family("gemma3", num_key_value_heads=1)),
+    "PK123": (family("gemma2", drop=("final_logit_softcapping",)), CLEAN["gemma2"]),
     "PK201": (model(TF4, drop=["model.layers.1.mlp.up_proj.weight"]), model(TF4)),
     "PK202": (model(TF4, extra={"model.layers.0.self_attn.q_proj.bias": (64,)}), model(TF4)),
     "PK203": (model(TF4, extra={"language_model.model.norm.weight": (64,)}), model(TF4)),
