@@ -13,6 +13,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see port
 if TYPE_CHECKING:
     from typing import Any
 
+THETA_KEYS = ("rope_theta", "rope_local_base_freq")  # a second base for the sliding layers
+
 FIELDS = (
     Field("attention_bias", serde.de_bool),
     Field("head_dim", serde.de_usize),

@@ -14,6 +14,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see port
 if TYPE_CHECKING:
     from typing import Any
 
+PROBES_LM_HEAD = True  # `vb.contains_tensor("lm_head.weight")`, never the flag (qwen2.rs:380-384)
+
 FIELDS = (
     Field("vocab_size", serde.de_usize),
     Field("hidden_size", serde.de_usize),

@@ -1,9 +1,8 @@
-"""PK1xx for every candle 0.11.0 family: what each family's own module reads differently.
+"""PK1xx that only some candle 0.11.0 modules need (PK114-PK123): windows, activations, scales,
+multipliers and heads that one module reads its own way.
 
-The generalised llama rules (PK101, PK102, PK110, PK112) call the `*_findings` helpers here for a
-non-llama family; the rules only a family module has (PK114-PK120) are classes here. Both
-compare `ctx.fv` (the family's serde mirror, `portkit.families.<name>`) with `ctx.ftv`
-(`family_transformers_view`), and every message names the module: "candle 0.11.0's `qwen3`".
+They compare `ctx.fv` (the family's serde mirror, `portkit.families.<name>`) with `ctx.ftv`
+(`family_transformers_view`), and every message names the module (`Family.who`).
 """
 
 from __future__ import annotations
@@ -11,211 +10,20 @@ from __future__ import annotations
 import math
 
 from portkit.families import BY_NAME, UNCOVERED_CANDLE_MODULES
-from portkit.rules.base import Context, Rule, f32, location, num
+from portkit.rules.base import Context, Rule, location, num
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, Iterable
+    from typing import Iterable
 
     from portkit.findings import Finding
 
 ALL_FAMILIES = tuple(BY_NAME)
-OTHER_FAMILIES = tuple(n for n in BY_NAME if n != "llama")
-_SOURCE_WORDS = {"rope_parameters": "from `rope_parameters`", "rope_scaling": "from `rope_scaling`"}
 
 
 def module(ctx: Context) -> str:
     assert ctx.family is not None
-    return f"candle 0.11.0's `{ctx.family.name}`"
-
-
-def length_severity(ctx: Context, length: int) -> tuple[str, str]:
-    """(severity, clause) for an effect that appears only past `length` tokens: an error when
-    the target's `--max-tokens` reaches past it, else a warning that names the length."""
-    t = ctx.target.max_tokens
-    if t is not None and t > length:
-        return "error", f"the effect appears past {length} tokens, and --max-tokens {t} reaches it"
-    return "warning", f"the effect appears only past {length} tokens" + (f"; --max-tokens {t} stays within" if t is not None else "")
-
-
-def source_words(path: tuple[str, ...]) -> str:
-    """Where transformers took a value from, in words: 'from `rope_parameters`', 'by default'."""
-    if not path:
-        return "by default"
-    if len(path) == 1:
-        return f"from the top-level `{path[0]}`"
-    return "from `" + ".".join(path[:-1]) + "`"
-
-
-def _required(ctx: Context) -> list[str]:
-    import importlib
-
-    from portkit.semantics.serde import MISSING
-
-    assert ctx.family is not None
-    mod = importlib.import_module(f"portkit.families.{ctx.family.name}")
-    return [f.name for f in mod.FIELDS if f.default is MISSING]
-
-
-# --- PK101: a rope base candle reads from elsewhere (a top-level key, or its default) ---------
-
-# keys that hold a rope base, per family: gemma3 has a second one for its sliding layers
-_THETA_KEYS = {"gemma3": ("rope_theta", "rope_local_base_freq")}
-
-
-def rope_theta_findings(rule: Rule, ctx: Context) -> Iterable[Finding]:
-    fv, ftv, fam = ctx.fv, ctx.ftv, ctx.family
-    if fv is None or ftv is None or fam is None or not fv.ok:
-        return
-    for key in _THETA_KEYS.get(fam.name, ("rope_theta",)):
-        t, c = ftv.get(key), fv.get(key)
-        if not isinstance(t, float) or not isinstance(c, (int, float)):
-            continue
-        if (f32(t) if fam.name == "granite" else t) == c:
-            continue
-        if key in fv.written:
-            tail = f"{module(ctx)} reads the top-level `{key}`={num(c)}"
-        else:
-            tail = f"{module(ctx)} reads no top-level `{key}` and uses {num(c)}"
-        path = ftv.sources.get(key, ())
-        yield rule.finding(
-            ctx,
-            f"transformers uses `{key}`={num(t)} {source_words(path)}; {tail}",
-            keys=path or (key,),
-            transformers_value=t,
-            candle_value=c,
-            fix_edits={key: t},
-            probe_patch={key: t},
-        )
-
-
-# --- PK102: rope scaling the module ignores or misapplies ---------------------------------------
-
-
-def rope_scaling_findings(rule: Rule, ctx: Context) -> Iterable[Finding]:
-    fv, ftv, fam = ctx.fv, ctx.ftv, ctx.family
-    if ftv is None or fam is None:
-        return
-    scaled = [("", ftv.rope_type, ftv.rope_parameters)]
-    if ftv.local_rope_type is not None:
-        scaled.append(("sliding-attention ", ftv.local_rope_type, ftv.local_rope_parameters))
-    for which, rope_type, params in scaled:
-        if rope_type == "default":
-            continue
-        shown = ", ".join(
-            f"`{k}`=[{len(v)} values]" if isinstance(v, list) else f"`{k}`={num(v)}"
-            for k, v in params.items() if k not in ("rope_type", "type", "rope_theta")
-        )
-        if fam.name == "phi3" and rope_type == "longrope" and fv is not None and fv.ok and fv.get("rope_scaling") is not None:
-            tail = (
-                f"{module(ctx)} reads the legacy `rope_scaling` but multiplies the frequencies by the factors "
-                "where transformers divides by them, and applies no attention factor"
-            )
-        else:
-            tail = f"{module(ctx)} reads no rope scaling and computes unscaled frequencies"
-        severity = None
-        mp = ftv.get("max_position_embeddings")
-        if rope_type == "dynamic" and isinstance(mp, int) and mp > 0:
-            # dynamic NTK rescales only once a sequence outgrows `max_position_embeddings`
-            # (modeling_rope_utils.py `_compute_dynamic_ntk_parameters`: seq_len = max(seq_len, mpe))
-            severity, when = length_severity(ctx, mp)
-            tail += f" ({when})"
-        yield rule.finding(
-            ctx,
-            f"transformers applies `{rope_type}` rope scaling to its {which}layers ({shown or 'no parameters'}); {tail}",
-            keys=("rope_scaling",) if ctx.has_key("rope_scaling") else ("rope_parameters",),
-            transformers_value=params,
-            candle_value=fv.get("rope_scaling") if fv is not None and fv.ok else None,
-            help=f"No config edit makes {module(ctx)} apply `{rope_type}` scaling as transformers does; "
-            "run this checkpoint with an implementation of that scaling",
-            severity=severity,
-        )
-
-
-# --- PK110: a field the module's serde requires is missing --------------------------------------
-
-# what to write for a required key transformers has no value for, because transformers never reads it
-_CANDLE_ONLY = {"use_flash_attn": False}
-
-
-def missing_field_findings(rule: Rule, ctx: Context) -> Iterable[Finding]:
-    fv, ftv, doc = ctx.fv, ctx.ftv, ctx.facts.config
-    if fv is None or ftv is None or doc is None or not isinstance(doc.value, dict):
-        return
-    # every missing field, also behind a refused value (PK112): serde names one at a time
-    for key in _required(ctx):
-        if key in doc.value:
-            continue
-        value, why = _value_to_write(ctx, key)
-        refusal = f"missing field `{key}`"
-        yield rule.finding(
-            ctx,
-            f"{module(ctx)} refuses the config: {refusal}; {why}",
-            location=location((1, 1)),
-            transformers_value=value,
-            candle_value={"refused": refusal},
-            fix_edits={key: value} if value is not None else None,
-            expect=refusal,
-            help=None if value is not None else f"Write `{key}` by hand: transformers has no value for it",
-        )
-
-
-def _value_to_write(ctx: Context, key: str) -> tuple[Any, str]:
-    ftv = ctx.ftv
-    assert ftv is not None
-    if key in _CANDLE_ONLY:
-        v = _CANDLE_ONLY[key]
-        return v, f"transformers never reads it; {num(v)} runs candle as transformers runs (no flash attention)"
-    if key == "max_window_layers":
-        n = ftv.get("num_hidden_layers")
-        return n, f"transformers' `{ftv.family}` has no such setting and candle never uses it; writing `num_hidden_layers`={num(n)}"
-    if key not in ftv.values:
-        return None, "transformers has no value for it"
-    v = ftv.values[key]
-    return v, f"transformers uses {num(v)} {source_words(ftv.sources.get(key, ()))}"
-
-
-# --- PK112: the module's serde refuses a value -------------------------------------------------
-
-
-def refused_findings(rule: Rule, ctx: Context) -> Iterable[Finding]:
-    fv, ftv, doc = ctx.fv, ctx.ftv, ctx.facts.config
-    if fv is None or ftv is None or fv.ok or doc is None or not isinstance(doc.value, dict):
-        return
-    if fv.missing_field() is not None:
-        return  # PK110
-    at = fv.refused_at or []
-    where = ".".join(at)
-    edits, help = None, None
-    if at == ["sliding_window"] and doc.value.get("sliding_window") is None:
-        edits, help = _null_window_fix(ctx)
-    if help is None:
-        help = f"Write the value with the type candle's `{ctx.family.struct}` declares"  # type: ignore[union-attr]
-    yield rule.finding(
-        ctx,
-        f"transformers loads this config; {module(ctx)} refuses it" + (f" at `{where}`" if where else "") + f": {fv.refused}",
-        keys=tuple(at),
-        candle_value={"refused": fv.refused},
-        fix_edits=edits,
-        expect=fv.refused,
-        help=help,
-    )
-
-
-def _null_window_fix(ctx: Context) -> tuple[dict[str, Any] | None, str | None]:
-    """`sliding_window: null` where candle wants a number. transformers' qwen2 ignores the key
-    unless `use_sliding_window`, and candle keeps `sliding_window`+1 keys: a window of
-    `max_position_embeddings` is no window in either. Elsewhere (mixtral) transformers reads
-    any window it is given, so no value keeps it unchanged."""
-    ftv, fam = ctx.ftv, ctx.family
-    assert ftv is not None and fam is not None
-    mp = ftv.get("max_position_embeddings")
-    if fam.name in ("qwen2",) and ftv.get("use_sliding_window") is not True and isinstance(mp, int):
-        return {"sliding_window": mp}, None
-    return None, (
-        f"No config edit: {module(ctx)} requires a window and transformers' `{fam.name}` applies any window it is given; "
-        "build candle's Config in code with a window of at least your longest sequence"
-    )
+    return ctx.family.who
 
 
 # --- PK114 ---------------------------------------------------------------------------------------

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from portkit.families import Family
 
 BUILD_HINT = "build it with `make native` (maturin build --release -m native/Cargo.toml, then pip install the wheel)"
 
@@ -54,6 +57,23 @@ def load_family(
     return native().FamilyRunner(
         family, [str(p) for p in weight_files], config_json, dtype=dtype, device=device, cache_dtype=cache_dtype
     )
+
+
+def load_runner(
+    family: Family,
+    weight_files: Sequence[Path],
+    config_json: str,
+    *,
+    dtype: str = "f32",
+    device: str = "cpu",
+    cache_dtype: str | None = None,
+    use_flash_attn: bool = False,
+) -> Any:
+    """The native runner of `family`: the one that takes `use_flash_attn` where the registry
+    says the family's has it (`Family.flash_attn`), else `FamilyRunner`."""
+    if family.flash_attn:
+        return load_llama(weight_files, config_json, dtype=dtype, device=device, cache_dtype=cache_dtype, use_flash_attn=use_flash_attn)
+    return load_family(family.name, weight_files, config_json, dtype=dtype, device=device, cache_dtype=cache_dtype)
 
 
 def load_gguf(path: Path, *, device: str = "cpu", loader: str = "quantized_llama") -> Any:

@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
-from portkit.families import Family
+from portkit.families import DEFAULT_FAMILY, Family
 from portkit.findings import Finding
 from portkit.verify import confirm as C
 from portkit.verify import cachefiles, runcache
@@ -87,7 +87,7 @@ class VerifyReport:
     seconds: float = 0.0
     nonfinite: Any = None  # portkit.verify.nonfinite.NonFinite: NaN/inf named, its own verdict
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
-    family: str = "llama"  # the candle module (portkit.families) candle ran
+    family: str = DEFAULT_FAMILY  # the candle module (portkit.families) candle ran
     layers_note: str | None = None  # why there is no per-layer comparison, when there is none
     runs: list[RunOutputs] = field(default_factory=list)  # every candle run, for `candle_runs`
 
@@ -194,13 +194,11 @@ def model_family(model: ModelDir) -> Family:
     """The candle module the checkpoint loads into (a config naming no model_type or
     architectures is llama, as lint reads it); one line and exit 2 for a model_type candle
     0.11.0 has no module for."""
-    from portkit.families import BY_NAME, UNCOVERED_CANDLE_MODULES, detect
+    from portkit.families import UNCOVERED_CANDLE_MODULES, detect_or_default
 
-    fam = detect(model.config)
+    fam = detect_or_default(model.config)
     if fam is not None:
         return fam
-    if "model_type" not in model.config and "architectures" not in model.config:
-        return BY_NAME["llama"]
     mt = model.config.get("model_type", (model.config.get("architectures") or ["?"])[0])
     if mt in UNCOVERED_CANDLE_MODULES:
         raise BadInput(f"model_type `{mt}`: portkit does not verify candle's `{UNCOVERED_CANDLE_MODULES[mt]}` module yet")
@@ -254,13 +252,11 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
     ran = f"the {len(prompt.ids)}-token prompt and {tokens} generated tokens"
 
     def load_with(config_text: str) -> Callable[[], Any]:
-        from portkit.verify.candle import load_family, load_llama
+        from portkit.verify.candle import load_runner
 
-        if family.name == "llama":
-            return lambda: load_llama(
-                model.weight_files, config_text, dtype=opts.dtype, device=opts.device, use_flash_attn=opts.use_flash_attn
-            )
-        return lambda: load_family(family.name, model.weight_files, config_text, dtype=opts.dtype, device=opts.device)
+        return lambda: load_runner(
+            family, model.weight_files, config_text, dtype=opts.dtype, device=opts.device, use_flash_attn=opts.use_flash_attn
+        )
 
     def cached(config_text: str, forced: list[int] | None, capture: bool) -> runcache.RunCache | None:
         if not runcache.cacheable(opts.device, opts.cache):
@@ -270,7 +266,7 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
                 loader=family.name,
                 device=opts.device,
                 dtype=opts.dtype,
-                flash_attn=opts.use_flash_attn and family.name == "llama",
+                flash_attn=opts.use_flash_attn and family.flash_attn,
                 config_text=config_text,
                 files=job.fingerprints,
                 prompt=prompt.ids,
@@ -523,9 +519,9 @@ def gguf_loader(meta: dict[str, Any]) -> str:
     """The candle loader for a GGUF, by `general.architecture`: quantized_llama for an
     architecture candle has no loader of its own (it then fails with candle's own message,
     which verify reports)."""
-    from portkit.families import GGUF_LOADERS
+    from portkit.semantics.gguf import loader_for
 
-    return GGUF_LOADERS.get(str(meta.get("general.architecture", "llama")), "quantized_llama")
+    return loader_for(str(meta.get("general.architecture", "")))
 
 
 def _tensor_names(path: Path) -> set[str]:

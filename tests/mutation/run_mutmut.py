@@ -32,7 +32,6 @@ TARGETS: dict[str, list[str]] = {
     "portkit/fix.py": ["tests/unit/test_fix_edits.py", "tests/acceptance/test_cli.py"],
     "portkit/model/gguf_header.py": ["tests/unit/test_model_reader.py", "tests/unit/test_bounds.py", "tests/unit/test_gguf_header.py"],
     "portkit/model/safetensors_header.py": ["tests/unit/test_model_reader.py", "tests/unit/test_bounds.py", "tests/unit/test_safetensors_header.py"],
-    "portkit/semantics/candle.py": ["tests/unit/test_semantics.py", "tests/unit/test_rules.py", "tests/unit/test_candle_view.py", "tests/native/test_candle_view_oracle.py"],
     "portkit/verify/cachefiles.py": ["tests/unit/test_cachefiles.py", "tests/unit/test_refcache_entries.py", "tests/unit/test_runcache.py"],
     "portkit/verify/runcache.py": ["tests/unit/test_runcache.py", "tests/native/test_candle_run_cache.py"],
 }

@@ -7,6 +7,7 @@ from __future__ import annotations
 from portkit.rules.base import Context, f32, num
 from portkit.rules.gguf.base import ALL_LOADERS, GgufRule
 from portkit.semantics.gguf import (
+    QUANTIZED_LLAMA_ARCH,
     LLAMA_CPP_NEOX_NOT_IN_CANDLE,
     LOADER_REQUIRED,
     MAX_SEQ_LEN,
@@ -76,7 +77,8 @@ class MissingGgufMetadata(GgufRule):
                 continue
             arch = v.architecture
             for key in v.missing_keys:
-                alt = key.replace("llama.", f"{arch}.", 1) if arch and arch != "llama" else None
+                prefix = f"{QUANTIZED_LLAMA_ARCH}."
+                alt = key.replace(prefix, f"{arch}.", 1) if arch and arch != QUANTIZED_LLAMA_ARCH else None
                 hint = f" (the file has `{alt}`: candle reads only `llama.` keys)" if alt and alt in g.metadata else ""
                 yield self.finding(
                     ctx,
