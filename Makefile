@@ -12,7 +12,7 @@ export PORTKIT_CACHE ?= $(HOME)/.cache/portkit
 export OMP_NUM_THREADS ?= 2
 export RAYON_NUM_THREADS ?= 2
 
-.PHONY: demo test venv native clean-native mutation
+.PHONY: demo test venv native clean-native mutation fuzz
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,3 +42,9 @@ test: native
 mutation: native
 	$(PY) -m pip install --quiet -e '.[mutation]'
 	nice -n 15 $(PY) tests/mutation/run_mutmut.py --survivors $(PORTKIT_CACHE)/mutation/survivors.txt
+
+# The differential's long run: 50 random config mutations per family, lint's prediction against
+# transformers and candle's own module (fixtures/differential.py); writes docs/differential.md
+# and exits 1 on any false negative or false positive. `make test` runs a bounded one.
+fuzz: native
+	nice -n 5 $(PY) -m fixtures.differential --cases 50 --markdown docs/differential.md

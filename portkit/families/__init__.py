@@ -46,7 +46,15 @@ TRAITS: dict[str, Any] = {
     "CANDLE_ROPE_SCALING": None,  # the one rope scaling type the module computes as transformers does
     "ROPE_KEYS_SHOWN": None,  # the rope parameters a PK102 message lists; None: all of them
     "UNREAD_TEXTS": {},  # PK202's reasons, where the module's own words differ
-    "PROBES_LM_HEAD": False,  # reads `lm_head.weight` when the file has one, never the flag
+    # how the module builds lm_head: "flag" (`lm_head.weight` unless `tie_word_embeddings`),
+    # "always-loaded", "always-tied" (`embed_tokens`), "probed" (when the file has one, never the flag)
+    "LM_HEAD": "flag",
+    # how the module windows attention: None (never), "every-layer" (candle's prefill mask keeps
+    # `sliding_window`+1 keys on every layer, decode keeps all), "pattern" (gemma3: its sliding
+    # layers, decode through a RotatingKvCache of `sliding_window`), "unsupported" (build fails)
+    "SLIDING_WINDOW": None,
+    "ACTIVATION_KEYS": ("hidden_act",),  # the key(s) candle reads the activation from (two: either one)
+    "TRANSFORMERS_ACTIVATION_KEY": "hidden_act",  # the one transformers reads
 }
 # a config that names neither `model_type` nor `architectures` is read with this module
 DEFAULT_FAMILY = "llama"

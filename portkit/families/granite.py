@@ -32,6 +32,7 @@ _de_eos = serde.de_untagged("GraniteEosToks", serde.de_u32, serde.de_vec(serde.d
 
 F32_FIELDS = frozenset({"rope_theta"})  # `GraniteConfig.rope_theta: f32` (granite.rs:46-47)
 LOAD_PANICS = "Granite::load"  # `Block::load(...).unwrap()` per layer (granite.rs:451)
+LM_HEAD = "always-loaded"  # granite.rs:448
 
 FIELDS = (
     Field("hidden_size", serde.de_usize),

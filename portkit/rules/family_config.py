@@ -93,31 +93,19 @@ class NoCandleModule(Rule):
 
 # --- PK115 ---------------------------------------------------------------------------------------
 
-# per module: (keys kept by the prefill mask, which layers it masks, keys kept in decode)
-# candle's masks are `j + sw < i` (sw+1 keys), and only when seq_len > 1; the caches are not
-# trimmed, except gemma3's RotatingKvCache(sliding_window) on its sliding layers
-_WINDOW_LINES = {
-    "mistral": "mistral.rs:402-406 (`unwrap_or(tgt_len + 1)`, `j + sliding_window < i`), :385-391",
-    "mixtral": "mixtral.rs:448",
-    "qwen2": "qwen2.rs:291, :303-314 (`use_sliding_window` and `max_window_layers` are never read)",
-    "gemma2": "gemma2.rs:398-413 (every layer), :388",
-    "gemma3": "gemma3.rs:403, :192-193 (RotatingKvCache), :448 (pattern)",
-    "starcoder2": "starcoder2.rs:306-310",
-    "phi3": "phi3.rs:386-395 (plain causal mask)",
-}
-
-
 def _candle_window(ctx: Context) -> tuple[list[float], list[float]]:
     """Keys candle attends to at the last position, per layer, in prefill and in decode
     (math.inf: every earlier key)."""
     fv, fam = ctx.fv, ctx.family
     assert fv is not None and fam is not None
     n = fv.get("num_hidden_layers") or 0
-    sw = fv.get("sliding_window")
+    sw, how = fv.get("sliding_window"), fam.trait("SLIDING_WINDOW")
     inf = math.inf
-    if fam.name in ("mistral", "mixtral", "qwen2", "gemma2", "starcoder2") and isinstance(sw, int):
+    # candle's masks are `j + sw < i` (sw+1 keys), and only when seq_len > 1; the caches are
+    # not trimmed, except gemma3's RotatingKvCache(sliding_window) on its sliding layers
+    if how == "every-layer" and isinstance(sw, int):
         return [sw + 1] * n, [inf] * n
-    if fam.name == "gemma3" and isinstance(sw, int):
+    if how == "pattern" and isinstance(sw, int):
         p = fv.get("sliding_window_pattern") or 1
         slides = [bool((i + 1) % p) for i in range(n)]
         return [sw + 1 if s else inf for s in slides], [sw if s else inf for s in slides]
@@ -180,8 +168,7 @@ class SlidingWindowSemantics(Rule):
         fv, ftv, fam = ctx.fv, ctx.ftv, ctx.family
         if fv is None or ftv is None or fam is None or not fv.ok:
             return
-        if fam.name in ("qwen3", "qwen3_moe"):
-            # qwen3_moe builds qwen3's attention from its config (qwen3_moe.rs:50-55, :211)
+        if fam.trait("SLIDING_WINDOW") == "unsupported":
             if fv.get("use_sliding_window"):
                 yield self.finding(
                     ctx,
@@ -229,14 +216,16 @@ class SlidingWindowSemantics(Rule):
         patch = None
         windowed = [k for k in prefill if k != math.inf]
         # the patch that makes candle's prefill keep transformers' keys: only where candle reads
-        # the window (not phi3) and applies it to the same layers (not gemma2)
-        if isinstance(sw_t, int) and sw_t > 1 and windowed and all(k == sw_t + 1 for k in windowed) and fam.name != "gemma2":
+        # the window (not phi3) and applies it to the layers transformers slides (not gemma2)
+        same_layers = all((kt != math.inf) == (kp != math.inf) for kt, kp in zip(keep_t, prefill))
+        if isinstance(sw_t, int) and sw_t > 1 and windowed and all(k == sw_t + 1 for k in windowed) and same_layers:
             patch = {"sliding_window": sw_t - 1}
         elif sw_t is None and any(k != math.inf for k in prefill) and isinstance(mp, int):
             patch = {"sliding_window": mp}
-        # qwen2 without `use_sliding_window`: transformers ignores the key, so a window candle
-        # never reaches (`max_position_embeddings`) changes nothing for transformers
-        fixable = fam.name == "qwen2" and not any(k != math.inf for k in keep_t) and ftv.get("use_sliding_window") is not True
+        # a config that does not opt in to the window (qwen2's `use_sliding_window`): transformers
+        # ignores the key, so a window candle never reaches (`max_position_embeddings`) changes nothing
+        opts_in = "use_sliding_window" in ftv.values
+        fixable = opts_in and not any(k != math.inf for k in keep_t) and ftv.get("use_sliding_window") is not True
         yield self.finding(
             ctx,
             f"transformers {t_desc}; {module(ctx)} {' and '.join(c_parts)}: they differ from {first} tokens on{plan}",
@@ -254,13 +243,13 @@ class SlidingWindowSemantics(Rule):
 # transformers ACT2FN name / candle Activation variant -> the function it computes
 _T_ACT = {"gelu": "erf GELU", "gelu_pytorch_tanh": "tanh GELU", "gelu_new": "tanh GELU", "silu": "SiLU", "swish": "SiLU", "relu": "ReLU"}
 _C_ACT = {"gelu": "erf GELU", "gelu_pytorch_tanh": "tanh GELU", "gelu_new": "tanh GELU", "silu": "SiLU", "swish": "SiLU", "relu": "ReLU"}
-# the key each module reads the activation from (gemma: whichever of the two is set)
-_ACT_KEY = {"gemma2": "hidden_activation", "gemma3": "hidden_activation"}
 
 
-def _gemma_both(ctx: Context) -> bool:
-    fv = ctx.fv
-    return bool(fv and fv.ok and ctx.family and ctx.family.name == "gemma" and fv.get("hidden_act") and fv.get("hidden_activation"))
+def _both_activations(ctx: Context) -> bool:
+    """A module that reads either of two activation keys (gemma) has both set."""
+    fv, fam = ctx.fv, ctx.family
+    keys = fam.trait("ACTIVATION_KEYS") if fam is not None else ()
+    return bool(fv and fv.ok and len(keys) == 2 and all(fv.get(k) for k in keys))
 
 
 class ActivationDiffers(Rule):
@@ -311,13 +300,12 @@ class ActivationDiffers(Rule):
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         fv, ftv, fam = ctx.fv, ctx.ftv, ctx.family
-        if fv is None or ftv is None or fam is None or not fv.ok or _gemma_both(ctx):
+        if fv is None or ftv is None or fam is None or not fv.ok or _both_activations(ctx):
             return
-        key = _ACT_KEY.get(fam.name, "hidden_act")
-        if fam.name == "gemma" and fv.get("hidden_act") is None:
-            key = "hidden_activation"
+        keys = fam.trait("ACTIVATION_KEYS")
+        key = next((k for k in keys if fv.get(k) is not None), keys[0])  # the one candle read
         candle = fv.get(key)
-        trans = ftv.get("hidden_act" if fam.name == "gemma" else key)
+        trans = ftv.get(fam.trait("TRANSFORMERS_ACTIVATION_KEY"))
         if not isinstance(candle, str) or not isinstance(trans, str):
             return
         tf, cf = _T_ACT.get(trans), _C_ACT.get(candle)
@@ -399,7 +387,7 @@ class HiddenActAndHiddenActivation(Rule):
                 help="Write the `hidden_act` transformers uses",
             )
             return
-        if not _gemma_both(ctx):
+        if not _both_activations(ctx):
             return
         assert ctx.ftv is not None
         trans = ctx.ftv.get("hidden_act")
@@ -550,8 +538,6 @@ class GraniteMultipliersIgnored(Rule):
 
 # --- PK120: lm_head vs tie_word_embeddings (config side) ----------------------------------------
 
-_ALWAYS_LOADS_LM_HEAD = {"mistral": "mistral.rs:385", "mixtral": "mixtral.rs:426", "stable_lm": "stable_lm.rs:383", "granite": "granite.rs:448"}
-_ALWAYS_TIED = {"gemma": "gemma.rs:359", "gemma2": "gemma2.rs:378", "gemma3": "gemma3.rs:458", "starcoder2": "starcoder2.rs:288"}
 
 
 class LmHeadIgnoresTie(Rule):
@@ -594,7 +580,8 @@ class LmHeadIgnoresTie(Rule):
     code = "PK120"
     name = "lm-head-ignores-tie"
     group = "config"
-    families = tuple(_ALWAYS_LOADS_LM_HEAD) + tuple(_ALWAYS_TIED)
+    # the modules whose `LM_HEAD` is always-loaded or always-tied (portkit.families)
+    families = ("mistral", "mixtral", "stable_lm", "granite", "gemma", "gemma2", "gemma3", "starcoder2")
     severity = "warning"
     effect = "load-error"
     fix_title = "Ship the `lm_head` the module builds; no config edit fixes this"
@@ -607,7 +594,8 @@ class LmHeadIgnoresTie(Rule):
         tie = ftv.get("tie_word_embeddings")
         src = "" if "tie_word_embeddings" in ftv.sources and ftv.sources["tie_word_embeddings"] else " (its default)"
         keys = ("tie_word_embeddings",)
-        if fam.name in _ALWAYS_LOADS_LM_HEAD and tie is True:
+        lm_head = fam.trait("LM_HEAD")
+        if lm_head == "always-loaded" and tie is True:
             st = ctx.facts.safetensors
             if st is not None and "lm_head.weight" in st.tensors:
                 # the checkpoint has one: candle loads it, transformers ties over it
@@ -631,7 +619,7 @@ class LmHeadIgnoresTie(Rule):
                 candle_value="lm_head.weight",
                 expect="lm_head.weight",
             )
-        elif fam.name in _ALWAYS_TIED and tie is False:
+        elif lm_head == "always-tied" and tie is False:
             yield self.finding(
                 ctx,
                 f"transformers uses its own `lm_head.weight` (`tie_word_embeddings`=false{src}); {module(ctx)} always "

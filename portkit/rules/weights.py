@@ -539,7 +539,7 @@ class LmHeadVsTie(_WeightsRule):
             return
         fam, mod, tie = ctx.family, module_name(ctx), transformers_tie(ctx)
         assert fam is not None
-        if fam.trait("PROBES_LM_HEAD"):
+        if fam.trait("LM_HEAD") == "probed":
             yield from self._probed(ctx, "lm_head.weight" in have, tie)
             return
         if "lm_head.weight" not in expected or "lm_head.weight" in have:

@@ -506,7 +506,9 @@ def family_transformers_view(family: str, config: Mapping[str, Any]) -> FamilyTr
     local_type = None
     if family == "gemma3":
         nested = isinstance(rope.get("full_attention"), dict) or isinstance(rope.get("sliding_attention"), dict)
-        full = dict(rope.get("full_attention") or {}) if nested else (dict(rope) if rope_key == "rope_scaling" else {})
+        # a legacy `rope_scaling` updates {"rope_type": "default"}: spelled with `type` only, it
+        # keeps the default rope (configuration_gemma3.py `convert_rope_params_to_dict`)
+        full = dict(rope.get("full_attention") or {}) if nested else ({"rope_type": "default", **rope} if rope_key == "rope_scaling" else {})
         local = dict(rope.get("sliding_attention") or {}) if nested else {}
         full_path = (rope_key, "full_attention") if nested else (rope_key,)
         _theta(values, sources, "rope_theta", full, full_path, c, "rope_theta", FAMILY_DEFAULT_THETA["gemma3"])

@@ -119,3 +119,13 @@ def test_pk110_and_pk112_help_name_the_familys_struct(tmp_path: Path) -> None:
     assert "`qwen2::Config`" in refused[0].help
     missing = of("PK110", findings(family("qwen2", "t5"), tmp_path / "b"))
     assert missing and all("LlamaConfig" not in (f.help or "") for f in missing)
+
+
+def test_gemma3_legacy_rope_scaling_spelled_with_type_keeps_the_default_rope(tmp_path: Path) -> None:
+    """Found by the differential (gemma3 seed 19): transformers 5's gemma3 updates
+    `{"rope_type": "default"}` with a legacy `rope_scaling`, so `{"type": "linear"}` scales nothing
+    and candle, which reads no scaling, agrees; `{"rope_type": "linear"}` (gemma-3-4b's spelling) scales."""
+    legacy = of("PK102", findings(family("gemma3", num_key_value_heads=1, rope_scaling={"type": "linear", "factor": 4.0}), tmp_path / "a"))
+    assert legacy == []
+    real = of("PK102", findings(family("gemma3", num_key_value_heads=1, rope_scaling={"rope_type": "linear", "factor": 4.0}), tmp_path / "b"))
+    assert [f.severity for f in real] == ["error"]
