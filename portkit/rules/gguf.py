@@ -148,7 +148,7 @@ class MissingGgufMetadata(_GgufRule):
 
 
 class GgufFreqBaseDefaulted(_GgufRule):
-    """No usable `{arch}.rope.freq_base`: candle 0.11.0 silently uses 10000.
+    """No usable `llama.rope.freq_base` (or `qwen2.`): candle 0.11.0 silently uses 10000.
 
     ## What it does
     Flags a GGUF read by quantized_llama (`llama.rope.freq_base`) or quantized_qwen2
@@ -160,6 +160,12 @@ class GgufFreqBaseDefaulted(_GgufRule):
     ## Why is this bad?
     Older converters read only a top-level `rope_theta`; fed a transformers 5 config they
     write no freq_base, and candle then rotates with 10000: silent drift with length.
+
+    Every finding is an error, with or without a config.json beside the GGUF. With one,
+    portkit knows transformers' `rope_theta` and that candle's 10000 differs. Without one it
+    cannot tell whether 10000 is the model's base (Llama 2 was trained with it), but the file
+    does not say so either, and a GGUF is a whole model that others run without its
+    config.json: write the key, 10000 if that is the model's base.
 
     ## Example
     A Llama 3 GGUF (theta 500000) without `llama.rope.freq_base`.
@@ -185,7 +191,7 @@ class GgufFreqBaseDefaulted(_GgufRule):
     name = "gguf-freq-base-defaulted"
     severity = "error"
     effect = "silent"
-    fix_title = "Write `{arch}.rope.freq_base` (F32) with the model's rope_theta"
+    fix_title = "Write the architecture's `rope.freq_base` (F32) with the model's rope_theta"
     probe_kind = "numeric"
     loaders = ("quantized_llama", "quantized_qwen2")
 
@@ -202,7 +208,6 @@ class GgufFreqBaseDefaulted(_GgufRule):
                     f"`{key}` is {candle_debug(written)}; candle 0.11.0's `to_f32()` fails and "  # type: ignore[arg-type]
                     "`.unwrap_or(10000)` silently uses 10000"
                 )
-                sev = "error"
             elif theta is not None:
                 if f32(theta) == 10000.0:
                     continue
@@ -210,18 +215,16 @@ class GgufFreqBaseDefaulted(_GgufRule):
                     f"transformers uses `rope_theta`={num(theta)}; the GGUF has no `{key}` and candle "
                     "0.11.0 uses 10000"
                 )
-                sev = "error"
             else:
                 msg = f"the GGUF has no `{key}`; candle 0.11.0 uses 10000 (check the source model's `rope_theta`)"
-                sev = "warning"
             yield self.finding(
                 ctx,
                 msg,
                 filename=g.path,
                 location=None,
-                severity=sev,  # type: ignore[arg-type]
                 transformers_value=theta,
                 candle_value=10000.0,
+                help=f"Write `{key}` (F32) with the model's rope_theta",
                 # quantized_llama reads `llama.rope.freq_base` whatever the architecture (quantized_llama.rs:392)
                 probe_patch={key: theta} if theta is not None else None,
             )
