@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,25 @@ if TYPE_CHECKING:
 # huggingface_hub's repo id rules (`validate_repo_id`): ORG/NAME of letters, digits, `-_.`;
 # then an optional `@REVISION` (a branch, tag or commit hash; `refs/pr/1` has slashes).
 REPO_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*)(?:@(?P<rev>[A-Za-z0-9._/-]+))?$")
+# What the cache may name, and nothing else: a snapshot is `models--ORG--NAME/snapshots/<commit>`
+# with a commit of 40 hex characters (what huggingface_hub's REGEX_COMMIT_HASH accepts), and a
+# ref is a file holding one. huggingface_hub joins a revision and a ref's content as paths, so
+# `@/some/dir` or a ref reading `../../outside` would otherwise name any directory on the disk.
+COMMIT = re.compile(r"[0-9a-f]{40}")
+# Each `/`-separated part of a branch or tag name; `.`, `..` and empty parts are refused.
+_REVISION_PART = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+REF_MAX_BYTES = 4096  # a ref holds 40 bytes; a larger file is not one (and is never read whole)
+NOTE_MAX_CHARS = 300
+
+
+class BadRef(ValueError):
+    """A refs file that holds no commit hash; the message says why, in a few words."""
+
+
+def short(text: object, limit: int = NOTE_MAX_CHARS) -> str:
+    """One line of at most `limit` characters: what the cache says never floods stderr."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def looks_like_repo_id(s: str) -> bool:
@@ -74,43 +94,102 @@ class CachedModel:
     path: Path
     refs: tuple[str, ...] = ()
     partial: bool = False  # huggingface_hub knows files of this revision that were not downloaded
+    problem: str | None = None  # why the cache scan could not read it (it is then not linted)
 
     @property
     def spec(self) -> str:
-        return f"{self.repo_id}@{self.revision}"
+        return f"{self.repo_id}@{self.revision}" if self.commit else self.repo_id  # no commit: a repo the scan could not read
 
     def describe(self) -> str:
         part = ", a partial download: the files that are there are linted" if self.partial else ""
         return f"{self.spec} is {self.path} in the Hugging Face cache (commit {self.commit[:12]}{part})"
 
 
+def valid_revision(rev: str) -> bool:
+    """A commit hash, or a branch or tag name whose `/`-separated parts are names (never `.`,
+    `..`, or empty: `@/abs/dir` and `@../x` are paths, not revisions)."""
+    return all(_REVISION_PART.fullmatch(part) for part in rev.split("/"))
+
+
+def read_ref(ref: Path) -> str | None:
+    """The commit a refs file names, read bounded; None when there is no such ref. BadRef when
+    it is anything but a small regular file holding 40 hex characters (a FIFO is never opened,
+    a 300 MiB file never read)."""
+    try:
+        st = os.stat(ref)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as e:
+        raise BadRef(f"cannot read it: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise BadRef("not a regular file, so no commit hash")
+    if st.st_size > REF_MAX_BYTES:
+        raise BadRef(f"{st.st_size} bytes, not a 40-character commit hash")
+    try:
+        with open(ref, "rb") as f:
+            raw = f.read(REF_MAX_BYTES + 1)
+    except OSError as e:
+        raise BadRef(f"cannot read it: {e.strerror or e}") from None
+    if not COMMIT.fullmatch(raw.decode("latin-1")):
+        raise BadRef(f"holds {short(repr(raw), 60)}, not a commit hash (40 hex characters)")
+    return raw.decode("ascii")
+
+
+def is_snapshot(path: Path, repo_dir: Path) -> bool:
+    """`path`, symlinks followed, is `repo_dir/snapshots/<40-hex commit>`."""
+    real = os.path.realpath(path)
+    return os.path.dirname(real) == os.path.realpath(repo_dir / "snapshots") and COMMIT.fullmatch(os.path.basename(real)) is not None
+
+
 def resolve(spec: str) -> CachedModel:
-    """`ORG/NAME[@REV]` -> its snapshot in the local cache, offline. InputError when it is not there."""
+    """`ORG/NAME[@REV]` -> its snapshot in the local cache, offline. InputError when it is not there,
+    or when what the cache names for it is not one of that repo's snapshots."""
     m = REPO_ID.match(spec)
     if m is None:
         raise InputError(spec, "not a path, and not a Hugging Face repo id (ORG/NAME[@REVISION])")
     repo_id, rev = m["repo"], m["rev"] or "main"
+    if not valid_revision(rev):
+        raise InputError(spec, f"no such path, and `{rev}` is not a revision (a branch, tag or commit hash; `.`, `..` and `/dir` are paths)")
     hub = _hub(spec)
     from huggingface_hub.errors import (
     HFValidationError,
     IncompleteSnapshotError,
     LocalEntryNotFoundError,
 )
+    from huggingface_hub.utils import validate_repo_id
 
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as e:
+        raise InputError(spec, f"no such path, and not a valid Hugging Face repo id: {e}") from None
     cache = cache_dir()
+    repo_dir = cache / f"models--{repo_id.replace('/', '--')}"
     get = f"hf download {repo_id}" + (f" --revision {rev}" if rev != "main" else "")
+    not_cached = InputError(
+        spec,
+        f"no such path, and {f'revision `{rev}` of {repo_id} is not' if repo_dir.is_dir() else f'{repo_id} is not'} "
+        f"in the Hugging Face cache ({cache}); portkit never downloads: get it with `{get}`",
+    )
+    # The ref is read here, bounded and checked, and huggingface_hub is given the commit: it
+    # would read the file whole and join whatever it holds onto the snapshots directory.
+    try:
+        commit = rev if COMMIT.fullmatch(rev) else read_ref(repo_dir / "refs" / rev)
+    except BadRef as e:
+        raise InputError(spec, f"refs/{rev} of {repo_id} in the Hugging Face cache ({repo_dir / 'refs' / rev}): {e}") from None
+    if commit is None:
+        raise not_cached
     partial = False
     try:
-        path = Path(hub.snapshot_download(repo_id, revision=rev, local_files_only=True))
+        path = Path(hub.snapshot_download(repo_id, revision=commit, local_files_only=True))
     except IncompleteSnapshotError as e:
         # A partial download (one GGUF of many, config.json alone) is normal: lint what is there.
         path, partial = Path(e.snapshot_path), True
     except LocalEntryNotFoundError:
-        repo_dir = cache / f"models--{repo_id.replace('/', '--')}"
-        where = f"revision `{rev}` of {repo_id} is not" if repo_dir.is_dir() else f"{repo_id} is not"
-        raise InputError(
-            spec, f"no such path, and {where} in the Hugging Face cache ({cache}); portkit never downloads: get it with `{get}`"
-        ) from None
+        raise not_cached from None
     except HFValidationError as e:
         raise InputError(spec, f"no such path, and not a valid Hugging Face repo id: {e}") from None
-    return CachedModel(repo_id=repo_id, revision=rev, commit=path.name, path=path, partial=partial)
+    except (OSError, ValueError) as e:
+        raise InputError(spec, f"cannot read it in the Hugging Face cache ({cache}): {short(e)}") from None
+    if not is_snapshot(path, repo_dir):
+        raise InputError(spec, f"the Hugging Face cache names {short(path)} for it, which is not a snapshot of {repo_id} ({repo_dir / 'snapshots'}/<commit>)")
+    return CachedModel(repo_id=repo_id, revision=rev, commit=commit, path=path, partial=partial)

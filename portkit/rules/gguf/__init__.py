@@ -21,7 +21,11 @@ from portkit.rules.gguf.metadata import (
     RopeFreqsIgnored,
     RopePairingByArchitecture,
 )
-from portkit.rules.gguf.quantized_gemma3 import Gemma3GgufLocalFreqBaseKey, Gemma3GgufMlpSilu, Gemma3GgufSlidingWindow
+from portkit.rules.gguf.quantized_gemma3 import (
+    Gemma3GgufLocalFreqBaseKey,
+    Gemma3GgufMlpSilu,
+    Gemma3GgufSlidingWindow,
+)
 from portkit.rules.gguf.quantized_llama import MixtralGgufMergedExperts
 from portkit.rules.gguf.quantized_phi3 import (
     Phi3GgufFreqBaseIgnored,
@@ -30,7 +34,11 @@ from portkit.rules.gguf.quantized_phi3 import (
     Phi3GgufPartialRotary,
 )
 from portkit.rules.gguf.quantized_qwen import Qwen2GgufMissingQkvBias, Qwen3GgufRopeTableF16
-from portkit.rules.gguf.tensors import MissingGgufTensor, QkRowsNotPermuted, UnsupportedGgufTensorType
+from portkit.rules.gguf.tensors import (
+    MissingGgufTensor,
+    QkRowsNotPermuted,
+    UnsupportedGgufTensorType,
+)
 
 RULES = (
     MissingGgufMetadata,

@@ -54,7 +54,9 @@ class GgufConfigDisagreement(GgufRule):
     error.
 
     ## References
-    CANDLE-FACTS "What GGUF producers write"; FIELD-REPORTS mode 3 (kalosm#340).
+    - llama.cpp `convert_hf_to_gguf.py` (what a converter writes from config.json)
+    - https://github.com/floneum/kalosm/issues/340 (GGUF files that lack the scaling config.json has)
+    - https://github.com/ggml-org/llama.cpp/issues/18013 (older converters read only the top-level `rope_theta`)
     """
 
     code = "PK409"

@@ -58,7 +58,7 @@ class MissingGgufMetadata(GgufRule):
     crash: candle's `from_gguf` must fail with the same message.
 
     ## References
-    FIELD-REPORTS mode 7 (candle#3410: non-llama GGUFs through quantized_llama).
+    - https://github.com/huggingface/candle/issues/3410 (non-llama GGUFs through quantized_llama)
     """
 
     code = "PK401"
@@ -119,7 +119,7 @@ class MissingGgufMetadata(GgufRule):
 
 
 class GgufFreqBaseDefaulted(GgufRule):
-    """No usable `{arch}.rope.freq_base`: candle 0.11.0 silently uses 10000.
+    """No usable `llama.rope.freq_base` (or `qwen2.`): candle 0.11.0 silently uses 10000.
 
     ## What it does
     Flags a GGUF read by quantized_llama (`llama.rope.freq_base`) or quantized_qwen2
@@ -131,6 +131,12 @@ class GgufFreqBaseDefaulted(GgufRule):
     ## Why is this bad?
     Older converters read only a top-level `rope_theta`; fed a transformers 5 config they
     write no freq_base, and candle then rotates with 10000: silent drift with length.
+
+    Every finding is an error, with or without a config.json beside the GGUF. With one,
+    portkit knows transformers' `rope_theta` and that candle's 10000 differs. Without one it
+    cannot tell whether 10000 is the model's base (Llama 2 was trained with it), but the file
+    does not say so either, and a GGUF is a whole model that others run without its
+    config.json: write the key, 10000 if that is the model's base.
 
     ## Example
     A Llama 3 GGUF (theta 500000) without `llama.rope.freq_base`.
@@ -148,14 +154,15 @@ class GgufFreqBaseDefaulted(GgufRule):
     written.
 
     ## References
-    FIELD-REPORTS mode 1: llama.cpp#2768, #2773, #18013.
+    - https://github.com/ggml-org/llama.cpp/issues/2768, https://github.com/ggml-org/llama.cpp/issues/2773 (a converter that did not read `rope_theta`)
+    - https://github.com/ggml-org/llama.cpp/issues/18013 (the converter learns transformers 5's `rope_parameters`)
     """
 
     code = "PK402"
     name = "gguf-freq-base-defaulted"
     severity = "error"
     effect = "silent"
-    fix_title = "Write `{arch}.rope.freq_base` (F32) with the model's rope_theta"
+    fix_title = "Write the architecture's `rope.freq_base` (F32) with the model's rope_theta"
     probe_kind = "numeric"
     loaders = ("quantized_llama", "quantized_qwen2")
 
@@ -172,7 +179,6 @@ class GgufFreqBaseDefaulted(GgufRule):
                     f"`{key}` is {candle_debug(written)}; candle 0.11.0's `to_f32()` fails and "  # type: ignore[arg-type]
                     "`.unwrap_or(10000)` silently uses 10000"
                 )
-                sev = "error"
             elif theta is not None:
                 if f32(theta) == 10000.0:
                     continue
@@ -180,18 +186,16 @@ class GgufFreqBaseDefaulted(GgufRule):
                     f"transformers uses `rope_theta`={num(theta)}; the GGUF has no `{key}` and candle "
                     "0.11.0 uses 10000"
                 )
-                sev = "error"
             else:
                 msg = f"the GGUF has no `{key}`; candle 0.11.0 uses 10000 (check the source model's `rope_theta`)"
-                sev = "warning"
             yield self.finding(
                 ctx,
                 msg,
                 filename=g.path,
                 location=None,
-                severity=sev,  # type: ignore[arg-type]
                 transformers_value=theta,
                 candle_value=10000.0,
+                help=f"Write `{key}` (F32) with the model's rope_theta",
                 # quantized_llama reads `llama.rope.freq_base` whatever the architecture (quantized_llama.rs:392)
                 probe_patch={key: theta} if theta is not None else None,
             )
@@ -223,7 +227,8 @@ class RopePairingByArchitecture(GgufRule):
     numeric: candle's logits diverge from the producer's reference after the first tokens.
 
     ## References
-    FIELD-REPORTS mode 7: candle#3410, llama.cpp#13261, ik_llama.cpp#2290.
+    - https://github.com/huggingface/candle/issues/3410 (quantized_llama's RoPE pairing for NeoX-style models: ~30 coherent tokens, then repetition)
+    - https://github.com/ggml-org/llama.cpp/issues/13261, https://github.com/ikawrakow/ik_llama.cpp/issues/2290 (a wrong rope type per architecture: perplexity 252.8 vs 4.26)
     """
 
     code = "PK403"
@@ -274,8 +279,9 @@ class RopeFreqsIgnored(GgufRule):
     transformers with llama3 scaling.
 
     ## References
-    FIELD-REPORTS mode 3: llama.cpp#8676, #9396, ik_llama.cpp#402, llamafile#516,
-    llama.cpp#10759, kalosm#340.
+    - https://github.com/ggml-org/llama.cpp/issues/8676, https://github.com/ggml-org/llama.cpp/issues/9396 (the converter writes `rope_freqs.weight`)
+    - https://github.com/ikawrakow/ik_llama.cpp/issues/402, https://github.com/mozilla-ai/llamafile/issues/516, https://github.com/ggml-org/llama.cpp/issues/10759 (files without it)
+    - https://github.com/floneum/kalosm/issues/340 (a candle-based runtime reads the scaling from config.json instead)
     """
 
     code = "PK404"
@@ -329,7 +335,9 @@ class ContextOverMaxSeqLen(GgufRule):
     crash: the GGUF runner fed 4097 tokens must fail in narrow.
 
     ## References
-    FIELD-REPORTS mode 9: candle#1566, #1605, #2171, #3014, mistral.rs#86.
+    - https://github.com/huggingface/candle/issues/1566, https://github.com/huggingface/candle/issues/1605 (quantized llama's hard-coded `MAX_SEQ_LEN`)
+    - https://github.com/huggingface/candle/issues/2171, https://github.com/huggingface/candle/issues/3014 (prompts longer than the table)
+    - https://github.com/EricLBuehler/mistral.rs/issues/86
     """
 
     code = "PK405"
@@ -402,7 +410,7 @@ class HeadDimNotEmbeddingOverHeads(GgufRule):
 
     ## Why is this bad?
     candle never reads `key_length`: Q/K reshape with its own head_dim and the first forward
-    fails (`lhs: [1,22,16,128], rhs: [1,22,1536]`, candle#3917); a rope dimension other than
+    fails (`lhs: [1,22,16,128], rhs: [1,22,1536]`, https://github.com/huggingface/candle/issues/3917); a rope dimension other than
     the head size fails in `rope_i` (`inconsistent last dim size in rope`).
 
     ## Example
@@ -419,7 +427,8 @@ class HeadDimNotEmbeddingOverHeads(GgufRule):
     crash: the GGUF runner must fail at the first forward.
 
     ## References
-    FIELD-REPORTS mode 4: candle#3917, ollama#5817.
+    - https://github.com/huggingface/candle/issues/3917 (quantized_llama assumes `head_dim == n_embd / n_head`)
+    - https://github.com/ollama/ollama/issues/5817
     """
 
     code = "PK406"
@@ -496,7 +505,9 @@ class NonLlamaArchitecture(GgufRule):
     static-only.
 
     ## References
-    FIELD-REPORTS mode 7: candle#3410, openvino.genai#4059; CANDLE-FAMILIES §15.3.
+    - https://github.com/huggingface/candle/issues/3410 (non-llama GGUFs through quantized_llama)
+    - https://github.com/openvinotoolkit/openvino.genai/issues/4059
+    - tests/native/test_gguf_loaders.py `test_crash_prediction_matches_candle`
     """
 
     code = "PK407"

@@ -23,10 +23,9 @@ class Gemma3GgufMlpSilu(GgufRule):
     ## Why is this bad?
     The gated MLP computes `silu(gate) * up` where transformers' Gemma 3 computes
     `gelu_pytorch_tanh(gate) * up` (`hidden_activation`): every layer is another function, so
-    the logits are wrong from the first token (0.76 on portkit's tiny gemma3 fixture, whose
-    logits reach 20; relative 0.1 to 0.17 in CANDLE-FAMILIES §15.3). transformers run with
-    `hidden_activation="silu"` matches candle to 4e-6 (tests/native/test_gguf_loaders.py). No
-    metadata key selects the activation.
+    the logits are wrong from the first token (docs/measurements.md, "Rule effects").
+    transformers run with `hidden_activation="silu"` matches candle within 1e-4
+    (tests/native/test_gguf_loaders.py). No metadata key selects the activation.
 
     ## Example
     Any `general.architecture = "gemma3"` GGUF run with `quantized_gemma3::ModelWeights`.
@@ -42,7 +41,8 @@ class Gemma3GgufMlpSilu(GgufRule):
     static-only: no metadata edit changes the activation; verify's comparison shows the gap.
 
     ## References
-    CANDLE-FAMILIES §0 (GGUF loaders), §15.3.
+    - transformers `models/gemma3/modeling_gemma3.py` (`Gemma3MLP`: `ACT2FN[config.hidden_activation]`)
+    - tests/native/test_gguf_loaders.py `test_gemma3_gguf_is_transformers_with_silu`
     """
 
     code = "PK413"
@@ -96,7 +96,8 @@ class Gemma3GgufLocalFreqBaseKey(GgufRule):
     numeric: candle's logits differ and agree once `rope.local_freq_base` is written.
 
     ## References
-    CANDLE-FAMILIES §15.2 (the converter writes `rope.freq_base_swa`, base.py:1342-1343).
+    - llama.cpp `convert_hf_to_gguf.py` (Gemma 3 writes `rope.freq_base_swa`)
+    - tests/native/test_gguf_loaders.py `test_silent_rule_mechanism_in_candle[PK414]`
     """
 
     code = "PK414"
@@ -141,7 +142,7 @@ class Gemma3GgufSlidingWindow(GgufRule):
     transformers keeps the last W keys on a sliding layer. candle's prefill mask keeps W + 1
     (`j + W < i` masks), and a decode step (one token) gets no mask at all while the KV cache is
     never trimmed: from W + 1 tokens on, every sliding layer attends to keys transformers has
-    dropped, silently (CANDLE-FAMILIES §15.3: 1.35 relative on a 4-key window).
+    dropped, silently (tests/native/test_gguf_loaders.py measures both on a generated gemma3 GGUF).
 
     ## Example
     `gemma3.attention.sliding_window = 512` (Gemma 3 1B) and a 2,000-token chat.
@@ -159,7 +160,8 @@ class Gemma3GgufSlidingWindow(GgufRule):
     (decode still differs past the window).
 
     ## References
-    CANDLE-FAMILIES §1.3, §15.3 (gemma3_sw4_kv1).
+    - transformers `masking_utils.py:96-97` (a window of W keeps the last W keys)
+    - tests/native/test_gguf_loaders.py `test_gemma3_gguf_window_is_one_wider_in_prefill_and_absent_in_decode`
     """
 
     code = "PK421"

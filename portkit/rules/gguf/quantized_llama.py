@@ -39,7 +39,8 @@ class MixtralGgufMergedExperts(GgufRule):
     crash: candle's `from_gguf` must fail with `cannot find tensor info for blk.0.ffn_gate.0.weight`.
 
     ## References
-    CANDLE-FAMILIES §15.2, §15.3 (mixtral -> quantized_llama).
+    - llama.cpp `convert_hf_to_gguf.py` (merged `ffn_*_exps` expert tensors)
+    - tests/native/test_gguf_loaders.py `test_crash_prediction_matches_candle[PK419]`, `test_per_expert_mixtral_file_loads`
     """
 
     code = "PK419"

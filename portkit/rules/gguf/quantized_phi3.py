@@ -38,7 +38,7 @@ class Phi3GgufFreqBaseIgnored(GgufRule):
     static-only: no metadata edit reaches the hard-coded base.
 
     ## References
-    CANDLE-FAMILIES §15.1.
+    - tests/native/test_gguf_loaders.py `test_silent_rule_mechanism_in_candle[PK415]`
     """
 
     code = "PK415"
@@ -75,8 +75,8 @@ class Phi3GgufLongRopeIgnored(GgufRule):
     ## Why is this bad?
     Phi-3-mini-128k, Phi-3.5-mini and Phi-4-mini use LongRoPE: transformers divides the
     inverse frequencies by the short (or long) factors and scales cos/sin by the attention
-    factor. candle reads neither and runs plain RoPE: relative 0.17 in prefill and 0.34 in
-    decode on the tiny case in CANDLE-FAMILIES §15.3, at every length.
+    factor. candle reads neither and runs plain RoPE at every length
+    (tests/native/test_gguf_loaders.py, PK416's mechanism).
 
     ## Example
     A Phi-3-mini-128k GGUF with `rope_factors_long.weight`, `rope_factors_short.weight` and
@@ -94,7 +94,9 @@ class Phi3GgufLongRopeIgnored(GgufRule):
     static-only: no metadata edit makes candle read the factors.
 
     ## References
-    CANDLE-FAMILIES §10, §15.2 (`conversion/phi.py:176-211`), §15.3.
+    - transformers `modeling_rope_utils.py` (`_compute_longrope_parameters`)
+    - llama.cpp `convert_hf_to_gguf.py` (Phi-3 writes `rope_factors_long/short.weight`)
+    - tests/native/test_gguf_loaders.py `test_silent_rule_mechanism_in_candle[PK416]`
     """
 
     code = "PK416"
@@ -149,7 +151,7 @@ class Phi3GgufMissingOutput(GgufTensorRequired):
     crash: candle's `from_gguf` must fail with `cannot find tensor info for output.weight`.
 
     ## References
-    CANDLE-FAMILIES §15.3 (phi3_partial, tied).
+    - tests/native/test_gguf_loaders.py `test_crash_prediction_matches_candle[PK417]`
     """
 
     code = "PK417"
@@ -203,7 +205,7 @@ class Phi3GgufPartialRotary(GgufRule):
     crash: candle's first forward must fail with `inconsistent last dim size in rope`.
 
     ## References
-    CANDLE-FAMILIES §15.3 (phi3_partial).
+    - tests/native/test_gguf_loaders.py `test_crash_prediction_matches_candle[PK420]`
     """
 
     code = "PK420"

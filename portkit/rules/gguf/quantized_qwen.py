@@ -24,9 +24,8 @@ class Qwen3GgufRopeTableF16(GgufRule):
     ## Why is this bad?
     candle builds the position × inverse-frequency table in that dtype: positions above 2048
     are not even representable exactly in F16, and the rounding grows with the position. The
-    logits drift from transformers' by a relative 6e-4 at 12 tokens and 5e-2 at 4000
-    (CANDLE-FAMILIES §15.3); with `general.dtype = 0` they agree to 2e-6 at every length
-    (`portkit verify` on the tiny qwen3 fixture: 4.9e-3 as converted, 5.5e-6 patched).
+    logits drift from transformers' (`portkit verify` on the generated qwen3 fixture: 4.87e-3
+    as converted, 5.48e-6 with `general.dtype = 0`; docs/measurements.md, "Rule effects").
 
     ## Example
     A Qwen3 GGUF from `convert_hf_to_gguf.py`, no `general.dtype` key.
@@ -45,7 +44,8 @@ class Qwen3GgufRopeTableF16(GgufRule):
     is written.
 
     ## References
-    CANDLE-FAMILIES §15.1, §15.3 (qwen3_long: 1.4e-2 at 1024 tokens).
+    - tests/native/test_gguf_loaders.py `test_silent_rule_mechanism_in_candle[PK412]` (absent equals F16;
+      F32 changes the tables)
     """
 
     code = "PK412"
@@ -100,7 +100,7 @@ class Qwen2GgufMissingQkvBias(GgufTensorRequired):
     crash: candle's `from_gguf` must fail with `cannot find tensor info for` the first bias.
 
     ## References
-    CANDLE-FAMILIES §15.1.
+    - tests/native/test_gguf_loaders.py `test_crash_prediction_matches_candle[PK418]`
     """
 
     code = "PK418"

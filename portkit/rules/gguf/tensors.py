@@ -48,7 +48,7 @@ class UnsupportedGgufTensorType(GgufRule):
     crash: candle must fail with the same message.
 
     ## References
-    llama.cpp quantization types (ggml.h `ggml_type`).
+    - llama.cpp quantization types (ggml.h `ggml_type`)
     """
 
     code = "PK408"
@@ -115,8 +115,9 @@ class QkRowsNotPermuted(GgufRule):
     match once the rows are permuted.
 
     ## References
-    FIELD-REPORTS mode 7: TinyLlama#24, llama.cpp#3018, #2376, llama2.c#286,
-    transformers#31766, #31788.
+    - https://github.com/jzhang38/TinyLlama/issues/24, https://github.com/ggml-org/llama.cpp/issues/3018, https://github.com/ggml-org/llama.cpp/issues/2376 (the GQA permutation: gibberish)
+    - https://github.com/karpathy/llama2.c/issues/286 (degenerates after ~20 tokens)
+    - https://github.com/huggingface/transformers/issues/31766, https://github.com/huggingface/transformers/issues/31788 (GGUF to HF must undo it with `num_key_value_heads`)
     """
 
     code = "PK410"
@@ -264,7 +265,7 @@ class MissingGgufTensor(GgufRule):
     crash: candle's `from_gguf` must fail with the same message.
 
     ## References
-    FIELD-REPORTS mode 3 (llamafile#516, llama.cpp#10759: tensor count mismatches).
+    - https://github.com/mozilla-ai/llamafile/issues/516, https://github.com/ggml-org/llama.cpp/issues/10759 (tensor count mismatches)
     """
 
     code = "PK411"
