@@ -79,3 +79,14 @@ def load_runner(
 def load_gguf(path: Path, *, device: str = "cpu", loader: str = "quantized_llama") -> Any:
     """A `portkit_native.GgufRunner` through candle's GGUF loader `loader` (`portkit_native.gguf_loaders()`)."""
     return native().GgufRunner(str(path), device=device, loader=loader)
+
+
+def check_device(pn: Any, device: str) -> None:
+    """The native wheel's own message for a device it was not built with (exit 2), before any
+    model is loaded."""
+    try:
+        pn.check_device(device)
+    except (pn.DeviceUnavailableError, ValueError) as e:
+        from portkit.verify.inputs import BadInput
+
+        raise BadInput(str(e).splitlines()[0]) from None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from portkit.errors import PortkitError
 from portkit.findings import Finding
@@ -19,6 +19,9 @@ from portkit.model import load_model
 from portkit.model.gguf_header import read_gguf
 from portkit.settings import Settings, for_dir
 from portkit.target import Target
+
+
+Progress = Callable[[str], None]
 
 
 class LintInputError(RuntimeError):
@@ -68,3 +71,18 @@ def lint_gguf_beside(model_dir: Path, gguf: Path, settings: Settings) -> list[Fi
         raise LintInputError(str(e)) from None
     want = str(g.path)
     return [f for f in found if f.filename == want]
+
+
+def lint_for_verify(model_dir: Path, gguf: Path | None, settings_args: dict[str, Any], progress: Progress) -> tuple[list[Finding], list[Finding]]:
+    """(findings on the model dir, findings on the GGUF)."""
+    progress("lint: reading configs and headers")
+    try:
+        settings = make_settings(**settings_args)
+        findings, _notes = lint([model_dir], settings)
+        hf = [f for f in findings if not f.filename.endswith(".gguf")]
+        gg = lint_gguf_beside(model_dir, gguf, settings) if gguf is not None else []
+        return hf, gg
+    except LintInputError as e:
+        from portkit.verify.inputs import BadInput
+
+        raise BadInput(f"lint: {e}") from None
