@@ -84,7 +84,7 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK420": ("phi3-gguf-partial-rotary", "stable"),
     "PK421": ("gemma3-gguf-sliding-window", "stable"),
     "PK501": ("normalizer-rebuilt-by-class", "stable"),
-    "PK502": ("prepend-scheme-after-special-token", "stable"),
+    "PK502": ("prefix-space-after-special-token", "stable"),
     "PK503": ("pre-tokenizer-rebuilt-by-class", "stable"),
     "PK504": ("decoder-rebuilt-by-class", "stable"),
     "PK505": ("special-token-normalized", "stable"),

@@ -138,8 +138,9 @@ class NormalizerRebuiltByClass(_TokenizerRule):
     differing ids.
 
     ## References
-    docs/tokenizers.md; huggingface/transformers#47700 (`LlamaTokenizer`'s Metaspace against the
-    `Prepend`/`Replace` normalizer Llama 2 ships), huggingface/transformers#24565 (`legacy`).
+    - docs/tokenizers.md
+    - https://github.com/huggingface/transformers/pull/47700 (`LlamaTokenizer`'s Metaspace against the `Prepend`/`Replace` normalizer Llama 2 ships)
+    - https://github.com/huggingface/transformers/pull/24565 (`legacy`)
     """
 
     code = "PK501"
@@ -222,12 +223,13 @@ class PrependSchemeAfterSpecialToken(_TokenizerRule):
     rendered by transformers; CONFIRMED when this edit removes differing ids there.
 
     ## References
-    docs/tokenizers.md; huggingface/transformers#24565 (`legacy=False`: no extra space after a
-    special token), ggml-org/llama.cpp#7094.
+    - docs/tokenizers.md
+    - https://github.com/huggingface/transformers/pull/24565 (`legacy=False`: no extra space after a special token)
+    - https://github.com/ggml-org/llama.cpp/issues/7094 (spaces after added tokens with `legacy: true`)
     """
 
     code = "PK502"
-    name = "prepend-scheme-after-special-token"
+    name = "prefix-space-after-special-token"
     severity = "error"
     fix_availability = "always"
     fix_title = "Write the pre-tokenizer transformers builds into tokenizer.json (`portkit fix --write`)"
@@ -296,7 +298,7 @@ class PreTokenizerRebuiltByClass(_TokenizerRule):
     differing ids.
 
     ## References
-    docs/tokenizers.md.
+    - docs/tokenizers.md
     """
 
     code = "PK503"
@@ -360,7 +362,7 @@ class DecoderRebuiltByClass(_TokenizerRule):
     tokens: verify decodes the same ids on both sides; CONFIRMED when the texts differ.
 
     ## References
-    docs/tokenizers.md.
+    - docs/tokenizers.md
     """
 
     code = "PK504"
@@ -424,7 +426,8 @@ class SpecialTokenNormalized(_TokenizerRule):
     CONFIRMED when clearing the flag removes differing ids.
 
     ## References
-    docs/tokenizers.md; TransformerLensOrg/TransformerLens#373 (Llama's `<s>` not recognised inside text).
+    - docs/tokenizers.md
+    - https://github.com/TransformerLensOrg/TransformerLens/issues/373 (Llama's `<s>` not recognised inside text)
     """
 
     code = "PK505"
@@ -498,7 +501,7 @@ class PaddingSavedInTokenizer(_TokenizerRule):
     tokens: every text of verify's corpus; CONFIRMED when removing them removes differing ids.
 
     ## References
-    docs/tokenizers.md.
+    - docs/tokenizers.md
     """
 
     code = "PK506"
@@ -572,8 +575,8 @@ class TokenizerRefusedByCrate(_TokenizerRule):
     predicted message.
 
     ## References
-    huggingface/tokenizers#909 (merges and spaces); allenai/open-instruct#738 (merges saved as
-    pairs, read by tokenizers 0.19: "data did not match any variant of untagged enum ModelWrapper").
+    - https://github.com/huggingface/tokenizers/pull/909 (merges and spaces)
+    - https://github.com/allenai/open-instruct/issues/738 (merges saved as pairs, read by tokenizers 0.19: "data did not match any variant of untagged enum ModelWrapper")
     """
 
     code = "PK507"
@@ -635,7 +638,8 @@ class EosStopSetBeyondTokenizerEos(_TokenizerRule):
     static-only: a fact about the files; verify's greedy reference stops on generation_config's ids.
 
     ## References
-    candle#2085; docs/tokenizers.md.
+    - https://github.com/huggingface/candle/issues/2085 (llama3 instruct ends turns with `<|eot_id|>`)
+    - docs/tokenizers.md
     """
 
     code = "PK508"
@@ -711,7 +715,8 @@ class ChatTemplateWritesBos(_TokenizerRule):
     sides; CONFIRMED when both start with BOS twice.
 
     ## References
-    vllm-project/vllm#27515, abetlen/llama-cpp-python#1501 (Llama 3 double BOS); docs/tokenizers.md.
+    - https://github.com/vllm-project/vllm/pull/27515, https://github.com/abetlen/llama-cpp-python/issues/1501 (Llama 3 double BOS)
+    - docs/tokenizers.md
     """
 
     code = "PK509"
@@ -777,7 +782,7 @@ class GenerationSamplingDefaults(_TokenizerRule):
     static-only: verify compares greedy decoding on both sides.
 
     ## References
-    docs/tokenizers.md.
+    - docs/tokenizers.md
     """
 
     code = "PK510"
