@@ -13,13 +13,16 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
 import struct
-import tempfile
+import time
 from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
+
+from portkit import atomicfile
 
 FULL_DIGEST_BYTES = 256 * 2**20
 BLOCK = 2**20
@@ -33,10 +36,15 @@ def cache_base() -> Path:
 
 
 def max_bytes() -> int:
+    """`PORTKIT_REFCACHE_MAX_MB` in bytes; the default for anything but a finite number >= 0
+    (`inf`, `nan`, `-1`, `lots`): a cache setting only ever changes how much is kept."""
     try:
-        return int(float(os.environ.get("PORTKIT_REFCACHE_MAX_MB", DEFAULT_MAX_MB)) * 2**20)
+        mb = float(os.environ.get("PORTKIT_REFCACHE_MAX_MB", DEFAULT_MAX_MB))
     except ValueError:
-        return DEFAULT_MAX_MB * 2**20
+        mb = DEFAULT_MAX_MB
+    if not (math.isfinite(mb) and mb >= 0):
+        mb = DEFAULT_MAX_MB
+    return int(mb * 2**20)
 
 
 def file_fingerprint(path: Path) -> dict[str, object]:
@@ -149,33 +157,45 @@ def read_entry(path: Path, magic: bytes) -> tuple[dict[str, Any], dict[str, np.n
 
 
 def write_entry(path: Path, blob: bytes, root: Path, suffix: str) -> None:
-    """Write atomically, then keep `root` within its bound."""
-    tmp = None
+    """Write atomically and durably (`portkit.atomicfile`), then keep `root` within its bound."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, path)
-        tmp = None
+        atomicfile.replace(path, blob)
         evict(root, max_bytes(), suffix)
     except OSError:
-        pass  # a cache that cannot be written is only slower
-    finally:
-        if tmp is not None:  # a full disk: no half-written file left behind
-            Path(tmp).unlink(missing_ok=True)
+        pass  # a cache that cannot be written is only slower (atomicfile leaves no temporary file)
+
+
+#: Temporary files of the writer before this one (`.tmp-*` from mkstemp) have no pid to ask:
+#: older than this, their writer is gone.
+LEGACY_TEMP_AGE_S = 3600
+
+
+def _stale_temp(p: Path, st: os.stat_result) -> bool:
+    if atomicfile.is_temp(p.name):
+        return atomicfile.stale(p.name)
+    return p.name.startswith(".tmp-") and time.time() - st.st_mtime > LEGACY_TEMP_AGE_S
 
 
 def evict(root: Path, limit: int, suffix: str) -> list[Path]:
-    """Remove the least recently used `*/*{suffix}` entries until `root` holds at most `limit` bytes."""
+    """Remove the least recently used `*/*{suffix}` entries until `root` holds at most `limit`
+    bytes. Temporary files count against the bound while their writer lives; a dead writer's
+    are removed first."""
     entries = []
-    for p in sorted(root.glob(f"*/*{suffix}")):
+    temps = 0
+    for p in sorted(root.glob("*/*")):
         try:
             st = p.stat()
         except OSError:  # removed by another process meanwhile: not counted, the rest still are
             continue
-        entries.append((st.st_mtime_ns, st.st_size, p))
-    total = sum(s for _, s, _ in entries)
+        if p.name.endswith(suffix) and not p.name.startswith("."):
+            entries.append((st.st_mtime_ns, st.st_size, p))
+        elif p.name.startswith("."):
+            if _stale_temp(p, st):
+                p.unlink(missing_ok=True)
+            else:
+                temps += st.st_size
+    total = temps + sum(s for _, s, _ in entries)
     removed = []
     for _, size, p in sorted(entries):
         if total <= limit:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import gc
 import json
 import math
-import tempfile
 import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
+from portkit import atomicfile
 from portkit.families import Family
 from portkit.findings import Finding
 from portkit.verify import confirm as C
@@ -452,7 +452,7 @@ def verify_gguf(
 
     progress(f"candle {loader}: {path.name}")
     run, cmp = run_file(path, "gguf as written", cache_for(None))
-    tmpdir = Path(tempfile.mkdtemp(prefix="portkit-verify-gguf-"))
+    tmpdir = atomicfile.scratch_dir("portkit-verify-gguf-")  # a killed verify's is removed by the next
     n = [0]
 
     def patched(patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:
