@@ -3,7 +3,10 @@
 One file per entry: a magic line naming the cache, the SHA-256 of the payload, and the payload,
 an .npz (read with `allow_pickle=False`) of a JSON `meta` and named float32 arrays. A truncated
 or corrupt entry fails that check: it reads as absent and is removed, so the caller computes it
-again and rewrites it. Writes are atomic (a reader never sees half an entry). Each cache
+again and rewrites it. The checksum catches damage, not tampering (anyone who can write the
+cache can write a matching one): an entry is also used only when it is what this verify could
+have written, members stored uncompressed (a small file never inflates to gigabytes), float32
+arrays of the shapes the run has (`plausible`); anything else reads as absent, like damage. Writes are atomic (a reader never sees half an entry). Each cache
 directory is bounded by `PORTKIT_REFCACHE_MAX_MB` (default 2048): after each write its least
 recently used entries go.
 """
@@ -17,6 +20,7 @@ import math
 import os
 import struct
 import time
+import zipfile
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -132,11 +136,30 @@ def decode(magic: bytes, blob: bytes) -> tuple[dict[str, Any], dict[str, np.ndar
         return None
     try:
         with np.load(io.BytesIO(payload), allow_pickle=False) as z:
+            # np.savez stores its members: a compressed one was written by someone else, and
+            # could claim any size; a stored one is no larger than the file
+            infos = z.zip.infolist()
+            if any(i.compress_type != zipfile.ZIP_STORED for i in infos) or sum(i.file_size for i in infos) > len(payload):
+                return None
             meta = json.loads(bytes(z["meta"]).decode())
             arrays = {k: np.array(z[k]) for k in z.files if k != "meta"}
-    except (ValueError, KeyError, OSError, TypeError):
+    except (ValueError, KeyError, OSError, TypeError, zipfile.BadZipFile, UnicodeDecodeError, RecursionError):
+        return None
+    if any(a.dtype != np.float32 for a in arrays.values()):
         return None
     return (meta, arrays) if isinstance(meta, dict) else None
+
+
+def plausible(greedy: list[int], rows: np.ndarray, layers: dict[str, np.ndarray], *, tokens: int, vocab: int | None, captured: bool) -> bool:
+    """An entry this verify could have written: rows `[1..max(tokens, 1), vocab]`, no more than
+    `tokens` greedy ids, each in the vocabulary, and the per-layer values when they were captured."""
+    if rows.ndim != 2 or not 1 <= rows.shape[0] <= max(tokens, 1) or rows.shape[1] < 1:
+        return False
+    if vocab is not None and rows.shape[1] != vocab:
+        return False
+    if len(greedy) > tokens or any(not 0 <= t < rows.shape[1] for t in greedy):
+        return False
+    return bool(layers) if captured else True
 
 
 def read_entry(path: Path, magic: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:

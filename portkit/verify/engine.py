@@ -276,7 +276,9 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
                 forced=forced,
                 tokens=tokens,
                 capture=capture,
-            )
+            ),
+            tokens=tokens,
+            vocab=model.vocab_size,
         )
 
     layers_note = None if opts.layers else "not compared (--no-layers)"
@@ -440,7 +442,7 @@ def verify_gguf(
             capture=False,
             edit=edit,
         )
-        return runcache.RunCache(key)
+        return runcache.RunCache(key, tokens=tokens)
 
     def judged(r: RunOutputs) -> tuple[RunOutputs, Comparison | None]:
         return r, (compare_run(reference, r, tol) if r.failure is None else None)
