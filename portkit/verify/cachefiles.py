@@ -54,7 +54,9 @@ def max_bytes() -> int:
 def file_fingerprint(path: Path) -> dict[str, object]:
     """Name, size, safetensors header digest, and a digest of the content: the whole file up to
     `FULL_DIGEST_BYTES`; above that, the first and last MiB and 16 evenly spaced MiB blocks plus
-    the mtime, so a 16 GB checkpoint is not read end to end to look up a cache."""
+    the mtime, ctime, inode and device, so a 16 GB checkpoint is not read end to end to look up a
+    cache. An edit between the samples changes the mtime; `touch -r` puts the mtime back, but
+    not the ctime (set by the kernel on every write), nor the inode of a file written anew."""
     st = path.stat()
     h = hashlib.sha256()
     header = b""
@@ -80,8 +82,10 @@ def file_fingerprint(path: Path) -> dict[str, object]:
         "size": st.st_size,
         "header": hashlib.sha256(header).hexdigest(),
         "digest": h.hexdigest(),
-        # a sampled digest alone could miss an edit between the samples: the mtime catches it
+        # a sampled digest alone could miss an edit between the samples: these catch it
         "mtime_ns": st.st_mtime_ns if sampled else None,
+        "ctime_ns": st.st_ctime_ns if sampled else None,
+        "inode": [st.st_dev, st.st_ino] if sampled else None,
     }
 
 

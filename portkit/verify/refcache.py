@@ -6,7 +6,7 @@ content of everything that determines the reference:
 - config.json's bytes (transformers builds the model from it; other files in the dir do not
   enter the reference);
 - per weight file, `cachefiles.file_fingerprint`: its name, size, safetensors header bytes, and
-  a digest of its content (sampled above 256 MiB, with the mtime);
+  a digest of its content (sampled above 256 MiB, with the mtime, ctime and inode);
 - the reference mode (streamed or whole-model), the prompt, the tokens fed after it (candle's
   greedy continuation) or "its own greedy" when there are none, the number of tokens;
 - the transformers, torch and portkit versions (read from package metadata, not by import);
