@@ -141,7 +141,7 @@ def validate_shapes(ref: DumpFile, cand: Path, shapes: dict[str, tuple[int, ...]
         if name == "ids" and name not in ref.tensors:
             if len(got) != 1:
                 raise BadInput(f"{cand}: `ids` has shape {list(got)}, expected [T] token ids")
-            continue  # a seeds' JSON reference keeps no ids: nothing to check them against
+            continue  # a JSON dump (`{"logits": [...], "greedy": [...]}`) keeps no ids: nothing to check them against
         if name not in ref.tensors:
             have = describe_names(list(ref.tensors))
             raise BadInput(f"{cand}: tensor `{name}` is not in the reference {ref.path} (it has {have})")
