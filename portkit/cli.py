@@ -109,8 +109,15 @@ def _settings(args: argparse.Namespace) -> Any:
     )
 
 
+#: a baseline holds about 150 bytes a finding: this is a million findings
+MAX_BASELINE_BYTES = 256 * 2**20
+
+
 def _baseline_entries(path: Path) -> list[dict[str, Any]]:
     try:
+        st = path.stat()
+        if not path.is_file() or st.st_size > MAX_BASELINE_BYTES:  # /dev/zero would never end
+            raise InputError(path, "not a portkit baseline (not a regular file)" if not path.is_file() else f"a baseline of {st.st_size} bytes is not one portkit wrote")
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError(path, "baseline file not found") from None
@@ -225,7 +232,7 @@ def rules_args(p: argparse.ArgumentParser) -> None:
     from portkit.rule_table import GROUPS
 
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--group", choices=GROUPS, help="only this rule group (PK1xx config, PK2xx weights, PK3xx runtime, PK4xx gguf)")
+    p.add_argument("--group", choices=GROUPS, help="only this rule group (PK1xx config, PK2xx weights, PK3xx runtime, PK4xx gguf, PK5xx tokenizer)")
     p.add_argument("--family", choices=list(BY_NAME), metavar="FAMILY", help="only the rules that speak about this family: " + ", ".join(BY_NAME))
     p.add_argument("--all", action="store_true", help="also list removed codes (kept so that they are never reused)")
 
@@ -304,6 +311,8 @@ def fix_run(args: argparse.Namespace) -> int:
     from portkit.model import model_dirs
 
     (d,) = model_dirs([d])
+    if args.write:
+        fix.sweep(d)
     plans = fix.plans(d)
     changed = [p for p in plans if p.changed]
     if args.write:

@@ -215,7 +215,9 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
                 forced=forced,
                 tokens=tokens,
                 capture=capture,
-            )
+            ),
+            tokens=tokens,
+            vocab=model.vocab_size,
         )
 
     layers_note = None if opts.layers else "not compared (--no-layers)"

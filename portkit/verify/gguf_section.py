@@ -5,11 +5,11 @@ repairs the file whatever lint said."""
 from __future__ import annotations
 
 import gc
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from portkit import atomicfile
 from portkit.findings import Finding
 from portkit.verify import cachefiles, runcache
 from portkit.verify import confirm as C
@@ -115,7 +115,7 @@ def verify_gguf(
             capture=False,
             edit=edit,
         )
-        return runcache.RunCache(key)
+        return runcache.RunCache(key, tokens=tokens)
 
     def judged(r: RunOutputs) -> tuple[RunOutputs, Comparison | None]:
         return r, (compare_run(reference, r, tol) if r.failure is None else None)
@@ -127,7 +127,7 @@ def verify_gguf(
 
     progress(f"candle {loader}: {path.name}")
     run, cmp = run_file(path, "gguf as written", cache_for(None))
-    tmpdir = Path(tempfile.mkdtemp(prefix="portkit-verify-gguf-"))
+    tmpdir = atomicfile.scratch_dir("portkit-verify-gguf-")  # a killed verify's is removed by the next
     n = [0]
 
     def patched(patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:

@@ -32,8 +32,9 @@ TARGETS: dict[str, list[str]] = {
     "portkit/fix.py": ["tests/unit/test_fix_edits.py", "tests/acceptance/test_cli.py"],
     "portkit/model/gguf_header.py": ["tests/unit/test_model_reader.py", "tests/unit/test_bounds.py", "tests/unit/test_gguf_header.py"],
     "portkit/model/safetensors_header.py": ["tests/unit/test_model_reader.py", "tests/unit/test_bounds.py", "tests/unit/test_safetensors_header.py"],
-    "portkit/verify/cachefiles.py": ["tests/unit/test_cachefiles.py", "tests/unit/test_refcache_entries.py", "tests/unit/test_runcache.py"],
-    "portkit/verify/runcache.py": ["tests/unit/test_runcache.py", "tests/native/test_candle_run_cache.py"],
+    "portkit/verify/cachefiles.py": ["tests/unit/test_cachefiles.py", "tests/unit/test_refcache_entries.py", "tests/unit/test_runcache.py", "tests/unit/test_cache_tampering.py"],
+    "portkit/verify/runcache.py": ["tests/unit/test_runcache.py", "tests/native/test_candle_run_cache.py", "tests/unit/test_cache_tampering.py"],
+    "portkit/atomicfile.py": ["tests/unit/test_atomicfile.py"],
 }
 #: the family semantics (portkit/families/, one module per candle model module): each with the family tests
 FAMILY_GLOB = ("portkit/families", "*.py")
