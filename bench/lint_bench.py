@@ -281,12 +281,13 @@ def compare_against(rev: str, rounds: int, runs: int, ndirs: int) -> int:
             for r in range(rounds + 1):  # round 0 warms the page cache and writes bytecode
                 for name, tree in (sides.items() if r % 2 else reversed(list(sides.items()))):
                     e = dict(env, PYTHONPATH=str(tree))
+                    # cwd is the tree too: `python -c` and `-m` put the working directory first on sys.path
                     out = subprocess.run([sys.executable, "-c", _SIDE, str(tree), str(d8), *map(str, dirs), str(runs)],
-                                         env=e, capture_output=True, text=True)
+                                         env=e, cwd=tree, capture_output=True, text=True)
                     if out.returncode:
                         raise RuntimeError(f"{name} ({tree}): {out.stderr[-2000:]}")
                     t0 = time.perf_counter()
-                    p = subprocess.run([sys.executable, "-m", "portkit", "lint", str(d8)], env=e, capture_output=True)
+                    p = subprocess.run([sys.executable, "-m", "portkit", "lint", str(d8)], env=e, cwd=tree, capture_output=True)
                     t_cli = time.perf_counter() - t0
                     if p.returncode not in (0, 1):
                         raise RuntimeError(f"{name}: portkit lint exited {p.returncode}: {p.stderr.decode(errors='replace')[-2000:]}")

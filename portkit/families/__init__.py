@@ -58,6 +58,8 @@ TRAITS: dict[str, Any] = {
 }
 # a config that names neither `model_type` nor `architectures` is read with this module
 DEFAULT_FAMILY = "llama"
+_MODULES: dict[str, ModuleType] = {}
+_TRAIT_VALUES: dict[tuple[str, str], Any] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,10 +82,19 @@ class Family:
     @property
     def semantics(self) -> ModuleType:
         """`portkit.families.<name>`: the config mirror, expected tensors and traits."""
-        return importlib.import_module(f"portkit.families.{self.name}")
+        mod = _MODULES.get(self.name)
+        if mod is None:
+            mod = _MODULES[self.name] = importlib.import_module(f"portkit.families.{self.name}")
+        return mod
 
     def trait(self, name: str) -> Any:
-        return getattr(self.semantics, name, TRAITS[name])
+        # the rules ask per tensor: a dict lookup, not an import and a getattr each time
+        key = (self.name, name)
+        try:
+            return _TRAIT_VALUES[key]
+        except KeyError:
+            value = _TRAIT_VALUES[key] = getattr(self.semantics, name, TRAITS[name])
+            return value
 
     @property
     def who(self) -> str:

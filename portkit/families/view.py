@@ -44,11 +44,17 @@ class FamilyView:
         return None
 
 
+_DESERIALIZERS: dict[str, Any] = {}
+
+
 def family_view(family: Family, config: str | Any) -> FamilyView:
     mod = family.semantics
+    de = _DESERIALIZERS.get(family.name)
+    if de is None:  # built once per family: lint reads many configs of one family
+        de = _DESERIALIZERS[family.name] = serde.de_struct(family.config_struct, mod.FIELDS)
     try:
         value = serde.loads(config) if isinstance(config, str) else serde.to_pairs(config)
-        parsed = serde.de_struct(family.config_struct, mod.FIELDS)(value)
+        parsed = de(value)
     except SerdeError as e:
         return FamilyView(family=family.name, refused=str(e), refused_at=e.path)
     written = frozenset(k for k, _ in value) if isinstance(value, Pairs) else frozenset()
