@@ -171,8 +171,14 @@ def apply_edits(config: dict[str, Any], edits: dict[str, Any]) -> dict[str, Any]
 
 
 def plans(model_dir: Path, facts: ModelFacts | None = None) -> list[FixPlan]:
-    """What fix does to each file of the model (today config.json)."""
-    return [plan(model_dir, facts)]
+    """What fix does to each file of the model: config.json, and tokenizer.json
+    (portkit.tokenizer_fix) when the directory has one."""
+    from portkit import tokenizer_fix
+
+    facts = facts or load_model(model_dir)
+    out = [plan(model_dir, facts)] if facts.config is not None or facts.tokenizer is None else []
+    tok = tokenizer_fix.plan(model_dir, facts)
+    return out + ([tok] if tok is not None else [])
 
 
 def plan(model_dir: Path, facts: ModelFacts | None = None) -> FixPlan:
@@ -249,11 +255,11 @@ def _check(facts: ModelFacts, doc: JsonDoc, new_obj: dict[str, Any], new_text: s
 
 
 def write(p: FixPlan) -> None:
-    """Replace config.json atomically (a symlinked config becomes a regular file, so a
-    shared Hugging Face cache blob is never modified)."""
+    """Replace the plan's file atomically (a symlinked config.json or tokenizer.json becomes a
+    regular file, so a shared Hugging Face cache blob is never modified)."""
     assert p.new_text is not None
     d = p.path.parent
-    fd, tmp = tempfile.mkstemp(prefix=".config.json.", dir=d)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.path.name}.", dir=d)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(p.new_text)
