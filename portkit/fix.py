@@ -227,15 +227,18 @@ def _edited(facts: ModelFacts, doc: JsonDoc, new_text: str) -> ModelFacts:
 
 
 def _effective(facts: ModelFacts, config: Any, gen: dict[str, Any] | None) -> dict[str, Any]:
-    """transformers' effective values: LlamaConfig's for llama, the family's own otherwise."""
-    from portkit.families import detect
+    """transformers' effective values: the family's view under candle's names (`LlamaConfig`'s
+    reading for a model type candle has no module for)."""
+    from portkit.families import detect_or_default
 
-    family = detect(config)
-    if family is None or family.name == "llama":
+    family = detect_or_default(config)
+    if family is None:
         return effective(transformers_view(config, gen))
     ftv = family_transformers_view(family.name, config)
-    out = {k: v for k, v in dataclasses.asdict(ftv).items() if k != "sources"}
-    # as for llama: a legacy `type` is only rope_type's default, compared on its own
+    # each value under its own name, so a refusal names what would change
+    out = dict(ftv.values)
+    out.update({k: v for k, v in dataclasses.asdict(ftv).items() if k not in ("family", "values", "sources", "rope_source")})
+    # a legacy `type` is only rope_type's default, compared on its own
     for key in ("rope_parameters", "local_rope_parameters"):
         out[key] = {k: v for k, v in out[key].items() if k != "type"}
     return out

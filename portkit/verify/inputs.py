@@ -10,7 +10,10 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from portkit.families import Family
 
 #: Text used when the model dir has a tokenizer but no prompt.json (>= 8 tokens: RoPE errors
 #: are invisible at position 0, whose rotation angle is 0).
@@ -213,3 +216,18 @@ def parse_tokens(n: int) -> int:
 
 def finite(x: float) -> float | None:
     return x if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
+def model_family(model: ModelDir) -> Family:
+    """The candle module the checkpoint loads into (a config naming no model_type or
+    architectures is llama, as lint reads it); one line and exit 2 for a model_type candle
+    0.11.0 has no module for."""
+    from portkit.families import UNCOVERED_CANDLE_MODULES, detect_or_default
+
+    fam = detect_or_default(model.config)
+    if fam is not None:
+        return fam
+    mt = model.config.get("model_type", (model.config.get("architectures") or ["?"])[0])
+    if mt in UNCOVERED_CANDLE_MODULES:
+        raise BadInput(f"model_type `{mt}`: portkit does not verify candle's `{UNCOVERED_CANDLE_MODULES[mt]}` module yet")
+    raise BadInput(f"model_type `{mt}`: candle 0.11.0 has no module for it, so there is nothing to verify")

@@ -10,7 +10,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from portkit.verify.compare import GreedyCheck, LayerCheck, LogitsCheck, StepCheck, Tolerance
-from portkit.verify.engine import GgufSection, VerifyReport
+from portkit.verify.engine import VerifyReport
+from portkit.verify.gguf_section import GgufSection
 from portkit.verify.runs import Comparison, RunOutputs, fmt_tol
 
 SCHEMA_VERSION = 1
