@@ -307,7 +307,7 @@ def fix_run(args: argparse.Namespace) -> int:
             cached = resolve(str(d))
             d = cached.path
     if not d.is_dir():
-        d = d.parent if d.name == "config.json" else d
+        d = d.parent if d.name in ("config.json", "tokenizer.json", "tokenizer_config.json") else d
     from portkit.model import model_dirs
 
     (d,) = model_dirs([d])
@@ -324,9 +324,10 @@ def fix_run(args: argparse.Namespace) -> int:
             where = ", ".join(str(p.path) for p in changed)
             print(f"portkit: fixed {len(fixed)} finding{'' if len(fixed) == 1 else 's'} ({codes}) in {where}", file=sys.stderr)
             if cached is not None:
+                names = " and ".join(p.path.name for p in changed)
                 print(
-                    f"portkit: note: {cached.describe()}: its config.json is now a file of its own; "
-                    "the shared blob, and every other revision, are unchanged",
+                    f"portkit: note: {cached.describe()}: its {names} {'is' if len(changed) == 1 else 'are'} now "
+                    f"{'a file' if len(changed) == 1 else 'files'} of its own; the shared blob, and every other revision, are unchanged",
                     file=sys.stderr,
                 )
     else:
@@ -348,7 +349,8 @@ def _report_remaining(remaining: list[Any], written: bool) -> None:
         return
     n = len(remaining)
     verb = ("remains" if n == 1 else "remain") if written else "would remain"
-    print(f"portkit: {n} finding{'' if n == 1 else 's'} {verb}, no config edit fixes {'it' if n == 1 else 'them'}:", file=sys.stderr)
+    what = "config edit" if all(e.finding.code.startswith("PK1") for e in remaining) else "edit"
+    print(f"portkit: {n} finding{'' if n == 1 else 's'} {verb}, no {what} fixes {'it' if n == 1 else 'them'}:", file=sys.stderr)
     for e in remaining:
         f = e.finding
         print(f"{f.code} {f.name}: {f.message}", file=sys.stderr)

@@ -171,8 +171,14 @@ def apply_edits(config: dict[str, Any], edits: dict[str, Any]) -> dict[str, Any]
 
 
 def plans(model_dir: Path, facts: ModelFacts | None = None) -> list[FixPlan]:
-    """What fix does to each file of the model (today config.json)."""
-    return [plan(model_dir, facts)]
+    """What fix does to each file of the model: config.json, and tokenizer.json
+    (portkit.tokenizer_fix) when the directory has one."""
+    from portkit import tokenizer_fix
+
+    facts = facts or load_model(model_dir)
+    out = [plan(model_dir, facts)] if facts.config is not None or facts.tokenizer is None else []
+    tok = tokenizer_fix.plan(model_dir, facts)
+    return out + ([tok] if tok is not None else [])
 
 
 def plan(model_dir: Path, facts: ModelFacts | None = None) -> FixPlan:
@@ -252,9 +258,10 @@ def _check(facts: ModelFacts, doc: JsonDoc, new_obj: dict[str, Any], new_text: s
 
 
 def write(p: FixPlan) -> None:
-    """Replace config.json atomically and durably (`portkit.atomicfile`: fsynced before the
-    rename, nothing left when killed). A symlinked config becomes a regular file, so a shared
-    Hugging Face cache blob is never modified. InputError when the directory cannot be written."""
+    """Replace the plan's file (config.json or tokenizer.json) atomically and durably
+    (`portkit.atomicfile`: fsynced before the rename, nothing left when killed). A symlinked file
+    becomes a regular file, so a shared Hugging Face cache blob is never modified. InputError
+    when the directory cannot be written."""
     assert p.new_text is not None
     try:
         mode = os.stat(p.path).st_mode & 0o777
@@ -263,9 +270,11 @@ def write(p: FixPlan) -> None:
     try:
         atomicfile.replace(p.path, p.new_text.encode("utf-8"), mode=mode)
     except OSError as e:
-        raise InputError(p.path, f"cannot write the fixed config: {e.strerror or e}") from None
+        what = "config" if p.path.name == "config.json" else p.path.name
+        raise InputError(p.path, f"cannot write the fixed {what}: {e.strerror or e}") from None
 
 
 def sweep(model_dir: Path) -> None:
-    """Remove what a killed `fix --write` left in `model_dir` (its temporary config.json)."""
+    """Remove what a killed `fix --write` left in `model_dir` (its temporary config.json or tokenizer.json)."""
     atomicfile.sweep(model_dir, "config.json")
+    atomicfile.sweep(model_dir, "tokenizer.json")

@@ -55,6 +55,7 @@ class VerifyOptions:
     dtype: str = "f32"
     ids: str | list[int] | None = None
     text: str | None = None
+    chat: str | None = None  # one user message, rendered with the model's chat template
     tokens: int = DEFAULT_TOKENS
     gguf: Path | None = None
     plot: Path | None = None
@@ -64,6 +65,9 @@ class VerifyOptions:
     #: Testing hook (the negative control): added to one logit of the reference's last prompt
     #: position before any comparison, so the failure goes through the same code path.
     perturb_reference: float | None = None
+    #: Testing hook (the tokenizer section's negative control): one id of candle's first encode
+    #: changed by one.
+    perturb_candle_tokens: bool = False
     reference_mode: str = "streamed"  # streamed (one layer in memory at a time) | whole (from_pretrained, the check)
     cache: bool = True  # the reference's and candle's caches under $PORTKIT_CACHE (--no-cache: off)
 
@@ -87,6 +91,8 @@ class VerifyReport:
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
     family: str = DEFAULT_FAMILY  # the candle module (portkit.families) candle ran
     layers_note: str | None = None  # why there is no per-layer comparison, when there is none
+    tokenizer: Any = None  # portkit.verify.tokens.TokenizerSection, when the directory has tokenizer.json
+    greedy_stop: dict[str, Any] | None = None  # where `generate()` stops the reference's greedy tokens
     runs: list[RunOutputs] = field(default_factory=list)  # every candle run, for `candle_runs`
 
     @property
@@ -103,7 +109,7 @@ class VerifyReport:
 
     @property
     def all_findings(self) -> list[C.Confirmation]:
-        return self.findings + (self.gguf.findings if self.gguf else [])
+        return self.findings + (self.gguf.findings if self.gguf else []) + (self.tokenizer.findings if self.tokenizer else [])
 
     @property
     def exit_code(self) -> int:
@@ -111,7 +117,7 @@ class VerifyReport:
             from portkit.verify.nonfinite import EXIT_CODE
 
             return EXIT_CODE
-        ok = self.candle_ok and not self.confirmed and (self.gguf is None or self.gguf.ok)
+        ok = self.candle_ok and not self.confirmed and (self.gguf is None or self.gguf.ok) and (self.tokenizer is None or self.tokenizer.ok)
         return 0 if ok else 1
 
 
@@ -147,12 +153,30 @@ def _validate(opts: VerifyOptions) -> None:
             raise BadInput("--plot needs matplotlib: pip install 'portkit[plot]'") from None
 
 
-def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyReport:
+def _lint_target(opts: VerifyOptions, prompt_tokens: int, tokens: int, pn: Any = None) -> dict[str, Any]:
+    """lint's target for verify's runs (the wheel's build when it is loaded)."""
+    return dict(
+        device=opts.device,
+        dtype=opts.dtype,
+        use_flash_attn=opts.use_flash_attn,
+        max_tokens=max(prompt_tokens + tokens, 1),
+        max_prompt_tokens=max(prompt_tokens, 1),
+        build=pn.build_info() if pn is not None else {},
+    )
+
+
+def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> Any:
+    """A `VerifyReport`; for a directory with tokenizer files but no model to run, the tokenizer
+    section alone (`portkit.verify.tokens.TokenizerReport`)."""
     t_start = time.perf_counter()
     _validate(opts)
+    from portkit.verify import tokens as T
+
+    if T.tokenizer_only(Path(opts.model_dir)):
+        return T.verify_tokenizer_only(opts, lambda: lint_for_verify(Path(opts.model_dir), None, _lint_target(opts, 0, 0), progress)[0], progress, t_start)
     model = read_model_dir(opts.model_dir)
     family = model_family(model)
-    prompt = resolve_prompt(model, opts.ids, opts.text)
+    prompt = resolve_prompt(model, opts.ids, opts.text, opts.chat)
     tokens = parse_tokens(opts.tokens)
     tol = TOLERANCES[opts.dtype]
 
@@ -173,17 +197,7 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
         lint_note: str | None = None
         if opts.lint:
             hf_findings, gguf_findings = lint_for_verify(
-                model.root,
-                Path(opts.gguf) if opts.gguf else None,
-                dict(
-                    device=opts.device,
-                    dtype=opts.dtype,
-                    use_flash_attn=opts.use_flash_attn,
-                    max_tokens=len(prompt.ids) + tokens,
-                    max_prompt_tokens=len(prompt.ids),
-                    build=pn.build_info(),
-                ),
-                progress,
+                model.root, Path(opts.gguf) if opts.gguf else None, _lint_target(opts, len(prompt.ids), tokens, pn), progress
             )
         else:
             hf_findings, gguf_findings, lint_note = [], [], "lint skipped (--no-lint)"
@@ -192,6 +206,10 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
         job.cancel()
         raise
     ran = f"the {len(prompt.ids)}-token prompt and {tokens} generated tokens"
+    # tokens before logits: the tokenizer findings are judged on the ids, not by a forward
+    tok_findings = [f for f in hf_findings if f.code.startswith("PK5")]
+    hf_findings = [f for f in hf_findings if not f.code.startswith("PK5")]
+    tokenizer = T.tokenizer_section(model.root, tok_findings, progress, perturb_candle=opts.perturb_candle_tokens)
 
     def load_with(config_text: str) -> Callable[[], Any]:
         from portkit.verify.candle import load_runner
@@ -247,14 +265,15 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
         raise
     timings["reference"] = time.perf_counter() - t_phase
     t_phase = time.perf_counter()
-    comparison = compare_run(reference, run, tol) if run.failure is None else None
+    stop = T.generation_stop(model.root)
+    comparison = T.stop_greedy(compare_run(reference, run, tol), reference, run, stop, tol) if run.failure is None else None
 
     def patched(patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:
         progress(f"candle with {describe_patch(patch)}")
         text = patched_config(model.config_text, patch)
         r = run_candle(load_with(text), prompt.ids, reference.inputs, tokens, label=describe_patch(patch), cache=cached(text, reference.inputs, False))
         gc.collect()
-        return r, (compare_run(reference, r, tol) if r.failure is None else None)
+        return r, (T.stop_greedy(compare_run(reference, r, tol), reference, r, stop, tol) if r.failure is None else None)
 
     from portkit.verify.nonfinite import analyse
 
@@ -308,6 +327,8 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
         family=family.name,
         layers_note=layers_note,
         runs=[run, *patched_runs.runs(), *(gguf_section.runs if gguf_section else [])],
+        tokenizer=tokenizer,
+        greedy_stop=T.stop_description(reference, stop),
     )
 
 

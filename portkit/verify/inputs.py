@@ -115,8 +115,11 @@ def read_model_dir(path: str | Path) -> ModelDir:
 @dataclass(frozen=True)
 class Prompt:
     ids: tuple[int, ...]
-    source: str  # "--ids" | "--text" | "prompt.json" | "default text" | "default ids"
+    source: str  # "--ids" | "--text" | "--chat" | "prompt.json" | "default text" | "default ids"
     text: str | None = None
+    #: A text prompt's ids from the tokenizers crate on tokenizer.json (what a candle program
+    #: feeds); `ids` are transformers' and run on both sides. None for ids given as ids.
+    candle_ids: tuple[int, ...] | None = None
 
     def describe(self) -> str:
         head = " ".join(str(i) for i in self.ids[:12]) + (" ..." if len(self.ids) > 12 else "")
@@ -145,19 +148,17 @@ def parse_ids(spec: str) -> list[int]:
     return out
 
 
-def _encode(root: Path, text: str) -> list[int]:
+def _encode(root: Path, text: str | None, source: str, chat: str | None = None) -> Prompt:
+    """A text prompt as transformers encodes it (the forward runs on these ids on both sides),
+    with the tokenizers crate's own ids beside it (portkit.verify.tokens.prompt_ids)."""
     tok_path = root / "tokenizer.json"
     if not tok_path.is_file():
-        raise BadInput(f"--text needs {tok_path} (the model dir has no tokenizer); pass --ids instead")
-    try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        raise BadInput("--text needs the `tokenizers` package (pip install tokenizers); pass --ids instead") from None
-    try:
-        tok = Tokenizer.from_file(str(tok_path))
-        return list(tok.encode(text, add_special_tokens=True).ids)
-    except Exception as e:  # tokenizers raises its own Exception type for a broken file
-        raise BadInput(f"{tok_path}: cannot encode the text: {e}") from None
+        flag = "--chat" if chat is not None else "--text"
+        raise BadInput(f"{flag} needs {tok_path} (the model dir has no tokenizer); pass --ids instead")
+    from portkit.verify.tokens import prompt_ids
+
+    p = prompt_ids(root, text=text, chat=chat)
+    return Prompt(tuple(p.transformers), source, p.text, tuple(p.candle) if p.candle is not None else None)
 
 
 def _default_ids(vocab: int | None, config: dict[str, Any]) -> list[int]:
@@ -167,15 +168,19 @@ def _default_ids(vocab: int | None, config: dict[str, Any]) -> list[int]:
     return start + [(37 * k + 11) % n for k in range(DEFAULT_IDS_LEN - len(start))]
 
 
-def resolve_prompt(model: ModelDir, ids: str | Sequence[int] | None = None, text: str | None = None) -> Prompt:
-    if ids is not None and text is not None:
-        raise BadInput("give either --ids or --text, not both")
+def resolve_prompt(model: ModelDir, ids: str | Sequence[int] | None = None, text: str | None = None, chat: str | None = None) -> Prompt:
+    if sum(x is not None for x in (ids, text, chat)) > 1:
+        raise BadInput("give one of --ids, --text or --chat")
     if ids is not None:
         prompt = Prompt(tuple(parse_ids(ids) if isinstance(ids, str) else [int(i) for i in ids]), "--ids")
     elif text is not None:
         if not text.strip():
             raise BadInput("--text is empty")
-        prompt = Prompt(tuple(_encode(model.root, text)), "--text", text)
+        prompt = _encode(model.root, text, "--text")
+    elif chat is not None:
+        if not chat.strip():
+            raise BadInput("--chat is empty")
+        prompt = _encode(model.root, None, "--chat", chat=chat)
     elif (model.root / "prompt.json").is_file():
         _, doc = _read_json(model.root / "prompt.json", "prompt.json")
         got = doc.get("ids") if isinstance(doc, dict) else None
@@ -184,7 +189,7 @@ def resolve_prompt(model: ModelDir, ids: str | Sequence[int] | None = None, text
         prompt = Prompt(tuple(got), "prompt.json")
     elif (model.root / "tokenizer.json").is_file():
         try:
-            prompt = Prompt(tuple(_encode(model.root, DEFAULT_TEXT)), "default text", DEFAULT_TEXT)
+            prompt = _encode(model.root, DEFAULT_TEXT, "default text")
         except BadInput:
             prompt = Prompt(tuple(_default_ids(model.vocab_size, model.config)), "default ids")
         if len(prompt.ids) < MIN_RECOMMENDED:
