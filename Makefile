@@ -12,7 +12,7 @@ export PORTKIT_CACHE ?= $(HOME)/.cache/portkit
 export OMP_NUM_THREADS ?= 2
 export RAYON_NUM_THREADS ?= 2
 
-.PHONY: demo test venv native clean-native mutation
+.PHONY: demo test venv native clean-native mutation dump-compat
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ test: native
 	cd native && cargo test --release --quiet --no-default-features
 	cd native/portkit-dump && cargo test --release --quiet
 	$(PY) -m pytest -q
+
+# portkit-dump against candle-core 0.11.0 and the newest 0.11.x on crates.io (network; builds
+# candle-core again in $(CARGO_TARGET_DIR)-compat, minutes): not part of `make test`.
+dump-compat:
+	native/portkit-dump/check-candle-versions.sh
 
 # Mutation testing (mutmut): not part of `make test` or CI, it takes tens of minutes. Each
 # module is mutated against the tests that target it; prints the score per module.
