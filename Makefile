@@ -1,23 +1,28 @@
 # portkit: two commands on a fresh machine.
 #   make demo   set up, build the native candle wheel, generate a fixture, compare candle vs transformers
-#   make test   set up, build, run the whole test suite
+#   make test   set up, build, run the whole test suite (and check the release files: make dist)
+#   make dist   the release files in dist/: portkit's sdist and wheel, portkit-native's abi3 wheel
 # Everything installs into .venv; the candle build is cached outside the clone.
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+DIST ?= dist
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/portkit/target
 export PORTKIT_CACHE ?= $(HOME)/.cache/portkit
 # Fixed thread counts make the reference and candle's CPU kernels repeatable.
 export OMP_NUM_THREADS ?= 2
 export RAYON_NUM_THREADS ?= 2
 
-.PHONY: demo test venv native clean-native mutation dump-compat
+.PHONY: demo test venv native dist clean-native mutation dump-compat
 
-$(VENV)/.installed: pyproject.toml
+# portkit[verify] depends on portkit-native of the same version, which PyPI does not have for a
+# clone: build that wheel first and let pip find it (--find-links).
+$(VENV)/.installed: pyproject.toml native/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[verify,test,plot]'
+	$(PY) -m pip install --quiet --upgrade pip 'maturin>=1.5,<2'
+	$(VENV)/bin/maturin build --release --quiet -m native/Cargo.toml -i $(PY) -o $(CARGO_TARGET_DIR)/wheels
+	$(PY) -m pip install --quiet --find-links $(CARGO_TARGET_DIR)/wheels -e '.[verify,test,plot]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -30,9 +35,25 @@ native: venv
 demo: native
 	$(PY) -m portkit.demo
 
-test: native
+# The wheels a user installs without Rust. auditwheel names the manylinux tag the native wheel
+# really satisfies; the filename must carry that tag.
+dist: venv
+	rm -rf $(DIST)
+	$(PY) -m build --outdir $(DIST) .
+	$(VENV)/bin/maturin build --release --quiet -m native/Cargo.toml -i $(PY) -o $(DIST)
+	$(VENV)/bin/auditwheel show $(DIST)/portkit_native-*.whl | tee $(DIST)/auditwheel.txt
+	tag=$$(basename $(DIST)/portkit_native-*.whl .whl | sed 's/.*-abi3-//; s/\..*//'); \
+	  grep -q "consistent with the following platform tag:" $(DIST)/auditwheel.txt && \
+	  tr -d '\n' < $(DIST)/auditwheel.txt | grep -q "consistent with the following platform tag:[^.]*$$tag" || \
+	  { echo "auditwheel does not confirm $$tag" >&2; exit 1; }
+	rm $(DIST)/auditwheel.txt
+	ls -l $(DIST)
+
+test: native dist
 	cd native && cargo test --release --quiet --no-default-features
 	cd native/portkit-dump && cargo test --release --quiet
+	$(VENV)/bin/actionlint .github/workflows/*.yml
+	bash tests/release/no_cargo_install.sh $(DIST)
 	$(PY) -m pytest -q
 
 # portkit-dump against candle-core 0.11.0 and the newest 0.11.x on crates.io (network; builds

@@ -2,7 +2,7 @@
 
 `import portkit` never imports torch or transformers; only `portkit.verify` does, lazily.
 
-`portkit lint` runs as a pre-commit hook, so its cold start is budgeted (issue 3: at least
+`portkit lint` runs as a pre-commit hook, so its cold start is budgeted (at least
 10x faster than `import transformers`). On its path: stdlib dataclasses, not pydantic
 (pydantic only generates `schemas/lint-report.schema.json`); rich only for colour; numpy
 only for PK410; the GGUF reader only when a .gguf is there; `portkit.findings` with the

@@ -218,37 +218,23 @@ def _stdout() -> Any:
 
 
 def rules_args(p: argparse.ArgumentParser) -> None:
+    from portkit.families import BY_NAME
+    from portkit.rule_table import GROUPS
+
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--group", choices=GROUPS, help="only this rule group (PK1xx config, PK2xx weights, PK3xx runtime, PK4xx gguf, PK5xx tokenizer)")
+    p.add_argument("--family", choices=list(BY_NAME), metavar="FAMILY", help="only the rules that speak about this family: " + ", ".join(BY_NAME))
+    p.add_argument("--all", action="store_true", help="also list removed codes (kept so that they are never reused)")
 
 
 def rules_run(args: argparse.Namespace) -> int:
-    from portkit.rules import CODES, RULES, families_label
+    from portkit.rule_table import render_text, rows
 
-    rows = []
-    for code, (name, status) in CODES.items():
-        r = RULES.get(code)
-        rows.append(
-            {
-                "code": code,
-                "name": name,
-                "status": status,
-                "group": r.group if r else None,
-                "families": list(r.families) if r else [],
-                "severity": r.severity if r else None,
-                "effect": r.effect if r else None,
-                "fix": r.fix_availability if r else None,
-                "probe": r.probe_kind if r else None,
-                "summary": r.summary() if r else "",
-            }
-        )
+    table = rows(args.group, args.family, include_removed=args.all)
     if args.format == "json":
-        print(json.dumps(rows, indent=2))
-        return 0
-    for row in rows:
-        flag = "[*]" if row["fix"] in ("always", "sometimes") else "   "
-        st = "" if row["status"] == "stable" else f" ({row['status']})"
-        fams = f" [{families_label(RULES[row['code']])}]" if row["code"] in RULES else ""
-        print(f"{row['code']} {flag} {row['name']:<36} {row['severity'] or '':<8} {row['probe'] or '':<12} {row['summary']}{st}{fams}")
+        print(json.dumps(table, indent=2))
+    else:
+        sys.stdout.write(render_text(table))
     return 0
 
 
@@ -279,11 +265,24 @@ def explain_run(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ fix
 
 
+FIX_EPILOG = """\
+Applies every safe edit and lists each finding no config edit can fix, with its reason.
+exit codes:
+  --diff (default)  0: nothing to change and nothing remains; 1: a diff was printed, or
+                    findings remain (listed on stderr); 2: bad input or usage
+  --write           0: written (or nothing to do) and nothing remains; 1: findings remain
+                    after the safe edits were written (listed on stderr); 2: bad input or
+                    usage, nothing written
+The diff is exactly what --write writes (`git apply` takes it)."""
+
+
 def fix_args(p: argparse.ArgumentParser) -> None:
+    p.epilog = FIX_EPILOG
+    p.formatter_class = _EpilogFormatter
     p.add_argument("model_dir", metavar="MODEL_DIR", type=Path, help="a model directory, its config.json, or ORG/NAME[@REV] from the Hugging Face cache")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--diff", action="store_true", help="print the edit as a unified diff (default)")
-    g.add_argument("--write", action="store_true", help="rewrite config.json in place")
+    g.add_argument("--diff", action="store_true", help="print the safe edits as a unified diff (default)")
+    g.add_argument("--write", action="store_true", help="write the safe edits into config.json")
 
 
 def fix_run(args: argparse.Namespace) -> int:
@@ -302,30 +301,46 @@ def fix_run(args: argparse.Namespace) -> int:
     from portkit.model import model_dirs
 
     (d,) = model_dirs([d])
-    p = fix.plan(d)
-    if p.refused:
-        reasons = "; ".join(f"{f.code} {f.message}" for f in p.refused)
-        print(f"portkit: error: {p.path}: no config edit makes candle 0.11.0 compute what transformers does: {reasons}", file=sys.stderr)
-        return 2
-    if not p.changed:
+    plans = fix.plans(d)
+    changed = [p for p in plans if p.changed]
+    if args.write:
+        for p in changed:
+            fix.write(p)
+        if changed:
+            fixed = [f for p in changed for f in p.fixed]
+            codes = ", ".join(sorted({f.code for f in fixed}))
+            where = ", ".join(str(p.path) for p in changed)
+            print(f"portkit: fixed {len(fixed)} finding{'' if len(fixed) == 1 else 's'} ({codes}) in {where}", file=sys.stderr)
+            if cached is not None:
+                print(
+                    f"portkit: note: {cached.describe()}: its config.json is now a file of its own; "
+                    "the shared blob, and every other revision, are unchanged",
+                    file=sys.stderr,
+                )
+    else:
+        if cached is not None and changed:
+            print(f"portkit: note: {cached.describe()}", file=sys.stderr)
+        for p in changed:
+            sys.stdout.write(p.diff())
+    remaining = [e for p in plans for e in p.remaining]
+    _report_remaining(remaining, written=bool(args.write))
+    if not changed and not remaining:
         print("portkit: nothing to fix", file=sys.stderr)
         return 0
-    if args.write:
-        fix.write(p)
-        codes = ", ".join(sorted({f.code for f in p.fixed}))
-        n = len(p.fixed)
-        print(f"portkit: fixed {n} finding{'' if n == 1 else 's'} ({codes}) in {p.path}", file=sys.stderr)
-        if cached is not None:
-            print(
-                f"portkit: note: {cached.describe()}: its config.json is now a file of its own; "
-                "the shared blob, and every other revision, are unchanged",
-                file=sys.stderr,
-            )
-        return 0
-    if cached is not None:
-        print(f"portkit: note: {cached.describe()}", file=sys.stderr)
-    sys.stdout.write(p.diff())
-    return 1
+    return 1 if remaining or not args.write else 0
+
+
+def _report_remaining(remaining: list[Any], written: bool) -> None:
+    """Each finding fix leaves, with why no edit fixes it (stderr: stdout is the diff)."""
+    if not remaining:
+        return
+    n = len(remaining)
+    verb = ("remains" if n == 1 else "remain") if written else "would remain"
+    print(f"portkit: {n} finding{'' if n == 1 else 's'} {verb}, no config edit fixes {'it' if n == 1 else 'them'}:", file=sys.stderr)
+    for e in remaining:
+        f = e.finding
+        print(f"{f.code} {f.name}: {f.message}", file=sys.stderr)
+        print(f"  reason: {e.refused}", file=sys.stderr)
 
 
 # ------------------------------------------------------------------ schema
@@ -385,6 +400,15 @@ def _columns() -> int:
     return cols or 80
 
 
+# The families are `portkit.families`' registry; not imported here, `portkit lint` pays for no
+# registry it does not need (a test keeps this list equal to the registry).
+DESCRIPTION = (
+    "Config-regression linter and porting kit for Hugging Face transformers checkpoints in candle 0.11.0: "
+    "llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma, gemma2, gemma3, phi3, olmo2, granite, "
+    "starcoder2, stable_lm, and their GGUF files."
+)
+
+
 class _Formatter(argparse.HelpFormatter):
     """argparse's help formatter, sized as argparse sizes it. argparse builds one for every
     `add_argument` and would import shutil (and its bz2/lzma imports) each `portkit lint`."""
@@ -393,9 +417,16 @@ class _Formatter(argparse.HelpFormatter):
         super().__init__(prog, width=_columns() - 2)
 
 
+class _EpilogFormatter(_Formatter):
+    """Keeps a subcommand's epilog (a table of exit codes) as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "".join(indent + line for line in text.splitlines(keepends=True))
+
+
 def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="portkit", description="Config-regression linter and porting kit for Llama checkpoints in candle 0.11.0.", formatter_class=_Formatter
+        prog="portkit", description=DESCRIPTION, formatter_class=_Formatter
     )
     parser.add_argument("--version", action="version", version=f"portkit {__version__} (candle 0.11.0)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -1,22 +1,37 @@
 """`portkit fix`: rewrite config.json so candle 0.11.0 reads what transformers 5 reads.
 
-What it writes: the top-level `rope_theta` transformers uses (PK101), llama3 scaling as a
-top-level `rope_scaling` in candle's `Llama3RopeConfig` shape (PK102, PK103), transformers'
-value for a key the family's candle module requires (PK110: `rope_theta`, gemma3's
-`rope_local_base_freq`, stablelm's `partial_rotary_factor`, qwen3_moe's `num_experts`, ...),
-qwen2's null `sliding_window` as `max_position_embeddings` (PK112), gemma's activation names
-(PK116, PK117). For other families the check below compares the family's own transformers view. Every other key, and the key order, is kept; new
-keys go right after `rope_parameters` (or at the end). Weights are never touched.
+Like ruff's `--fix`: every safe edit is applied, every finding no edit can fix is reported with
+its reason, and the exit code is 1 while findings remain.
 
-What it refuses (exit 2, with the reason): anything no config edit can make candle 0.11.0
-compute the same way (head_dim, biases, activation, partial rotary, sliding window, non-llama3
-scaling, values candle's serde refuses). It then writes nothing: a half-fixed config would
-still load in candle and compute another model.
+The API (one plan per file; a tokenizer.json fixer returns plans of the same shape):
+
+- `plans(model_dir) -> list[FixPlan]`: what fix would do to each file of the model.
+- `FixPlan`: `path`, `old_text`, `new_text` (None when nothing changes) and `edits`, a list of
+  `Edit`s, one per finding: **safe** (`changes`: the keys it sets, applied to `new_text`) or
+  **refused** (`refused`: why no edit of this file makes candle compute what transformers
+  does; the finding remains). `diff()` is exactly `old_text` -> `new_text`, what `write()`
+  writes; `fixed` and `remaining` list the findings of each kind.
+- `write(plan)` replaces the file atomically.
+
+What it writes in config.json: the top-level `rope_theta` transformers uses (PK101), llama3
+scaling as a top-level `rope_scaling` in candle's `Llama3RopeConfig` shape (PK102, PK103),
+transformers' value for a key the family's candle module requires (PK110: `rope_theta`,
+gemma3's `rope_local_base_freq`, stablelm's `partial_rotary_factor`, qwen3_moe's
+`num_experts`, ...), qwen2's null `sliding_window` as `max_position_embeddings` (PK112),
+gemma's activation names (PK116, PK117). Every other key, and the key order, is kept; new keys
+go right after `rope_parameters` (or at the end). Weights are never touched.
+
+What remains (refused, with the finding's help as the reason): every config finding (PK1xx)
+without an edit: head_dim, biases, activation, partial rotary, sliding window, non-llama3
+scaling (linear, dynamic, yarn, longrope), values candle's serde refuses, and facts about other
+files (generation_config.json's EOS ids) or about how the model is fed. The safe edits are
+written all the same: each one makes the config closer to what transformers computes, and
+what is left is listed.
 
 A finding that candle's serde hid behind another (it stops at its first error) is found by
 linting the edited config again, until nothing new fires. Every plan is checked before it is
 offered: transformers' effective values must be unchanged and the fixable rules must be clean
-on the result.
+on the result (else exit 2: fix writes nothing it cannot check).
 """
 
 from __future__ import annotations
@@ -40,14 +55,22 @@ from portkit.semantics import TransformersView, transformers_view
 from portkit.semantics.transformers import family_transformers_view
 from portkit.target import Target
 
-# A config finding that carries edits is fixed with them. One without edits is refused when it
-# is an error (or one of these llama warnings), since the model would still compute another
-# model; facts about other files (PK111), about how the model is fed (PK121: gemma3's prefill,
-# which one token at a time avoids) and warnings that depend on the sequence length are not.
-UNFIXABLE = ("PK102", "PK103", "PK104", "PK105", "PK106", "PK107", "PK108", "PK109", "PK112")
-NOT_ABOUT_CONFIG = ("PK111", "PK114", "PK121")
 # where a rule's edits come from doesn't matter to transformers: only effective values do
 _PROVENANCE = {"defaulted", "rope_source", "rope_theta_source"}
+
+
+@dataclass(frozen=True)
+class Edit:
+    """fix's answer to one finding: the keys it sets (`changes`, safe), or why it sets none
+    (`refused`: the finding remains)."""
+
+    finding: Finding
+    changes: dict[str, Any] = field(default_factory=dict)
+    refused: str | None = None
+
+    @property
+    def safe(self) -> bool:
+        return self.refused is None
 
 
 @dataclass
@@ -55,13 +78,32 @@ class FixPlan:
     path: Path
     old_text: str
     new_text: str | None = None
-    edits: dict[str, Any] = field(default_factory=dict)
-    fixed: list[Finding] = field(default_factory=list)
-    refused: list[Finding] = field(default_factory=list)
+    edits: list[Edit] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
         return self.new_text is not None and self.new_text != self.old_text
+
+    @property
+    def changes(self) -> dict[str, Any]:
+        """Every safe edit's keys, merged in order: what `new_text` sets."""
+        out: dict[str, Any] = {}
+        for e in self.edits:
+            if e.safe:
+                out.update(e.changes)
+        return out
+
+    @property
+    def fixed(self) -> list[Finding]:
+        return [e.finding for e in self.edits if e.safe]
+
+    @property
+    def remaining(self) -> list[Edit]:
+        return [e for e in self.edits if not e.safe]
+
+    @property
+    def refused(self) -> list[Finding]:
+        return [e.finding for e in self.remaining]
 
     def diff(self) -> str:
         if not self.changed:
@@ -128,7 +170,13 @@ def apply_edits(config: dict[str, Any], edits: dict[str, Any]) -> dict[str, Any]
     return out
 
 
+def plans(model_dir: Path, facts: ModelFacts | None = None) -> list[FixPlan]:
+    """What fix does to each file of the model (today config.json)."""
+    return [plan(model_dir, facts)]
+
+
 def plan(model_dir: Path, facts: ModelFacts | None = None) -> FixPlan:
+    """config.json's plan: every config rule's finding, each a safe edit or refused."""
     from portkit.lint import check_usable
 
     facts = facts or load_model(model_dir)
@@ -143,28 +191,25 @@ def plan(model_dir: Path, facts: ModelFacts | None = None) -> FixPlan:
         raise InputError(doc.path, f"key `{dup}` is written twice; fix it by hand first (transformers keeps the last, candle refuses)")
     assert isinstance(doc.value, dict)
     new_obj, new_text, seen = doc.value, doc.text, set()
+    safe: list[Edit] = []
     # candle's serde stops at its first error, so a finding can hide behind another (PK110's
     # missing rms_norm_eps behind PK103) until that one is fixed: lint the edited config again
     # until nothing new fires. Each round fixes at least one more code, so this ends.
     while True:
         round_ctx = ctx if new_text == doc.text else Context(_edited(facts, doc, new_text), Target())
         findings = [f for code, rule in RULES.items() if code.startswith("PK1") and round_ctx.applies(rule) for f in rule.check(round_ctx)]
-        fresh = [f for f in findings if (f.code, f.fix is None) not in seen]
+        fresh = [f for f in findings if f.fix is not None and (f.code, False) not in seen]
         seen.update((f.code, f.fix is None) for f in findings)
-        for f in fresh:
-            if f.fix is not None:
-                p.fixed.append(f)
-                p.edits.update(f.fix.edits)
-            elif f.code in UNFIXABLE or (f.severity == "error" and f.code not in NOT_ABOUT_CONFIG):
-                p.refused.append(f)
-        if p.refused or not p.edits or not any(f.fix is not None for f in fresh):
+        safe += [Edit(f, dict(f.fix.edits)) for f in fresh if f.fix is not None]
+        if not fresh:
             break
-        new_obj = apply_edits(doc.value, p.edits)
+        new_obj = apply_edits(doc.value, {k: v for e in safe for k, v in e.changes.items()})
         new_text = render(new_obj, doc.text)
-    if p.refused or not p.edits:
-        return p
-    _check(facts, doc, new_obj, new_text)
-    p.new_text = new_text
+    # what is left is what the edited config still shows: no edit for it
+    p.edits = safe + [Edit(f, refused=f.help or f"no edit of {doc.path.name} fixes {f.code}") for f in findings if f.fix is None]
+    if safe:
+        _check(facts, doc, new_obj, new_text)
+        p.new_text = new_text
     return p
 
 

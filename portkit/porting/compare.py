@@ -122,7 +122,7 @@ def validate(ref: DumpFile, cand: DumpFile) -> None:
         )
     for name, got in cand.tensors.items():
         if name == "ids" and name not in ref.tensors:
-            continue  # a seeds' JSON reference keeps no ids: nothing to check them against
+            continue  # a JSON dump (`{"logits": [...], "greedy": [...]}`) keeps no ids: nothing to check them against
         if name not in ref.tensors:
             have = describe_names(list(ref.tensors))
             raise BadInput(f"{cand.path}: tensor `{name}` is not in the reference {ref.path} (it has {have})")

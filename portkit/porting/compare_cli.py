@@ -16,7 +16,7 @@ SCHEMA_VERSION = 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("reference", metavar="REF", type=Path, help="the reference dump (`portkit reference`, or a seeds' JSON dump)")
+    parser.add_argument("reference", metavar="REF", type=Path, help='the reference dump (`portkit reference`, or a JSON dump `{"logits": [...], "greedy": [...]}`)')
     parser.add_argument("candidate", metavar="CANDIDATE", type=Path, help="your port's dump (portkit-dump safetensors, or JSON)")
     parser.add_argument("--dtype", default="f32", help="what the candidate ran in, for the tolerance: f32, f16, bf16, q8_0 or q4_k (default: f32)")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")

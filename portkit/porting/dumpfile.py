@@ -1,6 +1,6 @@
 """Dump files: the porting kit's layout in safetensors (what `portkit reference` and the Rust
-crate `portkit-dump` write), and the seeds' JSON dumps (`bench/baseline/llm_json.py`:
-`{"logits": [...], "greedy": [...]}`), read the same way.
+crate `portkit-dump` write), and the JSON dump format (`{"logits": [...], "greedy": [...]}`,
+what `bench/baseline/llm_json.py` writes), read the same way.
 
 Tensor data is read with numpy from the offsets of a header that `read_safetensors_header`
 has validated (so bf16 needs no torch, and a malformed file is one line, never a traceback);
@@ -166,7 +166,7 @@ def read_safetensors_dump(path: Path) -> DumpFile:
 
 
 def read_json_dump(path: Path, text: str) -> DumpFile:
-    """The seeds' dumps: one JSON object of (nested) number lists, e.g. `{"logits", "greedy"}`."""
+    """A JSON dump: one JSON object of (nested) number lists, e.g. `{"logits", "greedy"}`."""
     try:
         doc = json.loads(text)
     except (ValueError, RecursionError) as e:

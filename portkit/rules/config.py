@@ -66,8 +66,8 @@ class RopeThetaInRopeParameters(Rule):
     transformers 5 `save_pretrained` writes `rope_theta` only inside `rope_parameters`.
     candle loads such a config without complaint and rotates every query and key with
     theta 10000: the model runs, short prompts look fine, and the output degrades with
-    length (SmolLM2, theta 1e5: logits differ by 0.61 and 16% of argmax positions change on
-    a 249-token text).
+    length (portkit's generated llama fixture, theta 1e5, saved by transformers 5: candle's
+    last-position logits differ by 4.2; docs/measurements.md, "Rule effects").
 
     ## Example
     ```json
@@ -92,8 +92,10 @@ class RopeThetaInRopeParameters(Rule):
     patched in; only the patched run matches transformers past the first positions.
 
     ## References
-    FIELD-REPORTS mode 1: airllm#369, levanter#649, penzai#102, llama.cpp#2768, #2773,
-    DeepSpeed#8341, sglang#14745, lmdeploy#4304, mlx-lm#953, llama.cpp#18013.
+    - https://github.com/lyogavin/airllm/issues/368, https://github.com/lyogavin/airllm/issues/369 (the MLX path fell back to 10000: incoherent past ~1k tokens)
+    - https://github.com/stanford-crfm/levanter/issues/649, https://github.com/google-deepmind/penzai/issues/102 (a hard-coded or different RoPE base)
+    - https://github.com/ggml-org/llama.cpp/issues/2768, https://github.com/ggml-org/llama.cpp/issues/2773 (CodeLlama's `rope_theta` not read)
+    - https://github.com/deepspeedai/DeepSpeed/issues/8341, https://github.com/sgl-project/sglang/issues/14745, https://github.com/InternLM/lmdeploy/issues/4304, https://github.com/ml-explore/mlx-lm/issues/953, https://github.com/ggml-org/llama.cpp/issues/18013 (transformers 5 moved `rope_theta` into `rope_parameters`)
     """
 
     code = "PK101"
@@ -174,8 +176,8 @@ class RopeScalingInRopeParameters(Rule):
     `rope_scaling` patched in, at positions past `original_max_position_embeddings` / factor.
 
     ## References
-    FIELD-REPORTS mode 2: LongLoRA#181, llama.cpp#2772, mlx-examples#909, #907, vllm#6689,
-    mistral.rs#618, candle-vllm#286.
+    - https://github.com/JIA-Lab-research/LongLoRA/issues/181, https://github.com/ggml-org/llama.cpp/issues/2772 (scaling dropped: nonsense at long context)
+    - https://github.com/ml-explore/mlx-examples/issues/909, https://github.com/ml-explore/mlx-examples/issues/907, https://github.com/vllm-project/vllm/issues/6689, https://github.com/EricLBuehler/mistral.rs/issues/618, https://github.com/EricLBuehler/candle-vllm/issues/286 (Llama 3.1 scaling support)
     """
 
     code = "PK102"
@@ -268,8 +270,8 @@ class RopeScalingUnparseable(Rule):
     crash: candle's `LlamaConfig` parse must fail with serde's message.
 
     ## References
-    FIELD-REPORTS modes 2 and 17: mlx-examples#909, transformers#32182, vllm#6897,
-    DeepSeek-R1#684, llama.cpp#21617.
+    - https://github.com/ml-explore/mlx-examples/issues/909 (a strict parser refuses Llama 3.1's `rope_scaling`)
+    - https://github.com/huggingface/transformers/issues/32182, https://github.com/vllm-project/vllm/issues/6897, https://github.com/deepseek-ai/DeepSeek-R1/issues/684, https://github.com/ggml-org/llama.cpp/issues/21617 (rope-scaling validation and key names)
     """
 
     code = "PK103"
@@ -325,7 +327,7 @@ class HeadDimMismatch(Rule):
 
     ## Fix
     None in config.json: candle 0.11.0's llama cannot express a separate head_dim. Patch
-    candle's llama (candle#3602) or use a model whose head_dim is hidden/heads.
+    candle's llama (https://github.com/huggingface/candle/issues/3602) or use a model whose head_dim is hidden/heads.
 
     ## Candle source
     candle-transformers-0.11.0/src/models/llama.rs:155-156, :366-371 (`size_q =
@@ -337,8 +339,9 @@ class HeadDimMismatch(Rule):
     crash: candle must panic loading `q_proj` with a shape mismatch.
 
     ## References
-    FIELD-REPORTS mode 4: candle#3593, candle#3602, candle#3917, ollama#5817,
-    transformers#32502, #32857, fairseq2#1244.
+    - https://github.com/huggingface/candle/issues/3593, https://github.com/huggingface/candle/issues/3602 (`head_dim` support for candle's llama)
+    - https://github.com/huggingface/candle/issues/3917 (quantized_llama assumes `head_dim == n_embd / n_head`)
+    - https://github.com/ollama/ollama/issues/5817, https://github.com/huggingface/transformers/issues/32502, https://github.com/huggingface/transformers/issues/32857, https://github.com/facebookresearch/fairseq2/issues/1244
     """
 
     code = "PK104"
@@ -349,7 +352,7 @@ class HeadDimMismatch(Rule):
     families = ("llama", "mixtral", "qwen2", "phi3", "starcoder2", "olmo2", "granite")
     severity = "error"
     effect = "panic"
-    fix_title = "Use a candle llama that reads `head_dim` (candle#3602); no config edit fixes this"
+    fix_title = "Use a candle llama that reads `head_dim` (https://github.com/huggingface/candle/issues/3602); no config edit fixes this"
     probe_kind = "crash"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
@@ -417,7 +420,9 @@ class AttentionBiasIgnored(Rule):
     attention biases zeroed.
 
     ## References
-    FIELD-REPORTS mode 6: mlc-llm#3494, ANEForge#253, candle-vllm#167.
+    - https://github.com/mlc-ai/mlc-llm/issues/3494 (a hard-coded `bias=False` silently drops bias vectors)
+    - https://github.com/sbryngelson/ANEForge/issues/253 (Qwen2 biases dropped: mojibake)
+    - https://github.com/EricLBuehler/candle-vllm/issues/167 (qwen2 `attention_bias`)
     """
 
     code = "PK105"
@@ -467,7 +472,8 @@ class MlpBiasIgnored(Rule):
     numeric: candle matches transformers only with the MLP biases zeroed.
 
     ## References
-    FIELD-REPORTS mode 6: mlc-llm#3494, ANEForge#253.
+    - https://github.com/mlc-ai/mlc-llm/issues/3494 (a hard-coded `bias=False` silently drops bias vectors)
+    - https://github.com/sbryngelson/ANEForge/issues/253
     """
 
     code = "PK106"
@@ -575,7 +581,9 @@ class PartialRotaryIgnored(Rule):
     removed.
 
     ## References
-    FIELD-REPORTS mode 8: cascadia#69, pie#603, mlx-lm#1698, coreai-models#66, vllm#12718.
+    - https://github.com/labscommunity/cascadia/issues/69 (cos/sin matched transformers, the pairing did not)
+    - https://github.com/pie-project/pie/issues/603 (frequencies must use the rotary width)
+    - https://github.com/ml-explore/mlx-lm/issues/1698 (unknown keys silently dropped), https://github.com/apple/coreai-models/issues/66, https://github.com/vllm-project/vllm/issues/12718
     """
 
     code = "PK108"
@@ -667,7 +675,9 @@ class SlidingWindowIgnored(Rule):
     Llama config: greedy generation past the window, the full-prompt forward agrees).
 
     ## References
-    transformers `cache_utils.py` `get_layer_types_and_kwargs`; FIELD-REPORTS mode 14: candle#1927, mistral.rs#82, #83, sonar#163, axolotl#1047, #1214.
+    - transformers `cache_utils.py` `get_layer_types_and_kwargs`
+    - https://github.com/huggingface/candle/issues/1927 (`sliding_window` optional: null in Mistral v0.2)
+    - https://github.com/EricLBuehler/mistral.rs/issues/82, https://github.com/EricLBuehler/mistral.rs/issues/83, https://github.com/dphnAI/sonar/issues/163, https://github.com/axolotl-ai-cloud/axolotl/issues/1047, https://github.com/axolotl-ai-cloud/axolotl/issues/1214
     """
 
     code = "PK109"
@@ -740,8 +750,8 @@ class MissingRequiredKey(Rule):
     crash: candle's parse must fail with `missing field`.
 
     ## References
-    transformers `models/llama/configuration_llama.py` field defaults; FIELD-REPORTS
-    "missing required = error" (transformers#32182).
+    - transformers `models/llama/configuration_llama.py` field defaults
+    - https://github.com/huggingface/transformers/issues/32182 (transformers' own validation: a missing mandatory key is an error)
     """
 
     code = "PK110"
@@ -807,7 +817,9 @@ class GenerationEosDiffers(Rule):
     static-only: a fact about the files; logits are not affected.
 
     ## References
-    FIELD-REPORTS mode 10: candle#2085, ZhiLight#20, vllm#4180.
+    - https://github.com/huggingface/candle/issues/2085 (llama3 instruct uses `<|eot_id|>` and `<|end_of_text|>` as EOS)
+    - https://github.com/vllm-project/vllm/issues/4180 (generation does not stop at `<|eot_id|>`)
+    - https://github.com/zhihu/ZhiLight/issues/20 (an EOS list crashes a strict parser)
     """
 
     code = "PK111"
@@ -867,7 +879,7 @@ class ConfigRefusedByCandle(Rule):
     crash: candle's parse must fail with the same serde message.
 
     ## References
-    FIELD-REPORTS mode 10 (strict EOS parsers: ZhiLight#20).
+    - https://github.com/zhihu/ZhiLight/issues/20 (an EOS list crashes a strict parser)
     """
 
     code = "PK112"

@@ -232,7 +232,7 @@ class NoCandleModule(Rule):
     static-only.
 
     ## References
-    issue 7 (families); FIELD-REPORTS mode 6 and mode 14.
+    - candle-transformers-0.11.0/src/models/mod.rs (the modules candle 0.11.0 has)
     """
 
     code = "PK114"
@@ -335,8 +335,10 @@ class SlidingWindowSemantics(Rule):
     probe patch (`sliding_window` one less) candle's prefill agrees.
 
     ## References
-    transformers `masking_utils.py:96-97`; CANDLE-FAMILIES §1.3; FIELD-REPORTS mode 14:
-    candle#1927, mistral.rs#82.
+    - transformers `masking_utils.py:96-97` (a window of W keeps the last W keys)
+    - tests/native/test_family_runners.py `test_known_candle_differences_stay_visible` (candle's
+      window, measured against transformers on generated fixtures)
+    - https://github.com/huggingface/candle/issues/1927, https://github.com/EricLBuehler/mistral.rs/issues/82
     """
 
     code = "PK115"
@@ -444,8 +446,8 @@ class ActivationDiffers(Rule):
     ## Why is this bad?
     Gemma 1 checkpoints on the hub say `hidden_act: "gelu"`. transformers 5 reads that as the
     tanh approximation (`gelu_pytorch_tanh`); candle's serde maps `gelu` to `Activation::Gelu`,
-    the exact erf GELU. Every MLP then computes slightly other numbers (rel 2.7e-4 on a tiny
-    gemma), silently.
+    the exact erf GELU. Every MLP then computes slightly other numbers (1.8e-3 on the logits
+    of portkit's generated gemma fixture; docs/measurements.md, "Rule effects"), silently.
 
     ## Example
     ```json
@@ -467,7 +469,7 @@ class ActivationDiffers(Rule):
     numeric: candle differs from transformers and agrees once the probe patch writes the tanh name.
 
     ## References
-    transformers `models/gemma/configuration_gemma.py:89-94`; CANDLE-FAMILIES §7.
+    - transformers `models/gemma/configuration_gemma.py:89-94`
     """
 
     code = "PK116"
@@ -540,7 +542,8 @@ class HiddenActAndHiddenActivation(Rule):
     crash: candle's `Model::new` must fail with that message.
 
     ## References
-    CANDLE-FAMILIES §7 (edge/gemma_both).
+    - candle-transformers-0.11.0/src/models/gemma.rs:37-43 (the error text)
+    - tests/native/test_family_runners.py `test_refusals_carry_candles_text`
     """
 
     code = "PK117"
@@ -582,8 +585,8 @@ class QueryPreAttnScalarIgnored(Rule):
     ## Why is this bad?
     transformers scales queries by `query_pre_attn_scalar ** -0.5`. candle parses the field
     (it is required) and never uses it: the scale is `1/sqrt(head_dim)`. gemma-2-27b (144 vs
-    128) and gemma-3-27b (168 vs 128) then run with sharper attention, silently (rel 4.6e-2 on
-    a tiny gemma2 with 24 vs 16).
+    128) and gemma-3-27b (168 vs 128) then run with sharper attention, silently (0.49 on the
+    logits of portkit's generated gemma2 fixture with 24 vs 16; docs/measurements.md).
 
     ## Example
     ```json
@@ -603,7 +606,7 @@ class QueryPreAttnScalarIgnored(Rule):
     `query_pre_attn_scalar` = `head_dim`.
 
     ## References
-    transformers `models/gemma2/modeling_gemma2.py:221`; CANDLE-FAMILIES §8-9.
+    - transformers `models/gemma2/modeling_gemma2.py:221` (`self.scaling = config.query_pre_attn_scalar**-0.5`)
     """
 
     code = "PK118"
@@ -646,7 +649,8 @@ class GraniteMultipliersIgnored(Rule):
     ## Why is this bad?
     transformers scales embeddings, the attention scores, each residual branch and the logits
     by these. candle's `GraniteConfig` has no such fields: the model runs as if all were
-    neutral, silently (granite-3.1 style values: rel 11, a different argmax everywhere).
+    neutral, silently (granite-3.1 style values on portkit's generated granite fixture: the
+    logits differ by 8.7; docs/measurements.md, "Rule effects").
 
     ## Example
     ```json
@@ -666,7 +670,7 @@ class GraniteMultipliersIgnored(Rule):
     multipliers and `attention_multiplier` = 1/sqrt(head_dim).
 
     ## References
-    transformers `models/granite/modeling_granite.py:124, 275, 280, 388, 489`; CANDLE-FAMILIES §12.
+    - transformers `models/granite/modeling_granite.py:124, 275, 280, 388, 489` (the four multipliers)
     """
 
     code = "PK119"
@@ -743,7 +747,8 @@ class LmHeadIgnoresTie(Rule):
     always-tied ones.
 
     ## References
-    CANDLE-FAMILIES §1.5, §2, §12, §13, §14.
+    - the Candle source above (which modules always load `lm_head.weight`, which always tie)
+    - tests/native/test_family_runners.py `test_requested_tensors_name_the_missing_lm_head`
     """
 
     code = "PK120"
@@ -821,7 +826,8 @@ class Gemma3PrefillNeedsOneKvHead(Rule):
     crash: candle's forward over a multi-token prompt must fail with that message.
 
     ## References
-    CANDLE-FAMILIES §9 ("CRASH in prefill (more than one KV head)").
+    - the Candle source above (the mask's shape against the attention weights' shape)
+    - tests/native/test_family_runners.py `test_refusals_carry_candles_text`
     """
 
     code = "PK121"

@@ -88,7 +88,7 @@ class MissingGgufMetadata(_GgufRule):
     crash: candle's `from_gguf` must fail with the same message.
 
     ## References
-    FIELD-REPORTS mode 7 (candle#3410: non-llama GGUFs through quantized_llama).
+    - https://github.com/huggingface/candle/issues/3410 (non-llama GGUFs through quantized_llama)
     """
 
     code = "PK401"
@@ -148,7 +148,7 @@ class MissingGgufMetadata(_GgufRule):
 
 
 class GgufFreqBaseDefaulted(_GgufRule):
-    """No usable `{arch}.rope.freq_base`: candle 0.11.0 silently uses 10000.
+    """No usable `llama.rope.freq_base` (or `qwen2.`): candle 0.11.0 silently uses 10000.
 
     ## What it does
     Flags a GGUF read by quantized_llama (`llama.rope.freq_base`) or quantized_qwen2
@@ -160,6 +160,12 @@ class GgufFreqBaseDefaulted(_GgufRule):
     ## Why is this bad?
     Older converters read only a top-level `rope_theta`; fed a transformers 5 config they
     write no freq_base, and candle then rotates with 10000: silent drift with length.
+
+    Every finding is an error, with or without a config.json beside the GGUF. With one,
+    portkit knows transformers' `rope_theta` and that candle's 10000 differs. Without one it
+    cannot tell whether 10000 is the model's base (Llama 2 was trained with it), but the file
+    does not say so either, and a GGUF is a whole model that others run without its
+    config.json: write the key, 10000 if that is the model's base.
 
     ## Example
     A Llama 3 GGUF (theta 500000) without `llama.rope.freq_base`.
@@ -177,14 +183,15 @@ class GgufFreqBaseDefaulted(_GgufRule):
     written.
 
     ## References
-    FIELD-REPORTS mode 1: llama.cpp#2768, #2773, #18013.
+    - https://github.com/ggml-org/llama.cpp/issues/2768, https://github.com/ggml-org/llama.cpp/issues/2773 (a converter that did not read `rope_theta`)
+    - https://github.com/ggml-org/llama.cpp/issues/18013 (the converter learns transformers 5's `rope_parameters`)
     """
 
     code = "PK402"
     name = "gguf-freq-base-defaulted"
     severity = "error"
     effect = "silent"
-    fix_title = "Write `{arch}.rope.freq_base` (F32) with the model's rope_theta"
+    fix_title = "Write the architecture's `rope.freq_base` (F32) with the model's rope_theta"
     probe_kind = "numeric"
     loaders = ("quantized_llama", "quantized_qwen2")
 
@@ -201,7 +208,6 @@ class GgufFreqBaseDefaulted(_GgufRule):
                     f"`{key}` is {candle_debug(written)}; candle 0.11.0's `to_f32()` fails and "  # type: ignore[arg-type]
                     "`.unwrap_or(10000)` silently uses 10000"
                 )
-                sev = "error"
             elif theta is not None:
                 if f32(theta) == 10000.0:
                     continue
@@ -209,18 +215,16 @@ class GgufFreqBaseDefaulted(_GgufRule):
                     f"transformers uses `rope_theta`={num(theta)}; the GGUF has no `{key}` and candle "
                     "0.11.0 uses 10000"
                 )
-                sev = "error"
             else:
                 msg = f"the GGUF has no `{key}`; candle 0.11.0 uses 10000 (check the source model's `rope_theta`)"
-                sev = "warning"
             yield self.finding(
                 ctx,
                 msg,
                 filename=g.path,
                 location=None,
-                severity=sev,  # type: ignore[arg-type]
                 transformers_value=theta,
                 candle_value=10000.0,
+                help=f"Write `{key}` (F32) with the model's rope_theta",
                 # quantized_llama reads `llama.rope.freq_base` whatever the architecture (quantized_llama.rs:392)
                 probe_patch={key: theta} if theta is not None else None,
             )
@@ -252,7 +256,8 @@ class RopePairingByArchitecture(_GgufRule):
     numeric: candle's logits diverge from the producer's reference after the first tokens.
 
     ## References
-    FIELD-REPORTS mode 7: candle#3410, llama.cpp#13261, ik_llama.cpp#2290.
+    - https://github.com/huggingface/candle/issues/3410 (quantized_llama's RoPE pairing for NeoX-style models: ~30 coherent tokens, then repetition)
+    - https://github.com/ggml-org/llama.cpp/issues/13261, https://github.com/ikawrakow/ik_llama.cpp/issues/2290 (a wrong rope type per architecture: perplexity 252.8 vs 4.26)
     """
 
     code = "PK403"
@@ -303,8 +308,9 @@ class RopeFreqsIgnored(_GgufRule):
     transformers with llama3 scaling.
 
     ## References
-    FIELD-REPORTS mode 3: llama.cpp#8676, #9396, ik_llama.cpp#402, llamafile#516,
-    llama.cpp#10759, kalosm#340.
+    - https://github.com/ggml-org/llama.cpp/issues/8676, https://github.com/ggml-org/llama.cpp/issues/9396 (the converter writes `rope_freqs.weight`)
+    - https://github.com/ikawrakow/ik_llama.cpp/issues/402, https://github.com/mozilla-ai/llamafile/issues/516, https://github.com/ggml-org/llama.cpp/issues/10759 (files without it)
+    - https://github.com/floneum/kalosm/issues/340 (a candle-based runtime reads the scaling from config.json instead)
     """
 
     code = "PK404"
@@ -358,7 +364,9 @@ class ContextOverMaxSeqLen(_GgufRule):
     crash: the GGUF runner fed 4097 tokens must fail in narrow.
 
     ## References
-    FIELD-REPORTS mode 9: candle#1566, #1605, #2171, #3014, mistral.rs#86.
+    - https://github.com/huggingface/candle/issues/1566, https://github.com/huggingface/candle/issues/1605 (quantized llama's hard-coded `MAX_SEQ_LEN`)
+    - https://github.com/huggingface/candle/issues/2171, https://github.com/huggingface/candle/issues/3014 (prompts longer than the table)
+    - https://github.com/EricLBuehler/mistral.rs/issues/86
     """
 
     code = "PK405"
@@ -431,7 +439,7 @@ class HeadDimNotEmbeddingOverHeads(_GgufRule):
 
     ## Why is this bad?
     candle never reads `key_length`: Q/K reshape with its own head_dim and the first forward
-    fails (`lhs: [1,22,16,128], rhs: [1,22,1536]`, candle#3917); a rope dimension other than
+    fails (`lhs: [1,22,16,128], rhs: [1,22,1536]`, https://github.com/huggingface/candle/issues/3917); a rope dimension other than
     the head size fails in `rope_i` (`inconsistent last dim size in rope`).
 
     ## Example
@@ -448,7 +456,8 @@ class HeadDimNotEmbeddingOverHeads(_GgufRule):
     crash: the GGUF runner must fail at the first forward.
 
     ## References
-    FIELD-REPORTS mode 4: candle#3917, ollama#5817.
+    - https://github.com/huggingface/candle/issues/3917 (quantized_llama assumes `head_dim == n_embd / n_head`)
+    - https://github.com/ollama/ollama/issues/5817
     """
 
     code = "PK406"
@@ -527,7 +536,9 @@ class NonLlamaArchitecture(_GgufRule):
     static-only.
 
     ## References
-    FIELD-REPORTS mode 7: candle#3410, openvino.genai#4059; CANDLE-FAMILIES §15.3.
+    - https://github.com/huggingface/candle/issues/3410 (non-llama GGUFs through quantized_llama)
+    - https://github.com/openvinotoolkit/openvino.genai/issues/4059
+    - tests/native/test_gguf_loaders.py `test_crash_prediction_matches_candle`
     """
 
     code = "PK407"
@@ -580,7 +591,7 @@ class UnsupportedGgufTensorType(_GgufRule):
     crash: candle must fail with the same message.
 
     ## References
-    llama.cpp quantization types (ggml.h `ggml_type`).
+    - llama.cpp quantization types (ggml.h `ggml_type`)
     """
 
     code = "PK408"
@@ -653,7 +664,9 @@ class GgufConfigDisagreement(_GgufRule):
     error.
 
     ## References
-    CANDLE-FACTS "What GGUF producers write"; FIELD-REPORTS mode 3 (kalosm#340).
+    - llama.cpp `convert_hf_to_gguf.py` (what a converter writes from config.json)
+    - https://github.com/floneum/kalosm/issues/340 (GGUF files that lack the scaling config.json has)
+    - https://github.com/ggml-org/llama.cpp/issues/18013 (older converters read only the top-level `rope_theta`)
     """
 
     code = "PK409"
@@ -815,8 +828,9 @@ class QkRowsNotPermuted(_GgufRule):
     match once the rows are permuted.
 
     ## References
-    FIELD-REPORTS mode 7: TinyLlama#24, llama.cpp#3018, #2376, llama2.c#286,
-    transformers#31766, #31788.
+    - https://github.com/jzhang38/TinyLlama/issues/24, https://github.com/ggml-org/llama.cpp/issues/3018, https://github.com/ggml-org/llama.cpp/issues/2376 (the GQA permutation: gibberish)
+    - https://github.com/karpathy/llama2.c/issues/286 (degenerates after ~20 tokens)
+    - https://github.com/huggingface/transformers/issues/31766, https://github.com/huggingface/transformers/issues/31788 (GGUF to HF must undo it with `num_key_value_heads`)
     """
 
     code = "PK410"
@@ -964,7 +978,7 @@ class MissingGgufTensor(_GgufRule):
     crash: candle's `from_gguf` must fail with the same message.
 
     ## References
-    FIELD-REPORTS mode 3 (llamafile#516, llama.cpp#10759: tensor count mismatches).
+    - https://github.com/mozilla-ai/llamafile/issues/516, https://github.com/ggml-org/llama.cpp/issues/10759 (tensor count mismatches)
     """
 
     code = "PK411"
@@ -1025,9 +1039,8 @@ class Qwen3GgufRopeTableF16(_GgufRule):
     ## Why is this bad?
     candle builds the position × inverse-frequency table in that dtype: positions above 2048
     are not even representable exactly in F16, and the rounding grows with the position. The
-    logits drift from transformers' by a relative 6e-4 at 12 tokens and 5e-2 at 4000
-    (CANDLE-FAMILIES §15.3); with `general.dtype = 0` they agree to 2e-6 at every length
-    (`portkit verify` on the tiny qwen3 fixture: 4.9e-3 as converted, 5.5e-6 patched).
+    logits drift from transformers' (`portkit verify` on the generated qwen3 fixture: 4.87e-3
+    as converted, 5.48e-6 with `general.dtype = 0`; docs/measurements.md, "Rule effects").
 
     ## Example
     A Qwen3 GGUF from `convert_hf_to_gguf.py`, no `general.dtype` key.
@@ -1046,7 +1059,8 @@ class Qwen3GgufRopeTableF16(_GgufRule):
     is written.
 
     ## References
-    CANDLE-FAMILIES §15.1, §15.3 (qwen3_long: 1.4e-2 at 1024 tokens).
+    - tests/native/test_gguf_loaders.py `test_silent_rule_mechanism_in_candle[PK412]` (absent equals F16;
+      F32 changes the tables)
     """
 
     code = "PK412"
@@ -1085,10 +1099,9 @@ class Gemma3GgufMlpSilu(_GgufRule):
     ## Why is this bad?
     The gated MLP computes `silu(gate) * up` where transformers' Gemma 3 computes
     `gelu_pytorch_tanh(gate) * up` (`hidden_activation`): every layer is another function, so
-    the logits are wrong from the first token (0.76 on portkit's tiny gemma3 fixture, whose
-    logits reach 20; relative 0.1 to 0.17 in CANDLE-FAMILIES §15.3). transformers run with
-    `hidden_activation="silu"` matches candle to 4e-6 (tests/native/test_gguf_loaders.py). No
-    metadata key selects the activation.
+    the logits are wrong from the first token (docs/measurements.md, "Rule effects").
+    transformers run with `hidden_activation="silu"` matches candle within 1e-4
+    (tests/native/test_gguf_loaders.py). No metadata key selects the activation.
 
     ## Example
     Any `general.architecture = "gemma3"` GGUF run with `quantized_gemma3::ModelWeights`.
@@ -1104,7 +1117,8 @@ class Gemma3GgufMlpSilu(_GgufRule):
     static-only: no metadata edit changes the activation; verify's comparison shows the gap.
 
     ## References
-    CANDLE-FAMILIES §0 (GGUF loaders), §15.3.
+    - transformers `models/gemma3/modeling_gemma3.py` (`Gemma3MLP`: `ACT2FN[config.hidden_activation]`)
+    - tests/native/test_gguf_loaders.py `test_gemma3_gguf_is_transformers_with_silu`
     """
 
     code = "PK413"
@@ -1158,7 +1172,8 @@ class Gemma3GgufLocalFreqBaseKey(_GgufRule):
     numeric: candle's logits differ and agree once `rope.local_freq_base` is written.
 
     ## References
-    CANDLE-FAMILIES §15.2 (the converter writes `rope.freq_base_swa`, base.py:1342-1343).
+    - llama.cpp `convert_hf_to_gguf.py` (Gemma 3 writes `rope.freq_base_swa`)
+    - tests/native/test_gguf_loaders.py `test_silent_rule_mechanism_in_candle[PK414]`
     """
 
     code = "PK414"
@@ -1215,7 +1230,7 @@ class Phi3GgufFreqBaseIgnored(_GgufRule):
     static-only: no metadata edit reaches the hard-coded base.
 
     ## References
-    CANDLE-FAMILIES §15.1.
+    - tests/native/test_gguf_loaders.py `test_silent_rule_mechanism_in_candle[PK415]`
     """
 
     code = "PK415"
@@ -1252,8 +1267,8 @@ class Phi3GgufLongRopeIgnored(_GgufRule):
     ## Why is this bad?
     Phi-3-mini-128k, Phi-3.5-mini and Phi-4-mini use LongRoPE: transformers divides the
     inverse frequencies by the short (or long) factors and scales cos/sin by the attention
-    factor. candle reads neither and runs plain RoPE: relative 0.17 in prefill and 0.34 in
-    decode on the tiny case in CANDLE-FAMILIES §15.3, at every length.
+    factor. candle reads neither and runs plain RoPE at every length
+    (tests/native/test_gguf_loaders.py, PK416's mechanism).
 
     ## Example
     A Phi-3-mini-128k GGUF with `rope_factors_long.weight`, `rope_factors_short.weight` and
@@ -1271,7 +1286,9 @@ class Phi3GgufLongRopeIgnored(_GgufRule):
     static-only: no metadata edit makes candle read the factors.
 
     ## References
-    CANDLE-FAMILIES §10, §15.2 (`conversion/phi.py:176-211`), §15.3.
+    - transformers `modeling_rope_utils.py` (`_compute_longrope_parameters`)
+    - llama.cpp `convert_hf_to_gguf.py` (Phi-3 writes `rope_factors_long/short.weight`)
+    - tests/native/test_gguf_loaders.py `test_silent_rule_mechanism_in_candle[PK416]`
     """
 
     code = "PK416"
@@ -1338,7 +1355,7 @@ class Phi3GgufMissingOutput(_GgufTensorRequired):
     crash: candle's `from_gguf` must fail with `cannot find tensor info for output.weight`.
 
     ## References
-    CANDLE-FAMILIES §15.3 (phi3_partial, tied).
+    - tests/native/test_gguf_loaders.py `test_crash_prediction_matches_candle[PK417]`
     """
 
     code = "PK417"
@@ -1389,7 +1406,7 @@ class Qwen2GgufMissingQkvBias(_GgufTensorRequired):
     crash: candle's `from_gguf` must fail with `cannot find tensor info for` the first bias.
 
     ## References
-    CANDLE-FAMILIES §15.1.
+    - tests/native/test_gguf_loaders.py `test_crash_prediction_matches_candle[PK418]`
     """
 
     code = "PK418"
@@ -1442,7 +1459,8 @@ class MixtralGgufMergedExperts(_GgufRule):
     crash: candle's `from_gguf` must fail with `cannot find tensor info for blk.0.ffn_gate.0.weight`.
 
     ## References
-    CANDLE-FAMILIES §15.2, §15.3 (mixtral -> quantized_llama).
+    - llama.cpp `convert_hf_to_gguf.py` (merged `ffn_*_exps` expert tensors)
+    - tests/native/test_gguf_loaders.py `test_crash_prediction_matches_candle[PK419]`, `test_per_expert_mixtral_file_loads`
     """
 
     code = "PK419"
@@ -1499,7 +1517,7 @@ class Phi3GgufPartialRotary(_GgufRule):
     crash: candle's first forward must fail with `inconsistent last dim size in rope`.
 
     ## References
-    CANDLE-FAMILIES §15.3 (phi3_partial).
+    - tests/native/test_gguf_loaders.py `test_crash_prediction_matches_candle[PK420]`
     """
 
     code = "PK420"
@@ -1543,7 +1561,7 @@ class Gemma3GgufSlidingWindow(_GgufRule):
     transformers keeps the last W keys on a sliding layer. candle's prefill mask keeps W + 1
     (`j + W < i` masks), and a decode step (one token) gets no mask at all while the KV cache is
     never trimmed: from W + 1 tokens on, every sliding layer attends to keys transformers has
-    dropped, silently (CANDLE-FAMILIES §15.3: 1.35 relative on a 4-key window).
+    dropped, silently (tests/native/test_gguf_loaders.py measures both on a generated gemma3 GGUF).
 
     ## Example
     `gemma3.attention.sliding_window = 512` (Gemma 3 1B) and a 2,000-token chat.
@@ -1561,7 +1579,8 @@ class Gemma3GgufSlidingWindow(_GgufRule):
     (decode still differs past the window).
 
     ## References
-    CANDLE-FAMILIES §1.3, §15.3 (gemma3_sw4_kv1).
+    - transformers `masking_utils.py:96-97` (a window of W keeps the last W keys)
+    - tests/native/test_gguf_loaders.py `test_gemma3_gguf_window_is_one_wider_in_prefill_and_absent_in_decode`
     """
 
     code = "PK421"

@@ -56,7 +56,9 @@ class Bf16MatmulOnCpu(_RuntimeRule):
     `unsupported dtype BF16 for op matmul`.
 
     ## References
-    FIELD-REPORTS mode 12: candle#920, #594, #3503, mold#971, candle-vllm#205.
+    - https://github.com/huggingface/candle/issues/594, https://github.com/huggingface/candle/issues/920 (`unsupported dtype BF16 for op matmul` on the CPU)
+    - https://github.com/huggingface/candle/issues/3503 (a cast-to-F32 CPU matmul, open)
+    - https://github.com/utensils/mold/issues/971, https://github.com/EricLBuehler/candle-vllm/issues/205
     """
 
     code = "PK301"
@@ -106,7 +108,7 @@ class F16MatmulWithAccelerate(_RuntimeRule):
     runnable.
 
     ## References
-    FIELD-REPORTS mode 13: candle#1716.
+    - https://github.com/huggingface/candle/issues/1716 (`--features accelerate` errors in matmul)
     """
 
     code = "PK302"
@@ -141,7 +143,8 @@ class F16AccumulationOnCpu(_RuntimeRule):
     candle's default CPU matmul is the `gemm` crate. On aarch64 CPUs with the fp16
     extension (Apple silicon, recent Arm servers) gemm-f16 multiplies and accumulates in f16
     (`MixedSimd<f16, f16, f16, f16>`), so long dot products lose precision: 44x the error of
-    an f32-accumulating reference (seed 003). On x86 gemm-f16 accumulates in f32.
+    an f32-accumulating reference (measured on Apple silicon: docs/measurements.md, "Half
+    precision"). On x86 gemm-f16 accumulates in f32.
     transformers' CPU f16 matmul accumulates in f32.
 
     ## Example
@@ -160,7 +163,7 @@ class F16AccumulationOnCpu(_RuntimeRule):
     the f16 step; the finding is confirmed when it exceeds f32-accumulated f16.
 
     ## References
-    FIELD-REPORTS mode 13: lmdeploy#403, llama.cpp#22571, #23953, TGI#295.
+    - https://github.com/InternLM/lmdeploy/issues/403, https://github.com/ggml-org/llama.cpp/issues/22571, https://github.com/ggml-org/llama.cpp/issues/23953, https://github.com/huggingface/text-generation-inference/issues/295 (f16 overflow and precision loss)
     """
 
     code = "PK303"
@@ -212,7 +215,7 @@ class CacheDtypeMismatch(_RuntimeRule):
     crash: the native runner with `cache_dtype` f32 and model dtype bf16 must fail in rope.
 
     ## References
-    CANDLE-FACTS "Cache dtype" (seed 003).
+    - tests/native/test_predicted_errors.py `test_pk304_predicts_the_whole_rope_error_of_its_backend`
     """
 
     code = "PK304"
@@ -266,7 +269,7 @@ class FlashAttnWithoutFeature(_RuntimeRule):
     `compile with '--features flash-attn'`.
 
     ## References
-    CANDLE-FACTS "flash attn" (seed 001).
+    - tests/acceptance/test_verify_variants.py `test_flash_attn_without_feature_is_crash_confirmed`
     """
 
     code = "PK305"
@@ -328,7 +331,7 @@ class SequenceBeyondMaxPositions(_RuntimeRule):
     crash: the native runner fed `max_position_embeddings + 1` tokens must fail in narrow.
 
     ## References
-    FIELD-REPORTS mode 9 (the same table in quantized_llama: candle#1566, #2171).
+    - https://github.com/huggingface/candle/issues/1566, https://github.com/huggingface/candle/issues/2171 (the same table in quantized_llama)
     """
 
     code = "PK306"
@@ -385,7 +388,7 @@ class SoftcappingSkippedByFlashAttn(_RuntimeRule):
     numeric: only on a CUDA build with flash-attn; elsewhere verify reports it as not runnable.
 
     ## References
-    transformers `models/gemma2/modeling_gemma2.py` (`softcap` in eager attention); CANDLE-FAMILIES §8.
+    - transformers `models/gemma2/modeling_gemma2.py` (`softcap` in eager attention)
     """
 
     code = "PK307"
@@ -447,9 +450,8 @@ class MixtralExpertsBelowF32(_RuntimeRule):
     with `dtype mismatch in mul, lhs: F16, rhs: F32`.
 
     ## References
-    Found by portkit's own run cache test (tests/native/test_candle_run_cache.py, mixtral at f16);
-    the same class of error in another Rust port's mixtral: mistral.rs#728
-    (`DTypeMismatchBinaryOp { lhs: BF16, rhs: F32 }`).
+    - tests/native/test_candle_run_cache.py (mixtral at f16), where portkit found it
+    - https://github.com/EricLBuehler/mistral.rs/issues/728 (the same error in another Rust port's mixtral: `DTypeMismatchBinaryOp { lhs: BF16, rhs: F32 }`)
     """
 
     code = "PK308"

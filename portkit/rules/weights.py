@@ -227,7 +227,9 @@ class MissingTensor(_WeightsRule):
     crash: candle must fail (or panic) naming the first missing tensor.
 
     ## References
-    FIELD-REPORTS mode 15: candle#1632, #3448, #3457, cake#34, llama.cpp#9211.
+    - https://github.com/huggingface/candle/issues/1632 (`Mistral::new` assumes the `model.` prefix)
+    - https://github.com/huggingface/candle/issues/3448, https://github.com/huggingface/candle/issues/3457 (`cannot find tensor model.embed_tokens.weight`)
+    - https://github.com/evilsocket/cake/issues/34 (a doubled prefix), https://github.com/ggml-org/llama.cpp/issues/9211 (`Can not map tensor`)
     """
 
     code = "PK201"
@@ -297,7 +299,8 @@ class UnreadTensor(_WeightsRule):
     When transformers reads them (biases with `attention_bias`/`mlp_bias` true, an untied
     `lm_head.weight` with `tie_word_embeddings: false`, stablelm's per-head q/k LayerNorms with
     `qk_layernorm: true`) candle computes another model without
-    an error: starcoder2 with its own `lm_head` differs by 1.7 relative on the logits. When
+    an error: starcoder2 with its own `lm_head` differs by 16 on the logits (portkit's generated
+    starcoder2 `untied` fixture; docs/measurements.md). When
     neither reads them, the config and the weights disagree about the model, which is worth
     knowing before trusting either.
 
@@ -318,8 +321,10 @@ class UnreadTensor(_WeightsRule):
     static-only (the numeric effect of biases is PK105/PK106's probe).
 
     ## References
-    FIELD-REPORTS modes 5 and 6: mlc-llm#3494 (240 of 420 bias vectors dropped),
-    ANEForge#253, mlx-examples#1324, vllm#6758; CANDLE-FAMILIES §1.5.
+    - https://github.com/mlc-ai/mlc-llm/issues/3494 (240 of 420 bias vectors dropped)
+    - https://github.com/sbryngelson/ANEForge/issues/253
+    - https://github.com/ml-explore/mlx-examples/issues/1324, https://github.com/vllm-project/vllm/issues/6758 (an unused `lm_head` next to tied embeddings)
+    - tests/native/test_family_runners.py `test_requested_tensors_are_exactly_what_transformers_saved`
     """
 
     code = "PK202"
@@ -421,8 +426,9 @@ class UnexpectedTensor(_WeightsRule):
     static-only.
 
     ## References
-    FIELD-REPORTS mode 15: candle#1632 (no `model.` prefix), cake#34 (doubled prefix),
-    llama.cpp#8134 (`qweight`).
+    - https://github.com/huggingface/candle/issues/1632 (no `model.` prefix)
+    - https://github.com/evilsocket/cake/issues/34 (a doubled prefix)
+    - https://github.com/ggml-org/llama.cpp/issues/8134 (GPTQ's `qweight`)
     """
 
     code = "PK203"
@@ -493,7 +499,8 @@ class LayerCountMismatch(_WeightsRule):
     crash: candle must fail or panic (caught by the runner) naming the first missing layer.
 
     ## References
-    CANDLE-FACTS "layers" (seed 001); FIELD-REPORTS mode 15.
+    - the Candle source above (`Block::load(...).unwrap()`)
+    - tests/acceptance/test_verify_variants.py (the `missing-layer` fixture: CRASH-CONFIRMED)
     """
 
     code = "PK204"
@@ -554,7 +561,7 @@ class LmHeadVsTie(_WeightsRule):
     ## Why is this bad?
     A missing `lm_head.weight` fails at load (`cannot find tensor lm_head.weight`): every
     granite-3.x checkpoint and a tied Mistral. With the flag false transformers runs with a
-    randomly initialised `lm_head`, so its logits are garbage too (transformers#43429). In
+    randomly initialised `lm_head`, so its logits are garbage too (https://github.com/huggingface/transformers/issues/43429). In
     qwen2 the contradiction is silent: candle uses the stored head where transformers ties it
     to the embeddings, or ties where transformers would initialise a head.
 
@@ -577,8 +584,11 @@ class LmHeadVsTie(_WeightsRule):
     static-only).
 
     ## References
-    FIELD-REPORTS mode 5: candle#2516, #2443, RuVector#645, #646, cake#38, TGI#2918,
-    transformers#43429; CANDLE-FAMILIES §0 (mistral, granite, stable_lm tied).
+    - https://github.com/huggingface/candle/issues/2516 (`cannot find tensor lm_head.weight`, Llama-3.2-3B)
+    - https://github.com/huggingface/candle/issues/2443 (qwen2 looked for `lm_head`, not `lm_head.weight`)
+    - https://github.com/ruvnet/RuVector/issues/645, https://github.com/ruvnet/RuVector/issues/646, https://github.com/evilsocket/cake/issues/38, https://github.com/huggingface/text-generation-inference/issues/2918
+    - https://github.com/huggingface/transformers/issues/43429 (an untied head left random: gibberish)
+    - tests/acceptance/test_verify_families.py (mistral, granite and stable_lm `tied`: CRASH-CONFIRMED)
     """
 
     code = "PK205"
@@ -681,7 +691,9 @@ class TensorShapeMismatch(_WeightsRule):
     crash: candle must fail with `shape mismatch for` the first mismatching tensor.
 
     ## References
-    FIELD-REPORTS modes 4 and 18: candle#3917, meta-llama/llama#427, llama.cpp#2376.
+    - https://github.com/huggingface/candle/issues/3917 (shapes from `head_dim`)
+    - https://github.com/meta-llama/llama/issues/427 (GQA k/v shapes: `[4096, 4096]` vs `[128, 4096]`)
+    - https://github.com/ggml-org/llama.cpp/issues/2376
     """
 
     code = "PK206"
@@ -752,7 +764,7 @@ class UnsupportedTensorDtype(_WeightsRule):
     crash: candle must fail with `unsupported safetensor dtype`.
 
     ## References
-    candle#594, candle#3503 (dtype support on CPU).
+    - https://github.com/huggingface/candle/issues/594, https://github.com/huggingface/candle/issues/3503 (dtype support on the CPU)
     """
 
     code = "PK207"

@@ -20,7 +20,8 @@ HELP = "run candle (the native wheel) next to transformers and confirm each lint
 DESCRIPTION = (
     "Run candle 0.11.0 (portkit_native) and transformers (eager, f32, cpu) on the same prompt, compare "
     "last-position logits, every layer, teacher-forced steps and greedy tokens, then confirm each "
-    "`portkit lint` finding: CONFIRMED (measured), CRASH-CONFIRMED (candle's own error), or NOT-REPRODUCED."
+    "`portkit lint` finding: CONFIRMED (measured), CRASH-CONFIRMED (candle's own error), NOT-REPRODUCED (no effect "
+    "shown), or NOT-REACHED (candle stopped before the check could run)."
 )
 
 

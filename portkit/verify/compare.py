@@ -1,4 +1,4 @@
-"""Numeric comparisons between the reference (transformers) and candle, the way the seeds judge them.
+"""Numeric comparisons between the reference (transformers) and candle (docs/verify.md, "Tolerances").
 
 Pure numpy. Shapes are checked first (a shape difference is a failure with its own message);
 every verdict carries the measured number next to the tolerance used, never a bare pass/fail.
@@ -35,9 +35,9 @@ TOLERANCES: dict[str, Tolerance] = {
             1e-4,
             1e-5,
             1e-4,
-            "two correct f32 implementations differ only in summation order: SmolLM2-135M logits "
+            "two correct f32 implementations differ only in summation order: SmolLM2-135M-Instruct logits "
             "differ 2.98e-5 (candle CPU) to 4.58e-5 (gemm) at max|ref| 20.6, and every layer stayed "
-            "under 5e-6 relative, while a wrong rms eps gave 4.1e-4 at layer 0 (seeds 000, 002)",
+            "under 5e-6 relative, while a wrong rms eps gave 4.1e-4 at layer 0 (docs/measurements.md)",
         ),
         Tolerance(
             "f16",
@@ -46,7 +46,7 @@ TOLERANCES: dict[str, Tolerance] = {
             0.0625,
             "f16 spacing is 0.0156 near 16-32; half-precision runs differ from f32 by 2.5-4 spacings "
             "(0.04-0.06 on SmolLM2), so a flip is expected only where the reference's top-2 margin is "
-            "under about 4 spacings (seed 003)",
+            "under about 4 spacings (docs/measurements.md)",
         ),
         Tolerance(
             "bf16",
@@ -54,7 +54,7 @@ TOLERANCES: dict[str, Tolerance] = {
             None,
             0.5,
             "bf16 spacing is 0.125 near 16-32; bf16 runs differ from f32 by 4-5 spacings (0.47-0.60), "
-            "so flips are expected where the reference's top-2 margin is under about 4 spacings (seed 003)",
+            "so flips are expected where the reference's top-2 margin is under about 4 spacings (docs/measurements.md)",
         ),
         Tolerance(
             "q8_0",
@@ -62,14 +62,14 @@ TOLERANCES: dict[str, Tolerance] = {
             None,
             0.3,
             "Q8_0 logits differ 0.42 (dequantized) to 0.72 (CPU, activations quantized too) at max|ref| "
-            "34; every teacher-forced flip was at a reference top-2 margin under 0.3 (seed 004)",
+            "34; every teacher-forced flip was at a reference top-2 margin under 0.3 (docs/measurements.md)",
         ),
         Tolerance(
             "q4_k",
             None,
             None,
             0.6,
-            "Q4_K_M logits differ about 2.5 at max|ref| 34; flips happened at margins up to 0.53 (seed 004)",
+            "Q4_K_M logits differ about 2.5 at max|ref| 34; flips happened at margins up to 0.53 (docs/measurements.md)",
         ),
     )
 }
@@ -273,7 +273,7 @@ def compare_steps(ref_rows: np.ndarray, got_rows: np.ndarray, *, near_tie: float
 class GreedyCheck:
     """Free greedy generation on both sides. A fork is a failure unless the reference's top-2
     margin at the forking position is under the near-tie line (then either token is a fair
-    pick: seed 003); without a margin (`ref_margin=None`) any fork is a failure."""
+    pick: docs/measurements.md); without a margin (`ref_margin=None`) any fork is a failure."""
 
     ref: list[int]
     got: list[int]

@@ -10,6 +10,9 @@
   CRASH-CONFIRMED.
 - anything that shows no measurable effect, and every static-only finding, is NOT-REPRODUCED
   with the reason stated plainly.
+- a check that never ran because candle stopped earlier (an earlier failure, on the config as
+  written or patched) is NOT-REACHED, with where candle stopped: it says nothing about the
+  finding either way, unlike NOT-REPRODUCED.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from typing import Any, Callable, Literal, Sequence
 from portkit.findings import Finding
 from portkit.verify.runs import Comparison, Failure, RunOutputs, describe_patch, fmt_num
 
-Verdict = Literal["CONFIRMED", "CRASH-CONFIRMED", "NOT-REPRODUCED"]
+Verdict = Literal["CONFIRMED", "CRASH-CONFIRMED", "NOT-REPRODUCED", "NOT-REACHED"]
+#: The verdicts that say nothing was shown (the rest confirm the finding).
+UNCONFIRMED = ("NOT-REPRODUCED", "NOT-REACHED")
 #: A patched run must at least halve the distance to count as "closer".
 IMPROVEMENT = 0.5
 
@@ -39,7 +44,7 @@ class Confirmation:
 
     @property
     def confirmed(self) -> bool:
-        return self.verdict != "NOT-REPRODUCED"
+        return self.verdict not in UNCONFIRMED
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -131,8 +136,8 @@ def confirm_numeric(finding: Finding, subject: Subject, other_patches: dict[str,
         why = run.failure.line() if run.failure else "no numbers"
         return Confirmation(
             **base,
-            verdict="NOT-REPRODUCED",
-            evidence=f"not measurable: {subject.what} did not run ({why})",
+            verdict="NOT-REACHED",
+            evidence=f"not reached: {subject.what} stopped before any number ({why})",
             details={"as_read": None, "failure": run.failure.to_json() if run.failure else None},
         )
     details: dict[str, Any] = {"as_read": _cmp_json(cmp), "patch": patch}
@@ -167,8 +172,8 @@ def confirm_numeric(finding: Finding, subject: Subject, other_patches: dict[str,
             details["fixed_failure"] = fixed_run.failure.to_json() if fixed_run.failure else None
             return Confirmation(
                 **base,
-                verdict="NOT-REPRODUCED",
-                evidence=f"{prefix}{before.headline()}, but {what_fixed} {subject.what} fails: "
+                verdict="NOT-REACHED",
+                evidence=f"not reached: {prefix}{before.headline()}, but {what_fixed} {subject.what} stops: "
                 + (fixed_run.failure.head if fixed_run.failure else "no numbers"),
                 details=details,
             )
@@ -247,7 +252,7 @@ def confirm_crash(finding: Finding, subject: Subject, ran: str, siblings: Sequen
         if earlier is not None:
             return Confirmation(
                 **base,
-                verdict="NOT-REPRODUCED",
+                verdict="NOT-REACHED",
                 evidence=f"not reached: {subject.what} stopped earlier, at the failure {earlier.code} predicts",
                 details=details,
             )

@@ -101,7 +101,7 @@ class ReferenceModel:
         - the n greedy tokens;
         - the [n, vocab] logits of every step: row 0 is the prompt's last position (what
           `Llama::forward` returns), row k the logits after generated token k (the cached
-          decode, as the seeds' teacher forcing steps candle);
+          decode, as verify's teacher forcing steps candle);
         - with `capture`, the per-layer values of the prefill (forward hooks that keep their
           first call only): `capture`'s names over the prompt, "logits" being row 0.
         """

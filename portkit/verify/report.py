@@ -323,7 +323,7 @@ def _layer_table(c: Comparison) -> Table:
     return t
 
 
-_VERDICT_STYLE = {"CONFIRMED": "bold red", "CRASH-CONFIRMED": "bold red", "NOT-REPRODUCED": "yellow"}
+_VERDICT_STYLE = {"CONFIRMED": "bold red", "CRASH-CONFIRMED": "bold red", "NOT-REPRODUCED": "yellow", "NOT-REACHED": "dim"}
 
 
 def _finding_lines(findings: list) -> list[str]:

@@ -113,7 +113,7 @@ def run_candle(
 ) -> RunOutputs:
     """Load with `load()` then compute on the prompt; stop at candle's first failure.
 
-    Teacher forcing (seed 004): prefill the prompt, then feed the reference's greedy tokens one
+    Teacher forcing (docs/verify.md): prefill the prompt, then feed the reference's greedy tokens one
     at a time through the KV cache, so row k holds candle's logits where the reference decided
     its token k, on exactly the reference's inputs. Row 0 is the prefill, i.e. `forward(prompt)`
     as a candle user calls it: the last-position logits. Then candle's own greedy generation,
@@ -334,7 +334,7 @@ class Reference:
 
 
 def compare_run(ref: Reference, got: RunOutputs, tol: Tolerance) -> Comparison:
-    """The seeds' comparisons: last position, teacher-forced steps with margins, greedy fork
+    """verify's comparisons: last position, teacher-forced steps with margins, greedy fork
     with the margin where it forks, per-layer relative error (judged in f32 only)."""
     cmp = Comparison(tolerance=tol)
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -120,8 +121,8 @@ def test_file_paths_lint_each_dir_once(tmp_path: Path, capsys: pytest.CaptureFix
 
 def test_rules_and_explain(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = cli(capsys, "rules")
-    assert code == 0 and "PK101 [*] rope-theta-in-rope-parameters" in out and "(preview)" in out
-    code, out, _ = cli(capsys, "rules", "--format", "json")
+    assert code == 0 and re.search(r"^PK101  \[\*\]  rope-theta-in-rope-parameters ", out, re.M) and "preview" in out
+    code, out, _ = cli(capsys, "rules", "--format", "json", "--all")
     from portkit.rules import CODES
 
     assert len(json.loads(out)) == len(CODES)
@@ -169,12 +170,13 @@ def test_fix_missing_required_key(tmp_path: Path, capsys: pytest.CaptureFixture[
     "override,code",
     [({"head_dim": 32}, "PK104"), ({"attention_bias": True}, "PK105"), ({"mlp_bias": True}, "PK106"), ({"hidden_act": "gelu"}, "PK107")],
 )
-def test_fix_refuses_what_no_config_edit_fixes(override: dict, code: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fix_writes_the_safe_edit_and_reports_what_no_config_edit_fixes(override: dict, code: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     d = sk.write_model(tmp_path / "m", sk.config("tf5", **override), weights=False)
-    before = (d / "config.json").read_text()
-    rc, _, err = cli(capsys, "fix", str(d), "--write")
-    assert rc == 2 and code in err and err.count("\n") == 1
-    assert (d / "config.json").read_text() == before
+    rc, out, err = cli(capsys, "fix", str(d), "--write")
+    assert rc == 1 and out == "" and "fixed 1 finding (PK101)" in err and f"\n{code} " in err and "  reason: " in err, err
+    assert json.loads((d / "config.json").read_text())["rope_theta"] == 100000.0
+    rc, out, err = cli(capsys, "fix", str(d))  # nothing left to write, the finding still there
+    assert rc == 1 and out == "" and "would remain" in err and code in err
 
 
 def test_verify_subcommand_is_lazy(capsys: pytest.CaptureFixture[str]) -> None:

@@ -157,3 +157,18 @@ def test_a_candidate_with_only_layers_is_told_which_sub_layers_would_localise_it
     assert code == 1 and doc["first_bad"] == "layer.0" == loc["name"]
     assert loc["missing"] == [f"layer.0.{s}" for s in json.loads(read_dump(ref_path).metadata["sublayers"])]
     assert "layer.0 differs; its sub-layers would localise it: dump layer.0.input_layernorm, layer.0.self_attn.q_proj" in text
+
+
+def test_the_hand_port_locks_portkit_dumps_versions():
+    """The same versions as native/portkit-dump's Cargo.lock, so that its build reuses the candle
+    that portkit-dump's tests and examples compiled in the shared CARGO_TARGET_DIR (a second
+    candle build would cost CI minutes)."""
+    import tomllib
+
+    def versions(lock: Path) -> dict[str, str]:
+        return {p["name"]: p["version"] for p in tomllib.loads(lock.read_text())["package"]}
+
+    ours = versions(CRATE / "Cargo.lock")
+    dump = versions(CRATE.parents[1] / "native" / "portkit-dump" / "Cargo.lock")
+    assert ours.pop("portkit-hand-port") == "0.0.0"
+    assert ours == dump

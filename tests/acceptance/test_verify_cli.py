@@ -252,3 +252,28 @@ def test_subprocess_portkit_verify_healthy_exit_0(healthy_tied_dir):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "verdict: candle agrees with transformers (exit 0)" in p.stdout
     assert "Traceback" not in p.stderr
+
+
+def test_a_numeric_finding_behind_candles_crash_is_not_reached(capsys, fixture_dir, tmp_path):
+    """head_dim 32 makes candle panic at load (PK104); the same config saved with `rope_theta`
+    only in `rope_parameters` also carries PK101, whose numeric check then never runs. It is
+    NOT-REACHED with where candle stopped, not NOT-REPRODUCED, in the text, the JSON and the
+    schema."""
+    d = tmp_path / "m"
+    shutil.copytree(fixture_dir("head-dim-mismatch"), d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["rope_parameters"] = {"rope_theta": cfg.pop("rope_theta"), "rope_type": "default"}
+    (d / "config.json").write_text(json.dumps(cfg, indent=2))
+
+    code, out, _ = _run(capsys, d, "--format", "json", "--no-cache")
+    rep = json.loads(out)
+    jsonschema.validate(rep, SCHEMA)
+    verdicts = {f["code"]: (f["verdict"], f["evidence"]) for f in rep["findings"]}
+    assert verdicts["PK104"][0] == "CRASH-CONFIRMED"
+    assert verdicts["PK101"][0] == "NOT-REACHED", verdicts
+    assert verdicts["PK101"][1].startswith("not reached: candle stopped before any number (candle panicked at load")
+    assert code == 1
+
+    code, out, _ = _run(capsys, d)
+    assert "PK101 rope-theta-in-rope-parameters  NOT-REACHED" in out and "NOT-REPRODUCED" not in out
+    assert "not reached: candle stopped before any number" in out

@@ -246,9 +246,9 @@ def test_when_the_other_fixes_break_the_run_the_as_read_difference_is_used() -> 
     # the fix run carries the breaking patch too
     assert w.calls[0] == {"rope_scaling": {"type": "linear"}}
     assert c.details["with_other_fixes"] is None
-    assert c.verdict == "NOT-REPRODUCED"
+    assert c.verdict == "NOT-REACHED" and not c.confirmed
     assert c.evidence == (
-        "logits differ 4 (tol 1e-4), but with rope_theta=100000 restored candle fails: missing field `low_freq_factor`"
+        "not reached: logits differ 4 (tol 1e-4), but with rope_theta=100000 restored candle stops: missing field `low_freq_factor`"
     )
     assert c.details["fixed_failure"] == {"stage": "config", "kind": "ConfigError", "message": "missing field `low_freq_factor`", "location": None}
 
@@ -271,27 +271,29 @@ def test_other_fixes_failing_then_the_fix_restoring_confirms_without_prefix() ->
     assert c.evidence == "logits differ 4 (tol 1e-4); with rope_theta=100000 restored, 0"
 
 
-def test_a_fix_whose_run_gives_no_numbers_is_not_reproduced() -> None:
+def test_a_fix_whose_run_gives_no_numbers_is_not_reached() -> None:
     w = World(defects={"rope_theta": 4.0})
     s = w.subject()
     s.run_patched = lambda patch: (RunOutputs(label="x"), None)
     c = confirm_numeric(numeric("PK101", {"rope_theta": 100000.0}), s, {})
-    assert c.verdict == "NOT-REPRODUCED"
-    assert c.evidence == "logits differ 4 (tol 1e-4), but with rope_theta=100000 restored candle fails: no numbers"
+    assert c.verdict == "NOT-REACHED"
+    assert c.evidence == "not reached: logits differ 4 (tol 1e-4), but with rope_theta=100000 restored candle stops: no numbers"
     assert c.details["fixed_failure"] is None
 
 
-def test_as_read_failure_or_no_numbers_is_not_measurable() -> None:
+def test_as_read_failure_or_no_numbers_is_not_reached() -> None:
+    """candle stopped before the check: NOT-REACHED says so, where NOT-REPRODUCED would read as
+    "the finding is false"."""
     boom = Failure(stage="forward", kind="CandleError", message="narrow invalid args\nmore")
     w = World(defects={"rope_theta": 4.0}, as_read_failure=boom)
     c = confirm_numeric(numeric("PK101", {"rope_theta": 100000.0}), w.subject(), {})
-    assert c.verdict == "NOT-REPRODUCED"
-    assert c.evidence == "not measurable: candle did not run (candle error at forward: narrow invalid args)"
+    assert c.verdict == "NOT-REACHED" and not c.confirmed
+    assert c.evidence == "not reached: candle stopped before any number (candle error at forward: narrow invalid args)"
     assert c.details == {"as_read": None, "failure": boom.to_json()}
     assert w.calls == []
     s = Subject(as_read=RunOutputs(label="candle"), as_read_cmp=None, run_patched=w.run_patched)
     c = confirm_numeric(numeric("PK101", {"rope_theta": 1.0}), s, {})
-    assert c.verdict == "NOT-REPRODUCED" and c.evidence == "not measurable: candle did not run (no numbers)"
+    assert c.verdict == "NOT-REACHED" and c.evidence == "not reached: candle stopped before any number (no numbers)"
     assert c.details == {"as_read": None, "failure": None}
 
 
@@ -412,7 +414,7 @@ def test_crash_that_stopped_earlier_names_the_finding_that_predicted_it() -> Non
     pk111 = static("PK111")
     findings = [pk205, pk111, pk104]
     c = confirm_crash(pk205, crash_subject(PANIC), "the prompt", findings)
-    assert c.verdict == "NOT-REPRODUCED"
+    assert c.verdict == "NOT-REACHED" and not c.confirmed
     assert c.evidence == "not reached: candle stopped earlier, at the failure PK104 predicts"
     assert confirm_crash(pk104, crash_subject(PANIC), "the prompt", findings).verdict == "CRASH-CONFIRMED"
 
@@ -540,5 +542,5 @@ def test_verdict_details_are_kept_on_every_path() -> None:
 def test_confirm_all_tells_each_crash_finding_about_its_siblings() -> None:
     findings = [crash("PK104", "shape mismatch for model.layers.0"), crash("PK306", "narrow invalid args")]
     out = confirm_all(findings, crash_subject(PANIC), "the prompt")
-    assert [c.verdict for c in out] == ["CRASH-CONFIRMED", "NOT-REPRODUCED"]
+    assert [c.verdict for c in out] == ["CRASH-CONFIRMED", "NOT-REACHED"]
     assert out[1].evidence == "not reached: candle stopped earlier, at the failure PK104 predicts"

@@ -170,6 +170,14 @@ def test_diff_outside_the_working_directory_names_the_path_without_root(tmp_path
 # --------------------------------------------------------------------------- refusals
 
 
+def remaining(capsys: pytest.CaptureFixture[str], d: Path) -> tuple[str, str]:
+    """`fix --write` on a model where findings remain: exit 1, each remaining one on stderr with
+    its reason; returns (the config as written, stderr)."""
+    code, out, err = cli(capsys, "fix", str(d), "--write")
+    assert code == 1 and out == "" and "no config edit fixes" in err and "  reason: " in err, (code, err)
+    return (d / "config.json").read_text(), err
+
+
 def refused(capsys: pytest.CaptureFixture[str], d: Path) -> str:
     before = (d / "config.json").read_bytes()
     code, out, err = cli(capsys, "fix", str(d), "--write")
@@ -191,19 +199,25 @@ def test_refuses_a_config_transformers_refuses(tmp_path: Path, capsys: pytest.Ca
     assert "transformers refuses this config" in refused(capsys, d)
 
 
-def test_refuses_unfixable_findings_even_next_to_fixable_ones(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # PK101 alone would be fixed; with a bias next to it, a half-fixed config would still load
+def test_fixes_what_it_can_next_to_an_unfixable_finding(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Like ruff: PK101 is fixed, PK105 (a bias, no edit fixes it) remains with its reason, exit 1."""
     d = sk.write_model(tmp_path / "m", sk.config("tf5", attention_bias=True), weights=False)
-    err = refused(capsys, d)
-    assert "no config edit makes candle 0.11.0 compute what transformers does: PK105" in err
     p = fix.plan(d)
-    assert [f.code for f in p.refused] == ["PK105"] and p.new_text is None
-    assert "PK101" in [f.code for f in p.fixed]
+    assert [f.code for f in p.refused] == ["PK105"] and [f.code for f in p.fixed] == ["PK101"] and p.changed
+    assert [e.safe for e in p.edits] == [True, False] and p.edits[1].refused == p.refused[0].help
+    text, err = remaining(capsys, d)
+    assert json.loads(text)["rope_theta"] == 100000.0 and text == p.new_text
+    assert "fixed 1 finding (PK101)" in err and "1 finding remains" in err
+    assert "PK105 attention-bias-ignored: " in err and f"  reason: {p.refused[0].help}" in err
+    code, out, _ = cli(capsys, "lint", str(d))
+    assert code == 1 and "PK105" in out and "PK101" not in out
 
 
-def test_refuses_linear_scaling_which_candle_has_no_equivalent_for(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_linear_scaling_which_candle_has_no_equivalent_for_remains(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     d = sk.write_model(tmp_path / "m", sk.config("tf4", scaling={"type": "linear", "factor": 2.0}), weights=False)
-    assert "PK103" in refused(capsys, d)
+    before = (d / "config.json").read_text()
+    text, err = remaining(capsys, d)
+    assert text == before and "PK103" in err and "nothing to fix" not in err
 
 
 def test_fixes_what_hides_behind_the_first_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -307,9 +321,8 @@ def test_refusals_name_the_config_path(tmp_path: Path) -> None:
 def test_generation_config_is_read_on_both_sides_of_the_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """generate() stops on generation_config.json's EOS: fixing rope_theta must not look like an EOS change."""
     d = sk.write_model(tmp_path / "m", {**sk.config("tf5"), "rope_theta": 10000.0}, weights=False, generation_config={"eos_token_id": [2, 7]})
-    code, _, err = cli(capsys, "fix", str(d), "--write")
-    assert code == 0, err
-    assert json.loads((d / "config.json").read_text())["rope_theta"] == 100000.0
+    text, err = remaining(capsys, d)  # generation_config.json's EOS ids: no config edit (PK111)
+    assert json.loads(text)["rope_theta"] == 100000.0 and "PK111" in err and "PK101" in err
 
 
 def test_write_replaces_from_a_temporary_file_beside_the_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -393,18 +406,19 @@ def test_weight_findings_do_not_stop_a_config_fix(tmp_path: Path, capsys: pytest
     assert json.loads((d / "config.json").read_text())["rope_theta"] == 100000.0
 
 
-def test_a_family_error_no_edit_fixes_refuses_the_fixable_one_next_to_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_family_error_no_edit_fixes_remains_next_to_the_fixed_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """gemma2 re-saved by transformers 5 with a conflicting top-level `rope_theta` (PK101, fixable)
-    and `query_pre_attn_scalar` != `head_dim` (PK118: an error outside UNFIXABLE, with no edit):
-    writing only the rope_theta would leave a config candle loads and computes another model with."""
+    and `query_pre_attn_scalar` != `head_dim` (PK118, no edit): the rope_theta is written and
+    PK118 (with the window warning PK115) remains."""
     from tests.unit.family_configs import T5
 
     d = tmp_path / "m"
     d.mkdir()
     (d / "config.json").write_text(json.dumps({**T5["gemma2"], "rope_theta": 12345.0, "query_pre_attn_scalar": 24}, indent=2))
     p = fix.plan(d)
-    assert [f.code for f in p.fixed] == ["PK101"] and [f.code for f in p.refused] == ["PK118"] and p.new_text is None
-    assert "no config edit makes candle 0.11.0 compute what transformers does: PK118" in refused(capsys, d)
+    assert [f.code for f in p.fixed] == ["PK101"] and [f.code for f in p.refused] == ["PK115", "PK118"] and p.changed
+    text, err = remaining(capsys, d)
+    assert json.loads(text)["rope_theta"] == 100000.0 and "2 findings remain" in err and "PK118" in err
 
 
 def test_write_is_utf8_whatever_the_locale(tmp_path: Path) -> None:
@@ -441,21 +455,21 @@ def test_the_check_relints_under_the_target_a_warning_left_standing_needs(tmp_pa
     (d / "config.json").write_text(json.dumps({**T5["gemma2"], "rope_theta": 12345.0}, indent=2))
     code, out, _ = cli(capsys, "lint", str(d))
     assert "PK101" in out and "PK115" in out
-    code, _, err = cli(capsys, "fix", str(d), "--write")
-    assert code == 0 and "PK101" in err, err
-    assert json.loads((d / "config.json").read_text())["rope_theta"] == 100000.0
+    text, err = remaining(capsys, d)
+    assert "fixed 1 finding (PK101)" in err and "PK115" in err, err
+    assert json.loads(text)["rope_theta"] == 100000.0
     code, out, _ = cli(capsys, "lint", str(d))
     assert "PK101" not in out and "PK115" in out
 
 
-def test_a_refused_plan_lints_no_further(tmp_path: Path) -> None:
-    """PK105 (a bias, no edit fixes it) next to PK103, behind which PK110 hides: the first round
-    already refuses, so fix neither lints the edit again nor counts PK110 as fixed."""
+def test_an_unfixable_finding_does_not_stop_the_relint(tmp_path: Path) -> None:
+    """PK105 (a bias, no edit fixes it) next to PK103, behind which PK110 hides: fix still lints
+    its edit again, fixes PK110 too, and PK105 remains."""
     d = sk.write_model(
         tmp_path / "m", sk.config("tf4", rope_theta=500000.0, scaling=LEGACY_LLAMA3, rms_norm_eps=sk.DROP, attention_bias=True), weights=False
     )
     p = fix.plan(d)
-    assert [f.code for f in p.refused] == ["PK105"] and [f.code for f in p.fixed] == ["PK103"] and p.new_text is None
+    assert [f.code for f in p.refused] == ["PK105"] and [f.code for f in p.fixed] == ["PK103", "PK110"] and p.changed
 
 
 def test_a_fix_that_does_not_silence_its_rule_is_refused_not_repeated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
