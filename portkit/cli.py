@@ -106,8 +106,15 @@ def _settings(args: argparse.Namespace) -> Any:
     )
 
 
+#: a baseline holds about 150 bytes a finding: this is a million findings
+MAX_BASELINE_BYTES = 256 * 2**20
+
+
 def _baseline_entries(path: Path) -> list[dict[str, Any]]:
     try:
+        st = path.stat()
+        if not path.is_file() or st.st_size > MAX_BASELINE_BYTES:  # /dev/zero would never end
+            raise InputError(path, "not a portkit baseline (not a regular file)" if not path.is_file() else f"a baseline of {st.st_size} bytes is not one portkit wrote")
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError(path, "baseline file not found") from None
@@ -301,6 +308,8 @@ def fix_run(args: argparse.Namespace) -> int:
     from portkit.model import model_dirs
 
     (d,) = model_dirs([d])
+    if args.write:
+        fix.sweep(d)
     plans = fix.plans(d)
     changed = [p for p in plans if p.changed]
     if args.write:

@@ -41,11 +41,11 @@ import difflib
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from portkit import atomicfile
 from portkit.errors import InputError
 from portkit.findings import Finding
 from portkit.model import JsonDoc, ModelFacts, load_model
@@ -249,22 +249,20 @@ def _check(facts: ModelFacts, doc: JsonDoc, new_obj: dict[str, Any], new_text: s
 
 
 def write(p: FixPlan) -> None:
-    """Replace config.json atomically (a symlinked config becomes a regular file, so a
-    shared Hugging Face cache blob is never modified)."""
+    """Replace config.json atomically and durably (`portkit.atomicfile`: fsynced before the
+    rename, nothing left when killed). A symlinked config becomes a regular file, so a shared
+    Hugging Face cache blob is never modified. InputError when the directory cannot be written."""
     assert p.new_text is not None
-    d = p.path.parent
-    fd, tmp = tempfile.mkstemp(prefix=".config.json.", dir=d)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(p.new_text)
-        try:
-            os.chmod(tmp, os.stat(p.path).st_mode & 0o777)
-        except OSError:
-            pass
-        os.replace(tmp, p.path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        mode = os.stat(p.path).st_mode & 0o777
+    except OSError:
+        mode = 0o644
+    try:
+        atomicfile.replace(p.path, p.new_text.encode("utf-8"), mode=mode)
+    except OSError as e:
+        raise InputError(p.path, f"cannot write the fixed config: {e.strerror or e}") from None
+
+
+def sweep(model_dir: Path) -> None:
+    """Remove what a killed `fix --write` left in `model_dir` (its temporary config.json)."""
+    atomicfile.sweep(model_dir, "config.json")

@@ -10,13 +10,13 @@ from __future__ import annotations
 import gc
 import json
 import math
-import tempfile
 import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
+from portkit import atomicfile
 from portkit.families import Family
 from portkit.findings import Finding
 from portkit.verify import confirm as C
@@ -280,7 +280,9 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
                 forced=forced,
                 tokens=tokens,
                 capture=capture,
-            )
+            ),
+            tokens=tokens,
+            vocab=model.vocab_size,
         )
 
     layers_note = None if opts.layers else "not compared (--no-layers)"
@@ -444,7 +446,7 @@ def verify_gguf(
             capture=False,
             edit=edit,
         )
-        return runcache.RunCache(key)
+        return runcache.RunCache(key, tokens=tokens)
 
     def judged(r: RunOutputs) -> tuple[RunOutputs, Comparison | None]:
         return r, (compare_run(reference, r, tol) if r.failure is None else None)
@@ -456,7 +458,7 @@ def verify_gguf(
 
     progress(f"candle {loader}: {path.name}")
     run, cmp = run_file(path, "gguf as written", cache_for(None))
-    tmpdir = Path(tempfile.mkdtemp(prefix="portkit-verify-gguf-"))
+    tmpdir = atomicfile.scratch_dir("portkit-verify-gguf-")  # a killed verify's is removed by the next
     n = [0]
 
     def patched(patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:

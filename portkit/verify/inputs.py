@@ -142,9 +142,11 @@ def parse_ids(spec: str) -> list[int]:
     out = []
     for p in parts:
         try:
+            if len(p) > 20:  # past int64, and never echoed whole
+                raise ValueError
             v = int(p)
         except ValueError:
-            raise BadInput(f"--ids: {p!r} is not an integer token id") from None
+            raise BadInput(f"--ids: {p[:24] + ('...' if len(p) > 24 else '')!r} is not an integer token id") from None
         if v < 0:
             raise BadInput(f"--ids: {v} is negative")
         out.append(v)

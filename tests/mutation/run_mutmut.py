@@ -33,8 +33,9 @@ TARGETS: dict[str, list[str]] = {
     "portkit/model/gguf_header.py": ["tests/unit/test_model_reader.py", "tests/unit/test_bounds.py", "tests/unit/test_gguf_header.py"],
     "portkit/model/safetensors_header.py": ["tests/unit/test_model_reader.py", "tests/unit/test_bounds.py", "tests/unit/test_safetensors_header.py"],
     "portkit/semantics/candle.py": ["tests/unit/test_semantics.py", "tests/unit/test_rules.py", "tests/unit/test_candle_view.py", "tests/native/test_candle_view_oracle.py"],
-    "portkit/verify/cachefiles.py": ["tests/unit/test_cachefiles.py", "tests/unit/test_refcache_entries.py", "tests/unit/test_runcache.py"],
-    "portkit/verify/runcache.py": ["tests/unit/test_runcache.py", "tests/native/test_candle_run_cache.py"],
+    "portkit/verify/cachefiles.py": ["tests/unit/test_cachefiles.py", "tests/unit/test_refcache_entries.py", "tests/unit/test_runcache.py", "tests/unit/test_cache_tampering.py"],
+    "portkit/verify/runcache.py": ["tests/unit/test_runcache.py", "tests/native/test_candle_run_cache.py", "tests/unit/test_cache_tampering.py"],
+    "portkit/atomicfile.py": ["tests/unit/test_atomicfile.py"],
 }
 #: the family semantics (portkit/families/, one module per candle model module): each with the family tests
 FAMILY_GLOB = ("portkit/families", "*.py")

@@ -14,6 +14,7 @@ import pytest
 
 from fixtures import skeleton as sk
 from portkit import fix
+from portkit.errors import InputError
 from portkit.cli import main
 from portkit.semantics import transformers_view
 
@@ -352,7 +353,7 @@ def test_a_failed_write_leaves_the_config_and_no_temporary_file(tmp_path: Path, 
         raise OSError("disk full")
 
     monkeypatch.setattr(fix.os, "replace", fail)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(InputError, match="cannot write the fixed config: disk full"):  # one line, exit 2
         fix.write(p)
     assert sorted(x.name for x in d.iterdir()) == ["config.json"] and (d / "config.json").read_bytes() == before
 
