@@ -129,6 +129,17 @@ class Prompt:
             what += f" ({shown!r})"
         return f"{what}: {head}"
 
+    def short_warning(self) -> str | None:
+        """Why a prompt under MIN_RECOMMENDED tokens proves little: position 0 hides RoPE and the
+        attention scale (rotation angle 0; one key softmaxes to 1)."""
+        if len(self.ids) >= MIN_RECOMMENDED:
+            return None
+        n = len(self.ids)
+        return (
+            f"the prompt has {n} token{'s' if n != 1 else ''}: position 0 has rotation angle 0 and attends to one key, "
+            f"so rotary-embedding and attention-scale errors show only from position 1 on; use at least {MIN_RECOMMENDED}"
+        )
+
 
 def parse_ids(spec: str) -> list[int]:
     parts = [p.strip() for p in spec.replace(" ", ",").split(",") if p.strip()]
