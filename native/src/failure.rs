@@ -22,6 +22,8 @@ pub enum Failure {
     NotFound(String),
     /// Something portkit_native does not offer for this family (e.g. per-layer capture).
     NotImplemented(String),
+    /// The `tokenizers` crate refused a tokenizer.json or an encode: its Display text, unchanged.
+    Tokenizer(String),
 }
 
 impl fmt::Display for Failure {
@@ -33,7 +35,8 @@ impl fmt::Display for Failure {
             | Failure::DeviceUnavailable(m)
             | Failure::Invalid(m)
             | Failure::NotFound(m)
-            | Failure::NotImplemented(m) => f.write_str(m),
+            | Failure::NotImplemented(m)
+            | Failure::Tokenizer(m) => f.write_str(m),
         }
     }
 }

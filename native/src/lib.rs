@@ -1,6 +1,6 @@
 //! portkit_native: candle 0.11.0's own code, driven from Python.
 //!
-//! The core (`config`, `family`, `llama`, the `*_copy` forwards, `gguf`, `requested`) is plain
+//! The core (`config`, `family`, `llama`, the `*_copy` forwards, `gguf`, `requested`, `tokenizer`) is plain
 //! Rust and tested with `cargo test --no-default-features`; `python` is the thin pyo3 layer.
 
 pub mod config;
@@ -21,6 +21,7 @@ pub mod phi3_copy;
 pub mod qwen2_copy;
 pub mod qwen3_copy;
 pub mod requested;
+pub mod tokenizer;
 pub mod weights;
 #[cfg(feature = "python")]
 mod python;

@@ -8,6 +8,7 @@ use crate::family::{self, Family, FamilyRunner as FamilyCore, CAPTURE_FAMILIES};
 use crate::gguf::{GgufRunner as GgufCore, LOADERS};
 use crate::llama::{Array, LlamaRunner as LlamaCore};
 use crate::requested;
+use crate::tokenizer::CrateTokenizer;
 use numpy::ndarray::{ArrayD, IxDyn};
 use numpy::{IntoPyArray, PyArray1, PyArrayDyn};
 use pyo3::create_exception;
@@ -21,6 +22,7 @@ create_exception!(portkit_native, ConfigError, NativeError, "candle's serde refu
 create_exception!(portkit_native, CandleError, NativeError, "candle returned an Err; the message is candle's, unchanged.");
 create_exception!(portkit_native, CandlePanic, NativeError, "candle panicked; the panic was caught and the message keeps candle's location and text.");
 create_exception!(portkit_native, DeviceUnavailableError, NativeError, "The device is not built into this wheel (or not present); the message says how to get it.");
+create_exception!(portkit_native, TokenizerError, NativeError, "The tokenizers crate (0.22.2, candle-core 0.11.0's) refused a tokenizer.json or an encode; the message is the crate's, unchanged.");
 
 fn to_py(f: Failure) -> PyErr {
     match f {
@@ -31,6 +33,7 @@ fn to_py(f: Failure) -> PyErr {
         Failure::Invalid(m) => PyValueError::new_err(m),
         Failure::NotFound(m) => PyFileNotFoundError::new_err(m),
         Failure::NotImplemented(m) => PyNotImplementedError::new_err(m),
+        Failure::Tokenizer(m) => TokenizerError::new_err(m),
     }
 }
 
@@ -323,6 +326,55 @@ impl GgufRunner {
     }
 }
 
+/// The `tokenizers` crate candle-core 0.11.0 depends on, reading a tokenizer.json literally.
+#[pyclass(module = "portkit_native", name = "Tokenizer", frozen)]
+struct PyTokenizer {
+    core: CrateTokenizer,
+}
+
+#[pymethods]
+impl PyTokenizer {
+    #[staticmethod]
+    fn from_file(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+        let core = py.detach(|| CrateTokenizer::from_file(&path)).map_err(to_py)?;
+        Ok(Self { core })
+    }
+
+    #[staticmethod]
+    fn from_str(py: Python<'_>, json: String) -> PyResult<Self> {
+        let core = py.detach(|| CrateTokenizer::from_json(&json)).map_err(to_py)?;
+        Ok(Self { core })
+    }
+
+    #[pyo3(signature = (text, add_special_tokens = true))]
+    fn encode(&self, py: Python<'_>, text: String, add_special_tokens: bool) -> PyResult<Vec<u32>> {
+        py.detach(|| self.core.encode(&text, add_special_tokens)).map(|e| e.ids).map_err(to_py)
+    }
+
+    #[pyo3(signature = (text, add_special_tokens = true))]
+    fn encode_pieces(&self, py: Python<'_>, text: String, add_special_tokens: bool) -> PyResult<(Vec<u32>, Vec<String>)> {
+        py.detach(|| self.core.encode(&text, add_special_tokens)).map(|e| (e.ids, e.tokens)).map_err(to_py)
+    }
+
+    #[pyo3(signature = (ids, skip_special_tokens = false))]
+    fn decode(&self, py: Python<'_>, ids: Vec<u32>, skip_special_tokens: bool) -> PyResult<String> {
+        py.detach(|| self.core.decode(&ids, skip_special_tokens)).map_err(to_py)
+    }
+
+    fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.core.token_to_id(token)
+    }
+
+    fn id_to_token(&self, id: u32) -> Option<String> {
+        self.core.id_to_token(id)
+    }
+
+    #[pyo3(signature = (with_added_tokens = true))]
+    fn vocab_size(&self, with_added_tokens: bool) -> usize {
+        self.core.vocab_size(with_added_tokens)
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -339,10 +391,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LlamaRunner>()?;
     m.add_class::<FamilyRunner>()?;
     m.add_class::<GgufRunner>()?;
+    m.add_class::<PyTokenizer>()?;
     m.add("NativeError", py.get_type::<NativeError>())?;
     m.add("ConfigError", py.get_type::<ConfigError>())?;
     m.add("CandleError", py.get_type::<CandleError>())?;
     m.add("CandlePanic", py.get_type::<CandlePanic>())?;
     m.add("DeviceUnavailableError", py.get_type::<DeviceUnavailableError>())?;
+    m.add("TokenizerError", py.get_type::<TokenizerError>())?;
     Ok(())
 }

@@ -33,7 +33,7 @@ def test_stub_names_match_module():
 
 
 def test_exceptions_are_exceptions_not_base_exceptions():
-    for exc in (pn.ConfigError, pn.CandleError, pn.CandlePanic, pn.DeviceUnavailableError):
+    for exc in (pn.ConfigError, pn.CandleError, pn.CandlePanic, pn.DeviceUnavailableError, pn.TokenizerError):
         assert issubclass(exc, pn.NativeError) and issubclass(exc, Exception)
 
 

@@ -1,5 +1,6 @@
 """candle 0.11.0's own code, driven from Python: each decoder family's config parse, runner and
-weight requests, per-layer capture where a proven copy of the forward exists, and the GGUF loaders.
+weight requests, per-layer capture where a proven copy of the forward exists, the GGUF loaders, and
+the `tokenizers` crate candle-core depends on.
 
 The compiled module is private (`portkit_native._native`); this package re-exports an explicit list.
 """
@@ -19,6 +20,8 @@ from ._native import (
     GgufRunner,
     LlamaRunner,
     NativeError,
+    Tokenizer,
+    TokenizerError,
     build_info,
     capture_families,
     capture_layers,
@@ -39,6 +42,8 @@ __all__ = [
     "GgufRunner",
     "LlamaRunner",
     "NativeError",
+    "Tokenizer",
+    "TokenizerError",
     "build_info",
     "candle_config",
     "capture_families",

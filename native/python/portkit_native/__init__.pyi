@@ -1,4 +1,4 @@
-"""Type stubs for portkit_native: candle 0.11.0's decoder families and GGUF loaders, from Python."""
+"""Type stubs for portkit_native: candle 0.11.0's decoder families, GGUF loaders and tokenizer, from Python."""
 
 from os import PathLike
 from typing import Any, Sequence
@@ -22,6 +22,10 @@ class CandlePanic(NativeError):
 
 class DeviceUnavailableError(NativeError):
     """The device is not built into this wheel (or not present); the message says how to get it."""
+
+class TokenizerError(NativeError):
+    """The tokenizers crate (0.22.2, candle-core 0.11.0's) refused a tokenizer.json or an encode; the
+    message is the crate's, unchanged."""
 
 def candle_config(config_json: str, family: str = "llama") -> dict[str, Any]:
     """`family`'s serde `Config` parse, as effective values by candle's field names.
@@ -156,3 +160,27 @@ class GgufRunner:
     def last_logits(self, ids: Sequence[int]) -> npt.NDArray[np.float32]: ...
     def teacher_forced_logits(self, ids: Sequence[int], prefill: int = 1) -> npt.NDArray[np.float32]: ...
     def greedy(self, ids: Sequence[int], n: int) -> list[int]: ...
+
+class Tokenizer:
+    """The Rust `tokenizers` crate at the version candle-core 0.11.0 resolves (0.22.2, feature `onig`),
+    reading a tokenizer.json literally, as a candle program does (`Tokenizer::from_file`, then
+    `encode(text, add_special_tokens)`): every part of the file applies, padding and truncation
+    included; tokenizer_config.json is never read."""
+
+    @staticmethod
+    def from_file(path: str | PathLike[str]) -> Tokenizer:
+        """`Tokenizer::from_file`. FileNotFoundError for a missing file; TokenizerError with the
+        crate's message unchanged (serde_json's "... at line L column C") for one it refuses."""
+    @staticmethod
+    def from_str(json: str) -> Tokenizer:
+        """`Tokenizer::from_str` on the text of a tokenizer.json; errors as `from_file`."""
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """`encode(text, add_special_tokens).get_ids()`: the ids a candle program feeds its model."""
+    def encode_pieces(self, text: str, add_special_tokens: bool = True) -> tuple[list[int], list[str]]:
+        """(`get_ids()`, `get_tokens()`) of one encode."""
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        """`decode(ids, skip_special_tokens)`."""
+    def token_to_id(self, token: str) -> int | None: ...
+    def id_to_token(self, id: int) -> str | None: ...
+    def vocab_size(self, with_added_tokens: bool = True) -> int:
+        """`get_vocab_size(with_added_tokens)`."""
