@@ -9,7 +9,12 @@
 2. `portkit lint` cold CLI start (a fresh interpreter per run) against
    `python -c "import transformers"` from the same interpreter. Target: lint >= 10x faster.
    One discarded run of each first, so both see a warm page cache and compiled bytecode.
-3. Throughput over 1,000 small skeleton directories (config.json, generation_config.json,
+3. The tokenizer rules (PK5xx) on an 11 MB tokenizer.json (a synthetic one in Qwen3's shape:
+   151,643 byte-level tokens, 151,387 merges saved as pairs, ByteLevel pipeline,
+   `Qwen2Tokenizer`, generation_config.json): cold `portkit lint` of the 8B skeleton with these
+   files beside it, against the same skeleton without them, in the same run. Target: the
+   difference of the medians at most 150 ms.
+4. Throughput over 1,000 small skeleton directories (config.json, generation_config.json,
    model.safetensors; one in four saved the transformers-5 way, so findings get reported
    too): one in-process call over all of them, and one CLI process given all of them (what
    the pre-commit hook does). Target >= 200 dirs/s (a 1,000-model repository linted in
@@ -50,6 +55,7 @@ BIN = Path(sys.executable).parent
 TARGET_8B_MS = 20.0
 TARGET_SPEEDUP = 10.0
 TARGET_DIRS_PER_S = 200.0
+TARGET_TOKENIZER_MS = 150.0
 
 # Llama-3.1-8B as published (rope_theta 500000, llama3 scaling, bf16, untied), in the
 # transformers 4.x layout candle reads right.
@@ -84,6 +90,39 @@ def write_small_dirs(parent: Path, n: int) -> list[Path]:
         skeleton.write_model(d, cfg, generation_config={"bos_token_id": 1, "eos_token_id": 2})
         dirs.append(d)
     return dirs
+
+
+def write_qwen3_size_tokenizer(d: Path, seed: int = 0) -> int:
+    """An 11 MB tokenizer.json in the shape of Qwen3's (vocab, merges as pairs, indent 2, as the
+    `tokenizers` library writes it), tokenizer_config.json and generation_config.json; returns
+    the tokenizer.json size in bytes. Tokens are drawn from letters, digits, punctuation (quotes
+    and backslashes included, escaped in the JSON) and the byte-level space `Ġ`."""
+    import random
+
+    rng = random.Random(seed)
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" * 4 + "Ġ" * 40 + "{}[]:,.\"'\\-_=+()<>/|!?#"
+    vocab: dict[str, int] = {}
+    while len(vocab) < 151_643:
+        vocab.setdefault("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 9))), len(vocab))
+    keys = list(vocab)
+    merges = [[rng.choice(keys), rng.choice(keys)] for _ in range(151_387)]
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + [f"<|extra_{i}|>" for i in range(23)]
+    added = [{"id": 151_643 + i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True} for i, t in enumerate(specials)]
+    split = {"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "behavior": "Isolated", "invert": False}
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+    doc = {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": {"type": "NFC"},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [split, byte_level]}, "post_processor": byte_level,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "", "end_of_word_suffix": "",
+                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": False, "vocab": vocab, "merges": merges},
+    }  # fmt: skip
+    text = json.dumps(doc, indent=2, ensure_ascii=False)
+    (d / "tokenizer.json").write_text(text, encoding="utf-8")
+    tc = {"tokenizer_class": "Qwen2Tokenizer", "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "bos_token": None,
+          "chat_template": "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"}  # fmt: skip
+    (d / "tokenizer_config.json").write_text(json.dumps(tc, indent=2), encoding="utf-8")
+    return len(text.encode("utf-8"))
 
 
 def disk_usage(root: Path) -> tuple[int, int]:
@@ -249,7 +288,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         med_cli, med_pass = statistics.median(t_cli), statistics.median(t_pass)
         med_tf = statistics.median(t_tf) if t_tf else float("nan")
 
-        # ---- 3. throughput
+        # ---- 3. tokenizer rules on an 11 MB tokenizer.json, against the same model without one
+        import shutil
+
+        dtok = work / "llama-3.1-8b-skeleton-with-tokenizer"
+        shutil.copytree(d8, dtok)
+        tok_bytes = write_qwen3_size_tokenizer(dtok)
+        n_findings_tok = lint([dtok])
+        t_tok_cli = time_subprocess([str(portkit_exe), "lint", str(dtok)], cli_runs, ok=(0, 1))
+        t_base_cli = time_subprocess([str(portkit_exe), "lint", str(d8)], cli_runs, ok=(0, 1))
+        med_tok_cli, med_base_cli = statistics.median(t_tok_cli), statistics.median(t_base_cli)
+        t_tok_in = time_calls(lambda: lint([dtok]), max(3, runs // 5))
+        t_base_in = time_calls(lambda: lint([d8]), max(3, runs // 5))
+        med_tok_in, med_base_in = statistics.median(t_tok_in), statistics.median(t_base_in)
+        added_ms = (med_tok_cli - med_base_cli) * 1e3
+
+        # ---- 4. throughput
         dirs = write_small_dirs(work / "many", ndirs)
         nfiles = sum(len(model_files(d)) for d in dirs)
         lint(dirs[:4])  # warm
@@ -298,6 +352,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             (speedup >= TARGET_SPEEDUP) if t_tf else None,
         ),
         (
+            f"tokenizer rules, {tok_bytes / 1e6:.1f} MB tokenizer.json, cold CLI (median of {cli_runs})",
+            f"+{added_ms:.0f} ms ({ms(med_tok_cli)})",
+            f"same model, no tokenizer {ms(med_base_cli)}",
+            f"in-process +{(med_tok_in - med_base_in) * 1e3:.0f} ms",
+            f"<= +{TARGET_TOKENIZER_MS:.0f} ms",
+            added_ms <= TARGET_TOKENIZER_MS,
+        ),
+        (
             f"throughput in-process, {ndirs} dirs / {nfiles} files",
             f"{dps_in:,.0f} dirs/s, {fps_in:,.0f} files/s",
             f"bare header read {dps_floor:,.0f} dirs/s",
@@ -323,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"8B skeleton: {n_files_8b} files, {apparent / 2**30:.1f} GiB apparent, "
         f"{allocated / 2**10:.0f} KiB on disk; {n_findings_8b} findings; "
-        f"`portkit lint` min {ms(min(t_cli))}"
+        f"`portkit lint` min {ms(min(t_cli))}; with the tokenizer: {n_findings_tok} findings"
     )
     print(
         f"cold CLI breakdown (medians): `python -c pass` {ms(med_pass)}, "

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Severity = Literal["error", "warning", "info"]
-ProbeKind = Literal["numeric", "crash", "static-only"]
+ProbeKind = Literal["numeric", "crash", "static-only", "tokens"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,7 +37,7 @@ class Fix:
 
     applicability: Literal["safe"] = "safe"
     message: str
-    edits: dict[str, Any] = field(default_factory=dict)  # top-level config.json keys `portkit fix` writes
+    edits: dict[str, Any] = field(default_factory=dict)  # top-level keys of the finding's file `portkit fix` writes
 
     def to_json(self) -> dict[str, Any]:
         return {"applicability": self.applicability, "message": self.message, "edits": json_value(self.edits)}
@@ -51,6 +51,8 @@ class Probe:
     both against transformers; the finding is confirmed when only the patched run agrees.
     crash: candle must fail (load error or panic) with `expect` in its message.
     static-only: nothing to run (a fact about the files, not about computed numbers).
+    tokens: encode verify's corpus with the tokenizers crate (tokenizer.json as written, and with
+    `patch` applied to it) and with transformers; confirmed when the patch removes differing ids.
     """
 
     kind: ProbeKind

@@ -333,6 +333,8 @@ def lint_cached(model: CachedModel, settings: Settings) -> CacheRow:
         if row.family is None and facts.ggufs:
             arch = facts.ggufs[0].metadata.get("general.architecture")
             row.family = f"gguf:{arch.value}" if arch is not None and isinstance(arch.value, str) else "gguf"
+        if row.family is None and facts.tokenizer is not None:
+            row.family = "tokenizer"  # a tokenizer-only repository: the tokenizer rules alone
         found = lint_model(facts, for_dir(settings, model.path))
     except NoModelHere as e:
         row.status, row.message = "skipped", e.what

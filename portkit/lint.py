@@ -101,17 +101,17 @@ def lint_target(target: ModelTarget, settings: Settings) -> tuple[list[Finding],
     if target.everything:
         facts = load_model(target.root)
         return lint_model(facts, s), list(facts.notes)
-    facts = load_model(target.root, target.ggufs, hf_model=target.hf_model)
+    facts = load_model(target.root, target.ggufs, hf_model=target.hf_model or target.tokenizer, tokenizer=target.hf_model or target.tokenizer)
     notes = list(facts.notes)
     try:
         found = lint_model(facts, s)
     except InputError as e:
-        if target.hf_model or not facts.ggufs:
+        if target.hf_model or target.tokenizer or not facts.ggufs:
             raise
         notes.append(f"config.json not used as context for the GGUF: {e.what}")
         facts = dataclasses.replace(facts, config=None, generation_config=None, safetensors=None)
         found = lint_model(facts, s)
-    return [f for f in found if target.wants(f.filename)], notes
+    return [f for f in found if target.wants(f.filename, f.code)], notes
 
 
 def lint_paths(paths: Iterable[str | os.PathLike[str]], settings: Settings | None = None) -> Report:
@@ -157,7 +157,7 @@ def lint_paths(paths: Iterable[str | os.PathLike[str]], settings: Settings | Non
         try:
             found, model_notes = lint_target(t, settings)
             findings.extend(found)
-            if t.everything or t.hf_model:
+            if t.everything or t.hf_model or t.tokenizer:
                 models.append(str(t.root))
             models.extend(str(t.root / n) for n in t.ggufs if not t.everything)
             notes.extend(f"{t.root}: {n}" for n in model_notes)

@@ -15,7 +15,7 @@ def _codes(family: Family) -> str:
     codes = [
         code
         for code, rule in RULES.items()
-        if status(code) != "removed" and rule.group != "gguf" and (family.name in rule.families or "*" in rule.families)
+        if status(code) != "removed" and rule.group not in ("gguf", "tokenizer") and (family.name in rule.families or "*" in rule.families)
     ]
     return ", ".join(codes)
 
@@ -33,6 +33,8 @@ def markdown_table() -> str:
         )
     rows.append("")
     rows.append("GGUF rules (PK4xx) check every `.gguf` against the loader its `general.architecture` selects.")
+    rows.append("")
+    rows.append("Tokenizer rules (PK5xx) check every directory's tokenizer files, whatever the family ([docs/tokenizers.md](docs/tokenizers.md)).")
     return "\n".join(rows)
 
 

@@ -3,11 +3,13 @@
 `load_model(dir)` returns one immutable `ModelFacts`: config.json as written (value, text,
 key positions), generation_config.json, safetensors headers (single file or sharded through
 `model.safetensors.index.json`), GGUF metadata and tensor infos, and the names of
-pickle-only weight files (reported, never opened). `model_targets(paths)` turns the paths a
-user or pre-commit passes (directories, config.json, .safetensors, index, .gguf files) into
-what to lint in each model directory, each directory once: a directory means everything in
-it, a `.gguf` that GGUF alone, any other file the Hugging Face model (config.json and its
-safetensors) of its directory.
+pickle-only weight files (reported, never opened), and the tokenizer files
+(`portkit.model.tokenizer_files`). `model_targets(paths)` turns the paths a user or pre-commit
+passes (directories, config.json, .safetensors, index, .gguf, tokenizer files) into what to
+lint in each model directory, each directory once: a directory means everything in it, a
+`.gguf` that GGUF alone, a tokenizer file the tokenizer of its directory, any other file the
+Hugging Face model (config.json and its safetensors) of its directory. A directory holding
+tokenizer files and no config.json (a tokenizer-only repository) is a model to lint too.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from types import MappingProxyType
 
 from portkit.errors import InputError, NoModelHere
 from portkit.model.jsonfile import JsonDoc, _oserror, load_json
+from portkit.model.tokenizer_files import TOKENIZER_FILES, TokenizerFacts, has_tokenizer_files, read_tokenizer_files
 from portkit.model.safetensors_header import (
     LfsPointer,
     SafetensorsFile,
@@ -86,6 +89,7 @@ class ModelFacts:
     pickle_files: tuple[Path, ...] = ()
     lfs_pointers: tuple[Path, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    tokenizer: TokenizerFacts | None = None
 
     @property
     def config_path(self) -> Path:
@@ -127,18 +131,22 @@ class ModelTarget:
 
     `everything`: the directory was named, so all of it (the Hugging Face model and every
     GGUF). Otherwise `hf_model` (config.json, safetensors, index or another file of the model
-    was named) and `ggufs`, the names of the GGUF files named: each GGUF is a whole model of
-    its own, and a repository often holds many quantizations side by side.
+    was named), `tokenizer` (a tokenizer file was named: the tokenizer rules' findings) and
+    `ggufs`, the names of the GGUF files named: each GGUF is a whole model of its own, and a
+    repository often holds many quantizations side by side.
     """
 
     root: Path
     everything: bool = False
     hf_model: bool = False
     ggufs: tuple[str, ...] = ()
+    tokenizer: bool = False
 
-    def wants(self, filename: str) -> bool:
+    def wants(self, filename: str, code: str = "") -> bool:
         """Whether a finding in `filename` (a path under `root`) is about what was named."""
         if self.everything:
+            return True
+        if self.tokenizer and code.startswith("PK5"):
             return True
         gguf_paths = {str(self.root / n) for n in self.ggufs}
         if filename in gguf_paths:
@@ -156,6 +164,7 @@ def model_targets(paths: Iterable[str | os.PathLike[str]]) -> list[ModelTarget]:
     roots: dict[str, Path] = {}
     everything: set[str] = set()
     hf: set[str] = set()
+    tok: set[str] = set()
     ggufs: dict[str, list[str]] = {}
     for raw in paths:
         p = Path(raw)
@@ -175,10 +184,12 @@ def model_targets(paths: Iterable[str | os.PathLike[str]]) -> list[ModelTarget]:
             names = ggufs.setdefault(dkey, [])
             if p.name not in names:
                 names.append(p.name)
+        elif p.name in TOKENIZER_FILES:
+            tok.add(dkey)
         else:
             hf.add(dkey)
     return [
-        ModelTarget(root=roots[k], everything=k in everything, hf_model=k in hf, ggufs=tuple(ggufs.get(k, ())))
+        ModelTarget(root=roots[k], everything=k in everything, hf_model=k in hf, ggufs=tuple(ggufs.get(k, ())), tokenizer=k in tok)
         for k in order
     ]
 
@@ -203,12 +214,13 @@ def _exists(p: Path) -> bool:
         raise InputError(p, _oserror(e)) from None
 
 
-def load_model(root: Path, gguf_names: Iterable[str] | None = None, *, hf_model: bool = True) -> ModelFacts:
+def load_model(root: Path, gguf_names: Iterable[str] | None = None, *, hf_model: bool = True, tokenizer: bool | None = None) -> ModelFacts:
     """Read everything lint needs from one model directory, headers only.
 
     `gguf_names`: which GGUF files to read (default: every `.gguf` in the directory).
     `hf_model=False`: the Hugging Face files are context for the GGUFs' cross-checks only, so
     one that cannot be read is left out with a note instead of failing the GGUFs' lint.
+    `tokenizer`: read the tokenizer files (default: with the Hugging Face model).
     """
     names = _listdir(root)
     nameset = set(names)
@@ -248,9 +260,12 @@ def load_model(root: Path, gguf_names: Iterable[str] | None = None, *, hf_model:
         notes.append(f"safetensors not used as context for the GGUF: {e.what}")
     if not hf_model and ggufs:
         pickles = ()  # no HF model was asked for: its pickle-only weights are not this lint's concern
+    tok = read_tokenizer_files(root, names) if (hf_model if tokenizer is None else tokenizer) and has_tokenizer_files(names) else None
     if config is None:
         if ggufs:
             pass  # a GGUF carries its own metadata; candle's quantized_llama never reads config.json
+        elif tok is not None and not (pickles and st is None):
+            pass  # a tokenizer-only directory: the tokenizer rules alone
         elif pickles and st is None:
             raise InputError(
                 root,
@@ -277,6 +292,7 @@ def load_model(root: Path, gguf_names: Iterable[str] | None = None, *, hf_model:
         pickle_files=pickles,
         lfs_pointers=tuple(lfs),
         notes=tuple(notes),
+        tokenizer=tok,
     )
 
 

@@ -2,7 +2,7 @@
 
 `CODES` is append-only: a code, once published, keeps its name forever; a rule that is
 withdrawn stays in the table with status "removed" (ruff's `codes.rs` discipline). Rule
-groups own the hundreds: PK1xx config, PK2xx weights, PK3xx runtime, PK4xx gguf. `--select`
+groups own the hundreds: PK1xx config, PK2xx weights, PK3xx runtime, PK4xx gguf, PK5xx tokenizer. `--select`
 and `--ignore` take any prefix (`PK`, `PK1`, `PK10`, `PK101`).
 
 One module per group rather than one file per rule: the rules of a group share their
@@ -14,7 +14,7 @@ applies to in `Rule.families`.)
 
 from __future__ import annotations
 
-from portkit.rules import config, gguf, runtime, weights
+from portkit.rules import config, gguf, runtime, tokenizer, weights
 from portkit.rules.base import DOC_HEADINGS, Context, Rule
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -83,10 +83,20 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK419": ("mixtral-gguf-merged-experts", "stable"),
     "PK420": ("phi3-gguf-partial-rotary", "stable"),
     "PK421": ("gemma3-gguf-sliding-window", "stable"),
+    "PK501": ("normalizer-rebuilt-by-class", "stable"),
+    "PK502": ("prefix-space-after-special-token", "stable"),
+    "PK503": ("pre-tokenizer-rebuilt-by-class", "stable"),
+    "PK504": ("decoder-rebuilt-by-class", "stable"),
+    "PK505": ("special-token-normalized", "stable"),
+    "PK506": ("padding-saved-in-tokenizer", "stable"),
+    "PK507": ("tokenizer-refused-by-crate", "stable"),
+    "PK508": ("eos-stop-set-beyond-tokenizer-eos", "stable"),
+    "PK509": ("chat-template-writes-bos", "stable"),
+    "PK510": ("generation-sampling-defaults", "stable"),
 }
-GROUPS = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf"}
+GROUPS = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf", "5": "tokenizer"}
 
-_CLASSES: dict[str, type[Rule]] = {cls.code: cls for mod in (config, weights, runtime, gguf) for cls in mod.RULES}
+_CLASSES: dict[str, type[Rule]] = {cls.code: cls for mod in (config, weights, runtime, gguf, tokenizer) for cls in mod.RULES}
 RULES: dict[str, Rule] = {code: _CLASSES[code]() for code in CODES if code in _CLASSES}
 
 
@@ -95,6 +105,8 @@ def families_label(rule: Rule) -> str:
     from portkit.families import BY_NAME
 
     loaders = getattr(rule, "loaders", None)
+    if rule.group == "tokenizer":
+        return "every directory with tokenizer files, whatever the family (tokenizer-only directories too)"
     if rule.group == "gguf" and loaders:  # a GGUF goes by its general.architecture, not config.json
         return "GGUF files read by " + ", ".join(loaders)
     if "*" in rule.families:

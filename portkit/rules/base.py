@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from portkit.model import GgufFile, ModelFacts
     from portkit.semantics.transformers import FamilyTransformersView
 
-    Group = Literal["config", "weights", "runtime", "gguf"]
+    Group = Literal["config", "weights", "runtime", "gguf", "tokenizer"]
     FixAvailability = Literal["none", "sometimes", "always"]
     Effect = Literal["silent", "load-error", "panic", "runtime-error", "none"]
 
@@ -132,7 +132,7 @@ class Rule:
     fix_availability: ClassVar[FixAvailability] = "none"
     fix_title: ClassVar[str]
     probe_kind: ClassVar[ProbeKind] = "static-only"
-    needs: ClassVar[tuple[str, ...]] = ("config",)  # config | safetensors | gguf
+    needs: ClassVar[tuple[str, ...]] = ("config",)  # config | safetensors | gguf | tokenizer | generation_config
 
     def check(self, ctx: Context) -> Iterable[Finding]:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -30,6 +30,10 @@ def _model(tmp: Path, name: str, cfg: dict, **kw: object) -> dict[str, bytes]:
     return hc.model_files(sk.write_model(tmp / "src" / name, cfg, **kw))
 
 
+TINY_TOKENIZER = (
+    b'{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,"pre_tokenizer":{"type":"Whitespace"},'
+    b'"post_processor":null,"decoder":null,"model":{"type":"WordLevel","vocab":{"[UNK]":0,"hello":1},"unk_token":"[UNK]"}}\n'
+)
 BAD = lambda: sk.config("tf5", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING)  # noqa: E731  PK101 + PK102, both errors
 GOOD = lambda: sk.config("tf4")  # noqa: E731
 
@@ -37,7 +41,8 @@ GOOD = lambda: sk.config("tf4")  # noqa: E731
 @pytest.fixture()
 def cache(tmp_path: Path) -> Path:
     """acme/bad (main: errors), acme/good (main clean; tag v1 = the bad files, sharing blobs with
-    acme/bad's content), acme/warn (a warning only), acme/tok (no model), acme/broken (config.json
+    acme/bad's content), acme/warn (a warning only), acme/tok (a tokenizer alone: the tokenizer
+    rules, clean), acme/broken (config.json
     not JSON), acme/pinned (no `main`), and a dataset repo that is no model."""
     c = tmp_path / "hub"
     bad = _model(tmp_path, "bad", BAD())
@@ -45,7 +50,7 @@ def cache(tmp_path: Path) -> Path:
     hc.add_revision(c, "acme/good", _model(tmp_path, "good", GOOD()))
     hc.add_revision(c, "acme/good", bad, refs=("v1",))
     hc.add_revision(c, "acme/warn", _model(tmp_path, "warn", GOOD(), generation_config={"eos_token_id": [2, 7]}))
-    hc.add_revision(c, "acme/tok", {"tokenizer.json": b"{}\n", "README.md": b"# tokenizer only\n"})
+    hc.add_revision(c, "acme/tok", {"tokenizer.json": TINY_TOKENIZER, "README.md": b"# tokenizer only\n"})
     hc.add_revision(c, "acme/broken", {"config.json": b'{"model_type": "llama",'})
     hc.add_revision(c, "acme/pinned", bad, refs=())
     hc.add_revision(c, "acme/data", {"train.jsonl": b"{}\n"}, repo_type="dataset")
@@ -179,10 +184,10 @@ def test_hf_cache_summary_table(cache: Path, tmp_path: Path) -> None:
         "acme/bad": ["main", "llama", "2", "0", "0"],
         "acme/broken": ["main", "-", "unreadable", "-", "-"],
         "acme/good": ["main", "llama", "0", "0", "0"],
-        "acme/tok": ["main", "-", "skipped", "-", "-"],
+        "acme/tok": ["main", "tokenizer", "0", "0", "0"],
         "acme/warn": ["main", "llama", "0", "1", "0"],
     }, r.stdout
-    assert lines[-1] == "5 cached model revisions: 2 with findings (2 errors, 1 warning); 2 not linted."
+    assert lines[-1] == "5 cached model revisions: 2 with findings (2 errors, 1 warning); 1 not linted."
     # acme/broken's config.json is unreadable: one error line, exit 2; acme/pinned has no main
     assert r.returncode == 2
     assert "portkit: error: acme/broken@main: " in r.stderr and "acme/pinned: no `main` in the cache" in r.stderr
@@ -316,12 +321,12 @@ def test_a_missing_path_that_is_no_repo_id_stays_a_path_error(arg: str, tmp_path
 
 
 def test_verify_takes_a_repo_id_to_its_snapshot(cache: Path, tmp_path: Path) -> None:
-    """verify resolves the id and goes on with the snapshot: acme/tok's has no config.json,
-    which verify's own input check then reports on that snapshot path."""
-    r = run(["verify", "acme/tok"], cache, tmp_path)
-    snap = snapshot(cache, "acme/tok")
+    """verify resolves the id and goes on with the snapshot: acme/broken's config.json is not
+    JSON, which verify's own input check then reports on that snapshot path."""
+    r = run(["verify", "acme/broken"], cache, tmp_path)
+    snap = snapshot(cache, "acme/broken")
     assert r.returncode == 2, r.stdout + r.stderr
-    assert f"acme/tok@main is {snap}" in r.stderr and f"portkit: error: {snap}" in r.stderr and "no config.json" in r.stderr
+    assert f"acme/broken@main is {snap}" in r.stderr and f"portkit: error: {snap}" in r.stderr and "config.json" in r.stderr
 
 
 def test_one_gguf_downloaded_of_many_is_linted_as_it_is(tmp_path: Path) -> None:

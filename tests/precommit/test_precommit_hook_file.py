@@ -42,16 +42,24 @@ GOOD = (
     "path with spaces/config.json",
     "my_adapter_model.safetensors",
     ".hidden/config.json",
+    # the tokenizer files: what a candle program tokenizes with, and what transformers adds
+    "tokenizer.json",
+    "models/llama/tokenizer.json",
+    "tokenizer_config.json",
+    "models/llama/tokenizer_config.json",
+    "special_tokens_map.json",
+    "models/qwen/chat_template.jinja",
 )
 
 BAD = (
-    # other *config.json files in a model repo: candle's llama never reads them
-    "tokenizer_config.json",
-    "models/llama/tokenizer_config.json",
+    # other *config.json files in a model repo: neither candle nor the tokenizer reads them
     "adapter_config.json",
     "preprocessor_config.json",
-    "special_tokens_map.json",
     "myconfig.json",
+    "my_tokenizer.json",
+    "tokenizer.json.bak",
+    "tokenizer_config.jsonc",
+    "templates/chat_template.jinja2",
     "models/llama/my_generation_config.json",
     # near misses on the extension
     "config.json.bak",
@@ -71,7 +79,7 @@ BAD = (
     "pytorch_model.bin",
     "pytorch_model.bin.index.json",
     "README.md",
-    "tokenizer.json",
+    "tokenizer.model",
 )
 
 

@@ -547,3 +547,10 @@ CLEAN_VARIANTS += [
     ("PK121", family("gemma3", num_hidden_layers=5)),  # five sliding layers, no full-attention one
     ("PK305", with_target(CLEAN["qwen2"], use_flash_attn=True, device="cuda")),  # qwen2 takes no use_flash_attn
 ]
+
+# PK5xx: tokenizer directories (tests/unit/tokenizer_cases.py)
+from tests.unit.tokenizer_cases import TOKENIZER_CASES, TOKENIZER_CLEAN_VARIANTS, TOKENIZER_VARIANTS  # noqa: E402
+
+CASES.update(TOKENIZER_CASES)
+VARIANTS += TOKENIZER_VARIANTS
+CLEAN_VARIANTS += TOKENIZER_CLEAN_VARIANTS

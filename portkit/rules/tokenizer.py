@@ -1,0 +1,827 @@
+"""PK5xx: the ids a candle program feeds its model, against the ids transformers 5 feeds.
+
+A candle program loads tokenizer.json with the `tokenizers` crate (0.22.2, candle-core 0.11.0's
+dependency) and encodes with every part of it; transformers 5 picks the class tokenizer_config.json
+names and, for many classes, rebuilds the normalizer, pre-tokenizer and decoder in Python. These
+rules read both (`portkit.semantics.tokenizer`) and name each difference, the texts it changes and
+where each side's behaviour comes from. Then where generation stops (eos ids), and what
+`generate()` applies that a candle loop does not (a template's BOS, sampling defaults).
+
+Lint never runs the crate or transformers; `portkit verify` encodes a corpus on both sides and
+confirms each finding from the ids.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from portkit.rules.base import Context, Rule, backticked, location
+from portkit.semantics import tokenizer as S
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
+if TYPE_CHECKING:
+    from typing import Any, Iterable
+
+    from portkit.findings import Finding
+    from portkit.model.tokenizer_files import TokenizerFacts, TokenizerJson
+
+
+class TokenizerAnalysis:
+    """Both readings of one directory's tokenizer files, computed once per lint."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.files: TokenizerFacts | None = getattr(ctx.facts, "tokenizer", None)
+        self.tj: TokenizerJson | None = self.files.tokenizer if self.files else None
+
+    @cached_property
+    def config(self) -> dict[str, Any] | None:
+        doc = self.ctx.facts.config
+        return doc.value if doc is not None and isinstance(doc.value, dict) else None
+
+    @cached_property
+    def generation(self) -> dict[str, Any] | None:
+        doc = self.ctx.facts.generation_config
+        return doc.value if doc is not None and isinstance(doc.value, dict) else None
+
+    @cached_property
+    def crate(self) -> S.CrateTokenizer | None:
+        return S.crate_tokenizer(self.tj) if self.tj is not None else None
+
+    @cached_property
+    def transformers(self) -> S.TransformersTokenizer | None:
+        if self.crate is None or self.tj is None or self.files is None:
+            return None
+        stm = self.files.special_tokens_map.value if self.files.special_tokens_map else None
+        return S.transformers_tokenizer(self.crate, self.files.config_value, stm if isinstance(stm, dict) else None, self.config, self.tj.text)
+
+    @cached_property
+    def differences(self) -> dict[str, S.Difference]:
+        if self.crate is None or self.transformers is None or self.crate.refused is not None:
+            return {}
+        return {d.part: d for d in S.differences(self.crate, self.transformers)}
+
+    def cls(self) -> str:
+        """"`LlamaTokenizer` (tokenizer_config.json names `LlamaTokenizer`)"."""
+        tf = self.transformers
+        assert tf is not None
+        return f"`{tf.choice.name}` ({tf.choice.why})"
+
+    def rebuilt_source(self) -> str:
+        tf = self.transformers
+        return tf.rebuilt.source if tf and tf.rebuilt else "tokenization_utils_tokenizers.py:122-199"
+
+
+def analysis(ctx: Context) -> TokenizerAnalysis:
+    cached = ctx.__dict__.get("_tokenizer_analysis")
+    if cached is None:
+        cached = ctx.__dict__["_tokenizer_analysis"] = TokenizerAnalysis(ctx)
+    return cached
+
+
+class _TokenizerRule(Rule):
+    group = "tokenizer"
+    families = ("*",)  # the tokenizer is read the same way whatever module runs the model
+    needs = ("tokenizer",)
+    probe_kind = "tokens"
+
+    def at(self, a: TokenizerAnalysis, key: str) -> Any:
+        assert a.tj is not None
+        return location(a.tj.position(key))
+
+
+# --------------------------------------------------------------------------- the pipeline
+
+
+class NormalizerRebuiltByClass(_TokenizerRule):
+    """The tokenizer class transformers 5 picks replaces tokenizer.json's normalizer.
+
+    ## What it does
+    Finds the class `AutoTokenizer` instantiates (tokenizer_config.json's `tokenizer_class`, or
+    the one config.json's `model_type` forces) and, for a class that rebuilds the pipeline
+    (`LlamaTokenizer`, `GPT2Tokenizer`, `Qwen2Tokenizer`, `CodeGenTokenizer`), compares the
+    normalizer it builds with the one tokenizer.json holds.
+
+    ## Why is this bad?
+    A candle program tokenizes with tokenizer.json as written. The classic Llama 2 / Mistral /
+    Phi-3 file does SentencePiece's whitespace handling in a normalizer (`Prepend("▁")` then
+    `Replace(" " -> "▁")`, no pre-tokenizer); `LlamaTokenizer` drops it and uses a `Metaspace`
+    pre-tokenizer instead. Text with a leading space, repeated spaces, or a space next to a
+    special token then gets other ids: Llama 2 `" Hello world"` is `[1, 29871, 15043, 3186]` in
+    candle and `[1, 15043, 3186]` in transformers. `Qwen2Tokenizer` adds `NFC` to a file saved
+    without it: text with decomposed accents gets other ids.
+
+    ## Example
+    tokenizer.json `"normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", ...},
+    {"type": "Replace", ...}]}` with tokenizer_config.json `"tokenizer_class": "LlamaTokenizer"`.
+
+    Use instead: the pipeline transformers builds, saved into tokenizer.json
+    (`"normalizer": null`, `"pre_tokenizer": {"type": "Metaspace", ...}`), and
+    `"tokenizer_class": "TokenizersBackend"`, which is what a transformers 5 save writes.
+
+    ## Fix
+    `portkit fix --write` writes the normalizer and pre-tokenizer transformers builds into
+    tokenizer.json (every other key kept); `portkit verify` then shows equal ids.
+
+    ## Candle source
+    candle-core-0.11.0/src/quantized/tokenizer.rs:4-18 (candle's `tokenizers::Tokenizer`: the
+    crate 0.22 with `onig`, candle-core-0.11.0/Cargo.toml:273-276); tokenizers-0.22.2
+    src/tokenizer/mod.rs:438-442 (`from_file` deserializes the file as is) and :827-846
+    (`encode` runs its normalizer). transformers 5.24 tokenization_utils_tokenizers.py:114-199
+    (only `TokenizersBackend` or a class without `__init__` loads the file as is),
+    models/llama/tokenization_llama.py:116-133, models/qwen2/tokenization_qwen2.py:61-86.
+
+    ## Verification
+    tokens: verify encodes its corpus (leading and repeated spaces, special tokens with and
+    without spaces around them, unicode) with the crate and with transformers; CONFIRMED when
+    the finding's edit (this normalizer, with the other findings' edits applied) removes
+    differing ids.
+
+    ## References
+    - docs/tokenizers.md
+    - https://github.com/huggingface/transformers/pull/47700 (`LlamaTokenizer`'s Metaspace against the `Prepend`/`Replace` normalizer Llama 2 ships)
+    - https://github.com/huggingface/transformers/pull/24565 (`legacy`)
+    """
+
+    code = "PK501"
+    name = "normalizer-rebuilt-by-class"
+    severity = "error"
+    fix_availability = "always"
+    fix_title = "Write the normalizer and pre-tokenizer transformers builds into tokenizer.json (`portkit fix --write`)"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        a = analysis(ctx)
+        d = a.differences.get("normalizer")
+        if d is None or a.crate is None or a.transformers is None:
+            return
+        tf = a.transformers
+        r_pre, t_pre = a.crate.pre_tokenizer, tf.pre_tokenizer(a.crate)
+        spm = S.prepend_scheme(d.crate, None) == "always" and S.prepend_scheme(d.transformers, t_pre) is not None
+        if spm:
+            texts = "text with a leading space, repeated spaces or a space next to a special token gets other ids (` Hello` is `▁▁Hello` in candle, `▁Hello` in transformers)"
+            # the Metaspace that stands in for the normalizer, with the crate's own prepend scheme
+            r_scheme = S.prepend_scheme(d.crate, r_pre) or "always"
+            meta = dict(S.canonical(t_pre)[0]) if S.canonical(t_pre) else S._metaspace(r_scheme)
+            meta.update(prepend_scheme=r_scheme)
+            edit = {"normalizer": d.transformers, "pre_tokenizer": {"type": "Metaspace", "replacement": meta.get("replacement", "▁"), "prepend_scheme": r_scheme, "split": meta.get("split", False)}}
+        else:
+            texts = "text the two normalizers treat differently gets other ids" + (
+                " (NFC composes decomposed accents: `e\\u0301` is one character in transformers, two in candle)"
+                if any(s.get("type") == "NFC" for s in S.canonical(d.transformers) if isinstance(s, dict))
+                else ""
+            )
+            edit = {"normalizer": d.transformers}
+        t_desc = f"normalizes with `{S.describe(d.transformers)}`" if S.canonical(d.transformers) else "uses no normalizer"
+        r_desc = f"runs tokenizer.json's normalizer `{S.describe(d.crate)}`" if S.canonical(d.crate) else "runs none (tokenizer.json has no normalizer)"
+        yield self.finding(
+            ctx,
+            f"transformers builds {a.cls()}, which {t_desc}; candle's tokenizers crate {r_desc}: {texts}",
+            filename=a.tj.path if a.tj else None,
+            location=self.at(a, "normalizer"),
+            transformers_value=d.transformers,
+            candle_value=d.crate,
+            fix_edits=edit,
+            probe_patch=edit,
+            expect="leading-space" if spm else "unicode",
+        )
+
+
+class PrependSchemeAfterSpecialToken(_TokenizerRule):
+    """candle's crate puts "▁" before the text right after a special token; transformers does not.
+
+    ## What it does
+    Compares where each side adds SentencePiece's "▁" prefix: a `Prepend("▁")` normalizer or a
+    `Metaspace` with `prepend_scheme: "always"` adds it to every segment the special tokens
+    leave, `"first"` only at the start of the input. `LlamaTokenizer` uses `"first"` unless
+    tokenizer_config.json says `"legacy": true` (the default is `false`).
+
+    ## Why is this bad?
+    Every chat template puts text right after a special token. Phi-3 `"<|user|>\\nHi!"` starts
+    the turn with `▁Hi` (6324) in candle and `Hi` (18567) in transformers, so every turn of
+    every conversation differs; TinyLlama `"Hello</s>world"` ends in `▁world` in candle and
+    `world` in transformers.
+
+    ## Example
+    tokenizer_config.json `"tokenizer_class": "LlamaTokenizer", "legacy": false` over a
+    tokenizer.json whose normalizer is `Prepend("▁") + Replace(" " -> "▁")`.
+
+    Use instead: tokenizer.json with `"pre_tokenizer": {"type": "Metaspace", "replacement":
+    "▁", "prepend_scheme": "first", "split": false}` and no normalizer.
+
+    ## Fix
+    `portkit fix --write` writes the pre-tokenizer transformers builds into tokenizer.json.
+
+    ## Candle source
+    candle-core-0.11.0/src/quantized/tokenizer.rs:4-18 (the crate candle uses);
+    tokenizers-0.22.2 src/normalizers/prepend.rs (prepends to every normalized segment),
+    src/pre_tokenizers/metaspace.rs (`PrependScheme::First` only for the first segment).
+    transformers 5.24 models/llama/tokenization_llama.py:120-122,
+    tokenization_utils_base.py:3770-3777 (`legacy` false: `"first"`).
+
+    ## Verification
+    tokens: verify's corpus has text right after each special token and the chat template
+    rendered by transformers; CONFIRMED when this edit removes differing ids there.
+
+    ## References
+    - docs/tokenizers.md
+    - https://github.com/huggingface/transformers/pull/24565 (`legacy=False`: no extra space after a special token)
+    - https://github.com/ggml-org/llama.cpp/issues/7094 (spaces after added tokens with `legacy: true`)
+    """
+
+    code = "PK502"
+    name = "prefix-space-after-special-token"
+    severity = "error"
+    fix_availability = "always"
+    fix_title = "Write the pre-tokenizer transformers builds into tokenizer.json (`portkit fix --write`)"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        a = analysis(ctx)
+        d = a.differences.get("prepend_scheme")
+        if d is None or a.crate is None or a.transformers is None:
+            return
+        t_pre = a.transformers.pre_tokenizer(a.crate)
+        r_steps = S.canonical(a.crate.pre_tokenizer)
+        if any(isinstance(s, dict) and s.get("type") == "Metaspace" for s in r_steps):
+            steps = [dict(s, prepend_scheme=d.transformers) if isinstance(s, dict) and s.get("type") == "Metaspace" else s for s in r_steps]
+            pre: Any = steps[0] if len(steps) == 1 else {"type": "Sequence", "pretokenizers": steps}
+        else:
+            pre = t_pre
+        after = "the text right after a special token (every chat turn)"
+        where = "`Prepend(\"▁\")` normalizer" if S.prepend_scheme(a.crate.normalizer, None) == "always" else "pre-tokenizer"
+        yield self.finding(
+            ctx,
+            f"transformers builds {a.cls()} with `Metaspace(prepend_scheme={d.transformers})`; candle's tokenizers crate adds "
+            f"\"▁\" {'to every segment' if d.crate == 'always' else 'as ' + str(d.crate)} through tokenizer.json's {where}: "
+            f"{after} starts with another id in candle (`▁Hi` vs `Hi`)",
+            filename=a.tj.path if a.tj else None,
+            location=self.at(a, "pre_tokenizer"),
+            transformers_value=d.transformers,
+            candle_value=d.crate,
+            fix_edits={"pre_tokenizer": pre},
+            probe_patch={"pre_tokenizer": pre},
+            expect="after-special",
+        )
+
+
+class PreTokenizerRebuiltByClass(_TokenizerRule):
+    """The tokenizer class transformers 5 picks drops or changes steps of tokenizer.json's pre-tokenizer.
+
+    ## What it does
+    Compares the pre-tokenizer steps of tokenizer.json with those the class `AutoTokenizer`
+    picks builds (`GPT2Tokenizer`: a plain `ByteLevel`; `Qwen2Tokenizer`: its own `Split`
+    regex then `ByteLevel`) and names the steps one side has and the other lacks.
+
+    ## Why is this bad?
+    SmolLM-style files split digits one by one (`Digits(individual_digits=true)` before
+    `ByteLevel`); `GPT2Tokenizer` rebuilds a plain `ByteLevel`, so transformers keeps `2024`
+    whole where candle feeds four ids. A changed `Split` regex or `add_prefix_space` moves
+    word boundaries the same way.
+
+    ## Example
+    tokenizer.json `"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Digits",
+    "individual_digits": true}, {"type": "ByteLevel", ...}]}` with `"tokenizer_class":
+    "GPT2Tokenizer"`.
+
+    Use instead: the pre-tokenizer transformers builds in tokenizer.json and `"tokenizer_class":
+    "TokenizersBackend"`.
+
+    ## Fix
+    `portkit fix --write` writes the pre-tokenizer transformers builds into tokenizer.json.
+
+    ## Candle source
+    candle-core-0.11.0/src/quantized/tokenizer.rs:4-18 (the crate candle uses);
+    tokenizers-0.22.2 src/pre_tokenizers/sequence.rs and digits.rs. transformers 5.24
+    models/gpt2/tokenization_gpt2.py:109-120, models/qwen2/tokenization_qwen2.py:61-86.
+
+    ## Verification
+    tokens: verify's corpus has digits, code and spaces; CONFIRMED when this edit removes
+    differing ids.
+
+    ## References
+    - docs/tokenizers.md
+    """
+
+    code = "PK503"
+    name = "pre-tokenizer-rebuilt-by-class"
+    severity = "error"
+    fix_availability = "always"
+    fix_title = "Write the pre-tokenizer transformers builds into tokenizer.json (`portkit fix --write`)"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        a = analysis(ctx)
+        d = a.differences.get("pre_tokenizer")
+        if d is None:
+            return
+        dropped, added = d.detail.get("dropped", []), d.detail.get("added", [])
+        parts = []
+        if dropped:
+            parts.append(f"drops tokenizer.json's {backticked([S.describe(s) for s in dropped])}")
+        if added:
+            parts.append(f"uses {backticked([S.describe(s) for s in added])} instead")
+        digits = any(isinstance(s, dict) and s.get("type") == "Digits" for s in dropped)
+        texts = "numbers get other ids (candle splits every digit)" if digits else "text split at other boundaries gets other ids"
+        yield self.finding(
+            ctx,
+            f"transformers builds {a.cls()}, whose pre-tokenizer {' and '.join(parts)}: {texts}",
+            filename=a.tj.path if a.tj else None,
+            location=self.at(a, "pre_tokenizer"),
+            transformers_value=d.transformers,
+            candle_value=d.crate,
+            fix_edits={"pre_tokenizer": d.transformers},
+            probe_patch={"pre_tokenizer": d.transformers},
+            expect="digits" if digits else "every-text",
+        )
+
+
+class DecoderRebuiltByClass(_TokenizerRule):
+    """The tokenizer class transformers 5 picks decodes ids with another decoder than tokenizer.json's.
+
+    ## What it does
+    Compares the decoder the class `AutoTokenizer` picks builds with tokenizer.json's.
+
+    ## Why is this bad?
+    The ids are the same, the text is not: a candle program decodes its generated ids with
+    tokenizer.json's decoder, and the text it prints differs from transformers' (a leading
+    space kept or stripped, "▁" left in, bytes not fused).
+
+    ## Example
+    tokenizer.json `"decoder": {"type": "Metaspace", ...}` with `"tokenizer_class":
+    "LlamaTokenizer"`, which decodes with `Replace("▁" -> " ") + ByteFallback + Fuse + Strip`.
+
+    Use instead: the decoder transformers builds, in tokenizer.json.
+
+    ## Fix
+    `portkit fix --write` writes the decoder transformers builds into tokenizer.json.
+
+    ## Candle source
+    candle-core-0.11.0/src/quantized/tokenizer.rs:4-18 (the crate candle uses);
+    tokenizers-0.22.2 src/tokenizer/mod.rs:891-911 (`decode`). transformers 5.24
+    models/llama/tokenization_llama.py:124-133, models/gpt2/tokenization_gpt2.py:120.
+
+    ## Verification
+    tokens: verify decodes the same ids on both sides; CONFIRMED when the texts differ.
+
+    ## References
+    - docs/tokenizers.md
+    """
+
+    code = "PK504"
+    name = "decoder-rebuilt-by-class"
+    severity = "warning"
+    fix_availability = "always"
+    fix_title = "Write the decoder transformers builds into tokenizer.json (`portkit fix --write`)"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        a = analysis(ctx)
+        d = a.differences.get("decoder")
+        if d is None:
+            return
+        yield self.finding(
+            ctx,
+            f"transformers builds {a.cls()}, which decodes with `{S.describe(d.transformers)}`; candle's tokenizers crate "
+            f"decodes with tokenizer.json's `{S.describe(d.crate)}`: the same ids decode to other text",
+            filename=a.tj.path if a.tj else None,
+            location=self.at(a, "decoder"),
+            transformers_value=d.transformers,
+            candle_value=d.crate,
+            fix_edits={"decoder": d.transformers},
+            probe_patch={"decoder": d.transformers},
+            expect="decode",
+        )
+
+
+class SpecialTokenNormalized(_TokenizerRule):
+    """A special token with `normalized: true`: candle's crate looks for it after normalization.
+
+    ## What it does
+    Flags special tokens in tokenizer.json's `added_tokens` marked `"normalized": true` when
+    the file has a normalizer and transformers matches the token another way: its class drops
+    that normalizer, or tokenizer_config.json's `added_tokens_decoder` says `normalized: false`.
+
+    ## Why is this bad?
+    The crate matches a normalized added token in the normalized text, against the normalized
+    token: after `Prepend("▁") + Replace(" " -> "▁")`, `<s>` is looked for as `▁<s>`.
+    transformers splits it out of the raw text first. Llama 2 `"Hello <s> world"` is
+    `[1, 15043, 1, 3186]` in candle and `[1, 15043, 29871, 1, 3186]` in transformers;
+    in `"Hello<s>world"` candle does not see `<s>` at all.
+
+    ## Example
+    `{"id": 1, "content": "<s>", ..., "normalized": true, "special": true}` in tokenizer.json's
+    `added_tokens`, with a `Prepend`/`Replace` normalizer.
+
+    Use instead: `"normalized": false` on special tokens (what transformers 5 matches with).
+
+    ## Fix
+    `portkit fix --write` clears `normalized` on those special tokens.
+
+    ## Candle source
+    candle-core-0.11.0/src/quantized/tokenizer.rs:4-18 (the crate candle uses);
+    tokenizers-0.22.2 src/tokenizer/added_vocabulary.rs (`extract_and_normalize`: non-normalized
+    tokens are split from the raw text, normalized ones from the normalized text).
+    transformers 5.24 tokenization_utils_base.py:1889-1899 (`added_tokens_decoder` flags),
+    tokenization_utils_tokenizers.py:477-512 (tokens re-added with them).
+
+    ## Verification
+    tokens: verify's corpus has each special token inside text, with and without spaces;
+    CONFIRMED when clearing the flag removes differing ids.
+
+    ## References
+    - docs/tokenizers.md
+    - https://github.com/TransformerLensOrg/TransformerLens/issues/373 (Llama's `<s>` not recognised inside text)
+    """
+
+    code = "PK505"
+    name = "special-token-normalized"
+    severity = "error"
+    fix_availability = "always"
+    fix_title = "Set `normalized` to false on the special tokens in tokenizer.json (`portkit fix --write`)"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        a = analysis(ctx)
+        if a.crate is None or a.transformers is None or a.tj is None or a.crate.refused is not None:
+            return
+        if not S.canonical(a.crate.normalizer):
+            return  # without a normalizer the normalized text is the text: nothing to differ
+        t_norm = a.transformers.normalizer(a.crate)
+        same_norm = S.canonical(t_norm) == S.canonical(a.crate.normalizer)
+        tokens = [
+            c
+            for c, f in a.crate.added.items()
+            if f.get("special") and f.get("normalized") and (not same_norm or not a.transformers.added.get(c, {}).get("normalized"))
+        ]
+        if not tokens:
+            return
+        why = (
+            f"transformers builds {a.cls()}, which " + (f"normalizes with `{S.describe(t_norm)}`" if S.canonical(t_norm) else "uses no normalizer")
+            if not same_norm
+            else "tokenizer_config.json's `added_tokens_decoder` has transformers match them on the raw text"
+        )
+        yield self.finding(
+            ctx,
+            f"special token{'s' if len(tokens) > 1 else ''} {backticked(tokens)} {'are' if len(tokens) > 1 else 'is'} `normalized: true`: "
+            f"candle's tokenizers crate looks for {'them' if len(tokens) > 1 else 'it'} after tokenizer.json's normalizer "
+            f"`{S.describe(a.crate.normalizer)}`, {why}: text with {'them' if len(tokens) > 1 else 'it'} inside gets other ids",
+            filename=a.tj.path,
+            location=location(a.tj.added_token_position(tokens[0])),
+            transformers_value={c: False for c in tokens},
+            candle_value={c: True for c in tokens},
+            fix_edits={"normalized_false": tokens},
+            probe_patch={"normalized_false": tokens},
+            expect="special-inside",
+        )
+
+
+class PaddingSavedInTokenizer(_TokenizerRule):
+    """tokenizer.json saves padding or truncation: candle's crate applies it to every encode.
+
+    ## What it does
+    Flags a non-null `padding` or `truncation` in tokenizer.json (fine-tuning scripts often save
+    the trainer's settings into it).
+
+    ## Why is this bad?
+    The crate pads and truncates every `encode`: a candle program feeds `[19556, 905, 49152 x
+    126]` for `"Hello world"` with padding to 128 saved, and a long prompt is cut. transformers
+    turns both off for a plain call, whatever the file says. Every text differs.
+
+    ## Example
+    `"padding": {"strategy": {"Fixed": 128}, "pad_id": 49152, ...}, "truncation": {"max_length": 128, ...}`.
+
+    Use instead: `"padding": null, "truncation": null`.
+
+    ## Fix
+    `portkit fix --write` sets both to null.
+
+    ## Candle source
+    candle-core-0.11.0/src/quantized/tokenizer.rs:4-18 (the crate candle uses);
+    tokenizers-0.22.2 src/tokenizer/serialization.rs:122-127 (read from the file),
+    src/tokenizer/mod.rs:1279-1300 (`post_process` truncates and pads). transformers 5.24
+    tokenization_utils_tokenizers.py:941-943 and 964-966 (no truncation, no padding for a plain call).
+
+    ## Verification
+    tokens: every text of verify's corpus; CONFIRMED when removing them removes differing ids.
+
+    ## References
+    - docs/tokenizers.md
+    """
+
+    code = "PK506"
+    name = "padding-saved-in-tokenizer"
+    severity = "error"
+    fix_availability = "always"
+    fix_title = "Remove `padding` and `truncation` from tokenizer.json (`portkit fix --write`)"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        a = analysis(ctx)
+        if a.crate is None or a.tj is None or a.crate.refused is not None:
+            return
+        pad, trunc = a.crate.padding, a.crate.truncation
+        if pad is None and trunc is None:
+            return
+        bits = []
+        if isinstance(pad, dict):
+            strategy = pad.get("strategy")
+            fixed = strategy.get("Fixed") if isinstance(strategy, dict) else None
+            bits.append(f"padding ({f'to {fixed}' if fixed is not None else 'to the longest'} with `{pad.get('pad_token')}`)")
+        elif pad is not None:
+            bits.append("padding")
+        if isinstance(trunc, dict):
+            bits.append(f"truncation (at {trunc.get('max_length')})")
+        elif trunc is not None:
+            bits.append("truncation")
+        key = "padding" if pad is not None else "truncation"
+        yield self.finding(
+            ctx,
+            f"tokenizer.json saves {' and '.join(bits)}: candle's tokenizers crate applies {'them' if len(bits) > 1 else 'it'} to every "
+            "`encode`, transformers turns both off for a plain call: every text gets other ids",
+            filename=a.tj.path,
+            location=self.at(a, key),
+            transformers_value={"padding": None, "truncation": None},
+            candle_value={"padding": pad, "truncation": trunc},
+            fix_edits={"padding": None, "truncation": None},
+            probe_patch={"padding": None, "truncation": None},
+            expect="every-text",
+        )
+
+
+class TokenizerRefusedByCrate(_TokenizerRule):
+    """The tokenizers crate candle uses cannot load tokenizer.json.
+
+    ## What it does
+    Reads tokenizer.json the way the crate's serde deserializer does and predicts its refusal:
+    a `version` other than "1.0", no `model`, an unknown model or component `type`, BPE without
+    vocab or merges, a merge string that does not split into two tokens at one space.
+
+    ## Why is this bad?
+    `Tokenizer::from_file` fails in the candle program before anything runs. A merge of three
+    spaces (`"   "`) fails in both runtimes; a file with merges saved as pairs loads in 0.22 but
+    fails in programs pinned to tokenizers 0.19 or older ("data did not match any variant of
+    untagged enum ModelWrapper").
+
+    ## Example
+    `"merges": ["▁ t", "   ", ...]`.
+
+    Use instead: merges that each hold two tokens separated by one space (or as pairs).
+
+    ## Fix
+    None automatic: regenerate tokenizer.json with the `tokenizers` library.
+
+    ## Candle source
+    candle-core-0.11.0/src/quantized/tokenizer.rs:4-18 (the crate candle uses);
+    tokenizers-0.22.2 src/tokenizer/serialization.rs:108-151, src/models/mod.rs:73-135,
+    src/models/bpe/model.rs:286-303, src/models/bpe/serialization.rs:131-154.
+
+    ## Verification
+    crash: verify loads tokenizer.json with the crate; CRASH-CONFIRMED when it fails with the
+    predicted message.
+
+    ## References
+    - https://github.com/huggingface/tokenizers/pull/909 (merges and spaces)
+    - https://github.com/allenai/open-instruct/issues/738 (merges saved as pairs, read by tokenizers 0.19: "data did not match any variant of untagged enum ModelWrapper")
+    """
+
+    code = "PK507"
+    name = "tokenizer-refused-by-crate"
+    severity = "error"
+    effect = "load-error"
+    fix_title = "Regenerate tokenizer.json with the `tokenizers` library; no edit portkit can make fixes it"
+    probe_kind = "crash"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        a = analysis(ctx)
+        if a.crate is None or a.crate.refused is None or a.tj is None:
+            return
+        msg = a.crate.refused
+        key = "merges" if msg.startswith(("Merges", "Missing vocab")) else "model" if "Model" in msg else "version" if msg.startswith("Unknown tokenizer version") else None
+        for k, _, _, enum in S._COMPONENTS:
+            if enum in msg:
+                key = k
+        yield self.finding(
+            ctx,
+            f"the tokenizers crate 0.22.2 that candle uses refuses tokenizer.json: `{msg}`; `Tokenizer::from_file` fails before anything runs",
+            filename=a.tj.path,
+            location=self.at(a, key) if key else location(None),
+            candle_value=msg,
+            expect=msg,
+        )
+
+
+# --------------------------------------------------------------------------- generation
+
+
+class EosStopSetBeyondTokenizerEos(_TokenizerRule):
+    """`generate()` stops on more (or other) ids than the tokenizer's eos token.
+
+    ## What it does
+    Compares the ids transformers' `generate()` stops on (generation_config.json's
+    `eos_token_id`, else config.json's) with the id of the tokenizer's `eos_token`.
+
+    ## Why is this bad?
+    A candle program stops where it is told, usually on `tokenizer.token_to_id(eos_token)`.
+    Llama 3.1 Instruct stops on [128001, 128008, 128009] while its tokenizer's eos is
+    `<|eot_id|>` (128009); Qwen2.5 stops on [151645, 151643] (eos `<|im_end|>`); Phi-3's
+    tokenizer eos `<|endoftext|>` is not how a turn ends (`<|end|>`). Stopping on the
+    tokenizer's eos alone runs past the end of the answer.
+
+    ## Example
+    generation_config.json `{"eos_token_id": [128001, 128008, 128009]}` with tokenizer_config.json
+    `"eos_token": "<|eot_id|>"`.
+
+    ## Fix
+    Stop your candle loop on every id the message lists (`LlamaEosToks::Multiple` for
+    candle's llama). No file edit: both files are right for transformers.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/llama.rs:31-36 (`LlamaEosToks`: single or multiple);
+    candle-transformers-0.11.0/src/generation/mod.rs:114 (`sample` knows no eos).
+
+    ## Verification
+    static-only: a fact about the files; verify's greedy reference stops on generation_config's ids.
+
+    ## References
+    - https://github.com/huggingface/candle/issues/2085 (llama3 instruct ends turns with `<|eot_id|>`)
+    - docs/tokenizers.md
+    """
+
+    code = "PK508"
+    name = "eos-stop-set-beyond-tokenizer-eos"
+    severity = "warning"
+    fix_title = "Stop the candle generation loop on every id `generate()` stops on"
+    probe_kind = "static-only"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        from portkit.semantics.transformers import eos_ids
+
+        a = analysis(ctx)
+        if a.crate is None or a.transformers is None or a.tj is None:
+            return
+        gen, cfg = a.generation, a.config
+        if gen is not None and "eos_token_id" in gen:
+            stop, src, doc = eos_ids(gen["eos_token_id"]), "generation_config.json", ctx.facts.generation_config
+        elif cfg is not None and "eos_token_id" in cfg:
+            stop, src, doc = eos_ids(cfg["eos_token_id"]), "config.json", ctx.facts.config
+        else:
+            return
+        eos = a.transformers.eos_token
+        eos_id = S.token_id(a.tj, a.crate, eos)
+        if not stop or eos_id is None or set(stop) == {eos_id}:
+            return
+        missed = [i for i in stop if i != eos_id]
+        id_to_token = {v: k for k, v in a.crate.added_ids.items()}
+        named = ", ".join(f"{i} (`{id_to_token[i]}`)" if i in id_to_token else str(i) for i in missed)
+        if eos_id in stop:
+            tail = f"a candle loop that stops on it never stops on {named}"
+        else:
+            tail = f"a candle loop that stops on it stops where `generate()` does not, and never on {named}"
+        assert doc is not None
+        yield self.finding(
+            ctx,
+            f"transformers' `generate()` stops on `eos_token_id` {stop} ({src}); the tokenizer's eos token `{eos}` is {eos_id}: {tail}",
+            filename=doc.path,
+            location=location(doc.position("eos_token_id")),
+            transformers_value=stop,
+            candle_value=[eos_id],
+        )
+
+
+class ChatTemplateWritesBos(_TokenizerRule):
+    """The chat template writes the BOS text and the post-processor adds BOS too.
+
+    ## What it does
+    Flags a chat template that writes `{{ bos_token }}` (or the BOS text itself) when
+    tokenizer.json's post-processor also puts the BOS token first.
+
+    ## Why is this bad?
+    Encoding the rendered conversation with special tokens (`encode(text, true)` in candle, the
+    default in transformers) gives the BOS twice: `[128000, 128000, ...]` for Llama 3.1,
+    `[1, 1, ...]` for Mistral. Both runtimes agree, and both feed the model a prompt it was
+    not trained on.
+
+    ## Example
+    Llama 3.1's template starts with `{{- bos_token }}`; its tokenizer.json's
+    `TemplateProcessing` starts every sequence with `<|begin_of_text|>`.
+
+    ## Fix
+    Encode the rendered template with `add_special_tokens` false (`encode(text, false)` in
+    candle), or drop `{{ bos_token }}` from the template.
+
+    ## Candle source
+    candle-core-0.11.0/src/quantized/tokenizer.rs:4-18 (the crate candle uses);
+    tokenizers-0.22.2 src/processors/template.rs (`TemplateProcessing` adds the special
+    tokens when `add_special_tokens` is true). transformers 5.24
+    tokenization_utils_base.py:1818-1820 (`add_bos_token` is dropped when tokenizer.json exists).
+
+    ## Verification
+    tokens: verify renders a two-turn conversation with transformers and encodes it on both
+    sides; CONFIRMED when both start with BOS twice.
+
+    ## References
+    - https://github.com/vllm-project/vllm/pull/27515, https://github.com/abetlen/llama-cpp-python/issues/1501 (Llama 3 double BOS)
+    - docs/tokenizers.md
+    """
+
+    code = "PK509"
+    name = "chat-template-writes-bos"
+    severity = "warning"
+    fix_title = "Encode the rendered chat template without special tokens, or drop `{{ bos_token }}` from it"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        a = analysis(ctx)
+        if a.crate is None or a.transformers is None or a.files is None or a.tj is None:
+            return
+        jinja = a.files.chat_template
+        template = S.chat_template_source(a.files.config_value, jinja.text if jinja else None)
+        bos = S.adds_bos(a.crate.post_processor)
+        if template is None or bos is None or bos != a.transformers.bos_token:
+            return
+        how = S.template_writes_bos(template, bos)
+        if how is None:
+            return
+        if jinja is not None:
+            filename, loc = jinja.path, location(None)
+        else:
+            assert a.files.config is not None
+            filename, loc = a.files.config.path, location(a.files.config.position("chat_template"))
+        yield self.finding(
+            ctx,
+            f"the chat template writes `{how}` and tokenizer.json's post-processor adds `{bos}` too: with special tokens on, "
+            f"candle and transformers both feed `{bos}` twice",
+            filename=filename,
+            location=loc,
+            transformers_value=[bos, bos],
+            candle_value=[bos, bos],
+            expect="chat",
+        )
+
+
+class GenerationSamplingDefaults(_TokenizerRule):
+    """generation_config.json makes `generate()` sample; a candle loop does only what it is given.
+
+    ## What it does
+    Lists the sampling settings of generation_config.json that `generate()` applies by default
+    (`do_sample`, `temperature`, `top_p`, `top_k`; `repetition_penalty` even when greedy).
+
+    ## Why is this bad?
+    It is not wrong, but it is not the same run: transformers samples at temperature 0.6 with
+    top-p 0.9 where a candle program passing nothing decodes greedily. Outputs compared
+    across the two runtimes will differ for that reason alone.
+
+    ## Example
+    `{"do_sample": true, "temperature": 0.6, "top_p": 0.9}`.
+
+    ## Fix
+    Pass the same settings to candle's `LogitsProcessor` (`LogitsProcessor::new(seed,
+    Some(0.6), Some(0.9))`, `Sampling::TopKThenTopP`) and `apply_repeat_penalty`, or compare
+    greedy runs.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/generation/mod.rs:31-42 (`LogitsProcessor::new`: only the
+    temperature and top-p passed), candle-transformers-0.11.0/src/utils.rs:25
+    (`apply_repeat_penalty`, called by the program).
+
+    ## Verification
+    static-only: verify compares greedy decoding on both sides.
+
+    ## References
+    - docs/tokenizers.md
+    """
+
+    code = "PK510"
+    name = "generation-sampling-defaults"
+    severity = "info"
+    fix_title = "Pass the same sampling settings to candle's `LogitsProcessor`, or compare greedy runs"
+    probe_kind = "static-only"
+    needs = ("generation_config",)
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        a = analysis(ctx)
+        doc = ctx.facts.generation_config
+        if doc is None:
+            return
+        found = S.sampling_defaults(a.generation)
+        if not found:
+            return
+        shown = ", ".join(f"`{k}`={'true' if v is True else v}" for k, v in found.items())
+        key = next(iter(found))
+        yield self.finding(
+            ctx,
+            f"generation_config.json makes `generate()` apply {shown} by default; candle's `LogitsProcessor` applies only "
+            "what the program passes",
+            filename=doc.path,
+            location=location(doc.position(key)),
+            transformers_value=found,
+            candle_value=None,
+        )
+
+
+RULES = (
+    NormalizerRebuiltByClass,
+    PrependSchemeAfterSpecialToken,
+    PreTokenizerRebuiltByClass,
+    DecoderRebuiltByClass,
+    SpecialTokenNormalized,
+    PaddingSavedInTokenizer,
+    TokenizerRefusedByCrate,
+    EosStopSetBeyondTokenizerEos,
+    ChatTemplateWritesBos,
+    GenerationSamplingDefaults,
+)

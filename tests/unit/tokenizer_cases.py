@@ -1,0 +1,119 @@
+"""PK5xx cases: tokenizer directories in the shapes real checkpoints publish (fixtures.tokenizer_shapes),
+each a triggering variant and a clean one (a transformers 5 save), plus edits for the rules no
+shape triggers on its own. Merged into tests.unit.rule_cases."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+from fixtures.tokenizer_shapes import write_tokenizer
+
+Builder = Callable[[Path], tuple[Path, dict[str, Any]]]
+Edit = Callable[[dict[str, Any]], None]
+
+
+def shape(name: str, variant: str = "trigger", *, tokenizer: Edit | None = None, config: Edit | None = None,
+          generation: Edit | None = None, files: dict[str, Any] | None = None) -> Builder:  # fmt: skip
+    """A shape's tokenizer files, edited: `tokenizer`/`config`/`generation` change tokenizer.json,
+    tokenizer_config.json and generation_config.json in place; `files` adds or replaces files
+    (None removes one)."""
+
+    def b(root: Path) -> tuple[Path, dict[str, Any]]:
+        write_tokenizer(root, name, variant)  # type: ignore[arg-type]
+        for fname, edit in (("tokenizer.json", tokenizer), ("tokenizer_config.json", config), ("generation_config.json", generation)):
+            if edit is not None:
+                p = root / fname
+                doc = json.loads(p.read_text(encoding="utf-8")) if p.exists() else {}
+                edit(doc)
+                p.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        for fname, value in (files or {}).items():
+            if value is None:
+                (root / fname).unlink(missing_ok=True)
+            else:
+                (root / fname).write_text(value if isinstance(value, str) else json.dumps(value, indent=2), encoding="utf-8")
+        return root, {}
+
+    return b
+
+
+def _set(**kv: Any) -> Edit:
+    return lambda d: d.update(kv)
+
+
+def _bad_merge(d: dict[str, Any]) -> None:
+    d["model"]["merges"] = d["model"]["merges"][:5] + ["   "] + d["model"]["merges"][5:]
+
+
+def _decoder_metaspace(d: dict[str, Any]) -> None:
+    d["decoder"] = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": False}
+
+
+def _normalized_decoder(d: dict[str, Any]) -> None:
+    d["tokenizer_class"] = "TokenizersBackend"
+    d["added_tokens_decoder"] = {
+        str(i): {"content": t, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False, "special": True}
+        for i, t in enumerate(("<unk>", "<s>", "</s>"))
+    }
+
+
+TOKENIZER_CASES: dict[str, tuple[Builder, Builder]] = {
+    "PK501": (shape("llama2"), shape("llama2", "clean")),
+    "PK502": (shape("phi3"), shape("phi3", "clean")),
+    "PK503": (shape("smollm"), shape("smollm", "clean")),
+    # the transformers 5 save with the class name put back and the decoder of another file
+    "PK504": (shape("llama2", "clean", tokenizer=_decoder_metaspace, config=_set(tokenizer_class="LlamaTokenizer")), shape("llama2", "clean")),
+    "PK505": (shape("llama2"), shape("llama2", "clean")),
+    "PK506": (shape("smollm"), shape("smollm", "clean")),
+    "PK507": (shape("llama2", tokenizer=_bad_merge), shape("llama2")),
+    "PK508": (shape("llama3"), shape("llama3", "clean")),
+    "PK509": (shape("mistral"), shape("mistral", "clean")),
+    "PK510": (shape("llama3"), shape("llama3", "clean")),
+}
+
+TOKENIZER_VARIANTS: list[tuple[str, Builder, str]] = [
+    ("PK501", shape("qwen2"), "which normalizes with `NFC`; candle's tokenizers crate runs none"),
+    ("PK501", shape("llama2"), "`LlamaTokenizer` (tokenizer_config.json names `LlamaTokenizer`), which uses no normalizer"),
+    ("PK501", shape("mistral"), "`Prepend(\"▁\") + Replace(\" \" -> \"▁\")`"),
+    # loaded as is, but tokenizer_config.json's added_tokens_decoder matches `<s>` on the raw text
+    ("PK505", shape("llama2", config=_normalized_decoder), "`added_tokens_decoder` has transformers match them on the raw text"),
+    ("PK505", shape("llama2"), "special tokens `<unk>`, `<s>` are `normalized: true`"),
+    ("PK506", shape("smollm", tokenizer=_set(truncation=None)), "saves padding (to 48 with `<|im_end|>`):"),
+    ("PK506", shape("smollm", tokenizer=_set(padding=None)), "saves truncation (at 48):"),
+    ("PK507", shape("llama2", tokenizer=_bad_merge), "`Merges text file invalid at line 6`"),
+    ("PK507", shape("llama2", tokenizer=_set(version="2.0")), "`Unknown tokenizer version '2.0'`"),
+    ("PK507", shape("llama2", tokenizer=lambda d: d["model"].update(type="Bogus")), "untagged enum ModelUntagged"),
+    ("PK507", shape("llama2", tokenizer=_set(normalizer={"type": "Bogus"})), "untagged enum NormalizerUntagged"),
+    ("PK508", shape("phi3"), "`<|endoftext|>` is"),
+    # the eos list in config.json alone (no generation_config.json): generate() reads config.json's
+    ("PK508", shape("qwen2", files={"generation_config.json": None, "config.json": {"model_type": "qwen3", "eos_token_id": [476, 474]}}), "(config.json)"),
+    ("PK509", shape("llama3"), "`{{ bos_token }}`"),
+    ("PK509", shape("llama3", config=lambda d: d.pop("chat_template"), files={"chat_template.jinja": "<|begin_of_text|>{{ messages[0]['content'] }}"}), "writes `<|begin_of_text|>`"),
+    ("PK510", shape("llama3", generation=_set(do_sample=False, repetition_penalty=1.1)), "`repetition_penalty`=1.1"),
+    # a Llama 2 file named Qwen2Tokenizer beside a qwen3 config: the hub class stands
+    ("PK501", shape("llama2", files={"config.json": {"model_type": "qwen3"}}, config=_set(tokenizer_class="Qwen2Tokenizer")), "`Qwen2Tokenizer`"),
+    # qwen2's hub class is overridden by the class its model_type registers (tokenization_auto.py:392, :866-910)
+    ("PK501", shape("qwen2", files={"config.json": {"model_type": "qwen2"}}, config=_set(tokenizer_class="PreTrainedTokenizerFast")),
+     "config.json's `model_type` `qwen2` registers `Qwen2Tokenizer`"),
+]
+
+TOKENIZER_CLEAN_VARIANTS: list[tuple[str, Builder]] = [
+    # phi3 model_type: transformers loads tokenizer.json as is (tokenization_auto.py:866-910)
+    ("PK501", shape("phi3", files={"config.json": {"model_type": "phi3"}})),
+    ("PK502", shape("phi3", files={"config.json": {"model_type": "phi3"}})),
+    # legacy true: "always" on both sides
+    ("PK502", shape("mistral")),
+    # a LlamaTokenizer declared over a byte-level file loads as is (tokenization_auto.py:846-862)
+    ("PK503", shape("llama3", config=_set(tokenizer_class="LlamaTokenizerFast"))),
+    ("PK501", shape("llama3", config=_set(tokenizer_class="LlamaTokenizerFast"))),
+    # no normalizer: a normalized special token is matched on the text itself
+    ("PK505", shape("llama2", "clean", tokenizer=lambda d: d["added_tokens"][1].update(normalized=True))),
+    # TokenizersBackend without added_tokens_decoder: both sides read the same flags
+    ("PK505", shape("llama2", config=_set(tokenizer_class="TokenizersBackend"))),
+    ("PK507", shape("smollm")),  # merges as pairs
+    ("PK508", shape("llama3", generation=_set(eos_token_id=479))),
+    ("PK509", shape("phi3")),  # its template writes no BOS
+    ("PK509", shape("llama3", tokenizer=_set(post_processor=None))),
+    ("PK510", shape("llama3", generation=_set(do_sample=False))),  # greedy: temperature and top_p unused
+]
