@@ -22,12 +22,15 @@ from pathlib import Path
 
 import numpy as np
 
-from portkit.porting.dumpfile import GREEDY_LOGITS, DumpFile, describe_names, is_hidden
+from portkit.porting.dumpfile import GREEDY_LOGITS, TOKEN_NAMES, DumpFile, describe_names, is_hidden
 from portkit.verify.compare import TOLERANCES, Tolerance, compare_greedy, compare_layers, compare_logits, compare_steps
 from portkit.verify.inputs import BadInput
 from portkit.verify.runs import Comparison
 
 DTYPES = tuple(TOLERANCES)  # f32 f16 bf16 q8_0 q4_k
+#: a candidate may have generated this many more tokens than the reference (the first
+#: len(reference) are compared); a header claiming more is refused before anything is read
+MAX_EXTRA_TOKENS = 4096
 _STORED_TOLERANCE = {"F16": "f16", "BF16": "bf16"}
 
 
@@ -78,14 +81,14 @@ def _teacher_forced_rows(R: dict[str, np.ndarray], C: dict[str, np.ndarray]) -> 
     return ref_rows, got_rows
 
 
-def _check_logits_shape(cand: DumpFile, ref: np.ndarray, got: np.ndarray) -> None:
+def _check_logits_shape(cand: Path, ref: np.ndarray, got: tuple[int, ...]) -> None:
     vocab = ref.shape[-1]
-    full = got.ndim == 2 and ref.ndim == 2 and got.shape == ref.shape
+    full = len(got) == 2 and ref.ndim == 2 and got == ref.shape
     # the last position only, or every position against a reference that kept only the last
-    last = got.shape in ((vocab,), (1, vocab)) or (ref.ndim == 1 and got.ndim == 2 and got.shape[1] == vocab)
+    last = got in ((vocab,), (1, vocab)) or (ref.ndim == 1 and len(got) == 2 and got[1] == vocab and got[0] >= 1)
     if not (full or last):
         want = f"{list(ref.shape)} or [{vocab}] (the last position)" if ref.ndim == 2 else f"[{vocab}]"
-        raise BadInput(f"{cand.path}: `logits` has shape {list(got.shape)}, the reference's is {want}")
+        raise BadInput(f"{cand}: `logits` has shape {list(got)}, the reference's is {want}")
 
 
 def _check_no_gap(ref: DumpFile, cand: DumpFile) -> None:
@@ -102,10 +105,85 @@ def _check_no_gap(ref: DumpFile, cand: DumpFile) -> None:
             )
 
 
+def validate_reference(ref: DumpFile) -> None:
+    """The reference is input too (a file anyone can hand over): each tensor compare reads has a
+    shape it can be read at, so a hostile reference is one line, as a hostile candidate is."""
+    R = ref.tensors
+
+    def bad(what: str) -> BadInput:
+        return BadInput(f"{ref.path}: {what}, so it is no reference compare can read")
+
+    if not R:
+        raise bad("it holds no tensors")
+    logits = R.get("logits")
+    if logits is not None and (logits.ndim not in (1, 2) or 0 in logits.shape):
+        raise bad(f"`logits` has shape {list(logits.shape)}, not [vocab] or [T, vocab]")
+    for name in TOKEN_NAMES:
+        if name in R and (R[name].ndim != 1 or R[name].size == 0):
+            raise bad(f"`{name}` has shape {list(R[name].shape)}, not [N] token ids")
+    if GREEDY_LOGITS in R:
+        gl, vocab = R[GREEDY_LOGITS], (logits.shape[-1] if logits is not None else None)
+        # a margin is a top-1 minus top-2: at least two logits a row
+        if gl.ndim != 2 or gl.shape[0] == 0 or gl.shape[1] < 2 or (vocab is not None and gl.shape[1] != vocab):
+            raise bad(f"`{GREEDY_LOGITS}` has shape {list(gl.shape)}, not [N, {vocab if vocab is not None else 'vocab'}]")
+    for name, arr in R.items():
+        if is_hidden(name) and arr.size == 0:
+            raise bad(f"`{name}` has shape {list(arr.shape)}: no values")
+
+
+def validate_shapes(ref: DumpFile, cand: Path, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Every candidate tensor is one the reference has, with a shape it can be compared at: checked
+    on the candidate's header, before its data is read (a file cannot make compare read more
+    than the reference's size)."""
+    if not shapes:
+        raise BadInput(f"{cand}: the candidate holds no tensors")
+    for name, got in shapes.items():
+        if name == "ids" and name not in ref.tensors:
+            if len(got) != 1:
+                raise BadInput(f"{cand}: `ids` has shape {list(got)}, expected [T] token ids")
+            continue  # a JSON dump (`{"logits": [...], "greedy": [...]}`) keeps no ids: nothing to check them against
+        if name not in ref.tensors:
+            have = describe_names(list(ref.tensors))
+            raise BadInput(f"{cand}: tensor `{name}` is not in the reference {ref.path} (it has {have})")
+        want = ref.tensors[name]
+        if name == GREEDY_LOGITS:
+            n = shapes["greedy"][0] if "greedy" in shapes and len(shapes["greedy"]) == 1 else None
+            if len(got) != 2 or got[1] != want.shape[1] or got[0] != n:
+                raise BadInput(
+                    f"{cand}: `{GREEDY_LOGITS}` has shape {list(got)}, expected [{n if n is not None else 'N'}, {want.shape[1]}]"
+                    + (" (one row per `greedy` token)" if n is not None else " with the `greedy` tokens it chose")
+                )
+            if got[0] > want.shape[0]:  # rows past the reference's are never compared, and never read
+                raise BadInput(f"{cand}: `{GREEDY_LOGITS}` has {got[0]} rows, more than the reference's {want.shape[0]}: keep the first {want.shape[0]}")
+        elif name == "logits":
+            _check_logits_shape(cand, want, got)
+        elif name == "ids":  # any length: other ids are named as such once read
+            if len(got) != 1 or got[0] > len(want) + MAX_EXTRA_TOKENS:
+                raise BadInput(f"{cand}: `ids` has shape {list(got)}, the reference's is {list(want.shape)}")
+        elif name == "greedy":
+            if len(got) != 1 or not 1 <= got[0] <= len(want) + MAX_EXTRA_TOKENS:
+                raise BadInput(f"{cand}: `greedy` has shape {list(got)}, expected [N] token ids (1 <= N <= {len(want) + MAX_EXTRA_TOKENS})")
+        elif got != want.shape:
+            raise BadInput(f"{cand}: `{name}` has shape {list(got)}, the reference's is {list(want.shape)}")
+
+
+#: JSON text per value a candidate may take (`-1.2345678901234567e-05, ` is 24 characters)
+JSON_BYTES_PER_VALUE = 32
+
+
+def read_candidate(ref: DumpFile, path: Path) -> DumpFile:
+    """The candidate, its shapes checked against `ref` before its data is read: memory follows
+    the reference's size, never what the candidate's header claims."""
+    from portkit.porting.dumpfile import read_dump
+
+    values = sum(int(a.size) for a in ref.tensors.values()) + MAX_EXTRA_TOKENS
+    return read_dump(path, check=lambda shapes: validate_shapes(ref, path, shapes), max_json_bytes=JSON_BYTES_PER_VALUE * values + 2**20)
+
+
 def validate(ref: DumpFile, cand: DumpFile) -> None:
     """Every candidate tensor is one the reference has, with a shape it can be compared at."""
-    if not cand.tensors:
-        raise BadInput(f"{cand.path}: the candidate holds no tensors")
+    validate_reference(ref)
+    validate_shapes(ref, cand.path, {k: tuple(v.shape) for k, v in cand.tensors.items()})
     if "ids" in cand.tensors and "ids" in ref.tensors and not np.array_equal(cand.tensors["ids"], ref.tensors["ids"]):
         def head(a: np.ndarray) -> str:
             return ",".join(str(int(i)) for i in a[:8]) + (",..." if a.size > 8 else "")
@@ -114,27 +192,6 @@ def validate(ref: DumpFile, cand: DumpFile) -> None:
             f"{cand.path}: ids differ from the reference's ({head(cand.tensors['ids'])} vs {head(ref.tensors['ids'])}): "
             "dump the candidate on the reference's prompt"
         )
-    for name, got in cand.tensors.items():
-        if name == "ids" and name not in ref.tensors:
-            continue  # a JSON dump (`{"logits": [...], "greedy": [...]}`) keeps no ids: nothing to check them against
-        if name not in ref.tensors:
-            have = describe_names(list(ref.tensors))
-            raise BadInput(f"{cand.path}: tensor `{name}` is not in the reference {ref.path} (it has {have})")
-        want = ref.tensors[name]
-        if name == GREEDY_LOGITS:
-            n = cand.tensors["greedy"].shape[0] if "greedy" in cand.tensors else None
-            if got.ndim != 2 or got.shape[1] != want.shape[1] or got.shape[0] != n:
-                raise BadInput(
-                    f"{cand.path}: `{GREEDY_LOGITS}` has shape {list(got.shape)}, expected [{n if n is not None else 'N'}, {want.shape[1]}]"
-                    + (" (one row per `greedy` token)" if n is not None else " with the `greedy` tokens it chose")
-                )
-        elif name == "logits":
-            _check_logits_shape(cand, want, got)
-        elif name == "greedy":
-            if got.ndim != 1 or got.size == 0:
-                raise BadInput(f"{cand.path}: `greedy` has shape {list(got.shape)}, expected [N] token ids (N >= 1)")
-        elif got.shape != want.shape:
-            raise BadInput(f"{cand.path}: `{name}` has shape {list(got.shape)}, the reference's is {list(want.shape)}")
     _check_no_gap(ref, cand)
     if set(cand.tensors) <= {"ids"}:
         raise BadInput(f"{cand.path}: nothing to compare (only ids)")
@@ -153,6 +210,12 @@ def pick_tolerance(dtype: str, ref: DumpFile) -> tuple[Tolerance, list[str]]:
 
 
 def compare_dumps(ref: DumpFile, cand: DumpFile, dtype: str = "f32") -> CompareResult:
+    # inf - inf and the like: the checks name non-finite values themselves, numpy need not warn
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _compare_dumps(ref, cand, dtype)
+
+
+def _compare_dumps(ref: DumpFile, cand: DumpFile, dtype: str) -> CompareResult:
     validate(ref, cand)
     tol, notes = pick_tolerance(dtype, ref)
     R, C = ref.tensors, cand.tensors

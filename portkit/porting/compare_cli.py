@@ -91,13 +91,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from portkit.porting.compare import check_plot_path, compare_dumps
+    from portkit.porting.compare import check_plot_path, compare_dumps, read_candidate, validate_reference
     from portkit.porting.dumpfile import read_dump
 
     plot = None
     if args.plot is not None:
         check_plot_path(args.plot)
-    res = compare_dumps(read_dump(args.reference), read_dump(args.candidate), args.dtype)
+    ref = read_dump(args.reference)
+    validate_reference(ref)
+    res = compare_dumps(ref, read_candidate(ref, args.candidate), args.dtype)
     if args.plot is not None and res.comparison.layers is not None:
         from portkit.verify.plot import plot_layers
 

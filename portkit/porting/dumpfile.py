@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -31,6 +31,11 @@ _NUMPY_DTYPES = {
     "U64": "<u8", "U32": "<u4", "U16": "<u2", "U8": "u1", "BOOL": "?",
 }
 MAX_JSON_BYTES = 2 * 1024**3
+#: Called with a dump's tensor shapes before any tensor data is read (compare's check against
+#: the reference): what a header claims never decides how much is read.
+ShapeCheck = Callable[[dict[str, tuple[int, ...]]], None]
+#: The largest token id a dump may hold (int64, what the layout stores ids as).
+MAX_TOKEN_ID = 2**63 - 1
 
 
 def is_hidden(name: str) -> bool:
@@ -102,11 +107,15 @@ def _as_layout(name: str, arr: np.ndarray) -> np.ndarray:
         if arr.dtype.kind == "f":
             if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
                 raise ValueError(f"`{name}` holds token ids but has non-integer values")
+        if arr.size and arr.dtype.kind in "fu" and not (arr.min() >= 0 and arr.max() <= (MAX_TOKEN_ID if arr.dtype.kind == "u" else 2.0**63 - 1024)):
+            raise ValueError(f"`{name}` holds token ids but has values out of range ({arr.min():g} to {arr.max():g})")
         return arr.astype(np.int64)
-    return arr.astype(np.float32)
+    # a value beyond float32's range becomes inf, which the comparison names as non-finite
+    with np.errstate(over="ignore"):
+        return arr.astype(np.float32)
 
 
-def read_safetensors_dump(path: Path) -> DumpFile:
+def read_safetensors_dump(path: Path, check: ShapeCheck | None = None) -> DumpFile:
     from portkit.errors import InputError
     from portkit.model.safetensors_header import LfsPointer, read_safetensors_header
 
@@ -119,11 +128,14 @@ def read_safetensors_dump(path: Path) -> DumpFile:
     start = 8 + header.header_len
     tensors: dict[str, np.ndarray] = {}
     dtypes: dict[str, str] = {}
+    for name, info in header.tensors.items():
+        if info.dtype not in _NUMPY_DTYPES and info.dtype != "BF16":
+            raise _bad(path, f"tensor `{name}` has dtype {info.dtype}; dumps hold F32, F16, BF16, F64 or integers")
+    if check is not None:
+        check({name: tuple(info.shape) for name, info in header.tensors.items()})
     with open(path, "rb") as f:
         for name in sorted(header.tensors, key=order_key):
             info = header.tensors[name]
-            if info.dtype not in _NUMPY_DTYPES and info.dtype != "BF16":
-                raise _bad(path, f"tensor `{name}` has dtype {info.dtype}; dumps hold F32, F16, BF16, F64 or integers")
             begin, end = info.data_offsets
             f.seek(start + begin)
             try:
@@ -135,7 +147,7 @@ def read_safetensors_dump(path: Path) -> DumpFile:
     return DumpFile(path, tensors, dict(header.metadata or {}), dtypes, "safetensors")
 
 
-def read_json_dump(path: Path, text: str) -> DumpFile:
+def read_json_dump(path: Path, text: str, check: ShapeCheck | None = None) -> DumpFile:
     """A JSON dump: one JSON object of (nested) number lists, e.g. `{"logits", "greedy"}`."""
     try:
         doc = json.loads(text)
@@ -153,13 +165,19 @@ def read_json_dump(path: Path, text: str) -> DumpFile:
             if arr.dtype == object:
                 raise ValueError("ragged lists")
             tensors[name] = _as_layout(name, arr)
+        except OverflowError:  # an integer of hundreds of digits
+            raise _bad(path, f"JSON field `{name}`: a number too large for a float") from None
         except (ValueError, TypeError) as e:
-            raise _bad(path, f"JSON field `{name}`: {e}") from None
+            raise _bad(path, f"JSON field `{name}`: {' '.join(str(e).split())[:200]}") from None
+    if check is not None:
+        check({k: tuple(v.shape) for k, v in tensors.items()})
     return DumpFile(path, tensors, {}, {k: "json" for k in tensors}, "json")
 
 
-def read_dump(path: str | Path) -> DumpFile:
-    """A safetensors dump, or a JSON one (recognised by its first non-space byte `{`)."""
+def read_dump(path: str | Path, check: ShapeCheck | None = None, max_json_bytes: int = MAX_JSON_BYTES) -> DumpFile:
+    """A safetensors dump, or a JSON one (recognised by its first non-space byte `{`). `check`
+    sees the tensor shapes before any safetensors data is read; a JSON dump is parsed whole, so
+    `max_json_bytes` bounds it instead."""
     path = Path(path)
     try:
         if not path.is_file():
@@ -167,14 +185,16 @@ def read_dump(path: str | Path) -> DumpFile:
         with open(path, "rb") as f:
             head = f.read(64)
         if head.lstrip()[:1] == b"{":
-            if path.stat().st_size > MAX_JSON_BYTES:
-                raise _bad(path, "a JSON dump over 2 GiB: write safetensors instead")
-            return read_json_dump(path, path.read_text(encoding="utf-8"))
+            size = path.stat().st_size
+            if size > max_json_bytes:
+                what = "2 GiB" if max_json_bytes == MAX_JSON_BYTES else f"{max_json_bytes} bytes (what the reference's values could take as JSON)"
+                raise _bad(path, f"a JSON dump of {size} bytes, over {what}: write safetensors instead")
+            return read_json_dump(path, path.read_text(encoding="utf-8"), check)
     except UnicodeDecodeError:
         raise _bad(path, "not a safetensors file, and not UTF-8 JSON either") from None
     except OSError as e:
         raise _bad(path, e.strerror or str(e)) from None
-    return read_safetensors_dump(path)
+    return read_safetensors_dump(path, check)
 
 
 def write_reference(path: Path, tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str], dtype: str) -> None:
@@ -188,10 +208,12 @@ def write_reference(path: Path, tensors: Mapping[str, np.ndarray], metadata: Map
     for name, arr in tensors.items():
         t = torch.from_numpy(np.ascontiguousarray(arr))
         out[name] = t.to(torch.int64) if name in TOKEN_NAMES else t.to(float_dtype)
+    from safetensors import SafetensorError
+
     tmp = path.with_name(path.name + ".partial")
     try:
         save_file(out, str(tmp), metadata=dict(metadata))
         tmp.replace(path)
-    except OSError as e:
+    except (OSError, SafetensorError) as e:  # the Rust writer's I/O errors are SafetensorError
         tmp.unlink(missing_ok=True)
-        raise _bad(path, e.strerror or str(e)) from None
+        raise _bad(path, getattr(e, "strerror", None) or " ".join(str(e).split())[:200]) from None

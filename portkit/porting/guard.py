@@ -10,11 +10,12 @@ from typing import Callable
 
 def guarded(command: str, body: Callable[[], int]) -> int:
     """`body()`'s exit status, with every failure turned into one line."""
+    from portkit.errors import PortkitError
     from portkit.verify.inputs import BadInput
 
     try:
         return body()
-    except BadInput as e:
+    except (BadInput, PortkitError) as e:  # verify's bad input, and lint's (a hostile safetensors header)
         message = str(e)
     except KeyboardInterrupt:
         print(f"portkit {command}: interrupted", file=sys.stderr)

@@ -3,7 +3,10 @@
 One file per entry: a magic line naming the cache, the SHA-256 of the payload, and the payload,
 an .npz (read with `allow_pickle=False`) of a JSON `meta` and named float32 arrays. A truncated
 or corrupt entry fails that check: it reads as absent and is removed, so the caller computes it
-again and rewrites it. Writes are atomic (a reader never sees half an entry). Each cache
+again and rewrites it. The checksum catches damage, not tampering (anyone who can write the
+cache can write a matching one): an entry is also used only when it is what this verify could
+have written, members stored uncompressed (a small file never inflates to gigabytes), float32
+arrays of the shapes the run has (`plausible`); anything else reads as absent, like damage. Writes are atomic (a reader never sees half an entry). Each cache
 directory is bounded by `PORTKIT_REFCACHE_MAX_MB` (default 2048): after each write its least
 recently used entries go.
 """
@@ -13,13 +16,17 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
 import struct
-import tempfile
+import time
+import zipfile
 from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
+
+from portkit import atomicfile
 
 FULL_DIGEST_BYTES = 256 * 2**20
 BLOCK = 2**20
@@ -33,16 +40,23 @@ def cache_base() -> Path:
 
 
 def max_bytes() -> int:
+    """`PORTKIT_REFCACHE_MAX_MB` in bytes; the default for anything but a finite number >= 0
+    (`inf`, `nan`, `-1`, `lots`): a cache setting only ever changes how much is kept."""
     try:
-        return int(float(os.environ.get("PORTKIT_REFCACHE_MAX_MB", DEFAULT_MAX_MB)) * 2**20)
+        mb = float(os.environ.get("PORTKIT_REFCACHE_MAX_MB", DEFAULT_MAX_MB))
     except ValueError:
-        return DEFAULT_MAX_MB * 2**20
+        mb = DEFAULT_MAX_MB
+    if not (math.isfinite(mb) and mb >= 0):
+        mb = DEFAULT_MAX_MB
+    return int(mb * 2**20)
 
 
 def file_fingerprint(path: Path) -> dict[str, object]:
     """Name, size, safetensors header digest, and a digest of the content: the whole file up to
     `FULL_DIGEST_BYTES`; above that, the first and last MiB and 16 evenly spaced MiB blocks plus
-    the mtime, so a 16 GB checkpoint is not read end to end to look up a cache."""
+    the mtime, ctime, inode and device, so a 16 GB checkpoint is not read end to end to look up a
+    cache. An edit between the samples changes the mtime; `touch -r` puts the mtime back, but
+    not the ctime (set by the kernel on every write), nor the inode of a file written anew."""
     st = path.stat()
     h = hashlib.sha256()
     header = b""
@@ -68,8 +82,10 @@ def file_fingerprint(path: Path) -> dict[str, object]:
         "size": st.st_size,
         "header": hashlib.sha256(header).hexdigest(),
         "digest": h.hexdigest(),
-        # a sampled digest alone could miss an edit between the samples: the mtime catches it
+        # a sampled digest alone could miss an edit between the samples: these catch it
         "mtime_ns": st.st_mtime_ns if sampled else None,
+        "ctime_ns": st.st_ctime_ns if sampled else None,
+        "inode": [st.st_dev, st.st_ino] if sampled else None,
     }
 
 
@@ -124,11 +140,30 @@ def decode(magic: bytes, blob: bytes) -> tuple[dict[str, Any], dict[str, np.ndar
         return None
     try:
         with np.load(io.BytesIO(payload), allow_pickle=False) as z:
+            # np.savez stores its members: a compressed one was written by someone else, and
+            # could claim any size; a stored one is no larger than the file
+            infos = z.zip.infolist()
+            if any(i.compress_type != zipfile.ZIP_STORED for i in infos) or sum(i.file_size for i in infos) > len(payload):
+                return None
             meta = json.loads(bytes(z["meta"]).decode())
             arrays = {k: np.array(z[k]) for k in z.files if k != "meta"}
-    except (ValueError, KeyError, OSError, TypeError):
+    except (ValueError, KeyError, OSError, TypeError, zipfile.BadZipFile, UnicodeDecodeError, RecursionError):
+        return None
+    if any(a.dtype != np.float32 for a in arrays.values()):
         return None
     return (meta, arrays) if isinstance(meta, dict) else None
+
+
+def plausible(greedy: list[int], rows: np.ndarray, layers: dict[str, np.ndarray], *, tokens: int, vocab: int | None, captured: bool) -> bool:
+    """An entry this verify could have written: rows `[1..max(tokens, 1), vocab]`, no more than
+    `tokens` greedy ids, each in the vocabulary, and the per-layer values when they were captured."""
+    if rows.ndim != 2 or not 1 <= rows.shape[0] <= max(tokens, 1) or rows.shape[1] < 1:
+        return False
+    if vocab is not None and rows.shape[1] != vocab:
+        return False
+    if len(greedy) > tokens or any(not 0 <= t < rows.shape[1] for t in greedy):
+        return False
+    return bool(layers) if captured else True
 
 
 def read_entry(path: Path, magic: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
@@ -149,33 +184,45 @@ def read_entry(path: Path, magic: bytes) -> tuple[dict[str, Any], dict[str, np.n
 
 
 def write_entry(path: Path, blob: bytes, root: Path, suffix: str) -> None:
-    """Write atomically, then keep `root` within its bound."""
-    tmp = None
+    """Write atomically and durably (`portkit.atomicfile`), then keep `root` within its bound."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, path)
-        tmp = None
+        atomicfile.replace(path, blob)
         evict(root, max_bytes(), suffix)
     except OSError:
-        pass  # a cache that cannot be written is only slower
-    finally:
-        if tmp is not None:  # a full disk: no half-written file left behind
-            Path(tmp).unlink(missing_ok=True)
+        pass  # a cache that cannot be written is only slower (atomicfile leaves no temporary file)
+
+
+#: Temporary files of the writer before this one (`.tmp-*` from mkstemp) have no pid to ask:
+#: older than this, their writer is gone.
+LEGACY_TEMP_AGE_S = 3600
+
+
+def _stale_temp(p: Path, st: os.stat_result) -> bool:
+    if atomicfile.is_temp(p.name):
+        return atomicfile.stale(p.name)
+    return p.name.startswith(".tmp-") and time.time() - st.st_mtime > LEGACY_TEMP_AGE_S
 
 
 def evict(root: Path, limit: int, suffix: str) -> list[Path]:
-    """Remove the least recently used `*/*{suffix}` entries until `root` holds at most `limit` bytes."""
+    """Remove the least recently used `*/*{suffix}` entries until `root` holds at most `limit`
+    bytes. Temporary files count against the bound while their writer lives; a dead writer's
+    are removed first."""
     entries = []
-    for p in sorted(root.glob(f"*/*{suffix}")):
+    temps = 0
+    for p in sorted(root.glob("*/*")):
         try:
             st = p.stat()
         except OSError:  # removed by another process meanwhile: not counted, the rest still are
             continue
-        entries.append((st.st_mtime_ns, st.st_size, p))
-    total = sum(s for _, s, _ in entries)
+        if p.name.endswith(suffix) and not p.name.startswith("."):
+            entries.append((st.st_mtime_ns, st.st_size, p))
+        elif p.name.startswith("."):
+            if _stale_temp(p, st):
+                p.unlink(missing_ok=True)
+            else:
+                temps += st.st_size
+    total = temps + sum(s for _, s, _ in entries)
     removed = []
     for _, size, p in sorted(entries):
         if total <= limit:

@@ -54,6 +54,12 @@ def plot_layers(check: LayerCheck, path: Path, *, title: str, subtitle: str = ""
     ax.grid(axis="y", which="major", alpha=0.3)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path)
-    plt.close(fig)
+    try:
+        fig.savefig(path)
+    except OSError as e:
+        from portkit.verify.inputs import BadInput
+
+        raise BadInput(f"--plot {path}: cannot write it: {e.strerror or e}") from None
+    finally:
+        plt.close(fig)
     return path

@@ -6,7 +6,7 @@ content of everything that determines the reference:
 - config.json's bytes (transformers builds the model from it; other files in the dir do not
   enter the reference);
 - per weight file, `cachefiles.file_fingerprint`: its name, size, safetensors header bytes, and
-  a digest of its content (sampled above 256 MiB, with the mtime);
+  a digest of its content (sampled above 256 MiB, with the mtime, ctime and inode);
 - the reference mode (streamed or whole-model), the prompt, the tokens fed after it (candle's
   greedy continuation) or "its own greedy" when there are none, the number of tokens;
 - the transformers, torch and portkit versions (read from package metadata, not by import);
@@ -81,10 +81,11 @@ class CachedReference:
 
 
 class RefCache:
-    def __init__(self, key: str, prompt: Sequence[int], tokens: int, root: Path | None = None) -> None:
+    def __init__(self, key: str, prompt: Sequence[int], tokens: int, root: Path | None = None, *, vocab: int | None = None) -> None:
         self.root = root or cache_root()
         self.dir = self.root / f"{key[:32]}-{_prompt_key(prompt, tokens)}"
         self.tokens = tokens
+        self.vocab = vocab  # the logits' width an entry must have (None: not known here)
 
     def path(self, forced: Sequence[int] | None) -> Path:
         return self.dir / f"{_forced_key(None if forced is None else list(forced)[: self.tokens])}{SUFFIX}"
@@ -103,17 +104,21 @@ class RefCache:
             return None
         meta, arrays = entry
         try:
-            return CachedReference(
+            hit = CachedReference(
                 greedy=[int(t) for t in meta["greedy"]],
                 rows=arrays["rows"],
                 layers=cachefiles.layers_of(arrays),
                 nonfinite_weights=[str(n) for n in meta["nonfinite_weights"]],
             )
-        except (KeyError, TypeError, ValueError):
+            captured = bool(meta["captured"])
+        except (KeyError, TypeError, ValueError, OverflowError):
             return None
+        if not cachefiles.plausible(hit.greedy, hit.rows, hit.layers, tokens=self.tokens, vocab=self.vocab, captured=captured):
+            return None
+        return hit
 
     def put(self, forced: Sequence[int] | None, entry: CachedReference) -> None:
-        meta = {"greedy": entry.greedy, "nonfinite_weights": entry.nonfinite_weights}
+        meta = {"greedy": entry.greedy, "nonfinite_weights": entry.nonfinite_weights, "captured": bool(entry.layers)}
         arrays = cachefiles.rows_and_layers(entry.rows, entry.layers)
         cachefiles.write_entry(self.path(forced), cachefiles.encode(MAGIC, meta, arrays), self.root, SUFFIX)
 

@@ -42,7 +42,7 @@ class ReferenceJob:
             progress("reference cache: fingerprinting the checkpoint")
             self.fingerprints = cachefiles.fingerprints(model.weight_files)
             key = refcache.model_key(model.config_text, model.weight_files, mode, fingerprints=self.fingerprints)
-            self.cache = refcache.RefCache(key, self.prompt, tokens)
+            self.cache = refcache.RefCache(key, self.prompt, tokens, vocab=model.vocab_size)
         self.child: refproc.ServedReference | None = None
         small = sum(p.stat().st_size for p in model.weight_files) <= EARLY_START_MAX_BYTES
         if reference_in_child() and small and (self.cache is None or not self.cache.likely()):
@@ -121,9 +121,9 @@ def reference_effect(
     cache = None
     if reference.use_cache:
         key = refcache.model_key(without_config, model.weight_files, f"effect-{scan_len}")
-        cache = refcache.RefCache(key, reference.prompt, tokens)
+        cache = refcache.RefCache(key, reference.prompt, tokens, vocab=model.vocab_size)
         hit = cache.get(forced)
-        if hit is not None:
+        if hit is not None and "effect" in hit.layers:
             return hit.rows, hit.layers["effect"]
     req = dict(
         kind="effect",

@@ -3,14 +3,17 @@
 `portkit verify` runs transformers in a child so that torch never lives in the process that
 then loads candle: the two never hold their copies of the weights (plus torch's ~0.7 GiB of
 libraries and arenas) at the same time, and the parent does its own imports and lint while the
-child imports torch. The child writes its arrays to an .npz and one JSON line on stdout, then
-leaves with `os._exit` (torch's teardown is not worth waiting for).
+child imports torch. The child writes its arrays as an .npz to a file the parent opened with no
+name (`out_fd`, passed down; so a killed verify leaves nothing in $TMPDIR) and one JSON line on
+stdout, then leaves with `os._exit` (torch's teardown is not worth waiting for). On Linux the
+child is killed with its parent (PR_SET_PDEATHSIG): a `kill -9` of verify does not leave torch
+computing.
 
 Two protocols:
 
     python -m portkit.verify.refproc --serve < request.json     (what verify runs)
     request: {"model_dir": str, "files": [str], "mode": "streamed|whole", "prompt": [int],
-              "forced": [int] | null, "tokens": int, "out": "path.npz"}
+              "forced": [int] | null, "tokens": int, "out_fd": int}
     stdout:  {"ok": true, "greedy": [...], "nonfinite_weights": [...]} | {"ok": false, "kind": ..., "message": str}
 
   `--serve` imports torch first and only then reads its request, so verify starts it early and
@@ -19,7 +22,7 @@ Two protocols:
   null (candle gave no tokens) the reference generates its own, one forward per token.
 
     python -m portkit.verify.refproc < request.json             (the whole-model generate() path)
-    request: {"model_dir": str, "prompt": [int], "tokens": int, "out": "path.npz"}
+    request: {"model_dir": str, "prompt": [int], "tokens": int, "out_fd": int}
     stdout:  {"ok": true, "greedy": [...]} | {"ok": false, "kind": "unavailable|load|run", "message": str}
 
 stderr: "progress: <what>" lines while it works.
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -207,24 +211,13 @@ class ServedReference:
 
     def __init__(self, progress: Callable[[str], None]) -> None:
         self.progress = progress
-        self.tmp = Path(tempfile.mkdtemp(prefix="portkit-verify-ref-"))
-        self.out = self.tmp / "reference.npz"
-        env = dict(os.environ)
-        root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "portkit.verify.refproc", "--serve"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            text=True,
-        )
+        self.out = result_file()
+        self.proc = _start(["--serve"], self.out)
 
     def request(self, req: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
         try:
-            self.proc.stdin.write(json.dumps({**req, "out": str(self.out)}))
+            self.proc.stdin.write(json.dumps({**req, "out_fd": self.out.fileno()}))
             self.proc.stdin.close()
         except BrokenPipeError:  # it died early: result() reports its last words
             pass
@@ -246,8 +239,7 @@ class ServedReference:
                 raise ReferenceFailed("run", f"the transformers process ended with status {code} and no result" + (f": {tail[-1]}" if tail else ""))
             if not doc.get("ok"):
                 raise ReferenceFailed(doc.get("kind", "run"), doc.get("message", "transformers failed"))
-            with np.load(self.out, allow_pickle=False) as z:
-                arrays = {k: np.array(z[k]) for k in z.files}
+            arrays = read_result(self.out)
             rows, layers = arrays["rows"], cachefiles.layers_of(arrays)
             return [int(t) for t in doc["greedy"]], rows, layers, [str(n) for n in doc.get("nonfinite_weights", [])]
         finally:
@@ -263,17 +255,66 @@ class ServedReference:
                     f.close()
                 except BrokenPipeError:
                     pass
-        self.out.unlink(missing_ok=True)
-        try:
-            self.tmp.rmdir()
-        except OSError:
-            pass
+        self.out.close()
+
+
+def result_file() -> Any:
+    """A file with no name for the child's arrays (O_TMPFILE, or unlinked at once): nothing to
+    remove, whatever ends verify."""
+    return tempfile.TemporaryFile(prefix="portkit-verify-ref-")
+
+
+def read_result(f: Any) -> dict[str, np.ndarray]:
+    f.seek(0)
+    with np.load(f, allow_pickle=False) as z:
+        return {k: np.array(z[k]) for k in z.files}
+
+
+def _start(args: list[str], out: Any) -> subprocess.Popen[str]:
+    env = dict(os.environ)
+    # the child must import this very portkit, wherever it was imported from
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env[PARENT_ENV] = str(os.getpid())
+    return subprocess.Popen(
+        [sys.executable, "-m", "portkit.verify.refproc", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+        pass_fds=(out.fileno(),),
+    )
+
+
+PARENT_ENV = "PORTKIT_REFPROC_PARENT"
+
+
+def _die_with_parent() -> None:
+    """Linux: be killed when the verify that started this child dies, even by SIGKILL."""
+    parent = os.environ.get(PARENT_ENV, "")
+    if not sys.platform.startswith("linux") or not parent.isdigit():
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(parent):  # it died before the prctl
+        os._exit(0)
+
+
+def _write_result(req: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+    with os.fdopen(int(req["out_fd"]), "wb") as f:
+        np.savez(f, **arrays)
 
 
 def _serve() -> None:
     def progress(s: str) -> None:
         print(f"progress: {s}", file=sys.stderr, flush=True)
 
+    _die_with_parent()
     try:
         from portkit.verify.reference import _import_torch
 
@@ -290,7 +331,7 @@ def _serve() -> None:
                 Path(req["model_dir"]), [Path(f) for f in req["files"]], req["without_config"], req["prompt"], req["forced"],
                 int(req["tokens"]), int(req["scan_len"]), progress,
             )
-            np.savez(req["out"], **cachefiles.rows_and_layers(rows, {"effect": effect}))
+            _write_result(req, cachefiles.rows_and_layers(rows, {"effect": effect}))
             doc = {"ok": True, "greedy": [], "nonfinite_weights": []}
         except ReferenceFailed as e:
             doc = {"ok": False, "kind": e.kind, "message": str(e)}
@@ -303,7 +344,7 @@ def _serve() -> None:
         greedy, rows, layers, bad = forward_reference(
             Path(req["model_dir"]), [Path(f) for f in req["files"]], req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"], progress
         )
-        np.savez(req["out"], **cachefiles.rows_and_layers(rows, layers))
+        _write_result(req, cachefiles.rows_and_layers(rows, layers))
         doc = {"ok": True, "greedy": greedy, "nonfinite_weights": bad}
     except ReferenceFailed as e:
         doc = {"ok": False, "kind": e.kind, "message": str(e)}
@@ -323,21 +364,9 @@ def run_in_child(model_dir: Path, prompt: Sequence[int], tokens: int, progress: 
 class ChildReference:
     def __init__(self, model_dir: Path, prompt: Sequence[int], tokens: int, progress: Callable[[str], None]) -> None:
         self.progress = progress
-        self.tmp = Path(tempfile.mkdtemp(prefix="portkit-verify-ref-"))
-        self.out = self.tmp / "reference.npz"
-        req = {"model_dir": str(model_dir), "prompt": list(prompt), "tokens": tokens, "out": str(self.out)}
-        env = dict(os.environ)
-        # the child must import this very portkit, wherever it was imported from
-        root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "portkit.verify.refproc"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            text=True,
-        )
+        self.out = result_file()
+        req = {"model_dir": str(model_dir), "prompt": list(prompt), "tokens": tokens, "out_fd": self.out.fileno()}
+        self.proc = _start([], self.out)
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(req))
         self.proc.stdin.close()
@@ -360,16 +389,11 @@ class ChildReference:
                 raise ReferenceFailed("run", f"the transformers process ended with status {code} and no result" + (f": {tail[-1]}" if tail else ""))
             if not doc.get("ok"):
                 raise ReferenceFailed(doc.get("kind", "run"), doc.get("message", "transformers failed"))
-            with np.load(self.out, allow_pickle=False) as z:
-                arrays = {k: np.array(z[k]) for k in z.files}
+            arrays = read_result(self.out)
             rows, layers = arrays["rows"], cachefiles.layers_of(arrays)
             return [int(t) for t in doc["greedy"]], rows, layers
         finally:
-            self.out.unlink(missing_ok=True)
-            try:
-                self.tmp.rmdir()
-            except OSError:
-                pass
+            self.out.close()
 
     def _close(self) -> None:
         for f in (self.proc.stdout, self.proc.stderr):
@@ -381,14 +405,11 @@ class ChildReference:
             self.proc.kill()
             self.proc.wait()
         self._close()
-        self.out.unlink(missing_ok=True)
-        try:
-            self.tmp.rmdir()
-        except OSError:
-            pass
+        self.out.close()
 
 
 def _child() -> None:
+    _die_with_parent()
     req: dict[str, Any] = json.loads(sys.stdin.read())
 
     def progress(s: str) -> None:
@@ -396,7 +417,7 @@ def _child() -> None:
 
     try:
         greedy, rows, layers = compute(Path(req["model_dir"]), req["prompt"], int(req["tokens"]), progress)
-        np.savez(req["out"], **cachefiles.rows_and_layers(rows, layers))
+        _write_result(req, cachefiles.rows_and_layers(rows, layers))
         doc = {"ok": True, "greedy": greedy}
     except ReferenceFailed as e:
         doc = {"ok": False, "kind": e.kind, "message": str(e)}

@@ -133,9 +133,11 @@ class CachedRun:
 
 
 class RunCache:
-    def __init__(self, key: str, root: Path | None = None) -> None:
+    def __init__(self, key: str, root: Path | None = None, *, tokens: int | None = None, vocab: int | None = None) -> None:
         self.root = root or cache_root()
         self.path = self.root / key[:2] / f"{key}{SUFFIX}"
+        # what an entry of this run must hold (its key has them; None: not checked)
+        self.tokens, self.vocab = tokens, vocab
 
     def get(self) -> CachedRun | None:
         entry = cachefiles.read_entry(self.path, MAGIC)
@@ -144,9 +146,13 @@ class RunCache:
         meta, arrays = entry
         try:
             layers = cachefiles.layers_of(arrays)
-            return CachedRun(greedy=[int(t) for t in meta["greedy"]], rows=arrays["rows"], layers=layers if meta["captured"] else None)
-        except (KeyError, TypeError, ValueError):
+            hit = CachedRun(greedy=[int(t) for t in meta["greedy"]], rows=arrays["rows"], layers=layers if meta["captured"] else None)
+        except (KeyError, TypeError, ValueError, OverflowError):
             return None
+        tokens = self.tokens if self.tokens is not None else max(len(hit.greedy), hit.rows.shape[0] if hit.rows.ndim else 0)
+        if not cachefiles.plausible(hit.greedy, hit.rows, hit.layers or {}, tokens=tokens, vocab=self.vocab, captured=hit.layers is not None):
+            return None
+        return hit
 
     def put(self, greedy: Sequence[int], rows: np.ndarray, layers: dict[str, np.ndarray] | None) -> None:
         meta = {"greedy": [int(t) for t in greedy], "captured": layers is not None}

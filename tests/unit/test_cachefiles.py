@@ -48,6 +48,8 @@ def test_small_file_fingerprint_is_the_whole_file(tmp_path: Path) -> None:
         "header": hashlib.sha256(header).hexdigest(),
         "digest": hashlib.sha256(raw).hexdigest(),
         "mtime_ns": None,  # the content says it all: a touch is not a change
+        "ctime_ns": None,
+        "inode": None,
     }
 
 
@@ -110,6 +112,35 @@ def test_large_file_fingerprint_samples_blocks_and_the_mtime(tmp_path: Path, sma
     # the edit between samples is caught by the mtime, which an edit changes
     os.utime(f, ns=(1, 3_000_000_000))
     assert cachefiles.file_fingerprint(f) != fp
+
+
+def test_an_edit_between_samples_with_the_mtime_put_back_is_still_seen(tmp_path: Path, small_blocks: None) -> None:
+    """`touch -r` restores the mtime; the ctime (which no user call sets) and the inode still
+    change (issue 20, item 7: exit 0 "agree" where the truth was exit 3)."""
+    import time
+
+    f = tmp_path / "w.bin"
+    raw = bytearray(np.random.default_rng(1).integers(0, 256, SIZE, dtype=np.uint8).tobytes())
+    f.write_bytes(bytes(raw))
+    st = f.stat()
+    fp = cachefiles.file_fingerprint(f)
+    sampled = {o + k for o in _sampled_offsets(SIZE) for k in range(BLOCK)}
+    outside = next(i for i in range(SIZE) if i not in sampled)
+    time.sleep(0.05)  # past the kernel's timestamp granularity (a jiffy), so the ctime can move
+    with open(f, "r+b") as h:  # edited in place: same inode
+        h.seek(outside)
+        h.write(bytes([raw[outside] ^ 0xFF]))
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))  # touch -r
+    after = cachefiles.file_fingerprint(f)
+    assert after["digest"] == fp["digest"] and after["mtime_ns"] == fp["mtime_ns"] and after["inode"] == fp["inode"]
+    assert after["ctime_ns"] != fp["ctime_ns"] and after != fp
+    # written anew with the same bytes and the mtime put back: another inode, also a new key
+    time.sleep(0.05)
+    g = tmp_path / "w.new"
+    g.write_bytes(f.read_bytes())
+    os.utime(g, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(g, f)
+    assert cachefiles.file_fingerprint(f)["inode"] != fp["inode"] or cachefiles.file_fingerprint(f)["ctime_ns"] != after["ctime_ns"]
 
 
 def test_sampled_header_is_the_whole_header(tmp_path: Path, small_blocks: None) -> None:

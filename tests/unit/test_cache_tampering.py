@@ -1,0 +1,172 @@
+"""A cache entry whose checksum matches is still used only when it is what verify could have
+written (issue 20, item 6): rows `[1..max(tokens, 1), vocab]` of float32, greedy ids that fit,
+layers present when captured, members stored uncompressed. Everything else reads as absent,
+so a tampered cache (a restored CI cache, say) only makes verify slower: never a wrong shape,
+and never gigabytes from a small file.
+
+Each case forges an entry with a valid checksum (`cachefiles.encode`), so only the new checks
+can refuse it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from portkit.verify import cachefiles, refcache, runcache
+from portkit.verify.refcache import CachedReference, RefCache
+from portkit.verify.runcache import RunCache
+
+VOCAB, TOKENS, PROMPT = 5, 3, [1, 2, 3]
+
+
+def _ref_cache(tmp_path: Path) -> RefCache:
+    return RefCache("k" * 64, PROMPT, TOKENS, root=tmp_path / "ref", vocab=VOCAB)
+
+
+def _good() -> tuple[dict, dict[str, np.ndarray]]:
+    rows = np.random.default_rng(0).standard_normal((TOKENS, VOCAB)).astype(np.float32)
+    meta = {"greedy": [4, 0, 2], "nonfinite_weights": [], "captured": True}
+    return meta, {"rows": rows, "layer:layer.0": np.ones((3, 4), np.float32)}
+
+
+def _forge(path: Path, magic: bytes, meta: dict, arrays: dict[str, np.ndarray], *, savez=np.savez) -> None:
+    """An entry with a valid checksum around whatever payload we like."""
+    buf = io.BytesIO()
+    import json
+
+    savez(buf, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
+    payload = buf.getvalue()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(magic + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+
+
+def test_a_forged_entry_of_the_right_shape_is_read(tmp_path: Path) -> None:
+    """The control: the forging itself makes a readable entry (so each refusal below is the check's)."""
+    c = _ref_cache(tmp_path)
+    meta, arrays = _good()
+    _forge(c.path(None), refcache.MAGIC, meta, arrays)
+    hit = c.get(None)
+    assert hit is not None and hit.greedy == [4, 0, 2] and hit.rows.shape == (TOKENS, VOCAB)
+
+
+def _wrong(meta: dict, arrays: dict[str, np.ndarray], case: str) -> tuple[dict, dict[str, np.ndarray]]:
+    meta, arrays = dict(meta), dict(arrays)
+    rows = arrays["rows"]
+    if case == "other vocab":
+        arrays["rows"] = np.zeros((TOKENS, VOCAB + 1), np.float32)
+    elif case == "no rows":
+        arrays["rows"] = np.zeros((0, VOCAB), np.float32)
+    elif case == "too many rows":
+        arrays["rows"] = np.zeros((TOKENS + 1, VOCAB), np.float32)
+    elif case == "3-d rows":
+        arrays["rows"] = rows[None]
+    elif case == "1-d rows":
+        arrays["rows"] = rows[0]
+    elif case == "float64 rows":
+        arrays["rows"] = rows.astype(np.float64)
+    elif case == "greedy outside the vocabulary":
+        meta["greedy"] = [4, 0, VOCAB]
+    elif case == "negative greedy":
+        meta["greedy"] = [-1]
+    elif case == "more greedy than tokens":
+        meta["greedy"] = [0] * (TOKENS + 1)
+    elif case == "captured without layers":
+        arrays.pop("layer:layer.0")
+    elif case == "no captured flag":
+        meta.pop("captured")
+    elif case == "meta not an object":
+        return ["greedy"], arrays  # type: ignore[return-value]
+    elif case == "int64 layer":
+        arrays["layer:layer.0"] = np.ones((3, 4), np.int64)
+    return meta, arrays
+
+
+CASES = [
+    "other vocab", "no rows", "too many rows", "3-d rows", "1-d rows", "float64 rows", "greedy outside the vocabulary",
+    "negative greedy", "more greedy than tokens", "captured without layers", "no captured flag", "meta not an object", "int64 layer",
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_reference_entry_of_another_shape_reads_as_absent(tmp_path: Path, case: str) -> None:
+    c = _ref_cache(tmp_path)
+    _forge(c.path(None), refcache.MAGIC, *_wrong(*_good(), case))
+    assert c.get(None) is None
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c not in ("no captured flag",)])
+def test_a_run_entry_of_another_shape_reads_as_absent(tmp_path: Path, case: str) -> None:
+    c = RunCache("ab" + "c" * 62, root=tmp_path / "candle", tokens=TOKENS, vocab=VOCAB)
+    meta, arrays = _wrong(*_good(), case)
+    if isinstance(meta, dict):
+        meta = {"greedy": meta.get("greedy"), "captured": meta.get("captured", True)}
+    _forge(c.path, runcache.MAGIC, meta, arrays)
+    assert c.get() is None
+    good_meta, good_arrays = _good()
+    _forge(c.path, runcache.MAGIC, {"greedy": good_meta["greedy"], "captured": True}, good_arrays)
+    assert c.get() is not None  # the same forging with the right shapes is read
+
+
+def test_a_compressed_entry_is_refused_before_it_is_inflated(tmp_path: Path) -> None:
+    """1 MiB of file that would inflate to 256 MiB: refused reading only the zip directory."""
+    c = _ref_cache(tmp_path)
+    meta, _ = _good()
+    bomb = {"rows": np.zeros((TOKENS, 2**24 // TOKENS * 4), np.float32)}  # 256 MiB of zeros
+    _forge(c.path(None), refcache.MAGIC, meta, bomb, savez=np.savez_compressed)
+    assert c.path(None).stat().st_size < 2**20
+    tracemalloc.start()
+    try:
+        assert c.get(None) is None
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20, peak
+    # and a small compressed entry of the right shape too: compression is refused as such
+    _forge(c.path(None), refcache.MAGIC, *_good(), savez=np.savez_compressed)
+    assert c.get(None) is None
+
+
+def test_a_stored_member_larger_than_the_file_is_refused() -> None:
+    """A zip directory that claims more bytes than the payload has is not np.savez's."""
+    meta, arrays = _good()
+    blob = cachefiles.encode(refcache.MAGIC, meta, arrays)
+    payload = blob[len(refcache.MAGIC) + 65 :]  # after the 64 hex digits and the newline
+    i = payload.rfind(b"PK\x01\x02")  # the last member's central directory entry
+    forged = bytearray(payload)
+    forged[i + 24 : i + 28] = (2**31).to_bytes(4, "little")  # its uncompressed size
+    out = refcache.MAGIC + hashlib.sha256(bytes(forged)).hexdigest().encode() + b"\n" + bytes(forged)
+    assert cachefiles.decode(refcache.MAGIC, out) is None
+    assert cachefiles.decode(refcache.MAGIC, blob) is not None
+
+
+def test_an_effect_entry_without_its_effect_is_computed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """refjob.reference_effect reads `layers['effect']`: an entry without it is recomputed, never a KeyError."""
+    from types import SimpleNamespace
+
+    from portkit.verify import refjob, refproc
+
+    monkeypatch.setenv("PORTKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PORTKIT_VERIFY_REFERENCE", "inprocess")
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"\x00" * 64)
+    model = SimpleNamespace(root=tmp_path, weight_files=(weights,), vocab_size=VOCAB)
+    reference = SimpleNamespace(use_cache=True, prompt=PROMPT, inputs=None)
+    key = refcache.model_key("{}", model.weight_files, "effect-2")
+    RefCache(key, PROMPT, TOKENS, vocab=VOCAB).put(None, CachedReference(greedy=[], rows=np.zeros((1, VOCAB), np.float32), layers={}, nonfinite_weights=[]))
+    computed = []
+
+    def effect_reference(*args: object) -> tuple[np.ndarray, np.ndarray]:
+        computed.append(args)
+        return np.ones((1, VOCAB), np.float32), np.full(2, 0.5, np.float32)
+
+    monkeypatch.setattr(refproc, "effect_reference", effect_reference)
+    rows, effect = refjob.reference_effect(model, reference, TOKENS, "{}", 2, lambda _s: None)  # type: ignore[arg-type]
+    assert len(computed) == 1 and effect.tolist() == [0.5, 0.5]
+    # and now the cache has it, with its effect
+    assert refjob.reference_effect(model, reference, TOKENS, "{}", 2, lambda _s: None)[1].tolist() == [0.5, 0.5] and len(computed) == 1  # type: ignore[arg-type]
