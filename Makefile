@@ -14,7 +14,7 @@ export PORTKIT_CACHE ?= $(HOME)/.cache/portkit
 export OMP_NUM_THREADS ?= 2
 export RAYON_NUM_THREADS ?= 2
 
-.PHONY: demo test venv native dist clean-native mutation fuzz
+.PHONY: demo test venv native dist clean-native mutation fuzz dump-compat
 
 # portkit[verify] depends on portkit-native of the same version, which PyPI does not have for a
 # clone: build that wheel first and let pip find it (--find-links).
@@ -56,6 +56,11 @@ test: native dist
 	$(VENV)/bin/actionlint .github/workflows/*.yml
 	bash tests/release/no_cargo_install.sh $(DIST)
 	$(PY) -m pytest -q
+
+# portkit-dump against candle-core 0.11.0 and the newest 0.11.x on crates.io (network; builds
+# candle-core again in $(CARGO_TARGET_DIR)-compat, minutes): not part of `make test`.
+dump-compat:
+	native/portkit-dump/check-candle-versions.sh
 
 # Mutation testing (mutmut): not part of `make test` or CI, it takes tens of minutes. Each
 # module is mutated against the tests that target it; prints the score per module.

@@ -4,10 +4,17 @@
 //! forward hooks and the model's fields are private, so a copy is the only way to see inside;
 //! `tests/families.rs` and portkit's Python tests prove that its logits equal the library's bit
 //! for bit.
+//!
+//! Sub-layers: a `Sink` (`crate::sublayers`) is threaded through the decoder layer's and the
+//! attention's `forward`; it copies the outputs of the submodules transformers names
+//! (`input_layernorm`, the q/k/v projections before RoPE, `self_attn` after o_proj, the norms,
+//! `mlp`) and changes no op, so the library's op order is kept line for line: `capture`'s
+//! logits stay bit-identical to the library's with the sub-layers recorded.
 
 #![allow(dead_code, clippy::all)]
 use crate::failure::Outcome;
 use crate::llama::Array;
+use crate::sublayers::Sink;
 use candle_core::{DType, Device, Module, Result, Tensor, D};
 use candle_nn::{linear_b as linear, Linear, VarBuilder};
 use candle_transformers::models::gemma3::Config;
@@ -202,12 +209,16 @@ impl Attention {
         xs: &Tensor,
         attention_mask: Option<&Tensor>,
         seqlen_offset: usize,
+        sink: &mut Sink,
     ) -> Result<Tensor> {
         let (b_sz, q_len, _) = xs.dims3()?;
 
         let query_states = self.q_proj.forward(xs)?;
         let key_states = self.k_proj.forward(xs)?;
         let value_states = self.v_proj.forward(xs)?;
+        sink.put("self_attn.q_proj", &query_states)?;
+        sink.put("self_attn.k_proj", &key_states)?;
+        sink.put("self_attn.v_proj", &value_states)?;
 
         let query_states = query_states
             .reshape((b_sz, q_len, self.num_heads, self.head_dim))?
@@ -341,16 +352,23 @@ impl DecoderLayer {
         xs: &Tensor,
         attention_mask: Option<&Tensor>,
         seqlen_offset: usize,
+        sink: &mut Sink,
     ) -> Result<Tensor> {
         let residual = xs;
         let xs = self.input_layernorm.forward(xs)?;
-        let xs = self.self_attn.forward(&xs, attention_mask, seqlen_offset)?;
+        sink.put("input_layernorm", &xs)?;
+        let xs = self.self_attn.forward(&xs, attention_mask, seqlen_offset, sink)?;
+        sink.put("self_attn", &xs)?;
         let xs = xs.apply(&self.post_attention_layernorm)?;
+        sink.put("post_attention_layernorm", &xs)?;
         let xs = (xs + residual)?;
         let residual = &xs;
         let xs = xs.apply(&self.pre_feedforward_layernorm)?;
+        sink.put("pre_feedforward_layernorm", &xs)?;
         let xs = xs.apply(&self.mlp)?;
+        sink.put("mlp", &xs)?;
         let xs = xs.apply(&self.post_feedforward_layernorm)?;
+        sink.put("post_feedforward_layernorm", &xs)?;
         residual + xs
     }
 
@@ -485,7 +503,7 @@ impl Model {
             } else {
                 &attention_mask
             };
-            xs = layer.forward(&xs, mask.as_ref(), seqlen_offset)?
+            xs = layer.forward(&xs, mask.as_ref(), seqlen_offset, &mut Sink::off())?
         }
         let logits = xs
             .narrow(1, seq_len - 1, 1)?
@@ -523,7 +541,7 @@ impl Model {
             } else {
                 &attention_mask
             };
-            xs = layer.forward(&xs, mask.as_ref(), seqlen_offset)?;
+            xs = layer.forward(&xs, mask.as_ref(), seqlen_offset, &mut Sink::layer(&mut out, i))?;
             out.push((format!("layer.{i}"), Array::from_tensor(&xs.squeeze(0)?)?));
         }
         out.push(("norm".to_string(), Array::from_tensor(&xs.apply(&self.norm)?.squeeze(0)?)?));

@@ -4,10 +4,17 @@
 //! candle has no forward hooks and the model's fields are private, so a copy is the only way to
 //! see inside; `tests/families.rs` and portkit's Python tests prove that its logits equal the
 //! library's bit for bit.
+//!
+//! Sub-layers: a `Sink` (`crate::sublayers`) is threaded through the decoder layer's and the
+//! attention's `forward`; it copies the outputs of the submodules transformers names
+//! (`input_layernorm`, the q/k/v projections before RoPE, `self_attn` after o_proj, the norms,
+//! `mlp`) and changes no op, so the library's op order is kept line for line: `capture`'s
+//! logits stay bit-identical to the library's with the sub-layers recorded.
 
 #![allow(dead_code, clippy::all)]
 use crate::failure::Outcome;
 use crate::llama::Array;
+use crate::sublayers::Sink;
 use candle_core::{DType, Device, IndexOp, Result, Tensor, D};
 use candle_nn::{embedding, Embedding, Module, VarBuilder};
 use candle_transformers::models::granite::{Config, GraniteRopeConfig, GraniteRopeType};
@@ -132,12 +139,16 @@ impl CausalSelfAttention {
         index_pos: usize,
         block_idx: usize,
         cache: &mut Cache,
+        sink: &mut Sink,
     ) -> Result<Tensor> {
         let _enter = self.span.enter();
         let (b_sz, seq_len, hidden_size) = x.dims3()?;
         let q = self.q_proj.forward(x)?;
         let k = self.k_proj.forward(x)?;
         let v = self.v_proj.forward(x)?;
+        sink.put("self_attn.q_proj", &q)?;
+        sink.put("self_attn.k_proj", &k)?;
+        sink.put("self_attn.v_proj", &v)?;
 
         let q = q
             .reshape((b_sz, seq_len, self.num_attention_heads, self.head_dim))?
@@ -297,13 +308,21 @@ impl Block {
         index_pos: usize,
         block_idx: usize,
         cache: &mut Cache,
+        sink: &mut Sink,
     ) -> Result<Tensor> {
         let _enter = self.span.enter();
         let residual = x;
         let x = self.rms_1.forward(x)?;
-        let x = (self.attn.forward(&x, index_pos, block_idx, cache)? + residual)?;
+        sink.put("input_layernorm", &x)?;
+        let x = self.attn.forward(&x, index_pos, block_idx, cache, sink)?;
+        sink.put("self_attn", &x)?;
+        let x = (x + residual)?;
         let residual = &x;
-        let x = (self.mlp.forward(&self.rms_2.forward(&x)?)? + residual)?;
+        let x = self.rms_2.forward(&x)?;
+        sink.put("post_attention_layernorm", &x)?;
+        let x = self.mlp.forward(&x)?;
+        sink.put("mlp", &x)?;
+        let x = (x + residual)?;
         Ok(x)
     }
 
@@ -340,7 +359,7 @@ impl Granite {
         let (_b_sz, seq_len) = x.dims2()?;
         let mut x = self.wte.forward(x)?;
         for (block_idx, block) in self.blocks.iter().enumerate() {
-            x = block.forward(&x, index_pos, block_idx, cache)?;
+            x = block.forward(&x, index_pos, block_idx, cache, &mut Sink::off())?;
         }
         let x = self.ln_f.forward(&x)?;
         let x = x.i((.., seq_len - 1, ..))?.contiguous()?;
@@ -373,7 +392,7 @@ impl Granite {
         let mut x = self.wte.forward(x)?;
         out.push(("embeddings".to_string(), Array::from_tensor(&x.squeeze(0)?)?));
         for (block_idx, block) in self.blocks.iter().enumerate() {
-            x = block.forward(&x, index_pos, block_idx, cache)?;
+            x = block.forward(&x, index_pos, block_idx, cache, &mut Sink::layer(&mut out, block_idx))?;
             out.push((format!("layer.{block_idx}"), Array::from_tensor(&x.squeeze(0)?)?));
         }
         let x = self.ln_f.forward(&x)?;

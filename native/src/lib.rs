@@ -21,6 +21,7 @@ pub mod phi3_copy;
 pub mod qwen2_copy;
 pub mod qwen3_copy;
 pub mod requested;
+pub mod sublayers;
 pub mod tokenizer;
 pub mod weights;
 #[cfg(feature = "python")]

@@ -6,8 +6,15 @@
 //! Each piece below mirrors the library line for line (same layer types, same op order); only the
 //! KV cache is left out, because a capture is a single full pass from position 0, where the
 //! library's cache holds nothing yet.
+//!
+//! Sub-layers: a `Sink` (`crate::sublayers`) is threaded through the decoder layer's and the
+//! attention's `forward`; it copies the outputs of the submodules transformers names
+//! (`input_layernorm`, the q/k/v projections before RoPE, `self_attn` after o_proj, the norms,
+//! `mlp`) and changes no op, so the library's op order is kept line for line: `capture`'s
+//! logits stay bit-identical to the library's with the sub-layers recorded.
 
 use crate::llama::Array;
+use crate::sublayers::Sink;
 use crate::failure::Outcome;
 use candle_core::{DType, Device, IndexOp, Module, Result, Tensor};
 use candle_nn::{embedding, Embedding, VarBuilder};
@@ -84,11 +91,14 @@ impl Attention {
         })
     }
 
-    fn forward(&self, x: &Tensor, cos: &Tensor, sin: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    fn forward(&self, x: &Tensor, cos: &Tensor, sin: &Tensor, mask: &Tensor, sink: &mut Sink) -> Result<Tensor> {
         let (b_sz, seq_len, hidden_size) = x.dims3()?;
         let q = self.q_proj.forward(x)?;
         let k = self.k_proj.forward(x)?;
         let v = self.v_proj.forward(x)?;
+        sink.put("self_attn.q_proj", &q)?;
+        sink.put("self_attn.k_proj", &k)?;
+        sink.put("self_attn.v_proj", &v)?;
         let q = q.reshape((b_sz, seq_len, self.num_attention_heads, self.head_dim))?.transpose(1, 2)?.contiguous()?;
         let k = k.reshape((b_sz, seq_len, self.num_key_value_heads, self.head_dim))?.transpose(1, 2)?.contiguous()?;
         let v = v.reshape((b_sz, seq_len, self.num_key_value_heads, self.head_dim))?.transpose(1, 2)?;
@@ -152,12 +162,19 @@ impl Block {
         })
     }
 
-    fn forward(&self, x: &Tensor, cos: &Tensor, sin: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    fn forward(&self, x: &Tensor, cos: &Tensor, sin: &Tensor, mask: &Tensor, sink: &mut Sink) -> Result<Tensor> {
         let residual = x;
         let x = self.rms_1.forward(x)?;
-        let x = (self.attn.forward(&x, cos, sin, mask)? + residual)?;
+        sink.put("input_layernorm", &x)?;
+        let x = self.attn.forward(&x, cos, sin, mask, sink)?;
+        sink.put("self_attn", &x)?;
+        let x = (x + residual)?;
         let residual = &x;
-        self.mlp.forward(&self.rms_2.forward(&x)?)? + residual
+        let x = self.rms_2.forward(&x)?;
+        sink.put("post_attention_layernorm", &x)?;
+        let x = self.mlp.forward(&x)?;
+        sink.put("mlp", &x)?;
+        x + residual
     }
 }
 
@@ -198,7 +215,7 @@ impl LlamaCopy {
         let mut x = self.wte.forward(ids)?;
         out.push(("embeddings".to_string(), Array::from_tensor(&x.squeeze(0)?)?));
         for (i, block) in self.blocks.iter().enumerate() {
-            x = block.forward(&x, &cos, &sin, &mask)?;
+            x = block.forward(&x, &cos, &sin, &mask, &mut Sink::layer(&mut out, i))?;
             out.push((format!("layer.{i}"), Array::from_tensor(&x.squeeze(0)?)?));
         }
         let x = self.ln_f.forward(&x)?;

@@ -4,10 +4,17 @@
 //! hooks and the model's fields are private, so a copy is the only way to see inside;
 //! `tests/families.rs` and portkit's Python tests prove that its logits equal the library's bit
 //! for bit.
+//!
+//! Sub-layers: a `Sink` (`crate::sublayers`) is threaded through the decoder layer's and the
+//! attention's `forward`; it copies the outputs of the submodules transformers names
+//! (`input_layernorm`, the q/k/v projections before RoPE, `self_attn` after o_proj, the norms,
+//! `mlp`) and changes no op, so the library's op order is kept line for line: `capture`'s
+//! logits stay bit-identical to the library's with the sub-layers recorded.
 
 #![allow(dead_code, clippy::all)]
 use crate::failure::Outcome;
 use crate::llama::Array;
+use crate::sublayers::Sink;
 use candle_core::{DType, Device, IndexOp, Module, Result, Tensor, D};
 use candle_nn::VarBuilder;
 use candle_transformers::models::phi3::Config;
@@ -150,10 +157,12 @@ impl Attention {
         xs: &Tensor,
         attention_mask: Option<&Tensor>,
         seqlen_offset: usize,
+        sink: &mut Sink,
     ) -> Result<Tensor> {
         let (b_sz, q_len, _) = xs.dims3()?;
 
         let qkv = self.qkv_proj.forward(xs)?;
+        sink.put("self_attn.qkv_proj", &qkv)?;
         let query_pos = self.num_heads * self.head_dim;
         let query_states = qkv.narrow(D::Minus1, 0, query_pos)?;
         let key_states = qkv.narrow(D::Minus1, query_pos, self.num_kv_heads * self.head_dim)?;
@@ -278,13 +287,19 @@ impl DecoderLayer {
         xs: &Tensor,
         attention_mask: Option<&Tensor>,
         seqlen_offset: usize,
+        sink: &mut Sink,
     ) -> Result<Tensor> {
         let residual = xs;
         let xs = self.input_layernorm.forward(xs)?;
-        let xs = self.self_attn.forward(&xs, attention_mask, seqlen_offset)?;
+        sink.put("input_layernorm", &xs)?;
+        let xs = self.self_attn.forward(&xs, attention_mask, seqlen_offset, sink)?;
+        sink.put("self_attn", &xs)?;
         let xs = (xs + residual)?;
         let residual = &xs;
-        let xs = xs.apply(&self.post_attention_layernorm)?.apply(&self.mlp)?;
+        let xs = xs.apply(&self.post_attention_layernorm)?;
+        sink.put("post_attention_layernorm", &xs)?;
+        let xs = xs.apply(&self.mlp)?;
+        sink.put("mlp", &xs)?;
         residual + xs
     }
 
@@ -361,7 +376,7 @@ impl Model {
         };
         let mut xs = self.embed_tokens.forward(input_ids)?;
         for layer in self.layers.iter_mut() {
-            xs = layer.forward(&xs, attention_mask.as_ref(), seqlen_offset)?
+            xs = layer.forward(&xs, attention_mask.as_ref(), seqlen_offset, &mut Sink::off())?
         }
         xs.narrow(1, seq_len - 1, 1)?
             .apply(&self.norm)?
@@ -390,7 +405,7 @@ impl Model {
         let mut xs = self.embed_tokens.forward(input_ids)?;
         out.push(("embeddings".to_string(), Array::from_tensor(&xs.squeeze(0)?)?));
         for (i, layer) in self.layers.iter_mut().enumerate() {
-            xs = layer.forward(&xs, attention_mask.as_ref(), seqlen_offset)?;
+            xs = layer.forward(&xs, attention_mask.as_ref(), seqlen_offset, &mut Sink::layer(&mut out, i))?;
             out.push((format!("layer.{i}"), Array::from_tensor(&xs.squeeze(0)?)?));
         }
         out.push(("norm".to_string(), Array::from_tensor(&xs.apply(&self.norm)?.squeeze(0)?)?));

@@ -5,10 +5,17 @@
 //! `ModelForCausalLM::capture`, which runs the library's `forward` while keeping every layer's
 //! output. `tests/families.rs` and portkit's Python tests prove that its logits equal the
 //! library's bit for bit.
+//!
+//! Sub-layers: a `Sink` (`crate::sublayers`) is threaded through the decoder layer's and the
+//! attention's `forward`; it copies the outputs of the submodules transformers names
+//! (`input_layernorm`, the q/k/v projections before RoPE, `self_attn` after o_proj, the norms,
+//! `mlp`) and changes no op, so the library's op order is kept line for line: `capture`'s
+//! logits stay bit-identical to the library's with the sub-layers recorded.
 
 #![allow(dead_code, clippy::all)]
 use crate::failure::Outcome;
 use crate::llama::Array;
+use crate::sublayers::Sink;
 use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::attention::{flash_attn, AttnMask};
 use candle_nn::{kv_cache::ConcatKvCache, Activation, VarBuilder};
@@ -174,6 +181,7 @@ impl Qwen3Attention {
         x: &Tensor,
         attn_mask: Option<&Tensor>,
         offset: usize,
+        sink: &mut Sink,
     ) -> Result<Tensor> {
         let (b, l, _) = x.dims3()?;
 
@@ -181,6 +189,9 @@ impl Qwen3Attention {
         let q = self.q_proj.forward(x)?;
         let k = self.k_proj.forward(x)?;
         let v = self.v_proj.forward(x)?;
+        sink.put("self_attn.q_proj", &q)?;
+        sink.put("self_attn.k_proj", &k)?;
+        sink.put("self_attn.v_proj", &v)?;
 
         // 2. Reshape: (B, L, H, D) -> (B, H, L, D)
         let q = q
@@ -337,12 +348,16 @@ impl DecoderLayer {
         })
     }
 
-    fn forward(&mut self, x: &Tensor, mask: Option<&Tensor>, offset: usize) -> Result<Tensor> {
+    fn forward(&mut self, x: &Tensor, mask: Option<&Tensor>, offset: usize, sink: &mut Sink) -> Result<Tensor> {
         let h = self.ln1.forward(x)?;
-        let h = self.self_attn.forward(&h, mask, offset)?;
+        sink.put("input_layernorm", &h)?;
+        let h = self.self_attn.forward(&h, mask, offset, sink)?;
+        sink.put("self_attn", &h)?;
         let x = (x + h)?;
         let h2 = self.ln2.forward(&x)?;
+        sink.put("post_attention_layernorm", &h2)?;
         let h2 = h2.apply(&self.mlp)?;
+        sink.put("mlp", &h2)?;
         x + h2
     }
 
@@ -434,7 +449,7 @@ impl Model {
         };
 
         for layer in &mut self.layers {
-            h = layer.forward(&h, causal.as_ref(), offset)?;
+            h = layer.forward(&h, causal.as_ref(), offset, &mut Sink::off())?;
         }
         self.norm.forward(&h)
     }
@@ -481,7 +496,7 @@ impl ModelForCausalLM {
         let mut out = Vec::with_capacity(m.layers.len() + 3);
         out.push(("embeddings".to_string(), Array::from_tensor(&h.squeeze(0)?)?));
         for (i, layer) in m.layers.iter_mut().enumerate() {
-            h = layer.forward(&h, causal.as_ref(), offset)?;
+            h = layer.forward(&h, causal.as_ref(), offset, &mut Sink::layer(&mut out, i))?;
             out.push((format!("layer.{i}"), Array::from_tensor(&h.squeeze(0)?)?));
         }
         let h = m.norm.forward(&h)?;

@@ -74,8 +74,15 @@ fn copy_logits_equal_library_bit_for_bit() {
         let runner = LlamaRunner::load(vec![w], &config(LAYERS, tie), DType::F32, None, Device::Cpu, false).unwrap();
         let lib = runner.last_logits(&IDS).unwrap();
         let cap = runner.capture(&IDS).unwrap();
-        let names: Vec<&str> = cap.iter().map(|(n, _)| n.as_str()).collect();
+        let names: Vec<&str> = cap.iter().map(|(n, _)| n.as_str()).filter(|n| n.matches('.').count() < 2).collect();
         assert_eq!(names, ["embeddings", "layer.0", "layer.1", "layer.2", "norm", "logits"]);
+        // each block's sub-layers, in computation order, before the block's output
+        let subs = ["input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn", "post_attention_layernorm", "mlp"];
+        let block1: Vec<&str> = cap.iter().map(|(n, _)| n.as_str()).skip_while(|n| *n != "layer.0").skip(1).take(subs.len() + 1).collect();
+        let want: Vec<String> = subs.iter().map(|s| format!("layer.1.{s}")).chain(["layer.1".to_string()]).collect();
+        assert_eq!(block1, want);
+        let kv = cap.iter().find(|(n, _)| n == "layer.2.self_attn.k_proj").unwrap();
+        assert_eq!(kv.1.shape, vec![IDS.len(), KV_HEADS * HIDDEN / HEADS]);
         let copy = &cap.last().unwrap().1.data;
         let max_diff = lib.iter().zip(copy).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
         assert_eq!(max_diff, 0.0, "tie={tie}: copy vs library max |diff| = {max_diff:e}");

@@ -206,6 +206,21 @@ fn every_family_runs_and_its_kv_cache_path_agrees_with_one_forward() {
     }
 }
 
+/// The sub-layers each copy records, as portkit/families/<name>.py lists them.
+fn sublayers(family: Family) -> Vec<&'static str> {
+    let norms_around_mlp = ["pre_feedforward_layernorm", "mlp", "post_feedforward_layernorm"];
+    match family {
+        Family::Gemma2 | Family::Gemma3 => {
+            let mut v = vec!["input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn", "post_attention_layernorm"];
+            v.extend(norms_around_mlp);
+            v
+        }
+        Family::Olmo2 => vec!["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn", "post_attention_layernorm", "mlp", "post_feedforward_layernorm"],
+        Family::Phi3 => vec!["input_layernorm", "self_attn.qkv_proj", "self_attn", "post_attention_layernorm", "mlp"],
+        _ => vec!["input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn", "post_attention_layernorm", "mlp"],
+    }
+}
+
 #[test]
 fn per_layer_copies_equal_the_library_bit_for_bit() {
     for family in [
@@ -253,8 +268,19 @@ fn per_layer_copies_equal_the_library_bit_for_bit() {
             let lib = r.last_logits(&IDS).unwrap();
             let cap = capture_layers(family, &[w], &cfg.to_string(), &IDS, DType::F32, None, &Device::Cpu).unwrap();
             let names: Vec<&str> = cap.iter().map(|(n, _)| n.as_str()).collect();
-            assert_eq!(names, ["embeddings", "layer.0", "layer.1", "norm", "logits"]);
-            assert_eq!(cap[1].1.shape, vec![IDS.len(), 64]);
+            // each layer's sub-layers in computation order, then the layer (portkit/families/<name>.py SUBLAYERS)
+            let subs = sublayers(family);
+            let mut want = vec!["embeddings".to_string()];
+            for i in 0..2 {
+                want.extend(subs.iter().map(|s| format!("layer.{i}.{s}")));
+                want.push(format!("layer.{i}"));
+            }
+            want.extend(["norm".to_string(), "logits".to_string()]);
+            assert_eq!(names, want, "{family:?}");
+            for (name, a) in &cap[..cap.len() - 1] {
+                assert_eq!(a.shape[0], IDS.len(), "{family:?} {name}: [T, features]");
+                assert_eq!(a.shape.len(), 2, "{family:?} {name}: [T, features]");
+            }
             let d = max_abs_diff(&lib, &cap.last().unwrap().1.data);
             assert_eq!(d, 0.0, "{family:?} variant {variant}: copy vs library max |diff| = {d:e}");
             let spread = lib.iter().cloned().fold(f32::MIN, f32::max) - lib.iter().cloned().fold(f32::MAX, f32::min);

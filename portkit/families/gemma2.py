@@ -49,3 +49,19 @@ def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str
 
     bias = values["attention_bias"]
     return T.standard(values, qkv_bias=bias, o_bias=bias, extra_norms=("pre_feedforward_layernorm", "post_feedforward_layernorm"))
+
+
+#: The sub-layers the porting kit records, in computation order (transformers modeling_gemma2.py
+#: Gemma2DecoderLayer: post_attention_layernorm normalises the attention output, before the
+#: residual add).
+SUBLAYERS = (
+    "input_layernorm",
+    "self_attn.q_proj",
+    "self_attn.k_proj",
+    "self_attn.v_proj",
+    "self_attn",
+    "post_attention_layernorm",
+    "pre_feedforward_layernorm",
+    "mlp",
+    "post_feedforward_layernorm",
+)

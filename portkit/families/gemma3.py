@@ -54,3 +54,18 @@ def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str
     return T.standard(
         values, qkv_bias=bias, o_bias=bias, head_qk_norm=True, extra_norms=("pre_feedforward_layernorm", "post_feedforward_layernorm")
     )
+
+
+#: The sub-layers the porting kit records, in computation order (transformers modeling_gemma3.py
+#: Gemma3DecoderLayer (as gemma2; q_norm/k_norm act per head inside self_attn, not recorded)).
+SUBLAYERS = (
+    "input_layernorm",
+    "self_attn.q_proj",
+    "self_attn.k_proj",
+    "self_attn.v_proj",
+    "self_attn",
+    "post_attention_layernorm",
+    "pre_feedforward_layernorm",
+    "mlp",
+    "post_feedforward_layernorm",
+)

@@ -56,3 +56,17 @@ def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str
     if not values["tie_word_embeddings"]:
         T.lm_head(t, values)
     return t
+
+
+#: The sub-layers the porting kit records, in computation order (transformers modeling_olmo2.py
+#: Olmo2DecoderLayer: no input norm; post-norms on the attention and MLP outputs, before each
+#: residual add).
+SUBLAYERS = (
+    "self_attn.q_proj",
+    "self_attn.k_proj",
+    "self_attn.v_proj",
+    "self_attn",
+    "post_attention_layernorm",
+    "mlp",
+    "post_feedforward_layernorm",
+)

@@ -83,3 +83,14 @@ def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str
     if not values["tie_word_embeddings"]:
         T.lm_head(t, values)
     return t
+
+
+#: The sub-layers the porting kit records, in computation order (transformers modeling_phi3.py
+#: Phi3DecoderLayer: one fused qkv_proj).
+SUBLAYERS = (
+    "input_layernorm",
+    "self_attn.qkv_proj",
+    "self_attn",
+    "post_attention_layernorm",
+    "mlp",
+)

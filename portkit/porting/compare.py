@@ -8,7 +8,10 @@ What is compared is what the candidate holds, each against the reference's same 
 - `greedy`: the first token where the continuations fork, with the reference's margin there
   (from its `greedy.logits`);
 - `embeddings`, `layer.N`, `norm` (and `logits`): relative error per value, the first one
-  over the tolerance named.
+  over the tolerance named;
+- `layer.N.<sub-layer>`: relative error per value, reported; inside the first layer over the
+  tolerance, the first sub-layer over it is the first bad name, with its error per position
+  and what the pattern points to (`portkit.verify.localise`).
 
 A candidate that cannot be compared is bad input (exit 2, one line): a name the reference
 lacks, a shape other than the reference's, ids other than the reference's, nothing in common.
@@ -22,9 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from portkit.porting.dumpfile import GREEDY_LOGITS, TOKEN_NAMES, DumpFile, describe_names, is_hidden
+from portkit.porting.dumpfile import GREEDY_LOGITS, TOKEN_NAMES, DumpFile, describe_names, is_per_layer, is_sublayer
 from portkit.verify.compare import TOLERANCES, Tolerance, compare_greedy, compare_layers, compare_logits, compare_steps
 from portkit.verify.inputs import BadInput
+from portkit.verify.localise import localise
 from portkit.verify.runs import Comparison
 
 DTYPES = tuple(TOLERANCES)  # f32 f16 bf16 q8_0 q4_k
@@ -49,9 +53,11 @@ class CompareResult:
 
     @property
     def first_bad(self) -> str | None:
-        """Where the divergence starts: the first value over the tolerance, else the first
-        failing check."""
+        """Where the divergence starts: the first bad sub-layer of the first layer over the
+        tolerance (the layer itself without sub-layers), else the first failing check."""
         c = self.comparison
+        if c.localisation is not None:
+            return c.localisation.name
         if c.layers is not None and c.layers_judged and c.layers.first_over:
             return c.layers.first_over
         for name, check in (("logits", c.last), ("logits", c.steps), ("greedy", c.greedy)):
@@ -94,7 +100,7 @@ def _check_logits_shape(cand: Path, ref: np.ndarray, got: tuple[int, ...]) -> No
 def _check_no_gap(ref: DumpFile, cand: DumpFile) -> None:
     """Layers may be a subset, but not one with a hole: a skipped `put` would move the
     first bad layer."""
-    ref_layers = [n for n in ref.tensors if n.startswith("layer.")]
+    ref_layers = [n for n in ref.tensors if n.startswith("layer.") and not is_sublayer(n)]
     have = [i for i, n in enumerate(ref_layers) if n in cand.tensors]
     if have:
         missing = [ref_layers[i] for i in range(have[0], have[-1] + 1) if ref_layers[i] not in cand.tensors]
@@ -127,7 +133,7 @@ def validate_reference(ref: DumpFile) -> None:
         if gl.ndim != 2 or gl.shape[0] == 0 or gl.shape[1] < 2 or (vocab is not None and gl.shape[1] != vocab):
             raise bad(f"`{GREEDY_LOGITS}` has shape {list(gl.shape)}, not [N, {vocab if vocab is not None else 'vocab'}]")
     for name, arr in R.items():
-        if is_hidden(name) and arr.size == 0:
+        if is_per_layer(name) and arr.size == 0:
             raise bad(f"`{name}` has shape {list(arr.shape)}: no values")
 
 
@@ -221,7 +227,7 @@ def _compare_dumps(ref: DumpFile, cand: DumpFile, dtype: str) -> CompareResult:
     R, C = ref.tensors, cand.tensors
     cmp = Comparison(tolerance=tol)
     # per layer: the reference's order, what the candidate has; logits at the shape it has
-    ref_layers = {n: R[n] for n in R if n in C and is_hidden(n)}
+    ref_layers = {n: R[n] for n in R if n in C and is_per_layer(n)}
     got_layers = {n: C[n] for n in ref_layers}
     if "logits" in C:
         ref_logits, got_logits = R["logits"], C["logits"]
@@ -246,8 +252,21 @@ def _compare_dumps(ref: DumpFile, cand: DumpFile, dtype: str) -> CompareResult:
     if ref_layers:
         cmp.layers_judged = tol.layer_rtol is not None
         cmp.layers = compare_layers(ref_layers, got_layers, tol.layer_rtol if tol.layer_rtol is not None else math.inf)
+        if cmp.layers_judged:
+            cmp.localisation = localise(cmp.layers, ref_layers, got_layers, available=list(R), no_sublayers_hint=_layers_only_hint(ref))
     compared = [n for n in C if n != "ids"]
     return CompareResult(ref, cand, tol, cmp, compared, notes)
+
+
+def _layers_only_hint(ref: DumpFile) -> str:
+    """For a reference without sub-layers: how to get them."""
+    from portkit.families import BY_NAME, sublayers
+
+    names = sublayers.of(BY_NAME.get(ref.metadata.get("family", "")))
+    return (
+        "the reference holds no sub-layers (written with --layers-only): write it again without, "
+        f"and dump the layer's {', '.join(names)}"
+    )
 
 
 def check_plot_path(plot: Path) -> None:

@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from portkit.families import sublayers
 from portkit.verify.inputs import BadInput
 
 #: Reference-only: row k holds the reference's logits where it chose greedy token k (the
@@ -39,27 +40,51 @@ MAX_TOKEN_ID = 2**63 - 1
 
 
 def is_hidden(name: str) -> bool:
-    """`[T, hidden]` values: compared per layer."""
+    """`[T, hidden]` values between the layers: compared per layer."""
     return name in ("embeddings", "norm") or _LAYER.fullmatch(name) is not None
 
 
+def is_sublayer(name: str) -> bool:
+    """`layer.N.<submodule path>` (`portkit.families.sublayers`): `[T, features]`, compared per
+    layer, used to localise a mismatch inside its layer."""
+    return sublayers.split(name) is not None
+
+
+def is_per_layer(name: str) -> bool:
+    return is_hidden(name) or is_sublayer(name)
+
+
 def known_name(name: str) -> bool:
-    return name in TOKEN_NAMES or name in ("logits", GREEDY_LOGITS) or is_hidden(name)
+    return name in TOKEN_NAMES or name in ("logits", GREEDY_LOGITS) or is_per_layer(name)
 
 
-def order_key(name: str) -> tuple[int, int, str]:
-    """The layout's order: ids, embeddings, layer.0, layer.1, ..., norm, logits, greedy."""
+_SUB_RANK = {sub: i for i, sub in enumerate(sublayers.ROLES)}
+
+
+def order_key(name: str) -> tuple[int, int, int, str]:
+    """The layout's order: ids, embeddings, layer.0's sub-layers in computation order, layer.0,
+    layer.1's, layer.1, ..., norm, logits, greedy. (The order of `sublayers.ROLES` is every
+    family's computation order: a test holds each family's `SUBLAYERS` to it.)"""
     m = _LAYER.fullmatch(name)
     if m:
-        return (2, int(m.group(1)), name)
+        return (2, int(m.group(1)), len(_SUB_RANK), name)
+    sub = sublayers.split(name)
+    if sub is not None:
+        return (2, sub[0], _SUB_RANK[sub[1]], name)
     rank = {"ids": 0, "embeddings": 1, "norm": 3, "logits": 4, "greedy": 5, GREEDY_LOGITS: 6}
-    return (rank.get(name, 7), 0, name)
+    return (rank.get(name, 7), 0, 0, name)
+
+
+def _fold(layers: list[int]) -> str:
+    return f"layer.{layers[0]}" if len(layers) == 1 else f"layer.{layers[0]}..layer.{layers[-1]}"
 
 
 def describe_names(names: list[str]) -> str:
-    """`ids, embeddings, layer.0..layer.29, norm, logits`: runs of layers folded."""
+    """`ids, embeddings, layer.0..layer.29, norm, logits`: runs of layers folded; sub-layers
+    as one entry (`210 sub-layer values: input_layernorm, ..., mlp of layer.0..layer.29`)."""
     out: list[str] = []
     layers: list[str] = []
+    subs = [s for s in (sublayers.split(n) for n in names) if s is not None]
 
     def flush() -> None:
         if layers:
@@ -69,10 +94,15 @@ def describe_names(names: list[str]) -> str:
     for n in sorted(names, key=order_key):
         if _LAYER.fullmatch(n):
             layers.append(n)
-        else:
+        elif not is_sublayer(n):
             flush()
             out.append(n)
     flush()
+    if subs:
+        kinds = sorted({s for _, s in subs}, key=_SUB_RANK.__getitem__)
+        where = sorted({i for i, _ in subs})
+        span = _fold(where) if where == list(range(where[0], where[-1] + 1)) else f"{len(where)} layers"
+        out.append(f"{len(subs)} sub-layer values: {', '.join(kinds)} of {span}")
     return ", ".join(out)
 
 

@@ -71,12 +71,19 @@ def choose_mode(mode: str, weight_files: Sequence[Path]) -> str:
 
 
 def reference_values(
-    model_dir: Path, weight_files: Sequence[Path], ids: Sequence[int], tokens: int, mode: str = "auto", progress: Progress = lambda _s: None
+    model_dir: Path,
+    weight_files: Sequence[Path],
+    ids: Sequence[int],
+    tokens: int,
+    mode: str = "auto",
+    progress: Progress = lambda _s: None,
+    sublayers: Sequence[str] = (),
 ) -> dict[str, np.ndarray]:
     """Every tensor of the layout, float32 (ids and greedy int64): ids, embeddings, layer.N,
-    norm ([T, hidden]) and logits ([T, vocab]) from the prefill; greedy ([tokens]) and
-    greedy.logits ([tokens, vocab], row k decided greedy token k) from generate()'s arithmetic
-    (the prefill's KV cache, then one cached step per token).
+    norm ([T, hidden]) and logits ([T, vocab]) from the prefill, with `sublayers` (paths inside
+    a decoder layer) each `layer.N.<path>` [T, features]; greedy ([tokens]) and greedy.logits
+    ([tokens, vocab], row k decided greedy token k) from generate()'s arithmetic (the prefill's
+    KV cache, then one cached step per token).
 
     verify's reference models (`portkit.verify.streamed`): transformers' own modules, eager,
     f32, CPU, offline, no remote code; streamed (one layer's weights at a time) or whole."""
@@ -103,7 +110,7 @@ def reference_values(
 
     progress(f"transformers: prefill and {max(tokens - 1, 0)} cached greedy steps")
     try:
-        steps, greedy = decode(run, list(ids), None, tokens, step_threads=STEP_THREADS)
+        steps, greedy = decode(run, list(ids), None, tokens, step_threads=STEP_THREADS, sublayers=sublayers)
     except Exception as e:  # transformers' own failure on this checkpoint
         raise BadInput(f"transformers could not run {model_dir}: {' '.join(str(e).split())[:300]}") from None
     first = prefill[0]
@@ -116,13 +123,19 @@ def reference_values(
 
 def family_name(config: dict[str, Any]) -> str:
     """portkit's family registry when there is one, else config.json's `model_type`."""
-    fallback = str(config.get("model_type", "unknown"))
-    try:
-        from portkit.families import detect  # type: ignore[attr-defined]
-    except ImportError:  # a portkit without the registry
-        return fallback
+    from portkit.families import detect
+
     fam = detect(config)
-    return fallback if fam is None else str(fam.name)
+    return str(config.get("model_type", "unknown")) if fam is None else str(fam.name)
+
+
+def family_sublayers(config: dict[str, Any]) -> tuple[str, ...]:
+    """The sub-layers recorded per decoder layer: the family's (`SUBLAYERS` in its module), or
+    Llama's decoder layer for a model_type portkit has no family for (paths the layer lacks
+    are skipped when recorded)."""
+    from portkit.families import detect, sublayers
+
+    return sublayers.of(detect(config))
 
 
 def _version(pkg: str) -> str:
@@ -132,7 +145,9 @@ def _version(pkg: str) -> str:
         return "-"
 
 
-def reference_metadata(model_dir: Path, config: dict[str, Any], prompt: Prompt, tokens: int, dtype: str) -> dict[str, str]:
+def reference_metadata(
+    model_dir: Path, config: dict[str, Any], prompt: Prompt, tokens: int, dtype: str, sublayers: Sequence[str] = ()
+) -> dict[str, str]:
     return {
         "format": FORMAT,
         "model": str(model_dir.resolve()),
@@ -144,6 +159,8 @@ def reference_metadata(model_dir: Path, config: dict[str, Any], prompt: Prompt, 
         "dtype": dtype,
         "prompt": json.dumps({"ids": list(prompt.ids), "source": prompt.source, "text": prompt.text}),
         "tokens": str(tokens),
+        # the sub-layers recorded per decoder layer, in computation order ([] with --layers-only)
+        "sublayers": json.dumps(list(sublayers)),
     }
 
 
@@ -154,6 +171,7 @@ class Written:
     metadata: dict[str, str]
     bytes: int
     seconds: float
+    prompt: Prompt
 
 
 def write(
@@ -165,6 +183,7 @@ def write(
     tokens: int = 8,
     dtype: str = "f32",
     mode: str = "auto",
+    layers_only: bool = False,
     progress: Progress = lambda _s: None,
 ) -> Written:
     t0 = time.perf_counter()
@@ -179,9 +198,11 @@ def write(
     prompt = resolve_prompt(model, ids, text)
     tokens = parse_tokens(tokens)
     mode = choose_mode(mode, model.weight_files)
-    values = reference_values(model.root, model.weight_files, list(prompt.ids), tokens, mode, progress)
-    meta = reference_metadata(model.root, model.config, prompt, tokens, dtype)
+    subs = () if layers_only else family_sublayers(model.config)
+    values = reference_values(model.root, model.weight_files, list(prompt.ids), tokens, mode, progress, subs)
+    recorded = [s for s in subs if f"layer.0.{s}" in values]
+    meta = reference_metadata(model.root, model.config, prompt, tokens, dtype, recorded)
     meta["runtime"] = f"transformers eager f32 cpu ({mode})"
     progress(f"writing {out}")
     write_reference(out, values, meta, dtype)
-    return Written(out, {k: list(v.shape) for k, v in values.items()}, meta, out.stat().st_size, time.perf_counter() - t0)
+    return Written(out, {k: list(v.shape) for k, v in values.items()}, meta, out.stat().st_size, time.perf_counter() - t0, prompt)

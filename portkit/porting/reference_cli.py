@@ -11,11 +11,11 @@ import os
 import sys
 from pathlib import Path
 
-HELP = "write transformers' values (every layer, logits, greedy) for comparing a candle port of your own"
+HELP = "write transformers' values (every layer and each submodule in it, logits, greedy) for comparing a candle port of your own"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model_dir", metavar="MODEL_DIR", help="directory with config.json and safetensors weights")
+    parser.add_argument("model_dir", metavar="MODEL_DIR", help="directory with config.json and safetensors weights, or ORG/NAME[@REV] from the Hugging Face cache")
     parser.add_argument("--out", "-o", required=True, type=Path, metavar="FILE", help="the safetensors file to write (e.g. ref.safetensors)")
     prompt = parser.add_mutually_exclusive_group()
     prompt.add_argument("--ids", metavar="1,2,3", help="prompt token ids, comma separated")
@@ -29,6 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "auto: whole when the f32 weights take under half the available memory (default: auto)",
     )
     parser.add_argument("--dtype", default="f32", help="dtype of the stored tensors: f32, f16 or bf16 (default: f32; computed in f32 always)")
+    parser.add_argument(
+        "--layers-only",
+        action="store_true",
+        help="record only the output of each decoder layer, not each submodule inside it (layer.N.input_layernorm, "
+        "layer.N.self_attn.q_proj, ...), which `portkit compare` uses to say what inside the first bad layer differs",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,6 +66,25 @@ def _is_the_program() -> bool:
     return os.path.basename(getattr(main, "__file__", "") or "") == "portkit"
 
 
+def _model_dir(spec: str) -> Path:
+    """A directory, or ORG/NAME[@REV] resolved in the local Hugging Face cache (offline), as
+    lint, fix and verify take it."""
+    if os.path.lexists(spec):
+        return Path(spec)
+    from portkit.errors import InputError
+    from portkit.hub import looks_like_repo_id, resolve
+    from portkit.verify.inputs import BadInput
+
+    if not looks_like_repo_id(spec):
+        return Path(spec)  # read_model_dir says what is wrong with it
+    try:
+        cached = resolve(spec)
+    except InputError as e:
+        raise BadInput(str(e)) from None
+    print(f"portkit: note: {cached.describe()}", file=sys.stderr)
+    return cached.path
+
+
 def _run(args: argparse.Namespace) -> int:
     from portkit.porting.dumpfile import describe_names
     from portkit.porting.reference import write
@@ -68,7 +93,20 @@ def _run(args: argparse.Namespace) -> int:
         if os.environ.get("PORTKIT_PROGRESS"):
             print(f"portkit reference: {s}", file=sys.stderr)
 
-    w = write(Path(args.model_dir), args.out, ids=args.ids, text=args.text, tokens=args.tokens, dtype=args.dtype, mode=args.reference, progress=progress)
+    w = write(
+        _model_dir(args.model_dir),
+        args.out,
+        ids=args.ids,
+        text=args.text,
+        tokens=args.tokens,
+        dtype=args.dtype,
+        mode=args.reference,
+        layers_only=args.layers_only,
+        progress=progress,
+    )
+    warning = w.prompt.short_warning()
+    if warning:
+        print(f"portkit: warning: {warning}", file=sys.stderr)
     m = w.metadata
     shapes = {k: "x".join(map(str, v)) for k, v in w.tensors.items()}
     ids = json.loads(m["prompt"])["ids"]

@@ -135,6 +135,9 @@ def run(args: argparse.Namespace) -> int:
             raise
         return _error(f"internal error: {type(e).__name__}: {e} (set PORTKIT_DEBUG=1 for the traceback)")
 
+    warning = report.prompt.short_warning()
+    if warning:
+        print(f"portkit: warning: {warning}", file=sys.stderr)
     if args.format == "json":
         from portkit.verify.report import to_json
 

@@ -192,7 +192,11 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> Any:
 
     timings: dict[str, float] = {}
     t_phase = time.perf_counter()
-    job = ReferenceJob(model, list(prompt.ids), tokens, mode=opts.reference_mode, use_cache=opts.cache, progress=progress)
+    from portkit.families import sublayers
+
+    # the sub-layers candle's copy records too (the localisation inside the first bad layer)
+    subs = sublayers.of(family) if opts.layers and family.capture else ()
+    job = ReferenceJob(model, list(prompt.ids), tokens, mode=opts.reference_mode, use_cache=opts.cache, progress=progress, sublayers=subs)
     try:
         lint_note: str | None = None
         if opts.lint:

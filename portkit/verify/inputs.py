@@ -129,6 +129,17 @@ class Prompt:
             what += f" ({shown!r})"
         return f"{what}: {head}"
 
+    def short_warning(self) -> str | None:
+        """Why a prompt under MIN_RECOMMENDED tokens proves little: position 0 hides RoPE and the
+        attention scale (rotation angle 0; one key softmaxes to 1)."""
+        if len(self.ids) >= MIN_RECOMMENDED:
+            return None
+        n = len(self.ids)
+        return (
+            f"the prompt has {n} token{'s' if n != 1 else ''}: position 0 has rotation angle 0 and attends to one key, "
+            f"so rotary-embedding and attention-scale errors show only from position 1 on; use at least {MIN_RECOMMENDED}"
+        )
+
 
 def parse_ids(spec: str) -> list[int]:
     parts = [p.strip() for p in spec.replace(" ", ",").split(",") if p.strip()]
@@ -155,9 +166,12 @@ def _encode(root: Path, text: str | None, source: str, chat: str | None = None) 
     if not tok_path.is_file():
         flag = "--chat" if chat is not None else "--text"
         raise BadInput(f"{flag} needs {tok_path} (the model dir has no tokenizer); pass --ids instead")
-    from portkit.verify.tokens import prompt_ids
+    from portkit.verify.tokenize import TokenizeError, prompt_ids
 
-    p = prompt_ids(root, text=text, chat=chat)
+    try:
+        p = prompt_ids(root, text=text, chat=chat)
+    except TokenizeError as e:
+        raise BadInput(str(e)) from None
     return Prompt(tuple(p.transformers), source, p.text, tuple(p.candle) if p.candle is not None else None)
 
 

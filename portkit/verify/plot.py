@@ -15,15 +15,16 @@ def plot_layers(check: LayerCheck, path: Path, *, title: str, subtitle: str = ""
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = [r.name for r in check.rows]
-    rel = [1.0 if math.isnan(r.rel) else r.rel for r in check.rows]
+    rows = check.layer_rows  # the judged values between the layers; sub-layers are in the table
+    names = [r.name for r in rows]
+    rel = [1.0 if math.isnan(r.rel) else r.rel for r in rows]
     judged = math.isfinite(check.rtol)
     nonzero = [x for x in rel if x > 0]
     low = min(nonzero + ([check.rtol] if judged else [])) if nonzero or judged else 1e-8
     floor = 10 ** math.floor(math.log10(low) - 1.5)
     top = 10 ** math.ceil(math.log10(max(rel + ([check.rtol] if judged else []) + [floor * 10])) + 0.5)
     heights = [x if x > 0 else floor for x in rel]
-    colours = ["#c0392b" if (judged and r.over) else "#2c7fb8" for r in check.rows]
+    colours = ["#c0392b" if (judged and r.over) else "#2c7fb8" for r in rows]
 
     fig, ax = plt.subplots(figsize=(max(6.0, 0.3 * len(names) + 2.5), 4.4), dpi=120)
     bars = ax.bar(range(len(names)), heights, color=colours, bottom=0)

@@ -48,13 +48,22 @@ def _version(pkg: str) -> str:
         return "-"
 
 
-def model_key(config_text: str, weight_files: Sequence[Path], mode: str, *, fingerprints: list[dict[str, object]] | None = None) -> str:
+def model_key(
+    config_text: str,
+    weight_files: Sequence[Path],
+    mode: str,
+    *,
+    fingerprints: list[dict[str, object]] | None = None,
+    sublayers: Sequence[str] = (),
+) -> str:
     """Everything about the checkpoint and the software that determines the reference
-    (`fingerprints`: `cachefiles.fingerprints(weight_files)` when the caller has them already)."""
+    (`fingerprints`: `cachefiles.fingerprints(weight_files)` when the caller has them already;
+    `sublayers`: the sub-layer outputs recorded with the layers)."""
     return cachefiles.digest(
         {
             "format": FORMAT,
             "mode": mode,
+            "sublayers": list(sublayers),
             "config": hashlib.sha256(config_text.encode()).hexdigest(),
             "files": fingerprints if fingerprints is not None else cachefiles.fingerprints(weight_files),
             "versions": {p: _version(p) for p in ("transformers", "torch", "portkit")},

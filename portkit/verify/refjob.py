@@ -33,15 +33,20 @@ def reference_in_child() -> bool:
 
 
 class ReferenceJob:
-    def __init__(self, model: ModelDir, prompt: Sequence[int], tokens: int, *, mode: str, use_cache: bool, progress: Progress) -> None:
+    def __init__(
+        self, model: ModelDir, prompt: Sequence[int], tokens: int, *, mode: str, use_cache: bool, progress: Progress, sublayers: Sequence[str] = ()
+    ) -> None:
+        """`sublayers`: paths inside each decoder layer whose outputs the prefill records too
+        (`portkit.families.sublayers`), as `layer.N.<path>`."""
         self.model, self.prompt, self.tokens, self.mode, self.progress = model, list(prompt), tokens, mode, progress
+        self.sublayers = list(sublayers)
         self.cache: refcache.RefCache | None = None
         #: the weight files' fingerprints (with the cache on), which candle's run cache keys on too
         self.fingerprints: list[dict[str, object]] = []
         if use_cache:
             progress("reference cache: fingerprinting the checkpoint")
             self.fingerprints = cachefiles.fingerprints(model.weight_files)
-            key = refcache.model_key(model.config_text, model.weight_files, mode, fingerprints=self.fingerprints)
+            key = refcache.model_key(model.config_text, model.weight_files, mode, fingerprints=self.fingerprints, sublayers=self.sublayers)
             self.cache = refcache.RefCache(key, self.prompt, tokens, vocab=model.vocab_size)
         self.child: refproc.ServedReference | None = None
         small = sum(p.stat().st_size for p in model.weight_files) <= EARLY_START_MAX_BYTES
@@ -87,10 +92,13 @@ class ReferenceJob:
             prompt=self.prompt,
             forced=forced,
             tokens=self.tokens,
+            sublayers=self.sublayers,
         )
         try:
             if not reference_in_child():
-                return refproc.forward_reference(self.model.root, self.model.weight_files, self.prompt, forced, self.tokens, self.mode, self.progress)
+                return refproc.forward_reference(
+                    self.model.root, self.model.weight_files, self.prompt, forced, self.tokens, self.mode, self.progress, self.sublayers
+                )
             if self.child is None:
                 self.child = refproc.ServedReference(self.progress)
             self.child.request(req)

@@ -86,9 +86,10 @@ def forward_reference(
     tokens: int,
     mode: str,
     progress: Callable[[str], None],
+    sublayers: Sequence[str] = (),
 ) -> tuple[list[int], np.ndarray, dict[str, np.ndarray], list[str]]:
-    """In this process: (reference tokens, [max(tokens, 1), vocab] step rows, prefill layers,
-    checkpoint tensors holding NaN/inf).
+    """In this process: (reference tokens, [max(tokens, 1), vocab] step rows, prefill layers
+    with `sublayers`' outputs in each decoder layer, checkpoint tensors holding NaN/inf).
 
     With `forced` (candle's greedy tokens): one forward over prompt + forced[: tokens - 1]; row k
     is the reference's logits where token k is decided, on exactly candle's inputs, and the
@@ -120,7 +121,7 @@ def forward_reference(
         if forced is not None and not (window is not None and window < len(prompt) + n_rows - 1):
             ids = prompt + list(forced[: max(tokens - 1, 0)])
             progress(f"reference: one forward over {len(ids)} tokens")
-            res = model.forward(ids)
+            res = model.forward(ids, sublayers=sublayers)
             rows = res.logits[len(prompt) - 1 : len(prompt) - 1 + n_rows].copy()
             layers = {k: v[: len(prompt)].copy() for k, v in res.layers.items()}
             greedy = reference_greedy(rows, list(forced[:tokens])) if tokens else []
@@ -128,7 +129,7 @@ def forward_reference(
             # generate()'s arithmetic: its own tokens (candle gave none), or a sliding-window KV
             # cache that a plain forward would not apply
             progress(f"reference: prefill and {n_rows - 1} cached steps")
-            res, fed = model.decode(prompt, forced, tokens)
+            res, fed = model.decode(prompt, forced, tokens, sublayers=sublayers)
             rows = res.logits
             layers = {k: v.copy() for k, v in res.layers.items()}
             greedy = fed if forced is None else reference_greedy(rows, list(forced[:tokens]))
@@ -342,7 +343,8 @@ def _serve() -> None:
         os._exit(0)
     try:
         greedy, rows, layers, bad = forward_reference(
-            Path(req["model_dir"]), [Path(f) for f in req["files"]], req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"], progress
+            Path(req["model_dir"]), [Path(f) for f in req["files"]], req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"], progress,
+            req.get("sublayers", []),
         )
         _write_result(req, cachefiles.rows_and_layers(rows, layers))
         doc = {"ok": True, "greedy": greedy, "nonfinite_weights": bad}

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from portkit.verify.compare import GreedyCheck, LayerCheck, LogitsCheck, StepCheck, Tolerance
+from portkit.verify.compare import GreedyCheck, LayerCheck, LogitsCheck, StepCheck, Tolerance, is_sublayer
 from portkit.verify.engine import VerifyReport
 from portkit.verify.gguf_section import GgufSection
 from portkit.verify.runs import Comparison, RunOutputs, fmt_tol
@@ -101,6 +101,7 @@ def _cmp_json(c: Comparison | None) -> dict[str, Any] | None:
         "teacher_forced": _steps_json(c.steps) if c.steps else None,
         "greedy": _greedy_json(c.greedy) if c.greedy else None,
         "layers": _layers_json(c.layers, c.layers_judged) if c.layers else None,
+        "localisation": c.localisation.to_json() if c.localisation else None,
     }
 
 
@@ -288,18 +289,49 @@ def _comparison_lines(c: Comparison, greedy_ref: list[int], layers_note: str | N
         elif not c.layers_judged:
             out.append(f"layers          max rel {L.max_rel:.2e} (reported; not judged below f32)")
         elif L.first_over:
-            out.append(f"layers          [red]first layer over {fmt_tol(L.rtol)}: {L.first_over}[/] (max rel {L.max_rel:.2e})")
+            row = L.row(L.first_over)
+            assert row is not None
+            # the named row's own number, not the table's largest (a later row's, usually logits)
+            out.append(f"layers          [red]first layer over {fmt_tol(L.rtol)}: {L.first_over}[/] (rel {row.rel:.2e})")
+            out += _localisation_lines(c)
         else:
-            worst = max(L.rows, key=lambda r: r.rel).name if L.rows else "-"
+            worst = max(L.layer_rows, key=lambda r: r.rel).name if L.layer_rows else "-"
             out.append(f"layers          max rel {L.max_rel:.2e} at {worst}; none over {fmt_tol(L.rtol)}  [green]OK[/]")
+            subs = [r for r in L.rows if is_sublayer(r.name) and not r.nonfinite]
+            if subs:
+                top = max(subs, key=lambda r: r.rel)
+                out.append(f"    {len(subs)} sub-layer values: max rel {top.rel:.2e} at {top.name}")
+    return out
+
+
+def _localisation_lines(c: Comparison) -> list[str]:
+    loc = c.localisation
+    if loc is None:
+        return []
+    out = []
+    if loc.name != loc.layer:
+        out.append(f"    first bad sub-layer: [red]{loc.name}[/] (rel {loc.rel:.2e})")
+    if loc.per_position:
+        out.append(f"    {loc.name} per position: {loc.position_line()}")
+    out.append(f"    diagnosis: {escape(loc.diagnosis)}")
     return out
 
 
 def _layer_table(c: Comparison) -> Table:
+    """The values between the layers, and the sub-layers of the layer the localisation names
+    (every sub-layer row is in the JSON)."""
     L = c.layers
     assert L is not None
-    t = Table("name", "max|ref|", "max|diff|", "rel", "", box=None, padding=(0, 2), show_edge=False)
-    for r in L.rows:
+    inside = c.localisation.layer + "." if c.localisation is not None else None
+    rows = [r for r in L.rows if not is_sublayer(r.name) or (inside and r.name.startswith(inside))]
+    # one space between columns when sub-layer names are shown: the longest
+    # (layer.NN.post_feedforward_layernorm) still fits 80 columns with every number
+    narrow = any(is_sublayer(r.name) for r in rows)
+    t = Table(box=None, padding=(0, 1 if narrow else 2), show_edge=False)
+    t.add_column("name", no_wrap=True, min_width=max((len(r.name) for r in rows), default=4))
+    for head in ("max|ref|", "max|diff|", "rel", ""):
+        t.add_column(head, no_wrap=True)
+    for r in rows:
         over = r.over and c.layers_judged
         mark = "[red]over[/]" if over else (f"[red]non-finite ({r.nonfinite})[/]" if r.nonfinite else "")
         t.add_row(r.name, f"{r.max_abs_ref:.4g}", f"{r.max_abs_diff:.3e}", f"{r.rel:.2e}", mark)
@@ -321,7 +353,7 @@ def _finding_lines(findings: list) -> list[str]:
 
 def render_text(rep: VerifyReport, console: Console, *, table: bool = True) -> None:
     if not isinstance(rep, VerifyReport):  # tokenizer files only: portkit.verify.tokens.TokenizerReport
-        rep.render_text(console)
+        _render_tokenizer_report(rep, console)
         return
     o = rep.options
     v = rep.versions
@@ -410,3 +442,29 @@ def _render_gguf(g: GgufSection, rep: VerifyReport, console: Console) -> None:
         p(f"  findings on the GGUF (portkit lint: {len(g.findings)})")
         for ln in _finding_lines(g.findings):
             p("  " + ln)
+
+
+def _render_tokenizer_report(rep: Any, console: Console) -> None:
+    """verify on tokenizer files alone: the tokenizer section, its findings, the verdict."""
+    from portkit.verify.tokens import text_lines
+
+    p = console.print
+    p(f"[bold]portkit verify[/] {escape(str(rep.options.model_dir))}")
+    p(f"  tokenizers crate 0.22.2 (portkit_native) vs transformers {rep.versions.get('transformers')}")
+    p("")
+    for ln in text_lines(rep.section):
+        p(ln)
+    p("")
+    if rep.lint_note is None:
+        p(f"[bold]findings[/] (portkit lint: {len(rep.section.findings)})")
+        if not rep.section.findings:
+            p("  none")
+    else:
+        p(f"[bold]findings[/]  [yellow]{escape(rep.lint_note)}[/]")
+    for ln in _finding_lines(rep.section.findings):
+        p(ln)
+    p("")
+    p("[yellow]forward: skipped (no model to run: tokenizer files only)[/]")
+    _word, line = rep.verdict()
+    colour = "green" if rep.exit_code == 0 else "red"
+    p(f"[bold {colour}]verdict: {escape(line)}[/] (exit {rep.exit_code})")

@@ -28,7 +28,9 @@ from portkit.verify.compare import (
     compare_layers,
     compare_logits,
     compare_steps,
+    is_sublayer,
 )
+from portkit.verify.localise import Localisation, localise
 from portkit.verify.runcache import RunCache
 
 _FRAME = re.compile(r"^\s*(\d+: |at )")
@@ -238,6 +240,8 @@ class Comparison:
     layers: LayerCheck | None = None
     layers_judged: bool = True
     problem: str | None = None  # a shape mismatch: a failure of its own
+    #: inside the first bad layer: the first bad sub-layer, its error per position, a diagnosis
+    localisation: Localisation | None = None
 
     @property
     def ok(self) -> bool:
@@ -341,8 +345,13 @@ def compare_run(ref: Reference, got: RunOutputs, tol: Tolerance) -> Comparison:
         if got.greedy is not None:
             cmp.greedy = compare_greedy(ref.greedy, got.greedy, step_rows=ref.rows, near_tie=tol.near_tie, ref_complete=ref.greedy_complete)
         if got.layers is not None and ref.layers:
+            # sub-layers where both sides have them (a family's capture may record none)
+            ref_layers = {k: v for k, v in ref.layers.items() if not is_sublayer(k) or k in got.layers}
+            got_layers = {k: v for k, v in got.layers.items() if not is_sublayer(k) or k in ref.layers}
             cmp.layers_judged = tol.layer_rtol is not None
-            cmp.layers = compare_layers(ref.layers, got.layers, tol.layer_rtol if tol.layer_rtol is not None else math.inf)
+            cmp.layers = compare_layers(ref_layers, got_layers, tol.layer_rtol if tol.layer_rtol is not None else math.inf)
+            if cmp.layers_judged:
+                cmp.localisation = localise(cmp.layers, ref_layers, got_layers, no_sublayers_hint="this capture records no sub-layers")
     except ShapeMismatch as e:
         cmp.problem = str(e)
     return cmp

@@ -84,9 +84,12 @@ def _inner(model: Any) -> Any:
     return getattr(model, getattr(model, "base_model_prefix", "model"), None) or model.model
 
 
-def capture_hooks(model: Any, outs: dict[str, np.ndarray], layers: Sequence[Any] | None = None) -> list[Any]:
+def capture_hooks(model: Any, outs: dict[str, np.ndarray], layers: Sequence[Any] | None = None, sublayers: Sequence[str] = ()) -> list[Any]:
     """Forward hooks storing the embeddings, every decoder layer's and the final norm's outputs
-    (first call only), named as `portkit_native.capture` names them."""
+    (first call only), named as `portkit_native.capture` names them; with `sublayers`
+    (attribute paths inside a decoder layer, `portkit.families.sublayers`), each one's output
+    too, as `layer.N.<path>` [T, features] (a path the layer lacks is skipped: stablelm's
+    parallel residual has no post_attention_layernorm)."""
     inner = _inner(model)
     if layers is None:
         layers = _decoder_layers(model)[1]
@@ -102,6 +105,12 @@ def capture_hooks(model: Any, outs: dict[str, np.ndarray], layers: Sequence[Any]
 
     hooks = [inner.embed_tokens.register_forward_hook(keep("embeddings"))]
     for i, layer in enumerate(layers):
+        for path in sublayers:
+            try:
+                sub = layer.get_submodule(path)
+            except AttributeError:
+                continue
+            hooks.append(sub.register_forward_hook(keep(f"layer.{i}.{path}")))
         hooks.append(layer.register_forward_hook(keep(f"layer.{i}")))
     hooks.append(inner.norm.register_forward_hook(keep("norm")))
     return hooks
@@ -261,13 +270,15 @@ class StreamedModel:
                 if p is not None and not p.is_meta and (id(mod), n) not in self._kept:
                     mod._parameters[n] = torch.nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=False)
 
-    def forward(self, ids: Sequence[int], *, capture: bool = True) -> ForwardResult:
-        return self._run(ids, capture=capture, use_cache=False)[0]
+    def forward(self, ids: Sequence[int], *, capture: bool = True, sublayers: Sequence[str] = ()) -> ForwardResult:
+        return self._run(ids, capture=capture, sublayers=sublayers, use_cache=False)[0]
 
-    def decode(self, prompt: Sequence[int], forced: Sequence[int] | None, n: int, *, step_threads: int | None = None) -> tuple[ForwardResult, list[int]]:
-        return decode(self._run, prompt, forced, n, step_threads=step_threads)
+    def decode(
+        self, prompt: Sequence[int], forced: Sequence[int] | None, n: int, *, step_threads: int | None = None, sublayers: Sequence[str] = ()
+    ) -> tuple[ForwardResult, list[int]]:
+        return decode(self._run, prompt, forced, n, step_threads=step_threads, sublayers=sublayers)
 
-    def _run(self, ids: Sequence[int], *, capture: bool, **kw: Any) -> tuple[ForwardResult, Any]:
+    def _run(self, ids: Sequence[int], *, capture: bool, sublayers: Sequence[str] = (), **kw: Any) -> tuple[ForwardResult, Any]:
         torch = self.torch
         outs: dict[str, np.ndarray] = {}
         n = len(self.layers)
@@ -290,7 +301,7 @@ class StreamedModel:
             for i, layer in enumerate(self.layers):
                 hooks.append(layer.register_forward_pre_hook(pre(i)))
         if capture:
-            hooks += capture_hooks(self.model, outs, self.layers)
+            hooks += capture_hooks(self.model, outs, self.layers, sublayers)
         # registered after the capture hooks: a layer's output is kept before its weights go
         if not self.resident:
             for i, layer in enumerate(self.layers):
@@ -314,16 +325,18 @@ class WholeModel:
         torch = self.ref.torch
         self.nonfinite = [n for n, p in self.ref.model.named_parameters() if p.is_floating_point() and not _all_finite(torch, p)]
 
-    def forward(self, ids: Sequence[int], *, capture: bool = True) -> ForwardResult:
-        return self._run(ids, capture=capture, use_cache=False)[0]
+    def forward(self, ids: Sequence[int], *, capture: bool = True, sublayers: Sequence[str] = ()) -> ForwardResult:
+        return self._run(ids, capture=capture, sublayers=sublayers, use_cache=False)[0]
 
-    def decode(self, prompt: Sequence[int], forced: Sequence[int] | None, n: int, *, step_threads: int | None = None) -> tuple[ForwardResult, list[int]]:
-        return decode(self._run, prompt, forced, n, step_threads=step_threads)
+    def decode(
+        self, prompt: Sequence[int], forced: Sequence[int] | None, n: int, *, step_threads: int | None = None, sublayers: Sequence[str] = ()
+    ) -> tuple[ForwardResult, list[int]]:
+        return decode(self._run, prompt, forced, n, step_threads=step_threads, sublayers=sublayers)
 
-    def _run(self, ids: Sequence[int], *, capture: bool, **kw: Any) -> tuple[ForwardResult, Any]:
+    def _run(self, ids: Sequence[int], *, capture: bool, sublayers: Sequence[str] = (), **kw: Any) -> tuple[ForwardResult, Any]:
         torch = self.ref.torch
         outs: dict[str, np.ndarray] = {}
-        hooks = capture_hooks(self.ref.model, outs) if capture else []
+        hooks = capture_hooks(self.ref.model, outs, sublayers=sublayers) if capture else []
         try:
             with torch.inference_mode():
                 res = self.ref.model(torch.tensor([list(ids)], dtype=torch.long), **kw)
@@ -340,6 +353,7 @@ def decode(
     n: int,
     *,
     step_threads: int | None = None,
+    sublayers: Sequence[str] = (),
 ) -> tuple[ForwardResult, list[int]]:
     """generate()'s own arithmetic: a prefill with the KV cache, then one cached step per token
     (`forced`'s tokens, else its own argmax). For configs whose cache differs from the plain
@@ -353,7 +367,7 @@ def decode(
     third of the CPU of 2 on the 135M shape). No op of a one-token step splits a reduction
     across threads, so the rows are the same numbers (tests hold them equal to the whole
     model's at 2 threads on every family's fixtures)."""
-    first, out = run(list(prompt), capture=True, use_cache=True)
+    first, out = run(list(prompt), capture=True, use_cache=True, **({"sublayers": sublayers} if sublayers else {}))
     cache = getattr(out, "cache", None)
     if cache is None:
         cache = getattr(out, "past_key_values", None)

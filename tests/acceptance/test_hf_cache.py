@@ -351,3 +351,21 @@ def test_one_gguf_downloaded_of_many_is_linted_as_it_is(tmp_path: Path) -> None:
     assert [(f["code"], Path(f["filename"]).name) for f in json.loads(r.stdout)] == [("PK409", "tiny-q8_0.gguf")]
     assert "a partial download" in r.stderr and r.stderr.count("\n") == 1
     assert run(["lint", "acme/bad"], cache, tmp_path).returncode == 2  # an absent repo is still an error
+
+
+def test_reference_takes_a_repo_id_to_its_snapshot(cache: Path, tmp_path: Path, healthy_tied_dir: Path) -> None:
+    """`portkit reference ORG/NAME[@REV]` resolves through the cache as lint, fix and verify do;
+    an id the cache lacks is the same one line."""
+    from portkit.porting.dumpfile import read_dump
+
+    hc.add_revision(cache, "acme/tiny", hc.model_files(healthy_tied_dir))
+    out = tmp_path / "ref.safetensors"
+    r = run(["reference", "acme/tiny", "--out", str(out), "--tokens", "1", "--layers-only"], cache, tmp_path)
+    snap = snapshot(cache, "acme/tiny")
+    assert r.returncode == 0, r.stderr
+    assert f"portkit: note: acme/tiny@main is {snap}" in r.stderr and r.stdout.startswith(f"wrote {out}")
+    d = read_dump(out)
+    assert d.metadata["model"] == str(snap.resolve()) and d.metadata["family"] == "llama"
+    r = run(["reference", "acme/absent", "--out", str(tmp_path / "x.safetensors")], cache, tmp_path)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith("portkit: error: acme/absent: no such path, and acme/absent is not in the Hugging Face cache")

@@ -67,7 +67,10 @@ def test_reference_layout_and_metadata(ref, healthy_tied_dir):
     from portkit.verify.reference import ReferenceModel
 
     t = ref.tensors
-    assert list(t) == ["ids", "embeddings", "layer.0", "layer.1", "layer.2", "norm", "logits", "greedy", "greedy.logits"]
+    subs = ["input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn", "post_attention_layernorm", "mlp"]
+    per_layer = [name for i in range(3) for name in [*(f"layer.{i}.{s}" for s in subs), f"layer.{i}"]]
+    assert list(t) == ["ids", "embeddings", *per_layer, "norm", "logits", "greedy", "greedy.logits"]
+    assert json.loads(ref.metadata["sublayers"]) == subs
     T = len(json.loads((healthy_tied_dir / "prompt.json").read_text())["ids"])
     assert t["ids"].shape == (T,) and t["embeddings"].shape == (T, 64) and t["layer.2"].shape == (T, 64)
     assert t["logits"].shape == (T, 256) and t["greedy"].shape == (8,) and t["greedy.logits"].shape == (8, 256)
@@ -89,11 +92,48 @@ def test_reference_layout_and_metadata(ref, healthy_tied_dir):
     np.testing.assert_allclose(t["greedy.logits"][0], t["logits"][-1], atol=1e-5)
 
 
+def test_sub_layers_are_what_their_names_say(ref, healthy_tied_dir):
+    """Each sub-layer is that submodule's output: the projections before RoPE (the layer's
+    normalised input times the checkpoint's weight), the residual stream adds self_attn and mlp."""
+    from safetensors.numpy import load_file
+
+    w = load_file(str(healthy_tied_dir / "model.safetensors"))
+    t = {k: v.astype(np.float64) for k, v in ref.tensors.items()}
+    for i in range(3):
+        p = f"model.layers.{i}."
+        x = t[f"layer.{i - 1}"] if i else t["embeddings"]
+        for proj in ("q_proj", "k_proj", "v_proj"):
+            want = t[f"layer.{i}.input_layernorm"] @ w[p + f"self_attn.{proj}.weight"].T.astype(np.float64)
+            np.testing.assert_allclose(t[f"layer.{i}.self_attn.{proj}"], want, atol=1e-5, err_msg=f"layer.{i} {proj}")
+        np.testing.assert_allclose(t[f"layer.{i}"], x + t[f"layer.{i}.self_attn"] + t[f"layer.{i}.mlp"], atol=1e-5)
+    assert t["layer.0.self_attn.q_proj"].shape == (t["ids"].shape[0], 64) and t["layer.0.self_attn.k_proj"].shape[1] == 32
+
+
+def test_layers_only_writes_the_layer_outputs_alone(capsys, tmp_path, healthy_tied_dir, ref):
+    out = tmp_path / "layers.safetensors"
+    code, stdout, err = _run(capsys, "reference", healthy_tied_dir, "--out", out, "--layers-only")
+    assert code == 0, err
+    d = read_dump(out)
+    assert list(d.tensors) == ["ids", "embeddings", "layer.0", "layer.1", "layer.2", "norm", "logits", "greedy", "greedy.logits"]
+    assert json.loads(d.metadata["sublayers"]) == [] and "sub-layer" not in stdout
+    for name, values in d.tensors.items():
+        np.testing.assert_array_equal(values, ref.tensors[name], err_msg=name)
+
+
+def test_a_short_prompt_is_warned_about(capsys, tmp_path, healthy_tied_dir):
+    code, _stdout, err = _run(capsys, "reference", healthy_tied_dir, "--out", tmp_path / "s.safetensors", "--ids", "1,5,9", "--tokens", "1")
+    assert code == 0 and err.count("\n") == 1
+    assert err.startswith("portkit: warning: the prompt has 3 tokens: position 0 has rotation angle 0") and "use at least 8" in err
+    code, _stdout, err = _run(capsys, "reference", healthy_tied_dir, "--out", tmp_path / "s.safetensors", "--ids", "1,5,9,2,3,4,5,6", "--tokens", "1")
+    assert code == 0 and err == ""
+
+
 def test_reference_cli_prints_what_it_wrote(capsys, tmp_path, healthy_tied_dir):
     out = tmp_path / "r.safetensors"
     code, stdout, err = _run(capsys, "reference", healthy_tied_dir, "--out", out, "--ids", "1,5,9,20,33", "--tokens", "2", "--dtype", "bf16")
     assert code == 0, err
     assert f"wrote {out}" in stdout and "layer.0..layer.2" in stdout and "logits [5x256]" in stdout and "ids 1,5,9,20,33" in stdout
+    assert "21 sub-layer values: input_layernorm, self_attn.q_proj, self_attn.k_proj, self_attn.v_proj, self_attn, post_attention_layernorm, mlp of layer.0..layer.2" in stdout
     d = read_dump(out)
     assert d.tensors["ids"].tolist() == [1, 5, 9, 20, 33] and d.tensors["greedy"].shape == (2,)
     assert d.dtypes["layer.0"] == "BF16" and d.metadata["dtype"] == "bf16"

@@ -127,13 +127,14 @@ def test_nan_weight_is_its_own_verdict(tmp_path: Path, healthy_tied_dir: Path) -
     assert doc["verdict"] == "non-finite" and doc["exit_code"] == 3
     nf = doc["nonfinite"]
     assert nf["checkpoint_tensors"] == [name]
-    assert nf["reference_first"] == nf["candle_first"] == "layer.1" and nf["first_side"] == "both"
+    # named at the sub-layer whose weight it is (both sides record layer.1's sub-layers)
+    assert nf["reference_first"] == nf["candle_first"] == "layer.1.mlp" and nf["first_side"] == "both"
     rows = {r["name"]: r for r in doc["comparison"]["layers"]["rows"]}
     assert rows["layer.0"]["nonfinite"] is None and rows["layer.1"]["nonfinite"] == "both"
     assert doc["comparison"]["layers"]["first_over"] is None  # never a finite layer cited
     p = _verify_text(model, _env(tmp_path / "cache"))
     assert p.returncode == 3
-    assert "NON-FINITE: the checkpoint holds non-finite weights (model.layers.1.mlp.down_proj.weight); both sides turn non-finite at layer.1" in p.stdout
+    assert "NON-FINITE: the checkpoint holds non-finite weights (model.layers.1.mlp.down_proj.weight); both sides turn non-finite at layer.1.mlp" in p.stdout
     assert "MISMATCH" not in p.stdout
 
 

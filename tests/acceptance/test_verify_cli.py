@@ -57,6 +57,29 @@ def test_rope_theta_text_shows_confirmed_with_numbers(capsys, fixture_dir):
     assert "evidence: logits differ 4.9" in out and "with rope_theta=100000 restored" in out
     assert "first layer over 1e-5: layer.0" in out
     assert "verdict: MISMATCH" in out
+    # inside layer.0 (the llama copy records sub-layers): the lost theta leaves position 0 exact
+    assert "first bad sub-layer: layer.0.self_attn" in out
+    assert "diagnosis: q/k/v projections agree, attention output differs, position 0 agrees: rotary embedding" in out
+    capsys.readouterr()  # the print above
+    code, js, _ = _run(capsys, fixture_dir("rope-theta-in-rope-parameters"), "--format", "json")
+    doc = json.loads(js)
+    jsonschema.validate(doc, SCHEMA)
+    rows = {r["name"]: r for r in doc["comparison"]["layers"]["rows"]}
+    loc = doc["comparison"]["localisation"]
+    assert loc["name"] == "layer.0.self_attn" and loc["position0_agrees"] and loc["per_position"][0] < 1e-6
+    # the summary's number is the named row's own (not the table's largest, a later row's)
+    assert f"first layer over 1e-5: layer.0 (rel {rows['layer.0']['rel']:.2e})" in out
+    assert f"first bad sub-layer: layer.0.self_attn (rel {rows['layer.0.self_attn']['rel']:.2e})" in out
+    assert max(r["rel"] for r in rows.values()) > 2 * rows["layer.0"]["rel"]
+
+
+def test_a_short_prompt_is_warned_about_on_stderr(capsys, healthy_tied_dir):
+    code, out, err = _run(capsys, healthy_tied_dir, "--ids", "1,72,101", "--tokens", "2", "--format", "json")
+    assert code == 0 and json.loads(out)["prompt"]["ids"] == [1, 72, 101]
+    assert err == (
+        "portkit: warning: the prompt has 3 tokens: position 0 has rotation angle 0 and attends to one key, so "
+        "rotary-embedding and attention-scale errors show only from position 1 on; use at least 8\n"
+    )
 
 
 def test_json_output_follows_schema(capsys, fixture_dir):

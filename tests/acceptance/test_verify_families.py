@@ -80,6 +80,21 @@ def test_legacy_checkpoint(rows, family):
             assert _confirmed(o).get(code) == verdict, f"{family} legacy: {code} expected {verdict}: {o.cell()}"
 
 
+@pytest.mark.parametrize("family", [f.name for f in FAMILIES if f.capture and f.name not in LEGACY])
+def test_legacy_sub_layers_agree_with_transformers(rows, family):
+    """Each sub-layer candle's copy records is the value transformers' submodule of that name
+    computes (the projections before RoPE, self_attn after o_proj, ...): where candle agrees,
+    every sub-layer agrees too, in every layer (they inform the localisation; the verdict is
+    the layers')."""
+    from portkit.families import BY_NAME, sublayers
+
+    got = rows(family)["legacy"].sublayers
+    layers = 6 if family == "gemma3" else 2
+    assert list(got) == [f"layer.{i}.{s}" for i in range(layers) for s in sublayers.of(BY_NAME[family])]
+    worst = max(got, key=got.__getitem__)
+    assert got[worst] < 1e-5, f"{family}: {worst} at {got[worst]:.2e} relative"
+
+
 @pytest.mark.parametrize("family", [f.name for f in FAMILIES])
 def test_transformers5_save(rows, family):
     o = rows(family)["t5"]

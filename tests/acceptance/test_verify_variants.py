@@ -192,9 +192,10 @@ def test_f16_is_judged_by_argmax_with_margins(run_verify):
 def test_per_layer_table_and_first_layer_over(run_verify):
     report = run_verify("rope-theta-in-rope-parameters")
     L = report.comparison.layers
-    assert [r.name for r in L.rows][:2] == ["embeddings", "layer.0"]
+    assert [r.name for r in L.layer_rows][:2] == ["embeddings", "layer.0"]
     assert L.rows[0].rel == 0.0  # embeddings are a lookup: identical
     assert L.first_over == "layer.0"  # RoPE enters in the first attention
+    assert report.comparison.localisation.name == "layer.0.self_attn"  # after q/k/v, which agree
 
 
 # ----------------------------------------------------------------------------- GGUF

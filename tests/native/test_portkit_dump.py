@@ -55,7 +55,7 @@ def _compare(capsys, ref: Path, cand: Path) -> tuple[int, dict]:
 def test_fixed_port_compares_clean(capsys, tmp_path, llama_port, healthy_tied_dir, ref_path):
     cand = _dump(llama_port, healthy_tied_dir, ref_path, tmp_path / "fixed.safetensors", "none")
     d = read_dump(cand)
-    assert list(d.tensors) == ["ids", "embeddings", "layer.0", "layer.1", "layer.2", "norm", "logits", "greedy", "greedy.logits"]
+    assert list(d.tensors) == list(read_dump(ref_path).tensors)  # every layer and each of its sub-layers
     assert d.dtypes["ids"] == "U32" and d.tensors["logits"].shape == (16, 256) and d.tensors["layer.1"].shape == (16, 64)
     code, doc = _compare(capsys, ref_path, cand)
     c = doc["comparison"]
@@ -65,18 +65,21 @@ def test_fixed_port_compares_clean(capsys, tmp_path, llama_port, healthy_tied_di
     assert c["greedy"]["first_divergence"] is None
 
 
-@pytest.mark.parametrize("bug, first", [("eps-layer2", "layer.2"), ("rope-interleaved", "layer.0")])
-def test_buggy_port_is_named_where_it_starts(capsys, tmp_path, llama_port, healthy_tied_dir, ref_path, bug, first):
+@pytest.mark.parametrize(
+    "bug, first, sub",
+    [("eps-layer2", "layer.2", "layer.2.input_layernorm"), ("rope-interleaved", "layer.0", "layer.0.self_attn")],
+)
+def test_buggy_port_is_named_where_it_starts(capsys, tmp_path, llama_port, healthy_tied_dir, ref_path, bug, first, sub):
     cand = _dump(llama_port, healthy_tied_dir, ref_path, tmp_path / f"{bug}.safetensors", bug)
     code, doc = _compare(capsys, ref_path, cand)
     assert code == 1
-    assert doc["comparison"]["layers"]["first_over"] == first and doc["first_bad"] == first
+    assert doc["comparison"]["layers"]["first_over"] == first and doc["first_bad"] == sub
     rows = {r["name"]: r for r in doc["comparison"]["layers"]["rows"]}
-    order = ["embeddings", "layer.0", "layer.1", "layer.2"]
-    assert all(rows[n]["rel"] < 1e-5 for n in order[: order.index(first)])  # clean up to the bug
+    order = list(rows)
+    assert all(rows[n]["rel"] < 1e-5 for n in order[: order.index(sub)])  # clean up to the bug, sub-layers too
     main(["compare", str(ref_path), str(cand)])
     out = capsys.readouterr().out
-    assert f"first layer over 1e-5: {first}" in out and f"starting at {first} (exit 1)" in out
+    assert f"first layer over 1e-5: {first} (rel {rows[first]['rel']:.2e})" in out and f"starting at {sub} (exit 1)" in out
 
 
 def test_dump_refuses_a_name_outside_the_layout(tmp_path, llama_port, healthy_tied_dir):

@@ -4,14 +4,19 @@
 //! a switch for two bugs ports really have:
 //!
 //! - `--bug eps-layer2`: layer 2's norms use `rms_norm_eps` 1e-2 (a per-layer override with a
-//!   typo for 1e-5) instead of config.json's; the first bad layer is layer.2. (1e-6 would not
+//!   typo for 1e-5) instead of config.json's; the first bad value is layer.2.input_layernorm. (1e-6 would not
 //!   show: layer 2's input has a mean square of 16 to 50 here, so eps 1e-5 against 1e-6 moves
 //!   its output by 1e-7 relative, under f32 noise; `portkit compare` rightly calls it clean.)
 //! - `--bug rope-interleaved`: GPT-J's interleaved rotation (`rope_i`) where Llama rotates
-//!   halves (`rope`, NeoX style); every layer from layer.0 is off.
+//!   halves (`rope`, NeoX style); every layer from layer.0 is off, from layer.0.self_attn on (the
+//!   projections before it agree), at every position but position 0.
+//!
+//! It dumps each layer's sub-layers (`layer.N.input_layernorm`, `layer.N.self_attn.q_proj`, ...)
+//! as well as the layers, so `portkit compare` says what inside the first bad layer differs.
 //!
 //! Build: `cd native/portkit-dump && cargo build --release --examples`
-//! Run:   `llama_port MODEL_DIR OUT.safetensors --ids 1,2,3 [--tokens N] [--bug eps-layer2|rope-interleaved]`
+//! Run:   `$CARGO_TARGET_DIR/release/examples/llama_port MODEL_DIR OUT.safetensors --ids 1,2,3 [--tokens N] [--bug eps-layer2|rope-interleaved]`
+//!        (`target/release/examples/llama_port` without CARGO_TARGET_DIR)
 
 use candle_core::{DType, Device, IndexOp, Module, Result, Tensor, D};
 use candle_nn::{Embedding, Linear, RmsNorm, VarBuilder};
@@ -108,12 +113,17 @@ impl Port {
         }
     }
 
-    fn attention(&self, l: &Layer, x: &Tensor, cos: &Tensor, sin: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    /// `prefix`: `layer.N.self_attn`, for the projections' outputs (before RoPE).
+    fn attention(&self, l: &Layer, x: &Tensor, cos: &Tensor, sin: &Tensor, mask: &Tensor, prefix: &str, dump: &mut Dump) -> Result<Tensor> {
         let (b, t, h) = x.dims3()?;
+        let (q, k, v) = (l.q.forward(x)?, l.k.forward(x)?, l.v.forward(x)?);
+        dump.put(&format!("{prefix}.q_proj"), &q)?;
+        dump.put(&format!("{prefix}.k_proj"), &k)?;
+        dump.put(&format!("{prefix}.v_proj"), &v)?;
         let heads = |y: Tensor, n: usize| y.reshape((b, t, n, self.head_dim))?.transpose(1, 2)?.contiguous();
-        let q = self.rotate(&heads(l.q.forward(x)?, self.heads)?, cos, sin)?;
-        let k = self.rotate(&heads(l.k.forward(x)?, self.kv_heads)?, cos, sin)?;
-        let v = heads(l.v.forward(x)?, self.kv_heads)?;
+        let q = self.rotate(&heads(q, self.heads)?, cos, sin)?;
+        let k = self.rotate(&heads(k, self.kv_heads)?, cos, sin)?;
+        let v = heads(v, self.kv_heads)?;
         let rep = self.heads / self.kv_heads;
         let k = candle_transformers::utils::repeat_kv(k, rep)?;
         let v = candle_transformers::utils::repeat_kv(v, rep)?;
@@ -125,31 +135,33 @@ impl Port {
         l.o.forward(&y)
     }
 
-    /// One pass over `ids` ([1, T]); logits of every position, [1, T, vocab]. With a dump,
-    /// every value the reference has goes into it.
-    fn forward(&self, ids: &Tensor, mut dump: Option<&mut Dump>) -> Result<Tensor> {
+    /// One pass over `ids` ([1, T]); logits of every position, [1, T, vocab]. Every value the
+    /// reference has goes into `dump` (a `Dump::disabled()` keeps nothing: the greedy steps).
+    fn forward(&self, ids: &Tensor, dump: &mut Dump) -> Result<Tensor> {
         let t = ids.dim(1)?;
         let (cos, sin) = (self.cos.narrow(0, 0, t)?, self.sin.narrow(0, 0, t)?);
         let mask = candle_transformers::utils::build_causal_mask(t, 0, ids.device())?;
         let mut x = self.embed.forward(ids)?;
-        if let Some(d) = dump.as_deref_mut() {
-            d.put("ids", ids)?;
-            d.put("embeddings", &x)?;
-        }
+        dump.put("ids", ids)?;
+        dump.put("embeddings", &x)?;
         for (i, l) in self.layers.iter().enumerate() {
-            x = (self.attention(l, &l.input_norm.forward(&x)?, &cos, &sin, &mask)? + &x)?;
+            let name = |path: &str| format!("layer.{i}.{path}");
+            let h = l.input_norm.forward(&x)?;
+            dump.put(&name("input_layernorm"), &h)?;
+            let h = self.attention(l, &h, &cos, &sin, &mask, &name("self_attn"), dump)?;
+            dump.put(&name("self_attn"), &h)?;
+            x = (h + &x)?;
             let m = l.post_norm.forward(&x)?;
-            x = (l.down.forward(&(candle_nn::ops::silu(&l.gate.forward(&m)?)? * l.up.forward(&m)?)?)? + &x)?;
-            if let Some(d) = dump.as_deref_mut() {
-                d.put(&format!("layer.{i}"), &x)?;
-            }
+            dump.put(&name("post_attention_layernorm"), &m)?;
+            let h = l.down.forward(&(candle_nn::ops::silu(&l.gate.forward(&m)?)? * l.up.forward(&m)?)?)?;
+            dump.put(&name("mlp"), &h)?;
+            x = (h + &x)?;
+            dump.put(&format!("layer.{i}"), &x)?;
         }
         let x = self.norm.forward(&x)?;
         let logits = self.lm_head.forward(&x)?;
-        if let Some(d) = dump {
-            d.put("norm", &x)?;
-            d.put("logits", &logits)?;
-        }
+        dump.put("norm", &x)?;
+        dump.put("logits", &logits)?;
         Ok(logits)
     }
 }
@@ -201,14 +213,14 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
 
     let mut dump = Dump::create(out)?;
     let prompt = Tensor::new(ids.as_slice(), &dev)?.unsqueeze(0)?;
-    let mut logits = port.forward(&prompt, Some(&mut dump))?;
+    let mut logits = port.forward(&prompt, &mut dump)?;
     let (mut seq, mut chose) = (ids.clone(), Vec::with_capacity(tokens));
     for step in 0..tokens {
         let row = logits.i((0, seq.len() - 1))?;
         seq.push(row.argmax(D::Minus1)?.to_scalar::<u32>()?);
         chose.push(row);
         if step + 1 < tokens {
-            logits = port.forward(&Tensor::new(seq.as_slice(), &dev)?.unsqueeze(0)?, None)?;
+            logits = port.forward(&Tensor::new(seq.as_slice(), &dev)?.unsqueeze(0)?, &mut Dump::disabled())?;
         }
     }
     if tokens > 0 {
