@@ -14,7 +14,7 @@ export PORTKIT_CACHE ?= $(HOME)/.cache/portkit
 export OMP_NUM_THREADS ?= 2
 export RAYON_NUM_THREADS ?= 2
 
-.PHONY: demo test venv native dist clean-native mutation dump-compat
+.PHONY: demo test venv native dist clean-native mutation fuzz dump-compat
 
 # portkit[verify] depends on portkit-native of the same version, which PyPI does not have for a
 # clone: build that wheel first and let pip find it (--find-links).
@@ -50,6 +50,7 @@ dist: venv
 	ls -l $(DIST)
 
 test: native dist
+	$(VENV)/bin/lint-imports --no-cache  # the layers and no cycles ([tool.importlinter] in pyproject.toml)
 	cd native && cargo test --release --quiet --no-default-features
 	cd native/portkit-dump && cargo test --release --quiet
 	$(VENV)/bin/actionlint .github/workflows/*.yml
@@ -67,3 +68,9 @@ dump-compat:
 mutation: native
 	$(PY) -m pip install --quiet -e '.[mutation]'
 	nice -n 15 $(PY) tests/mutation/run_mutmut.py --survivors $(PORTKIT_CACHE)/mutation/survivors.txt
+
+# The differential's long run: 50 random config mutations per family, lint's prediction against
+# transformers and candle's own module (fixtures/differential.py); writes docs/differential.md
+# and exits 1 on any false negative or false positive. `make test` runs a bounded one.
+fuzz: native
+	nice -n 5 $(PY) -m fixtures.differential --cases 50 --markdown docs/differential.md

@@ -6,7 +6,7 @@ symlinks, the layout huggingface_hub writes) holds N model repos, each a small s
 (config.json, generation_config.json, model.safetensors; one in four saved the transformers-5
 way, so findings are counted too). Timed:
 
-1. in process, `portkit.hub.lint_cache` (scan_cache_dir, then each `main` snapshot linted),
+1. in process, `portkit.hf_cache.lint_cache` (scan_cache_dir, then each `main` snapshot linted),
    against two baselines from the same run: `huggingface_hub.scan_cache_dir` alone (the floor
    of finding the repos through the hub's API) and `lint_paths` over the same N snapshot
    directories (plain lint, no cache machinery);
@@ -103,14 +103,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ.update(HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1")
         import huggingface_hub
 
-        from portkit import hub
+        from portkit import hf_cache
         from portkit.lint import lint_paths
         from portkit.settings import Settings
 
         settings = Settings()
-        hub.lint_cache(settings, all_revisions=False, progress=False)  # warm: page cache, imports
+        hf_cache.lint_cache(settings, all_revisions=False, progress=False)  # warm: page cache, imports
         t0 = time.perf_counter()
-        rows, _ = hub.lint_cache(settings, all_revisions=False, progress=False)
+        rows, _ = hf_cache.lint_cache(settings, all_revisions=False, progress=False)
         t_hub = time.perf_counter() - t0
         t0 = time.perf_counter()
         info = huggingface_hub.scan_cache_dir(cache)

@@ -25,6 +25,11 @@ Nothing here is asserted by the test suite (tests never assert wall-clock times)
 
     .venv/bin/python bench/lint_bench.py            # full: 50 in-process runs, 5 CLI runs, 1,000 dirs
     .venv/bin/python bench/lint_bench.py --quick    # seconds: 5 / 2 / 50
+    .venv/bin/python bench/lint_bench.py --against main   # before/after: REV's tree against this one
+
+`--against REV` checks REV out in a temporary git worktree and times the same lint of the same
+skeletons with each tree's `portkit` (one subprocess per measurement, PYTHONPATH set to that tree),
+alternating the two so that both see the same load; it prints each median and after/before.
 """
 
 from __future__ import annotations
@@ -242,6 +247,72 @@ def ms(s: float) -> str:
 # ---------------------------------------------------------------- the run
 
 
+_SIDE = r"""
+import json, statistics, sys, time
+from pathlib import Path
+root, d8, many, runs = Path(sys.argv[1]), sys.argv[2], sys.argv[3:-1], int(sys.argv[-1])
+t0 = time.perf_counter()
+import portkit.lint
+t_import = time.perf_counter() - t0
+assert Path(portkit.lint.__file__).resolve().is_relative_to(root), (portkit.lint.__file__, root)
+from portkit.lint import lint_paths
+lint_paths([d8]); lint_paths(many[:4])
+one = []
+for _ in range(runs):
+    t0 = time.perf_counter(); lint_paths([d8]); one.append(time.perf_counter() - t0)
+t0 = time.perf_counter(); lint_paths(many); t_many = time.perf_counter() - t0
+print(json.dumps({"import": t_import, "lint_8b": statistics.median(one), "many": t_many}))
+"""
+
+
+def compare_against(rev: str, rounds: int, runs: int, ndirs: int) -> int:
+    """Lint timed with REV's tree and with this one, alternating, in one run (see the module doc)."""
+    with tempfile.TemporaryDirectory(prefix="portkit-bench-against-") as tmp:
+        base = Path(tmp) / "base"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(base), rev], check=True)
+        try:
+            work = Path(tmp) / "models"
+            d8 = write_8b(work / "llama-3.1-8b-skeleton")
+            dirs = write_small_dirs(work / "many", ndirs)
+            env = bench_env()
+            sides = {"before": base, "after": ROOT}
+            got: dict[str, list[dict[str, float]]] = {k: [] for k in sides}
+            cli: dict[str, list[float]] = {k: [] for k in sides}
+            for r in range(rounds + 1):  # round 0 warms the page cache and writes bytecode
+                for name, tree in (sides.items() if r % 2 else reversed(list(sides.items()))):
+                    e = dict(env, PYTHONPATH=str(tree))
+                    out = subprocess.run([sys.executable, "-c", _SIDE, str(tree), str(d8), *map(str, dirs), str(runs)],
+                                         env=e, capture_output=True, text=True)
+                    if out.returncode:
+                        raise RuntimeError(f"{name} ({tree}): {out.stderr[-2000:]}")
+                    t0 = time.perf_counter()
+                    p = subprocess.run([sys.executable, "-m", "portkit", "lint", str(d8)], env=e, capture_output=True)
+                    t_cli = time.perf_counter() - t0
+                    if p.returncode not in (0, 1):
+                        raise RuntimeError(f"{name}: portkit lint exited {p.returncode}: {p.stderr.decode(errors='replace')[-2000:]}")
+                    if r:
+                        got[name].append(json.loads(out.stdout))
+                        cli[name].append(t_cli)
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    print(f"portkit lint: {rev} (before) against the working tree at {head} (after), {rounds} alternating rounds")
+    print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus")
+    rows = [("measure (median of the rounds)", "before", "after", "after/before")]
+    for key, what in (("lint_8b", f"in-process lint, 8B sharded skeleton (median of {runs} per round)"),
+                      ("many", f"in-process lint of {ndirs} small dirs"), ("import", "`import portkit.lint`")):
+        b, a = statistics.median(x[key] for x in got["before"]), statistics.median(x[key] for x in got["after"])
+        rows.append((what, ms(b), ms(a), f"{a / b:.2f}"))
+    b, a = statistics.median(cli["before"]), statistics.median(cli["after"])
+    rows.append(("`python -m portkit lint` cold CLI, 8B skeleton", ms(b), ms(a), f"{a / b:.2f}"))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for i, r in enumerate(rows):
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="few runs and 50 directories (smoke test, seconds)")
@@ -249,7 +320,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cli-runs", type=int, help="cold CLI runs of each command (default 5, quick 2)")
     ap.add_argument("--dirs", type=int, help="skeleton directories for throughput (default 1000, quick 50)")
     ap.add_argument("--workdir", type=Path, help="write the skeletons here and keep them (default: a temp dir, removed)")
+    ap.add_argument("--against", metavar="REV", help="time REV's tree against this one, alternating, in one run")
+    ap.add_argument("--rounds", type=int, default=7, help="alternating rounds for --against (default 7)")
     args = ap.parse_args(argv)
+    if args.against:
+        return compare_against(args.against, args.rounds, args.runs or (5 if args.quick else 20), args.dirs or (50 if args.quick else 300))
     runs = args.runs or (5 if args.quick else 50)
     cli_runs = args.cli_runs or (2 if args.quick else 5)
     ndirs = args.dirs or (50 if args.quick else 1000)

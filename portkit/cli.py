@@ -64,6 +64,7 @@ def lint_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--features", action="append", metavar="FEATS", help="candle cargo features, comma separated: accelerate, mkl, flash-attn, cuda, metal")
     g.add_argument("--use-flash-attn", action="store_true", default=None, help="the model is loaded with into_config(true)")
     g.add_argument("--max-tokens", type=int, metavar="N", help="prompt plus generated tokens you will run")
+    g.add_argument("--max-prompt-tokens", type=int, metavar="N", help="the longest prompt you feed in one forward (default: --max-tokens)")
 
 
 def _settings(args: argparse.Namespace) -> Any:
@@ -77,7 +78,7 @@ def _settings(args: argparse.Namespace) -> Any:
             raise UsageError(f"unknown rule selector `{s}` (see `portkit rules`)")
     explicit = set()
     tgt: dict[str, Any] = {}
-    for name in ("device", "dtype", "max_tokens", "use_flash_attn"):
+    for name in ("device", "dtype", "max_tokens", "max_prompt_tokens", "use_flash_attn"):
         v = getattr(args, name)
         if v is not None:
             tgt[name] = v
@@ -88,6 +89,8 @@ def _settings(args: argparse.Namespace) -> Any:
         explicit.add("features")
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UsageError("--max-tokens must be at least 1")
+    if args.max_prompt_tokens is not None and args.max_prompt_tokens < 1:
+        raise UsageError("--max-prompt-tokens must be at least 1")
     try:
         target = Target(**tgt)
     except ValueError as e:
@@ -188,7 +191,7 @@ def lint_run(args: argparse.Namespace) -> int:
 
 
 def _lint_hf_cache(args: argparse.Namespace, settings: Any) -> int:
-    from portkit import hub
+    from portkit import hf_cache
 
     if not args.hf_cache:
         raise UsageError("--all-revisions goes with --hf-cache")
@@ -196,7 +199,7 @@ def _lint_hf_cache(args: argparse.Namespace, settings: Any) -> int:
         raise UsageError("--hf-cache lints the whole cache: give no PATH (or lint ORG/NAME without --hf-cache)")
     if args.format not in ("text", "json") or args.baseline or args.write_baseline:
         raise UsageError("--hf-cache writes a summary table: --format text or json, no baseline")
-    rows, notes = hub.lint_cache(settings, all_revisions=args.all_revisions, progress=hub.progress_wanted())
+    rows, notes = hf_cache.lint_cache(settings, all_revisions=args.all_revisions, progress=hf_cache.progress_wanted())
     for n in notes:
         print(f"portkit: note: {n}", file=sys.stderr)
     for r in rows:
@@ -206,12 +209,12 @@ def _lint_hf_cache(args: argparse.Namespace, settings: Any) -> int:
     try:
         with open(args.output, "w", encoding="utf-8") if args.output is not None else _stdout() as out:
             if args.format == "json":
-                hub.write_json(rows, out)
+                hf_cache.write_json(rows, out)
             else:
-                hub.write_table(rows, out, color=color)
+                hf_cache.write_table(rows, out, color=color)
     except OSError as e:
         raise InputError(args.output or "<stdout>", e.strerror or str(e)) from None
-    code = hub.exit_code(rows)
+    code = hf_cache.exit_code(rows)
     return 0 if args.exit_zero and code == 1 else code
 
 
@@ -304,7 +307,7 @@ def fix_run(args: argparse.Namespace) -> int:
             cached = resolve(str(d))
             d = cached.path
     if not d.is_dir():
-        d = d.parent if d.name == "config.json" else d
+        d = d.parent if d.name in ("config.json", "tokenizer.json", "tokenizer_config.json") else d
     from portkit.model import model_dirs
 
     (d,) = model_dirs([d])
@@ -321,9 +324,10 @@ def fix_run(args: argparse.Namespace) -> int:
             where = ", ".join(str(p.path) for p in changed)
             print(f"portkit: fixed {len(fixed)} finding{'' if len(fixed) == 1 else 's'} ({codes}) in {where}", file=sys.stderr)
             if cached is not None:
+                names = " and ".join(p.path.name for p in changed)
                 print(
-                    f"portkit: note: {cached.describe()}: its config.json is now a file of its own; "
-                    "the shared blob, and every other revision, are unchanged",
+                    f"portkit: note: {cached.describe()}: its {names} {'is' if len(changed) == 1 else 'are'} now "
+                    f"{'a file' if len(changed) == 1 else 'files'} of its own; the shared blob, and every other revision, are unchanged",
                     file=sys.stderr,
                 )
     else:
@@ -345,7 +349,8 @@ def _report_remaining(remaining: list[Any], written: bool) -> None:
         return
     n = len(remaining)
     verb = ("remains" if n == 1 else "remain") if written else "would remain"
-    print(f"portkit: {n} finding{'' if n == 1 else 's'} {verb}, no config edit fixes {'it' if n == 1 else 'them'}:", file=sys.stderr)
+    what = "config edit" if all(e.finding.code.startswith("PK1") for e in remaining) else "edit"
+    print(f"portkit: {n} finding{'' if n == 1 else 's'} {verb}, no {what} fixes {'it' if n == 1 else 'them'}:", file=sys.stderr)
     for e in remaining:
         f = e.finding
         print(f"{f.code} {f.name}: {f.message}", file=sys.stderr)

@@ -171,8 +171,14 @@ def apply_edits(config: dict[str, Any], edits: dict[str, Any]) -> dict[str, Any]
 
 
 def plans(model_dir: Path, facts: ModelFacts | None = None) -> list[FixPlan]:
-    """What fix does to each file of the model (today config.json)."""
-    return [plan(model_dir, facts)]
+    """What fix does to each file of the model: config.json, and tokenizer.json
+    (portkit.tokenizer_fix) when the directory has one."""
+    from portkit import tokenizer_fix
+
+    facts = facts or load_model(model_dir)
+    out = [plan(model_dir, facts)] if facts.config is not None or facts.tokenizer is None else []
+    tok = tokenizer_fix.plan(model_dir, facts)
+    return out + ([tok] if tok is not None else [])
 
 
 def plan(model_dir: Path, facts: ModelFacts | None = None) -> FixPlan:
@@ -221,15 +227,18 @@ def _edited(facts: ModelFacts, doc: JsonDoc, new_text: str) -> ModelFacts:
 
 
 def _effective(facts: ModelFacts, config: Any, gen: dict[str, Any] | None) -> dict[str, Any]:
-    """transformers' effective values: LlamaConfig's for llama, the family's own otherwise."""
-    from portkit.families import detect
+    """transformers' effective values: the family's view under candle's names (`LlamaConfig`'s
+    reading for a model type candle has no module for)."""
+    from portkit.families import detect_or_default
 
-    family = detect(config)
-    if family is None or family.name == "llama":
+    family = detect_or_default(config)
+    if family is None:
         return effective(transformers_view(config, gen))
     ftv = family_transformers_view(family.name, config)
-    out = {k: v for k, v in dataclasses.asdict(ftv).items() if k != "sources"}
-    # as for llama: a legacy `type` is only rope_type's default, compared on its own
+    # each value under its own name, so a refusal names what would change
+    out = dict(ftv.values)
+    out.update({k: v for k, v in dataclasses.asdict(ftv).items() if k not in ("family", "values", "sources", "rope_source")})
+    # a legacy `type` is only rope_type's default, compared on its own
     for key in ("rope_parameters", "local_rope_parameters"):
         out[key] = {k: v for k, v in out[key].items() if k != "type"}
     return out
@@ -249,9 +258,10 @@ def _check(facts: ModelFacts, doc: JsonDoc, new_obj: dict[str, Any], new_text: s
 
 
 def write(p: FixPlan) -> None:
-    """Replace config.json atomically and durably (`portkit.atomicfile`: fsynced before the
-    rename, nothing left when killed). A symlinked config becomes a regular file, so a shared
-    Hugging Face cache blob is never modified. InputError when the directory cannot be written."""
+    """Replace the plan's file (config.json or tokenizer.json) atomically and durably
+    (`portkit.atomicfile`: fsynced before the rename, nothing left when killed). A symlinked file
+    becomes a regular file, so a shared Hugging Face cache blob is never modified. InputError
+    when the directory cannot be written."""
     assert p.new_text is not None
     try:
         mode = os.stat(p.path).st_mode & 0o777
@@ -260,9 +270,11 @@ def write(p: FixPlan) -> None:
     try:
         atomicfile.replace(p.path, p.new_text.encode("utf-8"), mode=mode)
     except OSError as e:
-        raise InputError(p.path, f"cannot write the fixed config: {e.strerror or e}") from None
+        what = "config" if p.path.name == "config.json" else p.path.name
+        raise InputError(p.path, f"cannot write the fixed {what}: {e.strerror or e}") from None
 
 
 def sweep(model_dir: Path) -> None:
-    """Remove what a killed `fix --write` left in `model_dir` (its temporary config.json)."""
+    """Remove what a killed `fix --write` left in `model_dir` (its temporary config.json or tokenizer.json)."""
     atomicfile.sweep(model_dir, "config.json")
+    atomicfile.sweep(model_dir, "tokenizer.json")

@@ -1,7 +1,7 @@
 """JSON Schemas, generated from the code that is their source of truth.
 
 - `candle-llama-config`: what candle 0.11.0's `LlamaConfig` serde parse accepts, built from
-  `portkit.semantics.candle.LLAMA_CONFIG_FIELDS` (the same table `candle_view` runs).
+  `portkit.families.llama.FIELDS` (the same table llama's family view runs).
 - `gguf-llama-metadata`: the GGUF metadata candle's `quantized_llama` requires, over the
   JSON form `gguf_metadata_json()` gives a GGUF file (`{key: {"type": "U32", "value": 32}}`).
 - `lint-report`: `portkit lint --format json`, from the `Finding` dataclass (through pydantic,
@@ -37,7 +37,8 @@ def _u32(desc: str) -> dict[str, Any]:
 
 
 def candle_llama_config() -> dict[str, Any]:
-    from portkit.semantics.candle import LLAMA_CONFIG_FIELDS, REQUIRED_FIELDS
+    from portkit.families.llama import FIELDS as LLAMA_CONFIG_FIELDS
+    from portkit.families.llama import REQUIRED_FIELDS
 
     rope_scaling = {
         "type": "object",

@@ -36,6 +36,8 @@ class Target:
     features: frozenset[str] = field(default_factory=frozenset)
     use_flash_attn: bool = False
     max_tokens: int | None = None  # prompt + generated tokens the user will run
+    # the longest prompt fed in one forward (candle masks only a multi-token forward); None: max_tokens
+    max_prompt_tokens: int | None = None
 
     def __post_init__(self) -> None:
         _one_of("device", self.device, DEVICES)
@@ -44,13 +46,20 @@ class Target:
         object.__setattr__(self, "use_flash_attn", _bool(self.use_flash_attn))
         if self.max_tokens is not None:
             object.__setattr__(self, "max_tokens", _int(self.max_tokens))
+        if self.max_prompt_tokens is not None:
+            object.__setattr__(self, "max_prompt_tokens", _int(self.max_prompt_tokens))
+
+    @property
+    def prefill_tokens(self) -> int | None:
+        """The longest single forward the run feeds candle: the prompt bound, else `max_tokens`."""
+        return self.max_prompt_tokens if self.max_prompt_tokens is not None else self.max_tokens
 
     def describe(self) -> str:
         feats = f" features={','.join(sorted(self.features))}" if self.features else ""
         return f"{self.device}/{self.dtype}{feats}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "dtype": self.dtype, "features": self.features, "use_flash_attn": self.use_flash_attn, "max_tokens": self.max_tokens}
+        return {"device": self.device, "dtype": self.dtype, "features": self.features, "use_flash_attn": self.use_flash_attn, "max_tokens": self.max_tokens, "max_prompt_tokens": self.max_prompt_tokens}
 
 
 def _one_of(name: str, v: Any, allowed: tuple[str, ...]) -> None:

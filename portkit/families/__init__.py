@@ -10,19 +10,54 @@ runtime and gguf: a different idea, deliberately under a different word.)
 The table is data only, like transformers' `CONFIG_MAPPING_NAMES`: the semantics module of a
 family is imported when a config of that family is linted, never before, so `portkit lint`
 pays for one family's mirror, not for all of them.
+
+What the shared rules need to know about one family beyond its config mirror (how a message
+names the module, which fields it reads as f32, whether a bad layer tensor panics, ...) is data
+in that family's module, read through `Family.trait`; `TRAITS` holds the value every other
+family has. No rule asks for a family by name.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+
+# GGUF `general.architecture` -> candle's loader: GGUF semantics, named here too as the registry's GGUF side
+from portkit.semantics.gguf import GGUF_LOADERS
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
+    from types import ModuleType
     from typing import Any, Mapping
 
     from portkit.families.view import FamilyView
 
 CANDLE_VERSION = "0.11.0"
+
+# A family module's traits and the value of a module that does not set one.
+TRAITS: dict[str, Any] = {
+    "CANDLE_NAME": None,  # how messages name the module; None: "candle 0.11.0's `NAME`"
+    "F32_FIELDS": frozenset(),  # fields serde reads as f32: transformers' value is compared in f32
+    "THETA_KEYS": ("rope_theta",),  # the keys that hold a rope base
+    "LOAD_PANICS": None,  # the load function that `.unwrap()`s each block (a bad layer tensor panics)
+    "QUERY_PROJ": "q_proj",  # the projection whose rows hold the query heads
+    "NAME_SCHEME": "names it reads",  # PK203's words for the tensor names the module looks up
+    "KNOWN_TENSOR_NAMES": None,  # (top-level names, layer parts) when the module looks up a fixed list
+    "CANDLE_ROPE_SCALING": None,  # the one rope scaling type the module computes as transformers does
+    "ROPE_KEYS_SHOWN": None,  # the rope parameters a PK102 message lists; None: all of them
+    "UNREAD_TEXTS": {},  # PK202's reasons, where the module's own words differ
+    # how the module builds lm_head: "flag" (`lm_head.weight` unless `tie_word_embeddings`),
+    # "always-loaded", "always-tied" (`embed_tokens`), "probed" (when the file has one, never the flag)
+    "LM_HEAD": "flag",
+    # how the module windows attention: None (never), "every-layer" (candle's prefill mask keeps
+    # `sliding_window`+1 keys on every layer, decode keeps all), "pattern" (gemma3: its sliding
+    # layers, decode through a RotatingKvCache of `sliding_window`), "unsupported" (build fails)
+    "SLIDING_WINDOW": None,
+    "ACTIVATION_KEYS": ("hidden_act",),  # the key(s) candle reads the activation from (two: either one)
+    "TRANSFORMERS_ACTIVATION_KEY": "hidden_act",  # the one transformers reads
+}
+# a config that names neither `model_type` nor `architectures` is read with this module
+DEFAULT_FAMILY = "llama"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,10 +71,33 @@ class Family:
     config_struct: str  # the serde struct candle's example deserializes config.json into
     gguf_loader: str | None  # the quantized_* module for this family's GGUFs
     capture: bool  # the native wheel has a bit-identical per-layer copy of this module's forward
+    flash_attn: bool = False  # its native runner (`LlamaRunner`) passes `use_flash_attn` to candle
 
     @property
     def module(self) -> str:
         return f"candle_transformers::models::{self.name}"
+
+    @property
+    def semantics(self) -> ModuleType:
+        """`portkit.families.<name>`: the config mirror, expected tensors and traits."""
+        return importlib.import_module(f"portkit.families.{self.name}")
+
+    def trait(self, name: str) -> Any:
+        return getattr(self.semantics, name, TRAITS[name])
+
+    @property
+    def who(self) -> str:
+        """How a message names candle's module: "candle 0.11.0's `qwen2`"."""
+        return self.trait("CANDLE_NAME") or f"candle {CANDLE_VERSION}'s `{self.name}`"
+
+    def has_field(self, key: str) -> bool:
+        """Whether candle's config struct has a field `key` (else serde ignores the key)."""
+        return any(f.name == key for f in self.semantics.FIELDS)
+
+    @property
+    def struct(self) -> str:
+        """The config struct as a message names it: `LlamaConfig`, `qwen2::Config`."""
+        return f"{self.name}::{self.config_struct}" if self.config_struct == "Config" else self.config_struct
 
     def view(self, config: str | Any) -> FamilyView:
         """candle's effective values for `config` (the JSON text, or parsed JSON)."""
@@ -49,7 +107,7 @@ class Family:
 
 
 FAMILIES: tuple[Family, ...] = (
-    Family("llama", ("llama",), ("LlamaForCausalLM",), "llama.rs", "LlamaConfig", "quantized_llama", True),
+    Family("llama", ("llama",), ("LlamaForCausalLM",), "llama.rs", "LlamaConfig", "quantized_llama", True, flash_attn=True),
     Family("mistral", ("mistral",), ("MistralForCausalLM",), "mistral.rs", "Config", "quantized_llama", True),
     Family("mixtral", ("mixtral",), ("MixtralForCausalLM",), "mixtral.rs", "Config", "quantized_llama", False),
     Family("qwen2", ("qwen2",), ("Qwen2ForCausalLM",), "qwen2.rs", "Config", "quantized_qwen2", True),
@@ -67,17 +125,6 @@ FAMILIES: tuple[Family, ...] = (
 BY_NAME: dict[str, Family] = {f.name: f for f in FAMILIES}
 _BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}
 _BY_ARCHITECTURE: dict[str, Family] = {a: f for f in FAMILIES for a in f.architectures}
-
-# GGUF `general.architecture` -> the loader candle 0.11.0 offers for it.
-# quantized_llama reads only `llama.*` keys (quantized_llama.rs:378-394): llama.cpp writes
-# Mistral and Mixtral conversions as arch `llama`, so they land there too.
-GGUF_LOADERS: dict[str, str] = {
-    "llama": "quantized_llama",
-    "qwen2": "quantized_qwen2",
-    "qwen3": "quantized_qwen3",
-    "gemma3": "quantized_gemma3",
-    "phi3": "quantized_phi3",
-}
 
 # model_types that candle 0.11.0 has a module for but portkit does not check yet: lint says so
 # rather than pretending they are something they are not.
@@ -112,6 +159,15 @@ def detect(config: Mapping[str, Any] | Any) -> Family | None:
     return None
 
 
+def detect_or_default(config: Mapping[str, Any] | Any) -> Family | None:
+    """`detect`, and `DEFAULT_FAMILY` for a config that names neither `model_type` nor
+    `architectures` (portkit has always read those as llama)."""
+    fam = detect(config)
+    if fam is None and isinstance(config, dict) and "model_type" not in config and "architectures" not in config:
+        return BY_NAME[DEFAULT_FAMILY]
+    return fam
+
+
 def by_name(name: str) -> Family:
     try:
         return BY_NAME[name]
@@ -119,4 +175,16 @@ def by_name(name: str) -> Family:
         raise ValueError(f"unknown family `{name}` (known: {', '.join(BY_NAME)})") from None
 
 
-__all__ = ["BY_NAME", "CANDLE_VERSION", "FAMILIES", "GGUF_LOADERS", "UNCOVERED_CANDLE_MODULES", "Family", "by_name", "detect"]
+__all__ = [
+    "BY_NAME",
+    "CANDLE_VERSION",
+    "DEFAULT_FAMILY",
+    "FAMILIES",
+    "GGUF_LOADERS",
+    "TRAITS",
+    "UNCOVERED_CANDLE_MODULES",
+    "Family",
+    "by_name",
+    "detect",
+    "detect_or_default",
+]

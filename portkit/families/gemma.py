@@ -13,6 +13,9 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see port
 if TYPE_CHECKING:
     from typing import Any
 
+LM_HEAD = "always-tied"  # gemma.rs:359
+ACTIVATION_KEYS = ("hidden_act", "hidden_activation")  # either one; both or neither fail (gemma.rs:37-43)
+
 FIELDS = (
     Field("attention_bias", serde.de_bool),
     Field("head_dim", serde.de_usize),

@@ -13,6 +13,11 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see port
 if TYPE_CHECKING:
     from typing import Any
 
+LM_HEAD = "always-tied"  # gemma2.rs:378
+SLIDING_WINDOW = "every-layer"  # gemma2.rs:398-413 (every layer, where transformers alternates), :388
+ACTIVATION_KEYS = ("hidden_activation",)
+TRANSFORMERS_ACTIVATION_KEY = "hidden_activation"
+
 FIELDS = (
     Field("attention_bias", serde.de_bool),
     Field("head_dim", serde.de_usize),

@@ -13,6 +13,12 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see port
 if TYPE_CHECKING:
     from typing import Any
 
+THETA_KEYS = ("rope_theta", "rope_local_base_freq")  # a second base for the sliding layers
+LM_HEAD = "always-tied"  # gemma3.rs:458
+SLIDING_WINDOW = "pattern"  # gemma3.rs:403, :192-193 (RotatingKvCache), :448 (pattern)
+ACTIVATION_KEYS = ("hidden_activation",)
+TRANSFORMERS_ACTIVATION_KEY = "hidden_activation"
+
 FIELDS = (
     Field("attention_bias", serde.de_bool),
     Field("head_dim", serde.de_usize),

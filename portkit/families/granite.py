@@ -30,6 +30,10 @@ _de_rope = serde.de_struct(
 )
 _de_eos = serde.de_untagged("GraniteEosToks", serde.de_u32, serde.de_vec(serde.de_u32))
 
+F32_FIELDS = frozenset({"rope_theta"})  # `GraniteConfig.rope_theta: f32` (granite.rs:46-47)
+LOAD_PANICS = "Granite::load"  # `Block::load(...).unwrap()` per layer (granite.rs:451)
+LM_HEAD = "always-loaded"  # granite.rs:448
+
 FIELDS = (
     Field("hidden_size", serde.de_usize),
     Field("intermediate_size", serde.de_usize),

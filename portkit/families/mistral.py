@@ -14,6 +14,9 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see port
 if TYPE_CHECKING:
     from typing import Any
 
+LM_HEAD = "always-loaded"  # mistral.rs:385
+SLIDING_WINDOW = "every-layer"  # mistral.rs:402-406 (`j + sliding_window < i`), :385-391
+
 FIELDS = (
     Field("vocab_size", serde.de_usize),
     Field("hidden_size", serde.de_usize),

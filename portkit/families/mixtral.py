@@ -14,6 +14,9 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see port
 if TYPE_CHECKING:
     from typing import Any
 
+LM_HEAD = "always-loaded"  # mixtral.rs:426
+SLIDING_WINDOW = "every-layer"  # mixtral.rs:448
+
 FIELDS = (
     Field("vocab_size", serde.de_usize),
     Field("hidden_size", serde.de_usize),

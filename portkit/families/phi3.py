@@ -25,6 +25,8 @@ _de_rope_scaling = serde.de_struct(
     ),
 )
 
+QUERY_PROJ = "qkv_proj"  # q, k and v fused in one projection (phi3.rs:184-187)
+
 FIELDS = (
     Field("vocab_size", serde.de_usize),
     Field("hidden_act", de_activation),
@@ -43,6 +45,17 @@ FIELDS = (
     Field("partial_rotary_factor", serde.de_option(serde.de_f64), None),
     Field("tie_word_embeddings", serde.de_bool, False),
 )
+
+
+def rope_scaling_tail(values: dict[str, Any], rope_type: str, who: str) -> str:
+    """What candle's phi3 does with transformers' `rope_type` scaling (PK102): it reads a legacy
+    longrope `rope_scaling` (phi3.rs:95-140) and applies it its own way."""
+    if rope_type == "longrope" and values.get("rope_scaling") is not None:
+        return (
+            f"{who} reads the legacy `rope_scaling` but multiplies the frequencies by the factors "
+            "where transformers divides by them, and applies no attention factor"
+        )
+    return f"{who} reads no rope scaling and computes unscaled frequencies"
 
 
 def effective(cfg: dict[str, Any]) -> dict[str, Any]:

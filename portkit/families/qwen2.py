@@ -14,6 +14,9 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see port
 if TYPE_CHECKING:
     from typing import Any
 
+LM_HEAD = "probed"  # `vb.contains_tensor("lm_head.weight")`, never the flag (qwen2.rs:380-384)
+SLIDING_WINDOW = "every-layer"  # qwen2.rs:291, :303-314 (`use_sliding_window`, `max_window_layers` never read)
+
 FIELDS = (
     Field("vocab_size", serde.de_usize),
     Field("hidden_size", serde.de_usize),

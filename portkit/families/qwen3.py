@@ -13,6 +13,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see port
 if TYPE_CHECKING:
     from typing import Any
 
+SLIDING_WINDOW = "unsupported"  # qwen3.rs:126-128 (`sliding window is not supported`)
+
 FIELDS = (
     Field("vocab_size", serde.de_usize),
     Field("hidden_size", serde.de_usize),

@@ -13,6 +13,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see port
 if TYPE_CHECKING:
     from typing import Any
 
+SLIDING_WINDOW = "unsupported"  # it builds qwen3's attention (qwen3_moe.rs:50-55, :211)
+
 FIELDS = (
     Field("vocab_size", serde.de_usize),
     Field("hidden_size", serde.de_usize),

@@ -14,6 +14,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see port
 if TYPE_CHECKING:
     from typing import Any
 
+LM_HEAD = "always-loaded"  # stable_lm.rs:383
+
 FIELDS = (
     Field("vocab_size", serde.de_usize),
     Field("intermediate_size", serde.de_usize),

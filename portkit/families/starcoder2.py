@@ -14,6 +14,9 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see port
 if TYPE_CHECKING:
     from typing import Any
 
+LM_HEAD = "always-tied"  # starcoder2.rs:288
+SLIDING_WINDOW = "every-layer"  # starcoder2.rs:306-310
+
 FIELDS = (
     Field("vocab_size", serde.de_usize),
     Field("hidden_size", serde.de_usize),

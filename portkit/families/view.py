@@ -2,14 +2,13 @@
 
 Each family module (`portkit.families.<name>`) declares `FIELDS`, the exact serde mirror of the
 struct candle's example deserializes (field order, types, defaults), and `effective(parsed)`,
-the values the module then computes with (derived `head_dim`, `into_config` for granite).
+the values the module then computes with (derived `head_dim`, `into_config` for llama and granite).
 `FamilyView.values` is, key for key, what `portkit_native.candle_config(text, family=name)`
 returns: the native oracle test holds the two together.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 
 from portkit.semantics import serde
@@ -46,9 +45,7 @@ class FamilyView:
 
 
 def family_view(family: Family, config: str | Any) -> FamilyView:
-    if family.name == "llama":
-        return _llama_view(config)
-    mod = importlib.import_module(f"portkit.families.{family.name}")
+    mod = family.semantics
     try:
         value = serde.loads(config) if isinstance(config, str) else serde.to_pairs(config)
         parsed = serde.de_struct(family.config_struct, mod.FIELDS)(value)
@@ -57,12 +54,3 @@ def family_view(family: Family, config: str | Any) -> FamilyView:
     written = frozenset(k for k, _ in value) if isinstance(value, Pairs) else frozenset()
     return FamilyView(family=family.name, values=mod.effective(parsed), written=written)
 
-
-def _llama_view(config: str | Any) -> FamilyView:
-    from portkit.semantics.candle import candle_view
-
-    cv = candle_view(config)
-    if not cv.ok:
-        return FamilyView(family="llama", refused=cv.refused, refused_at=cv.refused_at)
-    written = frozenset({"rope_theta"}) if cv.rope_theta_source == "top-level" else frozenset()
-    return FamilyView(family="llama", values=cv.native_dict(), written=written)

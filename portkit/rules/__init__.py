@@ -47,6 +47,8 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK119": ("granite-multipliers-ignored", "stable"),
     "PK120": ("lm-head-ignores-tie", "stable"),
     "PK121": ("gemma3-prefill-needs-one-kv-head", "stable"),
+    "PK122": ("bidirectional-attention-ignored", "stable"),
+    "PK123": ("softcapping-key-absent", "stable"),
     "PK201": ("missing-tensor", "stable"),
     "PK202": ("unread-tensor", "stable"),
     "PK203": ("unexpected-tensor", "stable"),

@@ -6,7 +6,7 @@ import math
 from functools import cached_property
 from pathlib import Path
 
-from portkit.semantics import CandleView, GgufView, TransformersView, candle_view, gguf_view, transformers_view
+from portkit.semantics import GgufView, TransformersView, gguf_view, transformers_view
 from portkit.target import Target
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -51,25 +51,16 @@ class Context:
         return transformers_view(self.facts.config.value, gen if isinstance(gen, dict) else None)
 
     @cached_property
-    def cv(self) -> CandleView | None:
-        if self.facts.config is None:
-            return None
-        return candle_view(self.facts.config.text)
-
-    @cached_property
     def family(self) -> Family | None:
         """The candle module this config loads into (`portkit.families`), None for a model_type
         candle has no module for. A config that names neither `model_type` nor `architectures`
-        is read as llama, as portkit always has."""
+        is read with the registry's default family (llama), as portkit always has."""
         doc = self.facts.config
         if doc is None or not isinstance(doc.value, dict):
             return None
-        from portkit.families import BY_NAME, detect
+        from portkit.families import detect_or_default
 
-        fam = detect(doc.value)
-        if fam is None and "model_type" not in doc.value and "architectures" not in doc.value:
-            return BY_NAME["llama"]
-        return fam
+        return detect_or_default(doc.value)
 
     @cached_property
     def fv(self) -> FamilyView | None:
@@ -126,7 +117,7 @@ class Rule:
     group: ClassVar[Group]
     # the model families (candle modules, `portkit.families`) the rule speaks about; "*": all,
     # including a model_type candle has no module for
-    families: ClassVar[tuple[str, ...]] = ("llama",)
+    families: ClassVar[tuple[str, ...]] = ("llama",)  # a registry name (portkit.families)
     severity: ClassVar[Severity] = "error"
     effect: ClassVar[Effect] = "silent"
     fix_availability: ClassVar[FixAvailability] = "none"

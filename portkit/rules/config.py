@@ -1,57 +1,38 @@
-"""PK1xx: config.json values candle 0.11.0's `models::llama` reads differently from transformers 5.
+"""PK1xx: config.json values a candle 0.11.0 module reads differently from transformers 5.
 
-The rules that other families share (PK101, PK102, PK110, PK112) keep their llama check here and
-call `portkit.rules.family_config` for the other modules; rules only other modules need live there.
+Each rule has one body for every family it applies to: it compares `ctx.fv` (the family's serde
+mirror) with `ctx.ftv` (transformers' values under candle's names), or `ctx.tv` (transformers'
+`LlamaConfig` reading) for the rules only llama-shaped modules have, and takes what differs
+between families (how a message names the module, f32 fields, the rope scaling a module
+computes) from the family's module (`Family.trait`). The rules only some modules need are in
+`portkit.rules.family_config`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 from portkit.rules import family_config as fc
 from portkit.rules.base import Context, Rule, f32, location, num
-from portkit.semantics.candle import REQUIRED_FIELDS
-from portkit.semantics.transformers import LLAMA_FIELDS, SILU_NAMES, eos_ids
+from portkit.rules.common import length_severity, source_words
+from portkit.semantics.serde import MISSING
+from portkit.semantics.transformers import SILU_NAMES, eos_ids
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, Iterable
+    from typing import Iterable
 
     from portkit.findings import Finding
 
 
-_SOURCE = {
-    "rope_parameters": "from `rope_parameters`",
-    "rope_scaling": "from `rope_scaling`",
-    "top-level": "from the top-level key",
-    "default": "by default",
-}
-
-
-def llama3_candle_shape(p: dict[str, Any]) -> dict[str, Any]:
-    """transformers' standardized llama3 rope dict in the shape candle's `Llama3RopeConfig` reads."""
-    return {
-        "factor": p["factor"],
-        "low_freq_factor": p["low_freq_factor"],
-        "high_freq_factor": p["high_freq_factor"],
-        "original_max_position_embeddings": p["original_max_position_embeddings"],
-        "rope_type": "llama3",
-    }
-
-
 def who(ctx: Context) -> str:
-    """How a message names candle: the llama rules always said "candle 0.11.0"."""
-    return "candle 0.11.0" if ctx.family is None or ctx.family.name == "llama" else fc.module(ctx)
+    """How a message names candle's module: "candle 0.11.0" for llama, as it always has."""
+    assert ctx.family is not None
+    return ctx.family.who
 
 
-def no_candle_scaling_help(rope_type: str | None) -> str:
-    """The help line when transformers' scaling is one candle 0.11.0 cannot express (linear,
-    dynamic, yarn, longrope): writing llama3 scaling would compute yet another model."""
-    return (
-        f"No config edit makes candle 0.11.0 apply `{rope_type}` scaling (its llama implements llama3 only); "
-        "run this checkpoint with an implementation of that scaling"
-    )
+# what to write for a required key transformers has no value for, because transformers never reads it
+_CANDLE_ONLY = {"use_flash_attn": False}
 
 
 class RopeThetaInRopeParameters(Rule):
@@ -109,30 +90,29 @@ class RopeThetaInRopeParameters(Rule):
     probe_kind = "numeric"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        if ctx.family is not None and ctx.family.name != "llama":
-            yield from fc.rope_theta_findings(self, ctx)
+        fv, ftv, fam = ctx.fv, ctx.ftv, ctx.family
+        if fv is None or ftv is None or fam is None or not fv.ok:
             return
-        tv, cv = ctx.tv, ctx.cv
-        if not tv or not cv or not cv.ok or tv.rope_theta is None or cv.rope_theta is None:
-            return
-        if f32(tv.rope_theta) == cv.rope_theta:
-            return
-        if cv.rope_theta_source == "default":
-            tail = f"candle 0.11.0 reads no top-level `rope_theta` and uses {num(cv.rope_theta)}"
-        else:
-            tail = f"candle 0.11.0 reads the top-level `rope_theta`={num(cv.rope_theta)}"
-        keys = {"rope_parameters": ("rope_parameters", "rope_theta"), "rope_scaling": ("rope_scaling", "rope_theta")}.get(
-            tv.rope_theta_source, ("rope_theta",)
-        )
-        yield self.finding(
-            ctx,
-            f"transformers uses `rope_theta`={num(tv.rope_theta)} {_SOURCE[tv.rope_theta_source]}; {tail}",
-            keys=keys,
-            transformers_value=tv.rope_theta,
-            candle_value=cv.rope_theta,
-            fix_edits={"rope_theta": tv.rope_theta},
-            probe_patch={"rope_theta": tv.rope_theta},
-        )
+        for key in fam.trait("THETA_KEYS"):
+            t, c = ftv.get(key), fv.get(key)
+            if not isinstance(t, float) or not isinstance(c, (int, float)):
+                continue
+            if (f32(t) if key in fam.trait("F32_FIELDS") else t) == c:
+                continue
+            if key in fv.written:
+                tail = f"{fam.who} reads the top-level `{key}`={num(c)}"
+            else:
+                tail = f"{fam.who} reads no top-level `{key}` and uses {num(c)}"
+            path = ftv.sources.get(key, ())
+            yield self.finding(
+                ctx,
+                f"transformers uses `{key}`={num(t)} {source_words(path)}; {tail}",
+                keys=path or (key,),
+                transformers_value=t,
+                candle_value=c,
+                fix_edits={key: t},
+                probe_patch={key: t},
+            )
 
 
 class RopeScalingInRopeParameters(Rule):
@@ -191,46 +171,61 @@ class RopeScalingInRopeParameters(Rule):
     probe_kind = "numeric"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        if ctx.family is not None and ctx.family.name != "llama":
-            yield from fc.rope_scaling_findings(self, ctx)
+        fv, ftv, fam = ctx.fv, ctx.ftv, ctx.family
+        if fv is None or ftv is None or fam is None:
             return
-        tv, cv = ctx.tv, ctx.cv
-        if not tv or not cv or not cv.ok or not tv.rope_scaled:
-            return
-        if tv.rope_type == "llama3" and cv.rope_scaling_applied:
-            return  # both read the same top-level `rope_scaling`
-        p = tv.rope_parameters
-        params = ", ".join(f"`{k}`={num(p[k])}" for k in ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings") if k in p)
-        if cv.rope_scaling is not None:
-            tail = "candle 0.11.0 reads `rope_scaling` with `rope_type`=default and computes unscaled frequencies"
-        else:
-            tail = "candle 0.11.0 reads no top-level `rope_scaling` and computes unscaled frequencies"
-        src = "`rope_parameters`" if tv.rope_source == "rope_parameters" else "`rope_scaling`"
-        edits = None
-        if tv.rope_type == "llama3":
-            edits = {"rope_scaling": llama3_candle_shape(p)}
-            if tv.rope_theta is not None:
-                edits["rope_theta"] = tv.rope_theta
-        else:
-            tail += f"; candle 0.11.0 has no `{tv.rope_type}` scaling"
-        severity = None
-        if tv.rope_type == "dynamic":
-            # dynamic NTK rescales only once the sequence outgrows the original context
-            start = p.get("original_max_position_embeddings") or tv.max_position_embeddings
-            if isinstance(start, int) and start > 0:
-                severity, when = length_severity(ctx, start)
+        if not fv.ok and (fv.refused_at or [""])[0] == "rope_scaling":
+            return  # candle refuses the `rope_scaling` itself: PK103 or PK112 says so
+        # (a config candle refuses for another key still says which scaling it would miss)
+        mod, computed = fam.semantics, fam.trait("CANDLE_ROPE_SCALING")
+        src = f"`{ftv.rope_source}`" if ftv.rope_source else "`rope_parameters`"
+        scaled = [("", ftv.rope_type, ftv.rope_parameters)]
+        if ftv.local_rope_type is not None:
+            scaled.append(("to its sliding-attention layers ", ftv.local_rope_type, ftv.local_rope_parameters))
+        for which, rope_type, p in scaled:
+            if rope_type == "default" or (computed is not None and mod.rope_scaling_applied(fv.values, rope_type)):
+                continue
+            shown = fam.trait("ROPE_KEYS_SHOWN") or tuple(k for k in p if k not in ("rope_type", "type", "rope_theta"))
+            params = ", ".join(
+                f"`{k}`=[{len(p[k])} values]" if isinstance(p[k], list) else f"`{k}`={num(p[k])}" for k in shown if k in p
+            )
+            tail = _rope_scaling_tail(ctx, rope_type)
+            edits = None
+            if computed is not None and rope_type == computed:
+                edits = {"rope_scaling": mod.rope_scaling_edits(p)}
+                if isinstance(ftv.get("rope_theta"), float):
+                    edits["rope_theta"] = ftv.get("rope_theta")
+            severity = None
+            mp = ftv.get("max_position_embeddings")
+            if rope_type == "dynamic" and isinstance(mp, int) and mp > 0:
+                # dynamic NTK rescales only once a sequence outgrows `max_position_embeddings`
+                # (modeling_rope_utils.py `_compute_dynamic_ntk_parameters`: seq_len = max(seq_len, mpe))
+                severity, when = length_severity(ctx, mp)
                 tail += f" ({when})"
-        yield self.finding(
-            ctx,
-            f"transformers applies `{tv.rope_type}` rope scaling from {src} ({params}); {tail}",
-            keys=(tv.rope_source or "rope_parameters",),
-            transformers_value={k: v for k, v in p.items()},
-            candle_value=dataclasses.asdict(cv.rope_scaling) if cv.rope_scaling else None,
-            fix_edits=edits,
-            probe_patch=edits,
-            help=None if edits else no_candle_scaling_help(tv.rope_type),
-            severity=severity,
-        )
+            implements = f" (its {fam.name} implements {computed} only)" if computed else " as transformers does"
+            yield self.finding(
+                ctx,
+                f"transformers applies `{rope_type}` rope scaling {which}from {src} ({params or 'no parameters'}); {tail}",
+                keys=(ftv.rope_source or "rope_parameters",),
+                transformers_value=dict(p),
+                candle_value=fv.get("rope_scaling") if fv.ok else None,
+                fix_edits=edits,
+                probe_patch=edits,
+                help=None if edits else f"No config edit makes {fam.who} apply `{rope_type}` scaling{implements}; "
+                "run this checkpoint with an implementation of that scaling",
+                severity=severity,
+            )
+
+
+def _rope_scaling_tail(ctx: Context, rope_type: str) -> str:
+    """What candle's module does with transformers' `rope_type` scaling: the family module's
+    words when it reads a `rope_scaling` of its own (llama, phi3), else that it reads none."""
+    fam, fv = ctx.family, ctx.fv
+    assert fam is not None and fv is not None
+    own = getattr(fam.semantics, "rope_scaling_tail", None)
+    if own is not None:
+        return own(fv.values, rope_type, fam.who)
+    return f"{fam.who} reads no rope scaling and computes unscaled frequencies"
 
 
 class RopeScalingUnparseable(Rule):
@@ -284,24 +279,26 @@ class RopeScalingUnparseable(Rule):
     probe_kind = "crash"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        tv, cv = ctx.tv, ctx.cv
-        if not tv or not cv or cv.ok or not cv.refused_at or cv.refused_at[0] != "rope_scaling":
+        tv, fv, fam = ctx.tv, ctx.fv, ctx.family
+        if not tv or not fv or fam is None or fv.ok or not fv.refused_at or fv.refused_at[0] != "rope_scaling":
             return
         edits = None
-        if tv.rope_type == "llama3":
-            edits = {"rope_scaling": llama3_candle_shape(tv.rope_parameters)}
+        if tv.rope_type == fam.trait("CANDLE_ROPE_SCALING"):
+            edits = {"rope_scaling": fam.semantics.rope_scaling_edits(tv.rope_parameters)}
             if tv.rope_theta is not None:
                 edits["rope_theta"] = tv.rope_theta
         what = f"`{tv.rope_type}` rope scaling" if tv.rope_scaled else "no rope scaling (rope_type default)"
         yield self.finding(
             ctx,
-            f"transformers applies {what} from `rope_scaling`; candle 0.11.0 refuses the config: `{cv.refused}`",
-            keys=tuple(cv.refused_at),
+            f"transformers applies {what} from `rope_scaling`; {fam.who} refuses the config: `{fv.refused}`",
+            keys=tuple(fv.refused_at),
             transformers_value=tv.rope_parameters,
-            candle_value={"refused": cv.refused},
+            candle_value={"refused": fv.refused},
             fix_edits=edits,
-            expect=cv.refused,
-            help=no_candle_scaling_help(tv.rope_type) if tv.rope_scaled and edits is None else None,
+            expect=fv.refused,
+            help=f"No config edit makes {fam.who} apply `{tv.rope_type}` scaling (its {fam.name} implements "
+            f"{fam.trait('CANDLE_ROPE_SCALING')} only); run this checkpoint with an implementation of that scaling"
+            if tv.rope_scaled and edits is None else None,
         )
 
 
@@ -356,35 +353,20 @@ class HeadDimMismatch(Rule):
     probe_kind = "crash"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        if ctx.family is not None and ctx.family.name != "llama":
-            yield from self._family(ctx)
-            return
-        tv, cv = ctx.tv, ctx.cv
-        if not tv or not cv or not cv.ok or cv.head_dim is None or tv.head_dim == cv.head_dim:
-            return
-        yield self.finding(
-            ctx,
-            f"transformers uses `head_dim`={tv.head_dim}; candle 0.11.0 uses `hidden_size` / `num_attention_heads` = "
-            f"{cv.head_dim}, so `Llama::load` panics on `q_proj` ({tv.head_dim * tv.num_attention_heads} rows, "
-            f"candle expects {cv.head_dim * cv.num_attention_heads})",
-            keys=("head_dim",),
-            transformers_value=tv.head_dim,
-            candle_value=cv.head_dim,
-            expect="shape mismatch for model.layers.0.self_attn.q_proj.weight",
-        )
-
-    def _family(self, ctx: Context) -> Iterable[Finding]:
         fv, doc, fam = ctx.fv, ctx.facts.config, ctx.family
         if fv is None or not fv.ok or doc is None or fam is None or not isinstance(doc.value, dict):
             return
         hd, heads, c = doc.value.get("head_dim"), fv.get("num_attention_heads"), fv.get("head_dim")
         if not isinstance(hd, int) or isinstance(hd, bool) or not isinstance(c, int) or not heads or hd == c:
             return
-        proj = "qkv_proj" if fam.name == "phi3" else "q_proj"
+        proj, panics = fam.trait("QUERY_PROJ"), fam.trait("LOAD_PANICS")
+        if panics:
+            how = f"so `{panics}` panics on `{proj}` ({hd * heads} rows, candle expects {c * heads})"
+        else:
+            how = f"so loading `{proj}` fails ({hd * heads} query rows, candle expects {c * heads})"
         yield self.finding(
             ctx,
-            f"transformers uses `head_dim`={hd}; {fc.module(ctx)} uses `hidden_size` / `num_attention_heads` = {c}, "
-            f"so loading `{proj}` fails ({hd * heads} query rows, candle expects {c * heads})",
+            f"transformers uses `head_dim`={hd}; {fam.who} uses `hidden_size` / `num_attention_heads` = {c}, {how}",
             keys=("head_dim",),
             transformers_value=hd,
             candle_value=c,
@@ -597,46 +579,39 @@ class PartialRotaryIgnored(Rule):
     probe_kind = "numeric"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        if ctx.family is not None and ctx.family.name != "llama":
-            yield from self._family(ctx)
-            return
-        tv, cv = ctx.tv, ctx.cv
-        if not tv or tv.partial_rotary_factor is None or tv.rotary_dim == tv.head_dim:
-            return
-        hd = cv.head_dim if cv and cv.ok and cv.head_dim else tv.head_dim
-        keys = ("partial_rotary_factor",) if ctx.has_key("partial_rotary_factor") else ("rope_parameters", "partial_rotary_factor")
-        yield self.finding(
-            ctx,
-            f"transformers rotates {tv.rotary_dim} of {tv.head_dim} head dimensions (`partial_rotary_factor`="
-            f"{num(tv.partial_rotary_factor)}); candle 0.11.0 rotates all {hd}",
-            keys=keys,
-            transformers_value=tv.rotary_dim,
-            candle_value=hd,
-        )
-
-    def _family(self, ctx: Context) -> Iterable[Finding]:
-        fv, ftv = ctx.fv, ctx.ftv
-        if fv is None or ftv is None or not fv.ok:
+        fv, ftv, fam, doc = ctx.fv, ctx.ftv, ctx.family, ctx.facts.config
+        if fv is None or ftv is None or fam is None or not fv.ok or doc is None or not isinstance(doc.value, dict):
             return
         hd = fv.get("head_dim")
+        written_hd = doc.value.get("head_dim")
+        t_hd = written_hd if isinstance(written_hd, int) and not isinstance(written_hd, bool) else hd  # transformers' head
         t, c = ftv.get("partial_rotary_factor"), fv.get("partial_rotary_factor")
         t_eff, c_eff = (1.0 if t is None else t), (1.0 if c is None else c)
-        if not isinstance(hd, int) or not all(isinstance(x, (int, float)) and math.isfinite(hd * x) for x in (t_eff, c_eff)):
-            return  # a factor no runtime can compute with: transformers itself refuses it (lint's exit 2)
-        if int(hd * t_eff) == int(hd * c_eff):
+        if not isinstance(hd, int) or not isinstance(t_hd, int):
             return
+        if not all(isinstance(x, (int, float)) and math.isfinite(h * x) for x, h in ((t_eff, t_hd), (c_eff, hd))):
+            return  # a factor no runtime can compute with: transformers itself refuses it (lint's exit 2)
+        if int(t_hd * t_eff) == int(hd * c_eff) and t_hd == hd:
+            return
+        if int(t_hd * t_eff) == t_hd and c_eff == 1.0:
+            return  # both rotate the whole head (a head_dim mismatch is PK104's)
         path = ftv.sources.get("partial_rotary_factor", ())
-        if c is None:
-            tail = f"{fc.module(ctx)} reads no top-level `partial_rotary_factor` and rotates all {hd}"
+        edits = None
+        if not fam.has_field("partial_rotary_factor"):
+            # candle's module has no such field: where transformers read it from changes nothing
+            said, tail = f"`partial_rotary_factor`={num(t_eff)}", f"{fam.who} rotates all {hd}"
         else:
-            tail = f"{fc.module(ctx)} reads the top-level `partial_rotary_factor`={num(c)} and rotates {int(hd * c_eff)}"
-        edits = {"partial_rotary_factor": t} if t is not None else None
+            said = f"`partial_rotary_factor`={num(t_eff)} {source_words(path)}"
+            if c is None:
+                tail = f"{fam.who} reads no top-level `partial_rotary_factor` and rotates all {hd}"
+            else:
+                tail = f"{fam.who} reads the top-level `partial_rotary_factor`={num(c)} and rotates {int(hd * c_eff)}"
+            edits = {"partial_rotary_factor": t} if t is not None else None
         yield self.finding(
             ctx,
-            f"transformers rotates {int(hd * t_eff)} of {hd} head dimensions (`partial_rotary_factor`={num(t_eff)} "
-            f"{fc.source_words(path)}); {tail}",
+            f"transformers rotates {int(t_hd * t_eff)} of {t_hd} head dimensions ({said}); {tail}",
             keys=path or ("partial_rotary_factor",),
-            transformers_value=int(hd * t_eff),
+            transformers_value=int(t_hd * t_eff),
             candle_value=int(hd * c_eff),
             fix_edits=edits,
             probe_patch=edits,
@@ -711,17 +686,8 @@ class SlidingWindowIgnored(Rule):
         )
 
 
-def length_severity(ctx: Context, length: int) -> tuple[str, str]:
-    """(severity, clause) for an effect that appears only past `length` tokens: an error when
-    the target's `--max-tokens` reaches past it, else a warning that names the length."""
-    t = ctx.target.max_tokens
-    if t is not None and t > length:
-        return "error", f"the effect appears past {length} tokens, and --max-tokens {t} reaches it"
-    return "warning", f"the effect appears only past {length} tokens" + (f"; --max-tokens {t} stays within" if t is not None else "")
-
-
 class MissingRequiredKey(Rule):
-    """A key candle's `LlamaConfig` requires is absent; transformers fills in its default.
+    """A key candle's config struct requires is absent; transformers fills in its default.
 
     ## What it does
     Lists every required `LlamaConfig` field missing from config.json: `hidden_size`,
@@ -765,28 +731,43 @@ class MissingRequiredKey(Rule):
     probe_kind = "crash"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        if ctx.family is not None and ctx.family.name != "llama":
-            yield from fc.missing_field_findings(self, ctx)
+        fv, ftv, doc, fam = ctx.fv, ctx.ftv, ctx.facts.config, ctx.family
+        if fv is None or ftv is None or fam is None or doc is None or not isinstance(doc.value, dict):
             return
-        tv, cv = ctx.tv, ctx.cv
-        doc = ctx.facts.config
-        if not tv or not cv or cv.ok or doc is None or not isinstance(doc.value, dict):
-            return
-        if not (cv.refused or "").startswith("missing field") or cv.refused_at:
-            return
-        for key in REQUIRED_FIELDS:
+        # every missing field, also behind a refused value (PK112): serde names one at a time
+        for key in (f.name for f in fam.semantics.FIELDS if f.default is MISSING):
             if key in doc.value:
                 continue
-            default = LLAMA_FIELDS[key][1]
+            value, said = _value_to_write(ctx, key)
+            refusal = f"missing field `{key}`"
             yield self.finding(
                 ctx,
-                f"transformers defaults `{key}` to {num(default)}; candle 0.11.0 refuses the config: `missing field `{key}``",
+                f"{said}; {fam.who} refuses the config: `{refusal}`",
                 location=location((1, 1)),
-                transformers_value=default,
-                candle_value={"refused": f"missing field `{key}`"},
-                fix_edits={key: default},
-                expect=f"missing field `{key}`",
+                transformers_value=value,
+                candle_value={"refused": refusal},
+                fix_edits={key: value} if value is not None else None,
+                expect=refusal,
+                help=None if value is not None else f"Write `{key}` by hand: transformers has no value for it",
             )
+
+
+def _value_to_write(ctx: Context, key: str) -> tuple[object, str]:
+    """(the value transformers computes with for a key candle requires, what transformers does with it)."""
+    ftv = ctx.ftv
+    assert ftv is not None
+    if key in _CANDLE_ONLY:
+        v = _CANDLE_ONLY[key]
+        return v, f"transformers never reads `{key}`; {num(v)} runs candle as transformers runs (no flash attention)"
+    if key == "max_window_layers":
+        n = ftv.get("num_hidden_layers")
+        return n, f"transformers' `{ftv.family}` has no such setting and candle never uses `{key}`; writing `num_hidden_layers`={num(n)}"
+    if key not in ftv.values:
+        return None, f"transformers has no value for `{key}`"
+    v, path = ftv.values[key], ftv.sources.get(key, ())
+    if not path:
+        return v, f"transformers defaults `{key}` to {num(v)}"
+    return v, f"transformers uses `{key}`={num(v)} {source_words(path)}"
 
 
 class GenerationEosDiffers(Rule):
@@ -831,18 +812,18 @@ class GenerationEosDiffers(Rule):
     probe_kind = "static-only"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        tv, cv = ctx.tv, ctx.cv
+        tv, fv, fam = ctx.tv, ctx.fv, ctx.family
         gen = ctx.facts.generation_config
-        if not tv or not cv or not cv.ok or gen is None or tv.generation_eos_source != "generation_config.json":
+        if not tv or not fv or fam is None or not fv.ok or gen is None or tv.generation_eos_source != "generation_config.json":
             return
         g = eos_ids(tv.generation_eos_token_id)
-        c = eos_ids(cv.eos_token_id)
+        c = eos_ids(fv.get("eos_token_id"))
         if set(g) == set(c):
             return
         pos = gen.position("eos_token_id")
         yield self.finding(
             ctx,
-            f"transformers' `generate()` stops on `eos_token_id` {g} from generation_config.json; candle 0.11.0 "
+            f"transformers' `generate()` stops on `eos_token_id` {g} from generation_config.json; {fam.who} "
             f"reads {c or 'none'} from config.json",
             filename=gen.path,
             location=location(pos),
@@ -888,32 +869,48 @@ class ConfigRefusedByCandle(Rule):
     families = fc.ALL_FAMILIES
     severity = "error"
     effect = "load-error"
-    fix_title = "Write the value with the type candle's `LlamaConfig` declares"
+    fix_title = "Write the value with the type candle's config struct declares"
     probe_kind = "crash"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        if ctx.family is not None and ctx.family.name != "llama":
-            yield from fc.refused_findings(self, ctx)
+        fv, doc, fam = ctx.fv, ctx.facts.config, ctx.family
+        if fv is None or fv.ok or fam is None or doc is None or not isinstance(doc.value, dict):
             return
-        cv = ctx.cv
-        if not cv or cv.ok or not ctx.tv:
-            return
-        at = cv.refused_at or []
-        if at and at[0] == "rope_scaling":
-            return  # PK103
-        if not at and (cv.refused or "").startswith("missing field"):
+        if fv.missing_field() is not None:
             return  # PK110
-        where = ".".join(at) if at else None
+        at = fv.refused_at or []
+        if at and at[0] == "rope_scaling" and ctx.applies(RopeScalingUnparseable):
+            return  # PK103
+        edits, help = None, None
+        if at == ["sliding_window"] and doc.value.get("sliding_window") is None:
+            edits, help = _null_window_fix(ctx)
+        where = ".".join(at)
         yield self.finding(
             ctx,
-            f"transformers loads this config; candle 0.11.0 refuses it"
-            + (f" at `{where}`" if where else "")
-            + f": `{cv.refused}`",
+            f"transformers loads this config; {fam.who} refuses it" + (f" at `{where}`" if where else "") + f": `{fv.refused}`",
             keys=tuple(at),
-            transformers_value=None,
-            candle_value={"refused": cv.refused},
-            expect=cv.refused,
+            candle_value={"refused": fv.refused},
+            fix_edits=edits,
+            expect=fv.refused,
+            help=help or f"Write the value with the type candle's `{fam.struct}` declares",
         )
+
+
+def _null_window_fix(ctx: Context) -> tuple[dict[str, object] | None, str | None]:
+    """`sliding_window: null` where candle wants a number. transformers ignores the key where
+    the config does not opt in to the window (qwen2's `use_sliding_window`), and candle keeps
+    `sliding_window`+1 keys: a window of `max_position_embeddings` is no window in either.
+    Elsewhere (mixtral) transformers reads any window it is given, so no value keeps it unchanged."""
+    ftv, fam = ctx.ftv, ctx.family
+    assert ftv is not None and fam is not None
+    mp = ftv.get("max_position_embeddings")
+    opts_in = "use_sliding_window" in ftv.values  # the family's transformers config has the switch
+    if opts_in and ftv.get("use_sliding_window") is not True and isinstance(mp, int):
+        return {"sliding_window": mp}, None
+    return None, (
+        f"No config edit: {fam.who} requires a window and transformers' `{fam.name}` applies any window it is given; "
+        "build candle's Config in code with a window of at least your longest sequence"
+    )
 
 
 RULES = (

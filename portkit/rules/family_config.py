@@ -1,9 +1,8 @@
-"""PK1xx for every candle 0.11.0 family: what each family's own module reads differently.
+"""PK1xx that only some candle 0.11.0 modules need (PK114-PK123): windows, activations, scales,
+multipliers and heads that one module reads its own way.
 
-The generalised llama rules (PK101, PK102, PK110, PK112) call the `*_findings` helpers here for a
-non-llama family; the rules only a family module has (PK114-PK120) are classes here. Both
-compare `ctx.fv` (the family's serde mirror, `portkit.families.<name>`) with `ctx.ftv`
-(`family_transformers_view`), and every message names the module: "candle 0.11.0's `qwen3`".
+They compare `ctx.fv` (the family's serde mirror, `portkit.families.<name>`) with `ctx.ftv`
+(`family_transformers_view`), and every message names the module (`Family.who`).
 """
 
 from __future__ import annotations
@@ -11,192 +10,20 @@ from __future__ import annotations
 import math
 
 from portkit.families import BY_NAME, UNCOVERED_CANDLE_MODULES
-from portkit.rules.base import Context, Rule, f32, location, num
+from portkit.rules.base import Context, Rule, location, num
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, Iterable
+    from typing import Iterable
 
     from portkit.findings import Finding
 
 ALL_FAMILIES = tuple(BY_NAME)
-OTHER_FAMILIES = tuple(n for n in BY_NAME if n != "llama")
-_SOURCE_WORDS = {"rope_parameters": "from `rope_parameters`", "rope_scaling": "from `rope_scaling`"}
 
 
 def module(ctx: Context) -> str:
     assert ctx.family is not None
-    return f"candle 0.11.0's `{ctx.family.name}`"
-
-
-def source_words(path: tuple[str, ...]) -> str:
-    """Where transformers took a value from, in words: 'from `rope_parameters`', 'by default'."""
-    if not path:
-        return "by default"
-    if len(path) == 1:
-        return f"from the top-level `{path[0]}`"
-    return "from `" + ".".join(path[:-1]) + "`"
-
-
-def _required(ctx: Context) -> list[str]:
-    import importlib
-
-    from portkit.semantics.serde import MISSING
-
-    assert ctx.family is not None
-    mod = importlib.import_module(f"portkit.families.{ctx.family.name}")
-    return [f.name for f in mod.FIELDS if f.default is MISSING]
-
-
-# --- PK101: a rope base candle reads from elsewhere (a top-level key, or its default) ---------
-
-# keys that hold a rope base, per family: gemma3 has a second one for its sliding layers
-_THETA_KEYS = {"gemma3": ("rope_theta", "rope_local_base_freq")}
-
-
-def rope_theta_findings(rule: Rule, ctx: Context) -> Iterable[Finding]:
-    fv, ftv, fam = ctx.fv, ctx.ftv, ctx.family
-    if fv is None or ftv is None or fam is None or not fv.ok:
-        return
-    for key in _THETA_KEYS.get(fam.name, ("rope_theta",)):
-        t, c = ftv.get(key), fv.get(key)
-        if not isinstance(t, float) or not isinstance(c, (int, float)):
-            continue
-        if (f32(t) if fam.name == "granite" else t) == c:
-            continue
-        if key in fv.written:
-            tail = f"{module(ctx)} reads the top-level `{key}`={num(c)}"
-        else:
-            tail = f"{module(ctx)} reads no top-level `{key}` and uses {num(c)}"
-        path = ftv.sources.get(key, ())
-        yield rule.finding(
-            ctx,
-            f"transformers uses `{key}`={num(t)} {source_words(path)}; {tail}",
-            keys=path or (key,),
-            transformers_value=t,
-            candle_value=c,
-            fix_edits={key: t},
-            probe_patch={key: t},
-        )
-
-
-# --- PK102: rope scaling the module ignores or misapplies ---------------------------------------
-
-
-def rope_scaling_findings(rule: Rule, ctx: Context) -> Iterable[Finding]:
-    fv, ftv, fam = ctx.fv, ctx.ftv, ctx.family
-    if ftv is None or fam is None:
-        return
-    scaled = [("", ftv.rope_type, ftv.rope_parameters)]
-    if ftv.local_rope_type is not None:
-        scaled.append(("sliding-attention ", ftv.local_rope_type, ftv.local_rope_parameters))
-    for which, rope_type, params in scaled:
-        if rope_type == "default":
-            continue
-        shown = ", ".join(
-            f"`{k}`=[{len(v)} values]" if isinstance(v, list) else f"`{k}`={num(v)}"
-            for k, v in params.items() if k not in ("rope_type", "type", "rope_theta")
-        )
-        if fam.name == "phi3" and rope_type == "longrope" and fv is not None and fv.ok and fv.get("rope_scaling") is not None:
-            tail = (
-                f"{module(ctx)} reads the legacy `rope_scaling` but multiplies the frequencies by the factors "
-                "where transformers divides by them, and applies no attention factor"
-            )
-        else:
-            tail = f"{module(ctx)} reads no rope scaling and computes unscaled frequencies"
-        yield rule.finding(
-            ctx,
-            f"transformers applies `{rope_type}` rope scaling to its {which}layers ({shown or 'no parameters'}); {tail}",
-            keys=("rope_scaling",) if ctx.has_key("rope_scaling") else ("rope_parameters",),
-            transformers_value=params,
-            candle_value=fv.get("rope_scaling") if fv is not None and fv.ok else None,
-            help=f"No config edit makes {module(ctx)} apply `{rope_type}` scaling as transformers does; "
-            "run this checkpoint with an implementation of that scaling",
-        )
-
-
-# --- PK110: a field the module's serde requires is missing --------------------------------------
-
-# what to write for a required key transformers has no value for, because transformers never reads it
-_CANDLE_ONLY = {"use_flash_attn": False}
-
-
-def missing_field_findings(rule: Rule, ctx: Context) -> Iterable[Finding]:
-    fv, ftv, doc = ctx.fv, ctx.ftv, ctx.facts.config
-    if fv is None or ftv is None or doc is None or not isinstance(doc.value, dict):
-        return
-    # every missing field, also behind a refused value (PK112): serde names one at a time
-    for key in _required(ctx):
-        if key in doc.value:
-            continue
-        value, why = _value_to_write(ctx, key)
-        refusal = f"missing field `{key}`"
-        yield rule.finding(
-            ctx,
-            f"{module(ctx)} refuses the config: {refusal}; {why}",
-            location=location((1, 1)),
-            transformers_value=value,
-            candle_value={"refused": refusal},
-            fix_edits={key: value} if value is not None else None,
-            expect=refusal,
-            help=None if value is not None else f"Write `{key}` by hand: transformers has no value for it",
-        )
-
-
-def _value_to_write(ctx: Context, key: str) -> tuple[Any, str]:
-    ftv = ctx.ftv
-    assert ftv is not None
-    if key in _CANDLE_ONLY:
-        v = _CANDLE_ONLY[key]
-        return v, f"transformers never reads it; {num(v)} runs candle as transformers runs (no flash attention)"
-    if key == "max_window_layers":
-        n = ftv.get("num_hidden_layers")
-        return n, f"transformers' `{ftv.family}` has no such setting and candle never uses it; writing `num_hidden_layers`={num(n)}"
-    if key not in ftv.values:
-        return None, "transformers has no value for it"
-    v = ftv.values[key]
-    return v, f"transformers uses {num(v)} {source_words(ftv.sources.get(key, ()))}"
-
-
-# --- PK112: the module's serde refuses a value -------------------------------------------------
-
-
-def refused_findings(rule: Rule, ctx: Context) -> Iterable[Finding]:
-    fv, ftv, doc = ctx.fv, ctx.ftv, ctx.facts.config
-    if fv is None or ftv is None or fv.ok or doc is None or not isinstance(doc.value, dict):
-        return
-    if fv.missing_field() is not None:
-        return  # PK110
-    at = fv.refused_at or []
-    where = ".".join(at)
-    edits, help = None, None
-    if at == ["sliding_window"] and doc.value.get("sliding_window") is None:
-        edits, help = _null_window_fix(ctx)
-    yield rule.finding(
-        ctx,
-        f"transformers loads this config; {module(ctx)} refuses it" + (f" at `{where}`" if where else "") + f": {fv.refused}",
-        keys=tuple(at),
-        candle_value={"refused": fv.refused},
-        fix_edits=edits,
-        expect=fv.refused,
-        help=help,
-    )
-
-
-def _null_window_fix(ctx: Context) -> tuple[dict[str, Any] | None, str | None]:
-    """`sliding_window: null` where candle wants a number. transformers' qwen2 ignores the key
-    unless `use_sliding_window`, and candle keeps `sliding_window`+1 keys: a window of
-    `max_position_embeddings` is no window in either. Elsewhere (mixtral) transformers reads
-    any window it is given, so no value keeps it unchanged."""
-    ftv, fam = ctx.ftv, ctx.family
-    assert ftv is not None and fam is not None
-    mp = ftv.get("max_position_embeddings")
-    if fam.name in ("qwen2",) and ftv.get("use_sliding_window") is not True and isinstance(mp, int):
-        return {"sliding_window": mp}, None
-    return None, (
-        f"No config edit: {module(ctx)} requires a window and transformers' `{fam.name}` applies any window it is given; "
-        "build candle's Config in code with a window of at least your longest sequence"
-    )
+    return ctx.family.who
 
 
 # --- PK114 ---------------------------------------------------------------------------------------
@@ -266,31 +93,19 @@ class NoCandleModule(Rule):
 
 # --- PK115 ---------------------------------------------------------------------------------------
 
-# per module: (keys kept by the prefill mask, which layers it masks, keys kept in decode)
-# candle's masks are `j + sw < i` (sw+1 keys), and only when seq_len > 1; the caches are not
-# trimmed, except gemma3's RotatingKvCache(sliding_window) on its sliding layers
-_WINDOW_LINES = {
-    "mistral": "mistral.rs:402-406 (`unwrap_or(tgt_len + 1)`, `j + sliding_window < i`), :385-391",
-    "mixtral": "mixtral.rs:448",
-    "qwen2": "qwen2.rs:291, :303-314 (`use_sliding_window` and `max_window_layers` are never read)",
-    "gemma2": "gemma2.rs:398-413 (every layer), :388",
-    "gemma3": "gemma3.rs:403, :192-193 (RotatingKvCache), :448 (pattern)",
-    "starcoder2": "starcoder2.rs:306-310",
-    "phi3": "phi3.rs:386-395 (plain causal mask)",
-}
-
-
 def _candle_window(ctx: Context) -> tuple[list[float], list[float]]:
     """Keys candle attends to at the last position, per layer, in prefill and in decode
     (math.inf: every earlier key)."""
     fv, fam = ctx.fv, ctx.family
     assert fv is not None and fam is not None
     n = fv.get("num_hidden_layers") or 0
-    sw = fv.get("sliding_window")
+    sw, how = fv.get("sliding_window"), fam.trait("SLIDING_WINDOW")
     inf = math.inf
-    if fam.name in ("mistral", "mixtral", "qwen2", "gemma2", "starcoder2") and isinstance(sw, int):
+    # candle's masks are `j + sw < i` (sw+1 keys), and only when seq_len > 1; the caches are
+    # not trimmed, except gemma3's RotatingKvCache(sliding_window) on its sliding layers
+    if how == "every-layer" and isinstance(sw, int):
         return [sw + 1] * n, [inf] * n
-    if fam.name == "gemma3" and isinstance(sw, int):
+    if how == "pattern" and isinstance(sw, int):
         p = fv.get("sliding_window_pattern") or 1
         slides = [bool((i + 1) % p) for i in range(n)]
         return [sw + 1 if s else inf for s in slides], [sw if s else inf for s in slides]
@@ -355,8 +170,7 @@ class SlidingWindowSemantics(Rule):
         fv, ftv, fam = ctx.fv, ctx.ftv, ctx.family
         if fv is None or ftv is None or fam is None or not fv.ok:
             return
-        if fam.name in ("qwen3", "qwen3_moe"):
-            # qwen3_moe builds qwen3's attention from its config (qwen3_moe.rs:50-55, :211)
+        if fam.trait("SLIDING_WINDOW") == "unsupported":
             if fv.get("use_sliding_window"):
                 yield self.finding(
                     ctx,
@@ -375,11 +189,11 @@ class SlidingWindowSemantics(Rule):
         if len(keep_t) != n:
             return
         prefill, decode = _candle_window(ctx)
-        first = math.inf
-        for kt, kp, kd in zip(keep_t, prefill, decode):
-            for kc in (kp, kd):
-                if kt != kc:
-                    first = min(first, min(kt, kc) + 1)
+        # candle masks only a multi-token forward: a prefill difference needs a prompt that long
+        # fed at once, a decode difference only a sequence that long
+        first_prefill = min((min(kt, kp) + 1 for kt, kp in zip(keep_t, prefill) if kt != kp), default=math.inf)
+        first_decode = min((min(kt, kd) + 1 for kt, kd in zip(keep_t, decode) if kt != kd), default=math.inf)
+        first = min(first_prefill, first_decode)
         mp = fv.get("max_position_embeddings")
         if first == math.inf or (isinstance(mp, int) and first > mp):
             return
@@ -396,20 +210,24 @@ class SlidingWindowSemantics(Rule):
         c_parts.append(
             "keeps every key in decode" if all(k == math.inf for k in decode) else f"keeps {int(min(decode))} in decode"
         )
-        max_tokens = ctx.target.max_tokens
-        severe = max_tokens is not None and max_tokens >= first
+        max_tokens, prompt = ctx.target.max_tokens, ctx.target.prefill_tokens
+        severe = (max_tokens is not None and max_tokens >= first_decode) or (prompt is not None and prompt >= first_prefill)
         plan = f"; you plan {max_tokens} tokens" if max_tokens is not None else ""
+        if first_decode == math.inf and ctx.target.max_prompt_tokens is not None:
+            plan += f" in prompts of at most {ctx.target.max_prompt_tokens}"
         patch = None
         windowed = [k for k in prefill if k != math.inf]
         # the patch that makes candle's prefill keep transformers' keys: only where candle reads
-        # the window (not phi3) and applies it to the same layers (not gemma2)
-        if isinstance(sw_t, int) and sw_t > 1 and windowed and all(k == sw_t + 1 for k in windowed) and fam.name != "gemma2":
+        # the window (not phi3) and applies it to the layers transformers slides (not gemma2)
+        same_layers = all((kt != math.inf) == (kp != math.inf) for kt, kp in zip(keep_t, prefill))
+        if isinstance(sw_t, int) and sw_t > 1 and windowed and all(k == sw_t + 1 for k in windowed) and same_layers:
             patch = {"sliding_window": sw_t - 1}
         elif sw_t is None and any(k != math.inf for k in prefill) and isinstance(mp, int):
             patch = {"sliding_window": mp}
-        # qwen2 without `use_sliding_window`: transformers ignores the key, so a window candle
-        # never reaches (`max_position_embeddings`) changes nothing for transformers
-        fixable = fam.name == "qwen2" and not any(k != math.inf for k in keep_t) and ftv.get("use_sliding_window") is not True
+        # a config that does not opt in to the window (qwen2's `use_sliding_window`): transformers
+        # ignores the key, so a window candle never reaches (`max_position_embeddings`) changes nothing
+        opts_in = "use_sliding_window" in ftv.values
+        fixable = opts_in and not any(k != math.inf for k in keep_t) and ftv.get("use_sliding_window") is not True
         yield self.finding(
             ctx,
             f"transformers {t_desc}; {module(ctx)} {' and '.join(c_parts)}: they differ from {first} tokens on{plan}",
@@ -427,13 +245,13 @@ class SlidingWindowSemantics(Rule):
 # transformers ACT2FN name / candle Activation variant -> the function it computes
 _T_ACT = {"gelu": "erf GELU", "gelu_pytorch_tanh": "tanh GELU", "gelu_new": "tanh GELU", "silu": "SiLU", "swish": "SiLU", "relu": "ReLU"}
 _C_ACT = {"gelu": "erf GELU", "gelu_pytorch_tanh": "tanh GELU", "gelu_new": "tanh GELU", "silu": "SiLU", "swish": "SiLU", "relu": "ReLU"}
-# the key each module reads the activation from (gemma: whichever of the two is set)
-_ACT_KEY = {"gemma2": "hidden_activation", "gemma3": "hidden_activation"}
 
 
-def _gemma_both(ctx: Context) -> bool:
-    fv = ctx.fv
-    return bool(fv and fv.ok and ctx.family and ctx.family.name == "gemma" and fv.get("hidden_act") and fv.get("hidden_activation"))
+def _both_activations(ctx: Context) -> bool:
+    """A module that reads either of two activation keys (gemma) has both set."""
+    fv, fam = ctx.fv, ctx.family
+    keys = fam.trait("ACTIVATION_KEYS") if fam is not None else ()
+    return bool(fv and fv.ok and len(keys) == 2 and all(fv.get(k) for k in keys))
 
 
 class ActivationDiffers(Rule):
@@ -484,13 +302,12 @@ class ActivationDiffers(Rule):
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         fv, ftv, fam = ctx.fv, ctx.ftv, ctx.family
-        if fv is None or ftv is None or fam is None or not fv.ok or _gemma_both(ctx):
+        if fv is None or ftv is None or fam is None or not fv.ok or _both_activations(ctx):
             return
-        key = _ACT_KEY.get(fam.name, "hidden_act")
-        if fam.name == "gemma" and fv.get("hidden_act") is None:
-            key = "hidden_activation"
+        keys = fam.trait("ACTIVATION_KEYS")
+        key = next((k for k in keys if fv.get(k) is not None), keys[0])  # the one candle read
         candle = fv.get(key)
-        trans = ftv.get("hidden_act" if fam.name == "gemma" else key)
+        trans = ftv.get(fam.trait("TRANSFORMERS_ACTIVATION_KEY"))
         if not isinstance(candle, str) or not isinstance(trans, str):
             return
         tf, cf = _T_ACT.get(trans), _C_ACT.get(candle)
@@ -510,16 +327,17 @@ class ActivationDiffers(Rule):
 
 
 class HiddenActAndHiddenActivation(Rule):
-    """A gemma config sets both `hidden_act` and `hidden_activation`; candle's gemma refuses to build.
+    """A gemma config sets both `hidden_act` and `hidden_activation`, or neither; candle's gemma refuses to build.
 
     ## What it does
-    Flags a `gemma` config where both keys hold an activation.
+    Flags a `gemma` config where both keys hold an activation, or neither does.
 
     ## Why is this bad?
     transformers' Gemma reads `hidden_act` and ignores `hidden_activation`. candle's
     `Config::hidden_act()` bails when both are set, so `Model::new` fails with `both
     hidden_act and hidden_activation are set` (gemma-1.1 configs carry both; a transformers 5
-    re-save keeps both).
+    re-save keeps both). With neither, transformers uses its default `gelu_pytorch_tanh` and
+    candle fails with `none of hidden_act and hidden_activation are set`.
 
     ## Example
     ```json
@@ -557,7 +375,22 @@ class HiddenActAndHiddenActivation(Rule):
     probe_kind = "crash"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        if not _gemma_both(ctx):
+        fv, ftv = ctx.fv, ctx.ftv
+        if fv is not None and fv.ok and ftv is not None and fv.get("hidden_act") is None and fv.get("hidden_activation") is None:
+            trans = ftv.get("hidden_act")
+            yield self.finding(
+                ctx,
+                f"transformers uses `hidden_act`=`{trans}` (its default); {module(ctx)} fails at build with "
+                "`none of hidden_act and hidden_activation are set`",
+                location=location((1, 1)),
+                transformers_value=trans,
+                candle_value={"error": "none of hidden_act and hidden_activation are set"},
+                fix_edits={"hidden_act": trans},
+                expect="none of hidden_act and hidden_activation are set",
+                help="Write the `hidden_act` transformers uses",
+            )
+            return
+        if not _both_activations(ctx):
             return
         assert ctx.ftv is not None
         trans = ctx.ftv.get("hidden_act")
@@ -709,8 +542,6 @@ class GraniteMultipliersIgnored(Rule):
 
 # --- PK120: lm_head vs tie_word_embeddings (config side) ----------------------------------------
 
-_ALWAYS_LOADS_LM_HEAD = {"mistral": "mistral.rs:385", "mixtral": "mixtral.rs:426", "stable_lm": "stable_lm.rs:383", "granite": "granite.rs:448"}
-_ALWAYS_TIED = {"gemma": "gemma.rs:359", "gemma2": "gemma2.rs:378", "gemma3": "gemma3.rs:458", "starcoder2": "starcoder2.rs:288"}
 
 
 class LmHeadIgnoresTie(Rule):
@@ -754,7 +585,8 @@ class LmHeadIgnoresTie(Rule):
     code = "PK120"
     name = "lm-head-ignores-tie"
     group = "config"
-    families = tuple(_ALWAYS_LOADS_LM_HEAD) + tuple(_ALWAYS_TIED)
+    # the modules whose `LM_HEAD` is always-loaded or always-tied (portkit.families)
+    families = ("mistral", "mixtral", "stable_lm", "granite", "gemma", "gemma2", "gemma3", "starcoder2")
     severity = "warning"
     effect = "load-error"
     fix_title = "Ship the `lm_head` the module builds; no config edit fixes this"
@@ -767,7 +599,22 @@ class LmHeadIgnoresTie(Rule):
         tie = ftv.get("tie_word_embeddings")
         src = "" if "tie_word_embeddings" in ftv.sources and ftv.sources["tie_word_embeddings"] else " (its default)"
         keys = ("tie_word_embeddings",)
-        if fam.name in _ALWAYS_LOADS_LM_HEAD and tie is True:
+        lm_head = fam.trait("LM_HEAD")
+        if lm_head == "always-loaded" and tie is True:
+            st = ctx.facts.safetensors
+            if st is not None and "lm_head.weight" in st.tensors:
+                # the checkpoint has one: candle loads it, transformers ties over it
+                yield self.finding(
+                    ctx,
+                    f"transformers ties `lm_head` to `embed_tokens` (`tie_word_embeddings`=true{src}) and never reads "
+                    f"the checkpoint's `lm_head.weight`; {module(ctx)} always loads `lm_head.weight` and uses it",
+                    keys=keys,
+                    transformers_value=True,
+                    candle_value="lm_head.weight",
+                    probe_kind="numeric",
+                    help="Make the checkpoint's `lm_head.weight` a copy of `model.embed_tokens.weight`, as transformers computes",
+                )
+                return
             yield self.finding(
                 ctx,
                 f"transformers ties `lm_head` to `embed_tokens` (`tie_word_embeddings`=true{src}) and saves no "
@@ -777,7 +624,7 @@ class LmHeadIgnoresTie(Rule):
                 candle_value="lm_head.weight",
                 expect="lm_head.weight",
             )
-        elif fam.name in _ALWAYS_TIED and tie is False:
+        elif lm_head == "always-tied" and tie is False:
             yield self.finding(
                 ctx,
                 f"transformers uses its own `lm_head.weight` (`tie_word_embeddings`=false{src}); {module(ctx)} always "
@@ -861,6 +708,143 @@ class Gemma3PrefillNeedsOneKvHead(Rule):
         )
 
 
+# --- PK122: gemma3's bidirectional attention -------------------------------------------------------
+
+
+class BidirectionalAttentionIgnored(Rule):
+    """transformers' gemma3 attends both ways (`use_bidirectional_attention`); candle's is causal.
+
+    ## What it does
+    Flags a gemma3 config with `use_bidirectional_attention: true`.
+
+    ## Why is this bad?
+    transformers then builds bidirectional masks: full-attention layers see every position,
+    sliding layers a window around each position, and the window itself becomes
+    `sliding_window // 2 + 1`. candle's gemma3 never reads the key: its masks are causal and
+    its window is `sliding_window`. Every position but the last attends to other keys, so
+    the logits differ from the first token on, silently (EmbeddingGemma-style checkpoints).
+
+    ## Example
+    ```json
+    {"model_type": "gemma3_text", "use_bidirectional_attention": true}
+    ```
+
+    ## Fix
+    None in config.json (false would change transformers' model); build a bidirectional mask
+    in candle's gemma3 for such checkpoints.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/gemma3.rs:13-38 (`Config`: no such field),
+    :391-413 (`prepare_decoder_attention_mask`: `i < j` is always masked).
+
+    ## Verification
+    numeric: candle differs from transformers (no config edit makes candle attend both ways).
+
+    ## References
+    transformers `models/gemma3/configuration_gemma3.py:100-102`, `modeling_gemma3.py:292,
+    520-522`.
+    """
+
+    code = "PK122"
+    name = "bidirectional-attention-ignored"
+    group = "config"
+    families = ("gemma3",)
+    severity = "error"
+    effect = "silent"
+    fix_title = "Build a bidirectional mask in candle's gemma3; no config edit fixes this"
+    probe_kind = "numeric"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        fv, ftv = ctx.fv, ctx.ftv
+        if fv is None or ftv is None or not fv.ok or ftv.get("use_bidirectional_attention") is not True:
+            return
+        sw = fv.get("sliding_window")
+        window = f" and a `sliding_window` of {sw // 2 + 1} around each position" if isinstance(sw, int) else ""
+        yield self.finding(
+            ctx,
+            f"transformers attends both ways (`use_bidirectional_attention`=true{window}); {module(ctx)} never reads "
+            "the key and masks causally",
+            keys=("use_bidirectional_attention",),
+            transformers_value=True,
+            candle_value=False,
+        )
+
+
+# --- PK123: gemma2's softcapping left to transformers' default ---------------------------------------
+
+_SOFTCAPPING = ("final_logit_softcapping", "attn_logit_softcapping")
+
+
+class SoftcappingKeyAbsent(Rule):
+    """gemma2 without a softcapping key: transformers caps with its default, candle not at all.
+
+    ## What it does
+    Flags a gemma2 config that leaves out `final_logit_softcapping` or
+    `attn_logit_softcapping`.
+
+    ## Why is this bad?
+    transformers' `Gemma2Config` defaults them to 30.0 and 50.0 and caps the logits and the
+    attention scores with `tanh`. candle reads both as `Option<f64>`: an absent key is `None`,
+    and `None` skips the capping. The model runs and computes other numbers, silently (max
+    logit difference 0.70 without the final cap on a tiny gemma2, 0.013 without the attention
+    cap). An explicit `null` means no capping in both.
+
+    ## Example
+    ```json
+    {"model_type": "gemma2", "query_pre_attn_scalar": 256}
+    ```
+    Use instead:
+    ```json
+    {"model_type": "gemma2", "query_pre_attn_scalar": 256, "final_logit_softcapping": 30.0,
+     "attn_logit_softcapping": 50.0}
+    ```
+
+    ## Fix
+    `portkit fix --write` writes the values transformers uses; transformers' model does not
+    change.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/gemma2.rs:29-30 (`Option<f64>`), :243-246 and
+    :442-445 (`None => logits`).
+
+    ## Verification
+    numeric: candle differs from transformers and agrees once the probe patch writes the
+    defaults.
+
+    ## References
+    transformers `models/gemma2/configuration_gemma2.py:89-90`.
+    """
+
+    code = "PK123"
+    name = "softcapping-key-absent"
+    group = "config"
+    families = ("gemma2",)
+    severity = "error"
+    effect = "silent"
+    fix_availability = "always"
+    fix_title = "Write the softcapping values transformers uses"
+    probe_kind = "numeric"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        fv, ftv, doc = ctx.fv, ctx.ftv, ctx.facts.config
+        if fv is None or ftv is None or not fv.ok or doc is None or not isinstance(doc.value, dict):
+            return
+        absent = {k: ftv.get(k) for k in _SOFTCAPPING if k not in doc.value and isinstance(ftv.get(k), (int, float))}
+        if not absent:
+            return
+        shown = " and ".join(f"`{k}`={num(v)}" for k, v in absent.items())
+        yield self.finding(
+            ctx,
+            f"transformers caps with {shown} by default; {module(ctx)} reads the absent "
+            f"key{'s' if len(absent) > 1 else ''} as `None` and does not cap",
+            location=location((1, 1)),
+            transformers_value=absent,
+            candle_value=dict.fromkeys(absent),
+            fix_edits=absent,
+            probe_patch=absent,
+        )
+
+
 RULES = (
     NoCandleModule,
     SlidingWindowSemantics,
@@ -870,4 +854,6 @@ RULES = (
     GraniteMultipliersIgnored,
     LmHeadIgnoresTie,
     Gemma3PrefillNeedsOneKvHead,
+    BidirectionalAttentionIgnored,
+    SoftcappingKeyAbsent,
 )

@@ -347,7 +347,7 @@ class SequenceBeyondMaxPositions(_RuntimeRule):
         if not self.ready(ctx) or t.max_tokens is None or not fv or not fv.ok:
             return
         mp = fv.get("max_position_embeddings") or 0
-        who = "candle 0.11.0" if fv.family == "llama" else f"candle 0.11.0's `{fv.family}`"
+        who = ctx.family.who  # type: ignore[union-attr]
         if t.max_tokens > mp:
             yield self.finding(
                 ctx,

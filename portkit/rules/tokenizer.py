@@ -67,10 +67,6 @@ class TokenizerAnalysis:
         assert tf is not None
         return f"`{tf.choice.name}` ({tf.choice.why})"
 
-    def rebuilt_source(self) -> str:
-        tf = self.transformers
-        return tf.rebuilt.source if tf and tf.rebuilt else "tokenization_utils_tokenizers.py:122-199"
-
 
 def analysis(ctx: Context) -> TokenizerAnalysis:
     cached = ctx.__dict__.get("_tokenizer_analysis")
@@ -159,11 +155,11 @@ class NormalizerRebuiltByClass(_TokenizerRule):
         spm = S.prepend_scheme(d.crate, None) == "always" and S.prepend_scheme(d.transformers, t_pre) is not None
         if spm:
             texts = "text with a leading space, repeated spaces or a space next to a special token gets other ids (` Hello` is `▁▁Hello` in candle, `▁Hello` in transformers)"
-            # the Metaspace that stands in for the normalizer, with the crate's own prepend scheme
+            # the edit that measures this finding alone: transformers' Metaspace in place of the
+            # normalizer, with the crate's own prepend scheme (PK502 measures the scheme)
             r_scheme = S.prepend_scheme(d.crate, r_pre) or "always"
-            meta = dict(S.canonical(t_pre)[0]) if S.canonical(t_pre) else S._metaspace(r_scheme)
-            meta.update(prepend_scheme=r_scheme)
-            edit = {"normalizer": d.transformers, "pre_tokenizer": {"type": "Metaspace", "replacement": meta.get("replacement", "▁"), "prepend_scheme": r_scheme, "split": meta.get("split", False)}}
+            meta = next((m for m in S.canonical(t_pre) if isinstance(m, dict) and m.get("type") == "Metaspace"), S.metaspace(r_scheme))
+            edit = {"normalizer": d.transformers, "pre_tokenizer": {**S.metaspace(r_scheme), "replacement": meta["replacement"], "split": meta["split"]}}
         else:
             texts = "text the two normalizers treat differently gets other ids" + (
                 " (NFC composes decomposed accents: `e\\u0301` is one character in transformers, two in candle)"

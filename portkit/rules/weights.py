@@ -8,14 +8,12 @@ says which side of a disagreement the checkpoint is on.
 
 from __future__ import annotations
 
-import importlib
 import re
 import weakref
 from collections import defaultdict
 
 from portkit.families import FAMILIES
 from portkit.rules.base import Context, Rule, backticked
-from portkit.semantics import CandleView, TransformersView
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
@@ -25,21 +23,6 @@ if TYPE_CHECKING:
 
 
 LAYER_RE = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
-LAYER_PARTS = (
-    "input_layernorm.weight",
-    "post_attention_layernorm.weight",
-    "self_attn.q_proj.weight",
-    "self_attn.k_proj.weight",
-    "self_attn.v_proj.weight",
-    "self_attn.o_proj.weight",
-    "mlp.gate_proj.weight",
-    "mlp.up_proj.weight",
-    "mlp.down_proj.weight",
-)
-ATTN_BIAS = ("self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias", "self_attn.o_proj.bias")
-MLP_BIAS = ("mlp.gate_proj.bias", "mlp.up_proj.bias", "mlp.down_proj.bias")
-KNOWN_LAYER_PARTS = set(LAYER_PARTS) | set(ATTN_BIAS) | set(MLP_BIAS) | {"self_attn.rotary_emb.inv_freq"}
-TOP_LEVEL = ("model.embed_tokens.weight", "lm_head.weight", "model.norm.weight")
 # candle-core-0.11.0/src/safetensors.rs:290-313
 UNSUPPORTED_DTYPES = {"BOOL", "I8", "F8_E5M2", "U64", "C64"}
 DUMMY_DTYPES = {"F4", "F6_E2M3", "F6_E3M2", "F8_E8M0"}
@@ -47,9 +30,6 @@ DUMMY_DTYPES = {"F4", "F6_E2M3", "F6_E3M2", "F8_E8M0"}
 
 # Every family with a candle module: the weights rules speak about all of them.
 ALL_FAMILIES = tuple(f.name for f in FAMILIES)
-# Modules that build their layers with `Block::load(...).unwrap()`: a failed layer tensor panics
-# (llama.rs:524, granite.rs:451); the others propagate an `Err` with `?`.
-PANICS_PER_LAYER = ("llama", "granite")
 QUANTIZED_SUFFIXES = ("qweight", "qzeros", "scales", "g_idx")
 # Layer parts transformers' module has when a config flag says so and that no candle module reads
 # (stablelm-2-12b's per-head q/k LayerNorms, stable_lm.rs:200-216 has none).
@@ -68,13 +48,13 @@ def expected_tensors(ctx: Context) -> dict[str, tuple[int, ...]] | None:
     fam, fv, st = ctx.family, ctx.fv, ctx.facts.safetensors
     table = None
     if fam is not None and fv is not None and fv.ok and st is not None and fv.values.get("head_dim") is not None:
-        mod = importlib.import_module(f"portkit.families.{fam.name}")
-        table = mod.expected_tensors(fv.values, frozenset(st.tensors))
+        table = fam.semantics.expected_tensors(fv.values, frozenset(st.tensors))
     _EXPECTED[ctx] = table
     return table
 
 
 def module_name(ctx: Context) -> str:
+    """The module by name, for every family (the weights rules always said "candle 0.11.0's `llama`")."""
     return f"candle 0.11.0's `{ctx.family.name}`" if ctx.family else "candle 0.11.0"  # type: ignore[union-attr]
 
 
@@ -91,55 +71,20 @@ def transformers_tie(ctx: Context) -> object:
     return ftv.get("tie_word_embeddings") if ftv is not None else config_flag(ctx, "tie_word_embeddings")
 
 
-def candle_expected(cv: CandleView) -> dict[str, tuple[int, ...]]:
-    """What `Llama::load` asks the VarBuilder for, in load order: `portkit.families.llama`'s table
-    over the llama view (sizes candle would divide by zero on read as 0)."""
-    from portkit.families import llama
-
-    values = {
-        "hidden_size": cv.hidden_size or 0, "num_attention_heads": cv.num_attention_heads or 0,
-        "num_key_value_heads": cv.num_key_value_heads or 0, "head_dim": cv.head_dim or 0,
-        "intermediate_size": cv.intermediate_size or 0, "vocab_size": cv.vocab_size or 0,
-        "num_hidden_layers": cv.num_hidden_layers or 0, "tie_word_embeddings": bool(cv.tie_word_embeddings),
-    }  # fmt: skip
-    return llama.expected_tensors(values)
+def transformers_expected(ctx: Context) -> dict[str, tuple[int, ...]] | None:
+    """What transformers' module loads, where the family's module knows it (llama's
+    `LlamaForCausalLM`), else None: the file is then what transformers wrote."""
+    fam = ctx.family
+    table = getattr(fam.semantics, "transformers_tensors", None) if fam is not None else None
+    return table(ctx.tv) if table is not None and ctx.tv is not None else None
 
 
-def transformers_expected(tv: TransformersView) -> dict[str, tuple[int, ...]]:
-    """What `LlamaForCausalLM` loads (modeling_llama.py:205-229, :156-161, :410-421)."""
-    h, heads, kv, hd = tv.hidden_size, tv.num_attention_heads, tv.num_key_value_heads, tv.head_dim
-    inter, vocab = tv.intermediate_size, tv.vocab_size
-    t: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (vocab, h), "model.norm.weight": (h,)}
-    if not tv.tie_word_embeddings:
-        t["lm_head.weight"] = (vocab, h)
-    for i in range(tv.num_hidden_layers):
-        p = f"model.layers.{i}."
-        t[p + "self_attn.q_proj.weight"] = (heads * hd, h)
-        t[p + "self_attn.k_proj.weight"] = (kv * hd, h)
-        t[p + "self_attn.v_proj.weight"] = (kv * hd, h)
-        t[p + "self_attn.o_proj.weight"] = (h, heads * hd)
-        t[p + "mlp.gate_proj.weight"] = (inter, h)
-        t[p + "mlp.up_proj.weight"] = (inter, h)
-        t[p + "mlp.down_proj.weight"] = (h, inter)
-        t[p + "input_layernorm.weight"] = (h,)
-        t[p + "post_attention_layernorm.weight"] = (h,)
-        if tv.attention_bias:
-            t[p + "self_attn.q_proj.bias"] = (heads * hd,)
-            t[p + "self_attn.k_proj.bias"] = (kv * hd,)
-            t[p + "self_attn.v_proj.bias"] = (kv * hd,)
-            t[p + "self_attn.o_proj.bias"] = (h,)
-        if tv.mlp_bias:
-            t[p + "mlp.gate_proj.bias"] = (inter,)
-            t[p + "mlp.up_proj.bias"] = (inter,)
-            t[p + "mlp.down_proj.bias"] = (h,)
-    return t
-
-
-def is_llama_name(name: str) -> bool:
-    if name in TOP_LEVEL:
+def _known_name(known: tuple[frozenset[str], frozenset[str]], name: str) -> bool:
+    top, parts = known
+    if name in top:
         return True
     m = LAYER_RE.match(name)
-    return bool(m and m.group(2) in KNOWN_LAYER_PARTS)
+    return bool(m and m.group(2) in parts)
 
 
 def weight_layers(names: Iterable[str]) -> set[int]:
@@ -156,10 +101,12 @@ def _pattern(name: str) -> str:
 
 
 def is_family_name(ctx: Context, name: str, expected: dict[str, tuple[int, ...]]) -> bool:
-    """Whether `name` is spelled the way the family's candle module looks tensors up: llama's
-    fixed list, else anything under `model.` or `lm_head.` (PK202 says which of those are unread)."""
-    if ctx.family is not None and ctx.family.name == "llama":
-        return is_llama_name(name)
+    """Whether `name` is spelled the way the family's candle module looks tensors up: its fixed
+    list where the module has one (llama), else anything under `model.` or `lm_head.` (PK202
+    says which of those are unread)."""
+    known = ctx.family.trait("KNOWN_TENSOR_NAMES") if ctx.family is not None else None
+    if known is not None:
+        return _known_name(known, name)
     if name.endswith(QUANTIZED_SUFFIXES):
         return False
     return name in expected or name.startswith(("model.", "lm_head."))
@@ -167,10 +114,11 @@ def is_family_name(ctx: Context, name: str, expected: dict[str, tuple[int, ...]]
 
 def _strippable_prefix(ctx: Context, name: str, expected: dict[str, tuple[int, ...]]) -> int:
     """The length of a prefix whose removal gives a name the module reads, else 0."""
+    known = ctx.family.trait("KNOWN_TENSOR_NAMES") if ctx.family is not None else None
     i = name.find("model.", 1)
     while i > 0:
         rest = name[i:]
-        if is_llama_name(rest) if ctx.family is None or ctx.family.name == "llama" else rest in expected:
+        if _known_name(known, rest) if known is not None else rest in expected:
             return i
         i = name.find("model.", i + 1)
     return 0
@@ -188,13 +136,12 @@ class _WeightsRule(Rule):
     needs = ("config", "safetensors")
 
     def ready(self, ctx: Context) -> bool:
-        if ctx.family is not None and ctx.family.name == "llama":
-            return bool(ctx.facts.safetensors and ctx.tv and ctx.cv and ctx.cv.ok and ctx.tv.ok)
-        return bool(ctx.facts.safetensors and ctx.fv and ctx.fv.ok)
+        return bool(ctx.facts.safetensors and ctx.tv and ctx.tv.ok and ctx.fv and ctx.fv.ok)
 
     @staticmethod
-    def is_llama(ctx: Context) -> bool:
-        return ctx.family is not None and ctx.family.name == "llama"
+    def panics(ctx: Context) -> str | None:
+        """The load function that panics on a bad layer tensor, for modules that `.unwrap()` per block."""
+        return ctx.family.trait("LOAD_PANICS") if ctx.family is not None else None
 
 
 class MissingTensor(_WeightsRule):
@@ -242,7 +189,7 @@ class MissingTensor(_WeightsRule):
     def check(self, ctx: Context) -> Iterable[Finding]:
         if not self.ready(ctx):
             return
-        expected = candle_expected(ctx.cv) if self.is_llama(ctx) else expected_tensors(ctx)  # type: ignore[arg-type]
+        expected = expected_tensors(ctx)
         if expected is None:
             return
         have = ctx.facts.safetensors.tensors  # type: ignore[union-attr]
@@ -258,7 +205,7 @@ class MissingTensor(_WeightsRule):
         missing_top = [n for n in missing if not LAYER_RE.match(n)]
         missing_layer = [n for n in missing if LAYER_RE.match(n)]
         mod = module_name(ctx)
-        panics = ctx.family is not None and ctx.family.name in PANICS_PER_LAYER
+        panics = self.panics(ctx)
         if missing_top:
             yield self.finding(
                 ctx,
@@ -337,13 +284,12 @@ class UnreadTensor(_WeightsRule):
     def check(self, ctx: Context) -> Iterable[Finding]:
         if not self.ready(ctx):
             return
-        llama = self.is_llama(ctx)
-        cand = candle_expected(ctx.cv) if llama else expected_tensors(ctx)  # type: ignore[arg-type]
+        cand = expected_tensors(ctx)
         if cand is None:
             return
         have = ctx.facts.safetensors.tensors  # type: ignore[union-attr]
-        tf = transformers_expected(ctx.tv) if llama else None  # type: ignore[arg-type]
-        n_layers = (ctx.cv.num_hidden_layers or 0) if llama else ctx.fv.values["num_hidden_layers"]  # type: ignore[union-attr]
+        tf = transformers_expected(ctx)
+        n_layers = ctx.fv.values["num_hidden_layers"]  # type: ignore[union-attr]
         groups: dict[str, list[str]] = defaultdict(list)
         for n in have:
             if n in cand or not is_family_name(ctx, n, cand):
@@ -353,27 +299,27 @@ class UnreadTensor(_WeightsRule):
             if m and int(m.group(1)) >= n_layers:
                 groups["extra-layer"].append(n)
             elif n == "lm_head.weight":
-                groups["lm-head-read" if transformers_tie(ctx) is False and not llama else "tied-lm-head"].append(n)
+                groups["lm-head-read" if transformers_tie(ctx) is False else "tied-lm-head"].append(n)
             elif part.endswith(".bias"):
                 groups["bias-read" if self._transformers_reads_bias(ctx, n, part, tf) else "bias-unread"].append(n)
-            elif not llama and (flag := next((f for k, f in _CONFIG_FLAG_PARTS.items() if part.startswith(k + ".")), None)) \
+            elif (flag := next((f for k, f in _CONFIG_FLAG_PARTS.items() if part.startswith(k + ".")), None)) \
                     and config_flag(ctx, flag) is True:
                 groups[f"flag:{flag}"].append(n)
             else:
                 groups["other"].append(n)
         mod = module_name(ctx)
-        lm_head_where = "the embedding matrix" if llama else "`model.embed_tokens.weight`"
         texts = {
             "bias-read": ("transformers adds them (`attention_bias`/`mlp_bias` is true)", "error"),
             "bias-unread": ("transformers ignores them too (`attention_bias`/`mlp_bias` is false): the config may be wrong", "warning"),
             "extra-layer": (f"they are past `num_hidden_layers`={n_layers}; transformers ignores them too", "warning"),
-            "tied-lm-head": (f"transformers ties it too (`tie_word_embeddings`), so both use {lm_head_where} instead" if not llama
-                             else "`tie_word_embeddings` is true, so both use the embedding matrix instead", "warning"),
+            "tied-lm-head": ("transformers ties it too (`tie_word_embeddings`), so both use `model.embed_tokens.weight` instead",
+                             "warning"),
             "lm-head-read": ("it always uses `model.embed_tokens.weight` as `lm_head`, while transformers reads this one "
                              "(`tie_word_embeddings` is false): another model", "error"),
-            "other": ("its module has no such tensor; transformers reads them only if its config enables them" if not llama
-                      else "transformers does not load them either", "warning"),
+            "other": ("its module has no such tensor; transformers reads them only if its config enables them", "warning"),
         }  # fmt: skip
+        for key, why in ctx.family.trait("UNREAD_TEXTS").items():  # type: ignore[union-attr]  # the module's own words
+            texts[key] = (why, texts[key][1])
         for key, names in groups.items():
             if key.startswith("flag:"):
                 texts[key] = (f"transformers reads them (`{key[5:]}` is true): another model", "error")
@@ -442,25 +388,21 @@ class UnexpectedTensor(_WeightsRule):
         st = ctx.facts.safetensors
         if st is None or ctx.family is None:  # no candle module: no naming scheme to hold it to
             return
-        if self.is_llama(ctx):
-            expected: dict[str, tuple[int, ...]] = {}
-            odd = [n for n in st.tensors if not is_llama_name(n)]
-        else:
-            expected = expected_tensors(ctx) or {}
-            odd = [n for n in st.tensors if not is_family_name(ctx, n, expected)]
+        expected = expected_tensors(ctx) or {}
+        odd = [n for n in st.tensors if not is_family_name(ctx, n, expected)]
         if not odd:
             return
         hint = ""
-        scheme = "Llama names" if self.is_llama(ctx) else "names it reads"
+        scheme = ctx.family.trait("NAME_SCHEME")
         for n in odd:
             i = _strippable_prefix(ctx, n, expected)
             if i:
                 hint = f"; stripping the prefix `{n[:i]}` gives {scheme}"
                 break
             if n.endswith(QUANTIZED_SUFFIXES):
-                hint = f"; these look like GPTQ/AWQ quantized tensors, which candle's {ctx.family.name if ctx.family else 'module'} does not read"
+                hint = f"; these look like GPTQ/AWQ quantized tensors, which candle's {ctx.family.name} does not read"
                 break
-        fam = ctx.family.name if ctx.family else "llama"
+        fam = ctx.family.name
         yield self.finding(
             ctx,
             f"{len(odd)} tensor name{'s are' if len(odd) > 1 else ' is'} not one candle 0.11.0's {fam} looks up "
@@ -514,11 +456,11 @@ class LayerCountMismatch(_WeightsRule):
         if not self.ready(ctx):
             return
         layers = weight_layers(ctx.facts.safetensors.tensors)  # type: ignore[union-attr]
-        n = (ctx.cv.num_hidden_layers or 0) if self.is_llama(ctx) else ctx.fv.values["num_hidden_layers"]  # type: ignore[union-attr]
+        n = ctx.fv.values["num_hidden_layers"]  # type: ignore[union-attr]
         count = max(layers) + 1 if layers else 0
         missing = sorted(set(range(n)) - layers)
         if missing:
-            if ctx.family is not None and ctx.family.name in PANICS_PER_LAYER:
+            if self.panics(ctx):
                 how = f"panics loading `model.layers.{missing[0]}` (`.unwrap()` per block)"
             else:
                 how = f"fails at load with `cannot find tensor model.layers.{missing[0]}.…`"
@@ -528,7 +470,7 @@ class LayerCountMismatch(_WeightsRule):
                 f"{module_name(ctx)} {how}; transformers initialises the missing layers randomly",
                 keys=("num_hidden_layers",),
                 transformers_value=f"{len(missing)} random layers",
-                candle_value="panic" if ctx.family is not None and ctx.family.name in PANICS_PER_LAYER else "load error",
+                candle_value="panic" if self.panics(ctx) else "load error",
                 expect=f"model.layers.{missing[0]}",
             )
         elif count > n:
@@ -602,44 +544,44 @@ class LmHeadVsTie(_WeightsRule):
         if not self.ready(ctx):
             return
         have = ctx.facts.safetensors.tensors  # type: ignore[union-attr]
-        if self.is_llama(ctx):
-            if ctx.cv.tie_word_embeddings or "lm_head.weight" in have:  # type: ignore[union-attr]
-                return
-            written = "is false" if ctx.has_key("tie_word_embeddings") else "is absent (false in both)"
-            yield self._missing(ctx, f"`tie_word_embeddings` {written} and the weights have no `lm_head.weight`: "
-                                "candle 0.11.0 fails at load with `cannot find tensor lm_head.weight`; "
-                                "transformers initialises `lm_head` randomly")  # fmt: skip
-            return
         expected = expected_tensors(ctx)
         if expected is None:
             return
-        fam, mod, tie = ctx.family.name, module_name(ctx), transformers_tie(ctx)  # type: ignore[union-attr]
-        if fam == "qwen2":
-            yield from self._qwen2(ctx, "lm_head.weight" in have, tie)
+        fam, mod, tie = ctx.family, module_name(ctx), transformers_tie(ctx)
+        assert fam is not None
+        if fam.trait("LM_HEAD") == "probed":
+            yield from self._probed(ctx, "lm_head.weight" in have, tie)
             return
         if "lm_head.weight" not in expected or "lm_head.weight" in have:
             return
         if "tie_word_embeddings" in ctx.fv.values:  # type: ignore[union-attr]  # the module follows the flag
-            written = "is false" if config_flag(ctx, "tie_word_embeddings") is False else "is absent (candle's default: false)"
+            if config_flag(ctx, "tie_word_embeddings") is False:
+                written = "is false"
+            else:
+                written = "is absent (false in both)" if tie is False else "is absent (candle's default: false)"
             tf = "transformers initialises `lm_head` randomly" if tie is False else "transformers ties it (its default)"
             yield self._missing(ctx, f"`tie_word_embeddings` {written} and the weights have no `lm_head.weight`: "
-                                f"{mod} fails at load with `cannot find tensor lm_head.weight`; {tf}")  # fmt: skip
+                                f"{fam.who} fails at load with `cannot find tensor lm_head.weight`; {tf}")  # fmt: skip
         else:
             tf = "transformers ties it to the embeddings" if tie is True else "transformers initialises it randomly"
             yield self._missing(ctx, f"{mod} always reads `lm_head.weight`, whatever `tie_word_embeddings` says, and "
-                                f"the weights have none: it fails at load with `cannot find tensor lm_head.weight`; {tf}")  # fmt: skip
+                                f"the weights have none: it fails at load with `cannot find tensor lm_head.weight`; {tf}",
+                                help="Save `lm_head.weight` in the checkpoint (a copy of `model.embed_tokens.weight` when "
+                                f"the model ties them): {mod} reads no flag")  # fmt: skip
 
-    def _missing(self, ctx: Context, message: str) -> Finding:
+    def _missing(self, ctx: Context, message: str, help: str | None = None) -> Finding:
         return self.finding(
             ctx,
             message,
+            help=help,
             keys=("tie_word_embeddings",),
             transformers_value="tied lm_head" if transformers_tie(ctx) is True else "random lm_head",
             candle_value="cannot find tensor lm_head.weight",
             expect="cannot find tensor lm_head.weight",
         )
 
-    def _qwen2(self, ctx: Context, present: bool, tie: object) -> Iterable[Finding]:
+    def _probed(self, ctx: Context, present: bool, tie: object) -> Iterable[Finding]:
+        """A module that probes the file for `lm_head.weight` and never reads the flag (qwen2)."""
         mod = module_name(ctx)
         if present and tie is True:
             msg = (f"`tie_word_embeddings` is true but the weights hold an `lm_head.weight`: {mod} uses it "
@@ -707,12 +649,11 @@ class TensorShapeMismatch(_WeightsRule):
         if not self.ready(ctx):
             return
         have = ctx.facts.safetensors.tensors  # type: ignore[union-attr]
-        llama = self.is_llama(ctx)
-        expected = candle_expected(ctx.cv) if llama else expected_tensors(ctx)  # type: ignore[arg-type]
+        expected = expected_tensors(ctx)
         if expected is None:
             return
-        tf = transformers_expected(ctx.tv) if llama else None  # type: ignore[arg-type]
-        panics = ctx.family is not None and ctx.family.name in PANICS_PER_LAYER
+        tf = transformers_expected(ctx)
+        panics = self.panics(ctx)
         groups: dict[tuple[str, tuple[int, ...], tuple[int, ...]], list[str]] = defaultdict(list)
         first: str | None = None  # candle stops at the first mismatch in load order
         for n, shape in expected.items():
@@ -721,7 +662,7 @@ class TensorShapeMismatch(_WeightsRule):
                 groups[(_pattern(n), shape, t.shape)].append(n)
                 first = first or n
         for (pat, want, got), names in groups.items():
-            if tf is None:  # outside llama the file's shapes are what transformers' module wrote
+            if tf is None:  # without transformers' table the file's shapes are what transformers' module wrote
                 side = "the config and the checkpoint disagree, or candle derives the size differently"
             elif all(tf.get(n) == got for n in names):
                 side = "transformers expects the file's shape"

@@ -1,6 +1,6 @@
 """What candle 0.11.0's GGUF loaders read from a GGUF.
 
-A GGUF goes to the loader `portkit.families.GGUF_LOADERS` names for its
+A GGUF goes to the loader `GGUF_LOADERS` names for its
 `general.architecture`; an architecture with no loader of its own can only be tried with
 `quantized_llama`, which reads `llama.*` keys whatever the architecture says. `GgufView` is
 quantized_llama's reading; `LOADER_REQUIRED` and `loader_required_tensors` hold what the other
@@ -106,6 +106,20 @@ GEMMA3_DEFAULT_LOCAL_FREQ_BASE = 10_000.0
 PHI3_FREQ_BASE = 10_000.0
 
 
+# GGUF `general.architecture` -> the loader candle 0.11.0 offers for it.
+# quantized_llama reads only `llama.*` keys (quantized_llama.rs:378-394): llama.cpp writes
+# Mistral and Mixtral conversions as arch `llama`, so they land there too.
+# the architecture whose keys quantized_llama reads (`llama.*`), whatever `general.architecture` says
+QUANTIZED_LLAMA_ARCH = "llama"
+GGUF_LOADERS: dict[str, str] = {
+    "llama": "quantized_llama",
+    "qwen2": "quantized_qwen2",
+    "qwen3": "quantized_qwen3",
+    "gemma3": "quantized_gemma3",
+    "phi3": "quantized_phi3",
+}
+
+
 def architecture_of(g: GgufFile) -> str:
     v = g.metadata.get("general.architecture")
     return v.value if v is not None and v.type == "STRING" and isinstance(v.value, str) else ""
@@ -114,8 +128,6 @@ def architecture_of(g: GgufFile) -> str:
 def loader_for(arch: str) -> str:
     """The candle 0.11.0 loader a GGUF of `arch` is read with (quantized_llama when candle has
     none of its own: the only loader that does not check the architecture)."""
-    from portkit.families import GGUF_LOADERS
-
     return GGUF_LOADERS.get(arch, "quantized_llama")
 
 

@@ -139,7 +139,7 @@ def choose_class(tok_config: Mapping[str, Any], config: Mapping[str, Any] | None
 
 
 # --------------------------------------------------------------------------- components
-def _metaspace(prepend_scheme: str) -> dict[str, Any]:
+def metaspace(prepend_scheme: str) -> dict[str, Any]:
     return {"type": "Metaspace", "replacement": "▁", "prepend_scheme": prepend_scheme, "split": False}
 
 
@@ -175,7 +175,7 @@ def _llama(tc: Mapping[str, Any]) -> Rebuilt:
     decoders: list[Any] = [{"type": "Replace", "pattern": {"String": "▁"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}]
     if add_prefix_space:
         decoders.append({"type": "Strip", "content": " ", "start": 1, "stop": 0})
-    return Rebuilt(None, _metaspace(scheme), {"type": "Sequence", "decoders": decoders}, "models/llama/tokenization_llama.py:116-133")
+    return Rebuilt(None, metaspace(scheme), {"type": "Sequence", "decoders": decoders}, "models/llama/tokenization_llama.py:116-133")
 
 
 def _gpt2(tc: Mapping[str, Any]) -> Rebuilt:
@@ -463,8 +463,10 @@ def bad_merge_line(tj: TokenizerJson) -> int | None:
     if "\n" in text.strip():
         m = _BAD_MERGE_LINE.search(text)
         return None if m is None else text.count("\n", 0, m.start())
-    for rank, s in enumerate(_STRING.findall(text)):  # one line: the slow way
-        if len(json.loads(f'"{s}"').split(" ")) != 2:
+    # one line (a compact file): a raw space is a space in a JSON string, so counting them in
+    # the escaped text finds the candidates; json.loads decides (a `\u0020` escape is a space too)
+    for rank, s in enumerate(_STRING.findall(text)):
+        if (s.count(" ") != 1 or "\\u" in s) and len(json.loads(f'"{s}"').split(" ")) != 2:
             return rank + 1
     return None
 

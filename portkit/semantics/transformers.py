@@ -370,6 +370,12 @@ def llama3_inv_freq_factors(view: TransformersView) -> list[float] | None:
 # `configuration_gemma3.py:105-111` (`sliding_window_pattern`, default 6);
 # `configuration_qwen3_moe.py:50-52` (`num_local_experts` is `num_experts`).
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    # llama: LlamaConfig's own fields (LLAMA_FIELDS above); num_key_value_heads and head_dim
+    # derive from the heads when absent, so they have no class default to list
+    "llama": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+              "num_attention_heads": 32, "hidden_act": "silu", "max_position_embeddings": 2048, "rms_norm_eps": 1e-06,
+              "bos_token_id": 1, "eos_token_id": 2, "tie_word_embeddings": False, "attention_bias": False,
+              "mlp_bias": False},
     "mistral": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
                 "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_act": "silu",
                 "max_position_embeddings": 131072, "rms_norm_eps": 1e-06, "sliding_window": 4096,
@@ -404,6 +410,7 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
                "intermediate_size": 9216, "num_attention_heads": 8, "num_hidden_layers": 26, "num_key_value_heads": 4,
                "rms_norm_eps": 1e-06, "vocab_size": 262208, "final_logit_softcapping": None,
                "attn_logit_softcapping": None, "query_pre_attn_scalar": 256, "sliding_window": 4096,
+               "use_bidirectional_attention": False,
                "max_position_embeddings": 131072, "tie_word_embeddings": True},
     "phi3": {"vocab_size": 32064, "hidden_act": "silu", "hidden_size": 3072, "intermediate_size": 8192,
              "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32, "rms_norm_eps": 1e-05,
@@ -428,6 +435,11 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
 FAMILY_DEFAULT_THETA = {"mixtral": 1e6, "gemma3": 1e6}  # class `default_theta`; 1e4 elsewhere
 GEMMA3_DEFAULT_LOCAL_THETA = 10000.0
 STABLELM_DEFAULT_PARTIAL_ROTARY = 0.25
+# partial_rotary_factor: stable_lm (default 0.25) and phi3 rotate part of the head whatever the
+# rope type; llama's default rope ignores the factor and only its scaled rope types honour it
+# (modeling_llama.py:73-106, `compute_default_rope_parameters`)
+_PARTIAL_ROTARY_ALWAYS = {"stable_lm": STABLELM_DEFAULT_PARTIAL_ROTARY, "phi3": None}
+_PARTIAL_ROTARY_SCALED_ONLY = ("llama",)
 # families whose transformers modeling masks every layer to `sliding_window` when it is set
 _SLIDES_EVERY_LAYER = ("mistral", "mixtral", "starcoder2", "phi3")
 _SLIDES_FROM_MAX_WINDOW_LAYERS = ("qwen2", "qwen3", "qwen3_moe")
@@ -444,6 +456,7 @@ class FamilyTransformersView:
     sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
     rope_type: str = "default"  # of the global (gemma3: full-attention) layers
     rope_parameters: dict[str, Any] = field(default_factory=dict)
+    rope_source: str | None = None  # the key transformers read the rope dict from (rope_scaling wins when truthy)
     local_rope_type: str | None = None  # gemma3's sliding-attention layers
     local_rope_parameters: dict[str, Any] = field(default_factory=dict)
     sliding_layers: tuple[bool, ...] = ()  # per layer: transformers masks it to `sliding_window`
@@ -493,7 +506,9 @@ def family_transformers_view(family: str, config: Mapping[str, Any]) -> FamilyTr
     local_type = None
     if family == "gemma3":
         nested = isinstance(rope.get("full_attention"), dict) or isinstance(rope.get("sliding_attention"), dict)
-        full = dict(rope.get("full_attention") or {}) if nested else (dict(rope) if rope_key == "rope_scaling" else {})
+        # a legacy `rope_scaling` updates {"rope_type": "default"}: spelled with `type` only, it
+        # keeps the default rope (configuration_gemma3.py `convert_rope_params_to_dict`)
+        full = dict(rope.get("full_attention") or {}) if nested else ({"rope_type": "default", **rope} if rope_key == "rope_scaling" else {})
         local = dict(rope.get("sliding_attention") or {}) if nested else {}
         full_path = (rope_key, "full_attention") if nested else (rope_key,)
         _theta(values, sources, "rope_theta", full, full_path, c, "rope_theta", FAMILY_DEFAULT_THETA["gemma3"])
@@ -507,8 +522,12 @@ def family_transformers_view(family: str, config: Mapping[str, Any]) -> FamilyTr
         rope = dict(rope)
         _theta(values, sources, "rope_theta", rope, (rope_key,), c, "rope_theta", FAMILY_DEFAULT_THETA.get(family, DEFAULT_THETA))
         rope.setdefault("rope_type", rope.get("type", "default"))
-    if family in ("stable_lm", "phi3"):
-        default_prf = STABLELM_DEFAULT_PARTIAL_ROTARY if family == "stable_lm" else None
+    rope_type = rope["rope_type"] if isinstance(rope.get("rope_type"), str) else "default"
+    if rope_type in ("llama3", "yarn", "longrope"):  # modeling_rope_utils.py standardize_rope_params
+        rope.setdefault("original_max_position_embeddings", values.get("max_position_embeddings"))
+    reads_prf = family in _PARTIAL_ROTARY_ALWAYS or (family in _PARTIAL_ROTARY_SCALED_ONLY and rope_type != "default")
+    if reads_prf:
+        default_prf = _PARTIAL_ROTARY_ALWAYS.get(family)
         if _number(rope.get("partial_rotary_factor")):
             values["partial_rotary_factor"] = float(rope["partial_rotary_factor"])
             sources["partial_rotary_factor"] = (rope_key, "partial_rotary_factor")
@@ -517,7 +536,6 @@ def family_transformers_view(family: str, config: Mapping[str, Any]) -> FamilyTr
             sources["partial_rotary_factor"] = ("partial_rotary_factor",)
         elif default_prf is not None:
             values["partial_rotary_factor"], sources["partial_rotary_factor"] = default_prf, ()
-    rope_type = rope["rope_type"] if isinstance(rope.get("rope_type"), str) else "default"
 
     # activation: gemma reads `hidden_act` and rewrites the legacy "gelu" to the tanh GELU
     if family == "gemma" and values.get("hidden_act") == "gelu":
@@ -567,6 +585,7 @@ def family_transformers_view(family: str, config: Mapping[str, Any]) -> FamilyTr
         sources=sources,
         rope_type=rope_type,
         rope_parameters=rope,
+        rope_source=rope_key if rope_key == "rope_scaling" or isinstance(c.get("rope_parameters"), dict) else None,
         local_rope_type=local_type,
         local_rope_parameters=local,
         sliding_layers=sliding,

@@ -18,7 +18,8 @@ from typing import Sequence
 
 HELP = "run candle (the native wheel) next to transformers and confirm each lint finding with numbers"
 DESCRIPTION = (
-    "Run candle 0.11.0 (portkit_native) and transformers (eager, f32, cpu) on the same prompt, compare "
+    "Compare the ids candle's tokenizer (the tokenizers crate on tokenizer.json) and transformers' give a built-in "
+    "corpus, then run candle 0.11.0 (portkit_native) and transformers (eager, f32, cpu) on the same prompt, compare "
     "last-position logits, every layer, teacher-forced steps and greedy tokens, then confirm each "
     "`portkit lint` finding: CONFIRMED (measured), CRASH-CONFIRMED (candle's own error), NOT-REPRODUCED (no effect "
     "shown), or NOT-REACHED (candle stopped before the check could run)."
@@ -31,7 +32,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="f32", help="candle dtype: f32, bf16 or f16 (default: f32)")
     prompt = parser.add_mutually_exclusive_group()
     prompt.add_argument("--ids", metavar="1,2,3", help="prompt token ids, comma separated")
-    prompt.add_argument("--text", metavar="TEXT", help="prompt text, encoded with the model dir's tokenizer.json")
+    prompt.add_argument(
+        "--text",
+        metavar="TEXT",
+        help="prompt text, tokenized on both sides (the tokenizers crate on tokenizer.json, transformers' tokenizer); "
+        "the forward runs on transformers' ids",
+    )
+    prompt.add_argument(
+        "--chat",
+        metavar="MESSAGE",
+        help="one user message, rendered with the model's chat template by transformers and tokenized on both sides as --text",
+    )
     parser.add_argument("--tokens", type=int, default=8, metavar="N", help="greedy tokens to generate and teacher-force (default: 8)")
     parser.add_argument("--gguf", type=Path, metavar="FILE", help="also verify this GGUF (candle quantized_llama) against MODEL_DIR")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
@@ -61,6 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-lint", dest="lint", action="store_false", help=argparse.SUPPRESS)
     # The negative control's hook: add DELTA to one reference logit before every comparison.
     parser.add_argument("--perturb-reference", type=float, metavar="DELTA", help=argparse.SUPPRESS)
+    # The tokenizer section's negative control: change one of candle's ids by one.
+    parser.add_argument("--perturb-candle-tokens", action="store_true", help=argparse.SUPPRESS)
 
 
 def _error(msg: str) -> int:
@@ -94,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         dtype=args.dtype,
         ids=args.ids,
         text=args.text,
+        chat=getattr(args, "chat", None),
         tokens=args.tokens,
         gguf=args.gguf,
         plot=args.plot,
@@ -101,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
         layers=getattr(args, "layers", True),
         lint=getattr(args, "lint", True),
         perturb_reference=getattr(args, "perturb_reference", None),
+        perturb_candle_tokens=getattr(args, "perturb_candle_tokens", False),
         reference_mode=getattr(args, "reference_mode", "streamed"),
         cache=getattr(args, "cache", True),
     )

@@ -83,7 +83,9 @@ def rewrite_gguf(
 
     reader = gguf.GGUFReader(str(src))
     fields = {k: f for k, f in reader.fields.items() if not k.startswith("GGUF.")}
-    arch = str(fields["general.architecture"].contents()) if "general.architecture" in fields else "llama"
+    from portkit.semantics.gguf import QUANTIZED_LLAMA_ARCH
+
+    arch = str(fields["general.architecture"].contents()) if "general.architecture" in fields else QUANTIZED_LLAMA_ARCH
     writer = gguf.GGUFWriter(str(dst), arch)  # writes general.architecture itself
     for name, f in fields.items():
         if name == "general.architecture" or name in drop_meta or (set_meta and name in set_meta):

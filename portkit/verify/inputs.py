@@ -10,7 +10,10 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from portkit.families import Family
 
 #: Text used when the model dir has a tokenizer but no prompt.json (>= 8 tokens: RoPE errors
 #: are invisible at position 0, whose rotation angle is 0).
@@ -112,8 +115,11 @@ def read_model_dir(path: str | Path) -> ModelDir:
 @dataclass(frozen=True)
 class Prompt:
     ids: tuple[int, ...]
-    source: str  # "--ids" | "--text" | "prompt.json" | "default text" | "default ids"
+    source: str  # "--ids" | "--text" | "--chat" | "prompt.json" | "default text" | "default ids"
     text: str | None = None
+    #: A text prompt's ids from the tokenizers crate on tokenizer.json (what a candle program
+    #: feeds); `ids` are transformers' and run on both sides. None for ids given as ids.
+    candle_ids: tuple[int, ...] | None = None
 
     def describe(self) -> str:
         head = " ".join(str(i) for i in self.ids[:12]) + (" ..." if len(self.ids) > 12 else "")
@@ -153,19 +159,17 @@ def parse_ids(spec: str) -> list[int]:
     return out
 
 
-def _encode(root: Path, text: str) -> list[int]:
+def _encode(root: Path, text: str | None, source: str, chat: str | None = None) -> Prompt:
+    """A text prompt as transformers encodes it (the forward runs on these ids on both sides),
+    with the tokenizers crate's own ids beside it (portkit.verify.tokens.prompt_ids)."""
     tok_path = root / "tokenizer.json"
     if not tok_path.is_file():
-        raise BadInput(f"--text needs {tok_path} (the model dir has no tokenizer); pass --ids instead")
-    try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        raise BadInput("--text needs the `tokenizers` package (pip install tokenizers); pass --ids instead") from None
-    try:
-        tok = Tokenizer.from_file(str(tok_path))
-        return list(tok.encode(text, add_special_tokens=True).ids)
-    except Exception as e:  # tokenizers raises its own Exception type for a broken file
-        raise BadInput(f"{tok_path}: cannot encode the text: {e}") from None
+        flag = "--chat" if chat is not None else "--text"
+        raise BadInput(f"{flag} needs {tok_path} (the model dir has no tokenizer); pass --ids instead")
+    from portkit.verify.tokens import prompt_ids
+
+    p = prompt_ids(root, text=text, chat=chat)
+    return Prompt(tuple(p.transformers), source, p.text, tuple(p.candle) if p.candle is not None else None)
 
 
 def _default_ids(vocab: int | None, config: dict[str, Any]) -> list[int]:
@@ -175,15 +179,19 @@ def _default_ids(vocab: int | None, config: dict[str, Any]) -> list[int]:
     return start + [(37 * k + 11) % n for k in range(DEFAULT_IDS_LEN - len(start))]
 
 
-def resolve_prompt(model: ModelDir, ids: str | Sequence[int] | None = None, text: str | None = None) -> Prompt:
-    if ids is not None and text is not None:
-        raise BadInput("give either --ids or --text, not both")
+def resolve_prompt(model: ModelDir, ids: str | Sequence[int] | None = None, text: str | None = None, chat: str | None = None) -> Prompt:
+    if sum(x is not None for x in (ids, text, chat)) > 1:
+        raise BadInput("give one of --ids, --text or --chat")
     if ids is not None:
         prompt = Prompt(tuple(parse_ids(ids) if isinstance(ids, str) else [int(i) for i in ids]), "--ids")
     elif text is not None:
         if not text.strip():
             raise BadInput("--text is empty")
-        prompt = Prompt(tuple(_encode(model.root, text)), "--text", text)
+        prompt = _encode(model.root, text, "--text")
+    elif chat is not None:
+        if not chat.strip():
+            raise BadInput("--chat is empty")
+        prompt = _encode(model.root, None, "--chat", chat=chat)
     elif (model.root / "prompt.json").is_file():
         _, doc = _read_json(model.root / "prompt.json", "prompt.json")
         got = doc.get("ids") if isinstance(doc, dict) else None
@@ -192,7 +200,7 @@ def resolve_prompt(model: ModelDir, ids: str | Sequence[int] | None = None, text
         prompt = Prompt(tuple(got), "prompt.json")
     elif (model.root / "tokenizer.json").is_file():
         try:
-            prompt = Prompt(tuple(_encode(model.root, DEFAULT_TEXT)), "default text", DEFAULT_TEXT)
+            prompt = _encode(model.root, DEFAULT_TEXT, "default text")
         except BadInput:
             prompt = Prompt(tuple(_default_ids(model.vocab_size, model.config)), "default ids")
         if len(prompt.ids) < MIN_RECOMMENDED:
@@ -219,3 +227,18 @@ def parse_tokens(n: int) -> int:
 
 def finite(x: float) -> float | None:
     return x if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
+def model_family(model: ModelDir) -> Family:
+    """The candle module the checkpoint loads into (a config naming no model_type or
+    architectures is llama, as lint reads it); one line and exit 2 for a model_type candle
+    0.11.0 has no module for."""
+    from portkit.families import UNCOVERED_CANDLE_MODULES, detect_or_default
+
+    fam = detect_or_default(model.config)
+    if fam is not None:
+        return fam
+    mt = model.config.get("model_type", (model.config.get("architectures") or ["?"])[0])
+    if mt in UNCOVERED_CANDLE_MODULES:
+        raise BadInput(f"model_type `{mt}`: portkit does not verify candle's `{UNCOVERED_CANDLE_MODULES[mt]}` module yet")
+    raise BadInput(f"model_type `{mt}`: candle 0.11.0 has no module for it, so there is nothing to verify")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from portkit.errors import PortkitError
 from portkit.findings import Finding
@@ -21,14 +21,19 @@ from portkit.settings import Settings, for_dir
 from portkit.target import Target
 
 
+Progress = Callable[[str], None]
+
+
 class LintInputError(RuntimeError):
     """lint could not read the input (its exit-2 case); the message is lint's line."""
 
 
-TARGET_FIELDS = frozenset({"device", "dtype", "features", "max_tokens", "use_flash_attn"})
+TARGET_FIELDS = frozenset({"device", "dtype", "features", "max_tokens", "max_prompt_tokens", "use_flash_attn"})
 
 
-def make_settings(device: str, dtype: str, use_flash_attn: bool, max_tokens: int, build: dict[str, Any]) -> Settings:
+def make_settings(
+    device: str, dtype: str, use_flash_attn: bool, max_tokens: int, build: dict[str, Any], max_prompt_tokens: int | None = None
+) -> Settings:
     feats = set()
     if build.get("accelerate"):
         feats.add("accelerate")
@@ -37,7 +42,8 @@ def make_settings(device: str, dtype: str, use_flash_attn: bool, max_tokens: int
     for dev in build.get("devices", ()):
         if dev in ("metal", "cuda"):
             feats.add(dev)
-    target = Target(device=device, dtype=dtype, features=frozenset(feats), use_flash_attn=use_flash_attn, max_tokens=max_tokens)  # type: ignore[arg-type]
+    target = Target(device=device, dtype=dtype, features=frozenset(feats), use_flash_attn=use_flash_attn, max_tokens=max_tokens,
+                    max_prompt_tokens=max_prompt_tokens)  # type: ignore[arg-type]
     return Settings(target=target, explicit=TARGET_FIELDS)
 
 
@@ -65,3 +71,18 @@ def lint_gguf_beside(model_dir: Path, gguf: Path, settings: Settings) -> list[Fi
         raise LintInputError(str(e)) from None
     want = str(g.path)
     return [f for f in found if f.filename == want]
+
+
+def lint_for_verify(model_dir: Path, gguf: Path | None, settings_args: dict[str, Any], progress: Progress) -> tuple[list[Finding], list[Finding]]:
+    """(findings on the model dir, findings on the GGUF)."""
+    progress("lint: reading configs and headers")
+    try:
+        settings = make_settings(**settings_args)
+        findings, _notes = lint([model_dir], settings)
+        hf = [f for f in findings if not f.filename.endswith(".gguf")]
+        gg = lint_gguf_beside(model_dir, gguf, settings) if gguf is not None else []
+        return hf, gg
+    except LintInputError as e:
+        from portkit.verify.inputs import BadInput
+
+        raise BadInput(f"lint: {e}") from None

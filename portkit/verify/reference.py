@@ -34,6 +34,22 @@ class ReferenceUnavailable(RuntimeError):
     """torch/transformers are not installed."""
 
 
+def load_tokenizer(model_dir: Path) -> Any:
+    """`AutoTokenizer.from_pretrained(model_dir)` as a transformers user gets it: offline, no
+    remote code, the class transformers picks (torch is not needed, nor imported)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    try:
+        import transformers
+    except ImportError as e:  # pragma: no cover - exercised by the CLI's error path
+        raise ReferenceUnavailable(f"the transformers tokenizer needs the verify extra: pip install 'portkit[verify]' ({e})") from e
+    try:
+        return transformers.AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True, trust_remote_code=False)
+    except Exception as e:  # transformers raises many types; report its text unchanged
+        raise ReferenceLoadError(f"transformers could not load the tokenizer in {model_dir}: {' '.join(str(e).split())[:300]}") from e
+
+
 class ReferenceLoadError(RuntimeError):
     """transformers refused the checkpoint."""
 

@@ -10,7 +10,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from portkit.verify.compare import GreedyCheck, LayerCheck, LogitsCheck, StepCheck, Tolerance, is_sublayer
-from portkit.verify.engine import GgufSection, VerifyReport
+from portkit.verify.engine import VerifyReport
+from portkit.verify.gguf_section import GgufSection
 from portkit.verify.runs import Comparison, RunOutputs, fmt_tol
 
 SCHEMA_VERSION = 1
@@ -148,7 +149,16 @@ def _clean(v: Any) -> Any:
     return str(v)
 
 
+def _prompt_json(prompt: Any) -> dict[str, Any]:
+    out = {"ids": list(prompt.ids), "source": prompt.source, "text": prompt.text}
+    if prompt.candle_ids is not None:  # a text prompt: the tokenizers crate's own ids beside transformers'
+        out["candle_ids"] = list(prompt.candle_ids)
+    return out
+
+
 def to_json(rep: VerifyReport) -> dict[str, Any]:
+    if not isinstance(rep, VerifyReport):  # tokenizer files only: portkit.verify.tokens.TokenizerReport
+        return _clean(rep.to_json())
     return _clean(_to_json(rep))
 
 
@@ -170,7 +180,9 @@ def _to_json(rep: VerifyReport) -> dict[str, Any]:
             "source": rep.reference.source,
             "forced": rep.reference.forced,
         },
-        "prompt": {"ids": list(rep.prompt.ids), "source": rep.prompt.source, "text": rep.prompt.text},
+        "prompt": _prompt_json(rep.prompt),
+        "tokenizer": rep.tokenizer.to_json() if rep.tokenizer is not None else None,
+        "greedy_stop": rep.greedy_stop,
         "tokens": o.tokens,
         "tolerance": _tol_json(rep.tolerance),
         "candle": _run_json(rep.run),
@@ -196,6 +208,9 @@ def _verdict(rep: VerifyReport) -> tuple[str, str]:
     if rep.exit_code == 0:
         return "agree", "candle agrees with transformers" + (" (the HF checkpoint and the GGUF)" if rep.gguf else "")
     bits = []
+    if rep.tokenizer is not None and not rep.tokenizer.ok:
+        t = rep.tokenizer
+        bits.append("the tokenizers crate cannot load tokenizer.json" if t.crate_error else f"candle's tokenizer differs ({len(t.differing)} of {len(t.encodes)} encodes)")
     if rep.run.failure is not None:
         bits.append("candle failed")
     elif not rep.candle_ok:
@@ -337,6 +352,9 @@ def _finding_lines(findings: list) -> list[str]:
 
 
 def render_text(rep: VerifyReport, console: Console, *, table: bool = True) -> None:
+    if not isinstance(rep, VerifyReport):  # tokenizer files only: portkit.verify.tokens.TokenizerReport
+        rep.render_text(console)
+        return
     o = rep.options
     v = rep.versions
     p = console.print
@@ -347,6 +365,10 @@ def render_text(rep: VerifyReport, console: Console, *, table: bool = True) -> N
         f"(eager, f32, cpu, {rep.reference.mode}{', from the cache' if rep.reference.source == 'cache' else ''}; torch {v.get('torch')})"
     )
     p(f"  prompt: {escape(rep.prompt.describe())}")
+    cids = rep.prompt.candle_ids
+    if cids is not None and tuple(cids) != tuple(rep.prompt.ids):
+        head = " ".join(str(i) for i in cids[:12]) + (" ..." if len(cids) > 12 else "")
+        p(f"  [yellow]candle's own ids for this text differ ({len(cids)} ids): {head}; both sides run transformers' ids above[/]")
     p(f"  tolerance {rep.tolerance.name}: {_tol_line(rep.tolerance)}")
     runs = rep.candle_runs
     if runs["cached"]:
@@ -354,6 +376,14 @@ def render_text(rep: VerifyReport, console: Console, *, table: bool = True) -> N
             f"  candle: {runs['cached']} of {runs['total']} run{'s' if runs['total'] != 1 else ''} read from the cache "
             "(an identical earlier run: same wheel build, machine, checkpoint and inputs; --no-cache runs candle again)"
         )
+    if rep.tokenizer is not None:
+        from portkit.verify.tokens import text_lines
+
+        p("")
+        for ln in text_lines(rep.tokenizer):
+            p(ln)
+        for ln in _finding_lines(rep.tokenizer.findings):
+            p(ln)
     p("")
     p("[bold]candle vs transformers[/]")
     if rep.run.failure is not None:
@@ -368,6 +398,9 @@ def render_text(rep: VerifyReport, console: Console, *, table: bool = True) -> N
         if table and rep.comparison.layers is not None:
             p("")
             console.print(_layer_table(rep.comparison), style=None)
+    gs = rep.greedy_stop
+    if gs is not None and gs.get("stopped_at") is not None:
+        p(f"  greedy stops at token {gs['stopped_at']} ({gs['token']}): `generate()` stops on {gs['eos_token_ids']} ({gs['source']}); compared up to there")
     if rep.plot is not None:
         p(f"  per-layer plot: {escape(str(rep.plot))}")
     p("")

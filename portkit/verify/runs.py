@@ -359,3 +359,20 @@ def compare_run(ref: Reference, got: RunOutputs, tol: Tolerance) -> Comparison:
 
 def weights_paths(files: Sequence[Path]) -> list[str]:
     return [str(p) for p in files]
+
+
+class PatchedRuns:
+    """Patched candle runs, memoised by the patch (one load each, never two held at once)."""
+
+    def __init__(self, fn: Callable[[dict[str, Any]], tuple[RunOutputs, Comparison | None]]) -> None:
+        self.fn = fn
+        self.cache: dict[str, tuple[RunOutputs, Comparison | None]] = {}
+
+    def __call__(self, patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:
+        key = json.dumps(patch, sort_keys=True, default=str)
+        if key not in self.cache:
+            self.cache[key] = self.fn(patch)
+        return self.cache[key]
+
+    def runs(self) -> list[RunOutputs]:
+        return [r for r, _ in self.cache.values()]

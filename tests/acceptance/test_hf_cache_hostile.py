@@ -22,7 +22,7 @@ from fixtures import skeleton as sk
 
 huggingface_hub = pytest.importorskip("huggingface_hub", reason="repo ids need huggingface_hub (the verify extra)")
 
-from portkit import hub  # noqa: E402
+from portkit import hf_cache, hub  # noqa: E402
 
 PORTKIT = [sys.executable, "-m", "portkit"]
 BAD = lambda: sk.config("tf5", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING)  # noqa: E731  PK101 + PK102
@@ -219,7 +219,7 @@ def test_hf_cache_without_the_per_repo_scan_falls_back_to_the_whole_scan(world: 
     cache, _ = world
     hc.add_revision(cache, "acme/good", hc.model_files(sk.write_model(cache.parent / "src-good", sk.config("tf4"))))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
-    with_it, _ = hub.cached_models(all_revisions=False)
-    monkeypatch.setattr(hub, "PER_REPO_SCAN", "_no_such_function")
-    without, _ = hub.cached_models(all_revisions=False)
+    with_it, _ = hf_cache.cached_models(all_revisions=False)
+    monkeypatch.setattr(hf_cache, "PER_REPO_SCAN", "_no_such_function")
+    without, _ = hf_cache.cached_models(all_revisions=False)
     assert [(m.repo_id, m.commit) for m in without] == [(m.repo_id, m.commit) for m in with_it] and len(with_it) == 2

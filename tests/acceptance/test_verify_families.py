@@ -129,6 +129,15 @@ VARIANTS: dict[tuple[str, str], dict[str, str]] = {
     ("gemma2", "query-pre-attn-scalar"): {"PK118": "CONFIRMED"},
     ("gemma3", "linear-rope-8"): {"PK102": "CONFIRMED"},
     ("gemma3", "kv-heads-1"): {},
+    # issue 17's differential: the wrong classes, each confirmed (or, for the former false
+    # positives, agreeing with lint's warning not reproduced)
+    ("mistral", "dynamic-rope"): {},
+    ("qwen2", "sliding-window-off-18"): {},
+    ("qwen2", "max-window-layers-past-last"): {},
+    ("gemma3", "bidirectional"): {"PK122": "CONFIRMED"},
+    ("gemma2", "no-final-softcapping"): {"PK123": "CONFIRMED"},
+    ("gemma2", "no-attn-softcapping"): {"PK123": "CONFIRMED"},
+    ("gemma", "no-activation"): {"PK117": "CRASH-CONFIRMED"},
     ("phi3", "longrope"): {"PK102": "CONFIRMED"},
     ("granite", "multipliers"): {"PK119": "CONFIRMED"},
     ("granite", "tied"): {"PK205": "CRASH-CONFIRMED"},

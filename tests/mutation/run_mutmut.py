@@ -32,7 +32,6 @@ TARGETS: dict[str, list[str]] = {
     "portkit/fix.py": ["tests/unit/test_fix_edits.py", "tests/acceptance/test_cli.py"],
     "portkit/model/gguf_header.py": ["tests/unit/test_model_reader.py", "tests/unit/test_bounds.py", "tests/unit/test_gguf_header.py"],
     "portkit/model/safetensors_header.py": ["tests/unit/test_model_reader.py", "tests/unit/test_bounds.py", "tests/unit/test_safetensors_header.py"],
-    "portkit/semantics/candle.py": ["tests/unit/test_semantics.py", "tests/unit/test_rules.py", "tests/unit/test_candle_view.py", "tests/native/test_candle_view_oracle.py"],
     "portkit/verify/cachefiles.py": ["tests/unit/test_cachefiles.py", "tests/unit/test_refcache_entries.py", "tests/unit/test_runcache.py", "tests/unit/test_cache_tampering.py"],
     "portkit/verify/runcache.py": ["tests/unit/test_runcache.py", "tests/native/test_candle_run_cache.py", "tests/unit/test_cache_tampering.py"],
     "portkit/atomicfile.py": ["tests/unit/test_atomicfile.py"],
@@ -42,7 +41,6 @@ FAMILY_GLOB = ("portkit/families", "*.py")
 # (the native oracles, tests/native/test_family_*_oracle.py, hold these modules to candle too,
 # but need the native wheel of the same commit: add them here once it is built by default)
 FAMILY_TESTS = ["tests/unit/test_family_semantics.py", "tests/unit/test_family_weights.py", "tests/unit/test_family_detect.py", "tests/unit/test_family_views.py"]
-FAMILY_SKIP = ("catalogue.py",)  # the README's family table: documentation, not semantics
 
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout", 37: "killed"}
 
@@ -52,8 +50,7 @@ def targets(root: Path) -> dict[str, list[str]]:
     fam_dir = root / FAMILY_GLOB[0]
     if fam_dir.is_dir():
         for p in sorted(fam_dir.glob(FAMILY_GLOB[1])):
-            if p.name not in FAMILY_SKIP:
-                out[p.relative_to(root).as_posix()] = list(FAMILY_TESTS)
+            out[p.relative_to(root).as_posix()] = list(FAMILY_TESTS)
     return out
 
 

@@ -1,4 +1,4 @@
-"""portkit's Python `candle_view()` against candle's own serde parse (`portkit_native.candle_config`).
+"""llama's family view (`portkit.families.llama`) against candle's own serde parse (`portkit_native.candle_config`).
 
 Candle is the oracle: when they disagree, the Python mirror is wrong. Every config in the
 corpus (healthy, each rule's trigger and clean config, weird-but-valid JSON: EOS lists,
@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import portkit_native
-from portkit.semantics import candle_view
+from portkit.families import BY_NAME
 from tests.unit.config_corpus import CORPUS
 from tests.unit.rule_cases import CASES, VARIANTS
 
@@ -75,10 +75,13 @@ def test_native_module_is_the_candle_oracle() -> None:
     assert info["candle_version"] == "0.11.0"
 
 
+llama_view = BY_NAME["llama"].view
+
+
 @pytest.mark.parametrize("name", sorted(ALL))
-def test_candle_view_matches_candle(name: str) -> None:
+def test_llama_view_matches_candle(name: str) -> None:
     text = ALL[name]
-    view = candle_view(text)
+    view = llama_view(text)
     try:
         theirs = portkit_native.candle_config(text)
     except portkit_native.ConfigError as e:
@@ -87,12 +90,12 @@ def test_candle_view_matches_candle(name: str) -> None:
         assert view.refused == msg, f"refusal message: portkit {view.refused!r} != candle {msg!r}"
         return
     assert view.refused is None, f"portkit's mirror refuses ({view.refused}); candle accepts: {json.dumps(theirs)}"
-    diffs = _compare(view.native_dict(), theirs)
+    diffs = _compare(view.values, theirs)
     assert not diffs, "; ".join(diffs)
 
 
 def test_corpus_covers_both_outcomes() -> None:
-    views = [candle_view(t) for t in ALL.values()]
+    views = [llama_view(t) for t in ALL.values()]
     assert sum(v.ok for v in views) > 20 and sum(not v.ok for v in views) > 20
 
 
@@ -104,20 +107,26 @@ def _crash_cases() -> list[tuple[str, Any, int]]:
 
     out = [(code, b[0], 0) for code, b in sorted(CASES.items())]
     out += [(code, b, i + 1) for i, (code, b, _) in enumerate(VARIANTS)]
-    # LlamaRunner is llama's: the other families' config builders (rule_cases.family) are probed
-    # in test_family_config_oracle.py
-    return [c for c in out if RULES[c[0]].probe_kind == "crash" and getattr(c[1], "family", "llama") == "llama"]
+    # the other families' config-only builders (rule_cases.family) are probed in
+    # test_family_config_oracle.py; the tokenizer's crash (PK507) is the tokenizers crate's,
+    # probed in test_tokenizer_semantics.py
+    return [
+        c
+        for c in out
+        if RULES[c[0]].probe_kind == "crash" and RULES[c[0]].group != "tokenizer" and getattr(c[1], "family", "llama") == "llama"
+    ]
 
 
 @pytest.mark.parametrize("code,builder,n", _crash_cases(), ids=[f"{c}-{n}" for c, _, n in _crash_cases()])
 def test_crash_probe_expectations_hold_in_candle(code: str, builder: Any, n: int, tmp_path: Path) -> None:
     """Every `crash` finding names the error candle really raises (or the panic it really hits)."""
-    from portkit.families import detect
+    from portkit.families import detect_or_default
     from portkit.lint import lint_paths
     from portkit.model.gguf_header import read_gguf
     from portkit.semantics.gguf import architecture_of, loader_for
     from portkit.settings import Settings
     from portkit.target import Target
+    from portkit.verify.candle import load_runner
 
     d, target = builder(tmp_path / "m")
     report = lint_paths([d], Settings(target=Target(**target), preview=True, respect_pyproject=False))
@@ -147,11 +156,9 @@ def test_crash_probe_expectations_hold_in_candle(code: str, builder: Any, n: int
         else:
             weights = sorted(str(p) for p in d.glob("*.safetensors"))
             config = (d / "config.json").read_text()
-            fam = detect(json.loads(config))
-            if fam is not None and fam.name != "llama":  # the weights rules' family fixtures
-                runner = portkit_native.FamilyRunner(fam.name, weights, config, dtype=dtype, cache_dtype=cache)
-            else:
-                runner = portkit_native.LlamaRunner(weights, config, dtype=dtype, cache_dtype=cache, use_flash_attn=target.get("use_flash_attn", False))
+            fam = detect_or_default(json.loads(config))
+            assert fam is not None
+            runner = load_runner(fam, weights, config, dtype=dtype, cache_dtype=cache, use_flash_attn=target.get("use_flash_attn", False))
             runner.last_logits([1] * tokens)
     except portkit_native.NativeError as e:
         assert crash, f"{code}: lint says candle runs this, but candle failed: {str(e)[:400]!r}"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from portkit.verify.compare import TOLERANCES, compare_greedy
-from portkit.verify.engine import gguf_tolerance
+from portkit.verify.gguf_section import gguf_tolerance
 from portkit.verify.runs import Failure, clean_message, describe_patch, patched_config
 
 

@@ -300,6 +300,8 @@ CASES: dict[str, tuple[Builder, Builder]] = {
     "PK119": (family("granite", embedding_multiplier=12.0), CLEAN["granite"]),
     "PK120": (family("granite", tie_word_embeddings=True), CLEAN["granite"]),
     "PK121": (CLEAN["gemma3"], family("gemma3", num_key_value_heads=1)),
+    "PK122": (family("gemma3", num_key_value_heads=1, use_bidirectional_attention=True), family("gemma3", num_key_value_heads=1)),
+    "PK123": (family("gemma2", drop=("final_logit_softcapping",)), CLEAN["gemma2"]),
     "PK201": (model(TF4, drop=["model.layers.1.mlp.up_proj.weight"]), model(TF4)),
     "PK202": (model(TF4, extra={"model.layers.0.self_attn.q_proj.bias": (64,)}), model(TF4)),
     "PK203": (model(TF4, extra={"language_model.model.norm.weight": (64,)}), model(TF4)),
@@ -426,11 +428,11 @@ VARIANTS: list[tuple[str, Builder, str]] = [
 ]
 
 # every family: the rules generalised from llama, triggered with the module named
-VARIANTS += [("PK110", family(n, "t5"), f"candle 0.11.0's `{n}` refuses the config: missing field `{k}`") for n, k in T5_MISSING.items()]
+VARIANTS += [("PK110", family(n, "t5"), f"candle 0.11.0's `{n}` refuses the config: `missing field `{k}``") for n, k in T5_MISSING.items()]
 VARIANTS += [
-    ("PK110", family("granite", drop=("hidden_size",)), "candle 0.11.0's `granite` refuses the config: missing field `hidden_size`; transformers uses 4096 by default"),
-    ("PK110", family("gemma3", "t5"), "missing field `rope_local_base_freq`; transformers uses 50000 from `rope_parameters.sliding_attention`"),
-    ("PK110", family("qwen3_moe", "t5"), "missing field `num_experts`; transformers uses 4 from the top-level `num_local_experts`"),
+    ("PK110", family("granite", drop=("hidden_size",)), "transformers defaults `hidden_size` to 4096; candle 0.11.0's `granite` refuses the config: `missing field `hidden_size``"),
+    ("PK110", family("gemma3", "t5"), "transformers uses `rope_local_base_freq`=50000 from `rope_parameters.sliding_attention`; candle 0.11.0's `gemma3` refuses"),
+    ("PK110", family("qwen3_moe", "t5"), "transformers uses `num_experts`=4 from the top-level `num_local_experts`; candle 0.11.0's `qwen3_moe` refuses"),
     ("PK110", family("mixtral", "t5"), "missing field `use_flash_attn`"),
     ("PK101", family("granite", "t5"), "candle 0.11.0's `granite` reads no top-level `rope_theta` and uses 10000"),
     (
@@ -438,18 +440,18 @@ VARIANTS += [
         family("gemma3", rope_parameters={"full_attention": {"rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1e4}}),
         "transformers uses `rope_local_base_freq`=10000 from `rope_parameters.sliding_attention`; candle 0.11.0's `gemma3` reads the top-level `rope_local_base_freq`=50000",
     ),
-    ("PK102", family("gemma3", rope_scaling={"factor": 8.0, "rope_type": "linear"}), "`linear` rope scaling to its layers (`factor`=8); candle 0.11.0's `gemma3` reads no rope scaling"),
+    ("PK102", family("gemma3", rope_scaling={"factor": 8.0, "rope_type": "linear"}), "`linear` rope scaling from `rope_scaling` (`factor`=8); candle 0.11.0's `gemma3` reads no rope scaling"),
     ("PK102", family("phi3", rope_scaling={"short_factor": [1.0] * 8, "long_factor": [2.0] * 8, "type": "longrope"}), "multiplies the frequencies by the factors"),
     ("PK102", family("qwen2", rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}), "`yarn` rope scaling"),
     (
         "PK102",
         family("phi3", "t5", rope_parameters={"rope_theta": 1e5, "rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8,
                                                "original_max_position_embeddings": 32}),
-        "transformers applies `longrope` rope scaling to its layers (`short_factor`=[8 values], `long_factor`=[8 values], "
+        "transformers applies `longrope` rope scaling from `rope_parameters` (`short_factor`=[8 values], `long_factor`=[8 values], "
         "`original_max_position_embeddings`=32); candle 0.11.0's `phi3` reads no rope scaling",
     ),
-    ("PK112", family("qwen2", "t5"), "candle 0.11.0's `qwen2` refuses it at `sliding_window`: invalid type: null, expected usize"),
-    ("PK112", family("mixtral"), "candle 0.11.0's `mixtral` refuses it at `sliding_window`: invalid type: null, expected usize"),
+    ("PK112", family("qwen2", "t5"), "candle 0.11.0's `qwen2` refuses it at `sliding_window`: `invalid type: null, expected usize`"),
+    ("PK112", family("mixtral"), "candle 0.11.0's `mixtral` refuses it at `sliding_window`: `invalid type: null, expected usize`"),
     ("PK105", family("granite", attention_bias=True), "candle 0.11.0's `granite` builds these projections with `linear_no_bias`"),
     ("PK106", family("granite", mlp_bias=True), "candle 0.11.0's `granite` builds the MLP"),
     ("PK107", family("granite", hidden_act="gelu"), "candle 0.11.0's `granite` always applies silu"),

@@ -17,7 +17,7 @@ from portkit.semantics.transformers import FAMILY_DEFAULTS, family_transformers_
 from tests.unit.family_configs import LEGACY, T5
 
 transformers = pytest.importorskip("transformers")
-FAMILIES = sorted(n for n in LEGACY if n != "llama")
+FAMILIES = sorted(LEGACY)  # llama included: its transformers view is one of the family table's
 # keys `fix` may add that transformers keeps as plain attributes and its modeling never reads
 CANDLE_ONLY_KEYS = {"use_flash_attn", "max_window_layers", "hidden_activation"}
 
@@ -56,7 +56,7 @@ def _transformers_values(family: str, cfg: dict[str, Any]) -> dict[str, Any]:
         out["hidden_activation"] = c.hidden_activation
     else:
         out["hidden_act"] = c.hidden_act
-    if family not in ("gemma", "olmo2", "granite", "stable_lm", "qwen3_moe"):
+    if family not in ("llama", "gemma", "olmo2", "granite", "stable_lm", "qwen3_moe"):
         out["sliding_window"] = c.sliding_window
     return out
 
@@ -70,6 +70,8 @@ def _portkit_values(family: str, cfg: dict[str, Any], keys: Any) -> dict[str, An
 VARIED = [(f, "legacy", LEGACY[f]) for f in FAMILIES] + [(f, "t5", T5[f]) for f in FAMILIES] + [
     ("gemma", "gelu", {**LEGACY["gemma"], "hidden_act": "gelu"}),
     ("gemma3", "linear", {**LEGACY["gemma3"], "rope_scaling": {"factor": 8.0, "rope_type": "linear"}}),
+    # the differential's gemma3 class: a legacy `type` alone leaves transformers' default rope
+    ("gemma3", "legacy-type-linear", {**LEGACY["gemma3"], "rope_scaling": {"factor": 4.0, "type": "linear"}}),
     ("qwen2", "window-on", {**LEGACY["qwen2"], "use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1}),
     ("qwen2", "window-off", {**LEGACY["qwen2"], "sliding_window": 4}),
     ("mistral", "window", {**LEGACY["mistral"], "sliding_window": 4}),

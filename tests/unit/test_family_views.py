@@ -136,17 +136,20 @@ def test_a_missing_field_is_named_and_a_nested_refusal_is_not_one() -> None:
 
 
 def test_the_llama_view_is_candles_llama_config() -> None:
-    from portkit.semantics.candle import candle_view
-
     cfg = dict(LEGACY["llama"])
     v = BY_NAME["llama"].view(json.dumps(cfg))
-    assert v.ok and v.family == "llama" and v.values == candle_view(json.dumps(cfg)).native_dict()
-    assert v.written == frozenset({"rope_theta"})  # a top-level rope_theta: candle read it
+    assert v.ok and v.family == "llama"
+    # into_config(false): kv heads, head_dim, tie and use_flash_attn filled in (llama.rs:56-85)
+    assert v.values == {k: cfg[k] for k in ("hidden_size", "intermediate_size", "vocab_size", "num_hidden_layers",
+                                            "num_attention_heads", "num_key_value_heads", "rms_norm_eps", "rope_theta",
+                                            "bos_token_id", "eos_token_id", "max_position_embeddings", "tie_word_embeddings")} | {
+        "head_dim": cfg["hidden_size"] // cfg["num_attention_heads"], "rope_scaling": None, "use_flash_attn": False}
+    assert "rope_theta" in v.written  # a top-level rope_theta: candle read it
     t5 = BY_NAME["llama"].view(json.dumps(T5["llama"]))
-    assert t5.written == frozenset()  # rope_theta only in rope_parameters: candle's default
+    assert "rope_theta" not in t5.written  # rope_theta only in rope_parameters: candle's default
     bad = BY_NAME["llama"].view(json.dumps({**cfg, "hidden_size": "64"}))
     assert (bad.ok, bad.family, bad.refused_at) == (False, "llama", ["hidden_size"])
-    assert bad.refused == candle_view(json.dumps({**cfg, "hidden_size": "64"})).refused
+    assert bad.refused == 'invalid type: string "64", expected usize'
 
 
 def test_a_view_names_its_family_and_the_struct_candle_expected() -> None:

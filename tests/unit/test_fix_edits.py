@@ -222,12 +222,11 @@ def test_linear_scaling_which_candle_has_no_equivalent_for_remains(tmp_path: Pat
 
 
 def test_fixes_what_hides_behind_the_first_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """candle's serde stops at its first error, so PK110's missing `rms_norm_eps` hides behind
-    PK103 until PK103 is fixed. lint promises "1 fixable"; fix lints its edit again and fixes
-    PK110 too, instead of refusing (what it did before) or half-fixing."""
+    """candle's serde stops at its first error (PK103's `rope_scaling`), but lint names every
+    missing key at once (PK110, for every family); fix fixes both in one plan."""
     d = sk.write_model(tmp_path / "m", sk.config("tf4", rope_theta=500000.0, scaling=LEGACY_LLAMA3, rms_norm_eps=sk.DROP), weights=False)
     code, out, _ = cli(capsys, "lint", str(d))
-    assert code == 1 and "PK103" in out and "PK110" not in out and "1 fixable with `portkit fix --write`" in out
+    assert code == 1 and "PK103" in out and "PK110" in out and "2 fixable with `portkit fix --write`" in out, out
     p = fix.plan(d)
     assert [f.code for f in p.fixed] == ["PK103", "PK110"] and p.refused == []
     code, _, err = cli(capsys, "fix", str(d), "--write")
@@ -371,14 +370,17 @@ def test_family_configs_are_checked_with_their_own_transformers_view(tmp_path: P
     (d / "config.json").write_text(json.dumps(cfg, indent=2))
     facts = load_model(d)
     got = fix._effective(facts, cfg, None)
-    want = {k: v for k, v in dataclasses.asdict(family_transformers_view("gemma3", cfg)).items() if k != "sources"}
+    view = family_transformers_view("gemma3", cfg)
+    want = {**view.values, **{k: v for k, v in dataclasses.asdict(view).items() if k not in ("family", "values", "sources", "rope_source")}}
     assert got == want and got["local_rope_parameters"]["rope_theta"] == 50000.0
     legacy_type = {**cfg, "rope_parameters": {k: {**v, "type": "default"} for k, v in cfg["rope_parameters"].items()}}
     typed = fix._effective(facts, legacy_type, None)
     assert "type" not in typed["rope_parameters"] and "type" not in typed["local_rope_parameters"]
     assert typed == got
+    # llama is checked like every family, with its own view
     llama = sk.config("tf5")
-    assert fix._effective(facts, llama, {"eos_token_id": 7}) == fix.effective(transformers_view(llama, {"eos_token_id": 7}))
+    assert fix._effective(facts, llama, None)["rope_theta"] == family_transformers_view("llama", llama).get("rope_theta")
+    assert fix._effective(facts, llama, None)["hidden_size"] == llama["hidden_size"]
 
 
 def test_a_family_config_missing_a_required_key_is_fixed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -464,8 +466,8 @@ def test_the_check_relints_under_the_target_a_warning_left_standing_needs(tmp_pa
 
 
 def test_an_unfixable_finding_does_not_stop_the_relint(tmp_path: Path) -> None:
-    """PK105 (a bias, no edit fixes it) next to PK103, behind which PK110 hides: fix still lints
-    its edit again, fixes PK110 too, and PK105 remains."""
+    """PK105 (a bias, no edit fixes it) next to PK103 and PK110 (lint names both): fix writes
+    both edits, and PK105 remains."""
     d = sk.write_model(
         tmp_path / "m", sk.config("tf4", rope_theta=500000.0, scaling=LEGACY_LLAMA3, rms_norm_eps=sk.DROP, attention_bias=True), weights=False
     )

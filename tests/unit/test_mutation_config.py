@@ -27,10 +27,8 @@ def test_family_modules_join_the_table_when_they_exist(tmp_path: Path) -> None:
     fam.mkdir(parents=True)
     (fam / "__init__.py").write_text("")
     (fam / "qwen2.py").write_text("")
-    (fam / "catalogue.py").write_text("")
     table = run_mutmut.targets(tmp_path)
     assert table["portkit/families/qwen2.py"] == table["portkit/families/__init__.py"] == run_mutmut.FAMILY_TESTS
-    assert "portkit/families/catalogue.py" not in table
 
 
 def test_the_scratch_config_mutates_one_module_against_its_tests(tmp_path: Path) -> None:

@@ -17,7 +17,10 @@ from portkit.model.gguf_header import read_gguf
 from portkit.report.json_ import JsonReporter
 from portkit.report.sarif import SarifReporter
 from portkit.schemas import SCHEMAS, dumps, gguf_metadata_json
-from portkit.semantics import candle_view, gguf_view
+from portkit.families import BY_NAME
+from portkit.semantics import gguf_view
+
+candle_view = BY_NAME["llama"].view  # candle's llama reading, the schema's subject
 from portkit.settings import Settings
 from portkit.target import Target
 from tests.unit.config_corpus import CORPUS

@@ -9,7 +9,10 @@ import pytest
 from fixtures import skeleton as sk
 from portkit.lint import lint_paths
 from portkit.model.gguf_header import read_gguf
-from portkit.semantics import candle_view, gguf_view, transformers_view
+from portkit.families import BY_NAME
+from portkit.semantics import gguf_view, transformers_view
+
+llama_view = BY_NAME["llama"].view
 from portkit.semantics.serde import rust_float
 from portkit.semantics.transformers import llama3_inv_freq_factors
 from portkit.settings import Settings
@@ -48,20 +51,20 @@ def test_rust_float_is_serde_jsons_rendering(x: float, s: str) -> None:
         ("scaling-default-type", None),
     ],
 )
-def test_candle_view_serde(name: str, refused: str | None) -> None:
-    assert candle_view(CORPUS[name]).refused == refused
+def test_llama_view_serde(name: str, refused: str | None) -> None:
+    assert llama_view(CORPUS[name]).refused == refused
 
 
-def test_candle_view_values() -> None:
-    v = candle_view(CORPUS["healthy-tf5"])
-    assert v.rope_theta == 10000.0 and v.rope_theta_source == "default"
-    assert candle_view(CORPUS["theta-int"]).rope_theta == 500000.0
-    assert candle_view(CORPUS["kv-absent"]).num_key_value_heads == 4
-    assert candle_view(CORPUS["tie-null"]).tie_word_embeddings is False
-    assert candle_view(CORPUS["heads-zero"]).head_dim is None
-    s = candle_view(CORPUS["scaling-default-type"])
-    assert s.rope_scaling is not None and not s.rope_scaling_applied
-    assert candle_view(CORPUS["theta-huge"]).native_dict()["rope_theta"] is None  # f32 infinity -> JSON null
+def test_llama_view_values() -> None:
+    v = llama_view(CORPUS["healthy-tf5"])
+    assert v.get("rope_theta") == 10000.0 and "rope_theta" not in v.written
+    assert llama_view(CORPUS["theta-int"]).get("rope_theta") == 500000.0
+    assert llama_view(CORPUS["kv-absent"]).get("num_key_value_heads") == 4
+    assert llama_view(CORPUS["tie-null"]).get("tie_word_embeddings") is False
+    assert llama_view(CORPUS["heads-zero"]).get("head_dim") is None
+    s = llama_view(CORPUS["scaling-default-type"])
+    assert s.get("rope_scaling") is not None and s.get("rope_scaling")["rope_type"] == "default"
+    assert llama_view(CORPUS["theta-huge"]).get("rope_theta") is None  # f32 infinity -> JSON null
 
 
 def test_transformers_rope_precedence() -> None:

@@ -1,0 +1,40 @@
+"""The GGUF rules' base class: which loader's files a rule sees."""
+
+from __future__ import annotations
+
+from portkit.rules.base import Context, Rule
+from portkit.semantics.gguf import GgufView, loader_required_tensors
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
+if TYPE_CHECKING:
+    from typing import ClassVar, Iterable
+
+    from portkit.model import GgufFile
+
+ALL_LOADERS = ("quantized_llama", "quantized_qwen2", "quantized_qwen3", "quantized_gemma3", "quantized_phi3")
+
+
+class GgufRule(Rule):
+    group = "gguf"
+    families = ("*",)
+    needs = ("gguf",)
+    # the candle GGUF loaders whose files the rule speaks about
+    loaders: ClassVar[tuple[str, ...]] = ("quantized_llama",)
+
+    def each(self, ctx: Context) -> Iterable[tuple[GgufFile, GgufView]]:
+        return [(g, v) for g, v in ctx.ggufs if v.loader in self.loaders]
+
+    def tv_ok(self, ctx: Context) -> bool:
+        return bool(ctx.tv is not None and ctx.tv.ok)
+
+
+class GgufTensorRequired(GgufRule):
+    """Shared by the rules for tensors a non-llama loader reads with `ct.tensor(..)?`."""
+
+    severity = "error"
+    effect = "load-error"
+    probe_kind = "crash"
+
+    def first_missing(self, g: GgufFile, loader: str) -> str | None:
+        """The first tensor `loader` fails on (load order), None when all are there."""
+        return next((n for n in loader_required_tensors(g, loader) if n not in g.tensors), None)

@@ -1,0 +1,208 @@
+"""verify's GGUF section (`--gguf FILE`): the file through the candle loader its architecture
+selects, against the same reference, each finding's counterfactual as a rewritten GGUF, and what
+repairs the file whatever lint said."""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from portkit import atomicfile
+from portkit.findings import Finding
+from portkit.verify import cachefiles, runcache
+from portkit.verify import confirm as C
+from portkit.verify.compare import TOLERANCES, Tolerance
+from portkit.verify.inputs import BadInput, ModelDir
+from portkit.verify.runs import (
+    Comparison,
+    PatchedRuns,
+    Reference,
+    RunOutputs,
+    compare_run,
+    describe_patch,
+    from_cache,
+    run_candle,
+)
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class GgufSection:
+    path: Path
+    loader: str  # the candle quantized_* module that read it
+    weight_types: dict[str, int]
+    tolerance: Tolerance
+    run: RunOutputs
+    comparison: Comparison | None
+    findings: list[C.Confirmation] = field(default_factory=list)
+    diagnosis: list[str] = field(default_factory=list)
+    lint_note: str | None = None
+    runs: list[RunOutputs] = field(default_factory=list)  # the file as written and each edit
+
+    @property
+    def ok(self) -> bool:
+        return self.run.failure is None and self.comparison is not None and self.comparison.ok
+
+
+_EIGHT_BIT = {"Q8_0", "Q8_1", "Q8_K"}
+
+
+def gguf_tolerance(types: dict[str, int]) -> Tolerance:
+    """By the coarsest 2-D weight type in the file: F32 -> f32 (1e-4 on logits); F16/BF16 ->
+    half precision; 8-bit blocks -> q8_0; anything coarser -> q4_k (argmax with margins)."""
+    names = set(types) or {"F32"}
+    if names <= {"F32"}:
+        return TOLERANCES["f32"]
+    if names <= {"F32", "F16"}:
+        return TOLERANCES["f16"]
+    if names <= {"F32", "F16", "BF16"}:
+        return TOLERANCES["bf16"]
+    if names <= {"F32", "F16", "BF16"} | _EIGHT_BIT:
+        return TOLERANCES["q8_0"]
+    return TOLERANCES["q4_k"]
+
+
+def _reference_theta(model: ModelDir) -> float | None:
+    from portkit.semantics import transformers_view
+
+    theta = transformers_view(model.config).rope_theta
+    return float(theta) if theta is not None else None
+
+
+GGUF_RUN_PATCH_KEYS = ("permute_qk",)
+
+
+def verify_gguf(
+    path: Path,
+    model: ModelDir,
+    reference: Reference,
+    tokens: int,
+    device: str,
+    findings: list[Finding],
+    progress: Progress,
+    ran: str,
+    *,
+    use_cache: bool = True,
+) -> GgufSection:
+    from portkit.verify.candle import load_gguf
+    from portkit.verify.gguf_rewrite import read_metadata, rewrite_gguf, weight_types
+
+    try:
+        types = weight_types(path)
+        meta = read_metadata(path)
+    except Exception as e:  # the gguf package's parse errors: bad input
+        raise BadInput(f"{path}: not a readable GGUF: {' '.join(str(e).split())[:200]}") from None
+    tol = gguf_tolerance(types)
+    loader = gguf_loader(meta)
+
+    fingerprint = cachefiles.fingerprints([path]) if runcache.cacheable(device, use_cache) else []
+
+    def cache_for(edit: dict[str, Any] | None) -> runcache.RunCache | None:
+        if not runcache.cacheable(device, use_cache):
+            return None
+        key = runcache.run_key(
+            loader=f"gguf:{loader}",
+            device=device,
+            dtype="as stored",
+            config_text=None,
+            files=fingerprint,
+            prompt=reference.prompt,
+            forced=reference.inputs,
+            tokens=tokens,
+            capture=False,
+            edit=edit,
+        )
+        return runcache.RunCache(key, tokens=tokens)
+
+    def judged(r: RunOutputs) -> tuple[RunOutputs, Comparison | None]:
+        return r, (compare_run(reference, r, tol) if r.failure is None else None)
+
+    def run_file(p: Path, label: str, cache: runcache.RunCache | None) -> tuple[RunOutputs, Comparison | None]:
+        r = run_candle(lambda: load_gguf(p, device=device, loader=loader), reference.prompt, reference.inputs, tokens, label=label, cache=cache)
+        gc.collect()
+        return judged(r)
+
+    progress(f"candle {loader}: {path.name}")
+    run, cmp = run_file(path, "gguf as written", cache_for(None))
+    tmpdir = atomicfile.scratch_dir("portkit-verify-gguf-")  # a killed verify's is removed by the next
+    n = [0]
+
+    def patched(patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:
+        n[0] += 1
+        label = describe_patch(patch)
+        progress(f"candle {loader} with {label}")
+        cache = cache_for(patch)
+        hit = from_cache(cache, label)
+        if hit is not None:  # no edited copy to write
+            return judged(hit)
+        meta_patch = {k: v for k, v in patch.items() if k not in GGUF_RUN_PATCH_KEYS and v is not None}
+        drop = tuple(k for k, v in patch.items() if v is None)
+        out = tmpdir / f"patched-{n[0]}.gguf"
+        try:
+            rewrite_gguf(path, out, set_meta=meta_patch, drop_meta=drop, permute_qk=bool(patch.get("permute_qk")))
+            return run_file(out, label, cache)
+        finally:
+            out.unlink(missing_ok=True)
+
+    patched_runs = PatchedRuns(patched)
+    theta = _reference_theta(model)
+
+    subject = C.Subject(
+        as_read=run, as_read_cmp=cmp, run_patched=patched_runs, what="the GGUF in candle",
+        patch_word="",
+        unfixable="no metadata edit candle reads can fix this",
+    )
+    confirmations = C.confirm_all(findings, subject, ran)
+    from portkit.verify.attribution import reference_side
+
+    # findings no GGUF edit can undo: judged by transformers with and without their effect
+    confirmations = reference_side(confirmations, model, reference, run, tol.name, tokens, progress)
+
+    # What repairs the file, whatever lint said: each counterfactual alone, when the GGUF differs.
+    diagnosis: list[str] = []
+    if loader == "quantized_llama" and run.failure is None and cmp is not None and not cmp.ok:
+        candidates: list[dict[str, Any]] = [{"permute_qk": True}]
+        fb_key = "llama.rope.freq_base"  # candle reads this key whatever the architecture
+        if theta is not None and meta.get(fb_key) != theta:
+            candidates.append({fb_key: theta})
+        for cand in candidates:
+            r, c = patched_runs(cand)
+            # printed only when it explains something: agreement, or at least half the distance gone
+            if c is not None and cmp is not None and (c.ok or c.distance() <= C.IMPROVEMENT * cmp.distance()):
+                verdict = "agrees" if c.ok else "closer"
+                diagnosis.append(f"with {describe_patch(cand)}: {verdict} ({c.headline()})")
+        if "rope_freqs.weight" in _tensor_names(path):
+            diagnosis.append("rope_freqs.weight is present: candle's quantized_llama never reads it (no GGUF edit fixes that)")
+    try:
+        tmpdir.rmdir()
+    except OSError:
+        pass
+    return GgufSection(
+        path=path,
+        loader=loader,
+        weight_types=types,
+        tolerance=tol,
+        run=run,
+        comparison=cmp,
+        findings=confirmations,
+        diagnosis=diagnosis,
+        runs=[run, *patched_runs.runs()],
+    )
+
+
+def gguf_loader(meta: dict[str, Any]) -> str:
+    """The candle loader for a GGUF, by `general.architecture`: quantized_llama for an
+    architecture candle has no loader of its own (it then fails with candle's own message,
+    which verify reports)."""
+    from portkit.semantics.gguf import loader_for
+
+    return loader_for(str(meta.get("general.architecture", "")))
+
+
+def _tensor_names(path: Path) -> set[str]:
+    import gguf
+
+    return {t.name for t in gguf.GGUFReader(str(path)).tensors}

@@ -1,0 +1,234 @@
+"""verify's tokenizer section and `portkit fix` on tokenizer.json, end to end, on every shape
+(fixtures.tokenizer_shapes): the candle side is the tokenizers crate candle uses (portkit_native),
+the other transformers' own tokenizer.
+
+- a triggering shape differs (MISMATCH, exit 1) and each of its fixable findings is CONFIRMED
+  from the ids; its clean twin (a transformers 5 save) agrees;
+- the negative control: one id changed on candle's side is a MISMATCH;
+- after `portkit fix --write` the ids are equal on the whole corpus, and every byte outside the
+  edited values is kept;
+- a file the crate refuses is CRASH-CONFIRMED with the crate's own message;
+- `--text` / `--chat` run transformers' ids on both sides and show candle's own;
+- the greedy reference stops on generation_config.json's eos ids.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from fixtures.tokenizer_shapes import SHAPES, shape_dir, write_tokenizer
+from portkit.cli import main as portkit_main
+from portkit.verify.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads((ROOT / "schemas" / "verify-report.schema.json").read_text())
+TOKENIZER_SCHEMA = json.loads((ROOT / "schemas" / "verify-tokenizer-report.schema.json").read_text())
+
+#: the findings each triggering shape's verify confirms (the static ones are never confirmed)
+CONFIRMED = {
+    "llama2": {"PK501", "PK502", "PK505"},
+    "phi3": {"PK501", "PK502"},
+    "mistral": {"PK501", "PK509"},
+    "smollm": {"PK503", "PK506"},
+    "llama3": {"PK509"},
+    "qwen2": {"PK501"},
+}
+
+
+@pytest.fixture(autouse=True)
+def _reference_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PORTKIT_VERIFY_REFERENCE", "inprocess")
+
+
+def verify_json(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, dict]:
+    code = main([str(a) for a in argv] + ["--format", "json"])
+    out, err = capsys.readouterr()
+    assert code in (0, 1), err
+    return code, json.loads(out)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_trigger_differs_and_clean_agrees(shape: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    trig = write_tokenizer(tmp_path / "t", shape, "trigger")
+    code, doc = verify_json(capsys, trig)
+    jsonschema.validate(doc, TOKENIZER_SCHEMA)
+    sec = doc["tokenizer"]
+    assert code == 1 and doc["verdict"] == "mismatch" and doc["kind"] == "tokenizer"
+    assert {f["code"] for f in sec["findings"] if f["verdict"] == "CONFIRMED"} == CONFIRMED[shape], sec["findings"]
+    assert all(f["verdict"] == "NOT-REPRODUCED" for f in sec["findings"] if f["code"] in ("PK508", "PK510"))
+    if shape != "llama3":  # Llama 3's file loads as is: the same ids, a double BOS on both sides
+        first = sec["first_difference"]
+        assert sec["differing"] > 0 and first["candle"]["ids"] != first["transformers"]["ids"]
+        assert first["candle"]["pieces"] and first["transformers"]["pieces"]
+    clean = write_tokenizer(tmp_path / "c", shape, "clean")
+    code, doc = verify_json(capsys, clean)
+    jsonschema.validate(doc, TOKENIZER_SCHEMA)
+    assert code == 0 and doc["tokenizer"]["differing"] == 0 and doc["tokenizer"]["encodes"] >= 30, doc["tokenizer"]
+    assert doc["forward"].startswith("skipped")
+
+
+def test_text_on_a_tokenizer_only_directory_leads_the_corpus(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    d = write_tokenizer(tmp_path / "t", "phi3", "trigger")
+    code, doc = verify_json(capsys, d, "--chat", "Hi!")
+    first = doc["tokenizer"]["first_difference"]
+    assert code == 1 and first["tags"] == ["--chat"] and first["text"].startswith("<|user|>\nHi!")
+    # right after `<|user|>` (rstrip: it takes the newline) candle adds "▁", transformers does not
+    c, t = first["candle"]["pieces"], first["transformers"]["pieces"]
+    after = lambda pieces: pieces[next(i for i, p in enumerate(pieces) if p.startswith("<|user|>")) + 1]  # noqa: E731
+    assert after(c).startswith("▁") and not after(t).startswith("▁"), (c, t)
+
+
+def test_negative_control_one_id_changed_is_a_mismatch(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    d = write_tokenizer(tmp_path / "c", "llama3", "clean")
+    code, doc = verify_json(capsys, d)
+    assert code == 0
+    code, doc = verify_json(capsys, d, "--perturb-candle-tokens")
+    assert code == 1 and doc["verdict"] == "mismatch" and doc["tokenizer"]["differing"] == 1
+    first = doc["tokenizer"]["first_difference"]
+    assert first["candle"]["ids"][0] == first["transformers"]["ids"][0] + 1 and first["candle"]["ids"][1:] == first["transformers"]["ids"][1:]
+
+
+def _spans(text: str) -> tuple[str, str]:
+    """The bytes of model.vocab and model.merges, which fix must never move."""
+    from portkit.model.tokenizer_files import parse_tokenizer_json
+
+    tj = parse_tokenizer_json(Path("tokenizer.json"), text)
+    assert tj.vocab_span and tj.merges_span
+    return text[slice(*tj.vocab_span)], text[slice(*tj.merges_span)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_fix_write_makes_the_crate_give_transformers_ids(shape: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    d = write_tokenizer(tmp_path / "m", shape, "trigger")
+    before = (d / "tokenizer.json").read_text(encoding="utf-8")
+    rc = portkit_main(["fix", "--write", str(d)])
+    _, err = capsys.readouterr()
+    after = (d / "tokenizer.json").read_text(encoding="utf-8")
+    fixable = CONFIRMED[shape] - {"PK509"}
+    if fixable:
+        assert "portkit: fixed" in err and all(c in err for c in fixable), err
+    # every other key kept, in its order; vocabulary and merges byte for byte
+    old, new = json.loads(before), json.loads(after)
+    assert list(old) == list(new) and list(old["model"]) == list(new["model"])
+    assert _spans(before) == _spans(after)
+    edited = {"normalizer", "pre_tokenizer", "decoder", "padding", "truncation", "added_tokens"}
+    assert {k: v for k, v in old.items() if k not in edited} == {k: v for k, v in new.items() if k not in edited}
+    code, doc = verify_json(capsys, d)
+    assert doc["tokenizer"]["differing"] == 0, doc["tokenizer"]["first_difference"]
+    # what remains is what no tokenizer.json edit fixes
+    assert rc == (1 if shape in ("phi3", "mistral", "llama3", "qwen2") else 0), err
+    assert {f["code"] for f in doc["tokenizer"]["findings"]} <= {"PK508", "PK509", "PK510"}
+
+
+def test_fix_diff_is_what_write_writes(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    d = write_tokenizer(tmp_path / "m", "llama2", "trigger")
+    shutil.copytree(d, tmp_path / "w")
+    monkeypatch.chdir(tmp_path)
+    assert portkit_main(["fix", "m"]) == 1
+    diff, _ = capsys.readouterr()
+    assert "-  \"normalizer\": {" in diff and "+  \"normalizer\": null," in diff and "+      \"normalized\": false," in diff
+    assert diff.startswith("--- a/m/tokenizer.json\n+++ b/m/tokenizer.json\n")
+    (tmp_path / "p.diff").write_text(diff)
+    subprocess.run(["patch", "-p1", "-s", "-i", "p.diff"], check=True, cwd=tmp_path)
+    portkit_main(["fix", "--write", "w"])
+    capsys.readouterr()
+    assert (d / "tokenizer.json").read_text() == (tmp_path / "w" / "tokenizer.json").read_text()
+
+
+def test_a_file_the_crate_refuses_is_crash_confirmed(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    d = write_tokenizer(tmp_path / "t", "llama2", "trigger")
+    doc = json.loads((d / "tokenizer.json").read_text())
+    doc["model"]["merges"].insert(3, "   ")
+    (d / "tokenizer.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False))
+    code, out = verify_json(capsys, d)
+    sec = out["tokenizer"]
+    assert code == 1 and sec["candle_error"].startswith("Merges text file invalid at line 4 at line ")
+    (pk507,) = [f for f in sec["findings"] if f["code"] == "PK507"]
+    assert pk507["verdict"] == "CRASH-CONFIRMED" and sec["candle_error"] in pk507["evidence"]
+    # no edit portkit can make: fix lists it with the reason, writes nothing, exit 1
+    rc = portkit_main(["fix", "--write", str(d)])
+    _, err = capsys.readouterr()
+    assert rc == 1 and "PK507" in err and "regenerate it with the `tokenizers` library" in err
+
+
+def _model_copy(shape: str, variant: str, tmp: Path) -> Path:
+    d = tmp / f"{shape}-{variant}"
+    shutil.copytree(shape_dir(shape, variant, with_model=True), d)
+    return d
+
+
+def test_verify_with_weights_runs_the_tokens_first_and_the_forward(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    d = _model_copy("phi3", "trigger", tmp_path)
+    code, doc = verify_json(capsys, d, "--tokens", "3", "--no-layers", "--chat", "Hi!")
+    jsonschema.validate(doc, SCHEMA)
+    assert code == 1 and doc["verdict"] == "mismatch"
+    assert doc["tokenizer"]["differing"] > 0 and doc["comparison"]["ok"]  # the forward on transformers' ids agrees
+    p = doc["prompt"]
+    assert p["source"] == "--chat" and p["text"].startswith("<|user|>\nHi!<|end|>\n<|assistant|>")
+    assert p["candle_ids"] != p["ids"]  # `▁Hi` in candle, `Hi` in transformers
+    assert {f["code"] for f in doc["findings"]}.isdisjoint({"PK501", "PK502"})  # judged in the tokenizer section
+    code = main([str(d), "--tokens", "3", "--no-layers", "--text", " Hello world"])
+    out, _ = capsys.readouterr()
+    assert "candle's own ids for this text differ" in out and out.index("tokens: candle vs transformers") < out.index("candle vs transformers\n")
+    clean = _model_copy("phi3", "clean", tmp_path)
+    code, doc = verify_json(capsys, clean, "--tokens", "3", "--no-layers", "--chat", "Hi!")
+    jsonschema.validate(doc, SCHEMA)
+    assert code == 0 and doc["tokenizer"]["ok"]
+    # `apply_chat_template` adds no special tokens; a candle program encoding the rendered text
+    # with `encode(text, true)` gets the post-processor's BOS in front
+    assert doc["prompt"]["candle_ids"] == [1, *doc["prompt"]["ids"]]
+    code, doc = verify_json(capsys, clean, "--tokens", "3", "--no-layers", "--text", " Hello world")
+    assert code == 0 and doc["prompt"]["candle_ids"] == doc["prompt"]["ids"]
+
+
+def test_greedy_reference_stops_on_generation_configs_eos(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    d = _model_copy("llama3", "clean", tmp_path)
+    code, doc = verify_json(capsys, d, "--tokens", "6", "--no-layers", "--ids", "474,300,301,302,303,304,305,306")
+    greedy = doc["comparison"]["greedy"]["reference"]
+    assert doc["greedy_stop"]["stopped_at"] is None and len(greedy) == 6
+    gen = json.loads((d / "generation_config.json").read_text())
+    gen["eos_token_id"] = [9999, greedy[2]]  # as if the model ended its answer there
+    (d / "generation_config.json").write_text(json.dumps(gen))
+    code, doc = verify_json(capsys, d, "--tokens", "6", "--no-layers", "--ids", "474,300,301,302,303,304,305,306", "--no-cache")
+    jsonschema.validate(doc, SCHEMA)
+    k = greedy.index(greedy[2])
+    assert doc["greedy_stop"] == {"eos_token_ids": [9999, greedy[2]], "source": "generation_config.json", "stopped_at": k, "token": greedy[2]}
+    assert doc["comparison"]["greedy"]["reference"] == greedy[: k + 1] and doc["comparison"]["greedy"]["ok"]
+
+
+def test_fix_in_the_hf_cache_never_writes_a_blob(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from fixtures import hf_cache as hc
+
+    cache = tmp_path / "hub"
+    src = write_tokenizer(tmp_path / "src", "smollm", "trigger")
+    hc.add_revision(cache, "acme/tok", {p.name: p.read_bytes() for p in src.iterdir()})
+    blobs = {p: p.read_bytes() for p in sorted(cache.glob("*/blobs/*"))}
+    r = hc.repo_dir(cache, "acme/tok")
+    snap = r / "snapshots" / (r / "refs" / "main").read_text()
+    assert (snap / "tokenizer.json").is_symlink()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
+    env.update(HF_HUB_CACHE=str(cache), NO_COLOR="1", PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-m", "portkit", "fix", "--write", "acme/tok"], env=env, cwd=tmp_path, text=True, capture_output=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "fixed 2 findings (PK503, PK506)" in p.stderr and "its tokenizer.json is now a file of its own" in p.stderr
+    assert {q: q.read_bytes() for q in sorted(cache.glob("*/blobs/*"))} == blobs  # no blob written, none added or removed
+    assert not (snap / "tokenizer.json").is_symlink() and json.loads((snap / "tokenizer.json").read_text())["padding"] is None
+    assert (snap / "tokenizer_config.json").is_symlink()
+
+
+def test_the_measured_table_in_the_docs_is_current() -> None:
+    from fixtures.tokenizer_table import block
+
+    doc = (ROOT / "docs" / "tokenizers.md").read_text(encoding="utf-8")
+    assert block() in doc, "run `python -m fixtures.tokenizer_table --write docs/tokenizers.md`"
