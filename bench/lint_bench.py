@@ -367,7 +367,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         import shutil
 
         dtok = work / "llama-3.1-8b-skeleton-with-tokenizer"
-        shutil.copytree(d8, dtok)
+        # the shards hard-linked: they are sparse (16 GB apparent) and a copy writes them out in
+        # full; the small files copied, since the tokenizer writer may rewrite them
+        shutil.copytree(d8, dtok, copy_function=lambda src, dst: os.link(src, dst) if src.endswith(".safetensors") else shutil.copy2(src, dst))
         tok_bytes = write_qwen3_size_tokenizer(dtok)
         n_findings_tok = lint([dtok])
         t_tok_cli = time_subprocess([str(portkit_exe), "lint", str(dtok)], cli_runs, ok=(0, 1))

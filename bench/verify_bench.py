@@ -1,7 +1,7 @@
-"""Benchmark: `portkit verify` at the size people run, and against the seeds' baseline workflow.
+"""Benchmark: `portkit verify` at the size people run, and against the two-script baseline workflow.
 
     python bench/verify_bench.py [--size 135m|1.1b|8b] [--tokens 8] [--before DIR]
-    python bench/verify_bench.py --baseline [--repeats 3] [--tokens 8]     (135M: vs the seeds' scripts)
+    python bench/verify_bench.py --baseline [--repeats 3] [--tokens 8]     (135M: vs the baseline scripts)
 
 Sizes (random weights, generated once into `$PORTKIT_CACHE/bench/`, never downloaded):
 
@@ -32,7 +32,7 @@ The two workflows, measured in the same run, each in its own measuring process s
 `getrusage(RUSAGE_CHILDREN).ru_maxrss` (the largest descendant's peak RSS) belongs to one
 workflow only:
 
-- baseline (seed 000): `bench/baseline/llm_json.py` (transformers, eager f32 CPU: last-position
+- baseline (docs/measurements.md): `bench/baseline/llm_json.py` (transformers, eager f32 CPU: last-position
   logits + greedy tokens as JSON), the candle program `native/examples/logits_json.rs` (the same
   as JSON), then `bench/baseline/compare.py` (max |diff| per field, tolerance 1e-4). Its wall
   time is the sum of the three; its peak RSS is the largest of the three (they run one after
@@ -440,7 +440,7 @@ def main() -> int:
     ap.add_argument("--dtypes", default="f32,f16", help="candle dtypes to run, comma separated (default f32,f16)")
     ap.add_argument("--before", metavar="DIR", help="also run the portkit package found in DIR (an older checkout)")
     ap.add_argument("--before-only", action="store_true", help="with --before: run only the older checkout")
-    ap.add_argument("--baseline", action="store_true", help="135M only: portkit verify vs the seeds' baseline scripts")
+    ap.add_argument("--baseline", action="store_true", help="135M only: portkit verify vs the baseline scripts")
     ap.add_argument("--make-fixture", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.make_fixture:

@@ -229,10 +229,10 @@ def _stdout() -> Any:
 
 def rules_args(p: argparse.ArgumentParser) -> None:
     from portkit.families import BY_NAME
-    from portkit.rule_table import GROUPS
+    from portkit.rule_table import groups
 
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--group", choices=GROUPS, help="only this rule group (PK1xx config, PK2xx weights, PK3xx runtime, PK4xx gguf, PK5xx tokenizer)")
+    p.add_argument("--group", choices=groups(), help="only this rule group (PK1xx config, PK2xx weights, PK3xx runtime, PK4xx gguf, PK5xx tokenizer)")
     p.add_argument("--family", choices=list(BY_NAME), metavar="FAMILY", help="only the rules that speak about this family: " + ", ".join(BY_NAME))
     p.add_argument("--all", action="store_true", help="also list removed codes (kept so that they are never reused)")
 

@@ -178,7 +178,9 @@ def plans(model_dir: Path, facts: ModelFacts | None = None) -> list[FixPlan]:
     facts = facts or load_model(model_dir)
     out = [plan(model_dir, facts)] if facts.config is not None or facts.tokenizer is None else []
     tok = tokenizer_fix.plan(model_dir, facts)
-    return out + ([tok] if tok is not None else [])
+    if tok is not None:
+        out.append(FixPlan(tok.path, tok.old_text, tok.new_text, [Edit(e.finding, e.changes, e.refused) for e in tok.edits]))
+    return out
 
 
 def plan(model_dir: Path, facts: ModelFacts | None = None) -> FixPlan:

@@ -15,26 +15,33 @@ if TYPE_CHECKING:
     from portkit.rules.base import Rule
 
 WIDTH = 100
-GROUPS = ("config", "weights", "runtime", "gguf", "tokenizer")
 # (header, width) of the fixed columns; "families" takes what is left of WIDTH
 _COLUMNS = (("code", 5), ("fix", 3), ("name", 33), ("group", 9), ("severity", 8), ("verify", 7), ("status", 7))
 _VERIFY = {"numeric": "numeric", "crash": "crash", "static-only": "static", "tokens": "tokens"}
 
 
-def families_short(rule: Rule) -> list[str]:
-    """The family names a rule's row shows: "all", "any" (every model type, even one candle has
-    no module for), or the families; a GGUF rule names its loaders without `quantized_`."""
+def groups() -> list[str]:
+    """The rule groups, in code order (config, weights, runtime, gguf, ...)."""
+    from portkit.rules import RULES
+
+    return list(dict.fromkeys(r.group for r in RULES.values()))
+
+
+def families_short(rule: Rule) -> tuple[str, list[str]]:
+    """(prefix, names) a rule's row shows: "all", "any" (every model type, even one candle has
+    no module for), or the families; a GGUF rule's loaders as "gguf:" and their names without
+    `quantized_`."""
     from portkit.families import BY_NAME
 
     loaders = getattr(rule, "loaders", None)
     if rule.group == "gguf" and loaders:
         every_loader = {f.gguf_loader for f in BY_NAME.values() if f.gguf_loader}
-        return ["all"] if set(loaders) >= every_loader else [f"gguf:{l.removeprefix('quantized_')}" for l in loaders]
+        return ("", ["all"]) if set(loaders) >= every_loader else ("gguf:", [l.removeprefix("quantized_") for l in loaders])
     if "*" in rule.families:
-        return ["any"]
+        return "", ["any"]
     if set(rule.families) >= set(BY_NAME):
-        return ["all"]
-    return list(rule.families)
+        return "", ["all"]
+    return "", list(rule.families)
 
 
 def speaks_about(rule: Rule, family: str) -> bool:
@@ -106,7 +113,8 @@ def render_text(table: list[dict[str, Any]], width: int = WIDTH) -> str:
             "" if row["status"] == "stable" else row["status"],
         )
         line = "  ".join(c.ljust(w) for c, (_, w) in zip(cells, _COLUMNS))
-        fams = _fit(families_short(rule), fam_width) if rule is not None else ""
+        prefix, names = families_short(rule) if rule is not None else ("", [])
+        fams = prefix + _fit(names, fam_width - len(prefix)) if names else ""
         lines.append((line + "  " + fams).rstrip())
     lines.append("")
     lines.append(f"{len(table)} rules. [*]: `portkit fix` can fix it. all: every family; any: every model type.")

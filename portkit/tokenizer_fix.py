@@ -1,8 +1,8 @@
 """`portkit fix` for tokenizer.json: write into it what transformers 5 builds, so that the
 tokenizers crate a candle program uses gives transformers' ids.
 
-One `FixPlan` (portkit.fix's shape) for the directory's tokenizer.json, one `Edit` per tokenizer
-finding (PK5xx):
+One `TokenizerPlan` for the directory's tokenizer.json (`portkit.fix.plans` turns it into a
+`FixPlan`), one `TokenizerEdit` per tokenizer finding (PK5xx), each safe or refused:
 
 - safe: PK501-PK504 write the normalizer, pre-tokenizer and decoder the class transformers picks
   builds; PK505 sets `normalized` to false on the special tokens it names; PK506 sets `padding`
@@ -25,8 +25,10 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from dataclasses import dataclass, field
+
 from portkit.errors import InputError
-from portkit.fix import Edit, FixPlan
+from portkit.findings import Finding
 from portkit.model import ModelFacts, load_model
 from portkit.model.tokenizer_edit import apply_changes
 from portkit.model.tokenizer_files import parse_tokenizer_json
@@ -37,6 +39,24 @@ from portkit.target import Target
 
 #: the findings a tokenizer.json edit fixes
 FIXABLE = ("PK501", "PK502", "PK503", "PK504", "PK505", "PK506")
+
+
+@dataclass(frozen=True)
+class TokenizerEdit:
+    """The answer to one finding: the values it sets in tokenizer.json (`changes`, safe), or why
+    no tokenizer.json edit fixes it (`refused`)."""
+
+    finding: Finding
+    changes: dict[str, Any] = field(default_factory=dict)
+    refused: str | None = None
+
+
+@dataclass
+class TokenizerPlan:
+    path: Path
+    old_text: str
+    new_text: str | None = None
+    edits: list[TokenizerEdit] = field(default_factory=list)
 
 
 def findings(facts: ModelFacts) -> tuple[list[Any], Context]:
@@ -75,7 +95,7 @@ def _reason(finding: Any) -> str:
     return f"not a tokenizer.json edit: {finding.help}"
 
 
-def plan(model_dir: Path, facts: ModelFacts | None = None) -> FixPlan | None:
+def plan(model_dir: Path, facts: ModelFacts | None = None) -> TokenizerPlan | None:
     """tokenizer.json's plan, or None when the directory has none."""
     facts = facts or load_model(model_dir)
     tok = facts.tokenizer
@@ -83,9 +103,9 @@ def plan(model_dir: Path, facts: ModelFacts | None = None) -> FixPlan | None:
         return None
     tj = tok.tokenizer
     found, ctx = findings(facts)
-    p = FixPlan(path=tj.path, old_text=tj.text)
-    p.edits = [Edit(f, changes_for(f, ctx)) if f.code in FIXABLE else Edit(f, refused=_reason(f)) for f in found]
-    changes = p.changes
+    p = TokenizerPlan(path=tj.path, old_text=tj.text)
+    p.edits = [TokenizerEdit(f, changes_for(f, ctx)) if f.code in FIXABLE else TokenizerEdit(f, refused=_reason(f)) for f in found]
+    changes = {k: v for e in p.edits if e.refused is None for k, v in e.changes.items()}
     if changes:
         new_text = apply_changes(tj, changes)
         _check(facts, ctx, new_text)

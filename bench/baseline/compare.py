@@ -1,4 +1,4 @@
-"""The seeds' baseline compare script (seed 000, compare.py): walk two JSON files, print the max
+"""The baseline compare script (docs/measurements.md): walk two JSON files, print the max
 absolute difference per field, exit 1 when any exceeds the tolerance.
 
     python -I compare.py pt.json candle.json 1e-4

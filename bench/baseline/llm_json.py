@@ -1,4 +1,4 @@
-"""The seeds' baseline, transformers side (seed 000, llm_json.py): last-position logits and
+"""The baseline, transformers side (docs/measurements.md): last-position logits and
 greedy tokens of a Llama checkpoint as JSON on stdout.
 
     HF_HUB_OFFLINE=1 python -I llm_json.py MODEL_DIR IDS N_GREEDY [THREADS] > pt.json

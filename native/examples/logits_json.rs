@@ -1,4 +1,4 @@
-//! The seeds' baseline candle program (seed 000, "一对对照程序"): load a Llama checkpoint with
+//! The baseline candle program (docs/measurements.md): load a Llama checkpoint with
 //! `candle_transformers::models::llama`, print the last-position logits and greedy tokens as
 //! JSON on stdout. `bench/verify_bench.py` times it against `portkit verify`.
 //!

@@ -166,9 +166,12 @@ def _encode(root: Path, text: str | None, source: str, chat: str | None = None) 
     if not tok_path.is_file():
         flag = "--chat" if chat is not None else "--text"
         raise BadInput(f"{flag} needs {tok_path} (the model dir has no tokenizer); pass --ids instead")
-    from portkit.verify.tokens import prompt_ids
+    from portkit.verify.tokenize import TokenizeError, prompt_ids
 
-    p = prompt_ids(root, text=text, chat=chat)
+    try:
+        p = prompt_ids(root, text=text, chat=chat)
+    except TokenizeError as e:
+        raise BadInput(str(e)) from None
     return Prompt(tuple(p.transformers), source, p.text, tuple(p.candle) if p.candle is not None else None)
 
 

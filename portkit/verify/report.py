@@ -353,7 +353,7 @@ def _finding_lines(findings: list) -> list[str]:
 
 def render_text(rep: VerifyReport, console: Console, *, table: bool = True) -> None:
     if not isinstance(rep, VerifyReport):  # tokenizer files only: portkit.verify.tokens.TokenizerReport
-        rep.render_text(console)
+        _render_tokenizer_report(rep, console)
         return
     o = rep.options
     v = rep.versions
@@ -442,3 +442,29 @@ def _render_gguf(g: GgufSection, rep: VerifyReport, console: Console) -> None:
         p(f"  findings on the GGUF (portkit lint: {len(g.findings)})")
         for ln in _finding_lines(g.findings):
             p("  " + ln)
+
+
+def _render_tokenizer_report(rep: Any, console: Console) -> None:
+    """verify on tokenizer files alone: the tokenizer section, its findings, the verdict."""
+    from portkit.verify.tokens import text_lines
+
+    p = console.print
+    p(f"[bold]portkit verify[/] {escape(str(rep.options.model_dir))}")
+    p(f"  tokenizers crate 0.22.2 (portkit_native) vs transformers {rep.versions.get('transformers')}")
+    p("")
+    for ln in text_lines(rep.section):
+        p(ln)
+    p("")
+    if rep.lint_note is None:
+        p(f"[bold]findings[/] (portkit lint: {len(rep.section.findings)})")
+        if not rep.section.findings:
+            p("  none")
+    else:
+        p(f"[bold]findings[/]  [yellow]{escape(rep.lint_note)}[/]")
+    for ln in _finding_lines(rep.section.findings):
+        p(ln)
+    p("")
+    p("[yellow]forward: skipped (no model to run: tokenizer files only)[/]")
+    _word, line = rep.verdict()
+    colour = "green" if rep.exit_code == 0 else "red"
+    p(f"[bold {colour}]verdict: {escape(line)}[/] (exit {rep.exit_code})")

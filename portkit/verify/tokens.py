@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 
 from portkit.findings import Finding
 from portkit.verify.confirm import Confirmation, confirm_static
+from portkit.verify.tokenize import PromptIds, TokenizeError, crate_from_text, crate_tokenizer, prompt_ids, render_chat, transformers_tokenizer
 
 #: The conversation the chat template is rendered with (two turns, as the issue's corpus asks).
 CONVERSATION = [
@@ -140,44 +141,6 @@ class TokenizerSection:
         }
 
 
-# --------------------------------------------------------------------------- the two sides
-
-
-def _crate(path: Path) -> tuple[Any, str | None]:
-    from portkit.verify.candle import native
-
-    pn = native()
-    try:
-        return pn.Tokenizer.from_file(str(path)), None
-    except pn.TokenizerError as e:
-        return None, str(e)
-
-
-def _crate_from_text(text: str) -> Any:
-    from portkit.verify.candle import native
-
-    return native().Tokenizer.from_str(text)
-
-
-def _transformers(root: Path) -> tuple[Any, str | None]:
-    from portkit.verify.reference import ReferenceLoadError, load_tokenizer
-
-    try:
-        return load_tokenizer(root), None
-    except ReferenceLoadError as e:
-        return None, str(e)
-
-
-def render_chat(tok: Any, messages: list[dict[str, str]], *, generation_prompt: bool = False) -> tuple[str | None, str | None]:
-    """(text, note): the conversation rendered by transformers' chat template, or why not."""
-    if not getattr(tok, "chat_template", None):
-        return None, "no chat template"
-    try:
-        return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt), None
-    except Exception as e:  # a template may raise (an unsupported role, a missing variable)
-        return None, f"the chat template fails: {' '.join(str(e).split())[:160]}"
-
-
 def _special_tokens(tok: Any, chat: str | None) -> list[str]:
     """The model's own special tokens, the named ones first, then those the chat template uses."""
     named = [t for t in (tok.bos_token, tok.eos_token, tok.unk_token, tok.pad_token) if isinstance(t, str) and t]
@@ -248,7 +211,7 @@ def _decode_diffs(crate: Any, tok: Any, encodes: list[Encoded]) -> tuple[int, li
 def _patched(tj: Any, patch: dict[str, Any]) -> Any:
     from portkit.model.tokenizer_edit import apply_changes, probe_changes
 
-    return _crate_from_text(apply_changes(tj, probe_changes(patch)))
+    return crate_from_text(apply_changes(tj, probe_changes(patch)))
 
 
 def _confirm(findings: Sequence[Finding], sec: TokenizerSection, crate: Any, tok: Any, tj: Any) -> list[Confirmation]:
@@ -347,8 +310,8 @@ def tokenizer_section(root: Path, findings: Sequence[Finding], progress: Callabl
     tok_findings = [f for f in findings if f.code.startswith("PK5")]
     sec = TokenizerSection(path=path)
     progress("tokenizer: the tokenizers crate and transformers")
-    crate, sec.crate_error = _crate(path)
-    tok, sec.transformers_error = _transformers(root)
+    crate, sec.crate_error = crate_tokenizer(path)
+    tok, sec.transformers_error = transformers_tokenizer(root)
     if tok is not None:
         sec.transformers_class = type(tok).__name__
         sec.chat_text, sec.chat_note = render_chat(tok, CONVERSATION)
@@ -370,50 +333,6 @@ def tokenizer_section(root: Path, findings: Sequence[Finding], progress: Callabl
 
 def has_tokenizer(root: Path) -> bool:
     return (root / "tokenizer.json").is_file()
-
-
-# --------------------------------------------------------------------------- the prompt
-
-
-@dataclass(frozen=True)
-class PromptIds:
-    transformers: list[int]
-    candle: list[int] | None  # None: the crate cannot load tokenizer.json
-    text: str
-    candle_error: str | None = None
-    transformers_pieces: list[str] = field(default_factory=list)
-    candle_pieces: list[str] = field(default_factory=list)
-
-
-def prompt_ids(root: Path, *, text: str | None = None, chat: str | None = None) -> PromptIds:
-    """transformers' ids for `text` (special tokens on, as `tokenizer(text)`), or for `chat` as a
-    one-message conversation rendered with the generation prompt (`apply_chat_template`, which
-    adds no special tokens of its own); and the crate's ids for the same text, encoded with
-    special tokens on, as a candle program encodes what it renders."""
-    from portkit.verify.inputs import BadInput
-
-    tok, err = _transformers(root)
-    if tok is None:
-        raise BadInput(f"{'--chat' if chat is not None else '--text'}: {err}")
-    if chat is not None:
-        rendered, note = render_chat(tok, [{"role": "user", "content": chat}], generation_prompt=True)
-        if rendered is None:
-            raise BadInput(f"--chat: {note} in {root}")
-        t_ids = list(tok.apply_chat_template([{"role": "user", "content": chat}], tokenize=True, add_generation_prompt=True)["input_ids"])
-        text = rendered
-    else:
-        assert text is not None
-        t_ids = list(tok.encode(text, add_special_tokens=True))
-    crate, crate_err = _crate(root / "tokenizer.json")
-    c_ids, c_pieces = crate.encode_pieces(text, True) if crate is not None else (None, [])
-    return PromptIds(
-        transformers=t_ids,
-        candle=list(c_ids) if c_ids is not None else None,
-        text=text,
-        candle_error=crate_err,
-        transformers_pieces=list(tok.convert_ids_to_tokens(t_ids)),
-        candle_pieces=list(c_pieces),
-    )
 
 
 # --------------------------------------------------------------------------- text report
@@ -566,29 +485,6 @@ class TokenizerReport:
             "seconds": round(self.seconds, 3),
         }
 
-    def render_text(self, console: Any) -> None:
-        from rich.markup import escape
-
-        p = console.print
-        p(f"[bold]portkit verify[/] {escape(str(self.options.model_dir))}")
-        p(f"  tokenizers crate 0.22.2 (portkit_native) vs transformers {self.versions.get('transformers')}")
-        p("")
-        for ln in text_lines(self.section):
-            p(ln)
-        p("")
-        p(f"[bold]findings[/] (portkit lint: {len(self.section.findings)})" if self.lint_note is None else f"[bold]findings[/]  [yellow]{escape(self.lint_note)}[/]")
-        from portkit.verify.report import _finding_lines
-
-        for ln in _finding_lines(self.section.findings):
-            p(ln)
-        if not self.section.findings and self.lint_note is None:
-            p("  none")
-        p("")
-        p("[yellow]forward: skipped (no model to run: tokenizer files only)[/]")
-        word, line = self.verdict()
-        colour = "green" if self.exit_code == 0 else "red"
-        p(f"[bold {colour}]verdict: {escape(line)}[/] (exit {self.exit_code})")
-
 
 def verify_tokenizer_only(opts: Any, lint: Callable[[], list[Finding]], progress: Callable[[str], None], t_start: float) -> TokenizerReport:
     import time
@@ -609,7 +505,10 @@ def verify_tokenizer_only(opts: Any, lint: Callable[[], list[Finding]], progress
     sec.forward_note = "forward skipped: no model to run (tokenizer files only)"
     if (opts.text is not None or opts.chat is not None) and sec.compared:
         # the user's own text, tokenized on both sides: it leads the corpus
-        p = prompt_ids(Path(opts.model_dir), text=opts.text, chat=opts.chat)
+        try:
+            p = prompt_ids(Path(opts.model_dir), text=opts.text, chat=opts.chat)
+        except TokenizeError as e:
+            raise BadInput(str(e)) from None
         tag = "--chat" if opts.chat is not None else "--text"
         sec.encodes.insert(0, Encoded(Sample(p.text, (tag,)), True, list(p.candle or []), p.transformers, p.candle_pieces, p.transformers_pieces))
     versions = {"candle": "0.11.0", "tokenizers crate": "0.22.2"}

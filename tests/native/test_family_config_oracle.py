@@ -171,10 +171,13 @@ def test_fix_makes_candle_agree_with_transformers(family: str, tmp_path: Any) ->
     ids = json.loads((d / "prompt.json").read_text())["ids"]
     reference = reference_last_logits(src, ids).numpy()
     p = fix.plan(d)
-    if family == "mixtral":
+    assert p.changed
+    if family == "mixtral":  # the null window: no value keeps transformers' model (it remains)
         assert [f.code for f in p.refused] == ["PK112"]
         return
-    assert not p.refused and p.changed, [f.message for f in p.refused]
+    # what may remain beside the written edits: the window warning (PK115, past the window only)
+    # and gemma3's multi-KV-head prefill (PK121, how the model is fed): neither at this prompt
+    assert {f.code for f in p.refused} <= {"PK115", "PK121"}, [f.message for f in p.refused]
     fix.write(p)
     rel = _rel(_candle_last(family, d, (d / "config.json").read_text(), ids), reference)
     print(f"{family}: after fix rel {rel:.2e}")

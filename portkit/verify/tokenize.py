@@ -1,0 +1,102 @@
+"""The two tokenizers verify compares, loaded as their users load them, and a prompt's ids on both.
+
+- candle: the `tokenizers` crate candle-core 0.11.0 depends on (`portkit_native.Tokenizer`,
+  0.22.2) on tokenizer.json, as a candle program does;
+- transformers: `AutoTokenizer.from_pretrained` on the directory (offline, no remote code).
+
+`prompt_ids` gives a text prompt's (or a chat message's) ids on both sides; the section that
+compares a whole corpus is `portkit.verify.tokens`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class TokenizeError(Exception):
+    """A text prompt cannot be tokenized: one line, which verify turns into bad input (exit 2)."""
+
+
+def _native() -> Any:
+    # portkit_native itself, not portkit.verify.candle's wrapper: that one reports through
+    # portkit.verify.inputs, which tokenizes prompts with this module
+    try:
+        import portkit_native
+    except ImportError as e:
+        raise TokenizeError(f"portkit_native is not installed ({e}): build it with `make native`") from None
+    return portkit_native
+
+
+def crate_tokenizer(path: Path) -> tuple[Any, str | None]:
+    """(the crate's tokenizer, None), or (None, the crate's own message) when it refuses the file."""
+    pn = _native()
+    try:
+        return pn.Tokenizer.from_file(str(path)), None
+    except pn.TokenizerError as e:
+        return None, str(e)
+
+
+def crate_from_text(text: str) -> Any:
+    return _native().Tokenizer.from_str(text)
+
+
+def transformers_tokenizer(root: Path) -> tuple[Any, str | None]:
+    from portkit.verify.reference import ReferenceLoadError, load_tokenizer
+
+    try:
+        return load_tokenizer(root), None
+    except ReferenceLoadError as e:
+        return None, str(e)
+
+
+def render_chat(tok: Any, messages: list[dict[str, str]], *, generation_prompt: bool = False) -> tuple[str | None, str | None]:
+    """(text, note): the conversation rendered by transformers' chat template, or why not."""
+    if not getattr(tok, "chat_template", None):
+        return None, "no chat template"
+    try:
+        return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt), None
+    except Exception as e:  # a template may raise (an unsupported role, a missing variable)
+        return None, f"the chat template fails: {' '.join(str(e).split())[:160]}"
+
+
+@dataclass(frozen=True)
+class PromptIds:
+    transformers: list[int]
+    candle: list[int] | None  # None: the crate cannot load tokenizer.json
+    text: str
+    candle_error: str | None = None
+    transformers_pieces: list[str] = field(default_factory=list)
+    candle_pieces: list[str] = field(default_factory=list)
+
+
+def prompt_ids(root: Path, *, text: str | None = None, chat: str | None = None) -> PromptIds:
+    """transformers' ids for `text` (special tokens on, as `tokenizer(text)`), or for `chat` as a
+    one-message conversation rendered with the generation prompt (`apply_chat_template`, which
+    adds no special tokens of its own); and the crate's ids for the same text, encoded with
+    special tokens on, as a candle program encodes what it renders."""
+    tok, err = transformers_tokenizer(root)
+    if tok is None:
+        raise TokenizeError(f"{'--chat' if chat is not None else '--text'}: {err}")
+    if chat is not None:
+        rendered, note = render_chat(tok, [{"role": "user", "content": chat}], generation_prompt=True)
+        if rendered is None:
+            raise TokenizeError(f"--chat: {note} in {root}")
+        t_ids = list(tok.apply_chat_template([{"role": "user", "content": chat}], tokenize=True, add_generation_prompt=True)["input_ids"])
+        text = rendered
+    else:
+        assert text is not None
+        t_ids = list(tok.encode(text, add_special_tokens=True))
+    crate, crate_err = crate_tokenizer(root / "tokenizer.json")
+    c_ids, c_pieces = crate.encode_pieces(text, True) if crate is not None else (None, [])
+    return PromptIds(
+        transformers=t_ids,
+        candle=list(c_ids) if c_ids is not None else None,
+        text=text,
+        candle_error=crate_err,
+        transformers_pieces=list(tok.convert_ids_to_tokens(t_ids)),
+        candle_pieces=list(c_pieces),
+    )
+
+
