@@ -23,6 +23,7 @@ import importlib
 from dataclasses import dataclass
 
 # GGUF `general.architecture` -> candle's loader: GGUF semantics, named here too as the registry's GGUF side
+from portkit.families import sublayers as _sublayers
 from portkit.semantics.gguf import GGUF_LOADERS
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -55,6 +56,9 @@ TRAITS: dict[str, Any] = {
     "SLIDING_WINDOW": None,
     "ACTIVATION_KEYS": ("hidden_act",),  # the key(s) candle reads the activation from (two: either one)
     "TRANSFORMERS_ACTIVATION_KEY": "hidden_act",  # the one transformers reads
+    # the submodules of transformers' decoder layer the porting kit records, in computation order
+    # (`portkit.families.sublayers`): Llama's decoder layer unless the module says otherwise
+    "SUBLAYERS": _sublayers.DEFAULT,
 }
 # a config that names neither `model_type` nor `architectures` is read with this module
 DEFAULT_FAMILY = "llama"

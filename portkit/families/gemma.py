@@ -43,16 +43,3 @@ def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str
     from portkit.families import tensors as T
 
     return T.standard(values, qkv_bias=values["attention_bias"], o_bias=values["attention_bias"])
-
-
-#: The sub-layers the porting kit records, in computation order (transformers modeling_gemma.py
-#: GemmaDecoderLayer).
-SUBLAYERS = (
-    "input_layernorm",
-    "self_attn.q_proj",
-    "self_attn.k_proj",
-    "self_attn.v_proj",
-    "self_attn",
-    "post_attention_layernorm",
-    "mlp",
-)

@@ -78,16 +78,3 @@ def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str
         T.norm(t, p + "input_layernorm", h)
         T.norm(t, p + "post_attention_layernorm", h)
     return t
-
-
-#: The sub-layers the porting kit records, in computation order (transformers modeling_granite.py
-#: GraniteDecoderLayer (self_attn and mlp before `residual_multiplier`)).
-SUBLAYERS = (
-    "input_layernorm",
-    "self_attn.q_proj",
-    "self_attn.k_proj",
-    "self_attn.v_proj",
-    "self_attn",
-    "post_attention_layernorm",
-    "mlp",
-)

@@ -187,16 +187,3 @@ def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str
         T.norm(t, p + "input_layernorm", h)
         T.norm(t, p + "post_attention_layernorm", h)
     return t
-
-
-#: The sub-layers the porting kit records, in computation order (transformers modeling_llama.py
-#: LlamaDecoderLayer).
-SUBLAYERS = (
-    "input_layernorm",
-    "self_attn.q_proj",
-    "self_attn.k_proj",
-    "self_attn.v_proj",
-    "self_attn",
-    "post_attention_layernorm",
-    "mlp",
-)

@@ -50,16 +50,3 @@ def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str
     t = T.standard(values)
     T.lm_head(t, values)
     return t
-
-
-#: The sub-layers the porting kit records, in computation order (transformers modeling_mistral.py
-#: MistralDecoderLayer).
-SUBLAYERS = (
-    "input_layernorm",
-    "self_attn.q_proj",
-    "self_attn.k_proj",
-    "self_attn.v_proj",
-    "self_attn",
-    "post_attention_layernorm",
-    "mlp",
-)

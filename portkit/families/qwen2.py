@@ -50,16 +50,3 @@ def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str
     if "lm_head.weight" in available:
         T.lm_head(t, values)
     return t
-
-
-#: The sub-layers the porting kit records, in computation order (transformers modeling_qwen2.py
-#: Qwen2DecoderLayer).
-SUBLAYERS = (
-    "input_layernorm",
-    "self_attn.q_proj",
-    "self_attn.k_proj",
-    "self_attn.v_proj",
-    "self_attn",
-    "post_attention_layernorm",
-    "mlp",
-)

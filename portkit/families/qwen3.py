@@ -49,16 +49,3 @@ def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str
     if not values["tie_word_embeddings"]:
         T.lm_head(t, values)
     return t
-
-
-#: The sub-layers the porting kit records, in computation order (transformers modeling_qwen3.py
-#: Qwen3DecoderLayer (q_norm/k_norm act per head inside self_attn, not recorded)).
-SUBLAYERS = (
-    "input_layernorm",
-    "self_attn.q_proj",
-    "self_attn.k_proj",
-    "self_attn.v_proj",
-    "self_attn",
-    "post_attention_layernorm",
-    "mlp",
-)

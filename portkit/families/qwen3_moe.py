@@ -73,16 +73,3 @@ def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str
     if not values["tie_word_embeddings"]:
         T.lm_head(t, values)
     return t
-
-
-#: The sub-layers the porting kit records, in computation order (transformers modeling_qwen3_moe.py
-#: Qwen3MoeDecoderLayer (`mlp` is the sparse MoE block)).
-SUBLAYERS = (
-    "input_layernorm",
-    "self_attn.q_proj",
-    "self_attn.k_proj",
-    "self_attn.v_proj",
-    "self_attn",
-    "post_attention_layernorm",
-    "mlp",
-)

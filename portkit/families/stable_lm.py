@@ -56,16 +56,3 @@ def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str
     T.norm(t, "model.norm", h, bias=True)
     T.lm_head(t, values)
     return t
-
-
-#: The sub-layers the porting kit records, in computation order (transformers modeling_stablelm.py
-#: StableLmDecoderLayer (no post_attention_layernorm with `use_parallel_residual`)).
-SUBLAYERS = (
-    "input_layernorm",
-    "self_attn.q_proj",
-    "self_attn.k_proj",
-    "self_attn.v_proj",
-    "self_attn",
-    "post_attention_layernorm",
-    "mlp",
-)

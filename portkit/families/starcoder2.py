@@ -56,16 +56,3 @@ def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str
         T.norm(t, p + "post_attention_layernorm", h, bias=True)
     T.norm(t, "model.norm", h, bias=True)
     return t
-
-
-#: The sub-layers the porting kit records, in computation order (transformers
-#: modeling_starcoder2.py Starcoder2DecoderLayer (LayerNorms)).
-SUBLAYERS = (
-    "input_layernorm",
-    "self_attn.q_proj",
-    "self_attn.k_proj",
-    "self_attn.v_proj",
-    "self_attn",
-    "post_attention_layernorm",
-    "mlp",
-)

@@ -2,8 +2,10 @@
 porting kit records, named by attribute path (`self_attn.q_proj`), and what each one is.
 
 Which sub-layers a family has, in the order its decoder layer computes them, is data in the
-family's module (`SUBLAYERS` in `portkit.families.<name>`); a family without it has the
-decoder layer every Llama-shaped model has (`DEFAULT`). The roles below are what a sub-layer
+family's module (the `SUBLAYERS` trait in `portkit.families.<name>`); a family that does not
+set it has the decoder layer every Llama-shaped model has (`DEFAULT`: Llama, Mistral, Qwen2/3,
+Gemma, Granite, StarCoder2, StableLM, and Mixtral's and Qwen3-MoE's with the sparse MoE block
+as `mlp`; q/k norms act per head inside `self_attn` and are not recorded). The roles below are what a sub-layer
 *is*, whatever the family: what the localisation of a mismatch reasons about
 (`portkit.verify.localise`).
 
@@ -51,13 +53,8 @@ DEFAULT: tuple[str, ...] = (
 
 
 def of(family: Family | None) -> tuple[str, ...]:
-    """The family's sub-layers in computation order (`SUBLAYERS` in its module), else DEFAULT."""
-    if family is None:
-        return DEFAULT
-    import importlib
-
-    mod = importlib.import_module(f"portkit.families.{family.name}")
-    return tuple(getattr(mod, "SUBLAYERS", DEFAULT))
+    """The family's sub-layers in computation order (its `SUBLAYERS` trait), else DEFAULT."""
+    return DEFAULT if family is None else tuple(family.trait("SUBLAYERS"))
 
 
 def split(name: str) -> tuple[int, str] | None:

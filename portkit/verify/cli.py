@@ -135,7 +135,8 @@ def run(args: argparse.Namespace) -> int:
             raise
         return _error(f"internal error: {type(e).__name__}: {e} (set PORTKIT_DEBUG=1 for the traceback)")
 
-    warning = report.prompt.short_warning()
+    prompt = getattr(report, "prompt", None)  # none when only tokenizer files were compared
+    warning = prompt.short_warning() if prompt is not None else None
     if warning:
         print(f"portkit: warning: {warning}", file=sys.stderr)
     if args.format == "json":
