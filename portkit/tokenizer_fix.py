@@ -4,9 +4,9 @@ tokenizers crate a candle program uses gives transformers' ids.
 One `TokenizerPlan` for the directory's tokenizer.json (`portkit.fix.plans` turns it into a
 `FixPlan`), one `TokenizerEdit` per tokenizer finding (PK5xx), each safe or refused:
 
-- safe: PK501-PK504 write the normalizer, pre-tokenizer and decoder the class transformers picks
-  builds; PK505 sets `normalized` to false on the special tokens it names; PK506 sets `padding`
-  and `truncation` to null.
+- safe: PK501-PK504 and PK511 write the normalizer, pre-tokenizer, decoder and post-processor
+  the class transformers picks builds; PK505 sets `normalized` to false on the special tokens it
+  names; PK506 sets `padding` and `truncation` to null.
 - refused, with the reason: PK507 (the crate cannot load the file; no edit portkit can make
   fixes that), and the findings about other files or about how a program generates (PK508 eos
   ids, PK509 a template's BOS, PK510 sampling defaults): no tokenizer.json edit fixes them.
@@ -38,7 +38,7 @@ from portkit.semantics import tokenizer as S
 from portkit.target import Target
 
 #: the findings a tokenizer.json edit fixes
-FIXABLE = ("PK501", "PK502", "PK503", "PK504", "PK505", "PK506")
+FIXABLE = ("PK501", "PK502", "PK503", "PK504", "PK505", "PK506", "PK511")
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,8 @@ def changes_for(finding: Any, ctx: Context) -> dict[str, Any]:
         return {"pre_tokenizer": tf.pre_tokenizer(crate)}
     if code == "PK504":
         return {"decoder": tf.decoder(crate)}
+    if code == "PK511":
+        return {"post_processor": tf.post_processor(crate)}
     if code == "PK505":
         return {f"added_tokens[{c}].normalized": False for c in finding.fix.edits["normalized_false"]}
     if code == "PK506":
@@ -134,7 +136,7 @@ def _check(facts: ModelFacts, ctx: Context, new_text: str) -> None:
         raise InputError(path, f"refusing to fix: the crate would refuse the edited file ({after.crate.refused})")
     if before.transformers.choice.name != after.transformers.choice.name:
         raise InputError(path, f"refusing to fix: transformers would pick `{after.transformers.choice.name}` instead of `{before.transformers.choice.name}` for the edited file")
-    for part in ("normalizer", "pre_tokenizer", "decoder"):
+    for part in ("normalizer", "pre_tokenizer", "decoder", "post_processor"):
         b = getattr(before.transformers, part)(before.crate)
         c = getattr(after.transformers, part)(after.crate)
         if S.canonical(b) != S.canonical(c):

@@ -95,6 +95,7 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK508": ("eos-stop-set-beyond-tokenizer-eos", "stable"),
     "PK509": ("chat-template-writes-bos", "stable"),
     "PK510": ("generation-sampling-defaults", "stable"),
+    "PK511": ("post-processor-rebuilt-by-class", "stable"),
 }
 GROUPS = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf", "5": "tokenizer"}
 

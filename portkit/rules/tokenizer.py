@@ -20,7 +20,7 @@ from portkit.semantics import tokenizer as S
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, Iterable
+    from typing import Any, ClassVar, Iterable
 
     from portkit.findings import Finding
     from portkit.model.tokenizer_files import TokenizerFacts, TokenizerJson
@@ -85,18 +85,54 @@ class _TokenizerRule(Rule):
         assert a.tj is not None
         return location(a.tj.position(key))
 
+    def edit_finding(self, ctx: Context, a: TokenizerAnalysis, message: str, *, key: str, transformers_value: Any, candle_value: Any,
+                     edit: dict[str, Any], expect: str, location: Any = None) -> Finding:  # fmt: skip
+        """A finding on tokenizer.json whose fix and whose verify probe are the same edit."""
+        assert a.tj is not None
+        return self.finding(
+            ctx,
+            message,
+            filename=a.tj.path,
+            location=location or self.at(a, key),
+            transformers_value=transformers_value,
+            candle_value=candle_value,
+            fix_edits=edit,
+            probe_patch=edit,
+            expect=expect,
+        )
+
+
+class _RebuiltPart(_TokenizerRule):
+    """A rule about one part of the pipeline the class transformers picks builds otherwise
+    (`S.differences`): one finding at that part's key, whose edit is what transformers builds."""
+
+    part: ClassVar[str]  # a `S.Difference.part`
+    key: ClassVar[str]  # the tokenizer.json key the finding points at
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        a = analysis(ctx)
+        d = a.differences.get(self.part)
+        if d is None or a.crate is None or a.transformers is None:
+            return
+        message, edit, expect = self.describe(a, a.crate, a.transformers, d)
+        yield self.edit_finding(ctx, a, message, key=self.key, transformers_value=d.transformers, candle_value=d.crate, edit=edit, expect=expect)
+
+    def describe(self, a: TokenizerAnalysis, crate: S.CrateTokenizer, tf: S.TransformersTokenizer, d: S.Difference) -> tuple[str, dict[str, Any], str]:
+        """(message, the edit that fixes and measures this finding, the texts it changes)."""
+        raise NotImplementedError
+
 
 # --------------------------------------------------------------------------- the pipeline
 
 
-class NormalizerRebuiltByClass(_TokenizerRule):
+class NormalizerRebuiltByClass(_RebuiltPart):
     """The tokenizer class transformers 5 picks replaces tokenizer.json's normalizer.
 
     ## What it does
     Finds the class `AutoTokenizer` instantiates (tokenizer_config.json's `tokenizer_class`, or
     the one config.json's `model_type` forces) and, for a class that rebuilds the pipeline
-    (`LlamaTokenizer`, `GPT2Tokenizer`, `Qwen2Tokenizer`, `CodeGenTokenizer`), compares the
-    normalizer it builds with the one tokenizer.json holds.
+    (`LlamaTokenizer`, `GPT2Tokenizer`, `Qwen2Tokenizer`, `CodeGenTokenizer`, `GemmaTokenizer`,
+    `GPTNeoXTokenizer`), compares the normalizer it builds with the one tokenizer.json holds.
 
     ## Why is this bad?
     A candle program tokenizes with tokenizer.json as written. The classic Llama 2 / Mistral /
@@ -104,16 +140,19 @@ class NormalizerRebuiltByClass(_TokenizerRule):
     `Replace(" " -> "▁")`, no pre-tokenizer); `LlamaTokenizer` drops it and uses a `Metaspace`
     pre-tokenizer instead. Text with a leading space, repeated spaces, or a space next to a
     special token then gets other ids: Llama 2 `" Hello world"` is `[1, 29871, 15043, 3186]` in
-    candle and `[1, 15043, 3186]` in transformers. `Qwen2Tokenizer` adds `NFC` to a file saved
-    without it: text with decomposed accents gets other ids.
+    candle and `[1, 15043, 3186]` in transformers. `GemmaTokenizer` keeps only the `Replace`: a
+    Gemma vocabulary written by the Llama converter gets "▁" before every text in candle alone.
+    `Qwen2Tokenizer` and `GPTNeoXTokenizer` add `NFC` to a file saved without it: text with
+    decomposed accents gets other ids.
 
     ## Example
     tokenizer.json `"normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", ...},
     {"type": "Replace", ...}]}` with tokenizer_config.json `"tokenizer_class": "LlamaTokenizer"`.
 
     Use instead: the pipeline transformers builds, saved into tokenizer.json
-    (`"normalizer": null`, `"pre_tokenizer": {"type": "Metaspace", ...}`), and
-    `"tokenizer_class": "TokenizersBackend"`, which is what a transformers 5 save writes.
+    (`"normalizer": null`, `"pre_tokenizer": {"type": "Metaspace", ...}`, as transformers 5's
+    `save_pretrained` writes it), and `"tokenizer_class": "TokenizersBackend"`, so that no class
+    rebuilds it.
 
     ## Fix
     `portkit fix --write` writes the normalizer and pre-tokenizer transformers builds into
@@ -125,7 +164,8 @@ class NormalizerRebuiltByClass(_TokenizerRule):
     src/tokenizer/mod.rs:438-442 (`from_file` deserializes the file as is) and :827-846
     (`encode` runs its normalizer). transformers 5.24 tokenization_utils_tokenizers.py:114-199
     (only `TokenizersBackend` or a class without `__init__` loads the file as is),
-    models/llama/tokenization_llama.py:116-133, models/qwen2/tokenization_qwen2.py:61-86.
+    models/llama/tokenization_llama.py:116-133, models/qwen2/tokenization_qwen2.py:61-86,
+    models/gemma/tokenization_gemma.py:91-98, models/gpt_neox/tokenization_gpt_neox.py:126-130.
 
     ## Verification
     tokens: verify encodes its corpus (leading and repeated spaces, special tokens with and
@@ -141,48 +181,40 @@ class NormalizerRebuiltByClass(_TokenizerRule):
 
     code = "PK501"
     name = "normalizer-rebuilt-by-class"
+    part = key = "normalizer"
     severity = "error"
     fix_availability = "always"
     fix_title = "Write the normalizer and pre-tokenizer transformers builds into tokenizer.json (`portkit fix --write`)"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        a = analysis(ctx)
-        d = a.differences.get("normalizer")
-        if d is None or a.crate is None or a.transformers is None:
-            return
-        tf = a.transformers
-        r_pre, t_pre = a.crate.pre_tokenizer, tf.pre_tokenizer(a.crate)
-        spm = S.prepend_scheme(d.crate, None) == "always" and S.prepend_scheme(d.transformers, t_pre) is not None
-        if spm:
+    def describe(self, a: TokenizerAnalysis, crate: S.CrateTokenizer, tf: S.TransformersTokenizer, d: S.Difference) -> tuple[str, dict[str, Any], str]:
+        r_pre, t_pre = crate.pre_tokenizer, tf.pre_tokenizer(crate)
+        prepends = S.prepend_scheme(d.crate, None) == "always"
+        t_scheme = S.prepend_scheme(d.transformers, t_pre)
+        if prepends and t_scheme is not None:
             texts = "text with a leading space, repeated spaces or a space next to a special token gets other ids (` Hello` is `▁▁Hello` in candle, `▁Hello` in transformers)"
             # the edit that measures this finding alone: transformers' Metaspace in place of the
             # normalizer, with the crate's own prepend scheme (PK502 measures the scheme)
             r_scheme = S.prepend_scheme(d.crate, r_pre) or "always"
             meta = next((m for m in S.canonical(t_pre) if isinstance(m, dict) and m.get("type") == "Metaspace"), S.metaspace(r_scheme))
             edit = {"normalizer": d.transformers, "pre_tokenizer": {**S.metaspace(r_scheme), "replacement": meta["replacement"], "split": meta["split"]}}
+            expect = "leading-space"
+        elif prepends:
+            # transformers adds no prefix at all (`GemmaTokenizer`: a `Replace` alone)
+            texts = "every text gets other ids: candle puts \"▁\" before the text and after each special token (`Hello` is `▁Hello` in candle, `Hello` in transformers)"
+            edit, expect = {"normalizer": d.transformers}, "every-text"
         else:
             texts = "text the two normalizers treat differently gets other ids" + (
                 " (NFC composes decomposed accents: `e\\u0301` is one character in transformers, two in candle)"
                 if any(s.get("type") == "NFC" for s in S.canonical(d.transformers) if isinstance(s, dict))
                 else ""
             )
-            edit = {"normalizer": d.transformers}
+            edit, expect = {"normalizer": d.transformers}, "unicode"
         t_desc = f"normalizes with `{S.describe(d.transformers)}`" if S.canonical(d.transformers) else "uses no normalizer"
         r_desc = f"runs tokenizer.json's normalizer `{S.describe(d.crate)}`" if S.canonical(d.crate) else "runs none (tokenizer.json has no normalizer)"
-        yield self.finding(
-            ctx,
-            f"transformers builds {a.cls()}, which {t_desc}; candle's tokenizers crate {r_desc}: {texts}",
-            filename=a.tj.path if a.tj else None,
-            location=self.at(a, "normalizer"),
-            transformers_value=d.transformers,
-            candle_value=d.crate,
-            fix_edits=edit,
-            probe_patch=edit,
-            expect="leading-space" if spm else "unicode",
-        )
+        return f"transformers builds {a.cls()}, which {t_desc}; candle's tokenizers crate {r_desc}: {texts}", edit, expect
 
 
-class PrependSchemeAfterSpecialToken(_TokenizerRule):
+class PrependSchemeAfterSpecialToken(_RebuiltPart):
     """candle's crate puts "▁" before the text right after a special token; transformers does not.
 
     ## What it does
@@ -226,46 +258,38 @@ class PrependSchemeAfterSpecialToken(_TokenizerRule):
 
     code = "PK502"
     name = "prefix-space-after-special-token"
+    part, key = "prepend_scheme", "pre_tokenizer"
     severity = "error"
     fix_availability = "always"
     fix_title = "Write the pre-tokenizer transformers builds into tokenizer.json (`portkit fix --write`)"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        a = analysis(ctx)
-        d = a.differences.get("prepend_scheme")
-        if d is None or a.crate is None or a.transformers is None:
-            return
-        t_pre = a.transformers.pre_tokenizer(a.crate)
-        r_steps = S.canonical(a.crate.pre_tokenizer)
+    def describe(self, a: TokenizerAnalysis, crate: S.CrateTokenizer, tf: S.TransformersTokenizer, d: S.Difference) -> tuple[str, dict[str, Any], str]:
+        r_steps = S.canonical(crate.pre_tokenizer)
         if any(isinstance(s, dict) and s.get("type") == "Metaspace" for s in r_steps):
             steps = [dict(s, prepend_scheme=d.transformers) if isinstance(s, dict) and s.get("type") == "Metaspace" else s for s in r_steps]
             pre: Any = steps[0] if len(steps) == 1 else {"type": "Sequence", "pretokenizers": steps}
         else:
-            pre = t_pre
+            pre = tf.pre_tokenizer(crate)
         after = "the text right after a special token (every chat turn)"
-        where = "`Prepend(\"▁\")` normalizer" if S.prepend_scheme(a.crate.normalizer, None) == "always" else "pre-tokenizer"
-        yield self.finding(
-            ctx,
+        where = "`Prepend(\"▁\")` normalizer" if S.prepend_scheme(crate.normalizer, None) == "always" else "pre-tokenizer"
+        message = (
             f"transformers builds {a.cls()} with `Metaspace(prepend_scheme={d.transformers})`; candle's tokenizers crate adds "
             f"\"▁\" {'to every segment' if d.crate == 'always' else 'as ' + str(d.crate)} through tokenizer.json's {where}: "
-            f"{after} starts with another id in candle (`▁Hi` vs `Hi`)",
-            filename=a.tj.path if a.tj else None,
-            location=self.at(a, "pre_tokenizer"),
-            transformers_value=d.transformers,
-            candle_value=d.crate,
-            fix_edits={"pre_tokenizer": pre},
-            probe_patch={"pre_tokenizer": pre},
-            expect="after-special",
+            f"{after} starts with another id in candle (`▁Hi` vs `Hi`)"
         )
+        return message, {"pre_tokenizer": pre}, "after-special"
 
 
-class PreTokenizerRebuiltByClass(_TokenizerRule):
+class PreTokenizerRebuiltByClass(_RebuiltPart):
     """The tokenizer class transformers 5 picks drops or changes steps of tokenizer.json's pre-tokenizer.
 
     ## What it does
     Compares the pre-tokenizer steps of tokenizer.json with those the class `AutoTokenizer`
     picks builds (`GPT2Tokenizer`: a plain `ByteLevel`; `Qwen2Tokenizer`: its own `Split`
-    regex then `ByteLevel`) and names the steps one side has and the other lacks.
+    regex then `ByteLevel`; `GPTNeoXTokenizer`: `ByteLevel` with tokenizer_config.json's
+    `add_prefix_space`; `GemmaTokenizer`: a `Split` on " ") and names the steps one side has and
+    the other lacks. A `Split` on " " after a normalizer that replaces every space is a no-op
+    and counts as no step (Gemma's files with and without it give the same ids).
 
     ## Why is this bad?
     SmolLM-style files split digits one by one (`Digits(individual_digits=true)` before
@@ -286,8 +310,10 @@ class PreTokenizerRebuiltByClass(_TokenizerRule):
 
     ## Candle source
     candle-core-0.11.0/src/quantized/tokenizer.rs:4-18 (the crate candle uses);
-    tokenizers-0.22.2 src/pre_tokenizers/sequence.rs and digits.rs. transformers 5.24
-    models/gpt2/tokenization_gpt2.py:109-120, models/qwen2/tokenization_qwen2.py:61-86.
+    tokenizers-0.22.2 src/pre_tokenizers/sequence.rs and digits.rs, src/tokenizer/mod.rs:724-728
+    (the pre-tokenizer runs on the normalized text). transformers 5.24
+    models/gpt2/tokenization_gpt2.py:109-120, models/qwen2/tokenization_qwen2.py:61-86,
+    models/gpt_neox/tokenization_gpt_neox.py:127-129, models/gemma/tokenization_gemma.py:91-93.
 
     ## Verification
     tokens: verify's corpus has digits, code and spaces; CONFIRMED when this edit removes
@@ -295,19 +321,17 @@ class PreTokenizerRebuiltByClass(_TokenizerRule):
 
     ## References
     - docs/tokenizers.md
+    - https://github.com/huggingface/transformers/issues/43062 (`GemmaTokenizer`'s `Split` on " " after its `Replace` is a no-op)
     """
 
     code = "PK503"
     name = "pre-tokenizer-rebuilt-by-class"
+    part = key = "pre_tokenizer"
     severity = "error"
     fix_availability = "always"
     fix_title = "Write the pre-tokenizer transformers builds into tokenizer.json (`portkit fix --write`)"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        a = analysis(ctx)
-        d = a.differences.get("pre_tokenizer")
-        if d is None:
-            return
+    def describe(self, a: TokenizerAnalysis, crate: S.CrateTokenizer, tf: S.TransformersTokenizer, d: S.Difference) -> tuple[str, dict[str, Any], str]:
         dropped, added = d.detail.get("dropped", []), d.detail.get("added", [])
         parts = []
         if dropped:
@@ -316,20 +340,11 @@ class PreTokenizerRebuiltByClass(_TokenizerRule):
             parts.append(f"uses {backticked([S.describe(s) for s in added])} instead")
         digits = any(isinstance(s, dict) and s.get("type") == "Digits" for s in dropped)
         texts = "numbers get other ids (candle splits every digit)" if digits else "text split at other boundaries gets other ids"
-        yield self.finding(
-            ctx,
-            f"transformers builds {a.cls()}, whose pre-tokenizer {' and '.join(parts)}: {texts}",
-            filename=a.tj.path if a.tj else None,
-            location=self.at(a, "pre_tokenizer"),
-            transformers_value=d.transformers,
-            candle_value=d.crate,
-            fix_edits={"pre_tokenizer": d.transformers},
-            probe_patch={"pre_tokenizer": d.transformers},
-            expect="digits" if digits else "every-text",
-        )
+        message = f"transformers builds {a.cls()}, whose pre-tokenizer {' and '.join(parts)}: {texts}"
+        return message, {"pre_tokenizer": d.transformers}, "digits" if digits else "every-text"
 
 
-class DecoderRebuiltByClass(_TokenizerRule):
+class DecoderRebuiltByClass(_RebuiltPart):
     """The tokenizer class transformers 5 picks decodes ids with another decoder than tokenizer.json's.
 
     ## What it does
@@ -344,7 +359,9 @@ class DecoderRebuiltByClass(_TokenizerRule):
     tokenizer.json `"decoder": {"type": "Metaspace", ...}` with `"tokenizer_class":
     "LlamaTokenizer"`, which decodes with `Replace("▁" -> " ") + ByteFallback + Fuse + Strip`.
 
-    Use instead: the decoder transformers builds, in tokenizer.json.
+    Use instead: the decoder transformers builds, in tokenizer.json. (`GemmaTokenizer` decodes
+    without the `Strip`: a Gemma vocabulary written by the Llama converter drops the leading
+    space of a decoded text in candle alone.)
 
     ## Fix
     `portkit fix --write` writes the decoder transformers builds into tokenizer.json.
@@ -352,7 +369,8 @@ class DecoderRebuiltByClass(_TokenizerRule):
     ## Candle source
     candle-core-0.11.0/src/quantized/tokenizer.rs:4-18 (the crate candle uses);
     tokenizers-0.22.2 src/tokenizer/mod.rs:891-911 (`decode`). transformers 5.24
-    models/llama/tokenization_llama.py:124-133, models/gpt2/tokenization_gpt2.py:120.
+    models/llama/tokenization_llama.py:124-133, models/gpt2/tokenization_gpt2.py:120,
+    models/gemma/tokenization_gemma.py:95-97, models/gpt_neox/tokenization_gpt_neox.py:130.
 
     ## Verification
     tokens: verify decodes the same ids on both sides; CONFIRMED when the texts differ.
@@ -363,27 +381,86 @@ class DecoderRebuiltByClass(_TokenizerRule):
 
     code = "PK504"
     name = "decoder-rebuilt-by-class"
+    part = key = "decoder"
     severity = "warning"
     fix_availability = "always"
     fix_title = "Write the decoder transformers builds into tokenizer.json (`portkit fix --write`)"
 
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        a = analysis(ctx)
-        d = a.differences.get("decoder")
-        if d is None:
-            return
-        yield self.finding(
-            ctx,
+    def describe(self, a: TokenizerAnalysis, crate: S.CrateTokenizer, tf: S.TransformersTokenizer, d: S.Difference) -> tuple[str, dict[str, Any], str]:
+        message = (
             f"transformers builds {a.cls()}, which decodes with `{S.describe(d.transformers)}`; candle's tokenizers crate "
-            f"decodes with tokenizer.json's `{S.describe(d.crate)}`: the same ids decode to other text",
-            filename=a.tj.path if a.tj else None,
-            location=self.at(a, "decoder"),
-            transformers_value=d.transformers,
-            candle_value=d.crate,
-            fix_edits={"decoder": d.transformers},
-            probe_patch={"decoder": d.transformers},
-            expect="decode",
+            f"decodes with tokenizer.json's `{S.describe(d.crate)}`: the same ids decode to other text"
         )
+        return message, {"decoder": d.transformers}, "decode"
+
+
+class PostProcessorRebuiltByClass(_RebuiltPart):
+    """The tokenizer class transformers 5 picks adds other special tokens than tokenizer.json's post-processor.
+
+    ## What it does
+    For a class that rebuilds the post-processor (`GPTNeoXTokenizer`: a `TemplateProcessing`
+    that adds no special token, since transformers drops `add_bos_token`/`add_eos_token` from
+    tokenizer_config.json when tokenizer.json exists), compares the special tokens it puts
+    around a text with those tokenizer.json's post-processor puts there.
+
+    ## Why is this bad?
+    A candle program encodes its prompt with `encode(text, true)`, which runs tokenizer.json's
+    post-processor. OLMo-7B-hf's tokenizer.json appends `<|endoftext|>` to every sequence while
+    its tokenizer_config.json says `add_eos_token: false`: transformers feeds the prompt as is,
+    candle feeds it followed by an end of text, and the model answers as if the document had
+    ended.
+
+    ## Example
+    tokenizer.json `"post_processor": {"type": "TemplateProcessing", "single": [{"Sequence":
+    {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}], ...}`
+    with tokenizer_config.json `"tokenizer_class": "GPTNeoXTokenizer"`.
+
+    Use instead: the post-processor transformers builds (`"single": [{"Sequence": {"id": "A",
+    "type_id": 0}}]`, no special tokens) in tokenizer.json, and `"tokenizer_class":
+    "TokenizersBackend"`.
+
+    ## Fix
+    `portkit fix --write` writes the post-processor transformers builds into tokenizer.json.
+
+    ## Candle source
+    candle-core-0.11.0/src/quantized/tokenizer.rs:4-18 (the crate candle uses);
+    tokenizers-0.22.2 src/tokenizer/mod.rs:1231-1233 (`post_process` runs tokenizer.json's
+    post-processor), src/processors/template.rs:544-575 (special tokens added when
+    `add_special_tokens` is true). transformers 5.24 models/gpt_neox/tokenization_gpt_neox.py:142-148
+    (`update_post_processor()` after the rebuild), tokenization_utils_tokenizers.py:636-660,
+    tokenization_utils_base.py:1818-1820.
+
+    ## Verification
+    tokens: every text of verify's corpus encoded with special tokens; CONFIRMED when this edit
+    removes differing ids.
+
+    ## References
+    - https://github.com/huggingface/transformers/pull/47988 (OLMo-7B-hf: tokenizer.json's `TemplateProcessing` appends EOS, `add_eos_token` is false)
+    - docs/tokenizers.md
+    """
+
+    code = "PK511"
+    name = "post-processor-rebuilt-by-class"
+    part = key = "post_processor"
+    severity = "error"
+    fix_availability = "always"
+    fix_title = "Write the post-processor transformers builds into tokenizer.json (`portkit fix --write`)"
+
+    def describe(self, a: TokenizerAnalysis, crate: S.CrateTokenizer, tf: S.TransformersTokenizer, d: S.Difference) -> tuple[str, dict[str, Any], str]:
+        r_tpl, t_tpl = d.detail["crate"], d.detail["transformers"] or ["$A"]
+        changes = []
+        for side, ours, theirs in (("candle", r_tpl, t_tpl), ("transformers", t_tpl, r_tpl)):
+            cut = ours.index("$A") if "$A" in ours else len(ours)
+            for where, toks in (("before", ours[:cut]), ("after", ours[cut + 1 :])):
+                extra = [t for t in toks if not t.startswith("$") and toks.count(t) > theirs.count(t)]
+                if extra:
+                    changes.append(f"{side} puts {backticked(extra)} {where} the text")
+        message = (
+            f"transformers builds {a.cls()}, whose post-processor makes a text `{' '.join(t_tpl)}`; candle's tokenizers crate "
+            f"runs tokenizer.json's `{' '.join(r_tpl)}`: every text encoded with special tokens gets other ids "
+            f"({'; '.join(changes) or 'other special tokens'})"
+        )
+        return message, {"post_processor": d.transformers}, "every-text"
 
 
 class SpecialTokenNormalized(_TokenizerRule):
@@ -452,17 +529,17 @@ class SpecialTokenNormalized(_TokenizerRule):
             if not same_norm
             else "tokenizer_config.json's `added_tokens_decoder` has transformers match them on the raw text"
         )
-        yield self.finding(
+        yield self.edit_finding(
             ctx,
+            a,
             f"special token{'s' if len(tokens) > 1 else ''} {backticked(tokens)} {'are' if len(tokens) > 1 else 'is'} `normalized: true`: "
             f"candle's tokenizers crate looks for {'them' if len(tokens) > 1 else 'it'} after tokenizer.json's normalizer "
             f"`{S.describe(a.crate.normalizer)}`, {why}: text with {'them' if len(tokens) > 1 else 'it'} inside gets other ids",
-            filename=a.tj.path,
+            key="added_tokens",
             location=location(a.tj.added_token_position(tokens[0])),
             transformers_value={c: False for c in tokens},
             candle_value={c: True for c in tokens},
-            fix_edits={"normalized_false": tokens},
-            probe_patch={"normalized_false": tokens},
+            edit={"normalized_false": tokens},
             expect="special-inside",
         )
 
@@ -524,17 +601,15 @@ class PaddingSavedInTokenizer(_TokenizerRule):
             bits.append(f"truncation (at {trunc.get('max_length')})")
         elif trunc is not None:
             bits.append("truncation")
-        key = "padding" if pad is not None else "truncation"
-        yield self.finding(
+        yield self.edit_finding(
             ctx,
+            a,
             f"tokenizer.json saves {' and '.join(bits)}: candle's tokenizers crate applies {'them' if len(bits) > 1 else 'it'} to every "
             "`encode`, transformers turns both off for a plain call: every text gets other ids",
-            filename=a.tj.path,
-            location=self.at(a, key),
+            key="padding" if pad is not None else "truncation",
             transformers_value={"padding": None, "truncation": None},
             candle_value={"padding": pad, "truncation": trunc},
-            fix_edits={"padding": None, "truncation": None},
-            probe_patch={"padding": None, "truncation": None},
+            edit={"padding": None, "truncation": None},
             expect="every-text",
         )
 
@@ -820,4 +895,5 @@ RULES = (
     EosStopSetBeyondTokenizerEos,
     ChatTemplateWritesBos,
     GenerationSamplingDefaults,
+    PostProcessorRebuiltByClass,
 )

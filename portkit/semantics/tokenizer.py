@@ -9,7 +9,8 @@
   class builds. `TokenizersBackend` (and every class without an `__init__` of its own) loads
   tokenizer.json as is (`tokenization_utils_tokenizers.py:114-121`); the classes mirrored in
   `REBUILDS` take vocab, merges, post-processor and added tokens from the file and build the
-  normalizer, pre-tokenizer and decoder in Python (lines 122-199 and each class's `__init__`).
+  normalizer, pre-tokenizer and decoder in Python (lines 122-199 and each class's `__init__`);
+  `GPTNeoXTokenizer` rebuilds the post-processor too.
 
 Line numbers are transformers 5.24.0's. tests/native/test_tokenizer_semantics.py proves every
 table and component here against the installed transformers and against the crate.
@@ -39,7 +40,9 @@ TOKENIZER_MAPPING_NAMES: dict[str, str] = {
     "granite": "TokenizersBackend",
     "mistral": "TokenizersBackend",  # MistralCommonBackend when mistral-common is installed
     "mixtral": "TokenizersBackend",  # likewise
+    "olmo": "GPTNeoXTokenizer",
     "olmo2": "TokenizersBackend",
+    "olmoe": "GPTNeoXTokenizer",
     "phi3": "TokenizersBackend",
     "qwen2": "Qwen2Tokenizer",
     "qwen3": "Qwen2Tokenizer",
@@ -60,8 +63,8 @@ _GENERIC = frozenset({"TokenizersBackend", "PythonBackend", "PreTrainedTokenizer
 AS_IS = frozenset({"TokenizersBackend"})
 _ALIASES = {"PreTrainedTokenizerFast": "TokenizersBackend", "BloomTokenizer": "TokenizersBackend", "PythonBackend": "TokenizersBackend"}
 #: Classes with an `__init__` that rebuilds the pipeline, which portkit does not mirror: lint
-#: says nothing about their pipeline (verify measures it).
-REBUILDS_UNMIRRORED = frozenset({"GemmaTokenizer", "GPTNeoXTokenizer", "CohereTokenizer", "T5Tokenizer", "BertTokenizer", "RobertaTokenizer"})
+#: says nothing about their pipeline (verify measures it). No family portkit covers names them.
+REBUILDS_UNMIRRORED = frozenset({"CohereTokenizer", "T5Tokenizer", "BertTokenizer", "RobertaTokenizer"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +153,12 @@ def _byte_level(add_prefix_space: bool, use_regex: bool = True) -> dict[str, Any
 BYTE_LEVEL_DECODER = _byte_level(True)
 # models/qwen2/tokenization_qwen2.py: PRETOKENIZE_REGEX
 QWEN2_PRETOKENIZE_REGEX = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+#: SentencePiece's decoding, as `LlamaTokenizer` and `GemmaTokenizer` build it ("▁" back to a space, bytes fused)
+SPM_DECODERS = ({"type": "Replace", "pattern": {"String": "▁"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"})
+
+
+def replace_space(content: str) -> dict[str, Any]:
+    return {"type": "Replace", "pattern": {"String": " "}, "content": content}
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +170,7 @@ class Rebuilt:
     pre_tokenizer: Any
     decoder: Any
     source: str  # transformers file:line of the class's __init__
+    post_processor: Any = None  # None: tokenizer.json's (tokenization_utils_tokenizers.py:151, 466-467)
 
 
 def _truthy(v: Any, default: bool) -> bool:
@@ -172,7 +182,7 @@ def _llama(tc: Mapping[str, Any]) -> Rebuilt:
     add_prefix_space = _truthy(tc.get("add_prefix_space"), True)
     legacy = _truthy(tc.get("legacy"), False)
     scheme = ("always" if legacy else "first") if add_prefix_space else "never"
-    decoders: list[Any] = [{"type": "Replace", "pattern": {"String": "▁"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}]
+    decoders = list(SPM_DECODERS)
     if add_prefix_space:
         decoders.append({"type": "Strip", "content": " ", "start": 1, "stop": 0})
     return Rebuilt(None, metaspace(scheme), {"type": "Sequence", "decoders": decoders}, "models/llama/tokenization_llama.py:116-133")
@@ -199,11 +209,31 @@ def _qwen2(tc: Mapping[str, Any]) -> Rebuilt:
     return Rebuilt({"type": "NFC"}, pre, BYTE_LEVEL_DECODER, "models/qwen2/tokenization_qwen2.py:61-86")
 
 
+def _gemma(tc: Mapping[str, Any]) -> Rebuilt:
+    # models/gemma/tokenization_gemma.py:91-98: the Split runs after the Replace normalizer, which
+    # leaves no " " to split on (a no-op, see `pre_tokenizer_steps`)
+    pre = {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": False}
+    return Rebuilt(replace_space("▁"), pre, {"type": "Sequence", "decoders": list(SPM_DECODERS)}, "models/gemma/tokenization_gemma.py:91-98")
+
+
+def _gpt_neox(tc: Mapping[str, Any]) -> Rebuilt:
+    # models/gpt_neox/tokenization_gpt_neox.py:126-130, then :148 `update_post_processor()`
+    # (tokenization_utils_tokenizers.py:636-660) with `add_bos_token`/`add_eos_token` false:
+    # tokenization_utils_base.py:1818-1820 drops them from tokenizer_config.json when
+    # tokenizer.json exists, so the post-processor adds no special token
+    pre = {**_byte_level(_truthy(tc.get("add_prefix_space"), False)), "trim_offsets": _truthy(tc.get("trim_offsets"), True)}
+    a, b = {"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}
+    post = {"type": "TemplateProcessing", "single": [a], "pair": [a, b], "special_tokens": {}}
+    return Rebuilt({"type": "NFC"}, pre, BYTE_LEVEL_DECODER, "models/gpt_neox/tokenization_gpt_neox.py:126-148", post)
+
+
 REBUILDS: dict[str, Callable[[Mapping[str, Any]], Rebuilt]] = {
     "LlamaTokenizer": _llama,
     "GPT2Tokenizer": _gpt2,
     "CodeGenTokenizer": _codegen,
     "Qwen2Tokenizer": _qwen2,
+    "GemmaTokenizer": _gemma,
+    "GPTNeoXTokenizer": _gpt_neox,
 }
 
 
@@ -320,6 +350,9 @@ class TransformersTokenizer:
     def decoder(self, crate: CrateTokenizer) -> Any:
         return self.rebuilt.decoder if self.rebuilt else crate.decoder
 
+    def post_processor(self, crate: CrateTokenizer) -> Any:
+        return self.rebuilt.post_processor if self.rebuilt and self.rebuilt.post_processor is not None else crate.post_processor
+
 
 def crate_tokenizer(tj: TokenizerJson) -> CrateTokenizer:
     v = tj.value
@@ -352,8 +385,11 @@ def _token_name(v: Any) -> str | None:
 
 
 #: each mirrored class's default special tokens (its __init__ signature)
-_DEFAULT_EOS = {"LlamaTokenizer": "</s>", "GPT2Tokenizer": "<|endoftext|>", "CodeGenTokenizer": "<|endoftext|>", "Qwen2Tokenizer": "<|endoftext|>"}
-_DEFAULT_BOS = {"LlamaTokenizer": "<s>", "GPT2Tokenizer": "<|endoftext|>", "CodeGenTokenizer": "<|endoftext|>"}
+_DEFAULT_EOS = {
+    "LlamaTokenizer": "</s>", "GPT2Tokenizer": "<|endoftext|>", "CodeGenTokenizer": "<|endoftext|>", "Qwen2Tokenizer": "<|endoftext|>",
+    "GemmaTokenizer": "<eos>", "GPTNeoXTokenizer": "<|endoftext|>",
+}  # fmt: skip
+_DEFAULT_BOS = {"LlamaTokenizer": "<s>", "GPT2Tokenizer": "<|endoftext|>", "CodeGenTokenizer": "<|endoftext|>", "GemmaTokenizer": "<bos>", "GPTNeoXTokenizer": "<|endoftext|>"}
 
 
 def transformers_tokenizer(
@@ -485,20 +521,44 @@ def token_id(tj: TokenizerJson, crate: CrateTokenizer, content: str | None) -> i
     return None
 
 
+def special_template(post_processor: Any) -> list[str] | None:
+    """The pieces a post-processor makes of one sequence, in order: "$A" for the text, the
+    content of each special token it adds (`["<s>", "$A"]`); None for a post-processor portkit
+    does not read (Bert/Roberta processing, an unknown type). ByteLevel adds no token."""
+    if post_processor is None:
+        return ["$A"]
+    if not isinstance(post_processor, dict):
+        return None
+    t = post_processor.get("type")
+    if t == "ByteLevel":
+        return ["$A"]
+    if t == "Sequence":
+        # the crate runs each in turn; the template one is where tokens are added
+        found = [special_template(p) for p in post_processor.get("processors") or []]
+        if any(f is None for f in found):
+            return None
+        added = [f for f in found if f != ["$A"]]
+        return added[0] if len(added) == 1 else ["$A"] if not added else None
+    if t != "TemplateProcessing":
+        return None
+    specials = post_processor.get("special_tokens") or {}
+    out: list[str] = []
+    for piece in post_processor.get("single") or []:
+        if isinstance(piece, dict) and "Sequence" in piece:
+            out.append("$" + str((piece["Sequence"] or {}).get("id", "A")))
+        elif isinstance(piece, dict) and "SpecialToken" in piece:
+            tid = (piece["SpecialToken"] or {}).get("id")
+            toks = (specials.get(tid) or {}).get("tokens") or [tid]
+            out += [x for x in toks if isinstance(x, str)]
+        else:
+            return None
+    return out
+
+
 def adds_bos(post_processor: Any) -> str | None:
-    """The special token a post-processor puts first in a single sequence (TemplateProcessing),
-    or None."""
-    steps = [post_processor] if not (isinstance(post_processor, dict) and post_processor.get("type") == "Sequence") else post_processor.get("processors") or []
-    for p in steps:
-        if isinstance(p, dict) and p.get("type") == "TemplateProcessing":
-            single = p.get("single") or []
-            first = single[0] if single and isinstance(single[0], dict) else None
-            if first and "SpecialToken" in first:
-                tid = (first["SpecialToken"] or {}).get("id")
-                spec = (p.get("special_tokens") or {}).get(tid) or {}
-                toks = spec.get("tokens") or [tid]
-                return toks[0] if toks and isinstance(toks[0], str) else None
-    return None
+    """The special token a post-processor puts first in a single sequence, or None."""
+    pieces = special_template(post_processor)
+    return pieces[0] if pieces and pieces[0] != "$A" else None
 
 
 def chat_template_source(tok_config: Mapping[str, Any], jinja: str | None) -> str | None:
@@ -559,6 +619,37 @@ class Difference:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
+# normalizer steps that never put a " " back once a Replace has taken every one out
+_NO_NEW_SPACE = frozenset({"Lowercase", "NFC", "NFD", "Strip", "StripAccents", "ByteLevel"})
+
+
+def _leaves_no_space(normalizer: Any) -> bool:
+    """Whether a normalizer leaves no " " in any text: a `Replace(" " -> x)` (x without a space),
+    followed only by steps that cannot make one (NFKC can: U+00A0 becomes " ")."""
+    gone = False
+    for step in canonical(normalizer):
+        if not isinstance(step, dict):
+            return False
+        t = step.get("type")
+        if t == "Replace" and step.get("pattern") == {"String": " "} and " " not in str(step.get("content")):
+            gone = True
+        elif t == "Replace" and " " in str(step.get("content")) or t == "Prepend" and " " in str(step.get("prepend")):
+            gone = False
+        elif t not in _NO_NEW_SPACE and t not in ("Replace", "Prepend"):
+            gone = False
+    return gone
+
+
+def pre_tokenizer_steps(normalizer: Any, pre_tokenizer: Any) -> list[Any]:
+    """The pre-tokenizer's canonical steps, without a `Split` on " " that a normalizer leaving
+    no space makes a no-op (`GemmaTokenizer`'s, models/gemma/tokenization_gemma.py:91-98; the
+    pre-tokenizer runs on the normalized text, tokenizers-0.22.2 src/tokenizer/mod.rs:724-728)."""
+    steps = canonical(pre_tokenizer)
+    if not _leaves_no_space(normalizer):
+        return steps
+    return [s for s in steps if not (isinstance(s, dict) and s.get("type") == "Split" and s.get("pattern") == {"String": " "} and not s.get("invert"))]
+
+
 def differences(crate: CrateTokenizer, tf: TransformersTokenizer) -> list[Difference]:
     """Where transformers' rebuilt pipeline departs from tokenizer.json (empty for a class that
     loads the file as is, or one portkit does not mirror)."""
@@ -572,7 +663,7 @@ def differences(crate: CrateTokenizer, tf: TransformersTokenizer) -> list[Differ
     r_scheme, t_scheme = prepend_scheme(rn, rp), prepend_scheme(tn, tp)
     if r_scheme is not None and t_scheme is not None and r_scheme != t_scheme:
         out.append(Difference("prepend_scheme", r_scheme, t_scheme))
-    r_steps, t_steps = canonical(rp), canonical(tp)
+    r_steps, t_steps = pre_tokenizer_steps(rn, rp), pre_tokenizer_steps(tn, tp)
     # steps whose only difference is the prepend scheme are that finding's, and the Metaspace
     # that replaces a Prepend/Replace normalizer is the normalizer's
     def key(s: Any) -> Any:
@@ -589,4 +680,9 @@ def differences(crate: CrateTokenizer, tf: TransformersTokenizer) -> list[Differ
         out.append(Difference("pre_tokenizer", rp, tp, {"dropped": dropped, "added": added}))
     if canonical_decoder(crate.decoder) != canonical_decoder(tf.rebuilt.decoder):
         out.append(Difference("decoder", crate.decoder, tf.rebuilt.decoder))
+    tpp = tf.rebuilt.post_processor
+    if tpp is not None:
+        r_tpl, t_tpl = special_template(crate.post_processor), special_template(tpp)
+        if r_tpl is not None and r_tpl != t_tpl:
+            out.append(Difference("post_processor", crate.post_processor, tpp, {"crate": r_tpl, "transformers": t_tpl}))
     return out
