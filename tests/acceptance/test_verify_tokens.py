@@ -22,6 +22,7 @@ import jsonschema
 import pytest
 
 from fixtures.tokenizer_shapes import SHAPES, shape_dir, write_tokenizer
+from tests.unit.tokenizer_cases import _metaspace_file, _set, shape
 from portkit.cli import main as portkit_main
 from portkit.verify.cli import main
 
@@ -37,6 +38,8 @@ CONFIRMED = {
     "smollm": {"PK503", "PK506"},
     "llama3": {"PK509"},
     "qwen2": {"PK501"},
+    "gemma": {"PK501", "PK504", "PK509"},
+    "neox": {"PK511"},
 }
 
 
@@ -116,13 +119,36 @@ def test_fix_write_makes_the_crate_give_transformers_ids(shape: str, capsys: pyt
     old, new = json.loads(before), json.loads(after)
     assert list(old) == list(new) and list(old["model"]) == list(new["model"])
     assert _spans(before) == _spans(after)
-    edited = {"normalizer", "pre_tokenizer", "decoder", "padding", "truncation", "added_tokens"}
+    edited = {"normalizer", "pre_tokenizer", "decoder", "post_processor", "padding", "truncation", "added_tokens"}
     assert {k: v for k, v in old.items() if k not in edited} == {k: v for k, v in new.items() if k not in edited}
     code, doc = verify_json(capsys, d)
     assert doc["tokenizer"]["differing"] == 0, doc["tokenizer"]["first_difference"]
     # what remains is what no tokenizer.json edit fixes
-    assert rc == (1 if shape in ("phi3", "mistral", "llama3", "qwen2") else 0), err
+    assert rc == (1 if shape in ("phi3", "mistral", "llama3", "qwen2", "gemma") else 0), err
     assert {f["code"] for f in doc["tokenizer"]["findings"]} <= {"PK508", "PK509", "PK510"}
+
+
+#: the other differences the Gemma and GPT-NeoX mirrors name, each confirmed from the ids and fixed
+REBUILT_VARIANTS = {
+    # a Gemma vocabulary whose file has the Llama converter's `legacy: false` pipeline (a Metaspace)
+    "gemma-metaspace": (lambda: shape("gemma", "clean", tokenizer=_metaspace_file, config=_set(tokenizer_class="GemmaTokenizer")), {"PK501", "PK503"}),
+    "neox-without-nfc": (lambda: shape("neox", "clean", tokenizer=_set(normalizer=None), config=_set(tokenizer_class="GPTNeoXTokenizer")), {"PK501"}),
+    "neox-add-prefix-space": (lambda: shape("neox", config=_set(add_prefix_space=True)), {"PK503", "PK511"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REBUILT_VARIANTS))
+def test_gemma_and_neox_differences_are_confirmed_and_fixed(name: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    build, confirmed = REBUILT_VARIANTS[name]
+    d, _ = build()(tmp_path / "m")
+    code, doc = verify_json(capsys, d)
+    sec = doc["tokenizer"]
+    assert code == 1 and sec["differing"] > 0
+    assert {f["code"]: f["verdict"] for f in sec["findings"]} == dict.fromkeys(confirmed, "CONFIRMED"), sec["findings"]
+    assert portkit_main(["fix", "--write", str(d)]) == 0
+    capsys.readouterr()
+    code, doc = verify_json(capsys, d)
+    assert code == 0 and doc["tokenizer"]["differing"] == 0 and doc["tokenizer"]["findings"] == []
 
 
 def test_fix_diff_is_what_write_writes(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

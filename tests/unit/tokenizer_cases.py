@@ -50,6 +50,14 @@ def _decoder_metaspace(d: dict[str, Any]) -> None:
     d["decoder"] = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": False}
 
 
+def _metaspace_file(d: dict[str, Any]) -> None:
+    """The pipeline the Llama converter writes with `legacy: false`: no normalizer, a Metaspace."""
+    d.update(normalizer=None, pre_tokenizer={"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": False})
+
+
+NEOX_BYTE_LEVEL_POST = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+
+
 def _normalized_decoder(d: dict[str, Any]) -> None:
     d["tokenizer_class"] = "TokenizersBackend"
     d["added_tokens_decoder"] = {
@@ -70,6 +78,7 @@ TOKENIZER_CASES: dict[str, tuple[Builder, Builder]] = {
     "PK508": (shape("llama3"), shape("llama3", "clean")),
     "PK509": (shape("mistral"), shape("mistral", "clean")),
     "PK510": (shape("llama3"), shape("llama3", "clean")),
+    "PK511": (shape("neox"), shape("neox", "clean")),
 }
 
 TOKENIZER_VARIANTS: list[tuple[str, Builder, str]] = [
@@ -96,6 +105,19 @@ TOKENIZER_VARIANTS: list[tuple[str, Builder, str]] = [
     # qwen2's hub class is overridden by the class its model_type registers (tokenization_auto.py:392, :866-910)
     ("PK501", shape("qwen2", files={"config.json": {"model_type": "qwen2"}}, config=_set(tokenizer_class="PreTrainedTokenizerFast")),
      "config.json's `model_type` `qwen2` registers `Qwen2Tokenizer`"),
+    # GemmaTokenizer (models/gemma/tokenization_gemma.py:91-98) over a file from the Llama converter
+    ("PK501", shape("gemma"), "`GemmaTokenizer` (tokenizer_config.json names `GemmaTokenizer`), which normalizes with `Replace(\" \" -> \"▁\")`"),
+    ("PK501", shape("gemma"), "candle puts \"▁\" before the text and after each special token"),
+    ("PK504", shape("gemma"), "which decodes with `Replace(\"▁\" -> \" \") + ByteFallback + Fuse`;"),
+    ("PK501", shape("gemma", config=_set(tokenizer_class=None), files={"config.json": {"model_type": "gemma3"}}), "config.json's `model_type` `gemma3` registers `GemmaTokenizer`"),
+    ("PK503", shape("gemma", "clean", tokenizer=_metaspace_file, config=_set(tokenizer_class="GemmaTokenizer")), "drops tokenizer.json's `Metaspace("),
+    ("PK508", shape("gemma"), "never stops on"),
+    ("PK509", shape("gemma"), "adds `<bos>` too"),
+    # GPTNeoXTokenizer (models/gpt_neox/tokenization_gpt_neox.py:126-148)
+    ("PK511", shape("neox"), "candle puts `<|endoftext|>` after the text"),
+    ("PK511", shape("neox", config=_set(tokenizer_class=None), files={"config.json": {"model_type": "olmo"}}), "config.json's `model_type` `olmo` registers"),
+    ("PK501", shape("neox", "clean", tokenizer=_set(normalizer=None), config=_set(tokenizer_class="GPTNeoXTokenizer")), "which normalizes with `NFC`"),
+    ("PK503", shape("neox", config=_set(add_prefix_space=True)), "uses `ByteLevel(add_prefix_space=true, use_regex=true)` instead"),
 ]
 
 TOKENIZER_CLEAN_VARIANTS: list[tuple[str, Builder]] = [
@@ -116,4 +138,14 @@ TOKENIZER_CLEAN_VARIANTS: list[tuple[str, Builder]] = [
     ("PK509", shape("phi3")),  # its template writes no BOS
     ("PK509", shape("llama3", tokenizer=_set(post_processor=None))),
     ("PK510", shape("llama3", generation=_set(do_sample=False))),  # greedy: temperature and top_p unused
+    # Gemma's own layouts under GemmaTokenizer: Gemma 1/2 (no pre-tokenizer) and Gemma 3 (a Split on
+    # " " after the Replace, which leaves no space: a no-op), as transformers 5 saves them too
+    *[(c, shape("gemma", "clean", tokenizer=_set(pre_tokenizer=None), config=_set(tokenizer_class="GemmaTokenizer"))) for c in ("PK501", "PK503", "PK504")],
+    *[(c, shape("gemma", "clean", config=_set(tokenizer_class="GemmaTokenizerFast"))) for c in ("PK501", "PK503", "PK504")],
+    # GPT-NeoX-20B's post-processor (ByteLevel) adds no token either
+    ("PK511", shape("neox", tokenizer=_set(post_processor=NEOX_BYTE_LEVEL_POST))),
+    *[(c, shape("neox", "clean", config=_set(tokenizer_class="GPTNeoXTokenizer"))) for c in ("PK501", "PK503", "PK504", "PK511")],
+    # a stablelm / olmo2 / granite config.json registers TokenizersBackend: tokenizer.json loads as is
+    # whatever class the hub names (tokenization_auto.py:866-911)
+    *[("PK511", shape("neox", files={"config.json": {"model_type": t}})) for t in ("stablelm", "olmo2", "granite")],
 ]
