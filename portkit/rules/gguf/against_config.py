@@ -148,9 +148,8 @@ class GgufConfigDisagreement(GgufRule):
 
     def _f(self, ctx: Context, g: GgufFile, msg: str, tval: object, cval: object, patch: dict[str, object] | None = None) -> Finding:
         """`patch`: the metadata edit that makes candle read what transformers uses, when one exists."""
-        return self.finding(
-            ctx, msg + "; candle 0.11.0 reads only the GGUF", filename=g.path, location=None,
-            transformers_value=tval, candle_value=cval, probe_patch=patch,
+        return self.file_finding(
+            ctx, g, msg + "; candle 0.11.0 reads only the GGUF", transformers_value=tval, candle_value=cval, probe_patch=patch
         )
 
     def _rope_freqs(self, ctx: Context, g: GgufFile, v: GgufView) -> Iterable[Finding]:
