@@ -4,6 +4,7 @@ builds, and what the metadata says against config.json beside it.
 """
 
 from __future__ import annotations
+
 from portkit.rules.base import Context, f32, num
 from portkit.rules.gguf.base import ALL_LOADERS, GgufRule
 from portkit.semantics.gguf import (
@@ -73,7 +74,7 @@ class MissingGgufMetadata(GgufRule):
     def check(self, ctx: Context) -> Iterable[Finding]:
         for g, v in self.each(ctx):
             if v.loader != "quantized_llama":
-                yield from self._other_loader(ctx, g, v.loader)
+                yield from self._family_loader(ctx, g, v.loader)
                 continue
             arch = v.architecture
             for key in v.missing_keys:
@@ -98,8 +99,9 @@ class MissingGgufMetadata(GgufRule):
                     expect=err,
                 )
 
-
-    def _other_loader(self, ctx: Context, g: GgufFile, loader: str) -> Iterable[Finding]:
+    def _family_loader(self, ctx: Context, g: GgufFile, loader: str) -> Iterable[Finding]:
+        """A quantized_qwen2/qwen3/gemma3/phi3 file: the first key its loader reads with
+        `md_get(..)?` that is absent or of another type."""
         prefix = metadata_prefix(g, loader)
         for suffix, want in LOADER_REQUIRED[loader]:
             key = f"{prefix}.{suffix}"

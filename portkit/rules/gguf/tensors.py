@@ -277,7 +277,7 @@ class MissingGgufTensor(GgufRule):
     def check(self, ctx: Context) -> Iterable[Finding]:
         for g, v in self.each(ctx):
             if v.loader != "quantized_llama":
-                yield from self._other_loader(ctx, g, v.loader)
+                yield from self._family_loader(ctx, g, v.loader)
                 continue
             if v.merged_experts and v.expert_count > 1:
                 continue  # PK419 says why the per-expert tensors are missing
@@ -292,7 +292,9 @@ class MissingGgufTensor(GgufRule):
                     expect=v.refused,
                 )
 
-    def _other_loader(self, ctx: Context, g: GgufFile, loader: str) -> Iterable[Finding]:
+    def _family_loader(self, ctx: Context, g: GgufFile, loader: str) -> Iterable[Finding]:
+        """A quantized_qwen2/qwen3/gemma3/phi3 file: the tensors its loader's list has and the file
+        lacks, named from the first one it fails on."""
         required = loader_required_tensors(g, loader)
         first = next((n for n in required if n not in g.tensors), None)
         if first is None or (loader == "quantized_qwen2" and first.endswith(".bias")) or (loader == "quantized_phi3" and first == "output.weight"):
