@@ -25,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from portkit.porting.dumpfile import GREEDY_LOGITS, TOKEN_NAMES, DumpFile, describe_names, is_per_layer, is_sublayer
+from portkit.families.sublayers import is_sublayer
+from portkit.porting.dumpfile import GREEDY_LOGITS, TOKEN_NAMES, DumpFile, describe_names, is_per_layer
 from portkit.verify.compare import TOLERANCES, Tolerance, compare_greedy, compare_layers, compare_logits, compare_steps
 from portkit.verify.inputs import BadInput
 from portkit.verify.localise import localise
