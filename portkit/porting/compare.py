@@ -19,7 +19,6 @@ lacks, a shape other than the reference's, ids other than the reference's, nothi
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,9 +26,8 @@ import numpy as np
 
 from portkit.families.sublayers import is_sublayer
 from portkit.porting.dumpfile import GREEDY_LOGITS, TOKEN_NAMES, DumpFile, describe_names, is_per_layer
-from portkit.verify.compare import TOLERANCES, Tolerance, compare_greedy, compare_layers, compare_logits, compare_steps
+from portkit.verify.compare import TOLERANCES, Tolerance, compare_greedy, compare_logits, compare_steps
 from portkit.verify.inputs import BadInput
-from portkit.verify.localise import localise
 from portkit.verify.runs import Comparison
 
 DTYPES = tuple(TOLERANCES)  # f32 f16 bf16 q8_0 q4_k
@@ -251,10 +249,7 @@ def _compare_dumps(ref: DumpFile, cand: DumpFile, dtype: str) -> CompareResult:
             near_tie=tol.near_tie,
         )
     if ref_layers:
-        cmp.layers_judged = tol.layer_rtol is not None
-        cmp.layers = compare_layers(ref_layers, got_layers, tol.layer_rtol if tol.layer_rtol is not None else math.inf)
-        if cmp.layers_judged:
-            cmp.localisation = localise(cmp.layers, ref_layers, got_layers, available=list(R), no_sublayers_hint=_layers_only_hint(ref))
+        cmp.judge_layers(ref_layers, got_layers, available=list(R), no_sublayers_hint=_layers_only_hint(ref))
     compared = [n for n in C if n != "ids"]
     return CompareResult(ref, cand, tol, cmp, compared, notes)
 
