@@ -115,10 +115,6 @@ class TokenizerFacts:
     notes: tuple[str, ...] = field(default=())
 
     @property
-    def tokenizer_path(self) -> Path:
-        return self.root / TOKENIZER_JSON
-
-    @property
     def config_value(self) -> dict[str, Any]:
         v = self.config.value if self.config is not None else None
         return v if isinstance(v, dict) else {}

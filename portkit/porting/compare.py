@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from portkit.families.sublayers import is_sublayer
-from portkit.porting.dumpfile import GREEDY_LOGITS, TOKEN_NAMES, DumpFile, describe_names, is_per_layer
+from portkit.porting.dumpfile import GREEDY_LOGITS, TOKEN_NAMES, DumpFile, describe_names, is_per_layer, read_dump
 from portkit.verify.compare import TOLERANCES, Tolerance, compare_greedy, compare_logits, compare_steps
 from portkit.verify.inputs import BadInput
 from portkit.verify.runs import Comparison
@@ -179,8 +179,6 @@ JSON_BYTES_PER_VALUE = 32
 def read_candidate(ref: DumpFile, path: Path) -> DumpFile:
     """The candidate, its shapes checked against `ref` before its data is read: memory follows
     the reference's size, never what the candidate's header claims."""
-    from portkit.porting.dumpfile import read_dump
-
     values = sum(int(a.size) for a in ref.tensors.values()) + MAX_EXTRA_TOKENS
     return read_dump(path, check=lambda shapes: validate_shapes(ref, path, shapes), max_json_bytes=JSON_BYTES_PER_VALUE * values + 2**20)
 

@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 
 from portkit.findings import Finding
 from portkit.verify.confirm import Confirmation, confirm_static
-from portkit.verify.tokenize import PromptIds, TokenizeError, crate_from_text, crate_tokenizer, prompt_ids, render_chat, transformers_tokenizer
+from portkit.verify.tokenize import TokenizeError, crate_from_text, crate_tokenizer, prompt_ids, render_chat, transformers_tokenizer
 
 #: The conversation the chat template is rendered with (two turns, as the issue's corpus asks).
 CONVERSATION = [
