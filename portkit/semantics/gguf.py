@@ -106,11 +106,11 @@ GEMMA3_DEFAULT_LOCAL_FREQ_BASE = 10_000.0
 PHI3_FREQ_BASE = 10_000.0
 
 
+# the architecture whose keys quantized_llama reads (`llama.*`), whatever `general.architecture` says
+QUANTIZED_LLAMA_ARCH = "llama"
 # GGUF `general.architecture` -> the loader candle 0.11.0 offers for it.
 # quantized_llama reads only `llama.*` keys (quantized_llama.rs:378-394): llama.cpp writes
 # Mistral and Mixtral conversions as arch `llama`, so they land there too.
-# the architecture whose keys quantized_llama reads (`llama.*`), whatever `general.architecture` says
-QUANTIZED_LLAMA_ARCH = "llama"
 GGUF_LOADERS: dict[str, str] = {
     "llama": "quantized_llama",
     "qwen2": "quantized_qwen2",

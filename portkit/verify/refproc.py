@@ -184,8 +184,7 @@ def effect_reference(
 
 def _cache_window(model: Any) -> int | None:
     """The `sliding_window` transformers' cache applies in generate() (None: none)."""
-    m = getattr(model, "model", None) or model.ref.model
-    cfg = m.config.get_text_config()
+    cfg = model.model.config.get_text_config()
     w = getattr(cfg, "sliding_window", None)
     return w if isinstance(w, int) and not isinstance(w, bool) and w > 0 else None
 
