@@ -12,7 +12,6 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -364,10 +363,6 @@ def compare_run(ref: Reference, got: RunOutputs, tol: Tolerance) -> Comparison:
     except ShapeMismatch as e:
         cmp.problem = str(e)
     return cmp
-
-
-def weights_paths(files: Sequence[Path]) -> list[str]:
-    return [str(p) for p in files]
 
 
 class PatchedRuns:
