@@ -156,16 +156,39 @@ def test_fix_writes_gemma_activation(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("family,name,cfg", VARIED, ids=[f"{f}-{n}" for f, n, _ in VARIED])
-def test_llama_transformers_view_accepts_every_family(family: str, name: str, cfg: dict[str, Any]) -> None:
-    """`transformers_view` models LlamaConfig's strict typing; lint stops (exit 2) where it refuses,
-    so it must accept what transformers accepts for every family (gemma3's nested rope_parameters,
-    mixtral's `head_dim: null`, phi3's LongRoPE lists, EOS lists)."""
-    from portkit.semantics import transformers_view
-
+def test_transformers_validation_accepts_every_family(family: str, name: str, cfg: dict[str, Any]) -> None:
+    """The family view's `refused` models transformers' strict typing (LlamaConfig's field types,
+    for every family); lint stops (exit 2) where it refuses, so it must accept what transformers
+    accepts for every family (gemma3's nested rope_parameters, mixtral's `head_dim: null`, phi3's
+    LongRoPE lists, EOS lists)."""
     _auto(cfg)  # transformers itself accepts it
-    assert transformers_view(cfg).refused is None
+    assert family_transformers_view(family, cfg).refused is None
     # negative control: a value transformers' strict typing refuses is still refused
-    assert transformers_view({**cfg, "hidden_size": "64"}).refused is not None
+    assert family_transformers_view(family, {**cfg, "hidden_size": "64"}).refused is not None
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_head_checks_are_each_classs_own(family: str) -> None:
+    """transformers refuses a hidden size the heads do not divide only in the classes that check
+    it (llama, gemma2, gemma3); lint refuses exactly there. A None KV head count or head_dim is
+    the heads' value where the class derives it, and stays None where it keeps it."""
+
+    def refuses(cfg: dict[str, Any]) -> bool:
+        try:
+            _auto(cfg)
+        except Exception:  # noqa: BLE001 - any refusal counts
+            return True
+        return False
+
+    odd = {**LEGACY[family], "num_attention_heads": 3}
+    assert (family_transformers_view(family, odd).refused is not None) == refuses(odd)
+    for key in ("num_key_value_heads", "head_dim"):
+        cfg = {**LEGACY[family], key: None}
+        if refuses(cfg):
+            continue  # a class typed `int` (lint holds every family to LlamaConfig's `int | None`)
+        view = family_transformers_view(family, cfg)
+        assert view.refused is None
+        assert view.get(key) == getattr(_auto(cfg), key, None), key
 
 
 def test_sliding_window_probe_patches(tmp_path: Path) -> None:
