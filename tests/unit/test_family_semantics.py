@@ -183,12 +183,32 @@ def test_head_checks_are_each_classs_own(family: str) -> None:
     odd = {**LEGACY[family], "num_attention_heads": 3}
     assert (family_transformers_view(family, odd).refused is not None) == refuses(odd)
     for key in ("num_key_value_heads", "head_dim"):
+        # absent: the class default, or the heads' value where the class derives it (phi3, olmo2: 4, not 32)
+        absent = {k: v for k, v in LEGACY[family].items() if k != key}
+        if key in family_transformers_view(family, absent).values:
+            assert family_transformers_view(family, absent).get(key) == getattr(_auto(absent), key), key
         cfg = {**LEGACY[family], key: None}
         if refuses(cfg):
             continue  # a class typed `int` (lint holds every family to LlamaConfig's `int | None`)
         view = family_transformers_view(family, cfg)
         assert view.refused is None
         assert view.get(key) == getattr(_auto(cfg), key, None), key
+
+
+@pytest.mark.parametrize("family", ["phi3", "olmo2"])
+def test_fix_writes_the_kv_heads_transformers_derives(family: str, tmp_path: Path) -> None:
+    """Regression: phi3's and olmo2's classes default `num_key_value_heads` to None, which is the
+    query heads (4 here), not 32; candle requires the key, and `fix` writes what transformers uses."""
+    from transformers import AutoConfig
+
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({k: v for k, v in LEGACY[family].items() if k != "num_key_value_heads"}, indent=2))
+    before = AutoConfig.from_pretrained(d).num_key_value_heads
+    p = fix.plan(d)
+    assert p.changes == {"num_key_value_heads": before} and before == LEGACY[family]["num_attention_heads"]
+    fix.write(p)
+    assert AutoConfig.from_pretrained(d).num_key_value_heads == before
 
 
 def test_sliding_window_probe_patches(tmp_path: Path) -> None:
