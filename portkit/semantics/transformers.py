@@ -312,6 +312,7 @@ def _family_transformers_view(family: str | None, c: dict[str, Any], generation_
         if key in defaults:
             values[key], sources[key] = defaults[key], ()
 
+    # a model type portkit has no family for: the keys the classes share, as config.json writes them
     for key in defaults if family is not None else STRICT_TYPES:
         take(key)
     if family == "qwen3_moe":
