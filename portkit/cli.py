@@ -380,7 +380,7 @@ SUBCOMMANDS: dict[str, tuple[str, AddArgs, Run]] = {
     "lint": ("find where candle 0.11.0 reads a model differently from transformers 5", lint_args, lint_run),
     "rules": ("list the rule catalogue", rules_args, rules_run),
     "explain": ("print one rule's documentation", explain_args, explain_run),
-    "fix": ("rewrite config.json so candle reads what transformers reads", fix_args, fix_run),
+    "fix": ("rewrite config.json and tokenizer.json so candle reads what transformers reads", fix_args, fix_run),
     "schema": ("print a JSON Schema (candle config, GGUF metadata, lint report)", schema_args, schema_run),
 }
 LAZY_SUBCOMMANDS = {"verify": "portkit.verify.cli", "reference": "portkit.porting.reference_cli", "compare": "portkit.porting.compare_cli"}

@@ -33,7 +33,7 @@ class Location:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Fix:
-    """`portkit fix` can rewrite config.json so candle reads it as transformers does."""
+    """`portkit fix` can rewrite config.json or tokenizer.json so candle reads it as transformers does."""
 
     applicability: Literal["safe"] = "safe"
     message: str

@@ -409,7 +409,8 @@ def render_text(rep: VerifyReport, console: Console, *, table: bool = True) -> N
     if rep.lint_note:
         p(f"{head}  [yellow]{escape(rep.lint_note)}[/]")
     else:
-        p(f"{head} (portkit lint: {n})")
+        tok = len(rep.tokenizer.findings) if rep.tokenizer is not None else 0
+        p(f"{head} (portkit lint: {n}" + (f"; {tok} tokenizer findings judged in the tokens section above)" if tok else ")"))
         if not rep.findings:
             p("  none")
     for ln in _finding_lines(rep.findings):

@@ -15,6 +15,7 @@ the other transformers' own tokenizer.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -177,6 +178,8 @@ def test_verify_with_weights_runs_the_tokens_first_and_the_forward(capsys: pytes
     code = main([str(d), "--tokens", "3", "--no-layers", "--text", " Hello world"])
     out, _ = capsys.readouterr()
     assert "candle's own ids for this text differ" in out and out.index("tokens: candle vs transformers") < out.index("candle vs transformers\n")
+    # the model's findings header counts the tokenizer findings judged above, not "0 ... none" alone
+    assert re.search(r"findings \(portkit lint: \d+; [1-9]\d* tokenizer findings judged in the tokens section above\)", out), out
     clean = _model_copy("phi3", "clean", tmp_path)
     code, doc = verify_json(capsys, clean, "--tokens", "3", "--no-layers", "--chat", "Hi!")
     jsonschema.validate(doc, SCHEMA)
