@@ -25,7 +25,6 @@ from typing import Any, Callable
 
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
-F32_MAX = 3.4028235677973366e38
 
 
 def _usize(desc: str) -> dict[str, Any]:

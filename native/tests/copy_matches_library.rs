@@ -152,7 +152,7 @@ fn cache_dtype_mismatch_is_candles_rope_error() {
         LlamaRunner::load(vec![w], &config(LAYERS, true), DType::F16, Some(DType::F32), Device::Cpu, false).unwrap();
     match runner.last_logits(&IDS).err().unwrap() {
         // The CPU kernel words it "unsupported dtype for rope F16 F32 F32"; Metal says
-        // "dtype mismatch in rope BF16 F32 F32" (seed 003). Both name the three dtypes.
+        // "dtype mismatch in rope BF16 F32 F32" (measured on Metal). Both name the three dtypes.
         Failure::Candle(m) => assert!(m.contains("for rope F16 F32 F32") || m.contains("dtype mismatch in rope"), "{m}"),
         other => panic!("{other:?}"),
     }

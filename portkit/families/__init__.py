@@ -22,8 +22,9 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-# GGUF `general.architecture` -> candle's loader: GGUF semantics, named here too as the registry's GGUF side
 from portkit.families import sublayers as _sublayers
+
+# GGUF `general.architecture` -> candle's loader: GGUF semantics, named here too as the registry's GGUF side
 from portkit.semantics.gguf import GGUF_LOADERS
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)

@@ -65,3 +65,8 @@ def split(name: str) -> tuple[int, str] | None:
     if not sub or not head.isdigit() or (head != "0" and head.startswith("0")) or sub not in ROLES:
         return None
     return int(head), sub
+
+
+def is_sublayer(name: str) -> bool:
+    """`layer.N.<path>` for a sub-layer the kit knows: a value inside decoder layer N."""
+    return split(name) is not None

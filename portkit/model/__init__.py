@@ -21,7 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from portkit.errors import InputError, NoModelHere
-from portkit.model.jsonfile import JsonDoc, _oserror, load_json
+from portkit.model.jsonfile import JsonDoc, _oserror, exists, load_json
 from portkit.model.tokenizer_files import TOKENIZER_FILES, TokenizerFacts, has_tokenizer_files, read_tokenizer_files
 from portkit.model.safetensors_header import (
     LfsPointer,
@@ -201,19 +201,6 @@ def _listdir(root: Path) -> list[str]:
         raise InputError(root, _oserror(e)) from None
 
 
-def _exists(p: Path) -> bool:
-    try:
-        os.stat(p)
-        return True
-    except FileNotFoundError:
-        # dangling or absent; a dangling symlink is still an error the user should see
-        if os.path.islink(p):
-            raise InputError(p, "dangling symlink") from None
-        return False
-    except OSError as e:
-        raise InputError(p, _oserror(e)) from None
-
-
 def load_model(root: Path, gguf_names: Iterable[str] | None = None, *, hf_model: bool = True, tokenizer: bool | None = None) -> ModelFacts:
     """Read everything lint needs from one model directory, headers only.
 
@@ -226,14 +213,14 @@ def load_model(root: Path, gguf_names: Iterable[str] | None = None, *, hf_model:
     nameset = set(names)
     notes: list[str] = []
     try:
-        config = load_json(root / "config.json") if "config.json" in nameset and _exists(root / "config.json") else None
+        config = load_json(root / "config.json") if "config.json" in nameset and exists(root / "config.json") else None
     except InputError as e:
         if hf_model:
             raise
         config = None
         notes.append(f"config.json not used as context for the GGUF: {e.what}")
     gen = None
-    if "generation_config.json" in nameset and _exists(root / "generation_config.json"):
+    if "generation_config.json" in nameset and exists(root / "generation_config.json"):
         try:
             gen = load_json(root / "generation_config.json")
         except InputError as e:
@@ -245,7 +232,7 @@ def load_model(root: Path, gguf_names: Iterable[str] | None = None, *, hf_model:
     for n in names:
         if wanted is not None and n not in wanted:
             continue
-        if n.lower().endswith(".gguf") and _exists(root / n) and not _is_dir(root / n):
+        if n.lower().endswith(".gguf") and exists(root / n) and not _is_dir(root / n):
             from portkit.model.gguf_header import read_gguf
 
             ggufs.append(read_gguf(root / n))
@@ -304,7 +291,7 @@ def _safe_member(root: Path, index_path: Path, name: object) -> Path:
 
 def _load_safetensors(root: Path, nameset: set[str], names: list[str], lfs: list[Path]) -> SafetensorsFacts | None:
     index = None
-    if INDEX_NAME in nameset and _exists(root / INDEX_NAME):
+    if INDEX_NAME in nameset and exists(root / INDEX_NAME):
         index = load_json(root / INDEX_NAME, positions=False)
         wm = index.value.get("weight_map") if isinstance(index.value, dict) else None
         if not isinstance(wm, dict) or not all(isinstance(k, str) for k in wm):
@@ -316,7 +303,7 @@ def _load_safetensors(root: Path, nameset: set[str], names: list[str], lfs: list
         return None
     loaded: list[SafetensorsFile] = []
     for f in files:
-        if not _exists(f):
+        if not exists(f):
             raise InputError(f, f"listed in {INDEX_NAME} but missing" if index else "missing")
         try:
             loaded.append(read_safetensors_header(f))

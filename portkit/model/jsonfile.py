@@ -4,6 +4,9 @@
 wins) but strictly as RFC 8259 JSON, the way candle's serde_json reads it: `NaN`,
 `Infinity` and numbers that overflow a double are refused. Key positions (1-based row and
 character column) let findings point at `config.json:12:5`.
+
+The one-line file errors every reader in `portkit.model` shares live here too (`exists`,
+`read_text`, `_oserror`): this is the module all of them import.
 """
 
 from __future__ import annotations
@@ -226,6 +229,20 @@ def read_text(path: Path, limit: int = MAX_JSON_BYTES) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(path, f"not UTF-8 text (byte {e.start})") from None
+
+
+def exists(p: Path) -> bool:
+    """Whether `p` is there; a dangling symlink or a path that cannot be read is an error the user
+    should see (one line), not an absent file."""
+    try:
+        os.stat(p)
+        return True
+    except FileNotFoundError:
+        if os.path.islink(p):
+            raise InputError(p, "dangling symlink") from None
+        return False
+    except OSError as e:
+        raise InputError(p, _oserror(e)) from None
 
 
 def load_json(path: Path, *, positions: bool = True) -> JsonDoc:

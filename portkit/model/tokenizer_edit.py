@@ -97,7 +97,6 @@ def apply_changes(tj: TokenizerJson, changes: dict[str, Any]) -> str:
     return text
 
 
-
 def probe_changes(patch: dict[str, Any]) -> dict[str, Any]:
     """A tokenizer finding's probe patch as `apply_changes` keys (`normalized_false` names the
     special tokens whose flag it clears)."""

@@ -16,13 +16,12 @@ Bad input (exit 2, one line): a file over 64 MiB, invalid JSON, nesting deeper t
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from portkit.errors import InputError
-from portkit.model.jsonfile import MAX_DEPTH, JsonDoc, _oserror, load_json, parse_json_text, read_text
+from portkit.model.jsonfile import JsonDoc, exists, load_json, parse_json_text, read_text
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
@@ -114,10 +113,6 @@ class TokenizerFacts:
     special_tokens_map: JsonDoc | None = None
     chat_template: TemplateFile | None = None
     notes: tuple[str, ...] = field(default=())
-
-    @property
-    def tokenizer_path(self) -> Path:
-        return self.root / TOKENIZER_JSON
 
     @property
     def config_value(self) -> dict[str, Any]:
@@ -229,25 +224,13 @@ def _read_template(path: Path) -> TemplateFile:
     return TemplateFile(path=path, text=read_text(path, MAX_TEMPLATE_BYTES))
 
 
-def _exists(p: Path) -> bool:
-    try:
-        os.stat(p)
-        return True
-    except FileNotFoundError:
-        if os.path.islink(p):
-            raise InputError(p, "dangling symlink") from None
-        return False
-    except OSError as e:
-        raise InputError(p, _oserror(e)) from None
-
-
 def has_tokenizer_files(names: Iterable[str]) -> bool:
     return any(n in TOKENIZER_FILES for n in names)
 
 
 def read_tokenizer_files(root: Path, names: Iterable[str]) -> TokenizerFacts | None:
     """The tokenizer files among `names` (the directory listing), or None when there are none."""
-    present = {n for n in names if n in TOKENIZER_FILES and _exists(root / n)}
+    present = {n for n in names if n in TOKENIZER_FILES and exists(root / n)}
     if not present:
         return None
     tok = read_tokenizer_json(root / TOKENIZER_JSON) if TOKENIZER_JSON in present else None

@@ -19,16 +19,15 @@ lacks, a shape other than the reference's, ids other than the reference's, nothi
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from portkit.porting.dumpfile import GREEDY_LOGITS, TOKEN_NAMES, DumpFile, describe_names, is_per_layer, is_sublayer
-from portkit.verify.compare import TOLERANCES, Tolerance, compare_greedy, compare_layers, compare_logits, compare_steps
+from portkit.families.sublayers import is_sublayer
+from portkit.porting.dumpfile import GREEDY_LOGITS, TOKEN_NAMES, DumpFile, describe_names, is_per_layer, read_dump
+from portkit.verify.compare import TOLERANCES, Tolerance, compare_greedy, compare_logits, compare_steps
 from portkit.verify.inputs import BadInput
-from portkit.verify.localise import localise
 from portkit.verify.runs import Comparison
 
 DTYPES = tuple(TOLERANCES)  # f32 f16 bf16 q8_0 q4_k
@@ -180,8 +179,6 @@ JSON_BYTES_PER_VALUE = 32
 def read_candidate(ref: DumpFile, path: Path) -> DumpFile:
     """The candidate, its shapes checked against `ref` before its data is read: memory follows
     the reference's size, never what the candidate's header claims."""
-    from portkit.porting.dumpfile import read_dump
-
     values = sum(int(a.size) for a in ref.tensors.values()) + MAX_EXTRA_TOKENS
     return read_dump(path, check=lambda shapes: validate_shapes(ref, path, shapes), max_json_bytes=JSON_BYTES_PER_VALUE * values + 2**20)
 
@@ -250,10 +247,7 @@ def _compare_dumps(ref: DumpFile, cand: DumpFile, dtype: str) -> CompareResult:
             near_tie=tol.near_tie,
         )
     if ref_layers:
-        cmp.layers_judged = tol.layer_rtol is not None
-        cmp.layers = compare_layers(ref_layers, got_layers, tol.layer_rtol if tol.layer_rtol is not None else math.inf)
-        if cmp.layers_judged:
-            cmp.localisation = localise(cmp.layers, ref_layers, got_layers, available=list(R), no_sublayers_hint=_layers_only_hint(ref))
+        cmp.judge_layers(ref_layers, got_layers, available=list(R), no_sublayers_hint=_layers_only_hint(ref))
     compared = [n for n in C if n != "ids"]
     return CompareResult(ref, cand, tol, cmp, compared, notes)
 

@@ -44,14 +44,8 @@ def is_hidden(name: str) -> bool:
     return name in ("embeddings", "norm") or _LAYER.fullmatch(name) is not None
 
 
-def is_sublayer(name: str) -> bool:
-    """`layer.N.<submodule path>` (`portkit.families.sublayers`): `[T, features]`, compared per
-    layer, used to localise a mismatch inside its layer."""
-    return sublayers.split(name) is not None
-
-
 def is_per_layer(name: str) -> bool:
-    return is_hidden(name) or is_sublayer(name)
+    return is_hidden(name) or sublayers.is_sublayer(name)
 
 
 def known_name(name: str) -> bool:
@@ -94,7 +88,7 @@ def describe_names(names: list[str]) -> str:
     for n in sorted(names, key=order_key):
         if _LAYER.fullmatch(n):
             layers.append(n)
-        elif not is_sublayer(n):
+        elif not sublayers.is_sublayer(n):
             flush()
             out.append(n)
     flush()

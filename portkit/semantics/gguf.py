@@ -99,18 +99,17 @@ LOADER_REQUIRED: dict[str, tuple[tuple[str, str], ...]] = {
 }  # fmt: skip
 # quantized_gemma3.rs:270-277: the first prefix with `{p}.attention.head_count`, else gemma3
 GEMMA3_PREFIXES = ("gemma3", "gemma2", "gemma", "gemma-embedding")
-# quantized_gemma3.rs:25-27
-GEMMA3_DEFAULT_FREQ_BASE = 1_000_000.0
+# quantized_gemma3.rs:27: the local layers' base when no key names it
 GEMMA3_DEFAULT_LOCAL_FREQ_BASE = 10_000.0
 # quantized_phi3.rs:244: `precomput_freqs_cis(rope_dim, max_seq_len, 10_000., device)`
 PHI3_FREQ_BASE = 10_000.0
 
 
+# the architecture whose keys quantized_llama reads (`llama.*`), whatever `general.architecture` says
+QUANTIZED_LLAMA_ARCH = "llama"
 # GGUF `general.architecture` -> the loader candle 0.11.0 offers for it.
 # quantized_llama reads only `llama.*` keys (quantized_llama.rs:378-394): llama.cpp writes
 # Mistral and Mixtral conversions as arch `llama`, so they land there too.
-# the architecture whose keys quantized_llama reads (`llama.*`), whatever `general.architecture` says
-QUANTIZED_LLAMA_ARCH = "llama"
 GGUF_LOADERS: dict[str, str] = {
     "llama": "quantized_llama",
     "qwen2": "quantized_qwen2",

@@ -11,6 +11,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from portkit.families.sublayers import is_sublayer
+
 
 class ShapeMismatch(ValueError):
     """The two sides produced arrays of different shapes: not a numeric difference."""
@@ -123,13 +125,6 @@ class LayerRow:
     rel: float
     over: bool
     nonfinite: str | None = None  # "transformers" | "candle" | "both": NaN/inf here, not a difference
-
-
-def is_sublayer(name: str) -> bool:
-    """`layer.N.<submodule>`: a value inside decoder layer N (`portkit.families.sublayers`)."""
-    from portkit.families.sublayers import split
-
-    return split(name) is not None
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ the weights plus the runtime, not one per model held.
 from __future__ import annotations
 
 import gc
-import math
 import time
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -334,7 +333,3 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> Any:
         tokenizer=tokenizer,
         greedy_stop=T.stop_description(reference, stop),
     )
-
-
-def max_or_nan(xs: list[float]) -> float:
-    return max(xs) if xs else math.nan

@@ -110,9 +110,9 @@ def localise(
     if first in ("embeddings", "norm", "logits"):
         return _between_layers(first, row.rel, ref, got, check.rtol)
     prefix = first + "."
-    subs = [r for r in check.rows if r.name.startswith(prefix) and S.split(r.name) is not None]
+    subs = [r for r in check.rows if r.name.startswith(prefix) and S.is_sublayer(r.name)]
     have = {r.name for r in subs}
-    missing = [n for n in available if n.startswith(prefix) and S.split(n) is not None and n not in have]
+    missing = [n for n in available if n.startswith(prefix) and S.is_sublayer(n) and n not in have]
     bad = next((r for r in subs if r.over), None)
     if bad is None:
         return _no_bad_sublayer(first, row.rel, subs, missing, ref, got, check.rtol, no_sublayers_hint)

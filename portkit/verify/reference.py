@@ -15,11 +15,15 @@ import numpy as np
 REFERENCE_THREADS = 2
 
 
-def _import_torch() -> tuple[Any, Any]:
-    # Offline before transformers is imported: no machine portkit runs on may reach a hub.
+def _offline() -> None:
+    # before transformers is imported: no machine portkit runs on may reach a hub
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
+def _import_torch() -> tuple[Any, Any]:
+    _offline()
     try:
         import torch
         import transformers
@@ -37,9 +41,7 @@ class ReferenceUnavailable(RuntimeError):
 def load_tokenizer(model_dir: Path) -> Any:
     """`AutoTokenizer.from_pretrained(model_dir)` as a transformers user gets it: offline, no
     remote code, the class transformers picks (torch is not needed, nor imported)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    _offline()
     try:
         import transformers
     except ImportError as e:  # pragma: no cover - exercised by the CLI's error path

@@ -9,9 +9,9 @@ stdout, then leaves with `os._exit` (torch's teardown is not worth waiting for).
 child is killed with its parent (PR_SET_PDEATHSIG): a `kill -9` of verify does not leave torch
 computing.
 
-Two protocols:
+The protocol:
 
-    python -m portkit.verify.refproc --serve < request.json     (what verify runs)
+    python -m portkit.verify.refproc --serve < request.json
     request: {"model_dir": str, "files": [str], "mode": "streamed|whole", "prompt": [int],
               "forced": [int] | null, "tokens": int, "out_fd": int}
     stdout:  {"ok": true, "greedy": [...], "nonfinite_weights": [...]} | {"ok": false, "kind": ..., "message": str}
@@ -20,10 +20,6 @@ Two protocols:
   sends the request once candle has generated: one forward over prompt + `forced` (candle's
   greedy tokens but the last) gives every step's logits and the prefill's layers; with `forced`
   null (candle gave no tokens) the reference generates its own, one forward per token.
-
-    python -m portkit.verify.refproc < request.json             (the whole-model generate() path)
-    request: {"model_dir": str, "prompt": [int], "tokens": int, "out_fd": int}
-    stdout:  {"ok": true, "greedy": [...]} | {"ok": false, "kind": "unavailable|load|run", "message": str}
 
 stderr: "progress: <what>" lines while it works.
 """
@@ -48,31 +44,6 @@ class ReferenceFailed(RuntimeError):
     def __init__(self, kind: str, message: str) -> None:
         self.kind = kind
         super().__init__(message)
-
-
-def compute(model_dir: Path, prompt: Sequence[int], tokens: int, progress: Callable[[str], None]) -> tuple[list[int], np.ndarray, dict[str, np.ndarray]]:
-    """In this process: (greedy tokens, [max(tokens, 1), vocab] step logits, prefill layers)."""
-    from portkit.verify.reference import ReferenceLoadError, ReferenceModel, ReferenceUnavailable
-
-    progress("loading transformers (eager, f32, cpu)")
-    try:
-        ref = ReferenceModel.load(Path(model_dir))
-    except ReferenceUnavailable as e:
-        raise ReferenceFailed("unavailable", str(e)) from None
-    except ReferenceLoadError as e:
-        raise ReferenceFailed("load", str(e).splitlines()[0] if str(e) else type(e).__name__) from None
-    progress(f"transformers: generate() {tokens} greedy tokens, per-layer hooks on the prefill")
-    try:
-        if tokens:
-            greedy, rows, layers = ref.generate_with_layers(list(prompt), tokens)
-        else:
-            greedy = []
-            logits, layers = ref.forward_with_layers(list(prompt))
-            rows = logits[-1:].copy()
-            layers["logits"] = rows[0].copy()
-    except Exception as e:  # transformers' own failure on this checkpoint
-        raise ReferenceFailed("run", f"transformers could not run {model_dir}: {' '.join(str(e).split())[:300]}") from None
-    return greedy, rows, layers
 
 
 MODES = ("streamed", "whole")
@@ -184,8 +155,7 @@ def effect_reference(
 
 def _cache_window(model: Any) -> int | None:
     """The `sliding_window` transformers' cache applies in generate() (None: none)."""
-    m = getattr(model, "model", None) or model.ref.model
-    cfg = m.config.get_text_config()
+    cfg = model.model.config.get_text_config()
     w = getattr(cfg, "sliding_window", None)
     return w if isinstance(w, int) and not isinstance(w, bool) and w > 0 else None
 
@@ -358,81 +328,5 @@ def _serve() -> None:
     os._exit(0)  # skip torch's teardown
 
 
-def run_in_child(model_dir: Path, prompt: Sequence[int], tokens: int, progress: Callable[[str], None]) -> "ChildReference":
-    """Start the child now; `.result()` waits for it."""
-    return ChildReference(model_dir, prompt, tokens, progress)
-
-
-class ChildReference:
-    def __init__(self, model_dir: Path, prompt: Sequence[int], tokens: int, progress: Callable[[str], None]) -> None:
-        self.progress = progress
-        self.out = result_file()
-        req = {"model_dir": str(model_dir), "prompt": list(prompt), "tokens": tokens, "out_fd": self.out.fileno()}
-        self.proc = _start([], self.out)
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(req))
-        self.proc.stdin.close()
-
-    def result(self) -> tuple[list[int], np.ndarray, dict[str, np.ndarray]]:
-        assert self.proc.stdout is not None and self.proc.stderr is not None
-        tail: list[str] = []
-        for line in self.proc.stderr:
-            line = line.rstrip("\n")
-            if line.startswith("progress: "):
-                self.progress(line.removeprefix("progress: "))
-            elif line.strip():
-                tail = (tail + [line])[-5:]
-        out = self.proc.stdout.read()
-        code = self.proc.wait()
-        self._close()
-        try:
-            doc = json.loads(out.strip().splitlines()[-1]) if out.strip() else None
-            if doc is None:
-                raise ReferenceFailed("run", f"the transformers process ended with status {code} and no result" + (f": {tail[-1]}" if tail else ""))
-            if not doc.get("ok"):
-                raise ReferenceFailed(doc.get("kind", "run"), doc.get("message", "transformers failed"))
-            arrays = read_result(self.out)
-            rows, layers = arrays["rows"], cachefiles.layers_of(arrays)
-            return [int(t) for t in doc["greedy"]], rows, layers
-        finally:
-            self.out.close()
-
-    def _close(self) -> None:
-        for f in (self.proc.stdout, self.proc.stderr):
-            if f is not None and not f.closed:
-                f.close()
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self._close()
-        self.out.close()
-
-
-def _child() -> None:
-    _die_with_parent()
-    req: dict[str, Any] = json.loads(sys.stdin.read())
-
-    def progress(s: str) -> None:
-        print(f"progress: {s}", file=sys.stderr, flush=True)
-
-    try:
-        greedy, rows, layers = compute(Path(req["model_dir"]), req["prompt"], int(req["tokens"]), progress)
-        _write_result(req, cachefiles.rows_and_layers(rows, layers))
-        doc = {"ok": True, "greedy": greedy}
-    except ReferenceFailed as e:
-        doc = {"ok": False, "kind": e.kind, "message": str(e)}
-    except Exception as e:  # never a traceback from the child either
-        doc = {"ok": False, "kind": "run", "message": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"}
-    sys.stdout.write(json.dumps(doc) + "\n")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)  # skip torch's teardown
-
-
 if __name__ == "__main__":
-    if "--serve" in sys.argv[1:]:
-        _serve()
-    else:
-        _child()
+    _serve()

@@ -12,8 +12,7 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -243,6 +242,18 @@ class Comparison:
     #: inside the first bad layer: the first bad sub-layer, its error per position, a diagnosis
     localisation: Localisation | None = None
 
+    def judge_layers(
+        self, ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], *, available: Sequence[str] = (), no_sublayers_hint: str
+    ) -> None:
+        """Every captured value's relative error; judged (and the first bad layer localised) only
+        where the tolerance has a per-layer line (f32), reported below it. `available` and
+        `no_sublayers_hint`: `localise`'s."""
+        rtol = self.tolerance.layer_rtol
+        self.layers_judged = rtol is not None
+        self.layers = compare_layers(ref, got, rtol if rtol is not None else math.inf)
+        if self.layers_judged:
+            self.localisation = localise(self.layers, ref, got, available=available, no_sublayers_hint=no_sublayers_hint)
+
     @property
     def ok(self) -> bool:
         if self.problem is not None:
@@ -348,17 +359,10 @@ def compare_run(ref: Reference, got: RunOutputs, tol: Tolerance) -> Comparison:
             # sub-layers where both sides have them (a family's capture may record none)
             ref_layers = {k: v for k, v in ref.layers.items() if not is_sublayer(k) or k in got.layers}
             got_layers = {k: v for k, v in got.layers.items() if not is_sublayer(k) or k in ref.layers}
-            cmp.layers_judged = tol.layer_rtol is not None
-            cmp.layers = compare_layers(ref_layers, got_layers, tol.layer_rtol if tol.layer_rtol is not None else math.inf)
-            if cmp.layers_judged:
-                cmp.localisation = localise(cmp.layers, ref_layers, got_layers, no_sublayers_hint="this capture records no sub-layers")
+            cmp.judge_layers(ref_layers, got_layers, no_sublayers_hint="this capture records no sub-layers")
     except ShapeMismatch as e:
         cmp.problem = str(e)
     return cmp
-
-
-def weights_paths(files: Sequence[Path]) -> list[str]:
-    return [str(p) for p in files]
 
 
 class PatchedRuns:

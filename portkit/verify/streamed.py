@@ -116,7 +116,41 @@ def capture_hooks(model: Any, outs: dict[str, np.ndarray], layers: Sequence[Any]
     return hooks
 
 
-class StreamedModel:
+class _ModelRuns:
+    """What both reference models do with transformers' model: `forward` (one pass, no KV cache)
+    and `decode` (generate()'s arithmetic), each through `_run`, the model's own forward with the
+    model's `_hooks` around it."""
+
+    model: Any
+    torch: Any
+    nonfinite: list[str]
+
+    def forward(self, ids: Sequence[int], *, capture: bool = True, sublayers: Sequence[str] = ()) -> ForwardResult:
+        return self._run(ids, capture=capture, sublayers=sublayers, use_cache=False)[0]
+
+    def decode(
+        self, prompt: Sequence[int], forced: Sequence[int] | None, n: int, *, step_threads: int | None = None, sublayers: Sequence[str] = ()
+    ) -> tuple[ForwardResult, list[int]]:
+        return decode(self._run, prompt, forced, n, step_threads=step_threads, sublayers=sublayers)
+
+    def _hooks(self, outs: dict[str, np.ndarray], capture: bool, sublayers: Sequence[str]) -> list[Any]:
+        """The hooks one forward runs with (with `capture`, those that keep values in `outs`)."""
+        raise NotImplementedError
+
+    def _run(self, ids: Sequence[int], *, capture: bool, sublayers: Sequence[str] = (), **kw: Any) -> tuple[ForwardResult, Any]:
+        torch = self.torch
+        outs: dict[str, np.ndarray] = {}
+        hooks = self._hooks(outs, capture, sublayers)
+        try:
+            with torch.inference_mode():
+                res = self.model(torch.tensor([list(ids)], dtype=torch.long), **kw)
+        finally:
+            for h in hooks:
+                h.remove()
+        return ForwardResult(logits=res.logits[0].float().numpy().copy(), layers=outs, nonfinite_weights=list(self.nonfinite)), res
+
+
+class StreamedModel(_ModelRuns):
     """A transformers causal LM whose decoder layers live on the meta device between uses."""
 
     def __init__(
@@ -270,17 +304,7 @@ class StreamedModel:
                 if p is not None and not p.is_meta and (id(mod), n) not in self._kept:
                     mod._parameters[n] = torch.nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=False)
 
-    def forward(self, ids: Sequence[int], *, capture: bool = True, sublayers: Sequence[str] = ()) -> ForwardResult:
-        return self._run(ids, capture=capture, sublayers=sublayers, use_cache=False)[0]
-
-    def decode(
-        self, prompt: Sequence[int], forced: Sequence[int] | None, n: int, *, step_threads: int | None = None, sublayers: Sequence[str] = ()
-    ) -> tuple[ForwardResult, list[int]]:
-        return decode(self._run, prompt, forced, n, step_threads=step_threads, sublayers=sublayers)
-
-    def _run(self, ids: Sequence[int], *, capture: bool, sublayers: Sequence[str] = (), **kw: Any) -> tuple[ForwardResult, Any]:
-        torch = self.torch
-        outs: dict[str, np.ndarray] = {}
+    def _hooks(self, outs: dict[str, np.ndarray], capture: bool, sublayers: Sequence[str]) -> list[Any]:
         n = len(self.layers)
         hooks: list[Any] = []
 
@@ -306,44 +330,21 @@ class StreamedModel:
         if not self.resident:
             for i, layer in enumerate(self.layers):
                 hooks.append(layer.register_forward_hook(post(i)))
-        try:
-            with torch.inference_mode():
-                res = self.model(torch.tensor([list(ids)], dtype=torch.long), **kw)
-        finally:
-            for h in hooks:
-                h.remove()
-        return ForwardResult(logits=res.logits[0].float().numpy().copy(), layers=outs, nonfinite_weights=list(self.nonfinite)), res
+        return hooks
 
 
-class WholeModel:
+class WholeModel(_ModelRuns):
     """The check: `from_pretrained` (the whole f32 model in memory), the same single forward."""
 
     def __init__(self, model_dir: Path) -> None:
         from portkit.verify.reference import ReferenceModel
 
-        self.ref = ReferenceModel.load(Path(model_dir))
-        torch = self.ref.torch
-        self.nonfinite = [n for n, p in self.ref.model.named_parameters() if p.is_floating_point() and not _all_finite(torch, p)]
+        ref = ReferenceModel.load(Path(model_dir))
+        self.model, self.torch = ref.model, ref.torch
+        self.nonfinite = [n for n, p in self.model.named_parameters() if p.is_floating_point() and not _all_finite(self.torch, p)]
 
-    def forward(self, ids: Sequence[int], *, capture: bool = True, sublayers: Sequence[str] = ()) -> ForwardResult:
-        return self._run(ids, capture=capture, sublayers=sublayers, use_cache=False)[0]
-
-    def decode(
-        self, prompt: Sequence[int], forced: Sequence[int] | None, n: int, *, step_threads: int | None = None, sublayers: Sequence[str] = ()
-    ) -> tuple[ForwardResult, list[int]]:
-        return decode(self._run, prompt, forced, n, step_threads=step_threads, sublayers=sublayers)
-
-    def _run(self, ids: Sequence[int], *, capture: bool, sublayers: Sequence[str] = (), **kw: Any) -> tuple[ForwardResult, Any]:
-        torch = self.ref.torch
-        outs: dict[str, np.ndarray] = {}
-        hooks = capture_hooks(self.ref.model, outs, sublayers=sublayers) if capture else []
-        try:
-            with torch.inference_mode():
-                res = self.ref.model(torch.tensor([list(ids)], dtype=torch.long), **kw)
-        finally:
-            for h in hooks:
-                h.remove()
-        return ForwardResult(logits=res.logits[0].float().numpy().copy(), layers=outs, nonfinite_weights=list(self.nonfinite)), res
+    def _hooks(self, outs: dict[str, np.ndarray], capture: bool, sublayers: Sequence[str]) -> list[Any]:
+        return capture_hooks(self.model, outs, sublayers=sublayers) if capture else []
 
 
 def decode(

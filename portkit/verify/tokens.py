@@ -28,9 +28,10 @@ from typing import Any, Callable, Sequence
 
 from portkit.findings import Finding
 from portkit.verify.confirm import Confirmation, confirm_static
-from portkit.verify.tokenize import PromptIds, TokenizeError, crate_from_text, crate_tokenizer, prompt_ids, render_chat, transformers_tokenizer
+from portkit.verify.tokenize import TokenizeError, crate_from_text, crate_tokenizer, prompt_ids, render_chat, transformers_tokenizer
 
-#: The conversation the chat template is rendered with (two turns, as the issue's corpus asks).
+#: The conversation the chat template is rendered with: a user turn and an assistant turn, so the
+#: markup the template writes around each role is encoded too.
 CONVERSATION = [
     {"role": "user", "content": "Hi! What is 2 + 2?"},
     {"role": "assistant", "content": "2 + 2 is 4."},

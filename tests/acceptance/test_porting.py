@@ -1,7 +1,7 @@
 """`portkit reference` and `portkit compare` end to end on a generated fixture: the reference's
 layout and metadata, an identical candidate (exit 0), a candidate perturbed from layer.1 on
-(named at layer.1, with a negative control under the tolerance), subsets, the seeds' JSON
-dumps, and malformed candidates (one line, exit 2)."""
+(named at layer.1, with a negative control under the tolerance), subsets, the JSON dump
+format, and malformed candidates (one line, exit 2)."""
 
 from __future__ import annotations
 
@@ -294,10 +294,10 @@ def test_plot_writes_png(capsys, tmp_path, ref_path, ref):
     assert code == 1 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"per-layer plot: {png}" in out
 
 
-# --------------------------------------------------------------------------- compare: the seeds' JSON
+# --------------------------------------------------------------------------- compare: the JSON dump format
 
 
-def test_seeds_json_dumps_keep_working(capsys, tmp_path, ref_path, ref, healthy_tied_dir):
+def test_json_dumps_keep_working(capsys, tmp_path, ref_path, ref, healthy_tied_dir):
     """bench/baseline/llm_json.py's output ({"logits": [vocab], "greedy": [...]}) as a candidate
     and as a reference."""
     ids = ",".join(str(i) for i in ref.tensors["ids"].tolist())

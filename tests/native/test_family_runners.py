@@ -16,7 +16,7 @@ from fixtures.families import FAMILIES, FAMILY_VARIANTS, family_fixture, referen
 
 TOLERANCE = 1e-4
 
-#: The variant of each family that CANDLE-FAMILIES.md (and the fixture catalogue) says candle reads as
+#: The variant of each family that the fixture catalogue (fixtures/families.py) says candle reads as
 #: transformers does. mixtral's hub-style config is refused (sliding_window null), hence int-window.
 AGREEING = {family: ("int-window" if family == "mixtral" else "legacy") for family in FAMILIES}
 

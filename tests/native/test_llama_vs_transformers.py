@@ -1,6 +1,6 @@
 """First end-to-end comparison: candle (portkit_native, cpu, f32) vs transformers (eager, f32, cpu).
 
-Tolerances come from portkit.verify.compare.TOLERANCES["f32"] (seeds 000-002); each check is
+Tolerances come from portkit.verify.compare.TOLERANCES["f32"] (evidence in docs/measurements.md); each check is
 paired with a negative control that must fail.
 """
 

@@ -25,7 +25,7 @@ def test_greedy_fork_at_near_tie_is_not_a_failure():
 
 def test_failure_keeps_candles_text_and_location_drops_backtrace():
     raw = (
-        "panicked at /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/candle-transformers-0.11.0/"
+        "panicked at /home/user/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/candle-transformers-0.11.0/"
         "src/models/llama.rs:524:75: called `Result::unwrap()` on an `Err` value: cannot find tensor x\n"
         "   0: candle_core::error::Error::bt\n  17: type_call\n             at /tmp/Objects/typeobject.c:1091:11\n"
     )

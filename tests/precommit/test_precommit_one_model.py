@@ -92,15 +92,21 @@ def _codes(text: str) -> list[tuple[str, str]]:
     return out
 
 
-@pytest.fixture()
-def repo(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+def _hooked_repo(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A new git repository with the local portkit hook installed, and the environment to run in it."""
     env = _env(tmp_path)
     user = tmp_path / "model-repo"
     user.mkdir()
     _ok(_run(["git", "init", "-q"], user, env))
     (user / ".pre-commit-config.yaml").write_text(yaml.safe_dump(_local_hook_config(), sort_keys=False))
-    (user / "README.md").write_text("# a model repository\n")
     _ok(_run([str(PRE_COMMIT), "install"], user, env))
+    return user, env
+
+
+@pytest.fixture()
+def repo(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    user, env = _hooked_repo(tmp_path)
+    (user / "README.md").write_text("# a model repository\n")
     # the first commit holds clean models only, made without the hook
     sk.write_model(user / "models" / "llama", sk.config("tf4", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING))
     cfg = sk.config("tf4")

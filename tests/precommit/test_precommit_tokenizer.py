@@ -6,21 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from fixtures import skeleton as sk
 from fixtures.tokenizer_shapes import write_tokenizer
-from tests.precommit.test_precommit_one_model import PORTKIT, PRE_COMMIT, _codes, _env, _local_hook_config, _ok, _run, pytestmark  # noqa: F401
+from tests.precommit.test_precommit_one_model import _codes, _hooked_repo, _ok, _run, pytestmark  # noqa: F401
 
 
 @pytest.fixture()
 def repo(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    env = _env(tmp_path)
-    user = tmp_path / "model-repo"
-    user.mkdir()
-    _ok(_run(["git", "init", "-q"], user, env))
-    (user / ".pre-commit-config.yaml").write_text(yaml.safe_dump(_local_hook_config(), sort_keys=False))
-    _ok(_run([str(PRE_COMMIT), "install"], user, env))
+    user, env = _hooked_repo(tmp_path)
     # a model whose config.json candle reads differently (PK101), committed without the hook
     sk.write_model(user / "llama", sk.config("tf5"))
     write_tokenizer(user / "llama", "llama2", "clean")

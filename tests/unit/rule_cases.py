@@ -116,7 +116,7 @@ def family_model(family: str, *, cfg: dict[str, Any] | None = None, drop: tuple[
     return b
 
 
-# Tiny metadata and tensors per candle GGUF loader, as llama.cpp's converter writes them (CANDLE-FAMILIES §15.2).
+# Tiny metadata and tensors per candle GGUF loader, as llama.cpp's converter writes them (convert_hf_to_gguf.py).
 _LOADER_META: dict[str, dict[str, Any]] = {
     "qwen2": {"context_length": 128, "rope.freq_base": 1e6},
     "qwen3": {"context_length": 128, "rope.freq_base": 1e6, "attention.key_length": 16, "attention.value_length": 16},

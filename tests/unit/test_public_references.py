@@ -34,6 +34,7 @@ def test_the_pattern_catches_what_it_is_for() -> None:
     for text in ["(seed 003)", "the seeds' JSON dumps", "seeds 000, 002", "CANDLE-FACTS \"layers\"", "FIELD-REPORTS mode 1", "CANDLE-FAMILIES §15.3"]:
         assert PRIVATE.search(text), text
     assert not PRIVATE.search("fixtures are seeded: `--seed N`")
+    assert MACHINE_PATH.search("per /work/shared/CANDLE-FAMILIES.md") and not MACHINE_PATH.search("~/.cache/portkit/target")
 
 
 @pytest.mark.parametrize("path", user_facing_files(), ids=lambda p: p.relative_to(ROOT).as_posix())
@@ -60,3 +61,28 @@ def test_issue_references_are_urls() -> None:
     short = re.compile(r"(?<![\w/])[A-Za-z][\w.-]*#\d+")
     bad = {code: short.findall(r.doc()) for code, r in RULES.items() if short.findall(r.doc())}
     assert not bad, bad
+
+
+MACHINE_PATH = re.compile(r"/work/|/root/")  # the team's checkout and home: nothing committed names them
+
+
+def repository_text_files() -> list[Path]:
+    """Every source, test, fixture, bench and build file: code comments are read too, by people
+    who have the repository and not the team's notes."""
+    out = []
+    for top in ("fixtures", "tests", "bench", "native", ".github", ".ci"):
+        for f in sorted((ROOT / top).rglob("*")):
+            if f.is_file() and f.suffix in {".py", ".rs", ".toml", ".md", ".sh", ".yml", ".yaml", ""} and "target" not in f.parts:
+                out.append(f)
+    return [f for f in out if f != Path(__file__).resolve()] + [ROOT / "Makefile", ROOT / "pyproject.toml"]
+
+
+def test_no_file_of_the_repository_cites_the_notes_or_a_machine_path() -> None:
+    hits = []
+    for path in repository_text_files():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        hits += [f"{path.relative_to(ROOT)}:{i}: {line.strip()}" for i, line in enumerate(text.splitlines(), 1) if PRIVATE.search(line) or MACHINE_PATH.search(line)]
+    assert not hits, "cite a public source or docs/ instead, and no machine paths:\n" + "\n".join(hits)

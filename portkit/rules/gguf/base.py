@@ -7,8 +7,9 @@ from portkit.semantics.gguf import GgufView, loader_required_tensors
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import ClassVar, Iterable
+    from typing import Any, ClassVar, Iterable
 
+    from portkit.findings import Finding
     from portkit.model import GgufFile
 
 ALL_LOADERS = ("quantized_llama", "quantized_qwen2", "quantized_qwen3", "quantized_gemma3", "quantized_phi3")
@@ -26,6 +27,11 @@ class GgufRule(Rule):
 
     def tv_ok(self, ctx: Context) -> bool:
         return bool(ctx.ftv is not None and ctx.ftv.ok)
+
+    def file_finding(self, ctx: Context, g: GgufFile, message: str, **details: Any) -> Finding:
+        """A finding about the GGUF `g` as a whole: its path and no position (`Rule.finding`
+        would otherwise point into config.json). `details`: `Rule.finding`'s keywords."""
+        return self.finding(ctx, message, filename=g.path, location=None, **details)
 
 
 class GgufTensorRequired(GgufRule):

@@ -4,6 +4,7 @@ builds, and what the metadata says against config.json beside it.
 """
 
 from __future__ import annotations
+
 from portkit.rules.base import Context, f32, num
 from portkit.rules.gguf.base import ALL_LOADERS, GgufRule
 from portkit.semantics.gguf import (
@@ -73,35 +74,34 @@ class MissingGgufMetadata(GgufRule):
     def check(self, ctx: Context) -> Iterable[Finding]:
         for g, v in self.each(ctx):
             if v.loader != "quantized_llama":
-                yield from self._other_loader(ctx, g, v.loader)
+                yield from self._family_loader(ctx, g, v.loader)
                 continue
             arch = v.architecture
             for key in v.missing_keys:
                 prefix = f"{QUANTIZED_LLAMA_ARCH}."
                 alt = key.replace(prefix, f"{arch}.", 1) if arch and arch != QUANTIZED_LLAMA_ARCH else None
                 hint = f" (the file has `{alt}`: candle reads only `llama.` keys)" if alt and alt in g.metadata else ""
-                yield self.finding(
+                yield self.file_finding(
                     ctx,
+                    g,
                     f"candle 0.11.0 requires `{key}` and fails at load with `cannot find {key} in metadata`{hint}",
-                    filename=g.path,
-                    location=None,
                     candle_value=f"cannot find {key} in metadata",
                     expect=f"cannot find {key} in metadata",
                 )
             for key, err in v.wrong_type_keys.items():
                 want = "U32" if key in REQUIRED_U32 else "F32"
-                yield self.finding(
+                yield self.file_finding(
                     ctx,
+                    g,
                     f"`{key}` is {g.metadata[key].type}; candle 0.11.0 reads it with `to_{want.lower()}()` and fails at load "
                     f"with `{err}`",
-                    filename=g.path,
-                    location=None,
                     candle_value=err,
                     expect=err,
                 )
 
-
-    def _other_loader(self, ctx: Context, g: GgufFile, loader: str) -> Iterable[Finding]:
+    def _family_loader(self, ctx: Context, g: GgufFile, loader: str) -> Iterable[Finding]:
+        """A quantized_qwen2/qwen3/gemma3/phi3 file: the first key its loader reads with
+        `md_get(..)?` that is absent or of another type."""
         prefix = metadata_prefix(g, loader)
         for suffix, want in LOADER_REQUIRED[loader]:
             key = f"{prefix}.{suffix}"
@@ -114,7 +114,7 @@ class MissingGgufMetadata(GgufRule):
                 msg = f"`{key}` is {v.type}; candle 0.11.0's {loader} reads it with `to_{want.lower()}()` and fails at load with `{err}`"
             else:
                 continue
-            yield self.finding(ctx, msg, filename=g.path, location=None, candle_value=err, expect=err)
+            yield self.file_finding(ctx, g, msg, candle_value=err, expect=err)
             return  # candle stops at the first: later keys are never read
 
 
@@ -188,11 +188,10 @@ class GgufFreqBaseDefaulted(GgufRule):
                 )
             else:
                 msg = f"the GGUF has no `{key}`; candle 0.11.0 uses 10000 (check the source model's `rope_theta`)"
-            yield self.finding(
+            yield self.file_finding(
                 ctx,
+                g,
                 msg,
-                filename=g.path,
-                location=None,
                 transformers_value=theta,
                 candle_value=10000.0,
                 help=f"Write `{key}` (F32) with the model's rope_theta",
@@ -241,12 +240,11 @@ class RopePairingByArchitecture(GgufRule):
     def check(self, ctx: Context) -> Iterable[Finding]:
         for g, v in self.each(ctx):
             if v.architecture in LLAMA_CPP_NEOX_NOT_IN_CANDLE:
-                yield self.finding(
+                yield self.file_finding(
                     ctx,
+                    g,
                     f"llama.cpp runs `{v.architecture}` with NEOX rope pairing; candle 0.11.0's quantized_llama pairs it "
                     "interleaved (`rope_i`): it is not in candle's NEOX list",
-                    filename=g.path,
-                    location=None,
                     transformers_value="neox",
                     candle_value="interleaved",
                 )
@@ -295,12 +293,11 @@ class RopeFreqsIgnored(GgufRule):
         for g, v in self.each(ctx):
             if v.has_rope_freqs:
                 n = g.tensors["rope_freqs.weight"].numel
-                yield self.finding(
+                yield self.file_finding(
                     ctx,
+                    g,
                     f"the GGUF carries `rope_freqs.weight` ({n} llama3 rope factors); candle 0.11.0's quantized_llama never "
                     "reads it and computes unscaled frequencies",
-                    filename=g.path,
-                    location=None,
                     transformers_value="llama3 scaling",
                     candle_value="unscaled",
                 )
@@ -356,12 +353,11 @@ class ContextOverMaxSeqLen(GgufRule):
                 rows, key = self._table_rows(g, v.loader)
                 if mt is None or rows is None or mt <= rows:
                     continue
-                yield self.finding(
+                yield self.file_finding(
                     ctx,
+                    g,
                     f"you plan {mt} tokens; candle 0.11.0's {v.loader} has {rows} cos/sin rows ({key}) and fails at "
                     f"position {rows} with `narrow invalid args`",
-                    filename=g.path,
-                    location=None,
                     severity="error",
                     transformers_value=mt,
                     candle_value=rows,
@@ -381,11 +377,10 @@ class ContextOverMaxSeqLen(GgufRule):
                 sev = "warning"
             else:
                 continue
-            yield self.finding(
+            yield self.file_finding(
                 ctx,
+                g,
                 msg,
-                filename=g.path,
-                location=None,
                 severity=sev,  # type: ignore[arg-type]
                 transformers_value=v.context_length,
                 candle_value=MAX_SEQ_LEN,
@@ -450,24 +445,22 @@ class HeadDimNotEmbeddingOverHeads(GgufRule):
                     f", `{k}`={val}" for k, val in (("llama.attention.key_length", v.key_length),) if val is not None
                 )
                 # The Q reshape in forward_attn is the first place the sizes meet (quantized_llama.rs:203).
-                yield self.finding(
+                yield self.file_finding(
                     ctx,
+                    g,
                     f"`blk.0.attn_q.weight` has {q_rows} rows = `head_count` {v.head_count} x {q_rows // v.head_count}"
                     f"{declared}; candle 0.11.0 uses head_dim = `embedding_length` / `head_count` = {hd} and fails "
                     "reshaping Q at the first forward",
-                    filename=g.path,
-                    location=None,
                     transformers_value=q_rows // v.head_count,
                     candle_value=hd,
                     expect="shape mismatch in reshape",
                 )
             elif v.rope_dim is not None and v.rope_dim != hd:
-                yield self.finding(
+                yield self.file_finding(
                     ctx,
+                    g,
                     f"`llama.rope.dimension_count` is {v.rope_dim} but candle 0.11.0's head_dim is {hd}: `rope_i` fails "
                     "with `inconsistent last dim size in rope`",
-                    filename=g.path,
-                    location=None,
                     transformers_value=v.rope_dim,
                     candle_value=hd,
                     expect="inconsistent last dim size in rope",
@@ -525,11 +518,10 @@ class NonLlamaArchitecture(GgufRule):
                 continue
             shown = f"`{v.architecture}`" if v.architecture else "absent"
             pairing = "NEOX (`rope`)" if v.rope_is_neox else "interleaved (`rope_i`)"
-            yield self.finding(
+            yield self.file_finding(
                 ctx,
+                g,
                 f"`general.architecture` is {shown}: candle 0.11.0 has no GGUF loader for it; quantized_llama, the only "
                 f"one left, reads only `llama.*` keys and llama tensors, and pairs RoPE {pairing}",
-                filename=g.path,
-                location=None,
                 candle_value="quantized_llama",
             )

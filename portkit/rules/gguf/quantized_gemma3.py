@@ -55,12 +55,11 @@ class Gemma3GgufMlpSilu(GgufRule):
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         for g, _v in self.each(ctx):
-            yield self.finding(
+            yield self.file_finding(
                 ctx,
+                g,
                 "candle 0.11.0's quantized_gemma3 gates its MLP with SiLU; Gemma 3 (transformers' `hidden_activation`) "
                 "uses the tanh GELU: every layer computes another function",
-                filename=g.path,
-                location=None,
                 transformers_value="gelu_pytorch_tanh",
                 candle_value="silu",
             )
@@ -117,12 +116,11 @@ class Gemma3GgufLocalFreqBaseKey(GgufRule):
             swa = md_f32(g, f"{p}.rope.freq_base_swa")
             if swa is None or f32(swa) == GEMMA3_DEFAULT_LOCAL_FREQ_BASE:
                 continue
-            yield self.finding(
+            yield self.file_finding(
                 ctx,
+                g,
                 f"`{p}.rope.freq_base_swa` is {swa:.7g} but candle 0.11.0's quantized_gemma3 reads only "
                 f"`{local_key}`: its sliding-window layers use 10000",
-                filename=g.path,
-                location=None,
                 transformers_value=swa,
                 candle_value=GEMMA3_DEFAULT_LOCAL_FREQ_BASE,
                 probe_patch={local_key: swa},
@@ -185,12 +183,11 @@ class Gemma3GgufSlidingWindow(GgufRule):
             max_tokens = ctx.target.max_tokens
             severe = max_tokens is not None and max_tokens > window
             plan = f"; you plan {max_tokens} tokens" if max_tokens is not None else ""
-            yield self.finding(
+            yield self.file_finding(
                 ctx,
+                g,
                 f"transformers keeps the last {window} keys on {sliding} of {blocks} layers; candle 0.11.0's quantized_gemma3 "
                 f"keeps {window + 1} in prefill and every key in decode: they differ from {window + 1} tokens on{plan}",
-                filename=g.path,
-                location=None,
                 severity="error" if severe else "warning",
                 transformers_value=window,
                 candle_value={"prefill": window + 1, "decode": None},

@@ -56,12 +56,11 @@ class MixtralGgufMergedExperts(GgufRule):
                 continue
             if not v.refused.startswith("cannot find tensor info for ") or ".ffn_" not in v.refused:
                 continue
-            yield self.finding(
+            yield self.file_finding(
                 ctx,
+                g,
                 f"the GGUF stores its {v.expert_count} experts merged (`blk.0.ffn_gate_exps.weight`); candle 0.11.0's "
                 f"quantized_llama reads them one by one and fails at load with `{v.refused}`",
-                filename=g.path,
-                location=None,
                 candle_value=v.refused,
                 expect=v.refused,
             )

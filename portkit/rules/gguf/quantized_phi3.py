@@ -54,12 +54,11 @@ class Phi3GgufFreqBaseIgnored(GgufRule):
             fb = md_f32(g, "phi3.rope.freq_base")
             if fb is None or f32(fb) == PHI3_FREQ_BASE:
                 continue
-            yield self.finding(
+            yield self.file_finding(
                 ctx,
+                g,
                 f"`phi3.rope.freq_base` is {fb:.7g}; candle 0.11.0's quantized_phi3 never reads it and rotates "
                 "with a hard-coded 10000",
-                filename=g.path,
-                location=None,
                 transformers_value=fb,
                 candle_value=PHI3_FREQ_BASE,
             )
@@ -115,12 +114,11 @@ class Phi3GgufLongRopeIgnored(GgufRule):
             if not factors and not attn_used:
                 continue
             what = [f"`{n}`" for n in factors] + ([f"`phi3.rope.scaling.attn_factor`={attn:.7g}"] if attn_used else [])
-            yield self.finding(
+            yield self.file_finding(
                 ctx,
+                g,
                 f"the GGUF carries LongRoPE ({', '.join(what)}); candle 0.11.0's quantized_phi3 never reads it and "
                 "runs plain RoPE",
-                filename=g.path,
-                location=None,
                 transformers_value="longrope",
                 candle_value="plain rope",
             )
@@ -164,12 +162,11 @@ class Phi3GgufMissingOutput(GgufTensorRequired):
             if "output.weight" in g.tensors or self.first_missing(g, "quantized_phi3") != "output.weight":
                 continue
             err = "cannot find tensor info for output.weight"
-            yield self.finding(
+            yield self.file_finding(
                 ctx,
+                g,
                 f"the GGUF has no `output.weight` (a tied model); candle 0.11.0's quantized_phi3 has no fallback to "
                 f"`token_embd.weight` and fails at load with `{err}`",
-                filename=g.path,
-                location=None,
                 transformers_value="tied",
                 candle_value=err,
                 expect=err,
@@ -223,13 +220,12 @@ class Phi3GgufPartialRotary(GgufRule):
                 continue
             head_dim = emb // heads
             what = "partial RoPE" if rope_dim < head_dim else "wider than the head"
-            yield self.finding(
+            yield self.file_finding(
                 ctx,
+                g,
                 f"`phi3.rope.dimension_count` is {rope_dim} for a {head_dim}-wide head ({what}); candle 0.11.0's "
                 "quantized_phi3 applies its table to the whole head and the first forward fails with "
                 "`inconsistent last dim size in rope`",
-                filename=g.path,
-                location=None,
                 transformers_value=f"rotate {rope_dim} of {head_dim}",
                 candle_value="inconsistent last dim size in rope",
                 expect="inconsistent last dim size in rope",

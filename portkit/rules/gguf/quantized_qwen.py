@@ -62,12 +62,11 @@ class Qwen3GgufRopeTableF16(GgufRule):
             if dt is not None and dt.type == "U32" and dt.value == 0:
                 continue
             shown = "is absent" if dt is None else f"is {candle_debug(dt)}"
-            yield self.finding(
+            yield self.file_finding(
                 ctx,
+                g,
                 f"`general.dtype` {shown}: candle 0.11.0's quantized_qwen3 computes its RoPE tables in F16, an error "
                 "that grows with the position (transformers computes them in F32)",
-                filename=g.path,
-                location=None,
                 transformers_value="f32",
                 candle_value="f16",
                 probe_patch={"general.dtype": 0},
@@ -116,12 +115,11 @@ class Qwen2GgufMissingQkvBias(GgufTensorRequired):
             missing = [n for n in loader_required_tensors(g, "quantized_qwen2") if n.endswith(".bias") and n not in g.tensors]
             err = f"cannot find tensor info for {first}"
             shown = backticked(missing)
-            yield self.finding(
+            yield self.file_finding(
                 ctx,
+                g,
                 f"the GGUF has no {shown}; candle 0.11.0's quantized_qwen2 requires the q/k/v biases and fails at load "
                 f"with `{err}`",
-                filename=g.path,
-                location=None,
                 candle_value=err,
                 expect=err,
             )

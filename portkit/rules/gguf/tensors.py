@@ -75,11 +75,10 @@ class UnsupportedGgufTensorType(GgufRule):
                     err = f"quantized type {tname.replace('_K', 'K')} is not supported yet"
                     when = "fails loading the tensor"
                 shown = backticked(names)
-                yield self.finding(
+                yield self.file_finding(
                     ctx,
+                    g,
                     f"{len(names)} tensor{'s are' if len(names) > 1 else ' is'} {tname} ({shown}); candle 0.11.0 {when}: `{err}`",
-                    filename=g.path,
-                    location=None,
                     candle_value=err,
                     expect=err,
                 )
@@ -146,13 +145,12 @@ class QkRowsNotPermuted(GgufRule):
                 if permuted == v.rope_is_neox:
                     want = "as written (NEOX pairing)" if v.rope_is_neox else "permuted for interleaved pairing"
                     got = "permuted" if permuted else "as in the HF checkpoint"
-                    yield self.finding(
+                    yield self.file_finding(
                         ctx,
+                        g,
                         f"`{gg}` rows are {got} (relative error {min(e_perm, e_plain):.2g} vs {max(e_perm, e_plain):.2g}); "
                         f"candle 0.11.0 pairs `{v.architecture or 'llama'}` RoPE "
                         f"{'NEOX' if v.rope_is_neox else 'interleaved'} and needs them {want}",
-                        filename=g.path,
-                        location=None,
                         transformers_value="rotate_half on HF rows",
                         candle_value="rope" if v.rope_is_neox else "rope_i",
                         # verify rewrites a copy with llama.cpp's permutation (unpermuting has no probe yet)
@@ -279,23 +277,24 @@ class MissingGgufTensor(GgufRule):
     def check(self, ctx: Context) -> Iterable[Finding]:
         for g, v in self.each(ctx):
             if v.loader != "quantized_llama":
-                yield from self._other_loader(ctx, g, v.loader)
+                yield from self._family_loader(ctx, g, v.loader)
                 continue
             if v.merged_experts and v.expert_count > 1:
                 continue  # PK419 says why the per-expert tensors are missing
             if v.refused and v.refused.startswith("cannot find tensor info for "):
                 blocks = sorted({int(n.split(".")[1]) for n in g.tensors if n.startswith("blk.") and n.split(".")[1].isdigit()})
                 have = f"blocks {blocks[0]}-{blocks[-1]}" if blocks else "no blocks"
-                yield self.finding(
+                yield self.file_finding(
                     ctx,
+                    g,
                     f"candle 0.11.0 fails at load with `{v.refused}` (`llama.block_count`={v.block_count}, the file has {have})",
-                    filename=g.path,
-                    location=None,
                     candle_value=v.refused,
                     expect=v.refused,
                 )
 
-    def _other_loader(self, ctx: Context, g: GgufFile, loader: str) -> Iterable[Finding]:
+    def _family_loader(self, ctx: Context, g: GgufFile, loader: str) -> Iterable[Finding]:
+        """A quantized_qwen2/qwen3/gemma3/phi3 file: the tensors its loader's list has and the file
+        lacks, named from the first one it fails on."""
         required = loader_required_tensors(g, loader)
         first = next((n for n in required if n not in g.tensors), None)
         if first is None or (loader == "quantized_qwen2" and first.endswith(".bias")) or (loader == "quantized_phi3" and first == "output.weight"):
@@ -304,12 +303,11 @@ class MissingGgufTensor(GgufRule):
         err = f"cannot find tensor info for {first}"
         shown = backticked(missing)
         prefix = metadata_prefix(g, loader)
-        yield self.finding(
+        yield self.file_finding(
             ctx,
+            g,
             f"the GGUF has no {shown} (`{prefix}.block_count`={md_u32(g, f'{prefix}.block_count')}); candle 0.11.0's "
             f"{loader} fails at load with `{err}`",
-            filename=g.path,
-            location=None,
             candle_value=err,
             expect=err,
         )
