@@ -51,12 +51,11 @@ from portkit.findings import Finding
 from portkit.model import JsonDoc, ModelFacts, load_model
 from portkit.model.jsonfile import key_positions, parse_json_text
 from portkit.rules import RULES, Context
-from portkit.semantics import TransformersView, transformers_view
-from portkit.semantics.transformers import family_transformers_view
+from portkit.semantics import FamilyTransformersView, family_transformers_view
 from portkit.target import Target
 
 # where a rule's edits come from doesn't matter to transformers: only effective values do
-_PROVENANCE = {"defaulted", "rope_source", "rope_theta_source"}
+_PROVENANCE = {"family", "values", "sources", "rope_source"}
 
 
 @dataclass(frozen=True)
@@ -127,12 +126,16 @@ class FixPlan:
         )
 
 
-def effective(tv: TransformersView) -> dict[str, Any]:
-    out = {k: v for k, v in dataclasses.asdict(tv).items() if k not in _PROVENANCE}
+def effective(ftv: FamilyTransformersView) -> dict[str, Any]:
+    """transformers' effective values, each under its own name (so a refusal names what would
+    change), without where each came from."""
+    out = dict(ftv.values)
+    out.update({k: v for k, v in dataclasses.asdict(ftv).items() if k not in _PROVENANCE})
     # transformers keeps a legacy `type` inside rope_parameters, but reads it only as the
     # default for `rope_type`, which is compared on its own: rewriting llama3 scaling
     # without `type` changes nothing transformers computes.
-    out["rope_parameters"] = {k: v for k, v in out["rope_parameters"].items() if k != "type"}
+    for key in ("rope_parameters", "local_rope_parameters"):
+        out[key] = {k: v for k, v in out[key].items() if k != "type"}
     return out
 
 
@@ -229,21 +232,11 @@ def _edited(facts: ModelFacts, doc: JsonDoc, new_text: str) -> ModelFacts:
 
 
 def _effective(facts: ModelFacts, config: Any, gen: dict[str, Any] | None) -> dict[str, Any]:
-    """transformers' effective values: the family's view under candle's names (`LlamaConfig`'s
-    reading for a model type candle has no module for)."""
+    """transformers' effective values: the family's view under candle's names."""
     from portkit.families import detect_or_default
 
     family = detect_or_default(config)
-    if family is None:
-        return effective(transformers_view(config, gen))
-    ftv = family_transformers_view(family.name, config)
-    # each value under its own name, so a refusal names what would change
-    out = dict(ftv.values)
-    out.update({k: v for k, v in dataclasses.asdict(ftv).items() if k not in ("family", "values", "sources", "rope_source")})
-    # a legacy `type` is only rope_type's default, compared on its own
-    for key in ("rope_parameters", "local_rope_parameters"):
-        out[key] = {k: v for k, v in out[key].items() if k != "type"}
-    return out
+    return effective(family_transformers_view(family.name if family is not None else None, config, gen))
 
 
 def _check(facts: ModelFacts, doc: JsonDoc, new_obj: dict[str, Any], new_text: str) -> None:

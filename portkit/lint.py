@@ -59,10 +59,10 @@ def check_usable(facts: ModelFacts, ctx: Context) -> None:
         return
     if not isinstance(doc.value, dict):
         raise InputError(doc.path, "config.json is not a JSON object")
-    tv = ctx.tv
-    assert tv is not None
-    if not tv.ok:
-        raise InputError(doc.path, f"transformers refuses this config: {tv.refused}")
+    ftv = ctx.ftv
+    assert ftv is not None
+    if not ftv.ok:
+        raise InputError(doc.path, f"transformers refuses this config: {ftv.refused}")
     for k in SIZE_KEYS:
         v = doc.value.get(k)
         if v is None:
@@ -75,8 +75,9 @@ def check_usable(facts: ModelFacts, ctx: Context) -> None:
     eps = doc.value.get("rms_norm_eps")
     if isinstance(eps, float) and not 0 <= eps < 1:
         raise InputError(doc.path, f"`rms_norm_eps`={eps} is not a usable epsilon")
-    if tv.rope_theta is not None and not 0 < tv.rope_theta < 1e30:
-        raise InputError(doc.path, f"`rope_theta`={tv.rope_theta} is not a usable RoPE base")
+    theta = ftv.get("rope_theta")
+    if theta is not None and not 0 < theta < 1e30:
+        raise InputError(doc.path, f"`rope_theta`={theta} is not a usable RoPE base")
 
 
 def lint_model(facts: ModelFacts, settings: Settings) -> list[Finding]:

@@ -138,15 +138,17 @@ def rope_scaling_edits(params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def transformers_tensors(tv: Any) -> dict[str, tuple[int, ...]]:
-    """What `LlamaForCausalLM` loads for a `TransformersView` (modeling_llama.py:205-229, :156-161,
+def transformers_tensors(ftv: Any) -> dict[str, tuple[int, ...]]:
+    """What `LlamaForCausalLM` loads for transformers' view of the config
+    (`portkit.semantics.transformers.FamilyTransformersView`; modeling_llama.py:205-229, :156-161,
     :410-421): PK202 and PK206 say whether transformers expects what the file holds."""
-    h, heads, kv, hd = tv.hidden_size, tv.num_attention_heads, tv.num_key_value_heads, tv.head_dim
-    inter, vocab = tv.intermediate_size, tv.vocab_size
+    v = ftv.values
+    h, heads, kv, hd = v["hidden_size"], v["num_attention_heads"], v["num_key_value_heads"], v["head_dim"]
+    inter, vocab = v["intermediate_size"], v["vocab_size"]
     t: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (vocab, h), "model.norm.weight": (h,)}
-    if not tv.tie_word_embeddings:
+    if not v["tie_word_embeddings"]:
         t["lm_head.weight"] = (vocab, h)
-    for i in range(tv.num_hidden_layers):
+    for i in range(v["num_hidden_layers"]):
         p = f"model.layers.{i}."
         t[p + "self_attn.q_proj.weight"] = (heads * hd, h)
         t[p + "self_attn.k_proj.weight"] = (kv * hd, h)
@@ -157,12 +159,12 @@ def transformers_tensors(tv: Any) -> dict[str, tuple[int, ...]]:
         t[p + "mlp.down_proj.weight"] = (h, inter)
         t[p + "input_layernorm.weight"] = (h,)
         t[p + "post_attention_layernorm.weight"] = (h,)
-        if tv.attention_bias:
+        if v["attention_bias"]:
             t[p + "self_attn.q_proj.bias"] = (heads * hd,)
             t[p + "self_attn.k_proj.bias"] = (kv * hd,)
             t[p + "self_attn.v_proj.bias"] = (kv * hd,)
             t[p + "self_attn.o_proj.bias"] = (h,)
-        if tv.mlp_bias:
+        if v["mlp_bias"]:
             t[p + "mlp.gate_proj.bias"] = (inter,)
             t[p + "mlp.up_proj.bias"] = (inter,)
             t[p + "mlp.down_proj.bias"] = (h,)

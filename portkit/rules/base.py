@@ -6,7 +6,7 @@ import math
 from functools import cached_property
 from pathlib import Path
 
-from portkit.semantics import GgufView, TransformersView, gguf_view, transformers_view
+from portkit.semantics import FamilyTransformersView, GgufView, family_transformers_view, gguf_view
 from portkit.target import Target
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from portkit.families.view import FamilyView
     from portkit.findings import Finding, Location, ProbeKind, Severity
     from portkit.model import GgufFile, ModelFacts
-    from portkit.semantics.transformers import FamilyTransformersView
 
     Group = Literal["config", "weights", "runtime", "gguf", "tokenizer"]
     FixAvailability = Literal["none", "sometimes", "always"]
@@ -44,13 +43,6 @@ class Context:
         self.target = target
 
     @cached_property
-    def tv(self) -> TransformersView | None:
-        if self.facts.config is None:
-            return None
-        gen = self.facts.generation_config.value if self.facts.generation_config else None
-        return transformers_view(self.facts.config.value, gen if isinstance(gen, dict) else None)
-
-    @cached_property
     def family(self) -> Family | None:
         """The candle module this config loads into (`portkit.families`), None for a model_type
         candle has no module for. A config that names neither `model_type` nor `architectures`
@@ -71,13 +63,15 @@ class Context:
 
     @cached_property
     def ftv(self) -> FamilyTransformersView | None:
-        """transformers' effective values for this config's family, under candle's field names."""
+        """transformers' effective values for this config's family, under candle's field names,
+        and whether transformers accepts the config (`refused`). A model type portkit has no
+        family for is read without class defaults."""
         doc = self.facts.config
-        if doc is None or self.family is None or not isinstance(doc.value, dict):
+        if doc is None or not isinstance(doc.value, dict):
             return None
-        from portkit.semantics.transformers import family_transformers_view
-
-        return family_transformers_view(self.family.name, doc.value)
+        gen = self.facts.generation_config.value if self.facts.generation_config else None
+        family = self.family.name if self.family is not None else None
+        return family_transformers_view(family, doc.value, gen if isinstance(gen, dict) else None)
 
     def applies(self, rule: Rule) -> bool:
         """Whether `rule` speaks about this model's candle module. Without a config.json there is

@@ -1,10 +1,9 @@
 """PK1xx: config.json values a candle 0.11.0 module reads differently from transformers 5.
 
 Each rule has one body for every family it applies to: it compares `ctx.fv` (the family's serde
-mirror) with `ctx.ftv` (transformers' values under candle's names), or `ctx.tv` (transformers'
-`LlamaConfig` reading) for the rules only llama-shaped modules have, and takes what differs
-between families (how a message names the module, f32 fields, the rope scaling a module
-computes) from the family's module (`Family.trait`). The rules only some modules need are in
+mirror) with `ctx.ftv` (transformers' values for the family, under candle's names), and takes
+what differs between families (how a message names the module, f32 fields, the rope scaling a
+module computes) from the family's module (`Family.trait`). The rules only some modules need are in
 `portkit.rules.family_config`.
 """
 
@@ -279,26 +278,26 @@ class RopeScalingUnparseable(Rule):
     probe_kind = "crash"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        tv, fv, fam = ctx.tv, ctx.fv, ctx.family
-        if not tv or not fv or fam is None or fv.ok or not fv.refused_at or fv.refused_at[0] != "rope_scaling":
+        ftv, fv, fam = ctx.ftv, ctx.fv, ctx.family
+        if not ftv or not fv or fam is None or fv.ok or not fv.refused_at or fv.refused_at[0] != "rope_scaling":
             return
         edits = None
-        if tv.rope_type == fam.trait("CANDLE_ROPE_SCALING"):
-            edits = {"rope_scaling": fam.semantics.rope_scaling_edits(tv.rope_parameters)}
-            if tv.rope_theta is not None:
-                edits["rope_theta"] = tv.rope_theta
-        what = f"`{tv.rope_type}` rope scaling" if tv.rope_scaled else "no rope scaling (rope_type default)"
+        if ftv.rope_type == fam.trait("CANDLE_ROPE_SCALING"):
+            edits = {"rope_scaling": fam.semantics.rope_scaling_edits(ftv.rope_parameters)}
+            if isinstance(ftv.get("rope_theta"), float):
+                edits["rope_theta"] = ftv.get("rope_theta")
+        what = f"`{ftv.rope_type}` rope scaling" if ftv.rope_scaled else "no rope scaling (rope_type default)"
         yield self.finding(
             ctx,
             f"transformers applies {what} from `rope_scaling`; {fam.who} refuses the config: `{fv.refused}`",
             keys=tuple(fv.refused_at),
-            transformers_value=tv.rope_parameters,
+            transformers_value=ftv.rope_parameters,
             candle_value={"refused": fv.refused},
             fix_edits=edits,
             expect=fv.refused,
-            help=f"No config edit makes {fam.who} apply `{tv.rope_type}` scaling (its {fam.name} implements "
+            help=f"No config edit makes {fam.who} apply `{ftv.rope_type}` scaling (its {fam.name} implements "
             f"{fam.trait('CANDLE_ROPE_SCALING')} only); run this checkpoint with an implementation of that scaling"
-            if tv.rope_scaled and edits is None else None,
+            if ftv.rope_scaled and edits is None else None,
         )
 
 
@@ -417,8 +416,8 @@ class AttentionBiasIgnored(Rule):
     probe_kind = "numeric"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        tv = ctx.tv
-        if tv and tv.attention_bias:
+        ftv = ctx.ftv
+        if ftv and ftv.get("attention_bias") is True:
             yield self.finding(
                 ctx,
                 f"transformers adds q/k/v/o biases (`attention_bias`=true); {who(ctx)} builds these projections "
@@ -468,8 +467,8 @@ class MlpBiasIgnored(Rule):
     probe_kind = "numeric"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        tv = ctx.tv
-        if tv and tv.mlp_bias:
+        ftv = ctx.ftv
+        if ftv and ftv.get("mlp_bias") is True:
             yield self.finding(
                 ctx,
                 f"transformers adds gate/up/down biases (`mlp_bias`=true); {who(ctx)} builds the MLP with "
@@ -519,13 +518,17 @@ class HiddenActNotSilu(Rule):
     probe_kind = "numeric"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        tv = ctx.tv
-        if tv and tv.hidden_act not in SILU_NAMES:
+        ftv, fam = ctx.ftv, ctx.family
+        if ftv is None or fam is None:
+            return
+        key = fam.trait("TRANSFORMERS_ACTIVATION_KEY")
+        act = ftv.get(key)
+        if isinstance(act, str) and act not in SILU_NAMES:
             yield self.finding(
                 ctx,
-                f'transformers uses `hidden_act`="{tv.hidden_act}"; {who(ctx)} always applies silu',
-                keys=("hidden_act",),
-                transformers_value=tv.hidden_act,
+                f'transformers uses `{key}`="{act}"; {who(ctx)} always applies silu',
+                keys=(key,),
+                transformers_value=act,
                 candle_value="silu",
             )
 
@@ -664,23 +667,24 @@ class SlidingWindowIgnored(Rule):
     probe_kind = "numeric"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        tv = ctx.tv
-        if not tv or not (tv.sliding_window_applied or tv.sliding_window_in_cache):
+        ftv = ctx.ftv
+        if not ftv or not (ftv.sliding_window_applied or ftv.sliding_window_in_cache):
             return
-        if tv.sliding_window_applied:
-            what = f"transformers (`{tv.model_type}`) attends within a `sliding_window` of {tv.sliding_window} tokens"
+        window = ftv.get("sliding_window")
+        if ftv.sliding_window_applied:
+            what = f"transformers (`{ftv.model_type}`) attends within a `sliding_window` of {window} tokens"
         else:
             what = (
-                f"transformers' `generate()` keeps a `sliding_window`={tv.sliding_window} KV cache, so cached decoding "
+                f"transformers' `generate()` keeps a `sliding_window`={window} KV cache, so cached decoding "
                 "attends to the last positions only (its full-sequence forward does not)"
             )
         # the window acts only past its length: an error when the run reaches it, else a warning naming it
-        severity, when = length_severity(ctx, tv.sliding_window)
+        severity, when = length_severity(ctx, window)
         yield self.finding(
             ctx,
             f"{what}; candle 0.11.0's llama attends to every earlier position ({when})",
             keys=("sliding_window",),
-            transformers_value=tv.sliding_window,
+            transformers_value=window,
             candle_value=None,
             severity=severity,
         )
@@ -812,11 +816,11 @@ class GenerationEosDiffers(Rule):
     probe_kind = "static-only"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        tv, fv, fam = ctx.tv, ctx.fv, ctx.family
+        ftv, fv, fam = ctx.ftv, ctx.fv, ctx.family
         gen = ctx.facts.generation_config
-        if not tv or not fv or fam is None or not fv.ok or gen is None or tv.generation_eos_source != "generation_config.json":
+        if not ftv or not fv or fam is None or not fv.ok or gen is None or ftv.generation_eos_source != "generation_config.json":
             return
-        g = eos_ids(tv.generation_eos_token_id)
+        g = eos_ids(ftv.generation_eos_token_id)
         c = eos_ids(fv.get("eos_token_id"))
         if set(g) == set(c):
             return

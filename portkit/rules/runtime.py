@@ -26,7 +26,7 @@ class _RuntimeRule(Rule):
         return ()
 
     def ready(self, ctx: Context) -> bool:
-        return bool(ctx.facts.config is not None and ctx.tv and ctx.tv.ok)
+        return bool(ctx.facts.config is not None and ctx.ftv and ctx.ftv.ok)
 
 
 class Bf16MatmulOnCpu(_RuntimeRule):

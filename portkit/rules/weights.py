@@ -76,7 +76,7 @@ def transformers_expected(ctx: Context) -> dict[str, tuple[int, ...]] | None:
     `LlamaForCausalLM`), else None: the file is then what transformers wrote."""
     fam = ctx.family
     table = getattr(fam.semantics, "transformers_tensors", None) if fam is not None else None
-    return table(ctx.tv) if table is not None and ctx.tv is not None else None
+    return table(ctx.ftv) if table is not None and ctx.ftv is not None else None
 
 
 def _known_name(known: tuple[frozenset[str], frozenset[str]], name: str) -> bool:
@@ -136,7 +136,7 @@ class _WeightsRule(Rule):
     needs = ("config", "safetensors")
 
     def ready(self, ctx: Context) -> bool:
-        return bool(ctx.facts.safetensors and ctx.tv and ctx.tv.ok and ctx.fv and ctx.fv.ok)
+        return bool(ctx.facts.safetensors and ctx.ftv and ctx.ftv.ok and ctx.fv and ctx.fv.ok)
 
     @staticmethod
     def panics(ctx: Context) -> str | None:

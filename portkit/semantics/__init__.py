@@ -1,6 +1,7 @@
 """Pure functions from config (and GGUF metadata) to effective values, one view per runtime.
 
-- `transformers_view(config, generation_config)`: what transformers 5 computes with.
+- `family_transformers_view(family, config, generation_config)`: what transformers 5 computes
+  with for a config of one candle family, and whether it accepts the config at all.
 - `gguf_view(gguf_file)`: what candle 0.11.0 `models::quantized_llama` reads from GGUF metadata.
 
 What each candle module makes of a config.json is its family's view (`portkit.families`:
@@ -9,11 +10,11 @@ Rules compare these views; they never look at raw JSON for values.
 """
 
 from portkit.semantics.gguf import GgufView, gguf_view
-from portkit.semantics.transformers import TransformersView, transformers_view
+from portkit.semantics.transformers import FamilyTransformersView, family_transformers_view
 
 __all__ = [
+    "FamilyTransformersView",
     "GgufView",
-    "TransformersView",
+    "family_transformers_view",
     "gguf_view",
-    "transformers_view",
 ]

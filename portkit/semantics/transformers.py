@@ -1,20 +1,24 @@
-"""What transformers 5 (checked against 5.24.0) makes of a Llama config.json, without importing it.
+"""What transformers 5 (checked against 5.24.0) computes with for a config.json of each candle
+family, without importing it: one view per family (`family_transformers_view`), under the names
+candle's `Config` gives the values, with transformers' own validation of the config (`refused`).
 
 Sources, in `transformers/`:
-- `models/llama/configuration_llama.py:63-99`: `@strict` LlamaConfig fields, defaults,
-  `head_dim` and `num_key_value_heads` derivation, hidden % heads check.
+- `models/<model_type>/configuration_<model_type>.py`: each class's `@strict` fields and defaults
+  (`FAMILY_DEFAULTS` below, held to `AutoConfig.for_model` by tests/unit/test_family_semantics.py);
+  `models/llama/configuration_llama.py:63-99`: `num_key_value_heads` and `head_dim` derive from
+  the heads when None, hidden % heads check.
 - `configuration_utils.py:428-512`: `__post_init__` pops legacy `rope_scaling`/`rope_theta`
   kwargs into `rope_parameters`; unknown keys become attributes.
 - `modeling_rope_utils.py:775-865`: `convert_rope_params_to_dict` / `standardize_rope_params`:
   `rope_scaling` (if truthy) replaces `rope_parameters`; `rope_theta` priority is
-  rope dict > top-level key > 10000; `rope_type` defaults to the legacy `type`, then
-  "default"; llama3/yarn/longrope get `original_max_position_embeddings` =
-  `max_position_embeddings` when missing. `:868-1158`: required keys per rope type.
+  rope dict > top-level key > the class's `default_theta`; a top-level `partial_rotary_factor`
+  joins the dict; `rope_type` defaults to the legacy `type`, then "default"; llama3/yarn/longrope
+  get `original_max_position_embeddings` = `max_position_embeddings` when missing.
+  `:868-1158`: required keys per rope type.
 - `cache_utils.py:1959-1997`: a config with `sliding_window` gets sliding-window KV cache
   layers in `generate()`, whatever the model type.
 - `models/llama/modeling_llama.py:73-106`: the default rope uses the whole head_dim
   (ignores `partial_rotary_factor`); other rope types use `int(head_dim * factor)`.
-  `:205-229`: q/k/v/o biases follow `attention_bias`; `:156-161`: MLP bias, `hidden_act`.
 """
 
 from __future__ import annotations
@@ -25,34 +29,38 @@ from dataclasses import dataclass, field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, Literal
+    from typing import Any
 
 DEFAULT_THETA = 10000.0
 
-# LlamaConfig's dataclass fields, their strict types and defaults (configuration_llama.py:63-83)
+# transformers' strict validation: the types its `@strict` config classes declare (huggingface_hub's
+# dataclass validators refuse any other at construction). lint holds every family's config to
+# LlamaConfig's (configuration_llama.py:63-83); the other classes declare the same types for the
+# keys they share, except that some narrow `num_key_value_heads` or `head_dim` to `int` or have no
+# such key (transformers then keeps any value as a plain attribute).
 INT, FLOAT, BOOL, STR = "int", "float", "bool", "str"
-LLAMA_FIELDS: dict[str, tuple[tuple[str, ...], Any]] = {
-    "vocab_size": ((INT,), 32000),
-    "hidden_size": ((INT,), 4096),
-    "intermediate_size": ((INT,), 11008),
-    "num_hidden_layers": ((INT,), 32),
-    "num_attention_heads": ((INT,), 32),
-    "num_key_value_heads": ((INT, "none"), None),
-    "hidden_act": ((STR,), "silu"),
-    "max_position_embeddings": ((INT,), 2048),
-    "initializer_range": ((FLOAT,), 0.02),
-    "rms_norm_eps": ((FLOAT,), 1e-6),
-    "use_cache": ((BOOL,), True),
-    "pad_token_id": ((INT, "none"), None),
-    "bos_token_id": ((INT, "none"), 1),
-    "eos_token_id": ((INT, "list[int]", "none"), 2),
-    "pretraining_tp": ((INT, "none"), 1),
-    "tie_word_embeddings": ((BOOL,), False),
-    "rope_parameters": (("dict", "none"), None),
-    "attention_bias": ((BOOL,), False),
-    "attention_dropout": ((INT, FLOAT, "none"), 0.0),
-    "mlp_bias": ((BOOL,), False),
-    "head_dim": ((INT, "none"), None),
+STRICT_TYPES: dict[str, tuple[str, ...]] = {
+    "vocab_size": (INT,),
+    "hidden_size": (INT,),
+    "intermediate_size": (INT,),
+    "num_hidden_layers": (INT,),
+    "num_attention_heads": (INT,),
+    "num_key_value_heads": (INT, "none"),
+    "hidden_act": (STR,),
+    "max_position_embeddings": (INT,),
+    "initializer_range": (FLOAT,),
+    "rms_norm_eps": (FLOAT,),
+    "use_cache": (BOOL,),
+    "pad_token_id": (INT, "none"),
+    "bos_token_id": (INT, "none"),
+    "eos_token_id": (INT, "list[int]", "none"),
+    "pretraining_tp": (INT, "none"),
+    "tie_word_embeddings": (BOOL,),
+    "rope_parameters": ("dict", "none"),
+    "attention_bias": (BOOL,),
+    "attention_dropout": (INT, FLOAT, "none"),
+    "mlp_bias": (BOOL,),
+    "head_dim": (INT, "none"),
 }
 ROPE_REQUIRED = {
     "default": set(),
@@ -64,62 +72,6 @@ ROPE_REQUIRED = {
     "proportional": {"rope_theta"},
 }
 SILU_NAMES = ("silu", "swish")  # activations.py:343,345: both are SiLU
-# model types whose transformers modeling applies these when set (portkit's model of them)
-SLIDING_WINDOW_TYPES = {"mistral", "mixtral", "starcoder2", "phi3"}
-SLIDING_WINDOW_OPT_IN = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}  # need `use_sliding_window: true`
-PARTIAL_ROTARY_TYPES = {"phi", "phi3", "stablelm", "gpt_neox", "persimmon", "glm", "glm4", "nemotron"}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TransformersView:
-    """transformers 5's effective values for a config.json, as `LlamaConfig` + `LlamaForCausalLM` use them.
-
-    `refused` says why transformers would not build this model (strict type validation,
-    architecture or rope validation); the other fields are then best effort.
-    """
-
-    refused: str | None = None
-    model_type: str | None = None
-    architectures: list[str] | None = None
-    hidden_size: int = 4096
-    intermediate_size: int = 11008
-    vocab_size: int = 32000
-    num_hidden_layers: int = 32
-    num_attention_heads: int = 32
-    num_key_value_heads: int = 32
-    head_dim: int = 128
-    head_dim_source: Literal["head_dim", "derived"] = "derived"
-    hidden_act: str = "silu"
-    rms_norm_eps: float = 1e-6
-    max_position_embeddings: int = 2048
-    rope_theta: float | None = DEFAULT_THETA
-    rope_theta_source: Literal["rope_parameters", "rope_scaling", "top-level", "default"] = "default"
-    rope_type: str = "default"
-    rope_source: Literal["rope_parameters", "rope_scaling"] | None = None
-    rope_parameters: dict[str, Any] = field(default_factory=dict)
-    partial_rotary_factor: float | None = None
-    rotary_dim: int = 128
-    attention_bias: bool = False
-    mlp_bias: bool = False
-    tie_word_embeddings: bool = False
-    bos_token_id: int | None = 1
-    eos_token_id: int | list[int] | None = 2
-    generation_eos_token_id: int | list[int] | None = 2
-    generation_eos_source: Literal["generation_config.json", "config.json"] = "config.json"
-    sliding_window: int | None = None
-    sliding_window_applied: bool = False  # the model's forward masks outside the window
-    sliding_window_in_cache: bool = False  # generate()'s DynamicCache keeps only the window
-    dtype: str | None = None
-    attn_implementation: str | None = None
-    defaulted: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.refused is None
-
-    @property
-    def rope_scaled(self) -> bool:
-        return self.rope_type not in ("default",)
 
 
 def _type_ok(v: Any, kinds: tuple[str, ...]) -> bool:
@@ -155,209 +107,6 @@ def eos_ids(v: Any) -> list[int]:
     return []
 
 
-def transformers_view(config: Mapping[str, Any], generation_config: Mapping[str, Any] | None = None) -> TransformersView:
-    """Effective values transformers 5 uses for `config` (parsed config.json)."""
-    try:
-        return _transformers_view(config, generation_config)
-    except (OverflowError, ValueError, TypeError, ZeroDivisionError) as e:
-        # transformers itself would raise on these values (e.g. int(inf) for a rotary dim)
-        return TransformersView(refused=f"values transformers cannot compute with: {e}")
-
-
-def _transformers_view(config: Mapping[str, Any], generation_config: Mapping[str, Any] | None) -> TransformersView:
-    if not isinstance(config, Mapping):
-        return TransformersView(refused="config.json is not a JSON object")
-    c = dict(config)
-    refused: str | None = None
-
-    def refuse(msg: str) -> None:
-        nonlocal refused
-        if refused is None:
-            refused = msg
-
-    vals: dict[str, Any] = {}
-    defaulted = []
-    for name, (kinds, default) in LLAMA_FIELDS.items():
-        if name in c:
-            v = c[name]
-            if not _type_ok(v, kinds):
-                shown = repr(v) if len(repr(v)) < 60 else repr(v)[:57] + "..."
-                refuse(f"`{name}` expected {' | '.join(kinds)}, got {_py_type(v)} ({shown})")
-                v = default
-            vals[name] = v
-        else:
-            vals[name] = default
-            defaulted.append(name)
-    if isinstance(vals["initializer_range"], float) and not 0.0 <= vals["initializer_range"] <= 1.0:
-        refuse(f"`initializer_range` must be within [0, 1], got {vals['initializer_range']}")
-
-    hidden, heads = vals["hidden_size"], vals["num_attention_heads"]
-    if heads == 0:
-        refuse("`num_attention_heads` is 0 (transformers divides by it)")
-        derived = 0
-    else:
-        derived = hidden // heads
-        if hidden % heads:
-            refuse(f"hidden size {hidden} is not a multiple of the number of attention heads {heads}")
-    head_dim = vals["head_dim"] if vals["head_dim"] is not None else derived
-    kv = vals["num_key_value_heads"] if vals["num_key_value_heads"] is not None else heads
-
-    # --- rope (modeling_rope_utils.py:775-865) ---
-    rope_scaling = c.get("rope_scaling")
-    rp = vals["rope_parameters"]
-    if rope_scaling:
-        rope_dict, rope_source = rope_scaling, "rope_scaling"
-    elif rp is not None:
-        rope_dict, rope_source = rp, "rope_parameters"
-    else:
-        rope_dict, rope_source = {}, None
-    if not isinstance(rope_dict, dict):
-        refuse(f"`rope_scaling` must be an object, got {_py_type(rope_dict)}")
-        rope_dict, rope_source = {}, None
-    rope = dict(rope_dict)
-    if "rope_theta" in rope:
-        theta_source = rope_source
-    elif "rope_theta" in c:
-        theta_source = "top-level"
-    else:
-        theta_source = "default"
-    rope.setdefault("rope_theta", c["rope_theta"] if "rope_theta" in c else DEFAULT_THETA)
-    prf_written = c.get("partial_rotary_factor")
-    if prf_written is not None:
-        rope.setdefault("partial_rotary_factor", prf_written)
-    rope.setdefault("rope_type", rope.get("type", "default"))
-    rope_type = rope["rope_type"]
-    if rope_type in ("llama3", "yarn", "longrope"):
-        rope.setdefault("original_max_position_embeddings", vals["max_position_embeddings"])
-    if not isinstance(rope_type, str):
-        refuse(f"rope_type {rope_type!r:.40} has no rope init function in transformers (ROPE_INIT_FUNCTIONS)")
-        rope_type = "default"
-    elif rope_type not in ROPE_REQUIRED:
-        refuse(f"rope_type {rope_type!r} has no rope init function in transformers (ROPE_INIT_FUNCTIONS)")
-    else:
-        missing = ROPE_REQUIRED[rope_type] - set(rope)
-        if missing:
-            refuse(f"missing required keys in `rope_parameters` for rope_type {rope_type!r}: {sorted(missing)}")
-    theta = rope.get("rope_theta")
-    if isinstance(theta, bool) or not isinstance(theta, (int, float)):
-        refuse(f"`rope_theta` must be a number, got {_py_type(theta)} ({theta!r:.40})")
-        theta_f = None
-    else:
-        try:
-            theta_f = float(theta)
-        except OverflowError:
-            refuse("`rope_theta` is out of range for a double")
-            theta_f = None
-    prf = rope.get("partial_rotary_factor")
-    if prf is not None and (isinstance(prf, bool) or not isinstance(prf, (int, float))):
-        refuse(f"`partial_rotary_factor` must be a number, got {_py_type(prf)}")
-        prf = None
-    model_type = c.get("model_type") if isinstance(c.get("model_type"), str) else None
-    if rope_type == "default" and model_type not in PARTIAL_ROTARY_TYPES:
-        rotary_dim = head_dim  # LlamaRotaryEmbedding.compute_default_rope_parameters ignores the factor
-    else:
-        rotary_dim = int(head_dim * (prf if prf is not None else 1.0))
-    if (
-        head_dim is not None
-        and head_dim > 4
-        and head_dim % 2
-        and int(head_dim * (prf if prf is not None else 1.0)) == head_dim
-    ):
-        refuse(f"RoPE requires an even rotary dimension, got head_dim={head_dim}")
-
-    # --- sliding window ---
-    sw = c.get("sliding_window")
-    sw_int = sw if isinstance(sw, int) and not isinstance(sw, bool) and sw > 0 else None
-    layer_types = c.get("layer_types")
-    opted_out = model_type in SLIDING_WINDOW_OPT_IN and c.get("use_sliding_window") is not True
-    applied = sw_int is not None and not opted_out and (
-        model_type in SLIDING_WINDOW_TYPES
-        or model_type in SLIDING_WINDOW_OPT_IN
-        or (isinstance(layer_types, list) and "sliding_attention" in layer_types)
-    )
-    # cache_utils.py get_layer_types_and_kwargs: any config with `sliding_window` set gets
-    # DynamicSlidingWindowLayer caches, so cached generation attends within the window even
-    # for Llama, whose forward never reads the key.
-    in_cache = sw_int is not None and not opted_out
-
-    # --- generation EOS: generate() uses generation_config.json when it has the key ---
-    gen_eos, gen_src = vals["eos_token_id"], "config.json"
-    if isinstance(generation_config, Mapping) and "eos_token_id" in generation_config:
-        gen_eos, gen_src = generation_config["eos_token_id"], "generation_config.json"
-        if not _type_ok(gen_eos, (INT, "list[int]", "none")):
-            gen_eos = eos_ids(gen_eos) or None
-
-    dtype = c.get("dtype") if isinstance(c.get("dtype"), str) else c.get("torch_dtype")
-    attn = c.get("attn_implementation", c.get("_attn_implementation"))
-    archs = c.get("architectures")
-    return TransformersView(
-        refused=refused,
-        model_type=model_type,
-        architectures=[a for a in archs if isinstance(a, str)] if isinstance(archs, list) else None,
-        hidden_size=hidden,
-        intermediate_size=vals["intermediate_size"],
-        vocab_size=vals["vocab_size"],
-        num_hidden_layers=vals["num_hidden_layers"],
-        num_attention_heads=heads,
-        num_key_value_heads=kv,
-        head_dim=head_dim,
-        head_dim_source="head_dim" if vals["head_dim"] is not None else "derived",
-        hidden_act=vals["hidden_act"],
-        rms_norm_eps=vals["rms_norm_eps"],
-        max_position_embeddings=vals["max_position_embeddings"],
-        rope_theta=theta_f,
-        rope_theta_source=theta_source,
-        rope_type=rope_type,
-        rope_source=rope_source,
-        rope_parameters=rope,
-        partial_rotary_factor=float(prf) if prf is not None else None,
-        rotary_dim=rotary_dim,
-        attention_bias=vals["attention_bias"],
-        mlp_bias=vals["mlp_bias"],
-        tie_word_embeddings=vals["tie_word_embeddings"],
-        bos_token_id=vals["bos_token_id"],
-        eos_token_id=vals["eos_token_id"],
-        generation_eos_token_id=gen_eos,
-        generation_eos_source=gen_src,
-        sliding_window=sw_int,
-        sliding_window_applied=applied,
-        sliding_window_in_cache=in_cache,
-        dtype=dtype if isinstance(dtype, str) else None,
-        attn_implementation=attn if isinstance(attn, str) else None,
-        defaulted=defaulted,
-    )
-
-
-def llama3_inv_freq_factors(view: TransformersView) -> list[float] | None:
-    """The per-frequency divisors llama3 scaling applies (what llama.cpp stores in
-    `rope_freqs.weight`): inv_freq_default / inv_freq_llama3, from
-    `_compute_llama3_parameters` (modeling_rope_utils.py:581-666). None unless llama3."""
-    if view.rope_type != "llama3" or view.rope_theta is None:
-        return None
-    p = view.rope_parameters
-    try:
-        factor = float(p["factor"])
-        low = float(p["low_freq_factor"])
-        high = float(p["high_freq_factor"])
-        old = float(p["original_max_position_embeddings"])
-    except (KeyError, TypeError, ValueError):
-        return None
-    dim = view.rotary_dim
-    low_wl, high_wl = old / low, old / high
-    out = []
-    for i in range(0, dim, 2):
-        f = 1.0 / (view.rope_theta ** (i / dim))
-        wl = 2 * math.pi / f
-        if wl < high_wl:
-            out.append(1.0)
-        elif wl > low_wl:
-            out.append(factor)
-        else:
-            s = (old / wl - low) / (high - low)
-            out.append(1.0 / ((1 - s) / factor + s))
-    return out
-
-
 # --- every candle family: what transformers 5.24 computes for the keys candle's module reads ---
 #
 # Sources, in `transformers/models/<model_type>/configuration_<model_type>.py` unless said:
@@ -370,14 +119,14 @@ def llama3_inv_freq_factors(view: TransformersView) -> list[float] | None:
 # `configuration_gemma3.py:105-111` (`sliding_window_pattern`, default 6);
 # `configuration_qwen3_moe.py:50-52` (`num_local_experts` is `num_experts`).
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
-    # llama: LlamaConfig's own fields (LLAMA_FIELDS above); num_key_value_heads and head_dim
-    # derive from the heads when absent, so they have no class default to list
+    # llama: LlamaConfig's fields candle reads; None where the class derives the value from the
+    # heads (`_DERIVED_FROM_HEADS`)
     "llama": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
-              "num_attention_heads": 32, "hidden_act": "silu", "max_position_embeddings": 2048, "rms_norm_eps": 1e-06,
-              "bos_token_id": 1, "eos_token_id": 2, "tie_word_embeddings": False, "attention_bias": False,
-              "mlp_bias": False},
+              "num_attention_heads": 32, "num_key_value_heads": None, "head_dim": None, "hidden_act": "silu",
+              "max_position_embeddings": 2048, "rms_norm_eps": 1e-06, "bos_token_id": 1, "eos_token_id": 2,
+              "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False},
     "mistral": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-                "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_act": "silu",
+                "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": None, "hidden_act": "silu",
                 "max_position_embeddings": 131072, "rms_norm_eps": 1e-06, "sliding_window": 4096,
                 "tie_word_embeddings": False},
     "mixtral": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
@@ -413,14 +162,15 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
                "use_bidirectional_attention": False,
                "max_position_embeddings": 131072, "tie_word_embeddings": True},
     "phi3": {"vocab_size": 32064, "hidden_act": "silu", "hidden_size": 3072, "intermediate_size": 8192,
-             "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32, "rms_norm_eps": 1e-05,
+             "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": None, "rms_norm_eps": 1e-05,
              "max_position_embeddings": 4096, "sliding_window": None, "tie_word_embeddings": False},
     "olmo2": {"vocab_size": 50304, "hidden_size": 4096, "intermediate_size": 11008, "attention_bias": False,
-              "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32, "rms_norm_eps": 1e-05,
+              "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": None, "rms_norm_eps": 1e-05,
               "hidden_act": "silu", "max_position_embeddings": 2048, "tie_word_embeddings": False},
     "granite": {"hidden_size": 4096, "intermediate_size": 11008, "vocab_size": 32000, "num_hidden_layers": 32,
-                "num_attention_heads": 32, "rms_norm_eps": 1e-06, "max_position_embeddings": 2048,
-                "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False, "hidden_act": "silu",
+                "num_attention_heads": 32, "num_key_value_heads": None, "rms_norm_eps": 1e-06,
+                "max_position_embeddings": 2048, "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False,
+                "hidden_act": "silu",
                 "embedding_multiplier": 1.0, "attention_multiplier": 1.0, "residual_multiplier": 1.0,
                 "logits_scaling": 1.0},
     "starcoder2": {"vocab_size": 49152, "hidden_size": 3072, "intermediate_size": 12288, "num_hidden_layers": 30,
@@ -443,15 +193,33 @@ _PARTIAL_ROTARY_SCALED_ONLY = ("llama",)
 # families whose transformers modeling masks every layer to `sliding_window` when it is set
 _SLIDES_EVERY_LAYER = ("mistral", "mixtral", "starcoder2", "phi3")
 _SLIDES_FROM_MAX_WINDOW_LAYERS = ("qwen2", "qwen3", "qwen3_moe")
+# the classes whose `__post_init__` turns a None into the heads' value: `num_key_value_heads` =
+# `num_attention_heads` (configuration_llama.py:88-89, configuration_qwen2.py:84-85, ...), `head_dim` =
+# `hidden_size // num_attention_heads` (configuration_llama.py:86-87, configuration_mistral.py:83)
+_DERIVED_FROM_HEADS = {
+    "num_key_value_heads": ("llama", "qwen2", "qwen3", "phi3", "olmo2", "granite"),
+    "head_dim": ("llama", "mistral"),
+}
+# the classes whose `validate_architecture` refuses a hidden size the heads do not divide
+# (configuration_llama.py:93-98, configuration_gemma2.py:101-106, configuration_gemma3.py:115-120)
+_VALIDATES_HEAD_SPLIT = ("llama", "gemma2", "gemma3")
+# keys transformers keeps when config.json writes them, for a family whose class has no default for them
+_TAKEN_WHEN_WRITTEN = ("head_dim", "attention_bias", "mlp_bias", "tie_word_embeddings", "use_sliding_window", "sliding_window")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FamilyTransformersView:
     """transformers 5.24's effective values for a config of one candle family, under the names
     candle's `Config` gives them (`values`), with where each came from (`sources`: the config.json
-    key path, () for a class default). torch-free, like `transformers_view`."""
+    key path, () for a class default). torch-free.
 
-    family: str
+    `refused` says why transformers would not build this model (strict type validation,
+    architecture or rope validation); the other fields are then best effort. `family` None: a
+    model type portkit has no family for, read without class defaults (what config.json writes)."""
+
+    family: str | None
+    refused: str | None = None
+    model_type: str | None = None  # as config.json writes it
     values: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
     rope_type: str = "default"  # of the global (gemma3: full-attention) layers
@@ -459,8 +227,21 @@ class FamilyTransformersView:
     rope_source: str | None = None  # the key transformers read the rope dict from (rope_scaling wins when truthy)
     local_rope_type: str | None = None  # gemma3's sliding-attention layers
     local_rope_parameters: dict[str, Any] = field(default_factory=dict)
+    rotary_dim: int | None = None  # the head dimensions the global rope rotates
     sliding_layers: tuple[bool, ...] = ()  # per layer: transformers masks it to `sliding_window`
+    sliding_window_applied: bool = False  # the forward masks some layer to the window (its class, or `layer_types`)
+    sliding_window_in_cache: bool = False  # generate()'s DynamicCache keeps only the window
+    generation_eos_token_id: int | list[int] | None = None  # what generate() stops on
+    generation_eos_source: str = "config.json"  # or "generation_config.json", when it has the key
     multipliers: dict[str, float] = field(default_factory=dict)  # granite
+
+    @property
+    def ok(self) -> bool:
+        return self.refused is None
+
+    @property
+    def rope_scaled(self) -> bool:
+        return self.rope_type != "default"
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.values.get(key, default)
@@ -475,41 +256,101 @@ def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def family_transformers_view(family: str, config: Mapping[str, Any]) -> FamilyTransformersView:
-    """What transformers 5.24 computes with for `config` of `family` (a `portkit.families` name).
-    Best effort on odd values: a rule compares only what both sides define."""
-    c = dict(config) if isinstance(config, Mapping) else {}
-    defaults = FAMILY_DEFAULTS.get(family, {})
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _float(v: Any) -> float | None:
+    """A number as transformers computes with it, None for what is not one (an int past a double)."""
+    if not _number(v):
+        return None
+    try:
+        return float(v)
+    except OverflowError:
+        return None
+
+
+def family_transformers_view(
+    family: str | None, config: Mapping[str, Any], generation_config: Mapping[str, Any] | None = None
+) -> FamilyTransformersView:
+    """What transformers 5.24 computes with for `config` of `family` (a `portkit.families` name,
+    None for a model type portkit has no family for), and whether it accepts the config at all."""
+    if not isinstance(config, Mapping):
+        return FamilyTransformersView(family=family, refused="config.json is not a JSON object")
+    try:
+        return _family_transformers_view(family, dict(config), generation_config)
+    except (OverflowError, ValueError, TypeError, ZeroDivisionError) as e:
+        # transformers itself would raise on these values (e.g. int(inf) for a rotary dim)
+        return FamilyTransformersView(family=family, refused=f"values transformers cannot compute with: {e}")
+
+
+def _family_transformers_view(family: str | None, c: dict[str, Any], generation_config: Mapping[str, Any] | None) -> FamilyTransformersView:
+    refusals: list[str] = []  # the first one is what transformers raises
+    refuse = refusals.append
+
+    # strict types first, in the class's field order; a refused value reads as the default
+    mistyped = set()
+    for name, kinds in STRICT_TYPES.items():
+        if name in c and not _type_ok(c[name], kinds):
+            v = c[name]
+            shown = repr(v) if len(repr(v)) < 60 else repr(v)[:57] + "..."
+            refuse(f"`{name}` expected {' | '.join(kinds)}, got {_py_type(v)} ({shown})")
+            mistyped.add(name)
+    ir = c.get("initializer_range")
+    if "initializer_range" not in mistyped and isinstance(ir, float) and not 0.0 <= ir <= 1.0:
+        refuse(f"`initializer_range` must be within [0, 1], got {ir}")
+
+    defaults = FAMILY_DEFAULTS.get(family, {}) if family is not None else {}
     values: dict[str, Any] = {}
     sources: dict[str, tuple[str, ...]] = {}
 
     def take(key: str, *alias: str) -> None:
         for k in (key, *alias):
-            if k in c:
+            if k in c and k not in mistyped:
                 values[key], sources[key] = c[k], (k,)
                 return
         if key in defaults:
             values[key], sources[key] = defaults[key], ()
 
-    for key in defaults:
+    # a model type portkit has no family for: the keys the classes share, as config.json writes them
+    for key in defaults if family is not None else STRICT_TYPES:
         take(key)
     if family == "qwen3_moe":
         take("num_experts", "num_local_experts")
-    for key in ("head_dim", "attention_bias", "mlp_bias", "tie_word_embeddings", "use_sliding_window"):
+    for key in _TAKEN_WHEN_WRITTEN:
         if key in c and key not in values:
             take(key)
 
+    # the heads: some classes derive a None count of KV heads or head_dim from them, some refuse
+    # a hidden size they do not divide
+    hidden, heads = _int(values.get("hidden_size")), _int(values.get("num_attention_heads"))
+    derived = None
+    if heads == 0:
+        refuse("`num_attention_heads` is 0 (transformers divides by it)")
+        derived = 0
+    elif hidden is not None and heads is not None:
+        derived = hidden // heads
+        if hidden % heads and family in _VALIDATES_HEAD_SPLIT:
+            refuse(f"hidden size {hidden} is not a multiple of the number of attention heads {heads}")
+    for key, value in (("num_key_value_heads", heads), ("head_dim", derived)):
+        if key in values and values[key] is None and family in _DERIVED_FROM_HEADS[key]:
+            values[key] = value
+    head_dim = _int(values.get("head_dim"))  # the config's `head_dim`: what rope validation checks
+
     # rope: rope_scaling (if truthy) replaces rope_parameters; theta from the dict, else top level, else default
     rope_key = "rope_scaling" if c.get("rope_scaling") else "rope_parameters"
-    rope = c.get(rope_key) if isinstance(c.get(rope_key), dict) else {}
+    written = c.get(rope_key) if rope_key not in mistyped else None
+    if rope_key == "rope_scaling" and not isinstance(written, dict):
+        refuse(f"`rope_scaling` must be an object, got {_py_type(written)}")
+    written = written if isinstance(written, dict) else {}
     local: dict[str, Any] = {}
     local_type = None
     if family == "gemma3":
-        nested = isinstance(rope.get("full_attention"), dict) or isinstance(rope.get("sliding_attention"), dict)
+        nested = isinstance(written.get("full_attention"), dict) or isinstance(written.get("sliding_attention"), dict)
         # a legacy `rope_scaling` updates {"rope_type": "default"}: spelled with `type` only, it
         # keeps the default rope (configuration_gemma3.py `convert_rope_params_to_dict`)
-        full = dict(rope.get("full_attention") or {}) if nested else ({"rope_type": "default", **rope} if rope_key == "rope_scaling" else {})
-        local = dict(rope.get("sliding_attention") or {}) if nested else {}
+        full = dict(written.get("full_attention") or {}) if nested else ({"rope_type": "default", **written} if rope_key == "rope_scaling" else {})
+        local = dict(written.get("sliding_attention") or {}) if nested else {}
         full_path = (rope_key, "full_attention") if nested else (rope_key,)
         _theta(values, sources, "rope_theta", full, full_path, c, "rope_theta", FAMILY_DEFAULT_THETA["gemma3"])
         _theta(values, sources, "rope_local_base_freq", local, (rope_key, "sliding_attention"), c,
@@ -519,38 +360,68 @@ def family_transformers_view(family: str, config: Mapping[str, Any]) -> FamilyTr
         local_type = local["rope_type"] if isinstance(local["rope_type"], str) else "default"
         rope = full
     else:
-        rope = dict(rope)
+        rope = dict(written)
         _theta(values, sources, "rope_theta", rope, (rope_key,), c, "rope_theta", FAMILY_DEFAULT_THETA.get(family, DEFAULT_THETA))
+        if c.get("partial_rotary_factor") is not None:
+            rope.setdefault("partial_rotary_factor", c["partial_rotary_factor"])
         rope.setdefault("rope_type", rope.get("type", "default"))
     rope_type = rope["rope_type"] if isinstance(rope.get("rope_type"), str) else "default"
     if rope_type in ("llama3", "yarn", "longrope"):  # modeling_rope_utils.py standardize_rope_params
         rope.setdefault("original_max_position_embeddings", values.get("max_position_embeddings"))
+    if not isinstance(rope.get("rope_type"), str):
+        refuse(f"rope_type {rope.get('rope_type')!r:.40} has no rope init function in transformers (ROPE_INIT_FUNCTIONS)")
+    elif rope_type not in ROPE_REQUIRED:
+        refuse(f"rope_type {rope_type!r} has no rope init function in transformers (ROPE_INIT_FUNCTIONS)")
+    elif missing := ROPE_REQUIRED[rope_type] - set(rope):
+        refuse(f"missing required keys in `rope_parameters` for rope_type {rope_type!r}: {sorted(missing)}")
+    theta = rope.get("rope_theta")
+    if not _number(theta):
+        refuse(f"`rope_theta` must be a number, got {_py_type(theta)} ({theta!r:.40})")
+    elif _float(theta) is None:
+        refuse("`rope_theta` is out of range for a double")
+    prf = rope.get("partial_rotary_factor")
+    if prf is not None and not _number(prf):
+        refuse(f"`partial_rotary_factor` must be a number, got {_py_type(prf)}")
+        prf = None
     reads_prf = family in _PARTIAL_ROTARY_ALWAYS or (family in _PARTIAL_ROTARY_SCALED_ONLY and rope_type != "default")
     if reads_prf:
         default_prf = _PARTIAL_ROTARY_ALWAYS.get(family)
-        if _number(rope.get("partial_rotary_factor")):
-            values["partial_rotary_factor"] = float(rope["partial_rotary_factor"])
+        if _number(written.get("partial_rotary_factor")):
+            values["partial_rotary_factor"] = float(written["partial_rotary_factor"])
             sources["partial_rotary_factor"] = (rope_key, "partial_rotary_factor")
         elif _number(c.get("partial_rotary_factor")):
             values["partial_rotary_factor"] = float(c["partial_rotary_factor"])
             sources["partial_rotary_factor"] = ("partial_rotary_factor",)
         elif default_prf is not None:
             values["partial_rotary_factor"], sources["partial_rotary_factor"] = default_prf, ()
+    # a scaled rope rotates `partial_rotary_factor` of the head in every class (modeling_rope_utils.py
+    # `_compute_default_rope_parameters`); the default rope only in those that rotate part of it
+    attn_head = head_dim if head_dim is not None else derived  # the attention's own fallback
+    rotary_dim = None
+    if attn_head is not None:
+        factor = prf if prf is not None else values.get("partial_rotary_factor")
+        rotary = rope_type != "default" or family in _PARTIAL_ROTARY_ALWAYS
+        rotary_dim = int(attn_head * factor) if rotary and factor is not None else attn_head
+    if head_dim is not None and head_dim > 4 and head_dim % 2 and int(head_dim * (prf if prf is not None else 1.0)) == head_dim:
+        refuse(f"RoPE requires an even rotary dimension, got head_dim={head_dim}")
 
     # activation: gemma reads `hidden_act` and rewrites the legacy "gelu" to the tanh GELU
     if family == "gemma" and values.get("hidden_act") == "gelu":
         values["hidden_act"] = "gelu_pytorch_tanh"
 
-    # sliding window: which layers transformers masks
+    # sliding window: which layers transformers masks, and whether generate()'s cache keeps the window
     n = c.get("num_hidden_layers", defaults.get("num_hidden_layers", 0))
     n = n if isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= 100_000 else 0
     sw = values.get("sliding_window")
     has_sw = _number(sw) and sw > 0
     layer_types = c.get("layer_types") if isinstance(c.get("layer_types"), list) else None
+    # configuration_qwen2.py:83: no window at all without `use_sliding_window`
+    opted_out = family in _SLIDES_FROM_MAX_WINDOW_LAYERS and values.get("use_sliding_window") is not True
+    in_cache = _int(sw) is not None and sw > 0 and not opted_out
     if family in _SLIDES_EVERY_LAYER:
         sliding = tuple(has_sw for _ in range(n))
     elif family in _SLIDES_FROM_MAX_WINDOW_LAYERS:
-        on = has_sw and values.get("use_sliding_window") is True
+        on = has_sw and not opted_out
         if not on:
             values["sliding_window"] = None  # configuration_qwen2.py:83
         mwl = values.get("max_window_layers", n)
@@ -575,12 +446,24 @@ def family_transformers_view(family: str, config: Mapping[str, Any]) -> FamilyTr
             sliding = tuple(has_sw and bool((i + 1) % pattern) for i in range(n))
     else:
         sliding = tuple(False for _ in range(n))
+    applied = any(sliding) or (in_cache and layer_types is not None and "sliding_attention" in layer_types)
+
+    # generation EOS: generate() uses generation_config.json when it has the key
+    gen_eos = values["eos_token_id"] if "eos_token_id" in values else c.get("eos_token_id")
+    gen_src = "config.json"
+    if isinstance(generation_config, Mapping) and "eos_token_id" in generation_config:
+        gen_eos, gen_src = generation_config["eos_token_id"], "generation_config.json"
+        if not _type_ok(gen_eos, (INT, "list[int]", "none")):
+            gen_eos = eos_ids(gen_eos) or None
 
     multipliers = {}
     if family == "granite":
         multipliers = {k: values[k] for k in ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling")}
+    mt = c.get("model_type")
     return FamilyTransformersView(
         family=family,
+        refused=refusals[0] if refusals else None,
+        model_type=mt if isinstance(mt, str) else None,
         values=values,
         sources=sources,
         rope_type=rope_type,
@@ -588,17 +471,56 @@ def family_transformers_view(family: str, config: Mapping[str, Any]) -> FamilyTr
         rope_source=rope_key if rope_key == "rope_scaling" or isinstance(c.get("rope_parameters"), dict) else None,
         local_rope_type=local_type,
         local_rope_parameters=local,
+        rotary_dim=rotary_dim,
         sliding_layers=sliding,
+        sliding_window_applied=applied,
+        sliding_window_in_cache=in_cache,
+        generation_eos_token_id=gen_eos,
+        generation_eos_source=gen_src,
         multipliers=multipliers,
     )
 
 
 def _theta(values: dict[str, Any], sources: dict[str, tuple[str, ...]], name: str, rope: dict[str, Any],
            rope_path: tuple[str, ...], c: dict[str, Any], top_key: str, default: float) -> None:
-    if _number(rope.get("rope_theta")):
+    if _float(rope.get("rope_theta")) is not None:
         values[name], sources[name] = float(rope["rope_theta"]), (*rope_path, "rope_theta")
-    elif _number(c.get(top_key)):
+    elif _float(c.get(top_key)) is not None:
         values[name], sources[name] = float(c[top_key]), (top_key,)
     else:
         values[name], sources[name] = float(default), ()
-    rope.setdefault("rope_theta", values[name])
+    # the dict takes the top-level key as written (transformers validates it there), else the default
+    rope.setdefault("rope_theta", c[top_key] if top_key in c else values[name])
+
+
+def llama3_inv_freq_factors(view: FamilyTransformersView) -> list[float] | None:
+    """The per-frequency divisors llama3 scaling applies (what llama.cpp stores in
+    `rope_freqs.weight`): inv_freq_default / inv_freq_llama3, from
+    `_compute_llama3_parameters` (modeling_rope_utils.py:581-666). None unless llama3."""
+    theta = view.get("rope_theta")
+    if view.rope_type != "llama3" or not _number(theta) or view.rotary_dim is None:
+        return None
+    p = view.rope_parameters
+    try:
+        factor = float(p["factor"])
+        low = float(p["low_freq_factor"])
+        high = float(p["high_freq_factor"])
+        old = float(p["original_max_position_embeddings"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    dim = view.rotary_dim
+    low_wl, high_wl = old / low, old / high
+    out = []
+    for i in range(0, dim, 2):
+        f = 1.0 / (theta ** (i / dim))
+        wl = 2 * math.pi / f
+        if wl < high_wl:
+            out.append(1.0)
+        elif wl > low_wl:
+            out.append(factor)
+        else:
+            s = (old / wl - low) / (high - low)
+            out.append(1.0 / ((1 - s) / factor + s))
+    return out
+
+

@@ -66,9 +66,11 @@ def gguf_tolerance(types: dict[str, int]) -> Tolerance:
 
 
 def _reference_theta(model: ModelDir) -> float | None:
-    from portkit.semantics import transformers_view
+    from portkit.families import detect_or_default
+    from portkit.semantics import family_transformers_view
 
-    theta = transformers_view(model.config).rope_theta
+    family = detect_or_default(model.config)
+    theta = family_transformers_view(family.name if family is not None else None, model.config).get("rope_theta")
     return float(theta) if theta is not None else None
 
 

@@ -15,7 +15,7 @@ import pytest
 from fixtures import skeleton as sk
 from portkit.cli import main
 from portkit.model import load_model
-from portkit.semantics import transformers_view
+from portkit.semantics import family_transformers_view
 
 SNAP = Path(__file__).parent / "snapshots"
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,15 +140,15 @@ def test_schema_command(capsys: pytest.CaptureFixture[str]) -> None:
 def test_fix_diff_then_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tf5_model(tmp_path)
     before_text = (bad / "config.json").read_text()
-    before = transformers_view(json.loads(before_text))
+    before = family_transformers_view("llama", json.loads(before_text))
     code, out, _ = cli(capsys, "fix", str(bad))
     assert code == 1 and out.startswith("--- a/") and '+  "rope_theta": 500000.0,' in out
     assert (bad / "config.json").read_text() == before_text  # --diff never writes
     code, _, err = cli(capsys, "fix", str(bad), "--write")
     assert code == 0 and "fixed 2 findings (PK101, PK102)" in err
     after_text = (bad / "config.json").read_text()
-    after = transformers_view(json.loads(after_text))
-    skip = {"defaulted", "rope_source", "rope_theta_source"}
+    after = family_transformers_view("llama", json.loads(after_text))
+    skip = {"sources", "rope_source"}  # where transformers read each value, not what it computes
     assert {k: v for k, v in asdict(after).items() if k not in skip} == {k: v for k, v in asdict(before).items() if k not in skip}
     assert list(json.loads(after_text))[: len(json.loads(before_text))] != []
     old_keys = list(json.loads(before_text))

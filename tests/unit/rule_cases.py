@@ -246,11 +246,11 @@ def _dup_key_config() -> str:
 
 
 def _llama3_factors() -> list[float]:
-    from portkit.semantics import transformers_view
+    from portkit.semantics import family_transformers_view
     from portkit.semantics.transformers import llama3_inv_freq_factors
 
     c = sk.config("tf4", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING)
-    return llama3_inv_freq_factors(transformers_view(c)) or []
+    return llama3_inv_freq_factors(family_transformers_view("llama", c)) or []
 
 
 def family(name: str, layout: str = "legacy", drop: tuple[str, ...] = (), **edits: Any) -> Builder:

@@ -156,16 +156,59 @@ def test_fix_writes_gemma_activation(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("family,name,cfg", VARIED, ids=[f"{f}-{n}" for f, n, _ in VARIED])
-def test_llama_transformers_view_accepts_every_family(family: str, name: str, cfg: dict[str, Any]) -> None:
-    """`transformers_view` models LlamaConfig's strict typing; lint stops (exit 2) where it refuses,
-    so it must accept what transformers accepts for every family (gemma3's nested rope_parameters,
-    mixtral's `head_dim: null`, phi3's LongRoPE lists, EOS lists)."""
-    from portkit.semantics import transformers_view
-
+def test_transformers_validation_accepts_every_family(family: str, name: str, cfg: dict[str, Any]) -> None:
+    """The family view's `refused` models transformers' strict typing (LlamaConfig's field types,
+    for every family); lint stops (exit 2) where it refuses, so it must accept what transformers
+    accepts for every family (gemma3's nested rope_parameters, mixtral's `head_dim: null`, phi3's
+    LongRoPE lists, EOS lists)."""
     _auto(cfg)  # transformers itself accepts it
-    assert transformers_view(cfg).refused is None
+    assert family_transformers_view(family, cfg).refused is None
     # negative control: a value transformers' strict typing refuses is still refused
-    assert transformers_view({**cfg, "hidden_size": "64"}).refused is not None
+    assert family_transformers_view(family, {**cfg, "hidden_size": "64"}).refused is not None
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_head_checks_are_each_classs_own(family: str) -> None:
+    """transformers refuses a hidden size the heads do not divide only in the classes that check
+    it (llama, gemma2, gemma3); lint refuses exactly there. A None KV head count or head_dim is
+    the heads' value where the class derives it, and stays None where it keeps it."""
+
+    def refuses(cfg: dict[str, Any]) -> bool:
+        try:
+            _auto(cfg)
+        except Exception:  # noqa: BLE001 - any refusal counts
+            return True
+        return False
+
+    odd = {**LEGACY[family], "num_attention_heads": 3}
+    assert (family_transformers_view(family, odd).refused is not None) == refuses(odd)
+    for key in ("num_key_value_heads", "head_dim"):
+        # absent: the class default, or the heads' value where the class derives it (phi3, olmo2: 4, not 32)
+        absent = {k: v for k, v in LEGACY[family].items() if k != key}
+        if key in family_transformers_view(family, absent).values:
+            assert family_transformers_view(family, absent).get(key) == getattr(_auto(absent), key), key
+        cfg = {**LEGACY[family], key: None}
+        if refuses(cfg):
+            continue  # a class typed `int` (lint holds every family to LlamaConfig's `int | None`)
+        view = family_transformers_view(family, cfg)
+        assert view.refused is None
+        assert view.get(key) == getattr(_auto(cfg), key, None), key
+
+
+@pytest.mark.parametrize("family", ["phi3", "olmo2"])
+def test_fix_writes_the_kv_heads_transformers_derives(family: str, tmp_path: Path) -> None:
+    """Regression: phi3's and olmo2's classes default `num_key_value_heads` to None, which is the
+    query heads (4 here), not 32; candle requires the key, and `fix` writes what transformers uses."""
+    from transformers import AutoConfig
+
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({k: v for k, v in LEGACY[family].items() if k != "num_key_value_heads"}, indent=2))
+    before = AutoConfig.from_pretrained(d).num_key_value_heads
+    p = fix.plan(d)
+    assert p.changes == {"num_key_value_heads": before} and before == LEGACY[family]["num_attention_heads"]
+    fix.write(p)
+    assert AutoConfig.from_pretrained(d).num_key_value_heads == before
 
 
 def test_sliding_window_probe_patches(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from fixtures import skeleton as sk
 from portkit import fix
 from portkit.errors import InputError
 from portkit.cli import main
-from portkit.semantics import transformers_view
+from portkit.semantics import FamilyTransformersView, family_transformers_view
 
 # PK103's documentation example: legacy `type` key, no `original_max_position_embeddings`
 LEGACY_LLAMA3 = {"type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
@@ -49,17 +49,21 @@ def test_pk103_legacy_llama3_type_is_fixed_as_lint_promises(tmp_path: Path, caps
     assert cli(capsys, "lint", str(d))[0] == 0
 
 
+def llama_tv(config: dict[str, object]) -> FamilyTransformersView:
+    return family_transformers_view("llama", config)
+
+
 def test_effective_values_ignore_only_the_legacy_type_key() -> None:
     base = sk.config("tf4", rope_theta=500000.0, scaling=LEGACY_LLAMA3)
     without_type = {k: v for k, v in LEGACY_LLAMA3.items() if k != "type"} | {"rope_type": "llama3"}
-    same = fix.effective(transformers_view(sk.config("tf4", rope_theta=500000.0, scaling=without_type)))
-    assert fix.effective(transformers_view(base)) == same
+    same = fix.effective(llama_tv(sk.config("tf4", rope_theta=500000.0, scaling=without_type)))
+    assert fix.effective(llama_tv(base)) == same
     # negative controls: a real rope value or the rope type still counts
     other_factor = sk.config("tf4", rope_theta=500000.0, scaling={**LEGACY_LLAMA3, "factor": 4.0})
-    assert fix.effective(transformers_view(other_factor)) != same
+    assert fix.effective(llama_tv(other_factor)) != same
     linear = sk.config("tf4", rope_theta=500000.0, scaling={"type": "linear", "factor": 8.0})
-    assert fix.effective(transformers_view(linear))["rope_type"] == "linear"
-    assert fix.effective(transformers_view(linear)) != same
+    assert fix.effective(llama_tv(linear))["rope_type"] == "linear"
+    assert fix.effective(llama_tv(linear)) != same
 
 
 # --------------------------------------------------------------------------- the place of every key
@@ -361,7 +365,6 @@ def test_family_configs_are_checked_with_their_own_transformers_view(tmp_path: P
     import dataclasses
 
     from portkit.model import load_model
-    from portkit.semantics.transformers import family_transformers_view
     from tests.unit.family_configs import T5
 
     cfg = T5["gemma3"]

@@ -10,11 +10,11 @@ from fixtures import skeleton as sk
 from portkit.lint import lint_paths
 from portkit.model.gguf_header import read_gguf
 from portkit.families import BY_NAME
-from portkit.semantics import gguf_view, transformers_view
+from portkit.semantics import family_transformers_view, gguf_view
 
 llama_view = BY_NAME["llama"].view
 from portkit.semantics.serde import rust_float
-from portkit.semantics.transformers import llama3_inv_freq_factors
+from portkit.semantics.transformers import FamilyTransformersView, llama3_inv_freq_factors
 from portkit.settings import Settings
 from tests.unit.config_corpus import CORPUS
 
@@ -68,19 +68,22 @@ def test_llama_view_values() -> None:
 
 
 def test_transformers_rope_precedence() -> None:
-    v = transformers_view(sk.config("tf4", rope_parameters={"rope_theta": 1e6, "rope_type": "default"}))
-    assert v.rope_theta == 1e6 and v.rope_theta_source == "rope_parameters"
-    v = transformers_view(sk.config("tf4", rope_scaling={"type": "linear", "factor": 2.0}, rope_parameters={"rope_type": "default", "rope_theta": 5.0}))
-    assert v.rope_type == "linear" and v.rope_source == "rope_scaling" and v.rope_theta == 100000.0
-    v = transformers_view({k: x for k, x in sk.config("tf4").items() if k != "rope_theta"})
-    assert v.rope_theta == 10000.0 and v.rope_theta_source == "default"
-    v = transformers_view(sk.config("tf4", scaling={k: x for k, x in sk.LLAMA3_SCALING.items() if k != "original_max_position_embeddings"}))
+    def view(cfg: dict[str, object]) -> FamilyTransformersView:
+        return family_transformers_view("llama", cfg)
+
+    v = view(sk.config("tf4", rope_parameters={"rope_theta": 1e6, "rope_type": "default"}))
+    assert v.get("rope_theta") == 1e6 and v.sources["rope_theta"] == ("rope_parameters", "rope_theta")
+    v = view(sk.config("tf4", rope_scaling={"type": "linear", "factor": 2.0}, rope_parameters={"rope_type": "default", "rope_theta": 5.0}))
+    assert v.rope_type == "linear" and v.rope_source == "rope_scaling" and v.get("rope_theta") == 100000.0
+    v = view({k: x for k, x in sk.config("tf4").items() if k != "rope_theta"})
+    assert v.get("rope_theta") == 10000.0 and v.sources["rope_theta"] == ()  # the class default
+    v = view(sk.config("tf4", scaling={k: x for k, x in sk.LLAMA3_SCALING.items() if k != "original_max_position_embeddings"}))
     assert v.rope_parameters["original_max_position_embeddings"] == 128  # max_position_embeddings
-    assert transformers_view(sk.config("tf4", rms_norm_eps=1)).refused  # strict: float field, int value
+    assert view(sk.config("tf4", rms_norm_eps=1)).refused  # strict: float field, int value
 
 
 def test_llama3_factors_match_transformers_shape() -> None:
-    v = transformers_view(sk.config("tf4", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING, hidden_size=2048, num_attention_heads=16))
+    v = family_transformers_view("llama", sk.config("tf4", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING, hidden_size=2048, num_attention_heads=16))
     f = llama3_inv_freq_factors(v)
     assert f is not None and len(f) == 64 and f[0] == 1.0 and f[-1] == 8.0
     assert all(1.0 <= x <= 8.0 for x in f)

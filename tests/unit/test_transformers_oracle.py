@@ -1,4 +1,5 @@
-"""`transformers_view()` against the installed transformers' own `LlamaConfig` (5.24.0).
+"""llama's transformers view (`family_transformers_view("llama", ...)`) against the installed
+transformers' own `LlamaConfig` (5.24.0): its values and its refusals.
 
 portkit never imports transformers; this test does, to keep the pure-Python model of it
 honest. It needs only the config classes (a few seconds), never a model.
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from portkit.semantics import transformers_view
+from portkit.semantics import family_transformers_view
 from tests.unit.config_corpus import CORPUS
 
 transformers = pytest.importorskip("transformers")  # the `verify` extra; CI installs it
@@ -44,7 +45,7 @@ CASES = {k: v for k, v in CORPUS.items() if isinstance(_load(v), dict)}
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_transformers_view_matches_transformers(name: str) -> None:
     cfg = _load(CASES[name])
-    view = transformers_view(cfg)
+    view = family_transformers_view("llama", cfg)
     try:
         tf = _tf(cfg)
     except Exception as e:  # noqa: BLE001 - any refusal counts
@@ -55,17 +56,13 @@ def test_transformers_view_matches_transformers(name: str) -> None:
         return
     rp = tf.rope_parameters
     assert view.rope_type == rp["rope_type"]
-    assert view.rope_theta == pytest.approx(float(rp["rope_theta"]))
+    assert view.get("rope_theta") == pytest.approx(float(rp["rope_theta"]))
     assert view.rope_parameters == dict(rp)
-    assert view.head_dim == tf.head_dim
-    assert view.num_key_value_heads == tf.num_key_value_heads
-    assert view.hidden_act == tf.hidden_act
-    assert view.tie_word_embeddings == tf.tie_word_embeddings
-    assert view.attention_bias == tf.attention_bias and view.mlp_bias == tf.mlp_bias
-    assert view.max_position_embeddings == tf.max_position_embeddings
-    assert view.eos_token_id == tf.eos_token_id and view.bos_token_id == tf.bos_token_id
-    assert view.hidden_size == tf.hidden_size and view.num_hidden_layers == tf.num_hidden_layers
-    assert view.rms_norm_eps == tf.rms_norm_eps or (view.rms_norm_eps != view.rms_norm_eps)
+    for key in ("head_dim", "num_key_value_heads", "hidden_act", "tie_word_embeddings", "attention_bias", "mlp_bias",
+                "max_position_embeddings", "eos_token_id", "bos_token_id", "hidden_size", "num_hidden_layers"):
+        assert view.get(key) == getattr(tf, key), key
+    eps = view.get("rms_norm_eps")
+    assert eps == tf.rms_norm_eps or eps != eps
     from transformers.cache_utils import get_layer_types_and_kwargs
 
     layer_types, _ = get_layer_types_and_kwargs(tf)

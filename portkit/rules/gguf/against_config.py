@@ -75,38 +75,39 @@ class GgufConfigDisagreement(GgufRule):
                 yield from self._family_loader(ctx, g, v.loader)
         if not self.tv_ok(ctx):
             return
-        tv = ctx.tv
-        assert tv is not None
+        ftv = ctx.ftv
+        assert ftv is not None
         for g, v in self.each(ctx):
             if v.loader != "quantized_llama":
                 continue
             pairs: list[tuple[str, object, str, object]] = [
-                ("llama.attention.head_count", v.head_count, "num_attention_heads", tv.num_attention_heads),
-                ("llama.attention.head_count_kv", v.head_count_kv, "num_key_value_heads", tv.num_key_value_heads),
-                ("llama.block_count", v.block_count, "num_hidden_layers", tv.num_hidden_layers),
-                ("llama.embedding_length", v.embedding_length, "hidden_size", tv.hidden_size),
-                ("llama.context_length", v.context_length, "max_position_embeddings", tv.max_position_embeddings),
+                ("llama.attention.head_count", v.head_count, "num_attention_heads", ftv.get("num_attention_heads")),
+                ("llama.attention.head_count_kv", v.head_count_kv, "num_key_value_heads", ftv.get("num_key_value_heads")),
+                ("llama.block_count", v.block_count, "num_hidden_layers", ftv.get("num_hidden_layers")),
+                ("llama.embedding_length", v.embedding_length, "hidden_size", ftv.get("hidden_size")),
+                ("llama.context_length", v.context_length, "max_position_embeddings", ftv.get("max_position_embeddings")),
             ]
             ff = g.metadata.get("llama.feed_forward_length")
             if ff is not None and isinstance(ff.value, int):
-                pairs.append(("llama.feed_forward_length", ff.value, "intermediate_size", tv.intermediate_size))
+                pairs.append(("llama.feed_forward_length", ff.value, "intermediate_size", ftv.get("intermediate_size")))
             emb = g.tensors.get("token_embd.weight")
             if emb is not None and len(emb.shape) == 2:
-                pairs.append(("token_embd.weight rows", emb.shape[0], "vocab_size", tv.vocab_size))
+                pairs.append(("token_embd.weight rows", emb.shape[0], "vocab_size", ftv.get("vocab_size")))
             for gk, gval, ck, cval in pairs:
-                if gval is not None and gval != cval:
+                if gval is not None and cval is not None and gval != cval:
                     yield self._disagreement(ctx, g, f"`{gk}` is {gval}; config.json's `{ck}` (what transformers uses) is {cval}", cval, gval)
-            if v.rms_eps is not None and f32(tv.rms_norm_eps) != v.rms_eps:
+            eps, theta = ftv.get("rms_norm_eps"), ftv.get("rope_theta")
+            if v.rms_eps is not None and isinstance(eps, float) and f32(eps) != v.rms_eps:
                 yield self._disagreement(
-                    ctx, g, f"`llama.attention.layer_norm_rms_epsilon` is {num(v.rms_eps)}; transformers uses `rms_norm_eps`={num(tv.rms_norm_eps)}",
-                    tv.rms_norm_eps, v.rms_eps,
+                    ctx, g, f"`llama.attention.layer_norm_rms_epsilon` is {num(v.rms_eps)}; transformers uses `rms_norm_eps`={num(eps)}",
+                    eps, v.rms_eps,
                 )
-            if v.freq_base_source == "metadata" and tv.rope_theta is not None and f32(tv.rope_theta) != v.freq_base:
+            if v.freq_base_source == "metadata" and theta is not None and f32(theta) != v.freq_base:
                 yield self._disagreement(
                     ctx, g,
-                    f"`llama.rope.freq_base` is {num(v.freq_base)}; transformers uses `rope_theta`={num(tv.rope_theta)}",
-                    tv.rope_theta, v.freq_base,
-                    patch={"llama.rope.freq_base": tv.rope_theta},
+                    f"`llama.rope.freq_base` is {num(v.freq_base)}; transformers uses `rope_theta`={num(theta)}",
+                    theta, v.freq_base,
+                    patch={"llama.rope.freq_base": theta},
                 )
             yield from self._rope_freqs(ctx, g, v)
 
@@ -153,13 +154,13 @@ class GgufConfigDisagreement(GgufRule):
         )
 
     def _rope_freqs(self, ctx: Context, g: GgufFile, v: GgufView) -> Iterable[Finding]:
-        tv = ctx.tv
-        assert tv is not None
-        want = llama3_inv_freq_factors(tv)
+        ftv = ctx.ftv
+        assert ftv is not None
+        want = llama3_inv_freq_factors(ftv)
         t = g.tensors.get("rope_freqs.weight")
         if want is None:
             if t is not None:
-                yield self._disagreement(ctx, g, f"the GGUF has `rope_freqs.weight` but transformers applies `{tv.rope_type}` rope, not llama3", tv.rope_type, "rope_freqs")
+                yield self._disagreement(ctx, g, f"the GGUF has `rope_freqs.weight` but transformers applies `{ftv.rope_type}` rope, not llama3", ftv.rope_type, "rope_freqs")
             return
         if t is None:
             yield self._disagreement(

@@ -26,7 +26,7 @@ class GgufRule(Rule):
         return [(g, v) for g, v in ctx.ggufs if v.loader in self.loaders]
 
     def tv_ok(self, ctx: Context) -> bool:
-        return bool(ctx.tv is not None and ctx.tv.ok)
+        return bool(ctx.ftv is not None and ctx.ftv.ok)
 
     def file_finding(self, ctx: Context, g: GgufFile, message: str, **details: Any) -> Finding:
         """A finding about the GGUF `g` as a whole: its path and no position (`Rule.finding`

@@ -167,7 +167,7 @@ class GgufFreqBaseDefaulted(GgufRule):
     loaders = ("quantized_llama", "quantized_qwen2")
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        theta = ctx.tv.rope_theta if self.tv_ok(ctx) else None  # type: ignore[union-attr]
+        theta = ctx.ftv.get("rope_theta") if self.tv_ok(ctx) else None  # type: ignore[union-attr]
         for g, v in self.each(ctx):
             key = f"{metadata_prefix(g, v.loader)}.rope.freq_base"
             written = g.metadata.get(key)
