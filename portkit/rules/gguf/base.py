@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from portkit.rules.base import Context, Rule
-from portkit.semantics.gguf import GgufView, loader_required_tensors
+from portkit.semantics.gguf import GGUF_LOADERS, GgufView, loader_required_tensors
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from portkit.findings import Finding
     from portkit.model import GgufFile
 
-ALL_LOADERS = ("quantized_llama", "quantized_qwen2", "quantized_qwen3", "quantized_gemma3", "quantized_phi3")
+ALL_LOADERS = tuple(GGUF_LOADERS.values())  # every candle GGUF loader, quantized_llama first
 
 
 class GgufRule(Rule):
