@@ -242,9 +242,8 @@ class SlidingWindowSemantics(Rule):
 
 # --- PK116 / PK117: activations ------------------------------------------------------------------
 
-# transformers ACT2FN name / candle Activation variant -> the function it computes
-_T_ACT = {"gelu": "erf GELU", "gelu_pytorch_tanh": "tanh GELU", "gelu_new": "tanh GELU", "silu": "SiLU", "swish": "SiLU", "relu": "ReLU"}
-_C_ACT = {"gelu": "erf GELU", "gelu_pytorch_tanh": "tanh GELU", "gelu_new": "tanh GELU", "silu": "SiLU", "swish": "SiLU", "relu": "ReLU"}
+# transformers ACT2FN name or candle Activation variant (they spell them alike) -> the function it computes
+_ACT = {"gelu": "erf GELU", "gelu_pytorch_tanh": "tanh GELU", "gelu_new": "tanh GELU", "silu": "SiLU", "swish": "SiLU", "relu": "ReLU"}
 
 
 def _both_activations(ctx: Context) -> bool:
@@ -310,7 +309,7 @@ class ActivationDiffers(Rule):
         trans = ftv.get(fam.trait("TRANSFORMERS_ACTIVATION_KEY"))
         if not isinstance(candle, str) or not isinstance(trans, str):
             return
-        tf, cf = _T_ACT.get(trans), _C_ACT.get(candle)
+        tf, cf = _ACT.get(trans), _ACT.get(candle)
         if tf is None or cf is None or tf == cf:
             return
         written = ctx.facts.config.value.get(key) if ctx.facts.config else None
