@@ -24,12 +24,6 @@ if TYPE_CHECKING:
     from portkit.findings import Finding
 
 
-def who(ctx: Context) -> str:
-    """How a message names candle's module: "candle 0.11.0" for llama, as it always has."""
-    assert ctx.family is not None
-    return ctx.family.who
-
-
 # what to write for a required key transformers has no value for, because transformers never reads it
 _CANDLE_ONLY = {"use_flash_attn": False}
 
@@ -420,7 +414,7 @@ class AttentionBiasIgnored(Rule):
         if ftv and ftv.get("attention_bias") is True:
             yield self.finding(
                 ctx,
-                f"transformers adds q/k/v/o biases (`attention_bias`=true); {who(ctx)} builds these projections "
+                f"transformers adds q/k/v/o biases (`attention_bias`=true); {fc.module(ctx)} builds these projections "
                 "with `linear_no_bias` and never reads a bias",
                 keys=("attention_bias",),
                 transformers_value=True,
@@ -471,7 +465,7 @@ class MlpBiasIgnored(Rule):
         if ftv and ftv.get("mlp_bias") is True:
             yield self.finding(
                 ctx,
-                f"transformers adds gate/up/down biases (`mlp_bias`=true); {who(ctx)} builds the MLP with "
+                f"transformers adds gate/up/down biases (`mlp_bias`=true); {fc.module(ctx)} builds the MLP with "
                 "`linear_no_bias` and never reads a bias",
                 keys=("mlp_bias",),
                 transformers_value=True,
@@ -526,7 +520,7 @@ class HiddenActNotSilu(Rule):
         if isinstance(act, str) and act not in SILU_NAMES:
             yield self.finding(
                 ctx,
-                f'transformers uses `{key}`="{act}"; {who(ctx)} always applies silu',
+                f'transformers uses `{key}`="{act}"; {fc.module(ctx)} always applies silu',
                 keys=(key,),
                 transformers_value=act,
                 candle_value="silu",

@@ -22,6 +22,7 @@ ALL_FAMILIES = tuple(BY_NAME)
 
 
 def module(ctx: Context) -> str:
+    """How a message names candle's module (`Family.who`): "candle 0.11.0" for llama."""
     assert ctx.family is not None
     return ctx.family.who
 
