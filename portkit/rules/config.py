@@ -170,24 +170,20 @@ class RopeScalingInRopeParameters(Rule):
         if not fv.ok and (fv.refused_at or [""])[0] == "rope_scaling":
             return  # candle refuses the `rope_scaling` itself: PK103 or PK112 says so
         # (a config candle refuses for another key still says which scaling it would miss)
-        mod, computed = fam.semantics, fam.trait("CANDLE_ROPE_SCALING")
+        computed = fam.trait("CANDLE_ROPE_SCALING")
         src = f"`{ftv.rope_source}`" if ftv.rope_source else "`rope_parameters`"
         scaled = [("", ftv.rope_type, ftv.rope_parameters)]
         if ftv.local_rope_type is not None:
             scaled.append(("to its sliding-attention layers ", ftv.local_rope_type, ftv.local_rope_parameters))
         for which, rope_type, p in scaled:
-            if rope_type == "default" or (computed is not None and mod.rope_scaling_applied(fv.values, rope_type)):
+            if rope_type == "default" or (computed is not None and fam.semantics.rope_scaling_applied(fv.values, rope_type)):
                 continue
             shown = fam.trait("ROPE_KEYS_SHOWN") or tuple(k for k in p if k not in ("rope_type", "type", "rope_theta"))
             params = ", ".join(
                 f"`{k}`=[{len(p[k])} values]" if isinstance(p[k], list) else f"`{k}`={num(p[k])}" for k in shown if k in p
             )
             tail = _rope_scaling_tail(ctx, rope_type)
-            edits = None
-            if computed is not None and rope_type == computed:
-                edits = {"rope_scaling": mod.rope_scaling_edits(p)}
-                if isinstance(ftv.get("rope_theta"), float):
-                    edits["rope_theta"] = ftv.get("rope_theta")
+            edits = _rope_scaling_edits(ctx, rope_type, p)
             severity = None
             mp = ftv.get("max_position_embeddings")
             if rope_type == "dynamic" and isinstance(mp, int) and mp > 0:
@@ -195,7 +191,6 @@ class RopeScalingInRopeParameters(Rule):
                 # (modeling_rope_utils.py `_compute_dynamic_ntk_parameters`: seq_len = max(seq_len, mpe))
                 severity, when = length_severity(ctx, mp)
                 tail += f" ({when})"
-            implements = f" (its {fam.name} implements {computed} only)" if computed else " as transformers does"
             yield self.finding(
                 ctx,
                 f"transformers applies `{rope_type}` rope scaling {which}from {src} ({params or 'no parameters'}); {tail}",
@@ -204,8 +199,7 @@ class RopeScalingInRopeParameters(Rule):
                 candle_value=fv.get("rope_scaling") if fv.ok else None,
                 fix_edits=edits,
                 probe_patch=edits,
-                help=None if edits else f"No config edit makes {fam.who} apply `{rope_type}` scaling{implements}; "
-                "run this checkpoint with an implementation of that scaling",
+                help=None if edits else _no_scaling_help(ctx, rope_type),
                 severity=severity,
             )
 
@@ -219,6 +213,29 @@ def _rope_scaling_tail(ctx: Context, rope_type: str) -> str:
     if own is not None:
         return own(fv.values, rope_type, fam.who)
     return f"{fam.who} reads no rope scaling and computes unscaled frequencies"
+
+
+def _rope_scaling_edits(ctx: Context, rope_type: str, p: dict[str, object]) -> dict[str, object] | None:
+    """The config edits that make candle's module compute transformers' `rope_type` scaling
+    (its own `rope_scaling` shape, and the `rope_theta`), None when it computes no such scaling."""
+    fam, ftv = ctx.family, ctx.ftv
+    assert fam is not None and ftv is not None
+    computed = fam.trait("CANDLE_ROPE_SCALING")
+    if computed is None or rope_type != computed:
+        return None
+    edits: dict[str, object] = {"rope_scaling": fam.semantics.rope_scaling_edits(p)}
+    if isinstance(ftv.get("rope_theta"), float):
+        edits["rope_theta"] = ftv.get("rope_theta")
+    return edits
+
+
+def _no_scaling_help(ctx: Context, rope_type: str) -> str:
+    """The help line when no config edit makes candle's module apply transformers' scaling."""
+    fam = ctx.family
+    assert fam is not None
+    computed = fam.trait("CANDLE_ROPE_SCALING")
+    implements = f" (its {fam.name} implements {computed} only)" if computed else " as transformers does"
+    return f"No config edit makes {fam.who} apply `{rope_type}` scaling{implements}; run this checkpoint with an implementation of that scaling"
 
 
 class RopeScalingUnparseable(Rule):
@@ -275,11 +292,7 @@ class RopeScalingUnparseable(Rule):
         ftv, fv, fam = ctx.ftv, ctx.fv, ctx.family
         if not ftv or not fv or fam is None or fv.ok or not fv.refused_at or fv.refused_at[0] != "rope_scaling":
             return
-        edits = None
-        if ftv.rope_type == fam.trait("CANDLE_ROPE_SCALING"):
-            edits = {"rope_scaling": fam.semantics.rope_scaling_edits(ftv.rope_parameters)}
-            if isinstance(ftv.get("rope_theta"), float):
-                edits["rope_theta"] = ftv.get("rope_theta")
+        edits = _rope_scaling_edits(ctx, ftv.rope_type, ftv.rope_parameters)
         what = f"`{ftv.rope_type}` rope scaling" if ftv.rope_scaled else "no rope scaling (rope_type default)"
         yield self.finding(
             ctx,
@@ -289,9 +302,7 @@ class RopeScalingUnparseable(Rule):
             candle_value={"refused": fv.refused},
             fix_edits=edits,
             expect=fv.refused,
-            help=f"No config edit makes {fam.who} apply `{ftv.rope_type}` scaling (its {fam.name} implements "
-            f"{fam.trait('CANDLE_ROPE_SCALING')} only); run this checkpoint with an implementation of that scaling"
-            if ftv.rope_scaled and edits is None else None,
+            help=_no_scaling_help(ctx, ftv.rope_type) if ftv.rope_scaled and edits is None else None,
         )
 
 
