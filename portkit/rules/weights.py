@@ -12,8 +12,8 @@ import re
 import weakref
 from collections import defaultdict
 
-from portkit.families import FAMILIES
 from portkit.rules.base import Context, Rule, backticked
+from portkit.rules.family_config import ALL_FAMILIES
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
@@ -26,10 +26,6 @@ LAYER_RE = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
 # candle-core-0.11.0/src/safetensors.rs:290-313
 UNSUPPORTED_DTYPES = {"BOOL", "I8", "F8_E5M2", "U64", "C64"}
 DUMMY_DTYPES = {"F4", "F6_E2M3", "F6_E3M2", "F8_E8M0"}
-
-
-# Every family with a candle module: the weights rules speak about all of them.
-ALL_FAMILIES = tuple(f.name for f in FAMILIES)
 QUANTIZED_SUFFIXES = ("qweight", "qzeros", "scales", "g_idx")
 # Layer parts transformers' module has when a config flag says so and that no candle module reads
 # (stablelm-2-12b's per-head q/k LayerNorms, stable_lm.rs:200-216 has none).
@@ -132,7 +128,7 @@ def _weights_file(ctx: Context) -> str:
 
 class _WeightsRule(Rule):
     group = "weights"
-    families = ALL_FAMILIES
+    families = ALL_FAMILIES  # every family with a candle module: the weights rules speak about all of them
     needs = ("config", "safetensors")
 
     def ready(self, ctx: Context) -> bool:
