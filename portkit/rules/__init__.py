@@ -104,7 +104,8 @@ RULES: dict[str, Rule] = {code: _CLASSES[code]() for code in CODES if code in _C
 
 
 def families_label(rule: Rule) -> str:
-    """The model families a rule speaks about, as `portkit rules` and the rule pages list them."""
+    """The model families a rule speaks about, in full, as `portkit explain` and the rule pages
+    list them (`portkit rules` shortens them: `portkit.rule_table.families_short`)."""
     from portkit.families import BY_NAME
 
     loaders = getattr(rule, "loaders", None)
