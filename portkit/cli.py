@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -116,8 +117,10 @@ MAX_BASELINE_BYTES = 256 * 2**20
 def _baseline_entries(path: Path) -> list[dict[str, Any]]:
     try:
         st = path.stat()
-        if not path.is_file() or st.st_size > MAX_BASELINE_BYTES:  # /dev/zero would never end
-            raise InputError(path, "not a portkit baseline (not a regular file)" if not path.is_file() else f"a baseline of {st.st_size} bytes is not one portkit wrote")
+        if not stat.S_ISREG(st.st_mode):  # /dev/zero would never end
+            raise InputError(path, "not a portkit baseline (not a regular file)")
+        if st.st_size > MAX_BASELINE_BYTES:
+            raise InputError(path, f"a baseline of {st.st_size} bytes is not one portkit wrote")
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError(path, "baseline file not found") from None

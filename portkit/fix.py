@@ -201,7 +201,7 @@ def plan(model_dir: Path, facts: ModelFacts | None = None) -> FixPlan:
         dup = ".".join(doc.duplicates[0])
         raise InputError(doc.path, f"key `{dup}` is written twice; fix it by hand first (transformers keeps the last, candle refuses)")
     assert isinstance(doc.value, dict)
-    new_obj, new_text, seen = doc.value, doc.text, set()
+    new_obj, new_text, fixed_codes = doc.value, doc.text, set()
     safe: list[Edit] = []
     # candle's serde stops at its first error, so a finding can hide behind another (PK110's
     # missing rms_norm_eps behind PK103) until that one is fixed: lint the edited config again
@@ -209,8 +209,8 @@ def plan(model_dir: Path, facts: ModelFacts | None = None) -> FixPlan:
     while True:
         round_ctx = ctx if new_text == doc.text else Context(_edited(facts, doc, new_text), Target())
         findings = [f for code, rule in RULES.items() if code.startswith("PK1") and round_ctx.applies(rule) for f in rule.check(round_ctx)]
-        fresh = [f for f in findings if f.fix is not None and (f.code, False) not in seen]
-        seen.update((f.code, f.fix is None) for f in findings)
+        fresh = [f for f in findings if f.fix is not None and f.code not in fixed_codes]
+        fixed_codes.update(f.code for f in fresh)
         safe += [Edit(f, dict(f.fix.edits)) for f in fresh if f.fix is not None]
         if not fresh:
             break

@@ -56,7 +56,7 @@ def looks_like_repo_id(s: str) -> bool:
     return bool(m) and ".." not in s and not s.endswith((".json", ".safetensors", ".gguf"))
 
 
-def _hub(spec: str | None = None) -> ModuleType:
+def offline_hub(spec: str | None = None) -> ModuleType:
     """huggingface_hub, offline. One line and exit 2 when it is not installed; for `spec` (a
     string that is no path) the line says that first: it may be a mistyped path."""
     os.environ["HF_HUB_OFFLINE"] = "1"
@@ -73,12 +73,9 @@ def _hub(spec: str | None = None) -> ModuleType:
     return huggingface_hub
 
 
-offline_hub = _hub  # for `portkit.hf_cache`, which scans the cache with the same module
-
-
 def cache_dir() -> Path:
     """The hub cache huggingface_hub uses (`HF_HUB_CACHE`, else `HF_HOME`/hub, else ~/.cache/huggingface/hub)."""
-    _hub()
+    offline_hub()
     from huggingface_hub import constants
 
     return Path(constants.HF_HUB_CACHE)
@@ -150,12 +147,8 @@ def resolve(spec: str) -> CachedModel:
     repo_id, rev = m["repo"], m["rev"] or "main"
     if not valid_revision(rev):
         raise InputError(spec, f"no such path, and `{rev}` is not a revision (a branch, tag or commit hash; `.`, `..` and `/dir` are paths)")
-    hub = _hub(spec)
-    from huggingface_hub.errors import (
-    HFValidationError,
-    IncompleteSnapshotError,
-    LocalEntryNotFoundError,
-)
+    hub = offline_hub(spec)
+    from huggingface_hub.errors import HFValidationError, IncompleteSnapshotError, LocalEntryNotFoundError
     from huggingface_hub.utils import validate_repo_id
 
     try:

@@ -102,7 +102,7 @@ def lint_target(target: ModelTarget, settings: Settings) -> tuple[list[Finding],
     if target.everything:
         facts = load_model(target.root)
         return lint_model(facts, s), list(facts.notes)
-    facts = load_model(target.root, target.ggufs, hf_model=target.hf_model or target.tokenizer, tokenizer=target.hf_model or target.tokenizer)
+    facts = load_model(target.root, target.ggufs, hf_model=target.hf_model or target.tokenizer)
     notes = list(facts.notes)
     try:
         found = lint_model(facts, s)

@@ -141,40 +141,21 @@ def rope_scaling_edits(params: dict[str, Any]) -> dict[str, Any]:
 def transformers_tensors(ftv: Any) -> dict[str, tuple[int, ...]]:
     """What `LlamaForCausalLM` loads for transformers' view of the config
     (`portkit.semantics.transformers.FamilyTransformersView`; modeling_llama.py:205-229, :156-161,
-    :410-421): PK202 and PK206 say whether transformers expects what the file holds."""
+    :410-421): candle's table plus the biases `attention_bias`/`mlp_bias` add. PK202 and PK206
+    say whether transformers expects what the file holds."""
     v = ftv.values
-    h, heads, kv, hd = v["hidden_size"], v["num_attention_heads"], v["num_key_value_heads"], v["head_dim"]
-    inter, vocab = v["intermediate_size"], v["vocab_size"]
-    t: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (vocab, h), "model.norm.weight": (h,)}
-    if not v["tie_word_embeddings"]:
-        t["lm_head.weight"] = (vocab, h)
-    for i in range(v["num_hidden_layers"]):
-        p = f"model.layers.{i}."
-        t[p + "self_attn.q_proj.weight"] = (heads * hd, h)
-        t[p + "self_attn.k_proj.weight"] = (kv * hd, h)
-        t[p + "self_attn.v_proj.weight"] = (kv * hd, h)
-        t[p + "self_attn.o_proj.weight"] = (h, heads * hd)
-        t[p + "mlp.gate_proj.weight"] = (inter, h)
-        t[p + "mlp.up_proj.weight"] = (inter, h)
-        t[p + "mlp.down_proj.weight"] = (h, inter)
-        t[p + "input_layernorm.weight"] = (h,)
-        t[p + "post_attention_layernorm.weight"] = (h,)
-        if v["attention_bias"]:
-            t[p + "self_attn.q_proj.bias"] = (heads * hd,)
-            t[p + "self_attn.k_proj.bias"] = (kv * hd,)
-            t[p + "self_attn.v_proj.bias"] = (kv * hd,)
-            t[p + "self_attn.o_proj.bias"] = (h,)
-        if v["mlp_bias"]:
-            t[p + "mlp.gate_proj.bias"] = (inter,)
-            t[p + "mlp.up_proj.bias"] = (inter,)
-            t[p + "mlp.down_proj.bias"] = (h,)
-    return t
+    return _tensors(v, attention_bias=bool(v["attention_bias"]), mlp_bias=bool(v["mlp_bias"]))
 
 
 def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
     """What `Llama::load` requests (llama.rs:515-525): embed, `lm_head.weight` unless
     `tie_word_embeddings` (:517-521), `model.norm`, then the layers with no biases (:362-371,
     :410-416, :452-461); a failed layer tensor is a panic (`Block::load(...).unwrap()`, :524)."""
+    return _tensors(values)
+
+
+def _tensors(values: dict[str, Any], *, attention_bias: bool = False, mlp_bias: bool = False) -> dict[str, tuple[int, ...]]:
+    """Llama's decoder in load order; candle's has no biases, transformers' has those its flags ask for."""
     from portkit.families import tensors as T
 
     h, heads, kv, hd = T.dims(values)
@@ -184,8 +165,8 @@ def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str
         T.lm_head(t, values)
     T.norm(t, "model.norm", h)
     for p in T.layer_prefixes(values):
-        T.attention(t, p, h, heads, kv, hd)
-        T.gated_mlp(t, p, h, values["intermediate_size"])
+        T.attention(t, p, h, heads, kv, hd, qkv_bias=attention_bias, o_bias=attention_bias)
+        T.gated_mlp(t, p, h, values["intermediate_size"], bias=mlp_bias)
         T.norm(t, p + "input_layernorm", h)
         T.norm(t, p + "post_attention_layernorm", h)
     return t

@@ -57,11 +57,12 @@ def attention(
         norm(t, f"{p}self_attn.k_norm", qk_norm[1])
 
 
-def gated_mlp(t: Table, p: str, h: int, inter: int) -> None:
-    """gate/up/down projections under `{p}mlp.`, no bias."""
-    linear(t, f"{p}mlp.gate_proj", h, inter)
-    linear(t, f"{p}mlp.up_proj", h, inter)
-    linear(t, f"{p}mlp.down_proj", inter, h)
+def gated_mlp(t: Table, p: str, h: int, inter: int, bias: bool = False) -> None:
+    """gate/up/down projections under `{p}mlp.` (candle's have no bias; transformers' llama
+    adds them with `mlp_bias`)."""
+    linear(t, f"{p}mlp.gate_proj", h, inter, bias)
+    linear(t, f"{p}mlp.up_proj", h, inter, bias)
+    linear(t, f"{p}mlp.down_proj", inter, h, bias)
 
 
 def dims(v: dict[str, Any]) -> tuple[int, int, int, int]:

@@ -201,13 +201,13 @@ def _listdir(root: Path) -> list[str]:
         raise InputError(root, _oserror(e)) from None
 
 
-def load_model(root: Path, gguf_names: Iterable[str] | None = None, *, hf_model: bool = True, tokenizer: bool | None = None) -> ModelFacts:
+def load_model(root: Path, gguf_names: Iterable[str] | None = None, *, hf_model: bool = True) -> ModelFacts:
     """Read everything lint needs from one model directory, headers only.
 
     `gguf_names`: which GGUF files to read (default: every `.gguf` in the directory).
     `hf_model=False`: the Hugging Face files are context for the GGUFs' cross-checks only, so
-    one that cannot be read is left out with a note instead of failing the GGUFs' lint.
-    `tokenizer`: read the tokenizer files (default: with the Hugging Face model).
+    one that cannot be read is left out with a note instead of failing the GGUFs' lint, and the
+    tokenizer files are not read.
     """
     names = _listdir(root)
     nameset = set(names)
@@ -247,7 +247,7 @@ def load_model(root: Path, gguf_names: Iterable[str] | None = None, *, hf_model:
         notes.append(f"safetensors not used as context for the GGUF: {e.what}")
     if not hf_model and ggufs:
         pickles = ()  # no HF model was asked for: its pickle-only weights are not this lint's concern
-    tok = read_tokenizer_files(root, names) if (hf_model if tokenizer is None else tokenizer) and has_tokenizer_files(names) else None
+    tok = read_tokenizer_files(root, names) if hf_model and has_tokenizer_files(names) else None
     if config is None:
         if ggufs:
             pass  # a GGUF carries its own metadata; candle's quantized_llama never reads config.json
