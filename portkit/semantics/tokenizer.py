@@ -410,12 +410,13 @@ def transformers_tokenizer(
             if isinstance(tok, dict) and isinstance(tok.get("content"), str):
                 added[tok["content"]] = {**added.get(tok["content"], {}), **_flags(tok)}
     stm = special_tokens_map or {}
-    bos = _token_name(tok_config["bos_token"]) if "bos_token" in tok_config else _token_name(stm.get("bos_token"))
-    eos = _token_name(tok_config["eos_token"]) if "eos_token" in tok_config else _token_name(stm.get("eos_token"))
-    if "bos_token" not in tok_config and "bos_token" not in stm:
-        bos = _DEFAULT_BOS.get(choice.name or "")
-    if "eos_token" not in tok_config and "eos_token" not in stm:
-        eos = _DEFAULT_EOS.get(choice.name or "")
+
+    def special(key: str, defaults: Mapping[str, str]) -> str | None:
+        """tokenizer_config.json's token, else special_tokens_map.json's, else the class's default."""
+        src = tok_config if key in tok_config else stm if key in stm else None
+        return _token_name(src[key]) if src is not None else defaults.get(choice.name or "")
+
+    bos, eos = special("bos_token", _DEFAULT_BOS), special("eos_token", _DEFAULT_EOS)
     return TransformersTokenizer(choice=choice, rebuilt=rebuilt, added=added, bos_token=bos, eos_token=eos)
 
 
