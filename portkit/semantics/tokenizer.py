@@ -263,9 +263,14 @@ def canonical(component: Any) -> Any:
     return [c]
 
 
+def is_step(step: Any, kind: str) -> bool:
+    """Whether a component (or one of `canonical`'s steps) is a `kind` (`"type": kind`)."""
+    return isinstance(step, dict) and step.get("type") == kind
+
+
 def canonical_decoder(component: Any) -> Any:
     """As `canonical`; a ByteLevel decoder only maps bytes back, whatever its options."""
-    return [{"type": "ByteLevel"} if isinstance(s, dict) and s.get("type") == "ByteLevel" else s for s in canonical(component)]
+    return [{"type": "ByteLevel"} if is_step(s, "ByteLevel") else s for s in canonical(component)]
 
 
 def prepend_scheme(normalizer: Any, pre_tokenizer: Any) -> str | None:
@@ -274,10 +279,10 @@ def prepend_scheme(normalizer: Any, pre_tokenizer: Any) -> str | None:
     None (no SentencePiece-style prefix at all). A `Prepend("▁")` normalizer runs on every
     segment the added tokens leave, so it is "always"."""
     for step in canonical(normalizer):
-        if isinstance(step, dict) and step.get("type") == "Prepend" and step.get("prepend") == "▁":
+        if is_step(step, "Prepend") and step.get("prepend") == "▁":
             return "always"
     for step in canonical(pre_tokenizer):
-        if isinstance(step, dict) and step.get("type") == "Metaspace":
+        if is_step(step, "Metaspace"):
             return str(step.get("prepend_scheme"))
     return None
 
@@ -648,7 +653,7 @@ def pre_tokenizer_steps(normalizer: Any, pre_tokenizer: Any) -> list[Any]:
     steps = canonical(pre_tokenizer)
     if not _leaves_no_space(normalizer):
         return steps
-    return [s for s in steps if not (isinstance(s, dict) and s.get("type") == "Split" and s.get("pattern") == {"String": " "} and not s.get("invert"))]
+    return [s for s in steps if not (is_step(s, "Split") and s.get("pattern") == {"String": " "} and not s.get("invert"))]
 
 
 def differences(crate: CrateTokenizer, tf: TransformersTokenizer) -> list[Difference]:
@@ -668,15 +673,15 @@ def differences(crate: CrateTokenizer, tf: TransformersTokenizer) -> list[Differ
     # steps whose only difference is the prepend scheme are that finding's, and the Metaspace
     # that replaces a Prepend/Replace normalizer is the normalizer's
     def key(s: Any) -> Any:
-        if isinstance(s, dict) and s.get("type") == "Metaspace":
+        if is_step(s, "Metaspace"):
             return ("Metaspace", s.get("replacement"), s.get("split"))
         return json.dumps(s, sort_keys=True)
 
     r_keys, t_keys = [key(s) for s in r_steps], [key(s) for s in t_steps]
     dropped = [s for s, k in zip(r_steps, r_keys) if k not in t_keys]
     added = [s for s, k in zip(t_steps, t_keys) if k not in r_keys]
-    if r_scheme == "always" and not any(isinstance(s, dict) and s.get("type") == "Metaspace" for s in r_steps):
-        added = [s for s in added if not (isinstance(s, dict) and s.get("type") == "Metaspace")]
+    if r_scheme == "always" and not any(is_step(s, "Metaspace") for s in r_steps):
+        added = [s for s in added if not is_step(s, "Metaspace")]
     if dropped or added:
         out.append(Difference("pre_tokenizer", rp, tp, {"dropped": dropped, "added": added}))
     if canonical_decoder(crate.decoder) != canonical_decoder(tf.rebuilt.decoder):
