@@ -28,7 +28,7 @@ from typing import Any
 from portkit.errors import InputError
 from portkit.fix import Edit, FixPlan
 from portkit.model import ModelFacts, load_model
-from portkit.model.tokenizer_edit import apply_changes
+from portkit.model.tokenizer_edit import apply_changes, probe_changes
 from portkit.model.tokenizer_files import parse_tokenizer_json
 from portkit.rules import RULES, Context
 from portkit.rules.tokenizer import analysis
@@ -65,7 +65,7 @@ def changes_for(finding: Any, ctx: Context) -> dict[str, Any]:
     if code == "PK511":
         return {"post_processor": tf.post_processor(crate)}
     if code == "PK505":
-        return {f"added_tokens[{c}].normalized": False for c in finding.fix.edits["normalized_false"]}
+        return probe_changes(finding.fix.edits)  # `normalized` false on the special tokens it names
     if code == "PK506":
         return {"padding": None, "truncation": None}
     raise ValueError(code)
