@@ -31,7 +31,7 @@ class TokenizerAnalysis:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.files: TokenizerFacts | None = getattr(ctx.facts, "tokenizer", None)
+        self.files: TokenizerFacts | None = ctx.facts.tokenizer
         self.tj: TokenizerJson | None = self.files.tokenizer if self.files else None
 
     @cached_property
