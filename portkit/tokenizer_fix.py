@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from portkit.errors import InputError
-from portkit.fix import Edit, FixPlan
+from portkit.fixplan import Edit, FixPlan
 from portkit.model import ModelFacts, load_model
 from portkit.model.tokenizer_edit import apply_changes, probe_changes
 from portkit.model.tokenizer_files import parse_tokenizer_json
