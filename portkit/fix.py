@@ -3,7 +3,8 @@
 Like ruff's `--fix`: every safe edit is applied, every finding no edit can fix is reported with
 its reason, and the exit code is 1 while findings remain.
 
-The API (one plan per file; a tokenizer.json fixer returns plans of the same shape):
+The API (one plan per file; `FixPlan` and `Edit` live in portkit.fixplan, so that
+tokenizer.json's fixer, portkit.tokenizer_fix, returns the same shape from a layer below):
 
 - `plans(model_dir) -> list[FixPlan]`: what fix would do to each file of the model.
 - `FixPlan`: `path`, `old_text`, `new_text` (None when nothing changes) and `edits`, a list of
@@ -37,17 +38,15 @@ on the result (else exit 2: fix writes nothing it cannot check).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from portkit import atomicfile
 from portkit.errors import InputError
-from portkit.findings import Finding
+from portkit.fixplan import Edit, FixPlan
 from portkit.model import JsonDoc, ModelFacts, load_model
 from portkit.model.jsonfile import key_positions, parse_json_text
 from portkit.rules import RULES, Context
@@ -56,74 +55,6 @@ from portkit.target import Target
 
 # where a rule's edits come from doesn't matter to transformers: only effective values do
 _PROVENANCE = {"family", "values", "sources", "rope_source"}
-
-
-@dataclass(frozen=True)
-class Edit:
-    """fix's answer to one finding: the keys it sets (`changes`, safe), or why it sets none
-    (`refused`: the finding remains)."""
-
-    finding: Finding
-    changes: dict[str, Any] = field(default_factory=dict)
-    refused: str | None = None
-
-    @property
-    def safe(self) -> bool:
-        return self.refused is None
-
-
-@dataclass
-class FixPlan:
-    path: Path
-    old_text: str
-    new_text: str | None = None
-    edits: list[Edit] = field(default_factory=list)
-
-    @property
-    def changed(self) -> bool:
-        return self.new_text is not None and self.new_text != self.old_text
-
-    @property
-    def changes(self) -> dict[str, Any]:
-        """Every safe edit's keys, merged in order: what `new_text` sets."""
-        out: dict[str, Any] = {}
-        for e in self.edits:
-            if e.safe:
-                out.update(e.changes)
-        return out
-
-    @property
-    def fixed(self) -> list[Finding]:
-        return [e.finding for e in self.edits if e.safe]
-
-    @property
-    def remaining(self) -> list[Edit]:
-        return [e for e in self.edits if not e.safe]
-
-    @property
-    def refused(self) -> list[Finding]:
-        return [e.finding for e in self.remaining]
-
-    def diff(self) -> str:
-        if not self.changed:
-            return ""
-        assert self.new_text is not None
-        # git's a/ b/ prefixes on a path relative to the working directory when it is under it,
-        # so `git apply` / `patch -p1` take the diff as printed.
-        # The directory resolved, not the file: a config.json symlinked into a Hugging Face
-        # cache blob is named as its snapshot path, the file fix writes.
-        try:
-            name = (self.path.parent.resolve() / self.path.name).relative_to(Path.cwd().resolve()).as_posix()
-        except ValueError:
-            name = self.path.as_posix().lstrip("/")
-        return "".join(
-            difflib.unified_diff(
-                self.old_text.splitlines(keepends=True),
-                self.new_text.splitlines(keepends=True),
-                fromfile=f"a/{name}",
-                tofile=f"b/{name}",
-            )
-        )
 
 
 def effective(ftv: FamilyTransformersView) -> dict[str, Any]:
@@ -182,7 +113,7 @@ def plans(model_dir: Path, facts: ModelFacts | None = None) -> list[FixPlan]:
     out = [plan(model_dir, facts)] if facts.config is not None or facts.tokenizer is None else []
     tok = tokenizer_fix.plan(model_dir, facts)
     if tok is not None:
-        out.append(FixPlan(tok.path, tok.old_text, tok.new_text, [Edit(e.finding, e.changes, e.refused) for e in tok.edits]))
+        out.append(tok)
     return out
 
 

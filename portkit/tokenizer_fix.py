@@ -1,8 +1,8 @@
 """`portkit fix` for tokenizer.json: write into it what transformers 5 builds, so that the
 tokenizers crate a candle program uses gives transformers' ids.
 
-One `TokenizerPlan` for the directory's tokenizer.json (`portkit.fix.plans` turns it into a
-`FixPlan`), one `TokenizerEdit` per tokenizer finding (PK5xx), each safe or refused:
+One `FixPlan` for the directory's tokenizer.json (`portkit.fix.plans` lists it after
+config.json's), one `Edit` per tokenizer finding (PK5xx), each safe or refused:
 
 - safe: PK501-PK504 and PK511 write the normalizer, pre-tokenizer, decoder and post-processor
   the class transformers picks builds; PK505 sets `normalized` to false on the special tokens it
@@ -25,12 +25,10 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from dataclasses import dataclass, field
-
 from portkit.errors import InputError
-from portkit.findings import Finding
+from portkit.fixplan import Edit, FixPlan
 from portkit.model import ModelFacts, load_model
-from portkit.model.tokenizer_edit import apply_changes
+from portkit.model.tokenizer_edit import apply_changes, probe_changes
 from portkit.model.tokenizer_files import parse_tokenizer_json
 from portkit.rules import RULES, Context
 from portkit.rules.tokenizer import analysis
@@ -39,24 +37,6 @@ from portkit.target import Target
 
 #: the findings a tokenizer.json edit fixes
 FIXABLE = ("PK501", "PK502", "PK503", "PK504", "PK505", "PK506", "PK511")
-
-
-@dataclass(frozen=True)
-class TokenizerEdit:
-    """The answer to one finding: the values it sets in tokenizer.json (`changes`, safe), or why
-    no tokenizer.json edit fixes it (`refused`)."""
-
-    finding: Finding
-    changes: dict[str, Any] = field(default_factory=dict)
-    refused: str | None = None
-
-
-@dataclass
-class TokenizerPlan:
-    path: Path
-    old_text: str
-    new_text: str | None = None
-    edits: list[TokenizerEdit] = field(default_factory=list)
 
 
 def findings(facts: ModelFacts) -> tuple[list[Any], Context]:
@@ -85,7 +65,7 @@ def changes_for(finding: Any, ctx: Context) -> dict[str, Any]:
     if code == "PK511":
         return {"post_processor": tf.post_processor(crate)}
     if code == "PK505":
-        return {f"added_tokens[{c}].normalized": False for c in finding.fix.edits["normalized_false"]}
+        return probe_changes(finding.fix.edits)  # `normalized` false on the special tokens it names
     if code == "PK506":
         return {"padding": None, "truncation": None}
     raise ValueError(code)
@@ -97,7 +77,7 @@ def _reason(finding: Any) -> str:
     return f"not a tokenizer.json edit: {finding.help}"
 
 
-def plan(model_dir: Path, facts: ModelFacts | None = None) -> TokenizerPlan | None:
+def plan(model_dir: Path, facts: ModelFacts | None = None) -> FixPlan | None:
     """tokenizer.json's plan, or None when the directory has none."""
     facts = facts or load_model(model_dir)
     tok = facts.tokenizer
@@ -105,9 +85,9 @@ def plan(model_dir: Path, facts: ModelFacts | None = None) -> TokenizerPlan | No
         return None
     tj = tok.tokenizer
     found, ctx = findings(facts)
-    p = TokenizerPlan(path=tj.path, old_text=tj.text)
-    p.edits = [TokenizerEdit(f, changes_for(f, ctx)) if f.code in FIXABLE else TokenizerEdit(f, refused=_reason(f)) for f in found]
-    changes = {k: v for e in p.edits if e.refused is None for k, v in e.changes.items()}
+    p = FixPlan(path=tj.path, old_text=tj.text)
+    p.edits = [Edit(f, changes_for(f, ctx)) if f.code in FIXABLE else Edit(f, refused=_reason(f)) for f in found]
+    changes = p.changes
     if changes:
         new_text = apply_changes(tj, changes)
         _check(facts, ctx, new_text)

@@ -40,7 +40,6 @@ MAX_TEMPLATE_BYTES = 1024 * 1024
 _MODEL = re.compile(r'"model"\s*:\s*\{')
 _VOCAB = re.compile(r'"vocab"\s*:\s*(?=[\[{])')
 _WS = " \t\r\n"
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
 
 
 @dataclass(frozen=True, slots=True)

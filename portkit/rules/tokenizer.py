@@ -31,7 +31,7 @@ class TokenizerAnalysis:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.files: TokenizerFacts | None = getattr(ctx.facts, "tokenizer", None)
+        self.files: TokenizerFacts | None = ctx.facts.tokenizer
         self.tj: TokenizerJson | None = self.files.tokenizer if self.files else None
 
     @cached_property
@@ -195,7 +195,7 @@ class NormalizerRebuiltByClass(_RebuiltPart):
             # the edit that measures this finding alone: transformers' Metaspace in place of the
             # normalizer, with the crate's own prepend scheme (PK502 measures the scheme)
             r_scheme = S.prepend_scheme(d.crate, r_pre) or "always"
-            meta = next((m for m in S.canonical(t_pre) if isinstance(m, dict) and m.get("type") == "Metaspace"), S.metaspace(r_scheme))
+            meta = next((m for m in S.canonical(t_pre) if S.is_step(m, "Metaspace")), S.metaspace(r_scheme))
             edit = {"normalizer": d.transformers, "pre_tokenizer": {**S.metaspace(r_scheme), "replacement": meta["replacement"], "split": meta["split"]}}
             expect = "leading-space"
         elif prepends:
@@ -205,7 +205,7 @@ class NormalizerRebuiltByClass(_RebuiltPart):
         else:
             texts = "text the two normalizers treat differently gets other ids" + (
                 " (NFC composes decomposed accents: `e\\u0301` is one character in transformers, two in candle)"
-                if any(s.get("type") == "NFC" for s in S.canonical(d.transformers) if isinstance(s, dict))
+                if any(S.is_step(s, "NFC") for s in S.canonical(d.transformers))
                 else ""
             )
             edit, expect = {"normalizer": d.transformers}, "unicode"
@@ -265,8 +265,8 @@ class PrependSchemeAfterSpecialToken(_RebuiltPart):
 
     def describe(self, a: TokenizerAnalysis, crate: S.CrateTokenizer, tf: S.TransformersTokenizer, d: S.Difference) -> tuple[str, dict[str, Any], str]:
         r_steps = S.canonical(crate.pre_tokenizer)
-        if any(isinstance(s, dict) and s.get("type") == "Metaspace" for s in r_steps):
-            steps = [dict(s, prepend_scheme=d.transformers) if isinstance(s, dict) and s.get("type") == "Metaspace" else s for s in r_steps]
+        if any(S.is_step(s, "Metaspace") for s in r_steps):
+            steps = [dict(s, prepend_scheme=d.transformers) if S.is_step(s, "Metaspace") else s for s in r_steps]
             pre: Any = steps[0] if len(steps) == 1 else {"type": "Sequence", "pretokenizers": steps}
         else:
             pre = tf.pre_tokenizer(crate)
@@ -338,7 +338,7 @@ class PreTokenizerRebuiltByClass(_RebuiltPart):
             parts.append(f"drops tokenizer.json's {backticked([S.describe(s) for s in dropped])}")
         if added:
             parts.append(f"uses {backticked([S.describe(s) for s in added])} instead")
-        digits = any(isinstance(s, dict) and s.get("type") == "Digits" for s in dropped)
+        digits = any(S.is_step(s, "Digits") for s in dropped)
         texts = "numbers get other ids (candle splits every digit)" if digits else "text split at other boundaries gets other ids"
         message = f"transformers builds {a.cls()}, whose pre-tokenizer {' and '.join(parts)}: {texts}"
         return message, {"pre_tokenizer": d.transformers}, "digits" if digits else "every-text"

@@ -263,9 +263,14 @@ def canonical(component: Any) -> Any:
     return [c]
 
 
+def is_step(step: Any, kind: str) -> bool:
+    """Whether a component (or one of `canonical`'s steps) is a `kind` (`"type": kind`)."""
+    return isinstance(step, dict) and step.get("type") == kind
+
+
 def canonical_decoder(component: Any) -> Any:
     """As `canonical`; a ByteLevel decoder only maps bytes back, whatever its options."""
-    return [{"type": "ByteLevel"} if isinstance(s, dict) and s.get("type") == "ByteLevel" else s for s in canonical(component)]
+    return [{"type": "ByteLevel"} if is_step(s, "ByteLevel") else s for s in canonical(component)]
 
 
 def prepend_scheme(normalizer: Any, pre_tokenizer: Any) -> str | None:
@@ -274,10 +279,10 @@ def prepend_scheme(normalizer: Any, pre_tokenizer: Any) -> str | None:
     None (no SentencePiece-style prefix at all). A `Prepend("▁")` normalizer runs on every
     segment the added tokens leave, so it is "always"."""
     for step in canonical(normalizer):
-        if isinstance(step, dict) and step.get("type") == "Prepend" and step.get("prepend") == "▁":
+        if is_step(step, "Prepend") and step.get("prepend") == "▁":
             return "always"
     for step in canonical(pre_tokenizer):
-        if isinstance(step, dict) and step.get("type") == "Metaspace":
+        if is_step(step, "Metaspace"):
             return str(step.get("prepend_scheme"))
     return None
 
@@ -410,12 +415,13 @@ def transformers_tokenizer(
             if isinstance(tok, dict) and isinstance(tok.get("content"), str):
                 added[tok["content"]] = {**added.get(tok["content"], {}), **_flags(tok)}
     stm = special_tokens_map or {}
-    bos = _token_name(tok_config["bos_token"]) if "bos_token" in tok_config else _token_name(stm.get("bos_token"))
-    eos = _token_name(tok_config["eos_token"]) if "eos_token" in tok_config else _token_name(stm.get("eos_token"))
-    if "bos_token" not in tok_config and "bos_token" not in stm:
-        bos = _DEFAULT_BOS.get(choice.name or "")
-    if "eos_token" not in tok_config and "eos_token" not in stm:
-        eos = _DEFAULT_EOS.get(choice.name or "")
+
+    def special(key: str, defaults: Mapping[str, str]) -> str | None:
+        """tokenizer_config.json's token, else special_tokens_map.json's, else the class's default."""
+        src = tok_config if key in tok_config else stm if key in stm else None
+        return _token_name(src[key]) if src is not None else defaults.get(choice.name or "")
+
+    bos, eos = special("bos_token", _DEFAULT_BOS), special("eos_token", _DEFAULT_EOS)
     return TransformersTokenizer(choice=choice, rebuilt=rebuilt, added=added, bos_token=bos, eos_token=eos)
 
 
@@ -647,7 +653,7 @@ def pre_tokenizer_steps(normalizer: Any, pre_tokenizer: Any) -> list[Any]:
     steps = canonical(pre_tokenizer)
     if not _leaves_no_space(normalizer):
         return steps
-    return [s for s in steps if not (isinstance(s, dict) and s.get("type") == "Split" and s.get("pattern") == {"String": " "} and not s.get("invert"))]
+    return [s for s in steps if not (is_step(s, "Split") and s.get("pattern") == {"String": " "} and not s.get("invert"))]
 
 
 def differences(crate: CrateTokenizer, tf: TransformersTokenizer) -> list[Difference]:
@@ -667,15 +673,15 @@ def differences(crate: CrateTokenizer, tf: TransformersTokenizer) -> list[Differ
     # steps whose only difference is the prepend scheme are that finding's, and the Metaspace
     # that replaces a Prepend/Replace normalizer is the normalizer's
     def key(s: Any) -> Any:
-        if isinstance(s, dict) and s.get("type") == "Metaspace":
+        if is_step(s, "Metaspace"):
             return ("Metaspace", s.get("replacement"), s.get("split"))
         return json.dumps(s, sort_keys=True)
 
     r_keys, t_keys = [key(s) for s in r_steps], [key(s) for s in t_steps]
     dropped = [s for s, k in zip(r_steps, r_keys) if k not in t_keys]
     added = [s for s, k in zip(t_steps, t_keys) if k not in r_keys]
-    if r_scheme == "always" and not any(isinstance(s, dict) and s.get("type") == "Metaspace" for s in r_steps):
-        added = [s for s in added if not (isinstance(s, dict) and s.get("type") == "Metaspace")]
+    if r_scheme == "always" and not any(is_step(s, "Metaspace") for s in r_steps):
+        added = [s for s in added if not is_step(s, "Metaspace")]
     if dropped or added:
         out.append(Difference("pre_tokenizer", rp, tp, {"dropped": dropped, "added": added}))
     if canonical_decoder(crate.decoder) != canonical_decoder(tf.rebuilt.decoder):
