@@ -46,9 +46,6 @@ class ReferenceFailed(RuntimeError):
         super().__init__(message)
 
 
-MODES = ("streamed", "whole")
-
-
 def forward_reference(
     model_dir: Path,
     files: Sequence[Path],
