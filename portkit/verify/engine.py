@@ -142,14 +142,9 @@ def _validate(opts: VerifyOptions) -> None:
     if opts.plot is not None:
         if not opts.layers:
             raise BadInput("--plot draws the per-layer errors: it cannot be combined with --no-layers")
-        if Path(opts.plot).suffix.lower() != ".png":
-            raise BadInput(f"--plot {opts.plot}: the plot is a PNG (give a path ending in .png)")
-        if not Path(opts.plot).resolve().parent.is_dir():
-            raise BadInput(f"--plot {opts.plot}: the directory does not exist")
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            raise BadInput("--plot needs matplotlib: pip install 'portkit[plot]'") from None
+        from portkit.verify.plot import check_plot_path
+
+        check_plot_path(Path(opts.plot))
 
 
 def _lint_target(opts: VerifyOptions, prompt_tokens: int, tokens: int, pn: Any = None) -> dict[str, Any]:
