@@ -264,14 +264,19 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> Any:
     timings["reference"] = time.perf_counter() - t_phase
     t_phase = time.perf_counter()
     stop = T.generation_stop(model.root)
-    comparison = T.stop_greedy(compare_run(reference, run, tol), reference, run, stop, tol) if run.failure is None else None
+
+    def judged(r: RunOutputs) -> Comparison | None:
+        """`r` against the reference, its greedy tokens up to where `generate()` stops."""
+        return T.stop_greedy(compare_run(reference, r, tol), reference, r, stop, tol) if r.failure is None else None
+
+    comparison = judged(run)
 
     def patched(patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:
         progress(f"candle with {describe_patch(patch)}")
         text = patched_config(model.config_text, patch)
         r = run_candle(load_with(text), prompt.ids, reference.inputs, tokens, label=describe_patch(patch), cache=cached(text, reference.inputs, False))
         gc.collect()
-        return r, (T.stop_greedy(compare_run(reference, r, tol), reference, r, stop, tol) if r.failure is None else None)
+        return r, judged(r)
 
     from portkit.verify.nonfinite import analyse
 
