@@ -261,14 +261,3 @@ def _layers_only_hint(ref: DumpFile) -> str:
         "the reference holds no sub-layers (written with --layers-only): write it again without, "
         f"and dump the layer's {', '.join(names)}"
     )
-
-
-def check_plot_path(plot: Path) -> None:
-    if plot.suffix.lower() != ".png":
-        raise BadInput(f"--plot {plot}: the plot is a PNG (give a path ending in .png)")
-    if not plot.resolve().parent.is_dir():
-        raise BadInput(f"--plot {plot}: the directory does not exist")
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise BadInput("--plot needs matplotlib: pip install 'portkit[plot]'") from None

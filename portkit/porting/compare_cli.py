@@ -91,8 +91,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from portkit.porting.compare import check_plot_path, compare_dumps, read_candidate, validate_reference
+    from portkit.porting.compare import compare_dumps, read_candidate, validate_reference
     from portkit.porting.dumpfile import read_dump
+    from portkit.verify.plot import check_plot_path
 
     plot = None
     if args.plot is not None:

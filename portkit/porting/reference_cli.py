@@ -66,35 +66,17 @@ def _is_the_program() -> bool:
     return os.path.basename(getattr(main, "__file__", "") or "") == "portkit"
 
 
-def _model_dir(spec: str) -> Path:
-    """A directory, or ORG/NAME[@REV] resolved in the local Hugging Face cache (offline), as
-    lint, fix and verify take it."""
-    if os.path.lexists(spec):
-        return Path(spec)
-    from portkit.errors import InputError
-    from portkit.hub import looks_like_repo_id, resolve
-    from portkit.verify.inputs import BadInput
-
-    if not looks_like_repo_id(spec):
-        return Path(spec)  # read_model_dir says what is wrong with it
-    try:
-        cached = resolve(spec)
-    except InputError as e:
-        raise BadInput(str(e)) from None
-    print(f"portkit: note: {cached.describe()}", file=sys.stderr)
-    return cached.path
-
-
 def _run(args: argparse.Namespace) -> int:
     from portkit.porting.dumpfile import describe_names
     from portkit.porting.reference import write
+    from portkit.verify.inputs import model_dir_arg
 
     def progress(s: str) -> None:
         if os.environ.get("PORTKIT_PROGRESS"):
             print(f"portkit reference: {s}", file=sys.stderr)
 
     w = write(
-        _model_dir(args.model_dir),
+        model_dir_arg(args.model_dir),
         args.out,
         ids=args.ids,
         text=args.text,

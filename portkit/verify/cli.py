@@ -82,23 +82,16 @@ def _error(msg: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    model_dir = Path(args.model_dir)
-    if not os.path.lexists(model_dir):
-        from portkit.errors import InputError
-        from portkit.hub import looks_like_repo_id, resolve
+    from portkit.verify.inputs import BadInput, model_dir_arg
 
-        if looks_like_repo_id(args.model_dir):
-            try:
-                cached = resolve(args.model_dir)  # ORG/NAME[@REV] in the local Hugging Face cache, offline
-            except InputError as e:
-                return _error(str(e))
-            print(f"portkit: note: {cached.describe()}", file=sys.stderr)
-            model_dir = cached.path
+    try:
+        model_dir = model_dir_arg(args.model_dir)
+    except BadInput as e:
+        return _error(str(e))
 
     from rich.console import Console
 
     from portkit.verify.engine import VerifyOptions, verify
-    from portkit.verify.inputs import BadInput
 
     err = Console(stderr=True)
     opts = VerifyOptions(

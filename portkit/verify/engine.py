@@ -142,14 +142,9 @@ def _validate(opts: VerifyOptions) -> None:
     if opts.plot is not None:
         if not opts.layers:
             raise BadInput("--plot draws the per-layer errors: it cannot be combined with --no-layers")
-        if Path(opts.plot).suffix.lower() != ".png":
-            raise BadInput(f"--plot {opts.plot}: the plot is a PNG (give a path ending in .png)")
-        if not Path(opts.plot).resolve().parent.is_dir():
-            raise BadInput(f"--plot {opts.plot}: the directory does not exist")
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            raise BadInput("--plot needs matplotlib: pip install 'portkit[plot]'") from None
+        from portkit.verify.plot import check_plot_path
+
+        check_plot_path(Path(opts.plot))
 
 
 def _lint_target(opts: VerifyOptions, prompt_tokens: int, tokens: int, pn: Any = None) -> dict[str, Any]:
@@ -269,14 +264,19 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> Any:
     timings["reference"] = time.perf_counter() - t_phase
     t_phase = time.perf_counter()
     stop = T.generation_stop(model.root)
-    comparison = T.stop_greedy(compare_run(reference, run, tol), reference, run, stop, tol) if run.failure is None else None
+
+    def judged(r: RunOutputs) -> Comparison | None:
+        """`r` against the reference, its greedy tokens up to where `generate()` stops."""
+        return T.stop_greedy(compare_run(reference, r, tol), reference, r, stop, tol) if r.failure is None else None
+
+    comparison = judged(run)
 
     def patched(patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:
         progress(f"candle with {describe_patch(patch)}")
         text = patched_config(model.config_text, patch)
         r = run_candle(load_with(text), prompt.ids, reference.inputs, tokens, label=describe_patch(patch), cache=cached(text, reference.inputs, False))
         gc.collect()
-        return r, (T.stop_greedy(compare_run(reference, r, tol), reference, r, stop, tol) if r.failure is None else None)
+        return r, judged(r)
 
     from portkit.verify.nonfinite import analyse
 

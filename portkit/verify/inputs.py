@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -92,6 +94,24 @@ def weight_files(root: Path) -> tuple[Path, ...]:
             "convert them to safetensors first"
         )
     raise BadInput(f"{root}: no safetensors weights (model.safetensors or model.safetensors.index.json)")
+
+
+def model_dir_arg(spec: str | Path) -> Path:
+    """MODEL_DIR as verify and reference take it: a path, or ORG/NAME[@REV] resolved in the
+    local Hugging Face cache (offline; a note on stderr names the snapshot)."""
+    if os.path.lexists(spec):
+        return Path(spec)
+    from portkit.errors import InputError
+    from portkit.hub import looks_like_repo_id, resolve
+
+    if not looks_like_repo_id(str(spec)):
+        return Path(spec)  # read_model_dir says what is wrong with it
+    try:
+        cached = resolve(str(spec))
+    except InputError as e:
+        raise BadInput(str(e)) from None
+    print(f"portkit: note: {cached.describe()}", file=sys.stderr)
+    return cached.path
 
 
 def read_model_dir(path: str | Path) -> ModelDir:

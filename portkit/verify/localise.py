@@ -72,6 +72,12 @@ def per_position(ref: np.ndarray, got: np.ndarray) -> list[float]:
     return [float(x) for x in (diff / scale if scale > 0 else diff)]
 
 
+def _positions(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], name: str, rtol: float) -> tuple[list[float], bool | None]:
+    """`name`'s error per position, and whether position 0 is within `rtol` (None: no positions)."""
+    errors = per_position(ref[name], got[name])
+    return errors, (errors[0] <= rtol if errors else None)
+
+
 # what each kind of first bad sub-layer points to (the pattern's own words are added around them)
 NORM_CANDIDATES = ["eps", "weight offset (gemma's 1 + w)"]
 PROJECTION_CANDIDATES = ["weight layout", "bias"]
@@ -121,8 +127,7 @@ def localise(
     # the rows are in computation order, and `bad` is the first over: everything before it agrees
     agreeing = [r.name for r in subs[: subs.index(bad)] if not r.nonfinite]
     missing_before = [n for n in missing if _order(n) < _order(bad.name)]
-    errors = per_position(ref[bad.name], got[bad.name])
-    pos0 = errors[0] <= check.rtol if errors else None
+    errors, pos0 = _positions(ref, got, bad.name, check.rtol)
     diagnosis, candidates = _diagnose(sub[1], pos0, agreeing, missing_before)
     return Localisation(first, bad.name, bad.rel, errors, pos0, diagnosis, candidates, agreeing, missing)
 
@@ -178,8 +183,7 @@ def _no_bad_sublayer(
     rtol: float,
     hint: str | None,
 ) -> Localisation:
-    errors = per_position(ref[layer], got[layer])
-    pos0 = errors[0] <= rtol if errors else None
+    errors, pos0 = _positions(ref, got, layer, rtol)
     if subs:
         cands = list(RESIDUAL_CANDIDATES) + ([f"a sub-layer not dumped ({', '.join(missing)})"] if missing else [])
         text = f"every sub-layer dumped for {layer} agrees: {_either(cands)}"
@@ -192,8 +196,7 @@ def _no_bad_sublayer(
 
 
 def _between_layers(name: str, rel: float, ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], rtol: float) -> Localisation:
-    errors = per_position(ref[name], got[name])
-    pos0 = errors[0] <= rtol if errors else None
+    errors, pos0 = _positions(ref, got, name, rtol)
     if name == "embeddings":
         cands = ["the embedding weights", "an embedding scale (gemma multiplies by sqrt(hidden_size))"]
         text = f"embeddings differ: {_either(cands)}"

@@ -9,6 +9,21 @@ from pathlib import Path
 from portkit.verify.compare import LayerCheck
 
 
+def check_plot_path(plot: Path) -> None:
+    """`--plot`'s path checked before anything runs: a .png in a directory that exists, and
+    matplotlib installed."""
+    from portkit.verify.inputs import BadInput
+
+    if plot.suffix.lower() != ".png":
+        raise BadInput(f"--plot {plot}: the plot is a PNG (give a path ending in .png)")
+    if not plot.resolve().parent.is_dir():
+        raise BadInput(f"--plot {plot}: the directory does not exist")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise BadInput("--plot needs matplotlib: pip install 'portkit[plot]'") from None
+
+
 def plot_layers(check: LayerCheck, path: Path, *, title: str, subtitle: str = "") -> Path:
     import matplotlib
 

@@ -82,6 +82,7 @@ class ReferenceJob:
             mode=self.mode,
             source=source,
             use_cache=self.cache is not None,
+            fingerprints=self.fingerprints if self.cache is not None else None,
         )
 
     def _compute(self, forced: list[int] | None) -> tuple[list[int], np.ndarray, dict[str, np.ndarray], list[str]]:
@@ -128,7 +129,7 @@ def reference_effect(
     forced = reference.inputs
     cache = None
     if reference.use_cache:
-        key = refcache.model_key(without_config, model.weight_files, f"effect-{scan_len}")
+        key = refcache.model_key(without_config, model.weight_files, f"effect-{scan_len}", fingerprints=reference.fingerprints)
         cache = refcache.RefCache(key, reference.prompt, tokens, vocab=model.vocab_size)
         hit = cache.get(forced)
         if hit is not None and "effect" in hit.layers:

@@ -46,9 +46,6 @@ class ReferenceFailed(RuntimeError):
         super().__init__(message)
 
 
-MODES = ("streamed", "whole")
-
-
 def forward_reference(
     model_dir: Path,
     files: Sequence[Path],
@@ -183,7 +180,7 @@ class ServedReference:
     def __init__(self, progress: Callable[[str], None]) -> None:
         self.progress = progress
         self.out = result_file()
-        self.proc = _start(["--serve"], self.out)
+        self.proc = _start(self.out)
 
     def request(self, req: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
@@ -241,14 +238,14 @@ def read_result(f: Any) -> dict[str, np.ndarray]:
         return {k: np.array(z[k]) for k in z.files}
 
 
-def _start(args: list[str], out: Any) -> subprocess.Popen[str]:
+def _start(out: Any) -> subprocess.Popen[str]:
     env = dict(os.environ)
     # the child must import this very portkit, wherever it was imported from
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env[PARENT_ENV] = str(os.getpid())
     return subprocess.Popen(
-        [sys.executable, "-m", "portkit.verify.refproc", *args],
+        [sys.executable, "-m", "portkit.verify.refproc", "--serve"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -296,26 +293,18 @@ def _serve() -> None:
     if not raw.strip():  # verify needed no reference (a cache hit) or was interrupted
         os._exit(0)
     req: dict[str, Any] = json.loads(raw)
-    if req.get("kind") == "effect":
-        try:
+    try:
+        if req.get("kind") != "effect":
+            greedy, rows, layers, bad = forward_reference(
+                Path(req["model_dir"]), [Path(f) for f in req["files"]], req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"],
+                progress, req.get("sublayers", []),
+            )
+        else:
             rows, effect = effect_reference(
                 Path(req["model_dir"]), [Path(f) for f in req["files"]], req["without_config"], req["prompt"], req["forced"],
                 int(req["tokens"]), int(req["scan_len"]), progress,
             )
-            _write_result(req, cachefiles.rows_and_layers(rows, {"effect": effect}))
-            doc = {"ok": True, "greedy": [], "nonfinite_weights": []}
-        except ReferenceFailed as e:
-            doc = {"ok": False, "kind": e.kind, "message": str(e)}
-        except Exception as e:
-            doc = {"ok": False, "kind": "run", "message": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"}
-        sys.stdout.write(json.dumps(doc) + "\n")
-        sys.stdout.flush()
-        os._exit(0)
-    try:
-        greedy, rows, layers, bad = forward_reference(
-            Path(req["model_dir"]), [Path(f) for f in req["files"]], req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"], progress,
-            req.get("sublayers", []),
-        )
+            greedy, layers, bad = [], {"effect": effect}, []
         _write_result(req, cachefiles.rows_and_layers(rows, layers))
         doc = {"ok": True, "greedy": greedy, "nonfinite_weights": bad}
     except ReferenceFailed as e:

@@ -329,6 +329,9 @@ class Reference:
     mode: str = "streamed"  # streamed | whole
     source: str = "computed"  # computed | cache
     use_cache: bool = True  # further reference-side runs (counterfactuals) may use the cache
+    #: the weight files' `cachefiles.fingerprints`, taken for the cache key (None: not taken):
+    #: the counterfactuals' keys reuse them rather than read the checkpoint again
+    fingerprints: list[dict[str, object]] | None = None
 
     @property
     def last(self) -> np.ndarray:

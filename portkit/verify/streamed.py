@@ -368,7 +368,7 @@ def decode(
     third of the CPU of 2 on the 135M shape). No op of a one-token step splits a reduction
     across threads, so the rows are the same numbers (tests hold them equal to the whole
     model's at 2 threads on every family's fixtures)."""
-    first, out = run(list(prompt), capture=True, use_cache=True, **({"sublayers": sublayers} if sublayers else {}))
+    first, out = run(list(prompt), capture=True, use_cache=True, sublayers=sublayers)
     cache = getattr(out, "cache", None)
     if cache is None:
         cache = getattr(out, "past_key_values", None)

@@ -156,7 +156,7 @@ def test_an_effect_entry_without_its_effect_is_computed_again(tmp_path: Path, mo
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(b"\x00" * 64)
     model = SimpleNamespace(root=tmp_path, weight_files=(weights,), vocab_size=VOCAB)
-    reference = SimpleNamespace(use_cache=True, prompt=PROMPT, inputs=None)
+    reference = SimpleNamespace(use_cache=True, prompt=PROMPT, inputs=None, fingerprints=None)
     key = refcache.model_key("{}", model.weight_files, "effect-2")
     RefCache(key, PROMPT, TOKENS, vocab=VOCAB).put(None, CachedReference(greedy=[], rows=np.zeros((1, VOCAB), np.float32), layers={}, nonfinite_weights=[]))
     computed = []

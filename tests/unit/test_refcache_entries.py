@@ -76,6 +76,26 @@ def test_key_follows_content(tmp_path: Path) -> None:
     assert refcache.model_key(config, files, "streamed") != k
 
 
+def test_a_counterfactual_key_reuses_the_reference_fingerprints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reference's fingerprints of the weight files travel with it: a reference-side
+    counterfactual's cache key does not read the checkpoint again, and is the same key."""
+    from types import SimpleNamespace
+
+    from portkit.verify import cachefiles, refjob, refproc
+
+    monkeypatch.setenv("PORTKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PORTKIT_VERIFY_REFERENCE", "inprocess")
+    config, files = _model(tmp_path)
+    fingerprints = cachefiles.fingerprints(files)
+    key = refcache.model_key("{}", files, "effect-0")
+    model = SimpleNamespace(root=tmp_path, weight_files=tuple(files), vocab_size=4)
+    reference = SimpleNamespace(use_cache=True, prompt=[1, 2, 3], inputs=[3, 1], fingerprints=fingerprints)
+    monkeypatch.setattr(cachefiles, "fingerprints", lambda _files: pytest.fail("the weight files were fingerprinted again"))
+    monkeypatch.setattr(refproc, "effect_reference", lambda *_a: (np.ones((2, 4), np.float32), np.zeros(0, np.float32)))
+    refjob.reference_effect(model, reference, 2, "{}", 0, lambda _s: None)  # type: ignore[arg-type]
+    assert RefCache(key, [1, 2, 3], 2, vocab=4).get([3, 1]) is not None
+
+
 def test_key_without_import_of_torch() -> None:
     import subprocess
     import sys
