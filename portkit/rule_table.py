@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 WIDTH = 100
 # (header, width) of the fixed columns; "families" takes what is left of WIDTH
 _COLUMNS = (("code", 5), ("fix", 3), ("name", 33), ("group", 9), ("severity", 8), ("verify", 7), ("status", 7))
-_VERIFY = {"numeric": "numeric", "crash": "crash", "static-only": "static", "tokens": "tokens"}
+# the probe verify runs; "none": static-only, reported NOT-PROBED with the rule's reason
+_VERIFY = {"numeric": "numeric", "crash": "crash", "static-only": "none", "tokens": "tokens"}
 
 
 def groups() -> list[str]:
@@ -118,5 +119,6 @@ def render_text(table: list[dict[str, Any]], width: int = WIDTH) -> str:
         lines.append((line + "  " + fams).rstrip())
     lines.append("")
     lines.append(f"{len(table)} rules. [*]: `portkit fix` can fix it. all: every family; any: every model type.")
+    lines.append("verify: the probe `portkit verify` runs; none: nothing to run, reported NOT-PROBED with why.")
     lines.append("`portkit explain CODE` prints a rule's doc and its families; --group, --family and --all filter.")
     return "\n".join(lines) + "\n"

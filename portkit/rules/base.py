@@ -117,6 +117,9 @@ class Rule:
     fix_availability: ClassVar[FixAvailability] = "none"
     fix_title: ClassVar[str]
     probe_kind: ClassVar[ProbeKind] = "static-only"
+    #: Why verify does not probe a finding of this rule whose probe is static-only: `portkit
+    #: verify` reports it NOT-PROBED with this reason (never NOT-REPRODUCED: nothing ran).
+    not_probed: ClassVar[str] = "a fact about the files that no forward pass shows"
     needs: ClassVar[tuple[str, ...]] = ("config",)  # config | safetensors | gguf | tokenizer | generation_config
 
     def check(self, ctx: Context) -> Iterable[Finding]:  # pragma: no cover - abstract

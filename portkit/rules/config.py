@@ -819,6 +819,7 @@ class GenerationEosDiffers(Rule):
     effect = "silent"
     fix_title = "Stop generation on every EOS id generation_config.json lists"
     probe_kind = "static-only"
+    not_probed = "the ids a candle loop stops on are the program's choice, not a number candle computes (verify's greedy comparison already stops where `generate()` does)"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         ftv, fv, fam = ctx.ftv, ctx.fv, ctx.family

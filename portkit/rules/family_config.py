@@ -71,6 +71,7 @@ class NoCandleModule(Rule):
     effect = "none"
     fix_title = "Run the checkpoint with the candle module for its architecture"
     probe_kind = "static-only"
+    not_probed = "candle 0.11.0 has no module for this model type: there is nothing to run"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         doc = ctx.facts.config

@@ -718,6 +718,7 @@ class EosStopSetBeyondTokenizerEos(_TokenizerRule):
     severity = "warning"
     fix_title = "Stop the candle generation loop on every id `generate()` stops on"
     probe_kind = "static-only"
+    not_probed = "the ids a candle loop stops on are the program's choice, not a number candle computes (verify's greedy comparison already stops where `generate()` does)"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         from portkit.semantics.transformers import eos_ids
@@ -861,6 +862,7 @@ class GenerationSamplingDefaults(_TokenizerRule):
     severity = "info"
     fix_title = "Pass the same sampling settings to candle's `LogitsProcessor`, or compare greedy runs"
     probe_kind = "static-only"
+    not_probed = "verify compares greedy decoding on both sides: sampling settings change no computed number"
     needs = ("generation_config",)
 
     def check(self, ctx: Context) -> Iterable[Finding]:

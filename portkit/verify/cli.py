@@ -21,8 +21,9 @@ DESCRIPTION = (
     "Compare the ids candle's tokenizer (the tokenizers crate on tokenizer.json) and transformers' give a built-in "
     "corpus, then run candle 0.11.0 (portkit_native) and transformers (eager, f32, cpu) on the same prompt, compare "
     "last-position logits, every layer, teacher-forced steps and greedy tokens, then confirm each "
-    "`portkit lint` finding: CONFIRMED (measured), CRASH-CONFIRMED (candle's own error), NOT-REPRODUCED (no effect "
-    "shown), or NOT-REACHED (candle stopped before the check could run)."
+    "`portkit lint` finding: CONFIRMED (measured), CRASH-CONFIRMED (candle's own error), NOT-REPRODUCED (the check ran "
+    "and showed no effect), NOT-REACHED (candle stopped before the check could run) or NOT-PROBED (nothing to run, "
+    "with why)."
 )
 
 

@@ -8,8 +8,9 @@
   not counted here. CONFIRMED when candle still differs.
 - crash: candle's own error or panic, reproduced, with the text the rule predicts:
   CRASH-CONFIRMED.
-- anything that shows no measurable effect, and every static-only finding, is NOT-REPRODUCED
-  with the reason stated plainly.
+- anything that shows no measurable effect is NOT-REPRODUCED with the reason stated plainly.
+- a static-only finding (nothing to run: stop ids, sampling settings, no candle module) is
+  NOT-PROBED, with the rule's reason: the check did not run, so it is never NOT-REPRODUCED.
 - a check that never ran because candle stopped earlier (an earlier failure, on the config as
   written or patched) is NOT-REACHED, with where candle stopped: it says nothing about the
   finding either way, unlike NOT-REPRODUCED.
@@ -23,9 +24,9 @@ from typing import Any, Callable, Literal, Sequence
 from portkit.findings import Finding
 from portkit.verify.runs import Comparison, Failure, RunOutputs, describe_patch, fmt_num
 
-Verdict = Literal["CONFIRMED", "CRASH-CONFIRMED", "NOT-REPRODUCED", "NOT-REACHED"]
+Verdict = Literal["CONFIRMED", "CRASH-CONFIRMED", "NOT-REPRODUCED", "NOT-REACHED", "NOT-PROBED"]
 #: The verdicts that say nothing was shown (the rest confirm the finding).
-UNCONFIRMED = ("NOT-REPRODUCED", "NOT-REACHED")
+UNCONFIRMED = ("NOT-REPRODUCED", "NOT-REACHED", "NOT-PROBED")
 #: A patched run must at least halve the distance to count as "closer".
 IMPROVEMENT = 0.5
 
@@ -265,13 +266,18 @@ def confirm_crash(finding: Finding, subject: Subject, ran: str, siblings: Sequen
     return Confirmation(**base, verdict="CRASH-CONFIRMED", evidence=f.line(), details=details)
 
 
+def not_probed_reason(finding: Finding) -> str:
+    """Why a static-only finding is not probed: its rule's `not_probed`."""
+    from portkit.rules import RULES
+    from portkit.rules.base import Rule
+
+    rule = RULES.get(finding.code)
+    return (rule or Rule).not_probed
+
+
 def confirm_static(finding: Finding) -> Confirmation:
     kind, _, _ = probe_of(finding)
-    return Confirmation(
-        **_base(finding, kind),
-        verdict="NOT-REPRODUCED",
-        evidence="no numeric probe: static-only (a fact about the files that no forward pass shows)",
-    )
+    return Confirmation(**_base(finding, kind), verdict="NOT-PROBED", evidence=f"not probed: {not_probed_reason(finding)}")
 
 
 def other_patches(findings: Sequence[Finding], me: Finding, subject: Subject) -> dict[str, Any]:

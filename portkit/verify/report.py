@@ -338,7 +338,7 @@ def _layer_table(c: Comparison) -> Table:
     return t
 
 
-_VERDICT_STYLE = {"CONFIRMED": "bold red", "CRASH-CONFIRMED": "bold red", "NOT-REPRODUCED": "yellow", "NOT-REACHED": "dim"}
+_VERDICT_STYLE = {"CONFIRMED": "bold red", "CRASH-CONFIRMED": "bold red", "NOT-REPRODUCED": "yellow", "NOT-REACHED": "dim", "NOT-PROBED": "dim"}
 
 
 def _finding_lines(findings: list) -> list[str]:

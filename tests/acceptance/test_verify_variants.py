@@ -152,10 +152,10 @@ def test_zero_bias_is_not_reproduced_plainly(run_verify):
     assert f.evidence.startswith("no measurable effect: candle agrees with transformers")
 
 
-def test_static_only_finding_says_no_numeric_probe(run_verify):
+def test_static_only_finding_is_not_probed_and_says_why(run_verify):
     report = run_verify("eos-mismatch")
     (f,) = [f for f in report.findings if f.code == "PK111"]
-    assert f.verdict == "NOT-REPRODUCED" and "no numeric probe" in f.evidence
+    assert f.verdict == "NOT-PROBED" and f.evidence.startswith("not probed: the ids a candle loop stops on")
 
 
 def test_flash_attn_without_feature_is_crash_confirmed(run_verify):

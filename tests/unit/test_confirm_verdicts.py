@@ -117,13 +117,18 @@ def test_probe_of_takes_the_fix_edits_only_for_a_numeric_probe_without_a_patch()
     assert f.probe is not None and f.probe.patch == {"rope_theta": 1.0}
 
 
-def test_static_finding_is_not_reproduced_and_says_why() -> None:
+def test_static_finding_is_not_probed_and_says_why() -> None:
+    """Nothing ran: NOT-PROBED with the rule's own reason, never NOT-REPRODUCED (which says the
+    check ran and showed nothing)."""
+    from portkit.rules import RULES
+
     c = confirm_static(static("PK111"))
-    assert c.verdict == "NOT-REPRODUCED" and not c.confirmed
+    assert c.verdict == "NOT-PROBED" and not c.confirmed
     assert c.probe_kind == "static-only"
-    assert c.evidence.startswith("no numeric probe: static-only")
+    assert c.evidence == f"not probed: {RULES['PK111'].not_probed}"
+    assert "stops" in c.evidence
     j = c.to_json()
-    assert j["code"] == "PK111" and j["probe"] == "static-only" and j["verdict"] == "NOT-REPRODUCED"
+    assert j["code"] == "PK111" and j["probe"] == "static-only" and j["verdict"] == "NOT-PROBED"
     assert set(j) == {"code", "name", "severity", "message", "filename", "probe", "verdict", "evidence", "details"}
     assert (j["name"], j["severity"], j["message"], j["filename"]) == ("rule-PK111", "info", "m", "config.json")
 
@@ -470,7 +475,7 @@ def test_confirm_all_gives_each_kind_its_own_verdict_in_order() -> None:
     ]
     out = confirm_all(findings, w.subject(), "the prompt and 4 tokens")
     assert [c.code for c in out] == ["PK101", "PK105", "PK306", "PK111"]
-    assert [c.verdict for c in out] == ["CONFIRMED", "CONFIRMED", "NOT-REPRODUCED", "NOT-REPRODUCED"]
+    assert [c.verdict for c in out] == ["CONFIRMED", "CONFIRMED", "NOT-REPRODUCED", "NOT-PROBED"]
     # PK101 measured with PK105's (empty) patch: nothing else to apply, so 6 = 4 + 2 as read
     assert out[0].evidence == "logits differ 6 (tol 1e-4); with rope_theta=100000 restored, logits differ 2 (tol 1e-4) (something else still differs)"
     # PK105 measured with PK101's fix applied: only its own 2 is left
