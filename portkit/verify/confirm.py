@@ -303,3 +303,12 @@ def confirm_all(findings: Sequence[Finding], subject: Subject, ran: str) -> list
         else:
             out.append(confirm_static(f))
     return out
+
+
+def both_alike(confirmed: list) -> str:
+    """The verdict's tail for findings confirmed where both sides agree: they are reported, and
+    they do not make a mismatch."""
+    if not confirmed:
+        return ""
+    codes = ", ".join(dict.fromkeys(c.code for c in confirmed))
+    return f"; {len(confirmed)} finding{'s' if len(confirmed) != 1 else ''} confirmed on both sides alike ({codes})"

@@ -116,7 +116,9 @@ class VerifyReport:
             from portkit.verify.nonfinite import EXIT_CODE
 
             return EXIT_CODE
-        ok = self.candle_ok and not self.confirmed and (self.gguf is None or self.gguf.ok) and (self.tokenizer is None or self.tokenizer.ok)
+        # 1 only when a side differs or fails: a finding confirmed where both sides agree (BOS
+        # twice on both, PK509) is reported, not a mismatch
+        ok = self.candle_ok and (self.gguf is None or self.gguf.ok) and (self.tokenizer is None or self.tokenizer.ok)
         return 0 if ok else 1
 
 

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from portkit.verify.compare import GreedyCheck, LayerCheck, LogitsCheck, StepCheck, Tolerance, is_sublayer
+from portkit.verify import confirm as C
 from portkit.verify.engine import VerifyReport
 from portkit.verify.gguf_section import GgufSection
 from portkit.verify.runs import Comparison, RunOutputs, fmt_tol
@@ -206,11 +207,16 @@ def _verdict(rep: VerifyReport) -> tuple[str, str]:
     if rep.nonfinite is not None:
         return "non-finite", "NON-FINITE: " + rep.nonfinite.line() + " (not a candle-vs-transformers difference)"
     if rep.exit_code == 0:
-        return "agree", "candle agrees with transformers" + (" (the HF checkpoint and the GGUF)" if rep.gguf else "")
+        return "agree", "candle agrees with transformers" + (" (the HF checkpoint and the GGUF)" if rep.gguf else "") + C.both_alike(confirmed)
     bits = []
     if rep.tokenizer is not None and not rep.tokenizer.ok:
         t = rep.tokenizer
-        bits.append("the tokenizers crate cannot load tokenizer.json" if t.crate_error else f"candle's tokenizer differs ({len(t.differing)} of {len(t.encodes)} encodes)")
+        if t.crate_error:
+            bits.append("the tokenizers crate cannot load tokenizer.json")
+        elif t.differing:
+            bits.append(f"candle's tokenizer differs ({len(t.differing)} of {len(t.encodes)} encodes)")
+        else:
+            bits.append(f"candle's tokenizer decodes differently ({len(t.decode_differs)} of {t.decodes} texts)")
     if rep.run.failure is not None:
         bits.append("candle failed")
     elif not rep.candle_ok:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from portkit.findings import Finding
-from portkit.verify.confirm import Confirmation, confirm_static
+from portkit.verify.confirm import Confirmation, both_alike, confirm_static
 from portkit.verify.tokenize import TokenizeError, crate_from_text, crate_tokenizer, prompt_ids, render_chat, transformers_tokenizer
 
 #: The conversation the chat template is rendered with: a user turn and an assistant turn, so the
@@ -114,8 +114,9 @@ class TokenizerSection:
 
     @property
     def ok(self) -> bool:
-        """No differing ids and a file the crate loads (a transformers failure compares nothing)."""
-        return self.crate_error is None and not self.differing
+        """No differing ids or decoded texts and a file the crate loads (a transformers failure
+        compares nothing)."""
+        return self.crate_error is None and not self.differing and not self.decode_differs
 
     def to_json(self) -> dict[str, Any]:
         first = self.first
@@ -458,16 +459,20 @@ class TokenizerReport:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.section.ok and not self.confirmed else 1
+        """1 only when candle's tokenizer differs (or cannot load the file): a finding confirmed
+        on both sides alike (PK509) is reported, not a mismatch."""
+        return 0 if self.section.ok else 1
 
     def verdict(self) -> tuple[str, str]:
         if self.exit_code == 0:
-            return "agree", "candle's tokenizer agrees with transformers (the forward was skipped: no weights)"
+            return "agree", "candle's tokenizer agrees with transformers (the forward was skipped: no weights)" + both_alike(self.confirmed)
         bits = []
         if self.section.crate_error:
             bits.append("the tokenizers crate cannot load tokenizer.json")
         elif self.section.differing:
             bits.append(f"{len(self.section.differing)} of {len(self.section.encodes)} encodes differ")
+        elif self.section.decode_differs:
+            bits.append(f"{len(self.section.decode_differs)} of {self.section.decodes} decoded texts differ")
         if self.confirmed:
             bits.append(f"{len(self.confirmed)} finding{'s' if len(self.confirmed) != 1 else ''} confirmed")
         return "mismatch", "MISMATCH: " + "; ".join(bits)
