@@ -86,7 +86,7 @@ class _TokenizerRule(Rule):
         return location(a.tj.position(key))
 
     def edit_finding(self, ctx: Context, a: TokenizerAnalysis, message: str, *, key: str, transformers_value: Any, candle_value: Any,
-                     edit: dict[str, Any], expect: str, location: Any = None) -> Finding:  # fmt: skip
+                     edit: dict[str, Any], expect: str, location: Any = None, severity: Any = None) -> Finding:  # fmt: skip
         """A finding on tokenizer.json whose fix and whose verify probe are the same edit."""
         assert a.tj is not None
         return self.finding(
@@ -99,6 +99,7 @@ class _TokenizerRule(Rule):
             fix_edits=edit,
             probe_patch=edit,
             expect=expect,
+            severity=severity,
         )
 
 
@@ -549,12 +550,16 @@ class PaddingSavedInTokenizer(_TokenizerRule):
 
     ## What it does
     Flags a non-null `padding` or `truncation` in tokenizer.json (fine-tuning scripts often save
-    the trainer's settings into it).
+    the trainer's settings into it). Padding is an error; truncation alone is an error when the
+    planned prompt (`--max-prompt-tokens`, else `--max-tokens`) is longer than its
+    `max_length`, else a warning.
 
     ## Why is this bad?
     The crate pads and truncates every `encode`: a candle program feeds `[19556, 905, 49152 x
-    126]` for `"Hello world"` with padding to 128 saved, and a long prompt is cut. transformers
-    turns both off for a plain call, whatever the file says. Every text differs.
+    126]` for `"Hello world"` with padding to 128 saved, and a prompt longer than the saved
+    `max_length` is cut. transformers turns both off for a plain call, whatever the file says.
+    Padding changes every text shorter than its length; truncation only the texts longer than
+    its `max_length` (a saved 512 leaves a 100-token chat alone, and cuts a 2,000-token one).
 
     ## Example
     `"padding": {"strategy": {"Fixed": 128}, "pad_id": 49152, ...}, "truncation": {"max_length": 128, ...}`.
@@ -571,7 +576,8 @@ class PaddingSavedInTokenizer(_TokenizerRule):
     tokenization_utils_tokenizers.py:941-943 and 964-966 (no truncation, no padding for a plain call).
 
     ## Verification
-    tokens: every text of verify's corpus; CONFIRMED when removing them removes differing ids.
+    tokens: every text of verify's corpus, which holds one text longer than the saved
+    `max_length`; CONFIRMED when removing them removes differing ids.
 
     ## References
     - docs/tokenizers.md
@@ -597,20 +603,36 @@ class PaddingSavedInTokenizer(_TokenizerRule):
             bits.append(f"padding ({f'to {fixed}' if fixed is not None else 'to the longest'} with `{pad.get('pad_token')}`)")
         elif pad is not None:
             bits.append("padding")
+        length = trunc.get("max_length") if isinstance(trunc, dict) else None
         if isinstance(trunc, dict):
-            bits.append(f"truncation (at {trunc.get('max_length')})")
+            bits.append(f"truncation (at {length})")
         elif trunc is not None:
             bits.append("truncation")
+        what = " and ".join(bits)
+        severity = None
+        if pad is not None:
+            tail = "transformers turns both off for a plain call: every text gets other ids"
+        else:
+            prompt = ctx.target.prefill_tokens
+            cut = f"every encode longer than {length} tokens is cut" if isinstance(length, int) else "long encodes are cut"
+            if prompt is None:
+                plan = "; no prompt length is planned (`--max-prompt-tokens`)"
+            else:
+                plan = f"; you plan prompts of at most {prompt} tokens"
+            reaches = prompt is not None and (not isinstance(length, int) or prompt > length)
+            severity = "error" if reaches else "warning"
+            tail = f"transformers does not truncate a plain call: {cut}{plan}"
         yield self.edit_finding(
             ctx,
             a,
-            f"tokenizer.json saves {' and '.join(bits)}: candle's tokenizers crate applies {'them' if len(bits) > 1 else 'it'} to every "
-            "`encode`, transformers turns both off for a plain call: every text gets other ids",
+            f"tokenizer.json saves {what}: candle's tokenizers crate applies {'them' if len(bits) > 1 else 'it'} to every "
+            f"`encode`, {tail}",
             key="padding" if pad is not None else "truncation",
             transformers_value={"padding": None, "truncation": None},
             candle_value={"padding": pad, "truncation": trunc},
             edit={"padding": None, "truncation": None},
-            expect="every-text",
+            expect="every-text" if pad is not None else "long-text",
+            severity=severity,
         )
 
 

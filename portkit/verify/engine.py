@@ -169,7 +169,9 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> Any:
     from portkit.verify import tokens as T
 
     if T.tokenizer_only(Path(opts.model_dir)):
-        return T.verify_tokenizer_only(opts, lambda: lint_for_verify(Path(opts.model_dir), None, _lint_target(opts, 0, 0), progress)[0], progress, t_start)
+        # no forward: no prompt length is planned
+        target = {**_lint_target(opts, 0, 0), "max_tokens": None, "max_prompt_tokens": None}
+        return T.verify_tokenizer_only(opts, lambda: lint_for_verify(Path(opts.model_dir), None, target, progress)[0], progress, t_start)
     model = read_model_dir(opts.model_dir)
     family = model_family(model)
     prompt = resolve_prompt(model, opts.ids, opts.text, opts.chat)

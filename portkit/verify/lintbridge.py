@@ -32,7 +32,7 @@ TARGET_FIELDS = frozenset({"device", "dtype", "features", "max_tokens", "max_pro
 
 
 def make_settings(
-    device: str, dtype: str, use_flash_attn: bool, max_tokens: int, build: dict[str, Any], max_prompt_tokens: int | None = None
+    device: str, dtype: str, use_flash_attn: bool, max_tokens: int | None, build: dict[str, Any], max_prompt_tokens: int | None = None
 ) -> Settings:
     feats = set()
     if build.get("accelerate"):

@@ -50,6 +50,11 @@ BASE_TEXTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("The capital of France is Paris, and the capital of Germany is", ("plain",)),
 )
 MAX_SPECIAL_TOKENS = 8
+#: A saved truncation (`max_length`) up to this many tokens gets a text longer than it in the
+#: corpus, so that PK506 is judged by ids; a longer one is left out (the text would cost more
+#: than a prompt that long is likely to be fed).
+MAX_LONG_TEXT_TOKENS = 8192
+_LONG_WORDS = ("the", "model", "reads", "every", "token", "of", "this", "long", "text", "once")
 
 
 @dataclass(frozen=True)
@@ -155,8 +160,30 @@ def _special_tokens(tok: Any, chat: str | None) -> list[str]:
     return out[:MAX_SPECIAL_TOKENS]
 
 
-def corpus(specials: Sequence[str], chat: str | None) -> list[Sample]:
+def long_text(tokens: int) -> str:
+    """A text of more than `tokens` tokens in any tokenizer: more words than that, each at least
+    one token (every tokenizer splits at spaces before it merges)."""
+    return " ".join(_LONG_WORDS[i % len(_LONG_WORDS)] for i in range(tokens + 16))
+
+
+def saved_truncation(path: Path) -> int | None:
+    """tokenizer.json's saved truncation `max_length`, if any."""
+    from portkit.model.tokenizer_files import read_tokenizer_json
+
+    try:
+        trunc = read_tokenizer_json(path).value.get("truncation")
+    except Exception:  # noqa: BLE001 - the crate's own load reports a bad file
+        return None
+    length = trunc.get("max_length") if isinstance(trunc, dict) else None
+    return length if isinstance(length, int) and not isinstance(length, bool) and length > 0 else None
+
+
+def corpus(specials: Sequence[str], chat: str | None, longer_than: int | None = None) -> list[Sample]:
+    """The built-in texts, each special token inside text, the rendered chat; with `longer_than`
+    (a saved truncation's `max_length`), one text longer than that."""
     out = [Sample(t, tags) for t, tags in BASE_TEXTS]
+    if longer_than is not None and longer_than <= MAX_LONG_TEXT_TOKENS:
+        out.append(Sample(long_text(longer_than), ("longer-than-truncation",)))
     for s in specials:
         out += [
             Sample(f"Hello{s}world", ("special-inside", "after-special")),
@@ -318,7 +345,7 @@ def tokenizer_section(root: Path, findings: Sequence[Finding], progress: Callabl
         sec.transformers_class = type(tok).__name__
         sec.chat_text, sec.chat_note = render_chat(tok, CONVERSATION)
     if crate is not None and tok is not None:
-        sec.encodes = _encode_all(crate, tok, corpus(_special_tokens(tok, sec.chat_text), sec.chat_text))
+        sec.encodes = _encode_all(crate, tok, corpus(_special_tokens(tok, sec.chat_text), sec.chat_text, saved_truncation(path)))
         if perturb_candle and sec.encodes:
             e = sec.encodes[0]
             e.crate = [e.crate[0] + 1, *e.crate[1:]] if e.crate else [0]
