@@ -151,9 +151,11 @@ class Rule:
         severity: Severity | None = None,
         help: str | None = None,
         probe_kind: ProbeKind | None = None,
+        as_candle: dict[str, Any] | None = None,
     ) -> Finding:
         """`probe_kind` overrides the rule's for a finding whose effect differs from the rule's
-        usual one (for example a layer-count mismatch that candle runs without crashing)."""
+        usual one (for example a layer-count mismatch that candle runs without crashing);
+        `as_candle`: transformers run as candle computes (`Probe.as_candle`, `portkit.rules.as_candle`)."""
         from portkit.findings import Finding, Fix, Probe  # see `location()`
 
         if location == "config":
@@ -170,7 +172,13 @@ class Rule:
             url=DOCS_URL.format(code=self.code),
             transformers_value=_jsonable(transformers_value),
             candle_value=_jsonable(candle_value),
-            probe=Probe(kind=probe_kind or self.probe_kind, id=self.code, patch=dict(probe_patch) if probe_patch is not None else None, expect=expect),
+            probe=Probe(
+                kind=probe_kind or self.probe_kind,
+                id=self.code,
+                patch=dict(probe_patch) if probe_patch is not None else None,
+                expect=expect,
+                as_candle=as_candle,
+            ),
         )
 
 

@@ -93,6 +93,17 @@ class VerifyReport:
     tokenizer: Any = None  # portkit.verify.tokens.TokenizerSection, when the directory has tokenizer.json
     greedy_stop: dict[str, Any] | None = None  # where `generate()` stops the reference's greedy tokens
     runs: list[RunOutputs] = field(default_factory=list)  # every candle run, for `candle_runs`
+    explanation: Any = None  # portkit.verify.explain.Explanation: what accounts for candle's mismatch
+    as_candle_runs: list[dict[str, Any]] = field(default_factory=list)  # transformers run as candle computes
+
+    @property
+    def reference_runs(self) -> dict[str, Any]:
+        """The reference-side counterfactuals run (both sections): how many, from the cache, seconds each."""
+        return {
+            "total": len(self.as_candle_runs),
+            "cached": sum(r["source"] == "cache" for r in self.as_candle_runs),
+            "runs": list(self.as_candle_runs),
+        }
 
     @property
     def candle_runs(self) -> dict[str, int]:
@@ -161,9 +172,12 @@ def _lint_target(opts: VerifyOptions, prompt_tokens: int, tokens: int, pn: Any =
     )
 
 
-def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> Any:
+def verify(opts: VerifyOptions, progress: Progress = lambda _s: None, *, findings: tuple[list[Any], list[Any]] | None = None) -> Any:
     """A `VerifyReport`; for a directory with tokenizer files but no model to run, the tokenizer
-    section alone (`portkit.verify.tokens.TokenizerReport`)."""
+    section alone (`portkit.verify.tokens.TokenizerReport`).
+
+    `findings`: (on the model dir, on the GGUF) to judge instead of lint's: the negative control
+    of a probe, a fault's findings judged on its twin without the fault (fixtures/proof_table.py)."""
     t_start = time.perf_counter()
     _validate(opts)
     from portkit.verify import tokens as T
@@ -197,7 +211,9 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> Any:
     job = ReferenceJob(model, list(prompt.ids), tokens, mode=opts.reference_mode, use_cache=opts.cache, progress=progress, sublayers=subs)
     try:
         lint_note: str | None = None
-        if opts.lint:
+        if findings is not None:
+            hf_findings, gguf_findings = list(findings[0]), list(findings[1])
+        elif opts.lint:
             hf_findings, gguf_findings = lint_for_verify(
                 model.root, Path(opts.gguf) if opts.gguf else None, _lint_target(opts, len(prompt.ids), tokens, pn), progress
             )
@@ -269,9 +285,10 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> Any:
     t_phase = time.perf_counter()
     stop = T.generation_stop(model.root)
 
-    def judged(r: RunOutputs) -> Comparison | None:
-        """`r` against the reference, its greedy tokens up to where `generate()` stops."""
-        return T.stop_greedy(compare_run(reference, r, tol), reference, r, stop, tol) if r.failure is None else None
+    def judged(r: RunOutputs, ref: Reference = reference) -> Comparison | None:
+        """`r` against the reference (or transformers as candle computes, `ref`), its greedy
+        tokens up to where `generate()` stops."""
+        return T.stop_greedy(compare_run(ref, r, tol), ref, r, stop, tol) if r.failure is None else None
 
     comparison = judged(run)
 
@@ -288,17 +305,32 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> Any:
     timings["compare"] = time.perf_counter() - t_phase
     t_phase = time.perf_counter()
     patched_runs = PatchedRuns(patched)
-    subject = C.Subject(as_read=run, as_read_cmp=comparison, run_patched=patched_runs)
-    confirmations = C.confirm_all(hf_findings, subject, ran)
-    from portkit.verify.attribution import length_notes
+    from portkit.verify.attribution import AsCandleRuns, length_notes, scan_lengths
+    from portkit.verify.explain import explain
 
+    # transformers as candle computes (the findings' reference-side counterfactuals), shared
+    # with the GGUF section: the same reference, the same edits
+    as_candle = AsCandleRuns(model, reference, tokens, progress, subs)
+    subject = C.Subject(
+        as_read=run,
+        as_read_cmp=comparison,
+        run_patched=patched_runs,
+        reference_as=as_candle,
+        compare=lambda ref, r: judged(r, ref),
+        reference=reference,
+    )
+    confirmations, numeric_subject = C.confirm_section(hf_findings, subject, ran)
+    confirmations = scan_lengths(confirmations, hf_findings, model, reference, tokens, progress)
     confirmations = length_notes(confirmations, len(prompt.ids) + tokens)
+    explanation = explain(comparison, run, confirmations, hf_findings, numeric_subject, layers_note)
     timings["findings"] = time.perf_counter() - t_phase
     t_phase = time.perf_counter()
 
     gguf_section = None
     if opts.gguf is not None:
-        gguf_section = verify_gguf(Path(opts.gguf), model, reference, tokens, opts.device, gguf_findings, progress, ran, use_cache=opts.cache)
+        gguf_section = verify_gguf(
+            Path(opts.gguf), model, reference, tokens, opts.device, gguf_findings, progress, ran, use_cache=opts.cache, as_candle=as_candle
+        )
         if lint_note:
             gguf_section.lint_note = lint_note
         timings["gguf"] = time.perf_counter() - t_phase
@@ -334,6 +366,8 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> Any:
         family=family.name,
         layers_note=layers_note,
         runs=[run, *patched_runs.runs(), *(gguf_section.runs if gguf_section else [])],
+        explanation=explanation,
+        as_candle_runs=as_candle.runs,
         tokenizer=tokenizer,
         greedy_stop=T.stop_description(reference, stop),
     )

@@ -41,6 +41,7 @@ class GgufSection:
     diagnosis: list[str] = field(default_factory=list)
     lint_note: str | None = None
     runs: list[RunOutputs] = field(default_factory=list)  # the file as written and each edit
+    explanation: Any = None  # portkit.verify.explain.Explanation: what accounts for the GGUF's mismatch
 
     @property
     def ok(self) -> bool:
@@ -88,7 +89,10 @@ def verify_gguf(
     ran: str,
     *,
     use_cache: bool = True,
+    as_candle: Callable[[dict[str, Any]], Reference] | None = None,
 ) -> GgufSection:
+    """`as_candle`: transformers as candle computes (`attribution.AsCandleRuns`, shared with the
+    HF section), for the findings no GGUF edit can undo; None: they are judged without it."""
     from portkit.verify.candle import load_gguf
     from portkit.verify.gguf_rewrite import read_metadata, rewrite_gguf, weight_types
 
@@ -152,16 +156,23 @@ def verify_gguf(
     patched_runs = PatchedRuns(patched)
     theta = _reference_theta(model)
 
+    def against(ref: Reference, r: RunOutputs) -> Comparison | None:
+        return compare_run(ref, r, tol) if r.failure is None else None
+
+    # findings no GGUF edit can undo: judged against transformers as candle computes
     subject = C.Subject(
         as_read=run, as_read_cmp=cmp, run_patched=patched_runs, what="the GGUF in candle",
         patch_word="",
         unfixable="no metadata edit candle reads can fix this",
+        reference_as=as_candle, compare=against, reference=reference,
     )
-    confirmations = C.confirm_all(findings, subject, ran)
-    from portkit.verify.attribution import reference_side
+    confirmations, numeric_subject = C.confirm_section(findings, subject, ran)
+    from portkit.verify.attribution import scan_lengths
+    from portkit.verify.explain import explain
 
-    # findings no GGUF edit can undo: judged by transformers with and without their effect
-    confirmations = reference_side(confirmations, model, reference, run, tol.name, tokens, progress)
+    confirmations = scan_lengths(confirmations, findings, model, reference, tokens, progress)
+    no_layers = f"per-layer: not recorded for {loader} GGUFs"
+    explanation = explain(cmp, run, confirmations, findings, numeric_subject, no_layers)
 
     # What repairs the file, whatever lint said: each counterfactual alone, when the GGUF differs.
     diagnosis: list[str] = []
@@ -192,6 +203,7 @@ def verify_gguf(
         findings=confirmations,
         diagnosis=diagnosis,
         runs=[run, *patched_runs.runs()],
+        explanation=explanation,
     )
 
 

@@ -8,9 +8,11 @@ prompt and token count) no child starts, and a hit never imports torch.
 
 from __future__ import annotations
 
+import json
 import os
 import time
-from typing import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -116,46 +118,94 @@ class ReferenceJob:
 
 
 
-def reference_effect(
+@dataclass
+class AsCandle:
+    """transformers run as candle computes (`Probe.as_candle`), on the reference's inputs."""
+
+    reference: Reference  # its rows, prefill layers and greedy tokens, as the reference's
+    effect_by_position: np.ndarray  # with a scan: max|as written - as candle| per position; else empty
+    source: str = "computed"  # computed | cache
+    seconds: float = 0.0
+
+
+def reference_as_candle(
     model: ModelDir,
     reference: Reference,
     tokens: int,
-    without_config: str,
+    as_candle: Mapping[str, Any],
     scan_len: int,
     progress: Progress,
-) -> tuple[np.ndarray, np.ndarray]:
-    """transformers without a finding's effect (`refproc.effect_reference`), from the cache when
-    it has it: (rows on the reference's inputs, effect by position over `scan_len` tokens)."""
+    sublayers: Sequence[str] = (),
+) -> AsCandle:
+    """transformers with a finding's edit (`refproc.as_candle_reference`), from the cache when it
+    has it. The cache key is the edited config's bytes, the tensor edits, the scan length and
+    what keys the reference itself."""
+    from portkit.verify.runs import edited_config
+
+    t0 = time.perf_counter()
     forced = reference.inputs
+    config_text = edited_config(model.config_text, as_candle.get("config") or {})
+    tensor_edits = dict(as_candle.get("tensors") or {})
     cache = None
     if reference.use_cache:
-        key = refcache.model_key(without_config, model.weight_files, f"effect-{scan_len}", fingerprints=reference.fingerprints)
+        key = as_candle_key(model, reference, config_text, tensor_edits, scan_len, sublayers)
         cache = refcache.RefCache(key, reference.prompt, tokens, vocab=model.vocab_size)
         hit = cache.get(forced)
-        if hit is not None and "effect" in hit.layers:
-            return hit.rows, hit.layers["effect"]
+        if hit is not None and refproc.EFFECT in hit.layers:
+            layers = dict(hit.layers)
+            effect = layers.pop(refproc.EFFECT)
+            return AsCandle(_as_reference(reference, hit.rows, layers, tokens), effect, "cache", time.perf_counter() - t0)
     req = dict(
-        kind="effect",
+        kind="as-candle",
         model_dir=str(model.root),
         files=[str(p) for p in model.weight_files],
-        without_config=without_config,
+        config_text=config_text,
+        tensor_edits=tensor_edits,
         prompt=reference.prompt,
         forced=forced,
         tokens=tokens,
         scan_len=scan_len,
+        sublayers=list(sublayers),
     )
     try:
         if reference_in_child():
             child = refproc.ServedReference(progress)
             child.request(req)
             _, rows, layers, _ = child.result()
-            effect = layers["effect"]
+            effect = layers.pop(refproc.EFFECT)
         else:
-            rows, effect = refproc.effect_reference(
-                model.root, model.weight_files, without_config, reference.prompt, forced, tokens, scan_len, progress
+            rows, layers, effect = refproc.as_candle_reference(
+                model.root, model.weight_files, config_text, tensor_edits, reference.prompt, forced, tokens, scan_len, progress, sublayers
             )
     except refproc.ReferenceFailed as e:
         raise BadInput(str(e)) from None
     if cache is not None:
-        cache.put(forced, refcache.CachedReference(greedy=[], rows=rows, layers={"effect": effect}, nonfinite_weights=[]))
-    return rows, effect
+        cache.put(forced, refcache.CachedReference(greedy=[], rows=rows, layers={**layers, refproc.EFFECT: effect}, nonfinite_weights=[]))
+    return AsCandle(_as_reference(reference, rows, layers, tokens), effect, "computed", time.perf_counter() - t0)
+
+
+def as_candle_key(
+    model: ModelDir, reference: Reference, config_text: str, tensor_edits: Mapping[str, str], scan_len: int, sublayers: Sequence[str]
+) -> str:
+    """The reference cache's key for transformers as candle computes: the edited config, the
+    tensor edits, the scan and what keys the reference itself."""
+    mode = json.dumps({"as_candle": dict(tensor_edits), "scan": scan_len, "base": reference.mode}, sort_keys=True)
+    return refcache.model_key(config_text, model.weight_files, mode, fingerprints=reference.fingerprints, sublayers=sublayers)
+
+
+def _as_reference(reference: Reference, rows: np.ndarray, layers: dict[str, np.ndarray], tokens: int) -> Reference:
+    """The counterfactual's numbers as a `Reference` (its greedy tokens as far as one forward
+    over candle's decides them), so every comparison judges candle against it as against the
+    reference."""
+    forced = reference.inputs
+    return Reference(
+        prompt=list(reference.prompt),
+        greedy=refproc.reference_greedy(rows, forced[:tokens]) if tokens else [],
+        rows=rows,
+        layers=layers,
+        forced=list(forced),
+        mode=reference.mode,
+        source="as-candle",
+        use_cache=reference.use_cache,
+        fingerprints=reference.fingerprints,
+    )

@@ -125,6 +125,7 @@ def _gguf_json(g: GgufSection) -> dict[str, Any]:
         "comparison": _cmp_json(g.comparison),
         "findings": [f.to_json() for f in g.findings],
         "diagnosis": g.diagnosis,
+        "explanation": g.explanation.to_json() if g.explanation is not None else None,
         "ok": g.ok,
     }
 
@@ -190,6 +191,7 @@ def _to_json(rep: VerifyReport) -> dict[str, Any]:
         "comparison": _cmp_json(rep.comparison),
         "lint": {"ran": rep.lint_note is None, "note": rep.lint_note, "findings": len(rep.findings) + (len(rep.gguf.findings) if rep.gguf else 0)},
         "findings": [f.to_json() for f in rep.findings],
+        "explanation": rep.explanation.to_json() if rep.explanation is not None else None,
         "gguf": _gguf_json(rep.gguf) if rep.gguf else None,
         "plot": str(rep.plot) if rep.plot else None,
         "nonfinite": rep.nonfinite.to_json() if rep.nonfinite is not None else None,
@@ -198,7 +200,13 @@ def _to_json(rep: VerifyReport) -> dict[str, Any]:
         "seconds": round(rep.seconds, 3),
         "timings": rep.timings,
         "candle_runs": rep.candle_runs,
+        "reference_runs": rep.reference_runs,
     }
+
+
+def _why(explanation: Any) -> str:
+    """": explained by PK413 (...)" / ": unexplained: first bad layer.3 at layer.3.mlp (...)"."""
+    return f": {explanation.summary}" if explanation is not None else ""
 
 
 def _verdict(rep: VerifyReport) -> tuple[str, str]:
@@ -218,11 +226,11 @@ def _verdict(rep: VerifyReport) -> tuple[str, str]:
         else:
             bits.append(f"candle's tokenizer decodes differently ({len(t.decode_differs)} of {t.decodes} texts)")
     if rep.run.failure is not None:
-        bits.append("candle failed")
+        bits.append("candle failed" + _why(rep.explanation))
     elif not rep.candle_ok:
-        bits.append("candle differs from transformers")
+        bits.append("candle differs from transformers" + _why(rep.explanation))
     if rep.gguf is not None and not rep.gguf.ok:
-        bits.append("the GGUF differs from transformers" if rep.gguf.run.failure is None else "the GGUF failed in candle")
+        bits.append(("the GGUF differs from transformers" if rep.gguf.run.failure is None else "the GGUF failed in candle") + _why(rep.gguf.explanation))
     if confirmed:
         bits.append(f"{len(confirmed)} finding{'s' if len(confirmed) != 1 else ''} confirmed")
     return "mismatch", "MISMATCH: " + "; ".join(bits)
@@ -323,6 +331,11 @@ def _localisation_lines(c: Comparison) -> list[str]:
     return out
 
 
+def _explanation_line(e: Any) -> str:
+    colour = "green" if e.explained else "red"
+    return f"[{colour}]explanation[/]: {escape(e.summary)}"
+
+
 def _layer_table(c: Comparison) -> Table:
     """The values between the layers, and the sub-layers of the layer the localisation names
     (every sub-layer row is in the JSON)."""
@@ -404,6 +417,8 @@ def render_text(rep: VerifyReport, console: Console, *, table: bool = True) -> N
         if table and rep.comparison.layers is not None:
             p("")
             console.print(_layer_table(rep.comparison), style=None)
+    if rep.explanation is not None:
+        p(f"  {_explanation_line(rep.explanation)}")
     gs = rep.greedy_stop
     if gs is not None and gs.get("stopped_at") is not None:
         p(f"  greedy stops at token {gs['stopped_at']} ({gs['token']}): `generate()` stops on {gs['eos_token_ids']} ({gs['source']}); compared up to there")
@@ -443,6 +458,8 @@ def _render_gguf(g: GgufSection, rep: VerifyReport, console: Console) -> None:
     if g.comparison is not None:
         for ln in _comparison_lines(g.comparison, rep.reference.greedy, layers_note=None):
             p("  " + ln)
+    if g.explanation is not None:
+        p(f"  {_explanation_line(g.explanation)}")
     for d in g.diagnosis:
         p(f"  diagnosis: {escape(d)}")
     if g.findings:

@@ -303,7 +303,8 @@ CASES: dict[str, tuple[Builder, Builder]] = {
     "PK122": (family("gemma3", num_key_value_heads=1, use_bidirectional_attention=True), family("gemma3", num_key_value_heads=1)),
     "PK123": (family("gemma2", drop=("final_logit_softcapping",)), CLEAN["gemma2"]),
     "PK201": (model(TF4, drop=["model.layers.1.mlp.up_proj.weight"]), model(TF4)),
-    "PK202": (model(TF4, extra={"model.layers.0.self_attn.q_proj.bias": (64,)}), model(TF4)),
+    # a bias transformers adds and candle drops (the numeric probe's case; a bias neither reads is a variant)
+    "PK202": (model(sk.config("tf4", attention_bias=True), extra={"model.layers.0.self_attn.q_proj.bias": (64,)}), model(TF4)),
     "PK203": (model(TF4, extra={"language_model.model.norm.weight": (64,)}), model(TF4)),
     "PK204": (model(TF4, tensors=sk.hf_tensors(TF4, layers=1)), model(TF4)),
     "PK205": (model(TF4, drop=["lm_head.weight"]), model(sk.config("tf4", tie_word_embeddings=True))),
