@@ -24,7 +24,11 @@ pub struct GgufRunner {
     model: Weights,
     loader: &'static str,
     device: Device,
+    path: std::path::PathBuf,
 }
+
+/// The loaders whose per-layer capture comes from a copy proven bit-identical to the library.
+pub const CAPTURE_LOADERS: [&str; 1] = ["quantized_gemma3"];
 
 impl GgufRunner {
     pub fn load(path: &Path, device: Device) -> Outcome<Self> {
@@ -51,7 +55,7 @@ impl GgufRunner {
                 // The example's `use_flash_attn` argument gets false, as for every runner here.
                 _ => Weights::Phi3(quantized_phi3::ModelWeights::from_gguf(false, content, &mut file, &device)?),
             };
-            Ok(Self { model, loader, device: device.clone() })
+            Ok(Self { model, loader, device: device.clone(), path: path.to_path_buf() })
         })
     }
 
@@ -94,6 +98,22 @@ impl GgufRunner {
                 data.extend(self.forward_row(&[id], pos)?);
             }
             Ok(Array { shape: vec![ids.len() - prefill + 1, vocab], data })
+        })
+    }
+
+    /// Per-layer values (embeddings, every sub-layer and `layer.N`, norm, logits) through the
+    /// loader's copy of the forward, loaded from the same file (the runner keeps the library's
+    /// model; the copy is dropped when this returns).
+    pub fn capture(&self, ids: &[u32]) -> Outcome<Vec<(String, Array)>> {
+        if !CAPTURE_LOADERS.contains(&self.loader) {
+            return Err(Failure::NotImplemented(format!("per-layer: not available for {} GGUFs", self.loader)));
+        }
+        guarded(|| {
+            let path = &self.path;
+            let mut file = std::fs::File::open(path).map_err(|e| Failure::Invalid(format!("{}: {e}", path.display())))?;
+            let content = gguf_file::Content::read(&mut file).map_err(|e| e.with_path(path))?;
+            let mut copy = crate::quantized_gemma3_copy::ModelWeights::from_gguf(content, &mut file, &self.device)?;
+            copy.capture(&ids_tensor(ids, &self.device)?)
         })
     }
 

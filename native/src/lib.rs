@@ -19,6 +19,7 @@ pub mod mistral_copy;
 pub mod olmo2_copy;
 pub mod phi3_copy;
 pub mod qwen2_copy;
+pub mod quantized_gemma3_copy;
 pub mod qwen3_copy;
 pub mod requested;
 pub mod sublayers;

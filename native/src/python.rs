@@ -5,7 +5,7 @@ use crate::config;
 use crate::device::{compiled_devices, parse_device, parse_dtype};
 use crate::failure::Failure;
 use crate::family::{self, Family, FamilyRunner as FamilyCore, CAPTURE_FAMILIES};
-use crate::gguf::{GgufRunner as GgufCore, LOADERS};
+use crate::gguf::{GgufRunner as GgufCore, CAPTURE_LOADERS, LOADERS};
 use crate::llama::{Array, LlamaRunner as LlamaCore};
 use crate::requested;
 use crate::tokenizer::CrateTokenizer;
@@ -92,6 +92,12 @@ fn capture_families() -> Vec<&'static str> {
 #[pyfunction]
 fn gguf_loaders() -> Vec<&'static str> {
     LOADERS.to_vec()
+}
+
+/// The GGUF loaders whose per-layer capture comes from a copy proven bit-identical to the library.
+#[pyfunction]
+fn gguf_capture_loaders() -> Vec<&'static str> {
+    CAPTURE_LOADERS.to_vec()
 }
 
 /// (requested, error): every (name, shape) the family's model asked its VarBuilder for, in order,
@@ -324,6 +330,12 @@ impl GgufRunner {
         let core = &mut self.core;
         py.detach(|| core.greedy(&ids, n)).map_err(to_py)
     }
+
+    /// Per-layer values through the loader's copy of the forward (`gguf_capture_loaders()`).
+    fn capture<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyDict>> {
+        let pairs = py.detach(|| self.core.capture(&ids)).map_err(to_py)?;
+        captured_to_dict(py, pairs)
+    }
 }
 
 /// The `tokenizers` crate candle-core 0.11.0 depends on, reading a tokenizer.json literally.
@@ -385,6 +397,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(families, m)?)?;
     m.add_function(wrap_pyfunction!(capture_families, m)?)?;
     m.add_function(wrap_pyfunction!(gguf_loaders, m)?)?;
+    m.add_function(wrap_pyfunction!(gguf_capture_loaders, m)?)?;
     m.add_function(wrap_pyfunction!(requested_tensors, m)?)?;
     m.add_function(wrap_pyfunction!(release_memory, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_threads, m)?)?;

@@ -329,7 +329,8 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None, *, finding
     gguf_section = None
     if opts.gguf is not None:
         gguf_section = verify_gguf(
-            Path(opts.gguf), model, reference, tokens, opts.device, gguf_findings, progress, ran, use_cache=opts.cache, as_candle=as_candle
+            Path(opts.gguf), model, reference, tokens, opts.device, gguf_findings, progress, ran,
+            use_cache=opts.cache, as_candle=as_candle, layers=opts.layers,
         )
         if lint_note:
             gguf_section.lint_note = lint_note

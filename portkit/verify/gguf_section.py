@@ -90,9 +90,12 @@ def verify_gguf(
     *,
     use_cache: bool = True,
     as_candle: Callable[[dict[str, Any]], Reference] | None = None,
+    layers: bool = True,
 ) -> GgufSection:
     """`as_candle`: transformers as candle computes (`attribution.AsCandleRuns`, shared with the
-    HF section), for the findings no GGUF edit can undo; None: they are judged without it."""
+    HF section), for the findings no GGUF edit can undo; None: they are judged without it.
+    `layers`: the per-layer values of the file as written, where its loader has a copy of the
+    forward that records them and the file is judged per layer (F32)."""
     from portkit.verify.candle import load_gguf
     from portkit.verify.gguf_rewrite import read_metadata, rewrite_gguf, weight_types
 
@@ -103,10 +106,14 @@ def verify_gguf(
         raise BadInput(f"{path}: not a readable GGUF: {' '.join(str(e).split())[:200]}") from None
     tol = gguf_tolerance(types)
     loader = gguf_loader(meta)
+    from portkit.verify.candle import native
+
+    # per-layer values only where they are judged: a quantized file's are noise by design
+    capture = layers and tol.layer_rtol is not None and loader in native().gguf_capture_loaders()
 
     fingerprint = cachefiles.fingerprints([path]) if runcache.cacheable(device, use_cache) else []
 
-    def cache_for(edit: dict[str, Any] | None) -> runcache.RunCache | None:
+    def cache_for(edit: dict[str, Any] | None, captured: bool = False) -> runcache.RunCache | None:
         if not runcache.cacheable(device, use_cache):
             return None
         key = runcache.run_key(
@@ -118,7 +125,7 @@ def verify_gguf(
             prompt=reference.prompt,
             forced=reference.inputs,
             tokens=tokens,
-            capture=False,
+            capture=captured,
             edit=edit,
         )
         return runcache.RunCache(key, tokens=tokens)
@@ -126,13 +133,15 @@ def verify_gguf(
     def judged(r: RunOutputs) -> tuple[RunOutputs, Comparison | None]:
         return r, (compare_run(reference, r, tol) if r.failure is None else None)
 
-    def run_file(p: Path, label: str, cache: runcache.RunCache | None) -> tuple[RunOutputs, Comparison | None]:
-        r = run_candle(lambda: load_gguf(p, device=device, loader=loader), reference.prompt, reference.inputs, tokens, label=label, cache=cache)
+    def run_file(p: Path, label: str, cache: runcache.RunCache | None, captured: bool = False) -> tuple[RunOutputs, Comparison | None]:
+        r = run_candle(
+            lambda: load_gguf(p, device=device, loader=loader), reference.prompt, reference.inputs, tokens, label=label, cache=cache, capture=captured
+        )
         gc.collect()
         return judged(r)
 
     progress(f"candle {loader}: {path.name}")
-    run, cmp = run_file(path, "gguf as written", cache_for(None))
+    run, cmp = run_file(path, "gguf as written", cache_for(None, capture), capture)
     tmpdir = atomicfile.scratch_dir("portkit-verify-gguf-")  # a killed verify's is removed by the next
     n = [0]
 
@@ -171,7 +180,11 @@ def verify_gguf(
     from portkit.verify.explain import explain
 
     confirmations = scan_lengths(confirmations, findings, model, reference, tokens, progress)
-    no_layers = f"per-layer: not recorded for {loader} GGUFs"
+    no_layers = None if capture else (
+        f"per-layer: not recorded for {loader} GGUFs" if layers and tol.layer_rtol is not None else f"per-layer: not judged for a {tol.name} file"
+    )
+    if not layers:
+        no_layers = "per-layer: not compared (--no-layers)"
     explanation = explain(cmp, run, confirmations, findings, numeric_subject, no_layers)
 
     # What repairs the file, whatever lint said: each counterfactual alone, when the GGUF differs.

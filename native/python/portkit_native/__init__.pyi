@@ -49,6 +49,9 @@ def capture_families() -> list[str]:
 def gguf_loaders() -> list[str]:
     """The GGUF loader keys `GgufRunner` accepts."""
 
+def gguf_capture_loaders() -> list[str]:
+    """The GGUF loaders whose `GgufRunner.capture` exists (a copy proven bit-identical to the library)."""
+
 def requested_tensors(
     family: str, config_json: str, available: Sequence[str] | None = None
 ) -> tuple[list[tuple[str, list[int] | None]], str | None]:
@@ -160,6 +163,9 @@ class GgufRunner:
     def last_logits(self, ids: Sequence[int]) -> npt.NDArray[np.float32]: ...
     def teacher_forced_logits(self, ids: Sequence[int], prefill: int = 1) -> npt.NDArray[np.float32]: ...
     def greedy(self, ids: Sequence[int], n: int) -> list[int]: ...
+    def capture(self, ids: Sequence[int]) -> dict[str, npt.NDArray[np.float32]]:
+        """Per-layer values (embeddings, `layer.N` and its sub-layers, norm, logits) through the
+        loader's copy of the forward (`gguf_capture_loaders()`)."""
 
 class Tokenizer:
     """The Rust `tokenizers` crate at the version candle-core 0.11.0 resolves (0.22.2, feature `onig`),
