@@ -659,8 +659,9 @@ class SlidingWindowIgnored(Rule):
     :298-323 (the KV cache keeps every position), :341-347.
 
     ## Verification
-    numeric: at a sequence longer than the window, candle differs from transformers (for a
-    Llama config: greedy generation past the window, the full-prompt forward agrees).
+    numeric, transformers as candle computes: at a sequence longer than the window, candle
+    differs from transformers (for a Llama config: greedy generation past the window, the
+    full-prompt forward agrees) and agrees with transformers run without `sliding_window`.
 
     ## References
     - transformers `cache_utils.py` `get_layer_types_and_kwargs`
@@ -697,6 +698,7 @@ class SlidingWindowIgnored(Rule):
             transformers_value=window,
             candle_value=None,
             severity=severity,
+            as_candle=as_candle.edit("no sliding window", config={"sliding_window": None}),
         )
 
 
@@ -809,7 +811,7 @@ class GenerationEosDiffers(Rule):
     candle-transformers-0.11.0/src/models/llama.rs:31-36 (`LlamaEosToks`), :50.
 
     ## Verification
-    static-only: a fact about the files; logits are not affected.
+    static-only, reported NOT-PROBED with why: a fact about the files; logits are not affected.
 
     ## References
     - https://github.com/huggingface/candle/issues/2085 (llama3 instruct uses `<|eot_id|>` and `<|end_of_text|>` as EOS)

@@ -58,7 +58,7 @@ class NoCandleModule(Rule):
     `Config` has no `model_type` field and ignores unknown keys.
 
     ## Verification
-    static-only.
+    static-only, reported NOT-PROBED with why.
 
     ## References
     - candle-transformers-0.11.0/src/models/mod.rs (the modules candle 0.11.0 has)

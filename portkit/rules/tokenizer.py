@@ -728,7 +728,7 @@ class EosStopSetBeyondTokenizerEos(_TokenizerRule):
     candle-transformers-0.11.0/src/generation/mod.rs:114 (`sample` knows no eos).
 
     ## Verification
-    static-only: a fact about the files; verify's greedy reference stops on generation_config's ids.
+    static-only, reported NOT-PROBED with why: a fact about the files; verify's greedy reference stops on generation_config's ids.
 
     ## References
     - https://github.com/huggingface/candle/issues/2085 (llama3 instruct ends turns with `<|eot_id|>`)
@@ -873,7 +873,7 @@ class GenerationSamplingDefaults(_TokenizerRule):
     (`apply_repeat_penalty`, called by the program).
 
     ## Verification
-    static-only: verify compares greedy decoding on both sides.
+    static-only, reported NOT-PROBED with why: verify compares greedy decoding on both sides.
 
     ## References
     - docs/tokenizers.md

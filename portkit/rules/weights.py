@@ -386,7 +386,7 @@ class UnexpectedTensor(_WeightsRule):
     `model.layers.{i}`, `lm_head`); mistral.rs:374-385, qwen2.rs:276-286 (`vb.pp("model")`).
 
     ## Verification
-    static-only.
+    static-only, reported NOT-PROBED with why.
 
     ## References
     - https://github.com/huggingface/candle/issues/1632 (no `model.` prefix)

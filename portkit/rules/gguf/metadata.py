@@ -499,7 +499,7 @@ class NonLlamaArchitecture(GgufRule):
     quantized_phi3.rs:223 (`from_gguf`).
 
     ## Verification
-    static-only.
+    static-only, reported NOT-PROBED with why.
 
     ## References
     - https://github.com/huggingface/candle/issues/3410 (non-llama GGUFs through quantized_llama)
