@@ -109,8 +109,11 @@ def explain(
             line = f"explained by {names} (as written {_num(cmp)}; {how}, {_num(after)}, within {after.tolerance.name} tolerance)"
             return Explanation(True, list(dict.fromkeys(measured)), line, as_written, after.distance(), counterfactual=cf)
         if after is not None:
-            loc = after.localisation
-            rest = f"unexplained beyond {names}: {how}, {after.headline()}; {_where(loc, no_layers)}"
+            # where what is left starts: against transformers as candle computes when candle's run
+            # recorded layers (no candle-side patch), else as written
+            loc = after.localisation if after.layers is not None else cmp.localisation
+            where = _where(loc, no_layers) + (" (as written)" if loc is not None and after.layers is None else "")
+            rest = f"unexplained beyond {names}: {how}, {after.headline()}; {where}"
             return Explanation(False, list(dict.fromkeys(measured)), rest, as_written, after.distance(), loc, None if loc else no_layers, cf)
     loc = cmp.localisation
     named = f" ({', '.join(unmeasured)} confirmed, with no counterfactual to measure)" if unmeasured else ""
