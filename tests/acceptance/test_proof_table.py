@@ -55,6 +55,8 @@ def test_each_finding_gets_its_verdict_and_the_verdict_names_the_cause(name: str
     assert e is not None, shown  # every case is a mismatch or a failure
     if case.explained_by is None:
         assert not e.explained and e.summary.startswith("unexplained"), shown
+        if case.expect:  # part explained: named, and the rest localised against transformers as candle computes
+            assert e.summary.startswith(f"unexplained beyond {', '.join(case.expect)}:"), shown
         assert e.localisation is not None and e.localisation.layer == case.where, shown
         assert e.localisation.name.startswith(case.where + "."), shown  # the sub-layer, not just the layer
         assert o.report.exit_code == 1
