@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Severity = Literal["error", "warning", "info"]
-ProbeKind = Literal["numeric", "crash", "static-only", "tokens"]
+ProbeKind = Literal["numeric", "crash", "static-only", "tokens", "template"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +53,11 @@ class Probe:
     static-only: nothing to run (a fact about the files, not about computed numbers).
     tokens: encode verify's corpus with the tokenizers crate (tokenizer.json as written, and with
     `patch` applied to it) and with transformers; confirmed when the patch removes differing ids.
+    template: render the chat template through the Rust environments (candle-examples,
+    mistral.rs) and transformers on verify's conversations; `patch` names each environment the
+    construct breaks (`environments`: "refuses" or "differs"), the text its refusal carries
+    (`expect`) and the template lines; confirmed by that refusal, or by a counterfactual that
+    removes the differing renders.
     """
 
     kind: ProbeKind

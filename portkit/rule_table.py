@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 WIDTH = 100
 # (header, width) of the fixed columns; "families" takes what is left of WIDTH
 _COLUMNS = (("code", 5), ("fix", 3), ("name", 33), ("group", 9), ("severity", 8), ("verify", 7), ("status", 7))
-_VERIFY = {"numeric": "numeric", "crash": "crash", "static-only": "static", "tokens": "tokens"}
+_VERIFY = {"numeric": "numeric", "crash": "crash", "static-only": "static", "tokens": "tokens", "template": "render"}
 
 
 def groups() -> list[str]:
