@@ -210,7 +210,10 @@ def _verdict(rep: VerifyReport) -> tuple[str, str]:
     bits = []
     if rep.tokenizer is not None and not rep.tokenizer.ok:
         t = rep.tokenizer
-        bits.append("the tokenizers crate cannot load tokenizer.json" if t.crate_error else f"candle's tokenizer differs ({len(t.differing)} of {len(t.encodes)} encodes)")
+        if t.crate_error or t.differing:
+            bits.append("the tokenizers crate cannot load tokenizer.json" if t.crate_error else f"candle's tokenizer differs ({len(t.differing)} of {len(t.encodes)} encodes)")
+        if t.templates is not None and not t.templates.ok:
+            bits.append("the chat template renders otherwise in " + ", ".join(e for e in t.templates.environments if t.templates.differing(e)))
     if rep.run.failure is not None:
         bits.append("candle failed")
     elif not rep.candle_ok:

@@ -487,6 +487,9 @@ class TokenizerReport:
             bits.append("the tokenizers crate cannot load tokenizer.json")
         elif self.section.differing:
             bits.append(f"{len(self.section.differing)} of {len(self.section.encodes)} encodes differ")
+        t = self.section.templates
+        if t is not None and not t.ok:
+            bits.append("the chat template renders otherwise in " + ", ".join(e for e in t.environments if t.differing(e)))
         if self.confirmed:
             bits.append(f"{len(self.confirmed)} finding{'s' if len(self.confirmed) != 1 else ''} confirmed")
         return "mismatch", "MISMATCH: " + "; ".join(bits)
