@@ -367,38 +367,26 @@ fn mistral_rs(template: &str, request: &Request, switches: Switches) -> Outcome<
     // (request.rs:146, 167-185)
     let enable_thinking = true;
     let effort = Value::UNDEFINED;
+    let base = context! {
+        messages => messages,
+        add_generation_prompt => request.add_generation_prompt,
+        bos_token => request.bos_token,
+        eos_token => request.eos_token,
+        unk_token => request.unk_token,
+        date_string => date_string,
+        enable_thinking => enable_thinking,
+        reasoning_effort => &effort,
+        reasoning_strength => &effort,
+    };
     let rendered = if tools.is_empty() {
-        tmpl.render(context! {
-            messages => messages,
-            add_generation_prompt => request.add_generation_prompt,
-            bos_token => request.bos_token,
-            eos_token => request.eos_token,
-            unk_token => request.unk_token,
-            date_string => date_string,
-            enable_thinking => enable_thinking,
-            reasoning_effort => &effort,
-            reasoning_strength => &effort,
-        })
+        tmpl.render(base)
     } else {
         let builtin: Vec<String> = tools
             .iter()
             .filter_map(|t| t.get_attr("function").ok().and_then(|f| string_field(&f, "name")))
             .filter(|n| BUILTIN_TOOLS.contains(&n.as_str()))
             .collect();
-        tmpl.render(context! {
-            messages => messages,
-            add_generation_prompt => request.add_generation_prompt,
-            bos_token => request.bos_token,
-            eos_token => request.eos_token,
-            unk_token => request.unk_token,
-            xml_tools => tools.clone(),
-            tools => tools,
-            builtin_tools => builtin,
-            date_string => date_string,
-            enable_thinking => enable_thinking,
-            reasoning_effort => &effort,
-            reasoning_strength => &effort,
-        })
+        tmpl.render(context! { xml_tools => tools.clone(), tools => tools, builtin_tools => builtin, ..base })
     };
     rendered.map_err(|e| Failure::Template(e.to_string()))
 }
