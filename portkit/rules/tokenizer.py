@@ -1168,7 +1168,7 @@ class ChatTemplateNegativeStep(_ChatTemplateRule):
 
     ## References
     - docs/chat-templates.md
-    - https://github.com/EricLBuehler/mistral.rs/issues/1934 (Qwen 2.5's `range(n, -1, -1)`)
+    - https://github.com/EricLBuehler/mistral.rs/issues/1934 (Qwen 2.5's `range(n, -1, -1)`), fixed by the rewrite in https://github.com/EricLBuehler/mistral.rs/pull/1941
     - https://github.com/mitsuhiko/minijinja/issues/780 (Qwen3's `messages[::-1]`)
     """
 
