@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Severity = Literal["error", "warning", "info"]
-ProbeKind = Literal["numeric", "crash", "static-only", "tokens"]
+ProbeKind = Literal["numeric", "crash", "static-only", "tokens", "template"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,6 +61,11 @@ class Probe:
     object, `rope_parameters.rope_theta`; None removes the key); `tensors` changes checkpoint
     tensors as the reference loads them. verify runs the reference so, and the finding is
     confirmed when candle agrees with it where it does not agree with transformers as written.
+    template: render the chat template through the Rust environments (candle-examples,
+    mistral.rs) and transformers on verify's conversations; `patch` names each environment the
+    construct breaks (`environments`: "refuses" or "differs"), the text its refusal carries
+    (`expect`) and the template lines; confirmed by that refusal, or by a counterfactual that
+    removes the differing renders.
     """
 
     kind: ProbeKind

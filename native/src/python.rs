@@ -1,6 +1,7 @@
 //! The Python surface (`portkit_native._native`). All conversion between candle's failures and
 //! Python exceptions lives here; the compute releases the GIL.
 
+use crate::chat_template::{self, Renderer, Switches};
 use crate::config;
 use crate::device::{compiled_devices, parse_device, parse_dtype};
 use crate::failure::Failure;
@@ -23,6 +24,7 @@ create_exception!(portkit_native, CandleError, NativeError, "candle returned an 
 create_exception!(portkit_native, CandlePanic, NativeError, "candle panicked; the panic was caught and the message keeps candle's location and text.");
 create_exception!(portkit_native, DeviceUnavailableError, NativeError, "The device is not built into this wheel (or not present); the message says how to get it.");
 create_exception!(portkit_native, TokenizerError, NativeError, "The tokenizers crate (0.22.2, candle-core 0.11.0's) refused a tokenizer.json or an encode; the message is the crate's, unchanged.");
+create_exception!(portkit_native, ChatTemplateError, NativeError, "A chat-template environment (minijinja 2.14.0, set up as candle-examples or mistral.rs sets it up) refused the template; the message is the program's, unchanged.");
 
 fn to_py(f: Failure) -> PyErr {
     match f {
@@ -34,6 +36,7 @@ fn to_py(f: Failure) -> PyErr {
         Failure::NotFound(m) => PyFileNotFoundError::new_err(m),
         Failure::NotImplemented(m) => PyNotImplementedError::new_err(m),
         Failure::Tokenizer(m) => TokenizerError::new_err(m),
+        Failure::Template(m) => ChatTemplateError::new_err(m),
     }
 }
 
@@ -387,6 +390,29 @@ impl PyTokenizer {
     }
 }
 
+/// The chat-template environments `render_chat_template` knows, named after what users run.
+#[pyfunction]
+fn chat_environments() -> Vec<&'static str> {
+    Renderer::ALL.iter().map(|r| r.key()).collect()
+}
+
+/// `request_json` (messages, add_generation_prompt, tools, bos/eos/unk tokens) rendered through
+/// `template` the way `environment` renders it; `trim_blocks`/`lstrip_blocks` replace its own.
+#[pyfunction]
+#[pyo3(signature = (environment, template, request_json, trim_blocks = None, lstrip_blocks = None))]
+fn render_chat_template(
+    py: Python<'_>,
+    environment: &str,
+    template: String,
+    request_json: String,
+    trim_blocks: Option<bool>,
+    lstrip_blocks: Option<bool>,
+) -> PyResult<String> {
+    let renderer = Renderer::from_key(environment).map_err(to_py)?;
+    let switches = Switches { trim_blocks, lstrip_blocks };
+    py.detach(|| chat_template::render(renderer, &template, &request_json, switches)).map_err(to_py)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -401,6 +427,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(requested_tensors, m)?)?;
     m.add_function(wrap_pyfunction!(release_memory, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(chat_environments, m)?)?;
+    m.add_function(wrap_pyfunction!(render_chat_template, m)?)?;
     m.add_class::<LlamaRunner>()?;
     m.add_class::<FamilyRunner>()?;
     m.add_class::<GgufRunner>()?;
@@ -411,5 +439,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CandlePanic", py.get_type::<CandlePanic>())?;
     m.add("DeviceUnavailableError", py.get_type::<DeviceUnavailableError>())?;
     m.add("TokenizerError", py.get_type::<TokenizerError>())?;
+    m.add("ChatTemplateError", py.get_type::<ChatTemplateError>())?;
     Ok(())
 }

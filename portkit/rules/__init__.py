@@ -96,6 +96,13 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK509": ("chat-template-writes-bos", "stable"),
     "PK510": ("generation-sampling-defaults", "stable"),
     "PK511": ("post-processor-rebuilt-by-class", "stable"),
+    "PK512": ("chat-template-python-method", "stable"),
+    "PK513": ("chat-template-generation-tag", "stable"),
+    "PK514": ("chat-template-loop-control", "stable"),
+    "PK515": ("chat-template-negative-step", "stable"),
+    "PK516": ("chat-template-tojson", "stable"),
+    "PK517": ("chat-template-strftime-now", "stable"),
+    "PK518": ("chat-template-block-whitespace", "stable"),
 }
 GROUPS = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf", "5": "tokenizer"}
 

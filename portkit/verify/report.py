@@ -223,8 +223,10 @@ def _verdict(rep: VerifyReport) -> tuple[str, str]:
             bits.append("the tokenizers crate cannot load tokenizer.json")
         elif t.differing:
             bits.append(f"candle's tokenizer differs ({len(t.differing)} of {len(t.encodes)} encodes)")
-        else:
+        elif t.decode_differs:
             bits.append(f"candle's tokenizer decodes differently ({len(t.decode_differs)} of {t.decodes} texts)")
+        if t.templates is not None and not t.templates.ok:
+            bits.append("the chat template renders otherwise in " + ", ".join(e for e in t.templates.environments if t.templates.differing(e)))
     if rep.run.failure is not None:
         bits.append("candle failed" + _why(rep.explanation))
     elif not rep.candle_ok:

@@ -103,6 +103,7 @@ class TokenizerSection:
     chat_note: str | None = None
     findings: list[Confirmation] = field(default_factory=list)
     forward_note: str | None = None  # set when the forward did not run (no weights)
+    templates: Any = None  # portkit.verify.chat_templates.TemplateSection: the chat template in the Rust environments
 
     @property
     def differing(self) -> list[Encoded]:
@@ -119,9 +120,9 @@ class TokenizerSection:
 
     @property
     def ok(self) -> bool:
-        """No differing ids or decoded texts and a file the crate loads (a transformers failure
-        compares nothing)."""
-        return self.crate_error is None and not self.differing and not self.decode_differs
+        """No differing ids or decoded texts, a file the crate loads (a transformers failure
+        compares nothing), and the chat template rendered alike in every Rust environment."""
+        return self.crate_error is None and not self.differing and not self.decode_differs and (self.templates is None or self.templates.ok)
 
     def to_json(self) -> dict[str, Any]:
         first = self.first
@@ -142,6 +143,7 @@ class TokenizerSection:
             ),
             "chat_text": self.chat_text,
             "chat_note": self.chat_note,
+            "chat_template": self.templates.to_json() if self.templates is not None else None,
             "findings": [f.to_json() for f in self.findings],
             "forward": self.forward_note,
             "ok": self.ok,
@@ -356,8 +358,20 @@ def tokenizer_section(root: Path, findings: Sequence[Finding], progress: Callabl
 
         tj = read_tokenizer_json(path)
     progress("tokenizer: confirming the findings")
-    sec.findings = _confirm(tok_findings, sec, crate, tok, tj)
+    template_findings = [f for f in tok_findings if f.probe is not None and f.probe.kind == "template"]
+    sec.findings = _confirm([f for f in tok_findings if f not in template_findings], sec, crate, tok, tj)
+    if tok is not None:
+        from portkit.verify.chat_templates import template_section
+
+        sec.templates = template_section(root, tok, crate, template_findings, progress)
+    sec.findings += sec.templates.findings if sec.templates is not None else _not_rendered(template_findings, sec)
     return sec
+
+
+def _not_rendered(findings: Sequence[Finding], sec: TokenizerSection) -> list[Confirmation]:
+    why = sec.transformers_error or "transformers has no chat template"
+    return [Confirmation(code=f.code, name=f.name, severity=f.severity, message=f.message, filename=f.filename, probe_kind="template",
+                         verdict="NOT-REPRODUCED", evidence=f"not measurable: {why}") for f in findings]  # fmt: skip
 
 
 def has_tokenizer(root: Path) -> bool:
@@ -405,6 +419,10 @@ def text_lines(sec: TokenizerSection) -> list[str]:
         if sec.decode_differs:
             text, ids, a, b = sec.decode_differs[0]
             out.append(f"    candle {escape(repr(a[:70]))}  transformers {escape(repr(b[:70]))}")
+    if sec.templates is not None:
+        from portkit.verify.chat_templates import text_lines as template_lines
+
+        out += template_lines(sec.templates)
     return out
 
 
@@ -500,6 +518,9 @@ class TokenizerReport:
             bits.append(f"{len(self.section.differing)} of {len(self.section.encodes)} encodes differ")
         elif self.section.decode_differs:
             bits.append(f"{len(self.section.decode_differs)} of {self.section.decodes} decoded texts differ")
+        t = self.section.templates
+        if t is not None and not t.ok:
+            bits.append("the chat template renders otherwise in " + ", ".join(e for e in t.environments if t.differing(e)))
         if self.confirmed:
             bits.append(f"{len(self.confirmed)} finding{'s' if len(self.confirmed) != 1 else ''} confirmed")
         return "mismatch", "MISMATCH: " + "; ".join(bits)

@@ -334,8 +334,8 @@ def _bad_candidates(ref, tmp_path: Path) -> dict[str, tuple[Path, str]]:
     return {
         "missing layer.1": (_candidate(tmp_path, without_layer1, "a.safetensors"), "layer.1 is missing between layer.0 and layer.2"),
         "bad shape": (_candidate(tmp_path, short_layer, "b.safetensors"), "`layer.1` has shape [15, 64], the reference's is [16, 64]"),
-        "ids differ": (_candidate(tmp_path, other_ids, "c.safetensors"), "ids differ from the reference's"),
-        "shorter prompt": (_candidate(tmp_path, {"ids": t["ids"][:3], "logits": t["logits"][2]}, "g.safetensors"), "ids differ from the reference's"),
+        "ids differ": (_candidate(tmp_path, other_ids, "c.safetensors"), "they part at token 0"),
+        "shorter prompt": (_candidate(tmp_path, {"ids": t["ids"][:3], "logits": t["logits"][2]}, "g.safetensors"), "they part at token 3"),
         "layer the reference lacks": (_candidate(tmp_path, extra, "d.safetensors"), "tensor `layer.3` is not in the reference"),
         "unknown name": (_candidate(tmp_path, unknown, "e.safetensors"), "tensor `hidden` is not in the reference"),
         "logits shape": (_candidate(tmp_path, {"logits": t["logits"][:, :100]}, "f.safetensors"), "`logits` has shape [16, 100]"),
@@ -346,7 +346,7 @@ def _bad_candidates(ref, tmp_path: Path) -> dict[str, tuple[Path, str]]:
 
 @pytest.mark.parametrize(
     "case",
-    ["missing layer.1", "bad shape", "ids differ", "shorter prompt", "layer the reference lacks", "unknown name", "logits shape", "not safetensors", "no file"],
+    ["missing layer.1", "bad shape", "layer the reference lacks", "unknown name", "logits shape", "not safetensors", "no file"],
 )
 def test_malformed_candidate_one_line_exit_2(capsys, tmp_path, ref_path, ref, case):
     path, message = _bad_candidates(ref, tmp_path)[case]
@@ -354,6 +354,16 @@ def test_malformed_candidate_one_line_exit_2(capsys, tmp_path, ref_path, ref, ca
     assert code == 2, out
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert err.startswith("portkit: error: ")
+
+
+@pytest.mark.parametrize("case", ["ids differ", "shorter prompt"])
+def test_other_ids_are_a_mismatch_before_any_logits(capsys, tmp_path, ref_path, ref, case):
+    """Another prompt is the candidate's first difference (exit 1), named where the ids part;
+    nothing else is compared. (It was bad input, exit 2, before compare read ids first.)"""
+    path, message = _bad_candidates(ref, tmp_path)[case]
+    code, out, err = _run(capsys, "compare", ref_path, path)
+    assert code == 1, err
+    assert message in out and "nothing else compared" in out and "last position" not in out and "Traceback" not in err
 
 
 def test_subprocess_exit_codes(tmp_path, ref_path, ref):

@@ -27,6 +27,32 @@ class TokenizerError(NativeError):
     """The tokenizers crate (0.22.2, candle-core 0.11.0's) refused a tokenizer.json or an encode; the
     message is the crate's, unchanged."""
 
+class ChatTemplateError(NativeError):
+    """A chat-template environment (minijinja 2.14.0, set up as candle-examples or mistral.rs sets it
+    up) refused the template; the message is the program's, unchanged."""
+
+def chat_environments() -> list[str]:
+    """The chat-template environments `render_chat_template` knows: candle-examples, mistral.rs."""
+
+def render_chat_template(
+    environment: str,
+    template: str,
+    messages: list[dict[str, Any]],
+    *,
+    add_generation_prompt: bool = False,
+    tools: list[dict[str, Any]] | None = None,
+    bos_token: str | None = None,
+    eos_token: str | None = None,
+    unk_token: str | None = None,
+    trim_blocks: bool | None = None,
+    lstrip_blocks: bool | None = None,
+) -> str:
+    """The conversation rendered through `template` as `environment` renders it (candle-examples'
+    chat_template.rs, or mistral.rs's `apply_chat_template_to`, on minijinja 2.14.0). Raises
+    ChatTemplateError (the program's text) when it refuses the template, ValueError for a
+    conversation the program cannot be given, NotImplementedError for what portkit does not
+    reproduce."""
+
 def candle_config(config_json: str, family: str = "llama") -> dict[str, Any]:
     """`family`'s serde `Config` parse, as effective values by candle's field names.
 
