@@ -1,0 +1,209 @@
+"""portkit.hub in process: what names a commit, what is a snapshot, and what a repo id resolves to.
+
+A commit is exactly 40 lowercase hex characters, in a revision, a refs file and a snapshot
+directory's name alike: `<40 hex>x`, `<40 hex>/../x` or a 41-hex name is not one, whatever
+it starts with. The acceptance tests (tests/acceptance/test_hf_cache*.py) run the same
+through a `portkit` subprocess; these call the functions themselves (and are what
+`make mutation` sees call them).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from fixtures import hf_cache as hc
+from fixtures import skeleton as sk
+from portkit import hub
+from portkit.errors import InputError
+
+C = "0123456789abcdef0123456789abcdef01234567"
+OTHER = "fedcba9876543210fedcba9876543210fedcba98"
+BAD = lambda: sk.config("tf5", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING)  # noqa: E731  PK101 + PK102
+
+#: refs that start like a commit, end like one, or hold one and something more: none is a commit
+NOT_COMMITS = [
+    C + "x",
+    C + "0",  # 41 hex
+    C[:-1],  # 39 hex
+    C + "/../x",
+    C + "/../" + OTHER,
+    C + "/",
+    C + C,
+    C + "\n",
+    C + "\r\n",
+    C + " ",
+    " " + C,
+    C + "\x00",
+    "x" + C,
+    "../" + C,
+    "refs/" + C,
+    C.upper(),
+    C[:-1] + "g",
+    "",
+]
+
+
+def test_commit_is_exactly_40_lowercase_hex() -> None:
+    assert hub.COMMIT.fullmatch(C) and hub.COMMIT.fullmatch(OTHER)
+    for s in NOT_COMMITS:
+        assert hub.COMMIT.fullmatch(s) is None, repr(s)
+
+
+# ------------------------------------------------------------------ read_ref
+
+
+@pytest.mark.parametrize("content", NOT_COMMITS, ids=[repr(s)[1:-1][:50] or "empty" for s in NOT_COMMITS])
+def test_read_ref_refuses_what_only_starts_or_ends_like_a_commit(content: str, tmp_path: Path) -> None:
+    ref = tmp_path / "main"
+    ref.write_bytes(content.encode("latin-1"))
+    with pytest.raises(hub.BadRef) as e:
+        hub.read_ref(ref)
+    assert str(e.value) == f"holds {hub.short(repr(content.encode('latin-1')), 60)}, not a commit hash (40 hex characters)"
+
+
+def test_read_ref_returns_the_commit_and_none_when_absent(tmp_path: Path) -> None:
+    (tmp_path / "main").write_text(C)
+    assert hub.read_ref(tmp_path / "main") == C
+    assert hub.read_ref(tmp_path / "absent") is None
+    assert hub.read_ref(tmp_path / "main" / "below-a-file") is None  # NotADirectoryError: no such ref either
+
+
+def test_read_ref_names_what_it_is_when_it_is_no_small_file(tmp_path: Path) -> None:
+    (tmp_path / "dir").mkdir()
+    os.mkfifo(tmp_path / "fifo")  # never opened: that would block
+    for name in ("dir", "fifo"):
+        with pytest.raises(hub.BadRef, match=r"^not a regular file, so no commit hash$"):
+            hub.read_ref(tmp_path / name)
+    big = tmp_path / "big"
+    with open(big, "wb") as f:
+        f.truncate(hub.REF_MAX_BYTES + 1)
+    with pytest.raises(hub.BadRef, match=rf"^{hub.REF_MAX_BYTES + 1} bytes, not a 40-character commit hash$"):
+        hub.read_ref(big)
+    edge = tmp_path / "edge"  # exactly the limit is read (and is then no commit)
+    edge.write_bytes(b"a" * hub.REF_MAX_BYTES)
+    with pytest.raises(hub.BadRef, match=r"^holds b'aaaa.*, not a commit hash"):
+        hub.read_ref(edge)
+
+
+def test_read_ref_an_unreadable_ref_is_a_bad_ref(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ref = tmp_path / "main"
+    ref.write_text(C)
+
+    def refused(*_a: object, **_k: object) -> None:  # what a mode of 000 does to anyone but root
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(hub, "open", refused, raising=False)
+    with pytest.raises(hub.BadRef, match=r"^cannot read it: Permission denied$"):
+        hub.read_ref(ref)
+
+
+def test_read_ref_a_ref_below_an_unsearchable_directory_is_a_bad_ref(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(*_a: object, **_k: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    with monkeypatch.context() as m, pytest.raises(hub.BadRef, match=r"^cannot read it: Permission denied$"):
+        m.setattr(os, "stat", refused)
+        hub.read_ref(tmp_path / "main")
+
+
+# ------------------------------------------------------------------ is_snapshot
+
+
+@pytest.fixture()
+def repo(tmp_path: Path) -> Path:
+    r = tmp_path / "models--acme--m"
+    (r / "snapshots" / C).mkdir(parents=True)
+    return r
+
+
+@pytest.mark.parametrize("name", [C + "0", C + "a", C[:-1], C.upper(), C + "x", "x" + C])
+def test_is_snapshot_refuses_a_name_that_is_no_40_hex_commit(name: str, repo: Path) -> None:
+    (repo / "snapshots" / name).mkdir()
+    assert hub.is_snapshot(repo / "snapshots" / C, repo)
+    assert not hub.is_snapshot(repo / "snapshots" / name, repo)
+
+
+def test_is_snapshot_follows_links_and_wants_the_repos_own_snapshots(repo: Path, tmp_path: Path) -> None:
+    snaps = repo / "snapshots"
+    (snaps / (C + "a")).mkdir()
+    (snaps / OTHER).symlink_to(C + "a", target_is_directory=True)  # a commit's name, a 41-hex directory
+    assert not hub.is_snapshot(snaps / OTHER, repo)
+    other_repo = tmp_path / "models--acme--other"
+    (other_repo / "snapshots" / OTHER).mkdir(parents=True)
+    assert not hub.is_snapshot(other_repo / "snapshots" / OTHER, repo)  # another repo's snapshot
+    (snaps / C / C).mkdir()
+    assert not hub.is_snapshot(snaps / C / C, repo)  # below a snapshot, not one
+    linked = tmp_path / "linked-repo"
+    linked.symlink_to(repo, target_is_directory=True)
+    assert hub.is_snapshot(linked / "snapshots" / C, repo) and hub.is_snapshot(snaps / C, linked)
+
+
+# ------------------------------------------------------------------ resolve, in process
+
+huggingface_hub = pytest.importorskip("huggingface_hub", reason="repo ids need huggingface_hub (the verify extra)")
+
+
+@pytest.fixture()
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty hub cache that huggingface_hub, in this process, reads (it reads HF_HUB_CACHE at import)."""
+    from huggingface_hub import constants
+
+    c = tmp_path / "hub"
+    c.mkdir()
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(c))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", constants.HF_HUB_OFFLINE)  # resolve sets it: undo that after
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return c
+
+
+def _repo(cache: Path, repo_id: str, tmp_path: Path) -> Path:
+    """A cached repo with one snapshot of a model with two fixable findings; returns its snapshot."""
+    return hc.add_revision(cache, repo_id, hc.model_files(sk.write_model(tmp_path / "src" / repo_id.replace("/", "-"), BAD())))
+
+
+def test_resolve_finds_main_a_tag_and_a_commit(cache: Path, tmp_path: Path) -> None:
+    snap = _repo(cache, "acme/m", tmp_path)
+    tag = hc.add_revision(cache, "acme/m", {"config.json": b"{}"}, refs=("v1",), commit=OTHER)
+    m = hub.resolve("acme/m")
+    assert (m.repo_id, m.revision, m.commit, m.path, m.partial) == ("acme/m", "main", snap.name, snap, False)
+    assert m.spec == "acme/m@main" and m.describe() == f"acme/m@main is {snap} in the Hugging Face cache (commit {snap.name[:12]})"
+    t = hub.resolve("acme/m@v1")
+    assert (t.revision, t.commit, t.path) == ("v1", OTHER, tag)
+    by_hash = hub.resolve(f"acme/m@{OTHER}")
+    assert (by_hash.revision, by_hash.commit, by_hash.path) == (OTHER, OTHER, tag)
+
+
+@pytest.mark.parametrize("content", [C + "/../x", C + "x", C + "0", C + "/../" + OTHER, C + "\n", "../" + C])
+def test_resolve_refuses_a_ref_that_only_starts_or_ends_like_a_commit(content: str, cache: Path, tmp_path: Path) -> None:
+    snap = _repo(cache, "acme/m", tmp_path)
+    hc.add_revision(cache, "acme/m", {"config.json": b"{}"}, refs=(), commit=OTHER)  # what `/../<OTHER>` would name
+    (snap.parent / (C + "0")).mkdir()
+    ref = hc.repo_dir(cache, "acme/m") / "refs" / "main"
+    ref.write_text(content)
+    with pytest.raises(InputError) as e:
+        hub.resolve("acme/m")
+    assert e.value.path == "acme/m"
+    assert e.value.what.startswith(f"refs/main of acme/m in the Hugging Face cache ({ref}): holds b"), e.value.what
+    assert e.value.what.endswith(", not a commit hash (40 hex characters)"), e.value.what
+
+
+def test_resolve_refuses_a_snapshot_linked_to_a_41_hex_directory(cache: Path, tmp_path: Path) -> None:
+    snap = _repo(cache, "acme/m", tmp_path)
+    real = snap.parent / (snap.name + "a")
+    snap.rename(real)
+    snap.symlink_to(real.name, target_is_directory=True)
+    with pytest.raises(InputError) as e:
+        hub.resolve("acme/m")
+    repo_dir = hc.repo_dir(cache, "acme/m")
+    assert e.value.what == f"the Hugging Face cache names {snap} for it, which is not a snapshot of acme/m ({repo_dir / 'snapshots'}/<commit>)"
+
+
+def test_resolve_a_41_hex_revision_is_a_branch_name_that_is_not_cached(cache: Path, tmp_path: Path) -> None:
+    snap = _repo(cache, "acme/m", tmp_path)
+    (snap.parent / (snap.name + "a")).symlink_to(snap.name, target_is_directory=True)
+    with pytest.raises(InputError) as e:
+        hub.resolve(f"acme/m@{snap.name}a")
+    assert e.value.what.startswith(f"no such path, and revision `{snap.name}a` of acme/m is not in the Hugging Face cache ({cache})")
