@@ -1,11 +1,11 @@
-"""`kill -9` at chosen points of `fix --write` and `verify`: nothing is lost, nothing is left.
+"""`kill -9` at chosen points of `fix --write`, `reference --out` and `verify`: nothing is lost, nothing is left.
 
 Each case runs the command through `killpoint.py`, which SIGKILLs it at the N-th call of a
 chosen function (before or after it), then checks:
 
-- lost: config.json is the old bytes or the new ones, never a mix; no blob of a Hugging Face
-  cache changed; every cache entry on disk reads as a whole entry; the model directory is as
-  it was;
+- lost: config.json (or reference's output) is the old bytes or the new ones, never a mix; no
+  blob of a Hugging Face cache changed; every cache entry on disk reads as a whole entry; the
+  model directory is as it was;
 - left: no temporary file outside the directory being written (each run has a working
   directory and a $TMPDIR of its own, both checked empty: a temporary created where the user
   stands, not beside its target, would be left there and renamed across filesystems), no
@@ -32,6 +32,7 @@ import pytest
 
 from fixtures import hf_cache as hc
 from fixtures import skeleton as sk
+from portkit import atomicfile
 
 ROOT = Path(__file__).resolve().parents[2]
 KILLPOINT = Path(__file__).with_name("killpoint.py")
@@ -134,6 +135,51 @@ def test_fix_write_killed(point: str, n: int, when: str, named: bool, snapshot_w
     assert portkit(["lint", "acme/bad"], env, cwd).returncode == 0
     assert files(tmp / "hub" / "models--acme--bad" / "blobs") == blobs
     assert left_in(cwd) == [] and list((tmp / "tmp").iterdir()) == []
+
+
+# ------------------------------------------------------------------ reference --out
+
+REFERENCE_POINTS = [
+    # (function, call, when, named temporary files); each reference run renames once (its output)
+    ("portkit.atomicfile._write_all", 1, "after", True),  # no O_TMPFILE: a named temporary file, written, not synced
+    ("portkit.atomicfile._name_unnamed", 1, "after", False),  # written, named beside the output, not renamed
+    ("os.replace", 1, "before", True),  # no O_TMPFILE: a named temporary file, whole, not renamed
+    ("os.replace", 1, "after", False),  # renamed, the directory not synced
+]
+EARLIER = b"an earlier reference"
+
+
+def whole_reference(path: Path) -> bool:
+    from portkit.porting.dumpfile import read_safetensors_dump
+
+    dump = read_safetensors_dump(path)
+    return dump.metadata.get("format") == "portkit-reference/1" and {"ids", "logits", "greedy"} <= set(dump.names())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kill points are SIGKILL; /proc finds leftover processes")
+@pytest.mark.parametrize("point,n,when,named", REFERENCE_POINTS, ids=[f"{p}#{n}-{w}{'-named' if nm else ''}" for p, n, w, nm in REFERENCE_POINTS])
+def test_reference_out_killed(point: str, n: int, when: str, named: bool, tmp_path: Path, healthy_tied_dir: Path) -> None:
+    """`portkit reference --out` killed while it writes: the output is the earlier file or the
+    whole new one, nothing is left in the working directory or $TMPDIR, and what is left beside
+    the output is removed by the next run writing there."""
+    for sub in ("tmp", "cwd", "out"):
+        (tmp_path / sub).mkdir()
+    cwd, out = tmp_path / "cwd", tmp_path / "out" / "ref.safetensors"
+    out.write_bytes(EARLIER)
+    env = env_for(tmp_path, tmp_path / "cache", uuid.uuid4().hex)
+    args = ["reference", str(healthy_tied_dir), "--out", str(out), "--tokens", "1"]
+
+    killed(point, n, when, args, env, cwd, *(["--no-tmpfile"] if named else []))
+
+    assert out.read_bytes() == EARLIER or whole_reference(out), "the output is neither the earlier file nor a whole reference"
+    assert left_in(cwd) == [] and left_in(tmp_path / "tmp") == []
+    beside = sorted(p.name for p in out.parent.iterdir() if p.name != out.name)
+    assert all(atomicfile.stale(name) for name in beside), f"left beside the output, and no dead writer's temporary file a sweep removes: {beside}"
+    r = portkit(args, env, cwd)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in out.parent.iterdir()) == ["ref.safetensors"], "a killed reference's temporary file is still beside the output"
+    assert whole_reference(out)
+    assert left_in(cwd) == [] and left_in(tmp_path / "tmp") == []
 
 
 # ------------------------------------------------------------------ verify

@@ -141,3 +141,18 @@ def test_temp_name_is_in_the_targets_directory() -> None:
         assert t.parent == target.parent and atomicfile.is_temp(t.name), t
         assert atomicfile._TEMP.fullmatch(t.name)["name"] == "config.json"  # type: ignore[index]
     assert atomicfile.temp_name(Path("/a/x")) != atomicfile.temp_name(Path("/a/x"))  # a random part: two writers never collide
+
+
+@pytest.mark.parametrize("how", ["O_TMPFILE", "named", "O_TMPFILE-unnameable"])
+def test_replace_writes_pieces_in_order_never_joined(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    if how == "named":
+        monkeypatch.setattr(atomicfile, "_unnamed", lambda *_a: None)
+    if how == "O_TMPFILE-unnameable":  # the pieces are written twice: once unnamed, again named
+        monkeypatch.setattr(atomicfile, "_name_unnamed", lambda *_a: False)
+    written: list[int] = []
+    real_write = os.write
+    monkeypatch.setattr(os, "write", lambda fd, b: (written.append(len(b)), real_write(fd, b))[1])
+    big = memoryview(bytes(range(256)) * 4096)  # 1 MiB
+    atomicfile.replace(tmp_path / "f", [b"head", big, memoryview(b""), b"tail"])
+    assert (tmp_path / "f").read_bytes() == b"head" + bytes(big) + b"tail" and [p.name for p in tmp_path.iterdir()] == ["f"]
+    assert max(written) <= len(big) and sum(written) == (2 if how == "O_TMPFILE-unnameable" else 1) * (8 + len(big))
