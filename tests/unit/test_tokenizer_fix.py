@@ -200,6 +200,7 @@ def test_check_refuses_an_edit_that_changes_the_class_transformers_picks(tmp_pat
     with pytest.raises(InputError) as e:
         _check(d, {"decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}})
     assert e.value.what == "refusing to fix: transformers would pick `TokenizersBackend` instead of `LlamaTokenizer` for the edited file"
+    assert e.value.path == str(d / "tokenizer.json")
 
 
 @pytest.mark.parametrize(
@@ -218,6 +219,7 @@ def test_check_refuses_an_edit_that_changes_what_transformers_builds(part: str, 
     with pytest.raises(InputError) as e:
         _check(d, {part: value})
     assert e.value.what == f"refusing to fix: the edit would change the {part} transformers builds"
+    assert e.value.path == str(d / "tokenizer.json")
 
 
 def test_check_refuses_an_edit_after_which_a_fixable_rule_still_fires(tmp_path: Path) -> None:
@@ -225,6 +227,7 @@ def test_check_refuses_an_edit_after_which_a_fixable_rule_still_fires(tmp_path: 
     with pytest.raises(InputError) as e:
         _check(d, {"added_tokens[<s>].normalized": False})
     assert e.value.what == "refusing to fix: PK501, PK502, PK505 would still fire after the edit"
+    assert e.value.path == str(d / "tokenizer.json")
     s = write_tokenizer(tmp_path / "s", "smollm", "trigger")
     for kept in ("padding", "truncation"):  # one of the two left as saved is still PK506
         with pytest.raises(InputError) as e:
