@@ -226,7 +226,7 @@ def read_dump(path: str | Path, check: ShapeCheck | None = None, max_json_bytes:
 _SAFETENSORS_DTYPES = {"float32": "F32", "float16": "F16", "int64": "I64"}
 
 
-def safetensors_chunks(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str], dtypes: Mapping[str, str] | None = None) -> list[bytes | memoryview]:
+def _safetensors_chunks(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str], dtypes: Mapping[str, str] | None = None) -> list[bytes | memoryview]:
     """A safetensors file as the pieces it is written in: the 8-byte header length and the JSON
     header (padded with spaces so the data starts 8-aligned, as the safetensors library pads it),
     then a view of each array's bytes in the header's order, never copied into one buffer (a
@@ -263,6 +263,6 @@ def write_reference(path: Path, tensors: Mapping[str, np.ndarray], metadata: Map
         else:
             out[name] = np.asarray(arr).astype(np.float32, copy=False)
     try:
-        atomicfile.replace(path, safetensors_chunks(out, metadata, dtypes))
+        atomicfile.replace(path, _safetensors_chunks(out, metadata, dtypes))
     except OSError as e:
         raise _bad(path, e.strerror or " ".join(str(e).split())[:200]) from None
