@@ -102,6 +102,7 @@ def test_pk501_keeps_its_probes_prepend_scheme_out_of_the_fix(tmp_path: Path) ->
         ("padding only", _set(truncation=None)),
         ("truncation only", _set(padding=None)),
     ],
+    ids=["both", "padding-only", "truncation-only"],  # no spaces: mutmut passes test ids on a command line
 )
 def test_pk506_sets_padding_and_truncation_to_null_whichever_is_saved(saved: str, edit: Any, tmp_path: Path) -> None:
     d, _ = shape("smollm", tokenizer=edit)(tmp_path / "m")
