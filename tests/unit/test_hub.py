@@ -143,6 +143,49 @@ def test_is_snapshot_follows_links_and_wants_the_repos_own_snapshots(repo: Path,
     assert hub.is_snapshot(linked / "snapshots" / C, repo) and hub.is_snapshot(snaps / C, linked)
 
 
+# ------------------------------------------------------------------ names, and huggingface_hub itself
+
+
+def test_looks_like_repo_id_leaves_file_names_to_be_paths() -> None:
+    for s in ("acme/config.json", "acme/model.safetensors", "acme/tiny.gguf", "acme/x@main.json"):
+        assert not hub.looks_like_repo_id(s), s  # a mistyped path, not a repo
+    for s in ("acme/tiny-GGUF", "acme/m.JSON", "acme/m.GGUF", "acme/m.Safetensors", "acme/json", "acme/m@v1.0"):
+        assert hub.looks_like_repo_id(s), s  # repo names may hold these (the suffixes are lower case file names)
+
+
+def test_short_is_one_bounded_line() -> None:
+    assert hub.short("a\n b\t\tc ") == "a b c"
+    assert hub.short("x" * hub.NOTE_MAX_CHARS) == "x" * hub.NOTE_MAX_CHARS
+    assert hub.short("x" * (hub.NOTE_MAX_CHARS + 1)) == "x" * (hub.NOTE_MAX_CHARS - 3) + "..."
+    assert hub.short("abcdefgh", 6) == "abc..." and hub.short("abcdef", 6) == "abcdef" and hub.short(12345, 4) == "1..."
+
+
+def test_describe_names_the_revision_its_commit_and_a_partial_download(tmp_path: Path) -> None:
+    m = hub.CachedModel(repo_id="acme/m", revision="v1", commit=C, path=tmp_path)
+    assert m.describe() == f"acme/m@v1 is {tmp_path} in the Hugging Face cache (commit {C[:12]})"
+    partial = hub.CachedModel(repo_id="acme/m", revision="main", commit=C, path=tmp_path, partial=True)
+    assert partial.describe() == f"acme/m@main is {tmp_path} in the Hugging Face cache (commit {C[:12]}, a partial download: the files that are there are linted)"
+    assert hub.CachedModel(repo_id="acme/m", revision="-", commit="", path=tmp_path).spec == "acme/m"  # a repo the scan could not read
+
+
+@pytest.mark.parametrize("spec,where", [("acme/m", "acme/m"), (None, "--hf-cache")])
+def test_without_huggingface_hub_one_line_says_what_to_install(spec: str | None, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # `import huggingface_hub` raises ImportError
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    with pytest.raises(InputError) as e:
+        hub.offline_hub(spec) if spec is not None else hub.offline_hub()
+    assert e.value.path == where
+    what = "no such path; reading it as a Hugging Face repo id needs" if spec else "reading the Hugging Face cache needs"
+    assert e.value.what == f"{what} huggingface_hub (pip install huggingface_hub)"
+    assert os.environ["HF_HUB_OFFLINE"] == "1"  # set before anything of the hub is imported
+    if spec:
+        with pytest.raises(InputError) as r:
+            hub.resolve(spec)
+        assert (r.value.path, r.value.what) == (e.value.path, e.value.what)
+
+
 # ------------------------------------------------------------------ resolve, in process
 
 huggingface_hub = pytest.importorskip("huggingface_hub", reason="repo ids need huggingface_hub (the verify extra)")
@@ -202,6 +245,7 @@ def test_resolve_refuses_a_snapshot_linked_to_a_41_hex_directory(cache: Path, tm
         hub.resolve("acme/m")
     repo_dir = hc.repo_dir(cache, "acme/m")
     assert e.value.what == f"the Hugging Face cache names {snap} for it, which is not a snapshot of acme/m ({repo_dir / 'snapshots'}/<commit>)"
+    assert e.value.path == "acme/m"
 
 
 def test_resolve_a_41_hex_revision_is_a_branch_name_that_is_not_cached(cache: Path, tmp_path: Path) -> None:
@@ -210,3 +254,91 @@ def test_resolve_a_41_hex_revision_is_a_branch_name_that_is_not_cached(cache: Pa
     with pytest.raises(InputError) as e:
         hub.resolve(f"acme/m@{snap.name}a")
     assert e.value.what.startswith(f"no such path, and revision `{snap.name}a` of acme/m is not in the Hugging Face cache ({cache})")
+
+
+def test_resolve_goes_offline_even_when_huggingface_hub_was_imported_online(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """huggingface_hub reads HF_HUB_OFFLINE at import; one imported before portkit is told again,
+    and asked for local files only (either alone keeps it off the network)."""
+    from huggingface_hub import constants
+
+    _repo(cache, "acme/m", tmp_path)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    asked: list[dict[str, object]] = []
+    real = huggingface_hub.snapshot_download
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda *a, **k: (asked.append(k), real(*a, **k))[1])
+    assert hub.resolve("acme/m").repo_id == "acme/m"
+    assert constants.HF_HUB_OFFLINE is True and os.environ["HF_HUB_OFFLINE"] == "1"
+    assert [k.get("local_files_only") for k in asked] == [True]
+
+
+@pytest.mark.parametrize(
+    "spec,what",
+    [
+        ("acme", "not a path, and not a Hugging Face repo id (ORG/NAME[@REVISION])"),
+        ("acme/m@..", "no such path, and `..` is not a revision (a branch, tag or commit hash; `.`, `..` and `/dir` are paths)"),
+        ("acme/m@main//x", "no such path, and `main//x` is not a revision (a branch, tag or commit hash; `.`, `..` and `/dir` are paths)"),
+        ("acme/a--b", "no such path, and not a valid Hugging Face repo id: Cannot have -- or .. in repo_id: 'acme/a--b'."),
+        ("acme/x.git", "no such path, and not a valid Hugging Face repo id: Repo_id cannot end by '.git': 'acme/x.git'."),
+    ],
+    ids=["no-slash", "dot-dot-revision", "empty-revision-part", "double-dash", "dot-git"],
+)
+def test_resolve_refuses_what_is_no_repo_id_or_revision(spec: str, what: str, cache: Path) -> None:
+    with pytest.raises(InputError) as e:
+        hub.resolve(spec)
+    assert (e.value.path, e.value.what) == (spec, what)
+
+
+def test_resolve_says_how_to_get_what_is_not_cached(cache: Path, tmp_path: Path) -> None:
+    _repo(cache, "acme/m", tmp_path)
+    hc.add_revision(cache, "acme/pinned", {"config.json": b"{}"}, refs=())
+    cases = {
+        "acme/absent": f"no such path, and acme/absent is not in the Hugging Face cache ({cache}); portkit never downloads: get it with `hf download acme/absent`",
+        "acme/m@v9": f"no such path, and revision `v9` of acme/m is not in the Hugging Face cache ({cache}); portkit never downloads: get it with `hf download acme/m --revision v9`",
+        "acme/pinned": f"no such path, and revision `main` of acme/pinned is not in the Hugging Face cache ({cache}); portkit never downloads: get it with `hf download acme/pinned`",
+        f"acme/m@{OTHER}": f"no such path, and revision `{OTHER}` of acme/m is not in the Hugging Face cache ({cache}); portkit never downloads: get it with `hf download acme/m --revision {OTHER}`",
+    }
+    for spec, what in cases.items():
+        with pytest.raises(InputError) as e:
+            hub.resolve(spec)
+        assert (e.value.path, e.value.what) == (spec, what)
+
+
+def test_resolve_a_partial_download_is_resolved_and_said_so(cache: Path, tmp_path: Path) -> None:
+    """huggingface_hub's cached tree listing names a file that was not downloaded (one GGUF of many)."""
+    import hashlib
+
+    from huggingface_hub._tree_cache import TreeCacheEntry, write_tree_cache
+
+    snap = _repo(cache, "acme/m", tmp_path)
+    files = {p.name: p.read_bytes() for p in snap.iterdir()}
+    listing = {n: TreeCacheEntry(size=len(b), blob_id=hashlib.sha1(b).hexdigest()) for n, b in files.items()}
+    listing["model-q4_0.gguf"] = TreeCacheEntry(size=1, blob_id="0" * 40)
+    write_tree_cache(str(hc.repo_dir(cache, "acme/m")), snap.name, listing)
+    m = hub.resolve("acme/m")
+    assert (m.path, m.partial, m.commit) == (snap, True, snap.name)
+    assert m.describe().endswith(", a partial download: the files that are there are linted)")
+
+
+@pytest.mark.parametrize(
+    "raised,what",
+    [
+        ("validation", "no such path, and not a valid Hugging Face repo id: the hub refuses it"),
+        ("oserror", "cannot read it in the Hugging Face cache ({cache}): [Errno 5] Input/output error: 'snapshots'"),
+        ("valueerror", "cannot read it in the Hugging Face cache ({cache}): " + ("x " * 150)[:297] + "..."),  # one line, cut
+    ],
+    ids=["validation", "oserror", "valueerror"],
+)
+def test_resolve_what_huggingface_hub_raises_is_one_line(raised: str, what: str, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub.errors import HFValidationError
+
+    _repo(cache, "acme/m", tmp_path)
+    errors = {"validation": HFValidationError("the hub refuses it"), "oserror": OSError(5, "Input/output error", "snapshots"), "valueerror": ValueError("x\n" * 400)}
+
+    def refuses(*_a: object, **_k: object) -> None:
+        raise errors[raised]
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", refuses)
+    with pytest.raises(InputError) as e:
+        hub.resolve("acme/m")
+    assert (e.value.path, e.value.what) == ("acme/m", what.format(cache=cache))
