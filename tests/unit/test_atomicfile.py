@@ -22,6 +22,14 @@ def dead_pid() -> int:
     return p.pid
 
 
+def probes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The signals sent through os.kill from now on (still sent: the fixture's child must live)."""
+    sent: list[int] = []
+    real_kill = os.kill
+    monkeypatch.setattr(os, "kill", lambda pid, sig: (sent.append(sig), real_kill(pid, sig))[1])
+    return sent
+
+
 @pytest.fixture()
 def live() -> Iterator[subprocess.Popen[bytes]]:
     """A live writer's process, our own child: a sweep must leave its files and never signal it.
@@ -73,7 +81,8 @@ def test_a_failed_write_leaves_nothing(tmp_path: Path, monkeypatch: pytest.Monke
         assert [p.name for p in tmp_path.iterdir()] == ["f"] and (tmp_path / "f").read_bytes() == b"old"
 
 
-def test_sweep_removes_dead_writers_files_only(tmp_path: Path, live: subprocess.Popen[bytes]) -> None:
+def test_sweep_removes_dead_writers_files_only(tmp_path: Path, live: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+    signals = probes(monkeypatch)
     dead = dead_pid()
     names = {
         f".config.json.portkit-{dead}-abcd.tmp": False,  # removed
@@ -89,9 +98,11 @@ def test_sweep_removes_dead_writers_files_only(tmp_path: Path, live: subprocess.
     atomicfile.sweep(tmp_path)
     assert not (tmp_path / f".other.json.portkit-{dead}-abcd.tmp").exists()
     assert live.poll() is None, "the sweep signalled a live writer"
+    assert signals and set(signals) == {0}, f"a sweep only asks whether a writer lives (signal 0), it sent {signals}"
 
 
 def test_scratch_dir_removes_dead_verifies_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, live: subprocess.Popen[bytes]) -> None:
+    signals = probes(monkeypatch)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     import tempfile
 
@@ -106,6 +117,7 @@ def test_scratch_dir_removes_dead_verifies_dirs(tmp_path: Path, monkeypatch: pyt
     again = atomicfile.scratch_dir("portkit-verify-gguf-")
     assert not left.exists() and mine.is_dir() and again.is_dir() and other.is_dir()
     assert live.poll() is None, "the scan signalled a live verify"
+    assert signals and set(signals) == {0}, f"the scan only asks whether a verify lives (signal 0), it sent {signals}"
     assert mine.name.startswith(f"portkit-verify-gguf-{os.getpid()}-") and mine.parent == tmp_path
 
 
@@ -359,3 +371,21 @@ def test_scratch_dir_looks_at_every_entry_and_removes_only_its_own_dead_director
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == sorted([mine.name, "target", *(n for n in names if not n.endswith(("-gone", "-gone2")))]), left
     assert (tmp_path / "target").is_dir() and live.poll() is None
+
+
+def test_without_o_tmpfile_a_named_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """macOS has no O_TMPFILE: the named path from the start."""
+    monkeypatch.delattr(os, "O_TMPFILE", raising=False)
+    ((name,),) = _listing_while_writing(tmp_path, monkeypatch)
+    assert name.startswith(f".f.portkit-{os.getpid()}-")
+
+
+def test_without_o_directory_the_unnamed_file_is_still_named_and_the_directory_synced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not (sys.platform.startswith("linux") and _o_tmpfile_works(tmp_path)):
+        pytest.skip("no O_TMPFILE on this system or filesystem")
+    monkeypatch.delattr(os, "O_DIRECTORY")
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    assert _listing_while_writing(tmp_path, monkeypatch) == [[]]  # written once, unnamed, then named through /proc
+    assert len(synced) == 2  # the file, then the directory
