@@ -389,3 +389,28 @@ def test_without_o_directory_the_unnamed_file_is_still_named_and_the_directory_s
     monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
     assert _listing_while_writing(tmp_path, monkeypatch) == [[]]  # written once, unnamed, then named through /proc
     assert len(synced) == 2  # the file, then the directory
+
+
+def test_scratch_dir_removes_what_it_can_of_a_dead_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dead verify's patched GGUFs can be gigabytes: one file that cannot be removed does not
+    keep the others."""
+    import tempfile
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    left = tmp_path / f"portkit-x-{dead_pid()}-x1y2"
+    left.mkdir()
+    for i in range(5):
+        (left / f"patched-{i}.gguf").write_bytes(b"GGUF")
+    real_unlink, calls = os.unlink, [0]
+
+    def first_refused(p: object, *a: object, **k: object) -> None:
+        calls[0] += 1
+        if calls[0] == 1:
+            raise PermissionError(13, "Permission denied")
+        real_unlink(p, *a, **k)  # type: ignore[arg-type]
+
+    assert tempfile.gettempdir() == str(tmp_path)  # found (its probe unlinks a file) before unlinks are refused
+    monkeypatch.setattr(os, "unlink", first_refused)
+    atomicfile.scratch_dir("portkit-x-")
+    assert len(list(left.iterdir())) == 1  # the one refused; the other four removed

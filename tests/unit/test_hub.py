@@ -90,6 +90,28 @@ def test_read_ref_names_what_it_is_when_it_is_no_small_file(tmp_path: Path) -> N
         hub.read_ref(edge)
 
 
+def test_read_ref_reads_a_ref_that_grew_after_its_stat_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The size check and the read are two steps: a ref that grows between them is still read
+    at most REF_MAX_BYTES + 1 bytes (300 MiB here, never read)."""
+    import tracemalloc
+
+    ref = tmp_path / "main"
+    ref.write_text(C)
+    small = os.stat(ref)
+    with open(ref, "r+b") as f:
+        f.truncate(300 * 2**20)
+    real_stat = os.stat
+    monkeypatch.setattr(os, "stat", lambda p, *a, **k: small if Path(p) == ref else real_stat(p, *a, **k))
+    tracemalloc.start()
+    try:
+        with pytest.raises(hub.BadRef, match=r"^holds b'0123456789abcdef0123456789abcdef0123456"):
+            hub.read_ref(ref)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2**20, f"{peak} bytes allocated to read a ref"
+
+
 def test_read_ref_an_unreadable_ref_is_a_bad_ref(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ref = tmp_path / "main"
     ref.write_text(C)
