@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from fixtures.real import DEFAULT_SYSTEM_PROMPT
@@ -152,15 +153,29 @@ def test_the_q4_1_gguf_is_within_the_q4_tolerance(chat):
     assert report.comparison.ok and report.exit_code == 0
 
 
-def test_negative_control_the_gguf_with_candles_default_theta_fails(chat):
-    """The same Q4_1 weights with `llama.rope.freq_base` 10000 (candle's default theta), judged by
-    the same tolerance: real flips, the GGUF section fails, exit 1; lint's PK409 (the GGUF's theta
-    is not the checkpoint's) is CONFIRMED, and restoring the theta brings it back within q4."""
-    from fixtures.real import gguf_with_freq_base
+def test_negative_control_a_reference_logit_past_the_near_tie_line_is_a_mismatch(chat):
+    """The q4 judgement of the same GGUF run against the same reference with one logit moved (as
+    verify's reference hook moves it: token 0 at the last prompt position), through the comparison
+    the GGUF section runs (`compare_run`): 2 x the near-tie line above the reference's top makes
+    the GGUF's first step a real flip, a MISMATCH; half the line, a near tie, still agreeing. (The
+    f32 control's 1e-3 is far under this tolerance's resolution. Not a verify run: on the
+    mismatch its GGUF pass would try the Q/K permutation, another Q4_1 run of a minute here.)"""
+    from dataclasses import replace
 
-    report = chat(gguf=gguf_with_freq_base(10000.0))
-    g = report.gguf
-    assert g.tolerance is Q4 and g.run.failure is None
-    assert not g.ok and g.comparison.steps.real_flips and report.exit_code == 1
-    assert _verdicts(report) == {"PK409": "CONFIRMED"}
-    assert any(line.startswith("with llama.rope.freq_base=100000: agrees") for line in g.diagnosis), g.diagnosis
+    from portkit.verify.runs import compare_run
+
+    report = chat()
+    ref, run = report.reference, report.gguf.run
+    row = ref.rows[0]
+    assert int(row.argmax()) != 0 and run.rows is not None and int(run.rows[0].argmax()) == int(row.argmax())
+
+    def judged(margin: float):
+        rows = ref.rows.copy()
+        rows[0, 0] = row.max() + np.float32(margin)
+        return compare_run(replace(ref, rows=rows), run, Q4)
+
+    assert compare_run(ref, run, Q4).ok  # the GGUF section's own verdict, recomputed
+    bad = judged(2 * Q4.near_tie)
+    assert not bad.ok and [(d.step, d.ref_token) for d in bad.steps.real_flips] == [(0, 0)]
+    tie = judged(Q4.near_tie / 2)
+    assert tie.steps.ok and tie.steps.disagreements[0].step == 0 and tie.steps.disagreements[0].near_tie
