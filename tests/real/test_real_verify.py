@@ -146,7 +146,6 @@ def test_the_q4_1_gguf_is_within_the_q4_tolerance(chat):
     assert g.ok and c.ok and g.findings == []
     assert c.steps.steps == CHAT_TOKENS and not c.steps.real_flips
     assert all(d.ref_margin < Q4.near_tie for d in c.steps.disagreements)
-    assert c.steps.agree >= CHAT_TOKENS - len(c.steps.disagreements) and c.steps.agree > CHAT_TOKENS // 2
     # quantization noise is visible: far over the f32 line, so it is the tolerance that passes it
     assert c.last.max_abs_diff > 100 * F32.logits_atol
     # and the f32 checkpoint agrees on this prompt too: the verdict covers both
