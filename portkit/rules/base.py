@@ -118,6 +118,9 @@ class Rule:
     fix_title: ClassVar[str]
     probe_kind: ClassVar[ProbeKind] = "static-only"
     needs: ClassVar[tuple[str, ...]] = ("config",)  # config | safetensors | gguf | tokenizer | generation_config
+    # the run of `portkit verify` its probe needs: "prompt" (the one every verify makes), "turns" (a
+    # continuation on the warm KV cache, `--turns`) or "batch" (rows in one forward, `--batch`)
+    probe_run: ClassVar[str] = "prompt"
 
     def check(self, ctx: Context) -> Iterable[Finding]:  # pragma: no cover - abstract
         raise NotImplementedError
