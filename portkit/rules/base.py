@@ -119,7 +119,8 @@ class Rule:
     probe_kind: ClassVar[ProbeKind] = "static-only"
     needs: ClassVar[tuple[str, ...]] = ("config",)  # config | safetensors | gguf | tokenizer | generation_config
     # the run of `portkit verify` its probe needs: "prompt" (the one every verify makes), "turns" (a
-    # continuation on the warm KV cache, `--turns`) or "batch" (rows in one forward, `--batch`)
+    # continuation on the warm KV cache, `--turns`), "batch" (rows in one forward, `--batch`) or
+    # "padded-batch" (the same rows through the module's forward that takes a padding mask)
     probe_run: ClassVar[str] = "prompt"
 
     def check(self, ctx: Context) -> Iterable[Finding]:  # pragma: no cover - abstract

@@ -316,7 +316,7 @@ class PaddingMaskBidirectional(_PathRule):
     severity = "warning"
     effect = "silent"
     probe_kind = "numeric"
-    probe_run = "batch"
+    probe_run = "padded-batch"
     fix_title = "Pass no attention mask for rows of equal length, or add the causal triangle to it"
 
     def check(self, ctx: Context) -> Iterable[Finding]:

@@ -197,6 +197,8 @@ def _to_json(rep: VerifyReport) -> dict[str, Any]:
         "seconds": round(rep.seconds, 3),
         "timings": rep.timings,
         "candle_runs": rep.candle_runs,
+        # only with --turns or --batch: the plain report keeps its keys
+        **({"paths": rep.paths.to_json()} if rep.paths is not None else {}),
     }
 
 
@@ -217,6 +219,10 @@ def _verdict(rep: VerifyReport) -> tuple[str, str]:
         bits.append("candle differs from transformers")
     if rep.gguf is not None and not rep.gguf.ok:
         bits.append("the GGUF differs from transformers" if rep.gguf.run.failure is None else "the GGUF failed in candle")
+    if rep.paths is not None:
+        from portkit.verify.paths import TITLES
+
+        bits += [f"the {TITLES[c.path.name]} {'failed in' if c.path.run.failure else 'differs from transformers in'} {s.subject}" for s in rep.paths.sections for c in s.checks if not c.ok]
     if confirmed:
         bits.append(f"{len(confirmed)} finding{'s' if len(confirmed) != 1 else ''} confirmed")
     return "mismatch", "MISMATCH: " + "; ".join(bits)
@@ -417,6 +423,11 @@ def render_text(rep: VerifyReport, console: Console, *, table: bool = True) -> N
         p(ln)
     if rep.gguf is not None:
         _render_gguf(rep.gguf, rep, console)
+    if rep.paths is not None:
+        from portkit.verify.paths import text_lines as path_lines
+
+        for ln in path_lines(rep.paths):
+            p(ln)
     if rep.nonfinite is not None:
         p("")
         p(f"[bold red]non-finite[/]: {escape(rep.nonfinite.line())}")
