@@ -93,19 +93,20 @@ def run(load: Callable[[], Any], rows: Sequence[Sequence[int]], *, padded: bool,
         if runner is not None:
             for p in paths:
                 t1 = time.perf_counter()
-                stage = "forward"  # the control first: if it fails, candle stopped before the batch
-                try:
+                try:  # the control: each row alone (causally, every position, for the padded run)
                     if p.name == "batch":
                         p.control = np.stack([np.asarray(runner.last_logits(r), dtype=np.float32) for r in rows])
-                        stage = p.name
-                        p.run.rows = np.asarray(runner.batch_last_logits(rows), dtype=np.float32)
                     else:
                         p.control = np.concatenate([np.asarray(runner.teacher_forced_logits(r, 1), dtype=np.float32) for r in rows])
-                        stage = p.name
-                        got = np.asarray(runner.padded_batch_logits(rows), dtype=np.float32)
-                        p.run.rows = got.reshape(n * length, -1)
                 except errors as e:
-                    p.run.failure = failure(stage, e)
+                    p.control_failure = failure("forward", e)
+                try:
+                    if p.name == "batch":
+                        p.run.rows = np.asarray(runner.batch_last_logits(rows), dtype=np.float32)
+                    else:
+                        p.run.rows = np.asarray(runner.padded_batch_logits(rows), dtype=np.float32).reshape(n * length, -1)
+                except errors as e:
+                    p.run.failure = failure(p.name, e)
                 p.run.seconds = time.perf_counter() - t1
     finally:
         runner = None

@@ -18,7 +18,7 @@ import numpy as np
 from portkit.findings import Finding
 from portkit.verify.compare import ShapeMismatch, Tolerance, compare_logits, compare_steps
 from portkit.verify.confirm import Confirmation, probe_of
-from portkit.verify.runs import Comparison, RunOutputs
+from portkit.verify.runs import Comparison, Failure, RunOutputs
 
 #: The failure stage of the path itself (another stage: candle stopped before the path ran).
 PATH_STAGES = ("continuation", "batch", "padded-batch")
@@ -34,6 +34,7 @@ class PathRun:
     run: RunOutputs
     control: np.ndarray | None = None
     reference: np.ndarray | None = None
+    control_failure: Failure | None = None  # candle failed on the control (the path still ran)
 
     @property
     def reached(self) -> bool:
@@ -99,6 +100,7 @@ class PathCheck:
             "path": self.path.name,
             "description": self.path.description,
             "control": self.path.control_word,
+            "control_failure": self.path.control_failure.to_json() if self.path.control_failure else None,
             "run": {"status": "ok" if self.path.run.failure is None else "failed", "failure": self.path.run.failure.to_json() if self.path.run.failure else None,
                     "seconds": round(self.path.run.seconds, 4)},
             "vs_reference": _cmp_json(self.vs_reference),

@@ -197,6 +197,8 @@ def text_lines(rep: PathsReport) -> list[str]:
             out.append(f"[bold]{TITLES[c.path.name]}[/] ({escape(sec.subject)}): {escape(c.path.description)}")
             colour = "green" if c.ok else "red"
             out.append(f"  [{colour}]{escape(c.headline())}[/]")
+            if c.path.control_failure is not None:
+                out.append(f"  [dim]{escape(c.path.control_word)}: {escape(c.path.control_failure.line())}[/]")
             if c.control_vs_reference is not None and c.path.run.failure is not None:
                 out.append(f"  {escape(c.path.control_word)} vs transformers: {escape(c.control_vs_reference.headline() or 'agrees')}")
         for name, why in sec.not_run.items():

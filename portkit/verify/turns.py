@@ -46,9 +46,11 @@ def run(load: Callable[[], Any], prompt: Sequence[int], fed: Sequence[int], segm
     runner = None
     try:
         runner = load()
-        stage = "forward"  # the control first: if it fails, candle stopped before the turn
         ids = list(prompt) + list(fed) + list(segment)
-        path.control = np.asarray(runner.teacher_forced_logits(ids, len(prompt)), dtype=np.float32)[len(fed) + 1 :]
+        try:  # the control: the same positions, one token at a time
+            path.control = np.asarray(runner.teacher_forced_logits(ids, len(prompt)), dtype=np.float32)[len(fed) + 1 :]
+        except errors as e:
+            path.control_failure = failure("forward", e)
         stage = "continuation"
         out.rows = np.asarray(runner.continuation(list(prompt), list(fed), list(segment)), dtype=np.float32)
     except errors as e:

@@ -18,7 +18,9 @@ class Gemma3GgufMlpSilu(GgufRule):
 
     ## What it does
     Flags every GGUF read by candle 0.11.0's quantized_gemma3 (architectures `gemma3`, and any
-    file whose metadata it reads under `gemma3.`, `gemma2.`, `gemma.` or `gemma-embedding.`).
+    file whose metadata it reads under `gemma3.`, `gemma2.`, `gemma.` or `gemma-embedding.`),
+    unless the config.json beside it sets `hidden_activation` to `silu` (transformers then
+    computes what candle does).
 
     ## Why is this bad?
     The gated MLP computes `silu(gate) * up` where transformers' Gemma 3 computes
@@ -54,6 +56,9 @@ class Gemma3GgufMlpSilu(GgufRule):
     loaders = ("quantized_gemma3",)
 
     def check(self, ctx: Context) -> Iterable[Finding]:
+        ftv = ctx.ftv
+        if ftv is not None and ftv.ok and ftv.get("hidden_activation") == "silu":
+            return  # the checkpoint it came from is SiLU too
         for g, _v in self.each(ctx):
             yield self.file_finding(
                 ctx,
