@@ -87,7 +87,7 @@ class ContinuationMaskInModelDtype(_PathRule):
     `dtype mismatch in cat, lhs: F16, rhs: F32`. The f32 twin agrees with transformers.
 
     ## References
-    - docs/verify.md, "A second turn" (the measured table)
+    - docs/verify.md, "A second turn, and rows in a batch" (the measured table)
     """
 
     code = "PK309"
@@ -153,7 +153,7 @@ class ContinuationPastRotatingWindow(_PathRule):
     `shape mismatch in broadcast_add`; within the window the continuation agrees with transformers.
 
     ## References
-    - docs/verify.md, "A second turn" (the measured table)
+    - docs/verify.md, "A second turn, and rows in a batch" (the measured table)
     """
 
     code = "PK310"
@@ -431,7 +431,7 @@ class Qwen3GgufContinuationOnCpu(_LoaderPathRule):
     each position with the same positions fed one token at a time and with transformers.
 
     ## References
-    - docs/verify.md, "A second turn" (the measured table)
+    - docs/verify.md, "A second turn, and rows in a batch" (the measured table)
     """
 
     code = "PK314"
@@ -485,7 +485,7 @@ class Gemma3GgufContinuationMask(_LoaderPathRule):
     crash: `portkit verify --gguf FILE --turns` must fail with `dtype mismatch in cat, lhs: F32, rhs: U32`.
 
     ## References
-    - docs/verify.md, "A second turn" (the measured table)
+    - docs/verify.md, "A second turn, and rows in a batch" (the measured table)
     """
 
     code = "PK315"
@@ -540,7 +540,7 @@ class Gemma3GgufBatch(_LoaderPathRule):
     CPU; each row alone runs.
 
     ## References
-    - docs/verify.md, "Rows in a batch" (the measured table)
+    - docs/verify.md, "A second turn, and rows in a batch" (the measured table)
     """
 
     code = "PK316"
