@@ -93,11 +93,15 @@ def plan(turns: int, batch: int, model: ModelDir, prompt: Sequence[int], tokens:
         have = batch_path.available_bytes()
         if have is not None and need > have:
             raise BadInput(
-                f"--batch {batch}: {batch} rows of {len(prompt)} tokens need about {need / 2**30:.1f} GiB for candle's activations and "
-                f"both sides' logits, more than the {have / 2**30:.1f} GiB available; use a smaller --batch"
+                f"--batch {batch}: {batch} rows of {len(prompt)} tokens need about {_size(need)} for candle's activations and "
+                f"both sides' logits, more than the {_size(have)} available; use a smaller --batch"
             )
         rows = batch_path.rows_for(prompt, batch)
     return PathPlan(turns=turns, batch=batch, segment=tuple(segment), rows=tuple(tuple(r) for r in rows))
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
 def run_of(finding: Finding) -> str:
