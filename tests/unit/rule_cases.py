@@ -36,6 +36,7 @@ def with_target(b: Builder, **target: Any) -> Builder:
         return d, {**t, **target}
 
     w.family = getattr(b, "family", "llama")  # type: ignore[attr-defined]
+    w.device = target.get("device", getattr(b, "device", "cpu"))  # type: ignore[attr-defined]
     return w
 
 
