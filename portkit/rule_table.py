@@ -35,7 +35,7 @@ def families_short(rule: Rule) -> tuple[str, list[str]]:
     from portkit.families import BY_NAME
 
     loaders = getattr(rule, "loaders", None)
-    if rule.group == "gguf" and loaders:
+    if loaders:
         every_loader = {f.gguf_loader for f in BY_NAME.values() if f.gguf_loader}
         return ("", ["all"]) if set(loaders) >= every_loader else ("gguf:", [l.removeprefix("quantized_") for l in loaders])
     if "*" in rule.families:
@@ -50,7 +50,7 @@ def speaks_about(rule: Rule, family: str) -> bool:
     loader that family's GGUF files go through."""
     from portkit.families import BY_NAME
 
-    if rule.group == "gguf" and getattr(rule, "loaders", None):
+    if getattr(rule, "loaders", None):
         return BY_NAME[family].gguf_loader in rule.loaders  # type: ignore[attr-defined]
     return "*" in rule.families or family in rule.families
 

@@ -12,7 +12,7 @@ use std::path::Path;
 /// The loader keys, as Python's family registry names them.
 pub const LOADERS: [&str; 5] = ["quantized_llama", "quantized_qwen2", "quantized_qwen3", "quantized_gemma3", "quantized_phi3"];
 
-enum Weights {
+pub(crate) enum Weights {
     Llama(quantized_llama::ModelWeights),
     Qwen2(quantized_qwen2::ModelWeights),
     Qwen3(quantized_qwen3::ModelWeights),
@@ -21,9 +21,9 @@ enum Weights {
 }
 
 pub struct GgufRunner {
-    model: Weights,
+    pub(crate) model: Weights,
     loader: &'static str,
-    device: Device,
+    pub(crate) device: Device,
     path: std::path::PathBuf,
 }
 
@@ -63,23 +63,29 @@ impl GgufRunner {
         self.loader
     }
 
-    /// `forward(x, index_pos)`. quantized_llama, qwen2, gemma3 and phi3 drop their KV cache when
-    /// `index_pos == 0`; quantized_qwen3 does not, so it is cleared here first.
-    fn forward_row(&mut self, ids: &[u32], index_pos: usize) -> Outcome<Vec<f32>> {
+    /// `forward` on one row of ids: its last position's logits.
+    pub(crate) fn forward_row(&mut self, ids: &[u32], index_pos: usize) -> Outcome<Vec<f32>> {
         let x = ids_tensor(ids, &self.device)?;
-        let logits: Tensor = match &mut self.model {
-            Weights::Llama(m) => m.forward(&x, index_pos)?,
-            Weights::Qwen2(m) => m.forward(&x, index_pos)?,
+        let logits = self.forward(&x, index_pos)?;
+        Ok(logits.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
+    }
+
+    /// The loader's `forward(x, index_pos)` on a `(batch, seq_len)` tensor of ids. quantized_llama,
+    /// qwen2, gemma3 and phi3 drop their KV cache when `index_pos == 0`; quantized_qwen3 does not,
+    /// so it is cleared here first.
+    pub(crate) fn forward(&mut self, x: &Tensor, index_pos: usize) -> candle_core::Result<Tensor> {
+        Ok(match &mut self.model {
+            Weights::Llama(m) => m.forward(x, index_pos)?,
+            Weights::Qwen2(m) => m.forward(x, index_pos)?,
             Weights::Qwen3(m) => {
                 if index_pos == 0 {
                     m.clear_kv_cache();
                 }
-                m.forward(&x, index_pos)?
+                m.forward(x, index_pos)?
             }
-            Weights::Gemma3(m) => m.forward(&x, index_pos)?,
-            Weights::Phi3(m) => m.forward(&x, index_pos)?,
-        };
-        Ok(logits.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
+            Weights::Gemma3(m) => m.forward(x, index_pos)?,
+            Weights::Phi3(m) => m.forward(x, index_pos)?,
+        })
     }
 
     pub fn last_logits(&mut self, ids: &[u32]) -> Outcome<Vec<f32>> {

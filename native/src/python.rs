@@ -223,6 +223,21 @@ impl LlamaRunner {
         let pairs = py.detach(|| self.core.capture(&ids)).map_err(to_py)?;
         captured_to_dict(py, pairs)
     }
+
+    // --- a continuation and a batch (`chat`) ---------------------------------------------
+
+    /// [len(segment), vocab]: row k - 1 is `forward(segment[:k], offset)` on the cache warmed
+    /// with the prompt and `fed` (`chat::continuation_rows`).
+    fn continuation<'py>(&self, py: Python<'py>, prompt: Vec<u32>, fed: Vec<u32>, segment: Vec<u32>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let a = py.detach(|| self.core.continuation(&prompt, &fed, &segment)).map_err(to_py)?;
+        array_to_py(py, a)
+    }
+
+    /// [N, vocab]: N rows of equal length in one forward, each row's last position.
+    fn batch_last_logits<'py>(&self, py: Python<'py>, rows: Vec<Vec<u32>>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let a = py.detach(|| self.core.batch_last_logits(&rows)).map_err(to_py)?;
+        array_to_py(py, a)
+    }
 }
 
 #[pyclass(module = "portkit_native")]
@@ -294,6 +309,30 @@ impl FamilyRunner {
         let pairs = py.detach(|| self.core.capture(&ids)).map_err(to_py)?;
         captured_to_dict(py, pairs)
     }
+
+    // --- a continuation and a batch (`chat`) ---------------------------------------------
+
+    /// `LlamaRunner.continuation`, through the family's library model.
+    fn continuation<'py>(&mut self, py: Python<'py>, prompt: Vec<u32>, fed: Vec<u32>, segment: Vec<u32>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let core = &mut self.core;
+        let a = py.detach(|| core.continuation(&prompt, &fed, &segment)).map_err(to_py)?;
+        array_to_py(py, a)
+    }
+
+    /// `LlamaRunner.batch_last_logits`, through the family's library model.
+    fn batch_last_logits<'py>(&mut self, py: Python<'py>, rows: Vec<Vec<u32>>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let core = &mut self.core;
+        let a = py.detach(|| core.batch_last_logits(&rows)).map_err(to_py)?;
+        array_to_py(py, a)
+    }
+
+    /// [N, L, vocab]: the rows through the module's padding-mask forward (qwen2 only; else
+    /// NotImplementedError), every position.
+    fn padded_batch_logits<'py>(&mut self, py: Python<'py>, rows: Vec<Vec<u32>>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let core = &mut self.core;
+        let a = py.detach(|| core.padded_batch_logits(&rows)).map_err(to_py)?;
+        array_to_py(py, a)
+    }
 }
 
 #[pyclass(module = "portkit_native")]
@@ -338,6 +377,22 @@ impl GgufRunner {
     fn capture<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyDict>> {
         let pairs = py.detach(|| self.core.capture(&ids)).map_err(to_py)?;
         captured_to_dict(py, pairs)
+    }
+
+    // --- a continuation and a batch (`chat`) ---------------------------------------------
+
+    /// `LlamaRunner.continuation`, through the loader's `ModelWeights::forward`.
+    fn continuation<'py>(&mut self, py: Python<'py>, prompt: Vec<u32>, fed: Vec<u32>, segment: Vec<u32>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let core = &mut self.core;
+        let a = py.detach(|| core.continuation(&prompt, &fed, &segment)).map_err(to_py)?;
+        array_to_py(py, a)
+    }
+
+    /// `LlamaRunner.batch_last_logits`, through the loader's `ModelWeights::forward`.
+    fn batch_last_logits<'py>(&mut self, py: Python<'py>, rows: Vec<Vec<u32>>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let core = &mut self.core;
+        let a = py.detach(|| core.batch_last_logits(&rows)).map_err(to_py)?;
+        array_to_py(py, a)
     }
 }
 

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from portkit.families import DEFAULT_FAMILY
 from portkit.verify import confirm as C
-from portkit.verify import runcache
+from portkit.verify import paths, runcache
 from portkit.verify.compare import TOLERANCES, Tolerance
 from portkit.verify.gguf_section import GgufSection, verify_gguf
 from portkit.verify.inputs import (
@@ -69,6 +69,8 @@ class VerifyOptions:
     perturb_candle_tokens: bool = False
     reference_mode: str = "streamed"  # streamed (one layer in memory at a time) | whole (from_pretrained, the check)
     cache: bool = True  # the reference's and candle's caches under $PORTKIT_CACHE (--no-cache: off)
+    turns: int = 1  # 2: a second turn on the warm KV cache (`portkit.verify.paths`)
+    batch: int = 1  # rows in one forward (`portkit.verify.paths`)
 
 
 @dataclass
@@ -104,6 +106,7 @@ class VerifyReport:
             "cached": sum(r["source"] == "cache" for r in self.as_candle_runs),
             "runs": list(self.as_candle_runs),
         }
+    paths: Any = None  # portkit.verify.paths.PathsReport, with --turns or --batch
 
     @property
     def candle_runs(self) -> dict[str, int]:
@@ -119,7 +122,8 @@ class VerifyReport:
 
     @property
     def all_findings(self) -> list[C.Confirmation]:
-        return self.findings + (self.gguf.findings if self.gguf else []) + (self.tokenizer.findings if self.tokenizer else [])
+        paths = self.paths.findings if self.paths is not None else []
+        return self.findings + (self.gguf.findings if self.gguf else []) + (self.tokenizer.findings if self.tokenizer else []) + paths
 
     @property
     def exit_code(self) -> int:
@@ -130,6 +134,7 @@ class VerifyReport:
         # 1 only when a side differs or fails: a finding confirmed where both sides agree (BOS
         # twice on both, PK509) is reported, not a mismatch
         ok = self.candle_ok and (self.gguf is None or self.gguf.ok) and (self.tokenizer is None or self.tokenizer.ok)
+        ok = ok and (self.paths is None or self.paths.ok)
         return 0 if ok else 1
 
 
@@ -150,6 +155,7 @@ def _validate(opts: VerifyOptions) -> None:
         raise BadInput(f"--dtype must be one of {', '.join(DTYPES)}, got {opts.dtype!r}")
     if opts.reference_mode not in ("streamed", "whole"):
         raise BadInput(f"--reference must be streamed or whole, got {opts.reference_mode!r}")
+    paths.check_options(opts.turns, opts.batch)
     if opts.gguf is not None and not Path(opts.gguf).is_file():
         raise BadInput(f"--gguf {opts.gguf}: no such file")
     if opts.plot is not None:
@@ -191,6 +197,7 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None, *, finding
     prompt = resolve_prompt(model, opts.ids, opts.text, opts.chat)
     tokens = parse_tokens(opts.tokens)
     tol = TOLERANCES[opts.dtype]
+    plan = paths.plan(opts.turns, opts.batch, model, prompt.ids, tokens, padded=family.trait("PADDING_MASK") is not None)
 
     from portkit.verify.candle import NativeUnavailable, check_device, native
 
@@ -215,7 +222,7 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None, *, finding
             hf_findings, gguf_findings = list(findings[0]), list(findings[1])
         elif opts.lint:
             hf_findings, gguf_findings = lint_for_verify(
-                model.root, Path(opts.gguf) if opts.gguf else None, _lint_target(opts, len(prompt.ids), tokens, pn), progress
+                model.root, Path(opts.gguf) if opts.gguf else None, plan.lint_target(_lint_target(opts, len(prompt.ids), tokens, pn)), progress
             )
         else:
             hf_findings, gguf_findings, lint_note = [], [], "lint skipped (--no-lint)"
@@ -227,6 +234,9 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None, *, finding
     # tokens before logits: the tokenizer findings are judged on the ids, not by a forward
     tok_findings = [f for f in hf_findings if f.code.startswith("PK5")]
     hf_findings = [f for f in hf_findings if not f.code.startswith("PK5")]
+    # the findings a second turn or a batch shows, judged on those runs (`portkit.verify.paths`)
+    hf_findings, hf_path_findings = paths.split(hf_findings)
+    gguf_findings, gguf_path_findings = paths.split(gguf_findings)
     tokenizer = T.tokenizer_section(model.root, tok_findings, progress, perturb_candle=opts.perturb_candle_tokens)
 
     def load_with(config_text: str) -> Callable[[], Any]:
@@ -277,7 +287,7 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None, *, finding
     try:
         # candle's own tokens when it generated them all; else the reference generates its own
         forced = run.greedy if run.greedy is not None and len(run.greedy) == tokens else None
-        reference = job.result(forced, opts.perturb_reference)
+        reference = job.result(forced, opts.perturb_reference, plan.reference_request(forced))
     except BaseException:
         job.cancel()
         raise
@@ -336,6 +346,18 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None, *, finding
             gguf_section.lint_note = lint_note
         timings["gguf"] = time.perf_counter() - t_phase
 
+    paths_report = None
+    if not plan.empty:
+        t_paths = time.perf_counter()
+        subjects = [paths.Subject("candle", load_with(model.config_text), tol, family.trait("PADDING_MASK") is not None, hf_path_findings)]
+        if gguf_section is not None:
+            from portkit.verify.candle import load_gguf
+
+            g = gguf_section
+            subjects.append(paths.Subject("the GGUF in candle", lambda: load_gguf(g.path, device=opts.device, loader=g.loader), g.tolerance, False, gguf_path_findings))
+        paths_report = paths.verify_paths(plan, subjects, reference, progress)
+        timings["paths"] = time.perf_counter() - t_paths
+
     plot_path = None
     if opts.plot is not None and comparison is not None and comparison.layers is not None:
         from portkit.verify.plot import plot_layers
@@ -366,9 +388,10 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None, *, finding
         timings={k: round(v, 3) for k, v in timings.items()},
         family=family.name,
         layers_note=layers_note,
-        runs=[run, *patched_runs.runs(), *(gguf_section.runs if gguf_section else [])],
+        runs=[run, *patched_runs.runs(), *(gguf_section.runs if gguf_section else []), *(paths_report.runs if paths_report else [])],
         explanation=explanation,
         as_candle_runs=as_candle.runs,
         tokenizer=tokenizer,
         greedy_stop=T.stop_description(reference, stop),
+        paths=paths_report,
     )

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from portkit.verify import cachefiles, refcache, refproc
+from portkit.verify import cachefiles, refcache, refextra, refproc
 from portkit.verify.inputs import BadInput, ModelDir
 from portkit.verify.runs import Reference
 
@@ -56,24 +56,28 @@ class ReferenceJob:
             self.child = refproc.ServedReference(progress)
         self.seconds = 0.0
 
-    def result(self, forced: Sequence[int] | None, perturb: float | None) -> Reference:
+    def result(self, forced: Sequence[int] | None, perturb: float | None, extra: dict[str, Any] | None = None) -> Reference:
+        """`extra`: a continuation's and a batch's inputs (`refextra.request`), whose rows the
+        reference then computes too (`Reference.extra`)."""
         t0 = time.perf_counter()
         forced = None if forced is None else list(forced)
         source = "computed"
-        hit = self.cache.get(forced) if self.cache is not None else None
+        hit = self.cache.get(forced, extra) if self.cache is not None else None
         if hit is not None:
             self.cancel()
             self.progress("reference: from the cache")
             greedy, rows, layers, bad = hit.greedy, hit.rows, hit.layers, hit.nonfinite_weights
             source = "cache"
         else:
-            greedy, rows, layers, bad = self._compute(forced)
+            greedy, rows, layers, bad = self._compute(forced, extra)
             if self.cache is not None:
-                self.cache.put(forced, refcache.CachedReference(greedy=greedy, rows=rows, layers=layers, nonfinite_weights=bad))
+                self.cache.put(forced, refcache.CachedReference(greedy=greedy, rows=rows, layers=layers, nonfinite_weights=bad), extra)
         self.seconds = time.perf_counter() - t0
+        layers, extra_rows = refextra.split(layers)
         if perturb:
             rows = rows.copy()
             rows[0, 0] += np.float32(perturb)
+            extra_rows = refextra.perturbed(extra_rows, perturb)
         return Reference(
             prompt=self.prompt,
             greedy=greedy,
@@ -85,9 +89,10 @@ class ReferenceJob:
             source=source,
             use_cache=self.cache is not None,
             fingerprints=self.fingerprints if self.cache is not None else None,
+            extra=extra_rows,
         )
 
-    def _compute(self, forced: list[int] | None) -> tuple[list[int], np.ndarray, dict[str, np.ndarray], list[str]]:
+    def _compute(self, forced: list[int] | None, extra: dict[str, Any] | None = None) -> tuple[list[int], np.ndarray, dict[str, np.ndarray], list[str]]:
         req = dict(
             model_dir=str(self.model.root),
             files=[str(p) for p in self.model.weight_files],
@@ -97,10 +102,12 @@ class ReferenceJob:
             tokens=self.tokens,
             sublayers=self.sublayers,
         )
+        if extra is not None:  # only then: the plain request stays as it was
+            req["extra"] = extra
         try:
             if not reference_in_child():
                 return refproc.forward_reference(
-                    self.model.root, self.model.weight_files, self.prompt, forced, self.tokens, self.mode, self.progress, self.sublayers
+                    self.model.root, self.model.weight_files, self.prompt, forced, self.tokens, self.mode, self.progress, self.sublayers, extra
                 )
             if self.child is None:
                 self.child = refproc.ServedReference(self.progress)

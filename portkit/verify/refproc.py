@@ -13,7 +13,9 @@ The protocol:
 
     python -m portkit.verify.refproc --serve < request.json
     request: {"model_dir": str, "files": [str], "mode": "streamed|whole", "prompt": [int],
-              "forced": [int] | null, "tokens": int, "out_fd": int}
+              "forced": [int] | null, "tokens": int, "out_fd": int,
+              "extra": {"fed": [int], "segment": [int] | null, "rows": [[int]] | null} (optional:
+              a continuation's and a batch's rows, `portkit.verify.refextra`)}
     stdout:  {"ok": true, "greedy": [...], "nonfinite_weights": [...]} | {"ok": false, "kind": ..., "message": str}
 
   `--serve` imports torch first and only then reads its request, so verify starts it early and
@@ -59,9 +61,11 @@ def forward_reference(
     mode: str,
     progress: Callable[[str], None],
     sublayers: Sequence[str] = (),
+    extra: dict[str, Any] | None = None,
 ) -> tuple[list[int], np.ndarray, dict[str, np.ndarray], list[str]]:
     """In this process: (reference tokens, [max(tokens, 1), vocab] step rows, prefill layers
     with `sublayers`' outputs in each decoder layer, checkpoint tensors holding NaN/inf).
+    `extra`: a continuation's and a batch's rows too, as `extra.*` layers (`refextra`).
 
     With `forced` (candle's greedy tokens): one forward over prompt + forced[: tokens - 1]; row k
     is the reference's logits where token k is decided, on exactly candle's inputs, and the
@@ -100,6 +104,10 @@ def forward_reference(
             layers = {k: v.copy() for k, v in res.layers.items()}
             layers["logits"] = rows[0].copy()
         bad = model.nonfinite
+        if extra:
+            from portkit.verify import refextra
+
+            layers.update(refextra.compute(model, prompt, extra, _cache_window(model), progress))
     except Exception as e:  # transformers' own failure on this checkpoint
         raise ReferenceFailed("run", f"transformers could not run {model_dir}: {' '.join(str(e).split())[:300]}") from None
     return greedy, rows.astype(np.float32, copy=False), layers, list(bad)
@@ -319,7 +327,7 @@ def _serve() -> None:
         if req.get("kind") != "as-candle":
             greedy, rows, layers, bad = forward_reference(
                 Path(req["model_dir"]), [Path(f) for f in req["files"]], req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"],
-                progress, req.get("sublayers", []),
+                progress, req.get("sublayers", []), req.get("extra"),
             )
         else:
             rows, layers, effect = as_candle_reference(

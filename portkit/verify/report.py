@@ -189,7 +189,8 @@ def _to_json(rep: VerifyReport) -> dict[str, Any]:
         "tolerance": _tol_json(rep.tolerance),
         "candle": _run_json(rep.run),
         "comparison": _cmp_json(rep.comparison),
-        "lint": {"ran": rep.lint_note is None, "note": rep.lint_note, "findings": len(rep.findings) + (len(rep.gguf.findings) if rep.gguf else 0)},
+        "lint": {"ran": rep.lint_note is None, "note": rep.lint_note,
+                 "findings": len(rep.findings) + (len(rep.gguf.findings) if rep.gguf else 0) + (len(rep.paths.findings) if rep.paths else 0)},
         "findings": [f.to_json() for f in rep.findings],
         "explanation": rep.explanation.to_json() if rep.explanation is not None else None,
         "gguf": _gguf_json(rep.gguf) if rep.gguf else None,
@@ -201,6 +202,8 @@ def _to_json(rep: VerifyReport) -> dict[str, Any]:
         "timings": rep.timings,
         "candle_runs": rep.candle_runs,
         "reference_runs": rep.reference_runs,
+        # only with --turns or --batch: the plain report keeps its keys
+        **({"paths": rep.paths.to_json()} if rep.paths is not None else {}),
     }
 
 
@@ -233,6 +236,10 @@ def _verdict(rep: VerifyReport) -> tuple[str, str]:
         bits.append("candle differs from transformers" + _why(rep.explanation))
     if rep.gguf is not None and not rep.gguf.ok:
         bits.append(("the GGUF differs from transformers" if rep.gguf.run.failure is None else "the GGUF failed in candle") + _why(rep.gguf.explanation))
+    if rep.paths is not None:
+        from portkit.verify.paths import TITLES
+
+        bits += [f"the {TITLES[c.path.name]} {'failed in' if c.path.run.failure else 'differs from transformers in'} {s.subject}" for s in rep.paths.sections for c in s.checks if not c.ok]
     if confirmed:
         bits.append(f"{len(confirmed)} finding{'s' if len(confirmed) != 1 else ''} confirmed")
     return "mismatch", "MISMATCH: " + "; ".join(bits)
@@ -440,6 +447,11 @@ def render_text(rep: VerifyReport, console: Console, *, table: bool = True) -> N
         p(ln)
     if rep.gguf is not None:
         _render_gguf(rep.gguf, rep, console)
+    if rep.paths is not None:
+        from portkit.verify.paths import text_lines as path_lines
+
+        for ln in path_lines(rep.paths):
+            p(ln)
     if rep.nonfinite is not None:
         p("")
         p(f"[bold red]non-finite[/]: {escape(rep.nonfinite.line())}")

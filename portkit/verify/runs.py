@@ -352,6 +352,9 @@ class Reference:
     #: the weight files' `cachefiles.fingerprints`, taken for the cache key (None: not taken):
     #: the counterfactuals' keys reuse them rather than read the checkpoint again
     fingerprints: list[dict[str, object]] | None = None
+    #: a continuation's and a batch's rows, when verify asked for them (`portkit.verify.refextra`):
+    #: "turn" [len(segment), vocab], "batch" [N, L, vocab]
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def last(self) -> np.ndarray:

@@ -147,6 +147,13 @@ class LlamaRunner:
         """Per-layer values from a copy of the forward proven bit-identical to the library,
         built from this runner's tensors (no second load):
         "embeddings", "layer.0".., "norm" (each [len(ids), hidden]) and "logits" ([vocab])."""
+    def continuation(self, prompt: Sequence[int], fed: Sequence[int], segment: Sequence[int]) -> npt.NDArray[np.float32]:
+        """[len(segment), vocab]: the prompt in one forward, `fed` one token at a time, then row
+        k - 1 is the last position of `forward(segment[:k], len(prompt) + len(fed))` on that warm
+        KV cache (a second turn, as chat programs feed it)."""
+    def batch_last_logits(self, rows: Sequence[Sequence[int]]) -> npt.NDArray[np.float32]:
+        """[N, vocab]: N rows of equal length in one `(N, seq_len)` forward from an empty
+        cache, each row's last position."""
 
 class FamilyRunner:
     """candle's own model for `family` (`Model::new` / `ModelForCausalLM::new`, `Llama::load`,
@@ -179,6 +186,14 @@ class FamilyRunner:
     def capture(self, ids: Sequence[int]) -> dict[str, npt.NDArray[np.float32]]:
         """As `LlamaRunner.capture`, for the families in `capture_families()`; NotImplementedError
         "per-layer: not available for FAMILY" for the others."""
+    def continuation(self, prompt: Sequence[int], fed: Sequence[int], segment: Sequence[int]) -> npt.NDArray[np.float32]:
+        """As `LlamaRunner.continuation`, through the family's library model."""
+    def batch_last_logits(self, rows: Sequence[Sequence[int]]) -> npt.NDArray[np.float32]:
+        """As `LlamaRunner.batch_last_logits`."""
+    def padded_batch_logits(self, rows: Sequence[Sequence[int]]) -> npt.NDArray[np.float32]:
+        """[N, L, vocab]: the rows through the module's forward that takes a padding mask (all
+        ones), every position; only qwen2 has one (`qwen2::Model::forward(.., Some(attn_mask))`),
+        NotImplementedError for the other families."""
 
 class GgufRunner:
     """`ModelWeights::from_gguf` of candle's GGUF loader `loader` (one of `gguf_loaders()`) on a GGUF file."""
@@ -192,6 +207,10 @@ class GgufRunner:
     def capture(self, ids: Sequence[int]) -> dict[str, npt.NDArray[np.float32]]:
         """Per-layer values (embeddings, `layer.N` and its sub-layers, norm, logits) through the
         loader's copy of the forward (`gguf_capture_loaders()`)."""
+    def continuation(self, prompt: Sequence[int], fed: Sequence[int], segment: Sequence[int]) -> npt.NDArray[np.float32]:
+        """As `LlamaRunner.continuation`, through the loader's `ModelWeights::forward`."""
+    def batch_last_logits(self, rows: Sequence[Sequence[int]]) -> npt.NDArray[np.float32]:
+        """As `LlamaRunner.batch_last_logits`."""
 
 class Tokenizer:
     """The Rust `tokenizers` crate at the version candle-core 0.11.0 resolves (0.22.2, feature `onig`),

@@ -19,10 +19,9 @@ class Gemma3GgufMlpSilu(GgufRule):
 
     ## What it does
     Flags every GGUF read by candle 0.11.0's quantized_gemma3 (architectures `gemma3`, and any
-    file whose metadata it reads under `gemma3.`, `gemma2.`, `gemma.` or `gemma-embedding.`).
-
-    Beside a config.json whose `hidden_activation` is SiLU (a model trained with it), there is
-    nothing to flag.
+    file whose metadata it reads under `gemma3.`, `gemma2.`, `gemma.` or `gemma-embedding.`),
+    unless the config.json beside it sets `hidden_activation` to `silu` (transformers then
+    computes what candle does).
 
     ## Why is this bad?
     The gated MLP computes `silu(gate) * up` where transformers' Gemma 3 computes
