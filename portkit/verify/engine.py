@@ -167,10 +167,46 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> Any:
     from portkit.verify import tokens as T
 
     if T.tokenizer_only(Path(opts.model_dir)):
-        return T.verify_tokenizer_only(opts, lambda: lint_for_verify(Path(opts.model_dir), None, _lint_target(opts, 0, 0), progress)[0], progress, t_start)
+        from portkit.verify.tokrecord import record, recorded
+
+        return T.verify_tokenizer_only(
+            opts,
+            lambda: lint_for_verify(Path(opts.model_dir), None, _lint_target(opts, 0, 0), progress)[0],
+            progress,
+            t_start,
+            lambda: recorded(record(Path(opts.model_dir), text=opts.text, chat=opts.chat)),
+        )
     model = read_model_dir(opts.model_dir)
     family = model_family(model)
-    prompt = resolve_prompt(model, opts.ids, opts.text, opts.chat)
+    from portkit.verify.refsession import ReferenceSession
+
+    # verify's one transformers process, started at once when the tokens section needs it (its
+    # torch import then overlaps everything below); else once the reference cache misses
+    session = ReferenceSession(progress, start=T.has_tokenizer(model.root))
+    try:
+        return _verify(opts, progress, t_start, model, family, session)
+    finally:
+        session.close()
+
+
+def _verify(opts: VerifyOptions, progress: Progress, t_start: float, model: ModelDir, family: Any, session: Any) -> "VerifyReport":
+    from portkit.verify import tokens as T
+    from portkit.verify.refjob import ReferenceJob
+    from portkit.verify.refproc import ReferenceFailed
+    from portkit.verify.tokrecord import recorded
+
+    tok_ticket: list[Any] = []
+
+    def transformers_tokenizer() -> tuple[Any, str | None]:
+        """transformers' tokenizer, as the reference's process recorded it (one request)."""
+        if not tok_ticket:
+            tok_ticket.append(session.submit(dict(kind="tokenizer", model_dir=str(model.root), text=opts.text, chat=opts.chat)))
+        try:
+            return recorded(session.wait(tok_ticket[0]))
+        except ReferenceFailed as e:
+            return None, str(e)
+
+    prompt = resolve_prompt(model, opts.ids, opts.text, opts.chat, tokenizer=transformers_tokenizer)
     tokens = parse_tokens(opts.tokens)
     tol = TOLERANCES[opts.dtype]
 
@@ -182,32 +218,29 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> Any:
         raise BadInput(str(e)) from None
     check_device(pn, opts.device)
 
-    from portkit.verify.refjob import ReferenceJob
-
     timings: dict[str, float] = {}
     t_phase = time.perf_counter()
     from portkit.families import sublayers
 
     # the sub-layers candle's copy records too (the localisation inside the first bad layer)
     subs = sublayers.of(family) if opts.layers and family.capture else ()
-    job = ReferenceJob(model, list(prompt.ids), tokens, mode=opts.reference_mode, use_cache=opts.cache, progress=progress, sublayers=subs)
-    try:
-        lint_note: str | None = None
-        if opts.lint:
-            hf_findings, gguf_findings = lint_for_verify(
-                model.root, Path(opts.gguf) if opts.gguf else None, _lint_target(opts, len(prompt.ids), tokens, pn), progress
-            )
-        else:
-            hf_findings, gguf_findings, lint_note = [], [], "lint skipped (--no-lint)"
-        timings["load"] = time.perf_counter() - t_phase
-    except BaseException:
-        job.cancel()
-        raise
+    job = ReferenceJob(
+        model, list(prompt.ids), tokens, mode=opts.reference_mode, use_cache=opts.cache, progress=progress, sublayers=subs, session=session
+    )
+    if not job.likely_cached():
+        session.start()
+    lint_note: str | None = None
+    if opts.lint:
+        hf_findings, gguf_findings = lint_for_verify(
+            model.root, Path(opts.gguf) if opts.gguf else None, _lint_target(opts, len(prompt.ids), tokens, pn), progress
+        )
+    else:
+        hf_findings, gguf_findings, lint_note = [], [], "lint skipped (--no-lint)"
+    timings["load"] = time.perf_counter() - t_phase
     ran = f"the {len(prompt.ids)}-token prompt and {tokens} generated tokens"
     # tokens before logits: the tokenizer findings are judged on the ids, not by a forward
     tok_findings = [f for f in hf_findings if f.code.startswith("PK5")]
     hf_findings = [f for f in hf_findings if not f.code.startswith("PK5")]
-    tokenizer = T.tokenizer_section(model.root, tok_findings, progress, perturb_candle=opts.perturb_candle_tokens)
 
     def load_with(config_text: str) -> Callable[[], Any]:
         from portkit.verify.candle import load_runner
@@ -254,13 +287,13 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> Any:
     gc.collect()
     timings["candle"] = time.perf_counter() - t_phase - timings["load"]
     t_phase = time.perf_counter()
-    try:
-        # candle's own tokens when it generated them all; else the reference generates its own
-        forced = run.greedy if run.greedy is not None and len(run.greedy) == tokens else None
-        reference = job.result(forced, opts.perturb_reference)
-    except BaseException:
-        job.cancel()
-        raise
+    # candle's own tokens when it generated them all; else the reference generates its own
+    forced = run.greedy if run.greedy is not None and len(run.greedy) == tokens else None
+    job.submit(forced)
+    if T.has_tokenizer(model.root) and not tok_ticket:
+        # computed by the reference's process after the forward, while this one judges
+        tok_ticket.append(session.submit(dict(kind="tokenizer", model_dir=str(model.root), text=opts.text, chat=opts.chat)))
+    reference = job.result(forced, opts.perturb_reference)
     timings["reference"] = time.perf_counter() - t_phase
     t_phase = time.perf_counter()
     stop = T.generation_stop(model.root)
@@ -290,6 +323,9 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> Any:
 
     confirmations = length_notes(confirmations, len(prompt.ids) + tokens)
     timings["findings"] = time.perf_counter() - t_phase
+    t_phase = time.perf_counter()
+    tokenizer = T.tokenizer_section(model.root, tok_findings, progress, perturb_candle=opts.perturb_candle_tokens, transformers=transformers_tokenizer)
+    timings["tokens"] = time.perf_counter() - t_phase
     t_phase = time.perf_counter()
 
     gguf_section = None

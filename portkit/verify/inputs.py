@@ -12,7 +12,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 if TYPE_CHECKING:
     from portkit.families import Family
@@ -179,7 +179,7 @@ def parse_ids(spec: str) -> list[int]:
     return out
 
 
-def _encode(root: Path, text: str | None, source: str, chat: str | None = None) -> Prompt:
+def _encode(root: Path, text: str | None, source: str, chat: str | None = None, tokenizer: TokenizerSource | None = None) -> Prompt:
     """A text prompt as transformers encodes it (the forward runs on these ids on both sides),
     with the tokenizers crate's own ids beside it (portkit.verify.tokens.prompt_ids)."""
     tok_path = root / "tokenizer.json"
@@ -189,7 +189,7 @@ def _encode(root: Path, text: str | None, source: str, chat: str | None = None) 
     from portkit.verify.tokenize import TokenizeError, prompt_ids
 
     try:
-        p = prompt_ids(root, text=text, chat=chat)
+        p = prompt_ids(root, text=text, chat=chat, transformers=tokenizer() if tokenizer is not None else None)
     except TokenizeError as e:
         raise BadInput(str(e)) from None
     return Prompt(tuple(p.transformers), source, p.text, tuple(p.candle) if p.candle is not None else None)
@@ -202,7 +202,19 @@ def _default_ids(vocab: int | None, config: dict[str, Any]) -> list[int]:
     return start + [(37 * k + 11) % n for k in range(DEFAULT_IDS_LEN - len(start))]
 
 
-def resolve_prompt(model: ModelDir, ids: str | Sequence[int] | None = None, text: str | None = None, chat: str | None = None) -> Prompt:
+#: gives (transformers' tokenizer, None) or (None, why): verify's comes from the reference's process
+TokenizerSource = Callable[[], tuple[Any, "str | None"]]
+
+
+def resolve_prompt(
+    model: ModelDir,
+    ids: str | Sequence[int] | None = None,
+    text: str | None = None,
+    chat: str | None = None,
+    tokenizer: TokenizerSource | None = None,
+) -> Prompt:
+    """The prompt verify runs; a text one as transformers' tokenizer (`tokenizer`, by default
+    loaded here) encodes it."""
     if sum(x is not None for x in (ids, text, chat)) > 1:
         raise BadInput("give one of --ids, --text or --chat")
     if ids is not None:
@@ -210,11 +222,11 @@ def resolve_prompt(model: ModelDir, ids: str | Sequence[int] | None = None, text
     elif text is not None:
         if not text.strip():
             raise BadInput("--text is empty")
-        prompt = _encode(model.root, text, "--text")
+        prompt = _encode(model.root, text, "--text", tokenizer=tokenizer)
     elif chat is not None:
         if not chat.strip():
             raise BadInput("--chat is empty")
-        prompt = _encode(model.root, None, "--chat", chat=chat)
+        prompt = _encode(model.root, None, "--chat", chat=chat, tokenizer=tokenizer)
     elif (model.root / "prompt.json").is_file():
         _, doc = _read_json(model.root / "prompt.json", "prompt.json")
         got = doc.get("ids") if isinstance(doc, dict) else None
@@ -223,7 +235,7 @@ def resolve_prompt(model: ModelDir, ids: str | Sequence[int] | None = None, text
         prompt = Prompt(tuple(got), "prompt.json")
     elif (model.root / "tokenizer.json").is_file():
         try:
-            prompt = _encode(model.root, DEFAULT_TEXT, "default text")
+            prompt = _encode(model.root, DEFAULT_TEXT, "default text", tokenizer=tokenizer)
         except BadInput:
             prompt = Prompt(tuple(_default_ids(model.vocab_size, model.config)), "default ids")
         if len(prompt.ids) < MIN_RECOMMENDED:

@@ -1,14 +1,19 @@
-"""Where verify's reference comes from: the cache, or transformers in a child (or this process).
+"""Where verify's reference comes from: the cache, or transformers (`portkit.verify.refsession`).
 
-Started before lint: when the cache has no entry for this checkpoint and prompt, the child
-(`refproc --serve`) starts at once and imports torch while verify lints and runs candle; it gets
-its request once candle's greedy tokens are known. When an entry is likely (same checkpoint,
-prompt and token count) no child starts, and a hit never imports torch.
+The job is made once the prompt is known, with the session verify started first: when the cache
+has no entry for this checkpoint and prompt, `submit` sends the forward to the session's child
+(started at verify's start: its torch import overlaps lint and candle) once candle's greedy tokens
+are known. A hit never needs transformers for the reference.
+
+Memory, whatever the checkpoint's size: candle's weights and the child's are never held at the
+same time. The child holds torch's libraries from its start, and the reference's weights (the
+streamed model: embeddings, lm_head and one decoder layer at a time) only while it computes the
+forward, which it starts once verify has sent it, after candle's run is done and its weights
+are released; it releases them before its next request, while verify judges.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Callable, Sequence
 
@@ -16,28 +21,28 @@ import numpy as np
 
 from portkit.verify import cachefiles, refcache, refproc
 from portkit.verify.inputs import BadInput, ModelDir
+from portkit.verify.refsession import ReferenceSession, Ticket
 from portkit.verify.runs import Reference
 
 Progress = Callable[[str], None]
 
-#: Up to this many bytes of weights the torch child starts before lint (its import overlaps
-#: lint and candle); above, it starts once candle is done, so torch's ~0.5 GiB never adds to
-#: candle's peak (which holds the weights at the run's dtype plus the file's mapped pages).
-EARLY_START_MAX_BYTES = 512 * 2**20
-
-
-def reference_in_child() -> bool:
-    """A child process unless PORTKIT_VERIFY_REFERENCE=inprocess (the test suite's setting, to
-    import torch once; the numbers are the same)."""
-    return os.environ.get("PORTKIT_VERIFY_REFERENCE", "child") != "inprocess"
-
 
 class ReferenceJob:
     def __init__(
-        self, model: ModelDir, prompt: Sequence[int], tokens: int, *, mode: str, use_cache: bool, progress: Progress, sublayers: Sequence[str] = ()
+        self,
+        model: ModelDir,
+        prompt: Sequence[int],
+        tokens: int,
+        *,
+        mode: str,
+        use_cache: bool,
+        progress: Progress,
+        sublayers: Sequence[str] = (),
+        session: ReferenceSession | None = None,
     ) -> None:
         """`sublayers`: paths inside each decoder layer whose outputs the prefill records too
-        (`portkit.families.sublayers`), as `layer.N.<path>`."""
+        (`portkit.families.sublayers`), as `layer.N.<path>`. `session`: verify's transformers
+        process (a job without one starts its own when it needs transformers)."""
         self.model, self.prompt, self.tokens, self.mode, self.progress = model, list(prompt), tokens, mode, progress
         self.sublayers = list(sublayers)
         self.cache: refcache.RefCache | None = None
@@ -48,24 +53,57 @@ class ReferenceJob:
             self.fingerprints = cachefiles.fingerprints(model.weight_files)
             key = refcache.model_key(model.config_text, model.weight_files, mode, fingerprints=self.fingerprints, sublayers=self.sublayers)
             self.cache = refcache.RefCache(key, self.prompt, tokens, vocab=model.vocab_size)
-        self.child: refproc.ServedReference | None = None
-        small = sum(p.stat().st_size for p in model.weight_files) <= EARLY_START_MAX_BYTES
-        if reference_in_child() and small and (self.cache is None or not self.cache.likely()):
-            self.child = refproc.ServedReference(progress)
+        self.session = session if session is not None else ReferenceSession(progress, start=False)
+        self.own_session = session is None
         self.seconds = 0.0
+        self._forced: list[int] | None = None
+        self._ticket: Ticket | None = None
+        self._hit: refcache.CachedReference | None = None
+        self._submitted = False
+
+    def likely_cached(self) -> bool:
+        """An entry for this checkpoint and prompt exists (a hit if candle's tokens are the same)."""
+        return self.cache is not None and self.cache.likely()
+
+    def submit(self, forced: Sequence[int] | None) -> None:
+        """Look the reference up; on a miss, send the forward (on `forced`: candle's tokens)."""
+        self._forced = None if forced is None else list(forced)
+        self._submitted = True
+        self._hit = self.cache.get(self._forced) if self.cache is not None else None
+        if self._hit is None:
+            self._ticket = self.session.submit(
+                dict(
+                    kind="forward",
+                    model_dir=str(self.model.root),
+                    files=[str(p) for p in self.model.weight_files],
+                    mode=self.mode,
+                    prompt=self.prompt,
+                    forced=self._forced,
+                    tokens=self.tokens,
+                    sublayers=self.sublayers,
+                )
+            )
 
     def result(self, forced: Sequence[int] | None, perturb: float | None) -> Reference:
         t0 = time.perf_counter()
-        forced = None if forced is None else list(forced)
+        if not self._submitted:
+            self.submit(forced)
+        forced = self._forced
         source = "computed"
-        hit = self.cache.get(forced) if self.cache is not None else None
-        if hit is not None:
-            self.cancel()
+        if self._hit is not None:
             self.progress("reference: from the cache")
+            hit = self._hit
             greedy, rows, layers, bad = hit.greedy, hit.rows, hit.layers, hit.nonfinite_weights
             source = "cache"
         else:
-            greedy, rows, layers, bad = self._compute(forced)
+            assert self._ticket is not None
+            try:
+                greedy, rows, layers, bad = self.session.wait(self._ticket)
+            except refproc.ReferenceFailed as e:
+                raise BadInput(str(e)) from None
+            finally:
+                if self.own_session:
+                    self.session.close()
             if self.cache is not None:
                 self.cache.put(forced, refcache.CachedReference(greedy=greedy, rows=rows, layers=layers, nonfinite_weights=bad))
         self.seconds = time.perf_counter() - t0
@@ -83,37 +121,11 @@ class ReferenceJob:
             source=source,
             use_cache=self.cache is not None,
             fingerprints=self.fingerprints if self.cache is not None else None,
+            session=self.session,
         )
-
-    def _compute(self, forced: list[int] | None) -> tuple[list[int], np.ndarray, dict[str, np.ndarray], list[str]]:
-        req = dict(
-            model_dir=str(self.model.root),
-            files=[str(p) for p in self.model.weight_files],
-            mode=self.mode,
-            prompt=self.prompt,
-            forced=forced,
-            tokens=self.tokens,
-            sublayers=self.sublayers,
-        )
-        try:
-            if not reference_in_child():
-                return refproc.forward_reference(
-                    self.model.root, self.model.weight_files, self.prompt, forced, self.tokens, self.mode, self.progress, self.sublayers
-                )
-            if self.child is None:
-                self.child = refproc.ServedReference(self.progress)
-            self.child.request(req)
-            return self.child.result()
-        except refproc.ReferenceFailed as e:
-            raise BadInput(str(e)) from None
-        finally:
-            self.child = None
 
     def cancel(self) -> None:
-        if self.child is not None:
-            self.child.kill()
-            self.child = None
-
+        self.session.close()
 
 
 def reference_effect(
@@ -144,18 +156,18 @@ def reference_effect(
         tokens=tokens,
         scan_len=scan_len,
     )
+    session = getattr(reference, "session", None)
+    own = session is None
+    if own:
+        session = ReferenceSession(progress, start=False)
     try:
-        if reference_in_child():
-            child = refproc.ServedReference(progress)
-            child.request(req)
-            _, rows, layers, _ = child.result()
-            effect = layers["effect"]
-        else:
-            rows, effect = refproc.effect_reference(
-                model.root, model.weight_files, without_config, reference.prompt, forced, tokens, scan_len, progress
-            )
+        _, rows, layers, _ = session.wait(session.submit(req))
+        effect = layers["effect"]
     except refproc.ReferenceFailed as e:
         raise BadInput(str(e)) from None
+    finally:
+        if own:
+            session.close()
     if cache is not None:
         cache.put(forced, refcache.CachedReference(greedy=[], rows=rows, layers={"effect": effect}, nonfinite_weights=[]))
     return rows, effect

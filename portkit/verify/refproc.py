@@ -1,25 +1,33 @@
 """The reference (transformers) in a child process.
 
 `portkit verify` runs transformers in a child so that torch never lives in the process that
-then loads candle: the two never hold their copies of the weights (plus torch's ~0.7 GiB of
-libraries and arenas) at the same time, and the parent does its own imports and lint while the
-child imports torch. The child writes its arrays as an .npz to a file the parent opened with no
-name (`out_fd`, passed down; so a killed verify leaves nothing in $TMPDIR) and one JSON line on
-stdout, then leaves with `os._exit` (torch's teardown is not worth waiting for). On Linux the
-child is killed with its parent (PR_SET_PDEATHSIG): a `kill -9` of verify does not leave torch
-computing.
+runs candle: the parent never holds torch's ~0.7 GiB of libraries and arenas, and it does its
+own imports, lint and candle runs while the child imports torch. The child is verify's one
+transformers import: it answers every request that needs transformers (the tokens section's
+tokenizer, the reference, the reference-side counterfactuals), in order. Each answer's arrays
+go as an .npz into a file the parent opened with no name (`out_fd`, passed down; so a killed
+verify leaves nothing in $TMPDIR), replacing the previous answer's, and one JSON line on
+stdout. On Linux the child is killed with its parent (PR_SET_PDEATHSIG): a `kill -9` of verify
+does not leave torch computing.
 
 The protocol:
 
-    python -m portkit.verify.refproc --serve < request.json
-    request: {"model_dir": str, "files": [str], "mode": "streamed|whole", "prompt": [int],
-              "forced": [int] | null, "tokens": int, "out_fd": int}
-    stdout:  {"ok": true, "greedy": [...], "nonfinite_weights": [...]} | {"ok": false, "kind": ..., "message": str}
+    python -m portkit.verify.refproc --serve      (one JSON request a line on stdin)
+    forward:   {"kind": "forward", "model_dir": str, "files": [str], "mode": "streamed|whole",
+                "prompt": [int], "forced": [int] | null, "tokens": int, "sublayers": [str], "out_fd": int}
+    effect:    {"kind": "effect", "model_dir", "files", "without_config": str, "prompt", "forced",
+                "tokens", "scan_len": int, "out_fd"}
+    tokenizer: {"kind": "tokenizer", "model_dir": str, "text": str | null, "chat": str | null}
+    stdout:    one line per request, in order: {"ok": true, "arrays": true, "greedy": [...],
+               "nonfinite_weights": [...]} | {"ok": true, "record": {...}} (portkit.verify.tokrecord)
+               | {"ok": false, "kind": ..., "message": str}
 
-  `--serve` imports torch first and only then reads its request, so verify starts it early and
-  sends the request once candle has generated: one forward over prompt + `forced` (candle's
+  `--serve` imports torch first and only then reads its requests, so verify starts it at once
+  and sends the forward once candle has generated: one forward over prompt + `forced` (candle's
   greedy tokens but the last) gives every step's logits and the prefill's layers; with `forced`
-  null (candle gave no tokens) the reference generates its own, one forward per token.
+  null (candle gave no tokens) the reference generates its own, one forward per token. Each
+  request's model is released before the next is read; the end of stdin ends the child
+  (`os._exit`: torch's teardown is not worth waiting for).
 
 stderr: "progress: <what>" lines while it works.
 """
@@ -28,10 +36,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -174,44 +184,78 @@ def reference_greedy(rows: np.ndarray, forced: Sequence[int]) -> list[int]:
 
 
 class ServedReference:
-    """`refproc --serve` started now (it imports torch while verify runs lint and candle);
-    `request()` sends the work once candle's tokens are known, `result()` waits."""
+    """`refproc --serve` started now: it imports torch while verify runs lint and candle, then
+    answers requests in the order they are sent (`submit`), one at a time; `result()` waits for
+    the next answer. `close()` ends it (it exits when its stdin closes)."""
 
     def __init__(self, progress: Callable[[str], None]) -> None:
         self.progress = progress
         self.out = result_file()
         self.proc = _start(self.out)
+        self.events: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self.tail: list[str] = []
+        self.sent = 0
+        self.answered = 0
+        for stream, kind in ((self.proc.stdout, "answer"), (self.proc.stderr, "stderr")):
+            threading.Thread(target=_pump, args=(stream, kind, self.events), daemon=True).start()
 
-    def request(self, req: dict[str, Any]) -> None:
+    def submit(self, req: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
         try:
-            self.proc.stdin.write(json.dumps({**req, "out_fd": self.out.fileno()}))
-            self.proc.stdin.close()
-        except BrokenPipeError:  # it died early: result() reports its last words
+            self.proc.stdin.write(json.dumps({**req, "out_fd": self.out.fileno()}) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError):  # it died early: result() reports its last words
             pass
+        self.sent += 1
+
+    def request(self, req: dict[str, Any]) -> None:
+        """The one request of a child that ends after it (`submit`, then its stdin closed)."""
+        self.submit(req)
+        self._close_stdin()
+
+    def answer(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The next answer: (its JSON line, the arrays it wrote); ReferenceFailed for a failure."""
+        assert self.answered < self.sent, "no request waits for an answer"
+        doc = None
+        while doc is None:
+            kind, value = self.events.get()
+            if kind == "stderr":
+                line = value.rstrip("\n")
+                if line.startswith("progress: "):
+                    self.progress(line.removeprefix("progress: "))
+                elif line.strip():
+                    self.tail = (self.tail + [line])[-5:]
+            elif kind == "answer" and value is not None:
+                if value.strip():
+                    doc = json.loads(value)
+            elif kind == "answer":  # its stdout closed: it died (or exited) before answering
+                self.events.put((kind, value))  # every later answer() sees the same end
+                code = self.proc.wait()
+                raise ReferenceFailed("run", f"the transformers process ended with status {code} and no result" + (f": {self.tail[-1]}" if self.tail else ""))
+        self.answered += 1
+        if not doc.get("ok"):
+            raise ReferenceFailed(doc.get("kind", "run"), doc.get("message", "transformers failed"))
+        return doc, read_result(self.out) if doc.get("arrays") else {}
 
     def result(self) -> tuple[list[int], np.ndarray, dict[str, np.ndarray], list[str]]:
-        assert self.proc.stdout is not None and self.proc.stderr is not None
-        tail: list[str] = []
-        for line in self.proc.stderr:
-            line = line.rstrip("\n")
-            if line.startswith("progress: "):
-                self.progress(line.removeprefix("progress: "))
-            elif line.strip():
-                tail = (tail + [line])[-5:]
-        out = self.proc.stdout.read()
-        code = self.proc.wait()
-        try:
-            doc = json.loads(out.strip().splitlines()[-1]) if out.strip() else None
-            if doc is None:
-                raise ReferenceFailed("run", f"the transformers process ended with status {code} and no result" + (f": {tail[-1]}" if tail else ""))
-            if not doc.get("ok"):
-                raise ReferenceFailed(doc.get("kind", "run"), doc.get("message", "transformers failed"))
-            arrays = read_result(self.out)
-            rows, layers = arrays["rows"], cachefiles.layers_of(arrays)
-            return [int(t) for t in doc["greedy"]], rows, layers, [str(n) for n in doc.get("nonfinite_weights", [])]
-        finally:
+        """The next answer as a reference's (tokens, rows, layers, tensors holding NaN/inf)."""
+        doc, arrays = self.answer()
+        rows, layers = arrays["rows"], cachefiles.layers_of(arrays)
+        return [int(t) for t in doc["greedy"]], rows, layers, [str(n) for n in doc.get("nonfinite_weights", [])]
+
+    def _close_stdin(self) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
+
+    def close(self) -> None:
+        """No more requests: it leaves once the ones sent are answered (or now, if none waits)."""
+        if self.answered >= self.sent:
             self.kill()
+        else:
+            self._close_stdin()
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -221,9 +265,22 @@ class ServedReference:
             if f is not None and not f.closed:
                 try:
                     f.close()
-                except BrokenPipeError:
+                except (BrokenPipeError, ValueError):
                     pass
-        self.out.close()
+        if not self.out.closed:
+            self.out.close()
+
+
+def _pump(stream: Any, kind: str, events: "queue.Queue[tuple[str, Any]]") -> None:
+    """Every line of the child's stdout (answers) or stderr (progress) into `events`; stdout's
+    end as (answer, None)."""
+    try:
+        for line in stream:
+            events.put((kind, line))
+    except (OSError, ValueError):  # closed by kill()
+        pass
+    if kind == "answer":
+        events.put((kind, None))
 
 
 def result_file() -> Any:
@@ -274,8 +331,57 @@ def _die_with_parent() -> None:
 
 
 def _write_result(req: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-    with os.fdopen(int(req["out_fd"]), "wb") as f:
+    """The arrays of one answer, in the file the parent passed (each answer replaces the last)."""
+    with os.fdopen(os.dup(int(req["out_fd"])), "wb") as f:
+        f.seek(0)
+        f.truncate()
         np.savez(f, **arrays)
+
+
+def _release() -> None:
+    """The model of the request just answered leaves the process's memory before the next one
+    (or candle, in the parent) needs it."""
+    import gc
+
+    gc.collect()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: freed memory is only kept for reuse
+        pass
+
+
+def _answer(req: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
+    """One request: its JSON answer (the arrays written to `out_fd`)."""
+    kind = req.get("kind", "forward")
+    try:
+        if kind == "tokenizer":
+            from portkit.verify.tokrecord import record
+
+            progress("tokenizer: transformers")
+            return {"ok": True, "record": record(Path(req["model_dir"]), text=req.get("text"), chat=req.get("chat"))}
+        if kind == "forward":
+            greedy, rows, layers, bad = forward_reference(
+                Path(req["model_dir"]), [Path(f) for f in req["files"]], req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"],
+                progress, req.get("sublayers", []),
+            )
+        elif kind == "effect":
+            rows, effect = effect_reference(
+                Path(req["model_dir"]), [Path(f) for f in req["files"]], req["without_config"], req["prompt"], req["forced"],
+                int(req["tokens"]), int(req["scan_len"]), progress,
+            )
+            greedy, layers, bad = [], {"effect": effect}, []
+        else:
+            return {"ok": False, "kind": "run", "message": f"unknown request {kind!r}"}
+        _write_result(req, cachefiles.rows_and_layers(rows, layers))
+        return {"ok": True, "arrays": True, "greedy": greedy, "nonfinite_weights": bad}
+    except ReferenceFailed as e:
+        return {"ok": False, "kind": e.kind, "message": str(e)}
+    except Exception as e:  # never a traceback from the child either
+        return {"ok": False, "kind": "run", "message": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"}
+    finally:
+        _release()
 
 
 def _serve() -> None:
@@ -289,30 +395,14 @@ def _serve() -> None:
         _import_torch()  # while the parent lints and runs candle
     except Exception:
         pass  # reported with the request, as "unavailable"
-    raw = sys.stdin.read()
-    if not raw.strip():  # verify needed no reference (a cache hit) or was interrupted
-        os._exit(0)
-    req: dict[str, Any] = json.loads(raw)
-    try:
-        if req.get("kind") != "effect":
-            greedy, rows, layers, bad = forward_reference(
-                Path(req["model_dir"]), [Path(f) for f in req["files"]], req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"],
-                progress, req.get("sublayers", []),
-            )
-        else:
-            rows, effect = effect_reference(
-                Path(req["model_dir"]), [Path(f) for f in req["files"]], req["without_config"], req["prompt"], req["forced"],
-                int(req["tokens"]), int(req["scan_len"]), progress,
-            )
-            greedy, layers, bad = [], {"effect": effect}, []
-        _write_result(req, cachefiles.rows_and_layers(rows, layers))
-        doc = {"ok": True, "greedy": greedy, "nonfinite_weights": bad}
-    except ReferenceFailed as e:
-        doc = {"ok": False, "kind": e.kind, "message": str(e)}
-    except Exception as e:  # never a traceback from the child either
-        doc = {"ok": False, "kind": "run", "message": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"}
-    sys.stdout.write(json.dumps(doc) + "\n")
-    sys.stdout.flush()
+    # one request a line, answered in order; the end of stdin (verify is done, or needed no
+    # reference: a cache hit) ends the process
+    for raw in sys.stdin:
+        if not raw.strip():
+            continue
+        doc = _answer(json.loads(raw), progress)
+        sys.stdout.write(json.dumps(doc) + "\n")
+        sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # skip torch's teardown
 

@@ -332,6 +332,9 @@ class Reference:
     #: the weight files' `cachefiles.fingerprints`, taken for the cache key (None: not taken):
     #: the counterfactuals' keys reuse them rather than read the checkpoint again
     fingerprints: list[dict[str, object]] | None = None
+    #: the transformers process that computed it (`portkit.verify.refsession`), for the
+    #: reference-side counterfactuals (None: they start their own)
+    session: Any = field(default=None, repr=False, compare=False)
 
     @property
     def last(self) -> np.ndarray:

@@ -71,23 +71,30 @@ class PromptIds:
     candle_pieces: list[str] = field(default_factory=list)
 
 
-def prompt_ids(root: Path, *, text: str | None = None, chat: str | None = None) -> PromptIds:
-    """transformers' ids for `text` (special tokens on, as `tokenizer(text)`), or for `chat` as a
-    one-message conversation rendered with the generation prompt (`apply_chat_template`, which
-    adds no special tokens of its own); and the crate's ids for the same text, encoded with
-    special tokens on, as a candle program encodes what it renders."""
-    tok, err = transformers_tokenizer(root)
-    if tok is None:
-        raise TokenizeError(f"{'--chat' if chat is not None else '--text'}: {err}")
+def transformers_prompt(tok: Any, root: Path, *, text: str | None = None, chat: str | None = None) -> tuple[str, list[int]]:
+    """(the text, transformers' ids) of `prompt_ids`'s prompt."""
     if chat is not None:
         rendered, note = render_chat(tok, [{"role": "user", "content": chat}], generation_prompt=True)
         if rendered is None:
             raise TokenizeError(f"--chat: {note} in {root}")
-        t_ids = list(tok.apply_chat_template([{"role": "user", "content": chat}], tokenize=True, add_generation_prompt=True)["input_ids"])
-        text = rendered
-    else:
-        assert text is not None
-        t_ids = list(tok.encode(text, add_special_tokens=True))
+        return rendered, list(tok.apply_chat_template([{"role": "user", "content": chat}], tokenize=True, add_generation_prompt=True)["input_ids"])
+    assert text is not None
+    return text, list(tok.encode(text, add_special_tokens=True))
+
+
+def prompt_ids(
+    root: Path, *, text: str | None = None, chat: str | None = None, transformers: tuple[Any, str | None] | None = None
+) -> PromptIds:
+    """transformers' ids for `text` (special tokens on, as `tokenizer(text)`), or for `chat` as a
+    one-message conversation rendered with the generation prompt (`apply_chat_template`, which
+    adds no special tokens of its own); and the crate's ids for the same text, encoded with
+    special tokens on, as a candle program encodes what it renders. `transformers`: (transformers'
+    tokenizer, None) or (None, why) (verify's is `portkit.verify.tokrecord`'s record), by default
+    loaded here."""
+    tok, err = transformers if transformers is not None else transformers_tokenizer(root)
+    if tok is None:
+        raise TokenizeError(f"{'--chat' if chat is not None else '--text'}: {err}")
+    text, t_ids = transformers_prompt(tok, root, text=text, chat=chat)
     crate, crate_err = crate_tokenizer(root / "tokenizer.json")
     c_ids, c_pieces = crate.encode_pieces(text, True) if crate is not None else (None, [])
     return PromptIds(
@@ -98,5 +105,3 @@ def prompt_ids(root: Path, *, text: str | None = None, chat: str | None = None) 
         transformers_pieces=list(tok.convert_ids_to_tokens(t_ids)),
         candle_pieces=list(c_pieces),
     )
-
-

@@ -300,11 +300,20 @@ def _confirm_double_bos(base: dict[str, Any], sec: TokenizerSection, tok: Any) -
 # --------------------------------------------------------------------------- the section
 
 
-def tokenizer_section(root: Path, findings: Sequence[Finding], progress: Callable[[str], None] = lambda _s: None, *, perturb_candle: bool = False) -> TokenizerSection | None:
+def tokenizer_section(
+    root: Path,
+    findings: Sequence[Finding],
+    progress: Callable[[str], None] = lambda _s: None,
+    *,
+    perturb_candle: bool = False,
+    transformers: Callable[[], tuple[Any, str | None]] | None = None,
+) -> TokenizerSection | None:
     """The section for `root`, or None when it has no tokenizer.json.
 
     `perturb_candle` (the negative control): one id of candle's first encode is changed by one,
-    after encoding, so the mismatch goes through the same reporting."""
+    after encoding, so the mismatch goes through the same reporting. `transformers`: gives
+    (transformers' tokenizer, None) or (None, why) (verify's is `portkit.verify.tokrecord`'s
+    record from the reference's process); by default it is loaded here."""
     path = root / "tokenizer.json"
     if not path.is_file():
         return None
@@ -312,9 +321,9 @@ def tokenizer_section(root: Path, findings: Sequence[Finding], progress: Callabl
     sec = TokenizerSection(path=path)
     progress("tokenizer: the tokenizers crate and transformers")
     crate, sec.crate_error = crate_tokenizer(path)
-    tok, sec.transformers_error = transformers_tokenizer(root)
+    tok, sec.transformers_error = transformers() if transformers is not None else transformers_tokenizer(root)
     if tok is not None:
-        sec.transformers_class = type(tok).__name__
+        sec.transformers_class = getattr(tok, "class_name", None) or type(tok).__name__
         sec.chat_text, sec.chat_note = render_chat(tok, CONVERSATION)
     if crate is not None and tok is not None:
         sec.encodes = _encode_all(crate, tok, corpus(_special_tokens(tok, sec.chat_text), sec.chat_text))
@@ -487,7 +496,10 @@ class TokenizerReport:
         }
 
 
-def verify_tokenizer_only(opts: Any, lint: Callable[[], list[Finding]], progress: Callable[[str], None], t_start: float) -> TokenizerReport:
+def verify_tokenizer_only(
+    opts: Any, lint: Callable[[], list[Finding]], progress: Callable[[str], None], t_start: float, transformers: Callable[[], tuple[Any, str | None]]
+) -> TokenizerReport:
+    """`transformers`: transformers' tokenizer as `tokenizer_section` takes it."""
     import time
     from importlib import metadata
 
@@ -501,13 +513,14 @@ def verify_tokenizer_only(opts: Any, lint: Callable[[], list[Finding]], progress
     except NativeUnavailable as e:
         raise BadInput(str(e)) from None
     findings, note = (lint(), None) if opts.lint else ([], "lint skipped (--no-lint)")
-    sec = tokenizer_section(Path(opts.model_dir), findings, progress, perturb_candle=opts.perturb_candle_tokens)
+    rec = transformers()
+    sec = tokenizer_section(Path(opts.model_dir), findings, progress, perturb_candle=opts.perturb_candle_tokens, transformers=lambda: rec)
     assert sec is not None
     sec.forward_note = "forward skipped: no model to run (tokenizer files only)"
     if (opts.text is not None or opts.chat is not None) and sec.compared:
         # the user's own text, tokenized on both sides: it leads the corpus
         try:
-            p = prompt_ids(Path(opts.model_dir), text=opts.text, chat=opts.chat)
+            p = prompt_ids(Path(opts.model_dir), text=opts.text, chat=opts.chat, transformers=rec)
         except TokenizeError as e:
             raise BadInput(str(e)) from None
         tag = "--chat" if opts.chat is not None else "--text"

@@ -1,0 +1,123 @@
+"""verify's one transformers process: every request that needs transformers, answered in order.
+
+The child (`refproc --serve`) starts when verify starts and imports torch and transformers while
+verify reads the model, lints and runs candle; verify then sends it, in this order, what it needs:
+a text prompt's ids (`tokenizer`, first, when the prompt is text), the reference forward once
+candle's greedy tokens are known, the tokens section's tokenizer record, each reference-side
+counterfactual. It answers one request at a time, in the order sent; `wait` returns a request's
+answer, keeping the answers of requests sent before it for their own `wait`.
+
+With PORTKIT_VERIFY_REFERENCE=inprocess (the test suite's setting, to import torch once) the same
+requests run in this process when they are waited for; the numbers are the same.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from portkit.verify import refproc
+
+Progress = Callable[[str], None]
+
+
+def reference_in_child() -> bool:
+    """A child process unless PORTKIT_VERIFY_REFERENCE=inprocess."""
+    return os.environ.get("PORTKIT_VERIFY_REFERENCE", "child") != "inprocess"
+
+
+class Ticket:
+    """One request sent; its answer once waited for."""
+
+    def __init__(self, req: dict[str, Any]) -> None:
+        self.req = req
+        self.done = False
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+
+class ReferenceSession:
+    def __init__(self, progress: Progress, *, start: bool = True) -> None:
+        """`start`: start the child now (else on the first request)."""
+        self.progress = progress
+        self.child: refproc.ServedReference | None = None
+        self.pending: list[Ticket] = []  # sent to the child, not answered yet (in order)
+        self.in_child = reference_in_child()
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        if self.in_child and self.child is None:
+            self.child = refproc.ServedReference(self.progress)
+
+    @property
+    def started(self) -> bool:
+        return self.child is not None
+
+    def submit(self, req: dict[str, Any]) -> Ticket:
+        ticket = Ticket(req)
+        if self.in_child:
+            self.start()
+            assert self.child is not None
+            self.child.submit(req)
+            self.pending.append(ticket)
+        return ticket
+
+    def wait(self, ticket: Ticket) -> Any:
+        """The ticket's answer: a forward's or effect's (greedy, rows, layers, nonfinite), a
+        tokenizer's record; `refproc.ReferenceFailed` for a failure."""
+        if not ticket.done:
+            if self.in_child:
+                while not ticket.done:
+                    self._next()
+            else:
+                self._in_process(ticket)
+        if ticket.error is not None:
+            raise ticket.error
+        return ticket.value
+
+    def _next(self) -> None:
+        assert self.child is not None and self.pending
+        t = self.pending.pop(0)
+        try:
+            if t.req.get("kind") == "tokenizer":
+                doc, _ = self.child.answer()
+                t.value = doc["record"]
+            else:
+                t.value = self.child.result()
+        except refproc.ReferenceFailed as e:
+            t.error = e
+            if "no result" in str(e):  # the process is gone: every request after this one fails alike
+                for later in self.pending:
+                    later.done, later.error = True, e
+                self.pending.clear()
+        t.done = True
+
+    def _in_process(self, t: Ticket) -> None:
+        req, kind = t.req, t.req.get("kind", "forward")
+        files = [Path(f) for f in req.get("files", [])]
+        try:
+            if kind == "tokenizer":
+                from portkit.verify.tokrecord import record
+
+                t.value = record(Path(req["model_dir"]), text=req.get("text"), chat=req.get("chat"))
+            elif kind == "forward":
+                t.value = refproc.forward_reference(
+                    Path(req["model_dir"]), files, req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"], self.progress, req.get("sublayers", [])
+                )
+            else:
+                rows, effect = refproc.effect_reference(
+                    Path(req["model_dir"]), files, req["without_config"], req["prompt"], req["forced"], int(req["tokens"]), int(req["scan_len"]), self.progress
+                )
+                t.value = ([], rows, {"effect": effect}, [])
+        except refproc.ReferenceFailed as e:
+            t.error = e
+        t.done = True
+
+    def close(self) -> None:
+        """No more requests (the child ends; a request still computing is abandoned)."""
+        if self.child is not None:
+            self.child.kill()
+            self.child = None
+        self.pending.clear()
