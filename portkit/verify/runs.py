@@ -154,11 +154,20 @@ def run_candle(
             out.greedy = [int(t) for t in greedy]
             out.rows = np.asarray(rows, dtype=np.float32)
         else:
-            tf_ids = list(prompt) + list(ref_tokens[: max(tokens - 1, 0)])
-            step("forward")
-            out.rows = np.asarray(runner.teacher_forced_logits(tf_ids, len(prompt)), dtype=np.float32)
-            step("generate")
-            out.greedy = [int(t) for t in runner.greedy(list(prompt), tokens)] if tokens else []
+            fed = list(ref_tokens[: max(tokens - 1, 0)])
+            own = _generate(runner, prompt, tokens)
+            if own is not None and own[0][: len(fed)] == fed and (not tokens or len(fed) == tokens - 1):
+                # candle's own tokens are the reference's: its generation fed the very tokens
+                # teacher forcing feeds, through the same forwards in the same order
+                out.greedy, out.rows = own
+            else:
+                step("forward")
+                out.rows = np.asarray(runner.teacher_forced_logits(list(prompt) + fed, len(prompt)), dtype=np.float32)
+                step("generate")
+                if own is not None:  # greedy decoding is generate's pass, rows dropped
+                    out.greedy = own[0]
+                else:
+                    out.greedy = [int(t) for t in runner.greedy(list(prompt), tokens)] if tokens else []
         out.last = out.rows[0]
         if capture:
             step("capture")
@@ -175,6 +184,20 @@ def run_candle(
         _release_memory()
         out.seconds = time.perf_counter() - t0
     return out
+
+
+def _generate(runner: Any, prompt: Sequence[int], tokens: int) -> tuple[list[int], np.ndarray] | None:
+    """(greedy tokens, every step's rows) of one generate pass (`greedy` is that pass without the
+    rows), or None when the runner has none or candle fails in it: the caller then runs the
+    teacher-forced pass and the greedy pass apart, so that a failure is met at the stage (forward,
+    then generate) and with the outputs it is met at without this pass."""
+    if not hasattr(runner, "generate"):
+        return None
+    try:
+        greedy, rows = runner.generate(list(prompt), tokens)
+    except _native_errors():
+        return None
+    return [int(t) for t in greedy] if tokens else [], np.asarray(rows, dtype=np.float32)
 
 
 def from_cache(cache: RunCache | None, label: str) -> RunOutputs | None:
