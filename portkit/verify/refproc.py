@@ -301,6 +301,11 @@ def _start(out: Any) -> subprocess.Popen[str]:
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env[PARENT_ENV] = str(os.getpid())
+    # torch's OpenMP threads wait at each op's barrier; spinning there (the default) steals the
+    # core a descheduled teammate, candle in the parent or any other work needs: on a loaded
+    # 2-core machine the streamed forward of the 135M shape took 3-6 s spinning, 0.6-1 s asleep.
+    # A waiting policy only: the threads, their work and the numbers are the same.
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     return subprocess.Popen(
         [sys.executable, "-m", "portkit.verify.refproc", "--serve"],
         stdin=subprocess.PIPE,
