@@ -167,29 +167,36 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> Any:
     from portkit.verify import tokens as T
 
     if T.tokenizer_only(Path(opts.model_dir)):
+        from portkit.verify import tokcache
         from portkit.verify.tokrecord import record, recorded
 
+        root = Path(opts.model_dir)
         return T.verify_tokenizer_only(
             opts,
-            lambda: lint_for_verify(Path(opts.model_dir), None, _lint_target(opts, 0, 0), progress)[0],
+            lambda: lint_for_verify(root, None, _lint_target(opts, 0, 0), progress)[0],
             progress,
             t_start,
-            lambda: recorded(record(Path(opts.model_dir), text=opts.text, chat=opts.chat)),
+            lambda: recorded(tokcache.through(tokcache.for_dir(root, opts.text, opts.chat, opts.cache), lambda: record(root, text=opts.text, chat=opts.chat))),
         )
     model = read_model_dir(opts.model_dir)
     family = model_family(model)
+    from portkit.verify import tokcache
     from portkit.verify.refsession import ReferenceSession
 
+    tok_cache = tokcache.for_dir(model.root, opts.text, opts.chat, opts.cache) if T.has_tokenizer(model.root) else None
+    tok_record = tok_cache.get() if tok_cache is not None else None
     # verify's one transformers process, started at once when the tokens section needs it (its
     # torch import then overlaps everything below); else once the reference cache misses
-    session = ReferenceSession(progress, start=T.has_tokenizer(model.root))
+    session = ReferenceSession(progress, start=T.has_tokenizer(model.root) and tok_record is None)
     try:
-        return _verify(opts, progress, t_start, model, family, session)
+        return _verify(opts, progress, t_start, model, family, session, tok_cache, tok_record)
     finally:
         session.close()
 
 
-def _verify(opts: VerifyOptions, progress: Progress, t_start: float, model: ModelDir, family: Any, session: Any) -> "VerifyReport":
+def _verify(
+    opts: VerifyOptions, progress: Progress, t_start: float, model: ModelDir, family: Any, session: Any, tok_cache: Any, tok_record: Any
+) -> "VerifyReport":
     from portkit.verify import tokens as T
     from portkit.verify.refjob import ReferenceJob
     from portkit.verify.refproc import ReferenceFailed
@@ -197,14 +204,24 @@ def _verify(opts: VerifyOptions, progress: Progress, t_start: float, model: Mode
 
     tok_ticket: list[Any] = []
 
-    def transformers_tokenizer() -> tuple[Any, str | None]:
-        """transformers' tokenizer, as the reference's process recorded it (one request)."""
-        if not tok_ticket:
+    def submit_tokenizer() -> None:
+        if tok_record is None and not tok_ticket:
             tok_ticket.append(session.submit(dict(kind="tokenizer", model_dir=str(model.root), text=opts.text, chat=opts.chat)))
-        try:
-            return recorded(session.wait(tok_ticket[0]))
-        except ReferenceFailed as e:
-            return None, str(e)
+
+    def transformers_tokenizer() -> tuple[Any, str | None]:
+        """transformers' tokenizer, as the reference's process recorded it (one request, or the
+        tokenizer cache's entry)."""
+        nonlocal tok_record
+        if tok_record is None:
+            submit_tokenizer()
+            try:
+                doc = session.wait(tok_ticket[0])
+            except ReferenceFailed as e:
+                return None, str(e)
+            if tok_cache is not None and "error" not in doc:
+                tok_cache.put(doc)
+            tok_record = doc
+        return recorded(tok_record)
 
     prompt = resolve_prompt(model, opts.ids, opts.text, opts.chat, tokenizer=transformers_tokenizer)
     tokens = parse_tokens(opts.tokens)
@@ -290,9 +307,8 @@ def _verify(opts: VerifyOptions, progress: Progress, t_start: float, model: Mode
     # candle's own tokens when it generated them all; else the reference generates its own
     forced = run.greedy if run.greedy is not None and len(run.greedy) == tokens else None
     job.submit(forced)
-    if T.has_tokenizer(model.root) and not tok_ticket:
-        # computed by the reference's process after the forward, while this one judges
-        tok_ticket.append(session.submit(dict(kind="tokenizer", model_dir=str(model.root), text=opts.text, chat=opts.chat)))
+    if T.has_tokenizer(model.root):
+        submit_tokenizer()  # computed by the reference's process after the forward, while this one judges
     reference = job.result(forced, opts.perturb_reference)
     timings["reference"] = time.perf_counter() - t_phase
     t_phase = time.perf_counter()
