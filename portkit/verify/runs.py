@@ -155,8 +155,11 @@ def run_candle(
             out.rows = np.asarray(rows, dtype=np.float32)
         else:
             fed = list(ref_tokens[: max(tokens - 1, 0)])
-            own = _generate(runner, prompt, tokens)
-            if own is not None and own[0][: len(fed)] == fed and (not tokens or len(fed) == tokens - 1):
+            both = _forced_and_greedy(runner, prompt, fed, tokens)
+            own = None if both is not None else _generate(runner, prompt, tokens)
+            if both is not None:
+                out.greedy, out.rows = both
+            elif own is not None and own[0][: len(fed)] == fed and (not tokens or len(fed) == tokens - 1):
                 # candle's own tokens are the reference's: its generation fed the very tokens
                 # teacher forcing feeds, through the same forwards in the same order
                 out.greedy, out.rows = own
@@ -184,6 +187,18 @@ def run_candle(
         _release_memory()
         out.seconds = time.perf_counter() - t0
     return out
+
+
+def _forced_and_greedy(runner: Any, prompt: Sequence[int], fed: list[int], tokens: int) -> tuple[list[int], np.ndarray] | None:
+    """(greedy tokens, teacher-forced rows) from a runner that computes both in one call, sharing
+    the forwards up to where they fork (`GgufRunner.forced_and_greedy`); None as `_generate`."""
+    if not hasattr(runner, "forced_and_greedy"):
+        return None
+    try:
+        greedy, rows = runner.forced_and_greedy(list(prompt) + fed, len(prompt), tokens)
+    except _native_errors():
+        return None
+    return [int(t) for t in greedy], np.asarray(rows, dtype=np.float32)
 
 
 def _generate(runner: Any, prompt: Sequence[int], tokens: int) -> tuple[list[int], np.ndarray] | None:
