@@ -309,8 +309,17 @@ def _verify(
     job.submit(forced)
     if T.has_tokenizer(model.root):
         submit_tokenizer()  # computed by the reference's process after the forward, while this one judges
+    gguf_started = None
+    if opts.gguf is not None and forced is not None:
+        # the GGUF runs on the reference's inputs, candle's tokens: known now, so its run as
+        # written overlaps transformers' (the reference's own tokens would be known only after)
+        from portkit.verify.gguf_section import start_gguf
+
+        t_gguf = time.perf_counter()
+        gguf_started = start_gguf(Path(opts.gguf), list(prompt.ids), list(forced), tokens, opts.device, progress, use_cache=opts.cache)
+        timings["gguf"] = time.perf_counter() - t_gguf
     reference = job.result(forced, opts.perturb_reference)
-    timings["reference"] = time.perf_counter() - t_phase
+    timings["reference"] = time.perf_counter() - t_phase - timings.get("gguf", 0.0)
     t_phase = time.perf_counter()
     stop = T.generation_stop(model.root)
 
@@ -346,10 +355,12 @@ def _verify(
 
     gguf_section = None
     if opts.gguf is not None:
-        gguf_section = verify_gguf(Path(opts.gguf), model, reference, tokens, opts.device, gguf_findings, progress, ran, use_cache=opts.cache)
+        gguf_section = verify_gguf(
+            Path(opts.gguf), model, reference, tokens, opts.device, gguf_findings, progress, ran, use_cache=opts.cache, started=gguf_started
+        )
         if lint_note:
             gguf_section.lint_note = lint_note
-        timings["gguf"] = time.perf_counter() - t_phase
+        timings["gguf"] = timings.get("gguf", 0.0) + time.perf_counter() - t_phase
 
     plot_path = None
     if opts.plot is not None and comparison is not None and comparison.layers is not None:

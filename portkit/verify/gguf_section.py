@@ -77,6 +77,76 @@ def _reference_theta(model: ModelDir) -> float | None:
 GGUF_RUN_PATCH_KEYS = ("permute_qk",)
 
 
+class GgufFile:
+    """The GGUF as candle's loader reads it, and its runs on one prompt and the tokens fed after
+    it. Made (and its file as written run) as soon as those tokens are known, candle's own
+    greedy tokens, which is before the reference: the run then overlaps transformers'."""
+
+    def __init__(self, path: Path, prompt: list[int], inputs: list[int], tokens: int, device: str, *, use_cache: bool = True) -> None:
+        from portkit.verify.gguf_rewrite import read_metadata, weight_types
+
+        self.path, self.prompt, self.inputs, self.tokens, self.device = path, list(prompt), list(inputs), tokens, device
+        header = _header(path)
+        if header is not None:
+            self.types, self.meta, self.tensor_names = header
+        else:
+            try:
+                self.types = weight_types(path)
+                self.meta = read_metadata(path)
+            except Exception as e:  # the gguf package's parse errors: bad input
+                raise BadInput(f"{path}: not a readable GGUF: {' '.join(str(e).split())[:200]}") from None
+            self.tensor_names = None
+        self.tol = gguf_tolerance(self.types)
+        self.loader = gguf_loader(self.meta)
+        self.cacheable = runcache.cacheable(device, use_cache)
+        self.fingerprint = cachefiles.fingerprints([path]) if self.cacheable else []
+        self._as_written: RunOutputs | None = None
+
+    def cache_for(self, edit: dict[str, Any] | None) -> runcache.RunCache | None:
+        if not self.cacheable:
+            return None
+        key = runcache.run_key(
+            loader=f"gguf:{self.loader}",
+            device=self.device,
+            dtype="as stored",
+            config_text=None,
+            files=self.fingerprint,
+            prompt=self.prompt,
+            forced=self.inputs,
+            tokens=self.tokens,
+            capture=False,
+            edit=edit,
+        )
+        return runcache.RunCache(key, tokens=self.tokens)
+
+    def run(self, p: Path, label: str, cache: runcache.RunCache | None) -> RunOutputs:
+        from portkit.verify.candle import load_gguf
+
+        r = run_candle(lambda: load_gguf(p, device=self.device, loader=self.loader), self.prompt, self.inputs, self.tokens, label=label, cache=cache)
+        gc.collect()
+        return r
+
+    def as_written(self, progress: Progress) -> RunOutputs:
+        if self._as_written is None:
+            progress(f"candle {self.loader}: {self.path.name}")
+            self._as_written = self.run(self.path, "gguf as written", self.cache_for(None))
+        return self._as_written
+
+    def runs_on(self, reference: Reference) -> bool:
+        return self.prompt == list(reference.prompt) and self.inputs == list(reference.inputs)
+
+
+def start_gguf(path: Path, prompt: list[int], inputs: list[int], tokens: int, device: str, progress: Progress, *, use_cache: bool = True) -> GgufFile | BadInput:
+    """The file read and run as written on `inputs`, before the reference is known; a file that
+    cannot be read is its BadInput, raised where verify_gguf raises it."""
+    try:
+        f = GgufFile(path, prompt, inputs, tokens, device, use_cache=use_cache)
+    except BadInput as e:
+        return e
+    f.as_written(progress)
+    return f
+
+
 def verify_gguf(
     path: Path,
     model: ModelDir,
@@ -88,47 +158,23 @@ def verify_gguf(
     ran: str,
     *,
     use_cache: bool = True,
+    started: GgufFile | BadInput | None = None,
 ) -> GgufSection:
-    from portkit.verify.candle import load_gguf
-    from portkit.verify.gguf_rewrite import read_metadata, rewrite_gguf, weight_types
+    """`started`: `start_gguf`'s, when it ran on the reference's inputs (else it runs here)."""
+    from portkit.verify.gguf_rewrite import rewrite_gguf
 
-    try:
-        types = weight_types(path)
-        meta = read_metadata(path)
-    except Exception as e:  # the gguf package's parse errors: bad input
-        raise BadInput(f"{path}: not a readable GGUF: {' '.join(str(e).split())[:200]}") from None
-    tol = gguf_tolerance(types)
-    loader = gguf_loader(meta)
-
-    fingerprint = cachefiles.fingerprints([path]) if runcache.cacheable(device, use_cache) else []
-
-    def cache_for(edit: dict[str, Any] | None) -> runcache.RunCache | None:
-        if not runcache.cacheable(device, use_cache):
-            return None
-        key = runcache.run_key(
-            loader=f"gguf:{loader}",
-            device=device,
-            dtype="as stored",
-            config_text=None,
-            files=fingerprint,
-            prompt=reference.prompt,
-            forced=reference.inputs,
-            tokens=tokens,
-            capture=False,
-            edit=edit,
-        )
-        return runcache.RunCache(key, tokens=tokens)
+    if isinstance(started, BadInput):
+        raise started
+    gf = started if started is not None and started.runs_on(reference) else GgufFile(path, reference.prompt, reference.inputs, tokens, device, use_cache=use_cache)
+    types, meta, tol, loader, cache_for = gf.types, gf.meta, gf.tol, gf.loader, gf.cache_for
 
     def judged(r: RunOutputs) -> tuple[RunOutputs, Comparison | None]:
         return r, (compare_run(reference, r, tol) if r.failure is None else None)
 
     def run_file(p: Path, label: str, cache: runcache.RunCache | None) -> tuple[RunOutputs, Comparison | None]:
-        r = run_candle(lambda: load_gguf(p, device=device, loader=loader), reference.prompt, reference.inputs, tokens, label=label, cache=cache)
-        gc.collect()
-        return judged(r)
+        return judged(gf.run(p, label, cache))
 
-    progress(f"candle {loader}: {path.name}")
-    run, cmp = run_file(path, "gguf as written", cache_for(None))
+    run, cmp = judged(gf.as_written(progress))
     tmpdir = atomicfile.scratch_dir("portkit-verify-gguf-")  # a killed verify's is removed by the next
     n = [0]
 
@@ -176,7 +222,7 @@ def verify_gguf(
             if c is not None and cmp is not None and (c.ok or c.distance() <= C.IMPROVEMENT * cmp.distance()):
                 verdict = "agrees" if c.ok else "closer"
                 diagnosis.append(f"with {describe_patch(cand)}: {verdict} ({c.headline()})")
-        if "rope_freqs.weight" in _tensor_names(path):
+        if "rope_freqs.weight" in (gf.tensor_names if gf.tensor_names is not None else _tensor_names(path)):
             diagnosis.append("rope_freqs.weight is present: candle's quantized_llama never reads it (no GGUF edit fixes that)")
     try:
         tmpdir.rmdir()
@@ -202,6 +248,44 @@ def gguf_loader(meta: dict[str, Any]) -> str:
     from portkit.semantics.gguf import loader_for
 
     return loader_for(str(meta.get("general.architecture", "")))
+
+
+def _header(path: Path) -> tuple[dict[str, int], dict[str, Any], set[str]] | None:
+    """(2-D weight types, metadata, tensor names) from portkit's bounded header reader: the
+    gguf package's `GGUFReader` builds numpy views of every field, 4 s a call on SmolLM2's
+    49,152-token vocabulary. The metadata holds every value but the arrays too long to keep
+    (the tokenizer's: read by nothing here). None where the gguf package's answer could differ
+    (a file the reader refuses, whose error text is the gguf package's; a tensor type it has no
+    name for; a string it did not keep): the caller then asks the gguf package."""
+    from portkit.errors import InputError
+    from portkit.model.gguf_header import GGML_TYPES, read_gguf
+
+    try:
+        g = read_gguf(path)
+    except InputError:
+        return None
+    types: dict[str, int] = {}
+    for t in g.tensors.values():
+        if t.type_id not in GGML_TYPES:
+            return None
+        if len(t.dims) >= 2:
+            types[t.type_name] = types.get(t.type_name, 0) + 1
+
+    def plain(v: Any) -> Any:
+        if v.type == "ARRAY":
+            return None if v.value is None else [plain(x) for x in v.value]
+        if v.type == "STRING" and v.value is None:
+            raise LookupError
+        return v.value
+
+    meta: dict[str, Any] = {}
+    try:
+        for k, v in g.metadata.items():
+            if not (v.type == "ARRAY" and v.value is None):
+                meta[k] = plain(v)
+    except LookupError:
+        return None
+    return types, meta, set(g.tensors)
 
 
 def _tensor_names(path: Path) -> set[str]:
