@@ -244,7 +244,9 @@ def _verify(
     job = ReferenceJob(
         model, list(prompt.ids), tokens, mode=opts.reference_mode, use_cache=opts.cache, progress=progress, sublayers=subs, session=session
     )
-    if not job.likely_cached():
+    from portkit.verify.refsession import start_early
+
+    if not job.likely_cached() and start_early(sum(p.stat().st_size for p in model.weight_files), T.has_tokenizer(model.root)):
         session.start()
     lint_note: str | None = None
     if opts.lint:

@@ -2,11 +2,11 @@
 
 The job is made once the prompt is known, with the session verify started first: when the cache
 has no entry for this checkpoint and prompt, `submit` sends the forward to the session's child
-(started at verify's start: its torch import overlaps lint and candle) once candle's greedy tokens
-are known. A hit never needs transformers for the reference.
+(started at verify's start, its torch import overlapping lint and candle, or then) once candle's
+greedy tokens are known. A hit never needs transformers for the reference.
 
-Memory, whatever the checkpoint's size: candle's weights and the child's are never held at the
-same time. The child holds torch's libraries from its start, and the reference's weights (the
+Memory: candle's weights and the reference's are never held at the same time. The child holds
+torch's libraries from its start (`refsession.start_early`), and the reference's weights (the
 streamed model: embeddings, lm_head and one decoder layer at a time) only while it computes the
 forward, which it starts once verify has sent it, after candle's run is done and its weights
 are released; it releases them before its next request, while verify judges.

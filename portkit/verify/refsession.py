@@ -1,7 +1,8 @@
 """verify's one transformers process: every request that needs transformers, answered in order.
 
-The child (`refproc --serve`) starts when verify starts and imports torch and transformers while
-verify reads the model, lints and runs candle; verify then sends it, in this order, what it needs:
+The child (`refproc --serve`) starts when verify starts (`start_early`) and imports torch and
+transformers while verify reads the model, lints and runs candle; verify then sends it, in this
+order, what it needs:
 a text prompt's ids (`tokenizer`, first, when the prompt is text), the reference forward once
 candle's greedy tokens are known, the tokens section's tokenizer record, each reference-side
 counterfactual. It answers one request at a time, in the order sent; `wait` returns a request's
@@ -20,6 +21,19 @@ from typing import Any, Callable
 from portkit.verify import refproc
 
 Progress = Callable[[str], None]
+
+
+#: Without a tokenizer (nothing else needs transformers before the reference), the child of a
+#: checkpoint above this many bytes starts only once candle's run is done, so torch's ~0.7 GiB
+#: never adds to candle's peak, which holds the weights at the run's dtype: the 1.1B shape at
+#: f32 peaks at candle's 4.16 GiB. With a tokenizer it starts at once whatever the size: the
+#: tokens section needs transformers anyway, and verify's own process no longer imports it.
+EARLY_START_MAX_BYTES = 512 * 2**20
+
+
+def start_early(weight_bytes: int, has_tokenizer: bool) -> bool:
+    """Whether the child starts at verify's start (else when the first request is sent)."""
+    return has_tokenizer or weight_bytes <= EARLY_START_MAX_BYTES
 
 
 def reference_in_child() -> bool:
