@@ -93,6 +93,8 @@ class VerifyReport:
     tokenizer: Any = None  # portkit.verify.tokens.TokenizerSection, when the directory has tokenizer.json
     greedy_stop: dict[str, Any] | None = None  # where `generate()` stops the reference's greedy tokens
     runs: list[RunOutputs] = field(default_factory=list)  # every candle run, for `candle_runs`
+    #: where transformers ran, each side's threads, what overlapped (`ReferenceSession.plan`)
+    run_plan: dict[str, Any] | None = None
 
     @property
     def candle_runs(self) -> dict[str, int]:
@@ -397,4 +399,5 @@ def _verify(
         runs=[run, *patched_runs.runs(), *(gguf_section.runs if gguf_section else [])],
         tokenizer=tokenizer,
         greedy_stop=T.stop_description(reference, stop),
+        run_plan=session.plan(int(pn.cpu_threads())),
     )

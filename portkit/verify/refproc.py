@@ -196,6 +196,7 @@ class ServedReference:
         self.tail: list[str] = []
         self.sent = 0
         self.answered = 0
+        self.threads: int | None = None  # torch's threads, as the last forward's answer says
         for stream, kind in ((self.proc.stdout, "answer"), (self.proc.stderr, "stderr")):
             threading.Thread(target=_pump, args=(stream, kind, self.events), daemon=True).start()
 
@@ -240,6 +241,7 @@ class ServedReference:
     def result(self) -> tuple[list[int], np.ndarray, dict[str, np.ndarray], list[str]]:
         """The next answer as a reference's (tokens, rows, layers, tensors holding NaN/inf)."""
         doc, arrays = self.answer()
+        self.threads = doc.get("threads")
         rows, layers = arrays["rows"], cachefiles.layers_of(arrays)
         return [int(t) for t in doc["greedy"]], rows, layers, [str(n) for n in doc.get("nonfinite_weights", [])]
 
@@ -357,6 +359,12 @@ def _release() -> None:
         pass
 
 
+def torch_threads() -> int | None:
+    """torch's intra-op threads in this process (None: torch not imported here)."""
+    torch = sys.modules.get("torch")
+    return int(torch.get_num_threads()) if torch is not None else None
+
+
 def _answer(req: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
     """One request: its JSON answer (the arrays written to `out_fd`)."""
     kind = req.get("kind", "forward")
@@ -380,7 +388,7 @@ def _answer(req: dict[str, Any], progress: Callable[[str], None]) -> dict[str, A
         else:
             return {"ok": False, "kind": "run", "message": f"unknown request {kind!r}"}
         _write_result(req, cachefiles.rows_and_layers(rows, layers))
-        return {"ok": True, "arrays": True, "greedy": greedy, "nonfinite_weights": bad}
+        return {"ok": True, "arrays": True, "greedy": greedy, "nonfinite_weights": bad, "threads": torch_threads()}
     except ReferenceFailed as e:
         return {"ok": False, "kind": e.kind, "message": str(e)}
     except Exception as e:  # never a traceback from the child either

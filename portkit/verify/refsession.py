@@ -58,6 +58,9 @@ class ReferenceSession:
         self.child: refproc.ServedReference | None = None
         self.pending: list[Ticket] = []  # sent to the child, not answered yet (in order)
         self.in_child = reference_in_child()
+        #: torch's intra-op threads where transformers computed (None: it computed nothing)
+        self.threads: int | None = None
+        self.ran = False  # a request was sent
         if start:
             self.start()
 
@@ -70,6 +73,7 @@ class ReferenceSession:
         return self.child is not None
 
     def submit(self, req: dict[str, Any]) -> Ticket:
+        self.ran = True
         ticket = Ticket(req)
         if self.in_child:
             self.start()
@@ -100,6 +104,7 @@ class ReferenceSession:
                 t.value = doc["record"]
             else:
                 t.value = self.child.result()
+                self.threads = self.child.threads
         except refproc.ReferenceFailed as e:
             t.error = e
             if "no result" in str(e):  # the process is gone: every request after this one fails alike
@@ -125,9 +130,24 @@ class ReferenceSession:
                     Path(req["model_dir"]), files, req["without_config"], req["prompt"], req["forced"], int(req["tokens"]), int(req["scan_len"]), self.progress
                 )
                 t.value = ([], rows, {"effect": effect}, [])
+            if kind != "tokenizer":
+                self.threads = refproc.torch_threads()
         except refproc.ReferenceFailed as e:
             t.error = e
         t.done = True
+
+    def plan(self, candle_threads: int) -> dict[str, Any]:
+        """The run plan, for the report's header: where transformers ran, each side's threads."""
+        where = ("a child process, started first" if self.in_child else "this process") if self.ran else "not run (every answer from the caches)"
+        return {
+            "transformers": where,
+            "threads": {"candle": candle_threads, "transformers": self.threads},
+            "overlap": (
+                "candle and lint run while transformers imports; the findings' candle runs while it records the tokenizer"
+                if self.in_child and self.ran
+                else "none"
+            ),
+        }
 
     def close(self) -> None:
         """No more requests (the child ends; a request still computing is abandoned)."""

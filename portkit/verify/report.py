@@ -197,6 +197,7 @@ def _to_json(rep: VerifyReport) -> dict[str, Any]:
         "seconds": round(rep.seconds, 3),
         "timings": rep.timings,
         "candle_runs": rep.candle_runs,
+        "run_plan": rep.run_plan,
     }
 
 
@@ -351,6 +352,13 @@ def _finding_lines(findings: list) -> list[str]:
     return out
 
 
+def _plan_line(plan: dict[str, Any]) -> str:
+    t = plan["threads"]
+    torch = f", {t['transformers']} thread{'s' if t['transformers'] != 1 else ''}" if t.get("transformers") else ""
+    line = f"run plan: candle {t['candle']} thread{'s' if t['candle'] != 1 else ''}; transformers in {plan['transformers']}{torch}"
+    return line + (f"; {plan['overlap']}" if plan.get("overlap") not in (None, "none") else "")
+
+
 def render_text(rep: VerifyReport, console: Console, *, table: bool = True) -> None:
     if not isinstance(rep, VerifyReport):  # tokenizer files only: portkit.verify.tokens.TokenizerReport
         _render_tokenizer_report(rep, console)
@@ -364,6 +372,8 @@ def render_text(rep: VerifyReport, console: Console, *, table: bool = True) -> N
         f"vs transformers {v.get('transformers')} "
         f"(eager, f32, cpu, {rep.reference.mode}{', from the cache' if rep.reference.source == 'cache' else ''}; torch {v.get('torch')})"
     )
+    if rep.run_plan is not None:
+        p(f"  {escape(_plan_line(rep.run_plan))}")
     p(f"  prompt: {escape(rep.prompt.describe())}")
     cids = rep.prompt.candle_ids
     if cids is not None and tuple(cids) != tuple(rep.prompt.ids):

@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: (name, how to get the model dir given the scratch dir, VerifyOptions keywords besides model_dir)
 Case = tuple[str, Callable[[Path], Path], dict[str, Any]]
 
-#: the keys whose values are times, dropped wherever they appear
-RUN_SPECIFIC = ("timings", "seconds", "threads")
+#: the keys whose values are times or say how the run went (not what it found), dropped wherever they appear
+RUN_SPECIFIC = ("timings", "seconds", "run_plan")
 
 
 def _variant(name: str) -> Callable[[Path], Path]:
