@@ -1,8 +1,13 @@
 """`portkit verify`: the run itself, from a model directory to a `VerifyReport`.
 
-Order matters for memory: the reference (transformers) runs first and is released before
-candle loads, and candle's runners are loaded one at a time, so the peak is about one copy of
-the weights plus the runtime, not one per model held.
+The run plan: transformers' process starts first (`refsession`; it imports torch while this
+process reads the model, lints and runs candle as written), the reference's forward is sent once
+candle's greedy tokens are known, and the tokens section's tokenizer record after it, so the
+findings' counterfactuals run here while it records; a GGUF as written runs right after candle's
+HF run, on the same tokens, while transformers computes. Memory: candle's runners are loaded one
+at a time and released after each run, and the reference loads its (streamed) weights only once
+candle's are released, so the peak is about one copy of the weights plus the runtimes, not one
+per model held.
 """
 
 from __future__ import annotations

@@ -124,9 +124,6 @@ class ReferenceJob:
             session=self.session,
         )
 
-    def cancel(self) -> None:
-        self.session.close()
-
 
 def reference_effect(
     model: ModelDir,

@@ -186,7 +186,7 @@ def reference_greedy(rows: np.ndarray, forced: Sequence[int]) -> list[int]:
 class ServedReference:
     """`refproc --serve` started now: it imports torch while verify runs lint and candle, then
     answers requests in the order they are sent (`submit`), one at a time; `result()` waits for
-    the next answer. `close()` ends it (it exits when its stdin closes)."""
+    the next answer; `kill()` ends it (a request still computing is abandoned)."""
 
     def __init__(self, progress: Callable[[str], None]) -> None:
         self.progress = progress
@@ -208,11 +208,6 @@ class ServedReference:
         except (BrokenPipeError, ValueError):  # it died early: result() reports its last words
             pass
         self.sent += 1
-
-    def request(self, req: dict[str, Any]) -> None:
-        """The one request of a child that ends after it (`submit`, then its stdin closed)."""
-        self.submit(req)
-        self._close_stdin()
 
     def answer(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """The next answer: (its JSON line, the arrays it wrote); ReferenceFailed for a failure."""
@@ -244,20 +239,6 @@ class ServedReference:
         self.threads = doc.get("threads")
         rows, layers = arrays["rows"], cachefiles.layers_of(arrays)
         return [int(t) for t in doc["greedy"]], rows, layers, [str(n) for n in doc.get("nonfinite_weights", [])]
-
-    def _close_stdin(self) -> None:
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            try:
-                self.proc.stdin.close()
-            except BrokenPipeError:
-                pass
-
-    def close(self) -> None:
-        """No more requests: it leaves once the ones sent are answered (or now, if none waits)."""
-        if self.answered >= self.sent:
-            self.kill()
-        else:
-            self._close_stdin()
 
     def kill(self) -> None:
         if self.proc.poll() is None:
