@@ -54,7 +54,7 @@ checkpoint as transformers 5 saves it, 538 MB of f32 weights, PK101 included; `-
   `$PORTKIT_CACHE`) and the cached repeat apart; with `--before DIR` also the portkit in DIR
   (e.g. `git archive 3a0dc80 portkit | tar -x -C DIR`), first run, for before/after in one run.
 
-With `--gguf` the workflow is the seeds' GGUF one: `bench/baseline/gguf_ref.py` (transformers
+With `--gguf` the workflow is the hand GGUF workflow: `bench/baseline/gguf_ref.py` (transformers
 generates the tokens and keeps every step's logits), the quantized candle program
 `native/examples/gguf_logits.rs` (quantized_llama: teacher-forced on those tokens, then its own
 greedy tokens), `bench/baseline/gguf_compare.py` (per-step max |diff|, argmax, the fork point);
