@@ -28,7 +28,8 @@ Nothing here is asserted by the test suite (tests never assert wall-clock times)
     .venv/bin/python bench/lint_bench.py --against main   # before/after: REV's tree against this one
 
 `--against REV` checks REV out in a temporary git worktree and times the same lint of the same
-skeletons with each tree's `portkit` (one subprocess per measurement, PYTHONPATH set to that tree),
+skeletons (and of the 8B skeleton with a small tokenizer and a 4 KB chat template: what the
+chat-template rules cost; target at most +10 ms cold) with each tree's `portkit` (one subprocess per measurement, PYTHONPATH set to that tree),
 alternating the two so that both see the same load; it prints each median and after/before.
 """
 
@@ -128,6 +129,124 @@ def write_qwen3_size_tokenizer(d: Path, seed: int = 0) -> int:
           "chat_template": "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"}  # fmt: skip
     (d / "tokenizer_config.json").write_text(json.dumps(tc, indent=2), encoding="utf-8")
     return len(text.encode("utf-8"))
+
+
+def qwen3_size_chat_template() -> str:
+    """A chat template of the size and kind published instruct models ship (about 4 KB, in the
+    shape of Qwen3's: a tools branch with `tojson`, a reversed walk for the last user turn,
+    `.startswith`/`.split`/`.strip` on the content, reasoning in `<think>`, the generation prompt)."""
+    return """{%- if tools %}
+    {{- '<|im_start|>system\\n' }}
+    {%- if messages[0].role == 'system' %}
+        {{- messages[0].content + '\\n\\n' }}
+    {%- endif %}
+    {{- "# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\\n</tools>\\n\\nFor each function call, return a json object within <tool_call></tool_call> XML tags.<|im_end|>\\n" }}
+{%- else %}
+    {%- if messages[0].role == 'system' %}
+        {{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}
+    {%- endif %}
+{%- endif %}
+{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}
+{%- for message in messages[::-1] %}
+    {%- set index = (messages|length - 1) - loop.index0 %}
+    {%- if ns.multi_step_tool and message.role == "user" and message.content is string and not(message.content.startswith('<tool_response>') and message.content.endswith('</tool_response>')) %}
+        {%- set ns.multi_step_tool = false %}
+        {%- set ns.last_query_index = index %}
+    {%- endif %}
+{%- endfor %}
+{%- for message in messages %}
+    {%- if message.content is string %}
+        {%- set content = message.content %}
+    {%- else %}
+        {%- set content = '' %}
+    {%- endif %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) %}
+        {{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>' + '\\n' }}
+    {%- elif message.role == "assistant" %}
+        {%- set reasoning_content = '' %}
+        {%- if message.reasoning_content is string %}
+            {%- set reasoning_content = message.reasoning_content %}
+        {%- else %}
+            {%- if '</think>' in content %}
+                {%- set reasoning_content = content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}
+                {%- set content = content.split('</think>')[-1].lstrip('\\n') %}
+            {%- endif %}
+        {%- endif %}
+        {%- if loop.index0 > ns.last_query_index %}
+            {%- if loop.last or (not loop.last and reasoning_content) %}
+                {{- '<|im_start|>' + message.role + '\\n<think>\\n' + reasoning_content.strip('\\n') + '\\n</think>\\n\\n' + content.lstrip('\\n') }}
+            {%- else %}
+                {{- '<|im_start|>' + message.role + '\\n' + content }}
+            {%- endif %}
+        {%- else %}
+            {{- '<|im_start|>' + message.role + '\\n' + content }}
+        {%- endif %}
+        {%- if message.tool_calls %}
+            {%- for tool_call in message.tool_calls %}
+                {%- if (loop.first and content) or (not loop.first) %}
+                    {{- '\\n' }}
+                {%- endif %}
+                {%- if tool_call.function %}
+                    {%- set tool_call = tool_call.function %}
+                {%- endif %}
+                {{- '<tool_call>\\n{"name": "' }}
+                {{- tool_call.name }}
+                {{- '", "arguments": ' }}
+                {%- if tool_call.arguments is string %}
+                    {{- tool_call.arguments }}
+                {%- else %}
+                    {{- tool_call.arguments | tojson }}
+                {%- endif %}
+                {{- '}\\n</tool_call>' }}
+            {%- endfor %}
+        {%- endif %}
+        {{- '<|im_end|>\\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if loop.first or (messages[loop.index0 - 1].role != "tool") %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\\n<tool_response>\\n' }}
+        {{- content }}
+        {{- '\\n</tool_response>' }}
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}
+            {{- '<|im_end|>\\n' }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\\n' }}
+    {%- if enable_thinking is defined and enable_thinking is false %}
+        {{- '<think>\\n\\n</think>\\n\\n' }}
+    {%- endif %}
+{%- endif %}
+"""
+
+
+def write_chat_model(root: Path, d8: Path) -> Path:
+    """The 8B skeleton (shards hard-linked) with a small tokenizer.json, tokenizer_config.json and
+    the template above as chat_template.jinja: lint's cost of a chat template, apart from the
+    cost of a large vocabulary (section 3)."""
+    import shutil
+
+    shutil.copytree(d8, root, copy_function=lambda src, dst: os.link(src, dst) if src.endswith(".safetensors") else shutil.copy2(src, dst))
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    vocab = {c: i for i, c in enumerate("abcdefghijklmnopqrstuvwxyz")}
+    added = [{"id": 26 + i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True} for i, t in enumerate(specials)]
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": True}
+    doc = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": None, "pre_tokenizer": byte_level,
+           "post_processor": byte_level, "decoder": byte_level,
+           "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "", "end_of_word_suffix": "",
+                     "fuse_unk": False, "byte_fallback": False, "ignore_merges": False, "vocab": vocab, "merges": [["a", "b"]]}}  # fmt: skip
+    (root / "tokenizer.json").write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    tc = {"tokenizer_class": "TokenizersBackend", "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "bos_token": None}
+    (root / "tokenizer_config.json").write_text(json.dumps(tc, indent=2), encoding="utf-8")
+    (root / "chat_template.jinja").write_text(qwen3_size_chat_template(), encoding="utf-8")
+    return root
 
 
 def disk_usage(root: Path) -> tuple[int, int]:
@@ -250,7 +369,7 @@ def ms(s: float) -> str:
 _SIDE = r"""
 import json, statistics, sys, time
 from pathlib import Path
-root, d8, many, runs = Path(sys.argv[1]), sys.argv[2], sys.argv[3:-1], int(sys.argv[-1])
+root, d8, dchat, many, runs = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4:-1], int(sys.argv[-1])
 t0 = time.perf_counter()
 import portkit.lint
 t_import = time.perf_counter() - t0
@@ -261,7 +380,11 @@ one = []
 for _ in range(runs):
     t0 = time.perf_counter(); lint_paths([d8]); one.append(time.perf_counter() - t0)
 t0 = time.perf_counter(); lint_paths(many); t_many = time.perf_counter() - t0
-print(json.dumps({"import": t_import, "lint_8b": statistics.median(one), "many": t_many}))
+lint_paths([dchat])
+chat = []
+for _ in range(runs):
+    t0 = time.perf_counter(); lint_paths([dchat]); chat.append(time.perf_counter() - t0)
+print(json.dumps({"import": t_import, "lint_8b": statistics.median(one), "many": t_many, "lint_chat": statistics.median(chat)}))
 """
 
 
@@ -274,15 +397,17 @@ def compare_against(rev: str, rounds: int, runs: int, ndirs: int) -> int:
             work = Path(tmp) / "models"
             d8 = write_8b(work / "llama-3.1-8b-skeleton")
             dirs = write_small_dirs(work / "many", ndirs)
+            dchat = write_chat_model(work / "llama-3.1-8b-skeleton-with-chat-template", d8)
             env = bench_env()
             sides = {"before": base, "after": ROOT}
             got: dict[str, list[dict[str, float]]] = {k: [] for k in sides}
             cli: dict[str, list[float]] = {k: [] for k in sides}
+            cli_chat: dict[str, list[float]] = {k: [] for k in sides}
             for r in range(rounds + 1):  # round 0 warms the page cache and writes bytecode
                 for name, tree in (sides.items() if r % 2 else reversed(list(sides.items()))):
                     e = dict(env, PYTHONPATH=str(tree))
                     # cwd is the tree too: `python -c` and `-m` put the working directory first on sys.path
-                    out = subprocess.run([sys.executable, "-c", _SIDE, str(tree), str(d8), *map(str, dirs), str(runs)],
+                    out = subprocess.run([sys.executable, "-c", _SIDE, str(tree), str(d8), str(dchat), *map(str, dirs), str(runs)],
                                          env=e, cwd=tree, capture_output=True, text=True)
                     if out.returncode:
                         raise RuntimeError(f"{name} ({tree}): {out.stderr[-2000:]}")
@@ -291,9 +416,15 @@ def compare_against(rev: str, rounds: int, runs: int, ndirs: int) -> int:
                     t_cli = time.perf_counter() - t0
                     if p.returncode not in (0, 1):
                         raise RuntimeError(f"{name}: portkit lint exited {p.returncode}: {p.stderr.decode(errors='replace')[-2000:]}")
+                    t0 = time.perf_counter()
+                    p = subprocess.run([sys.executable, "-m", "portkit", "lint", str(dchat)], env=e, cwd=tree, capture_output=True)
+                    t_cli_chat = time.perf_counter() - t0
+                    if p.returncode not in (0, 1):
+                        raise RuntimeError(f"{name}: portkit lint exited {p.returncode}: {p.stderr.decode(errors='replace')[-2000:]}")
                     if r:
                         got[name].append(json.loads(out.stdout))
                         cli[name].append(t_cli)
+                        cli_chat[name].append(t_cli_chat)
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -301,16 +432,21 @@ def compare_against(rev: str, rounds: int, runs: int, ndirs: int) -> int:
     print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus")
     rows = [("measure (median of the rounds)", "before", "after", "after/before")]
     for key, what in (("lint_8b", f"in-process lint, 8B sharded skeleton (median of {runs} per round)"),
+                      ("lint_chat", f"in-process lint, 8B skeleton + tokenizer + 4 KB chat template (median of {runs})"),
                       ("many", f"in-process lint of {ndirs} small dirs"), ("import", "`import portkit.lint`")):
         b, a = statistics.median(x[key] for x in got["before"]), statistics.median(x[key] for x in got["after"])
         rows.append((what, ms(b), ms(a), f"{a / b:.2f}"))
     b, a = statistics.median(cli["before"]), statistics.median(cli["after"])
     rows.append(("`python -m portkit lint` cold CLI, 8B skeleton", ms(b), ms(a), f"{a / b:.2f}"))
+    b, a = statistics.median(cli_chat["before"]), statistics.median(cli_chat["after"])
+    rows.append(("`python -m portkit lint` cold CLI, with the chat template", ms(b), ms(a), f"{a / b:.2f}"))
+    chat_added = (a - b) * 1e3
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for i, r in enumerate(rows):
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
         if i == 0:
             print("  ".join("-" * w for w in widths))
+    print(f"cold CLI with the chat template, after - before: {chat_added:+.1f} ms (target: at most +10 ms)")
     return 0
 
 

@@ -1,6 +1,6 @@
 """Benchmark: `portkit verify` at the size people run, and against the two-script baseline workflow.
 
-    python bench/verify_bench.py [--size 135m|1.1b|8b] [--tokens 8] [--before DIR]
+    python bench/verify_bench.py [--size 135m|1.1b|8b] [--tokens 8] [--before DIR [--rounds N]]
     python bench/verify_bench.py --baseline [--repeats 3] [--tokens 8]     (135M: vs the baseline scripts)
     python bench/verify_bench.py --real [--gguf] [--repeats 3] [--tokens 20] [--before DIR]
 
@@ -20,7 +20,8 @@ candle runs and only the reference comes from the cache.
 Printed per run: wall time, and the peak RSS of the whole process tree (every descendant's
 VmRSS summed, sampled every 20 ms from /proc) divided by the f32 weight bytes. `--before DIR`
 also runs the portkit in DIR (e.g. `git archive <commit> portkit | tar -x -C DIR`) the same
-way, for a before/after table.
+way, for a before/after table (its repeat too when that portkit has the run cache); `--rounds N`
+runs both N times in alternating order and prints the medians.
 
 `--baseline` is the older comparison on the 135M shape:
 
@@ -345,8 +346,11 @@ def sized(a: argparse.Namespace) -> int:
                 weights_f32 += 4 * count
     ids = ",".join(str(t % cfg["vocab_size"]) for t in PROMPT)
     roots = ([] if a.before_only else [("after", ROOT)]) + ([("before", Path(a.before).resolve())] if a.before else [])
+    # `--rounds N`: the whole sequence N times, the order of the checkouts alternating, so that a
+    # machine whose load drifts over the run weighs on both alike; the table shows the medians
+    order = [(r, lr) for r in range(a.rounds) for lr in (roots if r % 2 == 0 else roots[::-1])]
     rows = []
-    for label, root in roots:
+    for _round, (label, root) in order:
         for dtype in a.dtypes.split(","):
             cache = Path(tempfile.mkdtemp(prefix="portkit-bench-refcache-"))
             env = _env()
@@ -354,9 +358,10 @@ def sized(a: argparse.Namespace) -> int:
             env["PORTKIT_CACHE"] = str(cache)
             argv = [sys.executable, "-m", "portkit.cli", "verify", str(d), "--ids", ids, "--tokens", str(a.tokens), "--format", "json", "--dtype", dtype]
             res = []
-            # the older portkit has no reference cache: its repeat costs what its first run did.
+            # a portkit without the reference cache: its repeat costs what its first run did.
             # "candle again": the repeat with only candle's run cache emptied (the reference cached)
-            for attempt in ("first", "repeat", "candle again") if label == "after" else ("first",):
+            cached = label == "after" or (root / "portkit" / "verify" / "runcache.py").is_file()
+            for attempt in ("first", "repeat", "candle again") if cached else ("first",):
                 if attempt == "candle again":
                     shutil.rmtree(cache / "candle", ignore_errors=True)
                 out = cache / f"{attempt.replace(' ', '-')}.json"
@@ -379,6 +384,7 @@ def sized(a: argparse.Namespace) -> int:
         f"{'portkit':<8}{'dtype':<7}{'first s':>9}{'repeat s':>10}{'repeat/first':>14}{'candle again s':>16}{'/first':>8}"
         f"{'peak GiB':>10}{'peak/f32':>10}{'repeat peak/f32':>17}"
     )
+    rows = _medians(rows)
     for label, dtype, res in rows:
         first = res[0]
         cells = f"{label:<8}{dtype:<7}{first['wall']:>9.2f}"
@@ -391,6 +397,23 @@ def sized(a: argparse.Namespace) -> int:
         cells += f"{res[1]['peak_tree_rss'] / weights_f32:>17.2f}" if len(res) > 2 else f"{'-':>17}"
         print(cells)
     return 0
+
+
+def _medians(rows: list[tuple[str, str, list[dict]]]) -> list[tuple[str, str, list[dict]]]:
+    """One row per (checkout, dtype): each attempt's median wall and peak over the rounds."""
+    import statistics
+
+    by: dict[tuple[str, str], list[list[dict]]] = {}
+    for label, dtype, res in rows:
+        by.setdefault((label, dtype), []).append(res)
+    out = []
+    for (label, dtype), runs in by.items():
+        med = [
+            {"wall": statistics.median(r[i]["wall"] for r in runs), "peak_tree_rss": statistics.median(r[i]["peak_tree_rss"] for r in runs)}
+            for i in range(min(len(r) for r in runs))
+        ]
+        out.append((label, dtype, med))
+    return out
 
 
 def make_fixture(final: Path) -> None:
@@ -462,6 +485,7 @@ def main() -> int:
     ap.add_argument("--dtypes", default="f32,f16", help="candle dtypes to run, comma separated (default f32,f16)")
     ap.add_argument("--before", metavar="DIR", help="also run the portkit package found in DIR (an older checkout)")
     ap.add_argument("--before-only", action="store_true", help="with --before: run only the older checkout")
+    ap.add_argument("--rounds", type=int, default=1, help="with --before: run both checkouts N times, alternating their order; the medians")
     ap.add_argument("--baseline", action="store_true", help="135M only: portkit verify vs the baseline scripts")
     ap.add_argument("--real", action="store_true", help="the real SmolLM2-135M-Instruct (fixtures.real): workflow, floor and verify")
     ap.add_argument("--gguf", action="store_true", help="with --real: the GGUF workflow against verify --gguf")

@@ -8,8 +8,8 @@ the instant between naming and renaming, the temporary file is `.<name>.portkit-
 `sweep(directory)` removes such files whose process is gone: the next writer of the directory
 calls it, so what a killed writer left does not stay.
 
-Used by `portkit fix --write` (config.json, possibly in a Hugging Face snapshot) and by verify's
-cache entries.
+Used by `portkit fix --write` (config.json, possibly in a Hugging Face snapshot), `portkit
+reference --out` and verify's cache entries.
 """
 
 from __future__ import annotations
@@ -19,6 +19,10 @@ import os
 import re
 import secrets
 from pathlib import Path
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
+if TYPE_CHECKING:
+    from typing import Sequence
 
 _TEMP = re.compile(r"\.(?P<name>.+)\.portkit-(?P<pid>[0-9]+)-[0-9a-f]+\.tmp")
 
@@ -80,11 +84,12 @@ def _unnamed(directory: Path, mode: int) -> int | None:
         return None
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+def _write_all(fd: int, data: bytes | Sequence[bytes | memoryview]) -> None:
+    for chunk in [data] if isinstance(data, bytes) else data:
+        view = memoryview(chunk)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
 
 
 def fsync_dir(directory: Path) -> None:
@@ -117,10 +122,10 @@ def _name_unnamed(fd: int, tmp: Path) -> bool:
         os.close(proc)
 
 
-def replace(path: Path, data: bytes, *, mode: int = 0o600) -> None:
-    """Atomically and durably make `path` hold `data` (a symlink at `path` is replaced by a
-    file; what it pointed at is never written). OSError when the directory cannot be written;
-    no temporary file is left then."""
+def replace(path: Path, data: bytes | Sequence[bytes | memoryview], *, mode: int = 0o600) -> None:
+    """Atomically and durably make `path` hold `data`, or the pieces of it in order, which are
+    never joined (a symlink at `path` is replaced by a file; what it pointed at is never
+    written). OSError when the directory cannot be written; no temporary file is left then."""
     path = Path(path)
     directory = path.parent
     sweep(directory, path.name)

@@ -66,6 +66,9 @@ def lint_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--use-flash-attn", action="store_true", default=None, help="the model is loaded with into_config(true)")
     g.add_argument("--max-tokens", type=int, metavar="N", help="prompt plus generated tokens you will run")
     g.add_argument("--max-prompt-tokens", type=int, metavar="N", help="the longest prompt you feed in one forward (default: --max-tokens)")
+    g.add_argument("--turns", type=int, nargs="?", const=2, metavar="N",
+                   help="multi-token segments you feed to one KV cache; --turns alone: 2, a chat's second turn (default: 1)")
+    g.add_argument("--batch", type=int, metavar="N", help="rows of equal length you run in one forward (default: 1)")
 
 
 def _settings(args: argparse.Namespace) -> Any:
@@ -79,7 +82,7 @@ def _settings(args: argparse.Namespace) -> Any:
             raise UsageError(f"unknown rule selector `{s}` (see `portkit rules`)")
     explicit = set()
     tgt: dict[str, Any] = {}
-    for name in ("device", "dtype", "max_tokens", "max_prompt_tokens", "use_flash_attn"):
+    for name in ("device", "dtype", "max_tokens", "max_prompt_tokens", "use_flash_attn", "turns", "batch"):
         v = getattr(args, name)
         if v is not None:
             tgt[name] = v
@@ -92,6 +95,9 @@ def _settings(args: argparse.Namespace) -> Any:
         raise UsageError("--max-tokens must be at least 1")
     if args.max_prompt_tokens is not None and args.max_prompt_tokens < 1:
         raise UsageError("--max-prompt-tokens must be at least 1")
+    for name in ("turns", "batch"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
     try:
         target = Target(**tgt)
     except ValueError as e:

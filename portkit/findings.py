@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Severity = Literal["error", "warning", "info"]
-ProbeKind = Literal["numeric", "crash", "static-only", "tokens"]
+ProbeKind = Literal["numeric", "crash", "static-only", "tokens", "template"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,15 +53,29 @@ class Probe:
     static-only: nothing to run (a fact about the files, not about computed numbers).
     tokens: encode verify's corpus with the tokenizers crate (tokenizer.json as written, and with
     `patch` applied to it) and with transformers; confirmed when the patch removes differing ids.
+
+    `as_candle` (numeric): how transformers must run to compute what candle computes, for a
+    behaviour candle hard-codes (an activation, a rope base, a bias it never reads), which no
+    edit on candle's side undoes: `{"what": "SiLU in the MLP", "config": {key: value},
+    "tensors": {name: "zero"}}`. `config` edits config.json (a dotted key reaches into a nested
+    object, `rope_parameters.rope_theta`; None removes the key); `tensors` changes checkpoint
+    tensors as the reference loads them. verify runs the reference so, and the finding is
+    confirmed when candle agrees with it where it does not agree with transformers as written.
+    template: render the chat template through the Rust environments (candle-examples,
+    mistral.rs) and transformers on verify's conversations; `patch` names each environment the
+    construct breaks (`environments`: "refuses" or "differs"), the text its refusal carries
+    (`expect`) and the template lines; confirmed by that refusal, or by a counterfactual that
+    removes the differing renders.
     """
 
     kind: ProbeKind
     id: str
     patch: dict[str, Any] | None = None
     expect: str | None = None
+    as_candle: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "id": self.id, "patch": json_value(self.patch), "expect": self.expect}
+        return {"kind": self.kind, "id": self.id, "patch": json_value(self.patch), "expect": self.expect, "as_candle": json_value(self.as_candle)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 WIDTH = 100
 # (header, width) of the fixed columns; "families" takes what is left of WIDTH
 _COLUMNS = (("code", 5), ("fix", 3), ("name", 33), ("group", 9), ("severity", 8), ("verify", 7), ("status", 7))
-_VERIFY = {"numeric": "numeric", "crash": "crash", "static-only": "static", "tokens": "tokens"}
+# the probe verify runs; "none": static-only, reported NOT-PROBED with the rule's reason
+_VERIFY = {"numeric": "numeric", "crash": "crash", "static-only": "none", "tokens": "tokens", "template": "render"}
 
 
 def groups() -> list[str]:
@@ -34,7 +35,7 @@ def families_short(rule: Rule) -> tuple[str, list[str]]:
     from portkit.families import BY_NAME
 
     loaders = getattr(rule, "loaders", None)
-    if rule.group == "gguf" and loaders:
+    if loaders:
         every_loader = {f.gguf_loader for f in BY_NAME.values() if f.gguf_loader}
         return ("", ["all"]) if set(loaders) >= every_loader else ("gguf:", [l.removeprefix("quantized_") for l in loaders])
     if "*" in rule.families:
@@ -49,7 +50,7 @@ def speaks_about(rule: Rule, family: str) -> bool:
     loader that family's GGUF files go through."""
     from portkit.families import BY_NAME
 
-    if rule.group == "gguf" and getattr(rule, "loaders", None):
+    if getattr(rule, "loaders", None):
         return BY_NAME[family].gguf_loader in rule.loaders  # type: ignore[attr-defined]
     return "*" in rule.families or family in rule.families
 
@@ -118,5 +119,6 @@ def render_text(table: list[dict[str, Any]], width: int = WIDTH) -> str:
         lines.append((line + "  " + fams).rstrip())
     lines.append("")
     lines.append(f"{len(table)} rules. [*]: `portkit fix` can fix it. all: every family; any: every model type.")
+    lines.append("verify: the probe `portkit verify` runs; none: nothing to run, reported NOT-PROBED with why.")
     lines.append("`portkit explain CODE` prints a rule's doc and its families; --group, --family and --all filter.")
     return "\n".join(lines) + "\n"

@@ -38,6 +38,9 @@ class Target:
     max_tokens: int | None = None  # prompt + generated tokens the user will run
     # the longest prompt fed in one forward (candle masks only a multi-token forward); None: max_tokens
     max_prompt_tokens: int | None = None
+    # multi-token segments fed to one KV cache (2: a chat's second turn, at an offset on the warm cache)
+    turns: int = 1
+    batch: int = 1  # rows of equal length in one forward (servers, embedding programs)
 
     def __post_init__(self) -> None:
         _one_of("device", self.device, DEVICES)
@@ -48,18 +51,31 @@ class Target:
             object.__setattr__(self, "max_tokens", _int(self.max_tokens))
         if self.max_prompt_tokens is not None:
             object.__setattr__(self, "max_prompt_tokens", _int(self.max_prompt_tokens))
+        object.__setattr__(self, "turns", _count("turns", self.turns))
+        object.__setattr__(self, "batch", _count("batch", self.batch))
 
     @property
     def prefill_tokens(self) -> int | None:
         """The longest single forward the run feeds candle: the prompt bound, else `max_tokens`."""
         return self.max_prompt_tokens if self.max_prompt_tokens is not None else self.max_tokens
 
+    @property
+    def continues(self) -> bool:
+        """A later turn is fed many tokens at once at an offset, on the cache of the first."""
+        return self.turns > 1
+
+    @property
+    def batched(self) -> bool:
+        return self.batch > 1
+
     def describe(self) -> str:
         feats = f" features={','.join(sorted(self.features))}" if self.features else ""
-        return f"{self.device}/{self.dtype}{feats}"
+        paths = (f" turns={self.turns}" if self.continues else "") + (f" batch={self.batch}" if self.batched else "")
+        return f"{self.device}/{self.dtype}{feats}{paths}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "dtype": self.dtype, "features": self.features, "use_flash_attn": self.use_flash_attn, "max_tokens": self.max_tokens, "max_prompt_tokens": self.max_prompt_tokens}
+        return {"device": self.device, "dtype": self.dtype, "features": self.features, "use_flash_attn": self.use_flash_attn, "max_tokens": self.max_tokens, "max_prompt_tokens": self.max_prompt_tokens,
+                "turns": self.turns, "batch": self.batch}
 
 
 def _one_of(name: str, v: Any, allowed: tuple[str, ...]) -> None:
@@ -103,3 +119,16 @@ def _int(v: Any) -> int:
         except ValueError:
             pass
     raise ValueError(f"`max-tokens` should be a whole number, got {v!r:.40}")
+
+
+def _count(name: str, v: Any) -> int:
+    """`turns` and `batch`: a whole number, at least 1 (lax about TOML spellings, as `_int`)."""
+    if isinstance(v, bool):
+        raise ValueError(f"`{name}` should be a whole number of at least 1, got {v!r}")
+    try:
+        n = _int(v)
+    except ValueError:
+        raise ValueError(f"`{name}` should be a whole number of at least 1, got {v!r:.40}") from None
+    if n < 1:
+        raise ValueError(f"`{name}` should be a whole number of at least 1, got {n}")
+    return n

@@ -7,6 +7,8 @@ them as read-only and copy one (`shutil.copytree`) before editing it.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Callable
@@ -51,3 +53,18 @@ def healthy_tied_dir(fixture_dir: Callable[..., Path]) -> Path:
 @pytest.fixture(scope="session")
 def healthy_untied_dir(fixture_dir: Callable[..., Path]) -> Path:
     return fixture_dir("healthy-untied")
+
+
+@pytest.fixture(scope="session")
+def llama_port() -> Path:
+    """native/portkit-dump's example port (`cargo build --release --examples` once, in the shared
+    CARGO_TARGET_DIR, as the Makefile sets): tests/native/test_portkit_dump.py on a generated
+    fixture, tests/real on the real checkpoint."""
+    if shutil.which("cargo") is None:
+        pytest.fail("cargo is needed to build native/portkit-dump (the README's set-up installs it)")
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or Path.home() / ".cache" / "portkit" / "target")
+    env = dict(os.environ, CARGO_TARGET_DIR=str(target))
+    subprocess.run(["cargo", "build", "--release", "--examples", "--quiet"], cwd=_ROOT / "native" / "portkit-dump", env=env, check=True)
+    exe = target / "release" / "examples" / "llama_port"
+    assert exe.is_file()
+    return exe

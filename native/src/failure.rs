@@ -24,6 +24,8 @@ pub enum Failure {
     NotImplemented(String),
     /// The `tokenizers` crate refused a tokenizer.json or an encode: its Display text, unchanged.
     Tokenizer(String),
+    /// A chat-template environment (src/chat_template.rs) refused the template: the program's text, unchanged.
+    Template(String),
 }
 
 impl fmt::Display for Failure {
@@ -36,7 +38,8 @@ impl fmt::Display for Failure {
             | Failure::Invalid(m)
             | Failure::NotFound(m)
             | Failure::NotImplemented(m)
-            | Failure::Tokenizer(m) => f.write_str(m),
+            | Failure::Tokenizer(m)
+            | Failure::Template(m) => f.write_str(m),
         }
     }
 }

@@ -359,7 +359,7 @@ pub enum Model {
 
 impl Model {
     /// The library's `forward(ids, position)`: the last position's logits.
-    fn forward(&mut self, x: &Tensor, pos: usize) -> candle_core::Result<Tensor> {
+    pub(crate) fn forward(&mut self, x: &Tensor, pos: usize) -> candle_core::Result<Tensor> {
         match self {
             Model::Llama { model, cache } => model.forward(x, pos, cache),
             Model::Granite { model, cache } => model.forward(x, pos, cache),
@@ -380,12 +380,12 @@ impl Model {
 }
 
 pub struct FamilyRunner {
-    parsed: Parsed,
-    model: Model,
+    pub(crate) parsed: Parsed,
+    pub(crate) model: Model,
     /// The loaded tensors: mixtral's and stable_lm's rebuild and `capture` reuse them.
-    vb: VarBuilder<'static>,
+    pub(crate) vb: VarBuilder<'static>,
     cache_dtype: DType,
-    device: Device,
+    pub(crate) device: Device,
 }
 
 impl FamilyRunner {
@@ -427,7 +427,7 @@ impl FamilyRunner {
 
     /// Starts every call from an empty KV cache. mixtral and stable_lm have no `clear_kv_cache`
     /// (their caches are private), so those two are rebuilt from the tensors already loaded.
-    fn fresh(&mut self) -> Outcome<()> {
+    pub(crate) fn fresh(&mut self) -> Outcome<()> {
         match (&mut self.model, &self.parsed) {
             (Model::Llama { cache, .. }, Parsed::Llama(c)) => {
                 *cache = llama::Cache::new(true, self.cache_dtype, c, &self.device)?
@@ -452,7 +452,7 @@ impl FamilyRunner {
         Ok(())
     }
 
-    fn forward_row(&mut self, ids: &[u32], pos: usize) -> Outcome<Vec<f32>> {
+    pub(crate) fn forward_row(&mut self, ids: &[u32], pos: usize) -> Outcome<Vec<f32>> {
         let x = ids_tensor(ids, &self.device)?;
         let logits = self.model.forward(&x, pos)?;
         Ok(logits.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)

@@ -12,7 +12,7 @@ use std::path::Path;
 /// The loader keys, as Python's family registry names them.
 pub const LOADERS: [&str; 5] = ["quantized_llama", "quantized_qwen2", "quantized_qwen3", "quantized_gemma3", "quantized_phi3"];
 
-enum Weights {
+pub(crate) enum Weights {
     Llama(quantized_llama::ModelWeights),
     Qwen2(quantized_qwen2::ModelWeights),
     Qwen3(quantized_qwen3::ModelWeights),
@@ -23,8 +23,9 @@ enum Weights {
 impl Weights {
     /// The model with its KV cache as it is now, sharing the weights (candle tensors and quantized
     /// tensors are reference-counted: nothing is copied); None for quantized_qwen2, whose
-    /// `ModelWeights` is not `Clone`.
-    fn snapshot(&self) -> Option<Weights> {
+    /// `ModelWeights` is not `Clone` (quantized_qwen2.rs:150). `forced_and_greedy` forks from it,
+    /// a continuation (`chat`) restores it.
+    pub(crate) fn snapshot(&self) -> Option<Weights> {
         match self {
             Weights::Llama(m) => Some(Weights::Llama(m.clone())),
             Weights::Qwen2(_) => None,
@@ -36,10 +37,14 @@ impl Weights {
 }
 
 pub struct GgufRunner {
-    model: Weights,
+    pub(crate) model: Weights,
     loader: &'static str,
-    device: Device,
+    pub(crate) device: Device,
+    path: std::path::PathBuf,
 }
+
+/// The loaders whose per-layer capture comes from a copy proven bit-identical to the library.
+pub const CAPTURE_LOADERS: [&str; 1] = ["quantized_gemma3"];
 
 impl GgufRunner {
     pub fn load(path: &Path, device: Device) -> Outcome<Self> {
@@ -66,7 +71,7 @@ impl GgufRunner {
                 // The example's `use_flash_attn` argument gets false, as for every runner here.
                 _ => Weights::Phi3(quantized_phi3::ModelWeights::from_gguf(false, content, &mut file, &device)?),
             };
-            Ok(Self { model, loader, device: device.clone() })
+            Ok(Self { model, loader, device: device.clone(), path: path.to_path_buf() })
         })
     }
 
@@ -74,23 +79,29 @@ impl GgufRunner {
         self.loader
     }
 
-    /// `forward(x, index_pos)`. quantized_llama, qwen2, gemma3 and phi3 drop their KV cache when
-    /// `index_pos == 0`; quantized_qwen3 does not, so it is cleared here first.
-    fn forward_row(&mut self, ids: &[u32], index_pos: usize) -> Outcome<Vec<f32>> {
+    /// `forward` on one row of ids: its last position's logits.
+    pub(crate) fn forward_row(&mut self, ids: &[u32], index_pos: usize) -> Outcome<Vec<f32>> {
         let x = ids_tensor(ids, &self.device)?;
-        let logits: Tensor = match &mut self.model {
-            Weights::Llama(m) => m.forward(&x, index_pos)?,
-            Weights::Qwen2(m) => m.forward(&x, index_pos)?,
+        let logits = self.forward(&x, index_pos)?;
+        Ok(logits.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
+    }
+
+    /// The loader's `forward(x, index_pos)` on a `(batch, seq_len)` tensor of ids. quantized_llama,
+    /// qwen2, gemma3 and phi3 drop their KV cache when `index_pos == 0`; quantized_qwen3 does not,
+    /// so it is cleared here first.
+    pub(crate) fn forward(&mut self, x: &Tensor, index_pos: usize) -> candle_core::Result<Tensor> {
+        Ok(match &mut self.model {
+            Weights::Llama(m) => m.forward(x, index_pos)?,
+            Weights::Qwen2(m) => m.forward(x, index_pos)?,
             Weights::Qwen3(m) => {
                 if index_pos == 0 {
                     m.clear_kv_cache();
                 }
-                m.forward(&x, index_pos)?
+                m.forward(x, index_pos)?
             }
-            Weights::Gemma3(m) => m.forward(&x, index_pos)?,
-            Weights::Phi3(m) => m.forward(&x, index_pos)?,
-        };
-        Ok(logits.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
+            Weights::Gemma3(m) => m.forward(x, index_pos)?,
+            Weights::Phi3(m) => m.forward(x, index_pos)?,
+        })
     }
 
     pub fn last_logits(&mut self, ids: &[u32]) -> Outcome<Vec<f32>> {
@@ -118,7 +129,7 @@ impl GgufRunner {
     /// rows' argmax there; at that step the model (its KV cache) is snapshotted before the fed
     /// token goes in, and once teacher forcing is done the greedy tokens continue from the
     /// snapshot with the very forwards `greedy` runs. A loader without snapshots runs `greedy`
-    /// after teacher forcing. Bit for bit the two calls' outputs (tests/native/test_gguf_loaders.py).
+    /// after teacher forcing. Bit for bit the two calls' outputs (tests/native/test_gguf_forced_and_greedy.py).
     pub fn forced_and_greedy(&mut self, ids: &[u32], prefill: usize, n: usize) -> Outcome<(Vec<u32>, Array)> {
         if prefill == 0 || prefill > ids.len() {
             return Err(Failure::Invalid(format!("prefill must be in 1..={}, got {prefill}", ids.len())));
@@ -162,6 +173,22 @@ impl GgufRunner {
             (Some(greedy), rows) => Ok((greedy, rows)),
             (None, rows) => Ok((self.greedy(&ids[..prefill], n)?, rows)),
         }
+    }
+
+    /// Per-layer values (embeddings, every sub-layer and `layer.N`, norm, logits) through the
+    /// loader's copy of the forward, loaded from the same file (the runner keeps the library's
+    /// model; the copy is dropped when this returns).
+    pub fn capture(&self, ids: &[u32]) -> Outcome<Vec<(String, Array)>> {
+        if !CAPTURE_LOADERS.contains(&self.loader) {
+            return Err(Failure::NotImplemented(format!("per-layer: not available for {} GGUFs", self.loader)));
+        }
+        guarded(|| {
+            let path = &self.path;
+            let mut file = std::fs::File::open(path).map_err(|e| Failure::Invalid(format!("{}: {e}", path.display())))?;
+            let content = gguf_file::Content::read(&mut file).map_err(|e| e.with_path(path))?;
+            let mut copy = crate::quantized_gemma3_copy::ModelWeights::from_gguf(content, &mut file, &self.device)?;
+            copy.capture(&ids_tensor(ids, &self.device)?)
+        })
     }
 
     pub fn greedy(&mut self, ids: &[u32], n: usize) -> Outcome<Vec<u32>> {

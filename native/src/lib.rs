@@ -1,8 +1,10 @@
 //! portkit_native: candle 0.11.0's own code, driven from Python.
 //!
-//! The core (`config`, `family`, `llama`, the `*_copy` forwards, `gguf`, `requested`, `tokenizer`) is plain
+//! The core (`config`, `family`, `chat`, `llama`, the `*_copy` forwards, `gguf`, `requested`, `tokenizer`, `chat_template`) is plain
 //! Rust and tested with `cargo test --no-default-features`; `python` is the thin pyo3 layer.
 
+pub mod chat;
+pub mod chat_template;
 pub mod config;
 pub mod debug_fields;
 pub mod device;
@@ -19,6 +21,7 @@ pub mod mistral_copy;
 pub mod olmo2_copy;
 pub mod phi3_copy;
 pub mod qwen2_copy;
+pub mod quantized_gemma3_copy;
 pub mod qwen3_copy;
 pub mod requested;
 pub mod sublayers;

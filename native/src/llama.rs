@@ -27,12 +27,12 @@ impl Array {
 }
 
 pub struct LlamaRunner {
-    model: Llama,
+    pub(crate) model: Llama,
     config: Config,
     /// Kept for `capture`: the copy of the forward is built from the same loaded tensors.
     vb: VarBuilder<'static>,
     cache_dtype: DType,
-    device: Device,
+    pub(crate) device: Device,
 }
 
 pub fn ids_tensor(ids: &[u32], device: &Device) -> Outcome<Tensor> {
@@ -100,11 +100,11 @@ impl LlamaRunner {
         &self.config
     }
 
-    fn new_cache(&self) -> Outcome<Cache> {
+    pub(crate) fn new_cache(&self) -> Outcome<Cache> {
         Ok(Cache::new(true, self.cache_dtype, &self.config, &self.device)?)
     }
 
-    fn forward_row(&self, ids: &[u32], index_pos: usize, cache: &mut Cache) -> Outcome<Vec<f32>> {
+    pub(crate) fn forward_row(&self, ids: &[u32], index_pos: usize, cache: &mut Cache) -> Outcome<Vec<f32>> {
         let x = ids_tensor(ids, &self.device)?;
         let logits = self.model.forward(&x, index_pos, cache)?;
         Ok(logits.squeeze(0)?.to_vec1::<f32>()?)

@@ -1,11 +1,12 @@
 //! The Python surface (`portkit_native._native`). All conversion between candle's failures and
 //! Python exceptions lives here; the compute releases the GIL.
 
+use crate::chat_template::{self, Renderer, Switches};
 use crate::config;
 use crate::device::{compiled_devices, parse_device, parse_dtype};
 use crate::failure::Failure;
 use crate::family::{self, Family, FamilyRunner as FamilyCore, CAPTURE_FAMILIES};
-use crate::gguf::{GgufRunner as GgufCore, LOADERS};
+use crate::gguf::{GgufRunner as GgufCore, CAPTURE_LOADERS, LOADERS};
 use crate::llama::{Array, LlamaRunner as LlamaCore};
 use crate::requested;
 use crate::tokenizer::CrateTokenizer;
@@ -23,6 +24,7 @@ create_exception!(portkit_native, CandleError, NativeError, "candle returned an 
 create_exception!(portkit_native, CandlePanic, NativeError, "candle panicked; the panic was caught and the message keeps candle's location and text.");
 create_exception!(portkit_native, DeviceUnavailableError, NativeError, "The device is not built into this wheel (or not present); the message says how to get it.");
 create_exception!(portkit_native, TokenizerError, NativeError, "The tokenizers crate (0.22.2, candle-core 0.11.0's) refused a tokenizer.json or an encode; the message is the crate's, unchanged.");
+create_exception!(portkit_native, ChatTemplateError, NativeError, "A chat-template environment (minijinja 2.14.0, set up as candle-examples or mistral.rs sets it up) refused the template; the message is the program's, unchanged.");
 
 fn to_py(f: Failure) -> PyErr {
     match f {
@@ -34,6 +36,7 @@ fn to_py(f: Failure) -> PyErr {
         Failure::NotFound(m) => PyFileNotFoundError::new_err(m),
         Failure::NotImplemented(m) => PyNotImplementedError::new_err(m),
         Failure::Tokenizer(m) => TokenizerError::new_err(m),
+        Failure::Template(m) => ChatTemplateError::new_err(m),
     }
 }
 
@@ -92,6 +95,12 @@ fn capture_families() -> Vec<&'static str> {
 #[pyfunction]
 fn gguf_loaders() -> Vec<&'static str> {
     LOADERS.to_vec()
+}
+
+/// The GGUF loaders whose per-layer capture comes from a copy proven bit-identical to the library.
+#[pyfunction]
+fn gguf_capture_loaders() -> Vec<&'static str> {
+    CAPTURE_LOADERS.to_vec()
 }
 
 /// (requested, error): every (name, shape) the family's model asked its VarBuilder for, in order,
@@ -214,6 +223,21 @@ impl LlamaRunner {
         let pairs = py.detach(|| self.core.capture(&ids)).map_err(to_py)?;
         captured_to_dict(py, pairs)
     }
+
+    // --- a continuation and a batch (`chat`) ---------------------------------------------
+
+    /// [len(segment), vocab]: row k - 1 is `forward(segment[:k], offset)` on the cache warmed
+    /// with the prompt and `fed` (`chat::continuation_rows`).
+    fn continuation<'py>(&self, py: Python<'py>, prompt: Vec<u32>, fed: Vec<u32>, segment: Vec<u32>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let a = py.detach(|| self.core.continuation(&prompt, &fed, &segment)).map_err(to_py)?;
+        array_to_py(py, a)
+    }
+
+    /// [N, vocab]: N rows of equal length in one forward, each row's last position.
+    fn batch_last_logits<'py>(&self, py: Python<'py>, rows: Vec<Vec<u32>>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let a = py.detach(|| self.core.batch_last_logits(&rows)).map_err(to_py)?;
+        array_to_py(py, a)
+    }
 }
 
 #[pyclass(module = "portkit_native")]
@@ -285,6 +309,30 @@ impl FamilyRunner {
         let pairs = py.detach(|| self.core.capture(&ids)).map_err(to_py)?;
         captured_to_dict(py, pairs)
     }
+
+    // --- a continuation and a batch (`chat`) ---------------------------------------------
+
+    /// `LlamaRunner.continuation`, through the family's library model.
+    fn continuation<'py>(&mut self, py: Python<'py>, prompt: Vec<u32>, fed: Vec<u32>, segment: Vec<u32>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let core = &mut self.core;
+        let a = py.detach(|| core.continuation(&prompt, &fed, &segment)).map_err(to_py)?;
+        array_to_py(py, a)
+    }
+
+    /// `LlamaRunner.batch_last_logits`, through the family's library model.
+    fn batch_last_logits<'py>(&mut self, py: Python<'py>, rows: Vec<Vec<u32>>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let core = &mut self.core;
+        let a = py.detach(|| core.batch_last_logits(&rows)).map_err(to_py)?;
+        array_to_py(py, a)
+    }
+
+    /// [N, L, vocab]: the rows through the module's padding-mask forward (qwen2 only; else
+    /// NotImplementedError), every position.
+    fn padded_batch_logits<'py>(&mut self, py: Python<'py>, rows: Vec<Vec<u32>>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let core = &mut self.core;
+        let a = py.detach(|| core.padded_batch_logits(&rows)).map_err(to_py)?;
+        array_to_py(py, a)
+    }
 }
 
 #[pyclass(module = "portkit_native")]
@@ -331,6 +379,28 @@ impl GgufRunner {
         let core = &mut self.core;
         let (tokens, rows) = py.detach(|| core.forced_and_greedy(&ids, prefill, n)).map_err(to_py)?;
         Ok((tokens, array_to_py(py, rows)?))
+    }
+
+    /// Per-layer values through the loader's copy of the forward (`gguf_capture_loaders()`).
+    fn capture<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyDict>> {
+        let pairs = py.detach(|| self.core.capture(&ids)).map_err(to_py)?;
+        captured_to_dict(py, pairs)
+    }
+
+    // --- a continuation and a batch (`chat`) ---------------------------------------------
+
+    /// `LlamaRunner.continuation`, through the loader's `ModelWeights::forward`.
+    fn continuation<'py>(&mut self, py: Python<'py>, prompt: Vec<u32>, fed: Vec<u32>, segment: Vec<u32>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let core = &mut self.core;
+        let a = py.detach(|| core.continuation(&prompt, &fed, &segment)).map_err(to_py)?;
+        array_to_py(py, a)
+    }
+
+    /// `LlamaRunner.batch_last_logits`, through the loader's `ModelWeights::forward`.
+    fn batch_last_logits<'py>(&mut self, py: Python<'py>, rows: Vec<Vec<u32>>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let core = &mut self.core;
+        let a = py.detach(|| core.batch_last_logits(&rows)).map_err(to_py)?;
+        array_to_py(py, a)
     }
 }
 
@@ -383,6 +453,29 @@ impl PyTokenizer {
     }
 }
 
+/// The chat-template environments `render_chat_template` knows, named after what users run.
+#[pyfunction]
+fn chat_environments() -> Vec<&'static str> {
+    Renderer::ALL.iter().map(|r| r.key()).collect()
+}
+
+/// `request_json` (messages, add_generation_prompt, tools, bos/eos/unk tokens) rendered through
+/// `template` the way `environment` renders it; `trim_blocks`/`lstrip_blocks` replace its own.
+#[pyfunction]
+#[pyo3(signature = (environment, template, request_json, trim_blocks = None, lstrip_blocks = None))]
+fn render_chat_template(
+    py: Python<'_>,
+    environment: &str,
+    template: String,
+    request_json: String,
+    trim_blocks: Option<bool>,
+    lstrip_blocks: Option<bool>,
+) -> PyResult<String> {
+    let renderer = Renderer::from_key(environment).map_err(to_py)?;
+    let switches = Switches { trim_blocks, lstrip_blocks };
+    py.detach(|| chat_template::render(renderer, &template, &request_json, switches)).map_err(to_py)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -393,9 +486,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(families, m)?)?;
     m.add_function(wrap_pyfunction!(capture_families, m)?)?;
     m.add_function(wrap_pyfunction!(gguf_loaders, m)?)?;
+    m.add_function(wrap_pyfunction!(gguf_capture_loaders, m)?)?;
     m.add_function(wrap_pyfunction!(requested_tensors, m)?)?;
     m.add_function(wrap_pyfunction!(release_memory, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(chat_environments, m)?)?;
+    m.add_function(wrap_pyfunction!(render_chat_template, m)?)?;
     m.add_class::<LlamaRunner>()?;
     m.add_class::<FamilyRunner>()?;
     m.add_class::<GgufRunner>()?;
@@ -406,5 +502,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CandlePanic", py.get_type::<CandlePanic>())?;
     m.add("DeviceUnavailableError", py.get_type::<DeviceUnavailableError>())?;
     m.add("TokenizerError", py.get_type::<TokenizerError>())?;
+    m.add("ChatTemplateError", py.get_type::<ChatTemplateError>())?;
     Ok(())
 }

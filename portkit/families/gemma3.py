@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 THETA_KEYS = ("rope_theta", "rope_local_base_freq")  # a second base for the sliding layers
 LM_HEAD = "always-tied"  # gemma3.rs:458
 SLIDING_WINDOW = "pattern"  # gemma3.rs:403, :192-193 (RotatingKvCache), :448 (pattern)
+# the sliding layers' RotatingKvCache(sliding_window) vs a mask of offset + seq_len columns
+CONTINUATION_MASK = ("rotating-window", "gemma3.rs:192-193, :247-248, :417-423, :273")
 ACTIVATION_KEYS = ("hidden_activation",)
 TRANSFORMERS_ACTIVATION_KEY = "hidden_activation"
 

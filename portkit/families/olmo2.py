@@ -14,6 +14,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see port
 if TYPE_CHECKING:
     from typing import Any
 
+CONTINUATION_MASK = ("prefix-in-model-dtype", "olmo2.rs:316-318")  # `Tensor::zeros(.., self.dtype, ..)` cat an f32 mask
+
 FIELDS = (
     Field("vocab_size", serde.de_usize),
     Field("hidden_size", serde.de_usize),

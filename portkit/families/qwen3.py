@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 SLIDING_WINDOW = "unsupported"  # qwen3.rs:126-128 (`sliding window is not supported`)
+# built only where it is read: off the CPU (on the CPU with the flash-attn feature), qwen3.rs:473-480
+BATCH_MASK = ("undersized", "qwen3.rs:441-466", "where-read")
 
 FIELDS = (
     Field("vocab_size", serde.de_usize),

@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 SLIDING_WINDOW = "unsupported"  # it builds qwen3's attention (qwen3_moe.rs:50-55, :211)
+# built for every multi-token forward and cast to the model dtype (qwen3_moe.rs:333-337), read where qwen3's is
+BATCH_MASK = ("undersized", "qwen3_moe.rs:302-327", "always")
 
 FIELDS = (
     Field("vocab_size", serde.de_usize),

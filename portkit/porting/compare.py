@@ -13,8 +13,11 @@ What is compared is what the candidate holds, each against the reference's same 
   tolerance, the first sub-layer over it is the first bad name, with its error per position
   and what the pattern points to (`portkit.verify.localise`).
 
-A candidate that cannot be compared is bad input (exit 2, one line): a name the reference
-lacks, a shape other than the reference's, ids other than the reference's, nothing in common.
+The candidate's `ids` come first: when they are not the reference's (a hand-written prompt
+without the template's default system prompt, a stray space), nothing else is compared, and
+both are decoded around the first differing token (exit 1). A candidate that cannot be
+compared is bad input (exit 2, one line): a name the reference lacks, a shape other than the
+reference's, nothing in common.
 """
 
 from __future__ import annotations
@@ -37,6 +40,84 @@ MAX_EXTRA_TOKENS = 4096
 _STORED_TOLERANCE = {"F16": "f16", "BF16": "bf16"}
 
 
+#: tokens shown on each side of the first differing id
+IDS_CONTEXT = 8
+
+
+@dataclass
+class IdsCheck:
+    """The candidate's prompt ids against the reference's, when they differ: both decoded around
+    the first differing token by the model's tokenizer.json (the tokenizers crate candle uses)."""
+
+    reference: list[int]
+    candidate: list[int]
+    first: int  # the first position where they differ (the shorter length when one is a prefix)
+    tokenizer: str | None = None  # the tokenizer.json that decoded them
+    reference_text: str | None = None  # decoded ids[lo:first + IDS_CONTEXT]
+    candidate_text: str | None = None
+    start: int = 0  # lo: the first token the texts show
+    note: str | None = None  # why there is no decoded text
+
+    def window(self, ids: list[int]) -> list[int]:
+        return ids[self.start : self.first + IDS_CONTEXT]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "agree": False,
+            "first_difference": self.first,
+            "reference": {"length": len(self.reference), "ids": self.window(self.reference), "text": self.reference_text},
+            "candidate": {"length": len(self.candidate), "ids": self.window(self.candidate), "text": self.candidate_text},
+            "from": self.start,
+            "tokenizer": self.tokenizer,
+            "note": self.note,
+        }
+
+
+def _tokenizer_for(ref: DumpFile, tokenizer: Path | None) -> tuple[Path | None, str | None]:
+    """The tokenizer.json to decode with: `--tokenizer` (a file or a model directory), else the
+    reference's model directory (its metadata); (None, why) when there is none."""
+    if tokenizer is not None:
+        p = Path(tokenizer)
+        p = p / "tokenizer.json" if p.is_dir() else p
+        return (p, None) if p.is_file() else (None, f"--tokenizer {tokenizer}: no tokenizer.json")
+    model = ref.metadata.get("model")
+    if not model:
+        return None, "the reference names no model directory: pass --tokenizer to decode the ids"
+    p = Path(model) / "tokenizer.json"
+    return (p, None) if p.is_file() else (None, f"{p} is not there: pass --tokenizer to decode the ids")
+
+
+def check_ids(ref: DumpFile, cand: DumpFile, tokenizer: Path | None = None) -> IdsCheck | None:
+    """None when the candidate holds no ids or the reference's; else where they part, decoded."""
+    if "ids" not in cand.tensors or "ids" not in ref.tensors:
+        return None
+    a, b = [int(i) for i in ref.tensors["ids"]], [int(i) for i in cand.tensors["ids"]]
+    if a == b:
+        return None
+    k = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    check = IdsCheck(a, b, k, start=max(0, k - IDS_CONTEXT))
+    path, check.note = _tokenizer_for(ref, tokenizer)
+    if path is None:
+        return check
+    from portkit.verify.tokenize import TokenizeError, crate_tokenizer
+
+    try:
+        crate, err = crate_tokenizer(path)
+    except TokenizeError as e:
+        crate, err = None, str(e)
+    if crate is None:
+        check.note = f"{path}: {err}"
+        return check
+    check.tokenizer = str(path)
+    try:
+        check.reference_text = crate.decode(check.window(a), False)
+        check.candidate_text = crate.decode(check.window(b), False)
+    except Exception as e:  # noqa: BLE001 - an id outside the vocabulary: the ids alone are shown
+        check.reference_text = check.candidate_text = None
+        check.note = f"the ids could not be decoded with {path}: {' '.join(str(e).split())[:200]}"
+    return check
+
+
 @dataclass
 class CompareResult:
     reference: DumpFile
@@ -45,15 +126,19 @@ class CompareResult:
     comparison: Comparison
     compared: list[str]
     notes: list[str]
+    ids: IdsCheck | None = None  # set when the candidate's ids are not the reference's: nothing else is compared
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.comparison.ok else 1
+        return 0 if self.ids is None and self.comparison.ok else 1
 
     @property
     def first_bad(self) -> str | None:
-        """Where the divergence starts: the first bad sub-layer of the first layer over the
-        tolerance (the layer itself without sub-layers), else the first failing check."""
+        """Where the divergence starts: the prompt's ids, else the first bad sub-layer of the
+        first layer over the tolerance (the layer itself without sub-layers), else the first
+        failing check."""
+        if self.ids is not None:
+            return f"ids (token {self.ids.first})"
         c = self.comparison
         if c.localisation is not None:
             return c.localisation.name
@@ -187,17 +272,7 @@ def validate(ref: DumpFile, cand: DumpFile) -> None:
     """Every candidate tensor is one the reference has, with a shape it can be compared at."""
     validate_reference(ref)
     validate_shapes(ref, cand.path, {k: tuple(v.shape) for k, v in cand.tensors.items()})
-    if "ids" in cand.tensors and "ids" in ref.tensors and not np.array_equal(cand.tensors["ids"], ref.tensors["ids"]):
-        def head(a: np.ndarray) -> str:
-            return ",".join(str(int(i)) for i in a[:8]) + (",..." if a.size > 8 else "")
-
-        raise BadInput(
-            f"{cand.path}: ids differ from the reference's ({head(cand.tensors['ids'])} vs {head(ref.tensors['ids'])}): "
-            "dump the candidate on the reference's prompt"
-        )
     _check_no_gap(ref, cand)
-    if set(cand.tensors) <= {"ids"}:
-        raise BadInput(f"{cand.path}: nothing to compare (only ids)")
 
 
 def pick_tolerance(dtype: str, ref: DumpFile) -> tuple[Tolerance, list[str]]:
@@ -212,17 +287,24 @@ def pick_tolerance(dtype: str, ref: DumpFile) -> tuple[Tolerance, list[str]]:
     return TOLERANCES[dtype], []
 
 
-def compare_dumps(ref: DumpFile, cand: DumpFile, dtype: str = "f32") -> CompareResult:
+def compare_dumps(ref: DumpFile, cand: DumpFile, dtype: str = "f32", tokenizer: Path | None = None) -> CompareResult:
+    """The candidate against the reference: its ids first (when they differ, nothing else), then
+    every tensor it holds. `tokenizer` decodes differing ids (default: the reference's model's)."""
     # inf - inf and the like: the checks name non-finite values themselves, numpy need not warn
     with np.errstate(invalid="ignore", over="ignore"):
-        return _compare_dumps(ref, cand, dtype)
+        return _compare_dumps(ref, cand, dtype, tokenizer)
 
 
-def _compare_dumps(ref: DumpFile, cand: DumpFile, dtype: str) -> CompareResult:
+def _compare_dumps(ref: DumpFile, cand: DumpFile, dtype: str, tokenizer: Path | None) -> CompareResult:
     validate(ref, cand)
     tol, notes = pick_tolerance(dtype, ref)
     R, C = ref.tensors, cand.tensors
     cmp = Comparison(tolerance=tol)
+    ids = check_ids(ref, cand, tokenizer)
+    if ids is not None:  # another prompt: its logits say nothing about the port
+        return CompareResult(ref, cand, tol, cmp, ["ids"], notes, ids)
+    if set(C) <= {"ids"}:
+        raise BadInput(f"{cand.path}: nothing to compare (only ids, the reference's)")
     # per layer: the reference's order, what the candidate has; logits at the shape it has
     ref_layers = {n: R[n] for n in R if n in C and is_per_layer(n)}
     got_layers = {n: C[n] for n in ref_layers}

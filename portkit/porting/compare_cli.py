@@ -21,11 +21,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="f32", help="what the candidate ran in, for the tolerance: f32, f16, bf16, q8_0 or q4_k (default: f32)")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     parser.add_argument("--plot", type=Path, metavar="FILE.png", help="write the per-layer relative errors as a PNG (needs matplotlib)")
+    parser.add_argument(
+        "--tokenizer",
+        type=Path,
+        metavar="PATH",
+        help="tokenizer.json (or its directory) that decodes the ids when the candidate's prompt is not the reference's "
+        "(default: the reference's model directory)",
+    )
 
 
 def _verdict(res: Any) -> str:
     if res.exit_code == 0:
         return "the candidate agrees with the reference"
+    if res.ids is not None:
+        return f"MISMATCH: the candidate ran another prompt (its ids part from the reference's at token {res.ids.first}); nothing else compared"
     where = res.first_bad
     return "MISMATCH: the candidate diverges from the reference" + (f", starting at {where}" if where else "")
 
@@ -41,7 +50,8 @@ def to_json(res: Any, plot: Path | None) -> dict[str, Any]:
             "tolerance": _tol_json(res.tolerance),
             "compared": res.compared,
             "notes": res.notes,
-            "comparison": _cmp_json(res.comparison),
+            "ids": res.ids.to_json() if res.ids is not None else {"agree": "ids" in res.candidate.tensors and "ids" in res.reference.tensors},
+            "comparison": _cmp_json(res.comparison) if res.ids is None else None,
             "first_bad": res.first_bad,
             "plot": str(plot) if plot else None,
             "verdict": "agree" if res.exit_code == 0 else "mismatch",
@@ -71,6 +81,12 @@ def render_text(res: Any, plot: Path | None) -> None:
     for note in res.notes:
         p(f"  [yellow]note: {escape(note)}[/]")
     p("")
+    if res.ids is not None:
+        for line in _ids_lines(res.ids, m):
+            p("  " + line)
+        p("")
+        p(f"[bold red]verdict: {escape(_verdict(res))}[/] (exit {res.exit_code})")
+        return
     greedy_ref = [int(t) for t in ref.tensors.get("greedy", [])]
     for line in _comparison_lines(res.comparison, greedy_ref, layers_note="not compared (the candidate has no hidden states)"):
         p("  " + line)
@@ -82,6 +98,37 @@ def render_text(res: Any, plot: Path | None) -> None:
     p("")
     colour = "green" if res.exit_code == 0 else "red"
     p(f"[bold {colour}]verdict: {escape(_verdict(res))}[/] (exit {res.exit_code})")
+
+
+def _ids_lines(ids: Any, metadata: dict[str, str]) -> list[str]:
+    """The two prompts where they part: ids, and the text they decode to (rich markup)."""
+    from rich.markup import escape
+
+    def shown(xs: list[int]) -> str:
+        w = ids.window(xs)
+        return ("..., " if ids.start else "") + ", ".join(map(str, w)) + (", ..." if ids.start + len(w) < len(xs) else "")
+
+    out = [
+        f"[red]ids             the candidate's prompt is not the reference's: they part at token {ids.first} "
+        f"(reference {len(ids.reference)} tokens, candidate {len(ids.candidate)})  MISMATCH[/]",
+        f"  reference     [{shown(ids.reference)}]",
+        f"  candidate     [{shown(ids.candidate)}]",
+    ]
+    if ids.reference_text is not None:
+        lead = "..." if ids.start else ""
+        out.append(f"  decoded from token {ids.start} by {escape(ids.tokenizer or '?')}:")
+        out.append(f"  reference     {escape(lead + repr(ids.reference_text))}")
+        out.append(f"  candidate     {escape(lead + repr(ids.candidate_text))}")
+    else:
+        out.append(f"  [yellow]{escape(ids.note or 'not decoded')}[/]")
+    try:
+        prompt = json.loads(metadata.get("prompt", "{}"))
+    except ValueError:
+        prompt = {}
+    if isinstance(prompt, dict) and prompt.get("source") == "--chat" and prompt.get("text"):
+        out.append(f"  the reference's prompt is transformers' chat template on --chat: {escape(repr(prompt['text']))}")
+    out.append("  dump your program on the reference's ids (or render its prompt as the chat template does): logits on another prompt prove nothing")
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,7 +147,7 @@ def _run(args: argparse.Namespace) -> int:
         check_plot_path(args.plot)
     ref = read_dump(args.reference)
     validate_reference(ref)
-    res = compare_dumps(ref, read_candidate(ref, args.candidate), args.dtype)
+    res = compare_dumps(ref, read_candidate(ref, args.candidate), args.dtype, args.tokenizer)
     if args.plot is not None and res.comparison.layers is not None:
         from portkit.verify.plot import plot_layers
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import re
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from portkit import atomicfile
 from portkit.families import sublayers
 from portkit.verify.inputs import BadInput
 
@@ -221,23 +223,46 @@ def read_dump(path: str | Path, check: ShapeCheck | None = None, max_json_bytes:
     return read_safetensors_dump(path, check)
 
 
+_SAFETENSORS_DTYPES = {"float32": "F32", "float16": "F16", "int64": "I64"}
+
+
+def _safetensors_chunks(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str], dtypes: Mapping[str, str] | None = None) -> list[bytes | memoryview]:
+    """A safetensors file as the pieces it is written in: the 8-byte header length and the JSON
+    header (padded with spaces so the data starts 8-aligned, as the safetensors library pads it),
+    then a view of each array's bytes in the header's order, never copied into one buffer (a
+    reference's values can be gigabytes; they are in memory once). `dtypes` names what numpy has
+    no dtype for (F16 and BF16 as torch rounds them, held as their raw 16 bits)."""
+    arrays = {name: np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"), copy=False) for name, arr in tensors.items()}
+    header: dict[str, Any] = {"__metadata__": dict(metadata)} if metadata else {}
+    offset = 0
+    for name, arr in arrays.items():
+        dtype = (dtypes or {}).get(name) or _SAFETENSORS_DTYPES[arr.dtype.name]
+        header[name] = {"dtype": dtype, "shape": list(arr.shape), "data_offsets": [offset, offset + arr.nbytes]}
+        offset += arr.nbytes
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    return [struct.pack("<Q", len(text)) + text, *(memoryview(arr).cast("B") for arr in arrays.values() if arr.nbytes)]
+
+
 def write_reference(path: Path, tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str], dtype: str) -> None:
-    """safetensors through torch (the reference side has it loaded): floats as `dtype`
-    (f32, f16, bf16), token ids as int64; written to a temporary name, then renamed."""
-    import torch
-    from safetensors.torch import save_file
-
-    float_dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
-    out: dict[str, Any] = {}
+    """The reference as safetensors: floats as `dtype` (f32; f16 and bf16 rounded by torch, which
+    the reference side has loaded), token ids as int64. Written the way `portkit fix --write`
+    writes (`portkit.atomicfile`): the file is the earlier one or the whole new one, and what a
+    killed `reference` leaves beside it is removed by the next one writing there."""
+    out: dict[str, np.ndarray] = {}
+    dtypes: dict[str, str] = {}
     for name, arr in tensors.items():
-        t = torch.from_numpy(np.ascontiguousarray(arr))
-        out[name] = t.to(torch.int64) if name in TOKEN_NAMES else t.to(float_dtype)
-    from safetensors import SafetensorError
+        if name in TOKEN_NAMES:
+            out[name] = np.asarray(arr).astype(np.int64, copy=False)
+        elif dtype in ("f16", "bf16"):
+            import torch
 
-    tmp = path.with_name(path.name + ".partial")
+            f32 = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32))
+            out[name] = f32.to(torch.float16 if dtype == "f16" else torch.bfloat16).view(torch.int16).numpy()
+            dtypes[name] = dtype.upper()
+        else:
+            out[name] = np.asarray(arr).astype(np.float32, copy=False)
     try:
-        save_file(out, str(tmp), metadata=dict(metadata))
-        tmp.replace(path)
-    except (OSError, SafetensorError) as e:  # the Rust writer's I/O errors are SafetensorError
-        tmp.unlink(missing_ok=True)
-        raise _bad(path, getattr(e, "strerror", None) or " ".join(str(e).split())[:200]) from None
+        atomicfile.replace(path, _safetensors_chunks(out, metadata, dtypes))
+    except OSError as e:
+        raise _bad(path, e.strerror or " ".join(str(e).split())[:200]) from None

@@ -157,6 +157,7 @@ def reference_metadata(
         "portkit": _version("portkit"),
         "runtime": "transformers eager f32 cpu",
         "dtype": dtype,
+        # for --chat, `text` is the prompt transformers' chat template rendered (compare shows it)
         "prompt": json.dumps({"ids": list(prompt.ids), "source": prompt.source, "text": prompt.text}),
         "tokens": str(tokens),
         # the sub-layers recorded per decoder layer, in computation order ([] with --layers-only)
@@ -180,6 +181,7 @@ def write(
     *,
     ids: str | None = None,
     text: str | None = None,
+    chat: str | None = None,
     tokens: int = 8,
     dtype: str = "f32",
     mode: str = "auto",
@@ -195,7 +197,7 @@ def write(
     if out.is_dir():
         raise BadInput(f"--out {out}: is a directory (give a file name, e.g. ref.safetensors)")
     model = read_model_dir(model_dir)
-    prompt = resolve_prompt(model, ids, text)
+    prompt = resolve_prompt(model, ids, text, chat)
     tokens = parse_tokens(tokens)
     mode = choose_mode(mode, model.weight_files)
     subs = () if layers_only else family_sublayers(model.config)

@@ -20,6 +20,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     prompt = parser.add_mutually_exclusive_group()
     prompt.add_argument("--ids", metavar="1,2,3", help="prompt token ids, comma separated")
     prompt.add_argument("--text", metavar="TEXT", help="prompt text, encoded with the model dir's tokenizer.json")
+    prompt.add_argument(
+        "--chat",
+        metavar="MESSAGE",
+        help="one user message, rendered with the model's chat template by transformers (with the generation prompt) and "
+        "encoded as apply_chat_template encodes it; the rendered prompt is recorded beside its ids",
+    )
     parser.add_argument("--tokens", type=int, default=8, metavar="N", help="greedy tokens to generate (default: 8)")
     parser.add_argument(
         "--reference",
@@ -80,6 +86,7 @@ def _run(args: argparse.Namespace) -> int:
         args.out,
         ids=args.ids,
         text=args.text,
+        chat=args.chat,
         tokens=args.tokens,
         dtype=args.dtype,
         mode=args.reference,
@@ -98,5 +105,7 @@ def _run(args: argparse.Namespace) -> int:
     print(f"  {describe_names(list(w.tensors))}")
     print(f"  hidden [{shapes.get('embeddings', '?')}], logits [{shapes['logits']}], greedy [{shapes.get('greedy', '0')}]")
     print(f"  ids {','.join(map(str, ids))}")
+    if w.prompt.source == "--chat":
+        print(f"  prompt (transformers' chat template): {w.prompt.text!r}")
     print(f"next: dump your port on these ids, then `portkit compare {w.path} yours.safetensors`")
     return 0

@@ -14,7 +14,7 @@ applies to in `Rule.families`.)
 
 from __future__ import annotations
 
-from portkit.rules import config, gguf, runtime, tokenizer, weights
+from portkit.rules import config, gguf, runtime, runtime_paths, tokenizer, weights
 from portkit.rules.base import DOC_HEADINGS, Context, Rule
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -64,6 +64,14 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK306": ("sequence-beyond-max-positions", "stable"),
     "PK307": ("softcapping-skipped-by-flash-attn", "stable"),
     "PK308": ("mixtral-experts-below-f32", "stable"),
+    "PK309": ("continuation-mask-in-model-dtype", "stable"),
+    "PK310": ("continuation-past-rotating-window", "stable"),
+    "PK311": ("batch-mask-undersized", "stable"),
+    "PK312": ("padding-mask-bidirectional", "stable"),
+    "PK313": ("qwen3-gguf-batch", "stable"),
+    "PK314": ("qwen3-gguf-continuation-on-cpu", "stable"),
+    "PK315": ("gemma3-gguf-continuation-mask", "stable"),
+    "PK316": ("gemma3-gguf-batch", "stable"),
     "PK401": ("missing-gguf-metadata", "stable"),
     "PK402": ("gguf-freq-base-defaulted", "stable"),
     "PK403": ("rope-pairing-by-architecture", "stable"),
@@ -96,10 +104,17 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK509": ("chat-template-writes-bos", "stable"),
     "PK510": ("generation-sampling-defaults", "stable"),
     "PK511": ("post-processor-rebuilt-by-class", "stable"),
+    "PK512": ("chat-template-python-method", "stable"),
+    "PK513": ("chat-template-generation-tag", "stable"),
+    "PK514": ("chat-template-loop-control", "stable"),
+    "PK515": ("chat-template-negative-step", "stable"),
+    "PK516": ("chat-template-tojson", "stable"),
+    "PK517": ("chat-template-strftime-now", "stable"),
+    "PK518": ("chat-template-block-whitespace", "stable"),
 }
 GROUPS = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf", "5": "tokenizer"}
 
-_CLASSES: dict[str, type[Rule]] = {cls.code: cls for mod in (config, weights, runtime, gguf, tokenizer) for cls in mod.RULES}
+_CLASSES: dict[str, type[Rule]] = {cls.code: cls for mod in (config, weights, runtime, runtime_paths, gguf, tokenizer) for cls in mod.RULES}
 RULES: dict[str, Rule] = {code: _CLASSES[code]() for code in CODES if code in _CLASSES}
 
 
@@ -111,7 +126,7 @@ def families_label(rule: Rule) -> str:
     loaders = getattr(rule, "loaders", None)
     if rule.group == "tokenizer":
         return "every directory with tokenizer files, whatever the family (tokenizer-only directories too)"
-    if rule.group == "gguf" and loaders:  # a GGUF goes by its general.architecture, not config.json
+    if loaders:  # a GGUF goes by its general.architecture, not config.json
         return "GGUF files read by " + ", ".join(loaders)
     if "*" in rule.families:
         return "every config, including model types candle 0.11.0 has no module for"

@@ -117,7 +117,14 @@ class Rule:
     fix_availability: ClassVar[FixAvailability] = "none"
     fix_title: ClassVar[str]
     probe_kind: ClassVar[ProbeKind] = "static-only"
+    #: Why verify does not probe a finding of this rule whose probe is static-only: `portkit
+    #: verify` reports it NOT-PROBED with this reason (never NOT-REPRODUCED: nothing ran).
+    not_probed: ClassVar[str] = "a fact about the files that no forward pass shows"
     needs: ClassVar[tuple[str, ...]] = ("config",)  # config | safetensors | gguf | tokenizer | generation_config
+    # the run of `portkit verify` its probe needs: "prompt" (the one every verify makes), "turns" (a
+    # continuation on the warm KV cache, `--turns`), "batch" (rows in one forward, `--batch`) or
+    # "padded-batch" (the same rows through the module's forward that takes a padding mask)
+    probe_run: ClassVar[str] = "prompt"
 
     def check(self, ctx: Context) -> Iterable[Finding]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -148,9 +155,11 @@ class Rule:
         severity: Severity | None = None,
         help: str | None = None,
         probe_kind: ProbeKind | None = None,
+        as_candle: dict[str, Any] | None = None,
     ) -> Finding:
         """`probe_kind` overrides the rule's for a finding whose effect differs from the rule's
-        usual one (for example a layer-count mismatch that candle runs without crashing)."""
+        usual one (for example a layer-count mismatch that candle runs without crashing);
+        `as_candle`: transformers run as candle computes (`Probe.as_candle`, `portkit.rules.as_candle`)."""
         from portkit.findings import Finding, Fix, Probe  # see `location()`
 
         if location == "config":
@@ -167,7 +176,13 @@ class Rule:
             url=DOCS_URL.format(code=self.code),
             transformers_value=_jsonable(transformers_value),
             candle_value=_jsonable(candle_value),
-            probe=Probe(kind=probe_kind or self.probe_kind, id=self.code, patch=dict(probe_patch) if probe_patch is not None else None, expect=expect),
+            probe=Probe(
+                kind=probe_kind or self.probe_kind,
+                id=self.code,
+                patch=dict(probe_patch) if probe_patch is not None else None,
+                expect=expect,
+                as_candle=as_candle,
+            ),
         )
 
 

@@ -15,12 +15,15 @@ def _codes(family: Family) -> str:
     codes = [
         code
         for code, rule in RULES.items()
-        if status(code) != "removed" and rule.group not in ("gguf", "tokenizer") and (family.name in rule.families or "*" in rule.families)
+        if status(code) != "removed" and rule.group not in ("gguf", "tokenizer") and not getattr(rule, "loaders", None)
+        and (family.name in rule.families or "*" in rule.families)
     ]
     return ", ".join(codes)
 
 
 def markdown_table() -> str:
+    from portkit.rules import RULES
+
     rows = [
         "| family | candle 0.11.0 module | `model_type` | GGUF loader | config, weights and runtime rules | verify |",
         "|---|---|---|---|---|---|",
@@ -32,7 +35,11 @@ def markdown_table() -> str:
             f"| {f'`{f.gguf_loader}`' if f.gguf_loader else '-'} | {_codes(f)} | {verify} |"
         )
     rows.append("")
-    rows.append("GGUF rules (PK4xx) check every `.gguf` against the loader its `general.architecture` selects.")
+    loader_paths = [code for code, rule in RULES.items() if rule.group != "gguf" and getattr(rule, "loaders", None)]
+    rows.append(
+        "GGUF rules (PK4xx" + (f"; {', '.join(loader_paths)} on a second turn or a batch" if loader_paths else "")
+        + ") check every `.gguf` against the loader its `general.architecture` selects."
+    )
     rows.append("")
     rows.append("Tokenizer rules (PK5xx) check every directory's tokenizer files, whatever the family ([docs/tokenizers.md](docs/tokenizers.md)).")
     return "\n".join(rows)

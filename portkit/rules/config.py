@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from portkit.rules import as_candle
 from portkit.rules import family_config as fc
 from portkit.rules.base import Context, Rule, f32, location, num
 from portkit.rules.common import length_severity, source_words
@@ -402,8 +403,8 @@ class AttentionBiasIgnored(Rule):
     candle-transformers-0.11.0/src/models/llama.rs:7 (`linear_no_bias as linear`), :368-371.
 
     ## Verification
-    numeric: candle's logits differ from transformers' and match transformers with the
-    attention biases zeroed.
+    numeric, transformers as candle computes: candle's logits differ from transformers' and
+    match transformers run with `attention_bias` false (no biases, as candle's module).
 
     ## References
     - https://github.com/mlc-ai/mlc-llm/issues/3494 (a hard-coded `bias=False` silently drops bias vectors)
@@ -430,6 +431,7 @@ class AttentionBiasIgnored(Rule):
                 keys=("attention_bias",),
                 transformers_value=True,
                 candle_value=False,
+                as_candle=as_candle.edit("no attention biases", config={"attention_bias": False}),
             )
 
 
@@ -455,7 +457,8 @@ class MlpBiasIgnored(Rule):
     candle-transformers-0.11.0/src/models/llama.rs:7, :410-416.
 
     ## Verification
-    numeric: candle matches transformers only with the MLP biases zeroed.
+    numeric, transformers as candle computes: candle matches transformers only when it runs
+    with `mlp_bias` false (no MLP biases, as candle's module).
 
     ## References
     - https://github.com/mlc-ai/mlc-llm/issues/3494 (a hard-coded `bias=False` silently drops bias vectors)
@@ -481,6 +484,7 @@ class MlpBiasIgnored(Rule):
                 keys=("mlp_bias",),
                 transformers_value=True,
                 candle_value=False,
+                as_candle=as_candle.edit("no MLP biases", config={"mlp_bias": False}),
             )
 
 
@@ -506,8 +510,8 @@ class HiddenActNotSilu(Rule):
     candle-transformers-0.11.0/src/models/llama.rs:403-408 (`silu(&self.c_fc1.forward(x)?)`).
 
     ## Verification
-    numeric: candle's logits differ from transformers' and match transformers run with
-    `hidden_act: silu`.
+    numeric, transformers as candle computes: candle's logits differ from transformers' and
+    match transformers run with `hidden_act: silu`.
 
     ## References
     transformers `activations.py` ACT2CLS (`silu` and `swish` are both SiLU).
@@ -535,6 +539,7 @@ class HiddenActNotSilu(Rule):
                 keys=(key,),
                 transformers_value=act,
                 candle_value="silu",
+                as_candle=as_candle.edit("SiLU in the MLP", config={key: "silu"}),
             )
 
 
@@ -654,8 +659,9 @@ class SlidingWindowIgnored(Rule):
     :298-323 (the KV cache keeps every position), :341-347.
 
     ## Verification
-    numeric: at a sequence longer than the window, candle differs from transformers (for a
-    Llama config: greedy generation past the window, the full-prompt forward agrees).
+    numeric, transformers as candle computes: at a sequence longer than the window, candle
+    differs from transformers (for a Llama config: greedy generation past the window, the
+    full-prompt forward agrees) and agrees with transformers run without `sliding_window`.
 
     ## References
     - transformers `cache_utils.py` `get_layer_types_and_kwargs`
@@ -692,6 +698,7 @@ class SlidingWindowIgnored(Rule):
             transformers_value=window,
             candle_value=None,
             severity=severity,
+            as_candle=as_candle.edit("no sliding window", config={"sliding_window": None}),
         )
 
 
@@ -804,7 +811,7 @@ class GenerationEosDiffers(Rule):
     candle-transformers-0.11.0/src/models/llama.rs:31-36 (`LlamaEosToks`), :50.
 
     ## Verification
-    static-only: a fact about the files; logits are not affected.
+    static-only, reported NOT-PROBED with why: a fact about the files; logits are not affected.
 
     ## References
     - https://github.com/huggingface/candle/issues/2085 (llama3 instruct uses `<|eot_id|>` and `<|end_of_text|>` as EOS)
@@ -819,6 +826,7 @@ class GenerationEosDiffers(Rule):
     effect = "silent"
     fix_title = "Stop generation on every EOS id generation_config.json lists"
     probe_kind = "static-only"
+    not_probed = "the ids a candle loop stops on are the program's choice, not a number candle computes (verify's greedy comparison already stops where `generate()` does)"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         ftv, fv, fam = ctx.ftv, ctx.fv, ctx.family

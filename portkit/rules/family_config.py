@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from portkit.families import BY_NAME, UNCOVERED_CANDLE_MODULES
+from portkit.rules import as_candle
 from portkit.rules.base import Context, Rule, location, num
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -57,7 +58,7 @@ class NoCandleModule(Rule):
     `Config` has no `model_type` field and ignores unknown keys.
 
     ## Verification
-    static-only.
+    static-only, reported NOT-PROBED with why.
 
     ## References
     - candle-transformers-0.11.0/src/models/mod.rs (the modules candle 0.11.0 has)
@@ -71,6 +72,7 @@ class NoCandleModule(Rule):
     effect = "none"
     fix_title = "Run the checkpoint with the candle module for its architecture"
     probe_kind = "static-only"
+    not_probed = "candle 0.11.0 has no module for this model type: there is nothing to run"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         doc = ctx.facts.config
@@ -435,8 +437,8 @@ class QueryPreAttnScalarIgnored(Rule):
     gemma3.rs:28, :263.
 
     ## Verification
-    numeric: candle differs from transformers and matches transformers run with
-    `query_pre_attn_scalar` = `head_dim`.
+    numeric, transformers as candle computes: candle differs from transformers and matches
+    transformers run with `query_pre_attn_scalar` = `head_dim`.
 
     ## References
     - transformers `models/gemma2/modeling_gemma2.py:221` (`self.scaling = config.query_pre_attn_scalar**-0.5`)
@@ -465,6 +467,7 @@ class QueryPreAttnScalarIgnored(Rule):
             keys=("query_pre_attn_scalar",),
             transformers_value=q,
             candle_value=hd,
+            as_candle=as_candle.edit(f"attention scaled by 1/sqrt({hd})", config={"query_pre_attn_scalar": hd}),
         )
 
 
@@ -499,8 +502,8 @@ class GraniteMultipliersIgnored(Rule):
     (`1/sqrt(head_dim)`), :397-402, :434-443.
 
     ## Verification
-    numeric: candle differs from transformers and matches transformers with neutral
-    multipliers and `attention_multiplier` = 1/sqrt(head_dim).
+    numeric, transformers as candle computes: candle differs from transformers and matches
+    transformers with neutral multipliers and `attention_multiplier` = 1/sqrt(head_dim).
 
     ## References
     - transformers `models/granite/modeling_granite.py:124, 275, 280, 388, 489` (the four multipliers)
@@ -537,6 +540,7 @@ class GraniteMultipliersIgnored(Rule):
             keys=(next(iter(off)),),
             transformers_value=off,
             candle_value={k: neutral[k] for k in off},
+            as_candle=as_candle.edit("neutral multipliers", config=neutral),
         )
 
 
@@ -613,6 +617,7 @@ class LmHeadIgnoresTie(Rule):
                     candle_value="lm_head.weight",
                     probe_kind="numeric",
                     help="Make the checkpoint's `lm_head.weight` a copy of `model.embed_tokens.weight`, as transformers computes",
+                    as_candle=as_candle.edit("the stored lm_head", config={"tie_word_embeddings": False}),
                 )
                 return
             yield self.finding(
@@ -634,6 +639,7 @@ class LmHeadIgnoresTie(Rule):
                 candle_value="model.embed_tokens.weight",
                 severity="error",
                 probe_kind="numeric",
+                as_candle=as_candle.edit("the embeddings as lm_head", config={"tie_word_embeddings": True}),
             )
 
 
@@ -738,7 +744,8 @@ class BidirectionalAttentionIgnored(Rule):
     :391-413 (`prepare_decoder_attention_mask`: `i < j` is always masked).
 
     ## Verification
-    numeric: candle differs from transformers (no config edit makes candle attend both ways).
+    numeric, transformers as candle computes: candle differs from transformers and matches it
+    run with `use_bidirectional_attention` false (no config edit makes candle attend both ways).
 
     ## References
     transformers `models/gemma3/configuration_gemma3.py:100-102`, `modeling_gemma3.py:292,
@@ -767,6 +774,7 @@ class BidirectionalAttentionIgnored(Rule):
             keys=("use_bidirectional_attention",),
             transformers_value=True,
             candle_value=False,
+            as_candle=as_candle.edit("causal attention", config={"use_bidirectional_attention": False}),
         )
 
 

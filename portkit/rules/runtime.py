@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 
+from portkit.rules import as_candle
 from portkit.rules.base import Context, Rule
 from portkit.rules.family_config import ALL_FAMILIES
 
@@ -385,7 +386,9 @@ class SoftcappingSkippedByFlashAttn(_RuntimeRule):
     :243-246 the cap on the plain path); gemma3.rs:266-269.
 
     ## Verification
-    numeric: only on a CUDA build with flash-attn; elsewhere verify reports it as not runnable.
+    numeric, transformers as candle computes: only on a CUDA build with flash-attn (elsewhere
+    verify reports it as not runnable), candle against transformers run without
+    `attn_logit_softcapping`.
 
     ## References
     - transformers `models/gemma2/modeling_gemma2.py` (`softcap` in eager attention)
@@ -413,6 +416,7 @@ class SoftcappingSkippedByFlashAttn(_RuntimeRule):
             keys=("attn_logit_softcapping",),
             transformers_value=cap,
             candle_value=None,
+            as_candle=as_candle.edit("no attention softcapping", config={"attn_logit_softcapping": None}),
         )
 
 

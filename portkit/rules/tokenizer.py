@@ -86,7 +86,7 @@ class _TokenizerRule(Rule):
         return location(a.tj.position(key))
 
     def edit_finding(self, ctx: Context, a: TokenizerAnalysis, message: str, *, key: str, transformers_value: Any, candle_value: Any,
-                     edit: dict[str, Any], expect: str, location: Any = None) -> Finding:  # fmt: skip
+                     edit: dict[str, Any], expect: str, location: Any = None, severity: Any = None) -> Finding:  # fmt: skip
         """A finding on tokenizer.json whose fix and whose verify probe are the same edit."""
         assert a.tj is not None
         return self.finding(
@@ -99,6 +99,7 @@ class _TokenizerRule(Rule):
             fix_edits=edit,
             probe_patch=edit,
             expect=expect,
+            severity=severity,
         )
 
 
@@ -549,12 +550,16 @@ class PaddingSavedInTokenizer(_TokenizerRule):
 
     ## What it does
     Flags a non-null `padding` or `truncation` in tokenizer.json (fine-tuning scripts often save
-    the trainer's settings into it).
+    the trainer's settings into it). Padding is an error; truncation alone is an error when the
+    planned prompt (`--max-prompt-tokens`, else `--max-tokens`) is longer than its
+    `max_length`, else a warning.
 
     ## Why is this bad?
     The crate pads and truncates every `encode`: a candle program feeds `[19556, 905, 49152 x
-    126]` for `"Hello world"` with padding to 128 saved, and a long prompt is cut. transformers
-    turns both off for a plain call, whatever the file says. Every text differs.
+    126]` for `"Hello world"` with padding to 128 saved, and a prompt longer than the saved
+    `max_length` is cut. transformers turns both off for a plain call, whatever the file says.
+    Padding changes every text shorter than its length; truncation only the texts longer than
+    its `max_length` (a saved 512 leaves a 100-token chat alone, and cuts a 2,000-token one).
 
     ## Example
     `"padding": {"strategy": {"Fixed": 128}, "pad_id": 49152, ...}, "truncation": {"max_length": 128, ...}`.
@@ -571,7 +576,8 @@ class PaddingSavedInTokenizer(_TokenizerRule):
     tokenization_utils_tokenizers.py:941-943 and 964-966 (no truncation, no padding for a plain call).
 
     ## Verification
-    tokens: every text of verify's corpus; CONFIRMED when removing them removes differing ids.
+    tokens: every text of verify's corpus, which holds one text longer than the saved
+    `max_length`; CONFIRMED when removing them removes differing ids.
 
     ## References
     - docs/tokenizers.md
@@ -597,20 +603,36 @@ class PaddingSavedInTokenizer(_TokenizerRule):
             bits.append(f"padding ({f'to {fixed}' if fixed is not None else 'to the longest'} with `{pad.get('pad_token')}`)")
         elif pad is not None:
             bits.append("padding")
+        length = trunc.get("max_length") if isinstance(trunc, dict) else None
         if isinstance(trunc, dict):
-            bits.append(f"truncation (at {trunc.get('max_length')})")
+            bits.append(f"truncation (at {length})")
         elif trunc is not None:
             bits.append("truncation")
+        what = " and ".join(bits)
+        severity = None
+        if pad is not None:
+            tail = "transformers turns both off for a plain call: every text gets other ids"
+        else:
+            prompt = ctx.target.prefill_tokens
+            cut = f"every encode longer than {length} tokens is cut" if isinstance(length, int) else "long encodes are cut"
+            if prompt is None:
+                plan = "; no prompt length is planned (`--max-prompt-tokens`)"
+            else:
+                plan = f"; you plan prompts of at most {prompt} tokens"
+            reaches = prompt is not None and (not isinstance(length, int) or prompt > length)
+            severity = "error" if reaches else "warning"
+            tail = f"transformers does not truncate a plain call: {cut}{plan}"
         yield self.edit_finding(
             ctx,
             a,
-            f"tokenizer.json saves {' and '.join(bits)}: candle's tokenizers crate applies {'them' if len(bits) > 1 else 'it'} to every "
-            "`encode`, transformers turns both off for a plain call: every text gets other ids",
+            f"tokenizer.json saves {what}: candle's tokenizers crate applies {'them' if len(bits) > 1 else 'it'} to every "
+            f"`encode`, {tail}",
             key="padding" if pad is not None else "truncation",
             transformers_value={"padding": None, "truncation": None},
             candle_value={"padding": pad, "truncation": trunc},
             edit={"padding": None, "truncation": None},
-            expect="every-text",
+            expect="every-text" if pad is not None else "long-text",
+            severity=severity,
         )
 
 
@@ -706,7 +728,7 @@ class EosStopSetBeyondTokenizerEos(_TokenizerRule):
     candle-transformers-0.11.0/src/generation/mod.rs:114 (`sample` knows no eos).
 
     ## Verification
-    static-only: a fact about the files; verify's greedy reference stops on generation_config's ids.
+    static-only, reported NOT-PROBED with why: a fact about the files; verify's greedy reference stops on generation_config's ids.
 
     ## References
     - https://github.com/huggingface/candle/issues/2085 (llama3 instruct ends turns with `<|eot_id|>`)
@@ -718,6 +740,7 @@ class EosStopSetBeyondTokenizerEos(_TokenizerRule):
     severity = "warning"
     fix_title = "Stop the candle generation loop on every id `generate()` stops on"
     probe_kind = "static-only"
+    not_probed = "the ids a candle loop stops on are the program's choice, not a number candle computes (verify's greedy comparison already stops where `generate()` does)"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         from portkit.semantics.transformers import eos_ids
@@ -850,7 +873,7 @@ class GenerationSamplingDefaults(_TokenizerRule):
     (`apply_repeat_penalty`, called by the program).
 
     ## Verification
-    static-only: verify compares greedy decoding on both sides.
+    static-only, reported NOT-PROBED with why: verify compares greedy decoding on both sides.
 
     ## References
     - docs/tokenizers.md
@@ -861,6 +884,7 @@ class GenerationSamplingDefaults(_TokenizerRule):
     severity = "info"
     fix_title = "Pass the same sampling settings to candle's `LogitsProcessor`, or compare greedy runs"
     probe_kind = "static-only"
+    not_probed = "verify compares greedy decoding on both sides: sampling settings change no computed number"
     needs = ("generation_config",)
 
     def check(self, ctx: Context) -> Iterable[Finding]:
@@ -884,6 +908,481 @@ class GenerationSamplingDefaults(_TokenizerRule):
         )
 
 
+# --------------------------------------------------------------------------- the chat template in Rust
+
+
+class ChatTemplateText:
+    """The chat template transformers uses (chat_template.jinja over tokenizer_config.json's) and
+    its scan (`portkit.semantics.chat_template`), once per lint."""
+
+    def __init__(self, files: TokenizerFacts) -> None:
+        from portkit.semantics import chat_template as T
+
+        jinja = files.chat_template
+        self.text: str | None = S.chat_template_source(files.config_value, jinja.text if jinja else None)
+        self.in_jinja = jinja is not None
+        self.path = jinja.path if jinja is not None else (files.config.path if files.config is not None else files.root / "tokenizer_config.json")
+        self.key_position = None if jinja is not None or files.config is None else files.config.position("chat_template")
+        self.scan = T.scan(self.text) if self.text is not None else None
+
+    def location(self, line: int, column: int) -> Any:
+        """Where a construct is: its line and column in chat_template.jinja, else the
+        `chat_template` key of tokenizer_config.json (the message names the template line)."""
+        return location((line, column) if self.in_jinja else self.key_position)
+
+
+def chat_template_text(ctx: Context) -> ChatTemplateText | None:
+    files = ctx.facts.tokenizer
+    if files is None:
+        return None
+    cached = ctx.__dict__.get("_chat_template_text")
+    if cached is None:
+        cached = ctx.__dict__["_chat_template_text"] = ChatTemplateText(files)
+    return cached
+
+
+_HOW = {"refuses": "refuses to render it", "differs": "renders another text"}
+
+
+class _ChatTemplateRule(_TokenizerRule):
+    """A construct of the chat template that a Rust environment (candle-examples, mistral.rs)
+    refuses or renders otherwise than transformers: one finding at its first place, the others
+    counted, each environment it breaks named with what it does."""
+
+    construct: ClassVar[str]  # a `portkit.semantics.chat_template.SCANNERS` key
+    probe_kind = "template"
+    fix_availability = "none"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        from portkit.semantics import chat_template as T
+
+        tpl = chat_template_text(ctx)
+        if tpl is None or tpl.scan is None:
+            return
+        found = T.constructs(tpl.scan, self.construct)
+        if not found:
+            return
+        effects: dict[str, str] = {}
+        expect: dict[str, str] = {}
+        for c in found:
+            for env, what in c.effects.items():
+                if effects.get(env) != "refuses":  # a refusal anywhere is what that environment does
+                    effects[env] = what
+                if env in c.expect:
+                    expect.setdefault(env, c.expect[env])
+        envs = [e for e in T.ENVIRONMENTS if e in effects]
+        first = found[0]
+        where = f"line {first.line}" if tpl.in_jinja else f"template line {first.line}"
+        more = ""
+        if len(found) > 1:
+            lines = sorted({c.line for c in found[1:]})
+            shown = ", ".join(map(str, lines[:4])) + (f" and {len(lines) - 4} more" if len(lines) > 4 else "")
+            more = f"; {len(found) - 1} more at line{'s' if len(lines) > 1 else ''} {shown}"
+        message = self.describe(first, found, effects, f"{where}{more}")
+        yield self.finding(
+            ctx,
+            message,
+            filename=tpl.path,
+            location=tpl.location(first.line, first.column),
+            transformers_value="renders it",
+            candle_value={e: _HOW[effects[e]] for e in envs},
+            probe_patch={"environments": {e: effects[e] for e in envs}, "expect": expect, "lines": sorted({c.line for c in found})},
+            expect=self.construct,
+        )
+
+    def describe(self, first: Any, found: list[Any], effects: dict[str, str], where: str) -> str:
+        raise NotImplementedError
+
+
+class ChatTemplatePythonMethod(_ChatTemplateRule):
+    """The chat template calls Python string or dict methods, which minijinja has only through pycompat.
+
+    ## What it does
+    Finds calls of Python `str`/`dict` methods in the chat template's code (`.strip()`,
+    `.startswith(...)`, `.split(...)`, `.items()`, `.get(...)`, ...; not inside string literals)
+    and says which Rust environment refuses each: candle-examples' minijinja has no Python
+    methods at all; mistral.rs installs minijinja-contrib's pycompat callback, which answers a
+    list of them (2.14.0: `strip`, `lstrip`, `rstrip`, `split`, `splitlines`, `startswith`,
+    `endswith`, `replace`, `title`, `upper`, `lower`, `capitalize`, `count`, `find`, `rfind`,
+    `format`, `join`, the `is...` tests, `items`, `keys`, `values`, `get` with one argument).
+
+    ## Why is this bad?
+    jinja2 calls the method on the Python object, so transformers renders it. A Rust program on
+    minijinja stops with `unknown method: string has no method named strip` when the line runs
+    (Qwen, DeepSeek and Llama 3.1's tool templates call `.strip()`, `.startswith()`, `.items()`).
+    With pycompat, a method outside its list (`zfill`, `rsplit`, ...) still fails, and 2.14.0's
+    `get` takes no default (`m.get('x', '')` is `too many arguments`; the default came in 2.15.0).
+
+    ## Example
+    `{{- message['content'].strip() }}`
+
+    Use instead: `{{- message['content'] | trim }}` (and `| items`, `x.y is defined`, `x.y | default('')`).
+
+    ## Fix
+    Write the template with jinja filters instead of Python methods, or render it with
+    minijinja-contrib's `pycompat::unknown_method_callback` installed (as mistral.rs does).
+
+    ## Candle source
+    candle-examples-0.11.0/src/chat_template.rs:167-177 (`Environment::new()`,
+    no unknown-method callback); mistral.rs mistralrs-core/src/pipeline/chat_template.rs:712
+    (pycompat); minijinja 2.14.0 src/value/mod.rs:1586-1613 (`unknown method`),
+    minijinja-contrib 2.14.0 src/pycompat.rs:49-336.
+
+    ## Verification
+    template: verify renders the template through each environment and transformers on its
+    conversations; CRASH-CONFIRMED when the environment the finding names refuses with
+    `has no method named ...` (or `too many arguments`), NOT-REPRODUCED when no conversation
+    reaches the call.
+
+    ## References
+    - docs/chat-templates.md
+    - https://github.com/huggingface/text-generation-inference/issues/1545 (`.title()`/`.strip()` in Rust without pycompat)
+    """
+
+    code = "PK512"
+    name = "chat-template-python-method"
+    construct = "python-method"
+    severity = "error"
+    fix_title = "Use jinja filters (`| trim`, `| items`, `| default`) instead of Python methods, or install pycompat's unknown-method callback"
+
+    def describe(self, first: Any, found: list[Any], effects: dict[str, str], where: str) -> str:
+        names = list(dict.fromkeys(f"`.{c.detail}`" if "(" in c.detail else f"`.{c.detail}()`" for c in found))
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        tail = "candle-examples' minijinja has no Python methods and refuses to render it (`unknown method`)"
+        if "mistral.rs" in effects:
+            bad = [c.detail for c in found if "mistral.rs" in c.effects]
+            tail += f"; so does mistral.rs, whose pycompat has no `{bad[0]}`" if not bad[0].startswith("get(") else (
+                "; so does mistral.rs: pycompat 2.14.0's `get` takes no default (`too many arguments`)"
+            )
+        else:
+            tail += "; mistral.rs answers it through minijinja-contrib's pycompat"
+        return f"the chat template calls the Python method{'s' if len(names) > 1 else ''} {shown} ({where}): {tail}"
+
+
+class ChatTemplateGenerationTag(_ChatTemplateRule):
+    """The chat template has `{% generation %}` blocks, a transformers extension minijinja does not know.
+
+    ## What it does
+    Finds `{% generation %}` / `{% endgeneration %}` tags (transformers' `AssistantTracker`
+    extension, which marks the assistant's tokens for `return_assistant_tokens_mask`).
+
+    ## Why is this bad?
+    transformers renders the block's body as it is. candle-examples' minijinja refuses the
+    whole template when it is added (`syntax error: unknown statement generation`), so no
+    conversation renders. mistral.rs deletes the tags before adding the template, as a
+    regex, and renders what transformers renders. SmolLM3's template has them.
+
+    ## Example
+    `{% generation %}{{ message['content'] }}{% endgeneration %}`
+
+    Use instead: `{{ message['content'] }}` in the template a Rust program renders.
+
+    ## Fix
+    Delete the two tags from the template the Rust program renders (they only mark tokens
+    for training masks).
+
+    ## Candle source
+    candle-examples-0.11.0/src/chat_template.rs:176-177 (the template is added as is);
+    mistral.rs mistralrs-core/src/pipeline/chat_template.rs:800-801 (the tags deleted);
+    transformers 5.24 utils/chat_template_utils.py:575-611 (`AssistantTracker`).
+
+    ## Verification
+    template: CRASH-CONFIRMED when candle-examples refuses with `unknown statement generation`.
+
+    ## References
+    - docs/chat-templates.md
+    - https://github.com/mitsuhiko/minijinja/issues/815 (SmolLM3's `{% generation %}`)
+    """
+
+    code = "PK513"
+    name = "chat-template-generation-tag"
+    construct = "generation"
+    severity = "error"
+    fix_title = "Delete `{% generation %}` and `{% endgeneration %}` from the template a Rust program renders"
+
+    def describe(self, first: Any, found: list[Any], effects: dict[str, str], where: str) -> str:
+        return (
+            f"the chat template has `{{% {first.detail} %}}` ({where}), transformers' assistant-mask tag: candle-examples' minijinja "
+            "refuses the whole template (`unknown statement generation`); mistral.rs deletes the tags and renders it"
+        )
+
+
+class ChatTemplateLoopControl(_ChatTemplateRule):
+    """The chat template uses `{% break %}` or `{% continue %}`, which minijinja parses only with `loop_controls`.
+
+    ## What it does
+    Finds `{% break %}` and `{% continue %}` (jinja2's `loopcontrols` extension, which
+    transformers enables).
+
+    ## Why is this bad?
+    minijinja knows the two statements only when it is built with its `loop_controls` feature;
+    neither candle-examples nor mistral.rs enables it, so both refuse the whole template
+    (`syntax error: unknown statement break`) and no conversation renders. Command-R7B's
+    template has `{% break %}`.
+
+    ## Example
+    `{% for m in messages %}{% if m.role == 'system' %}{% break %}{% endif %}...{% endfor %}`
+
+    Use instead: a `namespace` flag set in the loop and tested with `{% if %}`.
+
+    ## Fix
+    Rewrite the loop without the statements, or build minijinja with `loop_controls`.
+
+    ## Candle source
+    candle-examples-0.11.0/src/chat_template.rs:176-177 (the template added as is) and
+    candle-examples-0.11.0/Cargo.toml:658-660 (`minijinja` "2" with `loader`);
+    mistral.rs Cargo.toml:118 (`features = ["builtins", "json", "preserve_order"]`); minijinja
+    2.14.0 Cargo.toml (`loop_controls` is not a default feature); transformers 5.24
+    utils/chat_template_utils.py:662-664 (`jinja2.ext.loopcontrols`).
+
+    ## Verification
+    template: CRASH-CONFIRMED when the environment refuses with `unknown statement break` (or `continue`).
+
+    ## References
+    - docs/chat-templates.md
+    - https://github.com/huggingface/text-generation-inference/issues/2998 (Command-R7B's `{% break %}`)
+    """
+
+    code = "PK514"
+    name = "chat-template-loop-control"
+    construct = "loop-control"
+    severity = "error"
+    fix_title = "Rewrite the loop without `{% break %}`/`{% continue %}` (a namespace flag), or build minijinja with `loop_controls`"
+
+    def describe(self, first: Any, found: list[Any], effects: dict[str, str], where: str) -> str:
+        return (
+            f"the chat template uses `{{% {first.detail} %}}` ({where}): minijinja without its `loop_controls` feature refuses "
+            f"the whole template (`unknown statement {first.detail}`) in candle-examples and in mistral.rs"
+        )
+
+
+class ChatTemplateNegativeStep(_ChatTemplateRule):
+    """The chat template walks a sequence backwards in a form mistral.rs rewrites into another template.
+
+    ## What it does
+    Finds `range(n, -1, -1)` and `[::-1]` followed by a subscript or an attribute: the two
+    places where mistral.rs's text rewrites (`range(n)|reverse`, `|reverse`) change what the
+    template means. minijinja itself (2.10.0 and later) handles negative steps as jinja2 does,
+    so candle-examples renders both as transformers does, and a plain `messages[::-1]` is
+    rewritten to an equivalent.
+
+    ## Why is this bad?
+    `range(n, -1, -1)` counts n, n-1, ..., 0; mistral.rs's `range(n)|reverse` counts n-1, ...,
+    0: one item fewer, so a Qwen 2.5-style search for the last user turn starts one message
+    early. `messages[::-1][0]` becomes `messages|reverse[0]`, a syntax error: mistral.rs
+    refuses the template.
+
+    ## Example
+    `{% for i in range(messages|length - 1, -1, -1) %}`
+
+    Use instead: `{% for i in range(messages|length)|reverse %}` (the same indices, no rewrite).
+
+    ## Fix
+    Write the reversal with `|reverse` yourself: `range(n + 1)|reverse`, `(seq|reverse|list)[i]`.
+
+    ## Candle source
+    mistral.rs mistralrs-core/src/pipeline/chat_template.rs:784-793 (the rewrites); minijinja
+    2.14.0 CHANGELOG 2.10.0 (#781: negative slice steps) and 2.11.0 (#799: negative `range`
+    arguments); candle-examples-0.11.0/src/chat_template.rs:176 (no rewrite).
+
+    ## Verification
+    template: `range`: CONFIRMED when mistral.rs renders other texts and mistral.rs without the
+    rewrite renders transformers' text; `[::-1]` followed by a subscript: CRASH-CONFIRMED when
+    mistral.rs refuses with a syntax error.
+
+    ## References
+    - docs/chat-templates.md
+    - https://github.com/EricLBuehler/mistral.rs/issues/1934 (Qwen 2.5's `range(n, -1, -1)`), fixed by the rewrite in https://github.com/EricLBuehler/mistral.rs/pull/1941
+    - https://github.com/mitsuhiko/minijinja/issues/780 (Qwen3's `messages[::-1]`)
+    """
+
+    code = "PK515"
+    name = "chat-template-negative-step"
+    construct = "negative-step"
+    severity = "error"
+    fix_title = "Write the reversal with `|reverse` yourself: `range(n + 1)|reverse`, `(seq|reverse|list)[i]`"
+
+    def describe(self, first: Any, found: list[Any], effects: dict[str, str], where: str) -> str:
+        if first.detail.startswith("range"):
+            expr = first.detail[len("range(") :].rsplit(",", 2)[0]
+            return (
+                f"the chat template has `{first.detail}` ({where}): mistral.rs rewrites it to `range({expr})|reverse`, "
+                "one item fewer than transformers counts (it never reaches index "
+                f"`{expr.strip()}`): another text wherever the loop's first index matters"
+            )
+        return (
+            f"the chat template subscripts a reversed sequence, `{first.detail}` ({where}): mistral.rs rewrites `[::-1]` to "
+            "`|reverse` and a subscript after a filter is a syntax error: it refuses the whole template"
+        )
+
+
+class ChatTemplateTojson(_ChatTemplateRule):
+    """The chat template uses `tojson`, which candle-examples lacks and mistral.rs implements with `indent` only.
+
+    ## What it does
+    Finds the `tojson` filter and its keyword arguments.
+
+    ## Why is this bad?
+    transformers' own `tojson` is `json.dumps(x, ensure_ascii=False, indent=..., separators=...,
+    sort_keys=...)`. candle-examples builds minijinja without its `json` feature: there is no
+    `tojson` filter, and rendering stops (`unknown filter: filter tojson is unknown`) when the
+    line runs (every tool template). mistral.rs registers its own `tojson` with Python's
+    separators and `indent`, and accepts and ignores every other argument: `sort_keys=true`,
+    `separators=(',', ':')` or `ensure_ascii=true` give another text than transformers'.
+    (minijinja's built-in `tojson`, which neither environment uses, also HTML-escapes `<`, `>`,
+    `&`, `'` and writes no spaces.)
+
+    ## Example
+    `{{ tools | tojson(indent=4, sort_keys=true) }}`
+
+    Use instead: in the Rust program, a `tojson` filter with transformers' arguments.
+
+    ## Fix
+    Register a `tojson` filter that does what `json.dumps(x, ensure_ascii=False, indent,
+    separators, sort_keys)` does.
+
+    ## Candle source
+    candle-examples-0.11.0/src/chat_template.rs:167 and Cargo.toml:658-660 (no `json` feature); minijinja 2.14.0 src/defaults.rs:128 (the
+    filter exists only with `json`), src/filters.rs:991-1031; mistral.rs
+    mistralrs-core/src/pipeline/chat_template.rs:358-394 and :805; transformers 5.24
+    utils/chat_template_utils.py:623-626.
+
+    ## Verification
+    template: candle-examples: CRASH-CONFIRMED when it refuses with `filter tojson is unknown`;
+    mistral.rs: CONFIRMED when it renders other texts and transformers, given the template
+    without the arguments mistral.rs ignores, renders mistral.rs's texts.
+
+    ## References
+    - docs/chat-templates.md
+    - https://github.com/EricLBuehler/mistral.rs/issues/2363 (`tojson` escaping and key order)
+    """
+
+    code = "PK516"
+    name = "chat-template-tojson"
+    construct = "tojson"
+    severity = "error"
+    fix_title = "Register a `tojson` filter with transformers' arguments (`json.dumps(x, ensure_ascii=False, indent, separators, sort_keys)`)"
+
+    def describe(self, first: Any, found: list[Any], effects: dict[str, str], where: str) -> str:
+        shown = ", ".join(dict.fromkeys(f"`{c.detail}`" for c in found))
+        text = (
+            f"the chat template uses {shown} ({where}): candle-examples' minijinja has no `json` feature and refuses "
+            "to render it (`filter tojson is unknown`)"
+        )
+        if "mistral.rs" in effects:
+            ignored = sorted({a for c in found for a in c.detail[len("tojson(") :].rstrip(")").replace("=", "").split(", ") if a in ("sort_keys", "separators", "ensure_ascii")})
+            text += f"; mistral.rs's `tojson` ignores {', '.join(f'`{a}`' for a in ignored)}: another text than transformers' `json.dumps`"
+        else:
+            text += "; mistral.rs's own `tojson` writes what transformers' does"
+        return text
+
+
+class ChatTemplateStrftimeNow(_ChatTemplateRule):
+    """The chat template calls `strftime_now`, a function transformers defines and candle-examples does not.
+
+    ## What it does
+    Finds calls of `strftime_now(format)` (transformers' template global: today's date).
+
+    ## Why is this bad?
+    candle-examples' environment defines `raise_exception` only: rendering stops with
+    `unknown function: strftime_now is unknown` when the line runs (Llama 3.2, Mistral-Small
+    and Granite templates date their system prompt with it). mistral.rs defines it on the UTC
+    clock, transformers on the local one: the same text where the two dates agree.
+
+    ## Example
+    `{%- set today = strftime_now("%d %b %Y") %}`
+
+    Use instead: a `strftime_now` function in the Rust program, or the date passed as a variable
+    (`date_string`) that the template tests with `is defined`.
+
+    ## Fix
+    Register `strftime_now` (the local date, as `datetime.now().strftime(format)`) in the
+    Rust program's environment.
+
+    ## Candle source
+    candle-examples-0.11.0/src/chat_template.rs:167-174 (`raise_exception` only); mistral.rs
+    mistralrs-core/src/pipeline/chat_template.rs:430-434 and :806; transformers 5.24
+    utils/chat_template_utils.py:628-629, 667.
+
+    ## Verification
+    template: CRASH-CONFIRMED when candle-examples refuses with `strftime_now is unknown`.
+
+    ## References
+    - docs/chat-templates.md
+    - https://github.com/huggingface/text-generation-inference/issues/2987 (Mistral-Small's `strftime_now`)
+    """
+
+    code = "PK517"
+    name = "chat-template-strftime-now"
+    construct = "strftime"
+    severity = "error"
+    fix_title = "Register `strftime_now` (the local date, as transformers' `datetime.now().strftime`) in the Rust program"
+
+    def describe(self, first: Any, found: list[Any], effects: dict[str, str], where: str) -> str:
+        return (
+            f"the chat template calls `strftime_now` ({where}): candle-examples defines no such function and refuses to render "
+            "it (`unknown function`); mistral.rs renders it from the UTC clock, transformers from the local one"
+        )
+
+
+class ChatTemplateBlockWhitespace(_ChatTemplateRule):
+    """The chat template's whitespace depends on `trim_blocks` and `lstrip_blocks`, which candle-examples does not set.
+
+    ## What it does
+    Finds the whitespace that transformers' `trim_blocks=True, lstrip_blocks=True` remove and
+    candle-examples keeps: the newline right after a `{% ... %}` or `{# ... #}` tag without
+    `-`, the blanks before such a tag at the start of a line, and whitespace at the very start
+    of the render (which candle-examples' `trim_start()` removes and transformers keeps).
+
+    ## Why is this bad?
+    Templates written one statement a line (`{% if ... %}` then a newline) rely on trim_blocks
+    to leave those newlines out, and on lstrip_blocks for their indentation. candle-examples'
+    `Environment::new()` sets neither, so its prompt has newlines and spaces the model never
+    saw in training, wherever those lines render. mistral.rs sets both, as transformers does.
+
+    ## Example
+    ```
+    {% for message in messages %}
+      {% if message['role'] == 'user' %}
+    {{ '<|user|>' + message['content'] }}
+      {% endif %}
+    {% endfor %}
+    ```
+
+    Use instead: `{%- ... %}` / `{% ... -%}` on those tags, so every environment drops the whitespace.
+
+    ## Fix
+    Add `-` whitespace control to the tags, or call `set_trim_blocks(true)` and
+    `set_lstrip_blocks(true)` on the Rust program's minijinja `Environment`.
+
+    ## Candle source
+    candle-examples-0.11.0/src/chat_template.rs:167 (`Environment::new()`: minijinja's defaults, both
+    off) and :353 (`trim_start()`); mistral.rs mistralrs-core/src/pipeline/chat_template.rs:715-716;
+    transformers 5.24 utils/chat_template_utils.py:662-664.
+
+    ## Verification
+    template: CONFIRMED when candle-examples renders other texts and candle-examples with
+    trim_blocks and lstrip_blocks set renders fewer of them otherwise.
+
+    ## References
+    - docs/chat-templates.md
+    """
+
+    code = "PK518"
+    name = "chat-template-block-whitespace"
+    construct = "whitespace"
+    severity = "error"
+    fix_title = "Add `-` whitespace control to those tags, or set `trim_blocks` and `lstrip_blocks` on the Rust program's Environment"
+
+    def describe(self, first: Any, found: list[Any], effects: dict[str, str], where: str) -> str:
+        n = len(found)
+        return (
+            f"the chat template's whitespace depends on trim_blocks/lstrip_blocks at {n} place{'s' if n != 1 else ''} (first: the "
+            f"{first.detail}, {where}): candle-examples sets neither and keeps newlines and blanks that transformers and "
+            "mistral.rs leave out"
+        )
+
+
 RULES = (
     NormalizerRebuiltByClass,
     PrependSchemeAfterSpecialToken,
@@ -896,4 +1395,11 @@ RULES = (
     ChatTemplateWritesBos,
     GenerationSamplingDefaults,
     PostProcessorRebuiltByClass,
+    ChatTemplatePythonMethod,
+    ChatTemplateGenerationTag,
+    ChatTemplateLoopControl,
+    ChatTemplateNegativeStep,
+    ChatTemplateTojson,
+    ChatTemplateStrftimeNow,
+    ChatTemplateBlockWhitespace,
 )

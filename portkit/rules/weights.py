@@ -12,6 +12,7 @@ import re
 import weakref
 from collections import defaultdict
 
+from portkit.rules import as_candle
 from portkit.rules.base import Context, Rule, backticked
 from portkit.rules.family_config import ALL_FAMILIES
 
@@ -261,7 +262,12 @@ class UnreadTensor(_WeightsRule):
     :367-369 (no biases); stable_lm.rs:212-215, :321-332 (no `q_layernorm`/`k_layernorm`).
 
     ## Verification
-    static-only (the numeric effect of biases is PK105/PK106's probe).
+    numeric, transformers as candle computes, for the tensors transformers reads: verify runs
+    transformers with the biases zeroed (a bias candle never adds computes as a zero one), with
+    `tie_word_embeddings` true (the embeddings as `lm_head`, as candle's module), or without
+    the norms candle's module lacks; CONFIRMED when candle agrees with it where it does not
+    agree with transformers as written. Tensors neither side reads are NOT-PROBED: no number
+    depends on them.
 
     ## References
     - https://github.com/mlc-ai/mlc-llm/issues/3494 (240 of 420 bias vectors dropped)
@@ -275,7 +281,8 @@ class UnreadTensor(_WeightsRule):
     severity = "warning"
     effect = "silent"
     fix_title = "Make config.json and the weights describe the same model"
-    probe_kind = "static-only"
+    probe_kind = "numeric"
+    not_probed = "neither side reads these tensors (transformers ignores them too): no computed number depends on them"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         if not self.ready(ctx):
@@ -320,15 +327,29 @@ class UnreadTensor(_WeightsRule):
             if key.startswith("flag:"):
                 texts[key] = (f"transformers reads them (`{key[5:]}` is true): another model", "error")
             why, sev = texts[key]
+            edit = self._as_candle(key, names)
             yield self.finding(
                 ctx,
                 f"{mod} never reads {len(names)} tensor{'s' if len(names) > 1 else ''} ({backticked(names)}); {why}",
                 filename=_weights_file(ctx),
                 location=None,
                 severity=sev,  # type: ignore[arg-type]
-                transformers_value="read" if key in ("bias-read", "lm-head-read") or key.startswith("flag:") else "unread",
+                transformers_value="read" if edit is not None else "unread",
                 candle_value="unread",
+                probe_kind=None if edit is not None else "static-only",
+                as_candle=edit,
             )
+
+    @staticmethod
+    def _as_candle(key: str, names: list[str]) -> dict[str, object] | None:
+        """transformers as candle computes, for a group transformers reads (None: neither reads it)."""
+        if key == "bias-read":
+            return as_candle.edit("the unread biases zeroed", tensors=names)
+        if key == "lm-head-read":
+            return as_candle.edit("the embeddings as lm_head", config={"tie_word_embeddings": True})
+        if key.startswith("flag:"):
+            return as_candle.edit(f"no `{key[5:]}` (the norms candle's module lacks)", config={key[5:]: False})
+        return None
 
     @staticmethod
     def _transformers_reads_bias(ctx: Context, name: str, part: str, tf: dict[str, tuple[int, ...]] | None) -> bool:
@@ -365,7 +386,7 @@ class UnexpectedTensor(_WeightsRule):
     `model.layers.{i}`, `lm_head`); mistral.rs:374-385, qwen2.rs:276-286 (`vb.pp("model")`).
 
     ## Verification
-    static-only.
+    static-only, reported NOT-PROBED with why.
 
     ## References
     - https://github.com/huggingface/candle/issues/1632 (no `model.` prefix)
@@ -379,6 +400,7 @@ class UnexpectedTensor(_WeightsRule):
     effect = "load-error"
     fix_title = "Rename the tensors to the names candle's module looks up (strip the prefix) or dequantize them"
     probe_kind = "static-only"
+    not_probed = "a naming fact: candle never asks for these names; the load that fails on a name it needs is PK201's crash probe"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         st = ctx.facts.safetensors
@@ -447,6 +469,8 @@ class LayerCountMismatch(_WeightsRule):
     effect = "panic"
     fix_title = "Make `num_hidden_layers` match the layers in the checkpoint"
     probe_kind = "crash"
+    # the warning for layers past `num_hidden_layers`, which is static-only
+    not_probed = "transformers and candle both run only the first `num_hidden_layers` layers: there is nothing to crash or measure"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         if not self.ready(ctx):
@@ -518,8 +542,8 @@ class LmHeadVsTie(_WeightsRule):
     (`vb.contains_tensor("lm_head.weight")`).
 
     ## Verification
-    crash: candle must fail with `cannot find tensor lm_head.weight` (qwen2's silent case is
-    static-only).
+    crash: candle must fail with `cannot find tensor lm_head.weight` (qwen2's silent case:
+    numeric, transformers run with the head candle uses).
 
     ## References
     - https://github.com/huggingface/candle/issues/2516 (`cannot find tensor lm_head.weight`, Llama-3.2-3B)
@@ -594,7 +618,10 @@ class LmHeadVsTie(_WeightsRule):
             severity="warning",
             transformers_value="embeddings" if tie is True else "random lm_head",
             candle_value="lm_head.weight" if present else "embeddings",
-            probe_kind="static-only",  # nothing crashes; equal matrices would give equal logits
+            probe_kind="numeric",  # nothing crashes: transformers run with candle's head shows the effect
+            as_candle=as_candle.edit(
+                "the stored lm_head" if present else "the embeddings as lm_head", config={"tie_word_embeddings": not present}
+            ),
         )
 
 

@@ -1,17 +1,23 @@
-"""Honest attribution for findings no file edit can undo: the reference-side counterfactual.
+"""Honest attribution for findings no file edit can undo: transformers run as candle computes.
 
-A GGUF finding like `rope_freqs.weight` (PK404) has no repair candle reads, so the candle-side
-leave-one-out has nothing to run: "the GGUF differs" alone would confirm it, even when the
-difference is quantization noise (a Q8_0 flip at a 0.3 margin). Instead transformers runs with
-and without the finding's effect on the same inputs:
+candle hard-codes some behaviours that no edit on its side undoes (quantized_gemma3's SiLU,
+quantized_phi3's rope base, a bias its module never reads, the llama3 rope factors
+quantized_llama ignores). Their rules declare how transformers must run to compute what candle
+computes (`Probe.as_candle`: a config edit, a tensor edit); `AsCandleRuns` runs the streamed
+reference so, on the reference's inputs, cached like the reference, and `confirm` judges candle
+against it:
 
-- effect: max|with - without| of transformers' logits over the teacher-forced steps;
-- noise: max|GGUF - without|, the GGUF against the model it actually computes (candle ignores
-  the effect), i.e. what the dtype or quantization alone leaves.
+- as written: candle (or the GGUF) vs transformers, the distance verify reports;
+- as candle computes: candle vs transformers with the edit: within tolerance, the finding
+  explains the difference;
+- effect: max|as written - as candle| of transformers' own logits over the teacher-forced
+  steps; noise: candle vs as candle, what the dtype or quantization alone leaves.
 
-CONFIRMED only when the effect exceeds that noise; otherwise NOT-REPRODUCED with both numbers,
-and the prompt length from which the effect exceeds the noise (one forward with and one without
-over `SCAN_TOKENS` tokens, the prompt repeated, the noise taken as constant).
+CONFIRMED when candle agrees with transformers as candle computes (or the distance at least
+halves and the effect exceeds the noise); NOT-REPRODUCED with both numbers when the effect is
+within the noise, and then `scan_lengths` says from which prompt length it exceeds it: one
+forward as written and one as candle computes over `SCAN_TOKENS` tokens (the prompt repeated,
+the noise taken as constant).
 """
 
 from __future__ import annotations
@@ -23,50 +29,35 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from portkit.verify.confirm import Confirmation
-from portkit.verify.runs import Reference, RunOutputs, fmt_num
+from portkit.verify.confirm import Confirmation, as_candle_of
+from portkit.verify.runs import Reference, fmt_num
 
 #: How far the length scan reaches (capped by max_position_embeddings): one streamed forward
-#: with and one without, only when the effect does not exceed the noise at the run's length.
+#: as written and one as candle computes, only when the effect does not exceed the noise.
 SCAN_TOKENS = 512
 
-
-def _without_rope_scaling(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The config with default RoPE at the same theta (transformers reads legacy `rope_scaling`
-    and `rope_parameters` alike)."""
-    out = dict(cfg)
-    out.pop("rope_scaling", None)
-    rp = out.get("rope_parameters")
-    if isinstance(rp, dict):
-        theta = rp.get("rope_theta", out.get("rope_theta", 10000.0))
-        out["rope_parameters"] = {"rope_type": "default", "rope_theta": theta}
-    return out
+Progress = Callable[[str], None]
 
 
-#: finding code -> (what the effect is, the config edit that removes it on the transformers side)
-EFFECTS: dict[str, tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
-    "PK404": ("the llama3 rope scaling candle ignores", _without_rope_scaling),
-}
+class AsCandleRuns:
+    """transformers as candle computes, memoised by the edit (one streamed run each, or its
+    cache entry); `runs` keeps each run's words, seconds and source for the report."""
 
+    def __init__(self, model: Any, reference: Reference, tokens: int, progress: Progress, sublayers: Sequence[str] = ()) -> None:
+        self.model, self.reference, self.tokens, self.progress, self.sublayers = model, reference, tokens, progress, list(sublayers)
+        self.memo: dict[str, Reference] = {}
+        self.runs: list[dict[str, Any]] = []
 
-def reference_side(
-    confirmations: Sequence[Confirmation],
-    model: Any,
-    reference: Reference,
-    run: RunOutputs,
-    tolerance_name: str,
-    tokens: int,
-    progress: Callable[[str], None],
-) -> list[Confirmation]:
-    """Re-judge each CONFIRMED finding that has a reference-side counterfactual."""
-    out = []
-    for c in confirmations:
-        spec = EFFECTS.get(c.code)
-        if spec is None or c.verdict != "CONFIRMED" or run.rows is None or run.failure is not None:
-            out.append(c)
-            continue
-        out.append(_judge(c, spec, model, reference, run, tolerance_name, tokens, progress))
-    return out
+    def __call__(self, edit: dict[str, Any]) -> Reference:
+        key = json.dumps({k: v for k, v in edit.items() if k != "what"}, sort_keys=True, default=str)
+        if key not in self.memo:
+            from portkit.verify.refjob import reference_as_candle
+
+            self.progress(f"transformers as candle computes: {edit.get('what')}")
+            got = reference_as_candle(self.model, self.reference, self.tokens, edit, 0, self.progress, self.sublayers)
+            self.memo[key] = got.reference
+            self.runs.append({"what": edit.get("what"), "seconds": round(got.seconds, 3), "source": got.source})
+        return self.memo[key]
 
 
 def first_length_over(effect_by_position: np.ndarray, noise: float) -> int | None:
@@ -75,48 +66,41 @@ def first_length_over(effect_by_position: np.ndarray, noise: float) -> int | Non
     return int(over[0]) + 1 if over.size else None
 
 
-def _judge(
-    c: Confirmation,
-    spec: tuple[str, Callable[[dict[str, Any]], dict[str, Any]]],
-    model: Any,
-    reference: Reference,
-    run: RunOutputs,
-    tolerance_name: str,
-    tokens: int,
-    progress: Callable[[str], None],
-) -> Confirmation:
-    from portkit.verify.refjob import reference_effect
+def scan_lengths(
+    confirmations: Sequence[Confirmation], findings: Sequence[Any], model: Any, reference: Reference, tokens: int, progress: Progress
+) -> list[Confirmation]:
+    """For each reference-side finding whose effect stayed within the noise: the prompt length
+    from which it exceeds it (`SCAN_TOKENS` tokens, capped by max_position_embeddings)."""
+    from portkit.verify.refjob import reference_as_candle
 
-    what, edit = spec
-    without_config = json.dumps(edit(json.loads(model.config_text)), indent=2)
-    progress(f"{c.code}: transformers without {what}")
-    rows_without, _ = reference_effect(model, reference, tokens, without_config, 0, progress)
-    effect = float(np.abs(reference.rows.astype(np.float64) - rows_without).max())
-    noise = float(np.abs(run.rows.astype(np.float64) - rows_without).max())
-    n = len(reference.prompt) + max(tokens - 1, 0)
-    details = dict(c.details)
-    details["reference_side"] = {"effect": effect, "noise": noise, "tokens": n, "reproduces_from": None, "scanned": None}
-    head = (
-        f"{what}: transformers with and without it differ {fmt_num(effect)} over {n} tokens; "
-        f"{tolerance_name} noise {fmt_num(noise)} (the GGUF against transformers without it)"
-    )
-    if effect > noise:
-        details["reference_side"]["reproduces_from"] = n
-        return replace(c, evidence=f"{head}: the effect explains the divergence; {c.evidence}", details=details)
-    scan = min(SCAN_TOKENS, int(model.config.get("max_position_embeddings") or SCAN_TOKENS))
-    progress(f"{c.code}: the effect by prompt length, up to {scan} tokens")
-    _, by_position = reference_effect(model, reference, tokens, without_config, scan, progress)
-    length = first_length_over(by_position, noise)
-    details["reference_side"].update(reproduces_from=length, scanned=int(by_position.size))
-    where = (
-        f"it exceeds the noise from a {length}-token prompt" if length is not None else f"it stays under the noise up to {by_position.size} tokens"
-    )
-    return replace(
-        c,
-        verdict="NOT-REPRODUCED",
-        evidence=f"{head}: the divergence is {tolerance_name} noise, not this finding at this length; {where}",
-        details=details,
-    )
+    by_code = {f.code: f for f in findings}
+    out = []
+    for c in confirmations:
+        side = c.details.get("reference_side") or {}
+        finding = by_code.get(c.code)
+        edit = as_candle_of(finding) if finding is not None else None
+        if not side.get("under_noise") or edit is None:
+            out.append(c)
+            continue
+        scan = min(SCAN_TOKENS, int(model.config.get("max_position_embeddings") or SCAN_TOKENS))
+        progress(f"{c.code}: the effect by prompt length, up to {scan} tokens")
+        by_position = reference_as_candle(model, reference, tokens, edit, scan, progress).effect_by_position
+        length = first_length_over(by_position, float(side["noise"]))
+        side = {**side, "reproduces_from": length, "scanned": int(by_position.size)}
+        where = (
+            f"it exceeds the noise from a {length}-token prompt" if length is not None else f"it stays under the noise up to {by_position.size} tokens"
+        )
+        out.append(replace(c, evidence=f"{c.evidence}; {where}", details={**c.details, "reference_side": side}))
+    return out
+
+
+def effect_line(side: dict[str, Any], tolerance_name: str) -> str:
+    """"as written 8.76, as candle computes 1.2e-05 (effect 8.7, q8_0 noise 0.6)"."""
+    bits = [f"as written {fmt_num(side['as_written'])}"]
+    if side.get("as_candle") is not None:
+        bits.append(f"as candle computes {fmt_num(side['as_candle'])}")
+    tail = f" (effect {fmt_num(side['effect'])}, {tolerance_name} noise {fmt_num(side['noise'])})" if side.get("effect") is not None else ""
+    return ", ".join(bits) + tail
 
 
 _PAST = re.compile(r"the effect appears (?:only )?past (\d+) tokens")

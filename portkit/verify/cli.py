@@ -21,8 +21,9 @@ DESCRIPTION = (
     "Compare the ids candle's tokenizer (the tokenizers crate on tokenizer.json) and transformers' give a built-in "
     "corpus, then run candle 0.11.0 (portkit_native) and transformers (eager, f32, cpu) on the same prompt, compare "
     "last-position logits, every layer, teacher-forced steps and greedy tokens, then confirm each "
-    "`portkit lint` finding: CONFIRMED (measured), CRASH-CONFIRMED (candle's own error), NOT-REPRODUCED (no effect "
-    "shown), or NOT-REACHED (candle stopped before the check could run)."
+    "`portkit lint` finding: CONFIRMED (measured), CRASH-CONFIRMED (candle's own error), NOT-REPRODUCED (the check ran "
+    "and showed no effect), NOT-REACHED (candle stopped before the check could run) or NOT-PROBED (nothing to run, "
+    "with why)."
 )
 
 
@@ -45,6 +46,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--tokens", type=int, default=8, metavar="N", help="greedy tokens to generate and teacher-force (default: 8)")
     parser.add_argument("--gguf", type=Path, metavar="FILE", help="also verify this GGUF (candle quantized_llama) against MODEL_DIR")
+    parser.add_argument(
+        "--turns",
+        type=int,
+        nargs="?",
+        const=2,
+        default=1,
+        metavar="N",
+        help="also run a second turn, as chat programs do: after the generated tokens, 8 more at once at the offset on candle's "
+        "warm KV cache, each position against transformers on the whole sequence (--turns alone: 2; default: 1)",
+    )
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        metavar="N",
+        help="also run N rows of the prompt's length in one candle forward, each against the same row alone and against "
+        "transformers (default: 1)",
+    )
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     parser.add_argument("--plot", type=Path, metavar="FILE.png", help="write the per-layer relative errors as a PNG (needs matplotlib)")
     # Same spelling as `portkit lint --use-flash-attn` (candle's field); --flash-attn kept as an alias.
@@ -111,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
         perturb_candle_tokens=getattr(args, "perturb_candle_tokens", False),
         reference_mode=getattr(args, "reference_mode", "streamed"),
         cache=getattr(args, "cache", True),
+        turns=getattr(args, "turns", 1),
+        batch=getattr(args, "batch", 1),
     )
     try:
         if err.is_terminal:

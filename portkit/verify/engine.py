@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from portkit.families import DEFAULT_FAMILY
 from portkit.verify import confirm as C
-from portkit.verify import runcache
+from portkit.verify import paths, runcache
 from portkit.verify.compare import TOLERANCES, Tolerance
 from portkit.verify.gguf_section import GgufSection, verify_gguf
 from portkit.verify.inputs import (
@@ -74,6 +74,8 @@ class VerifyOptions:
     perturb_candle_tokens: bool = False
     reference_mode: str = "streamed"  # streamed (one layer in memory at a time) | whole (from_pretrained, the check)
     cache: bool = True  # the reference's and candle's caches under $PORTKIT_CACHE (--no-cache: off)
+    turns: int = 1  # 2: a second turn on the warm KV cache (`portkit.verify.paths`)
+    batch: int = 1  # rows in one forward (`portkit.verify.paths`)
 
 
 @dataclass
@@ -100,6 +102,18 @@ class VerifyReport:
     runs: list[RunOutputs] = field(default_factory=list)  # every candle run, for `candle_runs`
     #: where transformers ran, each side's threads, what overlapped (`ReferenceSession.plan`)
     run_plan: dict[str, Any] | None = None
+    explanation: Any = None  # portkit.verify.explain.Explanation: what accounts for candle's mismatch
+    as_candle_runs: list[dict[str, Any]] = field(default_factory=list)  # transformers run as candle computes
+    paths: Any = None  # portkit.verify.paths.PathsReport, with --turns or --batch
+
+    @property
+    def reference_runs(self) -> dict[str, Any]:
+        """The reference-side counterfactuals run (both sections): how many, from the cache, seconds each."""
+        return {
+            "total": len(self.as_candle_runs),
+            "cached": sum(r["source"] == "cache" for r in self.as_candle_runs),
+            "runs": list(self.as_candle_runs),
+        }
 
     @property
     def candle_runs(self) -> dict[str, int]:
@@ -115,7 +129,8 @@ class VerifyReport:
 
     @property
     def all_findings(self) -> list[C.Confirmation]:
-        return self.findings + (self.gguf.findings if self.gguf else []) + (self.tokenizer.findings if self.tokenizer else [])
+        paths = self.paths.findings if self.paths is not None else []
+        return self.findings + (self.gguf.findings if self.gguf else []) + (self.tokenizer.findings if self.tokenizer else []) + paths
 
     @property
     def exit_code(self) -> int:
@@ -123,7 +138,10 @@ class VerifyReport:
             from portkit.verify.nonfinite import EXIT_CODE
 
             return EXIT_CODE
-        ok = self.candle_ok and not self.confirmed and (self.gguf is None or self.gguf.ok) and (self.tokenizer is None or self.tokenizer.ok)
+        # 1 only when a side differs or fails: a finding confirmed where both sides agree (BOS
+        # twice on both, PK509) is reported, not a mismatch
+        ok = self.candle_ok and (self.gguf is None or self.gguf.ok) and (self.tokenizer is None or self.tokenizer.ok)
+        ok = ok and (self.paths is None or self.paths.ok)
         return 0 if ok else 1
 
 
@@ -144,6 +162,7 @@ def _validate(opts: VerifyOptions) -> None:
         raise BadInput(f"--dtype must be one of {', '.join(DTYPES)}, got {opts.dtype!r}")
     if opts.reference_mode not in ("streamed", "whole"):
         raise BadInput(f"--reference must be streamed or whole, got {opts.reference_mode!r}")
+    paths.check_options(opts.turns, opts.batch)
     if opts.gguf is not None and not Path(opts.gguf).is_file():
         raise BadInput(f"--gguf {opts.gguf}: no such file")
     if opts.plot is not None:
@@ -166,9 +185,12 @@ def _lint_target(opts: VerifyOptions, prompt_tokens: int, tokens: int, pn: Any =
     )
 
 
-def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> Any:
+def verify(opts: VerifyOptions, progress: Progress = lambda _s: None, *, findings: tuple[list[Any], list[Any]] | None = None) -> Any:
     """A `VerifyReport`; for a directory with tokenizer files but no model to run, the tokenizer
-    section alone (`portkit.verify.tokens.TokenizerReport`)."""
+    section alone (`portkit.verify.tokens.TokenizerReport`).
+
+    `findings`: (on the model dir, on the GGUF) to judge instead of lint's: the negative control
+    of a probe, a fault's findings judged on its twin without the fault (fixtures/proof_table.py)."""
     t_start = time.perf_counter()
     _validate(opts)
     from portkit.verify import tokens as T
@@ -178,9 +200,11 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> Any:
         from portkit.verify.tokrecord import record, recorded
 
         root = Path(opts.model_dir)
+        # no forward: no prompt length is planned
+        target = {**_lint_target(opts, 0, 0), "max_tokens": None, "max_prompt_tokens": None}
         return T.verify_tokenizer_only(
             opts,
-            lambda: lint_for_verify(root, None, _lint_target(opts, 0, 0), progress)[0],
+            lambda: lint_for_verify(root, None, target, progress)[0],
             progress,
             t_start,
             lambda: recorded(tokcache.through(tokcache.for_dir(root, opts.text, opts.chat, opts.cache), lambda: record(root, text=opts.text, chat=opts.chat))),
@@ -196,13 +220,21 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> Any:
     # torch import then overlaps everything below); else once the reference cache misses
     session = ReferenceSession(progress, start=T.has_tokenizer(model.root) and tok_record is None)
     try:
-        return _verify(opts, progress, t_start, model, family, session, tok_cache, tok_record)
+        return _verify(opts, progress, t_start, model, family, session, tok_cache, tok_record, findings)
     finally:
         session.close()
 
 
 def _verify(
-    opts: VerifyOptions, progress: Progress, t_start: float, model: ModelDir, family: Any, session: Any, tok_cache: Any, tok_record: Any
+    opts: VerifyOptions,
+    progress: Progress,
+    t_start: float,
+    model: ModelDir,
+    family: Any,
+    session: Any,
+    tok_cache: Any,
+    tok_record: Any,
+    findings: tuple[list[Any], list[Any]] | None,
 ) -> "VerifyReport":
     from portkit.verify import tokens as T
     from portkit.verify.refjob import ReferenceJob
@@ -233,6 +265,7 @@ def _verify(
     prompt = resolve_prompt(model, opts.ids, opts.text, opts.chat, tokenizer=transformers_tokenizer)
     tokens = parse_tokens(opts.tokens)
     tol = TOLERANCES[opts.dtype]
+    plan = paths.plan(opts.turns, opts.batch, model, prompt.ids, tokens, padded=family.trait("PADDING_MASK") is not None)
 
     from portkit.verify.candle import NativeUnavailable, check_device, native
 
@@ -256,9 +289,11 @@ def _verify(
     if not job.likely_cached() and start_early(sum(p.stat().st_size for p in model.weight_files), T.has_tokenizer(model.root)):
         session.start()
     lint_note: str | None = None
-    if opts.lint:
+    if findings is not None:
+        hf_findings, gguf_findings = list(findings[0]), list(findings[1])
+    elif opts.lint:
         hf_findings, gguf_findings = lint_for_verify(
-            model.root, Path(opts.gguf) if opts.gguf else None, _lint_target(opts, len(prompt.ids), tokens, pn), progress
+            model.root, Path(opts.gguf) if opts.gguf else None, plan.lint_target(_lint_target(opts, len(prompt.ids), tokens, pn)), progress
         )
     else:
         hf_findings, gguf_findings, lint_note = [], [], "lint skipped (--no-lint)"
@@ -267,6 +302,9 @@ def _verify(
     # tokens before logits: the tokenizer findings are judged on the ids, not by a forward
     tok_findings = [f for f in hf_findings if f.code.startswith("PK5")]
     hf_findings = [f for f in hf_findings if not f.code.startswith("PK5")]
+    # the findings a second turn or a batch shows, judged on those runs (`portkit.verify.paths`)
+    hf_findings, hf_path_findings = paths.split(hf_findings)
+    gguf_findings, gguf_path_findings = paths.split(gguf_findings)
 
     def load_with(config_text: str) -> Callable[[], Any]:
         from portkit.verify.candle import load_runner
@@ -315,7 +353,8 @@ def _verify(
     t_phase = time.perf_counter()
     # candle's own tokens when it generated them all; else the reference generates its own
     forced = run.greedy if run.greedy is not None and len(run.greedy) == tokens else None
-    job.submit(forced)
+    extra = plan.reference_request(forced)
+    job.submit(forced, extra)
     if T.has_tokenizer(model.root):
         submit_tokenizer()  # computed by the reference's process after the forward, while this one judges
     gguf_started = None
@@ -325,16 +364,19 @@ def _verify(
         from portkit.verify.gguf_section import start_gguf
 
         t_gguf = time.perf_counter()
-        gguf_started = start_gguf(Path(opts.gguf), list(prompt.ids), list(forced), tokens, opts.device, progress, use_cache=opts.cache)
+        gguf_started = start_gguf(
+            Path(opts.gguf), list(prompt.ids), list(forced), tokens, opts.device, progress, use_cache=opts.cache, layers=opts.layers
+        )
         timings["gguf"] = time.perf_counter() - t_gguf
-    reference = job.result(forced, opts.perturb_reference)
+    reference = job.result(forced, opts.perturb_reference, extra)
     timings["reference"] = time.perf_counter() - t_phase - timings.get("gguf", 0.0)
     t_phase = time.perf_counter()
     stop = T.generation_stop(model.root)
 
-    def judged(r: RunOutputs) -> Comparison | None:
-        """`r` against the reference, its greedy tokens up to where `generate()` stops."""
-        return T.stop_greedy(compare_run(reference, r, tol), reference, r, stop, tol) if r.failure is None else None
+    def judged(r: RunOutputs, ref: Reference = reference) -> Comparison | None:
+        """`r` against the reference (or transformers as candle computes, `ref`), its greedy
+        tokens up to where `generate()` stops."""
+        return T.stop_greedy(compare_run(ref, r, tol), ref, r, stop, tol) if r.failure is None else None
 
     comparison = judged(run)
 
@@ -351,11 +393,24 @@ def _verify(
     timings["compare"] = time.perf_counter() - t_phase
     t_phase = time.perf_counter()
     patched_runs = PatchedRuns(patched)
-    subject = C.Subject(as_read=run, as_read_cmp=comparison, run_patched=patched_runs)
-    confirmations = C.confirm_all(hf_findings, subject, ran)
-    from portkit.verify.attribution import length_notes
+    from portkit.verify.attribution import AsCandleRuns, length_notes, scan_lengths
+    from portkit.verify.explain import explain
 
+    # transformers as candle computes (the findings' reference-side counterfactuals), shared
+    # with the GGUF section: the same reference, the same edits
+    as_candle = AsCandleRuns(model, reference, tokens, progress, subs)
+    subject = C.Subject(
+        as_read=run,
+        as_read_cmp=comparison,
+        run_patched=patched_runs,
+        reference_as=as_candle,
+        compare=lambda ref, r: judged(r, ref),
+        reference=reference,
+    )
+    confirmations, numeric_subject = C.confirm_section(hf_findings, subject, ran)
+    confirmations = scan_lengths(confirmations, hf_findings, model, reference, tokens, progress)
     confirmations = length_notes(confirmations, len(prompt.ids) + tokens)
+    explanation = explain(comparison, run, confirmations, hf_findings, numeric_subject, layers_note)
     timings["findings"] = time.perf_counter() - t_phase
     t_phase = time.perf_counter()
     tokenizer = T.tokenizer_section(model.root, tok_findings, progress, perturb_candle=opts.perturb_candle_tokens, transformers=transformers_tokenizer)
@@ -365,11 +420,24 @@ def _verify(
     gguf_section = None
     if opts.gguf is not None:
         gguf_section = verify_gguf(
-            Path(opts.gguf), model, reference, tokens, opts.device, gguf_findings, progress, ran, use_cache=opts.cache, started=gguf_started
+            Path(opts.gguf), model, reference, tokens, opts.device, gguf_findings, progress, ran,
+            use_cache=opts.cache, as_candle=as_candle, layers=opts.layers, started=gguf_started,
         )
         if lint_note:
             gguf_section.lint_note = lint_note
         timings["gguf"] = timings.get("gguf", 0.0) + time.perf_counter() - t_phase
+
+    paths_report = None
+    if not plan.empty:
+        t_paths = time.perf_counter()
+        subjects = [paths.Subject("candle", load_with(model.config_text), tol, family.trait("PADDING_MASK") is not None, hf_path_findings)]
+        if gguf_section is not None:
+            from portkit.verify.candle import load_gguf
+
+            g = gguf_section
+            subjects.append(paths.Subject("the GGUF in candle", lambda: load_gguf(g.path, device=opts.device, loader=g.loader), g.tolerance, False, gguf_path_findings))
+        paths_report = paths.verify_paths(plan, subjects, reference, progress)
+        timings["paths"] = time.perf_counter() - t_paths
 
     plot_path = None
     if opts.plot is not None and comparison is not None and comparison.layers is not None:
@@ -401,8 +469,11 @@ def _verify(
         timings={k: round(v, 3) for k, v in timings.items()},
         family=family.name,
         layers_note=layers_note,
-        runs=[run, *patched_runs.runs(), *(gguf_section.runs if gguf_section else [])],
+        runs=[run, *patched_runs.runs(), *(gguf_section.runs if gguf_section else []), *(paths_report.runs if paths_report else [])],
+        explanation=explanation,
+        as_candle_runs=as_candle.runs,
         tokenizer=tokenizer,
         greedy_stop=T.stop_description(reference, stop),
         run_plan=session.plan(int(pn.cpu_threads())),
+        paths=paths_report,
     )

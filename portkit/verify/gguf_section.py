@@ -41,6 +41,7 @@ class GgufSection:
     diagnosis: list[str] = field(default_factory=list)
     lint_note: str | None = None
     runs: list[RunOutputs] = field(default_factory=list)  # the file as written and each edit
+    explanation: Any = None  # portkit.verify.explain.Explanation: what accounts for the GGUF's mismatch
 
     @property
     def ok(self) -> bool:
@@ -82,7 +83,10 @@ class GgufFile:
     it. Made (and its file as written run) as soon as those tokens are known, candle's own
     greedy tokens, which is before the reference: the run then overlaps transformers'."""
 
-    def __init__(self, path: Path, prompt: list[int], inputs: list[int], tokens: int, device: str, *, use_cache: bool = True) -> None:
+    def __init__(
+        self, path: Path, prompt: list[int], inputs: list[int], tokens: int, device: str, *, use_cache: bool = True, layers: bool = True
+    ) -> None:
+        """`layers`: record the per-layer values of the file as written where they are judged."""
         from portkit.verify.gguf_rewrite import read_metadata, weight_types
 
         self.path, self.prompt, self.inputs, self.tokens, self.device = path, list(prompt), list(inputs), tokens, device
@@ -98,11 +102,16 @@ class GgufFile:
             self.tensor_names = None
         self.tol = gguf_tolerance(self.types)
         self.loader = gguf_loader(self.meta)
+        from portkit.verify.candle import native
+
+        self.layers = layers
+        # per-layer values only where they are judged: a quantized file's are noise by design
+        self.capture = layers and self.tol.layer_rtol is not None and self.loader in native().gguf_capture_loaders()
         self.cacheable = runcache.cacheable(device, use_cache)
         self.fingerprint = cachefiles.fingerprints([path]) if self.cacheable else []
         self._as_written: RunOutputs | None = None
 
-    def cache_for(self, edit: dict[str, Any] | None) -> runcache.RunCache | None:
+    def cache_for(self, edit: dict[str, Any] | None, captured: bool = False) -> runcache.RunCache | None:
         if not self.cacheable:
             return None
         key = runcache.run_key(
@@ -114,33 +123,37 @@ class GgufFile:
             prompt=self.prompt,
             forced=self.inputs,
             tokens=self.tokens,
-            capture=False,
+            capture=captured,
             edit=edit,
         )
         return runcache.RunCache(key, tokens=self.tokens)
 
-    def run(self, p: Path, label: str, cache: runcache.RunCache | None) -> RunOutputs:
+    def run(self, p: Path, label: str, cache: runcache.RunCache | None, captured: bool = False) -> RunOutputs:
         from portkit.verify.candle import load_gguf
 
-        r = run_candle(lambda: load_gguf(p, device=self.device, loader=self.loader), self.prompt, self.inputs, self.tokens, label=label, cache=cache)
+        r = run_candle(
+            lambda: load_gguf(p, device=self.device, loader=self.loader), self.prompt, self.inputs, self.tokens, label=label, cache=cache, capture=captured
+        )
         gc.collect()
         return r
 
     def as_written(self, progress: Progress) -> RunOutputs:
         if self._as_written is None:
             progress(f"candle {self.loader}: {self.path.name}")
-            self._as_written = self.run(self.path, "gguf as written", self.cache_for(None))
+            self._as_written = self.run(self.path, "gguf as written", self.cache_for(None, self.capture), self.capture)
         return self._as_written
 
     def runs_on(self, reference: Reference) -> bool:
         return self.prompt == list(reference.prompt) and self.inputs == list(reference.inputs)
 
 
-def start_gguf(path: Path, prompt: list[int], inputs: list[int], tokens: int, device: str, progress: Progress, *, use_cache: bool = True) -> GgufFile | BadInput:
+def start_gguf(
+    path: Path, prompt: list[int], inputs: list[int], tokens: int, device: str, progress: Progress, *, use_cache: bool = True, layers: bool = True
+) -> GgufFile | BadInput:
     """The file read and run as written on `inputs`, before the reference is known; a file that
     cannot be read is its BadInput, raised where verify_gguf raises it."""
     try:
-        f = GgufFile(path, prompt, inputs, tokens, device, use_cache=use_cache)
+        f = GgufFile(path, prompt, inputs, tokens, device, use_cache=use_cache, layers=layers)
     except BadInput as e:
         return e
     f.as_written(progress)
@@ -158,15 +171,24 @@ def verify_gguf(
     ran: str,
     *,
     use_cache: bool = True,
+    as_candle: Callable[[dict[str, Any]], Reference] | None = None,
+    layers: bool = True,
     started: GgufFile | BadInput | None = None,
 ) -> GgufSection:
-    """`started`: `start_gguf`'s, when it ran on the reference's inputs (else it runs here)."""
+    """`as_candle`: transformers as candle computes (`attribution.AsCandleRuns`, shared with the
+    HF section), for the findings no GGUF edit can undo; None: they are judged without it.
+    `layers`: the per-layer values of the file as written, where its loader has a copy of the
+    forward that records them and the file is judged per layer (F32). `started`: `start_gguf`'s,
+    when it ran on the reference's inputs (else the file is read and run here)."""
     from portkit.verify.gguf_rewrite import rewrite_gguf
 
     if isinstance(started, BadInput):
         raise started
-    gf = started if started is not None and started.runs_on(reference) else GgufFile(path, reference.prompt, reference.inputs, tokens, device, use_cache=use_cache)
-    types, meta, tol, loader, cache_for = gf.types, gf.meta, gf.tol, gf.loader, gf.cache_for
+    if started is not None and started.runs_on(reference) and started.layers == layers:
+        gf = started
+    else:
+        gf = GgufFile(path, reference.prompt, reference.inputs, tokens, device, use_cache=use_cache, layers=layers)
+    types, meta, tol, loader, cache_for, capture = gf.types, gf.meta, gf.tol, gf.loader, gf.cache_for, gf.capture
 
     def judged(r: RunOutputs) -> tuple[RunOutputs, Comparison | None]:
         return r, (compare_run(reference, r, tol) if r.failure is None else None)
@@ -198,16 +220,27 @@ def verify_gguf(
     patched_runs = PatchedRuns(patched)
     theta = _reference_theta(model)
 
+    def against(ref: Reference, r: RunOutputs) -> Comparison | None:
+        return compare_run(ref, r, tol) if r.failure is None else None
+
+    # findings no GGUF edit can undo: judged against transformers as candle computes
     subject = C.Subject(
         as_read=run, as_read_cmp=cmp, run_patched=patched_runs, what="the GGUF in candle",
         patch_word="",
         unfixable="no metadata edit candle reads can fix this",
+        reference_as=as_candle, compare=against, reference=reference,
     )
-    confirmations = C.confirm_all(findings, subject, ran)
-    from portkit.verify.attribution import reference_side
+    confirmations, numeric_subject = C.confirm_section(findings, subject, ran)
+    from portkit.verify.attribution import scan_lengths
+    from portkit.verify.explain import explain
 
-    # findings no GGUF edit can undo: judged by transformers with and without their effect
-    confirmations = reference_side(confirmations, model, reference, run, tol.name, tokens, progress)
+    confirmations = scan_lengths(confirmations, findings, model, reference, tokens, progress)
+    no_layers = None if capture else (
+        f"per-layer: not recorded for {loader} GGUFs" if layers and tol.layer_rtol is not None else f"per-layer: not judged for a {tol.name} file"
+    )
+    if not layers:
+        no_layers = "per-layer: not compared (--no-layers)"
+    explanation = explain(cmp, run, confirmations, findings, numeric_subject, no_layers)
 
     # What repairs the file, whatever lint said: each counterfactual alone, when the GGUF differs.
     diagnosis: list[str] = []
@@ -238,6 +271,7 @@ def verify_gguf(
         findings=confirmations,
         diagnosis=diagnosis,
         runs=[run, *patched_runs.runs()],
+        explanation=explanation,
     )
 
 

@@ -28,11 +28,12 @@ class LintInputError(RuntimeError):
     """lint could not read the input (its exit-2 case); the message is lint's line."""
 
 
-TARGET_FIELDS = frozenset({"device", "dtype", "features", "max_tokens", "max_prompt_tokens", "use_flash_attn"})
+TARGET_FIELDS = frozenset({"device", "dtype", "features", "max_tokens", "max_prompt_tokens", "use_flash_attn", "turns", "batch"})
 
 
 def make_settings(
-    device: str, dtype: str, use_flash_attn: bool, max_tokens: int, build: dict[str, Any], max_prompt_tokens: int | None = None
+    device: str, dtype: str, use_flash_attn: bool, max_tokens: int | None, build: dict[str, Any], max_prompt_tokens: int | None = None,
+    turns: int = 1, batch: int = 1,
 ) -> Settings:
     feats = set()
     if build.get("accelerate"):
@@ -43,7 +44,7 @@ def make_settings(
         if dev in ("metal", "cuda"):
             feats.add(dev)
     target = Target(device=device, dtype=dtype, features=frozenset(feats), use_flash_attn=use_flash_attn, max_tokens=max_tokens,
-                    max_prompt_tokens=max_prompt_tokens)  # type: ignore[arg-type]
+                    max_prompt_tokens=max_prompt_tokens, turns=turns, batch=batch)  # type: ignore[arg-type]
     return Settings(target=target, explicit=TARGET_FIELDS)
 
 

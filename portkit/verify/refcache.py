@@ -8,10 +8,11 @@ content of everything that determines the reference:
 - per weight file, `cachefiles.file_fingerprint`: its name, size, safetensors header bytes, and
   a digest of its content (sampled above 256 MiB, with the mtime, ctime and inode);
 - the reference mode (streamed or whole-model), the prompt, the tokens fed after it (candle's
-  greedy continuation) or "its own greedy" when there are none, the number of tokens;
+  greedy continuation) or "its own greedy" when there are none, the number of tokens, and a
+  continuation's or a batch's inputs when verify asked for their rows (`refextra`);
 - the transformers, torch and portkit versions (read from package metadata, not by import);
 - `FORMAT` and the source of the modules that compute the reference (streamed.py,
-  refproc.py, reference.py): a change to how the reference is computed is a new key.
+  refproc.py, reference.py, refextra.py): a change to how the reference is computed is a new key.
 
 Entries live under `$PORTKIT_CACHE/reference/` (default `~/.cache/portkit`), one checked file
 each (`portkit.verify.cachefiles`): a truncated or corrupt entry is ignored (verify computes the
@@ -26,7 +27,7 @@ import json
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -67,7 +68,7 @@ def model_key(
             "config": hashlib.sha256(config_text.encode()).hexdigest(),
             "files": fingerprints if fingerprints is not None else cachefiles.fingerprints(weight_files),
             "versions": {p: _version(p) for p in ("transformers", "torch", "portkit")},
-            "code": cachefiles.source_digest(("streamed.py", "refproc.py", "reference.py")),
+            "code": cachefiles.source_digest(("streamed.py", "refproc.py", "reference.py", "refextra.py")),
         }
     )
 
@@ -76,8 +77,10 @@ def _prompt_key(prompt: Sequence[int], tokens: int) -> str:
     return hashlib.sha256(json.dumps({"prompt": list(map(int, prompt)), "tokens": int(tokens)}).encode()).hexdigest()[:24]
 
 
-def _forced_key(forced: Sequence[int] | None) -> str:
-    doc = "own-greedy" if forced is None else list(map(int, forced))
+def _forced_key(forced: Sequence[int] | None, extra: dict[str, Any] | None = None) -> str:
+    doc: Any = "own-greedy" if forced is None else list(map(int, forced))
+    if extra is not None:  # a continuation's or a batch's rows too (`refextra`): another entry
+        doc = {"forced": doc, "extra": extra}
     return hashlib.sha256(json.dumps(doc).encode()).hexdigest()[:24]
 
 
@@ -96,8 +99,8 @@ class RefCache:
         self.tokens = tokens
         self.vocab = vocab  # the logits' width an entry must have (None: not known here)
 
-    def path(self, forced: Sequence[int] | None) -> Path:
-        return self.dir / f"{_forced_key(None if forced is None else list(forced)[: self.tokens])}{SUFFIX}"
+    def path(self, forced: Sequence[int] | None, extra: dict[str, Any] | None = None) -> Path:
+        return self.dir / f"{_forced_key(None if forced is None else list(forced)[: self.tokens], extra)}{SUFFIX}"
 
     def likely(self) -> bool:
         """An entry for this checkpoint and prompt exists (a hit if candle's tokens are the same)."""
@@ -106,9 +109,9 @@ class RefCache:
         except OSError:
             return False
 
-    def get(self, forced: Sequence[int] | None) -> CachedReference | None:
+    def get(self, forced: Sequence[int] | None, extra: dict[str, Any] | None = None) -> CachedReference | None:
         """The entry, or None when there is none or it is damaged (then it is removed)."""
-        entry = cachefiles.read_entry(self.path(forced), MAGIC)
+        entry = cachefiles.read_entry(self.path(forced, extra), MAGIC)
         if entry is None:
             return None
         meta, arrays = entry
@@ -126,10 +129,10 @@ class RefCache:
             return None
         return hit
 
-    def put(self, forced: Sequence[int] | None, entry: CachedReference) -> None:
+    def put(self, forced: Sequence[int] | None, entry: CachedReference, extra: dict[str, Any] | None = None) -> None:
         meta = {"greedy": entry.greedy, "nonfinite_weights": entry.nonfinite_weights, "captured": bool(entry.layers)}
         arrays = cachefiles.rows_and_layers(entry.rows, entry.layers)
-        cachefiles.write_entry(self.path(forced), cachefiles.encode(MAGIC, meta, arrays), self.root, SUFFIX)
+        cachefiles.write_entry(self.path(forced, extra), cachefiles.encode(MAGIC, meta, arrays), self.root, SUFFIX)
 
 
 def evict(root: Path, limit: int) -> list[Path]:

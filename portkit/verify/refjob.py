@@ -14,12 +14,14 @@ are released; it releases them before its next request, while verify judges.
 
 from __future__ import annotations
 
+import json
 import time
-from typing import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from portkit.verify import cachefiles, refcache, refproc
+from portkit.verify import cachefiles, refcache, refextra, refproc
 from portkit.verify.inputs import BadInput, ModelDir
 from portkit.verify.refsession import ReferenceSession, Ticket
 from portkit.verify.runs import Reference
@@ -58,6 +60,7 @@ class ReferenceJob:
         self.seconds = 0.0
         self._forced: list[int] | None = None
         self._ticket: Ticket | None = None
+        self._extra: dict[str, Any] | None = None
         self._hit: refcache.CachedReference | None = None
         self._submitted = False
 
@@ -65,30 +68,35 @@ class ReferenceJob:
         """An entry for this checkpoint and prompt exists (a hit if candle's tokens are the same)."""
         return self.cache is not None and self.cache.likely()
 
-    def submit(self, forced: Sequence[int] | None) -> None:
-        """Look the reference up; on a miss, send the forward (on `forced`: candle's tokens)."""
+    def submit(self, forced: Sequence[int] | None, extra: dict[str, Any] | None = None) -> None:
+        """Look the reference up; on a miss, send the forward (on `forced`: candle's tokens).
+        `extra`: a continuation's and a batch's inputs (`refextra.request`), whose rows the
+        reference then computes too (`Reference.extra`)."""
         self._forced = None if forced is None else list(forced)
+        self._extra = extra
         self._submitted = True
-        self._hit = self.cache.get(self._forced) if self.cache is not None else None
+        self._hit = self.cache.get(self._forced, extra) if self.cache is not None else None
         if self._hit is None:
-            self._ticket = self.session.submit(
-                dict(
-                    kind="forward",
-                    model_dir=str(self.model.root),
-                    files=[str(p) for p in self.model.weight_files],
-                    mode=self.mode,
-                    prompt=self.prompt,
-                    forced=self._forced,
-                    tokens=self.tokens,
-                    sublayers=self.sublayers,
-                )
+            req = dict(
+                kind="forward",
+                model_dir=str(self.model.root),
+                files=[str(p) for p in self.model.weight_files],
+                mode=self.mode,
+                prompt=self.prompt,
+                forced=self._forced,
+                tokens=self.tokens,
+                sublayers=self.sublayers,
             )
+            if extra is not None:  # only then: the plain request stays as it was
+                req["extra"] = extra
+            self._ticket = self.session.submit(req)
 
-    def result(self, forced: Sequence[int] | None, perturb: float | None) -> Reference:
+    def result(self, forced: Sequence[int] | None, perturb: float | None, extra: dict[str, Any] | None = None) -> Reference:
+        """The reference `submit` asked for (submitted now with `forced` and `extra` if it was not)."""
         t0 = time.perf_counter()
         if not self._submitted:
-            self.submit(forced)
-        forced = self._forced
+            self.submit(forced, extra)
+        forced, extra = self._forced, self._extra
         source = "computed"
         if self._hit is not None:
             self.progress("reference: from the cache")
@@ -105,11 +113,13 @@ class ReferenceJob:
                 if self.own_session:
                     self.session.close()
             if self.cache is not None:
-                self.cache.put(forced, refcache.CachedReference(greedy=greedy, rows=rows, layers=layers, nonfinite_weights=bad))
+                self.cache.put(forced, refcache.CachedReference(greedy=greedy, rows=rows, layers=layers, nonfinite_weights=bad), extra)
         self.seconds = time.perf_counter() - t0
+        layers, extra_rows = refextra.split(layers)
         if perturb:
             rows = rows.copy()
             rows[0, 0] += np.float32(perturb)
+            extra_rows = refextra.perturbed(extra_rows, perturb)
         return Reference(
             prompt=self.prompt,
             greedy=greedy,
@@ -122,36 +132,58 @@ class ReferenceJob:
             use_cache=self.cache is not None,
             fingerprints=self.fingerprints if self.cache is not None else None,
             session=self.session,
+            extra=extra_rows,
         )
 
 
-def reference_effect(
+@dataclass
+class AsCandle:
+    """transformers run as candle computes (`Probe.as_candle`), on the reference's inputs."""
+
+    reference: Reference  # its rows, prefill layers and greedy tokens, as the reference's
+    effect_by_position: np.ndarray  # with a scan: max|as written - as candle| per position; else empty
+    source: str = "computed"  # computed | cache
+    seconds: float = 0.0
+
+
+def reference_as_candle(
     model: ModelDir,
     reference: Reference,
     tokens: int,
-    without_config: str,
+    as_candle: Mapping[str, Any],
     scan_len: int,
     progress: Progress,
-) -> tuple[np.ndarray, np.ndarray]:
-    """transformers without a finding's effect (`refproc.effect_reference`), from the cache when
-    it has it: (rows on the reference's inputs, effect by position over `scan_len` tokens)."""
+    sublayers: Sequence[str] = (),
+) -> AsCandle:
+    """transformers with a finding's edit (`refproc.as_candle_reference`), from the cache when it
+    has it. The cache key is the edited config's bytes, the tensor edits, the scan length and
+    what keys the reference itself."""
+    from portkit.verify.runs import edited_config
+
+    t0 = time.perf_counter()
     forced = reference.inputs
+    config_text = edited_config(model.config_text, as_candle.get("config") or {})
+    tensor_edits = dict(as_candle.get("tensors") or {})
     cache = None
     if reference.use_cache:
-        key = refcache.model_key(without_config, model.weight_files, f"effect-{scan_len}", fingerprints=reference.fingerprints)
+        key = as_candle_key(model, reference, config_text, tensor_edits, scan_len, sublayers)
         cache = refcache.RefCache(key, reference.prompt, tokens, vocab=model.vocab_size)
         hit = cache.get(forced)
-        if hit is not None and "effect" in hit.layers:
-            return hit.rows, hit.layers["effect"]
+        if hit is not None and refproc.EFFECT in hit.layers:
+            layers = dict(hit.layers)
+            effect = layers.pop(refproc.EFFECT)
+            return AsCandle(_as_reference(reference, hit.rows, layers, tokens), effect, "cache", time.perf_counter() - t0)
     req = dict(
-        kind="effect",
+        kind="as-candle",
         model_dir=str(model.root),
         files=[str(p) for p in model.weight_files],
-        without_config=without_config,
+        config_text=config_text,
+        tensor_edits=tensor_edits,
         prompt=reference.prompt,
         forced=forced,
         tokens=tokens,
         scan_len=scan_len,
+        sublayers=list(sublayers),
     )
     session = getattr(reference, "session", None)
     own = session is None
@@ -159,12 +191,40 @@ def reference_effect(
         session = ReferenceSession(progress, start=False)
     try:
         _, rows, layers, _ = session.wait(session.submit(req))
-        effect = layers["effect"]
+        effect = layers.pop(refproc.EFFECT)
     except refproc.ReferenceFailed as e:
         raise BadInput(str(e)) from None
     finally:
         if own:
             session.close()
     if cache is not None:
-        cache.put(forced, refcache.CachedReference(greedy=[], rows=rows, layers={"effect": effect}, nonfinite_weights=[]))
-    return rows, effect
+        cache.put(forced, refcache.CachedReference(greedy=[], rows=rows, layers={**layers, refproc.EFFECT: effect}, nonfinite_weights=[]))
+    return AsCandle(_as_reference(reference, rows, layers, tokens), effect, "computed", time.perf_counter() - t0)
+
+
+def as_candle_key(
+    model: ModelDir, reference: Reference, config_text: str, tensor_edits: Mapping[str, str], scan_len: int, sublayers: Sequence[str]
+) -> str:
+    """The reference cache's key for transformers as candle computes: the edited config, the
+    tensor edits, the scan and what keys the reference itself."""
+    mode = json.dumps({"as_candle": dict(tensor_edits), "scan": scan_len, "base": reference.mode}, sort_keys=True)
+    return refcache.model_key(config_text, model.weight_files, mode, fingerprints=reference.fingerprints, sublayers=sublayers)
+
+
+def _as_reference(reference: Reference, rows: np.ndarray, layers: dict[str, np.ndarray], tokens: int) -> Reference:
+    """The counterfactual's numbers as a `Reference` (its greedy tokens as far as one forward
+    over candle's decides them), so every comparison judges candle against it as against the
+    reference."""
+    forced = reference.inputs
+    return Reference(
+        prompt=list(reference.prompt),
+        greedy=refproc.reference_greedy(rows, forced[:tokens]) if tokens else [],
+        rows=rows,
+        layers=layers,
+        forced=list(forced),
+        mode=reference.mode,
+        source="as-candle",
+        use_cache=reference.use_cache,
+        fingerprints=reference.fingerprints,
+        session=getattr(reference, "session", None),
+    )

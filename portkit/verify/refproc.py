@@ -14,9 +14,12 @@ The protocol:
 
     python -m portkit.verify.refproc --serve      (one JSON request a line on stdin)
     forward:   {"kind": "forward", "model_dir": str, "files": [str], "mode": "streamed|whole",
-                "prompt": [int], "forced": [int] | null, "tokens": int, "sublayers": [str], "out_fd": int}
-    effect:    {"kind": "effect", "model_dir", "files", "without_config": str, "prompt", "forced",
-                "tokens", "scan_len": int, "out_fd"}
+                "prompt": [int], "forced": [int] | null, "tokens": int, "sublayers": [str], "out_fd": int,
+                "extra": {"fed": [int], "segment": [int] | null, "rows": [[int]] | null} (optional:
+                a continuation's and a batch's rows, `portkit.verify.refextra`)}
+    as-candle: {"kind": "as-candle", "model_dir", "files", "config_text": str, "tensor_edits":
+                {name: edit}, "prompt", "forced", "tokens", "scan_len": int, "sublayers", "out_fd"}
+                (transformers as candle computes: `Probe.as_candle`)
     tokenizer: {"kind": "tokenizer", "model_dir": str, "text": str | null, "chat": str | null}
     stdout:    one line per request, in order: {"ok": true, "arrays": true, "greedy": [...],
                "nonfinite_weights": [...]} | {"ok": true, "record": {...}} (portkit.verify.tokrecord)
@@ -43,11 +46,15 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from portkit.verify import cachefiles
+
+
+#: The name an as-candle reference's effect-by-position travels under with its layers.
+EFFECT = "as_candle_effect"
 
 
 class ReferenceFailed(RuntimeError):
@@ -65,9 +72,11 @@ def forward_reference(
     mode: str,
     progress: Callable[[str], None],
     sublayers: Sequence[str] = (),
+    extra: dict[str, Any] | None = None,
 ) -> tuple[list[int], np.ndarray, dict[str, np.ndarray], list[str]]:
     """In this process: (reference tokens, [max(tokens, 1), vocab] step rows, prefill layers
     with `sublayers`' outputs in each decoder layer, checkpoint tensors holding NaN/inf).
+    `extra`: a continuation's and a batch's rows too, as `extra.*` layers (`refextra`).
 
     With `forced` (candle's greedy tokens): one forward over prompt + forced[: tokens - 1]; row k
     is the reference's logits where token k is decided, on exactly candle's inputs, and the
@@ -94,70 +103,92 @@ def forward_reference(
     except Exception as e:  # transformers refused the checkpoint: its text, one line
         raise ReferenceFailed("load", f"transformers could not load {model_dir}: {' '.join(str(e).split())[:300]}") from None
     n_rows = max(tokens, 1)
-    window = _cache_window(model)
     try:
-        if forced is not None and not (window is not None and window < len(prompt) + n_rows - 1):
-            ids = prompt + list(forced[: max(tokens - 1, 0)])
-            progress(f"reference: one forward over {len(ids)} tokens")
-            res = model.forward(ids, sublayers=sublayers)
-            rows = res.logits[len(prompt) - 1 : len(prompt) - 1 + n_rows].copy()
-            layers = {k: v[: len(prompt)].copy() for k, v in res.layers.items()}
+        if forced is not None:
+            rows, layers = _forced_rows(model, prompt, forced, tokens, sublayers, progress, "reference")
             greedy = reference_greedy(rows, list(forced[:tokens])) if tokens else []
         else:
-            # generate()'s arithmetic: its own tokens (candle gave none), or a sliding-window KV
-            # cache that a plain forward would not apply
+            # candle gave no tokens: generate()'s arithmetic, the reference's own tokens
             progress(f"reference: prefill and {n_rows - 1} cached steps")
-            res, fed = model.decode(prompt, forced, tokens, sublayers=sublayers)
+            res, greedy = model.decode(prompt, None, tokens, sublayers=sublayers)
             rows = res.logits
             layers = {k: v.copy() for k, v in res.layers.items()}
-            greedy = fed if forced is None else reference_greedy(rows, list(forced[:tokens]))
-        bad = res.nonfinite_weights
+            layers["logits"] = rows[0].copy()
+        bad = model.nonfinite
+        if extra:
+            from portkit.verify import refextra
+
+            layers.update(refextra.compute(model, prompt, extra, _cache_window(model), progress))
     except Exception as e:  # transformers' own failure on this checkpoint
         raise ReferenceFailed("run", f"transformers could not run {model_dir}: {' '.join(str(e).split())[:300]}") from None
-    layers["logits"] = rows[0].copy()
     return greedy, rows.astype(np.float32, copy=False), layers, list(bad)
 
 
-def effect_reference(
+def as_candle_reference(
     model_dir: Path,
     files: Sequence[Path],
-    without_config: str,
+    config_text: str,
+    tensor_edits: Mapping[str, str],
     prompt: Sequence[int],
     forced: Sequence[int],
     tokens: int,
     scan_len: int,
     progress: Callable[[str], None],
-) -> tuple[np.ndarray, np.ndarray]:
-    """A reference-side counterfactual: transformers on `without_config` (the checkpoint's
-    config without a finding's effect), streamed, on the same inputs as the reference.
+    sublayers: Sequence[str] = (),
+) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+    """A reference-side counterfactual: transformers, streamed, on `config_text` (the
+    checkpoint's config with a finding's edit) with `tensor_edits` applied to the checkpoint's
+    tensors as they load (`Probe.as_candle`), on the reference's inputs: what candle computes,
+    when the finding is right.
 
-    Returns (rows without the effect: [max(tokens, 1), vocab] on prompt + forced, as the
-    reference's rows; the effect by position: max over the vocab of |with - without| at every
-    position of one forward over `scan_len` tokens, the prompt repeated), so verify can say from
-    which prompt length the effect exceeds the noise of the dtype or quantization.
+    Returns (its rows, [max(tokens, 1), vocab] on prompt + forced, as the reference's; its
+    prefill layers with `sublayers`, as `forward_reference`'s; with `scan_len`, the effect by
+    position: max over the vocab of |as written - with the edit| at every position of one
+    forward over `scan_len` tokens, the prompt repeated, so verify can say from which prompt
+    length the effect exceeds the noise of the dtype or quantization; else empty).
     """
     from portkit.verify.streamed import StreamedModel
 
     prompt, n_rows = list(prompt), max(tokens, 1)
     try:
-        without = StreamedModel(Path(model_dir), [Path(f) for f in files], progress, config_text=without_config)
-        with_effect = StreamedModel(Path(model_dir), [Path(f) for f in files], progress) if scan_len > 0 else None
+        edited = StreamedModel(Path(model_dir), [Path(f) for f in files], progress, config_text=config_text, tensor_edits=tensor_edits)
+        as_written = StreamedModel(Path(model_dir), [Path(f) for f in files], progress) if scan_len > 0 else None
     except Exception as e:
-        raise ReferenceFailed("load", f"transformers could not load {model_dir} without the effect: {' '.join(str(e).split())[:300]}") from None
+        raise ReferenceFailed("load", f"transformers could not load {model_dir} as candle computes it: {' '.join(str(e).split())[:300]}") from None
     try:
-        progress("reference without the effect: one forward")
-        ids = prompt + list(forced[: max(tokens - 1, 0)])
-        rows = without.forward(ids, capture=False).logits[len(prompt) - 1 : len(prompt) - 1 + n_rows].copy()
+        rows, layers = _forced_rows(edited, prompt, forced, tokens, sublayers, progress, "reference as candle computes")
         effect = np.zeros(0, dtype=np.float32)
-        if with_effect is not None:
+        if as_written is not None:
             scan = [prompt[i % len(prompt)] for i in range(max(scan_len, len(prompt)))]
-            progress(f"reference with and without the effect over {len(scan)} tokens")
-            a = with_effect.forward(scan, capture=False).logits
-            b = without.forward(scan, capture=False).logits
+            progress(f"reference as written and as candle computes over {len(scan)} tokens")
+            a = as_written.forward(scan, capture=False).logits
+            b = edited.forward(scan, capture=False).logits
             effect = np.abs(a.astype(np.float64) - b).max(axis=1).astype(np.float32)
     except Exception as e:
-        raise ReferenceFailed("run", f"transformers could not run {model_dir} without the effect: {' '.join(str(e).split())[:300]}") from None
-    return rows.astype(np.float32), effect
+        raise ReferenceFailed("run", f"transformers could not run {model_dir} as candle computes it: {' '.join(str(e).split())[:300]}") from None
+    return rows[:n_rows].astype(np.float32), layers, effect
+
+
+def _forced_rows(
+    model: Any, prompt: list[int], forced: Sequence[int], tokens: int, sublayers: Sequence[str], progress: Callable[[str], None], what: str
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(rows, prefill layers) on prompt + forced: one forward, or generate()'s arithmetic (a
+    prefill, then cached steps) where its sliding-window KV cache would make them differ."""
+    n_rows = max(tokens, 1)
+    window = _cache_window(model)
+    if not (window is not None and window < len(prompt) + n_rows - 1):
+        ids = prompt + list(forced[: max(tokens - 1, 0)])
+        progress(f"{what}: one forward over {len(ids)} tokens")
+        res = model.forward(ids, sublayers=sublayers)
+        rows = res.logits[len(prompt) - 1 : len(prompt) - 1 + n_rows].copy()
+        layers = {k: v[: len(prompt)].copy() for k, v in res.layers.items()}
+    else:
+        progress(f"{what}: prefill and {n_rows - 1} cached steps")
+        res, _fed = model.decode(prompt, forced, tokens, sublayers=sublayers)
+        rows = res.logits
+        layers = {k: v.copy() for k, v in res.layers.items()}
+    layers["logits"] = rows[0].copy()
+    return rows, layers
 
 
 def _cache_window(model: Any) -> int | None:
@@ -358,14 +389,14 @@ def _answer(req: dict[str, Any], progress: Callable[[str], None]) -> dict[str, A
         if kind == "forward":
             greedy, rows, layers, bad = forward_reference(
                 Path(req["model_dir"]), [Path(f) for f in req["files"]], req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"],
-                progress, req.get("sublayers", []),
+                progress, req.get("sublayers", []), req.get("extra"),
             )
-        elif kind == "effect":
-            rows, effect = effect_reference(
-                Path(req["model_dir"]), [Path(f) for f in req["files"]], req["without_config"], req["prompt"], req["forced"],
-                int(req["tokens"]), int(req["scan_len"]), progress,
+        elif kind == "as-candle":
+            rows, layers, effect = as_candle_reference(
+                Path(req["model_dir"]), [Path(f) for f in req["files"]], req["config_text"], req.get("tensor_edits") or {},
+                req["prompt"], req["forced"], int(req["tokens"]), int(req["scan_len"]), progress, req.get("sublayers", []),
             )
-            greedy, layers, bad = [], {"effect": effect}, []
+            greedy, layers, bad = [], {**layers, EFFECT: effect}, []
         else:
             return {"ok": False, "kind": "run", "message": f"unknown request {kind!r}"}
         _write_result(req, cachefiles.rows_and_layers(rows, layers))

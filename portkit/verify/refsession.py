@@ -83,8 +83,9 @@ class ReferenceSession:
         return ticket
 
     def wait(self, ticket: Ticket) -> Any:
-        """The ticket's answer: a forward's or effect's (greedy, rows, layers, nonfinite), a
-        tokenizer's record; `refproc.ReferenceFailed` for a failure."""
+        """The ticket's answer: a forward's or an as-candle run's (greedy, rows, layers, nonfinite;
+        the as-candle run's effect by position among its layers, `refproc.EFFECT`), a tokenizer's
+        record; `refproc.ReferenceFailed` for a failure."""
         if not ticket.done:
             if self.in_child:
                 while not ticket.done:
@@ -123,13 +124,15 @@ class ReferenceSession:
                 t.value = record(Path(req["model_dir"]), text=req.get("text"), chat=req.get("chat"))
             elif kind == "forward":
                 t.value = refproc.forward_reference(
-                    Path(req["model_dir"]), files, req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"], self.progress, req.get("sublayers", [])
-                )
-            else:
-                rows, effect = refproc.effect_reference(
-                    Path(req["model_dir"]), files, req["without_config"], req["prompt"], req["forced"], int(req["tokens"]), int(req["scan_len"]), self.progress
-                )
-                t.value = ([], rows, {"effect": effect}, [])
+                    Path(req["model_dir"]), files, req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"], self.progress,
+                    req.get("sublayers", []), req.get("extra"),
+                )  # fmt: skip
+            else:  # as-candle: transformers as candle computes
+                rows, layers, effect = refproc.as_candle_reference(
+                    Path(req["model_dir"]), files, req["config_text"], req.get("tensor_edits") or {}, req["prompt"], req["forced"],
+                    int(req["tokens"]), int(req["scan_len"]), self.progress, req.get("sublayers", []),
+                )  # fmt: skip
+                t.value = ([], rows, {**layers, refproc.EFFECT: effect}, [])
             if kind != "tokenizer":
                 self.threads = refproc.torch_threads()
         except refproc.ReferenceFailed as e:

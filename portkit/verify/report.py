@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from portkit.verify.compare import GreedyCheck, LayerCheck, LogitsCheck, StepCheck, Tolerance, is_sublayer
+from portkit.verify import confirm as C
 from portkit.verify.engine import VerifyReport
 from portkit.verify.gguf_section import GgufSection
 from portkit.verify.runs import Comparison, RunOutputs, fmt_tol
@@ -124,6 +125,7 @@ def _gguf_json(g: GgufSection) -> dict[str, Any]:
         "comparison": _cmp_json(g.comparison),
         "findings": [f.to_json() for f in g.findings],
         "diagnosis": g.diagnosis,
+        "explanation": g.explanation.to_json() if g.explanation is not None else None,
         "ok": g.ok,
     }
 
@@ -187,8 +189,10 @@ def _to_json(rep: VerifyReport) -> dict[str, Any]:
         "tolerance": _tol_json(rep.tolerance),
         "candle": _run_json(rep.run),
         "comparison": _cmp_json(rep.comparison),
-        "lint": {"ran": rep.lint_note is None, "note": rep.lint_note, "findings": len(rep.findings) + (len(rep.gguf.findings) if rep.gguf else 0)},
+        "lint": {"ran": rep.lint_note is None, "note": rep.lint_note,
+                 "findings": len(rep.findings) + (len(rep.gguf.findings) if rep.gguf else 0) + (len(rep.paths.findings) if rep.paths else 0)},
         "findings": [f.to_json() for f in rep.findings],
+        "explanation": rep.explanation.to_json() if rep.explanation is not None else None,
         "gguf": _gguf_json(rep.gguf) if rep.gguf else None,
         "plot": str(rep.plot) if rep.plot else None,
         "nonfinite": rep.nonfinite.to_json() if rep.nonfinite is not None else None,
@@ -198,7 +202,15 @@ def _to_json(rep: VerifyReport) -> dict[str, Any]:
         "timings": rep.timings,
         "candle_runs": rep.candle_runs,
         "run_plan": rep.run_plan,
+        "reference_runs": rep.reference_runs,
+        # only with --turns or --batch: the plain report keeps its keys
+        **({"paths": rep.paths.to_json()} if rep.paths is not None else {}),
     }
+
+
+def _why(explanation: Any) -> str:
+    """": explained by PK413 (...)" / ": unexplained: first bad layer.3 at layer.3.mlp (...)"."""
+    return f": {explanation.summary}" if explanation is not None else ""
 
 
 def _verdict(rep: VerifyReport) -> tuple[str, str]:
@@ -207,17 +219,28 @@ def _verdict(rep: VerifyReport) -> tuple[str, str]:
     if rep.nonfinite is not None:
         return "non-finite", "NON-FINITE: " + rep.nonfinite.line() + " (not a candle-vs-transformers difference)"
     if rep.exit_code == 0:
-        return "agree", "candle agrees with transformers" + (" (the HF checkpoint and the GGUF)" if rep.gguf else "")
+        return "agree", "candle agrees with transformers" + (" (the HF checkpoint and the GGUF)" if rep.gguf else "") + C.both_alike(confirmed)
     bits = []
     if rep.tokenizer is not None and not rep.tokenizer.ok:
         t = rep.tokenizer
-        bits.append("the tokenizers crate cannot load tokenizer.json" if t.crate_error else f"candle's tokenizer differs ({len(t.differing)} of {len(t.encodes)} encodes)")
+        if t.crate_error:
+            bits.append("the tokenizers crate cannot load tokenizer.json")
+        elif t.differing:
+            bits.append(f"candle's tokenizer differs ({len(t.differing)} of {len(t.encodes)} encodes)")
+        elif t.decode_differs:
+            bits.append(f"candle's tokenizer decodes differently ({len(t.decode_differs)} of {t.decodes} texts)")
+        if t.templates is not None and not t.templates.ok:
+            bits.append("the chat template renders otherwise in " + ", ".join(e for e in t.templates.environments if t.templates.differing(e)))
     if rep.run.failure is not None:
-        bits.append("candle failed")
+        bits.append("candle failed" + _why(rep.explanation))
     elif not rep.candle_ok:
-        bits.append("candle differs from transformers")
+        bits.append("candle differs from transformers" + _why(rep.explanation))
     if rep.gguf is not None and not rep.gguf.ok:
-        bits.append("the GGUF differs from transformers" if rep.gguf.run.failure is None else "the GGUF failed in candle")
+        bits.append(("the GGUF differs from transformers" if rep.gguf.run.failure is None else "the GGUF failed in candle") + _why(rep.gguf.explanation))
+    if rep.paths is not None:
+        from portkit.verify.paths import TITLES
+
+        bits += [f"the {TITLES[c.path.name]} {'failed in' if c.path.run.failure else 'differs from transformers in'} {s.subject}" for s in rep.paths.sections for c in s.checks if not c.ok]
     if confirmed:
         bits.append(f"{len(confirmed)} finding{'s' if len(confirmed) != 1 else ''} confirmed")
     return "mismatch", "MISMATCH: " + "; ".join(bits)
@@ -318,6 +341,11 @@ def _localisation_lines(c: Comparison) -> list[str]:
     return out
 
 
+def _explanation_line(e: Any) -> str:
+    colour = "green" if e.explained else "red"
+    return f"[{colour}]explanation[/]: {escape(e.summary)}"
+
+
 def _layer_table(c: Comparison) -> Table:
     """The values between the layers, and the sub-layers of the layer the localisation names
     (every sub-layer row is in the JSON)."""
@@ -339,7 +367,7 @@ def _layer_table(c: Comparison) -> Table:
     return t
 
 
-_VERDICT_STYLE = {"CONFIRMED": "bold red", "CRASH-CONFIRMED": "bold red", "NOT-REPRODUCED": "yellow", "NOT-REACHED": "dim"}
+_VERDICT_STYLE = {"CONFIRMED": "bold red", "CRASH-CONFIRMED": "bold red", "NOT-REPRODUCED": "yellow", "NOT-REACHED": "dim", "NOT-PROBED": "dim"}
 
 
 def _finding_lines(findings: list) -> list[str]:
@@ -408,6 +436,8 @@ def render_text(rep: VerifyReport, console: Console, *, table: bool = True) -> N
         if table and rep.comparison.layers is not None:
             p("")
             console.print(_layer_table(rep.comparison), style=None)
+    if rep.explanation is not None:
+        p(f"  {_explanation_line(rep.explanation)}")
     gs = rep.greedy_stop
     if gs is not None and gs.get("stopped_at") is not None:
         p(f"  greedy stops at token {gs['stopped_at']} ({gs['token']}): `generate()` stops on {gs['eos_token_ids']} ({gs['source']}); compared up to there")
@@ -427,6 +457,11 @@ def render_text(rep: VerifyReport, console: Console, *, table: bool = True) -> N
         p(ln)
     if rep.gguf is not None:
         _render_gguf(rep.gguf, rep, console)
+    if rep.paths is not None:
+        from portkit.verify.paths import text_lines as path_lines
+
+        for ln in path_lines(rep.paths):
+            p(ln)
     if rep.nonfinite is not None:
         p("")
         p(f"[bold red]non-finite[/]: {escape(rep.nonfinite.line())}")
@@ -447,6 +482,8 @@ def _render_gguf(g: GgufSection, rep: VerifyReport, console: Console) -> None:
     if g.comparison is not None:
         for ln in _comparison_lines(g.comparison, rep.reference.greedy, layers_note=None):
             p("  " + ln)
+    if g.explanation is not None:
+        p(f"  {_explanation_line(g.explanation)}")
     for d in g.diagnosis:
         p(f"  diagnosis: {escape(d)}")
     if g.findings:

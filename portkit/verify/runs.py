@@ -246,6 +246,26 @@ def patched_config(config_text: str, patch: dict[str, Any]) -> str:
     return json.dumps(cfg, indent=2)
 
 
+def edited_config(config_text: str, edits: Mapping[str, Any]) -> str:
+    """config.json with `Probe.as_candle`'s config edits: a dotted key reaches into nested
+    objects (made when missing), None removes the key, and keys apply shortest first, so a
+    finding can replace `rope_parameters` while another sets a key inside it."""
+    cfg = json.loads(config_text)
+    for key in sorted(edits, key=lambda k: k.count(".")):
+        *path, last = key.split(".")
+        node = cfg
+        for part in path:
+            nxt = node.get(part)
+            if not isinstance(nxt, dict):
+                nxt = node[part] = {}
+            node = nxt
+        if edits[key] is None:
+            node.pop(last, None)
+        else:
+            node[last] = edits[key]
+    return json.dumps(cfg, indent=2)
+
+
 def describe_patch(patch: dict[str, Any]) -> str:
     def fmt(v: Any) -> str:
         if isinstance(v, float) and v.is_integer() and abs(v) < 1e16:
@@ -373,6 +393,9 @@ class Reference:
     #: the transformers process that computed it (`portkit.verify.refsession`), for the
     #: reference-side counterfactuals (None: they start their own)
     session: Any = field(default=None, repr=False, compare=False)
+    #: a continuation's and a batch's rows, when verify asked for them (`portkit.verify.refextra`):
+    #: "turn" [len(segment), vocab], "batch" [N, L, vocab]
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def last(self) -> np.ndarray:

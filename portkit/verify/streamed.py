@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -162,9 +162,11 @@ class StreamedModel(_ModelRuns):
         config_text: str | None = None,
         resident: bool = False,
         scan_nonfinite: bool = True,
+        tensor_edits: Mapping[str, str] | None = None,
     ) -> None:
-        """`config_text`: another config.json for the same weights (a reference-side
-        counterfactual: transformers with and without a finding's effect). `resident`: load
+        """`config_text`: another config.json for the same weights, and `tensor_edits`
+        (checkpoint name -> "zero") tensors changed as they load: a reference-side
+        counterfactual, transformers as candle computes (`Probe.as_candle`). `resident`: load
         every layer now and keep it (the model must fit in memory). `scan_nonfinite=False`: skip
         the NaN/inf scan of the weights (a pass over every weight) for a caller that does not
         report it; `nonfinite_weights` is then always empty."""
@@ -197,6 +199,13 @@ class StreamedModel(_ModelRuns):
             weight_mapping=get_model_conversion_mapping(model),
         )
         self.files = [_open(safe_open, p, "mmap" if resident else "pread") for p in weight_files]
+        self.tensor_edits = dict(tensor_edits or {})
+        unknown = sorted(set(self.tensor_edits) - {k for f in self.files for k in f.keys()})
+        if unknown:
+            raise ValueError(f"no tensor {unknown[0]} in the checkpoint to edit")
+        bad = sorted(n for n, how in self.tensor_edits.items() if how != "zero")
+        if bad:
+            raise ValueError(f"unknown tensor edit {self.tensor_edits[bad[0]]!r} for {bad[0]}")
         self.layers_path, self.layers = _decoder_layers(model)
         # checkpoint key -> open file; keys grouped by decoder layer (None: always resident)
         self.groups: dict[int | None, list[tuple[str, Any]]] = {}
@@ -264,8 +273,14 @@ class StreamedModel(_ModelRuns):
         from transformers.core_model_loading import convert_and_load_state_dict_in_model
 
         if group:
-            state = {key: f.get_slice(key) for key, f in group}
+            state = {key: self._edited(key) if key in self.tensor_edits else f.get_slice(key) for key, f in group}
             convert_and_load_state_dict_in_model(model=self.model, state_dict=state, load_config=self.load_config)
+
+    def _edited(self, key: str) -> Any:
+        """A tensor edit's tensor: zeros of the checkpoint tensor's shape (the only edit: a
+        tensor candle never reads computes as a zero one where it is added)."""
+        f = next(f for f in self.files if key in f.keys())
+        return self.torch.zeros(f.get_slice(key).get_shape(), dtype=self.torch.float32)
 
     def _scan(self, params: Any) -> None:
         if not self.scan_nonfinite:

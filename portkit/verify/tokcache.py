@@ -10,7 +10,7 @@ software that reads them. The key holds:
 - the prompt verify asked for (`--text`, `--chat`), whose ids the record holds;
 - the transformers, tokenizers and portkit versions (package metadata, no import), `FORMAT` and
   the source of the modules that make the record (tokrecord.py, tokens.py, tokenize.py,
-  inputs.py, reference.py).
+  chat_templates.py, inputs.py, reference.py).
 Entries live under `$PORTKIT_CACHE/tokenizer/`, one checked file each
 (`portkit.verify.cachefiles`: a damaged entry reads as absent and is removed; the directory is
 bounded like the others); an entry is used only when it has the record's shape. `--no-cache`
@@ -63,7 +63,7 @@ def record_key(root: Path, text: str | None, chat: str | None) -> str | None:
             "files": files,
             "prompt": {"text": text, "chat": chat},
             "versions": {p: _version(p) for p in ("transformers", "tokenizers", "portkit")},
-            "code": cachefiles.source_digest(("tokrecord.py", "tokens.py", "tokenize.py", "inputs.py", "reference.py")),
+            "code": cachefiles.source_digest(("tokrecord.py", "tokens.py", "tokenize.py", "chat_templates.py", "inputs.py", "reference.py")),
         }
     )
 

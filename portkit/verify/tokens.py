@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from portkit.findings import Finding
-from portkit.verify.confirm import Confirmation, confirm_static
+from portkit.verify.confirm import Confirmation, both_alike, confirm_static
 from portkit.verify.tokenize import TokenizeError, crate_from_text, crate_tokenizer, prompt_ids, render_chat, transformers_tokenizer
 
 #: The conversation the chat template is rendered with: a user turn and an assistant turn, so the
@@ -50,6 +50,11 @@ BASE_TEXTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("The capital of France is Paris, and the capital of Germany is", ("plain",)),
 )
 MAX_SPECIAL_TOKENS = 8
+#: A saved truncation (`max_length`) up to this many tokens gets a text longer than it in the
+#: corpus, so that PK506 is judged by ids; a longer one is left out (the text would cost more
+#: than a prompt that long is likely to be fed).
+MAX_LONG_TEXT_TOKENS = 8192
+_LONG_WORDS = ("the", "model", "reads", "every", "token", "of", "this", "long", "text", "once")
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,7 @@ class TokenizerSection:
     chat_note: str | None = None
     findings: list[Confirmation] = field(default_factory=list)
     forward_note: str | None = None  # set when the forward did not run (no weights)
+    templates: Any = None  # portkit.verify.chat_templates.TemplateSection: the chat template in the Rust environments
 
     @property
     def differing(self) -> list[Encoded]:
@@ -114,8 +120,9 @@ class TokenizerSection:
 
     @property
     def ok(self) -> bool:
-        """No differing ids and a file the crate loads (a transformers failure compares nothing)."""
-        return self.crate_error is None and not self.differing
+        """No differing ids or decoded texts, a file the crate loads (a transformers failure
+        compares nothing), and the chat template rendered alike in every Rust environment."""
+        return self.crate_error is None and not self.differing and not self.decode_differs and (self.templates is None or self.templates.ok)
 
     def to_json(self) -> dict[str, Any]:
         first = self.first
@@ -136,6 +143,7 @@ class TokenizerSection:
             ),
             "chat_text": self.chat_text,
             "chat_note": self.chat_note,
+            "chat_template": self.templates.to_json() if self.templates is not None else None,
             "findings": [f.to_json() for f in self.findings],
             "forward": self.forward_note,
             "ok": self.ok,
@@ -154,8 +162,35 @@ def _special_tokens(tok: Any, chat: str | None) -> list[str]:
     return out[:MAX_SPECIAL_TOKENS]
 
 
-def corpus(specials: Sequence[str], chat: str | None) -> list[Sample]:
+def long_text(tokens: int) -> str:
+    """A text of more than `tokens` tokens in any tokenizer: more words than that, each at least
+    one token (every tokenizer splits at spaces before it merges)."""
+    return " ".join(_LONG_WORDS[i % len(_LONG_WORDS)] for i in range(tokens + 16))
+
+
+def saved_truncation(path: Path) -> int | None:
+    """tokenizer.json's saved truncation `max_length`, if any."""
+    from portkit.model.tokenizer_files import read_tokenizer_json
+
+    try:
+        trunc = read_tokenizer_json(path).value.get("truncation")
+    except Exception:  # noqa: BLE001 - the crate's own load reports a bad file
+        return None
+    length = trunc.get("max_length") if isinstance(trunc, dict) else None
+    return length if isinstance(length, int) and not isinstance(length, bool) and length > 0 else None
+
+
+def section_corpus(tok: Any, root: Path, chat_text: str | None) -> list[Sample]:
+    """The section's corpus for transformers' tokenizer `tok` on `root` (`tokrecord.record` encodes the same)."""
+    return corpus(_special_tokens(tok, chat_text), chat_text, saved_truncation(root / "tokenizer.json"))
+
+
+def corpus(specials: Sequence[str], chat: str | None, longer_than: int | None = None) -> list[Sample]:
+    """The built-in texts, each special token inside text, the rendered chat; with `longer_than`
+    (a saved truncation's `max_length`), one text longer than that."""
     out = [Sample(t, tags) for t, tags in BASE_TEXTS]
+    if longer_than is not None and longer_than <= MAX_LONG_TEXT_TOKENS:
+        out.append(Sample(long_text(longer_than), ("longer-than-truncation",)))
     for s in specials:
         out += [
             Sample(f"Hello{s}world", ("special-inside", "after-special")),
@@ -326,7 +361,7 @@ def tokenizer_section(
         sec.transformers_class = getattr(tok, "class_name", None) or type(tok).__name__
         sec.chat_text, sec.chat_note = render_chat(tok, CONVERSATION)
     if crate is not None and tok is not None:
-        sec.encodes = _encode_all(crate, tok, corpus(_special_tokens(tok, sec.chat_text), sec.chat_text))
+        sec.encodes = _encode_all(crate, tok, section_corpus(tok, root, sec.chat_text))
         if perturb_candle and sec.encodes:
             e = sec.encodes[0]
             e.crate = [e.crate[0] + 1, *e.crate[1:]] if e.crate else [0]
@@ -337,8 +372,20 @@ def tokenizer_section(
 
         tj = read_tokenizer_json(path)
     progress("tokenizer: confirming the findings")
-    sec.findings = _confirm(tok_findings, sec, crate, tok, tj)
+    template_findings = [f for f in tok_findings if f.probe is not None and f.probe.kind == "template"]
+    sec.findings = _confirm([f for f in tok_findings if f not in template_findings], sec, crate, tok, tj)
+    if tok is not None:
+        from portkit.verify.chat_templates import template_section
+
+        sec.templates = template_section(root, tok, crate, template_findings, progress)
+    sec.findings += sec.templates.findings if sec.templates is not None else _not_rendered(template_findings, sec)
     return sec
+
+
+def _not_rendered(findings: Sequence[Finding], sec: TokenizerSection) -> list[Confirmation]:
+    why = sec.transformers_error or "transformers has no chat template"
+    return [Confirmation(code=f.code, name=f.name, severity=f.severity, message=f.message, filename=f.filename, probe_kind="template",
+                         verdict="NOT-REPRODUCED", evidence=f"not measurable: {why}") for f in findings]  # fmt: skip
 
 
 def has_tokenizer(root: Path) -> bool:
@@ -386,6 +433,10 @@ def text_lines(sec: TokenizerSection) -> list[str]:
         if sec.decode_differs:
             text, ids, a, b = sec.decode_differs[0]
             out.append(f"    candle {escape(repr(a[:70]))}  transformers {escape(repr(b[:70]))}")
+    if sec.templates is not None:
+        from portkit.verify.chat_templates import text_lines as template_lines
+
+        out += template_lines(sec.templates)
     return out
 
 
@@ -467,16 +518,23 @@ class TokenizerReport:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.section.ok and not self.confirmed else 1
+        """1 only when candle's tokenizer differs (or cannot load the file): a finding confirmed
+        on both sides alike (PK509) is reported, not a mismatch."""
+        return 0 if self.section.ok else 1
 
     def verdict(self) -> tuple[str, str]:
         if self.exit_code == 0:
-            return "agree", "candle's tokenizer agrees with transformers (the forward was skipped: no weights)"
+            return "agree", "candle's tokenizer agrees with transformers (the forward was skipped: no weights)" + both_alike(self.confirmed)
         bits = []
         if self.section.crate_error:
             bits.append("the tokenizers crate cannot load tokenizer.json")
         elif self.section.differing:
             bits.append(f"{len(self.section.differing)} of {len(self.section.encodes)} encodes differ")
+        elif self.section.decode_differs:
+            bits.append(f"{len(self.section.decode_differs)} of {self.section.decodes} decoded texts differ")
+        t = self.section.templates
+        if t is not None and not t.ok:
+            bits.append("the chat template renders otherwise in " + ", ".join(e for e in t.environments if t.differing(e)))
         if self.confirmed:
             bits.append(f"{len(self.confirmed)} finding{'s' if len(self.confirmed) != 1 else ''} confirmed")
         return "mismatch", "MISMATCH: " + "; ".join(bits)

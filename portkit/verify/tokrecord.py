@@ -4,7 +4,8 @@ reference's child) and answered from the record in the process that compares.
 verify imports transformers once, in the reference's child (`portkit.verify.refproc`). The tokens
 section and a text prompt's ids need transformers' tokenizer in the verify process; `record`
 runs, in the child, every call they make on it (the corpus encodes, their pieces and decodes,
-the chat template, the prompt's ids, the special tokens and their ids) and returns the answers as
+the chat template, the prompt's ids, the special tokens and their ids, the chat-template check's
+renders: `portkit.verify.chat_templates`) and returns the answers as
 JSON; `RecordedTokenizer` answers the same calls from that JSON. A call that was not recorded
 raises `NotRecorded` naming it: a new use of the tokenizer in the tokens section is added to
 `record` (tests/unit/test_tokrecord.py replays the section on every tokenizer shape).
@@ -26,6 +27,15 @@ class NotRecorded(LookupError):
 
 def _key(method: str, *args: Any) -> str:
     return json.dumps([method, *args], ensure_ascii=False)
+
+
+def _template_key(messages: list[dict[str, str]], kw: dict[str, Any]) -> str:
+    """`apply_chat_template`'s call in canonical form: its keyword arguments (`tokenize`,
+    `add_generation_prompt`, and the chat-template check's `tools` and `chat_template`) with
+    transformers' defaults filled in."""
+    args = {"tokenize": True, "add_generation_prompt": False, **kw}
+    args["tokenize"], args["add_generation_prompt"] = bool(args["tokenize"]), bool(args["add_generation_prompt"])
+    return json.dumps(["apply_chat_template", messages, args], ensure_ascii=False, sort_keys=True)
 
 
 def _plain(v: Any) -> Any:
@@ -77,9 +87,8 @@ class Recorder:
     def convert_tokens_to_ids(self, token: str) -> Any:
         return self._call(_key("convert_tokens_to_ids", token), lambda: self.tok.convert_tokens_to_ids(token))
 
-    def apply_chat_template(self, messages: list[dict[str, str]], tokenize: bool = True, add_generation_prompt: bool = False) -> Any:
-        key = _key("apply_chat_template", messages, bool(tokenize), bool(add_generation_prompt))
-        return self._call(key, lambda: self.tok.apply_chat_template(messages, tokenize=tokenize, add_generation_prompt=add_generation_prompt))
+    def apply_chat_template(self, messages: list[dict[str, str]], **kw: Any) -> Any:
+        return self._call(_template_key(messages, kw), lambda: self.tok.apply_chat_template(messages, **kw))
 
     def doc(self) -> dict[str, Any]:
         attrs = {a: _plain(getattr(self.tok, a, None)) for a in ATTRIBUTES}
@@ -115,8 +124,8 @@ class RecordedTokenizer:
     def convert_tokens_to_ids(self, token: str) -> Any:
         return self._answer(_key("convert_tokens_to_ids", token))
 
-    def apply_chat_template(self, messages: list[dict[str, str]], tokenize: bool = True, add_generation_prompt: bool = False) -> Any:
-        return self._answer(_key("apply_chat_template", messages, bool(tokenize), bool(add_generation_prompt)))
+    def apply_chat_template(self, messages: list[dict[str, str]], **kw: Any) -> Any:
+        return self._answer(_template_key(messages, kw))
 
 
 def record(root: Path, *, text: str | None = None, chat: str | None = None) -> dict[str, Any]:
@@ -132,7 +141,7 @@ def record(root: Path, *, text: str | None = None, chat: str | None = None) -> d
         return {"error": err}
     rec = Recorder(tok)
     chat_text, _ = render_chat(rec, T.CONVERSATION)
-    samples = T.corpus(T._special_tokens(rec, chat_text), chat_text)
+    samples = T.section_corpus(rec, root, chat_text)
     from portkit.verify.inputs import DEFAULT_TEXT
 
     # the prompt verify asked for, and the text it encodes when it is given no prompt
@@ -150,6 +159,9 @@ def record(root: Path, *, text: str | None = None, chat: str | None = None) -> d
                 rec.decode(ids, skip_special_tokens=False)
     for token in [*getattr(tok, "get_added_vocab", dict)(), *getattr(tok, "all_special_tokens", [])]:
         rec.convert_tokens_to_ids(token)
+    from portkit.verify.chat_templates import transformers_renders
+
+    transformers_renders(rec)  # the chat-template check's renders (and their counterfactuals')
     return rec.doc()
 
 

@@ -15,6 +15,7 @@ compares the reports of the base commit with today's.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -81,6 +82,36 @@ def _family_gguf(family: str) -> Callable[[Path], Path]:
     return get
 
 
+def _proof(name: str, part: int) -> Callable[[Path], Path]:
+    def get(_work: Path) -> Path:
+        from fixtures.proof import CASES
+
+        return next(c for c in CASES if c.name == name).build()[part]
+
+    return get
+
+
+def _chat_path(index: int, part: int) -> Callable[[Path], Path]:
+    def get(_work: Path) -> Path:
+        from fixtures.chat_paths import CASES, case_paths
+
+        return case_paths(CASES[index])[part]  # type: ignore[return-value]
+
+    return get
+
+
+def _template(name: str, variant: str) -> Callable[[Path], Path]:
+    def get(work: Path) -> Path:
+        from fixtures.chat_templates import write_chat_template
+
+        d = work / f"template-{name}-{variant}"
+        if not d.exists():
+            write_chat_template(d, name, variant)  # type: ignore[arg-type]
+        return d
+
+    return get
+
+
 def cases() -> list[Case]:
     """The fixtures and options of tests/acceptance's verify tests."""
     from fixtures.family_matrix import extra_variants
@@ -132,17 +163,51 @@ def cases() -> list[Case]:
         ("tokens-model:smollm:trigger:text", _shape("smollm", "trigger", True), {"tokens": 4, "text": "The capital of France is"}),
         ("tokens-only:phi3:trigger:text", _shape("phi3", "trigger", False), {"text": " Hello world"}),
     ]
+    # transformers as candle computes, chained crashes, a GGUF's per-layer capture (fixtures.proof)
+    from fixtures.proof import CASES as PROOF
+
+    for c in PROOF:
+        kw = {**c.options, "gguf": _proof(c.name, 1)}  # None for a case without a GGUF
+        out.append((f"proof:{c.name}", _proof(c.name, 0), kw))
+    # a second turn and a batch (fixtures.chat_paths): the reference's `extra` rows
+    from fixtures.chat_paths import CASES as PATHS
+
+    for i, c in enumerate(PATHS):
+        kw = {"dtype": c.dtype, "turns": c.turns, "batch": c.batch, "tokens": c.tokens, **({"gguf": _chat_path(i, 1)} if c.gguf else {})}
+        out.append((f"paths:{i}:{c.family}:{c.variant}", _chat_path(i, 0), kw))
+    # the chat template in candle-examples and mistral.rs (fixtures.chat_templates)
+    from fixtures.chat_templates import TEMPLATES
+
+    for name in TEMPLATES:
+        for variant in ("trigger", "clean"):
+            out.append((f"template:{name}:{variant}", _template(name, variant), {}))
     return out
 
 
+#: a generated fixture's name in $PORTKIT_CACHE ends in the hash of its generators' source
+#: (fixtures.cache.generator_hash): the same model whichever commit's generators named it
+_FIXTURE_HASH = re.compile(r"-[0-9a-f]{12}(?=[/.-]|$)")
+
+
+def _fixture_paths(text: str) -> str:
+    from fixtures.cache import cache_root
+
+    root = str(cache_root())
+    if root not in text:
+        return text
+    inside = re.compile(re.escape(root) + r"(/[^\s'\"`,;)]*)")
+    return inside.sub(lambda m: "<cache>" + _FIXTURE_HASH.sub("-<hash>", m.group(1)), text)
+
+
 def normalised(doc: Any, work: Path) -> Any:
-    """The report without what differs between two runs of the same verify."""
+    """The report without what differs between two runs of the same verify (the scratch
+    directory, a fixture's generator hash)."""
     if isinstance(doc, dict):
         return {k: normalised(v, work) for k, v in doc.items() if k not in RUN_SPECIFIC}
     if isinstance(doc, list):
         return [normalised(v, work) for v in doc]
     if isinstance(doc, str):
-        return doc.replace(str(work), "<work>")
+        return _fixture_paths(doc.replace(str(work), "<work>"))
     return doc
 
 

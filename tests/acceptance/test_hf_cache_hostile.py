@@ -114,14 +114,18 @@ def test_a_ref_that_is_no_file_of_a_commit_is_one_line(world: tuple[Path, Path],
     cache, _ = world
     _ref(cache, "acme/bin", b"\xff\xfe\x00garbage")
     _ref(cache, "acme/nl", hc.commit_hash("acme/nl", {}) + "\n")  # what a hand edit leaves
+    # a commit and then more: a path out of snapshots/<commit>, or one character too many
+    _ref(cache, "acme/up", hc.commit_hash("acme/up", {}) + "/../x")
+    _ref(cache, "acme/tail", hc.commit_hash("acme/tail", {}) + "x")
     refs = hc.repo_dir(cache, "acme/dir") / "refs"
     _ref(cache, "acme/dir", "x")
     (refs / "main").unlink()
     (refs / "main").mkdir()
-    for repo in ("acme/bin", "acme/nl", "acme/dir"):
+    for repo in ("acme/bin", "acme/nl", "acme/dir", "acme/up", "acme/tail"):
         r = run(["lint", repo], cache, tmp_path)
         _one_error_line(r, repo)
         assert "refs/main" in r.stderr
+        assert repo in ("acme/bin", "acme/dir") or "not a commit hash (40 hex characters)" in r.stderr, r.stderr
     # several ids in one run: the bad one is an error, the others are still linted
     r = run(["lint", "acme/bin", "acme/bad"], cache, tmp_path)
     assert r.returncode == 2 and "PK101" in r.stdout and "internal error" not in r.stderr, r.stderr
@@ -199,6 +203,41 @@ def test_hf_cache_lints_the_others_when_repos_are_hostile(world: tuple[Path, Pat
     by = {m["repo"]: m for m in data["models"]}
     assert by["acme/huge"]["status"] == "unreadable" and "314572800 bytes" in by["acme/huge"]["message"]
     assert by["acme/huge"]["commit"] is None and by["acme/bad"]["status"] == "linted"
+
+
+def _forty_one_hex_snapshot(cache: Path) -> Path:
+    """acme/bad's snapshot copied under a 41-hex name (its commit and one more hex digit), no ref to it."""
+    snap = next((hc.repo_dir(cache, "acme/bad") / "snapshots").iterdir())
+    odd = snap.with_name(snap.name + "0")
+    odd.mkdir()
+    for f in snap.iterdir():
+        (odd / f.name).symlink_to(os.readlink(f))
+    return odd
+
+
+def test_hf_cache_a_41_hex_snapshot_directory_is_unreadable_not_linted(world: tuple[Path, Path], tmp_path: Path) -> None:
+    cache, _ = world
+    odd = _forty_one_hex_snapshot(cache)
+    r = run(["lint", "--hf-cache", "--all-revisions", "--format", "json"], cache, tmp_path)
+    by = {m["commit"]: m for m in json.loads(r.stdout)["models"]}
+    assert by[odd.name]["status"] == "unreadable" and by[odd.name]["findings"] == {"error": 0, "warning": 0, "info": 0}, by
+    assert by[odd.name]["message"] == f"snapshot {odd} is not a directory `snapshots/<40-hex commit>` of this repo"
+    assert by[odd.name[:-1]]["status"] == "linted" and by[odd.name[:-1]]["findings"]["error"] == 2
+    assert r.returncode == 2, r.stderr
+
+
+def test_hf_cache_scan_in_process_marks_a_41_hex_snapshot(world: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same scan in this process (what `make mutation` sees call `is_snapshot`)."""
+    from huggingface_hub import constants
+
+    cache, _ = world
+    odd = _forty_one_hex_snapshot(cache)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", constants.HF_HUB_OFFLINE)  # the scan sets both: undo it after
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    models, _ = hf_cache.cached_models(all_revisions=True)
+    problems = {m.commit: m.problem for m in models}
+    assert problems == {odd.name[:-1]: None, odd.name: f"snapshot {odd} is not a directory `snapshots/<40-hex commit>` of this repo"}
 
 
 def test_hf_cache_notes_are_bounded(world: tuple[Path, Path], tmp_path: Path) -> None:

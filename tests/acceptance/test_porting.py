@@ -191,6 +191,88 @@ def test_reference_bad_input_exit_2(capsys, tmp_path, healthy_tied_dir, argv, me
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
 
 
+def test_write_reference_replaces_the_file_whole_and_sweeps_a_dead_writers_temporary(tmp_path, monkeypatch):
+    """The output is written by portkit.atomicfile, as fix writes config.json: renamed over the old
+    file from beside it (never from the working directory), and a temporary file a killed writer
+    of the same output left is removed; another output's, or a live writer's, is not."""
+    from portkit.porting.dumpfile import write_reference
+    from portkit.verify.inputs import BadInput
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    out = tmp_path / "r.safetensors"
+    out.write_bytes(b"an earlier reference")
+    left = tmp_path / f".r.safetensors.portkit-{dead.pid}-abcd.tmp"
+    other = tmp_path / f".other.safetensors.portkit-{dead.pid}-abcd.tmp"
+    for p in (left, other):
+        p.write_bytes(b"half")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    values = {"ids": np.array([1, 5, 9]), "logits": np.arange(6, dtype=np.float32).reshape(3, 2) / 3, "greedy": np.array([4])}
+    write_reference(out, values, {"format": "portkit-reference/1"}, "bf16")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["r.safetensors", other.name, "cwd"]) and list(cwd.iterdir()) == []
+    dump = read_dump(out)
+    assert dump.metadata == {"format": "portkit-reference/1"} and dump.dtypes == {"ids": "I64", "logits": "BF16", "greedy": "I64"}
+    assert dump.tensors["ids"].tolist() == [1, 5, 9] and dump.tensors["greedy"].tolist() == [4]
+    np.testing.assert_allclose(dump.tensors["logits"], values["logits"], rtol=2**-8)
+    # a directory it cannot write: one line, the earlier file kept, nothing left
+    blocked = tmp_path / "file-not-dir"
+    blocked.write_bytes(b"")
+    with pytest.raises(BadInput, match=r"file-not-dir/r.safetensors: Not a directory$"):
+        write_reference(blocked / "r.safetensors", values, {}, "f32")
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+def test_the_written_reference_is_what_the_safetensors_library_reads(dtype, tmp_path):
+    """Each value as torch would store it at `dtype` (token ids int64), the metadata, the data
+    8-aligned as the library pads it; an empty value is fine."""
+    import torch
+    from safetensors import safe_open
+
+    from portkit.porting.dumpfile import write_reference
+
+    rng = np.random.default_rng(0)
+    values = {
+        "ids": np.array([1, 5, 9], dtype=np.int32),
+        "embeddings": rng.standard_normal((3, 4)).astype(np.float32),
+        "logits": (rng.standard_normal((3, 7)) * 30).astype(np.float64),
+        "greedy": np.array([], dtype=np.int64),
+        "norm": np.zeros((0, 4), dtype=np.float32),
+    }
+    meta = {"format": "portkit-reference/1", "prompt": '{"text": "héllo"}'}
+    out = tmp_path / "r.safetensors"
+    write_reference(out, values, meta, dtype)
+    want_dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    with safe_open(str(out), "pt") as f:
+        assert f.metadata() == meta and list(f.keys()) == sorted(values)
+        for name, v in values.items():
+            want = torch.from_numpy(v).to(torch.int64 if name in ("ids", "greedy") else want_dtype)
+            got = f.get_tensor(name)
+            assert got.dtype == want.dtype and torch.equal(got, want), name
+    raw = out.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    assert (8 + n) % 8 == 0 and raw[8 : 8 + n].rstrip(b" ").endswith(b"}")
+    assert list(read_dump(out).tensors) == ["ids", "embeddings", "norm", "logits", "greedy"]  # the layout's order
+
+
+def test_writing_a_reference_never_joins_its_values_into_one_buffer(tmp_path):
+    """The values are in memory once: the file is written from views of them, not from a copy."""
+    import tracemalloc
+
+    from portkit.porting.dumpfile import write_reference
+
+    values = {"ids": np.arange(4), "logits": np.ones((4, 4 * 2**20), dtype=np.float32)}  # 64 MiB
+    tracemalloc.start()
+    try:
+        write_reference(tmp_path / "r.safetensors", values, {"format": "portkit-reference/1"}, "f32")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (tmp_path / "r.safetensors").stat().st_size > 64 * 2**20
+    assert peak < 8 * 2**20, f"{peak / 2**20:.1f} MiB allocated while writing 64 MiB of values"
+
+
 def test_reference_bad_dirs_exit_2(capsys, tmp_path, healthy_tied_dir):
     code, _, err = _run(capsys, "reference", tmp_path / "nope", "--out", tmp_path / "r.safetensors")
     assert code == 2 and "no such directory" in err
@@ -334,8 +416,8 @@ def _bad_candidates(ref, tmp_path: Path) -> dict[str, tuple[Path, str]]:
     return {
         "missing layer.1": (_candidate(tmp_path, without_layer1, "a.safetensors"), "layer.1 is missing between layer.0 and layer.2"),
         "bad shape": (_candidate(tmp_path, short_layer, "b.safetensors"), "`layer.1` has shape [15, 64], the reference's is [16, 64]"),
-        "ids differ": (_candidate(tmp_path, other_ids, "c.safetensors"), "ids differ from the reference's"),
-        "shorter prompt": (_candidate(tmp_path, {"ids": t["ids"][:3], "logits": t["logits"][2]}, "g.safetensors"), "ids differ from the reference's"),
+        "ids differ": (_candidate(tmp_path, other_ids, "c.safetensors"), "they part at token 0"),
+        "shorter prompt": (_candidate(tmp_path, {"ids": t["ids"][:3], "logits": t["logits"][2]}, "g.safetensors"), "they part at token 3"),
         "layer the reference lacks": (_candidate(tmp_path, extra, "d.safetensors"), "tensor `layer.3` is not in the reference"),
         "unknown name": (_candidate(tmp_path, unknown, "e.safetensors"), "tensor `hidden` is not in the reference"),
         "logits shape": (_candidate(tmp_path, {"logits": t["logits"][:, :100]}, "f.safetensors"), "`logits` has shape [16, 100]"),
@@ -346,7 +428,7 @@ def _bad_candidates(ref, tmp_path: Path) -> dict[str, tuple[Path, str]]:
 
 @pytest.mark.parametrize(
     "case",
-    ["missing layer.1", "bad shape", "ids differ", "shorter prompt", "layer the reference lacks", "unknown name", "logits shape", "not safetensors", "no file"],
+    ["missing layer.1", "bad shape", "layer the reference lacks", "unknown name", "logits shape", "not safetensors", "no file"],
 )
 def test_malformed_candidate_one_line_exit_2(capsys, tmp_path, ref_path, ref, case):
     path, message = _bad_candidates(ref, tmp_path)[case]
@@ -354,6 +436,16 @@ def test_malformed_candidate_one_line_exit_2(capsys, tmp_path, ref_path, ref, ca
     assert code == 2, out
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert err.startswith("portkit: error: ")
+
+
+@pytest.mark.parametrize("case", ["ids differ", "shorter prompt"])
+def test_other_ids_are_a_mismatch_before_any_logits(capsys, tmp_path, ref_path, ref, case):
+    """Another prompt is the candidate's first difference (exit 1), named where the ids part;
+    nothing else is compared. (It was bad input, exit 2, before compare read ids first.)"""
+    path, message = _bad_candidates(ref, tmp_path)[case]
+    code, out, err = _run(capsys, "compare", ref_path, path)
+    assert code == 1, err
+    assert message in out and "nothing else compared" in out and "last position" not in out and "Traceback" not in err
 
 
 def test_subprocess_exit_codes(tmp_path, ref_path, ref):

@@ -7,7 +7,8 @@ The base's reports are made once per machine and wheel: `git archive BASE portki
 own verify, this wheel). Today's run in this process (PORTKIT_VERIFY_REFERENCE=inprocess) for
 every case, and in the reference's child process, as the CLI runs it, for the cases that use
 every request of its protocol. `BASE` is the last commit whose reports this plan must
-reproduce: moved forward when a change to the report itself is merged.
+reproduce: moved forward when a change to the report itself is merged (f121b02: main with
+issues 24, 27 and 28, whose reports changed on purpose; issue 26's run plan merged onto it).
 """
 
 from __future__ import annotations
@@ -27,11 +28,18 @@ import pytest
 from tests.acceptance import report_cases
 
 ROOT = Path(__file__).resolve().parents[2]
-BASE = "3a0dc80"
+BASE = "f121b02"
 #: the cases also run with transformers in its own process: a text prompt (the tokenizer request
 #: first), a numeric finding's patched runs, a crash, a GGUF with a reference-side counterfactual
-#: (effect requests), a tokenizer-only directory, the default text prompt
+#: (as-candle requests), a tokenizer-only directory, the default text prompt, a GGUF recorded per
+#: layer and localised against transformers as candle computes, a second turn and a batch (the
+#: forward's `extra`), a chat template's renders and their counterfactuals
 IN_CHILD = (
+    "proof:gemma3-silu-planted",
+    "proof:llama-bias",
+    "paths:6:gemma3:silu",
+    "paths:16:qwen2:legacy",
+    "template:descending-range:trigger",
     "variant:rope-theta-in-rope-parameters",
     "variant:head-dim-mismatch",
     "gguf:rope-freqs",

@@ -1,14 +1,17 @@
-"""`kill -9` at chosen points of `fix --write` and `verify`: nothing is lost, nothing is left.
+"""`kill -9` at chosen points of `fix --write`, `reference --out` and `verify`: nothing is lost, nothing is left.
 
 Each case runs the command through `killpoint.py`, which SIGKILLs it at the N-th call of a
 chosen function (before or after it), then checks:
 
-- lost: config.json is the old bytes or the new ones, never a mix; no blob of a Hugging Face
-  cache changed; every cache entry on disk reads as a whole entry; the model directory is as
-  it was;
-- left: no temporary file outside the directory being written, no process of the run alive
-  (verify's reference child dies with it); what a writer left in the directory it writes is
-  removed by the next run of the same command, which then succeeds with the right verdict.
+- lost: config.json (or reference's output) is the old bytes or the new ones, never a mix; no
+  blob of a Hugging Face cache changed; every cache entry on disk reads as a whole entry; the
+  model directory is as it was;
+- left: no temporary file outside the directory being written (each run has a working
+  directory and a $TMPDIR of its own, both checked empty: a temporary created where the user
+  stands, not beside its target, would be left there and renamed across filesystems), no
+  process of the run alive (verify's reference child dies with it); what a writer left in the
+  directory it writes is removed by the next run of the same command, which then succeeds with
+  the right verdict.
 
 Linux only for the child's death (PR_SET_PDEATHSIG) and for /proc, which finds the processes.
 """
@@ -29,6 +32,7 @@ import pytest
 
 from fixtures import hf_cache as hc
 from fixtures import skeleton as sk
+from portkit import atomicfile
 
 ROOT = Path(__file__).resolve().parents[2]
 KILLPOINT = Path(__file__).with_name("killpoint.py")
@@ -44,16 +48,21 @@ def env_for(tmp: Path, cache: Path, tag: str) -> dict[str, str]:
     return env
 
 
-def killed(point: str, n: int, when: str, args: list[str], env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+def killed(point: str, n: int, when: str, args: list[str], env: dict[str, str], cwd: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     r = subprocess.run(
-        [sys.executable, str(KILLPOINT), point, str(n), when, *extra, "--", *args], env=env, text=True, capture_output=True, timeout=300
+        [sys.executable, str(KILLPOINT), point, str(n), when, *extra, "--", *args], env=env, cwd=cwd, text=True, capture_output=True, timeout=300
     )
     assert r.returncode == -signal.SIGKILL, f"not killed at {point}#{n} {when}: exit {r.returncode}\n{r.stderr[-2000:]}"
     return r
 
 
-def portkit(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "portkit", *args], env=env, text=True, capture_output=True, timeout=300)
+def portkit(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "portkit", *args], env=env, cwd=cwd, text=True, capture_output=True, timeout=300)
+
+
+def left_in(d: Path) -> list[str]:
+    """What a run left in a directory that must stay empty (torch's compile cache aside)."""
+    return sorted(p.name for p in d.iterdir() if not p.name.startswith("torchinductor_"))
 
 
 def alive_with(tag: str) -> list[int]:
@@ -92,8 +101,10 @@ FIX_POINTS = [
 
 @pytest.fixture()
 def snapshot_world(tmp_path: Path) -> tuple[Path, Path]:
-    """(tmp, snapshot): a cached revision whose config.json is a symlink to a blob, as fix finds it."""
+    """(tmp, snapshot): a cached revision whose config.json is a symlink to a blob, as fix finds it;
+    tmp/tmp is the runs' $TMPDIR and tmp/cwd their working directory, both empty."""
     (tmp_path / "tmp").mkdir()
+    (tmp_path / "cwd").mkdir()
     snap = hc.add_revision(tmp_path / "hub", "acme/bad", hc.model_files(sk.write_model(tmp_path / "src", BAD())))
     return tmp_path, snap
 
@@ -107,20 +118,68 @@ def test_fix_write_killed(point: str, n: int, when: str, named: bool, snapshot_w
     blobs = files(tmp / "hub" / "models--acme--bad" / "blobs")
     names = sorted(p.name for p in snap.iterdir())
 
-    killed(point, n, when, ["fix", "--write", "acme/bad"], env, *(["--no-tmpfile"] if named else []))
+    cwd = tmp / "cwd"
+    killed(point, n, when, ["fix", "--write", "acme/bad"], env, cwd, *(["--no-tmpfile"] if named else []))
 
     now = (snap / "config.json").read_bytes()
     fixed = json.loads(now)
     assert now == old or (fixed["rope_theta"] == 500000.0 and "rope_scaling" in fixed), "config.json is neither the old nor the new one"
     assert files(tmp / "hub" / "models--acme--bad" / "blobs") == blobs, "a blob changed"
     assert list((tmp / "tmp").iterdir()) == []
+    assert left_in(cwd) == [], "the killed fix left a file in its working directory"
     # the next fix finishes the job (or finds nothing to do) and removes what the killed one left
-    r = portkit(["fix", "--write", "acme/bad"], env)
+    r = portkit(["fix", "--write", "acme/bad"], env, cwd)
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in snap.iterdir()) == names, "a temporary file was left in the snapshot"
     assert json.loads((snap / "config.json").read_bytes())["rope_theta"] == 500000.0
-    assert portkit(["lint", "acme/bad"], env).returncode == 0
+    assert portkit(["lint", "acme/bad"], env, cwd).returncode == 0
     assert files(tmp / "hub" / "models--acme--bad" / "blobs") == blobs
+    assert left_in(cwd) == [] and list((tmp / "tmp").iterdir()) == []
+
+
+# ------------------------------------------------------------------ reference --out
+
+REFERENCE_POINTS = [
+    # (function, call, when, named temporary files); each reference run renames once (its output)
+    ("portkit.atomicfile._write_all", 1, "after", True),  # no O_TMPFILE: a named temporary file, written, not synced
+    ("portkit.atomicfile._name_unnamed", 1, "after", False),  # written, named beside the output, not renamed
+    ("os.replace", 1, "before", True),  # no O_TMPFILE: a named temporary file, whole, not renamed
+    ("os.replace", 1, "after", False),  # renamed, the directory not synced
+]
+EARLIER = b"an earlier reference"
+
+
+def whole_reference(path: Path) -> bool:
+    from portkit.porting.dumpfile import read_safetensors_dump
+
+    dump = read_safetensors_dump(path)
+    return dump.metadata.get("format") == "portkit-reference/1" and {"ids", "logits", "greedy"} <= set(dump.names())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kill points are SIGKILL; /proc finds leftover processes")
+@pytest.mark.parametrize("point,n,when,named", REFERENCE_POINTS, ids=[f"{p}#{n}-{w}{'-named' if nm else ''}" for p, n, w, nm in REFERENCE_POINTS])
+def test_reference_out_killed(point: str, n: int, when: str, named: bool, tmp_path: Path, healthy_tied_dir: Path) -> None:
+    """`portkit reference --out` killed while it writes: the output is the earlier file or the
+    whole new one, nothing is left in the working directory or $TMPDIR, and what is left beside
+    the output is removed by the next run writing there."""
+    for sub in ("tmp", "cwd", "out"):
+        (tmp_path / sub).mkdir()
+    cwd, out = tmp_path / "cwd", tmp_path / "out" / "ref.safetensors"
+    out.write_bytes(EARLIER)
+    env = env_for(tmp_path, tmp_path / "cache", uuid.uuid4().hex)
+    args = ["reference", str(healthy_tied_dir), "--out", str(out), "--tokens", "1"]
+
+    killed(point, n, when, args, env, cwd, *(["--no-tmpfile"] if named else []))
+
+    assert out.read_bytes() == EARLIER or whole_reference(out), "the output is neither the earlier file nor a whole reference"
+    assert left_in(cwd) == [] and left_in(tmp_path / "tmp") == []
+    beside = sorted(p.name for p in out.parent.iterdir() if p.name != out.name)
+    assert all(atomicfile.stale(name) for name in beside), f"left beside the output, and no dead writer's temporary file a sweep removes: {beside}"
+    r = portkit(args, env, cwd)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in out.parent.iterdir()) == ["ref.safetensors"], "a killed reference's temporary file is still beside the output"
+    assert whole_reference(out)
+    assert left_in(cwd) == [] and left_in(tmp_path / "tmp") == []
 
 
 # ------------------------------------------------------------------ verify
@@ -157,25 +216,28 @@ def test_verify_killed_at_each_point_then_run_again(tmp_path: Path, healthy_tied
     model = tmp_path / "model"
     shutil.copytree(healthy_tied_dir, model)
     (tmp_path / "tmp").mkdir()
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
     cache = tmp_path / "cache"
     before = files(model)
     args = ["verify", str(model), "--tokens", "3", "--no-lint", "--format", "json"]
     for point, n, when in VERIFY_POINTS:
         tag = uuid.uuid4().hex
-        killed(point, n, when, args, env_for(tmp_path, cache, tag))
+        killed(point, n, when, args, env_for(tmp_path, cache, tag), cwd)
         deadline = time.monotonic() + 10
         while alive_with(tag) and time.monotonic() < deadline:  # the kernel delivers the child's SIGKILL
             time.sleep(0.05)
         assert alive_with(tag) == [], f"{point}: a process of the killed verify is still running"
-        assert [p.name for p in (tmp_path / "tmp").iterdir() if not p.name.startswith("torchinductor_")] == [], point
+        assert left_in(tmp_path / "tmp") == [], point
+        assert left_in(cwd) == [], f"{point}: the killed verify left a file in its working directory"
         broken, _ = cache_state(cache)
         assert broken == [], f"{point}: a cache entry is not whole: {broken}"
         assert files(model) == before
 
-    r = portkit(args, env_for(tmp_path, cache, uuid.uuid4().hex))
+    r = portkit(args, env_for(tmp_path, cache, uuid.uuid4().hex), cwd)
     assert r.returncode == 0, r.stderr
     assert cache_state(cache) == ([], []), "a killed writer's temporary file is still in the cache"
-    assert [p.name for p in (tmp_path / "tmp").iterdir() if not p.name.startswith("torchinductor_")] == []
+    assert left_in(tmp_path / "tmp") == [] and left_in(cwd) == []
     assert files(model) == before
 
     # a tampered entry (the checksum made to match) is only a slower verify with the right verdict
@@ -185,6 +247,7 @@ def test_verify_killed_at_each_point_then_run_again(tmp_path: Path, healthy_tied
     meta, arrays = cachefiles.decode(refcache.MAGIC, entry.read_bytes())
     arrays["rows"] = arrays["rows"][:, :-1] * 0  # another vocabulary, all zeros: a "mismatch" if believed
     entry.write_bytes(cachefiles.encode(refcache.MAGIC, meta, arrays))
-    r = portkit(args, env_for(tmp_path, cache, uuid.uuid4().hex))
+    r = portkit(args, env_for(tmp_path, cache, uuid.uuid4().hex), cwd)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["reference"]["source"] == "computed"
+    assert left_in(cwd) == []

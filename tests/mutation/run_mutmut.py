@@ -35,6 +35,8 @@ TARGETS: dict[str, list[str]] = {
     "portkit/verify/cachefiles.py": ["tests/unit/test_cachefiles.py", "tests/unit/test_refcache_entries.py", "tests/unit/test_runcache.py", "tests/unit/test_cache_tampering.py"],
     "portkit/verify/runcache.py": ["tests/unit/test_runcache.py", "tests/native/test_candle_run_cache.py", "tests/unit/test_cache_tampering.py"],
     "portkit/atomicfile.py": ["tests/unit/test_atomicfile.py"],
+    "portkit/hub.py": ["tests/unit/test_hub.py", "tests/acceptance/test_hf_cache_hostile.py", "tests/acceptance/test_hf_cache.py"],
+    "portkit/tokenizer_fix.py": ["tests/unit/test_tokenizer_fix.py", "tests/acceptance/test_verify_tokens.py"],
 }
 #: the family semantics (portkit/families/, one module per candle model module): each with the family tests
 FAMILY_GLOB = ("portkit/families", "*.py")

@@ -1,13 +1,11 @@
 """The Rust crate `native/portkit-dump` as a user uses it: its example `llama_port` (a user's own
 candle Llama port, written with candle-nn blocks) dumps its values with `Dump`, and
 `portkit compare` judges them against `portkit reference`: the fixed port agrees, each
-injected bug is named at the layer where it starts."""
+injected bug is named at the layer where it starts. (`llama_port`, the build: tests/conftest.py.)"""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,21 +13,6 @@ import pytest
 
 from portkit.cli import main
 from portkit.porting.dumpfile import read_dump
-
-CRATE = Path(__file__).resolve().parents[2] / "native" / "portkit-dump"
-
-
-@pytest.fixture(scope="session")
-def llama_port() -> Path:
-    """`cargo build --release --examples` once (the shared CARGO_TARGET_DIR, as the Makefile sets)."""
-    if shutil.which("cargo") is None:
-        pytest.fail("cargo is needed to build native/portkit-dump (the README's set-up installs it)")
-    target = Path(os.environ.get("CARGO_TARGET_DIR") or Path.home() / ".cache" / "portkit" / "target")
-    env = dict(os.environ, CARGO_TARGET_DIR=str(target))
-    subprocess.run(["cargo", "build", "--release", "--examples", "--quiet"], cwd=CRATE, env=env, check=True)
-    exe = target / "release" / "examples" / "llama_port"
-    assert exe.is_file()
-    return exe
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,8 @@
 """The tokens section answered from `portkit.verify.tokrecord`'s record (what verify does: the
 record is made in the reference's process) equals the section computed on transformers' own
 tokenizer, on every tokenizer shape, with its lint findings confirmed; a call the record lacks
-raises, and a text or chat prompt's ids come out the same."""
+raises, and a text or chat prompt's ids come out the same; the same for the chat-template check
+on every template of fixtures.chat_templates."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.chat_templates import TEMPLATES, write_chat_template
 from fixtures.tokenizer_shapes import SHAPES, shape_dir
 from portkit.verify import tokrecord
 from portkit.verify.tokenize import prompt_ids
@@ -35,6 +37,25 @@ def test_recorded_section_equals_the_live_one(shape: str, variant: str) -> None:
     assert live.encodes, "the section compared nothing: the shape would not test the record"
     if variant == "trigger":
         assert live.findings, "no finding judged: the confirmations' calls would go untested"
+
+
+@pytest.mark.parametrize("variant", ["trigger", "clean"])
+@pytest.mark.parametrize("name", list(TEMPLATES))
+def test_recorded_chat_template_check_equals_the_live_one(name: str, variant: str, tmp_path: Path) -> None:
+    """The chat-template check (portkit.verify.chat_templates, inside the tokens section) asks
+    transformers' tokenizer for its renders and their counterfactuals' (an edited template): the
+    record holds every one of them."""
+    from portkit.verify.tokens import tokenizer_section
+
+    d = write_chat_template(tmp_path / "t", name, variant)
+    findings = _lint_findings(d)
+    live = tokenizer_section(d, findings)
+    rec = tokrecord.recorded(tokrecord.record(d))
+    replayed = tokenizer_section(d, findings, transformers=lambda: rec)
+    assert live is not None and live.templates is not None and replayed is not None
+    assert replayed.to_json() == live.to_json()
+    if variant == "trigger" and TEMPLATES[name][2]:
+        assert [c.code for c in live.findings if c.probe_kind == "template"] == [TEMPLATES[name][2]]
 
 
 @pytest.mark.parametrize("prompt", [{"text": " Hello world"}, {"chat": "Hi!"}])

@@ -36,6 +36,7 @@ def with_target(b: Builder, **target: Any) -> Builder:
         return d, {**t, **target}
 
     w.family = getattr(b, "family", "llama")  # type: ignore[attr-defined]
+    w.device = target.get("device", getattr(b, "device", "cpu"))  # type: ignore[attr-defined]
     return w
 
 
@@ -303,7 +304,8 @@ CASES: dict[str, tuple[Builder, Builder]] = {
     "PK122": (family("gemma3", num_key_value_heads=1, use_bidirectional_attention=True), family("gemma3", num_key_value_heads=1)),
     "PK123": (family("gemma2", drop=("final_logit_softcapping",)), CLEAN["gemma2"]),
     "PK201": (model(TF4, drop=["model.layers.1.mlp.up_proj.weight"]), model(TF4)),
-    "PK202": (model(TF4, extra={"model.layers.0.self_attn.q_proj.bias": (64,)}), model(TF4)),
+    # a bias transformers adds and candle drops (the numeric probe's case; a bias neither reads is a variant)
+    "PK202": (model(sk.config("tf4", attention_bias=True), extra={"model.layers.0.self_attn.q_proj.bias": (64,)}), model(TF4)),
     "PK203": (model(TF4, extra={"language_model.model.norm.weight": (64,)}), model(TF4)),
     "PK204": (model(TF4, tensors=sk.hf_tensors(TF4, layers=1)), model(TF4)),
     "PK205": (model(TF4, drop=["lm_head.weight"]), model(sk.config("tf4", tie_word_embeddings=True))),
@@ -326,6 +328,15 @@ CASES: dict[str, tuple[Builder, Builder]] = {
         with_target(family("gemma2", attn_logit_softcapping=None), use_flash_attn=True, device="cuda", features=frozenset({"flash-attn", "cuda"})),
     ),
     "PK308": (with_target(CLEAN["mixtral"], dtype="f16"), CLEAN["mixtral"]),
+    # a second turn and a batch (portkit/rules/runtime_paths.py): the target, then its twin
+    "PK309": (with_target(CLEAN["qwen2"], dtype="f16", turns=2), with_target(CLEAN["qwen2"], turns=2)),
+    "PK310": (with_target(CLEAN["gemma3"], turns=2, max_tokens=33), with_target(CLEAN["gemma3"], turns=2, max_tokens=32)),
+    "PK311": (with_target(CLEAN["qwen3"], batch=2, device="cuda"), with_target(CLEAN["qwen3"], batch=2)),
+    "PK312": (with_target(CLEAN["qwen2"], batch=2), CLEAN["qwen2"]),
+    "PK313": (with_target(loader_gguf("qwen3"), batch=2), loader_gguf("qwen3")),
+    "PK314": (with_target(loader_gguf("qwen3"), turns=2), with_target(loader_gguf("qwen3"), turns=2, device="cuda")),
+    "PK315": (with_target(loader_gguf("gemma3"), turns=2), loader_gguf("gemma3")),
+    "PK316": (with_target(loader_gguf("gemma3"), batch=2), with_target(loader_gguf("gemma3"), turns=1)),
     "PK401": (gguf_model(drop_md=("llama.block_count",)), gguf_model()),
     "PK402": (
         gguf_model(drop_md=("llama.rope.freq_base",)),
@@ -485,6 +496,14 @@ VARIANTS += [
     ("PK308", with_target(CLEAN["mixtral"], dtype="f16"), "fails at the first forward with `dtype mismatch in mul, lhs: F16, rhs: F32`"),
     ("PK308", with_target(CLEAN["mixtral"], dtype="bf16", device="cuda"), "`dtype mismatch in mul, lhs: BF16, rhs: F32`"),
     ("PK308", with_target(CLEAN["mixtral"], dtype="bf16", device="metal"), "multiplies each expert's bf16 output"),
+    ("PK309", with_target(CLEAN["olmo2"], dtype="f16", turns=2), "`dtype mismatch in cat, lhs: F16, rhs: F32`"),
+    ("PK309", with_target(CLEAN["qwen2"], dtype="bf16", turns=2, device="cuda"), "`dtype mismatch in cat, lhs: BF16, rhs: F32`"),
+    ("PK310", with_target(CLEAN["gemma3"], turns=2), "a conversation of more than 32 tokens"),
+    ("PK311", with_target(CLEAN["qwen3_moe"], batch=4, dtype="f16"), "casts a causal mask of one row shaped for 4 to f16"),
+    ("PK311", with_target(CLEAN["qwen3"], batch=2, device="metal"), "fixed in candle 0.11.1"),
+    ("PK311", with_target(CLEAN["qwen3"], batch=2, features=frozenset({"flash-attn"})), "on `cpu` attention reads rows after the first"),
+    ("PK313", with_target(loader_gguf("qwen3"), batch=2, device="cuda"), "fixed in candle 0.11.1"),
+    ("PK316", with_target(loader_gguf("gemma3"), batch=2, device="metal"), "`Non contiguous rmsnorm is not implemented`"),
 ]
 
 # Clean variants: (code, builder) that must not trigger `code`.
@@ -548,6 +567,19 @@ CLEAN_VARIANTS += [
     ("PK308", with_target(CLEAN["mistral"], dtype="f16", device="cuda")),
     ("PK121", family("gemma3", num_hidden_layers=5)),  # five sliding layers, no full-attention one
     ("PK305", with_target(CLEAN["qwen2"], use_flash_attn=True, device="cuda")),  # qwen2 takes no use_flash_attn
+    ("PK309", with_target(CLEAN["qwen2"], dtype="bf16", turns=2)),  # bf16 on the CPU: PK301's matmul error comes first
+    ("PK309", with_target(CLEAN["mistral"], dtype="f16", turns=2)),  # mistral makes the prefix f32
+    ("PK309", with_target(CLEAN["qwen2"], dtype="f16")),  # one turn: no multi-token forward at an offset
+    ("PK310", with_target(CLEAN["gemma2"], turns=2, max_tokens=200)),  # gemma2 keeps every key
+    ("PK311", with_target(CLEAN["qwen3_moe"], batch=2)),  # f32 on the CPU: built, never read
+    ("PK311", with_target(CLEAN["qwen3"], batch=2, dtype="f16")),  # the CPU builds no mask for qwen3
+    ("PK311", with_target(CLEAN["qwen3"], batch=2, device="cuda", features=frozenset({"cuda", "flash-attn"}))),  # flash attention masks itself
+    ("PK311", with_target(CLEAN["qwen2"], batch=2, device="cuda")),  # qwen2 expands a one-row mask
+    ("PK312", with_target(CLEAN["qwen3"], batch=2)),  # qwen3 has no padding-mask forward
+    ("PK313", with_target(loader_gguf("qwen2"), batch=2)),
+    ("PK314", with_target(loader_gguf("qwen2"), turns=2)),
+    ("PK315", with_target(loader_gguf("qwen3"), turns=2)),
+    ("PK316", with_target(loader_gguf("qwen3"), batch=2, device="cuda")),
 ]
 
 # PK5xx: tokenizer directories (tests/unit/tokenizer_cases.py)

@@ -145,8 +145,9 @@ def test_a_stored_member_larger_than_the_file_is_refused() -> None:
     assert cachefiles.decode(refcache.MAGIC, blob) is not None
 
 
-def test_an_effect_entry_without_its_effect_is_computed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """refjob.reference_effect reads `layers['effect']`: an entry without it is recomputed, never a KeyError."""
+def test_an_as_candle_entry_without_its_effect_is_computed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """refjob.reference_as_candle reads the effect among the layers: an entry without it is
+    recomputed, never a KeyError."""
     from types import SimpleNamespace
 
     from portkit.verify import refjob, refproc
@@ -155,18 +156,21 @@ def test_an_effect_entry_without_its_effect_is_computed_again(tmp_path: Path, mo
     monkeypatch.setenv("PORTKIT_VERIFY_REFERENCE", "inprocess")
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(b"\x00" * 64)
-    model = SimpleNamespace(root=tmp_path, weight_files=(weights,), vocab_size=VOCAB)
-    reference = SimpleNamespace(use_cache=True, prompt=PROMPT, inputs=None, fingerprints=None)
-    key = refcache.model_key("{}", model.weight_files, "effect-2")
-    RefCache(key, PROMPT, TOKENS, vocab=VOCAB).put(None, CachedReference(greedy=[], rows=np.zeros((1, VOCAB), np.float32), layers={}, nonfinite_weights=[]))
+    model = SimpleNamespace(root=tmp_path, weight_files=(weights,), vocab_size=VOCAB, config_text="{}")
+    reference = SimpleNamespace(use_cache=True, prompt=PROMPT, inputs=[0, 0, 0], fingerprints=None, mode="streamed")
+    edit = {"what": "x", "config": {}}
+    key = refjob.as_candle_key(model, reference, "{}", {}, 2, ())  # type: ignore[arg-type]
+    RefCache(key, PROMPT, TOKENS, vocab=VOCAB).put([0, 0, 0], CachedReference(greedy=[], rows=np.zeros((1, VOCAB), np.float32), layers={"layer.0": np.zeros((3, 2), np.float32)}, nonfinite_weights=[]))
     computed = []
 
-    def effect_reference(*args: object) -> tuple[np.ndarray, np.ndarray]:
+    def as_candle_reference(*args: object) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
         computed.append(args)
-        return np.ones((1, VOCAB), np.float32), np.full(2, 0.5, np.float32)
+        return np.ones((TOKENS, VOCAB), np.float32), {"layer.0": np.ones((3, 2), np.float32)}, np.full(2, 0.5, np.float32)
 
-    monkeypatch.setattr(refproc, "effect_reference", effect_reference)
-    rows, effect = refjob.reference_effect(model, reference, TOKENS, "{}", 2, lambda _s: None)  # type: ignore[arg-type]
-    assert len(computed) == 1 and effect.tolist() == [0.5, 0.5]
+    monkeypatch.setattr(refproc, "as_candle_reference", as_candle_reference)
+    got = refjob.reference_as_candle(model, reference, TOKENS, edit, 2, lambda _s: None)  # type: ignore[arg-type]
+    assert len(computed) == 1 and got.effect_by_position.tolist() == [0.5, 0.5] and got.source == "computed"
     # and now the cache has it, with its effect
-    assert refjob.reference_effect(model, reference, TOKENS, "{}", 2, lambda _s: None)[1].tolist() == [0.5, 0.5] and len(computed) == 1  # type: ignore[arg-type]
+    again = refjob.reference_as_candle(model, reference, TOKENS, edit, 2, lambda _s: None)  # type: ignore[arg-type]
+    assert again.effect_by_position.tolist() == [0.5, 0.5] and again.source == "cache" and len(computed) == 1
+    assert set(again.reference.layers) == {"layer.0"} and again.reference.rows.shape == (TOKENS, VOCAB)

@@ -117,13 +117,18 @@ def test_probe_of_takes_the_fix_edits_only_for_a_numeric_probe_without_a_patch()
     assert f.probe is not None and f.probe.patch == {"rope_theta": 1.0}
 
 
-def test_static_finding_is_not_reproduced_and_says_why() -> None:
+def test_static_finding_is_not_probed_and_says_why() -> None:
+    """Nothing ran: NOT-PROBED with the rule's own reason, never NOT-REPRODUCED (which says the
+    check ran and showed nothing)."""
+    from portkit.rules import RULES
+
     c = confirm_static(static("PK111"))
-    assert c.verdict == "NOT-REPRODUCED" and not c.confirmed
+    assert c.verdict == "NOT-PROBED" and not c.confirmed
     assert c.probe_kind == "static-only"
-    assert c.evidence.startswith("no numeric probe: static-only")
+    assert c.evidence == f"not probed: {RULES['PK111'].not_probed}"
+    assert "stops" in c.evidence
     j = c.to_json()
-    assert j["code"] == "PK111" and j["probe"] == "static-only" and j["verdict"] == "NOT-REPRODUCED"
+    assert j["code"] == "PK111" and j["probe"] == "static-only" and j["verdict"] == "NOT-PROBED"
     assert set(j) == {"code", "name", "severity", "message", "filename", "probe", "verdict", "evidence", "details"}
     assert (j["name"], j["severity"], j["message"], j["filename"]) == ("rule-PK111", "info", "m", "config.json")
 
@@ -155,7 +160,7 @@ def test_fix_does_not_help_is_not_reproduced() -> None:
     assert c.verdict == "NOT-REPRODUCED" and not c.confirmed
     assert c.evidence == (
         "candle differs (logits differ 3 (tol 1e-4)) but with rope_theta=100000 restored it still does "
-        "(logits differ 3 (tol 1e-4)): the difference comes from something else"
+        "(logits differ 3 (tol 1e-4)): this finding does not explain the difference"
     )
     assert c.details["fixed"]["ok"] is False
 
@@ -177,10 +182,10 @@ def test_a_fix_that_at_least_halves_the_difference_confirms(left: float, verdict
     assert c.verdict == verdict, c.evidence
     if verdict == "CONFIRMED":
         assert c.evidence.startswith("logits differ 4 (tol 1e-4); with rope_theta=100000 restored, logits differ ")
-        assert c.evidence.endswith("(something else still differs)")
+        assert c.evidence.endswith("(a difference remains that is not this finding's)")
         assert c.details["fixed"]["last_max_abs_diff"] == pytest.approx(left, abs=1e-5)
     else:
-        assert c.evidence.endswith("the difference comes from something else")
+        assert c.evidence.endswith("this finding does not explain the difference")
 
 
 def test_a_nan_difference_is_never_halved() -> None:
@@ -196,7 +201,7 @@ def test_a_nan_difference_is_never_halved() -> None:
     s = Subject(as_read=nan_out, as_read_cmp=compare_run(REF, nan_out, F32), run_patched=run_patched)
     c = confirm_numeric(numeric("PK101", {"rope_theta": 100000.0}), s, {})
     assert c.verdict == "NOT-REPRODUCED" and "NaN" in c.evidence
-    assert c.evidence.endswith("the difference comes from something else")
+    assert c.evidence.endswith("this finding does not explain the difference")
     # positive control: a fix that turns NaN into numbers close by does halve it
     s.run_patched = w.run_patched
     c = confirm_numeric(numeric("PK101", {"rope_theta": 100000.0}), s, {})
@@ -399,11 +404,24 @@ def test_crash_not_reproduced_when_candle_runs() -> None:
 
 
 def test_crash_that_failed_differently_is_not_confirmed() -> None:
-    """The planted bug: a PK206 predicting one text must not be confirmed by another failure."""
+    """The planted bug: a PK206 predicting one text must not be confirmed by another failure.
+    candle stopped where no finding predicts, so PK206's check never ran: NOT-REACHED."""
     c = confirm_crash(crash("PK206", "unexpected tensor model.extra"), crash_subject(LM_HEAD), "the prompt")
-    assert c.verdict == "NOT-REPRODUCED"
-    assert c.evidence == "candle failed, but not as predicted (expected `unexpected tensor model.extra`): candle error at load: cannot find tensor lm_head.weight"
+    assert c.verdict == "NOT-REACHED" and not c.confirmed
+    assert c.evidence == "not reached: candle stopped at a failure no finding predicts: candle error at load: cannot find tensor lm_head.weight"
     assert c.details["failure"]["message"] == "cannot find tensor lm_head.weight"
+
+
+def test_a_load_error_candle_got_past_is_not_reproduced() -> None:
+    """A finding that predicts a failure at load, on a run that failed later (at forward) with
+    another text: candle loaded, so the predicted failure did not happen."""
+    late = Failure(stage="forward", kind="CandleError", message="narrow invalid args")
+    c = confirm_crash(crash("PK201", "cannot find tensor model.norm.weight"), crash_subject(late), "the prompt")
+    assert c.verdict == "NOT-REPRODUCED"
+    assert c.evidence == (
+        "candle loaded without the predicted error (expected `cannot find tensor model.norm.weight`); "
+        "it failed later: candle error at forward: narrow invalid args"
+    )
 
 
 def test_crash_that_stopped_earlier_names_the_finding_that_predicted_it() -> None:
@@ -429,7 +447,11 @@ def test_siblings_that_cannot_explain_the_failure_are_not_blamed() -> None:
     )
     other_text = crash("PK204", "cannot find tensor model.layers.1")
     c = confirm_crash(me, crash_subject(PANIC), "the prompt", [me, no_text, empty, numeric_sibling, other_text])
-    assert c.evidence.startswith("candle failed, but not as predicted"), c.evidence
+    # the siblings without a text are confirmed by any failure, but predict none: the stop is
+    # one no finding predicts, and PK205's check never ran
+    assert c.verdict == "NOT-REACHED", c.evidence
+    assert c.evidence.startswith("not reached: candle stopped at a failure no finding predicts: candle panicked at load"), c.evidence
+    assert confirm_crash(no_text, crash_subject(PANIC), "the prompt", [me, no_text]).verdict == "CRASH-CONFIRMED"
 
 
 def test_crash_without_a_predicted_text_is_confirmed_by_any_failure() -> None:
@@ -470,9 +492,9 @@ def test_confirm_all_gives_each_kind_its_own_verdict_in_order() -> None:
     ]
     out = confirm_all(findings, w.subject(), "the prompt and 4 tokens")
     assert [c.code for c in out] == ["PK101", "PK105", "PK306", "PK111"]
-    assert [c.verdict for c in out] == ["CONFIRMED", "CONFIRMED", "NOT-REPRODUCED", "NOT-REPRODUCED"]
+    assert [c.verdict for c in out] == ["CONFIRMED", "CONFIRMED", "NOT-REPRODUCED", "NOT-PROBED"]
     # PK101 measured with PK105's (empty) patch: nothing else to apply, so 6 = 4 + 2 as read
-    assert out[0].evidence == "logits differ 6 (tol 1e-4); with rope_theta=100000 restored, logits differ 2 (tol 1e-4) (something else still differs)"
+    assert out[0].evidence == "logits differ 6 (tol 1e-4); with rope_theta=100000 restored, logits differ 2 (tol 1e-4) (a difference remains that is not this finding's)"
     # PK105 measured with PK101's fix applied: only its own 2 is left
     assert out[1].evidence == "logits differ 2 (tol 1e-4) with the other findings' fixes applied; no config edit can fix this"
     assert out[2].evidence == "candle loaded and ran the prompt and 4 tokens without an error"

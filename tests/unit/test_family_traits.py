@@ -61,3 +61,17 @@ def test_the_rules_families_agree_with_the_traits() -> None:
     assert set(RULES["PK115"].families) == windowed | {"phi3"}  # phi3's transformers windows, its candle never
     two_keys = {f.name for f in FAMILIES if len(f.trait("ACTIVATION_KEYS")) == 2}
     assert set(RULES["PK117"].families) == two_keys
+
+
+def test_the_path_rules_families_agree_with_the_traits() -> None:
+    """PK309-PK312 name exactly the families whose module sets the trait they read."""
+
+    def having(trait: str, how: str) -> set[str]:
+        return {f.name for f in FAMILIES if (f.trait(trait) or (None,))[0] == how}
+
+    assert set(RULES["PK309"].families) == having("CONTINUATION_MASK", "prefix-in-model-dtype") == {"qwen2", "olmo2"}
+    assert set(RULES["PK310"].families) == having("CONTINUATION_MASK", "rotating-window") == {"gemma3"}
+    assert set(RULES["PK311"].families) == having("BATCH_MASK", "undersized") == {"qwen3", "qwen3_moe"}
+    assert set(RULES["PK312"].families) == having("PADDING_MASK", "bidirectional") == {"qwen2"}
+    for f in FAMILIES:
+        assert f.trait("BATCH_MASK") is None or f.trait("BATCH_MASK")[2] in ("where-read", "always")

@@ -87,12 +87,13 @@ def test_a_counterfactual_key_reuses_the_reference_fingerprints(tmp_path: Path, 
     monkeypatch.setenv("PORTKIT_VERIFY_REFERENCE", "inprocess")
     config, files = _model(tmp_path)
     fingerprints = cachefiles.fingerprints(files)
-    key = refcache.model_key("{}", files, "effect-0")
-    model = SimpleNamespace(root=tmp_path, weight_files=tuple(files), vocab_size=4)
-    reference = SimpleNamespace(use_cache=True, prompt=[1, 2, 3], inputs=[3, 1], fingerprints=fingerprints)
+    model = SimpleNamespace(root=tmp_path, weight_files=tuple(files), vocab_size=4, config_text="{}")
+    reference = SimpleNamespace(use_cache=True, prompt=[1, 2, 3], inputs=[3, 1], fingerprints=fingerprints, mode="streamed")
+    # the key computed from the files themselves is the one the counterfactual uses
+    key = refjob.as_candle_key(model, SimpleNamespace(mode="streamed", fingerprints=None), "{}", {}, 0, ())  # type: ignore[arg-type]
     monkeypatch.setattr(cachefiles, "fingerprints", lambda _files: pytest.fail("the weight files were fingerprinted again"))
-    monkeypatch.setattr(refproc, "effect_reference", lambda *_a: (np.ones((2, 4), np.float32), np.zeros(0, np.float32)))
-    refjob.reference_effect(model, reference, 2, "{}", 0, lambda _s: None)  # type: ignore[arg-type]
+    monkeypatch.setattr(refproc, "as_candle_reference", lambda *_a: (np.ones((2, 4), np.float32), {}, np.zeros(0, np.float32)))
+    refjob.reference_as_candle(model, reference, 2, {"what": "x"}, 0, lambda _s: None)  # type: ignore[arg-type]
     assert RefCache(key, [1, 2, 3], 2, vocab=4).get([3, 1]) is not None
 
 

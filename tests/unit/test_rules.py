@@ -112,3 +112,26 @@ def test_a_model_type_without_a_checked_module_gets_one_finding(model_type: str,
     # negative control: the same files as llama get the runtime findings
     d2 = sk.write_model(tmp_path / "l", sk.config("tf4"))
     assert {"PK301", "PK306"} <= {f.code for f in run(d2, {"dtype": "bf16", "max_tokens": 100_000})}
+
+
+def test_no_error_rule_is_static_only_and_every_static_rule_says_why() -> None:
+    """Every error-severity rule has a probe verify runs (numeric, crash or tokens); what is left
+    static-only is reported NOT-PROBED with its rule's own reason, not the base class's."""
+    from portkit.rule_table import rows
+    from portkit.rules.base import Rule
+
+    table = rows()
+    assert [r["code"] for r in table if r["severity"] == "error" and r["probe"] == "static-only"] == []
+    for code, rule in RULES.items():
+        if rule.probe_kind == "static-only":
+            assert rule.not_probed != Rule.not_probed and not rule.not_probed.endswith("."), code
+
+
+def test_reference_side_probes_are_declared_as_data() -> None:
+    """A numeric probe with no candle-side patch carries how transformers computes what candle
+    computes (`Probe.as_candle`), a config or tensor edit with words, for the rules that have one."""
+    from portkit.findings import Probe
+
+    p = Probe(kind="numeric", id="PK413", as_candle={"what": "SiLU in the MLP", "config": {"hidden_activation": "silu"}})
+    assert p.to_json() == {"kind": "numeric", "id": "PK413", "patch": None, "expect": None,
+                           "as_candle": {"what": "SiLU in the MLP", "config": {"hidden_activation": "silu"}}}

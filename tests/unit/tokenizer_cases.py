@@ -149,3 +149,68 @@ TOKENIZER_CLEAN_VARIANTS: list[tuple[str, Builder]] = [
     # whatever class the hub names (tokenization_auto.py:866-911)
     *[("PK511", shape("neox", files={"config.json": {"model_type": t}})) for t in ("stablelm", "olmo2", "granite")],
 ]
+
+
+# --------------------------------------------------------------------------- the chat template in Rust (PK512-PK518)
+
+
+def chat(name: str | None = None, variant: str = "trigger", *, text: str | None = None, in_config: bool = False) -> Builder:
+    """fixtures.chat_templates' named template (or `text`) over the qwen2 clean shape, as
+    chat_template.jinja or as tokenizer_config.json's `chat_template`."""
+
+    def b(root: Path) -> tuple[Path, dict[str, Any]]:
+        from fixtures.chat_templates import template, write_chat_template
+
+        write_chat_template(root, name or "python-method", variant)  # type: ignore[arg-type]
+        body = text if text is not None else template(name or "python-method", variant)  # type: ignore[arg-type]
+        if in_config:
+            (root / "chat_template.jinja").unlink()
+            p = root / "tokenizer_config.json"
+            doc = json.loads(p.read_text(encoding="utf-8"))
+            doc["chat_template"] = body
+            p.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        else:
+            (root / "chat_template.jinja").write_text(body, encoding="utf-8")
+        return root, {}
+
+    return b
+
+
+CHAT_CASES = {
+    "PK512": "python-method",
+    "PK513": "generation",
+    "PK514": "loop-control",
+    "PK515": "descending-range",
+    "PK516": "tojson",
+    "PK517": "strftime",
+    "PK518": "whitespace",
+}
+TOKENIZER_CASES.update({code: (chat(name), chat(name, "clean")) for code, name in CHAT_CASES.items()})
+
+TOKENIZER_VARIANTS += [
+    ("PK512", chat(text="{{- messages[0]['content'].zfill(3) }}"), "so does mistral.rs, whose pycompat has no `zfill`"),
+    ("PK512", chat(text="{{- messages[0].get('name', '') }}"), "pycompat 2.14.0's `get` takes no default"),
+    ("PK512", chat(text="{%- for m in messages %}\n{{- m['content'].strip() }}{% endfor %}", in_config=True), "(template line 2)"),
+    ("PK512", chat(text="{{- messages[0]['content'].strip().title() }}"), "`.strip()`, `.title()`"),
+    ("PK513", chat("generation"), "candle-examples' minijinja refuses the whole template (`unknown statement generation`)"),
+    ("PK514", chat(text="{% for m in messages %}{% continue %}{% endfor %}"), "`{% continue %}`"),
+    ("PK515", chat(text="{{- (messages[::-1][0])['content'] }}"), "subscripts a reversed sequence"),
+    ("PK515", chat("descending-range"), "rewrites it to `range(messages|length - 1)|reverse`"),
+    ("PK516", chat(text="{{- messages | tojson }}"), "candle-examples' minijinja has no `json` feature"),
+    ("PK516", chat(text="{{- messages | tojson }}"), "mistral.rs's own `tojson` writes what transformers' does"),
+    ("PK516", chat("tojson"), "mistral.rs's `tojson` ignores `sort_keys`"),
+    ("PK518", chat(text="{{- 'a' }}\n  {% if true %}b{% endif %}"), "blanks before a block tag (lstrip_blocks)"),
+    ("PK518", chat(text="\n{{ 'a' }}"), "whitespace at the start of the render (trim_start)"),
+    ("PK518", chat("whitespace"), "at 7 places"),
+]
+
+TOKENIZER_CLEAN_VARIANTS += [
+    ("PK512", chat(text="{{- 'x.strip()' + messages[0]['content'] }}")),  # inside a string literal
+    # a pycompat method only a tool branch reaches: candle-examples never gets there, mistral.rs answers it
+    ("PK512", chat(text="{%- if tools %}{{- tools[0]['function']['name'].strip() }}{% endif %}{{- messages[0]['content'] }}")),
+    ("PK515", chat("reversed")),  # plain `[::-1]`: minijinja 2.10+ and mistral.rs's `|reverse` agree
+    ("PK515", chat(text="{%- for i in range(3, 0, -1) %}{{ i }}{% endfor %}")),
+    ("PK516", chat("tojson", "clean")),  # `tojson` in a tool branch: candle-examples never runs it
+    ("PK518", chat(text="{%- for m in messages -%}\n  {{- m['content'] }}\n{%- endfor %}\n")),  # `-` everywhere, a final newline
+    *[(code, chat("python-method", "clean")) for code in CHAT_CASES],
+]

@@ -21,7 +21,7 @@
 //!
 //! | name | shape | what |
 //! |---|---|---|
-//! | `ids` | `[T]` integer | the prompt; compare refuses a dump whose ids differ from the reference's |
+//! | `ids` | `[T]` integer | the prompt the program fed ([`Dump::put_ids`]); compare checks it first: other ids than the reference's are shown decoded where they part, and nothing else is compared |
 //! | `embeddings` | `[T, hidden]` | the token embeddings |
 //! | `layer.N.<sub-layer>` | `[T, features]` | inside decoder layer N, named by transformers' attribute path (below) |
 //! | `layer.N` | `[T, hidden]` | the hidden state after decoder layer N |
@@ -153,6 +153,17 @@ impl Dump {
         Ok(())
     }
 
+    /// Records the prompt ids the program fed its model (what `tokenizer.encode(prompt, ..)?.get_ids()`
+    /// gave), as `ids`. `portkit compare` checks them before any logits: a hand-written prompt that
+    /// is not the one transformers' chat template renders (a missing default system prompt, a
+    /// stray space) shows as both prompts decoded where they part.
+    pub fn put_ids(&mut self, ids: &[u32]) -> Result<()> {
+        if ids.is_empty() {
+            return Err(Error::Msg("portkit-dump: no ids to put (the prompt is empty)".into()));
+        }
+        self.put("ids", &Tensor::new(ids, &Device::Cpu)?)
+    }
+
     /// Writes the file (through a temporary name, so a reader never sees half of it); a
     /// disabled dump writes nothing.
     pub fn finish(self) -> Result<()> {
@@ -237,6 +248,21 @@ mod tests {
         assert_eq!(back["logits"].dims(), &[3, 10]);
         assert_eq!(back["greedy"].dims(), &[2]);
         assert!(!PathBuf::from(format!("{}.partial", path.display())).exists());
+        Ok(())
+    }
+
+    #[test]
+    fn put_ids_records_the_prompt_fed() -> Result<()> {
+        let path = tmp("ids.safetensors");
+        let mut d = Dump::create(&path)?;
+        d.put_ids(&[1, 151644, 872])?;
+        assert!(d.put_ids(&[2]).unwrap_err().to_string().contains("already put"));
+        d.finish()?;
+        let back = candle_core::safetensors::load(&path, &Device::Cpu)?;
+        assert_eq!(back["ids"].dims(), &[3]);
+        assert_eq!(back["ids"].to_vec1::<u32>()?, vec![1, 151644, 872]);
+        assert!(Dump::create(tmp("empty-ids.safetensors"))?.put_ids(&[]).is_err());
+        Dump::disabled().put_ids(&[5])?;
         Ok(())
     }
 

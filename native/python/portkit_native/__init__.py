@@ -1,6 +1,7 @@
 """candle 0.11.0's own code, driven from Python: each decoder family's config parse, runner and
-weight requests, per-layer capture where a proven copy of the forward exists, the GGUF loaders, and
-the `tokenizers` crate candle-core depends on.
+weight requests, per-layer capture where a proven copy of the forward exists, the GGUF loaders, the
+`tokenizers` crate candle-core depends on, and chat templates rendered as candle-examples and
+mistral.rs render them (minijinja).
 
 The compiled module is private (`portkit_native._native`); this package re-exports an explicit list.
 """
@@ -14,6 +15,7 @@ from . import _native
 from ._native import (
     CandleError,
     CandlePanic,
+    ChatTemplateError,
     ConfigError,
     DeviceUnavailableError,
     FamilyRunner,
@@ -25,9 +27,11 @@ from ._native import (
     build_info,
     capture_families,
     capture_layers,
+    chat_environments,
     check_device,
     cpu_threads,
     families,
+    gguf_capture_loaders,
     gguf_loaders,
     release_memory,
     requested_tensors,
@@ -36,6 +40,7 @@ from ._native import (
 __all__ = [
     "CandleError",
     "CandlePanic",
+    "ChatTemplateError",
     "ConfigError",
     "DeviceUnavailableError",
     "FamilyRunner",
@@ -48,11 +53,14 @@ __all__ = [
     "candle_config",
     "capture_families",
     "capture_layers",
+    "chat_environments",
     "check_device",
     "cpu_threads",
     "families",
+    "gguf_capture_loaders",
     "gguf_loaders",
     "release_memory",
+    "render_chat_template",
     "requested_tensors",
 ]
 
@@ -64,3 +72,37 @@ def candle_config(config_json: str, family: str = "llama") -> dict[str, Any]:
     ValueError for a family this wheel does not know.
     """
     return json.loads(_native.candle_config_json(config_json, family))
+
+
+def render_chat_template(
+    environment: str,
+    template: str,
+    messages: list[dict[str, Any]],
+    *,
+    add_generation_prompt: bool = False,
+    tools: list[dict[str, Any]] | None = None,
+    bos_token: str | None = None,
+    eos_token: str | None = None,
+    unk_token: str | None = None,
+    trim_blocks: bool | None = None,
+    lstrip_blocks: bool | None = None,
+) -> str:
+    """`messages` (and `tools`) rendered through `template` the way `environment` renders them:
+    "candle-examples" (candle's candle-examples-0.11.0/src/chat_template.rs) or "mistral.rs"
+    (mistralrs-core's `apply_chat_template_to`), on minijinja 2.14.0. The special tokens are
+    tokenizer_config.json's (None when it has none); `trim_blocks`/`lstrip_blocks` replace the
+    environment's own settings (a counterfactual).
+
+    Raises `ChatTemplateError` with the program's own text when it refuses the template,
+    ValueError for a conversation the program cannot be given (candle-examples' `Message` holds
+    role and content strings only), NotImplementedError for what portkit does not reproduce.
+    """
+    request = {
+        "messages": messages,
+        "add_generation_prompt": add_generation_prompt,
+        "tools": tools,
+        "bos_token": bos_token,
+        "eos_token": eos_token,
+        "unk_token": unk_token,
+    }
+    return _native.render_chat_template(environment, template, json.dumps(request, ensure_ascii=False), trim_blocks, lstrip_blocks)

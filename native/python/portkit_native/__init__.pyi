@@ -27,6 +27,32 @@ class TokenizerError(NativeError):
     """The tokenizers crate (0.22.2, candle-core 0.11.0's) refused a tokenizer.json or an encode; the
     message is the crate's, unchanged."""
 
+class ChatTemplateError(NativeError):
+    """A chat-template environment (minijinja 2.14.0, set up as candle-examples or mistral.rs sets it
+    up) refused the template; the message is the program's, unchanged."""
+
+def chat_environments() -> list[str]:
+    """The chat-template environments `render_chat_template` knows: candle-examples, mistral.rs."""
+
+def render_chat_template(
+    environment: str,
+    template: str,
+    messages: list[dict[str, Any]],
+    *,
+    add_generation_prompt: bool = False,
+    tools: list[dict[str, Any]] | None = None,
+    bos_token: str | None = None,
+    eos_token: str | None = None,
+    unk_token: str | None = None,
+    trim_blocks: bool | None = None,
+    lstrip_blocks: bool | None = None,
+) -> str:
+    """The conversation rendered through `template` as `environment` renders it (candle-examples'
+    chat_template.rs, or mistral.rs's `apply_chat_template_to`, on minijinja 2.14.0). Raises
+    ChatTemplateError (the program's text) when it refuses the template, ValueError for a
+    conversation the program cannot be given, NotImplementedError for what portkit does not
+    reproduce."""
+
 def candle_config(config_json: str, family: str = "llama") -> dict[str, Any]:
     """`family`'s serde `Config` parse, as effective values by candle's field names.
 
@@ -48,6 +74,9 @@ def capture_families() -> list[str]:
 
 def gguf_loaders() -> list[str]:
     """The GGUF loader keys `GgufRunner` accepts."""
+
+def gguf_capture_loaders() -> list[str]:
+    """The GGUF loaders whose `GgufRunner.capture` exists (a copy proven bit-identical to the library)."""
 
 def requested_tensors(
     family: str, config_json: str, available: Sequence[str] | None = None
@@ -118,6 +147,13 @@ class LlamaRunner:
         """Per-layer values from a copy of the forward proven bit-identical to the library,
         built from this runner's tensors (no second load):
         "embeddings", "layer.0".., "norm" (each [len(ids), hidden]) and "logits" ([vocab])."""
+    def continuation(self, prompt: Sequence[int], fed: Sequence[int], segment: Sequence[int]) -> npt.NDArray[np.float32]:
+        """[len(segment), vocab]: the prompt in one forward, `fed` one token at a time, then row
+        k - 1 is the last position of `forward(segment[:k], len(prompt) + len(fed))` on that warm
+        KV cache (a second turn, as chat programs feed it)."""
+    def batch_last_logits(self, rows: Sequence[Sequence[int]]) -> npt.NDArray[np.float32]:
+        """[N, vocab]: N rows of equal length in one `(N, seq_len)` forward from an empty
+        cache, each row's last position."""
 
 class FamilyRunner:
     """candle's own model for `family` (`Model::new` / `ModelForCausalLM::new`, `Llama::load`,
@@ -150,6 +186,14 @@ class FamilyRunner:
     def capture(self, ids: Sequence[int]) -> dict[str, npt.NDArray[np.float32]]:
         """As `LlamaRunner.capture`, for the families in `capture_families()`; NotImplementedError
         "per-layer: not available for FAMILY" for the others."""
+    def continuation(self, prompt: Sequence[int], fed: Sequence[int], segment: Sequence[int]) -> npt.NDArray[np.float32]:
+        """As `LlamaRunner.continuation`, through the family's library model."""
+    def batch_last_logits(self, rows: Sequence[Sequence[int]]) -> npt.NDArray[np.float32]:
+        """As `LlamaRunner.batch_last_logits`."""
+    def padded_batch_logits(self, rows: Sequence[Sequence[int]]) -> npt.NDArray[np.float32]:
+        """[N, L, vocab]: the rows through the module's forward that takes a padding mask (all
+        ones), every position; only qwen2 has one (`qwen2::Model::forward(.., Some(attn_mask))`),
+        NotImplementedError for the other families."""
 
 class GgufRunner:
     """`ModelWeights::from_gguf` of candle's GGUF loader `loader` (one of `gguf_loaders()`) on a GGUF file."""
@@ -160,6 +204,16 @@ class GgufRunner:
     def last_logits(self, ids: Sequence[int]) -> npt.NDArray[np.float32]: ...
     def teacher_forced_logits(self, ids: Sequence[int], prefill: int = 1) -> npt.NDArray[np.float32]: ...
     def greedy(self, ids: Sequence[int], n: int) -> list[int]: ...
+    def forced_and_greedy(self, ids: Sequence[int], prefill: int, n: int) -> tuple[list[int], npt.NDArray[np.float32]]:
+        """(`greedy(ids[:prefill], n)`, `teacher_forced_logits(ids, prefill)`), bit for bit, with
+        the forwards they share run once."""
+    def capture(self, ids: Sequence[int]) -> dict[str, npt.NDArray[np.float32]]:
+        """Per-layer values (embeddings, `layer.N` and its sub-layers, norm, logits) through the
+        loader's copy of the forward (`gguf_capture_loaders()`)."""
+    def continuation(self, prompt: Sequence[int], fed: Sequence[int], segment: Sequence[int]) -> npt.NDArray[np.float32]:
+        """As `LlamaRunner.continuation`, through the loader's `ModelWeights::forward`."""
+    def batch_last_logits(self, rows: Sequence[Sequence[int]]) -> npt.NDArray[np.float32]:
+        """As `LlamaRunner.batch_last_logits`."""
 
 class Tokenizer:
     """The Rust `tokenizers` crate at the version candle-core 0.11.0 resolves (0.22.2, feature `onig`),

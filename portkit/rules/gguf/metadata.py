@@ -5,6 +5,7 @@ builds, and what the metadata says against config.json beside it.
 
 from __future__ import annotations
 
+from portkit.rules import as_candle
 from portkit.rules.base import Context, f32, num
 from portkit.rules.gguf.base import ALL_LOADERS, GgufRule
 from portkit.semantics.gguf import (
@@ -273,8 +274,10 @@ class RopeFreqsIgnored(GgufRule):
     :433-512 (tensors read; no `rope_freqs`).
 
     ## Verification
-    numeric: at positions past the original context / factor, candle differs from
-    transformers with llama3 scaling.
+    numeric, transformers as candle computes: verify runs transformers with default RoPE at the
+    same theta; CONFIRMED when the GGUF agrees with it (or the effect exceeds the quantization
+    noise) where it does not agree with transformers as written; otherwise the prompt length
+    from which the effect exceeds the noise (docs/verify.md). The effect grows with position.
 
     ## References
     - https://github.com/ggml-org/llama.cpp/issues/8676, https://github.com/ggml-org/llama.cpp/issues/9396 (the converter writes `rope_freqs.weight`)
@@ -300,6 +303,7 @@ class RopeFreqsIgnored(GgufRule):
                     "reads it and computes unscaled frequencies",
                     transformers_value="llama3 scaling",
                     candle_value="unscaled",
+                    as_candle=as_candle.edit("no llama3 rope scaling", config=as_candle.rope(as_candle.raw_config(ctx), plain=True)),
                 )
 
 
@@ -495,7 +499,7 @@ class NonLlamaArchitecture(GgufRule):
     quantized_phi3.rs:223 (`from_gguf`).
 
     ## Verification
-    static-only.
+    static-only, reported NOT-PROBED with why.
 
     ## References
     - https://github.com/huggingface/candle/issues/3410 (non-llama GGUFs through quantized_llama)
@@ -509,6 +513,7 @@ class NonLlamaArchitecture(GgufRule):
     effect = "silent"
     fix_title = "Use candle's safetensors module for this family, or a loader written for the architecture"
     probe_kind = "static-only"
+    not_probed = "candle 0.11.0 has no loader written for the architecture: there is no right answer to compare quantized_llama's with"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         from portkit.families import GGUF_LOADERS

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from portkit.rules import as_candle
 from portkit.rules.base import Context, f32
 from portkit.rules.gguf.base import GgufRule
 from portkit.semantics.gguf import GEMMA3_DEFAULT_LOCAL_FREQ_BASE, md_f32, md_u32, metadata_prefix
@@ -18,7 +19,9 @@ class Gemma3GgufMlpSilu(GgufRule):
 
     ## What it does
     Flags every GGUF read by candle 0.11.0's quantized_gemma3 (architectures `gemma3`, and any
-    file whose metadata it reads under `gemma3.`, `gemma2.`, `gemma.` or `gemma-embedding.`).
+    file whose metadata it reads under `gemma3.`, `gemma2.`, `gemma.` or `gemma-embedding.`),
+    unless the config.json beside it sets `hidden_activation` to `silu` (transformers then
+    computes what candle does).
 
     ## Why is this bad?
     The gated MLP computes `silu(gate) * up` where transformers' Gemma 3 computes
@@ -38,7 +41,9 @@ class Gemma3GgufMlpSilu(GgufRule):
     at :60).
 
     ## Verification
-    static-only: no metadata edit changes the activation; verify's comparison shows the gap.
+    numeric, transformers as candle computes: no metadata edit changes the activation, so
+    verify runs transformers with `hidden_activation="silu"`; CONFIRMED when the GGUF agrees
+    with it where it does not agree with transformers as written (docs/verify.md).
 
     ## References
     - transformers `models/gemma3/modeling_gemma3.py` (`Gemma3MLP`: `ACT2FN[config.hidden_activation]`)
@@ -50,18 +55,24 @@ class Gemma3GgufMlpSilu(GgufRule):
     severity = "error"
     effect = "silent"
     fix_title = "Run the safetensors checkpoint with candle's `gemma3` module instead"
-    probe_kind = "static-only"
+    probe_kind = "numeric"
     loaders = ("quantized_gemma3",)
 
     def check(self, ctx: Context) -> Iterable[Finding]:
+        cfg = as_candle.raw_config(ctx)
+        # transformers' Gemma3TextConfig default (configuration_gemma3.py)
+        act = cfg.get("hidden_activation", "gelu_pytorch_tanh") if cfg is not None else "gelu_pytorch_tanh"
+        if act in ("silu", "swish"):
+            return  # the model's own activation: candle's SiLU is right
         for g, _v in self.each(ctx):
             yield self.file_finding(
                 ctx,
                 g,
                 "candle 0.11.0's quantized_gemma3 gates its MLP with SiLU; Gemma 3 (transformers' `hidden_activation`) "
-                "uses the tanh GELU: every layer computes another function",
-                transformers_value="gelu_pytorch_tanh",
+                f"uses {'the tanh GELU' if act == 'gelu_pytorch_tanh' else f'`{act}`'}: every layer computes another function",
+                transformers_value=act,
                 candle_value="silu",
+                as_candle=as_candle.edit("SiLU in the MLP", config={"hidden_activation": "silu"}),
             )
 
 

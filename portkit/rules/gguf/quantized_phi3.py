@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from portkit.rules import as_candle
 from portkit.rules.base import Context, f32
 from portkit.rules.gguf.base import GgufRule, GgufTensorRequired
 from portkit.semantics.gguf import PHI3_FREQ_BASE, md_f32, md_u32
@@ -35,7 +36,9 @@ class Phi3GgufFreqBaseIgnored(GgufRule):
     (`precomput_freqs_cis(rope_dim, max_seq_len, 10_000., device)`).
 
     ## Verification
-    static-only: no metadata edit reaches the hard-coded base.
+    numeric, transformers as candle computes: no metadata edit reaches the hard-coded base, so
+    verify runs transformers with `rope_theta` 10000; CONFIRMED when the GGUF agrees with it
+    where it does not agree with transformers as written.
 
     ## References
     - tests/native/test_gguf_loaders.py `test_silent_rule_mechanism_in_candle[PK415]`
@@ -46,7 +49,7 @@ class Phi3GgufFreqBaseIgnored(GgufRule):
     severity = "error"
     effect = "silent"
     fix_title = "Run the safetensors checkpoint with candle's `phi3` module instead"
-    probe_kind = "static-only"
+    probe_kind = "numeric"
     loaders = ("quantized_phi3",)
 
     def check(self, ctx: Context) -> Iterable[Finding]:
@@ -61,6 +64,7 @@ class Phi3GgufFreqBaseIgnored(GgufRule):
                 "with a hard-coded 10000",
                 transformers_value=fb,
                 candle_value=PHI3_FREQ_BASE,
+                as_candle=as_candle.edit("rope base 10000", config=as_candle.rope(as_candle.raw_config(ctx), theta=PHI3_FREQ_BASE)),
             )
 
 
@@ -90,7 +94,9 @@ class Phi3GgufLongRopeIgnored(GgufRule):
     tensors read; `precomput_freqs_cis` at :244 takes no factors).
 
     ## Verification
-    static-only: no metadata edit makes candle read the factors.
+    numeric, transformers as candle computes: no metadata edit makes candle read the factors,
+    so verify runs transformers with plain RoPE (no scaling, the same theta); CONFIRMED when the
+    GGUF agrees with it where it does not agree with transformers as written.
 
     ## References
     - transformers `modeling_rope_utils.py` (`_compute_longrope_parameters`)
@@ -103,7 +109,7 @@ class Phi3GgufLongRopeIgnored(GgufRule):
     severity = "error"
     effect = "silent"
     fix_title = "Run the safetensors checkpoint with candle's `phi3` module instead"
-    probe_kind = "static-only"
+    probe_kind = "numeric"
     loaders = ("quantized_phi3",)
 
     def check(self, ctx: Context) -> Iterable[Finding]:
@@ -121,6 +127,7 @@ class Phi3GgufLongRopeIgnored(GgufRule):
                 "runs plain RoPE",
                 transformers_value="longrope",
                 candle_value="plain rope",
+                as_candle=as_candle.edit("plain RoPE (no LongRoPE)", config=as_candle.rope(as_candle.raw_config(ctx), plain=True)),
             )
 
 

@@ -1,0 +1,69 @@
+"""How transformers must run to compute what candle computes: the reference-side counterfactual a
+rule declares for a behaviour candle hard-codes (`Probe.as_candle`).
+
+candle 0.11.0 hard-codes some behaviours no edit on its side undoes: quantized_gemma3's SiLU,
+quantized_phi3's rope base of 10000, a bias its module never reads. verify proves such a finding
+the other way round: transformers, run with the finding's edit, computes what candle computes,
+so candle agrees with it where it does not agree with transformers as written. The edit is data
+the rule gives (a config edit, a tensor edit); verify only applies it (`portkit.verify.refjob`).
+
+Config edits are keyed as config.json is written: a dotted key reaches into a nested object
+(`rope_parameters.rope_theta`), None removes a key, and keys apply shortest first, so that one
+finding can replace `rope_parameters` while another sets a key inside it.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
+if TYPE_CHECKING:
+    from typing import Any, Iterable, Mapping
+
+    from portkit.rules.base import Context
+
+#: What a tensor edit does to the tensor as the reference loads it.
+ZERO = "zero"
+
+
+def edit(what: str, *, config: Mapping[str, Any] | None = None, tensors: Iterable[str] = ()) -> dict[str, Any]:
+    """A `Probe.as_candle`: `what` in words ("SiLU in the MLP"), config.json edits, tensors to
+    zero (a bias candle never reads computes as a zero one)."""
+    out: dict[str, Any] = {"what": what}
+    if config:
+        out["config"] = dict(config)
+    names = list(tensors)
+    if names:
+        out["tensors"] = {n: ZERO for n in names}
+    return out
+
+
+def raw_config(ctx: Context) -> dict[str, Any] | None:
+    """config.json as written, when the model has one (a GGUF linted alone has none)."""
+    doc = ctx.facts.config
+    return doc.value if doc is not None and isinstance(doc.value, dict) else None
+
+
+def rope(config: Mapping[str, Any] | None, *, theta: float | None = None, plain: bool = False) -> dict[str, Any]:
+    """The config edits that make transformers rotate with `theta` and/or plain RoPE (no scaling,
+    `plain`), wherever this config keeps its rope settings: `rope_parameters` (transformers 5;
+    per layer type for gemma3) when it has it, else the top-level `rope_theta` / `rope_scaling`
+    transformers 5 reads into it. A config transformers 5 reads `rope_parameters` from ignores a
+    top-level `rope_theta`, so the edit must go where the config has it."""
+    out: dict[str, Any] = {}
+    cfg = dict(config or {})
+    rp = cfg.get("rope_parameters")
+    if isinstance(rp, dict) and rp:
+        nested = all(isinstance(v, dict) for v in rp.values())
+        for key, sub in ((f"rope_parameters.{k}", v) for k, v in rp.items()) if nested else (("rope_parameters", rp),):
+            if plain:
+                kept = {k: sub[k] for k in ("rope_theta", "partial_rotary_factor") if k in sub}
+                if "rope_theta" not in kept and "rope_theta" in cfg:
+                    kept["rope_theta"] = cfg["rope_theta"]
+                out[key] = {"rope_type": "default", **kept}
+            if theta is not None:
+                out[f"{key}.rope_theta"] = theta
+        return out
+    if plain:
+        out["rope_scaling"] = None
+    if theta is not None:
+        out["rope_theta"] = theta
+    return out
