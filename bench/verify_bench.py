@@ -660,7 +660,7 @@ def real_plan(d: Path, gguf: Path | None, work: Path, i: int, before: Path | Non
     plan: dict[str, list[dict]] = {
         "workflow": [dict(s, env=env, cwd=ROOT) for s in workflow],
         "floor": [dict(name="floor", argv=[py, "-I", str(ROOT / "bench/baseline/floor.py"), str(d), REAL_IDS, n, THREADS], env=env, cwd=ROOT, stdout=None)],
-        # with the waiting policy verify's child runs torch with (refproc._start)
+        # with the waiting policy verify's child runs torch with (portkit.verify.reference.child._start)
         FLOOR_PASSIVE: [
             dict(
                 name="floor, passive",

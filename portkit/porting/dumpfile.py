@@ -20,7 +20,7 @@ import numpy as np
 
 from portkit import atomicfile
 from portkit.families import sublayers
-from portkit.verify.inputs import BadInput
+from portkit.verify.errors import BadInput
 
 #: Reference-only: row k holds the reference's logits where it chose greedy token k (the
 #: margin where a candidate's greedy tokens fork is read from it).

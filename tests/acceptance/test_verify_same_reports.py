@@ -56,8 +56,7 @@ def _cache() -> Path:
 
 
 def _wheel_and_machine() -> str:
-    from portkit.verify import runcache
-
+    from portkit.verify.candle import cache as runcache
     return hashlib.sha256(json.dumps([runcache.wheel_digest(), platform.machine(), runcache._cpu_model()]).encode()).hexdigest()[:12]
 
 

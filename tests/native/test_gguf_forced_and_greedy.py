@@ -5,7 +5,6 @@ KV cache, or quantized_qwen2's second pass), when fewer are fed than tokens aske
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest

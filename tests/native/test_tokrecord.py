@@ -1,4 +1,4 @@
-"""The tokens section answered from `portkit.verify.tokrecord`'s record (what verify does: the
+"""The tokens section answered from `portkit.verify.reference.tokenizer`'s record (what verify does: the
 record is made in the reference's process) equals the section computed on transformers' own
 tokenizer, on every tokenizer shape, with its lint findings confirmed; a call the record lacks
 raises, and a text or chat prompt's ids come out the same; the same for the chat-template check
@@ -12,8 +12,8 @@ import pytest
 
 from fixtures.chat_templates import TEMPLATES, write_chat_template
 from fixtures.tokenizer_shapes import SHAPES, shape_dir
-from portkit.verify import tokrecord
-from portkit.verify.tokenize import prompt_ids
+from portkit.verify.reference import tokenizer as tokrecord
+from portkit.verify.sections.tokenize import prompt_ids
 
 
 def _lint_findings(d: Path) -> list:
@@ -25,7 +25,7 @@ def _lint_findings(d: Path) -> list:
 @pytest.mark.parametrize("variant", ["trigger", "clean"])
 @pytest.mark.parametrize("shape", SHAPES)
 def test_recorded_section_equals_the_live_one(shape: str, variant: str) -> None:
-    from portkit.verify.tokens import tokenizer_section
+    from portkit.verify.sections.tokens import tokenizer_section
 
     d = shape_dir(shape, variant)
     findings = _lint_findings(d)
@@ -42,10 +42,10 @@ def test_recorded_section_equals_the_live_one(shape: str, variant: str) -> None:
 @pytest.mark.parametrize("variant", ["trigger", "clean"])
 @pytest.mark.parametrize("name", list(TEMPLATES))
 def test_recorded_chat_template_check_equals_the_live_one(name: str, variant: str, tmp_path: Path) -> None:
-    """The chat-template check (portkit.verify.chat_templates, inside the tokens section) asks
+    """The chat-template check (portkit.verify.sections.chat_templates, inside the tokens section) asks
     transformers' tokenizer for its renders and their counterfactuals' (an edited template): the
     record holds every one of them."""
-    from portkit.verify.tokens import tokenizer_section
+    from portkit.verify.sections.tokens import tokenizer_section
 
     d = write_chat_template(tmp_path / "t", name, variant)
     findings = _lint_findings(d)

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portkit.verify.refcache import CachedReference, RefCache
-from portkit.verify.runcache import RunCache
+from portkit.verify.reference.cache import CachedReference, RefCache
+from portkit.verify.candle.cache import RunCache
 
 ROWS = np.arange(10, dtype=np.float32).reshape(2, 5)
 

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from portkit.verify import tokcache
-
+from portkit.verify.reference import tokenizer_cache as tokcache
 RECORD = {"class": "TokenizersBackend", "attributes": {"bos_token": "<s>"}, "calls": {'["encode", "a", true]': {"value": [1, 2]}}}
 
 
