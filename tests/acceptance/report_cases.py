@@ -179,6 +179,8 @@ def cases() -> list[Case]:
     from fixtures.chat_templates import TEMPLATES
 
     for name in TEMPLATES:
+        if name == "strftime":  # renders today's date: no two days' reports are equal
+            continue
         for variant in ("trigger", "clean"):
             out.append((f"template:{name}:{variant}", _template(name, variant), {}))
     return out
@@ -212,8 +214,8 @@ def normalised(doc: Any, work: Path) -> Any:
 
 
 def run_case(case: Case, work: Path) -> dict[str, Any]:
-    from portkit.verify.pipeline import VerifyOptions, verify
     from portkit.verify.errors import BadInput
+    from portkit.verify.pipeline import VerifyOptions, verify
     from portkit.verify.report.json_ import to_json
 
     _name, model, kw = case
