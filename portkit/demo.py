@@ -28,7 +28,6 @@ def main() -> int:
     # transformers in this process: the demo imports torch once for all its runs.
     os.environ.setdefault("PORTKIT_VERIFY_REFERENCE", "inprocess")
     from fixtures.cache import fixture_dir, gguf_file
-
     from portkit.verify.pipeline import VerifyOptions, verify
     from portkit.verify.report.text import render_text
 

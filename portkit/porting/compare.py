@@ -29,8 +29,8 @@ import numpy as np
 
 from portkit.families.sublayers import is_sublayer
 from portkit.porting.dumpfile import GREEDY_LOGITS, TOKEN_NAMES, DumpFile, describe_names, is_per_layer, read_dump
+from portkit.verify.errors import BadInput, one_line
 from portkit.verify.judge.checks import TOLERANCES, Tolerance, compare_greedy, compare_logits, compare_steps
-from portkit.verify.errors import BadInput
 from portkit.verify.judge.comparison import Comparison
 
 DTYPES = tuple(TOLERANCES)  # f32 f16 bf16 q8_0 q4_k
@@ -115,7 +115,7 @@ def check_ids(ref: DumpFile, cand: DumpFile, tokenizer: Path | None = None) -> I
         check.candidate_text = crate.decode(check.window(b), False)
     except Exception as e:  # noqa: BLE001 - an id outside the vocabulary: the ids alone are shown
         check.reference_text = check.candidate_text = None
-        check.note = f"the ids could not be decoded with {path}: {' '.join(str(e).split())[:200]}"
+        check.note = f"the ids could not be decoded with {path}: {one_line(e, 200)}"
     return check
 
 

@@ -22,9 +22,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from portkit.porting.dumpfile import GREEDY_LOGITS, order_key, write_reference
-from portkit.verify.errors import BadInput
-from portkit.verify.prompt import Prompt, parse_tokens, resolve_prompt
+from portkit.verify.errors import BadInput, one_line
 from portkit.verify.model_dir import read_model_dir
+from portkit.verify.prompt import Prompt, parse_tokens, resolve_prompt
 
 FORMAT = "portkit-reference/1"
 STORED_DTYPES = ("f32", "f16", "bf16")
@@ -89,8 +89,8 @@ def reference_values(
 
     verify's reference models (`portkit.verify.reference.models`): transformers' own modules, eager,
     f32, CPU, offline, no remote code; streamed (one layer's weights at a time) or whole."""
-    from portkit.verify.reference.runtime import ReferenceLoadError, ReferenceUnavailable
     from portkit.verify.reference.models import StreamedModel, decode
+    from portkit.verify.reference.runtime import ReferenceLoadError, ReferenceUnavailable
 
     mode = choose_mode(mode, weight_files)
     progress(f"loading transformers ({mode}, eager, f32, cpu)")
@@ -114,7 +114,7 @@ def reference_values(
     try:
         steps, greedy = decode(run, list(ids), None, tokens, step_threads=STEP_THREADS, sublayers=sublayers)
     except Exception as e:  # transformers' own failure on this checkpoint
-        raise BadInput(f"transformers could not run {model_dir}: {' '.join(str(e).split())[:300]}") from None
+        raise BadInput(f"transformers could not run {model_dir}: {one_line(e)}") from None
     first = prefill[0]
     out: dict[str, np.ndarray] = {"ids": np.asarray(list(ids), dtype=np.int64), **first.layers, "logits": first.logits}
     if tokens:

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-
 #: Text used when the model dir has a tokenizer but no prompt.json (>= 8 tokens: RoPE errors
 #: are invisible at position 0, whose rotation angle is 0).
 DEFAULT_TEXT = "The capital of France is Paris, and the capital of Germany is"
@@ -204,16 +203,16 @@ class Render:
 #: What removes a "differs" claim's cause, per construct: an edit of the template transformers
 #: renders (what the environment does to it) or settings of the environment (what it lacks).
 def template_edits() -> dict[str, tuple[Callable[[str], str] | None, dict[str, bool], str]]:
-    from portkit.semantics import chat_template as T
+    from portkit.semantics import chat_template
 
     return {
         "whitespace": (None, {"trim_blocks": True, "lstrip_blocks": True}, "trim_blocks and lstrip_blocks set"),
         "negative-step": (
-            lambda t: T.MISTRAL_RS_DESCENDING_RANGE.sub(r"range(\g<expr>)|reverse", t),
+            lambda t: chat_template.MISTRAL_RS_DESCENDING_RANGE.sub(r"range(\g<expr>)|reverse", t),
             {},
             "transformers given mistral.rs's `range(n)|reverse` rewrite",
         ),
-        "tojson": (T.without_tojson_arguments, {}, "transformers given the template without the `tojson` arguments mistral.rs ignores"),
+        "tojson": (chat_template.without_tojson_arguments, {}, "transformers given the template without the `tojson` arguments mistral.rs ignores"),
     }
 
 

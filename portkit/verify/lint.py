@@ -20,7 +20,6 @@ from portkit.model.gguf_header import read_gguf
 from portkit.settings import Settings, for_dir
 from portkit.target import Target
 
-
 Progress = Callable[[str], None]
 
 

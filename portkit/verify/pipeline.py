@@ -20,19 +20,34 @@ from pathlib import Path
 from typing import Any, Callable
 
 from portkit.families import DEFAULT_FAMILY
-from portkit.verify.judge import confirm as C
-from portkit.verify.sections import paths
 from portkit.verify.candle import cache as runcache
-from portkit.verify.judge.checks import TOLERANCES, Tolerance
-from portkit.verify.sections.gguf import GgufSection, verify_gguf
+from portkit.verify.candle.run import PatchedRuns, RunOutputs, patched_config, run_candle
 from portkit.verify.errors import BadInput
+from portkit.verify.judge.checks import TOLERANCES, Tolerance
+from portkit.verify.judge.comparison import Comparison, compare_run
+from portkit.verify.judge.confirm import Confirmation, Subject, both_alike, confirm_section, describe_patch, run_of
+from portkit.verify.lint import lint_for_verify
 from portkit.verify.model_dir import ModelDir, model_family, read_model_dir
 from portkit.verify.prompt import Prompt, parse_tokens, resolve_prompt
-from portkit.verify.lint import lint_for_verify
-from portkit.verify.judge.comparison import Comparison, compare_run
-from portkit.verify.candle.run import PatchedRuns, RunOutputs, patched_config, run_candle
+from portkit.verify.reference import tokenizer_cache
+from portkit.verify.reference.compute import ReferenceFailed
+from portkit.verify.reference.job import ReferenceJob
 from portkit.verify.reference.result import Reference
-from portkit.verify.judge.confirm import both_alike, describe_patch
+from portkit.verify.reference.session import ReferenceSession, start_early
+from portkit.verify.reference.tokenizer import record, recorded
+from portkit.verify.sections import paths
+from portkit.verify.sections.gguf import GgufSection, verify_gguf
+from portkit.verify.sections.tokens import (
+    TokenizerReport,
+    TokenizerSection,
+    generation_stop,
+    has_tokenizer,
+    stop_description,
+    stop_greedy,
+    tokenizer_only,
+    tokenizer_section,
+    verify_tokenizer_only,
+)
 
 DEVICES = ("cpu", "metal", "cuda")
 DTYPES = ("f32", "bf16", "f16")
@@ -76,7 +91,7 @@ class VerifyReport:
     reference: Reference
     run: RunOutputs
     comparison: Comparison | None
-    findings: list[C.Confirmation]
+    findings: list[Confirmation]
     lint_note: str | None = None
     gguf: GgufSection | None = None
     plot: Path | None = None
@@ -85,7 +100,7 @@ class VerifyReport:
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
     family: str = DEFAULT_FAMILY  # the candle module (portkit.families) candle ran
     layers_note: str | None = None  # why there is no per-layer comparison, when there is none
-    tokenizer: Any = None  # portkit.verify.sections.tokens.TokenizerSection, when the directory has tokenizer.json
+    tokenizer: TokenizerSection | None = None  # when the directory has tokenizer.json
     greedy_stop: dict[str, Any] | None = None  # where `generate()` stops the reference's greedy tokens
     runs: list[RunOutputs] = field(default_factory=list)  # every candle run, for `candle_runs`
     #: where transformers ran, each side's threads, what overlapped (`ReferenceSession.plan`)
@@ -112,11 +127,11 @@ class VerifyReport:
         return self.run.failure is None and self.comparison is not None and self.comparison.ok
 
     @property
-    def confirmed(self) -> list[C.Confirmation]:
+    def confirmed(self) -> list[Confirmation]:
         return [f for f in self.all_findings if f.confirmed]
 
     @property
-    def all_findings(self) -> list[C.Confirmation]:
+    def all_findings(self) -> list[Confirmation]:
         paths = self.paths.findings if self.paths is not None else []
         return self.findings + (self.gguf.findings if self.gguf else []) + (self.tokenizer.findings if self.tokenizer else []) + paths
 
@@ -205,39 +220,35 @@ def _lint_target(opts: VerifyOptions, prompt_tokens: int, tokens: int, pn: Any =
     )
 
 
-def verify(opts: VerifyOptions, progress: Progress = lambda _s: None, *, findings: tuple[list[Any], list[Any]] | None = None) -> Any:
+def verify(
+    opts: VerifyOptions, progress: Progress = lambda _s: None, *, findings: tuple[list[Any], list[Any]] | None = None
+) -> VerifyReport | TokenizerReport:
     """A `VerifyReport`; for a directory with tokenizer files but no model to run, the tokenizer
-    section alone (`portkit.verify.sections.tokens.TokenizerReport`).
+    section alone (a `TokenizerReport`).
 
     `findings`: (on the model dir, on the GGUF) to judge instead of lint's: the negative control
     of a probe, a fault's findings judged on its twin without the fault (fixtures/proof_table.py)."""
     t_start = time.perf_counter()
     validate(opts)
-    from portkit.verify.sections import tokens as T
-    if T.tokenizer_only(Path(opts.model_dir)):
-        from portkit.verify.reference import tokenizer_cache as tokcache
-        from portkit.verify.reference.tokenizer import record, recorded
-
+    if tokenizer_only(Path(opts.model_dir)):
         root = Path(opts.model_dir)
         # no forward: no prompt length is planned
         target = {**_lint_target(opts, 0, 0), "max_tokens": None, "max_prompt_tokens": None}
-        return T.verify_tokenizer_only(
+        cache = tokenizer_cache.for_dir(root, opts.text, opts.chat, opts.cache)
+        return verify_tokenizer_only(
             opts,
             lambda: lint_for_verify(root, None, target, progress)[0],
             progress,
             t_start,
-            lambda: recorded(tokcache.through(tokcache.for_dir(root, opts.text, opts.chat, opts.cache), lambda: record(root, text=opts.text, chat=opts.chat))),
+            lambda: recorded(tokenizer_cache.through(cache, lambda: record(root, text=opts.text, chat=opts.chat))),
         )
     model = read_model_dir(opts.model_dir)
     family = model_family(model)
-    from portkit.verify.reference import tokenizer_cache as tokcache
-    from portkit.verify.reference.session import ReferenceSession
-
-    tok_cache = tokcache.for_dir(model.root, opts.text, opts.chat, opts.cache) if T.has_tokenizer(model.root) else None
+    tok_cache = tokenizer_cache.for_dir(model.root, opts.text, opts.chat, opts.cache) if has_tokenizer(model.root) else None
     tok_record = tok_cache.get() if tok_cache is not None else None
     # verify's one transformers process, started at once when the tokens section needs it (its
     # torch import then overlaps everything below); else once the reference cache misses
-    session = ReferenceSession(progress, start=T.has_tokenizer(model.root) and tok_record is None)
+    session = ReferenceSession(progress, start=has_tokenizer(model.root) and tok_record is None)
     try:
         return _verify(opts, progress, t_start, model, family, session, tok_cache, tok_record, findings)
     finally:
@@ -250,16 +261,11 @@ def _verify(
     t_start: float,
     model: ModelDir,
     family: Any,
-    session: Any,
-    tok_cache: Any,
-    tok_record: Any,
+    session: ReferenceSession,
+    tok_cache: tokenizer_cache.TokenizerCache | None,
+    tok_record: dict[str, Any] | None,
     findings: tuple[list[Any], list[Any]] | None,
-) -> "VerifyReport":
-    from portkit.verify.sections import tokens as T
-    from portkit.verify.reference.job import ReferenceJob
-    from portkit.verify.reference.compute import ReferenceFailed
-    from portkit.verify.reference.tokenizer import recorded
-
+) -> VerifyReport:
     tok_ticket: list[Any] = []
 
     def submit_tokenizer() -> None:
@@ -303,9 +309,7 @@ def _verify(
     job = ReferenceJob(
         model, list(prompt.ids), tokens, mode=opts.reference_mode, use_cache=opts.cache, progress=progress, sublayers=subs, session=session
     )
-    from portkit.verify.reference.session import start_early
-
-    if not job.likely_cached() and start_early(sum(p.stat().st_size for p in model.weight_files), T.has_tokenizer(model.root)):
+    if not job.likely_cached() and start_early(sum(p.stat().st_size for p in model.weight_files), has_tokenizer(model.root)):
         session.start()
     lint_note: str | None = None
     if findings is not None:
@@ -318,11 +322,10 @@ def _verify(
         hf_findings, gguf_findings, lint_note = [], [], "lint skipped (--no-lint)"
     timings["load"] = time.perf_counter() - t_phase
     ran = f"the {len(prompt.ids)}-token prompt and {tokens} generated tokens"
-    # tokens before logits: the tokenizer findings are judged on the ids, not by a forward
-    tok_findings = [f for f in hf_findings if f.code.startswith("PK5")]
-    hf_findings = [f for f in hf_findings if not f.code.startswith("PK5")]
-    # the findings a second turn or a batch shows, judged on those runs (`portkit.verify.sections.paths`)
-    hf_findings, hf_path_findings = paths.split(hf_findings)
+    # each finding to the run its probe needs (its rule's `probe_run`): the tokenizer's are judged
+    # on the ids, not by a forward; a second turn's or a batch's on those runs (`sections.paths`)
+    tok_findings = [f for f in hf_findings if run_of(f) == "tokens"]
+    hf_findings, hf_path_findings = paths.split([f for f in hf_findings if run_of(f) != "tokens"])
     gguf_findings, gguf_path_findings = paths.split(gguf_findings)
 
     def load_with(config_text: str) -> Callable[[], Any]:
@@ -374,7 +377,7 @@ def _verify(
     forced = run.greedy if run.greedy is not None and len(run.greedy) == tokens else None
     extra = plan.reference_request(forced)
     job.submit(forced, extra)
-    if T.has_tokenizer(model.root):
+    if has_tokenizer(model.root):
         submit_tokenizer()  # computed by the reference's process after the forward, while this one judges
     gguf_started = None
     if opts.gguf is not None and forced is not None:
@@ -390,12 +393,12 @@ def _verify(
     reference = job.result(forced, opts.perturb_reference, extra)
     timings["reference"] = time.perf_counter() - t_phase - timings.get("gguf", 0.0)
     t_phase = time.perf_counter()
-    stop = T.generation_stop(model.root)
+    stop = generation_stop(model.root)
 
     def judged(r: RunOutputs, ref: Reference = reference) -> Comparison | None:
         """`r` against the reference (or transformers as candle computes, `ref`), its greedy
         tokens up to where `generate()` stops."""
-        return T.stop_greedy(compare_run(ref, r, tol), ref, r, stop, tol) if r.failure is None else None
+        return stop_greedy(compare_run(ref, r, tol), ref, r, stop, tol) if r.failure is None else None
 
     comparison = judged(run)
 
@@ -412,14 +415,14 @@ def _verify(
     timings["compare"] = time.perf_counter() - t_phase
     t_phase = time.perf_counter()
     patched_runs = PatchedRuns(patched)
-    from portkit.verify.reference.as_candle import AsCandleRuns
     from portkit.verify.judge.attribution import length_notes, scan_lengths
     from portkit.verify.judge.explain import explain
+    from portkit.verify.reference.as_candle import AsCandleRuns
 
     # transformers as candle computes (the findings' reference-side counterfactuals), shared
     # with the GGUF section: the same reference, the same edits
     as_candle = AsCandleRuns(model, reference, tokens, progress, subs)
-    subject = C.Subject(
+    subject = Subject(
         as_read=run,
         as_read_cmp=comparison,
         run_patched=patched_runs,
@@ -427,13 +430,13 @@ def _verify(
         compare=lambda ref, r: judged(r, ref),
         reference=reference,
     )
-    confirmations, numeric_subject = C.confirm_section(hf_findings, subject, ran)
+    confirmations, numeric_subject = confirm_section(hf_findings, subject, ran)
     confirmations = scan_lengths(confirmations, hf_findings, as_candle, model.config.get("max_position_embeddings"), progress)
     confirmations = length_notes(confirmations, len(prompt.ids) + tokens)
     explanation = explain(comparison, run, confirmations, hf_findings, numeric_subject, layers_note)
     timings["findings"] = time.perf_counter() - t_phase
     t_phase = time.perf_counter()
-    tokenizer = T.tokenizer_section(model.root, tok_findings, progress, perturb_candle=opts.perturb_candle_tokens, transformers=transformers_tokenizer)
+    tokenizer = tokenizer_section(model.root, tok_findings, progress, perturb_candle=opts.perturb_candle_tokens, transformers=transformers_tokenizer)
     timings["tokens"] = time.perf_counter() - t_phase
     t_phase = time.perf_counter()
 
@@ -480,7 +483,7 @@ def _verify(
         explanation=explanation,
         as_candle_runs=as_candle.runs,
         tokenizer=tokenizer,
-        greedy_stop=T.stop_description(reference, stop),
+        greedy_stop=stop_description(reference, stop),
         run_plan=session.plan(int(pn.cpu_threads())),
         paths=paths_report,
     )

@@ -15,7 +15,6 @@ from portkit.verify.corpus import DEFAULT_TEXT
 from portkit.verify.errors import BadInput, TokenizeError
 from portkit.verify.model_dir import ModelDir, read_json
 
-
 #: Without a tokenizer: 16 fixed ids, reduced modulo the vocabulary.
 DEFAULT_IDS_LEN = 16
 

@@ -145,6 +145,7 @@ def _runs(cache: Path) -> list[Path]:
 def test_unchanged_reverify_reads_candle_from_the_cache(tmp_path: Path, healthy_tied_dir: Path) -> None:
     from portkit.verify import cachefiles
     from portkit.verify.candle import cache as runcache
+
     cache = tmp_path / "cache"
     code, first, err = _verify(healthy_tied_dir, _env(cache))
     assert code == 0, err

@@ -14,13 +14,13 @@ issues 24, 27 and 28, whose reports changed on purpose; issue 26's run plan merg
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import platform
 import subprocess
 import sys
 import tarfile
-import io
 from pathlib import Path
 
 import pytest
@@ -57,6 +57,7 @@ def _cache() -> Path:
 
 def _wheel_and_machine() -> str:
     from portkit.verify.candle import cache as runcache
+
     return hashlib.sha256(json.dumps([runcache.wheel_digest(), platform.machine(), runcache._cpu_model()]).encode()).hexdigest()[:12]
 
 

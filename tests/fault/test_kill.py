@@ -188,8 +188,9 @@ def test_reference_out_killed(point: str, n: int, when: str, named: bool, tmp_pa
 def cache_state(cache: Path) -> tuple[list[str], list[str]]:
     """(entries that do not read whole, temporary files) in verify's caches."""
     from portkit.verify import cachefiles
-    from portkit.verify.reference import cache as refcache
     from portkit.verify.candle import cache as runcache
+    from portkit.verify.reference import cache as refcache
+
     broken, temps = [], []
     for sub, magic in (("reference", refcache.MAGIC), ("candle", runcache.MAGIC)):
         for p in sorted((cache / sub).glob("*/*")):
@@ -244,6 +245,7 @@ def test_verify_killed_at_each_point_then_run_again(tmp_path: Path, healthy_tied
     # a tampered entry (the checksum made to match) is only a slower verify with the right verdict
     from portkit.verify import cachefiles
     from portkit.verify.reference import cache as refcache
+
     (entry,) = sorted((cache / "reference").glob("*/*.ref"))
     meta, arrays = cachefiles.decode(refcache.MAGIC, entry.read_bytes())
     arrays["rows"] = arrays["rows"][:, :-1] * 0  # another vocabulary, all zeros: a "mismatch" if believed

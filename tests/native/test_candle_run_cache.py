@@ -12,15 +12,15 @@ import json
 from pathlib import Path
 
 import numpy as np
+import portkit_native as pn
 import pytest
 
-import portkit_native as pn
 from fixtures.families import FAMILIES, family_fixture
 from portkit.families import BY_NAME
 from portkit.verify import cachefiles
 from portkit.verify.candle import cache as runcache
-from portkit.verify.candle.native import load_family, load_llama
 from portkit.verify.candle.cache import RunCache
+from portkit.verify.candle.native import load_family, load_llama
 from portkit.verify.candle.run import run_candle
 
 AGREEING = {family: ("int-window" if family == "mixtral" else "legacy") for family in FAMILIES}

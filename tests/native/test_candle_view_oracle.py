@@ -19,9 +19,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import portkit_native
 import pytest
 
-import portkit_native
 from portkit.families import BY_NAME
 from tests.unit.config_corpus import CORPUS
 from tests.unit.rule_cases import CASES, VARIANTS

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from fixtures.families import FAMILY_VARIANTS, family_fixture
-from portkit.verify.reference import compute
 from portkit.verify.model_dir import read_model_dir
+from portkit.verify.reference import compute
 from portkit.verify.reference.models import StreamedModel, WholeModel
 
 CASES = [(f, v) for f, vs in FAMILY_VARIANTS.items() for v in vs]
@@ -105,9 +105,11 @@ def test_one_forward_gives_the_greedy_fork() -> None:
     d = family_fixture("llama", "legacy")
     md = read_model_dir(d)
     prompt = _ids(d)[:12]
-    own, own_rows, _, _ = compute.forward_reference(d, md.weight_files, prompt, None, 5, "streamed", lambda _s: None)
+    alone = compute.forward_reference(d, md.weight_files, prompt, None, 5, "streamed", lambda _s: None)
+    own, own_rows = alone.greedy, alone.rows
     assert len(own) == 5 and own_rows.shape[0] == 5
-    same, rows, layers, _ = compute.forward_reference(d, md.weight_files, prompt, own, 5, "streamed", lambda _s: None)
+    fed = compute.forward_reference(d, md.weight_files, prompt, own, 5, "streamed", lambda _s: None)
+    same, rows, layers = fed.greedy, fed.rows, fed.layers
     assert same == own
     # its own tokens come from cached decoding (generate()'s arithmetic), candle's from one full
     # forward: the same numbers up to summation order, well within the f32 tolerance
@@ -115,7 +117,7 @@ def test_one_forward_gives_the_greedy_fork() -> None:
     assert layers["embeddings"].shape[0] == len(prompt)
     # a continuation that forks at token 2: the reference's tokens stop at its own pick there
     other = own[:2] + [(own[2] + 1) % 256, 5, 6]
-    forked, _, _, _ = compute.forward_reference(d, md.weight_files, prompt, other, 5, "streamed", lambda _s: None)
+    forked = compute.forward_reference(d, md.weight_files, prompt, other, 5, "streamed", lambda _s: None).greedy
     assert forked == own[:3]
 
 

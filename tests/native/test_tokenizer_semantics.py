@@ -10,9 +10,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import portkit_native as pn
 import pytest
 
-import portkit_native as pn
 from fixtures.tokenizer_shapes import SHAPES, write_tokenizer
 from portkit.model.tokenizer_files import parse_tokenizer_json, read_tokenizer_json
 from portkit.semantics import tokenizer as S

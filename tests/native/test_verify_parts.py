@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from portkit.verify.judge.checks import TOLERANCES, compare_greedy
-from portkit.verify.sections.gguf import gguf_tolerance
 from portkit.verify.candle.run import Failure, clean_message, patched_config
+from portkit.verify.judge.checks import TOLERANCES, compare_greedy
 from portkit.verify.judge.confirm import describe_patch
+from portkit.verify.sections.gguf import gguf_tolerance
 
 
 def test_greedy_fork_at_near_tie_is_not_a_failure():

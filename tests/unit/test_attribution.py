@@ -16,14 +16,14 @@ import pytest
 
 from portkit.findings import Finding, Probe
 from portkit.rules import as_candle as AC
-from portkit.verify.judge import attribution
-from portkit.verify.reference import as_candle
-from portkit.verify.judge.checks import TOLERANCES
-from portkit.verify.judge.confirm import Subject, confirm_numeric
-from portkit.verify.reference.result import Reference
 from portkit.verify.candle.run import RunOutputs
+from portkit.verify.judge import attribution
+from portkit.verify.judge.checks import TOLERANCES
 from portkit.verify.judge.comparison import compare_run
+from portkit.verify.judge.confirm import Subject, confirm_numeric
+from portkit.verify.reference import as_candle
 from portkit.verify.reference.as_candle import edited_config
+from portkit.verify.reference.result import Reference
 
 F32 = TOLERANCES["f32"]
 VOCAB = 8

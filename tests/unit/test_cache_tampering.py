@@ -19,10 +19,11 @@ import numpy as np
 import pytest
 
 from portkit.verify import cachefiles
-from portkit.verify.reference import cache as refcache
 from portkit.verify.candle import cache as runcache
-from portkit.verify.reference.cache import CachedReference, RefCache
 from portkit.verify.candle.cache import RunCache
+from portkit.verify.reference import cache as refcache
+from portkit.verify.reference.cache import RefCache
+from portkit.verify.reference.compute import ReferenceOutputs
 
 VOCAB, TOKENS, PROMPT = 5, 3, [1, 2, 3]
 
@@ -152,8 +153,8 @@ def test_an_as_candle_entry_without_its_effect_is_computed_again(tmp_path: Path,
     recomputed, never a KeyError."""
     from types import SimpleNamespace
 
-    from portkit.verify.reference import as_candle
-    from portkit.verify.reference import compute
+    from portkit.verify.reference import as_candle, compute
+
     monkeypatch.setenv("PORTKIT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PORTKIT_VERIFY_REFERENCE", "inprocess")
     weights = tmp_path / "model.safetensors"
@@ -162,7 +163,7 @@ def test_an_as_candle_entry_without_its_effect_is_computed_again(tmp_path: Path,
     reference = SimpleNamespace(use_cache=True, prompt=PROMPT, inputs=[0, 0, 0], fingerprints=None, mode="streamed")
     edit = {"what": "x", "config": {}}
     key = as_candle.as_candle_key(model, reference, "{}", {}, 2, ())  # type: ignore[arg-type]
-    RefCache(key, PROMPT, TOKENS, vocab=VOCAB).put([0, 0, 0], CachedReference(greedy=[], rows=np.zeros((1, VOCAB), np.float32), layers={"layer.0": np.zeros((3, 2), np.float32)}, nonfinite_weights=[]))
+    RefCache(key, PROMPT, TOKENS, vocab=VOCAB).put([0, 0, 0], ReferenceOutputs(greedy=[], rows=np.zeros((1, VOCAB), np.float32), layers={"layer.0": np.zeros((3, 2), np.float32)}, nonfinite_weights=[]))
     computed = []
 
     def as_candle_reference(*args: object) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:

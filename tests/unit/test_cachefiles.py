@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from portkit.verify import cachefiles
+
 MAGIC = b"portkit-test-v1\n"
 
 

@@ -16,7 +16,9 @@ import numpy as np
 import pytest
 
 from portkit.findings import Finding, Fix, Probe
+from portkit.verify.candle.run import Failure, RunOutputs
 from portkit.verify.judge.checks import TOLERANCES
+from portkit.verify.judge.comparison import compare_run
 from portkit.verify.judge.confirm import (
     IMPROVEMENT,
     Subject,
@@ -27,9 +29,7 @@ from portkit.verify.judge.confirm import (
     other_patches,
     probe_of,
 )
-from portkit.verify.candle.run import Failure, RunOutputs
 from portkit.verify.reference.result import Reference
-from portkit.verify.judge.comparison import compare_run
 
 F32 = TOLERANCES["f32"]
 BF16 = TOLERANCES["bf16"]
@@ -507,8 +507,8 @@ def test_confirm_all_gives_each_kind_its_own_verdict_in_order() -> None:
 
 
 def test_details_of_a_comparison_with_parts_missing() -> None:
-    from portkit.verify.judge.confirm import comparison_summary
     from portkit.verify.judge.comparison import Comparison
+    from portkit.verify.judge.confirm import comparison_summary
 
     assert comparison_summary(None) is None
     empty = comparison_summary(Comparison(tolerance=F32))

@@ -10,9 +10,9 @@ import pytest
 
 from portkit.families import sublayers as S
 from portkit.verify.judge.checks import TOLERANCES, compare_layers
+from portkit.verify.judge.comparison import Comparison
 from portkit.verify.judge.localise import localise, per_position
 from portkit.verify.report.text import comparison_lines
-from portkit.verify.judge.comparison import Comparison
 
 T, H = 6, 8
 RTOL = 1e-5

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from portkit.findings import Finding, Probe
-from portkit.verify.sections import paths
-from portkit.verify.reference import cache as refcache
-from portkit.verify.reference import extra as refextra
-from portkit.verify.sections.batch import batch_bytes, rows_for
 from portkit.verify.errors import BadInput
 from portkit.verify.model_dir import ModelDir
+from portkit.verify.reference import cache as refcache
+from portkit.verify.reference import extra as refextra
+from portkit.verify.sections import paths
+from portkit.verify.sections.batch import batch_bytes, rows_for
 from portkit.verify.sections.turns import SEGMENT_LEN, segment_for
 
 PROMPT = [1, 72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 33, 10, 5]
@@ -74,6 +74,7 @@ def test_a_second_turn_past_the_positions_is_refused() -> None:
 
 def test_a_batch_that_does_not_fit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     from portkit.verify.sections import batch
+
     need = batch_bytes(_model().config, 8, 16, False)
     monkeypatch.setattr(batch, "available_bytes", lambda: need)
     paths.plan(1, 8, _model(), PROMPT, 8, padded=False)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from portkit.verify.reference import cache as refcache
-from portkit.verify.reference.cache import CachedReference, RefCache
+from portkit.verify.reference.cache import RefCache
+from portkit.verify.reference.compute import ReferenceOutputs
 
 
 def _model(tmp_path: Path, weights: bytes = b"\x00" * 64, config: str = '{"vocab_size": 4}') -> tuple[str, list[Path]]:
@@ -20,9 +21,9 @@ def _model(tmp_path: Path, weights: bytes = b"\x00" * 64, config: str = '{"vocab
     return config, [f]
 
 
-def _entry() -> CachedReference:
+def _entry() -> ReferenceOutputs:
     rng = np.random.default_rng(0)
-    return CachedReference(
+    return ReferenceOutputs(
         greedy=[3, 1],
         rows=rng.standard_normal((2, 4)).astype(np.float32),
         layers={"embeddings": rng.standard_normal((3, 8)).astype(np.float32), "logits": np.zeros(4, np.float32)},
@@ -82,8 +83,8 @@ def test_a_counterfactual_key_reuses_the_reference_fingerprints(tmp_path: Path, 
     from types import SimpleNamespace
 
     from portkit.verify import cachefiles
-    from portkit.verify.reference import as_candle
-    from portkit.verify.reference import compute
+    from portkit.verify.reference import as_candle, compute
+
     monkeypatch.setenv("PORTKIT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PORTKIT_VERIFY_REFERENCE", "inprocess")
     config, files = _model(tmp_path)

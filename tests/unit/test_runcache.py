@@ -119,6 +119,7 @@ def test_damaged_entry_is_ignored_and_removed(tmp_path: Path, damage: str) -> No
         c.path.write_bytes(b"")
     else:  # an intact entry of the other cache is not a run
         from portkit.verify.reference import cache as refcache
+
         c.path.write_bytes(cachefiles.encode(refcache.MAGIC, {"greedy": [1]}, {"rows": _rows()}))
     assert c.get() is None
     assert not c.path.exists()
@@ -140,7 +141,8 @@ class _Runner:
 @pytest.mark.parametrize("fail", [False, True])
 def test_only_a_completed_run_is_stored(tmp_path: Path, fail: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     from portkit.verify.candle import run as runs
-    monkeypatch.setattr(runs, "_native_errors", lambda: (ValueError,))
+
+    monkeypatch.setattr(runs, "native_errors", lambda: (ValueError,))
     c = RunCache(_key([_weights(tmp_path)]), root=tmp_path / "cache")
     loads = []
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from portkit.verify.reference import tokenizer_cache as tokcache
+
 RECORD = {"class": "TokenizersBackend", "attributes": {"bos_token": "<s>"}, "calls": {'["encode", "a", true]': {"value": [1, 2]}}}
 
 

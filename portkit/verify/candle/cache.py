@@ -35,6 +35,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from portkit.verify import cachefiles
+
 FORMAT = 1
 MAGIC = b"portkit-candle-run-v1\n"
 SUFFIX = ".run"

@@ -79,7 +79,8 @@ class RunOutputs:
         return self.failure is None
 
 
-def _native_errors() -> tuple[type[BaseException], ...]:
+def native_errors() -> tuple[type[BaseException], ...]:
+    """What candle raises through the wheel (a run catches them into its `Failure`)."""
     from portkit.verify.candle.native import native
 
     pn = native()
@@ -118,7 +119,7 @@ def run_candle(
         if on_stage:
             on_stage("from the cache")
         return hit
-    errors = _native_errors()
+    errors = native_errors()
     out = RunOutputs(label=label)
     t0 = time.perf_counter()
     stage = "load"
@@ -171,7 +172,7 @@ def run_candle(
     finally:
         # candle's weights leave the process before the reference (or the next run) loads
         runner = None
-        _release_memory()
+        release_memory()
         out.seconds = time.perf_counter() - t0
     return out
 
@@ -183,7 +184,7 @@ def _forced_and_greedy(runner: Any, prompt: Sequence[int], fed: list[int], token
         return None
     try:
         greedy, rows = runner.forced_and_greedy(list(prompt) + fed, len(prompt), tokens)
-    except _native_errors():
+    except native_errors():
         return None
     return [int(t) for t in greedy], np.asarray(rows, dtype=np.float32)
 
@@ -197,7 +198,7 @@ def _generate(runner: Any, prompt: Sequence[int], tokens: int) -> tuple[list[int
         return None
     try:
         greedy, rows = runner.generate(list(prompt), tokens)
-    except _native_errors():
+    except native_errors():
         return None
     return [int(t) for t in greedy] if tokens else [], np.asarray(rows, dtype=np.float32)
 
@@ -214,12 +215,13 @@ def from_cache(cache: RunCache | None, label: str) -> RunOutputs | None:
     return out
 
 
-def _release_memory() -> None:
+def release_memory() -> None:
+    """candle's freed weights back to the system before the next load (`portkit_native.release_memory`)."""
     try:
-        from portkit_native import release_memory
+        from portkit_native import release_memory as native_release
     except ImportError:  # a run without the wheel never loaded weights
         return
-    release_memory()
+    native_release()
 
 
 def patched_config(config_text: str, patch: dict[str, Any]) -> str:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 import numpy as np
 
 from portkit.findings import Finding
+from portkit.verify.errors import one_line
 from portkit.verify.judge.comparison import Comparison, fmt_num
 
 if TYPE_CHECKING:  # the sides' records, read here; their code is never imported
@@ -78,6 +79,15 @@ class Confirmation:
             "evidence": self.evidence,
             "details": self.details,
         }
+
+
+def run_of(finding: Finding) -> str:
+    """The verify run a finding's probe needs: its rule's `probe_run` ("prompt", "tokens",
+    "turns", "batch", "padded-batch"); "prompt" for a code no rule has."""
+    from portkit.rules import RULES
+
+    rule = RULES.get(finding.code)
+    return getattr(rule, "probe_run", "prompt") if rule is not None else "prompt"
 
 
 def probe_of(finding: Finding) -> tuple[str, dict[str, Any] | None, str | None]:
@@ -245,7 +255,7 @@ class Subject:
         try:
             ref = self.reference_as(edit)
         except Exception as e:  # noqa: BLE001 - transformers refused the edited model: one line
-            return Trial(run, None, failure=" ".join(str(e).split())[:300] or type(e).__name__)
+            return Trial(run, None, failure=one_line(e) or type(e).__name__)
         return Trial(run, self.compare(ref, run) if run.failure is None else None, ref)
 
     def with_repairs(self, repairs: dict[str, Any], run: RunOutputs, cmp: Comparison | None, words: str) -> Subject:

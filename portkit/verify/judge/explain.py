@@ -13,10 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from portkit.verify.judge.confirm import Confirmation, Subject, as_candle_of, merge_as_candle, probe_of
-from portkit.verify.judge.localise import Localisation
 from portkit.verify.judge.comparison import Comparison, fmt_num
-from portkit.verify.judge.confirm import describe_patch
+from portkit.verify.judge.confirm import Confirmation, Subject, as_candle_of, describe_patch, merge_as_candle, probe_of
+from portkit.verify.judge.localise import Localisation
 
 if TYPE_CHECKING:  # the sides' records, read here; their code is never imported
     from portkit.verify.candle.run import RunOutputs

@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from portkit.families import sublayers as S
+from portkit.families import sublayers
 from portkit.verify.judge.checks import LayerCheck
 
 #: Positions shown in the text report; the JSON keeps all of them.
@@ -116,13 +116,13 @@ def localise(
     if first in ("embeddings", "norm", "logits"):
         return _between_layers(first, row.rel, ref, got, check.rtol)
     prefix = first + "."
-    subs = [r for r in check.rows if r.name.startswith(prefix) and S.is_sublayer(r.name)]
+    subs = [r for r in check.rows if r.name.startswith(prefix) and sublayers.is_sublayer(r.name)]
     have = {r.name for r in subs}
-    missing = [n for n in available if n.startswith(prefix) and S.is_sublayer(n) and n not in have]
+    missing = [n for n in available if n.startswith(prefix) and sublayers.is_sublayer(n) and n not in have]
     bad = next((r for r in subs if r.over), None)
     if bad is None:
         return _no_bad_sublayer(first, row.rel, subs, missing, ref, got, check.rtol, no_sublayers_hint)
-    sub = S.split(bad.name)
+    sub = sublayers.split(bad.name)
     assert sub is not None
     # the rows are in computation order, and `bad` is the first over: everything before it agrees
     agreeing = [r.name for r in subs[: subs.index(bad)] if not r.nonfinite]
@@ -134,28 +134,28 @@ def localise(
 
 def _order(name: str) -> int:
     """A sub-layer's place in every family's computation order (`sublayers.ROLES`' order)."""
-    sub = S.split(name)
-    return list(S.ROLES).index(sub[1]) if sub else len(S.ROLES)
+    sub = sublayers.split(name)
+    return list(sublayers.ROLES).index(sub[1]) if sub else len(sublayers.ROLES)
 
 
 def _diagnose(sub: str, pos0: bool | None, agreeing: list[str], missing_before: list[str]) -> tuple[str, list[str]]:
-    role = S.ROLES[sub]
-    agreed = [S.split(n)[1] for n in agreeing]  # type: ignore[index]  # in computation order
-    unseen = [S.split(n)[1] for n in missing_before]  # type: ignore[index]
+    role = sublayers.ROLES[sub]
+    agreed = [sublayers.split(n)[1] for n in agreeing]  # type: ignore[index]  # in computation order
+    unseen = [sublayers.split(n)[1] for n in missing_before]  # type: ignore[index]
     name = _short(sub)
-    if role == S.NORM:
+    if role == sublayers.NORM:
         # input_layernorm reads the previous layer's output, which agrees; a later norm reads
         # what this layer computed before it, which agrees only as far as it was dumped
         lead = f"{name} differs" + (" (nothing before it in this layer was dumped)" if sub != "input_layernorm" and not agreed else "")
         return f"{lead}: {_either(NORM_CANDIDATES)}", list(NORM_CANDIDATES)
-    if role == S.PROJECTION:
+    if role == sublayers.PROJECTION:
         if not pos0:
             return f"{name} differs from position 0: {_either(PROJECTION_CANDIDATES)}", list(PROJECTION_CANDIDATES)
         cands = ["dumped after RoPE (put the projection's output, before the rotation)", "rotary embedding (theta, pairing, scaling)"]
         return f"{name} differs but position 0 agrees: {_either(cands)}", cands
-    if role == S.ATTENTION:
-        seen = [s for s in agreed if S.ROLES[s] == S.PROJECTION]
-        hidden = [s for s in unseen if S.ROLES[s] == S.PROJECTION]
+    if role == sublayers.ATTENTION:
+        seen = [s for s in agreed if sublayers.ROLES[s] == sublayers.PROJECTION]
+        hidden = [s for s in unseen if sublayers.ROLES[s] == sublayers.PROJECTION]
         if seen and not hidden and (len(seen) == 3 or seen == ["self_attn.qkv_proj"]):
             lead = "q/k/v projections agree, attention output differs"
         elif seen:
@@ -168,7 +168,7 @@ def _diagnose(sub: str, pos0: bool | None, agreeing: list[str], missing_before: 
             return f"{lead}, position 0 agrees: {_either(SCORES_CANDIDATES)}", list(SCORES_CANDIDATES)
         return f"{lead} from position 0: {_either(ATTENTION_OUTPUT_CANDIDATES)}", list(ATTENTION_OUTPUT_CANDIDATES)
     # the MLP: its input norm agreeing leaves its own wiring
-    norms = [s for s in agreed if S.ROLES[s] == S.NORM and s != "input_layernorm"]
+    norms = [s for s in agreed if sublayers.ROLES[s] == sublayers.NORM and s != "input_layernorm"]
     lead = f"{norms[-1]} agrees, mlp differs" if norms else "mlp differs"
     return f"{lead}{' from position 0' if pos0 is False else ''}: {_either(MLP_CANDIDATES)}", list(MLP_CANDIDATES)
 

@@ -17,8 +17,8 @@ import numpy as np
 
 from portkit.findings import Finding
 from portkit.verify.judge.checks import ShapeMismatch, Tolerance, compare_logits, compare_steps
-from portkit.verify.judge.confirm import Confirmation, probe_of
 from portkit.verify.judge.comparison import Comparison
+from portkit.verify.judge.confirm import Confirmation, probe_of
 
 if TYPE_CHECKING:  # the sides' records, read here; their code is never imported
     from portkit.verify.candle.run import Failure, RunOutputs

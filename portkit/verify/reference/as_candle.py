@@ -99,7 +99,8 @@ def reference_as_candle(
     if own:
         session = ReferenceSession(progress, start=False)
     try:
-        _, rows, layers, _ = session.wait(session.submit(req))
+        got = session.wait(session.submit(req))
+        rows, layers = got.rows, dict(got.layers)
         effect = layers.pop(compute.EFFECT)
     except compute.ReferenceFailed as e:
         raise BadInput(str(e)) from None
@@ -107,7 +108,7 @@ def reference_as_candle(
         if own:
             session.close()
     if cache is not None:
-        cache.put(forced, refcache.CachedReference(greedy=[], rows=rows, layers={**layers, compute.EFFECT: effect}, nonfinite_weights=[]))
+        cache.put(forced, compute.ReferenceOutputs(greedy=[], rows=rows, layers={**layers, compute.EFFECT: effect}, nonfinite_weights=[]))
     return AsCandle(_as_reference(reference, rows, layers, tokens), effect, "computed", time.perf_counter() - t0)
 
 

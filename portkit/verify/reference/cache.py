@@ -24,19 +24,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
-
 from portkit.verify import cachefiles
+from portkit.verify.reference.compute import ReferenceOutputs
+
 FORMAT = 1
 MAGIC = b"portkit-reference-v1\n"
 SUFFIX = ".ref"
 #: the modules (under portkit/verify/) whose source keys an entry: a change to how it is computed is a new key
-CODE = ("reference/models.py", "reference/child.py", "reference/runtime.py", "reference/extra.py")
+CODE = ("reference/models.py", "reference/compute.py", "reference/child.py", "reference/runtime.py", "reference/extra.py")
 
 
 def cache_root() -> Path:
@@ -85,14 +84,6 @@ def _forced_key(forced: Sequence[int] | None, extra: dict[str, Any] | None = Non
     return hashlib.sha256(json.dumps(doc).encode()).hexdigest()[:24]
 
 
-@dataclass
-class CachedReference:
-    greedy: list[int]
-    rows: np.ndarray
-    layers: dict[str, np.ndarray]
-    nonfinite_weights: list[str]
-
-
 class RefCache:
     def __init__(self, key: str, prompt: Sequence[int], tokens: int, root: Path | None = None, *, vocab: int | None = None) -> None:
         self.root = root or cache_root()
@@ -110,14 +101,14 @@ class RefCache:
         except OSError:
             return False
 
-    def get(self, forced: Sequence[int] | None, extra: dict[str, Any] | None = None) -> CachedReference | None:
+    def get(self, forced: Sequence[int] | None, extra: dict[str, Any] | None = None) -> ReferenceOutputs | None:
         """The entry, or None when there is none or it is damaged (then it is removed)."""
         entry = cachefiles.read_entry(self.path(forced, extra), MAGIC)
         if entry is None:
             return None
         meta, arrays = entry
         try:
-            hit = CachedReference(
+            hit = ReferenceOutputs(
                 greedy=[int(t) for t in meta["greedy"]],
                 rows=arrays["rows"],
                 layers=cachefiles.layers_of(arrays),
@@ -130,7 +121,7 @@ class RefCache:
             return None
         return hit
 
-    def put(self, forced: Sequence[int] | None, entry: CachedReference, extra: dict[str, Any] | None = None) -> None:
+    def put(self, forced: Sequence[int] | None, entry: ReferenceOutputs, extra: dict[str, Any] | None = None) -> None:
         meta = {"greedy": entry.greedy, "nonfinite_weights": entry.nonfinite_weights, "captured": bool(entry.layers)}
         arrays = cachefiles.rows_and_layers(entry.rows, entry.layers)
         cachefiles.write_entry(self.path(forced, extra), cachefiles.encode(MAGIC, meta, arrays), self.root, SUFFIX)

@@ -52,7 +52,8 @@ from typing import Any, Callable
 import numpy as np
 
 from portkit.verify import cachefiles
-from portkit.verify.reference.compute import EFFECT, ReferenceFailed, as_candle_reference, forward_reference
+from portkit.verify.errors import one_line
+from portkit.verify.reference.compute import EFFECT, ReferenceFailed, ReferenceOutputs, as_candle_reference, forward_reference
 
 
 class ServedReference:
@@ -105,12 +106,16 @@ class ServedReference:
             raise ReferenceFailed(doc.get("kind", "run"), doc.get("message", "transformers failed"))
         return doc, read_result(self.out) if doc.get("arrays") else {}
 
-    def result(self) -> tuple[list[int], np.ndarray, dict[str, np.ndarray], list[str]]:
-        """The next answer as a reference's (tokens, rows, layers, tensors holding NaN/inf)."""
+    def result(self) -> ReferenceOutputs:
+        """The next answer as a reference's outputs."""
         doc, arrays = self.answer()
         self.threads = doc.get("threads")
-        rows, layers = arrays["rows"], cachefiles.layers_of(arrays)
-        return [int(t) for t in doc["greedy"]], rows, layers, [str(n) for n in doc.get("nonfinite_weights", [])]
+        return ReferenceOutputs(
+            greedy=[int(t) for t in doc["greedy"]],
+            rows=arrays["rows"],
+            layers=cachefiles.layers_of(arrays),
+            nonfinite_weights=[str(n) for n in doc.get("nonfinite_weights", [])],
+        )
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -230,7 +235,7 @@ def _answer(req: dict[str, Any], progress: Callable[[str], None]) -> dict[str, A
             progress("tokenizer: transformers")
             return {"ok": True, "record": record(Path(req["model_dir"]), text=req.get("text"), chat=req.get("chat"))}
         if kind == "forward":
-            greedy, rows, layers, bad = forward_reference(
+            out = forward_reference(
                 Path(req["model_dir"]), [Path(f) for f in req["files"]], req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"],
                 progress, req.get("sublayers", []), req.get("extra"),
             )
@@ -239,15 +244,15 @@ def _answer(req: dict[str, Any], progress: Callable[[str], None]) -> dict[str, A
                 Path(req["model_dir"]), [Path(f) for f in req["files"]], req["config_text"], req.get("tensor_edits") or {},
                 req["prompt"], req["forced"], int(req["tokens"]), int(req["scan_len"]), progress, req.get("sublayers", []),
             )
-            greedy, layers, bad = [], {**layers, EFFECT: effect}, []
+            out = ReferenceOutputs(greedy=[], rows=rows, layers={**layers, EFFECT: effect}, nonfinite_weights=[])
         else:
             return {"ok": False, "kind": "run", "message": f"unknown request {kind!r}"}
-        _write_result(req, cachefiles.rows_and_layers(rows, layers))
-        return {"ok": True, "arrays": True, "greedy": greedy, "nonfinite_weights": bad, "threads": torch_threads()}
+        _write_result(req, cachefiles.rows_and_layers(out.rows, out.layers))
+        return {"ok": True, "arrays": True, "greedy": out.greedy, "nonfinite_weights": out.nonfinite_weights, "threads": torch_threads()}
     except ReferenceFailed as e:
         return {"ok": False, "kind": e.kind, "message": str(e)}
     except Exception as e:  # never a traceback from the child either
-        return {"ok": False, "kind": "run", "message": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"}
+        return {"ok": False, "kind": "run", "message": f"{type(e).__name__}: {one_line(e)}"}
     finally:
         _release()
 

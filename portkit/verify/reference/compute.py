@@ -11,11 +11,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from portkit.verify.errors import one_line
 
 #: The name an as-candle reference's effect-by-position travels under with its layers.
 EFFECT = "as_candle_effect"
@@ -25,6 +27,19 @@ class ReferenceFailed(RuntimeError):
     def __init__(self, kind: str, message: str) -> None:
         self.kind = kind
         super().__init__(message)
+
+
+@dataclass
+class ReferenceOutputs:
+    """What transformers computed for one request (or a cache entry holds): its greedy tokens,
+    the [max(tokens, 1), vocab] step rows, the prefill's per-layer values, the checkpoint tensors
+    holding NaN/inf. An as-candle run has no tokens of its own; its effect by position travels
+    among its layers (`EFFECT`)."""
+
+    greedy: list[int]
+    rows: np.ndarray
+    layers: dict[str, np.ndarray]
+    nonfinite_weights: list[str]
 
 
 def forward_reference(
@@ -37,9 +52,9 @@ def forward_reference(
     progress: Callable[[str], None],
     sublayers: Sequence[str] = (),
     extra: dict[str, Any] | None = None,
-) -> tuple[list[int], np.ndarray, dict[str, np.ndarray], list[str]]:
-    """In this process: (reference tokens, [max(tokens, 1), vocab] step rows, prefill layers
-    with `sublayers`' outputs in each decoder layer, checkpoint tensors holding NaN/inf).
+) -> ReferenceOutputs:
+    """In this process: the reference's tokens, [max(tokens, 1), vocab] step rows, prefill layers
+    with `sublayers`' outputs in each decoder layer, checkpoint tensors holding NaN/inf.
     `extra`: a continuation's and a batch's rows too, as `extra.*` layers (`portkit.verify.reference.extra`).
 
     With `forced` (candle's greedy tokens): one forward over prompt + forced[: tokens - 1]; row k
@@ -48,8 +63,8 @@ def forward_reference(
     token than candle (its greedy generation is the same up to there; past it, it is unknown).
     Without: the reference generates, one forward per token.
     """
-    from portkit.verify.reference.runtime import ReferenceLoadError, ReferenceUnavailable
     from portkit.verify.reference.models import StreamedModel, WholeModel
+    from portkit.verify.reference.runtime import ReferenceLoadError, ReferenceUnavailable
 
     prompt = list(prompt)
     progress(f"reference: loading transformers ({mode}, eager, f32, cpu)")
@@ -65,7 +80,7 @@ def forward_reference(
     except ReferenceFailed:
         raise
     except Exception as e:  # transformers refused the checkpoint: its text, one line
-        raise ReferenceFailed("load", f"transformers could not load {model_dir}: {' '.join(str(e).split())[:300]}") from None
+        raise ReferenceFailed("load", f"transformers could not load {model_dir}: {one_line(e)}") from None
     n_rows = max(tokens, 1)
     try:
         if forced is not None:
@@ -81,10 +96,11 @@ def forward_reference(
         bad = model.nonfinite
         if extra:
             from portkit.verify.reference import extra as refextra
+
             layers.update(refextra.compute(model, prompt, extra, _cache_window(model), progress))
     except Exception as e:  # transformers' own failure on this checkpoint
-        raise ReferenceFailed("run", f"transformers could not run {model_dir}: {' '.join(str(e).split())[:300]}") from None
-    return greedy, rows.astype(np.float32, copy=False), layers, list(bad)
+        raise ReferenceFailed("run", f"transformers could not run {model_dir}: {one_line(e)}") from None
+    return ReferenceOutputs(greedy=greedy, rows=rows.astype(np.float32, copy=False), layers=layers, nonfinite_weights=list(bad))
 
 
 def as_candle_reference(
@@ -117,7 +133,7 @@ def as_candle_reference(
         edited = StreamedModel(Path(model_dir), [Path(f) for f in files], progress, config_text=config_text, tensor_edits=tensor_edits)
         as_written = StreamedModel(Path(model_dir), [Path(f) for f in files], progress) if scan_len > 0 else None
     except Exception as e:
-        raise ReferenceFailed("load", f"transformers could not load {model_dir} as candle computes it: {' '.join(str(e).split())[:300]}") from None
+        raise ReferenceFailed("load", f"transformers could not load {model_dir} as candle computes it: {one_line(e)}") from None
     try:
         rows, layers = _forced_rows(edited, prompt, forced, tokens, sublayers, progress, "reference as candle computes")
         effect = np.zeros(0, dtype=np.float32)
@@ -128,7 +144,7 @@ def as_candle_reference(
             b = edited.forward(scan, capture=False).logits
             effect = np.abs(a.astype(np.float64) - b).max(axis=1).astype(np.float32)
     except Exception as e:
-        raise ReferenceFailed("run", f"transformers could not run {model_dir} as candle computes it: {' '.join(str(e).split())[:300]}") from None
+        raise ReferenceFailed("run", f"transformers could not run {model_dir} as candle computes it: {one_line(e)}") from None
     return rows[:n_rows].astype(np.float32), layers, effect
 
 

@@ -20,13 +20,14 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from portkit.verify import cachefiles
-from portkit.verify.reference import cache as refcache
-from portkit.verify.reference import extra as refextra
-from portkit.verify.reference import compute
 from portkit.verify.errors import BadInput
 from portkit.verify.model_dir import ModelDir
-from portkit.verify.reference.session import ReferenceSession, Ticket
+from portkit.verify.reference import cache as refcache
+from portkit.verify.reference import compute
+from portkit.verify.reference.compute import ReferenceOutputs
+from portkit.verify.reference import extra as refextra
 from portkit.verify.reference.result import Reference
+from portkit.verify.reference.session import ReferenceSession, Ticket
 
 Progress = Callable[[str], None]
 
@@ -63,7 +64,7 @@ class ReferenceJob:
         self._forced: list[int] | None = None
         self._ticket: Ticket | None = None
         self._extra: dict[str, Any] | None = None
-        self._hit: refcache.CachedReference | None = None
+        self._hit: ReferenceOutputs | None = None
         self._submitted = False
 
     def likely_cached(self) -> bool:
@@ -102,33 +103,33 @@ class ReferenceJob:
         source = "computed"
         if self._hit is not None:
             self.progress("reference: from the cache")
-            hit = self._hit
-            greedy, rows, layers, bad = hit.greedy, hit.rows, hit.layers, hit.nonfinite_weights
+            out = self._hit
             source = "cache"
         else:
             assert self._ticket is not None
             try:
-                greedy, rows, layers, bad = self.session.wait(self._ticket)
+                out = self.session.wait(self._ticket)
             except compute.ReferenceFailed as e:
                 raise BadInput(str(e)) from None
             finally:
                 if self.own_session:
                     self.session.close()
             if self.cache is not None:
-                self.cache.put(forced, refcache.CachedReference(greedy=greedy, rows=rows, layers=layers, nonfinite_weights=bad), extra)
+                self.cache.put(forced, out, extra)
         self.seconds = time.perf_counter() - t0
-        layers, extra_rows = refextra.split(layers)
+        rows = out.rows
+        layers, extra_rows = refextra.split(out.layers)
         if perturb:
             rows = rows.copy()
             rows[0, 0] += np.float32(perturb)
             extra_rows = refextra.perturbed(extra_rows, perturb)
         return Reference(
             prompt=self.prompt,
-            greedy=greedy,
+            greedy=out.greedy,
             rows=rows,
             layers=layers,
             forced=forced,
-            nonfinite_weights=bad,
+            nonfinite_weights=out.nonfinite_weights,
             mode=self.mode,
             source=source,
             use_cache=self.cache is not None,

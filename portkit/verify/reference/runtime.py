@@ -12,6 +12,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from portkit.verify.errors import one_line
+
 REFERENCE_THREADS = 2
 
 
@@ -49,7 +51,7 @@ def load_tokenizer(model_dir: Path) -> Any:
     try:
         return transformers.AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True, trust_remote_code=False)
     except Exception as e:  # transformers raises many types; report its text unchanged
-        raise ReferenceLoadError(f"transformers could not load the tokenizer in {model_dir}: {' '.join(str(e).split())[:300]}") from e
+        raise ReferenceLoadError(f"transformers could not load the tokenizer in {model_dir}: {one_line(e)}") from e
 
 
 class ReferenceLoadError(RuntimeError):
@@ -103,61 +105,11 @@ class ReferenceModel:
             seq.append(int(self.all_logits(seq)[-1].argmax()))
         return seq[len(ids) :]
 
-    def generate(self, ids: Sequence[int], n: int) -> list[int]:
-        """n tokens from transformers' own `generate()` (greedy, its KV cache), never stopping at EOS.
-
-        This is what a transformers user runs; unlike `greedy`, its cache honours settings the
-        plain forward ignores (a `sliding_window` keeps only the last keys).
-        """
-        return self.generate_with_layers(ids, n, capture=False)[0]
-
-    def generate_with_layers(
-        self, ids: Sequence[int], n: int, *, capture: bool = True
-    ) -> tuple[list[int], np.ndarray, dict[str, np.ndarray]]:
-        """One `generate()` call (n >= 1) giving everything verify compares, in one prefill:
-
-        - the n greedy tokens;
-        - the [n, vocab] logits of every step: row 0 is the prompt's last position (what
-          `Llama::forward` returns), row k the logits after generated token k (the cached
-          decode, as verify's teacher forcing steps candle);
-        - with `capture`, the per-layer values of the prefill (forward hooks that keep their
-          first call only): `capture`'s names over the prompt, "logits" being row 0.
-        """
-        import transformers
-
-        if n < 1:
-            raise ValueError("generate_with_layers needs n >= 1")
-        # A fresh GenerationConfig: the model dir's generation_config.json (sampling, penalties,
-        # EOS) must not change what "greedy" means on the reference side.
-        gen = transformers.GenerationConfig(
-            max_new_tokens=n,
-            do_sample=False,
-            eos_token_id=None,
-            pad_token_id=0,
-            output_logits=True,
-            return_dict_in_generate=True,
-        )
-        outs: dict[str, np.ndarray] = {}
-        hooks = self._hooks(outs, first_only=True) if capture else []
-        try:
-            with self.torch.inference_mode():
-                res = self.model.generate(self._ids(ids), generation_config=gen)
-        finally:
-            for h in hooks:
-                h.remove()
-        tokens = [int(t) for t in res.sequences[0, len(ids) :].tolist()]
-        rows = np.stack([step[0].float().numpy() for step in res.logits])
-        if capture:
-            outs["logits"] = rows[0].copy()
-        return tokens, rows, outs
-
-    def _hooks(self, outs: dict[str, np.ndarray], *, first_only: bool = False) -> list[Any]:
+    def _hooks(self, outs: dict[str, np.ndarray]) -> list[Any]:
         inner = self.model.model
 
         def keep(name: str):
             def hook(_module: Any, _args: Any, output: Any) -> None:
-                if first_only and name in outs:
-                    return
                 tensor = output[0] if isinstance(output, tuple) else output
                 outs[name] = tensor[0].detach().float().numpy().copy()
 
@@ -169,19 +121,14 @@ class ReferenceModel:
         hooks.append(inner.norm.register_forward_hook(keep("norm")))
         return hooks
 
-    def forward_with_layers(self, ids: Sequence[int]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """One forward: the [T, vocab] logits of every position and the per-layer capture
-        (`capture`'s names and values, its "logits" being the last row)."""
-        layers, logits = self._hooked_forward(ids)
-        layers["logits"] = logits[-1].copy()
-        return logits, layers
-
     def capture(self, ids: Sequence[int]) -> dict[str, np.ndarray]:
         """Forward hooks on the embeddings, every decoder layer and the final norm, plus the last logits.
 
         Names match portkit_native.LlamaRunner.capture: embeddings, layer.N, norm, logits.
         """
-        return self.forward_with_layers(ids)[1]
+        layers, logits = self._hooked_forward(ids)
+        layers["logits"] = logits[-1].copy()
+        return layers
 
     def _hooked_forward(self, ids: Sequence[int]) -> tuple[dict[str, np.ndarray], np.ndarray]:
         outs: dict[str, np.ndarray] = {}

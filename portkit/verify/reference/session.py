@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from portkit.verify.reference import child, compute
+
 Progress = Callable[[str], None]
 
 
@@ -82,8 +83,8 @@ class ReferenceSession:
         return ticket
 
     def wait(self, ticket: Ticket) -> Any:
-        """The ticket's answer: a forward's or an as-candle run's (greedy, rows, layers, nonfinite;
-        the as-candle run's effect by position among its layers, `compute.EFFECT`), a tokenizer's
+        """The ticket's answer: a forward's or an as-candle run's `compute.ReferenceOutputs` (the
+        as-candle run's effect by position among its layers, `compute.EFFECT`), a tokenizer's
         record; `compute.ReferenceFailed` for a failure."""
         if not ticket.done:
             if self.in_child:
@@ -131,7 +132,7 @@ class ReferenceSession:
                     Path(req["model_dir"]), files, req["config_text"], req.get("tensor_edits") or {}, req["prompt"], req["forced"],
                     int(req["tokens"]), int(req["scan_len"]), self.progress, req.get("sublayers", []),
                 )  # fmt: skip
-                t.value = ([], rows, {**layers, compute.EFFECT: effect}, [])
+                t.value = compute.ReferenceOutputs(greedy=[], rows=rows, layers={**layers, compute.EFFECT: effect}, nonfinite_weights=[])
             if kind != "tokenizer":
                 self.threads = child.torch_threads()
         except compute.ReferenceFailed as e:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from portkit.verify import cachefiles
+
 FORMAT = 1
 MAGIC = b"portkit-tokenizer-record-v1\n"
 SUFFIX = ".tok"
@@ -33,7 +34,7 @@ CODE = (
     "sections/tokens.py",
     "sections/tokenize.py",
     "sections/chat_templates.py",
-    "model_dir.py",
+    "corpus.py",
     "reference/runtime.py",
 )
 #: tokenizer files are small; a directory with a larger non-weight file is not cached

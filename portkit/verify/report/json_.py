@@ -13,7 +13,6 @@ from portkit.verify.pipeline import VerifyReport
 from portkit.verify.sections.gguf import GgufSection
 from portkit.verify.sections.tokens import TokenizerReport
 
-
 SCHEMA_VERSION = 1
 
 

@@ -18,8 +18,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from portkit.verify.candle.run import RunOutputs, native_errors, release_memory, failure
 from portkit.verify.judge.pathcheck import PathRun
-from portkit.verify.candle.run import RunOutputs, _native_errors, _release_memory, failure
 
 
 def rows_for(prompt: Sequence[int], n: int) -> list[list[int]]:
@@ -74,7 +74,7 @@ def available_bytes() -> int | None:
 def run(load: Callable[[], Any], rows: Sequence[Sequence[int]], *, padded: bool, label: str) -> list[PathRun]:
     """The batch (and, with `padded`, the padding-mask forward) through one load of the runner,
     each with its control; reference rows are the caller's."""
-    errors = _native_errors()
+    errors = native_errors()
     rows = [list(r) for r in rows]
     n, length = len(rows), len(rows[0])
     batch = PathRun("batch", describe(n, length), "each row alone", RunOutputs(label=label))
@@ -110,5 +110,5 @@ def run(load: Callable[[], Any], rows: Sequence[Sequence[int]], *, padded: bool,
                 p.run.seconds = time.perf_counter() - t1
     finally:
         runner = None
-        _release_memory()
+        release_memory()
     return paths

@@ -33,7 +33,6 @@ from portkit.verify.errors import one_line
 from portkit.verify.judge.confirm import Confirmation
 from portkit.verify.reference.tokenizer import render_transformers
 
-
 ENVIRONMENTS = ("candle-examples", "mistral.rs")
 
 

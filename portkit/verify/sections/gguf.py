@@ -12,13 +12,13 @@ from portkit import atomicfile
 from portkit.findings import Finding
 from portkit.verify.candle import cache as runcache
 from portkit.verify.candle.gguf import GgufFile, tensor_names
-from portkit.verify.judge.checks import TOLERANCES, Tolerance
-from portkit.verify.errors import BadInput
-from portkit.verify.model_dir import ModelDir
-from portkit.verify.judge.comparison import Comparison, compare_run
 from portkit.verify.candle.run import PatchedRuns, RunOutputs, from_cache
-from portkit.verify.reference.result import Reference
+from portkit.verify.errors import BadInput
+from portkit.verify.judge.checks import TOLERANCES, Tolerance
+from portkit.verify.judge.comparison import Comparison, compare_run
 from portkit.verify.judge.confirm import IMPROVEMENT, Confirmation, Subject, confirm_section, describe_patch
+from portkit.verify.model_dir import ModelDir
+from portkit.verify.reference.result import Reference
 
 Progress = Callable[[str], None]
 

@@ -16,15 +16,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from portkit.findings import Finding
-from portkit.verify.sections import batch as batch_path
-from portkit.verify.reference import extra as refextra
-from portkit.verify.sections import turns as turns_path
-from portkit.verify.judge.checks import Tolerance
-from portkit.verify.errors import BadInput
-from portkit.verify.model_dir import ModelDir
-from portkit.verify.judge.pathcheck import PathCheck, PathSection, confirm_all
-from portkit.verify.reference.result import Reference
 from portkit.verify.candle.run import RunOutputs
+from portkit.verify.errors import BadInput
+from portkit.verify.judge.checks import Tolerance
+from portkit.verify.judge.confirm import run_of
+from portkit.verify.judge.pathcheck import PathCheck, PathSection, confirm_all
+from portkit.verify.model_dir import ModelDir
+from portkit.verify.reference import extra as refextra
+from portkit.verify.reference.result import Reference
+from portkit.verify.sections import batch as batch_path
+from portkit.verify.sections import turns as turns_path
 
 Progress = Callable[[str], None]
 
@@ -106,17 +107,13 @@ def _size(n: int) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
-def run_of(finding: Finding) -> str:
-    """The verify run a finding's probe needs (its rule's `probe_run`)."""
-    from portkit.rules import RULES
-
-    rule = RULES.get(finding.code)
-    return getattr(rule, "probe_run", "prompt") if rule is not None else "prompt"
+#: the runs a rule's `probe_run` may name that are paths (the others: the prompt's, the tokens section's)
+PATH_RUNS = ("turns", "batch", "padded-batch")
 
 
 def split(findings: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:
-    """(the findings the prompt's run judges, those a path judges)."""
-    return [f for f in findings if run_of(f) == "prompt"], [f for f in findings if run_of(f) != "prompt"]
+    """(the findings no path judges, those a path judges)."""
+    return [f for f in findings if run_of(f) not in PATH_RUNS], [f for f in findings if run_of(f) in PATH_RUNS]
 
 
 @dataclass

@@ -28,8 +28,8 @@ from typing import Any, Callable, Sequence
 
 from portkit.findings import Finding
 from portkit.verify.corpus import CONVERSATION, Sample, section_corpus
-from portkit.verify.errors import TokenizeError
-from portkit.verify.judge.confirm import Confirmation, both_alike, confirm_static
+from portkit.verify.errors import TokenizeError, one_line
+from portkit.verify.judge.confirm import Confirmation, both_alike, confirm_static, run_of
 from portkit.verify.reference.tokenizer import render_chat, transformers_tokenizer
 from portkit.verify.sections.tokenize import crate_from_text, crate_tokenizer, prompt_ids
 
@@ -205,7 +205,7 @@ def _confirm(findings: Sequence[Finding], sec: TokenizerSection, crate: Any, tok
             before_tok = _patched(tj, others) if others else crate
             after_tok = _patched(tj, {**others, **patch})
         except Exception as e:  # noqa: BLE001 - the edited copy is refused: say so, verdict stays honest
-            out.append(Confirmation(**base, verdict="NOT-REPRODUCED", evidence=f"its edit could not be applied: {' '.join(str(e).split())[:200]}"))
+            out.append(Confirmation(**base, verdict="NOT-REPRODUCED", evidence=f"its edit could not be applied: {one_line(e, 200)}"))
             continue
         prefix = "with the other findings' edits, " if others else ""
         only = None
@@ -270,7 +270,7 @@ def tokenizer_section(
     path = root / "tokenizer.json"
     if not path.is_file():
         return None
-    tok_findings = [f for f in findings if f.code.startswith("PK5")]
+    tok_findings = [f for f in findings if run_of(f) == "tokens"]
     sec = TokenizerSection(path=path)
     progress("tokenizer: the tokenizers crate and transformers")
     crate, sec.crate_error = crate_tokenizer(path)

@@ -17,8 +17,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from portkit.verify.candle.run import RunOutputs, native_errors, release_memory, failure
 from portkit.verify.judge.pathcheck import PathRun
-from portkit.verify.candle.run import RunOutputs, _native_errors, _release_memory, failure
 
 #: Tokens of the second turn (at least 8: a mask error at an offset needs several positions).
 SEGMENT_LEN = 8
@@ -38,7 +38,7 @@ def describe(prompt_len: int, fed: int, segment: int) -> str:
 def run(load: Callable[[], Any], prompt: Sequence[int], fed: Sequence[int], segment: Sequence[int], *, label: str) -> PathRun:
     """The continuation through `load()`'s runner, and its control on the same load (reference
     rows are the caller's: `PathRun.reference`)."""
-    errors = _native_errors()
+    errors = native_errors()
     out = RunOutputs(label=label)
     path = PathRun("turns", describe(len(prompt), len(fed), len(segment)), "the same positions fed one token at a time", out)
     t0 = time.perf_counter()
@@ -57,6 +57,6 @@ def run(load: Callable[[], Any], prompt: Sequence[int], fed: Sequence[int], segm
         out.failure = failure("config" if type(e).__name__ == "ConfigError" else stage, e)
     finally:
         runner = None
-        _release_memory()
+        release_memory()
         out.seconds = time.perf_counter() - t0
     return path
