@@ -94,6 +94,17 @@ def fingerprints(files: Iterable[Path]) -> list[dict[str, object]]:
     return [file_fingerprint(Path(p)) for p in files]
 
 
+def package_version(pkg: str) -> str:
+    """An installed package's version from its metadata (no import), "-" when it is not
+    installed: what the caches key on and the reports name."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+        return "-"
+
+
 def source_digest(names: Iterable[str]) -> str:
     """The source of the portkit.verify modules that compute an entry (paths under
     portkit/verify/, e.g. "reference/models.py"): a change to them is a new key. A name that is

@@ -15,11 +15,11 @@ from __future__ import annotations
 import gc
 import time
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
 from portkit.families import DEFAULT_FAMILY
+from portkit.verify import cachefiles
 from portkit.verify.candle import cache as runcache
 from portkit.verify.candle.run import PatchedRuns, RunOutputs, patched_config, run_candle
 from portkit.verify.errors import BadInput
@@ -186,13 +186,7 @@ def _why(explanation: Any) -> str:
 
 
 def _versions(pn: Any) -> dict[str, str]:
-    out = {"candle": str(pn.build_info().get("candle_version", "?"))}
-    for pkg in ("portkit", "transformers", "torch"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = "-"
-    return out
+    return {"candle": str(pn.build_info().get("candle_version", "?")), **{pkg: cachefiles.package_version(pkg) for pkg in ("portkit", "transformers", "torch")}}
 
 
 def validate(opts: VerifyOptions) -> None:

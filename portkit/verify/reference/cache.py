@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -40,13 +39,6 @@ CODE = ("reference/models.py", "reference/compute.py", "reference/child.py", "re
 
 def cache_root() -> Path:
     return cachefiles.cache_base() / "reference"
-
-
-def _version(pkg: str) -> str:
-    try:
-        return metadata.version(pkg)
-    except metadata.PackageNotFoundError:
-        return "-"
 
 
 def model_key(
@@ -67,7 +59,7 @@ def model_key(
             "sublayers": list(sublayers),
             "config": hashlib.sha256(config_text.encode()).hexdigest(),
             "files": fingerprints if fingerprints is not None else cachefiles.fingerprints(weight_files),
-            "versions": {p: _version(p) for p in ("transformers", "torch", "portkit")},
+            "versions": {p: cachefiles.package_version(p) for p in ("transformers", "torch", "portkit")},
             "code": cachefiles.source_digest(CODE),
         }
     )

@@ -24,8 +24,8 @@ from portkit.verify.errors import BadInput
 from portkit.verify.model_dir import ModelDir
 from portkit.verify.reference import cache as refcache
 from portkit.verify.reference import compute
-from portkit.verify.reference.compute import ReferenceOutputs
 from portkit.verify.reference import extra as refextra
+from portkit.verify.reference.compute import ReferenceOutputs
 from portkit.verify.reference.result import Reference
 from portkit.verify.reference.session import ReferenceSession, Ticket
 

@@ -19,7 +19,6 @@ neither reads nor writes them.
 from __future__ import annotations
 
 import hashlib
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +45,6 @@ def cache_root() -> Path:
     return cachefiles.cache_base() / "tokenizer"
 
 
-def _version(pkg: str) -> str:
-    try:
-        return metadata.version(pkg)
-    except metadata.PackageNotFoundError:
-        return "-"
-
-
 def record_key(root: Path, text: str | None, chat: str | None) -> str | None:
     """The key of `tokrecord.record(root, text=text, chat=chat)`, or None (not cacheable)."""
     files = []
@@ -70,7 +62,7 @@ def record_key(root: Path, text: str | None, chat: str | None) -> str | None:
             "format": FORMAT,
             "files": files,
             "prompt": {"text": text, "chat": chat},
-            "versions": {p: _version(p) for p in ("transformers", "tokenizers", "portkit")},
+            "versions": {p: cachefiles.package_version(p) for p in ("transformers", "tokenizers", "portkit")},
             "code": cachefiles.source_digest(CODE),
         }
     )

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from portkit.verify.candle.run import RunOutputs, native_errors, release_memory, failure
+from portkit.verify.candle.run import RunOutputs, failure, native_errors, release_memory
 from portkit.verify.judge.pathcheck import PathRun
 
 

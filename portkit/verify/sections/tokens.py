@@ -477,8 +477,8 @@ def verify_tokenizer_only(
 ) -> TokenizerReport:
     """`transformers`: transformers' tokenizer as `tokenizer_section` takes it."""
     import time
-    from importlib import metadata
 
+    from portkit.verify import cachefiles
     from portkit.verify.candle.native import NativeUnavailable, native
     from portkit.verify.errors import BadInput
 
@@ -501,9 +501,5 @@ def verify_tokenizer_only(
             raise BadInput(str(e)) from None
         tag = "--chat" if opts.chat is not None else "--text"
         sec.encodes.insert(0, Encoded(Sample(p.text, (tag,)), True, list(p.candle or []), p.transformers, p.candle_pieces, p.transformers_pieces))
-    versions = {"candle": "0.11.0", "tokenizers crate": "0.22.2"}
-    try:
-        versions["transformers"] = metadata.version("transformers")
-    except metadata.PackageNotFoundError:
-        versions["transformers"] = "-"
+    versions = {"candle": "0.11.0", "tokenizers crate": "0.22.2", "transformers": cachefiles.package_version("transformers")}
     return TokenizerReport(options=opts, section=sec, versions=versions, lint_note=note, seconds=time.perf_counter() - t_start)

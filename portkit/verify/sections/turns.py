@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from portkit.verify.candle.run import RunOutputs, native_errors, release_memory, failure
+from portkit.verify.candle.run import RunOutputs, failure, native_errors, release_memory
 from portkit.verify.judge.pathcheck import PathRun
 
 #: Tokens of the second turn (at least 8: a mask error at an offset needs several positions).
