@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fixtures.families import family_fixture  # noqa: E402
 from fixtures.gguf_writer import write_gguf  # noqa: E402
-from portkit.verify.engine import VerifyOptions, verify  # noqa: E402
+from portkit.verify.pipeline import VerifyOptions, verify  # noqa: E402
 
 CASES = [
     ("PK412", "qwen3", None),

@@ -8,7 +8,7 @@ own measuring process, peak RSS from `getrusage(RUSAGE_CHILDREN)`). On the same 
 greedy tokens:
 
 - verify's reference side as `portkit verify` runs it on a cache miss: the child
-  `python -m portkit.verify.refproc --serve` with its request (streamed transformers, one
+  `python -m portkit.verify.reference.child --serve` with its request (streamed transformers, one
   forward over the prompt and candle's N - 1 first greedy tokens, which are the reference's
   own here since the model is healthy; every layer of the prefill; arrays to an .npz);
 - `portkit reference MODEL_DIR --out ref.safetensors --ids ... --tokens N` (auto: whole, the
@@ -76,9 +76,9 @@ def main() -> int:
              "forced": greedy, "tokens": a.tokens, "out": str(work / "verify-ref.npz")}
         )
     )
-    serve = f'exec "{py}" -m portkit.verify.refproc --serve < "{request}"'
+    serve = f'exec "{py}" -m portkit.verify.reference.child --serve < "{request}"'
     workflows = {
-        "verify reference side": [dict(name="refproc --serve", argv=["sh", "-c", serve], env=env, stdout=str(work / "refproc.json"))],
+        "verify reference side": [dict(name="reference child --serve", argv=["sh", "-c", serve], env=env, stdout=str(work / "refproc.json"))],
         "portkit reference": [dict(name="reference", argv=reference, env=env, stdout=str(work / "reference.txt"))],
         # the prefill alone: what verify's reference side computes, less its forced positions
         "portkit reference --tokens 1": [dict(name="tokens 1", argv=reference[:-1] + ["1"], env=env, stdout=str(work / "one.txt"))],

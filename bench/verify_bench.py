@@ -2,6 +2,7 @@
 
     python bench/verify_bench.py [--size 135m|1.1b|8b] [--tokens 8] [--before DIR [--rounds N]]
     python bench/verify_bench.py --baseline [--repeats 3] [--tokens 8]     (135M: vs the baseline scripts)
+    python bench/verify_bench.py --real [--gguf] [--repeats 3] [--tokens 20] [--before DIR]
 
 Sizes (random weights, generated once into `$PORTKIT_CACHE/bench/`, never downloaded):
 
@@ -41,6 +42,27 @@ workflow only:
 - `portkit verify MODEL_DIR --ids ... --tokens N --format json` (lint, reference, candle,
   last position, per-layer, teacher-forced steps, greedy, every finding's probe), and the same
   with `--no-layers` (no per-layer capture: one forward of the prompt less).
+
+`--real` runs the same comparison on the real SmolLM2-135M-Instruct (`fixtures.real`: the
+checkpoint as transformers 5 saves it, 538 MB of f32 weights, PK101 included; `--real-dir` and
+`--real-gguf` name other files), prompt ids 504,3575,282,4649,314, 20 greedy tokens, 2 threads:
+
+- workflow: the transformers script, the candle program, the compare script (above);
+- floor: `bench/baseline/floor.py`, `import transformers, torch` plus one `generate` of the same
+  length (from_pretrained included): what no verify that runs transformers can go under; once
+  as a user runs it, once with `OMP_WAIT_POLICY=PASSIVE`, as verify's child runs torch;
+- `portkit verify DIR --ids ... --tokens 20 --format json`: the first run (an empty
+  `$PORTKIT_CACHE`) and the cached repeat apart; with `--before DIR` also the portkit in DIR
+  (e.g. `git archive 3a0dc80 portkit | tar -x -C DIR`), first run, for before/after in one run.
+
+With `--gguf` the workflow is the hand GGUF workflow: `bench/baseline/gguf_ref.py` (transformers
+generates the tokens and keeps every step's logits), the quantized candle program
+`native/examples/gguf_logits.rs` (quantized_llama: teacher-forced on those tokens, then its own
+greedy tokens), `bench/baseline/gguf_compare.py` (per-step max |diff|, argmax, the fork point);
+verify runs with `--gguf FILE`. Each command runs alone under a sampler of its whole process
+tree's RSS (every descendant's VmRSS summed, every 20 ms), the median wall of `--repeats`
+(alternating the order between repeats), the largest peak; the machine's load average is printed
+beside them (a shared machine is noisy: the ratios are within one run).
 
 Printed: wall time and peak RSS of each (best wall of `--repeats`, alternating the order), and
 the ratios: verify's first run / baseline wall (target < 1) and verify peak RSS / f32 weight
@@ -458,18 +480,25 @@ def measure(steps: list[dict]) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--tokens", type=int, default=8)
+    ap.add_argument("--tokens", type=int, default=None, help="greedy tokens (default 8; 20 with --real)")
     ap.add_argument("--size", choices=("135m", "1.1b", "8b"), default="135m", help="the model shape (8b: on demand, 16 GB bf16)")
     ap.add_argument("--dtypes", default="f32,f16", help="candle dtypes to run, comma separated (default f32,f16)")
     ap.add_argument("--before", metavar="DIR", help="also run the portkit package found in DIR (an older checkout)")
     ap.add_argument("--before-only", action="store_true", help="with --before: run only the older checkout")
     ap.add_argument("--rounds", type=int, default=1, help="with --before: run both checkouts N times, alternating their order; the medians")
     ap.add_argument("--baseline", action="store_true", help="135M only: portkit verify vs the baseline scripts")
+    ap.add_argument("--real", action="store_true", help="the real SmolLM2-135M-Instruct (fixtures.real): workflow, floor and verify")
+    ap.add_argument("--gguf", action="store_true", help="with --real: the GGUF workflow against verify --gguf")
+    ap.add_argument("--real-dir", type=Path, help="with --real: this checkpoint directory instead of fixtures.real's")
+    ap.add_argument("--real-gguf", type=Path, help="with --real --gguf: this GGUF instead of fixtures.real's")
     ap.add_argument("--make-fixture", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.make_fixture:
         make_fixture(a.make_fixture)
         return 0
+    if a.real:
+        return real(a)
+    a.tokens = 8 if a.tokens is None else a.tokens
     if not a.baseline:
         return sized(a)
 
@@ -561,6 +590,170 @@ def summarize(runs: dict[str, list[dict]], weights: int) -> dict:
         "baseline steps": best["baseline"]["steps"],
         "weights": weights,
     }
+
+
+REAL_IDS = "504,3575,282,4649,314"
+FLOOR_PASSIVE = "floor, OMP_WAIT_POLICY=PASSIVE"
+
+
+def real_files(a: argparse.Namespace) -> tuple[Path, Path | None]:
+    """(checkpoint directory, GGUF or None): `--real-dir`/`--real-gguf`, else fixtures.real's
+    (the real-weights fixture builds them once into $PORTKIT_CACHE)."""
+    if a.real_dir is not None:
+        return a.real_dir, a.real_gguf
+    try:
+        sys.path.insert(0, str(ROOT))
+        from fixtures.real import smollm2
+    except ImportError as e:
+        raise SystemExit(f"--real needs fixtures/real.py (the real-weights fixture) or --real-dir DIR [--real-gguf FILE]: {e}")
+    ck = smollm2()
+    return ck.tf5, ck.gguf
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+def _median(xs: list[float]) -> float:
+    ys = sorted(xs)
+    return ys[len(ys) // 2] if len(ys) % 2 else (ys[len(ys) // 2 - 1] + ys[len(ys) // 2]) / 2
+
+
+def gguf_example() -> Path:
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or cache_root() / "target")
+    print("building native/examples/gguf_logits.rs (cargo, release) ...", file=sys.stderr)
+    subprocess.run(
+        ["cargo", "build", "--release", "--example", "gguf_logits", "--no-default-features", "--quiet"],
+        cwd=ROOT / "native",
+        env=dict(os.environ, CARGO_TARGET_DIR=str(target)),
+        check=True,
+    )
+    return target / "release" / "examples" / "gguf_logits"
+
+
+def real_plan(d: Path, gguf: Path | None, work: Path, i: int, before: Path | None, tokens: int) -> dict[str, list[dict]]:
+    """Repeat `i` of `--real`: name -> the commands it runs one after another (each a dict of
+    argv, env, cwd, stdout). A verify's first run gets an empty cache; its repeat reads it."""
+    py, env = sys.executable, _env()
+    n = str(tokens)
+    if gguf is None:
+        exe = candle_example()
+        workflow = [
+            dict(name="transformers script", argv=[py, "-I", str(ROOT / "bench/baseline/llm_json.py"), str(d), REAL_IDS, n, THREADS], stdout=work / "pt.json"),
+            dict(name="candle program", argv=[str(exe), "cpu", str(d), REAL_IDS, n], stdout=work / "candle.json"),
+            dict(name="compare script", argv=[py, "-I", str(ROOT / "bench/baseline/compare.py"), str(work / "pt.json"), str(work / "candle.json"), "1e-4"], stdout=work / "compare.txt"),
+        ]
+    else:
+        exe = gguf_example()
+        ref = str(work / "gguf-ref")
+        # the candle program is teacher-forced on the tokens the reference script wrote
+        tokens_of = f"$({py} -c \"import json;print(','.join(map(str,json.load(open('{ref}.json'))['tokens'])))\")"
+        workflow = [
+            dict(name="transformers reference script", argv=[py, "-I", str(ROOT / "bench/baseline/gguf_ref.py"), str(d), REAL_IDS, n, THREADS, ref], stdout=None),
+            dict(name="quantized candle program", argv=["bash", "-c", f"exec {exe} cpu {gguf} {REAL_IDS} {tokens_of} {n} {work / 'gguf-candle.f32'}"], stdout=work / "gguf-candle.json"),
+            dict(name="comparison script", argv=[py, "-I", str(ROOT / "bench/baseline/gguf_compare.py"), ref, str(work / "gguf-candle.f32"), str(work / "gguf-candle.json")], stdout=work / "gguf-compare.txt"),
+        ]
+    verify = [py, "-m", "portkit.cli", "verify", str(d), "--ids", REAL_IDS, "--tokens", n, "--format", "json"] + (["--gguf", str(gguf)] if gguf else [])
+    plan: dict[str, list[dict]] = {
+        "workflow": [dict(s, env=env, cwd=ROOT) for s in workflow],
+        "floor": [dict(name="floor", argv=[py, "-I", str(ROOT / "bench/baseline/floor.py"), str(d), REAL_IDS, n, THREADS], env=env, cwd=ROOT, stdout=None)],
+        # with the waiting policy verify's child runs torch with (portkit.verify.reference.child._start)
+        FLOOR_PASSIVE: [
+            dict(
+                name="floor, passive",
+                argv=[py, "-I", str(ROOT / "bench/baseline/floor.py"), str(d), REAL_IDS, n, THREADS],
+                env={**env, "OMP_WAIT_POLICY": env.get("OMP_WAIT_POLICY", "PASSIVE")},
+                cwd=ROOT,
+                stdout=None,
+            )
+        ],
+    }
+    cache = work / f"cache-{i}"
+    shutil.rmtree(cache, ignore_errors=True)
+    for when in (FIRST, REPEAT):
+        plan["verify" + when] = [dict(name="verify" + when, argv=verify, env=dict(env, PORTKIT_CACHE=str(cache)), cwd=ROOT, stdout=work / "verify.json")]
+    if before is not None:
+        bcache = work / f"cache-before-{i}"
+        shutil.rmtree(bcache, ignore_errors=True)
+        benv = dict(env, PORTKIT_CACHE=str(bcache), PYTHONPATH=str(before))
+        plan["verify before" + FIRST] = [dict(name="verify before", argv=verify, env=benv, cwd=before, stdout=work / "verify-before.json")]
+    names = list(plan)
+    if i % 2:  # alternate: the verify runs first on odd repeats (each first run before its repeat)
+        names = names[3:] + names[:3]
+    return {k: plan[k] for k in names}
+
+
+def run_steps(steps: list[dict]) -> dict:
+    """Each step under the tree-RSS sampler, one after another: summed wall, largest peak."""
+    out = []
+    for s in steps:
+        stdout = s.get("stdout") or Path(os.devnull)
+        r = run_tree(s["argv"], s["env"], Path(stdout), Path(s.get("cwd") or ROOT))
+        out.append({"name": s["name"], "wall": r["wall"], "peak": r["peak_tree_rss"], "stderr": r["stderr"]})
+    return {"steps": out, "wall": sum(x["wall"] for x in out), "peak": max(x["peak"] for x in out)}
+
+
+def real(a: argparse.Namespace) -> int:
+    tokens = 20 if a.tokens is None else a.tokens
+    d, gguf = real_files(a)
+    if a.gguf and gguf is None:
+        raise SystemExit("--gguf needs the real GGUF: fixtures.real's, or --real-gguf FILE")
+    gguf = gguf if a.gguf else None
+    before = Path(a.before).resolve() if a.before else None
+    weights = sum(p.stat().st_size for p in d.glob("*.safetensors"))
+    work = Path(tempfile.mkdtemp(prefix="portkit-bench-real-"))
+    runs: dict[str, list[dict]] = {}
+    load = [_loadavg()]
+    reports: dict[str, dict] = {}
+    for i in range(a.repeats):
+        for name, steps in real_plan(d, gguf, work, i, before, tokens).items():
+            res = run_steps(steps)
+            runs.setdefault(name, []).append(res)
+            if name.startswith("verify"):
+                try:
+                    reports[name] = json.loads(Path(steps[0]["stdout"]).read_text())
+                except (OSError, ValueError):
+                    reports[name] = {}
+            print(f"  run {i + 1} {name:<34} wall {res['wall']:6.2f} s  peak {res['peak'] / 2**20:7.1f} MiB  load {_loadavg()}", file=sys.stderr)
+    load.append(_loadavg())
+    mib = 2**20
+    med = {k: _median([r["wall"] for r in v]) for k, v in runs.items()}
+    peak = {k: max(r["peak"] for r in v) for k, v in runs.items()}
+    what = "GGUF workflow (reference script, quantized candle program, comparison)" if gguf else "workflow (transformers script, candle program, compare script)"
+    print(f"real checkpoint {d} ({weights / 1e6:.0f} MB f32 safetensors)" + (f", GGUF {gguf.name} ({gguf.stat().st_size / 1e6:.0f} MB)" if gguf else ""))
+    print(f"prompt ids {REAL_IDS}, {tokens} greedy tokens, {THREADS} threads; median of {a.repeats}, alternating order; "
+          f"load average {load[0]} at the start, {load[1]} at the end")
+    print()
+    print(f"{'':<44}{'wall s':>9}{'peak RSS MiB':>15}")
+    for k, v in runs.items():
+        if k == "workflow":
+            for j, step in enumerate(v[0]["steps"]):
+                print(f"  {step['name']:<42}{_median([r['steps'][j]['wall'] for r in v]):>9.2f}{max(r['steps'][j]['peak'] for r in v) / mib:>15.1f}")
+            print(f"{what[:43]:<44}{med[k]:>9.2f}{peak[k] / mib:>15.1f}")
+        else:
+            print(f"{k:<44}{med[k]:>9.2f}{peak[k] / mib:>15.1f}")
+    print()
+    first, wf = med["verify" + FIRST], med["workflow"]
+    target = 1.0 if gguf else 0.6
+    ratio = first / wf
+    verdict = "met" if ratio <= target else f"NOT met: {first - target * wf:.2f} s over"
+    print(f"verify first run / workflow:   {ratio:5.2f}x  (target <= {target:g}: {verdict})")
+    print(f"verify repeat / workflow:      {med['verify' + REPEAT] / wf:5.2f}x  (both sides from the cache: not the workflow's work)")
+    print(f"floor / workflow:              {med['floor'] / wf:5.2f}x  (import transformers, torch + one generate of {tokens} tokens)")
+    print(f"floor, passive / workflow:     {med[FLOOR_PASSIVE] / wf:5.2f}x  (the same with torch's threads waiting asleep, as in verify's child)")
+    print(f"verify first run / floor:      {first / med['floor']:5.2f}x; / the passive floor {first / med[FLOOR_PASSIVE]:.2f}x")
+    if before is not None:
+        b = med["verify before" + FIRST]
+        print(f"verify before / workflow:      {b / wf:5.2f}x  (the portkit in {before}); after / before {first / b:.2f}x")
+        print(f"peak RSS, verify first run:    {peak['verify' + FIRST] / mib:.0f} MiB after, {peak['verify before' + FIRST] / mib:.0f} MiB before "
+              f"({'not above' if peak['verify' + FIRST] <= peak['verify before' + FIRST] else 'ABOVE'} before)")
+    for k, rep in reports.items():
+        print(f"{k}: verdict {rep.get('verdict')}, timings {rep.get('timings')}, run plan {rep.get('run_plan')}")
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":

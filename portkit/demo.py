@@ -28,9 +28,8 @@ def main() -> int:
     # transformers in this process: the demo imports torch once for all its runs.
     os.environ.setdefault("PORTKIT_VERIFY_REFERENCE", "inprocess")
     from fixtures.cache import fixture_dir, gguf_file
-
-    from portkit.verify.engine import VerifyOptions, verify
-    from portkit.verify.report import render_text
+    from portkit.verify.pipeline import VerifyOptions, verify
+    from portkit.verify.report.text import render_text
 
     out = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True)
@@ -69,10 +68,10 @@ def main() -> int:
         g = verify(VerifyOptions(model_dir=healthy, gguf=q8))
     gs = g.gguf
     if gs is not None and gs.comparison is not None:
-        from portkit.verify.report import _comparison_lines
+        from portkit.verify.report.text import comparison_lines
 
         out.print(f"tolerance {gs.tolerance.name}: judged by teacher-forced argmax; a flip under a top-2 margin of {gs.tolerance.near_tie:g} is a near tie")
-        for ln in _comparison_lines(gs.comparison, g.reference.greedy, layers_note=None)[:3]:
+        for ln in comparison_lines(gs.comparison, g.reference.greedy, layers_note=None)[:3]:
             out.print("  " + ln)
     out.print(f"verdict: exit {g.exit_code}")
     ok &= g.exit_code == 0

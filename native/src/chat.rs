@@ -224,20 +224,6 @@ impl LlamaRunner {
     }
 }
 
-impl Weights {
-    /// A copy of the loader's `ModelWeights` and its KV cache; None for quantized_qwen2, whose
-    /// `ModelWeights` is not Clone (quantized_qwen2.rs:150).
-    fn snapshot(&self) -> Option<Weights> {
-        Some(match self {
-            Weights::Llama(m) => Weights::Llama(m.clone()),
-            Weights::Qwen2(_) => return None,
-            Weights::Qwen3(m) => Weights::Qwen3(m.clone()),
-            Weights::Gemma3(m) => Weights::Gemma3(m.clone()),
-            Weights::Phi3(m) => Weights::Phi3(m.clone()),
-        })
-    }
-}
-
 impl Warm for GgufRunner {
     type Snapshot = Weights;
 

@@ -373,6 +373,14 @@ impl GgufRunner {
         py.detach(|| core.greedy(&ids, n)).map_err(to_py)
     }
 
+    /// (`greedy(ids[:prefill], n)`, `teacher_forced_logits(ids, prefill)`): the forwards they
+    /// share run once.
+    fn forced_and_greedy<'py>(&mut self, py: Python<'py>, ids: Vec<u32>, prefill: usize, n: usize) -> PyResult<(Vec<u32>, Bound<'py, PyArrayDyn<f32>>)> {
+        let core = &mut self.core;
+        let (tokens, rows) = py.detach(|| core.forced_and_greedy(&ids, prefill, n)).map_err(to_py)?;
+        Ok((tokens, array_to_py(py, rows)?))
+    }
+
     /// Per-layer values through the loader's copy of the forward (`gguf_capture_loaders()`).
     fn capture<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyDict>> {
         let pairs = py.detach(|| self.core.capture(&ids)).map_err(to_py)?;

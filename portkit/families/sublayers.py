@@ -7,7 +7,7 @@ set it has the decoder layer every Llama-shaped model has (`DEFAULT`: Llama, Mis
 Gemma, Granite, StarCoder2, StableLM, and Mixtral's and Qwen3-MoE's with the sparse MoE block
 as `mlp`; q/k norms act per head inside `self_attn` and are not recorded). The roles below are what a sub-layer
 *is*, whatever the family: what the localisation of a mismatch reasons about
-(`portkit.verify.localise`).
+(`portkit.verify.judge.localise`).
 
 Every value is the submodule's output as `[positions, features]`: the norms' and the MLP's
 `[T, hidden]`, the projections' `[T, heads * head_dim]` (before RoPE: transformers rotates in

@@ -1,4 +1,4 @@
-"""`portkit compare REF CANDIDATE`: verify's comparisons (`portkit.verify.compare`) on two dumps.
+"""`portkit compare REF CANDIDATE`: verify's comparisons (`portkit.verify.judge.checks`) on two dumps.
 
 What is compared is what the candidate holds, each against the reference's same tensor:
 
@@ -11,7 +11,7 @@ What is compared is what the candidate holds, each against the reference's same 
   over the tolerance named;
 - `layer.N.<sub-layer>`: relative error per value, reported; inside the first layer over the
   tolerance, the first sub-layer over it is the first bad name, with its error per position
-  and what the pattern points to (`portkit.verify.localise`).
+  and what the pattern points to (`portkit.verify.judge.localise`).
 
 The candidate's `ids` come first: when they are not the reference's (a hand-written prompt
 without the template's default system prompt, a stray space), nothing else is compared, and
@@ -29,9 +29,9 @@ import numpy as np
 
 from portkit.families.sublayers import is_sublayer
 from portkit.porting.dumpfile import GREEDY_LOGITS, TOKEN_NAMES, DumpFile, describe_names, is_per_layer, read_dump
-from portkit.verify.compare import TOLERANCES, Tolerance, compare_greedy, compare_logits, compare_steps
-from portkit.verify.inputs import BadInput
-from portkit.verify.runs import Comparison
+from portkit.verify.errors import BadInput, one_line
+from portkit.verify.judge.checks import TOLERANCES, Tolerance, compare_greedy, compare_logits, compare_steps
+from portkit.verify.judge.comparison import Comparison
 
 DTYPES = tuple(TOLERANCES)  # f32 f16 bf16 q8_0 q4_k
 #: a candidate may have generated this many more tokens than the reference (the first
@@ -99,7 +99,8 @@ def check_ids(ref: DumpFile, cand: DumpFile, tokenizer: Path | None = None) -> I
     path, check.note = _tokenizer_for(ref, tokenizer)
     if path is None:
         return check
-    from portkit.verify.tokenize import TokenizeError, crate_tokenizer
+    from portkit.verify.errors import TokenizeError
+    from portkit.verify.sections.tokenize import crate_tokenizer
 
     try:
         crate, err = crate_tokenizer(path)
@@ -114,7 +115,7 @@ def check_ids(ref: DumpFile, cand: DumpFile, tokenizer: Path | None = None) -> I
         check.candidate_text = crate.decode(check.window(b), False)
     except Exception as e:  # noqa: BLE001 - an id outside the vocabulary: the ids alone are shown
         check.reference_text = check.candidate_text = None
-        check.note = f"the ids could not be decoded with {path}: {' '.join(str(e).split())[:200]}"
+        check.note = f"the ids could not be decoded with {path}: {one_line(e, 200)}"
     return check
 
 

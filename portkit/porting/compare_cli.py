@@ -40,18 +40,18 @@ def _verdict(res: Any) -> str:
 
 
 def to_json(res: Any, plot: Path | None) -> dict[str, Any]:
-    from portkit.verify.report import _clean, _cmp_json, _tol_json
+    from portkit.verify.report.json_ import clean, comparison_json, tolerance_json
 
-    return _clean(
+    return clean(
         {
             "schema_version": SCHEMA_VERSION,
             "reference": {"path": str(res.reference.path), "format": res.reference.kind, "metadata": res.reference.metadata, "tensors": res.reference.shapes()},
             "candidate": {"path": str(res.candidate.path), "format": res.candidate.kind, "tensors": res.candidate.shapes(), "dtypes": res.candidate.dtypes},
-            "tolerance": _tol_json(res.tolerance),
+            "tolerance": tolerance_json(res.tolerance),
             "compared": res.compared,
             "notes": res.notes,
             "ids": res.ids.to_json() if res.ids is not None else {"agree": "ids" in res.candidate.tensors and "ids" in res.reference.tensors},
-            "comparison": _cmp_json(res.comparison) if res.ids is None else None,
+            "comparison": comparison_json(res.comparison) if res.ids is None else None,
             "first_bad": res.first_bad,
             "plot": str(plot) if plot else None,
             "verdict": "agree" if res.exit_code == 0 else "mismatch",
@@ -65,7 +65,7 @@ def render_text(res: Any, plot: Path | None) -> None:
     from rich.markup import escape
 
     from portkit.porting.dumpfile import describe_names
-    from portkit.verify.report import _comparison_lines, _layer_table, _tol_line
+    from portkit.verify.report.text import comparison_lines, layer_table, tolerance_line
 
     console = Console(highlight=False, soft_wrap=True)
     p = console.print
@@ -77,7 +77,7 @@ def render_text(res: Any, plot: Path | None) -> None:
     else:
         p(f"  reference: {ref.kind} dump with {escape(describe_names(ref.names()))}")
     p(f"  candidate: {escape(describe_names(cand.names()))}")
-    p(f"  tolerance {res.tolerance.name}: {_tol_line(res.tolerance)}")
+    p(f"  tolerance {res.tolerance.name}: {tolerance_line(res.tolerance)}")
     for note in res.notes:
         p(f"  [yellow]note: {escape(note)}[/]")
     p("")
@@ -88,11 +88,11 @@ def render_text(res: Any, plot: Path | None) -> None:
         p(f"[bold red]verdict: {escape(_verdict(res))}[/] (exit {res.exit_code})")
         return
     greedy_ref = [int(t) for t in ref.tensors.get("greedy", [])]
-    for line in _comparison_lines(res.comparison, greedy_ref, layers_note="not compared (the candidate has no hidden states)"):
+    for line in comparison_lines(res.comparison, greedy_ref, layers_note="not compared (the candidate has no hidden states)"):
         p("  " + line)
     if res.comparison.layers is not None:
         p("")
-        console.print(_layer_table(res.comparison))
+        console.print(layer_table(res.comparison))
     if plot is not None:
         p(f"  per-layer plot: {escape(str(plot))}")
     p("")
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from portkit.porting.compare import compare_dumps, read_candidate, validate_reference
     from portkit.porting.dumpfile import read_dump
-    from portkit.verify.plot import check_plot_path
+    from portkit.verify.report.plot import check_plot_path
 
     plot = None
     if args.plot is not None:
@@ -149,7 +149,7 @@ def _run(args: argparse.Namespace) -> int:
     validate_reference(ref)
     res = compare_dumps(ref, read_candidate(ref, args.candidate), args.dtype, args.tokenizer)
     if args.plot is not None and res.comparison.layers is not None:
-        from portkit.verify.plot import plot_layers
+        from portkit.verify.report.plot import plot_layers
 
         plot = plot_layers(
             res.comparison.layers,

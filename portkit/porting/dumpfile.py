@@ -20,7 +20,7 @@ import numpy as np
 
 from portkit import atomicfile
 from portkit.families import sublayers
-from portkit.verify.inputs import BadInput
+from portkit.verify.errors import BadInput, one_line
 
 #: Reference-only: row k holds the reference's logits where it chose greedy token k (the
 #: margin where a candidate's greedy tokens fork is read from it).
@@ -194,7 +194,7 @@ def read_json_dump(path: Path, text: str, check: ShapeCheck | None = None) -> Du
         except OverflowError:  # an integer of hundreds of digits
             raise _bad(path, f"JSON field `{name}`: a number too large for a float") from None
         except (ValueError, TypeError) as e:
-            raise _bad(path, f"JSON field `{name}`: {' '.join(str(e).split())[:200]}") from None
+            raise _bad(path, f"JSON field `{name}`: {one_line(e, 200)}") from None
     if check is not None:
         check({k: tuple(v.shape) for k, v in tensors.items()})
     return DumpFile(path, tensors, {}, {k: "json" for k in tensors}, "json")
@@ -265,4 +265,4 @@ def write_reference(path: Path, tensors: Mapping[str, np.ndarray], metadata: Map
     try:
         atomicfile.replace(path, _safetensors_chunks(out, metadata, dtypes))
     except OSError as e:
-        raise _bad(path, e.strerror or " ".join(str(e).split())[:200]) from None
+        raise _bad(path, e.strerror or one_line(e, 200)) from None

@@ -11,7 +11,7 @@ from typing import Callable
 def guarded(command: str, body: Callable[[], int]) -> int:
     """`body()`'s exit status, with every failure turned into one line."""
     from portkit.errors import PortkitError
-    from portkit.verify.inputs import BadInput
+    from portkit.verify.errors import BadInput
 
     try:
         return body()

@@ -1,6 +1,6 @@
 """`portkit reference MODEL_DIR --out ref.safetensors`: transformers' values for a port of your own.
 
-The numbers come from verify's reference models (`portkit.verify.streamed`: transformers'
+The numbers come from verify's reference models (`portkit.verify.reference.models`: transformers'
 own modules, eager attention, f32, CPU, offline, `trust_remote_code=False`) through one
 function, `reference_values`. Streamed (one decoder layer's weights in memory at a time) works
 on models larger than memory; `auto` keeps the whole model resident when the f32 weights take
@@ -22,7 +22,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from portkit.porting.dumpfile import GREEDY_LOGITS, order_key, write_reference
-from portkit.verify.inputs import BadInput, Prompt, parse_tokens, read_model_dir, resolve_prompt
+from portkit.verify.errors import BadInput, one_line
+from portkit.verify.model_dir import read_model_dir
+from portkit.verify.prompt import Prompt, parse_tokens, resolve_prompt
 
 FORMAT = "portkit-reference/1"
 STORED_DTYPES = ("f32", "f16", "bf16")
@@ -30,7 +32,7 @@ Progress = Callable[[str], None]
 
 
 MODES = ("auto", "streamed", "whole")
-#: torch threads for the cached greedy steps (see `portkit.verify.streamed.decode`): one-token
+#: torch threads for the cached greedy steps (see `portkit.verify.reference.models.decode`): one-token
 #: steps gain nothing from a thread team and, on a shared machine, lose a barrier wait per op
 STEP_THREADS = 1
 
@@ -85,10 +87,10 @@ def reference_values(
     ([tokens, vocab], row k decided greedy token k) from generate()'s arithmetic (the prefill's
     KV cache, then one cached step per token).
 
-    verify's reference models (`portkit.verify.streamed`): transformers' own modules, eager,
+    verify's reference models (`portkit.verify.reference.models`): transformers' own modules, eager,
     f32, CPU, offline, no remote code; streamed (one layer's weights at a time) or whole."""
-    from portkit.verify.reference import ReferenceLoadError, ReferenceUnavailable
-    from portkit.verify.streamed import StreamedModel, decode
+    from portkit.verify.reference.models import StreamedModel, decode
+    from portkit.verify.reference.runtime import ReferenceLoadError, ReferenceUnavailable
 
     mode = choose_mode(mode, weight_files)
     progress(f"loading transformers ({mode}, eager, f32, cpu)")
@@ -112,7 +114,7 @@ def reference_values(
     try:
         steps, greedy = decode(run, list(ids), None, tokens, step_threads=STEP_THREADS, sublayers=sublayers)
     except Exception as e:  # transformers' own failure on this checkpoint
-        raise BadInput(f"transformers could not run {model_dir}: {' '.join(str(e).split())[:300]}") from None
+        raise BadInput(f"transformers could not run {model_dir}: {one_line(e)}") from None
     first = prefill[0]
     out: dict[str, np.ndarray] = {"ids": np.asarray(list(ids), dtype=np.int64), **first.layers, "logits": first.logits}
     if tokens:

@@ -75,7 +75,7 @@ def _is_the_program() -> bool:
 def _run(args: argparse.Namespace) -> int:
     from portkit.porting.dumpfile import describe_names
     from portkit.porting.reference import write
-    from portkit.verify.inputs import model_dir_arg
+    from portkit.verify.model_dir import model_dir_arg
 
     def progress(s: str) -> None:
         if os.environ.get("PORTKIT_PROGRESS"):

@@ -121,9 +121,10 @@ class Rule:
     #: verify` reports it NOT-PROBED with this reason (never NOT-REPRODUCED: nothing ran).
     not_probed: ClassVar[str] = "a fact about the files that no forward pass shows"
     needs: ClassVar[tuple[str, ...]] = ("config",)  # config | safetensors | gguf | tokenizer | generation_config
-    # the run of `portkit verify` its probe needs: "prompt" (the one every verify makes), "turns" (a
-    # continuation on the warm KV cache, `--turns`), "batch" (rows in one forward, `--batch`) or
-    # "padded-batch" (the same rows through the module's forward that takes a padding mask)
+    # the run of `portkit verify` its probe needs: "prompt" (the one every verify makes), "tokens"
+    # (the tokens section: both tokenizers' ids, no forward), "turns" (a continuation on the warm
+    # KV cache, `--turns`), "batch" (rows in one forward, `--batch`) or "padded-batch" (the same
+    # rows through the module's forward that takes a padding mask)
     probe_run: ClassVar[str] = "prompt"
 
     def check(self, ctx: Context) -> Iterable[Finding]:  # pragma: no cover - abstract

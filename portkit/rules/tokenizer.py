@@ -77,6 +77,7 @@ def analysis(ctx: Context) -> TokenizerAnalysis:
 
 class _TokenizerRule(Rule):
     group = "tokenizer"
+    probe_run = "tokens"  # verify's tokens section: the ids on both sides, before any forward
     families = ("*",)  # the tokenizer is read the same way whatever module runs the model
     needs = ("tokenizer",)
     probe_kind = "tokens"

@@ -94,15 +94,29 @@ def fingerprints(files: Iterable[Path]) -> list[dict[str, object]]:
     return [file_fingerprint(Path(p)) for p in files]
 
 
+def package_version(pkg: str) -> str:
+    """An installed package's version from its metadata (no import), "-" when it is not
+    installed: what the caches key on and the reports name."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+        return "-"
+
+
 def source_digest(names: Iterable[str]) -> str:
-    """The source of portkit.verify modules that compute an entry: a change to them is a new key."""
+    """The source of the portkit.verify modules that compute an entry (paths under
+    portkit/verify/, e.g. "reference/models.py"): a change to them is a new key. A name that is
+    no file is an error, not a constant: a moved module would otherwise stop invalidating the
+    entries it computes, silently (each cache's `CODE` is checked by tests/unit/test_cachefiles.py)."""
     h = hashlib.sha256()
     here = Path(__file__).resolve().parent
     for name in names:
-        try:
-            h.update((here / name).read_bytes())
-        except OSError:
-            h.update(name.encode())
+        path = here / name
+        if not path.is_file():
+            raise FileNotFoundError(f"portkit.verify.cachefiles.source_digest: no {path} (a module moved: name its new path)")
+        h.update(name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
 
 

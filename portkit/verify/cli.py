@@ -1,4 +1,4 @@
-"""`portkit verify MODEL_DIR ...`: the command line around `portkit.verify.engine.verify`.
+"""`portkit verify MODEL_DIR ...`: the command line around `portkit.verify.pipeline.verify`.
 
 `portkit.cli` imports this module lazily and calls `add_arguments(subparser)` and
 `run(args) -> int`; `python -m portkit.verify` runs it alone. Results go to stdout, progress
@@ -101,7 +101,8 @@ def _error(msg: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from portkit.verify.inputs import BadInput, model_dir_arg
+    from portkit.verify.errors import BadInput
+    from portkit.verify.model_dir import model_dir_arg
 
     try:
         model_dir = model_dir_arg(args.model_dir)
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from portkit.verify.engine import VerifyOptions, verify
+    from portkit.verify.pipeline import VerifyOptions, VerifyReport, verify
 
     err = Console(stderr=True)
     opts = VerifyOptions(
@@ -122,7 +123,6 @@ def run(args: argparse.Namespace) -> int:
         chat=getattr(args, "chat", None),
         tokens=args.tokens,
         gguf=args.gguf,
-        plot=args.plot,
         use_flash_attn=args.use_flash_attn,
         layers=getattr(args, "layers", True),
         lint=getattr(args, "lint", True),
@@ -134,11 +134,21 @@ def run(args: argparse.Namespace) -> int:
         batch=getattr(args, "batch", 1),
     )
     try:
+        if args.plot is not None:  # checked before anything runs, after the run's own options
+            from portkit.verify.pipeline import validate
+            from portkit.verify.report.plot import check_plot_path
+
+            validate(opts)
+            check_plot_path(Path(args.plot), layers=opts.layers)
         if err.is_terminal:
             with err.status("portkit verify: starting", spinner="dots") as status:
                 report = verify(opts, progress=lambda s: status.update(f"portkit verify: {s}"))
         else:
             report = verify(opts)
+        if args.plot is not None and isinstance(report, VerifyReport):
+            from portkit.verify.report.plot import plot_report
+
+            report.plot = plot_report(report, Path(args.plot))
     except BadInput as e:
         return _error(str(e))
     except KeyboardInterrupt:
@@ -154,11 +164,11 @@ def run(args: argparse.Namespace) -> int:
     if warning:
         print(f"portkit: warning: {warning}", file=sys.stderr)
     if args.format == "json":
-        from portkit.verify.report import to_json
+        from portkit.verify.report.json_ import to_json
 
         sys.stdout.write(json.dumps(to_json(report), indent=2) + "\n")
     else:
-        from portkit.verify.report import render_text
+        from portkit.verify.report.text import render_text
 
         render_text(report, Console(highlight=False, soft_wrap=True))
     return report.exit_code

@@ -90,7 +90,7 @@ def test_fix_help_documents_the_exit_codes(capsys) -> None:
 
 
 def test_verify_after_fix_no_longer_finds_pk101(two_copies, capsys, monkeypatch) -> None:
-    from portkit.verify.engine import VerifyOptions, verify
+    from portkit.verify.pipeline import VerifyOptions, verify
 
     monkeypatch.setenv("PORTKIT_VERIFY_REFERENCE", "inprocess")
     a, _ = two_copies

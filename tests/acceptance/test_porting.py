@@ -64,7 +64,7 @@ def _perturbed_from(ref, first: str, rel: float) -> dict[str, np.ndarray]:
 
 
 def test_reference_layout_and_metadata(ref, healthy_tied_dir):
-    from portkit.verify.reference import ReferenceModel
+    from portkit.verify.reference.runtime import ReferenceModel
 
     t = ref.tensors
     subs = ["input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn", "post_attention_layernorm", "mlp"]
@@ -196,7 +196,7 @@ def test_write_reference_replaces_the_file_whole_and_sweeps_a_dead_writers_tempo
     file from beside it (never from the working directory), and a temporary file a killed writer
     of the same output left is removed; another output's, or a live writer's, is not."""
     from portkit.porting.dumpfile import write_reference
-    from portkit.verify.inputs import BadInput
+    from portkit.verify.errors import BadInput
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

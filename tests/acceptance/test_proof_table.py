@@ -85,9 +85,7 @@ def test_reference_side_findings_report_both_distances(outcomes: dict[str, Outco
     assert pk413.evidence.endswith("the finding explains the difference")
     assert "against transformers with SiLU in the MLP (hidden_activation=\"silu\"), as candle computes" in pk413.evidence
     # the verdict line names PK413 as the cause
-    from portkit.verify.report import _verdict
-
-    assert "the GGUF differs from transformers: explained by PK413" in _verdict(o.report)[1]
+    assert "the GGUF differs from transformers: explained by PK413" in o.report.verdict()[1]
 
 
 def test_the_table_is_what_the_docs_show(outcomes: dict[str, Outcome]) -> None:

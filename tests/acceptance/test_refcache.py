@@ -143,7 +143,8 @@ def _runs(cache: Path) -> list[Path]:
 
 
 def test_unchanged_reverify_reads_candle_from_the_cache(tmp_path: Path, healthy_tied_dir: Path) -> None:
-    from portkit.verify import cachefiles, runcache
+    from portkit.verify import cachefiles
+    from portkit.verify.candle import cache as runcache
 
     cache = tmp_path / "cache"
     code, first, err = _verify(healthy_tied_dir, _env(cache))
@@ -183,8 +184,8 @@ def test_counterfactual_and_gguf_runs_are_cached(tmp_path: Path, fixture_dir, mo
     """Every candle run of a verify with findings on the checkpoint and on its GGUF is read back on
     an unchanged re-verify, with the same verdicts, and no edited GGUF is written for a cached run."""
     from fixtures.gguf_writer import write_gguf
-    from portkit.verify import gguf_rewrite
-    from portkit.verify.engine import VerifyOptions, verify
+    from portkit.verify.candle import gguf_edit as gguf_rewrite
+    from portkit.verify.pipeline import VerifyOptions, verify
 
     monkeypatch.setenv("PORTKIT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PORTKIT_VERIFY_REFERENCE", "inprocess")

@@ -19,8 +19,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from fixtures.chat_templates import TEMPLATES, write_chat_template
 from fixtures.chat_template_table import measure
+from fixtures.chat_templates import TEMPLATES, write_chat_template
 from portkit.verify.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,8 +71,9 @@ def test_candle_examples_is_given_no_tools(tmp_path: Path) -> None:
 
 
 def test_negative_control_one_character_changed_is_a_difference(tmp_path: Path) -> None:
-    from portkit.verify.chat_templates import first_difference, template_section
-    from portkit.verify.tokenize import crate_tokenizer, transformers_tokenizer
+    from portkit.verify.reference.tokenizer import transformers_tokenizer
+    from portkit.verify.sections.chat_templates import first_difference, template_section
+    from portkit.verify.sections.tokenize import crate_tokenizer
 
     d = write_chat_template(tmp_path / "c", "python-method", "clean")
     tok, _ = transformers_tokenizer(d)

@@ -15,7 +15,7 @@ import shutil
 
 import pytest
 
-from portkit.verify.engine import VerifyOptions, verify
+from portkit.verify.pipeline import VerifyOptions, verify
 
 Q_PROJ = "shape mismatch for model.layers.0.self_attn.q_proj.weight"
 

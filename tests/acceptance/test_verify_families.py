@@ -172,7 +172,7 @@ def test_family_variant(rows, family, variant):
 def test_negative_control_on_a_family_that_agrees(rows, family):
     """1e-3 added to one reference logit, through the same code path: MISMATCH, exit 1."""
     from fixtures.families import family_fixture
-    from portkit.verify.engine import VerifyOptions, verify
+    from portkit.verify.pipeline import VerifyOptions, verify
 
     rows(family)  # the env setting of the module fixture
     rep = verify(VerifyOptions(model_dir=family_fixture(family, "legacy"), perturb_reference=1e-3))
@@ -193,7 +193,7 @@ GGUF: dict[str, tuple[str, dict[str, str]]] = {
 def test_verify_runs_the_family_gguf_loader(rows, family, tmp_path):
     from fixtures.families import family_fixture
     from fixtures.gguf_writer import write_gguf
-    from portkit.verify.engine import VerifyOptions, verify
+    from portkit.verify.pipeline import VerifyOptions, verify
 
     rows(family)
     d = family_fixture(family, "legacy")
@@ -213,7 +213,7 @@ def test_mixtral_below_f32_is_predicted_and_crash_confirmed(rows, dtype):
     predicts candle's own error and verify confirms it; at f32 (the control) PK308 does not fire
     and candle agrees."""
     from fixtures.families import family_fixture
-    from portkit.verify.engine import VerifyOptions, verify
+    from portkit.verify.pipeline import VerifyOptions, verify
 
     rows("mixtral")
     rep = verify(VerifyOptions(model_dir=family_fixture("mixtral", "int-window"), dtype=dtype, tokens=2))

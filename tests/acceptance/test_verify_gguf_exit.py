@@ -15,7 +15,7 @@ from portkit.cli import main
 
 
 def test_a_gguf_of_other_weights_exits_1_on_its_own(fixture_dir, gguf_file, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    from portkit.verify.engine import VerifyOptions, verify
+    from portkit.verify.pipeline import VerifyOptions, verify
 
     monkeypatch.setenv("PORTKIT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PORTKIT_VERIFY_REFERENCE", "inprocess")

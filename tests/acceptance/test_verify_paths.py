@@ -116,9 +116,10 @@ def test_bad_input_is_one_line_and_exit_2_subprocess(argv, line) -> None:
 
 
 def test_a_batch_that_cannot_fit_is_refused_before_any_load(monkeypatch) -> None:
-    from portkit.verify import batch, candle
-    from portkit.verify.engine import VerifyOptions, verify
-    from portkit.verify.inputs import BadInput
+    from portkit.verify.candle import native as candle
+    from portkit.verify.errors import BadInput
+    from portkit.verify.pipeline import VerifyOptions, verify
+    from portkit.verify.sections import batch
 
     monkeypatch.setattr(batch, "available_bytes", lambda: 2**20)
 
@@ -131,7 +132,7 @@ def test_a_batch_that_cannot_fit_is_refused_before_any_load(monkeypatch) -> None
 
 
 def test_a_batch_that_cannot_fit_is_exit_2_on_one_line(capsys, monkeypatch) -> None:
-    from portkit.verify import batch
+    from portkit.verify.sections import batch
 
     monkeypatch.setattr(batch, "available_bytes", lambda: 2**20)
     code, out, err = _run(capsys, family_fixture("qwen2", "legacy"), "--batch", "64")

@@ -1,6 +1,6 @@
 """`portkit verify` on every generated fixture: the verdict each one must get, with its numbers.
 
-Runs in-process through `portkit.verify.engine.verify` (the same function the CLI calls), so
+Runs in-process through `portkit.verify.pipeline.verify` (the same function the CLI calls), so
 torch is imported once for the whole module. Each variant's expected outcome comes from
 `fixtures.variants.VARIANTS[...].candle`; the table below names the rule codes that must be
 confirmed for it, and the text candle's own error must contain.
@@ -15,8 +15,8 @@ import jsonschema
 import pytest
 
 from fixtures.variants import VARIANTS
-from portkit.verify.engine import VerifyOptions, verify
-from portkit.verify.report import to_json
+from portkit.verify.pipeline import VerifyOptions, verify
+from portkit.verify.report.json_ import to_json
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "verify-report.schema.json").read_text())
 

@@ -3,7 +3,7 @@
     python tests/fault/killpoint.py MODULE.ATTR N before|after [--no-tmpfile] -- ARGS...
 
 The callable MODULE.ATTR (a function or method found by import, e.g. `portkit.atomicfile._rename`
-or `portkit.verify.refproc.ServedReference.result`) is wrapped so that its N-th call kills this
+or `portkit.verify.reference.child.ServedReference.result`) is wrapped so that its N-th call kills this
 process with SIGKILL, before the call or right after it returns: what `kill -9` at that moment
 does, deterministically. `--no-tmpfile` makes `portkit.atomicfile` use named temporary files
 (as on systems without O_TMPFILE). Nothing of this is in portkit itself.

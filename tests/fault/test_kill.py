@@ -187,7 +187,9 @@ def test_reference_out_killed(point: str, n: int, when: str, named: bool, tmp_pa
 
 def cache_state(cache: Path) -> tuple[list[str], list[str]]:
     """(entries that do not read whole, temporary files) in verify's caches."""
-    from portkit.verify import cachefiles, refcache, runcache
+    from portkit.verify import cachefiles
+    from portkit.verify.candle import cache as runcache
+    from portkit.verify.reference import cache as refcache
 
     broken, temps = [], []
     for sub, magic in (("reference", refcache.MAGIC), ("candle", runcache.MAGIC)):
@@ -203,7 +205,7 @@ VERIFY_POINTS = [
     # candle's run entry: named, not renamed (the first entry verify writes)
     ("portkit.atomicfile._name_unnamed", 1, "after"),
     # while the reference's child computes: the child must die with verify
-    ("portkit.verify.refproc.ServedReference.result", 1, "before"),
+    ("portkit.verify.reference.child.ServedReference.result", 1, "before"),
     # the reference's entry renamed, the directory not synced (candle's entry is a hit by now,
     # so this is the run's only write)
     ("os.replace", 1, "after"),
@@ -241,7 +243,8 @@ def test_verify_killed_at_each_point_then_run_again(tmp_path: Path, healthy_tied
     assert files(model) == before
 
     # a tampered entry (the checksum made to match) is only a slower verify with the right verdict
-    from portkit.verify import cachefiles, refcache
+    from portkit.verify import cachefiles
+    from portkit.verify.reference import cache as refcache
 
     (entry,) = sorted((cache / "reference").glob("*/*.ref"))
     meta, arrays = cachefiles.decode(refcache.MAGIC, entry.read_bytes())

@@ -27,13 +27,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: module -> the test files that target it (missing files are skipped: older checkouts lack some)
 TARGETS: dict[str, list[str]] = {
-    "portkit/verify/confirm.py": ["tests/unit/test_confirm_verdicts.py"],
-    "portkit/verify/compare.py": ["tests/unit/test_compare.py", "tests/native/test_verify_parts.py"],
+    "portkit/verify/judge/confirm.py": ["tests/unit/test_confirm_verdicts.py"],
+    "portkit/verify/judge/checks.py": ["tests/unit/test_compare.py", "tests/native/test_verify_parts.py"],
     "portkit/fix.py": ["tests/unit/test_fix_edits.py", "tests/acceptance/test_cli.py"],
     "portkit/model/gguf_header.py": ["tests/unit/test_model_reader.py", "tests/unit/test_bounds.py", "tests/unit/test_gguf_header.py"],
     "portkit/model/safetensors_header.py": ["tests/unit/test_model_reader.py", "tests/unit/test_bounds.py", "tests/unit/test_safetensors_header.py"],
     "portkit/verify/cachefiles.py": ["tests/unit/test_cachefiles.py", "tests/unit/test_refcache_entries.py", "tests/unit/test_runcache.py", "tests/unit/test_cache_tampering.py"],
-    "portkit/verify/runcache.py": ["tests/unit/test_runcache.py", "tests/native/test_candle_run_cache.py", "tests/unit/test_cache_tampering.py"],
+    "portkit/verify/candle/cache.py": ["tests/unit/test_runcache.py", "tests/native/test_candle_run_cache.py", "tests/unit/test_cache_tampering.py"],
     "portkit/atomicfile.py": ["tests/unit/test_atomicfile.py"],
     "portkit/hub.py": ["tests/unit/test_hub.py", "tests/acceptance/test_hf_cache_hostile.py", "tests/acceptance/test_hf_cache.py"],
     "portkit/tokenizer_fix.py": ["tests/unit/test_tokenizer_fix.py", "tests/acceptance/test_verify_tokens.py"],

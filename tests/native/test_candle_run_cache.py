@@ -12,15 +12,16 @@ import json
 from pathlib import Path
 
 import numpy as np
+import portkit_native as pn
 import pytest
 
-import portkit_native as pn
 from fixtures.families import FAMILIES, family_fixture
 from portkit.families import BY_NAME
-from portkit.verify import cachefiles, runcache
-from portkit.verify.candle import load_family, load_llama
-from portkit.verify.runcache import RunCache
-from portkit.verify.runs import run_candle
+from portkit.verify import cachefiles
+from portkit.verify.candle import cache as runcache
+from portkit.verify.candle.cache import RunCache
+from portkit.verify.candle.native import load_family, load_llama
+from portkit.verify.candle.run import run_candle
 
 AGREEING = {family: ("int-window" if family == "mixtral" else "legacy") for family in FAMILIES}
 #: runs candle itself refuses: gemma3's prefill with 2 KV heads (test_family_runners.py), and

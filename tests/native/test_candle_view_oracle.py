@@ -19,9 +19,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import portkit_native
 import pytest
 
-import portkit_native
 from portkit.families import BY_NAME
 from tests.unit.config_corpus import CORPUS
 from tests.unit.rule_cases import CASES, VARIANTS
@@ -129,7 +129,7 @@ def test_crash_probe_expectations_hold_in_candle(code: str, builder: Any, n: int
     from portkit.semantics.gguf import architecture_of, loader_for
     from portkit.settings import Settings
     from portkit.target import Target
-    from portkit.verify.candle import load_runner
+    from portkit.verify.candle.native import load_runner
 
     d, target = builder(tmp_path / "m")
     report = lint_paths([d], Settings(target=Target(**target), preview=True, respect_pyproject=False))

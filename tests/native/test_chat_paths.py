@@ -19,8 +19,8 @@ pn = pytest.importorskip("portkit_native")
 from fixtures.chat_paths import family_gguf  # noqa: E402
 from fixtures.families import family_fixture  # noqa: E402
 from portkit.families import FAMILIES  # noqa: E402
-from portkit.verify.batch import rows_for  # noqa: E402
-from portkit.verify.turns import segment_for  # noqa: E402
+from portkit.verify.sections.batch import rows_for  # noqa: E402
+from portkit.verify.sections.turns import segment_for  # noqa: E402
 
 #: the variant of each family candle runs as transformers does
 RUNS = {"mixtral": "int-window", "gemma3": "kv-heads-1"}

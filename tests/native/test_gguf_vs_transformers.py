@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from portkit.verify.candle import load_gguf
-from portkit.verify.compare import TOLERANCES, compare_logits, compare_steps
-from portkit.verify.reference import ReferenceModel
+from portkit.verify.candle.native import load_gguf
+from portkit.verify.judge.checks import TOLERANCES, compare_logits, compare_steps
+from portkit.verify.reference.runtime import ReferenceModel
 
 F32 = TOLERANCES["f32"]
 Q8 = TOLERANCES["q8_0"]

@@ -1,6 +1,6 @@
 """First end-to-end comparison: candle (portkit_native, cpu, f32) vs transformers (eager, f32, cpu).
 
-Tolerances come from portkit.verify.compare.TOLERANCES["f32"] (evidence in docs/measurements.md); each check is
+Tolerances come from portkit.verify.judge.checks.TOLERANCES["f32"] (evidence in docs/measurements.md); each check is
 paired with a negative control that must fail.
 """
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portkit.verify.candle import load_llama
-from portkit.verify.compare import (
+from portkit.verify.candle.native import load_llama
+from portkit.verify.judge.checks import (
     TOLERANCES,
     ShapeMismatch,
     compare_greedy,
@@ -21,7 +21,7 @@ from portkit.verify.compare import (
     compare_logits,
     compare_steps,
 )
-from portkit.verify.reference import ReferenceModel
+from portkit.verify.reference.runtime import ReferenceModel
 
 F32 = TOLERANCES["f32"]
 GREEDY_TOKENS = 8

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from fixtures.families import FAMILY_VARIANTS, family_fixture
-from portkit.verify import refproc
-from portkit.verify.inputs import read_model_dir
-from portkit.verify.streamed import StreamedModel, WholeModel
+from portkit.verify.model_dir import read_model_dir
+from portkit.verify.reference import compute
+from portkit.verify.reference.models import StreamedModel, WholeModel
 
 CASES = [(f, v) for f, vs in FAMILY_VARIANTS.items() for v in vs]
 #: prompt + 4 continuation tokens: sliding windows (4) and longrope's original context matter
@@ -105,9 +105,11 @@ def test_one_forward_gives_the_greedy_fork() -> None:
     d = family_fixture("llama", "legacy")
     md = read_model_dir(d)
     prompt = _ids(d)[:12]
-    own, own_rows, _, _ = refproc.forward_reference(d, md.weight_files, prompt, None, 5, "streamed", lambda _s: None)
+    alone = compute.forward_reference(d, md.weight_files, prompt, None, 5, "streamed", lambda _s: None)
+    own, own_rows = alone.greedy, alone.rows
     assert len(own) == 5 and own_rows.shape[0] == 5
-    same, rows, layers, _ = refproc.forward_reference(d, md.weight_files, prompt, own, 5, "streamed", lambda _s: None)
+    fed = compute.forward_reference(d, md.weight_files, prompt, own, 5, "streamed", lambda _s: None)
+    same, rows, layers = fed.greedy, fed.rows, fed.layers
     assert same == own
     # its own tokens come from cached decoding (generate()'s arithmetic), candle's from one full
     # forward: the same numbers up to summation order, well within the f32 tolerance
@@ -115,15 +117,15 @@ def test_one_forward_gives_the_greedy_fork() -> None:
     assert layers["embeddings"].shape[0] == len(prompt)
     # a continuation that forks at token 2: the reference's tokens stop at its own pick there
     other = own[:2] + [(own[2] + 1) % 256, 5, 6]
-    forked, _, _, _ = refproc.forward_reference(d, md.weight_files, prompt, other, 5, "streamed", lambda _s: None)
+    forked = compute.forward_reference(d, md.weight_files, prompt, other, 5, "streamed", lambda _s: None).greedy
     assert forked == own[:3]
 
 
 def test_reference_greedy_stops_at_nan() -> None:
     rows = np.array([[0.0, 1.0], [np.nan, 0.0], [1.0, 0.0]], dtype=np.float32)
-    assert refproc.reference_greedy(rows, [1, 1, 0]) == [1]
-    assert refproc.reference_greedy(rows[[0, 2, 2]], [1, 0, 0]) == [1, 0, 0]
-    assert refproc.reference_greedy(rows[[0, 2]], [0, 0]) == [1]
+    assert compute.reference_greedy(rows, [1, 1, 0]) == [1]
+    assert compute.reference_greedy(rows[[0, 2, 2]], [1, 0, 0]) == [1, 0, 0]
+    assert compute.reference_greedy(rows[[0, 2]], [0, 0]) == [1]
 
 
 @pytest.mark.parametrize("family,variant", CASES, ids=[f"{f}-{v}" for f, v in CASES])
@@ -192,7 +194,7 @@ def test_resident_names_nan_weights_as_streamed_does_unless_told_not_to_scan(tmp
 def test_decode_runs_the_steps_on_step_threads_and_restores_the_count() -> None:
     import torch
 
-    from portkit.verify.streamed import ForwardResult, decode
+    from portkit.verify.reference.models import ForwardResult, decode
 
     seen: list[int] = []
     vocab = 7

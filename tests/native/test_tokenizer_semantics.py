@@ -10,9 +10,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import portkit_native as pn
 import pytest
 
-import portkit_native as pn
 from fixtures.tokenizer_shapes import SHAPES, write_tokenizer
 from portkit.model.tokenizer_files import parse_tokenizer_json, read_tokenizer_json
 from portkit.semantics import tokenizer as S
@@ -196,7 +196,7 @@ def test_fast_path_reads_what_a_full_parse_reads(shapes: dict[tuple[str, str], P
 
 
 def _corpus_ids(tok: Any) -> list[list[int]]:
-    from portkit.verify.tokens import corpus
+    from portkit.verify.corpus import corpus
 
     return [list(tok.encode(s.text, special)) for s in corpus(["<bos>", "<start_of_turn>"], None) for special in (True, False)]
 
@@ -241,7 +241,7 @@ def _gemma_layouts(shapes: dict[tuple[str, str], Path], tmp_path: Path) -> dict[
 
 def test_gemmas_own_layouts_differ_nowhere(shapes: dict[tuple[str, str], Path], tmp_path: Path) -> None:
     """The mirror reports nothing on Gemma's published layouts, and the two sides agree on every id."""
-    from portkit.verify.tokens import tokenizer_section
+    from portkit.verify.sections.tokens import tokenizer_section
 
     for name, d in _gemma_layouts(shapes, tmp_path).items():
         tj = read_tokenizer_json(d / "tokenizer.json")

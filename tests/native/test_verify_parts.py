@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from portkit.verify.compare import TOLERANCES, compare_greedy
-from portkit.verify.gguf_section import gguf_tolerance
-from portkit.verify.runs import Failure, clean_message, describe_patch, patched_config
+from portkit.verify.candle.run import Failure, clean_message, patched_config
+from portkit.verify.judge.checks import TOLERANCES, compare_greedy
+from portkit.verify.judge.confirm import describe_patch
+from portkit.verify.sections.gguf import gguf_tolerance
 
 
 def test_greedy_fork_at_near_tie_is_not_a_failure():
@@ -68,7 +69,7 @@ def test_every_tolerance_has_a_reason():
 def test_rewrite_gguf_permutes_qk_rows_and_sets_metadata(gguf_file, tmp_path):
     gguf = pytest.importorskip("gguf")
     from fixtures.gguf_writer import permute
-    from portkit.verify.gguf_rewrite import read_metadata, rewrite_gguf, tensor_types
+    from portkit.verify.candle.gguf_edit import read_metadata, rewrite_gguf, tensor_types
 
     for qtype in ("f32", "q8_0"):
         good = gguf_file("healthy-tied", qtype=qtype)
@@ -84,6 +85,6 @@ def test_rewrite_gguf_permutes_qk_rows_and_sets_metadata(gguf_file, tmp_path):
         for name in g:
             assert np.array_equal(g[name], o[name]), (qtype, name)  # byte-identical to the converter's file
     w = np.arange(16 * 3).reshape(16, 3)
-    from portkit.verify.gguf_rewrite import permute_rows
+    from portkit.verify.candle.gguf_edit import permute_rows
 
     assert np.array_equal(permute_rows(w, 2), permute(w, 2))

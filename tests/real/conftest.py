@@ -35,7 +35,7 @@ def real_verify(real) -> Callable[..., Any]:
     `variant` is "tf5" or "fixed" (a RealCheckpoint field); a `gguf=True` option means the
     real GGUF. transformers runs in this process (PORTKIT_VERIFY_REFERENCE=inprocess), as in
     tests/acceptance/test_verify_variants.py: the same numbers as the CLI's child process."""
-    from portkit.verify.engine import VerifyOptions, verify
+    from portkit.verify.pipeline import VerifyOptions, verify
 
     mp = pytest.MonkeyPatch()
     mp.setenv("PORTKIT_VERIFY_REFERENCE", "inprocess")

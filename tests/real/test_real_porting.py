@@ -18,7 +18,7 @@ from safetensors.numpy import save_file
 
 from portkit.cli import main
 from portkit.porting.dumpfile import read_dump
-from portkit.verify.compare import TOLERANCES
+from portkit.verify.judge.checks import TOLERANCES
 from tests.real.inputs import linked_copy
 
 F32 = TOLERANCES["f32"]

@@ -4,7 +4,7 @@ f32 tolerance, every layer too, while the residual stream reaches 2e4; the chat 
 are the same on both sides, with SmolLM's default system prompt; the published Q4_1 GGUF is
 within the q4 tolerance. Each check has its negative control on the same weights.
 
-The bars are the tolerances (portkit.verify.compare.TOLERANCES), never the measured values.
+The bars are the tolerances (portkit.verify.judge.checks.TOLERANCES), never the measured values.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 from fixtures.real import DEFAULT_SYSTEM_PROMPT
 from portkit.cli import main
-from portkit.verify.compare import TOLERANCES
+from portkit.verify.judge.checks import TOLERANCES
 from tests.real.inputs import CAPITAL, CAPITAL_TOKENS, CHAT, CHAT_TOKENS
 
 F32 = TOLERANCES["f32"]
@@ -161,7 +161,7 @@ def test_negative_control_a_reference_logit_past_the_near_tie_line_is_a_mismatch
     mismatch its GGUF pass would try the Q/K permutation, another Q4_1 run of a minute here.)"""
     from dataclasses import replace
 
-    from portkit.verify.runs import compare_run
+    from portkit.verify.judge.comparison import compare_run
 
     report = chat()
     ref, run = report.reference, report.gguf.run

@@ -16,10 +16,14 @@ import pytest
 
 from portkit.findings import Finding, Probe
 from portkit.rules import as_candle as AC
-from portkit.verify import attribution, refjob
-from portkit.verify.compare import TOLERANCES
-from portkit.verify.confirm import Subject, confirm_numeric
-from portkit.verify.runs import Reference, RunOutputs, compare_run, edited_config
+from portkit.verify.candle.run import RunOutputs
+from portkit.verify.judge import attribution
+from portkit.verify.judge.checks import TOLERANCES
+from portkit.verify.judge.comparison import compare_run
+from portkit.verify.judge.confirm import Subject, confirm_numeric
+from portkit.verify.reference import as_candle
+from portkit.verify.reference.as_candle import edited_config
+from portkit.verify.reference.result import Reference
 
 F32 = TOLERANCES["f32"]
 VOCAB = 8
@@ -87,27 +91,48 @@ def test_an_effect_within_the_noise_is_not_reproduced_then_scanned(monkeypatch: 
     ramp = np.linspace(0.0, 1.0, 64, dtype=np.float32)  # exceeds 0.4 from position 26 on
     calls = []
 
-    def fake(model, reference, tokens, edit, scan_len, progress, sublayers=()):
-        calls.append((edit, scan_len))
-        return refjob.AsCandle(reference, ramp)
+    class Scan:
+        def __init__(self, by_position: np.ndarray) -> None:
+            self.by_position = by_position
 
-    monkeypatch.setattr(refjob, "reference_as_candle", fake)
-    model = SimpleNamespace(config=CONFIG, config_text=json.dumps(CONFIG))
-    (scanned,) = attribution.scan_lengths([c], [_finding()], model, s.reference, 4, lambda _s: None)
+        def effect_by_position(self, edit: dict[str, Any], scan_len: int) -> np.ndarray:
+            calls.append((edit, scan_len))
+            return self.by_position
+
+    (scanned,) = attribution.scan_lengths([c], [_finding()], Scan(ramp), CONFIG["max_position_embeddings"], lambda _s: None)
     assert calls == [(EDIT, 64)]  # capped by max_position_embeddings
     assert scanned.details["reference_side"]["reproduces_from"] == attribution.first_length_over(ramp, 0.4) == 27
     assert scanned.evidence.endswith("; it exceeds the noise from a 27-token prompt")
     # an effect that never exceeds it says how far the scan looked
-    monkeypatch.setattr(refjob, "reference_as_candle", lambda *a, **k: refjob.AsCandle(s.reference, np.full(64, 0.1, np.float32)))
-    (flat,) = attribution.scan_lengths([c], [_finding()], model, s.reference, 4, lambda _s: None)
+    (flat,) = attribution.scan_lengths([c], [_finding()], Scan(np.full(64, 0.1, np.float32)), CONFIG["max_position_embeddings"], lambda _s: None)
     assert flat.evidence.endswith("it stays under the noise up to 64 tokens")
 
 
-def test_only_findings_within_the_noise_are_scanned(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_only_findings_within_the_noise_are_scanned() -> None:
     s, _ = _world(effect=3.0, noise=0.0)
     c = confirm_numeric(_finding(), s, {})
-    monkeypatch.setattr(refjob, "reference_as_candle", lambda *a, **k: pytest.fail("no scan"))
-    assert attribution.scan_lengths([c], [_finding()], SimpleNamespace(config=CONFIG), s.reference, 4, lambda _s: None) == [c]
+
+    class NoScan:
+        def effect_by_position(self, edit: dict[str, Any], scan_len: int) -> np.ndarray:
+            pytest.fail("no scan")
+
+    assert attribution.scan_lengths([c], [_finding()], NoScan(), CONFIG["max_position_embeddings"], lambda _s: None) == [c]
+
+
+def test_the_reference_side_scans_with_transformers_as_candle_computes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """AsCandleRuns' scan is `reference_as_candle` over the scan's length, on the reference's
+    inputs, without the sub-layers (the key the scan's cache entry had)."""
+    s, _ = _world(effect=0.05, noise=0.4)
+    calls = []
+
+    def fake(model, reference, tokens, edit, scan_len, progress, sublayers=()):
+        calls.append((edit, scan_len, tokens, tuple(sublayers)))
+        return as_candle.AsCandle(reference, np.zeros(scan_len, np.float32))
+
+    monkeypatch.setattr(as_candle, "reference_as_candle", fake)
+    runs = as_candle.AsCandleRuns(SimpleNamespace(config=CONFIG), s.reference, 4, lambda _s: None, ["self_attn"])
+    assert runs.effect_by_position(EDIT, 64).shape == (64,)
+    assert calls == [(EDIT, 64, 4, ())]
 
 
 def test_without_a_reference_to_rerun_the_edit_is_not_used() -> None:
@@ -165,7 +190,7 @@ def test_edited_config_sets_nested_keys_and_removes_with_none() -> None:
 
 
 def test_length_notes_say_whether_the_run_reached_the_length() -> None:
-    from portkit.verify.confirm import Confirmation
+    from portkit.verify.judge.confirm import Confirmation
 
     def conf(code: str, message: str) -> Confirmation:
         return Confirmation(code=code, name="n", severity="warning", message=message, filename="f", probe_kind="numeric",

@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portkit.verify.refcache import CachedReference, RefCache
-from portkit.verify.runcache import RunCache
+from portkit.verify.candle.cache import RunCache
+from portkit.verify.reference.cache import RefCache
+from portkit.verify.reference.compute import ReferenceOutputs
 
 ROWS = np.arange(10, dtype=np.float32).reshape(2, 5)
 
@@ -34,7 +35,7 @@ def test_a_run_entry_read_since_is_kept_over_older_writes(tmp_path: Path, monkey
 
 def test_a_reference_entry_read_since_is_kept_over_older_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "reference"
-    entry = CachedReference(greedy=[1], rows=ROWS, layers={}, nonfinite_weights=[])
+    entry = ReferenceOutputs(greedy=[1], rows=ROWS, layers={}, nonfinite_weights=[])
     caches = {name: RefCache(name * 64, [1, 2], 2, root=root, vocab=5) for name in "abcd"}
     for i, name in enumerate("abc"):
         caches[name].put(None, entry)

@@ -18,9 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portkit.verify import cachefiles, refcache, runcache
-from portkit.verify.refcache import CachedReference, RefCache
-from portkit.verify.runcache import RunCache
+from portkit.verify import cachefiles
+from portkit.verify.candle import cache as runcache
+from portkit.verify.candle.cache import RunCache
+from portkit.verify.reference import cache as refcache
+from portkit.verify.reference.cache import RefCache
+from portkit.verify.reference.compute import ReferenceOutputs
 
 VOCAB, TOKENS, PROMPT = 5, 3, [1, 2, 3]
 
@@ -146,11 +149,11 @@ def test_a_stored_member_larger_than_the_file_is_refused() -> None:
 
 
 def test_an_as_candle_entry_without_its_effect_is_computed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """refjob.reference_as_candle reads the effect among the layers: an entry without it is
+    """as_candle.reference_as_candle reads the effect among the layers: an entry without it is
     recomputed, never a KeyError."""
     from types import SimpleNamespace
 
-    from portkit.verify import refjob, refproc
+    from portkit.verify.reference import as_candle, compute
 
     monkeypatch.setenv("PORTKIT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PORTKIT_VERIFY_REFERENCE", "inprocess")
@@ -159,18 +162,18 @@ def test_an_as_candle_entry_without_its_effect_is_computed_again(tmp_path: Path,
     model = SimpleNamespace(root=tmp_path, weight_files=(weights,), vocab_size=VOCAB, config_text="{}")
     reference = SimpleNamespace(use_cache=True, prompt=PROMPT, inputs=[0, 0, 0], fingerprints=None, mode="streamed")
     edit = {"what": "x", "config": {}}
-    key = refjob.as_candle_key(model, reference, "{}", {}, 2, ())  # type: ignore[arg-type]
-    RefCache(key, PROMPT, TOKENS, vocab=VOCAB).put([0, 0, 0], CachedReference(greedy=[], rows=np.zeros((1, VOCAB), np.float32), layers={"layer.0": np.zeros((3, 2), np.float32)}, nonfinite_weights=[]))
+    key = as_candle.as_candle_key(model, reference, "{}", {}, 2, ())  # type: ignore[arg-type]
+    RefCache(key, PROMPT, TOKENS, vocab=VOCAB).put([0, 0, 0], ReferenceOutputs(greedy=[], rows=np.zeros((1, VOCAB), np.float32), layers={"layer.0": np.zeros((3, 2), np.float32)}, nonfinite_weights=[]))
     computed = []
 
     def as_candle_reference(*args: object) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
         computed.append(args)
         return np.ones((TOKENS, VOCAB), np.float32), {"layer.0": np.ones((3, 2), np.float32)}, np.full(2, 0.5, np.float32)
 
-    monkeypatch.setattr(refproc, "as_candle_reference", as_candle_reference)
-    got = refjob.reference_as_candle(model, reference, TOKENS, edit, 2, lambda _s: None)  # type: ignore[arg-type]
+    monkeypatch.setattr(compute, "as_candle_reference", as_candle_reference)
+    got = as_candle.reference_as_candle(model, reference, TOKENS, edit, 2, lambda _s: None)  # type: ignore[arg-type]
     assert len(computed) == 1 and got.effect_by_position.tolist() == [0.5, 0.5] and got.source == "computed"
     # and now the cache has it, with its effect
-    again = refjob.reference_as_candle(model, reference, TOKENS, edit, 2, lambda _s: None)  # type: ignore[arg-type]
+    again = as_candle.reference_as_candle(model, reference, TOKENS, edit, 2, lambda _s: None)  # type: ignore[arg-type]
     assert again.effect_by_position.tolist() == [0.5, 0.5] and again.source == "cache" and len(computed) == 1
     assert set(again.reference.layers) == {"layer.0"} and again.reference.rows.shape == (TOKENS, VOCAB)

@@ -1,4 +1,4 @@
-"""`portkit.verify.compare`: every judgement at its boundary, on arrays whose answer is known.
+"""`portkit.verify.judge.checks`: every judgement at its boundary, on arrays whose answer is known.
 
 Pure numpy: the numbers verify prints next to each tolerance, the side of the tolerance each
 lands on (equal passes, NaN never does), argmax flips with the reference's top-2 margin, and
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from portkit.verify.compare import (
+from portkit.verify.judge.checks import (
     TOLERANCES,
     GreedyCheck,
     ShapeMismatch,

@@ -1,4 +1,4 @@
-"""Every verdict path of `portkit.verify.confirm`, on runs whose truth is set by the test.
+"""Every verdict path of `portkit.verify.judge.confirm`, on runs whose truth is set by the test.
 
 A `World` is a model whose defects are known: each defect is a config key whose fix removes
 a known shift from candle's logits, and a patch can be made to break the load. The
@@ -16,8 +16,10 @@ import numpy as np
 import pytest
 
 from portkit.findings import Finding, Fix, Probe
-from portkit.verify.compare import TOLERANCES
-from portkit.verify.confirm import (
+from portkit.verify.candle.run import Failure, RunOutputs
+from portkit.verify.judge.checks import TOLERANCES
+from portkit.verify.judge.comparison import compare_run
+from portkit.verify.judge.confirm import (
     IMPROVEMENT,
     Subject,
     confirm_all,
@@ -27,7 +29,7 @@ from portkit.verify.confirm import (
     other_patches,
     probe_of,
 )
-from portkit.verify.runs import Failure, Reference, RunOutputs, compare_run
+from portkit.verify.reference.result import Reference
 
 F32 = TOLERANCES["f32"]
 BF16 = TOLERANCES["bf16"]
@@ -505,17 +507,17 @@ def test_confirm_all_gives_each_kind_its_own_verdict_in_order() -> None:
 
 
 def test_details_of_a_comparison_with_parts_missing() -> None:
-    from portkit.verify.confirm import _cmp_json
-    from portkit.verify.runs import Comparison
+    from portkit.verify.judge.comparison import Comparison
+    from portkit.verify.judge.confirm import comparison_summary
 
-    assert _cmp_json(None) is None
-    empty = _cmp_json(Comparison(tolerance=F32))
+    assert comparison_summary(None) is None
+    empty = comparison_summary(Comparison(tolerance=F32))
     assert empty == {
         "ok": False, "summary": "", "last_max_abs_diff": None, "steps_max_abs_diff": None,
         "argmax_agree": None, "steps": None, "greedy_first_divergence": None,
     }
     forked = RunOutputs(label="candle", last=ROWS[0], rows=ROWS, greedy=[0, 2, 2])
-    j = _cmp_json(compare_run(REF, forked, F32))
+    j = comparison_summary(compare_run(REF, forked, F32))
     assert j is not None and j["greedy_first_divergence"] == 1 and j["steps"] == 3 and j["argmax_agree"] == 3
 
 

@@ -11,10 +11,12 @@ from typing import Any
 import numpy as np
 
 from portkit.findings import Finding, Fix, Probe
-from portkit.verify.compare import TOLERANCES
-from portkit.verify.confirm import Subject, confirm_section
-from portkit.verify.explain import explain
-from portkit.verify.runs import Failure, Reference, RunOutputs, compare_run
+from portkit.verify.candle.run import Failure, RunOutputs
+from portkit.verify.judge.checks import TOLERANCES
+from portkit.verify.judge.comparison import compare_run
+from portkit.verify.judge.confirm import Subject, confirm_section
+from portkit.verify.judge.explain import explain
+from portkit.verify.reference.result import Reference
 
 F32 = TOLERANCES["f32"]
 ROWS = np.array([[9.0, 1.0, 0.5, -2.0], [0.0, 8.0, 1.0, 2.0]], dtype=np.float32)

@@ -1,27 +1,43 @@
 """The import contracts (`[tool.importlinter]` in pyproject.toml, checked by `make test`) name
-every module of portkit, so a new one cannot sit outside the layers unnoticed."""
+every module of portkit, and every module and package of portkit.verify, so a new one cannot sit
+outside the layers unnoticed."""
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _layered() -> set[str]:
-    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    (layers,) = [c["layers"] for c in cfg["contracts"] if c["type"] == "layers"]
+def _contracts() -> list[dict[str, Any]]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+
+
+def _layered(container: str | None) -> set[str]:
+    (layers,) = [c["layers"] for c in _contracts() if c["type"] == "layers" and (c.get("containers") or [None]) == [container]]
     return {m.strip() for layer in layers for m in layer.replace(":", "|").split("|")}
 
 
+def _children(pkg: Path, prefix: str) -> set[str]:
+    modules = {f"{prefix}{p.stem}" for p in pkg.glob("*.py") if p.stem != "__init__"}
+    return modules | {f"{prefix}{p.name}" for p in pkg.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+
+
 def test_every_top_level_module_has_a_layer() -> None:
-    pkg = ROOT / "portkit"
-    modules = {f"portkit.{p.stem}" for p in pkg.glob("*.py") if p.stem != "__init__"}
-    modules |= {f"portkit.{p.name}" for p in pkg.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert modules - _layered() == set()
+    assert _children(ROOT / "portkit", "portkit.") - _layered(None) == set()
+
+
+def test_every_module_of_verify_has_a_layer() -> None:
+    """verify's own layers: the reference side, the candle side and the judging independent of
+    each other, the sections above them, the run plan above the sections."""
+    layered = _layered("portkit.verify")
+    assert _children(ROOT / "portkit" / "verify", "") - layered == set()
+    assert layered - _children(ROOT / "portkit" / "verify", "") == set(), "a layer names a module that is gone"
+    (layers,) = [c["layers"] for c in _contracts() if c.get("containers") == ["portkit.verify"]]
+    assert "judge | reference | candle" in layers
 
 
 def test_the_contracts_forbid_cycles_too() -> None:
-    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    assert any(c["type"] == "acyclic_siblings" and c["ancestors"] == ["portkit"] for c in cfg["contracts"])
+    assert any(c["type"] == "acyclic_siblings" and c["ancestors"] == ["portkit"] for c in _contracts())

@@ -1,4 +1,4 @@
-"""`portkit.verify.localise`: the first bad sub-layer inside the first bad layer, its error per
+"""`portkit.verify.judge.localise`: the first bad sub-layer inside the first bad layer, its error per
 position, and what each pattern points to; sub-layers never decide the verdict; the summary line
 prints the named row's own number. Synthetic values: each case perturbs one sub-layer and
 everything computed after it, the way a real bug propagates."""
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from portkit.families import sublayers as S
-from portkit.verify.compare import TOLERANCES, compare_layers
-from portkit.verify.localise import localise, per_position
-from portkit.verify.report import _comparison_lines
-from portkit.verify.runs import Comparison
+from portkit.verify.judge.checks import TOLERANCES, compare_layers
+from portkit.verify.judge.comparison import Comparison
+from portkit.verify.judge.localise import localise, per_position
+from portkit.verify.report.text import comparison_lines
 
 T, H = 6, 8
 RTOL = 1e-5
@@ -173,7 +173,7 @@ def test_the_summary_line_prints_the_named_rows_number_not_the_tables_largest():
     got["norm"] = ref["norm"] * 1.5  # a later row with a far larger error
     check, loc = _localise(ref, got)
     c = Comparison(tolerance=TOLERANCES["f32"], layers=check, localisation=loc)
-    lines = _comparison_lines(c, [])
+    lines = comparison_lines(c, [])
     own = check.row("layer.1").rel
     assert check.max_rel > 100 * own
     assert f"first layer over 1e-5: layer.1[/] (rel {own:.2e})" in lines[0]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from portkit.verify.compare import compare_layers, compare_steps
-from portkit.verify.nonfinite import analyse, first_nonfinite
+from portkit.verify.judge.checks import compare_layers, compare_steps
+from portkit.verify.judge.nonfinite import analyse, first_nonfinite
 
 
 def _layers(nan_from: int | None, n: int = 3) -> dict[str, np.ndarray]:

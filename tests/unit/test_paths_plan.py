@@ -1,4 +1,4 @@
-"""verify's plan for a second turn and a batch (`portkit.verify.paths`), torch- and wheel-free:
+"""verify's plan for a second turn and a batch (`portkit.verify.sections.paths`), torch- and wheel-free:
 the inputs it derives, the bad input it refuses, the findings it routes, the reference request
 and the reference cache's key."""
 
@@ -12,10 +12,13 @@ import numpy as np
 import pytest
 
 from portkit.findings import Finding, Probe
-from portkit.verify import paths, refcache, refextra
-from portkit.verify.batch import batch_bytes, rows_for
-from portkit.verify.inputs import BadInput, ModelDir
-from portkit.verify.turns import SEGMENT_LEN, segment_for
+from portkit.verify.errors import BadInput
+from portkit.verify.model_dir import ModelDir
+from portkit.verify.reference import cache as refcache
+from portkit.verify.reference import extra as refextra
+from portkit.verify.sections import paths
+from portkit.verify.sections.batch import batch_bytes, rows_for
+from portkit.verify.sections.turns import SEGMENT_LEN, segment_for
 
 PROMPT = [1, 72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 33, 10, 5]
 
@@ -70,7 +73,7 @@ def test_a_second_turn_past_the_positions_is_refused() -> None:
 
 
 def test_a_batch_that_does_not_fit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    from portkit.verify import batch
+    from portkit.verify.sections import batch
 
     need = batch_bytes(_model().config, 8, 16, False)
     monkeypatch.setattr(batch, "available_bytes", lambda: need)

@@ -47,7 +47,7 @@ def test_rule_texts_and_tolerance_reasons_are_public() -> None:
     """The strings users get from a running portkit, not only the files: every rule's doc,
     message help and fix title, and verify's tolerance reasons (JSON `reason`)."""
     from portkit.rules import RULES
-    from portkit.verify.compare import TOLERANCES
+    from portkit.verify.judge.checks import TOLERANCES
 
     texts = [r.doc() + r.fix_title for r in RULES.values()] + [t.reason for t in TOLERANCES.values()]
     assert not [t for t in texts if PRIVATE.search(t)]

@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portkit.verify import refcache
-from portkit.verify.refcache import CachedReference, RefCache
+from portkit.verify.reference import cache as refcache
+from portkit.verify.reference.cache import RefCache
+from portkit.verify.reference.compute import ReferenceOutputs
 
 
 def _model(tmp_path: Path, weights: bytes = b"\x00" * 64, config: str = '{"vocab_size": 4}') -> tuple[str, list[Path]]:
@@ -20,9 +21,9 @@ def _model(tmp_path: Path, weights: bytes = b"\x00" * 64, config: str = '{"vocab
     return config, [f]
 
 
-def _entry() -> CachedReference:
+def _entry() -> ReferenceOutputs:
     rng = np.random.default_rng(0)
-    return CachedReference(
+    return ReferenceOutputs(
         greedy=[3, 1],
         rows=rng.standard_normal((2, 4)).astype(np.float32),
         layers={"embeddings": rng.standard_normal((3, 8)).astype(np.float32), "logits": np.zeros(4, np.float32)},
@@ -81,7 +82,8 @@ def test_a_counterfactual_key_reuses_the_reference_fingerprints(tmp_path: Path, 
     counterfactual's cache key does not read the checkpoint again, and is the same key."""
     from types import SimpleNamespace
 
-    from portkit.verify import cachefiles, refjob, refproc
+    from portkit.verify import cachefiles
+    from portkit.verify.reference import as_candle, compute
 
     monkeypatch.setenv("PORTKIT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PORTKIT_VERIFY_REFERENCE", "inprocess")
@@ -90,10 +92,10 @@ def test_a_counterfactual_key_reuses_the_reference_fingerprints(tmp_path: Path, 
     model = SimpleNamespace(root=tmp_path, weight_files=tuple(files), vocab_size=4, config_text="{}")
     reference = SimpleNamespace(use_cache=True, prompt=[1, 2, 3], inputs=[3, 1], fingerprints=fingerprints, mode="streamed")
     # the key computed from the files themselves is the one the counterfactual uses
-    key = refjob.as_candle_key(model, SimpleNamespace(mode="streamed", fingerprints=None), "{}", {}, 0, ())  # type: ignore[arg-type]
+    key = as_candle.as_candle_key(model, SimpleNamespace(mode="streamed", fingerprints=None), "{}", {}, 0, ())  # type: ignore[arg-type]
     monkeypatch.setattr(cachefiles, "fingerprints", lambda _files: pytest.fail("the weight files were fingerprinted again"))
-    monkeypatch.setattr(refproc, "as_candle_reference", lambda *_a: (np.ones((2, 4), np.float32), {}, np.zeros(0, np.float32)))
-    refjob.reference_as_candle(model, reference, 2, {"what": "x"}, 0, lambda _s: None)  # type: ignore[arg-type]
+    monkeypatch.setattr(compute, "as_candle_reference", lambda *_a: (np.ones((2, 4), np.float32), {}, np.zeros(0, np.float32)))
+    as_candle.reference_as_candle(model, reference, 2, {"what": "x"}, 0, lambda _s: None)  # type: ignore[arg-type]
     assert RefCache(key, [1, 2, 3], 2, vocab=4).get([3, 1]) is not None
 
 
@@ -102,7 +104,7 @@ def test_key_without_import_of_torch() -> None:
     import sys
 
     code = (
-        "import sys, pathlib, tempfile; from portkit.verify import refcache, refjob; "
+        "import sys, pathlib, tempfile; from portkit.verify.reference import cache as refcache, job; "
         "d = pathlib.Path(tempfile.mkdtemp()); f = d / 'w.safetensors'; f.write_bytes(b'\\x02' + b'\\x00' * 7 + b'{}'); "
         "refcache.model_key('{}', [f], 'streamed'); "
         "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"

@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from portkit.verify import cachefiles, runcache
-from portkit.verify.runcache import RunCache
-from portkit.verify.runs import RunOutputs, from_cache, run_candle
+from portkit.verify import cachefiles
+from portkit.verify.candle import cache as runcache
+from portkit.verify.candle.cache import RunCache
+from portkit.verify.candle.run import RunOutputs, from_cache, run_candle
 
 
 @pytest.fixture(autouse=True)
@@ -117,7 +118,7 @@ def test_damaged_entry_is_ignored_and_removed(tmp_path: Path, damage: str) -> No
     elif damage == "empty":
         c.path.write_bytes(b"")
     else:  # an intact entry of the other cache is not a run
-        from portkit.verify import refcache
+        from portkit.verify.reference import cache as refcache
 
         c.path.write_bytes(cachefiles.encode(refcache.MAGIC, {"greedy": [1]}, {"rows": _rows()}))
     assert c.get() is None
@@ -139,9 +140,9 @@ class _Runner:
 
 @pytest.mark.parametrize("fail", [False, True])
 def test_only_a_completed_run_is_stored(tmp_path: Path, fail: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    from portkit.verify import runs
+    from portkit.verify.candle import run as runs
 
-    monkeypatch.setattr(runs, "_native_errors", lambda: (ValueError,))
+    monkeypatch.setattr(runs, "native_errors", lambda: (ValueError,))
     c = RunCache(_key([_weights(tmp_path)]), root=tmp_path / "cache")
     loads = []
 
@@ -208,8 +209,8 @@ def test_key_covers_the_source_of_the_modules_that_run_candle(tmp_path: Path, mo
     monkeypatch.setattr(cachefiles, "source_digest", lambda names: (seen.append(tuple(names)), "src")[1])
     _key([_weights(tmp_path)])
     (names,) = seen
-    here = Path(runcache.__file__).parent
-    assert set(names) == {"runs.py", "candle.py", "gguf_rewrite.py"} and all((here / n).is_file() for n in names)
+    here = Path(cachefiles.__file__).parent  # the names are paths under portkit/verify/
+    assert set(names) == {"candle/run.py", "candle/native.py", "candle/gguf_edit.py"} and all((here / n).is_file() for n in names)
 
 
 @pytest.mark.parametrize("device,use_cache,expected", [("cpu", True, True), ("cpu", False, False), ("cuda", True, False), ("metal", True, False)])

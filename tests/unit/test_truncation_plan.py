@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from portkit.verify.tokens import corpus, long_text
+from portkit.verify.corpus import corpus, long_text
 from tests.unit.test_rules import run
 from tests.unit.tokenizer_cases import _set, shape
 

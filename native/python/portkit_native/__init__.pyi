@@ -204,6 +204,9 @@ class GgufRunner:
     def last_logits(self, ids: Sequence[int]) -> npt.NDArray[np.float32]: ...
     def teacher_forced_logits(self, ids: Sequence[int], prefill: int = 1) -> npt.NDArray[np.float32]: ...
     def greedy(self, ids: Sequence[int], n: int) -> list[int]: ...
+    def forced_and_greedy(self, ids: Sequence[int], prefill: int, n: int) -> tuple[list[int], npt.NDArray[np.float32]]:
+        """(`greedy(ids[:prefill], n)`, `teacher_forced_logits(ids, prefill)`), bit for bit, with
+        the forwards they share run once."""
     def capture(self, ids: Sequence[int]) -> dict[str, npt.NDArray[np.float32]]:
         """Per-layer values (embeddings, `layer.N` and its sub-layers, norm, logits) through the
         loader's copy of the forward (`gguf_capture_loaders()`)."""

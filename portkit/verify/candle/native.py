@@ -1,0 +1,92 @@
+"""The candle side: portkit_native, imported lazily so that lint never needs the wheel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from portkit.families import Family
+
+BUILD_HINT = "build it with `make native` (maturin build --release -m native/Cargo.toml, then pip install the wheel)"
+
+
+class NativeUnavailable(RuntimeError):
+    """The portkit_native wheel is not installed."""
+
+
+def native() -> Any:
+    try:
+        import portkit_native
+    except ImportError as e:
+        raise NativeUnavailable(f"portkit_native is not installed: {BUILD_HINT}") from e
+    return portkit_native
+
+
+def load_llama(
+    weight_files: Sequence[Path],
+    config_json: str,
+    *,
+    dtype: str = "f32",
+    device: str = "cpu",
+    cache_dtype: str | None = None,
+    use_flash_attn: bool = False,
+) -> Any:
+    """A `portkit_native.LlamaRunner`; `config_json` is passed as text so a patched config can run."""
+    return native().LlamaRunner(
+        [str(p) for p in weight_files],
+        config_json,
+        dtype=dtype,
+        cache_dtype=cache_dtype,
+        device=device,
+        use_flash_attn=use_flash_attn,
+    )
+
+
+def load_family(
+    family: str,
+    weight_files: Sequence[Path],
+    config_json: str,
+    *,
+    dtype: str = "f32",
+    device: str = "cpu",
+    cache_dtype: str | None = None,
+) -> Any:
+    """A `portkit_native.FamilyRunner` over candle's own `models::{family}` (a key of
+    `portkit_native.families()`); `config_json` is text so a patched config can run."""
+    return native().FamilyRunner(
+        family, [str(p) for p in weight_files], config_json, dtype=dtype, device=device, cache_dtype=cache_dtype
+    )
+
+
+def load_runner(
+    family: Family,
+    weight_files: Sequence[Path],
+    config_json: str,
+    *,
+    dtype: str = "f32",
+    device: str = "cpu",
+    cache_dtype: str | None = None,
+    use_flash_attn: bool = False,
+) -> Any:
+    """The native runner of `family`: the one that takes `use_flash_attn` where the registry
+    says the family's has it (`Family.flash_attn`), else `FamilyRunner`."""
+    if family.flash_attn:
+        return load_llama(weight_files, config_json, dtype=dtype, device=device, cache_dtype=cache_dtype, use_flash_attn=use_flash_attn)
+    return load_family(family.name, weight_files, config_json, dtype=dtype, device=device, cache_dtype=cache_dtype)
+
+
+def load_gguf(path: Path, *, device: str = "cpu", loader: str = "quantized_llama") -> Any:
+    """A `portkit_native.GgufRunner` through candle's GGUF loader `loader` (`portkit_native.gguf_loaders()`)."""
+    return native().GgufRunner(str(path), device=device, loader=loader)
+
+
+def check_device(pn: Any, device: str) -> None:
+    """The native wheel's own message for a device it was not built with (exit 2), before any
+    model is loaded."""
+    try:
+        pn.check_device(device)
+    except (pn.DeviceUnavailableError, ValueError) as e:
+        from portkit.verify.errors import BadInput
+
+        raise BadInput(str(e).splitlines()[0]) from None

@@ -1,0 +1,139 @@
+"""One side (candle or a GGUF) judged against the reference: every number of `checks`, a
+headline, a distance, and the first bad layer localised.
+
+The two sides' records (`portkit.verify.candle.run.RunOutputs`, `portkit.verify.reference.result.Reference`)
+are read here, never produced: judge/ imports neither side's code (annotations only).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+import numpy as np
+
+from portkit.verify.judge.checks import (
+    GreedyCheck,
+    LayerCheck,
+    LogitsCheck,
+    ShapeMismatch,
+    StepCheck,
+    Tolerance,
+    compare_greedy,
+    compare_layers,
+    compare_logits,
+    compare_steps,
+    is_sublayer,
+)
+from portkit.verify.judge.localise import Localisation, localise
+
+if TYPE_CHECKING:
+    from portkit.verify.candle.run import RunOutputs
+    from portkit.verify.reference.result import Reference
+
+
+@dataclass
+class Comparison:
+    """One side (candle or a GGUF) judged against the reference, with every number."""
+
+    tolerance: Tolerance
+    last: LogitsCheck | None = None
+    steps: StepCheck | None = None
+    greedy: GreedyCheck | None = None
+    layers: LayerCheck | None = None
+    layers_judged: bool = True
+    problem: str | None = None  # a shape mismatch: a failure of its own
+    #: inside the first bad layer: the first bad sub-layer, its error per position, a diagnosis
+    localisation: Localisation | None = None
+
+    def judge_layers(
+        self, ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], *, available: Sequence[str] = (), no_sublayers_hint: str
+    ) -> None:
+        """Every captured value's relative error; judged (and the first bad layer localised) only
+        where the tolerance has a per-layer line (f32), reported below it. `available` and
+        `no_sublayers_hint`: `localise`'s."""
+        rtol = self.tolerance.layer_rtol
+        self.layers_judged = rtol is not None
+        self.layers = compare_layers(ref, got, rtol if rtol is not None else math.inf)
+        if self.layers_judged:
+            self.localisation = localise(self.layers, ref, got, available=available, no_sublayers_hint=no_sublayers_hint)
+
+    @property
+    def ok(self) -> bool:
+        if self.problem is not None:
+            return False
+        parts = [c.ok for c in (self.last, self.steps, self.greedy) if c is not None]
+        if self.layers is not None and self.layers_judged:
+            parts.append(self.layers.ok)
+        return all(parts) and bool(parts)
+
+    def headline(self) -> str:
+        """`logits differ 4.94 (tol 1e-4)`-style summary of the worst evidence."""
+        if self.problem:
+            return self.problem
+        bits = []
+        if self.last is not None:
+            tol = self.tolerance.logits_atol
+            bits.append(
+                f"logits differ {fmt_num(self.last.max_abs_diff)}"
+                + (f" (tol {fmt_tol(tol)})" if tol is not None else f" (max|ref| {self.last.max_abs_ref:.3g})")
+            )
+        if self.steps is not None and (self.steps.agree != self.steps.steps or self.tolerance.logits_atol is None):
+            real = len(self.steps.real_flips)
+            near = len(self.steps.disagreements) - real
+            extra = []
+            if real:
+                extra.append(f"{real} real flip{'s' if real != 1 else ''}")
+            if near:
+                extra.append(f"{near} at near ties")
+            bits.append(f"argmax {self.steps.agree}/{self.steps.steps}" + (f" ({', '.join(extra)})" if extra else ""))
+        if self.steps is not None and self.steps.nonfinite_steps:
+            bits.append(f"non-finite (NaN/inf) at {len(self.steps.nonfinite_steps)} of {self.steps.steps} steps")
+        if self.greedy is not None and self.greedy.first_divergence is not None:
+            bits.append(
+                f"greedy diverges at token {self.greedy.first_divergence}"
+                + (" (near tie)" if self.greedy.at_near_tie else "")
+            )
+        return ", ".join(bits)
+
+    def distance(self) -> float:
+        """max|diff| over the last position and every teacher-forced step (NaN: infinite)."""
+        vals = [c.max_abs_diff for c in (self.last, self.steps) if c is not None]
+        vals = [math.inf if math.isnan(v) else v for v in vals]
+        return max(vals, default=0.0)
+
+
+def fmt_num(x: float) -> str:
+    if math.isnan(x):
+        return "NaN"
+    if x == 0:
+        return "0"
+    if 1e-2 <= abs(x) < 1e3:
+        return f"{x:.3g}"
+    return f"{x:.2e}"
+
+
+def fmt_tol(x: float) -> str:
+    return f"{x:.0e}".replace("e-0", "e-").replace("e+0", "e+")
+
+
+def compare_run(ref: Reference, got: RunOutputs, tol: Tolerance) -> Comparison:
+    """verify's comparisons: last position, teacher-forced steps with margins, greedy fork
+    with the margin where it forks, per-layer relative error (judged in f32 only)."""
+    cmp = Comparison(tolerance=tol)
+    try:
+        if got.last is not None:
+            cmp.last = compare_logits(ref.last, got.last, tol.logits_atol)
+        if got.rows is not None:
+            cmp.steps = compare_steps(ref.rows, got.rows, near_tie=tol.near_tie, atol=tol.logits_atol)
+        if got.greedy is not None:
+            cmp.greedy = compare_greedy(ref.greedy, got.greedy, step_rows=ref.rows, near_tie=tol.near_tie, ref_complete=ref.greedy_complete)
+        if got.layers is not None and ref.layers:
+            # sub-layers where both sides have them (a family's capture may record none)
+            ref_layers = {k: v for k, v in ref.layers.items() if not is_sublayer(k) or k in got.layers}
+            got_layers = {k: v for k, v in got.layers.items() if not is_sublayer(k) or k in ref.layers}
+            cmp.judge_layers(ref_layers, got_layers, no_sublayers_hint="this capture records no sub-layers")
+    except ShapeMismatch as e:
+        cmp.problem = str(e)
+    return cmp

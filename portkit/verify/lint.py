@@ -1,0 +1,88 @@
+"""Run `portkit lint` in-process for verify: the findings whose probes verify runs.
+
+Lint is torch-free and takes milliseconds; verify hands it the target its own candle runs
+use (device, dtype, the wheel's cargo features, flash-attn, prompt + generated tokens), marked
+explicit so a `[tool.portkit]` table cannot describe a different run, while its rule
+selection (`select`, `ignore`) still applies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Callable
+
+from portkit.errors import PortkitError
+from portkit.findings import Finding
+from portkit.lint import lint_model, lint_paths
+from portkit.model import load_model
+from portkit.model.gguf_header import read_gguf
+from portkit.settings import Settings, for_dir
+from portkit.target import Target
+
+Progress = Callable[[str], None]
+
+
+class LintInputError(RuntimeError):
+    """lint could not read the input (its exit-2 case); the message is lint's line."""
+
+
+TARGET_FIELDS = frozenset({"device", "dtype", "features", "max_tokens", "max_prompt_tokens", "use_flash_attn", "turns", "batch"})
+
+
+def make_settings(
+    device: str, dtype: str, use_flash_attn: bool, max_tokens: int | None, build: dict[str, Any], max_prompt_tokens: int | None = None,
+    turns: int = 1, batch: int = 1,
+) -> Settings:
+    feats = set()
+    if build.get("accelerate"):
+        feats.add("accelerate")
+    if build.get("flash_attn"):
+        feats.add("flash-attn")
+    for dev in build.get("devices", ()):
+        if dev in ("metal", "cuda"):
+            feats.add(dev)
+    target = Target(device=device, dtype=dtype, features=frozenset(feats), use_flash_attn=use_flash_attn, max_tokens=max_tokens,
+                    max_prompt_tokens=max_prompt_tokens, turns=turns, batch=batch)  # type: ignore[arg-type]
+    return Settings(target=target, explicit=TARGET_FIELDS)
+
+
+def lint(paths: list[Path], settings: Settings) -> tuple[list[Finding], list[str]]:
+    """(findings, notes). Raises LintInputError with lint's own line when it cannot read a path."""
+    try:
+        report = lint_paths([str(p) for p in paths], settings)
+    except PortkitError as e:  # UsageError from a bad [tool.portkit] table
+        raise LintInputError(str(e)) from None
+    if report.errors:
+        e = report.errors[0]
+        raise LintInputError(f"{e.path}: {e.message}")
+    return list(report.findings), list(report.notes)
+
+
+def lint_gguf_beside(model_dir: Path, gguf: Path, settings: Settings) -> list[Finding]:
+    """lint's findings about `gguf` as if it sat in `model_dir`: the GGUF rules then see the
+    config.json and safetensors it came from (freq_base vs rope_theta, Q/K row layout)."""
+    try:
+        facts = load_model(Path(model_dir))
+        g = read_gguf(Path(gguf))
+        facts = dataclasses.replace(facts, ggufs=(g,))
+        found = lint_model(facts, for_dir(settings, Path(model_dir)))
+    except PortkitError as e:
+        raise LintInputError(str(e)) from None
+    want = str(g.path)
+    return [f for f in found if f.filename == want]
+
+
+def lint_for_verify(model_dir: Path, gguf: Path | None, settings_args: dict[str, Any], progress: Progress) -> tuple[list[Finding], list[Finding]]:
+    """(findings on the model dir, findings on the GGUF)."""
+    progress("lint: reading configs and headers")
+    try:
+        settings = make_settings(**settings_args)
+        findings, _notes = lint([model_dir], settings)
+        hf = [f for f in findings if not f.filename.endswith(".gguf")]
+        gg = lint_gguf_beside(model_dir, gguf, settings) if gguf is not None else []
+        return hf, gg
+    except LintInputError as e:
+        from portkit.verify.errors import BadInput
+
+        raise BadInput(f"lint: {e}") from None

@@ -1,0 +1,193 @@
+"""What transformers computes for verify, in the process that imports it (the reference's child,
+`portkit.verify.reference.child`, or verify's own with PORTKIT_VERIFY_REFERENCE=inprocess).
+
+- `forward_reference`: the reference on the prompt and the tokens fed after it (candle's greedy
+  tokens: one forward; else its own greedy generation), with the prefill's layers and a second
+  turn's or a batch's rows when asked (`portkit.verify.reference.extra`);
+- `as_candle_reference`: transformers as candle computes (a finding's `Probe.as_candle` edit), with
+  the effect by position when asked;
+- `reference_greedy`: the reference's own tokens as far as one forward over candle's decides them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from portkit.verify.errors import one_line
+
+#: The name an as-candle reference's effect-by-position travels under with its layers.
+EFFECT = "as_candle_effect"
+
+
+class ReferenceFailed(RuntimeError):
+    def __init__(self, kind: str, message: str) -> None:
+        self.kind = kind
+        super().__init__(message)
+
+
+@dataclass
+class ReferenceOutputs:
+    """What transformers computed for one request (or a cache entry holds): its greedy tokens,
+    the [max(tokens, 1), vocab] step rows, the prefill's per-layer values, the checkpoint tensors
+    holding NaN/inf. An as-candle run has no tokens of its own; its effect by position travels
+    among its layers (`EFFECT`)."""
+
+    greedy: list[int]
+    rows: np.ndarray
+    layers: dict[str, np.ndarray]
+    nonfinite_weights: list[str]
+
+
+def forward_reference(
+    model_dir: Path,
+    files: Sequence[Path],
+    prompt: Sequence[int],
+    forced: Sequence[int] | None,
+    tokens: int,
+    mode: str,
+    progress: Callable[[str], None],
+    sublayers: Sequence[str] = (),
+    extra: dict[str, Any] | None = None,
+) -> ReferenceOutputs:
+    """In this process: the reference's tokens, [max(tokens, 1), vocab] step rows, prefill layers
+    with `sublayers`' outputs in each decoder layer, checkpoint tensors holding NaN/inf.
+    `extra`: a continuation's and a batch's rows too, as `extra.*` layers (`portkit.verify.reference.extra`).
+
+    With `forced` (candle's greedy tokens): one forward over prompt + forced[: tokens - 1]; row k
+    is the reference's logits where token k is decided, on exactly candle's inputs, and the
+    reference's tokens are its argmax up to and including the first step where it picks another
+    token than candle (its greedy generation is the same up to there; past it, it is unknown).
+    Without: the reference generates, one forward per token.
+    """
+    from portkit.verify.reference.models import StreamedModel, WholeModel
+    from portkit.verify.reference.runtime import ReferenceLoadError, ReferenceUnavailable
+
+    prompt = list(prompt)
+    progress(f"reference: loading transformers ({mode}, eager, f32, cpu)")
+    try:
+        if mode == "streamed":
+            model: Any = StreamedModel(Path(model_dir), [Path(f) for f in files], progress)
+        else:
+            model = WholeModel(Path(model_dir))
+    except ReferenceLoadError as e:
+        raise ReferenceFailed("load", str(e).splitlines()[0] if str(e) else type(e).__name__) from None
+    except ReferenceUnavailable as e:
+        raise ReferenceFailed("unavailable", str(e)) from None
+    except ReferenceFailed:
+        raise
+    except Exception as e:  # transformers refused the checkpoint: its text, one line
+        raise ReferenceFailed("load", f"transformers could not load {model_dir}: {one_line(e)}") from None
+    n_rows = max(tokens, 1)
+    try:
+        if forced is not None:
+            rows, layers = _forced_rows(model, prompt, forced, tokens, sublayers, progress, "reference")
+            greedy = reference_greedy(rows, list(forced[:tokens])) if tokens else []
+        else:
+            # candle gave no tokens: generate()'s arithmetic, the reference's own tokens
+            progress(f"reference: prefill and {n_rows - 1} cached steps")
+            res, greedy = model.decode(prompt, None, tokens, sublayers=sublayers)
+            rows = res.logits
+            layers = {k: v.copy() for k, v in res.layers.items()}
+            layers["logits"] = rows[0].copy()
+        bad = model.nonfinite
+        if extra:
+            from portkit.verify.reference import extra as refextra
+
+            layers.update(refextra.compute(model, prompt, extra, _cache_window(model), progress))
+    except Exception as e:  # transformers' own failure on this checkpoint
+        raise ReferenceFailed("run", f"transformers could not run {model_dir}: {one_line(e)}") from None
+    return ReferenceOutputs(greedy=greedy, rows=rows.astype(np.float32, copy=False), layers=layers, nonfinite_weights=list(bad))
+
+
+def as_candle_reference(
+    model_dir: Path,
+    files: Sequence[Path],
+    config_text: str,
+    tensor_edits: Mapping[str, str],
+    prompt: Sequence[int],
+    forced: Sequence[int],
+    tokens: int,
+    scan_len: int,
+    progress: Callable[[str], None],
+    sublayers: Sequence[str] = (),
+) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+    """A reference-side counterfactual: transformers, streamed, on `config_text` (the
+    checkpoint's config with a finding's edit) with `tensor_edits` applied to the checkpoint's
+    tensors as they load (`Probe.as_candle`), on the reference's inputs: what candle computes,
+    when the finding is right.
+
+    Returns (its rows, [max(tokens, 1), vocab] on prompt + forced, as the reference's; its
+    prefill layers with `sublayers`, as `forward_reference`'s; with `scan_len`, the effect by
+    position: max over the vocab of |as written - with the edit| at every position of one
+    forward over `scan_len` tokens, the prompt repeated, so verify can say from which prompt
+    length the effect exceeds the noise of the dtype or quantization; else empty).
+    """
+    from portkit.verify.reference.models import StreamedModel
+
+    prompt, n_rows = list(prompt), max(tokens, 1)
+    try:
+        edited = StreamedModel(Path(model_dir), [Path(f) for f in files], progress, config_text=config_text, tensor_edits=tensor_edits)
+        as_written = StreamedModel(Path(model_dir), [Path(f) for f in files], progress) if scan_len > 0 else None
+    except Exception as e:
+        raise ReferenceFailed("load", f"transformers could not load {model_dir} as candle computes it: {one_line(e)}") from None
+    try:
+        rows, layers = _forced_rows(edited, prompt, forced, tokens, sublayers, progress, "reference as candle computes")
+        effect = np.zeros(0, dtype=np.float32)
+        if as_written is not None:
+            scan = [prompt[i % len(prompt)] for i in range(max(scan_len, len(prompt)))]
+            progress(f"reference as written and as candle computes over {len(scan)} tokens")
+            a = as_written.forward(scan, capture=False).logits
+            b = edited.forward(scan, capture=False).logits
+            effect = np.abs(a.astype(np.float64) - b).max(axis=1).astype(np.float32)
+    except Exception as e:
+        raise ReferenceFailed("run", f"transformers could not run {model_dir} as candle computes it: {one_line(e)}") from None
+    return rows[:n_rows].astype(np.float32), layers, effect
+
+
+def _forced_rows(
+    model: Any, prompt: list[int], forced: Sequence[int], tokens: int, sublayers: Sequence[str], progress: Callable[[str], None], what: str
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(rows, prefill layers) on prompt + forced: one forward, or generate()'s arithmetic (a
+    prefill, then cached steps) where its sliding-window KV cache would make them differ."""
+    n_rows = max(tokens, 1)
+    window = _cache_window(model)
+    if not (window is not None and window < len(prompt) + n_rows - 1):
+        ids = prompt + list(forced[: max(tokens - 1, 0)])
+        progress(f"{what}: one forward over {len(ids)} tokens")
+        res = model.forward(ids, sublayers=sublayers)
+        rows = res.logits[len(prompt) - 1 : len(prompt) - 1 + n_rows].copy()
+        layers = {k: v[: len(prompt)].copy() for k, v in res.layers.items()}
+    else:
+        progress(f"{what}: prefill and {n_rows - 1} cached steps")
+        res, _fed = model.decode(prompt, forced, tokens, sublayers=sublayers)
+        rows = res.logits
+        layers = {k: v.copy() for k, v in res.layers.items()}
+    layers["logits"] = rows[0].copy()
+    return rows, layers
+
+
+def _cache_window(model: Any) -> int | None:
+    """The `sliding_window` transformers' cache applies in generate() (None: none)."""
+    cfg = model.model.config.get_text_config()
+    w = getattr(cfg, "sliding_window", None)
+    return w if isinstance(w, int) and not isinstance(w, bool) and w > 0 else None
+
+
+def reference_greedy(rows: np.ndarray, forced: Sequence[int]) -> list[int]:
+    """The reference's greedy tokens as far as one forward over `forced` decides them: its
+    argmax at each step while it agrees with `forced`, then its own pick at the first step where
+    it does not (NaN rows decide nothing: the tokens stop there)."""
+    out: list[int] = []
+    for k, tok in enumerate(forced):
+        row = rows[k]
+        if not np.isfinite(row).all():
+            break
+        pick = int(row.argmax())
+        out.append(pick)
+        if pick != int(tok):
+            break
+    return out

@@ -1,0 +1,141 @@
+"""Where verify's reference comes from: the cache, or transformers (`portkit.verify.reference.session`).
+
+The job is made once the prompt is known, with the session verify started first: when the cache
+has no entry for this checkpoint and prompt, `submit` sends the forward to the session's child
+(started at verify's start, its torch import overlapping lint and candle, or then) once candle's
+greedy tokens are known. A hit never needs transformers for the reference.
+
+Memory: candle's weights and the reference's are never held at the same time. The child holds
+torch's libraries from its start (`session.start_early`), and the reference's weights (the
+streamed model: embeddings, lm_head and one decoder layer at a time) only while it computes the
+forward, which it starts once verify has sent it, after candle's run is done and its weights
+are released; it releases them before its next request, while verify judges.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from portkit.verify import cachefiles
+from portkit.verify.errors import BadInput
+from portkit.verify.model_dir import ModelDir
+from portkit.verify.reference import cache as refcache
+from portkit.verify.reference import compute
+from portkit.verify.reference import extra as refextra
+from portkit.verify.reference.compute import ReferenceOutputs
+from portkit.verify.reference.result import Reference
+from portkit.verify.reference.session import ReferenceSession, Ticket
+
+Progress = Callable[[str], None]
+
+
+class ReferenceJob:
+    def __init__(
+        self,
+        model: ModelDir,
+        prompt: Sequence[int],
+        tokens: int,
+        *,
+        mode: str,
+        use_cache: bool,
+        progress: Progress,
+        sublayers: Sequence[str] = (),
+        session: ReferenceSession | None = None,
+    ) -> None:
+        """`sublayers`: paths inside each decoder layer whose outputs the prefill records too
+        (`portkit.families.sublayers`), as `layer.N.<path>`. `session`: verify's transformers
+        process (a job without one starts its own when it needs transformers)."""
+        self.model, self.prompt, self.tokens, self.mode, self.progress = model, list(prompt), tokens, mode, progress
+        self.sublayers = list(sublayers)
+        self.cache: refcache.RefCache | None = None
+        #: the weight files' fingerprints (with the cache on), which candle's run cache keys on too
+        self.fingerprints: list[dict[str, object]] = []
+        if use_cache:
+            progress("reference cache: fingerprinting the checkpoint")
+            self.fingerprints = cachefiles.fingerprints(model.weight_files)
+            key = refcache.model_key(model.config_text, model.weight_files, mode, fingerprints=self.fingerprints, sublayers=self.sublayers)
+            self.cache = refcache.RefCache(key, self.prompt, tokens, vocab=model.vocab_size)
+        self.session = session if session is not None else ReferenceSession(progress, start=False)
+        self.own_session = session is None
+        self.seconds = 0.0
+        self._forced: list[int] | None = None
+        self._ticket: Ticket | None = None
+        self._extra: dict[str, Any] | None = None
+        self._hit: ReferenceOutputs | None = None
+        self._submitted = False
+
+    def likely_cached(self) -> bool:
+        """An entry for this checkpoint and prompt exists (a hit if candle's tokens are the same)."""
+        return self.cache is not None and self.cache.likely()
+
+    def submit(self, forced: Sequence[int] | None, extra: dict[str, Any] | None = None) -> None:
+        """Look the reference up; on a miss, send the forward (on `forced`: candle's tokens).
+        `extra`: a continuation's and a batch's inputs (`refextra.request`), whose rows the
+        reference then computes too (`Reference.extra`)."""
+        self._forced = None if forced is None else list(forced)
+        self._extra = extra
+        self._submitted = True
+        self._hit = self.cache.get(self._forced, extra) if self.cache is not None else None
+        if self._hit is None:
+            req = dict(
+                kind="forward",
+                model_dir=str(self.model.root),
+                files=[str(p) for p in self.model.weight_files],
+                mode=self.mode,
+                prompt=self.prompt,
+                forced=self._forced,
+                tokens=self.tokens,
+                sublayers=self.sublayers,
+            )
+            if extra is not None:  # only then: the plain request stays as it was
+                req["extra"] = extra
+            self._ticket = self.session.submit(req)
+
+    def result(self, forced: Sequence[int] | None, perturb: float | None, extra: dict[str, Any] | None = None) -> Reference:
+        """The reference `submit` asked for (submitted now with `forced` and `extra` if it was not)."""
+        t0 = time.perf_counter()
+        if not self._submitted:
+            self.submit(forced, extra)
+        forced, extra = self._forced, self._extra
+        source = "computed"
+        if self._hit is not None:
+            self.progress("reference: from the cache")
+            out = self._hit
+            source = "cache"
+        else:
+            assert self._ticket is not None
+            try:
+                out = self.session.wait(self._ticket)
+            except compute.ReferenceFailed as e:
+                raise BadInput(str(e)) from None
+            finally:
+                if self.own_session:
+                    self.session.close()
+            if self.cache is not None:
+                self.cache.put(forced, out, extra)
+        self.seconds = time.perf_counter() - t0
+        rows = out.rows
+        layers, extra_rows = refextra.split(out.layers)
+        if perturb:
+            rows = rows.copy()
+            rows[0, 0] += np.float32(perturb)
+            extra_rows = refextra.perturbed(extra_rows, perturb)
+        return Reference(
+            prompt=self.prompt,
+            greedy=out.greedy,
+            rows=rows,
+            layers=layers,
+            forced=forced,
+            nonfinite_weights=out.nonfinite_weights,
+            mode=self.mode,
+            source=source,
+            use_cache=self.cache is not None,
+            fingerprints=self.fingerprints if self.cache is not None else None,
+            session=self.session,
+            extra=extra_rows,
+        )
+
+

@@ -1,0 +1,421 @@
+"""The streamed reference: transformers' own model, one decoder layer's weights in memory at a time.
+
+The model class is the one transformers picks for the checkpoint (`AutoConfig` +
+`AutoModelForCausalLM.from_config`, eager, f32, no remote code), built on the meta device. The
+modules every position needs (embeddings, final norm, lm_head, rotary and other buffers) are
+materialised once; each decoder layer gets a forward-pre-hook that loads its weights (f32) from
+the safetensors files with `safe_open` and a forward-hook that puts them back on the meta device.
+Then the model's OWN forward runs once (use_cache=False), so every family's quirks (gemma's
+embedding scale, softcapping, granite's multipliers, MoE routing) are transformers' code, not
+ours. Weights are loaded through transformers' own checkpoint conversion
+(`convert_and_load_state_dict_in_model` with the model's conversion mapping: fused MoE experts,
+legacy names), the function `from_pretrained` calls, so the streamed values equal the whole-model
+values (tests/native/test_streamed_reference.py holds that on every family's fixtures).
+
+Memory: one layer in f32, plus embeddings, lm_head and the activations of one forward.
+While each tensor is loaded it is checked for non-finite values, so verify can say that the
+checkpoint itself holds NaN or inf (and which tensors), from the tensors.
+
+`resident=True` is the same loader for a model that fits in memory (`portkit reference` when the
+f32 weights take under half the available memory): every layer is loaded once, through the same
+`safe_open` files and the same conversion, in one call, and kept, so that decoding (one pass over
+every layer per token) does not load the weights again per token. The values are the streamed
+ones (the same tensors into the same modules; tests/native/test_streamed_reference.py holds
+resident, streamed and whole-model decoding equal on every family's fixtures).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+_LAYER_KEY = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+
+
+@dataclass
+class ForwardResult:
+    """One forward over `ids`: every position's logits and every layer's output over every position."""
+
+    logits: np.ndarray  # [T, vocab] float32
+    layers: dict[str, np.ndarray]  # embeddings, layer.N, norm: [T, hidden] float32
+    nonfinite_weights: list[str] = field(default_factory=list)  # checkpoint tensors holding NaN/inf
+
+
+def _open(safe_open: Any, path: Path, backend: str = "pread") -> Any:
+    """Streamed: `pread` where safetensors has it: each tensor is read into memory it frees,
+    where an mmap would keep every page of the file it touched resident until the file is
+    closed. Resident: `mmap`, as `from_pretrained` opens the files on Linux: an f32 weight is then
+    a view of the file's mapping at the same address alignment as the whole model's, and the
+    kernels of a one-token step (a row times a matrix) round by that alignment (pread buffers
+    put gemma2's cached steps 3e-6 from from_pretrained's)."""
+    try:
+        return safe_open(str(path), framework="pt", device="cpu", backend=backend)
+    except TypeError:  # an older safetensors: mmap
+        return safe_open(str(path), framework="pt", device="cpu")
+
+
+def _all_finite(torch: Any, p: Any) -> bool:
+    """A sum is one cheap pass and is non-finite whenever an element is; only then (or on a
+    finite overflow) is the elementwise check paid."""
+    with torch.no_grad():
+        return bool(torch.isfinite(p.sum())) or bool(torch.isfinite(p).all())
+
+
+def _decoder_layers(model: Any) -> tuple[str, Any]:
+    """(dotted path, ModuleList) of the decoder layers: the longest `layers` ModuleList."""
+    import torch
+
+    best: tuple[str, Any] | None = None
+    for name, mod in model.named_modules():
+        if isinstance(mod, torch.nn.ModuleList) and name.split(".")[-1] == "layers":
+            if best is None or len(mod) > len(best[1]):
+                best = (name, mod)
+    if best is None:
+        raise RuntimeError(f"{type(model).__name__}: no decoder `layers` list to stream")
+    return best
+
+
+def _inner(model: Any) -> Any:
+    """The base model (`model.model` for every *ForCausalLM portkit verifies)."""
+    return getattr(model, getattr(model, "base_model_prefix", "model"), None) or model.model
+
+
+def capture_hooks(model: Any, outs: dict[str, np.ndarray], layers: Sequence[Any] | None = None, sublayers: Sequence[str] = ()) -> list[Any]:
+    """Forward hooks storing the embeddings, every decoder layer's and the final norm's outputs
+    (first call only), named as `portkit_native.capture` names them; with `sublayers`
+    (attribute paths inside a decoder layer, `portkit.families.sublayers`), each one's output
+    too, as `layer.N.<path>` [T, features] (a path the layer lacks is skipped: stablelm's
+    parallel residual has no post_attention_layernorm)."""
+    inner = _inner(model)
+    if layers is None:
+        layers = _decoder_layers(model)[1]
+
+    def keep(name: str) -> Callable[..., None]:
+        def hook(_module: Any, _args: Any, output: Any) -> None:
+            if name in outs:
+                return
+            tensor = output[0] if isinstance(output, tuple) else output
+            outs[name] = tensor[0].detach().float().numpy().copy()
+
+        return hook
+
+    hooks = [inner.embed_tokens.register_forward_hook(keep("embeddings"))]
+    for i, layer in enumerate(layers):
+        for path in sublayers:
+            try:
+                sub = layer.get_submodule(path)
+            except AttributeError:
+                continue
+            hooks.append(sub.register_forward_hook(keep(f"layer.{i}.{path}")))
+        hooks.append(layer.register_forward_hook(keep(f"layer.{i}")))
+    hooks.append(inner.norm.register_forward_hook(keep("norm")))
+    return hooks
+
+
+class _ModelRuns:
+    """What both reference models do with transformers' model: `forward` (one pass, no KV cache)
+    and `decode` (generate()'s arithmetic), each through `_run`, the model's own forward with the
+    model's `_hooks` around it."""
+
+    model: Any
+    torch: Any
+    nonfinite: list[str]
+
+    def forward(self, ids: Sequence[int], *, capture: bool = True, sublayers: Sequence[str] = ()) -> ForwardResult:
+        return self._run(ids, capture=capture, sublayers=sublayers, use_cache=False)[0]
+
+    def decode(
+        self, prompt: Sequence[int], forced: Sequence[int] | None, n: int, *, step_threads: int | None = None, sublayers: Sequence[str] = ()
+    ) -> tuple[ForwardResult, list[int]]:
+        return decode(self._run, prompt, forced, n, step_threads=step_threads, sublayers=sublayers)
+
+    def _hooks(self, outs: dict[str, np.ndarray], capture: bool, sublayers: Sequence[str]) -> list[Any]:
+        """The hooks one forward runs with (with `capture`, those that keep values in `outs`)."""
+        raise NotImplementedError
+
+    def _run(self, ids: Sequence[int], *, capture: bool, sublayers: Sequence[str] = (), **kw: Any) -> tuple[ForwardResult, Any]:
+        torch = self.torch
+        outs: dict[str, np.ndarray] = {}
+        hooks = self._hooks(outs, capture, sublayers)
+        try:
+            with torch.inference_mode():
+                res = self.model(torch.tensor([list(ids)], dtype=torch.long), **kw)
+        finally:
+            for h in hooks:
+                h.remove()
+        return ForwardResult(logits=res.logits[0].float().numpy().copy(), layers=outs, nonfinite_weights=list(self.nonfinite)), res
+
+
+class StreamedModel(_ModelRuns):
+    """A transformers causal LM whose decoder layers live on the meta device between uses."""
+
+    def __init__(
+        self,
+        model_dir: Path,
+        weight_files: Sequence[Path],
+        progress: Callable[[str], None] = lambda _s: None,
+        *,
+        config_text: str | None = None,
+        resident: bool = False,
+        scan_nonfinite: bool = True,
+        tensor_edits: Mapping[str, str] | None = None,
+    ) -> None:
+        """`config_text`: another config.json for the same weights, and `tensor_edits`
+        (checkpoint name -> "zero") tensors changed as they load: a reference-side
+        counterfactual, transformers as candle computes (`Probe.as_candle`). `resident`: load
+        every layer now and keep it (the model must fit in memory). `scan_nonfinite=False`: skip
+        the NaN/inf scan of the weights (a pass over every weight) for a caller that does not
+        report it; `nonfinite_weights` is then always empty."""
+        from portkit.verify.reference.runtime import _import_torch
+
+        torch, transformers = _import_torch()
+        self.torch = torch
+        self.progress = progress
+        from safetensors import safe_open
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.modeling_utils import LoadStateDictConfig
+
+        if config_text is None:
+            config = transformers.AutoConfig.from_pretrained(str(model_dir), local_files_only=True, trust_remote_code=False)
+        else:
+            import tempfile
+
+            with tempfile.TemporaryDirectory(prefix="portkit-config-") as tmp:
+                (Path(tmp) / "config.json").write_text(config_text)
+                config = transformers.AutoConfig.from_pretrained(tmp, local_files_only=True, trust_remote_code=False)
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(
+                config, attn_implementation="eager", dtype=torch.float32, trust_remote_code=False
+            )
+        self.model = model.eval()
+        self.load_config = LoadStateDictConfig(
+            dtype=torch.float32,
+            dtype_plan=model._get_dtype_plan(torch.float32),
+            device_map={"": "cpu"},
+            weight_mapping=get_model_conversion_mapping(model),
+        )
+        self.files = [_open(safe_open, p, "mmap" if resident else "pread") for p in weight_files]
+        self.tensor_edits = dict(tensor_edits or {})
+        unknown = sorted(set(self.tensor_edits) - {k for f in self.files for k in f.keys()})
+        if unknown:
+            raise ValueError(f"no tensor {unknown[0]} in the checkpoint to edit")
+        bad = sorted(n for n, how in self.tensor_edits.items() if how != "zero")
+        if bad:
+            raise ValueError(f"unknown tensor edit {self.tensor_edits[bad[0]]!r} for {bad[0]}")
+        self.layers_path, self.layers = _decoder_layers(model)
+        # checkpoint key -> open file; keys grouped by decoder layer (None: always resident)
+        self.groups: dict[int | None, list[tuple[str, Any]]] = {}
+        for f in self.files:
+            for key in f.keys():
+                m = _LAYER_KEY.search(key)
+                idx = int(m.group(1)) if m and key.count("layers.") == 1 and int(m.group(1)) < len(self.layers) else None
+                self.groups.setdefault(idx, []).append((key, f))
+        self.nonfinite: list[str] = []
+        self.missing: list[str] = []  # parameters the checkpoint lacks: initialised as from_pretrained does
+        self._kept: set[tuple[int, str]] = set()
+        self.resident = resident
+        self.scan_nonfinite = scan_nonfinite
+        self._materialise_buffers()
+        if resident:  # every group's tensors in one conversion call, as from_pretrained makes it
+            self._convert([item for group in self.groups.values() for item in group])
+            self._scan(self._resident_params())
+        else:
+            self._load(None)
+        if getattr(model.config.get_text_config(), "tie_word_embeddings", False):
+            model.tie_weights()
+        self._init_missing(self.model, skip_prefix=self.layers_path + ".")
+        if resident:  # then each layer as its first streamed use finishes it: same init order, same scan order
+            for i in range(len(self.layers)):
+                self._finish_layer(i)
+
+    def _resident_params(self) -> list[tuple[str, Any]]:
+        prefix = self.layers_path + "."
+        return [(n, p) for n, p in self.model.named_parameters() if not n.startswith(prefix)]
+
+    def _materialise_buffers(self) -> None:
+        """Non-persistent buffers (rotary inv_freq, gemma's embed_scale, ...) are never in a
+        checkpoint: put them on the CPU and let the model's own `_init_weights` compute them, as
+        `from_pretrained` does after loading on the meta device."""
+        torch = self.torch
+        owners = []
+        for mod in self.model.modules():
+            non_persistent = getattr(mod, "_non_persistent_buffers_set", set())
+            names = [n for n, b in mod._buffers.items() if b is not None and n in non_persistent]
+            if not names:
+                continue
+            for n in names:
+                b = mod._buffers[n]
+                mod._buffers[n] = torch.empty_like(b, device="cpu")
+            owners.append(mod)
+        with torch.no_grad():
+            for mod in owners:
+                self.model._init_weights(mod)
+
+    def _load(self, idx: int | None) -> None:
+        """Load one group's checkpoint tensors (a layer, or None: everything outside the layers)
+        through transformers' own conversion, in f32; note any non-finite tensor."""
+        self._convert(self.groups.get(idx, []))
+        if idx is None:
+            self._scan(self._resident_params())
+        else:
+            self._finish_layer(idx)
+
+    def _finish_layer(self, idx: int) -> None:
+        """After a layer's tensors are in: its parameters the checkpoint lacks, then the scan."""
+        self._init_missing(self.layers[idx], prefix=f"{self.layers_path}.{idx}.")
+        self._scan(self.layers[idx].named_parameters(prefix=f"{self.layers_path}.{idx}"))
+
+    def _convert(self, group: list[tuple[str, Any]]) -> None:
+        from transformers.core_model_loading import convert_and_load_state_dict_in_model
+
+        if group:
+            state = {key: self._edited(key) if key in self.tensor_edits else f.get_slice(key) for key, f in group}
+            convert_and_load_state_dict_in_model(model=self.model, state_dict=state, load_config=self.load_config)
+
+    def _edited(self, key: str) -> Any:
+        """A tensor edit's tensor: zeros of the checkpoint tensor's shape (the only edit: a
+        tensor candle never reads computes as a zero one where it is added)."""
+        f = next(f for f in self.files if key in f.keys())
+        return self.torch.zeros(f.get_slice(key).get_shape(), dtype=self.torch.float32)
+
+    def _scan(self, params: Any) -> None:
+        if not self.scan_nonfinite:
+            return
+        torch = self.torch
+        # One thread: the answer is exact on any thread count (a sum is non-finite whenever an
+        # element is, and a finite overflow falls back to the elementwise check), and a team of
+        # threads meeting after each of these small sums cost 100 ms a layer on a loaded 2-core
+        # machine where one thread takes 0.5 ms.
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for name, p in params:
+                if not p.is_meta and p.is_floating_point() and not _all_finite(torch, p):
+                    if name not in self.nonfinite:
+                        self.nonfinite.append(name)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _init_missing(self, scope: Any, prefix: str = "", skip_prefix: str | None = None) -> None:
+        """What `from_pretrained` does with parameters the checkpoint lacks: the model's own
+        `_init_weights` (loaded ones are marked initialised and left alone). They stay resident
+        so that every forward sees the same values, as with the whole model."""
+        torch = self.torch
+        owners = []
+        for mname, mod in scope.named_modules(prefix=prefix.rstrip(".")):
+            if skip_prefix and (mname + ".").startswith(skip_prefix):
+                continue
+            names = [n for n, p in mod._parameters.items() if p is not None and p.is_meta]
+            for n in names:
+                p = mod._parameters[n]
+                mod._parameters[n] = torch.nn.Parameter(torch.empty_like(p, device="cpu"), requires_grad=False)
+                self._kept.add((id(mod), n))
+                self.missing.append(f"{mname}.{n}" if mname else n)
+            if names:
+                owners.append(mod)
+        if owners:
+            with torch.no_grad():
+                for mod in owners:
+                    self.model._init_weights(mod)
+
+    def _drop(self, idx: int) -> None:
+        torch = self.torch
+        for mod in self.layers[idx].modules():
+            for n, p in list(mod._parameters.items()):
+                if p is not None and not p.is_meta and (id(mod), n) not in self._kept:
+                    mod._parameters[n] = torch.nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=False)
+
+    def _hooks(self, outs: dict[str, np.ndarray], capture: bool, sublayers: Sequence[str]) -> list[Any]:
+        n = len(self.layers)
+        hooks: list[Any] = []
+
+        def pre(i: int) -> Callable[..., None]:
+            def hook(_module: Any, _args: Any, _kwargs: Any = None) -> None:
+                self.progress(f"reference: streaming layer {i + 1}/{n}")
+                self._load(i)
+
+            return hook
+
+        def post(i: int) -> Callable[..., None]:
+            def hook(_module: Any, _args: Any, _output: Any) -> None:
+                self._drop(i)
+
+            return hook
+
+        if not self.resident:  # resident: every layer is loaded already and stays
+            for i, layer in enumerate(self.layers):
+                hooks.append(layer.register_forward_pre_hook(pre(i)))
+        if capture:
+            hooks += capture_hooks(self.model, outs, self.layers, sublayers)
+        # registered after the capture hooks: a layer's output is kept before its weights go
+        if not self.resident:
+            for i, layer in enumerate(self.layers):
+                hooks.append(layer.register_forward_hook(post(i)))
+        return hooks
+
+
+class WholeModel(_ModelRuns):
+    """The check: `from_pretrained` (the whole f32 model in memory), the same single forward."""
+
+    def __init__(self, model_dir: Path) -> None:
+        from portkit.verify.reference.runtime import ReferenceModel
+
+        ref = ReferenceModel.load(Path(model_dir))
+        self.model, self.torch = ref.model, ref.torch
+        self.nonfinite = [n for n, p in self.model.named_parameters() if p.is_floating_point() and not _all_finite(self.torch, p)]
+
+    def _hooks(self, outs: dict[str, np.ndarray], capture: bool, sublayers: Sequence[str]) -> list[Any]:
+        return capture_hooks(self.model, outs, sublayers=sublayers) if capture else []
+
+
+def decode(
+    run: Callable[..., tuple[ForwardResult, Any]],
+    prompt: Sequence[int],
+    forced: Sequence[int] | None,
+    n: int,
+    *,
+    step_threads: int | None = None,
+    sublayers: Sequence[str] = (),
+) -> tuple[ForwardResult, list[int]]:
+    """generate()'s own arithmetic: a prefill with the KV cache, then one cached step per token
+    (`forced`'s tokens, else its own argmax). For configs whose cache differs from the plain
+    forward (a `sliding_window` cache on a model whose forward ignores the window).
+    Returns (rows as `logits` [max(n, 1), vocab] and the prefill's layers, tokens fed).
+
+    `step_threads`: torch's intra-op threads for the cached steps (the prefill keeps the
+    caller's). A one-token step is a row times each weight matrix plus a few tiny ops; a team
+    of threads meets at a barrier after every op, and on a loaded machine the wait for a
+    descheduled team member costs more than the op (bench/porting_bench.py: 1 thread took a
+    third of the CPU of 2 on the 135M shape). No op of a one-token step splits a reduction
+    across threads, so the rows are the same numbers (tests hold them equal to the whole
+    model's at 2 threads on every family's fixtures)."""
+    first, out = run(list(prompt), capture=True, use_cache=True, sublayers=sublayers)
+    cache = getattr(out, "cache", None)
+    if cache is None:
+        cache = getattr(out, "past_key_values", None)
+    rows = [first.logits[-1]]
+    fed: list[int] = []
+    key = "cache" if hasattr(out, "cache") else "past_key_values"
+    torch = None
+    if step_threads is not None and max(n, 1) > 1:
+        import torch
+
+        threads_before = torch.get_num_threads()
+        torch.set_num_threads(step_threads)
+    try:
+        for k in range(1, max(n, 1)):
+            tok = int(forced[k - 1]) if forced is not None else int(rows[-1].argmax())
+            fed.append(tok)
+            res, out = run([tok], capture=False, use_cache=True, **{key: cache})
+            cache = getattr(out, key, cache)
+            rows.append(res.logits[-1])
+    finally:
+        if torch is not None:
+            torch.set_num_threads(threads_before)
+    if forced is None and n:
+        fed.append(int(rows[-1].argmax()))
+    return ForwardResult(logits=np.stack(rows), layers=first.layers, nonfinite_weights=first.nonfinite_weights), fed

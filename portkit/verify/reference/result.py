@@ -1,0 +1,49 @@
+"""The reference's numbers, as every comparison reads them: transformers eager f32 CPU on the
+prompt and the tokens fed after it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Reference:
+    """The reference's numbers (transformers eager f32 CPU), computed once per verify run."""
+
+    prompt: list[int]
+    greedy: list[int]
+    rows: np.ndarray  # [max(len(greedy), 1), vocab]: row k decided greedy token k
+    layers: dict[str, np.ndarray] = field(default_factory=dict)  # per layer, over the prompt
+    #: The tokens fed after the prompt (candle's greedy tokens; None: the reference's own). Row k
+    #: is the reference's logits after prompt + forced[:k]; `greedy` is then the reference's own
+    #: choice up to and including its first fork from `forced`.
+    forced: list[int] | None = None
+    nonfinite_weights: list[str] = field(default_factory=list)  # checkpoint tensors with NaN/inf
+    mode: str = "streamed"  # streamed | whole
+    source: str = "computed"  # computed | cache
+    use_cache: bool = True  # further reference-side runs (counterfactuals) may use the cache
+    #: the weight files' `cachefiles.fingerprints`, taken for the cache key (None: not taken):
+    #: the counterfactuals' keys reuse them rather than read the checkpoint again
+    fingerprints: list[dict[str, object]] | None = None
+    #: the transformers process that computed it (`portkit.verify.reference.session`), for the
+    #: reference-side counterfactuals (None: they start their own)
+    session: Any = field(default=None, repr=False, compare=False)
+    #: a continuation's and a batch's rows, when verify asked for them (`portkit.verify.reference.extra`):
+    #: "turn" [len(segment), vocab], "batch" [N, L, vocab]
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def last(self) -> np.ndarray:
+        return self.rows[0]
+
+    @property
+    def inputs(self) -> list[int]:
+        """What every candle run is teacher-forced on after the prompt."""
+        return list(self.forced) if self.forced is not None else list(self.greedy)
+
+    @property
+    def greedy_complete(self) -> bool:
+        return self.forced is None or len(self.greedy) >= len(self.forced)

@@ -1,0 +1,160 @@
+"""verify's one transformers process: every request that needs transformers, answered in order.
+
+The child (`python -m portkit.verify.reference.child --serve`) starts when verify starts (`start_early`) and imports torch and
+transformers while verify reads the model, lints and runs candle; verify then sends it, in this
+order, what it needs:
+a text prompt's ids (`tokenizer`, first, when the prompt is text), the reference forward once
+candle's greedy tokens are known, the tokens section's tokenizer record, each reference-side
+counterfactual. It answers one request at a time, in the order sent; `wait` returns a request's
+answer, keeping the answers of requests sent before it for their own `wait`.
+
+With PORTKIT_VERIFY_REFERENCE=inprocess (the test suite's setting, to import torch once) the same
+requests run in this process when they are waited for; the numbers are the same.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from portkit.verify.reference import child, compute
+
+Progress = Callable[[str], None]
+
+
+#: Without a tokenizer (nothing else needs transformers before the reference), the child of a
+#: checkpoint above this many bytes starts only once candle's run is done, so torch's ~0.7 GiB
+#: never adds to candle's peak, which holds the weights at the run's dtype: the 1.1B shape at
+#: f32 peaks at candle's 4.16 GiB. With a tokenizer it starts at once whatever the size: the
+#: tokens section needs transformers anyway, and verify's own process no longer imports it.
+EARLY_START_MAX_BYTES = 512 * 2**20
+
+
+def start_early(weight_bytes: int, has_tokenizer: bool) -> bool:
+    """Whether the child starts at verify's start (else when the first request is sent)."""
+    return has_tokenizer or weight_bytes <= EARLY_START_MAX_BYTES
+
+
+def reference_in_child() -> bool:
+    """A child process unless PORTKIT_VERIFY_REFERENCE=inprocess."""
+    return os.environ.get("PORTKIT_VERIFY_REFERENCE", "child") != "inprocess"
+
+
+class Ticket:
+    """One request sent; its answer once waited for."""
+
+    def __init__(self, req: dict[str, Any]) -> None:
+        self.req = req
+        self.done = False
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+
+class ReferenceSession:
+    def __init__(self, progress: Progress, *, start: bool = True) -> None:
+        """`start`: start the child now (else on the first request)."""
+        self.progress = progress
+        self.child: child.ServedReference | None = None
+        self.pending: list[Ticket] = []  # sent to the child, not answered yet (in order)
+        self.in_child = reference_in_child()
+        #: torch's intra-op threads where transformers computed (None: it computed nothing)
+        self.threads: int | None = None
+        self.ran = False  # a request was sent
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        if self.in_child and self.child is None:
+            self.child = child.ServedReference(self.progress)
+
+    @property
+    def started(self) -> bool:
+        return self.child is not None
+
+    def submit(self, req: dict[str, Any]) -> Ticket:
+        self.ran = True
+        ticket = Ticket(req)
+        if self.in_child:
+            self.start()
+            assert self.child is not None
+            self.child.submit(req)
+            self.pending.append(ticket)
+        return ticket
+
+    def wait(self, ticket: Ticket) -> Any:
+        """The ticket's answer: a forward's or an as-candle run's `compute.ReferenceOutputs` (the
+        as-candle run's effect by position among its layers, `compute.EFFECT`), a tokenizer's
+        record; `compute.ReferenceFailed` for a failure."""
+        if not ticket.done:
+            if self.in_child:
+                while not ticket.done:
+                    self._next()
+            else:
+                self._in_process(ticket)
+        if ticket.error is not None:
+            raise ticket.error
+        return ticket.value
+
+    def _next(self) -> None:
+        assert self.child is not None and self.pending
+        t = self.pending.pop(0)
+        try:
+            if t.req.get("kind") == "tokenizer":
+                doc, _ = self.child.answer()
+                t.value = doc["record"]
+            else:
+                t.value = self.child.result()
+                self.threads = self.child.threads
+        except compute.ReferenceFailed as e:
+            t.error = e
+            if "no result" in str(e):  # the process is gone: every request after this one fails alike
+                for later in self.pending:
+                    later.done, later.error = True, e
+                self.pending.clear()
+        t.done = True
+
+    def _in_process(self, t: Ticket) -> None:
+        req, kind = t.req, t.req.get("kind", "forward")
+        files = [Path(f) for f in req.get("files", [])]
+        try:
+            if kind == "tokenizer":
+                from portkit.verify.reference.tokenizer import record
+
+                t.value = record(Path(req["model_dir"]), text=req.get("text"), chat=req.get("chat"))
+            elif kind == "forward":
+                t.value = compute.forward_reference(
+                    Path(req["model_dir"]), files, req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"], self.progress,
+                    req.get("sublayers", []), req.get("extra"),
+                )  # fmt: skip
+            else:  # as-candle: transformers as candle computes
+                rows, layers, effect = compute.as_candle_reference(
+                    Path(req["model_dir"]), files, req["config_text"], req.get("tensor_edits") or {}, req["prompt"], req["forced"],
+                    int(req["tokens"]), int(req["scan_len"]), self.progress, req.get("sublayers", []),
+                )  # fmt: skip
+                t.value = compute.ReferenceOutputs(greedy=[], rows=rows, layers={**layers, compute.EFFECT: effect}, nonfinite_weights=[])
+            if kind != "tokenizer":
+                self.threads = child.torch_threads()
+        except compute.ReferenceFailed as e:
+            t.error = e
+        t.done = True
+
+    def plan(self, candle_threads: int) -> dict[str, Any]:
+        """The run plan, for the report's header: where transformers ran, each side's threads."""
+        where = ("a child process, started first" if self.in_child else "this process") if self.ran else "not run (every answer from the caches)"
+        return {
+            "transformers": where,
+            "threads": {"candle": candle_threads, "transformers": self.threads},
+            "overlap": (
+                "candle and lint run while transformers imports; the findings' candle runs while it records the tokenizer"
+                if self.in_child and self.ran
+                else "none"
+            ),
+        }
+
+    def close(self) -> None:
+        """No more requests (the child ends; a request still computing is abandoned)."""
+        if self.child is not None:
+            self.child.kill()
+            self.child = None
+        self.pending.clear()

@@ -1,0 +1,286 @@
+"""A verify report as text (rich colour on a terminal, results on stdout); its JSON is
+`portkit.verify.report.json_`."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from portkit.verify.judge.checks import Tolerance, is_sublayer
+from portkit.verify.judge.comparison import Comparison, fmt_tol
+from portkit.verify.pipeline import VerifyReport
+from portkit.verify.sections.gguf import GgufSection
+from portkit.verify.sections.tokens import TokenizerReport
+
+
+def tolerance_line(t: Tolerance) -> str:
+    if t.logits_atol is not None:
+        s = f"logits {fmt_tol(t.logits_atol)} absolute"
+        if t.layer_rtol is not None:
+            s += f", layers {fmt_tol(t.layer_rtol)} relative"
+        return s + f", near tie under {_g(t.near_tie)}"
+    return f"judged by per-step argmax; a flip is a near tie when the reference's top-2 margin is under {_g(t.near_tie)}"
+
+
+def _g(x: float) -> str:
+    return fmt_tol(x) if x < 0.01 else f"{x:g}"
+
+
+def comparison_lines(c: Comparison, greedy_ref: list[int], layers_note: str | None = "not compared (--no-layers)") -> list[str]:
+    out = []
+    if c.problem:
+        out.append(f"[red]{escape(c.problem)}[/]")
+    if c.last is not None:
+        verdict = "" if c.last.tolerance is None else ("  [green]OK[/]" if c.last.ok else "  [red]MISMATCH[/]")
+        if math.isnan(c.last.max_abs_diff):
+            verdict = "  [red]NON-FINITE[/]"
+        tol = "reported" if c.last.tolerance is None else f"tol={fmt_tol(c.last.tolerance)}"
+        out.append(
+            f"last position   n={c.last.n}  max|diff|={c.last.max_abs_diff:.2e}  max|ref|={c.last.max_abs_ref:.3g}  {tol}{verdict}"
+        )
+    if c.steps is not None:
+        s = c.steps
+        mark = "[green]OK[/]" if s.ok else ("[red]NON-FINITE[/]" if s.nonfinite_steps else "[red]MISMATCH[/]")
+        line = f"teacher-forced  {s.steps} steps  argmax {s.agree}/{s.steps}  max|diff|={s.max_abs_diff:.2e}  median={s.median_abs_diff:.2e}  {mark}"
+        out.append(line)
+        if s.nonfinite_steps:
+            out.append(f"    [red]non-finite (NaN/inf) at steps {s.nonfinite_steps}[/]: no argmax to compare there")
+        if s.disagreements:
+            shown = s.disagreements[:12]
+            flips = "  ".join(
+                f"{d.step}:{d.ref_token}->{d.got_token} (margin {d.ref_margin:.2g}{', near tie' if d.near_tie else ''})" for d in shown
+            )
+            more = f"  ... {len(s.disagreements) - len(shown)} more" if len(s.disagreements) > len(shown) else ""
+            out.append(f"    differing steps: {flips}{more}")
+    if c.greedy is not None:
+        g = c.greedy
+        d = g.first_divergence
+        if d is None and len(g.ref) < len(g.got):
+            what = f"[yellow]identical as far as the reference decides ({len(g.ref)} of {len(g.got)} tokens)[/]"
+        elif d is None:
+            what = "[green]identical[/]"
+        else:
+            margin = f", reference margin {g.ref_margin:.2g}" if g.ref_margin is not None else ""
+            what = ("[yellow]" if g.at_near_tie else "[red]") + f"first divergence at token {d}{margin}" + (" (near tie)" if g.at_near_tie else "") + "[/]"
+        out.append(f"greedy          {max(len(g.ref), len(g.got))} tokens  {what}")
+        if d is not None:
+            out.append(f"    transformers {g.ref}")
+            out.append(f"    candle       {g.got}")
+        elif g.ref:
+            out.append(f"    tokens {g.ref}")
+    if c.layers is None and c.last is not None and layers_note:
+        out.append(f"layers          {layers_note}")
+    if c.layers is not None:
+        L = c.layers
+        if L.first_nonfinite:
+            out.append(f"layers          [red]non-finite from {L.first_nonfinite}[/] (max rel {L.max_rel:.2e} over the finite ones)")
+        elif not c.layers_judged:
+            out.append(f"layers          max rel {L.max_rel:.2e} (reported; not judged below f32)")
+        elif L.first_over:
+            row = L.row(L.first_over)
+            assert row is not None
+            # the named row's own number, not the table's largest (a later row's, usually logits)
+            out.append(f"layers          [red]first layer over {fmt_tol(L.rtol)}: {L.first_over}[/] (rel {row.rel:.2e})")
+            out += _localisation_lines(c)
+        else:
+            worst = max(L.layer_rows, key=lambda r: r.rel).name if L.layer_rows else "-"
+            out.append(f"layers          max rel {L.max_rel:.2e} at {worst}; none over {fmt_tol(L.rtol)}  [green]OK[/]")
+            subs = [r for r in L.rows if is_sublayer(r.name) and not r.nonfinite]
+            if subs:
+                top = max(subs, key=lambda r: r.rel)
+                out.append(f"    {len(subs)} sub-layer values: max rel {top.rel:.2e} at {top.name}")
+    return out
+
+
+def _localisation_lines(c: Comparison) -> list[str]:
+    loc = c.localisation
+    if loc is None:
+        return []
+    out = []
+    if loc.name != loc.layer:
+        out.append(f"    first bad sub-layer: [red]{loc.name}[/] (rel {loc.rel:.2e})")
+    if loc.per_position:
+        out.append(f"    {loc.name} per position: {loc.position_line()}")
+    out.append(f"    diagnosis: {escape(loc.diagnosis)}")
+    return out
+
+
+def _explanation_line(e: Any) -> str:
+    colour = "green" if e.explained else "red"
+    return f"[{colour}]explanation[/]: {escape(e.summary)}"
+
+
+def layer_table(c: Comparison) -> Table:
+    """The values between the layers, and the sub-layers of the layer the localisation names
+    (every sub-layer row is in the JSON)."""
+    L = c.layers
+    assert L is not None
+    inside = c.localisation.layer + "." if c.localisation is not None else None
+    rows = [r for r in L.rows if not is_sublayer(r.name) or (inside and r.name.startswith(inside))]
+    # one space between columns when sub-layer names are shown: the longest
+    # (layer.NN.post_feedforward_layernorm) still fits 80 columns with every number
+    narrow = any(is_sublayer(r.name) for r in rows)
+    t = Table(box=None, padding=(0, 1 if narrow else 2), show_edge=False)
+    t.add_column("name", no_wrap=True, min_width=max((len(r.name) for r in rows), default=4))
+    for head in ("max|ref|", "max|diff|", "rel", ""):
+        t.add_column(head, no_wrap=True)
+    for r in rows:
+        over = r.over and c.layers_judged
+        mark = "[red]over[/]" if over else (f"[red]non-finite ({r.nonfinite})[/]" if r.nonfinite else "")
+        t.add_row(r.name, f"{r.max_abs_ref:.4g}", f"{r.max_abs_diff:.3e}", f"{r.rel:.2e}", mark)
+    return t
+
+
+_VERDICT_STYLE = {"CONFIRMED": "bold red", "CRASH-CONFIRMED": "bold red", "NOT-REPRODUCED": "yellow", "NOT-REACHED": "dim", "NOT-PROBED": "dim"}
+
+
+def _finding_lines(findings: list) -> list[str]:
+    out = []
+    for f in findings:
+        style = _VERDICT_STYLE[f.verdict]
+        out.append(f"  [bold]{f.code}[/] {f.name}  [{style}]{f.verdict}[/]  [dim]({f.probe_kind})[/]")
+        out.append(f"      {escape(f.message)}")
+        out.append(f"      evidence: {escape(f.evidence)}")
+    return out
+
+
+def _plan_line(plan: dict[str, Any]) -> str:
+    t = plan["threads"]
+    torch = f", {t['transformers']} thread{'s' if t['transformers'] != 1 else ''}" if t.get("transformers") else ""
+    line = f"run plan: candle {t['candle']} thread{'s' if t['candle'] != 1 else ''}; transformers in {plan['transformers']}{torch}"
+    return line + (f"; {plan['overlap']}" if plan.get("overlap") not in (None, "none") else "")
+
+
+def render_text(rep: VerifyReport | TokenizerReport, console: Console, *, table: bool = True) -> None:
+    if isinstance(rep, TokenizerReport):  # tokenizer files only
+        _render_tokenizer_report(rep, console)
+        return
+    o = rep.options
+    v = rep.versions
+    p = console.print
+    p(f"[bold]portkit verify[/] {escape(str(rep.model.root))}")
+    p(
+        f"  candle {v.get('candle')} `{rep.family}` (portkit_native, {o.device}, {o.dtype}{', from the cache' if rep.run.source == 'cache' else ''}) "
+        f"vs transformers {v.get('transformers')} "
+        f"(eager, f32, cpu, {rep.reference.mode}{', from the cache' if rep.reference.source == 'cache' else ''}; torch {v.get('torch')})"
+    )
+    if rep.run_plan is not None:
+        p(f"  {escape(_plan_line(rep.run_plan))}")
+    p(f"  prompt: {escape(rep.prompt.describe())}")
+    cids = rep.prompt.candle_ids
+    if cids is not None and tuple(cids) != tuple(rep.prompt.ids):
+        head = " ".join(str(i) for i in cids[:12]) + (" ..." if len(cids) > 12 else "")
+        p(f"  [yellow]candle's own ids for this text differ ({len(cids)} ids): {head}; both sides run transformers' ids above[/]")
+    p(f"  tolerance {rep.tolerance.name}: {tolerance_line(rep.tolerance)}")
+    runs = rep.candle_runs
+    if runs["cached"]:
+        p(
+            f"  candle: {runs['cached']} of {runs['total']} run{'s' if runs['total'] != 1 else ''} read from the cache "
+            "(an identical earlier run: same wheel build, machine, checkpoint and inputs; --no-cache runs candle again)"
+        )
+    if rep.tokenizer is not None:
+        from portkit.verify.sections.tokens import text_lines
+
+        p("")
+        for ln in text_lines(rep.tokenizer):
+            p(ln)
+        for ln in _finding_lines(rep.tokenizer.findings):
+            p(ln)
+    p("")
+    p("[bold]candle vs transformers[/]")
+    if rep.run.failure is not None:
+        f = rep.run.failure
+        p(f"  [red]{escape(f.line())}[/]")
+        rest = f.message.splitlines()[1:4]
+        for ln in rest:
+            p(f"    {escape(ln)}")
+    if rep.comparison is not None:
+        for ln in comparison_lines(rep.comparison, rep.reference.greedy, layers_note=rep.layers_note):
+            p("  " + ln)
+        if table and rep.comparison.layers is not None:
+            p("")
+            console.print(layer_table(rep.comparison), style=None)
+    if rep.explanation is not None:
+        p(f"  {_explanation_line(rep.explanation)}")
+    gs = rep.greedy_stop
+    if gs is not None and gs.get("stopped_at") is not None:
+        p(f"  greedy stops at token {gs['stopped_at']} ({gs['token']}): `generate()` stops on {gs['eos_token_ids']} ({gs['source']}); compared up to there")
+    if rep.plot is not None:
+        p(f"  per-layer plot: {escape(str(rep.plot))}")
+    p("")
+    n = len(rep.findings)
+    head = "[bold]findings[/]"
+    if rep.lint_note:
+        p(f"{head}  [yellow]{escape(rep.lint_note)}[/]")
+    else:
+        tok = len(rep.tokenizer.findings) if rep.tokenizer is not None else 0
+        p(f"{head} (portkit lint: {n}" + (f"; {tok} tokenizer findings judged in the tokens section above)" if tok else ")"))
+        if not rep.findings:
+            p("  none")
+    for ln in _finding_lines(rep.findings):
+        p(ln)
+    if rep.gguf is not None:
+        _render_gguf(rep.gguf, rep, console)
+    if rep.paths is not None:
+        from portkit.verify.sections.paths import text_lines as path_lines
+
+        for ln in path_lines(rep.paths):
+            p(ln)
+    if rep.nonfinite is not None:
+        p("")
+        p(f"[bold red]non-finite[/]: {escape(rep.nonfinite.line())}")
+    p("")
+    word, line = rep.verdict()
+    colour = "green" if rep.exit_code == 0 else "red"
+    p(f"[bold {colour}]verdict: {escape(line)}[/] (exit {rep.exit_code})")
+
+
+def _render_gguf(g: GgufSection, rep: VerifyReport, console: Console) -> None:
+    p = console.print
+    p("")
+    types = ", ".join(f"{k} x{n}" for k, n in sorted(g.weight_types.items()))
+    p(f"[bold]GGUF vs transformers[/] {escape(str(g.path))} (candle {g.loader}{', from the cache' if g.run.source == 'cache' else ''}; weights {types})")
+    p(f"  tolerance {g.tolerance.name}: {tolerance_line(g.tolerance)}")
+    if g.run.failure is not None:
+        p(f"  [red]{escape(g.run.failure.line())}[/]")
+    if g.comparison is not None:
+        for ln in comparison_lines(g.comparison, rep.reference.greedy, layers_note=None):
+            p("  " + ln)
+    if g.explanation is not None:
+        p(f"  {_explanation_line(g.explanation)}")
+    for d in g.diagnosis:
+        p(f"  diagnosis: {escape(d)}")
+    if g.findings:
+        p(f"  findings on the GGUF (portkit lint: {len(g.findings)})")
+        for ln in _finding_lines(g.findings):
+            p("  " + ln)
+
+
+def _render_tokenizer_report(rep: Any, console: Console) -> None:
+    """verify on tokenizer files alone: the tokenizer section, its findings, the verdict."""
+    from portkit.verify.sections.tokens import text_lines
+
+    p = console.print
+    p(f"[bold]portkit verify[/] {escape(str(rep.options.model_dir))}")
+    p(f"  tokenizers crate 0.22.2 (portkit_native) vs transformers {rep.versions.get('transformers')}")
+    p("")
+    for ln in text_lines(rep.section):
+        p(ln)
+    p("")
+    if rep.lint_note is None:
+        p(f"[bold]findings[/] (portkit lint: {len(rep.section.findings)})")
+        if not rep.section.findings:
+            p("  none")
+    else:
+        p(f"[bold]findings[/]  [yellow]{escape(rep.lint_note)}[/]")
+    for ln in _finding_lines(rep.section.findings):
+        p(ln)
+    p("")
+    p("[yellow]forward: skipped (no model to run: tokenizer files only)[/]")
+    _word, line = rep.verdict()
+    colour = "green" if rep.exit_code == 0 else "red"
+    p(f"[bold {colour}]verdict: {escape(line)}[/] (exit {rep.exit_code})")

@@ -1,0 +1,505 @@
+"""verify's tokenizer section: the ids a candle program feeds, against the ids transformers feeds.
+
+It runs before any forward. A built-in corpus (leading and repeated spaces, newlines and tabs,
+digits, unicode and emoji, code, each of the model's special tokens inside text with and without
+spaces around it, and the model's chat template rendered by transformers for a two-turn
+conversation) is encoded with and without special tokens on both sides:
+
+- candle: the `tokenizers` crate candle-core 0.11.0 depends on (`portkit_native.Tokenizer`, 0.22.2)
+  on tokenizer.json, as a candle program does;
+- transformers: `AutoTokenizer.from_pretrained` on the directory, as a transformers user does.
+
+Differing ids are a MISMATCH (exit 1). Each tokenizer finding (PK5xx) is judged from the ids:
+a finding whose rule declares an edit of tokenizer.json is CONFIRMED when that edit, applied to a
+copy the crate loads (after the other findings' edits), removes differing encodes (decoded text
+for PK504); PK507 is CRASH-CONFIRMED by the crate's own refusal; PK509 when both sides start the
+rendered conversation with BOS twice.
+
+`prompt_ids` gives the forward's prompt for `--text` / `--chat` and the default text:
+transformers' ids (the forward runs on them on both sides, so the model comparison stays
+meaningful) and the crate's own, shown beside them when they differ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from portkit.findings import Finding
+from portkit.verify.corpus import CONVERSATION, Sample, section_corpus
+from portkit.verify.errors import TokenizeError, one_line
+from portkit.verify.judge.confirm import Confirmation, both_alike, confirm_static, run_of
+from portkit.verify.reference.tokenizer import render_chat, transformers_tokenizer
+from portkit.verify.sections.tokenize import crate_from_text, crate_tokenizer, prompt_ids
+
+
+@dataclass
+class Encoded:
+    """One text encoded on both sides, with or without special tokens."""
+
+    sample: Sample
+    special: bool
+    crate: list[int]
+    transformers: list[int]
+    crate_pieces: list[str] = field(default_factory=list)
+    transformers_pieces: list[str] = field(default_factory=list)
+
+    @property
+    def differs(self) -> bool:
+        return self.crate != self.transformers
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "text": self.sample.text,
+            "tags": list(self.sample.tags),
+            "special_tokens": self.special,
+            "candle": {"ids": self.crate, "pieces": self.crate_pieces},
+            "transformers": {"ids": self.transformers, "pieces": self.transformers_pieces},
+        }
+
+
+@dataclass
+class TokenizerSection:
+    """What the tokenizer comparison found."""
+
+    path: Path
+    transformers_class: str | None = None
+    crate_error: str | None = None  # the crate's own message when it cannot load tokenizer.json
+    transformers_error: str | None = None
+    encodes: list[Encoded] = field(default_factory=list)
+    decodes: int = 0
+    decode_differs: list[tuple[str, list[int], str, str]] = field(default_factory=list)  # (text, ids, candle, transformers)
+    chat_text: str | None = None
+    chat_note: str | None = None
+    findings: list[Confirmation] = field(default_factory=list)
+    forward_note: str | None = None  # set when the forward did not run (no weights)
+    templates: Any = None  # portkit.verify.sections.chat_templates.TemplateSection: the chat template in the Rust environments
+
+    @property
+    def differing(self) -> list[Encoded]:
+        return [e for e in self.encodes if e.differs]
+
+    @property
+    def first(self) -> Encoded | None:
+        d = self.differing
+        return d[0] if d else None
+
+    @property
+    def compared(self) -> bool:
+        return self.crate_error is None and self.transformers_error is None
+
+    @property
+    def ok(self) -> bool:
+        """No differing ids or decoded texts, a file the crate loads (a transformers failure
+        compares nothing), and the chat template rendered alike in every Rust environment."""
+        return self.crate_error is None and not self.differing and not self.decode_differs and (self.templates is None or self.templates.ok)
+
+    def to_json(self) -> dict[str, Any]:
+        first = self.first
+        return {
+            "tokenizer_json": str(self.path),
+            "candle": "tokenizers crate 0.22.2 (portkit_native), tokenizer.json as written",
+            "transformers_class": self.transformers_class,
+            "candle_error": self.crate_error,
+            "transformers_error": self.transformers_error,
+            "texts": len({e.sample.text for e in self.encodes}),
+            "encodes": len(self.encodes),
+            "differing": len(self.differing),
+            "first_difference": first.to_json() if first else None,
+            "decodes": self.decodes,
+            "decodes_differing": len(self.decode_differs),
+            "first_decode_difference": (
+                dict(zip(("text", "ids", "candle", "transformers"), self.decode_differs[0])) if self.decode_differs else None
+            ),
+            "chat_text": self.chat_text,
+            "chat_note": self.chat_note,
+            "chat_template": self.templates.to_json() if self.templates is not None else None,
+            "findings": [f.to_json() for f in self.findings],
+            "forward": self.forward_note,
+            "ok": self.ok,
+        }
+
+
+def _encode_all(crate: Any, tok: Any, samples: list[Sample]) -> list[Encoded]:
+    out = []
+    for s in samples:
+        for special in (True, False):
+            ids, pieces = crate.encode_pieces(s.text, special)
+            t_ids = list(tok.encode(s.text, add_special_tokens=special))
+            out.append(Encoded(s, special, list(ids), t_ids, list(pieces), list(tok.convert_ids_to_tokens(t_ids))))
+    return out
+
+
+def _count(crate: Any, encodes: list[Encoded], only: Sequence[int] | None = None) -> int:
+    """How many encodes `crate` gives other ids than transformers for; with `only`, how many
+    place those ids (special tokens) differently: a normalized special token changes where the
+    token is found before it changes whether the whole text agrees."""
+    if only is None:
+        return sum(list(crate.encode(e.sample.text, e.special)) != e.transformers for e in encodes)
+    keep = set(only)
+
+    def pick(ids: Sequence[int]) -> list[int]:
+        return [i for i in ids if i in keep]
+
+    return sum(pick(crate.encode(e.sample.text, e.special)) != pick(e.transformers) for e in encodes)
+
+
+def _decode_diffs(crate: Any, tok: Any, encodes: list[Encoded]) -> tuple[int, list[tuple[str, list[int], str, str]]]:
+    """transformers' ids (without special tokens) decoded on both sides."""
+    n, out = 0, []
+    for e in encodes:
+        if e.special:
+            continue
+        n += 1
+        a = crate.decode(e.transformers)
+        b = tok.decode(e.transformers, skip_special_tokens=False)
+        if a != b:
+            out.append((e.sample.text, e.transformers, a, b))
+    return n, out
+
+
+# --------------------------------------------------------------------------- the findings
+
+
+def _patched(tj: Any, patch: dict[str, Any]) -> Any:
+    from portkit.model.tokenizer_edit import apply_changes, probe_changes
+
+    return crate_from_text(apply_changes(tj, probe_changes(patch)))
+
+
+def _confirm(findings: Sequence[Finding], sec: TokenizerSection, crate: Any, tok: Any, tj: Any) -> list[Confirmation]:
+    out = []
+    patches = {id(f): f.probe.patch for f in findings if f.probe is not None and f.probe.kind == "tokens" and f.probe.patch}
+    n = len(sec.encodes)
+    for f in findings:
+        kind = f.probe.kind if f.probe else "static-only"
+        base = dict(code=f.code, name=f.name, severity=f.severity, message=f.message, filename=f.filename, probe_kind=kind)
+        if kind == "crash":
+            if sec.crate_error is not None and (f.probe.expect or "") in sec.crate_error:  # type: ignore[union-attr]
+                out.append(Confirmation(**base, verdict="CRASH-CONFIRMED", evidence=f"the tokenizers crate: {sec.crate_error}", details={"expect": f.probe.expect}))  # type: ignore[union-attr]
+            elif sec.crate_error is not None:
+                out.append(Confirmation(**base, verdict="NOT-REPRODUCED", evidence=f"the crate refuses the file, but not as predicted: {sec.crate_error}"))
+            else:
+                out.append(Confirmation(**base, verdict="NOT-REPRODUCED", evidence="the tokenizers crate loads tokenizer.json"))
+            continue
+        if kind != "tokens":
+            out.append(confirm_static(f))
+            continue
+        if not sec.compared:
+            why = sec.crate_error or sec.transformers_error
+            out.append(Confirmation(**base, verdict="NOT-REPRODUCED", evidence=f"not measurable: {why}"))
+            continue
+        if f.code == "PK509":
+            out.append(_confirm_double_bos(base, sec, tok))
+            continue
+        patch = patches.get(id(f))
+        if not patch:
+            out.append(confirm_static(f))
+            continue
+        others: dict[str, Any] = {}
+        for g in findings:
+            if g is not f and id(g) in patches:
+                others.update(patches[id(g)])
+        try:
+            before_tok = _patched(tj, others) if others else crate
+            after_tok = _patched(tj, {**others, **patch})
+        except Exception as e:  # noqa: BLE001 - the edited copy is refused: say so, verdict stays honest
+            out.append(Confirmation(**base, verdict="NOT-REPRODUCED", evidence=f"its edit could not be applied: {one_line(e, 200)}"))
+            continue
+        prefix = "with the other findings' edits, " if others else ""
+        only = None
+        if f.code == "PK505":  # where the special tokens it names are found
+            only = [i for c in patch.get("normalized_false", ()) for i in [tok.convert_tokens_to_ids(c)] if isinstance(i, int)]
+        if f.code == "PK504":
+            b = len(_decode_diffs(before_tok, tok, sec.encodes)[1])
+            a = len(_decode_diffs(after_tok, tok, sec.encodes)[1])
+            what, total = "decoded texts differ", sec.decodes
+        else:
+            b, a = _count(before_tok, sec.encodes, only), _count(after_tok, sec.encodes, only)
+            what, total = ("encodes differ" if only is None else "encodes place its special tokens differently"), n
+        details = {"before": b, "after": a, "of": total, "patch": patch}
+        edit = ", ".join(sorted(patch))
+        if b > a:
+            evidence = f"{prefix}{b} of {total} {what}; with its edit ({edit}), {a}"
+            out.append(Confirmation(**base, verdict="CONFIRMED", evidence=evidence, details=details))
+            continue
+        if others:
+            # no effect once the others are fixed (its effect may go through theirs: a normalized
+            # special token matters only under the normalizer): measure it on the file as written
+            alone = _patched(tj, patch)
+            b0 = _count(crate, sec.encodes, only) if f.code != "PK504" else len(sec.decode_differs)
+            a0 = _count(alone, sec.encodes, only) if f.code != "PK504" else len(_decode_diffs(alone, tok, sec.encodes)[1])
+            details.update(as_written=b0, alone=a0)
+            if b0 > a0:
+                evidence = f"on tokenizer.json as written {b0} of {total} {what}, with its edit alone ({edit}) {a0}; with the other findings' edits it has no effect of its own"
+                out.append(Confirmation(**base, verdict="CONFIRMED", evidence=evidence, details=details))
+                continue
+        evidence = f"no effect of its own on the corpus: {prefix}{b} of {total} {what}, and {a} with its edit"
+        out.append(Confirmation(**base, verdict="NOT-REPRODUCED", evidence=evidence, details=details))
+    return out
+
+
+def _confirm_double_bos(base: dict[str, Any], sec: TokenizerSection, tok: Any) -> Confirmation:
+    chat = next((e for e in sec.encodes if "chat" in e.sample.tags and e.special), None)
+    bos = getattr(tok, "bos_token_id", None)
+    if chat is None or bos is None:
+        return Confirmation(**base, verdict="NOT-REPRODUCED", evidence=f"not measurable: {sec.chat_note or 'no BOS token'}")
+    double = chat.crate[:2] == [bos, bos] and chat.transformers[:2] == [bos, bos]
+    evidence = f"the rendered conversation encoded with special tokens: candle {chat.crate[:4]}..., transformers {chat.transformers[:4]}..."
+    return Confirmation(**base, verdict="CONFIRMED" if double else "NOT-REPRODUCED", evidence=("BOS twice on both sides: " if double else "no double BOS: ") + evidence)
+
+
+# --------------------------------------------------------------------------- the section
+
+
+def tokenizer_section(
+    root: Path,
+    findings: Sequence[Finding],
+    progress: Callable[[str], None] = lambda _s: None,
+    *,
+    perturb_candle: bool = False,
+    transformers: Callable[[], tuple[Any, str | None]] | None = None,
+) -> TokenizerSection | None:
+    """The section for `root`, or None when it has no tokenizer.json.
+
+    `perturb_candle` (the negative control): one id of candle's first encode is changed by one,
+    after encoding, so the mismatch goes through the same reporting. `transformers`: gives
+    (transformers' tokenizer, None) or (None, why) (verify's is `portkit.verify.reference.tokenizer`'s
+    record from the reference's process); by default it is loaded here."""
+    path = root / "tokenizer.json"
+    if not path.is_file():
+        return None
+    tok_findings = [f for f in findings if run_of(f) == "tokens"]
+    sec = TokenizerSection(path=path)
+    progress("tokenizer: the tokenizers crate and transformers")
+    crate, sec.crate_error = crate_tokenizer(path)
+    tok, sec.transformers_error = transformers() if transformers is not None else transformers_tokenizer(root)
+    if tok is not None:
+        sec.transformers_class = getattr(tok, "class_name", None) or type(tok).__name__
+        sec.chat_text, sec.chat_note = render_chat(tok, CONVERSATION)
+    if crate is not None and tok is not None:
+        sec.encodes = _encode_all(crate, tok, section_corpus(tok, root, sec.chat_text))
+        if perturb_candle and sec.encodes:
+            e = sec.encodes[0]
+            e.crate = [e.crate[0] + 1, *e.crate[1:]] if e.crate else [0]
+        sec.decodes, sec.decode_differs = _decode_diffs(crate, tok, sec.encodes)
+    tj = None
+    if any(f.probe is not None and f.probe.patch for f in tok_findings):
+        from portkit.model.tokenizer_files import read_tokenizer_json
+
+        tj = read_tokenizer_json(path)
+    progress("tokenizer: confirming the findings")
+    template_findings = [f for f in tok_findings if f.probe is not None and f.probe.kind == "template"]
+    sec.findings = _confirm([f for f in tok_findings if f not in template_findings], sec, crate, tok, tj)
+    if tok is not None:
+        from portkit.verify.sections.chat_templates import template_section
+
+        sec.templates = template_section(root, tok, crate, template_findings, progress)
+    sec.findings += sec.templates.findings if sec.templates is not None else _not_rendered(template_findings, sec)
+    return sec
+
+
+def _not_rendered(findings: Sequence[Finding], sec: TokenizerSection) -> list[Confirmation]:
+    why = sec.transformers_error or "transformers has no chat template"
+    return [Confirmation(code=f.code, name=f.name, severity=f.severity, message=f.message, filename=f.filename, probe_kind="template",
+                         verdict="NOT-REPRODUCED", evidence=f"not measurable: {why}") for f in findings]  # fmt: skip
+
+
+def has_tokenizer(root: Path) -> bool:
+    return (root / "tokenizer.json").is_file()
+
+
+# --------------------------------------------------------------------------- text report
+
+
+def _ids(ids: Sequence[int], k: int = 16) -> str:
+    return "[" + ", ".join(str(i) for i in ids[:k]) + (f", ... {len(ids) - k} more]" if len(ids) > k else "]")
+
+
+def _pieces(pieces: Sequence[str], k: int = 16) -> str:
+    shown = " ".join(repr(p)[1:-1] for p in pieces[:k])
+    return shown + (f" ... {len(pieces) - k} more" if len(pieces) > k else "")
+
+
+def text_lines(sec: TokenizerSection) -> list[str]:
+    """The section as rich markup lines (verify's text report prints them first)."""
+    from rich.markup import escape
+
+    out = [f"[bold]tokens: candle vs transformers[/] {escape(str(sec.path))}"]
+    out.append(
+        f"  candle: tokenizers crate 0.22.2 on tokenizer.json; transformers: {escape(sec.transformers_class or 'not loaded')}"
+    )
+    if sec.crate_error:
+        out.append(f"  [red]the tokenizers crate cannot load tokenizer.json: {escape(sec.crate_error)}[/]")
+    if sec.transformers_error:
+        out.append(f"  [yellow]{escape(sec.transformers_error)}[/]: nothing to compare")
+    if sec.encodes:
+        texts = len({e.sample.text for e in sec.encodes})
+        diff = sec.differing
+        mark = "[green]OK[/]" if not diff else "[red]MISMATCH[/]"
+        chat = " incl. the chat template" if sec.chat_text else f" ({escape(sec.chat_note or 'no chat template')})"
+        out.append(f"  corpus   {texts} texts{chat}, with and without special tokens: {len(diff)} of {len(sec.encodes)} encodes differ  {mark}")
+        first = sec.first
+        if first is not None:
+            shown = first.sample.text if len(first.sample.text) <= 70 else first.sample.text[:67] + "..."
+            out.append(f"  first    {escape(repr(shown))} (special tokens {'on' if first.special else 'off'})")
+            out.append(f"    candle        {_ids(first.crate)}  {escape(_pieces(first.crate_pieces))}")
+            out.append(f"    transformers  {_ids(first.transformers)}  {escape(_pieces(first.transformers_pieces))}")
+        d = len(sec.decode_differs)
+        out.append(f"  decode   transformers' ids decoded on both sides: {d} of {sec.decodes} differ")
+        if sec.decode_differs:
+            text, ids, a, b = sec.decode_differs[0]
+            out.append(f"    candle {escape(repr(a[:70]))}  transformers {escape(repr(b[:70]))}")
+    if sec.templates is not None:
+        from portkit.verify.sections.chat_templates import text_lines as template_lines
+
+        out += template_lines(sec.templates)
+    return out
+
+
+# --------------------------------------------------------------------------- where generate() stops
+
+
+def generation_stop(root: Path) -> tuple[list[int], str] | None:
+    """The ids `generate()` stops on: generation_config.json's `eos_token_id`, else config.json's."""
+    import json
+
+    from portkit.semantics.transformers import eos_ids
+
+    for name in ("generation_config.json", "config.json"):
+        p = root / name
+        try:
+            doc = json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
+        except (OSError, ValueError):
+            doc = None
+        if isinstance(doc, dict) and "eos_token_id" in doc:
+            ids = eos_ids(doc["eos_token_id"])
+            return (ids, name) if ids else None
+    return None
+
+
+def _stop_index(greedy: Sequence[int], stop: tuple[list[int], str] | None) -> int | None:
+    if stop is None:
+        return None
+    return next((k for k, t in enumerate(greedy) if t in stop[0]), None)
+
+
+def stop_greedy(cmp: Any, reference: Any, run: Any, stop: tuple[list[int], str] | None, tol: Any) -> Any:
+    """The greedy comparison cut where `generate()` stops: at the first of the stop ids the
+    reference generates (included). What candle generates after it, a transformers user never sees."""
+    from portkit.verify.judge.checks import compare_greedy
+
+    k = _stop_index(reference.greedy, stop)
+    if k is None or cmp is None or run.greedy is None:
+        return cmp
+    cmp.greedy = compare_greedy(reference.greedy[: k + 1], run.greedy[: k + 1], step_rows=reference.rows, near_tie=tol.near_tie, ref_complete=True)
+    return cmp
+
+
+def stop_description(reference: Any, stop: tuple[list[int], str] | None) -> dict[str, Any] | None:
+    if stop is None:
+        return None
+    k = _stop_index(reference.greedy, stop)
+    return {"eos_token_ids": stop[0], "source": stop[1], "stopped_at": k, "token": reference.greedy[k] if k is not None else None}
+
+
+# --------------------------------------------------------------------------- tokenizer files, no model
+
+
+def tokenizer_only(root: Path) -> bool:
+    """A directory verify can only compare tokens in: tokenizer.json, and no config.json or no
+    safetensors weights (pickle-only weights stay bad input: they are weights portkit refuses)."""
+    if not root.is_dir() or not has_tokenizer(root):
+        return False
+    if not (root / "config.json").is_file():
+        return True
+    names = [p.name for p in root.iterdir()]
+    has_weights = any(n.endswith(".safetensors") or n == "model.safetensors.index.json" for n in names)
+    pickles = any(n.endswith((".bin", ".pt", ".pth", ".ckpt")) for n in names)
+    return not has_weights and not pickles
+
+
+@dataclass
+class TokenizerReport:
+    """verify on a directory with tokenizer files and no model to run: the tokenizer section alone."""
+
+    options: Any
+    section: TokenizerSection
+    versions: dict[str, str]
+    lint_note: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def confirmed(self) -> list[Confirmation]:
+        return [f for f in self.section.findings if f.confirmed]
+
+    @property
+    def exit_code(self) -> int:
+        """1 only when candle's tokenizer differs (or cannot load the file): a finding confirmed
+        on both sides alike (PK509) is reported, not a mismatch."""
+        return 0 if self.section.ok else 1
+
+    def verdict(self) -> tuple[str, str]:
+        if self.exit_code == 0:
+            return "agree", "candle's tokenizer agrees with transformers (the forward was skipped: no weights)" + both_alike(self.confirmed)
+        bits = []
+        if self.section.crate_error:
+            bits.append("the tokenizers crate cannot load tokenizer.json")
+        elif self.section.differing:
+            bits.append(f"{len(self.section.differing)} of {len(self.section.encodes)} encodes differ")
+        elif self.section.decode_differs:
+            bits.append(f"{len(self.section.decode_differs)} of {self.section.decodes} decoded texts differ")
+        t = self.section.templates
+        if t is not None and not t.ok:
+            bits.append("the chat template renders otherwise in " + ", ".join(e for e in t.environments if t.differing(e)))
+        if self.confirmed:
+            bits.append(f"{len(self.confirmed)} finding{'s' if len(self.confirmed) != 1 else ''} confirmed")
+        return "mismatch", "MISMATCH: " + "; ".join(bits)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": 1,
+            "model_dir": str(self.options.model_dir),
+            "kind": "tokenizer",
+            "versions": self.versions,
+            "tokenizer": self.section.to_json(),
+            "forward": "skipped: no model to run (tokenizer files only)",
+            "lint": {"ran": self.lint_note is None, "note": self.lint_note, "findings": len(self.section.findings)},
+            "verdict": self.verdict()[0],
+            "exit_code": self.exit_code,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def verify_tokenizer_only(
+    opts: Any, lint: Callable[[], list[Finding]], progress: Callable[[str], None], t_start: float, transformers: Callable[[], tuple[Any, str | None]]
+) -> TokenizerReport:
+    """`transformers`: transformers' tokenizer as `tokenizer_section` takes it."""
+    import time
+
+    from portkit.verify import cachefiles
+    from portkit.verify.candle.native import NativeUnavailable, native
+    from portkit.verify.errors import BadInput
+
+    if opts.ids is not None or opts.gguf is not None:
+        raise BadInput(f"{opts.model_dir}: tokenizer files only (no model to run): --ids and --gguf need config.json and safetensors weights")
+    try:
+        native()
+    except NativeUnavailable as e:
+        raise BadInput(str(e)) from None
+    findings, note = (lint(), None) if opts.lint else ([], "lint skipped (--no-lint)")
+    rec = transformers()
+    sec = tokenizer_section(Path(opts.model_dir), findings, progress, perturb_candle=opts.perturb_candle_tokens, transformers=lambda: rec)
+    assert sec is not None
+    sec.forward_note = "forward skipped: no model to run (tokenizer files only)"
+    if (opts.text is not None or opts.chat is not None) and sec.compared:
+        # the user's own text, tokenized on both sides: it leads the corpus
+        try:
+            p = prompt_ids(Path(opts.model_dir), text=opts.text, chat=opts.chat, transformers=rec)
+        except TokenizeError as e:
+            raise BadInput(str(e)) from None
+        tag = "--chat" if opts.chat is not None else "--text"
+        sec.encodes.insert(0, Encoded(Sample(p.text, (tag,)), True, list(p.candle or []), p.transformers, p.candle_pieces, p.transformers_pieces))
+    versions = {"candle": "0.11.0", "tokenizers crate": "0.22.2", "transformers": cachefiles.package_version("transformers")}
+    return TokenizerReport(options=opts, section=sec, versions=versions, lint_note=note, seconds=time.perf_counter() - t_start)

@@ -1,0 +1,124 @@
+"""verify's run plan changes how it runs, never what it reports: on every acceptance fixture
+(tests/acceptance/report_cases.py) the JSON report, minus timings, equals the one the commit
+`BASE` writes.
+
+The base's reports are made once per machine and wheel: `git archive BASE portkit fixtures` into
+`$PORTKIT_CACHE/golden/`, then report_cases.py run with that checkout first on PYTHONPATH (its
+own verify, this wheel). Today's run in this process (PORTKIT_VERIFY_REFERENCE=inprocess) for
+every case, and in the reference's child process, as the CLI runs it, for the cases that use
+every request of its protocol. `BASE` is the last commit whose reports this plan must
+reproduce: moved forward when a change to the report itself is merged (f121b02: main with
+issues 24, 27 and 28, whose reports changed on purpose; issue 26's run plan merged onto it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import platform
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.acceptance import report_cases
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = "f121b02"
+#: the cases also run with transformers in its own process: a text prompt (the tokenizer request
+#: first), a numeric finding's patched runs, a crash, a GGUF with a reference-side counterfactual
+#: (as-candle requests), a tokenizer-only directory, the default text prompt, a GGUF recorded per
+#: layer and localised against transformers as candle computes, a second turn and a batch (the
+#: forward's `extra`), a chat template's renders and their counterfactuals
+IN_CHILD = (
+    "proof:gemma3-silu-planted",
+    "proof:llama-bias",
+    "paths:6:gemma3:silu",
+    "paths:16:qwen2:legacy",
+    "template:descending-range:trigger",
+    "variant:rope-theta-in-rope-parameters",
+    "variant:head-dim-mismatch",
+    "gguf:rope-freqs",
+    "gguf:unpermuted",
+    "tokens-model:phi3:trigger:chat",
+    "tokens-model:gemma:trigger:default",
+    "tokens-only:phi3:trigger:text",
+    "family:qwen2:t5",
+)
+
+
+def _cache() -> Path:
+    return Path(os.environ.get("PORTKIT_CACHE") or Path.home() / ".cache" / "portkit")
+
+
+def _wheel_and_machine() -> str:
+    from portkit.verify.candle import cache as runcache
+
+    return hashlib.sha256(json.dumps([runcache.wheel_digest(), platform.machine(), runcache._cpu_model()]).encode()).hexdigest()[:12]
+
+
+@pytest.fixture(scope="module")
+def golden() -> dict:
+    d = _cache() / "golden" / f"{BASE}-{_wheel_and_machine()}"
+    reports = d / "reports.json"
+    if not reports.is_file():
+        try:
+            tar = subprocess.run(["git", "-C", str(ROOT), "archive", BASE, "portkit", "fixtures"], capture_output=True, check=True).stdout
+        except (OSError, subprocess.CalledProcessError) as e:
+            pytest.fail(f"the base commit {BASE} is needed to make its reports: {e}")
+        src = d / "src"
+        src.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+            t.extractall(src, filter="data")
+        env = dict(os.environ, PYTHONPATH=str(src), PORTKIT_VERIFY_REFERENCE="inprocess")
+        p = subprocess.run(
+            [sys.executable, str(ROOT / "tests" / "acceptance" / "report_cases.py"), str(reports), "--work", str(d / "work")],
+            env=env, capture_output=True, text=True, timeout=3600,
+        )
+        assert p.returncode == 0, p.stderr[-2000:]
+    return {"reports": json.loads(reports.read_text()), "work": d / "work"}
+
+
+CASES = {c[0]: c for c in report_cases.cases()}
+
+
+def _first_difference(a, b, path="") -> str:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if k not in a or k not in b:
+                return f"{path}.{k}: only in {'today' if k in a else 'the base'}"
+            if a[k] != b[k]:
+                return _first_difference(a[k], b[k], f"{path}.{k}")
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            if x != y:
+                return _first_difference(x, y, f"{path}[{i}]")
+    return f"{path}: today {json.dumps(a)[:300]}, the base {json.dumps(b)[:300]}"
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_same_report_in_process(name: str, golden: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PORTKIT_VERIFY_REFERENCE", "inprocess")
+    assert name in golden["reports"], f"{name}: no report of the base (a new case: move BASE forward)"
+    today = report_cases.run_case(CASES[name], golden["work"])
+    assert today == golden["reports"][name], _first_difference(today, golden["reports"][name])
+
+
+@pytest.mark.parametrize("name", IN_CHILD)
+def test_same_report_with_transformers_in_its_own_process(name: str, golden: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PORTKIT_VERIFY_REFERENCE", raising=False)
+    today = report_cases.run_case(CASES[name], golden["work"])
+    assert today == golden["reports"][name], _first_difference(today, golden["reports"][name])
+
+
+def test_the_comparison_sees_a_changed_number(golden: dict) -> None:
+    """The negative control: a report with one logit difference nudged is not the base's."""
+    name = "variant:rope-theta-in-rope-parameters"
+    doc = json.loads(json.dumps(golden["reports"][name]))
+    doc["comparison"]["last_position"]["max_abs_diff"] += 1e-3
+    assert doc != golden["reports"][name]
+    assert "last_position.max_abs_diff" in _first_difference(doc, golden["reports"][name])
