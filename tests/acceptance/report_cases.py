@@ -3,7 +3,8 @@ change to how verify *runs* (the order, the processes, how many candle passes) m
 
     python tests/acceptance/report_cases.py OUT.json [--only NAME,...]
 
-runs each case of `cases()` through `portkit.verify.pipeline.verify` (the portkit first on
+runs each case of `cases()` through `portkit.verify.pipeline.verify` (`engine.verify` in the
+base commit's flat layout; the portkit first on
 sys.path: a checkout of an older commit put there by PYTHONPATH gives that commit's reports)
 and writes {case: normalised JSON report}. `normalised` drops the timings and every `seconds`,
 puts `<work>` for the scratch directory, and keeps everything else: every number, verdict,
@@ -214,9 +215,14 @@ def normalised(doc: Any, work: Path) -> Any:
 
 
 def run_case(case: Case, work: Path) -> dict[str, Any]:
-    from portkit.verify.errors import BadInput
-    from portkit.verify.pipeline import VerifyOptions, verify
-    from portkit.verify.report.json_ import to_json
+    try:
+        from portkit.verify.errors import BadInput
+        from portkit.verify.pipeline import VerifyOptions, verify
+        from portkit.verify.report.json_ import to_json
+    except ModuleNotFoundError:  # the base commit's flat layout (before verify/ became packages)
+        from portkit.verify.engine import VerifyOptions, verify  # type: ignore[no-redef]
+        from portkit.verify.inputs import BadInput  # type: ignore[no-redef]
+        from portkit.verify.report import to_json  # type: ignore[no-redef]
 
     _name, model, kw = case
     kw = {k: (v(work) if callable(v) else v) for k, v in kw.items()}
