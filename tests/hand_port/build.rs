@@ -6,7 +6,10 @@ use std::path::Path;
 const MARKER: &str = "<!-- compiled by tests/hand_port -->";
 
 fn main() {
-    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/porting.md");
+    // read at run time, not `env!`: cargo reuses a compiled build script across clones in other
+    // directories (its hash leaves the absolute path out), and a baked-in path names the old clone
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").unwrap();
+    let docs = Path::new(&manifest).join("../../docs/porting.md");
     println!("cargo:rerun-if-changed={}", docs.display());
     let text = std::fs::read_to_string(&docs).unwrap_or_else(|e| panic!("{}: {e}", docs.display()));
     let (_, after) = text.split_once(MARKER).unwrap_or_else(|| panic!("{}: no line {MARKER:?}", docs.display()));
