@@ -14,8 +14,8 @@ use crate::llama::{Array, LlamaRunner};
 use candle_core::{DType, Device, Module, Tensor};
 use candle_transformers::models::{llama, qwen2};
 
-/// A model with a KV cache that a continuation can be run on.
-trait Warm {
+/// A model with a KV cache that a continuation (and `forced::forced_and_greedy_rows`) can be run on.
+pub(crate) trait Warm {
     type Snapshot;
     /// Empty cache, `prompt` in one forward at offset 0, then `fed` one token at a time.
     fn warm(&mut self, prompt: &[u32], fed: &[u32]) -> Outcome<()>;
@@ -176,9 +176,9 @@ impl FamilyRunner {
 }
 
 /// `LlamaRunner` with the KV cache it keeps outside the model.
-struct LlamaTurn<'a> {
-    runner: &'a LlamaRunner,
-    cache: llama::Cache,
+pub(crate) struct LlamaTurn<'a> {
+    pub(crate) runner: &'a LlamaRunner,
+    pub(crate) cache: llama::Cache,
 }
 
 impl Warm for LlamaTurn<'_> {

@@ -123,58 +123,6 @@ impl GgufRunner {
         })
     }
 
-    /// `(greedy(&ids[..prefill], n), teacher_forced_logits(ids, prefill))` with the forwards they
-    /// share run once: up to the first step where candle's own pick differs from the fed token
-    /// both run the same forwards on the same inputs, so the greedy tokens are the teacher-forced
-    /// rows' argmax there; at that step the model (its KV cache) is snapshotted before the fed
-    /// token goes in, and once teacher forcing is done the greedy tokens continue from the
-    /// snapshot with the very forwards `greedy` runs. A loader without snapshots runs `greedy`
-    /// after teacher forcing. Bit for bit the two calls' outputs (tests/native/test_gguf_forced_and_greedy.py).
-    pub fn forced_and_greedy(&mut self, ids: &[u32], prefill: usize, n: usize) -> Outcome<(Vec<u32>, Array)> {
-        if prefill == 0 || prefill > ids.len() {
-            return Err(Failure::Invalid(format!("prefill must be in 1..={}, got {prefill}", ids.len())));
-        }
-        let rows = {
-            let (prompt, fed) = ids.split_at(prefill);
-            guarded(|| {
-                let mut data = self.forward_row(prompt, 0)?;
-                let vocab = data.len();
-                let mut greedy: Vec<u32> = Vec::with_capacity(n);
-                // (the model before the fed token that differs from candle's pick) or no snapshot
-                let mut fork: Option<Option<Weights>> = None;
-                for j in 0..=fed.len() {
-                    if fork.is_none() && greedy.len() < n {
-                        let pick = argmax(&data[j * vocab..(j + 1) * vocab]);
-                        greedy.push(pick);
-                        if j < fed.len() && pick != fed[j] && greedy.len() < n {
-                            fork = Some(self.model.snapshot());
-                        }
-                    }
-                    if j < fed.len() {
-                        data.extend(self.forward_row(&[fed[j]], prefill + j)?);
-                    }
-                }
-                let rows = Array { shape: vec![fed.len() + 1, vocab], data };
-                match fork {
-                    Some(None) => return Ok((None, rows)),
-                    Some(Some(snapshot)) => self.model = snapshot,
-                    None => {}
-                }
-                // candle's own tokens on: from the fork's snapshot, or past the last fed token
-                while greedy.len() < n {
-                    let last = greedy[greedy.len() - 1];
-                    let row = self.forward_row(&[last], prefill + greedy.len() - 1)?;
-                    greedy.push(argmax(&row));
-                }
-                Ok((Some(greedy), rows))
-            })?
-        };
-        match rows {
-            (Some(greedy), rows) => Ok((greedy, rows)),
-            (None, rows) => Ok((self.greedy(&ids[..prefill], n)?, rows)),
-        }
-    }
-
     /// Per-layer values (embeddings, every sub-layer and `layer.N`, norm, logits) through the
     /// loader's copy of the forward, loaded from the same file (the runner keeps the library's
     /// model; the copy is dropped when this returns).

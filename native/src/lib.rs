@@ -9,6 +9,7 @@ pub mod config;
 pub mod debug_fields;
 pub mod device;
 pub mod failure;
+pub mod forced;
 pub mod family;
 pub mod gemma2_copy;
 pub mod gemma3_copy;

@@ -219,6 +219,13 @@ impl LlamaRunner {
         Ok((tokens, array_to_py(py, rows)?))
     }
 
+    /// (`greedy(ids[:prefill], n)`, `teacher_forced_logits(ids, prefill)`) with the forwards they
+    /// share run once (`forced::forced_and_greedy_rows`).
+    fn forced_and_greedy<'py>(&self, py: Python<'py>, ids: Vec<u32>, prefill: usize, n: usize) -> PyResult<(Vec<u32>, Bound<'py, PyArrayDyn<f32>>)> {
+        let (tokens, rows) = py.detach(|| self.core.forced_and_greedy(&ids, prefill, n)).map_err(to_py)?;
+        Ok((tokens, array_to_py(py, rows)?))
+    }
+
     fn capture<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyDict>> {
         let pairs = py.detach(|| self.core.capture(&ids)).map_err(to_py)?;
         captured_to_dict(py, pairs)

@@ -25,7 +25,7 @@ from portkit.verify.candle.run import PatchedRuns, RunOutputs, patched_config, r
 from portkit.verify.errors import BadInput
 from portkit.verify.judge.checks import TOLERANCES, Tolerance
 from portkit.verify.judge.comparison import Comparison, compare_run
-from portkit.verify.judge.confirm import Confirmation, Subject, both_alike, confirm_section, describe_patch, run_of
+from portkit.verify.judge.confirm import Confirmation, Subject, all_fixes_patch, both_alike, confirm_section, describe_patch, run_of
 from portkit.verify.lint import lint_for_verify
 from portkit.verify.model_dir import ModelDir, model_family, read_model_dir
 from portkit.verify.prompt import Prompt, parse_tokens, resolve_prompt
@@ -384,6 +384,19 @@ def _verify(
             Path(opts.gguf), list(prompt.ids), list(forced), tokens, opts.device, progress, use_cache=opts.cache, layers=opts.layers
         )
         timings["gguf"] = time.perf_counter() - t_gguf
+    def candle_with(patch: dict[str, Any], inputs: list[int]) -> RunOutputs:
+        progress(f"candle with {describe_patch(patch)}")
+        text = patched_config(model.config_text, patch)
+        r = run_candle(load_with(text), prompt.ids, inputs, tokens, label=describe_patch(patch), cache=cached(text, inputs, False))
+        gc.collect()
+        return r
+
+    # while transformers computes, candle's first counterfactual: the reference's inputs are
+    # candle's tokens, known now (with a GGUF its run fills this wait instead)
+    early: dict[str, RunOutputs] = {}
+    fixes = all_fixes_patch(hf_findings) if run.failure is None else None
+    if fixes and forced is not None and opts.gguf is None and job.computing:
+        early[PatchedRuns.key(fixes)] = candle_with(fixes, list(forced))
     reference = job.result(forced, opts.perturb_reference, extra)
     timings["reference"] = time.perf_counter() - t_phase - timings.get("gguf", 0.0)
     t_phase = time.perf_counter()
@@ -397,10 +410,9 @@ def _verify(
     comparison = judged(run)
 
     def patched(patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:
-        progress(f"candle with {describe_patch(patch)}")
-        text = patched_config(model.config_text, patch)
-        r = run_candle(load_with(text), prompt.ids, reference.inputs, tokens, label=describe_patch(patch), cache=cached(text, reference.inputs, False))
-        gc.collect()
+        r = early.pop(PatchedRuns.key(patch), None) if reference.inputs == forced else None
+        if r is None:
+            r = candle_with(patch, reference.inputs)
         return r, judged(r)
 
     from portkit.verify.judge.nonfinite import analyse

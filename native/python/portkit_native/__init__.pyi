@@ -143,6 +143,9 @@ class LlamaRunner:
     def generate(self, ids: Sequence[int], n: int) -> tuple[list[int], npt.NDArray[np.float32]]:
         """(n greedy token ids, [max(n, 1), vocab] logits): `greedy(ids, n)` and
         `teacher_forced_logits(ids + tokens[:n - 1], len(ids))` in one pass, bit for bit."""
+    def forced_and_greedy(self, ids: Sequence[int], prefill: int, n: int) -> tuple[list[int], npt.NDArray[np.float32]]:
+        """(`greedy(ids[:prefill], n)`, `teacher_forced_logits(ids, prefill)`), bit for bit, with
+        the forwards they share run once (the KV cache copied where candle's own pick forks)."""
     def capture(self, ids: Sequence[int]) -> dict[str, npt.NDArray[np.float32]]:
         """Per-layer values from a copy of the forward proven bit-identical to the library,
         built from this runner's tensors (no second load):

@@ -244,8 +244,12 @@ class PatchedRuns:
         self.fn = fn
         self.cache: dict[str, tuple[RunOutputs, Any]] = {}
 
+    @staticmethod
+    def key(patch: dict[str, Any]) -> str:
+        return json.dumps(patch, sort_keys=True, default=str)
+
     def __call__(self, patch: dict[str, Any]) -> tuple[RunOutputs, Any]:
-        key = json.dumps(patch, sort_keys=True, default=str)
+        key = self.key(patch)
         if key not in self.cache:
             self.cache[key] = self.fn(patch)
         return self.cache[key]

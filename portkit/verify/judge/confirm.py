@@ -614,6 +614,20 @@ def other_patches(findings: Sequence[Finding], me: Finding, subject: Subject) ->
     return merged
 
 
+def all_fixes_patch(findings: Sequence[Finding]) -> dict[str, Any] | None:
+    """The candle-side run `confirm_section` asks for first when the file as read differs: every
+    numeric finding's patch at once (`_leave_one_out`'s `fixed`), or None where there is none or
+    a crash finding's repair comes first (the numeric probes then run on the repaired file)."""
+    if any(probe_of(f)[0] == "crash" for f in findings):
+        return None
+    merged: dict[str, Any] = {}
+    for f in findings:
+        kind, patch, _ = probe_of(f)
+        if kind == "numeric" and patch:
+            merged.update(patch)
+    return merged or None
+
+
 def other_edits(findings: Sequence[Finding], me: Finding, subject: Subject) -> dict[str, Any]:
     """The other numeric findings' reference-side edits, merged."""
     return merge_as_candle([e for f in findings if f is not me and probe_of(f)[0] == "numeric" for e in [subject.as_candle_of(f)] if e])

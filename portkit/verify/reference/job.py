@@ -71,6 +71,11 @@ class ReferenceJob:
         """An entry for this checkpoint and prompt exists (a hit if candle's tokens are the same)."""
         return self.cache is not None and self.cache.likely()
 
+    @property
+    def computing(self) -> bool:
+        """Submitted and sent to transformers (no cache entry): `result` will wait for it."""
+        return self._ticket is not None
+
     def submit(self, forced: Sequence[int] | None, extra: dict[str, Any] | None = None) -> None:
         """Look the reference up; on a miss, send the forward (on `forced`: candle's tokens).
         `extra`: a continuation's and a batch's inputs (`refextra.request`), whose rows the

@@ -146,7 +146,7 @@ class ReferenceSession:
             "transformers": where,
             "threads": {"candle": candle_threads, "transformers": self.threads},
             "overlap": (
-                "candle and lint run while transformers imports; the findings' candle runs while it records the tokenizer"
+                "candle as written, lint, then the first counterfactual (or the GGUF) run while transformers imports and computes; the findings are judged while it records the tokenizer"
                 if self.in_child and self.ran
                 else "none"
             ),

@@ -1,5 +1,5 @@
-"""`GgufRunner.forced_and_greedy` is `greedy` and `teacher_forced_logits` bit for bit, on every
-GGUF loader: when the fed tokens are candle's own, when they fork from them (the snapshot of the
+"""`forced_and_greedy` is `greedy` and `teacher_forced_logits` bit for bit, on every GGUF loader
+(`GgufRunner`) and on `LlamaRunner` (llama.rs's `Cache` copied at the fork): when the fed tokens are candle's own, when they fork from them (the snapshot of the
 KV cache, or quantized_qwen2's second pass), when fewer are fed than tokens asked, and for 0 and
 1 tokens."""
 
@@ -18,9 +18,12 @@ PROMPT = [5, 17, 33, 2, 88, 41]
 N = 6
 
 
-@pytest.fixture(scope="module", params=["mistral", "qwen2", "qwen3", "gemma3", "phi3"])
+@pytest.fixture(scope="module", params=["mistral", "qwen2", "qwen3", "gemma3", "phi3", "llama-safetensors"])
 def runner(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     family = request.param
+    if family == "llama-safetensors":
+        d = family_fixture("llama", "legacy")
+        return pn.LlamaRunner([str(d / "model.safetensors")], (d / "config.json").read_text())
     path = write_gguf(family_fixture(family, "legacy"), tmp_path_factory.mktemp(family) / f"{family}.gguf")
     loader = loader_for(architecture_of(read_gguf(path)))
     return pn.GgufRunner(str(path), loader=loader)
