@@ -384,6 +384,7 @@ def _verify(
             Path(opts.gguf), list(prompt.ids), list(forced), tokens, opts.device, progress, use_cache=opts.cache, layers=opts.layers
         )
         timings["gguf"] = time.perf_counter() - t_gguf
+
     def candle_with(patch: dict[str, Any], inputs: list[int]) -> RunOutputs:
         progress(f"candle with {describe_patch(patch)}")
         text = patched_config(model.config_text, patch)
@@ -395,10 +396,12 @@ def _verify(
     # candle's tokens, known now (with a GGUF its run fills this wait instead)
     early: dict[str, RunOutputs] = {}
     fixes = all_fixes_patch(hf_findings) if run.failure is None else None
+    t_early = time.perf_counter()
     if fixes and forced is not None and opts.gguf is None and job.computing:
         early[PatchedRuns.key(fixes)] = candle_with(fixes, list(forced))
+    timings["findings"] = time.perf_counter() - t_early  # (the phase below adds its own)
     reference = job.result(forced, opts.perturb_reference, extra)
-    timings["reference"] = time.perf_counter() - t_phase - timings.get("gguf", 0.0)
+    timings["reference"] = time.perf_counter() - t_phase - timings.get("gguf", 0.0) - timings["findings"]
     t_phase = time.perf_counter()
     stop = generation_stop(model.root)
 
@@ -440,7 +443,7 @@ def _verify(
     confirmations = scan_lengths(confirmations, hf_findings, as_candle, model.config.get("max_position_embeddings"), progress)
     confirmations = length_notes(confirmations, len(prompt.ids) + tokens)
     explanation = explain(comparison, run, confirmations, hf_findings, numeric_subject, layers_note)
-    timings["findings"] = time.perf_counter() - t_phase
+    timings["findings"] += time.perf_counter() - t_phase
     t_phase = time.perf_counter()
     tokenizer = tokenizer_section(model.root, tok_findings, progress, perturb_candle=opts.perturb_candle_tokens, transformers=transformers_tokenizer)
     timings["tokens"] = time.perf_counter() - t_phase
