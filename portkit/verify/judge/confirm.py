@@ -602,16 +602,18 @@ def confirm_static(finding: Finding) -> Confirmation:
     return Confirmation(**_base(finding, kind), verdict="NOT-PROBED", evidence=f"not probed: {not_probed_reason(finding)}")
 
 
-def other_patches(findings: Sequence[Finding], me: Finding, subject: Subject) -> dict[str, Any]:
+def _numeric_patches(findings: Sequence[Finding], skip: Finding | None = None) -> dict[str, Any]:
+    """The candle-side patches of the numeric findings (but `skip`), merged in order."""
     merged: dict[str, Any] = {}
     for f in findings:
-        if f is me:
-            continue
-        kind = probe_of(f)[0]
-        patch = subject.patch_of(f)
-        if kind == "numeric" and patch:
+        kind, patch, _ = probe_of(f)
+        if f is not skip and kind == "numeric" and patch:
             merged.update(patch)
     return merged
+
+
+def other_patches(findings: Sequence[Finding], me: Finding, subject: Subject) -> dict[str, Any]:
+    return _numeric_patches(findings, skip=me)
 
 
 def all_fixes_patch(findings: Sequence[Finding]) -> dict[str, Any] | None:
@@ -620,12 +622,7 @@ def all_fixes_patch(findings: Sequence[Finding]) -> dict[str, Any] | None:
     a crash finding's repair comes first (the numeric probes then run on the repaired file)."""
     if any(probe_of(f)[0] == "crash" for f in findings):
         return None
-    merged: dict[str, Any] = {}
-    for f in findings:
-        kind, patch, _ = probe_of(f)
-        if kind == "numeric" and patch:
-            merged.update(patch)
-    return merged or None
+    return _numeric_patches(findings) or None
 
 
 def other_edits(findings: Sequence[Finding], me: Finding, subject: Subject) -> dict[str, Any]:
