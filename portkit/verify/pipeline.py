@@ -301,7 +301,8 @@ def _verify(
     # the sub-layers candle's copy records too (the localisation inside the first bad layer)
     subs = sublayers.of(family) if opts.layers and family.capture else ()
     job = ReferenceJob(
-        model, list(prompt.ids), tokens, mode=opts.reference_mode, use_cache=opts.cache, progress=progress, sublayers=subs, session=session
+        model, list(prompt.ids), tokens, mode=opts.reference_mode, use_cache=opts.cache, progress=progress, sublayers=subs, session=session,
+        truth=tol.logits_atol is not None,  # an f32 run is judged against floors measured against transformers in f64
     )
     if not job.likely_cached() and start_early(sum(p.stat().st_size for p in model.weight_files), has_tokenizer(model.root)):
         session.start()

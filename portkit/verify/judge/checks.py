@@ -6,12 +6,15 @@ every verdict carries the measured number next to the tolerance used, never a ba
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
 
-from portkit.families.sublayers import is_sublayer
+from portkit.families.sublayers import is_sublayer, split
+from portkit.verify.judge import floor as floors
+from portkit.verify.judge.floor import Floor
 
 
 class ShapeMismatch(ValueError):
@@ -91,15 +94,22 @@ class LogitsCheck:
     worst_index: int
     tolerance: float | None  # None: reported only (half precision, quantized: judged per step)
     ok: bool
+    #: the criterion measured in the run (transformers in f64 as the truth); None: `tolerance` is
+    #: the fallback constant
+    floor: Floor | None = None
 
     def line(self, label: str = "logits") -> str:
         head = f"{label:<10} n={self.n:<6} max|diff|={self.max_abs_diff:.2e}  max|ref|={self.max_abs_ref:.3g}  "
         if self.tolerance is None:
             return head + "(reported; judged by per-step argmax)"
-        return head + f"tol={self.tolerance:.0e}  {'OK' if self.ok else 'MISMATCH'}"
+        if self.floor is not None:
+            return head + f"{self.floor.phrase()}  {'OK' if self.ok else 'MISMATCH'}"
+        return head + f"tol={self.tolerance:.0e} (fallback)  {'OK' if self.ok else 'MISMATCH'}"
 
 
-def compare_logits(ref: np.ndarray, got: np.ndarray, atol: float | None) -> LogitsCheck:
+def compare_logits(ref: np.ndarray, got: np.ndarray, atol: float | None, delta: np.ndarray | None = None) -> LogitsCheck:
+    """`delta`: the truth's difference from `ref` (`Reference.truth`): then an f32 candle is judged
+    against the floor measured in the run, not `atol`."""
     ref = np.asarray(ref, dtype=np.float64)
     got = np.asarray(got, dtype=np.float64)
     _check_shapes("logits", ref, got)
@@ -108,13 +118,15 @@ def compare_logits(ref: np.ndarray, got: np.ndarray, atol: float | None) -> Logi
     max_diff = float(diff.max()) if diff.size else 0.0
     if np.isnan(diff).any():
         max_diff = float("nan")
+    fl = floors.measure(ref, np.asarray(delta).reshape(ref.shape), got) if delta is not None and atol is not None else None
     return LogitsCheck(
         n=int(ref.size),
         max_abs_diff=max_diff,
         max_abs_ref=float(np.abs(ref).max()) if ref.size else 0.0,
         worst_index=worst,
-        tolerance=atol,
-        ok=bool(max_diff <= (np.inf if atol is None else atol)),  # NaN compares False: a mismatch
+        tolerance=atol if fl is None else fl.bound,
+        ok=fl.ok if fl is not None else bool(max_diff <= (np.inf if atol is None else atol)),  # NaN compares False: a mismatch
+        floor=fl,
     )
 
 
@@ -126,18 +138,38 @@ class LayerRow:
     rel: float
     over: bool
     nonfinite: str | None = None  # "transformers" | "candle" | "both": NaN/inf here, not a difference
+    floor: Floor | None = None  # the criterion measured in the run (None: `rel` against the fallback rtol)
+
+    @property
+    def rel_bound(self) -> float | None:
+        """The measured bound as a relative error (None: the fallback's rtol applies)."""
+        if self.floor is None:
+            return None
+        return self.floor.bound / self.floor.scale if self.floor.scale > 0 else math.inf
 
 
 @dataclass(frozen=True)
 class LayerCheck:
-    """Every captured value's relative error. The values between the layers (embeddings,
-    `layer.N`, norm, logits) are judged; the sub-layers inside a layer (`layer.N.mlp`, ...) are
-    reported and localise a mismatch (`portkit.verify.judge.localise`), but never decide the verdict:
-    a sub-layer's error is not damped by the residual stream, so in a deep model it can cross the
-    line on summation order alone where every layer agrees."""
+    """Every captured value's relative error.
+
+    With the truth (transformers in f64, `truth`), every value, between the layers and inside
+    them, is judged on its distance from the truth against the f32 reference's own: the floor moves
+    with the residual stream, so an error carried into a layer that then cancels a massive
+    activation is carried by the floor too. Without it (a user's dump, a half-precision run), the
+    fallback: the values between the layers (embeddings, `layer.N`, norm, logits) are judged on
+    max|diff| over the larger of their input's and their output's max|ref| (the scale the error
+    was carried in at) against `rtol`; the sub-layers inside a layer (`layer.N.mlp`, ...) are
+    reported and localise a mismatch (`portkit.verify.judge.localise`), but never decide it: a
+    sub-layer's error is not damped by the residual stream."""
 
     rows: list[LayerRow]
     rtol: float
+    #: the f64 values (`floor.truth_of`) by name, where measured
+    truth: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def measured(self) -> bool:
+        return any(r.floor is not None for r in self.rows)
 
     @property
     def layer_rows(self) -> list[LayerRow]:
@@ -147,8 +179,19 @@ class LayerCheck:
         return next((r for r in self.rows if r.name == name), None)
 
     @property
+    def judged_rows(self) -> list[LayerRow]:
+        """The rows that decide: every measured one, else the values between the layers."""
+        return [r for r in self.rows if r.floor is not None or not is_sublayer(r.name)]
+
+    @property
     def first_over(self) -> str | None:
-        return next((r.name for r in self.layer_rows if r.over), None)
+        """The first value between the layers over its bound, or whose own sub-layer is (the
+        layer it belongs to is then the first bad layer)."""
+        for r in self.judged_rows:
+            if r.over:
+                inside = split(r.name)
+                return f"layer.{inside[0]}" if inside else r.name
+        return None
 
     @property
     def first_nonfinite(self) -> str | None:
@@ -162,19 +205,34 @@ class LayerCheck:
     def max_rel(self) -> float:
         return max((r.rel for r in self.layer_rows if not r.nonfinite), default=0.0)
 
+    @property
+    def max_ratio(self) -> float | None:
+        """The largest measured ratio (candle's distance from the truth in floors), None: none measured."""
+        ratios = [r.floor.ratio for r in self.rows if r.floor is not None and not r.nonfinite]
+        return max(ratios) if ratios else None
+
     def table(self) -> str:
-        lines = [f"{'name':<12}{'max|ref|':>12}{'max|diff|':>12}{'rel':>10}"]
+        head = f"{'name':<12}{'max|ref|':>12}{'max|diff|':>12}{'rel':>10}"
+        lines = [head + (f"{'f64 candle':>12}{'f64 floor':>11}{'ratio':>7}" if self.measured else "")]
         for r in self.rows:
             mark = "  <- over" if r.over else (f"  non-finite ({r.nonfinite})" if r.nonfinite else "")
-            lines.append(f"{r.name:<12}{r.max_abs_ref:>12.4g}{r.max_abs_diff:>12.3e}{r.rel:>10.2e}{mark}")
+            measured = f"{r.floor.candle:>12.3e}{r.floor.floor:>11.3e}{r.floor.ratio:>7.2g}" if r.floor is not None else ""
+            lines.append(f"{r.name:<12}{r.max_abs_ref:>12.4g}{r.max_abs_diff:>12.3e}{r.rel:>10.2e}{measured}{mark}")
         return "\n".join(lines)
 
 
-def compare_layers(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], rtol: float) -> LayerCheck:
-    """Relative error per captured value, in the reference's order; names must match exactly."""
+def compare_layers(
+    ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], rtol: float, deltas: Mapping[str, np.ndarray] | None = None
+) -> LayerCheck:
+    """Relative error per captured value, in the reference's order; names must match exactly.
+    `deltas`: the truth's difference from `ref` by name (`Reference.truth`): those values are
+    judged against their measured floor, the others by the fallback (`LayerCheck`)."""
     if list(ref) != list(got):
         raise ShapeMismatch(f"captured names differ: candle {list(got)}, reference {list(ref)}")
+    deltas = deltas or {}
+    truth: dict[str, np.ndarray] = {}
     rows = []
+    carried_in = 0.0  # the previous value between the layers' max|ref|: the scale this one's error came in at
     for name, r in ref.items():
         r = np.asarray(r, dtype=np.float64)
         g = np.asarray(got[name], dtype=np.float64)
@@ -187,9 +245,21 @@ def compare_layers(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray],
             continue
         max_ref = float(np.abs(r).max())
         max_diff = float(np.abs(r - g).max())
-        rel = max_diff / max_ref if max_ref > 0 else max_diff
-        rows.append(LayerRow(name, max_ref, max_diff, rel, over=not (rel <= rtol)))
-    return LayerCheck(rows=rows, rtol=rtol)
+        between = not is_sublayer(name)
+        # a residual stream's error arrives at its input's scale: a layer that cancels a massive
+        # activation shrinks its output's max|ref|, not the error carried in
+        scale = max(max_ref, carried_in) if between and name.startswith("layer.") else max_ref
+        rel = max_diff / scale if scale > 0 else max_diff
+        if between:
+            carried_in = max_ref
+        d = deltas.get(name)
+        if d is not None and np.shape(d) == r.shape and np.isfinite(d).all():
+            fl = floors.measure(r, d, g)
+            truth[name] = floors.truth_of(r, d)
+            rows.append(LayerRow(name, max_ref, max_diff, rel, over=not fl.ok, floor=fl))
+        else:
+            rows.append(LayerRow(name, max_ref, max_diff, rel, over=not (rel <= rtol)))
+    return LayerCheck(rows=rows, rtol=rtol, truth=truth)
 
 
 @dataclass(frozen=True)
@@ -212,6 +282,7 @@ class StepCheck:
     atol: float | None = None
     near_tie: float = 0.0
     nonfinite_steps: list[int] = field(default_factory=list)  # NaN/inf on either side: no argmax to compare
+    floor: Floor | None = None  # every step's logits against the truth (None: `atol`, the fallback)
 
     @property
     def real_flips(self) -> list[StepDisagreement]:
@@ -219,7 +290,10 @@ class StepCheck:
 
     @property
     def ok(self) -> bool:
-        within = self.atol is None or self.max_abs_diff <= self.atol
+        if self.floor is not None:
+            within = self.floor.ok
+        else:
+            within = self.atol is None or self.max_abs_diff <= self.atol
         return within and not self.real_flips and not self.nonfinite_steps
 
     def line(self) -> str:
@@ -228,6 +302,7 @@ class StepCheck:
             f"steps={self.steps} argmax {self.agree}/{self.steps}  max|diff|={self.max_abs_diff:.2e} "
             f"median={self.median_abs_diff:.2e} max|ref|={self.max_abs_ref:.3g}"
             + (f"  differing steps (ref margin): {flips}" if flips else "")
+            + (f"  {self.floor.phrase()}" if self.floor is not None else "")
         )
 
 
@@ -236,9 +311,13 @@ def top2_margin(row: np.ndarray) -> float:
     return float(top[1] - top[0])
 
 
-def compare_steps(ref_rows: np.ndarray, got_rows: np.ndarray, *, near_tie: float, atol: float | None) -> StepCheck:
+def compare_steps(
+    ref_rows: np.ndarray, got_rows: np.ndarray, *, near_tie: float, atol: float | None, delta: np.ndarray | None = None
+) -> StepCheck:
     """Teacher-forced rows ([steps, vocab], same inputs on both sides): argmax agreement per step,
-    with the reference's top-2 margin at every disagreeing step."""
+    with the reference's top-2 margin at every disagreeing step. `delta`: the truth's difference
+    from `ref_rows` (`Reference.truth`): every step's logits are then judged against the floor
+    measured in the run, not `atol`."""
     ref = np.asarray(ref_rows, dtype=np.float64)
     got = np.asarray(got_rows, dtype=np.float64)
     _check_shapes("per-step logits", ref, got)
@@ -252,6 +331,9 @@ def compare_steps(ref_rows: np.ndarray, got_rows: np.ndarray, *, near_tie: float
         margin = top2_margin(ref[step])
         dis.append(StepDisagreement(int(step), int(ref_arg[step]), int(got_arg[step]), margin, margin < near_tie))
     fin = per_step[finite]
+    fl = None
+    if delta is not None and atol is not None and np.shape(delta) == ref.shape and finite.all():
+        fl = floors.measure(ref, delta, got)
     return StepCheck(
         steps=int(ref.shape[0]),
         agree=int(((ref_arg == got_arg) & finite).sum()),
@@ -262,6 +344,7 @@ def compare_steps(ref_rows: np.ndarray, got_rows: np.ndarray, *, near_tie: float
         atol=atol,
         near_tie=near_tie,
         nonfinite_steps=[int(i) for i in np.nonzero(~finite)[0]],
+        floor=fl,
     )
 
 

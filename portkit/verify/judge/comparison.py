@@ -26,6 +26,7 @@ from portkit.verify.judge.checks import (
     compare_steps,
     is_sublayer,
 )
+from portkit.verify.judge.floor import FACTOR, Floor
 from portkit.verify.judge.localise import Localisation, localise
 
 if TYPE_CHECKING:
@@ -48,16 +49,27 @@ class Comparison:
     localisation: Localisation | None = None
 
     def judge_layers(
-        self, ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], *, available: Sequence[str] = (), no_sublayers_hint: str
+        self,
+        ref: Mapping[str, np.ndarray],
+        got: Mapping[str, np.ndarray],
+        *,
+        available: Sequence[str] = (),
+        no_sublayers_hint: str,
+        deltas: Mapping[str, np.ndarray] | None = None,
     ) -> None:
         """Every captured value's relative error; judged (and the first bad layer localised) only
         where the tolerance has a per-layer line (f32), reported below it. `available` and
-        `no_sublayers_hint`: `localise`'s."""
+        `no_sublayers_hint`: `localise`'s; `deltas`: the truth's, per name (`compare_layers`)."""
         rtol = self.tolerance.layer_rtol
         self.layers_judged = rtol is not None
-        self.layers = compare_layers(ref, got, rtol if rtol is not None else math.inf)
+        self.layers = compare_layers(ref, got, rtol if rtol is not None else math.inf, deltas if rtol is not None else None)
         if self.layers_judged:
             self.localisation = localise(self.layers, ref, got, available=available, no_sublayers_hint=no_sublayers_hint)
+
+    @property
+    def measured(self) -> bool:
+        """Judged against floors measured in the run (transformers in f64), not the fallback constants."""
+        return any(getattr(c, "floor", None) is not None for c in (self.last, self.steps)) or bool(self.layers and self.layers.measured)
 
     @property
     def ok(self) -> bool:
@@ -69,16 +81,25 @@ class Comparison:
         return all(parts) and bool(parts)
 
     def headline(self) -> str:
-        """`logits differ 4.94 (tol 1e-4)`-style summary of the worst evidence."""
+        """`logits differ 4.94 (tol 1e-4)`-style summary of the worst evidence: the numbers that
+        decided, never one that passed beside a failure elsewhere."""
         if self.problem:
             return self.problem
         bits = []
-        if self.last is not None:
-            tol = self.tolerance.logits_atol
+        judged = self.tolerance.logits_atol is not None
+        steps_over = self.steps is not None and judged and not self.steps.ok and not self.steps.real_flips and not self.steps.nonfinite_steps
+        if self.last is not None and not (steps_over and self.last.ok):
+            bits.append(f"logits differ {fmt_num(self.last.max_abs_diff)} ({_bound(self.last.floor, self.last.tolerance, self.last.max_abs_ref)})")
+        if steps_over and self.steps is not None:
             bits.append(
-                f"logits differ {fmt_num(self.last.max_abs_diff)}"
-                + (f" (tol {fmt_tol(tol)})" if tol is not None else f" (max|ref| {self.last.max_abs_ref:.3g})")
+                f"teacher-forced logits differ {fmt_num(self.steps.max_abs_diff)} over {self.steps.steps} steps "
+                f"({_bound(self.steps.floor, self.steps.atol, self.steps.max_abs_ref)})"
             )
+        if self.layers is not None and self.layers_judged and not self.layers.ok and not bits_over(self):
+            first = self.layers.first_over
+            row = self.layers.row(first) if first else None
+            if row is not None:
+                bits.append(f"{first} differs {row.rel:.2e} relative" + (f" ({row.floor.phrase()})" if row.floor is not None else f" (tol {fmt_tol(self.layers.rtol)})"))
         if self.steps is not None and (self.steps.agree != self.steps.steps or self.tolerance.logits_atol is None):
             real = len(self.steps.real_flips)
             near = len(self.steps.disagreements) - real
@@ -104,6 +125,21 @@ class Comparison:
         return max(vals, default=0.0)
 
 
+def bits_over(c: Comparison) -> bool:
+    """The logits themselves are out of their bound (the headline quotes them, not a layer)."""
+    return any(x is not None and not x.ok for x in (c.last, c.steps, c.greedy))
+
+
+def _bound(fl: Floor | None, tol: float | None, max_ref: float) -> str:
+    """What a logits number was judged against: the floor measured in the run, the fallback
+    constant, or nothing (half precision, quantized: `max|ref|` for scale)."""
+    if fl is not None:
+        return f"bound {fmt_num(fl.bound)}: {FACTOR:g}x transformers' own f32 error {fmt_num(fl.reference)}"
+    if tol is not None:
+        return f"tol {fmt_tol(tol)}"
+    return f"max|ref| {max_ref:.3g}"
+
+
 def fmt_num(x: float) -> str:
     if math.isnan(x):
         return "NaN"
@@ -122,18 +158,21 @@ def compare_run(ref: Reference, got: RunOutputs, tol: Tolerance) -> Comparison:
     """verify's comparisons: last position, teacher-forced steps with margins, greedy fork
     with the margin where it forks, per-layer relative error (judged in f32 only)."""
     cmp = Comparison(tolerance=tol)
+    truth = ref.truth if tol.logits_atol is not None else None  # measured floors judge f32 only
     try:
         if got.last is not None:
-            cmp.last = compare_logits(ref.last, got.last, tol.logits_atol)
+            cmp.last = compare_logits(ref.last, got.last, tol.logits_atol, truth.rows[0] if truth is not None else None)
         if got.rows is not None:
-            cmp.steps = compare_steps(ref.rows, got.rows, near_tie=tol.near_tie, atol=tol.logits_atol)
+            cmp.steps = compare_steps(ref.rows, got.rows, near_tie=tol.near_tie, atol=tol.logits_atol, delta=truth.rows if truth is not None else None)
         if got.greedy is not None:
             cmp.greedy = compare_greedy(ref.greedy, got.greedy, step_rows=ref.rows, near_tie=tol.near_tie, ref_complete=ref.greedy_complete)
         if got.layers is not None and ref.layers:
             # sub-layers where both sides have them (a family's capture may record none)
             ref_layers = {k: v for k, v in ref.layers.items() if not is_sublayer(k) or k in got.layers}
             got_layers = {k: v for k, v in got.layers.items() if not is_sublayer(k) or k in ref.layers}
-            cmp.judge_layers(ref_layers, got_layers, no_sublayers_hint="this capture records no sub-layers")
+            cmp.judge_layers(
+                ref_layers, got_layers, no_sublayers_hint="this capture records no sub-layers", deltas=truth.layers if truth is not None else None
+            )
     except ShapeMismatch as e:
         cmp.problem = str(e)
     return cmp

@@ -45,10 +45,13 @@ class Explanation:
         }
 
 
-def _where(loc: Localisation | None, no_layers: str | None) -> str:
+def _where(loc: Localisation | None, no_layers: str | None, cmp: Comparison | None = None) -> str:
     if loc is not None:
         inside = f" at {loc.name}" if loc.name != loc.layer else ""
         return f"first bad {loc.layer}{inside} ({loc.diagnosis})"
+    if cmp is not None and cmp.layers is not None and cmp.layers_judged and cmp.layers.ok:
+        # the layers were compared and agree: they cover the prompt's positions only
+        return f"every one of the {len(cmp.layers.rows)} per-layer values over the prompt agrees, so it starts after the prefill's layers"
     return no_layers or "no per-layer values to say where it starts"
 
 
@@ -115,12 +118,12 @@ def explain(
             # where what is left starts: against transformers as candle computes when candle's run
             # recorded layers (no candle-side patch), else as written
             loc = after.localisation if after.layers is not None else cmp.localisation
-            where = _where(loc, no_layers) + (" (as written)" if loc is not None and after.layers is None else "")
+            where = _where(loc, no_layers, after if after.layers is not None else cmp) + (" (as written)" if loc is not None and after.layers is None else "")
             rest = f"unexplained beyond {names}: {how}, {after.headline()}; {where}"
             return Explanation(False, list(dict.fromkeys(measured)), rest, as_written, after.distance(), loc, None if loc else no_layers, cf)
     loc = cmp.localisation
     named = f" ({', '.join(unmeasured)} confirmed, with no counterfactual to measure)" if unmeasured else ""
-    return Explanation(False, unmeasured, f"unexplained{named}: {_where(loc, no_layers)}", as_written, None, loc, None if loc else no_layers)
+    return Explanation(False, unmeasured, f"unexplained{named}: {_where(loc, no_layers, cmp)}", as_written, None, loc, None if loc else no_layers)
 
 
 def _how(patch: dict[str, Any], edit: dict[str, Any]) -> str:

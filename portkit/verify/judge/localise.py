@@ -19,6 +19,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from portkit.families import sublayers
+from portkit.verify.judge import floor as floors
 from portkit.verify.judge.checks import LayerCheck
 
 #: Positions shown in the text report; the JSON keeps all of them.
@@ -72,10 +73,20 @@ def per_position(ref: np.ndarray, got: np.ndarray) -> list[float]:
     return [float(x) for x in (diff / scale if scale > 0 else diff)]
 
 
-def _positions(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], name: str, rtol: float) -> tuple[list[float], bool | None]:
-    """`name`'s error per position, and whether position 0 is within `rtol` (None: no positions)."""
+def _positions(check: LayerCheck, ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], name: str) -> tuple[list[float], bool | None]:
+    """`name`'s error per position, and whether position 0 is within its bound (None: no
+    positions): against the truth and its measured bound where the run has them, else against
+    the reference and the fallback's rtol."""
     errors = per_position(ref[name], got[name])
-    return errors, (errors[0] <= rtol if errors else None)
+    row = check.row(name)
+    bound = row.rel_bound if row is not None else None
+    if not errors:
+        return errors, None
+    if bound is not None and name in check.truth and np.ndim(check.truth[name]) == 2:
+        own = floors.per_position(check.truth[name], got[name])
+        scale = row.floor.scale if row is not None and row.floor is not None else 0.0
+        return errors, bool(own[0] / scale <= bound) if scale > 0 else bool(own[0] == 0)
+    return errors, errors[0] <= check.rtol
 
 
 # what each kind of first bad sub-layer points to (the pattern's own words are added around them)
@@ -114,20 +125,20 @@ def localise(
     row = check.row(first)
     assert row is not None
     if first in ("embeddings", "norm", "logits"):
-        return _between_layers(first, row.rel, ref, got, check.rtol)
+        return _between_layers(first, row.rel, ref, got, check)
     prefix = first + "."
     subs = [r for r in check.rows if r.name.startswith(prefix) and sublayers.is_sublayer(r.name)]
     have = {r.name for r in subs}
     missing = [n for n in available if n.startswith(prefix) and sublayers.is_sublayer(n) and n not in have]
     bad = next((r for r in subs if r.over), None)
     if bad is None:
-        return _no_bad_sublayer(first, row.rel, subs, missing, ref, got, check.rtol, no_sublayers_hint)
+        return _no_bad_sublayer(first, row.rel, subs, missing, ref, got, check, no_sublayers_hint)
     sub = sublayers.split(bad.name)
     assert sub is not None
     # the rows are in computation order, and `bad` is the first over: everything before it agrees
     agreeing = [r.name for r in subs[: subs.index(bad)] if not r.nonfinite]
     missing_before = [n for n in missing if _order(n) < _order(bad.name)]
-    errors, pos0 = _positions(ref, got, bad.name, check.rtol)
+    errors, pos0 = _positions(check, ref, got, bad.name)
     diagnosis, candidates = _diagnose(sub[1], pos0, agreeing, missing_before)
     return Localisation(first, bad.name, bad.rel, errors, pos0, diagnosis, candidates, agreeing, missing)
 
@@ -180,10 +191,10 @@ def _no_bad_sublayer(
     missing: list[str],
     ref: Mapping[str, np.ndarray],
     got: Mapping[str, np.ndarray],
-    rtol: float,
+    check: LayerCheck,
     hint: str | None,
 ) -> Localisation:
-    errors, pos0 = _positions(ref, got, layer, rtol)
+    errors, pos0 = _positions(check, ref, got, layer)
     if subs:
         cands = list(RESIDUAL_CANDIDATES) + ([f"a sub-layer not dumped ({', '.join(missing)})"] if missing else [])
         text = f"every sub-layer dumped for {layer} agrees: {_either(cands)}"
@@ -195,8 +206,8 @@ def _no_bad_sublayer(
     return Localisation(layer, layer, rel, errors, pos0, text, [], [], missing)
 
 
-def _between_layers(name: str, rel: float, ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], rtol: float) -> Localisation:
-    errors, pos0 = _positions(ref, got, name, rtol)
+def _between_layers(name: str, rel: float, ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], check: LayerCheck) -> Localisation:
+    errors, pos0 = _positions(check, ref, got, name)
     if name == "embeddings":
         cands = ["the embedding weights", "an embedding scale (gemma multiplies by sqrt(hidden_size))"]
         text = f"embeddings differ: {_either(cands)}"

@@ -48,15 +48,18 @@ def model_key(
     *,
     fingerprints: list[dict[str, object]] | None = None,
     sublayers: Sequence[str] = (),
+    truth: bool = False,
 ) -> str:
     """Everything about the checkpoint and the software that determines the reference
     (`fingerprints`: `cachefiles.fingerprints(weight_files)` when the caller has them already;
-    `sublayers`: the sub-layer outputs recorded with the layers)."""
+    `sublayers`: the sub-layer outputs recorded with the layers; `truth`: the f64 run's
+    differences recorded too, `compute.truth_deltas`)."""
     return cachefiles.digest(
         {
             "format": FORMAT,
             "mode": mode,
             "sublayers": list(sublayers),
+            **({"truth": True} if truth else {}),
             "config": hashlib.sha256(config_text.encode()).hexdigest(),
             "files": fingerprints if fingerprints is not None else cachefiles.fingerprints(weight_files),
             "versions": {p: cachefiles.package_version(p) for p in ("transformers", "torch", "portkit")},

@@ -237,7 +237,7 @@ def _answer(req: dict[str, Any], progress: Callable[[str], None]) -> dict[str, A
         if kind == "forward":
             out = forward_reference(
                 Path(req["model_dir"]), [Path(f) for f in req["files"]], req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"],
-                progress, req.get("sublayers", []), req.get("extra"),
+                progress, req.get("sublayers", []), req.get("extra"), bool(req.get("truth")),
             )
         elif kind == "as-candle":
             rows, layers, effect = as_candle_reference(

@@ -21,6 +21,8 @@ from portkit.verify.errors import one_line
 
 #: The name an as-candle reference's effect-by-position travels under with its layers.
 EFFECT = "as_candle_effect"
+#: The prefix the truth's arrays travel under with the layers (`truth_deltas`): `truth.rows`, `truth.layer.3`, ...
+TRUTH = "truth."
 
 
 class ReferenceFailed(RuntimeError):
@@ -52,10 +54,13 @@ def forward_reference(
     progress: Callable[[str], None],
     sublayers: Sequence[str] = (),
     extra: dict[str, Any] | None = None,
+    truth: bool = False,
 ) -> ReferenceOutputs:
     """In this process: the reference's tokens, [max(tokens, 1), vocab] step rows, prefill layers
     with `sublayers`' outputs in each decoder layer, checkpoint tensors holding NaN/inf.
     `extra`: a continuation's and a batch's rows too, as `extra.*` layers (`portkit.verify.reference.extra`).
+    `truth`: the same forward in f64 too, as `truth.*` layers (`truth_deltas`): what verify
+    measures both f32 sides' error against.
 
     With `forced` (candle's greedy tokens): one forward over prompt + forced[: tokens - 1]; row k
     is the reference's logits where token k is decided, on exactly candle's inputs, and the
@@ -98,9 +103,39 @@ def forward_reference(
             from portkit.verify.reference import extra as refextra
 
             layers.update(refextra.compute(model, prompt, extra, _cache_window(model), progress))
+        if truth:
+            del model  # one model's weights at a time: the f64 one is twice the f32 one
+            layers.update(truth_deltas(model_dir, files, prompt, list(forced) if forced is not None else greedy, tokens, rows, layers, sublayers, progress))
     except Exception as e:  # transformers' own failure on this checkpoint
         raise ReferenceFailed("run", f"transformers could not run {model_dir}: {one_line(e)}") from None
     return ReferenceOutputs(greedy=greedy, rows=rows.astype(np.float32, copy=False), layers=layers, nonfinite_weights=list(bad))
+
+
+def truth_deltas(
+    model_dir: Path,
+    files: Sequence[Path],
+    prompt: list[int],
+    fed: Sequence[int],
+    tokens: int,
+    rows: np.ndarray,
+    layers: Mapping[str, np.ndarray],
+    sublayers: Sequence[str],
+    progress: Callable[[str], None],
+) -> dict[str, np.ndarray]:
+    """transformers in f64 on the f32 reference's inputs (streamed like it, one f64 decoder layer
+    at a time), as `truth.<name>` = f64 value - f32 value for the rows and every layer: the f32
+    reference's own error, which a correct f32 candle is about as far from the truth as
+    (docs/verify.md, "Tolerances"). Kept as the difference, in f32, so the caches keep one dtype
+    and the truth is exact to f32's precision of the (small) difference."""
+    from portkit.verify.reference.models import StreamedModel
+
+    model = StreamedModel(Path(model_dir), [Path(f) for f in files], progress, scan_nonfinite=False, precision="float64")
+    rows64, layers64 = _forced_rows(model, prompt, fed, tokens, sublayers, progress, "truth (transformers in f64)")
+    out = {TRUTH + "rows": (rows64[: len(rows)] - rows).astype(np.float32)}
+    for name, value in layers.items():
+        if name in layers64 and layers64[name].shape == value.shape:
+            out[TRUTH + name] = (layers64[name] - value).astype(np.float32)
+    return out
 
 
 def as_candle_reference(

@@ -26,7 +26,7 @@ from portkit.verify.reference import cache as refcache
 from portkit.verify.reference import compute
 from portkit.verify.reference import extra as refextra
 from portkit.verify.reference.compute import ReferenceOutputs
-from portkit.verify.reference.result import Reference
+from portkit.verify.reference.result import Reference, Truth
 from portkit.verify.reference.session import ReferenceSession, Ticket
 
 Progress = Callable[[str], None]
@@ -44,19 +44,22 @@ class ReferenceJob:
         progress: Progress,
         sublayers: Sequence[str] = (),
         session: ReferenceSession | None = None,
+        truth: bool = False,
     ) -> None:
         """`sublayers`: paths inside each decoder layer whose outputs the prefill records too
         (`portkit.families.sublayers`), as `layer.N.<path>`. `session`: verify's transformers
-        process (a job without one starts its own when it needs transformers)."""
+        process (a job without one starts its own when it needs transformers). `truth`: the same
+        forward in f64 too (`Reference.truth`), for an f32 candle judged against a measured floor."""
         self.model, self.prompt, self.tokens, self.mode, self.progress = model, list(prompt), tokens, mode, progress
         self.sublayers = list(sublayers)
+        self.truth = truth
         self.cache: refcache.RefCache | None = None
         #: the weight files' fingerprints (with the cache on), which candle's run cache keys on too
         self.fingerprints: list[dict[str, object]] = []
         if use_cache:
             progress("reference cache: fingerprinting the checkpoint")
             self.fingerprints = cachefiles.fingerprints(model.weight_files)
-            key = refcache.model_key(model.config_text, model.weight_files, mode, fingerprints=self.fingerprints, sublayers=self.sublayers)
+            key = refcache.model_key(model.config_text, model.weight_files, mode, fingerprints=self.fingerprints, sublayers=self.sublayers, truth=truth)
             self.cache = refcache.RefCache(key, self.prompt, tokens, vocab=model.vocab_size)
         self.session = session if session is not None else ReferenceSession(progress, start=False)
         self.own_session = session is None
@@ -97,6 +100,8 @@ class ReferenceJob:
             )
             if extra is not None:  # only then: the plain request stays as it was
                 req["extra"] = extra
+            if self.truth:
+                req["truth"] = True
             self._ticket = self.session.submit(req)
 
     def result(self, forced: Sequence[int] | None, perturb: float | None, extra: dict[str, Any] | None = None) -> Reference:
@@ -124,6 +129,7 @@ class ReferenceJob:
         self.seconds = time.perf_counter() - t0
         rows = out.rows
         layers, extra_rows = refextra.split(out.layers)
+        layers, truth = split_truth(layers)
         if perturb:
             rows = rows.copy()
             rows[0, 0] += np.float32(perturb)
@@ -141,6 +147,16 @@ class ReferenceJob:
             fingerprints=self.fingerprints if self.cache is not None else None,
             session=self.session,
             extra=extra_rows,
+            truth=truth,
         )
+
+
+def split_truth(layers: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], Truth | None]:
+    """(the f32 layers, the f64 run's differences from them: `compute.truth_deltas`) of a result's layers."""
+    kept = {k: v for k, v in layers.items() if not k.startswith(compute.TRUTH)}
+    deltas = {k.removeprefix(compute.TRUTH): v for k, v in layers.items() if k.startswith(compute.TRUTH)}
+    if "rows" not in deltas:
+        return kept, None
+    return kept, Truth(rows=deltas.pop("rows"), layers=deltas)
 
 

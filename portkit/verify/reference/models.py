@@ -58,6 +58,13 @@ def _open(safe_open: Any, path: Path, backend: str = "pread") -> Any:
         return safe_open(str(path), framework="pt", device="cpu")
 
 
+def _host(tensor: Any) -> np.ndarray:
+    """A captured tensor as numpy: f64 stays f64 (the truth run, `precision="float64"`), every
+    other dtype as f32."""
+    t = tensor.detach()
+    return (t if str(t.dtype) == "torch.float64" else t.float()).numpy().copy()
+
+
 def _all_finite(torch: Any, p: Any) -> bool:
     """A sum is one cheap pass and is non-finite whenever an element is; only then (or on a
     finite overflow) is the elementwise check paid."""
@@ -99,7 +106,7 @@ def capture_hooks(model: Any, outs: dict[str, np.ndarray], layers: Sequence[Any]
             if name in outs:
                 return
             tensor = output[0] if isinstance(output, tuple) else output
-            outs[name] = tensor[0].detach().float().numpy().copy()
+            outs[name] = _host(tensor[0])
 
         return hook
 
@@ -147,7 +154,7 @@ class _ModelRuns:
         finally:
             for h in hooks:
                 h.remove()
-        return ForwardResult(logits=res.logits[0].float().numpy().copy(), layers=outs, nonfinite_weights=list(self.nonfinite)), res
+        return ForwardResult(logits=_host(res.logits[0]), layers=outs, nonfinite_weights=list(self.nonfinite)), res
 
 
 class StreamedModel(_ModelRuns):
@@ -163,17 +170,21 @@ class StreamedModel(_ModelRuns):
         resident: bool = False,
         scan_nonfinite: bool = True,
         tensor_edits: Mapping[str, str] | None = None,
+        precision: str = "float32",
     ) -> None:
         """`config_text`: another config.json for the same weights, and `tensor_edits`
         (checkpoint name -> "zero") tensors changed as they load: a reference-side
         counterfactual, transformers as candle computes (`Probe.as_candle`). `resident`: load
         every layer now and keep it (the model must fit in memory). `scan_nonfinite=False`: skip
         the NaN/inf scan of the weights (a pass over every weight) for a caller that does not
-        report it; `nonfinite_weights` is then always empty."""
+        report it; `nonfinite_weights` is then always empty. `precision="float64"`: every weight
+        and activation in f64, the truth verify measures both f32 sides against
+        (docs/verify.md, "Tolerances")."""
         from portkit.verify.reference.runtime import _import_torch
 
         torch, transformers = _import_torch()
         self.torch = torch
+        self.dtype = {"float32": torch.float32, "float64": torch.float64}[precision]
         self.progress = progress
         from safetensors import safe_open
         from transformers.conversion_mapping import get_model_conversion_mapping
@@ -189,12 +200,12 @@ class StreamedModel(_ModelRuns):
                 config = transformers.AutoConfig.from_pretrained(tmp, local_files_only=True, trust_remote_code=False)
         with torch.device("meta"):
             model = transformers.AutoModelForCausalLM.from_config(
-                config, attn_implementation="eager", dtype=torch.float32, trust_remote_code=False
+                config, attn_implementation="eager", dtype=self.dtype, trust_remote_code=False
             )
         self.model = model.eval()
         self.load_config = LoadStateDictConfig(
-            dtype=torch.float32,
-            dtype_plan=model._get_dtype_plan(torch.float32),
+            dtype=self.dtype,
+            dtype_plan=model._get_dtype_plan(self.dtype),
             device_map={"": "cpu"},
             weight_mapping=get_model_conversion_mapping(model),
         )
@@ -280,7 +291,7 @@ class StreamedModel(_ModelRuns):
         """A tensor edit's tensor: zeros of the checkpoint tensor's shape (the only edit: a
         tensor candle never reads computes as a zero one where it is added)."""
         f = next(f for f in self.files if key in f.keys())
-        return self.torch.zeros(f.get_slice(key).get_shape(), dtype=self.torch.float32)
+        return self.torch.zeros(f.get_slice(key).get_shape(), dtype=self.dtype)
 
     def _scan(self, params: Any) -> None:
         if not self.scan_nonfinite:

@@ -9,6 +9,16 @@ from typing import Any
 import numpy as np
 
 
+@dataclass(frozen=True)
+class Truth:
+    """transformers in f64 on the reference's inputs, kept as its difference from the f32
+    reference (`reference.compute.truth_deltas`): f64 value = f32 value + delta. The f32
+    reference's own error is then `delta`, the floor a correct f32 candle is judged against."""
+
+    rows: np.ndarray  # [steps, vocab]: as `Reference.rows`
+    layers: dict[str, np.ndarray]  # as `Reference.layers` (the names the f64 run has too)
+
+
 @dataclass
 class Reference:
     """The reference's numbers (transformers eager f32 CPU), computed once per verify run."""
@@ -34,6 +44,9 @@ class Reference:
     #: a continuation's and a batch's rows, when verify asked for them (`portkit.verify.reference.extra`):
     #: "turn" [len(segment), vocab], "batch" [N, L, vocab]
     extra: dict[str, np.ndarray] = field(default_factory=dict)
+    #: transformers in f64 on the same inputs (None: not asked for, or not computable), the truth
+    #: an f32 run's error is measured against (docs/verify.md, "Tolerances")
+    truth: Truth | None = None
 
     @property
     def last(self) -> np.ndarray:

@@ -125,7 +125,7 @@ class ReferenceSession:
             elif kind == "forward":
                 t.value = compute.forward_reference(
                     Path(req["model_dir"]), files, req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"], self.progress,
-                    req.get("sublayers", []), req.get("extra"),
+                    req.get("sublayers", []), req.get("extra"), bool(req.get("truth")),
                 )  # fmt: skip
             else:  # as-candle: transformers as candle computes
                 rows, layers, effect = compute.as_candle_reference(

@@ -9,6 +9,7 @@ from typing import Any
 from portkit.verify.candle.run import RunOutputs
 from portkit.verify.judge.checks import GreedyCheck, LayerCheck, LogitsCheck, StepCheck, Tolerance
 from portkit.verify.judge.comparison import Comparison
+from portkit.verify.judge.floor import Floor
 from portkit.verify.pipeline import VerifyReport
 from portkit.verify.sections.gguf import GgufSection
 from portkit.verify.sections.tokens import TokenizerReport
@@ -39,8 +40,14 @@ def _last_json(c: LogitsCheck) -> dict[str, Any]:
         "max_abs_ref": _num(c.max_abs_ref),
         "worst_index": c.worst_index,
         "tolerance": c.tolerance,
+        "floor": _floor_json(c.floor),
         "ok": c.ok,
     }
+
+
+def _floor_json(f: Floor | None) -> dict[str, Any] | None:
+    """The criterion measured in the run (null: the fallback constant judged)."""
+    return None if f is None else {k: _num(v) for k, v in f.to_json().items()}
 
 
 def _steps_json(c: StepCheck) -> dict[str, Any]:
@@ -52,6 +59,7 @@ def _steps_json(c: StepCheck) -> dict[str, Any]:
         "max_abs_ref": _num(c.max_abs_ref),
         "near_tie": c.near_tie,
         "tolerance": c.atol,
+        "floor": _floor_json(c.floor),
         "nonfinite_steps": list(c.nonfinite_steps),
         "disagreements": [
             {"step": d.step, "ref_token": d.ref_token, "got_token": d.got_token, "ref_margin": _num(d.ref_margin), "near_tie": d.near_tie}
@@ -78,8 +86,12 @@ def _layers_json(c: LayerCheck, judged: bool) -> dict[str, Any]:
         "judged": judged,
         "first_over": c.first_over if judged else None,
         "max_rel": _num(c.max_rel),
+        "max_ratio": _num(c.max_ratio) if c.max_ratio is not None else None,
         "rows": [
-            {"name": r.name, "max_abs_ref": _num(r.max_abs_ref), "max_abs_diff": _num(r.max_abs_diff), "rel": _num(r.rel), "over": r.over and judged, "nonfinite": r.nonfinite}
+            {
+                "name": r.name, "max_abs_ref": _num(r.max_abs_ref), "max_abs_diff": _num(r.max_abs_diff), "rel": _num(r.rel),
+                "over": r.over and judged, "nonfinite": r.nonfinite, "floor": _floor_json(r.floor),
+            }  # fmt: skip
             for r in c.rows
         ],
         "ok": c.ok or not judged,

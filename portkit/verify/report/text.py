@@ -12,12 +12,19 @@ from rich.table import Table
 
 from portkit.verify.judge.checks import Tolerance, is_sublayer
 from portkit.verify.judge.comparison import Comparison, fmt_tol
+from portkit.verify.judge.floor import FACTOR
 from portkit.verify.pipeline import VerifyReport
 from portkit.verify.sections.gguf import GgufSection
 from portkit.verify.sections.tokens import TokenizerReport
 
 
-def tolerance_line(t: Tolerance) -> str:
+def tolerance_line(t: Tolerance, measured: bool = False) -> str:
+    if t.logits_atol is not None and measured:
+        return (
+            f"measured in this run: candle within {FACTOR:g}x of transformers f32's own distance from transformers in f64, "
+            f"at every value (fallback where unmeasured: logits {fmt_tol(t.logits_atol)} absolute, layers "
+            f"{fmt_tol(t.layer_rtol or 0)} relative), near tie under {_g(t.near_tie)}"
+        )
     if t.logits_atol is not None:
         s = f"logits {fmt_tol(t.logits_atol)} absolute"
         if t.layer_rtol is not None:
@@ -38,14 +45,21 @@ def comparison_lines(c: Comparison, greedy_ref: list[int], layers_note: str | No
         verdict = "" if c.last.tolerance is None else ("  [green]OK[/]" if c.last.ok else "  [red]MISMATCH[/]")
         if math.isnan(c.last.max_abs_diff):
             verdict = "  [red]NON-FINITE[/]"
-        tol = "reported" if c.last.tolerance is None else f"tol={fmt_tol(c.last.tolerance)}"
+        tol = "reported" if c.last.tolerance is None else f"tol={fmt_tol(c.last.tolerance)} (fallback)"
+        if c.last.floor is not None:
+            tol = c.last.floor.phrase()
         out.append(
             f"last position   n={c.last.n}  max|diff|={c.last.max_abs_diff:.2e}  max|ref|={c.last.max_abs_ref:.3g}  {tol}{verdict}"
         )
     if c.steps is not None:
         s = c.steps
         mark = "[green]OK[/]" if s.ok else ("[red]NON-FINITE[/]" if s.nonfinite_steps else "[red]MISMATCH[/]")
-        line = f"teacher-forced  {s.steps} steps  argmax {s.agree}/{s.steps}  max|diff|={s.max_abs_diff:.2e}  median={s.median_abs_diff:.2e}  {mark}"
+        line = f"teacher-forced  {s.steps} steps  argmax {s.agree}/{s.steps}  max|diff|={s.max_abs_diff:.2e}  median={s.median_abs_diff:.2e}"
+        if s.floor is not None:
+            line += f"  {s.floor.phrase()}"
+        elif s.atol is not None:
+            line += f"  tol={fmt_tol(s.atol)} (fallback)"
+        line += f"  {mark}"
         out.append(line)
         if s.nonfinite_steps:
             out.append(f"    [red]non-finite (NaN/inf) at steps {s.nonfinite_steps}[/]: no argmax to compare there")
@@ -84,11 +98,22 @@ def comparison_lines(c: Comparison, greedy_ref: list[int], layers_note: str | No
             row = L.row(L.first_over)
             assert row is not None
             # the named row's own number, not the table's largest (a later row's, usually logits)
-            out.append(f"layers          [red]first layer over {fmt_tol(L.rtol)}: {L.first_over}[/] (rel {row.rel:.2e})")
+            if row.floor is not None:
+                out.append(f"layers          [red]first layer out of its floor: {L.first_over}[/] (rel {row.rel:.2e}; {row.floor.phrase()})")
+            else:
+                out.append(f"layers          [red]first layer over {fmt_tol(L.rtol)} (fallback): {L.first_over}[/] (rel {row.rel:.2e})")
             out += _localisation_lines(c)
+        elif L.measured:
+            measured = [r for r in L.rows if r.floor is not None and not r.nonfinite]
+            top = max(measured, key=lambda r: r.floor.ratio if r.floor is not None else 0.0)
+            assert top.floor is not None
+            out.append(
+                f"layers          {len(measured)} values against transformers in f64: largest {top.floor.ratio:.2g}x its floor at {top.name} "
+                f"(candle {top.floor.candle:.2e}, transformers f32 {top.floor.reference:.2e}; bound {FACTOR:g}x)  [green]OK[/]"
+            )
         else:
             worst = max(L.layer_rows, key=lambda r: r.rel).name if L.layer_rows else "-"
-            out.append(f"layers          max rel {L.max_rel:.2e} at {worst}; none over {fmt_tol(L.rtol)}  [green]OK[/]")
+            out.append(f"layers          max rel {L.max_rel:.2e} at {worst}; none over {fmt_tol(L.rtol)} (fallback)  [green]OK[/]")
             subs = [r for r in L.rows if is_sublayer(r.name) and not r.nonfinite]
             if subs:
                 top = max(subs, key=lambda r: r.rel)
@@ -102,7 +127,9 @@ def _localisation_lines(c: Comparison) -> list[str]:
         return []
     out = []
     if loc.name != loc.layer:
-        out.append(f"    first bad sub-layer: [red]{loc.name}[/] (rel {loc.rel:.2e})")
+        row = c.layers.row(loc.name) if c.layers is not None else None
+        measured = f"; {row.floor.phrase()}" if row is not None and row.floor is not None else ""
+        out.append(f"    first bad sub-layer: [red]{loc.name}[/] (rel {loc.rel:.2e}{measured})")
     if loc.per_position:
         out.append(f"    {loc.name} per position: {loc.position_line()}")
     out.append(f"    diagnosis: {escape(loc.diagnosis)}")
@@ -175,7 +202,7 @@ def render_text(rep: VerifyReport | TokenizerReport, console: Console, *, table:
     if cids is not None and tuple(cids) != tuple(rep.prompt.ids):
         head = " ".join(str(i) for i in cids[:12]) + (" ..." if len(cids) > 12 else "")
         p(f"  [yellow]candle's own ids for this text differ ({len(cids)} ids): {head}; both sides run transformers' ids above[/]")
-    p(f"  tolerance {rep.tolerance.name}: {tolerance_line(rep.tolerance)}")
+    p(f"  tolerance {rep.tolerance.name}: {tolerance_line(rep.tolerance, rep.comparison is not None and rep.comparison.measured)}")
     runs = rep.candle_runs
     if runs["cached"]:
         p(
@@ -244,7 +271,7 @@ def _render_gguf(g: GgufSection, rep: VerifyReport, console: Console) -> None:
     p("")
     types = ", ".join(f"{k} x{n}" for k, n in sorted(g.weight_types.items()))
     p(f"[bold]GGUF vs transformers[/] {escape(str(g.path))} (candle {g.loader}{', from the cache' if g.run.source == 'cache' else ''}; weights {types})")
-    p(f"  tolerance {g.tolerance.name}: {tolerance_line(g.tolerance)}")
+    p(f"  tolerance {g.tolerance.name}: {tolerance_line(g.tolerance, g.comparison is not None and g.comparison.measured)}")
     if g.run.failure is not None:
         p(f"  [red]{escape(g.run.failure.line())}[/]")
     if g.comparison is not None:
