@@ -1,0 +1,141 @@
+"""The margins of verify's measured floor on real weights (docs/measurements.md, "Floors").
+
+    python bench/floor_margins.py [--threads 1,2,4] [--tokens 20] [--prompts N] [--markdown]
+
+For every prompt of tests/real/corpus.py, on the fixed SmolLM2-135M-Instruct (fixtures.real),
+at each thread count (RAYON_NUM_THREADS = OMP_NUM_THREADS, one process each, an empty
+`$PORTKIT_CACHE` of its own so nothing computed at another count is reused):
+
+- healthy: candle's distance from transformers in f64 in floors (the f32 reference's own
+  distance) at the last position, the teacher-forced steps and the worst layer or sub-layer, and
+  what the seeds' constants (1e-4 logits, 1e-5 layers) would have said;
+- planted: one reference logit + 1e-3 (the negative control), and one weight of layer 3 scaled by
+  1 + 1e-3 on candle's side only (`model.layers.3.mlp.down_proj.weight`, the whole tensor): the
+  ratio each reaches and the first bad layer/sub-layer.
+
+Prints one line per prompt and a summary: the worst healthy ratio against the weakest planted one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCALED = "model.layers.3.mlp.down_proj.weight"
+
+
+def _one_count(prompts: list[str], tokens: int) -> list[dict]:
+    """In this process (its thread count fixed by the environment): every prompt, healthy and planted."""
+    sys.path.insert(0, str(ROOT))
+    os.environ["PORTKIT_VERIFY_REFERENCE"] = "inprocess"
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    from fixtures.real import smollm2
+    from portkit.verify.candle import native as candle_native
+    from portkit.verify.judge.floor import FACTOR
+    from portkit.verify.pipeline import VerifyOptions, verify
+
+    real = smollm2()
+    scaled_dir = Path(tempfile.mkdtemp(prefix="portkit-scaled-"))
+    tensors = load_file(str(real.fixed / "model.safetensors"))
+    tensors[SCALED] = (tensors[SCALED].astype(np.float64) * (1 + 1e-3)).astype(np.float32)
+    save_file(tensors, str(scaled_dir / "model.safetensors"), metadata={"format": "pt"})
+    del tensors
+    load_runner = candle_native.load_runner
+
+    def scaled_runner(family, files, *a, **kw):  # candle's side only reads the scaled copy
+        return load_runner(family, [scaled_dir / "model.safetensors"], *a, **kw)
+
+    def summary(rep) -> dict:
+        c = rep.comparison
+        if c is None:
+            return {"ok": False, "why": rep.run.failure.line() if rep.run.failure else "no comparison"}
+        L = c.layers
+        worst = max((r for r in L.layer_rows if r.floor is not None), key=lambda r: r.floor.ratio, default=None) if L else None
+        worst_sub = max((r.floor.ratio for r in L.rows if r.floor is not None and r not in L.layer_rows), default=None) if L else None
+        old_ok = (
+            c.last.max_abs_diff <= 1e-4
+            and c.steps.max_abs_diff <= 1e-4
+            and (L is None or all(r.rel <= 1e-5 for r in L.layer_rows))
+        )
+        loc = c.localisation
+        return {
+            "ok": c.ok,
+            "old_ok": bool(old_ok),
+            "last": c.last.floor.ratio if c.last.floor else None,
+            "steps": c.steps.floor.ratio if c.steps.floor else None,
+            "layer": worst.floor.ratio if worst else None,
+            "layer_at": worst.name if worst else None,
+            "sublayer": worst_sub,
+            "last_abs": c.last.max_abs_diff,
+            "steps_abs": c.steps.max_abs_diff,
+            "max_rel": L.max_rel if L else None,
+            "first_bad": (loc.name if loc else None),
+        }
+
+    rows = []
+    for p in prompts:
+        with tempfile.TemporaryDirectory(prefix="portkit-floor-") as cache:
+            os.environ["PORTKIT_CACHE"] = cache
+            opts = dict(model_dir=real.fixed, text=p, tokens=tokens, lint=False)
+            healthy = summary(verify(VerifyOptions(**opts)))
+            perturbed = summary(verify(VerifyOptions(**opts, perturb_reference=1e-3)))
+            candle_native.load_runner = scaled_runner
+            try:
+                scaled = summary(verify(VerifyOptions(**{**opts, "cache": False})))  # candle's run cache keys on the files it was told
+            finally:
+                candle_native.load_runner = load_runner
+        rows.append({"prompt": p, "healthy": healthy, "perturbed": perturbed, "scaled": scaled, "factor": FACTOR})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", default="1,2,4")
+    ap.add_argument("--tokens", type=int, default=20)
+    ap.add_argument("--prompts", type=int, default=0, help="the first N prompts only (0: all)")
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--_child", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from tests.real.corpus import CORPUS
+
+    prompts = CORPUS[: a.prompts] if a.prompts else CORPUS
+    if a._child:
+        _one_count(prompts, a.tokens)
+        return 0
+    table = {}
+    for n in [int(x) for x in a.threads.split(",")]:
+        env = dict(os.environ, RAYON_NUM_THREADS=str(n), OMP_NUM_THREADS=str(n))
+        cmd = [sys.executable, __file__, "--_child", "--tokens", str(a.tokens), "--prompts", str(a.prompts)]
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+        table[n] = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    for n, rows in table.items():
+        healthy_mismatch = sum(not r["healthy"]["ok"] for r in rows)
+        old_mismatch = sum(not r["healthy"]["old_ok"] for r in rows)
+        worst = max(max(x or 0 for x in (r["healthy"]["last"], r["healthy"]["steps"], r["healthy"]["layer"])) for r in rows)
+        pert = min(max(r["perturbed"]["last"] or 0, r["perturbed"]["steps"] or 0) for r in rows)
+        scaled = min(max(x or 0 for x in (r["scaled"]["last"], r["scaled"]["steps"], r["scaled"]["layer"])) for r in rows)
+        caught_p = sum(not r["perturbed"]["ok"] for r in rows)
+        caught_s = sum(not r["scaled"]["ok"] for r in rows)
+        where = sorted({str(r["scaled"]["first_bad"]) for r in rows})
+        worst_sub = max(r["healthy"]["sublayer"] or 0 for r in rows)
+        line = (
+            f"threads {n}: {len(rows)} prompts, healthy MISMATCH {healthy_mismatch} (the seeds' constants: {old_mismatch}); "
+            f"worst healthy ratio {worst:.2f} (sub-layers, reported only: {worst_sub:.1f}); +1e-3 logit caught {caught_p}/{len(rows)}, weakest {pert:.1f}; "
+            f"{SCALED} x(1+1e-3) caught {caught_s}/{len(rows)}, weakest {scaled:.1f}, first bad {', '.join(where)}"
+        )
+        print(("- " if a.markdown else "") + line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
