@@ -8,7 +8,7 @@ at each thread count (RAYON_NUM_THREADS = OMP_NUM_THREADS, one process each, an 
 
 - healthy: candle's distance from transformers in f64 in floors (the f32 reference's own
   distance) at the last position, the teacher-forced steps and the worst layer or sub-layer, and
-  what the seeds' constants (1e-4 logits, 1e-5 layers) would have said;
+  what the former constants (1e-4 logits, 1e-5 layers) would have said;
 - planted: one reference logit + 1e-3 (the negative control), and one weight of layer 3 scaled by
   1 + 1e-3 on candle's side only (`model.layers.3.mlp.down_proj.weight`, the whole tensor): the
   ratio each reaches and the first bad layer/sub-layer.
@@ -129,7 +129,7 @@ def main() -> int:
         where = sorted({str(r["scaled"]["first_bad"]) for r in rows})
         worst_sub = max(r["healthy"]["sublayer"] or 0 for r in rows)
         line = (
-            f"threads {n}: {len(rows)} prompts, healthy MISMATCH {healthy_mismatch} (the seeds' constants: {old_mismatch}); "
+            f"threads {n}: {len(rows)} prompts, healthy MISMATCH {healthy_mismatch} (the former constants: {old_mismatch}); "
             f"worst healthy ratio {worst:.2f} (sub-layers, reported only: {worst_sub:.1f}); +1e-3 logit caught {caught_p}/{len(rows)}, weakest {pert:.1f}; "
             f"{SCALED} x(1+1e-3) caught {caught_s}/{len(rows)}, weakest {scaled:.1f}, first bad {', '.join(where)}"
         )

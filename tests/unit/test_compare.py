@@ -63,9 +63,9 @@ def test_logits_without_a_tolerance_are_reported_not_judged() -> None:
 
 def test_logits_line_says_ok_or_mismatch() -> None:
     ok = compare_logits(np.ones(2), np.ones(2), 1e-4)
-    assert ok.line("last") == "last       n=2      max|diff|=0.00e+00  max|ref|=1  tol=1e-04  OK"
+    assert ok.line("last") == "last       n=2      max|diff|=0.00e+00  max|ref|=1  tol=1e-04 (fallback)  OK"
     bad = compare_logits(np.ones(2), np.zeros(2), 1e-4)
-    assert bad.line().endswith("tol=1e-04  MISMATCH")
+    assert bad.line().endswith("tol=1e-04 (fallback)  MISMATCH")
 
 
 def test_empty_logits_and_shape_mismatch() -> None:

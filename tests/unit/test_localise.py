@@ -176,7 +176,7 @@ def test_the_summary_line_prints_the_named_rows_number_not_the_tables_largest():
     lines = comparison_lines(c, [])
     own = check.row("layer.1").rel
     assert check.max_rel > 100 * own
-    assert f"first layer over 1e-5: layer.1[/] (rel {own:.2e})" in lines[0]
+    assert f"first layer over 1e-5 (fallback): layer.1[/] (rel {own:.2e})" in lines[0]
     assert lines[1] == f"    first bad sub-layer: [red]layer.1.mlp[/] (rel {loc.rel:.2e})"
     assert lines[2].startswith("    layer.1.mlp per position: 0: 1.0e-03  1: 1.0e-03")
     assert lines[3].startswith("    diagnosis: post_attention_layernorm agrees, mlp differs from position 0")
