@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCALED = "model.layers.3.mlp.down_proj.weight"
 
 
-def _one_count(prompts: list[str], tokens: int) -> list[dict]:
+def _one_count(prompts: list[str], tokens: int, planted: int) -> list[dict]:
     """In this process (its thread count fixed by the environment): every prompt, healthy and planted."""
     sys.path.insert(0, str(ROOT))
     os.environ["PORTKIT_VERIFY_REFERENCE"] = "inprocess"
@@ -81,17 +81,19 @@ def _one_count(prompts: list[str], tokens: int) -> list[dict]:
         }
 
     rows = []
-    for p in prompts:
+    for i, p in enumerate(prompts):
         with tempfile.TemporaryDirectory(prefix="portkit-floor-") as cache:
             os.environ["PORTKIT_CACHE"] = cache
             opts = dict(model_dir=real.fixed, text=p, tokens=tokens, lint=False)
             healthy = summary(verify(VerifyOptions(**opts)))
             perturbed = summary(verify(VerifyOptions(**opts, perturb_reference=1e-3)))
-            candle_native.load_runner = scaled_runner
-            try:
-                scaled = summary(verify(VerifyOptions(**{**opts, "cache": False})))  # candle's run cache keys on the files it was told
-            finally:
-                candle_native.load_runner = load_runner
+            scaled = None
+            if i < planted:  # a run of its own, uncached: the first `planted` prompts
+                candle_native.load_runner = scaled_runner
+                try:
+                    scaled = summary(verify(VerifyOptions(**{**opts, "cache": False})))  # candle's run cache keys on the files it was told
+                finally:
+                    candle_native.load_runner = load_runner
         rows.append({"prompt": p, "healthy": healthy, "perturbed": perturbed, "scaled": scaled, "factor": FACTOR})
         print(json.dumps(rows[-1]), flush=True)
     return rows
@@ -102,6 +104,7 @@ def main() -> int:
     ap.add_argument("--threads", default="1,2,4")
     ap.add_argument("--tokens", type=int, default=20)
     ap.add_argument("--prompts", type=int, default=0, help="the first N prompts only (0: all)")
+    ap.add_argument("--planted", type=int, default=8, help="the weight-scale fault on the first N prompts (a full uncached run each)")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--_child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -110,12 +113,12 @@ def main() -> int:
 
     prompts = CORPUS[: a.prompts] if a.prompts else CORPUS
     if a._child:
-        _one_count(prompts, a.tokens)
+        _one_count(prompts, a.tokens, a.planted)
         return 0
     table = {}
     for n in [int(x) for x in a.threads.split(",")]:
         env = dict(os.environ, RAYON_NUM_THREADS=str(n), OMP_NUM_THREADS=str(n))
-        cmd = [sys.executable, __file__, "--_child", "--tokens", str(a.tokens), "--prompts", str(a.prompts)]
+        cmd = [sys.executable, __file__, "--_child", "--tokens", str(a.tokens), "--prompts", str(a.prompts), "--planted", str(a.planted)]
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
         table[n] = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     for n, rows in table.items():
@@ -123,15 +126,16 @@ def main() -> int:
         old_mismatch = sum(not r["healthy"]["old_ok"] for r in rows)
         worst = max(max(x or 0 for x in (r["healthy"]["last"], r["healthy"]["steps"], r["healthy"]["layer"])) for r in rows)
         pert = min(max(r["perturbed"]["last"] or 0, r["perturbed"]["steps"] or 0) for r in rows)
-        scaled = min(max(x or 0 for x in (r["scaled"]["last"], r["scaled"]["steps"], r["scaled"]["layer"])) for r in rows)
+        planted = [r["scaled"] for r in rows if r["scaled"] is not None]
+        scaled = min((max(x or 0 for x in (s["last"], s["steps"], s["layer"])) for s in planted), default=0.0)
         caught_p = sum(not r["perturbed"]["ok"] for r in rows)
-        caught_s = sum(not r["scaled"]["ok"] for r in rows)
-        where = sorted({str(r["scaled"]["first_bad"]) for r in rows})
+        caught_s = sum(not s["ok"] for s in planted)
+        where = sorted({str(s["first_bad"]) for s in planted})
         worst_sub = max(r["healthy"]["sublayer"] or 0 for r in rows)
         line = (
             f"threads {n}: {len(rows)} prompts, healthy MISMATCH {healthy_mismatch} (the former constants: {old_mismatch}); "
             f"worst healthy ratio {worst:.2f} (sub-layers, reported only: {worst_sub:.1f}); +1e-3 logit caught {caught_p}/{len(rows)}, weakest {pert:.1f}; "
-            f"{SCALED} x(1+1e-3) caught {caught_s}/{len(rows)}, weakest {scaled:.1f}, first bad {', '.join(where)}"
+            f"{SCALED} x(1+1e-3) caught {caught_s}/{len(planted)}, weakest {scaled:.1f}, first bad {', '.join(where)}"
         )
         print(("- " if a.markdown else "") + line)
     return 0

@@ -108,7 +108,8 @@ def test_verify_reports_the_section_and_exits_1(capsys: pytest.CaptureFixture[st
 
 
 def test_the_measured_table_in_the_docs_is_current() -> None:
-    from fixtures.chat_template_table import block
+    from fixtures.chat_template_table import END, START, block
+    from fixtures.doc_tables import assert_current
 
     doc = (ROOT / "docs" / "chat-templates.md").read_text(encoding="utf-8")
-    assert block() in doc, "run `python -m fixtures.chat_template_table --write docs/chat-templates.md`"
+    assert_current(doc, block(), START, END, "run `python -m fixtures.chat_template_table --write docs/chat-templates.md`")

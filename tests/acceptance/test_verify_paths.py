@@ -32,8 +32,11 @@ def _run(capsys, *argv: object) -> tuple[int, str, str]:
 
 
 def test_the_docs_table_is_current() -> None:
+    from fixtures.chat_paths import END, START
+    from fixtures.doc_tables import assert_current
+
     doc = (ROOT / "docs" / "verify.md").read_text(encoding="utf-8")
-    assert block() in doc, "run `python -m fixtures.chat_paths --write docs/verify.md`"
+    assert_current(doc, block(), START, END, "run `python -m fixtures.chat_paths --write docs/verify.md`")
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.name}|{c.options()}")

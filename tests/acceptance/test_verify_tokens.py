@@ -261,10 +261,11 @@ def test_fix_in_the_hf_cache_never_writes_a_blob(tmp_path: Path) -> None:
 
 
 def test_the_measured_table_in_the_docs_is_current() -> None:
-    from fixtures.tokenizer_table import block
+    from fixtures.doc_tables import assert_current
+    from fixtures.tokenizer_table import END, START, block
 
     doc = (ROOT / "docs" / "tokenizers.md").read_text(encoding="utf-8")
-    assert block() in doc, "run `python -m fixtures.tokenizer_table --write docs/tokenizers.md`"
+    assert_current(doc, block(), START, END, "run `python -m fixtures.tokenizer_table --write docs/tokenizers.md`")
 
 
 def test_saved_truncation_is_confirmed_by_the_one_text_longer_than_it(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
