@@ -132,6 +132,10 @@ def compare_logits(ref: np.ndarray, got: np.ndarray, atol: float | None, delta: 
 
 @dataclass(frozen=True)
 class LayerRow:
+    """One captured value. `max_abs_diff` is the error accumulated up to it; for a decoder layer
+    (`layer.N`) `rel` and `floor` are the error it adds, its output's difference less its input's,
+    relative to the larger of the two's max|ref|; for the rest, max|diff| / max|ref|."""
+
     name: str
     max_abs_ref: float
     max_abs_diff: float
@@ -223,7 +227,11 @@ def compare_layers(
     deltas = deltas or {}
     truth: dict[str, np.ndarray] = {}
     rows = []
-    carried_in = 0.0  # the previous value between the layers' max|ref|: the scale this one's error came in at
+    # the previous value between the layers (reference, candle, truth's delta): a decoder layer is
+    # judged on the error it adds, (candle_N - candle_N-1) - (ref_N - ref_N-1). A residual stream
+    # carries its input's error through unchanged, and a layer that cancels a massive activation
+    # shrinks the value, not the error that came in with it (SmolLM2's layer.9: 533 -> 117)
+    prev: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None
     for name, r in ref.items():
         r = np.asarray(r, dtype=np.float64)
         g = np.asarray(got[name], dtype=np.float64)
@@ -236,20 +244,25 @@ def compare_layers(
             continue
         max_ref = float(np.abs(r).max())
         max_diff = float(np.abs(r - g).max())
-        between = not is_sublayer(name)
-        # a residual stream's error arrives at its input's scale: a layer that cancels a massive
-        # activation shrinks its output's max|ref|, not the error carried in
-        scale = max(max_ref, carried_in) if between and name.startswith("layer.") else max_ref
-        rel = max_diff / scale if scale > 0 else max_diff
-        if between:
-            carried_in = max_ref
         d = deltas.get(name)
-        if d is not None and np.shape(d) == r.shape and np.isfinite(d).all():
-            fl = floors.measure(r, d, g)
+        d = d if d is not None and np.shape(d) == r.shape and np.isfinite(d).all() else None
+        if d is not None:
             truth[name] = floors.truth_of(r, d)
-            rows.append(LayerRow(name, max_ref, max_diff, rel, over=not fl.ok, floor=fl))
+        between = not is_sublayer(name)
+        layer = between and name.startswith("layer.") and prev is not None and prev[0].shape == r.shape
+        if layer:
+            assert prev is not None
+            pr, pg, pd = prev
+            scale = max(max_ref, float(np.abs(pr).max()))  # the stream's scale: what its additions round at
+            added = float(np.abs((g - pg) - (r - pr)).max())
+            rel = added / scale if scale > 0 else added
+            fl = floors.measure(r - pr, d - pd, g - pg, scale=scale, factor=floors.LAYER_FACTOR) if d is not None and pd is not None else None
         else:
-            rows.append(LayerRow(name, max_ref, max_diff, rel, over=not (rel <= rtol)))
+            rel = max_diff / max_ref if max_ref > 0 else max_diff
+            fl = floors.measure(r, d, g) if d is not None else None
+        if between:
+            prev = (r, g, d)
+        rows.append(LayerRow(name, max_ref, max_diff, rel, over=not fl.ok if fl is not None else not (rel <= rtol), floor=fl))
     return LayerCheck(rows=rows, rtol=rtol, truth=truth)
 
 

@@ -26,7 +26,7 @@ from portkit.verify.judge.checks import (
     compare_steps,
     is_sublayer,
 )
-from portkit.verify.judge.floor import FACTOR, Floor
+from portkit.verify.judge.floor import Floor
 from portkit.verify.judge.localise import Localisation, localise
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ def _bound(fl: Floor | None, tol: float | None, max_ref: float) -> str:
     """What a logits number was judged against: the floor measured in the run, the fallback
     constant, or nothing (half precision, quantized: `max|ref|` for scale)."""
     if fl is not None:
-        return f"bound {fmt_num(fl.bound)}: {FACTOR:g}x transformers' own f32 error {fmt_num(fl.reference)}"
+        return f"bound {fmt_num(fl.bound)}: {fl.factor:g}x transformers' own f32 error {fmt_num(fl.reference)}"
     if tol is not None:
         return f"tol {fmt_tol(tol)}"
     return f"max|ref| {max_ref:.3g}"

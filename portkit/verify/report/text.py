@@ -12,7 +12,7 @@ from rich.table import Table
 
 from portkit.verify.judge.checks import Tolerance, is_sublayer
 from portkit.verify.judge.comparison import Comparison, fmt_tol
-from portkit.verify.judge.floor import FACTOR
+from portkit.verify.judge.floor import FACTOR, LAYER_FACTOR
 from portkit.verify.pipeline import VerifyReport
 from portkit.verify.sections.gguf import GgufSection
 from portkit.verify.sections.tokens import TokenizerReport
@@ -21,8 +21,8 @@ from portkit.verify.sections.tokens import TokenizerReport
 def tolerance_line(t: Tolerance, measured: bool = False) -> str:
     if t.logits_atol is not None and measured:
         return (
-            f"measured in this run: candle within {FACTOR:g}x of transformers f32's own distance from transformers in f64, "
-            f"at every value (fallback where unmeasured: logits {fmt_tol(t.logits_atol)} absolute, layers "
+            f"measured in this run: candle within {FACTOR:g}x of transformers f32's own distance from transformers in f64 "
+            f"on the logits, {LAYER_FACTOR:g}x on the error each layer adds (fallback where unmeasured: logits {fmt_tol(t.logits_atol)} absolute, layers "
             f"{fmt_tol(t.layer_rtol or 0)} relative), near tie under {_g(t.near_tie)}"
         )
     if t.logits_atol is not None:
@@ -104,12 +104,12 @@ def comparison_lines(c: Comparison, greedy_ref: list[int], layers_note: str | No
                 out.append(f"layers          [red]first layer over {fmt_tol(L.rtol)} (fallback): {L.first_over}[/] (rel {row.rel:.2e})")
             out += _localisation_lines(c)
         elif L.measured:
-            measured = [r for r in L.rows if r.floor is not None and not r.nonfinite]
-            top = max(measured, key=lambda r: r.floor.ratio if r.floor is not None else 0.0)
+            measured = [r for r in L.layer_rows if r.floor is not None and not r.nonfinite]
+            top = max(measured, key=lambda r: r.floor.ratio / r.floor.factor if r.floor is not None else 0.0)
             assert top.floor is not None
             out.append(
-                f"layers          {len(measured)} values against transformers in f64: largest {top.floor.ratio:.2g}x its floor at {top.name} "
-                f"(candle {top.floor.candle:.2e}, transformers f32 {top.floor.reference:.2e}; bound {FACTOR:g}x)  [green]OK[/]"
+                f"layers          {len(measured)} values against transformers in f64: nearest its bound {top.floor.ratio:.2g}x its floor at {top.name} "
+                f"(candle {top.floor.candle:.2e}, transformers f32 {top.floor.reference:.2e}; bound {top.floor.factor:g}x)  [green]OK[/]"
             )
         else:
             worst = max(L.layer_rows, key=lambda r: r.rel).name if L.layer_rows else "-"
