@@ -155,3 +155,18 @@ def test_per_position_is_against_the_truth():
     g = t.copy()
     g[2, 1] = 1.5
     assert floors.per_position(t, g).tolist() == [0.0, 0.0, 0.5]
+
+
+def test_a_fault_under_the_layers_bound_that_shows_at_the_norm_is_named_at_its_layer():
+    """One layer adds 30 floors (under 64x), the final norm is 20 floors out: the first bad layer
+    is the one adding the most error beyond 8x before it, not the norm; a healthy layer at 5x is not."""
+    truth = {k: RNG.normal(0, 1, (4, 8)) for k in ("embeddings", "layer.0", "layer.1", "layer.2", "norm")}
+    r32 = {k: (v + 1e-6).astype(np.float32) for k, v in truth.items()}
+    deltas = {k: (truth[k] - r32[k].astype(np.float64)).astype(np.float32) for k in truth}
+    c32 = {k: v.copy() for k, v in r32.items()}
+    c32["layer.0"] = (truth["layer.0"] + 5e-6).astype(np.float32)  # healthy-ish: 5 floors
+    for k, err in (("layer.1", 5e-6 + 3e-5), ("layer.2", 5e-6 + 3e-5), ("norm", 2e-5)):
+        c32[k] = (truth[k] + err).astype(np.float32)
+    check = compare_layers(r32, c32, F32.layer_rtol, deltas)
+    assert not check.row("layer.1").over and check.row("norm").over
+    assert check.first_over == "layer.1"
