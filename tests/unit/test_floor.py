@@ -159,7 +159,7 @@ def test_per_position_is_against_the_truth():
 
 def test_a_fault_under_the_layers_bound_that_shows_at_the_norm_is_named_at_its_layer():
     """One layer adds 30 floors (under 64x), the final norm is 20 floors out: the first bad layer
-    is the one adding the most error beyond 8x before it, not the norm; a healthy layer at 5x is not."""
+    is the first one adding more than 8x before it, not the norm; a healthy layer at 5x is not."""
     truth = {k: RNG.normal(0, 1, (4, 8)) for k in ("embeddings", "layer.0", "layer.1", "layer.2", "norm")}
     r32 = {k: (v + 1e-6).astype(np.float32) for k, v in truth.items()}
     deltas = {k: (truth[k] - r32[k].astype(np.float64)).astype(np.float32) for k in truth}

@@ -188,14 +188,15 @@ class LayerCheck:
     def first_over(self) -> str | None:
         """The first value between the layers over its bound. Where that is the final norm or the
         logits (judged at the logits' 8x) while no decoder layer reached its 64x, the layer
-        adding the most error beyond 8x its floor before it is named instead: a weight off by
-        1e-3 in one layer's MLP can stay under 64x at its layer and show only further on."""
+        before it whose added error is beyond 8x its floor is named instead: a weight off by 1e-3
+        in one layer's MLP can stay under 64x at its layer and show only further on (the layer
+        adding the most is then a later one that amplifies it: SmolLM2's layer.11)."""
         first = next((r for r in self.layer_rows if r.over), None)
         if first is None or first.name.startswith("layer.") or first.name == "embeddings":
             return first.name if first is not None else None
         before = self.layer_rows[: self.layer_rows.index(first)]
         suspects = [r for r in before if r.name.startswith("layer.") and r.floor is not None and r.floor.ratio > floors.FACTOR]
-        return max(suspects, key=lambda r: r.floor.ratio).name if suspects else first.name
+        return suspects[0].name if suspects else first.name
 
     @property
     def first_nonfinite(self) -> str | None:
