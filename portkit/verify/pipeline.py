@@ -371,7 +371,7 @@ def _verify(
     # candle's own tokens when it generated them all; else the reference generates its own
     forced = run.greedy if run.greedy is not None and len(run.greedy) == tokens else None
     extra = plan.reference_request(forced)
-    job.submit(forced, extra)
+    job.submit(forced, extra, run.layers if run.failure is None else None)
     if has_tokenizer(model.root):
         submit_tokenizer()  # computed by the reference's process after the forward, while this one judges
     gguf_started = None

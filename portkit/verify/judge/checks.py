@@ -227,11 +227,19 @@ class LayerCheck:
 
 
 def compare_layers(
-    ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], rtol: float, deltas: Mapping[str, np.ndarray] | None = None
+    ref: Mapping[str, np.ndarray],
+    got: Mapping[str, np.ndarray],
+    rtol: float,
+    deltas: Mapping[str, np.ndarray] | None = None,
+    own: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> LayerCheck:
     """Relative error per captured value, in the reference's order; names must match exactly.
     `deltas`: the truth's difference from `ref` by name (`Reference.truth`): those values are
-    judged against their measured floor, the others by the fallback (`LayerCheck`)."""
+    judged against their measured floor, the others by the fallback (`LayerCheck`). `own`: a
+    decoder layer's (and its sub-layers') values as transformers computes them on candle's own
+    input to the layer, (f32 value, f64 difference): where given, the layer is judged on its own
+    error, candle's output against the f64 layer on the same input, at the logits' factor."""
+    own = own or {}
     if list(ref) != list(got):
         raise ShapeMismatch(f"captured names differ: candle {list(got)}, reference {list(ref)}")
     deltas = deltas or {}
@@ -266,9 +274,16 @@ def compare_layers(
             scale = max(max_ref, float(np.abs(pr).max()))  # the stream's scale: what its additions round at
             added = float(np.abs((g - pg) - (r - pr)).max())
             rel = added / scale if scale > 0 else added
-            fl = floors.measure(r - pr, d - pd, g - pg, scale=scale, factor=floors.LAYER_FACTOR) if d is not None and pd is not None else None
         else:
             rel = max_diff / max_ref if max_ref > 0 else max_diff
+        fed = own.get(name)
+        if fed is not None and np.shape(fed[0]) == r.shape and np.isfinite(fed[1]).all():
+            fl: Floor | None = floors.measure(fed[0], fed[1], g)  # its own error: the same input on both sides
+            truth[name] = floors.truth_of(*fed)
+        elif layer and d is not None and prev is not None and prev[2] is not None:
+            pr, pg, pd = prev
+            fl = floors.measure(r - pr, d - pd, g - pg, scale=max(max_ref, float(np.abs(pr).max())), factor=floors.LAYER_FACTOR)
+        else:
             fl = floors.measure(r, d, g) if d is not None else None
         if between:
             prev = (r, g, d)

@@ -27,6 +27,7 @@ from portkit.verify.judge.checks import (
     is_sublayer,
 )
 from portkit.verify.judge.floor import Floor
+from portkit.verify.layer_inputs import refeed_digest
 from portkit.verify.judge.localise import Localisation, localise
 
 if TYPE_CHECKING:
@@ -56,13 +57,15 @@ class Comparison:
         available: Sequence[str] = (),
         no_sublayers_hint: str,
         deltas: Mapping[str, np.ndarray] | None = None,
+        own: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
     ) -> None:
         """Every captured value's relative error; judged (and the first bad layer localised) only
         where the tolerance has a per-layer line (f32), reported below it. `available` and
-        `no_sublayers_hint`: `localise`'s; `deltas`: the truth's, per name (`compare_layers`)."""
+        `no_sublayers_hint`: `localise`'s; `deltas` and `own`: the truth's, per name (`compare_layers`)."""
         rtol = self.tolerance.layer_rtol
         self.layers_judged = rtol is not None
-        self.layers = compare_layers(ref, got, rtol if rtol is not None else math.inf, deltas if rtol is not None else None)
+        judged = rtol is not None
+        self.layers = compare_layers(ref, got, rtol if judged else math.inf, deltas if judged else None, own if judged else None)
         if self.layers_judged:
             self.localisation = localise(self.layers, ref, got, available=available, no_sublayers_hint=no_sublayers_hint)
 
@@ -174,9 +177,12 @@ def compare_run(ref: Reference, got: RunOutputs, tol: Tolerance) -> Comparison:
             # sub-layers where both sides have them (a family's capture may record none)
             ref_layers = {k: v for k, v in ref.layers.items() if not is_sublayer(k) or k in got.layers}
             got_layers = {k: v for k, v in got.layers.items() if not is_sublayer(k) or k in ref.layers}
+            # each layer on candle's own input, where the reference ran it on this run's layers
+            own = truth.own if truth is not None and truth.own_inputs is not None and truth.own_inputs == refeed_digest(got.layers) else None
             cmp.judge_layers(
-                ref_layers, got_layers, no_sublayers_hint="this capture records no sub-layers", deltas=truth.layers if truth is not None else None
-            )
+                ref_layers, got_layers, no_sublayers_hint="this capture records no sub-layers",
+                deltas=truth.layers if truth is not None else None, own=own,
+            )  # fmt: skip
     except ShapeMismatch as e:
         cmp.problem = str(e)
     return cmp

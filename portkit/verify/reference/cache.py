@@ -72,10 +72,12 @@ def _prompt_key(prompt: Sequence[int], tokens: int) -> str:
     return hashlib.sha256(json.dumps({"prompt": list(map(int, prompt)), "tokens": int(tokens)}).encode()).hexdigest()[:24]
 
 
-def _forced_key(forced: Sequence[int] | None, extra: dict[str, Any] | None = None) -> str:
+def _forced_key(forced: Sequence[int] | None, extra: dict[str, Any] | None = None, refeed: str | None = None) -> str:
     doc: Any = "own-greedy" if forced is None else list(map(int, forced))
     if extra is not None:  # a continuation's or a batch's rows too (`portkit.verify.reference.extra`): another entry
         doc = {"forced": doc, "extra": extra}
+    if refeed is not None:  # each layer on candle's inputs too (their digest): another entry
+        doc = {"forced": doc, "refeed": refeed}
     return hashlib.sha256(json.dumps(doc).encode()).hexdigest()[:24]
 
 
@@ -86,8 +88,8 @@ class RefCache:
         self.tokens = tokens
         self.vocab = vocab  # the logits' width an entry must have (None: not known here)
 
-    def path(self, forced: Sequence[int] | None, extra: dict[str, Any] | None = None) -> Path:
-        return self.dir / f"{_forced_key(None if forced is None else list(forced)[: self.tokens], extra)}{SUFFIX}"
+    def path(self, forced: Sequence[int] | None, extra: dict[str, Any] | None = None, refeed: str | None = None) -> Path:
+        return self.dir / f"{_forced_key(None if forced is None else list(forced)[: self.tokens], extra, refeed)}{SUFFIX}"
 
     def likely(self) -> bool:
         """An entry for this checkpoint and prompt exists (a hit if candle's tokens are the same)."""
@@ -96,9 +98,9 @@ class RefCache:
         except OSError:
             return False
 
-    def get(self, forced: Sequence[int] | None, extra: dict[str, Any] | None = None) -> ReferenceOutputs | None:
+    def get(self, forced: Sequence[int] | None, extra: dict[str, Any] | None = None, refeed: str | None = None) -> ReferenceOutputs | None:
         """The entry, or None when there is none or it is damaged (then it is removed)."""
-        entry = cachefiles.read_entry(self.path(forced, extra), MAGIC)
+        entry = cachefiles.read_entry(self.path(forced, extra, refeed), MAGIC)
         if entry is None:
             return None
         meta, arrays = entry
@@ -116,10 +118,10 @@ class RefCache:
             return None
         return hit
 
-    def put(self, forced: Sequence[int] | None, entry: ReferenceOutputs, extra: dict[str, Any] | None = None) -> None:
+    def put(self, forced: Sequence[int] | None, entry: ReferenceOutputs, extra: dict[str, Any] | None = None, refeed: str | None = None) -> None:
         meta = {"greedy": entry.greedy, "nonfinite_weights": entry.nonfinite_weights, "captured": bool(entry.layers)}
         arrays = cachefiles.rows_and_layers(entry.rows, entry.layers)
-        cachefiles.write_entry(self.path(forced, extra), cachefiles.encode(MAGIC, meta, arrays), self.root, SUFFIX)
+        cachefiles.write_entry(self.path(forced, extra, refeed), cachefiles.encode(MAGIC, meta, arrays), self.root, SUFFIX)
 
 
 def evict(root: Path, limit: int) -> list[Path]:

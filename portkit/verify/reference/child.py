@@ -53,7 +53,7 @@ import numpy as np
 
 from portkit.verify import cachefiles
 from portkit.verify.errors import one_line
-from portkit.verify.reference.compute import EFFECT, ReferenceFailed, ReferenceOutputs, as_candle_reference, forward_reference
+from portkit.verify.reference.compute import EFFECT, ReferenceFailed, ReferenceOutputs, as_candle_reference, forward_reference, load_refeed
 
 
 class ServedReference:
@@ -238,6 +238,7 @@ def _answer(req: dict[str, Any], progress: Callable[[str], None]) -> dict[str, A
             out = forward_reference(
                 Path(req["model_dir"]), [Path(f) for f in req["files"]], req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"],
                 progress, req.get("sublayers", []), req.get("extra"), bool(req.get("truth")),
+                load_refeed(req.get("refeed_file")),
             )
         elif kind == "as-candle":
             rows, layers, effect = as_candle_reference(

@@ -55,12 +55,15 @@ def forward_reference(
     sublayers: Sequence[str] = (),
     extra: dict[str, Any] | None = None,
     truth: bool = False,
+    refeed: Mapping[int, np.ndarray] | None = None,
 ) -> ReferenceOutputs:
     """In this process: the reference's tokens, [max(tokens, 1), vocab] step rows, prefill layers
     with `sublayers`' outputs in each decoder layer, checkpoint tensors holding NaN/inf.
     `extra`: a continuation's and a batch's rows too, as `extra.*` layers (`portkit.verify.reference.extra`).
     `truth`: the same forward in f64 too, as `truth.*` layers (`truth_deltas`): what verify
-    measures both f32 sides' error against.
+    measures both f32 sides' error against. `refeed`: decoder layer index -> candle's input to it
+    ([prompt, hidden]): each such layer also run on it, in both forwards, as `refeed.layer.N[.path]`
+    (`models.refeed_hooks`; the one-forward path only).
 
     With `forced` (candle's greedy tokens): one forward over prompt + forced[: tokens - 1]; row k
     is the reference's logits where token k is decided, on exactly candle's inputs, and the
@@ -89,7 +92,7 @@ def forward_reference(
     n_rows = max(tokens, 1)
     try:
         if forced is not None:
-            rows, layers = _forced_rows(model, prompt, forced, tokens, sublayers, progress, "reference")
+            rows, layers = _forced_rows(model, prompt, forced, tokens, sublayers, progress, "reference", refeed)
             greedy = reference_greedy(rows, list(forced[:tokens])) if tokens else []
         else:
             # candle gave no tokens: generate()'s arithmetic, the reference's own tokens
@@ -105,10 +108,19 @@ def forward_reference(
             layers.update(refextra.compute(model, prompt, extra, _cache_window(model), progress))
         if truth:
             del model  # one model's weights at a time: the f64 one is twice the f32 one
-            layers.update(truth_deltas(model_dir, files, prompt, list(forced) if forced is not None else greedy, tokens, rows, layers, sublayers, progress))
+            fed = list(forced) if forced is not None else greedy
+            layers.update(truth_deltas(model_dir, files, prompt, fed, tokens, rows, layers, sublayers, progress, refeed if forced is not None else None))
     except Exception as e:  # transformers' own failure on this checkpoint
         raise ReferenceFailed("run", f"transformers could not run {model_dir}: {one_line(e)}") from None
     return ReferenceOutputs(greedy=greedy, rows=rows.astype(np.float32, copy=False), layers=layers, nonfinite_weights=list(bad))
+
+
+def load_refeed(path: str | None) -> dict[int, np.ndarray] | None:
+    """A request's `refeed_file` (`job.write_refeed`): decoder layer index -> candle's input to it."""
+    if not path:
+        return None
+    with np.load(path, allow_pickle=False) as z:
+        return {int(k): np.array(z[k], dtype=np.float32) for k in z.files}
 
 
 def truth_deltas(
@@ -121,6 +133,7 @@ def truth_deltas(
     layers: Mapping[str, np.ndarray],
     sublayers: Sequence[str],
     progress: Callable[[str], None],
+    refeed: Mapping[int, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     """transformers in f64 on the f32 reference's inputs (streamed like it, one f64 decoder layer
     at a time), as `truth.<name>` = f64 value - f32 value for the rows and every layer: the f32
@@ -130,7 +143,7 @@ def truth_deltas(
     from portkit.verify.reference.models import StreamedModel
 
     model = StreamedModel(Path(model_dir), [Path(f) for f in files], progress, scan_nonfinite=False, precision="float64")
-    rows64, layers64 = _forced_rows(model, prompt, fed, tokens, sublayers, progress, "truth (transformers in f64)")
+    rows64, layers64 = _forced_rows(model, prompt, fed, tokens, sublayers, progress, "truth (transformers in f64)", refeed)
     out = {TRUTH + "rows": (rows64[: len(rows)] - rows).astype(np.float32)}
     for name, value in layers.items():
         if name in layers64 and layers64[name].shape == value.shape:
@@ -184,16 +197,28 @@ def as_candle_reference(
 
 
 def _forced_rows(
-    model: Any, prompt: list[int], forced: Sequence[int], tokens: int, sublayers: Sequence[str], progress: Callable[[str], None], what: str
+    model: Any,
+    prompt: list[int],
+    forced: Sequence[int],
+    tokens: int,
+    sublayers: Sequence[str],
+    progress: Callable[[str], None],
+    what: str,
+    refeed: Mapping[int, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(rows, prefill layers) on prompt + forced: one forward, or generate()'s arithmetic (a
-    prefill, then cached steps) where its sliding-window KV cache would make them differ."""
+    prefill, then cached steps) where its sliding-window KV cache would make them differ.
+    `refeed`: `forward_reference`'s, on the one-forward path."""
     n_rows = max(tokens, 1)
     window = _cache_window(model)
     if not (window is not None and window < len(prompt) + n_rows - 1):
         ids = prompt + list(forced[: max(tokens - 1, 0)])
         progress(f"{what}: one forward over {len(ids)} tokens")
-        res = model.forward(ids, sublayers=sublayers)
+        model.refeed = refeed
+        try:
+            res = model.forward(ids, sublayers=sublayers)
+        finally:
+            model.refeed = None
         rows = res.logits[len(prompt) - 1 : len(prompt) - 1 + n_rows].copy()
         layers = {k: v[: len(prompt)].copy() for k, v in res.layers.items()}
     else:

@@ -15,7 +15,8 @@ are released; it releases them before its next request, while verify judges.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Sequence
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -26,6 +27,8 @@ from portkit.verify.reference import cache as refcache
 from portkit.verify.reference import compute
 from portkit.verify.reference import extra as refextra
 from portkit.verify.reference.compute import ReferenceOutputs
+from portkit.verify.layer_inputs import refeed_digest, refeed_inputs
+from portkit.verify.reference.models import REFEED
 from portkit.verify.reference.result import Reference, Truth
 from portkit.verify.reference.session import ReferenceSession, Ticket
 
@@ -69,6 +72,16 @@ class ReferenceJob:
         self._extra: dict[str, Any] | None = None
         self._hit: ReferenceOutputs | None = None
         self._submitted = False
+        self._refeed: str | None = None
+        self._tmp: Any = None  # the directory of the refeed file, removed with the job
+
+    def _write_refeed(self, inputs: dict[int, np.ndarray]) -> str:
+        import tempfile
+
+        self._tmp = tempfile.TemporaryDirectory(prefix="portkit-refeed-")
+        path = Path(self._tmp.name) / "inputs.npz"
+        np.savez(path, **{str(k): v for k, v in inputs.items()})
+        return str(path)
 
     def likely_cached(self) -> bool:
         """An entry for this checkpoint and prompt exists (a hit if candle's tokens are the same)."""
@@ -79,14 +92,18 @@ class ReferenceJob:
         """Submitted and sent to transformers (no cache entry): `result` will wait for it."""
         return self._ticket is not None
 
-    def submit(self, forced: Sequence[int] | None, extra: dict[str, Any] | None = None) -> None:
+    def submit(self, forced: Sequence[int] | None, extra: dict[str, Any] | None = None, candle_layers: Mapping[str, np.ndarray] | None = None) -> None:
         """Look the reference up; on a miss, send the forward (on `forced`: candle's tokens).
         `extra`: a continuation's and a batch's inputs (`refextra.request`), whose rows the
-        reference then computes too (`Reference.extra`)."""
+        reference then computes too (`Reference.extra`). `candle_layers`: candle's per-layer
+        values over the prompt; with the truth, each decoder layer then also runs on candle's
+        input to it (`Truth.own`)."""
         self._forced = None if forced is None else list(forced)
         self._extra = extra
         self._submitted = True
-        self._hit = self.cache.get(self._forced, extra) if self.cache is not None else None
+        inputs = refeed_inputs(candle_layers) if self.truth and forced is not None and candle_layers else {}
+        self._refeed = refeed_digest(candle_layers) if inputs else None
+        self._hit = self.cache.get(self._forced, extra, self._refeed) if self.cache is not None else None
         if self._hit is None:
             req = dict(
                 kind="forward",
@@ -102,6 +119,8 @@ class ReferenceJob:
                 req["extra"] = extra
             if self.truth:
                 req["truth"] = True
+            if inputs:
+                req["refeed_file"] = self._write_refeed(inputs)
             self._ticket = self.session.submit(req)
 
     def result(self, forced: Sequence[int] | None, perturb: float | None, extra: dict[str, Any] | None = None) -> Reference:
@@ -124,12 +143,14 @@ class ReferenceJob:
             finally:
                 if self.own_session:
                     self.session.close()
+                if self._tmp is not None:
+                    self._tmp.cleanup()
             if self.cache is not None:
-                self.cache.put(forced, out, extra)
+                self.cache.put(forced, out, extra, self._refeed)
         self.seconds = time.perf_counter() - t0
         rows = out.rows
         layers, extra_rows = refextra.split(out.layers)
-        layers, truth = split_truth(layers)
+        layers, truth = split_truth(layers, self._refeed)
         if perturb:
             rows = rows.copy()
             rows[0, 0] += np.float32(perturb)
@@ -151,12 +172,13 @@ class ReferenceJob:
         )
 
 
-def split_truth(layers: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], Truth | None]:
-    """(the f32 layers, the f64 run's differences from them: `compute.truth_deltas`) of a result's layers."""
-    kept = {k: v for k, v in layers.items() if not k.startswith(compute.TRUTH)}
+def split_truth(layers: dict[str, np.ndarray], own_inputs: str | None = None) -> tuple[dict[str, np.ndarray], Truth | None]:
+    """(the f32 layers, the f64 run's differences from them: `compute.truth_deltas`, with the
+    layers run on candle's inputs) of a result's layers."""
+    kept = {k: v for k, v in layers.items() if not k.startswith((compute.TRUTH, REFEED))}
+    fed = {k.removeprefix(REFEED): v for k, v in layers.items() if k.startswith(REFEED)}
     deltas = {k.removeprefix(compute.TRUTH): v for k, v in layers.items() if k.startswith(compute.TRUTH)}
     if "rows" not in deltas:
         return kept, None
-    return kept, Truth(rows=deltas.pop("rows"), layers=deltas)
-
-
+    own = {k: (v, deltas.pop(REFEED + k)) for k, v in fed.items() if REFEED + k in deltas}
+    return kept, Truth(rows=deltas.pop("rows"), layers=deltas, own=own, own_inputs=own_inputs if own else None)

@@ -123,6 +123,51 @@ def capture_hooks(model: Any, outs: dict[str, np.ndarray], layers: Sequence[Any]
     return hooks
 
 
+#: The prefix of the values a decoder layer gives on candle's input (`refeed_hooks`).
+REFEED = "refeed."
+
+
+def refeed_hooks(layers: Sequence[Any], inputs: Mapping[int, np.ndarray], outs: dict[str, np.ndarray], sublayers: Sequence[str] = ()) -> list[Any]:
+    """Forward hooks that run decoder layer i again, right after its own forward and with its own
+    arguments (masks, position embeddings), on `inputs[i]` ([P, hidden]: candle's input to it,
+    its previous layer's output) in the first P positions: the layer's output, and each of
+    `sublayers`' inside it, on candle's input, as `refeed.layer.i[.path]` [T, features] in `outs`.
+    Causal attention keeps the first P positions independent of the rest. The error candle's
+    layer i adds is then its output's distance from this, with nothing carried in. Registered
+    before the hooks that put a streamed layer's weights back on the meta device."""
+
+    def keep(name: str) -> Callable[..., None]:
+        def hook(_module: Any, _args: Any, output: Any) -> None:
+            tensor = output[0] if isinstance(output, tuple) else output
+            outs[name] = _host(tensor[0])
+
+        return hook
+
+    def again(i: int, fed: np.ndarray) -> Callable[..., None]:
+        def hook(module: Any, args: Any, kwargs: Any, _output: Any) -> None:
+            import torch
+
+            x = args[0] if args else kwargs["hidden_states"]
+            x = x.clone()
+            x[0, : fed.shape[0]] = torch.from_numpy(fed).to(x.dtype)
+            inner = []
+            for path in sublayers:
+                try:
+                    inner.append(module.get_submodule(path).register_forward_hook(keep(f"{REFEED}layer.{i}.{path}")))
+                except AttributeError:
+                    continue
+            try:
+                out = module.forward(x, *args[1:], **{k: v for k, v in kwargs.items() if k != "hidden_states"})
+            finally:
+                for h in inner:
+                    h.remove()
+            keep(f"{REFEED}layer.{i}")(module, None, out)
+
+        return hook
+
+    return [layer.register_forward_hook(again(i, np.ascontiguousarray(inputs[i])), with_kwargs=True) for i, layer in enumerate(layers) if i in inputs]
+
+
 class _ModelRuns:
     """What both reference models do with transformers' model: `forward` (one pass, no KV cache)
     and `decode` (generate()'s arithmetic), each through `_run`, the model's own forward with the
@@ -131,23 +176,29 @@ class _ModelRuns:
     model: Any
     torch: Any
     nonfinite: list[str]
+    #: decoder layer index -> candle's input to it: the next plain `forward` also records each
+    #: layer on it (`refeed_hooks`; never a cached decode, whose KV cache a second call would grow)
+    refeed: Mapping[int, np.ndarray] | None = None
 
     def forward(self, ids: Sequence[int], *, capture: bool = True, sublayers: Sequence[str] = ()) -> ForwardResult:
-        return self._run(ids, capture=capture, sublayers=sublayers, use_cache=False)[0]
+        return self._run(ids, capture=capture, sublayers=sublayers, use_cache=False, refeed=self.refeed if capture else None)[0]
 
     def decode(
         self, prompt: Sequence[int], forced: Sequence[int] | None, n: int, *, step_threads: int | None = None, sublayers: Sequence[str] = ()
     ) -> tuple[ForwardResult, list[int]]:
         return decode(self._run, prompt, forced, n, step_threads=step_threads, sublayers=sublayers)
 
-    def _hooks(self, outs: dict[str, np.ndarray], capture: bool, sublayers: Sequence[str]) -> list[Any]:
-        """The hooks one forward runs with (with `capture`, those that keep values in `outs`)."""
+    def _hooks(self, outs: dict[str, np.ndarray], capture: bool, sublayers: Sequence[str], refeed: Mapping[int, np.ndarray] | None = None) -> list[Any]:
+        """The hooks one forward runs with (with `capture`, those that keep values in `outs`;
+        with `refeed`, `refeed_hooks`)."""
         raise NotImplementedError
 
-    def _run(self, ids: Sequence[int], *, capture: bool, sublayers: Sequence[str] = (), **kw: Any) -> tuple[ForwardResult, Any]:
+    def _run(
+        self, ids: Sequence[int], *, capture: bool, sublayers: Sequence[str] = (), refeed: Mapping[int, np.ndarray] | None = None, **kw: Any
+    ) -> tuple[ForwardResult, Any]:
         torch = self.torch
         outs: dict[str, np.ndarray] = {}
-        hooks = self._hooks(outs, capture, sublayers)
+        hooks = self._hooks(outs, capture, sublayers, refeed)
         try:
             with torch.inference_mode():
                 res = self.model(torch.tensor([list(ids)], dtype=torch.long), **kw)
@@ -340,7 +391,7 @@ class StreamedModel(_ModelRuns):
                 if p is not None and not p.is_meta and (id(mod), n) not in self._kept:
                     mod._parameters[n] = torch.nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=False)
 
-    def _hooks(self, outs: dict[str, np.ndarray], capture: bool, sublayers: Sequence[str]) -> list[Any]:
+    def _hooks(self, outs: dict[str, np.ndarray], capture: bool, sublayers: Sequence[str], refeed: Mapping[int, np.ndarray] | None = None) -> list[Any]:
         n = len(self.layers)
         hooks: list[Any] = []
 
@@ -362,6 +413,8 @@ class StreamedModel(_ModelRuns):
                 hooks.append(layer.register_forward_pre_hook(pre(i)))
         if capture:
             hooks += capture_hooks(self.model, outs, self.layers, sublayers)
+        if refeed:
+            hooks += refeed_hooks(self.layers, refeed, outs, sublayers)
         # registered after the capture hooks: a layer's output is kept before its weights go
         if not self.resident:
             for i, layer in enumerate(self.layers):
@@ -379,8 +432,9 @@ class WholeModel(_ModelRuns):
         self.model, self.torch = ref.model, ref.torch
         self.nonfinite = [n for n, p in self.model.named_parameters() if p.is_floating_point() and not _all_finite(self.torch, p)]
 
-    def _hooks(self, outs: dict[str, np.ndarray], capture: bool, sublayers: Sequence[str]) -> list[Any]:
-        return capture_hooks(self.model, outs, sublayers=sublayers) if capture else []
+    def _hooks(self, outs: dict[str, np.ndarray], capture: bool, sublayers: Sequence[str], refeed: Mapping[int, np.ndarray] | None = None) -> list[Any]:
+        hooks = capture_hooks(self.model, outs, sublayers=sublayers) if capture else []
+        return hooks + (refeed_hooks(_decoder_layers(self.model)[1], refeed, outs, sublayers) if refeed else [])
 
 
 def decode(

@@ -17,6 +17,12 @@ class Truth:
 
     rows: np.ndarray  # [steps, vocab]: as `Reference.rows`
     layers: dict[str, np.ndarray]  # as `Reference.layers` (the names the f64 run has too)
+    #: decoder layers (and their sub-layers) run on candle's input to them: name -> (the f32
+    #: value, the f64 value's difference from it); what candle's layer adds, nothing carried in
+    own: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    #: the digest of candle's layer outputs `own` was fed (`job.refeed_digest`): another run's
+    #: layers (a patched config's) are not those inputs
+    own_inputs: str | None = None
 
 
 @dataclass
