@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from portkit.families.sublayers import is_sublayer
-from portkit.porting.dumpfile import GREEDY_LOGITS, TOKEN_NAMES, DumpFile, describe_names, is_per_layer, read_dump
+from portkit.porting.dumpfile import GREEDY_LOGITS, TOKEN_NAMES, TRUTH, DumpFile, describe_names, is_per_layer, read_dump
 from portkit.verify.errors import BadInput, one_line
 from portkit.verify.judge.checks import TOLERANCES, Tolerance, compare_greedy, compare_logits, compare_steps
 from portkit.verify.judge.comparison import Comparison
@@ -161,7 +161,7 @@ def _teacher_forced_rows(R: dict[str, np.ndarray], C: dict[str, np.ndarray]) -> 
     candidate kept `greedy.logits`) the generated positions up to where the greedy tokens fork
     (row k decided token k from the prompt and tokens 0..k-1; row 0 is the prompt's last)."""
     ref_rows, got_rows = R["logits"], C["logits"]
-    if GREEDY_LOGITS in C and GREEDY_LOGITS in R and "greedy" in R:
+    if GREEDY_LOGITS in C and R.get(GREEDY_LOGITS) is not None and "greedy" in R:
         a, b = R["greedy"], C["greedy"]
         n = min(len(a), len(b))
         shared = int(np.argmax(a[:n] != b[:n])) if np.any(a[:n] != b[:n]) else n
@@ -229,6 +229,8 @@ def validate_shapes(ref: DumpFile, cand: Path, shapes: dict[str, tuple[int, ...]
     if not shapes:
         raise BadInput(f"{cand}: the candidate holds no tensors")
     for name, got in shapes.items():
+        if name.startswith(TRUTH):
+            raise BadInput(f"{cand}: tensor `{name}` is reference-only (transformers in f64, written by `portkit reference`)")
         if name == "ids" and name not in ref.tensors:
             if len(got) != 1:
                 raise BadInput(f"{cand}: `ids` has shape {list(got)}, expected [T] token ids")
@@ -300,6 +302,8 @@ def _compare_dumps(ref: DumpFile, cand: DumpFile, dtype: str, tokenizer: Path | 
     validate(ref, cand)
     tol, notes = pick_tolerance(dtype, ref)
     R, C = ref.tensors, cand.tensors
+    # the f64 run `portkit reference` writes beside the f32 one: the floors, at f32 only
+    T = {k.removeprefix(TRUTH): v for k, v in R.items() if k.startswith(TRUTH)} if tol.logits_atol is not None else {}
     cmp = Comparison(tolerance=tol)
     ids = check_ids(ref, cand, tokenizer)
     if ids is not None:  # another prompt: its logits say nothing about the port
@@ -311,11 +315,17 @@ def _compare_dumps(ref: DumpFile, cand: DumpFile, dtype: str, tokenizer: Path | 
     got_layers = {n: C[n] for n in ref_layers}
     if "logits" in C:
         ref_logits, got_logits = R["logits"], C["logits"]
-        cmp.last = compare_logits(_last_row(ref_logits), _last_row(got_logits), tol.logits_atol)
+        truth_logits = T.get("logits") if T.get("logits") is not None and T["logits"].shape == ref_logits.shape else None
+        cmp.last = compare_logits(
+            _last_row(ref_logits), _last_row(got_logits), tol.logits_atol, _last_row(truth_logits) if truth_logits is not None else None
+        )
         every_position = got_logits.ndim == 2 and got_logits.shape == ref_logits.shape
         if every_position:
             ref_rows, got_rows = _teacher_forced_rows(R, C)
-            cmp.steps = compare_steps(ref_rows, got_rows, near_tie=tol.near_tie, atol=tol.logits_atol)
+            delta_rows = None
+            if truth_logits is not None and (GREEDY_LOGITS not in R or GREEDY_LOGITS in T):
+                delta_rows, _ = _teacher_forced_rows({**R, "logits": truth_logits, GREEDY_LOGITS: T.get(GREEDY_LOGITS)}, C)
+            cmp.steps = compare_steps(ref_rows, got_rows, near_tie=tol.near_tie, atol=tol.logits_atol, delta=delta_rows)
         ref_layers["logits"] = ref_logits if every_position else _last_row(ref_logits)
         got_layers["logits"] = got_logits if every_position else _last_row(got_logits)
     if "greedy" in C and "greedy" in R:
@@ -330,7 +340,10 @@ def _compare_dumps(ref: DumpFile, cand: DumpFile, dtype: str, tokenizer: Path | 
             near_tie=tol.near_tie,
         )
     if ref_layers:
-        cmp.judge_layers(ref_layers, got_layers, available=list(R), no_sublayers_hint=_layers_only_hint(ref))
+        deltas = {n: T[n] for n in ref_layers if n in T and n != "logits"}
+        if "logits" in ref_layers and truth_logits is not None:
+            deltas["logits"] = truth_logits if ref_layers["logits"].shape == truth_logits.shape else _last_row(truth_logits)
+        cmp.judge_layers(ref_layers, got_layers, available=list(R), no_sublayers_hint=_layers_only_hint(ref), deltas=deltas or None)
     compared = [n for n in C if n != "ids"]
     return CompareResult(ref, cand, tol, cmp, compared, notes)
 

@@ -26,6 +26,9 @@ from portkit.verify.errors import BadInput, one_line
 #: margin where a candidate's greedy tokens fork is read from it).
 GREEDY_LOGITS = "greedy.logits"
 TOKEN_NAMES = ("ids", "greedy")
+#: Reference-only: `truth.<name>` is transformers in f64 less the f32 value of `<name>` (the
+#: f32 reference's own error; compare's floors: docs/verify.md, "Tolerances")
+TRUTH = "truth."
 _LAYER = re.compile(r"layer\.(0|[1-9][0-9]*)")
 
 _NUMPY_DTYPES = {
@@ -51,7 +54,8 @@ def is_per_layer(name: str) -> bool:
 
 
 def known_name(name: str) -> bool:
-    return name in TOKEN_NAMES or name in ("logits", GREEDY_LOGITS) or is_per_layer(name)
+    base = name.removeprefix(TRUTH)
+    return name in TOKEN_NAMES or base in ("logits", GREEDY_LOGITS) or is_per_layer(base)
 
 
 _SUB_RANK = {sub: i for i, sub in enumerate(sublayers.ROLES)}

@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from portkit.porting.dumpfile import GREEDY_LOGITS, order_key, write_reference
+from portkit.porting.dumpfile import GREEDY_LOGITS, TRUTH, order_key, write_reference
 from portkit.verify.errors import BadInput, one_line
 from portkit.verify.model_dir import read_model_dir
 from portkit.verify.prompt import Prompt, parse_tokens, resolve_prompt
@@ -120,7 +120,50 @@ def reference_values(
     if tokens:
         out["greedy"] = np.asarray(greedy, dtype=np.int64)
         out[GREEDY_LOGITS] = steps.logits.astype(np.float32, copy=False)
+    del model, prefill  # one model's weights at a time: the f64 one is twice the f32 one
+    out.update(_truth(model_dir, weight_files, ids, greedy if tokens else [], tokens, out, mode, progress, sublayers))
     return {k: out[k] for k in sorted(out, key=order_key)}
+
+
+def _truth(
+    model_dir: Path,
+    weight_files: Sequence[Path],
+    ids: Sequence[int],
+    greedy: Sequence[int],
+    tokens: int,
+    values: dict[str, np.ndarray],
+    mode: str,
+    progress: Progress,
+    sublayers: Sequence[str],
+) -> dict[str, np.ndarray]:
+    """`truth.<name>`: transformers in f64 on the same inputs (the prompt, then the f32
+    reference's own greedy tokens, generate()'s arithmetic as above) less each f32 value, for the
+    logits, `greedy.logits` and every per-layer value: the floors `portkit compare` judges an f32
+    candidate against (docs/verify.md, "Tolerances")."""
+    from portkit.verify.reference.models import StreamedModel, decode
+
+    progress("transformers in f64 (the truth the floors are measured against)")
+    try:
+        model: Any = StreamedModel(model_dir, list(weight_files), progress, resident=mode == "whole", scan_nonfinite=False, precision="float64")
+        prefill: list[Any] = []
+
+        def run(step_ids: Sequence[int], **kw: Any) -> Any:
+            res = model._run(step_ids, **kw)
+            if not prefill:
+                prefill.append(res[0])
+            return res
+
+        steps, _fed = decode(run, list(ids), list(greedy), tokens, step_threads=STEP_THREADS, sublayers=sublayers)
+    except Exception as e:  # transformers' own failure in f64: one line, as for the reference itself
+        raise BadInput(f"transformers could not run {model_dir} in f64: {one_line(e)}") from None
+    got = {**prefill[0].layers, "logits": prefill[0].logits}
+    if tokens:
+        got[GREEDY_LOGITS] = steps.logits
+    return {
+        TRUTH + k: (np.asarray(v, dtype=np.float64) - values[k]).astype(np.float32)
+        for k, v in got.items()
+        if k in values and np.shape(v) == np.shape(values[k])
+    }
 
 
 def family_name(config: dict[str, Any]) -> str:

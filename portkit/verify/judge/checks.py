@@ -278,11 +278,11 @@ def compare_layers(
             rel = max_diff / max_ref if max_ref > 0 else max_diff
         fed = own.get(name)
         if fed is not None and np.shape(fed[0]) == r.shape and np.isfinite(fed[1]).all():
-            fl: Floor | None = floors.measure(fed[0], fed[1], g)  # its own error: the same input on both sides
+            fl: Floor | None = floors.measure(fed[0], fed[1], g, kind="own")  # the same input on both sides
             truth[name] = floors.truth_of(*fed)
         elif layer and d is not None and prev is not None and prev[2] is not None:
             pr, pg, pd = prev
-            fl = floors.measure(r - pr, d - pd, g - pg, scale=max(max_ref, float(np.abs(pr).max())), factor=floors.LAYER_FACTOR)
+            fl = floors.measure(r - pr, d - pd, g - pg, scale=max(max_ref, float(np.abs(pr).max())), factor=floors.LAYER_FACTOR, kind="added")
         else:
             fl = floors.measure(r, d, g) if d is not None else None
         if between:

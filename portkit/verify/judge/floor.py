@@ -18,14 +18,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: candle may be this many times as far from the truth as the f32 reference is. The healthy
-#: ratios measured on the real corpus stay under 3.2 at 1, 2 and 4 threads, the weakest planted
-#: fault that must be caught reads 17 and up (docs/measurements.md, "Floors").
+#: candle may be this many times as far from the truth as the f32 reference is (docs/measurements.md,
+#: "Floors": the healthy ratios and the weakest planted fault's on the real corpus).
 FACTOR = 8.0
-#: the same for a decoder layer's added error (`checks.compare_layers`): a layer's sub-layers
+#: the same for a decoder layer's added error, where the layer could not be run on candle's own
+#: input (`checks.compare_layers`: a patched run's layers, a cached decode): its sub-layers
 #: transform the error its input carries (an MLP that cancels a massive activation amplifies it),
-#: so two correct f32 implementations' added errors differ more than their logits do: up to 25x
-#: on the real corpus, where a weight off by 1e-3 reads in the thousands at its layer
+#: so two correct f32 implementations' added errors differ more than their own errors: up to 31x
+#: on the real corpus (docs/measurements.md, "Floors")
 LAYER_FACTOR = 64.0
 #: the least floor, in f32 steps (2**-24 relative) of the value's largest magnitude
 MIN_ULPS = 4.0
@@ -40,6 +40,9 @@ class Floor:
     reference: float  # max |f32 reference - truth|: the floor as measured
     scale: float  # max |truth|
     factor: float = FACTOR  # how many floors candle may be from the truth
+    #: what was measured: "value" (accumulated up to it), "own" (a layer on candle's own input,
+    #: nothing carried in), "added" (a layer's output difference less its input's)
+    kind: str = "value"
 
     @property
     def floor(self) -> float:
@@ -61,12 +64,13 @@ class Floor:
         return bool(self.candle <= self.bound)  # NaN compares False: out of the floor
 
     def to_json(self) -> dict[str, float]:
-        return {"candle": self.candle, "reference": self.reference, "floor": self.floor, "bound": self.bound, "ratio": self.ratio}
+        return {"kind": self.kind, "candle": self.candle, "reference": self.reference, "floor": self.floor, "bound": self.bound, "ratio": self.ratio}
 
     def phrase(self) -> str:
-        """`from f64: candle 4.1e-05, transformers f32 3.2e-05 (1.3x; bound 8x)`"""
+        """`from f64: candle 4.1e-05, transformers f32 3.2e-05 (1.3x the floor 3.2e-05; bound 8x)`"""
+        what = {"own": "own error on candle's input, ", "added": "error added, "}.get(self.kind, "")
         return (
-            f"from f64: candle {self.candle:.2e}, transformers f32 {self.reference:.2e} "
+            f"{what}from f64: candle {self.candle:.2e}, transformers f32 {self.reference:.2e} "
             f"({self.ratio:.2g}x the floor {self.floor:.2e}; bound {self.factor:g}x)"
         )
 
@@ -76,7 +80,9 @@ def truth_of(ref: np.ndarray, delta: np.ndarray) -> np.ndarray:
     return np.asarray(ref, dtype=np.float64) + np.asarray(delta, dtype=np.float64)
 
 
-def measure(ref: np.ndarray, delta: np.ndarray, got: np.ndarray, scale: float | None = None, factor: float = FACTOR) -> Floor:
+def measure(
+    ref: np.ndarray, delta: np.ndarray, got: np.ndarray, scale: float | None = None, factor: float = FACTOR, kind: str = "value"
+) -> Floor:
     """`got` (candle) against the truth `ref + delta`, beside the f32 reference `ref`'s own distance.
     `scale`: the magnitude the least floor is counted in (default: the truth's max): a layer's
     addition to a residual stream rounds at the stream's magnitude, not the addition's."""
@@ -87,7 +93,7 @@ def measure(ref: np.ndarray, delta: np.ndarray, got: np.ndarray, scale: float | 
     d = np.abs(g - truth)
     candle = float("nan") if np.isnan(d).any() else float(d.max())
     own = float(np.abs(np.asarray(delta, dtype=np.float64)).max())
-    return Floor(candle=candle, reference=own, scale=float(np.abs(truth).max()) if scale is None else scale, factor=factor)
+    return Floor(candle=candle, reference=own, scale=float(np.abs(truth).max()) if scale is None else scale, factor=factor, kind=kind)
 
 
 def per_position(truth: np.ndarray, got: np.ndarray) -> np.ndarray:
