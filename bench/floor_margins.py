@@ -99,6 +99,29 @@ def _one_count(prompts: list[str], tokens: int, planted: int) -> list[dict]:
     return rows
 
 
+def _read(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.startswith("{")]
+
+
+def summarise(n: int, rows: list[dict]) -> str:
+    """One thread count's line: the healthy runs' worst ratios against the planted faults' weakest."""
+    def worst(key: str, which: str = "healthy") -> float:
+        return max((r[which][key] or 0.0) for r in rows)
+
+    planted = [r["scaled"] for r in rows if r["scaled"] is not None]
+    pert = min(max(r["perturbed"]["last"] or 0, r["perturbed"]["steps"] or 0) for r in rows)
+    scaled = min((max(s["last"] or 0, s["steps"] or 0, s["layer"] or 0) for s in planted), default=0.0)
+    where = sorted({str(s["first_bad"]) for s in planted})
+    return (
+        f"threads {n}: {len(rows)} prompts, healthy MISMATCH {sum(not r['healthy']['ok'] for r in rows)} "
+        f"(the former constants: {sum(not r['healthy']['old_ok'] for r in rows)}); worst healthy ratio: last position "
+        f"{worst('last'):.2f}, steps {worst('steps'):.2f}, a layer {worst('layer'):.2f}, a sub-layer (reported only) "
+        f"{worst('sublayer'):.2f}; +1e-3 logit caught {sum(not r['perturbed']['ok'] for r in rows)}/{len(rows)}, weakest "
+        f"{pert:.1f}; {SCALED} x(1+1e-3) caught {sum(not s['ok'] for s in planted)}/{len(planted)}, weakest {scaled:.1f}, "
+        f"first bad {', '.join(where)}"
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", default="1,2,4")
@@ -106,6 +129,7 @@ def main() -> int:
     ap.add_argument("--prompts", type=int, default=0, help="the first N prompts only (0: all)")
     ap.add_argument("--planted", type=int, default=8, help="the weight-scale fault on the first N prompts (a full uncached run each)")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--summarise", nargs="+", metavar="FILE", help="summarise saved child outputs (NAME-THREADS.jsonl) instead of running")
     ap.add_argument("--_child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -115,29 +139,17 @@ def main() -> int:
     if a._child:
         _one_count(prompts, a.tokens, a.planted)
         return 0
-    table = {}
-    for n in [int(x) for x in a.threads.split(",")]:
-        env = dict(os.environ, RAYON_NUM_THREADS=str(n), OMP_NUM_THREADS=str(n))
-        cmd = [sys.executable, __file__, "--_child", "--tokens", str(a.tokens), "--prompts", str(a.prompts), "--planted", str(a.planted)]
-        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
-        table[n] = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    for n, rows in table.items():
-        healthy_mismatch = sum(not r["healthy"]["ok"] for r in rows)
-        old_mismatch = sum(not r["healthy"]["old_ok"] for r in rows)
-        worst = max(max(x or 0 for x in (r["healthy"]["last"], r["healthy"]["steps"], r["healthy"]["layer"])) for r in rows)
-        pert = min(max(r["perturbed"]["last"] or 0, r["perturbed"]["steps"] or 0) for r in rows)
-        planted = [r["scaled"] for r in rows if r["scaled"] is not None]
-        scaled = min((max(x or 0 for x in (s["last"], s["steps"], s["layer"])) for s in planted), default=0.0)
-        caught_p = sum(not r["perturbed"]["ok"] for r in rows)
-        caught_s = sum(not s["ok"] for s in planted)
-        where = sorted({str(s["first_bad"]) for s in planted})
-        worst_sub = max(r["healthy"]["sublayer"] or 0 for r in rows)
-        line = (
-            f"threads {n}: {len(rows)} prompts, healthy MISMATCH {healthy_mismatch} (the former constants: {old_mismatch}); "
-            f"worst healthy ratio {worst:.2f} (sub-layers, reported only: {worst_sub:.1f}); +1e-3 logit caught {caught_p}/{len(rows)}, weakest {pert:.1f}; "
-            f"{SCALED} x(1+1e-3) caught {caught_s}/{len(planted)}, weakest {scaled:.1f}, first bad {', '.join(where)}"
-        )
-        print(("- " if a.markdown else "") + line)
+    if a.summarise:
+        table = {int(Path(f).stem.rsplit("-", 1)[-1]): _read(Path(f)) for f in a.summarise}
+    else:
+        table = {}
+        for n in [int(x) for x in a.threads.split(",")]:
+            env = dict(os.environ, RAYON_NUM_THREADS=str(n), OMP_NUM_THREADS=str(n))
+            cmd = [sys.executable, __file__, "--_child", "--tokens", str(a.tokens), "--prompts", str(a.prompts), "--planted", str(a.planted)]
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+            table[n] = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    for n, rows in sorted(table.items()):
+        print(("- " if a.markdown else "") + summarise(n, rows))
     return 0
 
 

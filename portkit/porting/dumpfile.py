@@ -64,7 +64,11 @@ _SUB_RANK = {sub: i for i, sub in enumerate(sublayers.ROLES)}
 def order_key(name: str) -> tuple[int, int, int, str]:
     """The layout's order: ids, embeddings, layer.0's sub-layers in computation order, layer.0,
     layer.1's, layer.1, ..., norm, logits, greedy. (The order of `sublayers.ROLES` is every
-    family's computation order: a test holds each family's `SUBLAYERS` to it.)"""
+    family's computation order: a test holds each family's `SUBLAYERS` to it.) The reference's
+    `truth.*` follow, in the same order."""
+    if name.startswith(TRUTH):
+        rank, layer, sub, _ = order_key(name.removeprefix(TRUTH))
+        return (10 + rank, layer, sub, name)
     m = _LAYER.fullmatch(name)
     if m:
         return (2, int(m.group(1)), len(_SUB_RANK), name)

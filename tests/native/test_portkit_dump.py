@@ -62,7 +62,7 @@ def test_buggy_port_is_named_where_it_starts(capsys, tmp_path, llama_port, healt
     assert all(rows[n]["rel"] < 1e-5 for n in order[: order.index(sub)])  # clean up to the bug, sub-layers too
     main(["compare", str(ref_path), str(cand)])
     out = capsys.readouterr().out
-    assert f"first layer over 1e-5: {first} (rel {rows[first]['rel']:.2e})" in out and f"starting at {sub} (exit 1)" in out
+    assert f"first layer out of its floor: {first} (rel {rows[first]['rel']:.2e};" in out and f"starting at {sub} (exit 1)" in out
 
 
 def test_dump_refuses_a_name_outside_the_layout(tmp_path, llama_port, healthy_tied_dir):

@@ -118,7 +118,9 @@ def compare_logits(ref: np.ndarray, got: np.ndarray, atol: float | None, delta: 
     max_diff = float(diff.max()) if diff.size else 0.0
     if np.isnan(diff).any():
         max_diff = float("nan")
-    fl = floors.measure(ref, np.asarray(delta).reshape(ref.shape), got) if delta is not None and atol is not None else None
+    # a truth with NaN/inf (the reference's own non-finite values) measures nothing: the fallback
+    usable = delta is not None and atol is not None and np.size(delta) == ref.size and bool(np.isfinite(delta).all()) and bool(np.isfinite(ref).all())
+    fl = floors.measure(ref, np.asarray(delta).reshape(ref.shape), got) if usable else None
     return LogitsCheck(
         n=int(ref.size),
         max_abs_diff=max_diff,
@@ -361,7 +363,7 @@ def compare_steps(
         dis.append(StepDisagreement(int(step), int(ref_arg[step]), int(got_arg[step]), margin, margin < near_tie))
     fin = per_step[finite]
     fl = None
-    if delta is not None and atol is not None and np.shape(delta) == ref.shape and finite.all():
+    if delta is not None and atol is not None and np.shape(delta) == ref.shape and finite.all() and np.isfinite(delta).all():
         fl = floors.measure(ref, delta, got)
     return StepCheck(
         steps=int(ref.shape[0]),

@@ -249,9 +249,12 @@ class StreamedModel(_ModelRuns):
             with tempfile.TemporaryDirectory(prefix="portkit-config-") as tmp:
                 (Path(tmp) / "config.json").write_text(config_text)
                 config = transformers.AutoConfig.from_pretrained(tmp, local_files_only=True, trust_remote_code=False)
+        # torch's grouped matmul (transformers' default for MoE experts) has no f64 kernel: the
+        # truth computes each expert on its own, the same sums in another order
+        experts = {"experts_implementation": "eager"} if precision == "float64" else {}
         with torch.device("meta"):
             model = transformers.AutoModelForCausalLM.from_config(
-                config, attn_implementation="eager", dtype=self.dtype, trust_remote_code=False
+                config, attn_implementation="eager", dtype=self.dtype, trust_remote_code=False, **experts
             )
         self.model = model.eval()
         self.load_config = LoadStateDictConfig(

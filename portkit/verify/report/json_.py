@@ -47,7 +47,7 @@ def _last_json(c: LogitsCheck) -> dict[str, Any]:
 
 def _floor_json(f: Floor | None) -> dict[str, Any] | None:
     """The criterion measured in the run (null: the fallback constant judged)."""
-    return None if f is None else {k: _num(v) for k, v in f.to_json().items()}
+    return None if f is None else {k: v if isinstance(v, str) else _num(v) for k, v in f.to_json().items()}
 
 
 def _steps_json(c: StepCheck) -> dict[str, Any]:
