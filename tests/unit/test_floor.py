@@ -170,3 +170,20 @@ def test_a_fault_under_the_layers_bound_that_shows_at_the_norm_is_named_at_its_l
     check = compare_layers(r32, c32, F32.layer_rtol, deltas)
     assert not check.row("layer.1").over and check.row("norm").over
     assert check.first_over == "layer.1"
+
+
+def test_a_window_that_only_the_steps_miss_is_quoted_by_the_steps_number():
+    """PK115's patched run: the prompt's last position agrees, the generated steps do not (a real
+    flip): the headline quotes the steps' distance, never the last position's that passed."""
+    ref, delta, candle = _sides((3, 64))
+    bad = candle.copy()
+    bad[2] = ref[2][::-1]  # another row: a real argmax flip and a large distance
+    c = Comparison(
+        tolerance=F32,
+        last=compare_logits(ref[0], bad[0], F32.logits_atol, delta[0]),
+        steps=compare_steps(ref, bad, near_tie=F32.near_tie, atol=F32.logits_atol, delta=delta),
+    )
+    assert c.last.ok and c.steps.real_flips
+    head = c.headline()
+    assert head.startswith("teacher-forced logits differ") and "real flip" in head
+    assert f"{c.last.max_abs_diff:.2e}" not in head
