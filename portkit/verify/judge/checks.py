@@ -284,7 +284,13 @@ def compare_layers(
             truth[name] = floors.truth_of(*fed)
         elif layer and d is not None and prev is not None and prev[2] is not None:
             pr, pg, pd = prev
-            fl = floors.measure(r - pr, d - pd, g - pg, scale=max(max_ref, float(np.abs(pr).max())), factor=floors.LAYER_FACTOR, kind="added")
+            # an input candle computed bit for bit as the reference (layer.0's embeddings, a lookup)
+            # carries nothing in: what the layer adds is then its own error
+            same_input = bool(np.array_equal(pr, pg))
+            fl = floors.measure(
+                r - pr, d - pd, g - pg, scale=max(max_ref, float(np.abs(pr).max())),
+                factor=floors.FACTOR if same_input else floors.LAYER_FACTOR, kind="own" if same_input else "added",
+            )  # fmt: skip
         else:
             fl = floors.measure(r, d, g) if d is not None else None
         if between:

@@ -53,7 +53,7 @@ import numpy as np
 
 from portkit.verify import cachefiles
 from portkit.verify.errors import one_line
-from portkit.verify.reference.compute import EFFECT, ReferenceFailed, ReferenceOutputs, as_candle_reference, forward_reference, load_refeed
+from portkit.verify.reference.compute import EFFECT, ReferenceFailed, ReferenceOutputs, as_candle_reference, forward_reference
 
 
 class ServedReference:
@@ -64,7 +64,8 @@ class ServedReference:
     def __init__(self, progress: Callable[[str], None]) -> None:
         self.progress = progress
         self.out = result_file()
-        self.proc = _start(self.out)
+        self.inp = result_file()  # candle's layer inputs for a forward's `refeed`, also with no name
+        self.proc = _start(self.out, self.inp)
         self.events: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.tail: list[str] = []
         self.sent = 0
@@ -75,8 +76,15 @@ class ServedReference:
 
     def submit(self, req: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
+        doc = {k: v for k, v in req.items() if k != "refeed"}
+        if req.get("refeed"):  # arrays travel in the file, the line names it
+            self.inp.seek(0)
+            self.inp.truncate()
+            np.savez(self.inp, **{str(k): v for k, v in req["refeed"].items()})
+            self.inp.flush()
+            doc["refeed_fd"] = self.inp.fileno()
         try:
-            self.proc.stdin.write(json.dumps({**req, "out_fd": self.out.fileno()}) + "\n")
+            self.proc.stdin.write(json.dumps({**doc, "out_fd": self.out.fileno()}) + "\n")
             self.proc.stdin.flush()
         except (BrokenPipeError, ValueError):  # it died early: result() reports its last words
             pass
@@ -155,7 +163,7 @@ def read_result(f: Any) -> dict[str, np.ndarray]:
         return {k: np.array(z[k]) for k in z.files}
 
 
-def _start(out: Any) -> subprocess.Popen[str]:
+def _start(out: Any, inp: Any) -> subprocess.Popen[str]:
     env = dict(os.environ)
     # the child must import this very portkit, wherever it was imported from
     import portkit
@@ -175,7 +183,7 @@ def _start(out: Any) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         env=env,
         text=True,
-        pass_fds=(out.fileno(),),
+        pass_fds=(out.fileno(), inp.fileno()),
     )
 
 
@@ -195,6 +203,16 @@ def _die_with_parent() -> None:
         return
     if os.getppid() != int(parent):  # it died before the prctl
         os._exit(0)
+
+
+def _read_refeed(fd: int | None) -> dict[int, np.ndarray] | None:
+    """A forward's `refeed` (decoder layer index -> candle's input to it), from the file the parent passed."""
+    if fd is None:
+        return None
+    with os.fdopen(os.dup(int(fd)), "rb") as f:
+        f.seek(0)
+        with np.load(f, allow_pickle=False) as z:
+            return {int(k): np.array(z[k], dtype=np.float32) for k in z.files}
 
 
 def _write_result(req: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
@@ -238,7 +256,7 @@ def _answer(req: dict[str, Any], progress: Callable[[str], None]) -> dict[str, A
             out = forward_reference(
                 Path(req["model_dir"]), [Path(f) for f in req["files"]], req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"],
                 progress, req.get("sublayers", []), req.get("extra"), bool(req.get("truth")),
-                load_refeed(req.get("refeed_file")),
+                _read_refeed(req.get("refeed_fd")),
             )
         elif kind == "as-candle":
             rows, layers, effect = as_candle_reference(

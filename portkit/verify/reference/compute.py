@@ -118,14 +118,6 @@ def forward_reference(
     return ReferenceOutputs(greedy=greedy, rows=rows.astype(np.float32, copy=False), layers=layers, nonfinite_weights=list(bad))
 
 
-def load_refeed(path: str | None) -> dict[int, np.ndarray] | None:
-    """A request's `refeed_file` (`job.write_refeed`): decoder layer index -> candle's input to it."""
-    if not path:
-        return None
-    with np.load(path, allow_pickle=False) as z:
-        return {int(k): np.array(z[k], dtype=np.float32) for k in z.files}
-
-
 def truth_deltas(
     model_dir: Path,
     files: Sequence[Path],

@@ -73,15 +73,6 @@ class ReferenceJob:
         self._hit: ReferenceOutputs | None = None
         self._submitted = False
         self._refeed: str | None = None
-        self._tmp: Any = None  # the directory of the refeed file, removed with the job
-
-    def _write_refeed(self, inputs: dict[int, np.ndarray]) -> str:
-        import tempfile
-
-        self._tmp = tempfile.TemporaryDirectory(prefix="portkit-refeed-")
-        path = Path(self._tmp.name) / "inputs.npz"
-        np.savez(path, **{str(k): v for k, v in inputs.items()})
-        return str(path)
 
     def likely_cached(self) -> bool:
         """An entry for this checkpoint and prompt exists (a hit if candle's tokens are the same)."""
@@ -120,7 +111,7 @@ class ReferenceJob:
             if self.truth:
                 req["truth"] = True
             if inputs:
-                req["refeed_file"] = self._write_refeed(inputs)
+                req["refeed"] = inputs  # to the child in a file with no name (`child.ServedReference.submit`)
             self._ticket = self.session.submit(req)
 
     def result(self, forced: Sequence[int] | None, perturb: float | None, extra: dict[str, Any] | None = None) -> Reference:
@@ -143,8 +134,6 @@ class ReferenceJob:
             finally:
                 if self.own_session:
                     self.session.close()
-                if self._tmp is not None:
-                    self._tmp.cleanup()
             if self.cache is not None:
                 self.cache.put(forced, out, extra, self._refeed)
         self.seconds = time.perf_counter() - t0

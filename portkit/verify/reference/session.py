@@ -126,7 +126,7 @@ class ReferenceSession:
                 t.value = compute.forward_reference(
                     Path(req["model_dir"]), files, req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"], self.progress,
                     req.get("sublayers", []), req.get("extra"), bool(req.get("truth")),
-                compute.load_refeed(req.get("refeed_file")),
+                req.get("refeed"),
                 )  # fmt: skip
             else:  # as-candle: transformers as candle computes
                 rows, layers, effect = compute.as_candle_reference(
