@@ -77,7 +77,7 @@ def render_text(res: Any, plot: Path | None) -> None:
     else:
         p(f"  reference: {ref.kind} dump with {escape(describe_names(ref.names()))}")
     p(f"  candidate: {escape(describe_names(cand.names()))}")
-    p(f"  tolerance {res.tolerance.name}: {tolerance_line(res.tolerance)}")
+    p(f"  tolerance {res.tolerance.name}: {tolerance_line(res.tolerance, res.comparison.measured)}")
     for note in res.notes:
         p(f"  [yellow]note: {escape(note)}[/]")
     p("")

@@ -134,9 +134,12 @@ def compare_logits(ref: np.ndarray, got: np.ndarray, atol: float | None, delta: 
 
 @dataclass(frozen=True)
 class LayerRow:
-    """One captured value. `max_abs_diff` is the error accumulated up to it; for a decoder layer
-    (`layer.N`) `rel` and `floor` are the error it adds, its output's difference less its input's,
-    relative to the larger of the two's max|ref|; for the rest, max|diff| / max|ref|."""
+    """One captured value. `max_abs_diff` is the error accumulated up to it. For a decoder layer
+    (`layer.N`), `rel` is the error it adds (its output's difference less its input's, over the
+    larger of the two's max|ref|) and `floor` its own error where transformers ran it on candle's
+    input (`Floor.kind` "own"), else that added error ("added"); for the rest, max|diff| / max|ref|
+    and the accumulated floor ("value").
+    """
 
     name: str
     max_abs_ref: float
@@ -159,16 +162,15 @@ class LayerCheck:
     """Every captured value's relative error.
 
     The values between the layers (embeddings, `layer.N`, norm, logits) are judged. With the truth
-    (transformers in f64, `truth`), on their distance from it against the f32 reference's own: the
-    floor moves with the residual stream, so an error carried into a layer that then cancels a
-    massive activation is carried by the floor too. Without it (a user's dump, a run without the
-    truth), the fallback: max|diff| over the larger of their input's and their output's max|ref|
-    (the scale the error was carried in at) against `rtol`. The sub-layers inside a layer
-    (`layer.N.mlp`, ...) are measured the same way and localise a mismatch inside the first bad
-    layer (`portkit.verify.judge.localise`), but never decide it: a sub-layer reads the error its
-    layer's input carries through a norm that rescales it, and on SmolLM2's 7 sub-layers x 30
-    layers the healthy ratio reached 8.4 where every value between the layers stayed under 2.7
-    (docs/measurements.md, "Floors")."""
+    (transformers in f64), each decoder layer on its own error (the f64 layer on candle's own
+    input, beside the f32 layer's distance from it: nothing carried in), or where that was not run,
+    on the error it adds at `floor.LAYER_FACTOR`; the embeddings, the norm and the logits on their
+    accumulated floor. Without the truth (a dump without it, an as-candle reference), the
+    fallback: `rel` against `rtol`, a layer's `rel` being the error it adds, so that a layer that
+    cancels a massive activation is not read as the cause of the error carried into it. The
+    sub-layers inside a layer (`layer.N.mlp`, ...) are measured the same way and localise a
+    mismatch inside the first bad layer (`portkit.verify.judge.localise`), but never decide it.
+    """
 
     rows: list[LayerRow]
     rtol: float

@@ -21,10 +21,9 @@ from portkit.verify.sections.tokens import TokenizerReport
 def tolerance_line(t: Tolerance, measured: bool = False) -> str:
     if t.logits_atol is not None and measured:
         return (
-            f"measured in this run: candle within {FACTOR:g}x of transformers f32's own distance from transformers in f64, "
-            f"on the logits and on each layer's own error (run on candle's input; {LAYER_FACTOR:g}x on the error it adds where it "
-            f"was not) (fallback where unmeasured: logits {fmt_tol(t.logits_atol)} absolute, layers "
-            f"{fmt_tol(t.layer_rtol or 0)} relative), near tie under {_g(t.near_tie)}"
+            f"measured in this run: within {FACTOR:g}x of transformers f32's own distance from transformers in f64 (a layer "
+            f"on the candidate's own input; {LAYER_FACTOR:g}x on the error it adds where not; fallback: logits "
+            f"{fmt_tol(t.logits_atol)}, layers {fmt_tol(t.layer_rtol or 0)} relative), near tie under {_g(t.near_tie)}"
         )
     if t.logits_atol is not None:
         s = f"logits {fmt_tol(t.logits_atol)} absolute"
