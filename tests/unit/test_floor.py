@@ -187,3 +187,22 @@ def test_a_window_that_only_the_steps_miss_is_quoted_by_the_steps_number():
     head = c.headline()
     assert head.startswith("teacher-forced logits differ") and "real flip" in head
     assert f"{c.last.max_abs_diff:.2e}" not in head
+
+
+def test_a_layer_run_on_candles_input_is_judged_on_its_own_error():
+    """`own`: transformers' layer.1 on candle's layer.0 output (f32 value, f64 delta). candle's
+    layer.0 carries a large error in; layer.1 adds nothing of its own: within its floor, though
+    its accumulated error is far out. The same layer adding 1e-4 relative of its own is out."""
+    r32, c32, deltas = _stream(4e-6, cancel=False)
+    c32["layer.0"] = (r32["layer.0"] + np.float32(1e-3)).astype(np.float32)  # carried in
+    truth1 = r32["layer.1"].astype(np.float64) + deltas["layer.1"] + 1e-3  # the f64 layer on candle's input
+    fed32 = (truth1 + RNG.normal(0, 4e-6, truth1.shape)).astype(np.float32)
+    own = {"layer.1": (fed32, (truth1 - fed32).astype(np.float32))}
+    c32["layer.1"] = (truth1 + RNG.normal(0, 4e-6, truth1.shape)).astype(np.float32)
+    check = compare_layers(r32, c32, F32.layer_rtol, deltas, own)
+    row = check.row("layer.1")
+    assert row.floor.kind == "own" and row.floor.factor == floors.OWN_FACTOR and row.floor.ok and check.ok
+    assert row.max_abs_diff > 100 * row.floor.floor  # what came in, far out of the floor, is not layer.1's
+    c32["layer.1"] = (truth1 * (1 + 1e-4)).astype(np.float32)
+    bad = compare_layers(r32, c32, F32.layer_rtol, deltas, own)
+X

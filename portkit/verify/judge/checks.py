@@ -285,7 +285,7 @@ def compare_layers(
             # the same input on both sides; its addition to the stream rounds at the larger of the
             # stream's magnitudes in and out (SmolLM2's layer.9: 882 in, 222 out)
             stream = max(max_ref, float(np.abs(prev[0]).max())) if layer and prev is not None else None
-            fl: Floor | None = floors.measure(fed[0], fed[1], g, scale=stream, kind="own")
+            fl: Floor | None = floors.measure(fed[0], fed[1], g, scale=stream, factor=floors.OWN_FACTOR, kind="own")
             truth[name] = floors.truth_of(*fed)
         elif layer and d is not None and prev is not None and prev[2] is not None:
             pr, pg, pd = prev
@@ -294,7 +294,7 @@ def compare_layers(
             same_input = bool(np.array_equal(pr, pg))
             fl = floors.measure(
                 r - pr, d - pd, g - pg, scale=max(max_ref, float(np.abs(pr).max())),
-                factor=floors.FACTOR if same_input else floors.LAYER_FACTOR, kind="own" if same_input else "added",
+                factor=floors.OWN_FACTOR if same_input else floors.LAYER_FACTOR, kind="own" if same_input else "added",
             )  # fmt: skip
         else:
             fl = floors.measure(r, d, g) if d is not None else None

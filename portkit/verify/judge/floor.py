@@ -21,6 +21,10 @@ import numpy as np
 #: candle may be this many times as far from the truth as the f32 reference is (docs/measurements.md,
 #: "Floors": the healthy ratios and the weakest planted fault's on the real corpus).
 FACTOR = 8.0
+#: the same for a decoder layer's own error (transformers ran it on candle's input: nothing carried
+#: in). Wider than the logits': the healthy ratio reached 5.7 on the real corpus where the logits
+#: stayed under 2.2, and a weight tensor off by 1e-3 reads 58 at its layer (docs/measurements.md, "Floors")
+OWN_FACTOR = 16.0
 #: the same for a decoder layer's added error, where the layer could not be run on candle's own
 #: input (`checks.compare_layers`: a patched run's layers, a cached decode): its sub-layers
 #: transform the error its input carries (an MLP that cancels a massive activation amplifies it),

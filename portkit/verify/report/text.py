@@ -12,7 +12,7 @@ from rich.table import Table
 
 from portkit.verify.judge.checks import Tolerance, is_sublayer
 from portkit.verify.judge.comparison import Comparison, fmt_tol
-from portkit.verify.judge.floor import FACTOR, LAYER_FACTOR
+from portkit.verify.judge.floor import FACTOR, LAYER_FACTOR, OWN_FACTOR
 from portkit.verify.pipeline import VerifyReport
 from portkit.verify.sections.gguf import GgufSection
 from portkit.verify.sections.tokens import TokenizerReport
@@ -22,7 +22,7 @@ def tolerance_line(t: Tolerance, measured: bool = False) -> str:
     if t.logits_atol is not None and measured:
         return (
             f"measured in this run: within {FACTOR:g}x of transformers f32's own distance from transformers in f64 (a layer "
-            f"on the candidate's own input; {LAYER_FACTOR:g}x on the error it adds where not; fallback: logits "
+            f"{OWN_FACTOR:g}x on the candidate's own input, {LAYER_FACTOR:g}x on the error it adds where not; fallback: logits "
             f"{fmt_tol(t.logits_atol)}, layers {fmt_tol(t.layer_rtol or 0)} relative), near tie under {_g(t.near_tie)}"
         )
     if t.logits_atol is not None:
