@@ -31,31 +31,12 @@ STORED_DTYPES = ("f32", "f16", "bf16")
 Progress = Callable[[str], None]
 
 
+from portkit.verify.reference.memory import available_memory, f32_weight_bytes  # noqa: E402  (the names this module always had)
+
 MODES = ("auto", "streamed", "whole")
 #: torch threads for the cached greedy steps (see `portkit.verify.reference.models.decode`): one-token
 #: steps gain nothing from a thread team and, on a shared machine, lose a barrier wait per op
 STEP_THREADS = 1
-
-
-def f32_weight_bytes(weight_files: Sequence[Path]) -> int:
-    """The checkpoint's size once loaded in f32, from the safetensors headers alone."""
-    from portkit.model.safetensors_header import read_safetensors_header
-
-    return sum(4 * t.numel for f in weight_files for t in read_safetensors_header(Path(f)).tensors.values())
-
-
-def available_memory() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def choose_mode(mode: str, weight_files: Sequence[Path]) -> str:
