@@ -135,13 +135,11 @@ def truth_deltas(
     reference's own error, which a correct f32 candle is about as far from the truth as
     (docs/verify.md, "Tolerances"). Kept as the difference, in f32, so the caches keep one dtype
     and the truth is exact to f32's precision of the (small) difference."""
-    from portkit.verify.reference.memory import fits_whole
     from portkit.verify.reference.models import StreamedModel
 
-    # whole when it fits (one conversion, the layers kept: 0.41 s against 0.83 s streamed on the
-    # 135M checkpoint), else one f64 layer at a time; the same tensors either way
-    paths = [Path(f) for f in files]
-    model = StreamedModel(Path(model_dir), paths, progress, scan_nonfinite=False, precision="float64", resident=fits_whole(paths, 2))
+    # streamed, one f64 layer at a time: loaded whole it took 0.41 s against 0.83 s on the 135M
+    # checkpoint, but doubled verify's peak memory (2519 MiB against 1428; bench/verify_bench.py --real)
+    model = StreamedModel(Path(model_dir), [Path(f) for f in files], progress, scan_nonfinite=False, precision="float64")
     rows64, layers64 = _forced_rows(model, prompt, fed, tokens, sublayers, progress, "truth (transformers in f64)", refeed)
     out = {TRUTH + "rows": (rows64[: len(rows)] - rows).astype(np.float32)}
     for name, value in layers.items():

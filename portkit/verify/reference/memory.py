@@ -27,10 +27,3 @@ def available_memory() -> int | None:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
-
-
-def fits_whole(weight_files: Sequence[Path], bytes_per_f32: int = 1) -> bool:
-    """The weights, at `bytes_per_f32` times their f32 size (2: in f64), take under half the
-    available memory (the other half is left for torch, activations and the rest of the machine)."""
-    free = available_memory()
-    return free is not None and 2 * bytes_per_f32 * f32_weight_bytes(weight_files) < free
