@@ -29,7 +29,7 @@ def tolerance_line(t: Tolerance, measured: bool = False) -> str:
         s = f"logits {fmt_tol(t.logits_atol)} absolute"
         if t.layer_rtol is not None:
             s += f", layers {fmt_tol(t.layer_rtol)} relative"
-        return s + f", near tie under {_g(t.near_tie)}"
+        return s + f", near tie under {_g(t.near_tie)} (the fallback: no floor measured in this run)"
     return f"judged by per-step argmax; a flip is a near tie when the reference's top-2 margin is under {_g(t.near_tie)}"
 
 
