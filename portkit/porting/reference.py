@@ -12,7 +12,6 @@ again. The resident values are from_pretrained's bit for bit (tests/native/test_
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass
 from importlib import metadata
@@ -25,13 +24,12 @@ from portkit.porting.dumpfile import GREEDY_LOGITS, TRUTH, order_key, write_refe
 from portkit.verify.errors import BadInput, one_line
 from portkit.verify.model_dir import read_model_dir
 from portkit.verify.prompt import Prompt, parse_tokens, resolve_prompt
+from portkit.verify.reference.memory import available_memory, f32_weight_bytes
 
 FORMAT = "portkit-reference/1"
 STORED_DTYPES = ("f32", "f16", "bf16")
 Progress = Callable[[str], None]
 
-
-from portkit.verify.reference.memory import available_memory, f32_weight_bytes  # noqa: E402  (the names this module always had)
 
 MODES = ("auto", "streamed", "whole")
 #: torch threads for the cached greedy steps (see `portkit.verify.reference.models.decode`): one-token
@@ -101,7 +99,8 @@ def reference_values(
     if tokens:
         out["greedy"] = np.asarray(greedy, dtype=np.int64)
         out[GREEDY_LOGITS] = steps.logits.astype(np.float32, copy=False)
-    del model, prefill  # one model's weights at a time: the f64 one is twice the f32 one
+    model = None  # one model's weights at a time: the f64 one is twice the f32 one
+    prefill.clear()
     out.update(_truth(model_dir, weight_files, ids, greedy if tokens else [], tokens, out, mode, progress, sublayers))
     return {k: out[k] for k in sorted(out, key=order_key)}
 

@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from portkit.families.sublayers import is_sublayer, split
+from portkit.families.sublayers import is_sublayer
 from portkit.verify.judge import floor as floors
 from portkit.verify.judge.floor import Floor
 

@@ -15,7 +15,6 @@ are released; it releases them before its next request, while verify judges.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
