@@ -135,8 +135,9 @@ class ServedReference:
                     f.close()
                 except (BrokenPipeError, ValueError):
                     pass
-        if not self.out.closed:
-            self.out.close()
+        for f in (self.out, self.inp):
+            if not f.closed:
+                f.close()
 
 
 def _pump(stream: Any, kind: str, events: "queue.Queue[tuple[str, Any]]") -> None:
