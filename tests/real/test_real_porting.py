@@ -70,8 +70,9 @@ def test_the_healthy_port_agrees(capsys, ref_path, port, real):
     code, doc = _compare(capsys, ref_path, port(real.fixed))
     c = doc["comparison"]
     assert code == 0 and doc["first_bad"] is None, c["summary"]
-    assert c["last_position"]["max_abs_diff"] <= F32.logits_atol
-    assert c["layers"]["judged"] and c["layers"]["max_rel"] < F32.layer_rtol and c["layers"]["first_over"] is None
+    # judged against the floors `portkit reference` measured (its f64 truth), not a constant
+    assert c["last_position"]["floor"] is not None and c["last_position"]["ok"]
+    assert c["layers"]["judged"] and c["layers"]["first_over"] is None and c["layers"]["ok"]
     assert c["teacher_forced"]["ok"] and c["greedy"]["first_divergence"] is None
 
 
