@@ -7,10 +7,11 @@
 //! - a batch: N rows of equal length in one `(N, seq_len)` forward from an empty cache, as
 //!   servers and embedding programs do (and, for qwen2, the padding-mask forward they call).
 
+use crate::array::Array;
 use crate::failure::{guarded, Failure, Outcome};
 use crate::family::{FamilyRunner, Model, Parsed};
 use crate::gguf::{GgufRunner, Weights};
-use crate::llama::{Array, LlamaRunner};
+use crate::llama::LlamaRunner;
 use candle_core::{DType, Device, Module, Tensor};
 use candle_transformers::models::{llama, qwen2};
 

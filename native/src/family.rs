@@ -2,10 +2,11 @@
 //! one's examples parse (its own serde `Config`), the model each one builds, and one runner over
 //! all of them. Adding a family is one `Family` variant and one arm in each `match` below.
 
+use crate::array::Array;
 use crate::config as llama_config;
 use crate::debug_fields::{self, activation_name};
 use crate::failure::{guarded, Failure, Outcome};
-use crate::llama::{generate_rows, ids_tensor, Array};
+use crate::llama::{generate_rows, ids_tensor};
 use crate::weights::shared_weights;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{Activation, VarBuilder};

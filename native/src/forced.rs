@@ -3,10 +3,11 @@
 //! reference's tokens and also want candle's own greedy tokens; without this they run every
 //! forward twice.
 
+use crate::array::Array;
 use crate::chat::{LlamaTurn, Warm};
 use crate::failure::{guarded, Failure, Outcome};
 use crate::gguf::GgufRunner;
-use crate::llama::{argmax, Array, LlamaRunner};
+use crate::llama::{argmax, LlamaRunner};
 
 /// `(greedy(prompt, n), teacher_forced_logits(prompt + fed, prompt.len()))` with the forwards
 /// they share run once: up to the first step where candle's own pick differs from the fed token

@@ -2,8 +2,9 @@
 //! `quantized_gemma3`, `quantized_phi3`): `ModelWeights::from_gguf`, which reads only the GGUF's
 //! metadata and tensors (never a config.json).
 
+use crate::array::Array;
 use crate::failure::{guarded, Failure, Outcome};
-use crate::llama::{argmax, ids_tensor, Array};
+use crate::llama::{argmax, ids_tensor};
 use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device, Tensor};
 use candle_transformers::models::{quantized_gemma3, quantized_llama, quantized_phi3, quantized_qwen2, quantized_qwen3};

@@ -1,8 +1,9 @@
 //! portkit_native: candle 0.11.0's own code, driven from Python.
 //!
-//! The core (`config`, `family`, `chat`, `llama`, the `*_copy` forwards, `gguf`, `requested`, `tokenizer`, `chat_template`) is plain
+//! The core (`array`, `config`, `family`, `chat`, `llama`, the `*_copy` forwards, `gguf`, `requested`, `tokenizer`, `chat_template`) is plain
 //! Rust and tested with `cargo test --no-default-features`; `python` is the thin pyo3 layer.
 
+pub mod array;
 pub mod chat;
 pub mod chat_template;
 pub mod config;

@@ -3,6 +3,7 @@
 //! `weights::shared_weights`: same values, weights resident once), `Llama::load`, `Cache::new`,
 //! `Llama::forward`.
 
+use crate::array::Array;
 use crate::config;
 use crate::failure::{guarded, Failure, Outcome};
 use crate::llama_copy::LlamaCopy;
@@ -11,20 +12,6 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::llama::{Cache, Config, Llama};
 use std::path::PathBuf;
-
-/// Floats with their shape, row-major; the Python layer turns them into numpy arrays.
-#[derive(Debug, Clone)]
-pub struct Array {
-    pub shape: Vec<usize>,
-    pub data: Vec<f32>,
-}
-
-impl Array {
-    pub fn from_tensor(t: &Tensor) -> Outcome<Self> {
-        let t = t.to_dtype(DType::F32)?;
-        Ok(Self { shape: t.dims().to_vec(), data: t.flatten_all()?.to_vec1::<f32>()? })
-    }
-}
 
 pub struct LlamaRunner {
     pub(crate) model: Llama,

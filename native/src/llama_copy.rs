@@ -13,7 +13,7 @@
 //! `mlp`) and changes no op, so the library's op order is kept line for line: `capture`'s
 //! logits stay bit-identical to the library's with the sub-layers recorded.
 
-use crate::llama::Array;
+use crate::array::Array;
 use crate::sublayers::Sink;
 use crate::failure::Outcome;
 use candle_core::{DType, Device, IndexOp, Module, Result, Tensor};

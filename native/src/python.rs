@@ -1,13 +1,14 @@
 //! The Python surface (`portkit_native._native`). All conversion between candle's failures and
 //! Python exceptions lives here; the compute releases the GIL.
 
+use crate::array::Array;
 use crate::chat_template::{self, Renderer, Switches};
 use crate::config;
 use crate::device::{compiled_devices, parse_device, parse_dtype};
 use crate::failure::Failure;
 use crate::family::{self, Family, FamilyRunner as FamilyCore, CAPTURE_FAMILIES};
 use crate::gguf::{GgufRunner as GgufCore, CAPTURE_LOADERS, LOADERS};
-use crate::llama::{Array, LlamaRunner as LlamaCore};
+use crate::llama::LlamaRunner as LlamaCore;
 use crate::requested;
 use crate::tokenizer::CrateTokenizer;
 use numpy::ndarray::{ArrayD, IxDyn};

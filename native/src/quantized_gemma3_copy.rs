@@ -17,8 +17,8 @@ use candle_core::quantized::gguf_file;
 use candle_core::quantized::QTensor;
 use candle_core::D;
 use candle_core::{DType, Device, IndexOp, Result, Tensor};
+use crate::array::Array;
 use crate::failure::Outcome;
-use crate::llama::Array;
 use crate::sublayers::Sink;
 use candle_nn::{Embedding, Module};
 

@@ -13,8 +13,8 @@
 //! logits stay bit-identical to the library's with the sub-layers recorded.
 
 #![allow(dead_code, clippy::all)]
+use crate::array::Array;
 use crate::failure::Outcome;
-use crate::llama::Array;
 use crate::sublayers::Sink;
 use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::attention::{flash_attn, AttnMask};

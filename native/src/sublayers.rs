@@ -7,7 +7,7 @@
 //! without one (tests/copy_matches_library.rs and tests/families.rs hold the capture's logits
 //! equal to the library's bit for bit, sub-layers recorded).
 
-use crate::llama::Array;
+use crate::array::Array;
 use candle_core::{DType, Result, Tensor};
 
 pub struct Sink<'a> {
