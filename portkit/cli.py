@@ -358,7 +358,9 @@ def _report_remaining(remaining: list[Any], written: bool) -> None:
         return
     n = len(remaining)
     verb = ("remains" if n == 1 else "remain") if written else "would remain"
-    what = "config edit" if all(e.finding.code.startswith("PK1") for e in remaining) else "edit"
+    from portkit.rules import RULES
+
+    what = "config edit" if all(RULES[e.finding.code].group == "config" for e in remaining) else "edit"
     print(f"portkit: {n} finding{'' if n == 1 else 's'} {verb}, no {what} fixes {'it' if n == 1 else 'them'}:", file=sys.stderr)
     for e in remaining:
         f = e.finding

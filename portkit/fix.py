@@ -139,7 +139,7 @@ def plan(model_dir: Path, facts: ModelFacts | None = None) -> FixPlan:
     # until nothing new fires. Each round fixes at least one more code, so this ends.
     while True:
         round_ctx = ctx if new_text == doc.text else Context(_edited(facts, doc, new_text), Target())
-        findings = [f for code, rule in RULES.items() if code.startswith("PK1") and round_ctx.applies(rule) for f in rule.check(round_ctx)]
+        findings = [f for rule in RULES.values() if rule.group == "config" and round_ctx.applies(rule) for f in rule.check(round_ctx)]
         fresh = [f for f in findings if f.fix is not None and f.code not in fixed_codes]
         fixed_codes.update(f.code for f in fresh)
         safe += [Edit(f, dict(f.fix.edits)) for f in fresh if f.fix is not None]
@@ -178,7 +178,7 @@ def _check(facts: ModelFacts, doc: JsonDoc, new_obj: dict[str, Any], new_text: s
         changed = sorted(k for k in before if before[k] != after.get(k))
         raise InputError(doc.path, f"refusing to fix: the edit would change transformers' effective {', '.join(changed)}")
     ctx = Context(_edited(facts, doc, new_text), Target())
-    left = [f.code for code, rule in RULES.items() if code.startswith("PK1") and ctx.applies(rule) for f in rule.check(ctx) if f.fix is not None]
+    left = [f.code for rule in RULES.values() if rule.group == "config" and ctx.applies(rule) for f in rule.check(ctx) if f.fix is not None]
     if left:
         raise InputError(doc.path, f"refusing to fix: {', '.join(sorted(set(left)))} would still fire after the edit")
 

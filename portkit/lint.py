@@ -11,7 +11,7 @@ from pathlib import Path
 from portkit import __version__
 from portkit.errors import InputError, NoModelHere
 from portkit.model import ModelFacts, ModelTarget, load_model, model_targets
-from portkit.rules import Context, selected
+from portkit.rules import RULES, Context, selected
 from portkit.settings import Settings, for_dir
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -112,7 +112,7 @@ def lint_target(target: ModelTarget, settings: Settings) -> tuple[list[Finding],
         notes.append(f"config.json not used as context for the GGUF: {e.what}")
         facts = dataclasses.replace(facts, config=None, generation_config=None, safetensors=None)
         found = lint_model(facts, s)
-    return [f for f in found if target.wants(f.filename, f.code)], notes
+    return [f for f in found if target.wants(f.filename, RULES[f.code].group)], notes
 
 
 def lint_paths(paths: Iterable[str | os.PathLike[str]], settings: Settings | None = None) -> Report:

@@ -142,11 +142,13 @@ class ModelTarget:
     ggufs: tuple[str, ...] = ()
     tokenizer: bool = False
 
-    def wants(self, filename: str, code: str = "") -> bool:
-        """Whether a finding in `filename` (a path under `root`) is about what was named."""
+    def wants(self, filename: str, group: str = "") -> bool:
+        """Whether a finding in `filename` (a path under `root`) is about what was named.
+        `group`: the group of the rule that found it (`Rule.group`): a named tokenizer file
+        wants every tokenizer rule's finding, wherever it points (generation_config.json too)."""
         if self.everything:
             return True
-        if self.tokenizer and code.startswith("PK5"):
+        if self.tokenizer and group == "tokenizer":
             return True
         gguf_paths = {str(self.root / n) for n in self.ggufs}
         if filename in gguf_paths:
