@@ -57,19 +57,16 @@ TRAITS: dict[str, Any] = {
     "SLIDING_WINDOW": None,
     "ACTIVATION_KEYS": ("hidden_act",),  # the key(s) candle reads the activation from (two: either one)
     "TRANSFORMERS_ACTIVATION_KEY": "hidden_act",  # the one transformers reads
+    # where the module breaks on a chat's paths: a frozen record (`portkit.families.traits`) with
+    # the kind of break and its candle source, None when it does not break there.
     # a continuation (a later turn fed many tokens at once at an offset on the warm KV cache):
-    # (how the module's mask breaks there, candle source), None when it does not.
-    # "prefix-in-model-dtype": the cached keys' columns are zeros of the model's dtype, concatenated
-    # with an f32 triangle (only f32 runs); "rotating-window": the sliding layers' RotatingKvCache
-    # hands back at most `sliding_window` keys while the mask has offset + seq_len columns
+    # `ContinuationMask(kind="prefix-in-model-dtype" | "rotating-window", source)`
     "CONTINUATION_MASK": None,
-    # a batch (N > 1 rows in one forward): (how, candle source, where it is built), None when rows
-    # are independent. "undersized": one row's mask buffer shaped for N rows (`Tensor::from_slice`
-    # does not check the length); built "where-read" (only on the path that reads it) or "always"
-    # (every multi-token forward casts it to the model dtype, read or not)
+    # a batch (N > 1 rows in one forward), None when rows are independent:
+    # `BatchMask(kind="undersized", source, built="where-read" | "always")`
     "BATCH_MASK": None,
-    # the module's public forward that takes a padding mask: (how, candle source), None when it has
-    # none. "bidirectional": the mask it builds from the padding mask has no causal triangle
+    # the module's public forward that takes a padding mask, None when it has none:
+    # `PaddingMask(kind="bidirectional", source)`
     "PADDING_MASK": None,
     # the submodules of transformers' decoder layer the porting kit records, in computation order
     # (`portkit.families.sublayers`): Llama's decoder layer unless the module says otherwise

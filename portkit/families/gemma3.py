@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from portkit.semantics import serde
 from portkit.families.fields import de_activation
+from portkit.families.traits import ContinuationMask
 from portkit.semantics.serde import Field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -17,7 +18,7 @@ THETA_KEYS = ("rope_theta", "rope_local_base_freq")  # a second base for the sli
 LM_HEAD = "always-tied"  # gemma3.rs:458
 SLIDING_WINDOW = "pattern"  # gemma3.rs:403, :192-193 (RotatingKvCache), :448 (pattern)
 # the sliding layers' RotatingKvCache(sliding_window) vs a mask of offset + seq_len columns
-CONTINUATION_MASK = ("rotating-window", "gemma3.rs:192-193, :247-248, :417-423, :273")
+CONTINUATION_MASK = ContinuationMask("rotating-window", source="gemma3.rs:192-193, :247-248, :417-423, :273")
 ACTIVATION_KEYS = ("hidden_activation",)
 TRANSFORMERS_ACTIVATION_KEY = "hidden_activation"
 

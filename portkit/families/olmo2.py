@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from portkit.semantics import serde
 from portkit.families.fields import de_activation
+from portkit.families.traits import ContinuationMask
 from portkit.semantics.serde import Field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
     from typing import Any
 
-CONTINUATION_MASK = ("prefix-in-model-dtype", "olmo2.rs:316-318")  # `Tensor::zeros(.., self.dtype, ..)` cat an f32 mask
+CONTINUATION_MASK = ContinuationMask("prefix-in-model-dtype", source="olmo2.rs:316-318")  # `Tensor::zeros(.., self.dtype, ..)` cat an f32 mask
 
 FIELDS = (
     Field("vocab_size", serde.de_usize),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from portkit.semantics import serde
 from portkit.families.fields import de_activation
+from portkit.families.traits import ContinuationMask, PaddingMask
 from portkit.semantics.serde import Field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -16,8 +17,8 @@ if TYPE_CHECKING:
 
 LM_HEAD = "probed"  # `vb.contains_tensor("lm_head.weight")`, never the flag (qwen2.rs:380-384)
 SLIDING_WINDOW = "every-layer"  # qwen2.rs:291, :303-314 (`use_sliding_window`, `max_window_layers` never read)
-CONTINUATION_MASK = ("prefix-in-model-dtype", "qwen2.rs:316-318")  # `Tensor::zeros(.., self.dtype, ..)` cat an f32 mask
-PADDING_MASK = ("bidirectional", "qwen2.rs:326-338, :347-348")  # `Model::forward(.., Some(attn_mask))`
+CONTINUATION_MASK = ContinuationMask("prefix-in-model-dtype", source="qwen2.rs:316-318")  # `Tensor::zeros(.., self.dtype, ..)` cat an f32 mask
+PADDING_MASK = PaddingMask("bidirectional", source="qwen2.rs:326-338, :347-348")  # `Model::forward(.., Some(attn_mask))`
 
 FIELDS = (
     Field("vocab_size", serde.de_usize),

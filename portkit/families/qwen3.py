@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from portkit.semantics import serde
 from portkit.families.fields import de_activation
+from portkit.families.traits import BatchMask
 from portkit.semantics.serde import Field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
 SLIDING_WINDOW = "unsupported"  # qwen3.rs:126-128 (`sliding window is not supported`)
 # built only where it is read: off the CPU (on the CPU with the flash-attn feature), qwen3.rs:473-480
-BATCH_MASK = ("undersized", "qwen3.rs:441-466", "where-read")
+BATCH_MASK = BatchMask("undersized", source="qwen3.rs:441-466", built="where-read")
 
 FIELDS = (
     Field("vocab_size", serde.de_usize),

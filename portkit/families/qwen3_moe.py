@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from portkit.semantics import serde
 from portkit.families.fields import de_activation
+from portkit.families.traits import BatchMask
 from portkit.semantics.serde import Field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
 SLIDING_WINDOW = "unsupported"  # it builds qwen3's attention (qwen3_moe.rs:50-55, :211)
 # built for every multi-token forward and cast to the model dtype (qwen3_moe.rs:333-337), read where qwen3's is
-BATCH_MASK = ("undersized", "qwen3_moe.rs:302-327", "always")
+BATCH_MASK = BatchMask("undersized", source="qwen3_moe.rs:302-327", built="always")
 
 FIELDS = (
     Field("vocab_size", serde.de_usize),

@@ -4,12 +4,15 @@ A *continuation* (`--turns 2`): after the first answer, the next turn is fed man
 at an offset on the same KV cache, as candle-examples' interactive modes do. A *batch*
 (`--batch N`): N rows of equal length in one forward, as servers and embedding programs do.
 candle 0.11.0 has bugs on exactly those paths. Which module has which is data in the family
-modules (`CONTINUATION_MASK`, `BATCH_MASK`, `PADDING_MASK`, read through `Family.trait`) or, for
-a GGUF loader, the rule's `loaders`; `probe_run` says which run of `portkit verify` shows it.
+modules (`CONTINUATION_MASK`, `BATCH_MASK`, `PADDING_MASK`: the records of
+`portkit.families.traits`, read through `Family.trait`), and a rule's `families` is derived from
+it (`FamiliesWith`); for a GGUF loader it is the rule's `loaders`. `probe_run` says which run of
+`portkit verify` shows it.
 """
 
 from __future__ import annotations
 
+from portkit.families.traits import FamiliesWith
 from portkit.rules.base import Context, Rule
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -32,11 +35,19 @@ class _PathRule(Rule):
     def ready(self, ctx: Context) -> bool:
         return bool(ctx.facts.config is not None and ctx.ftv and ctx.ftv.ok and ctx.fv and ctx.fv.ok)
 
-    def trait(self, ctx: Context, name: str) -> Any:
-        return ctx.family.trait(name) if ctx.family is not None else None
-
     def keys(self, ctx: Context) -> tuple[str, ...]:
         return ("model_type",) if ctx.has_key("model_type") else ()
+
+
+class _TraitPathRule(_PathRule):
+    """A path rule about the modules whose family trait says they break there: its `families`
+    are those whose module sets the trait to the rule's kind (`FamiliesWith`)."""
+
+    families: ClassVar[FamiliesWith]  # type: ignore[assignment]
+
+    def how(self, ctx: Context) -> Any:
+        """This config's family's record of the trait when it is of the rule's kind, else None."""
+        return self.families.of(ctx.family)
 
 
 class _LoaderPathRule(_PathRule):
@@ -54,7 +65,7 @@ class _LoaderPathRule(_PathRule):
         return self.finding(ctx, message, filename=g.path, location=None, **details)
 
 
-class ContinuationMaskInModelDtype(_PathRule):
+class ContinuationMaskInModelDtype(_TraitPathRule):
     """A later turn in f16 or bf16: the mask for the cached keys is made in the model's dtype.
 
     ## What it does
@@ -92,7 +103,7 @@ class ContinuationMaskInModelDtype(_PathRule):
 
     code = "PK309"
     name = "continuation-mask-in-model-dtype"
-    families = ("qwen2", "olmo2")  # CONTINUATION_MASK "prefix-in-model-dtype"
+    families = FamiliesWith("CONTINUATION_MASK", "prefix-in-model-dtype")  # qwen2, olmo2
     effect = "runtime-error"
     probe_kind = "crash"
     probe_run = "turns"
@@ -100,15 +111,15 @@ class ContinuationMaskInModelDtype(_PathRule):
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         t = ctx.target
-        how = self.trait(ctx, "CONTINUATION_MASK")
-        if not self.ready(ctx) or not t.continues or not how or how[0] != "prefix-in-model-dtype":
+        how = self.how(ctx)
+        if not self.ready(ctx) or not t.continues or how is None:
             return
         if t.dtype == "f16" or (t.dtype == "bf16" and t.device != "cpu"):
             expect = f"dtype mismatch in cat, lhs: {_DT[t.dtype]}, rhs: F32"
             yield self.finding(
                 ctx,
                 f"transformers runs a second turn on its cache in {t.dtype}; {ctx.family.who} makes the cached keys' part "  # type: ignore[union-attr]
-                f"of the mask in {t.dtype} and the rest in f32 ({how[1]}), so a turn of more than one token at an offset "
+                f"of the mask in {t.dtype} and the rest in f32 ({how.source}), so a turn of more than one token at an offset "
                 f"fails with `{expect}`",
                 keys=self.keys(ctx),
                 transformers_value=t.dtype,
@@ -117,7 +128,7 @@ class ContinuationMaskInModelDtype(_PathRule):
             )
 
 
-class ContinuationPastRotatingWindow(_PathRule):
+class ContinuationPastRotatingWindow(_TraitPathRule):
     """A later turn that ends past `sliding_window`: gemma3's sliding layers fail.
 
     ## What it does
@@ -158,7 +169,7 @@ class ContinuationPastRotatingWindow(_PathRule):
 
     code = "PK310"
     name = "continuation-past-rotating-window"
-    families = ("gemma3",)  # CONTINUATION_MASK "rotating-window"
+    families = FamiliesWith("CONTINUATION_MASK", "rotating-window")  # gemma3
     effect = "runtime-error"
     probe_kind = "crash"
     probe_run = "turns"
@@ -166,8 +177,8 @@ class ContinuationPastRotatingWindow(_PathRule):
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         t, fv = ctx.target, ctx.fv
-        how = self.trait(ctx, "CONTINUATION_MASK")
-        if not self.ready(ctx) or not t.continues or not how or how[0] != "rotating-window" or fv is None:
+        how = self.how(ctx)
+        if not self.ready(ctx) or not t.continues or how is None or fv is None:
             return
         window = fv.get("sliding_window")
         if not isinstance(window, int) or isinstance(window, bool):
@@ -179,7 +190,7 @@ class ContinuationPastRotatingWindow(_PathRule):
         yield self.finding(
             ctx,
             f"transformers masks a later turn against the last `sliding_window`={window} keys; {ctx.family.who}'s sliding "  # type: ignore[union-attr]
-            f"layers keep {window} keys but mask offset + length columns ({how[1]}), so once {length} past the window a "
+            f"layers keep {window} keys but mask offset + length columns ({how.source}), so once {length} past the window a "
             f"multi-token turn fails with `{expect}`",
             keys=("sliding_window",),
             transformers_value=window,
@@ -189,7 +200,7 @@ class ContinuationPastRotatingWindow(_PathRule):
         )
 
 
-class BatchMaskUndersized(_PathRule):
+class BatchMaskUndersized(_TraitPathRule):
     """A batch in qwen3 or qwen3_moe: the causal mask holds one row but is shaped for N.
 
     ## What it does
@@ -234,7 +245,7 @@ class BatchMaskUndersized(_PathRule):
 
     code = "PK311"
     name = "batch-mask-undersized"
-    families = ("qwen3", "qwen3_moe")  # BATCH_MASK "undersized"
+    families = FamiliesWith("BATCH_MASK", "undersized")  # qwen3, qwen3_moe
     effect = "silent"
     probe_kind = "numeric"
     probe_run = "batch"
@@ -242,12 +253,12 @@ class BatchMaskUndersized(_PathRule):
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         t = ctx.target
-        how = self.trait(ctx, "BATCH_MASK")
-        if not self.ready(ctx) or not t.batched or not how or how[0] != "undersized":
+        how = self.how(ctx)
+        if not self.ready(ctx) or not t.batched or how is None:
             return
         # qwen3's attention adds the mask on its standard path: off the CPU, or on it with flash-attn
         read = (t.device == "cpu") == ("flash-attn" in t.features)
-        source, built = how[1], how[2]
+        source, built = how.source, how.built
         if read:
             yield self.finding(
                 ctx,
@@ -272,7 +283,7 @@ class BatchMaskUndersized(_PathRule):
             )
 
 
-class PaddingMaskBidirectional(_PathRule):
+class PaddingMaskBidirectional(_TraitPathRule):
     """qwen2's forward with a padding mask attends both ways.
 
     ## What it does
@@ -312,7 +323,7 @@ class PaddingMaskBidirectional(_PathRule):
 
     code = "PK312"
     name = "padding-mask-bidirectional"
-    families = ("qwen2",)  # PADDING_MASK "bidirectional"
+    families = FamiliesWith("PADDING_MASK", "bidirectional")  # qwen2
     severity = "warning"
     effect = "silent"
     probe_kind = "numeric"
@@ -320,13 +331,13 @@ class PaddingMaskBidirectional(_PathRule):
     fix_title = "Pass no attention mask for rows of equal length, or add the causal triangle to it"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        how = self.trait(ctx, "PADDING_MASK")
-        if not self.ready(ctx) or not ctx.target.batched or not how or how[0] != "bidirectional":
+        how = self.how(ctx)
+        if not self.ready(ctx) or not ctx.target.batched or how is None:
             return
         yield self.finding(
             ctx,
             f"transformers keeps a padded batch causal; {ctx.family.who}'s `Model::forward` with a padding mask builds it "  # type: ignore[union-attr]
-            f"without the causal triangle ({how[1]}): every position attends to the later tokens of its row",
+            f"without the causal triangle ({how.source}): every position attends to the later tokens of its row",
             keys=self.keys(ctx),
             transformers_value="causal",
             candle_value="bidirectional",

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from portkit.families import BY_NAME, FAMILIES, TRAITS
+from portkit.families.traits import BatchMask, ContinuationMask, FamiliesWith, PaddingMask
 from portkit.rules import RULES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,14 +66,59 @@ def test_the_rules_families_agree_with_the_traits() -> None:
 
 
 def test_the_path_rules_families_agree_with_the_traits() -> None:
-    """PK309-PK312 name exactly the families whose module sets the trait they read."""
+    """PK309-PK312 name exactly the families whose module sets the trait they read (their
+    `families` is derived from the traits: this pins what the derivation gives today)."""
 
     def having(trait: str, how: str) -> set[str]:
-        return {f.name for f in FAMILIES if (f.trait(trait) or (None,))[0] == how}
+        return {f.name for f in FAMILIES if getattr(f.trait(trait), "kind", None) == how}
 
     assert set(RULES["PK309"].families) == having("CONTINUATION_MASK", "prefix-in-model-dtype") == {"qwen2", "olmo2"}
     assert set(RULES["PK310"].families) == having("CONTINUATION_MASK", "rotating-window") == {"gemma3"}
     assert set(RULES["PK311"].families) == having("BATCH_MASK", "undersized") == {"qwen3", "qwen3_moe"}
     assert set(RULES["PK312"].families) == having("PADDING_MASK", "bidirectional") == {"qwen2"}
     for f in FAMILIES:
-        assert f.trait("BATCH_MASK") is None or f.trait("BATCH_MASK")[2] in ("where-read", "always")
+        assert f.trait("BATCH_MASK") is None or f.trait("BATCH_MASK").built in ("where-read", "always")
+
+
+@pytest.mark.parametrize("trait,record", [("CONTINUATION_MASK", ContinuationMask), ("BATCH_MASK", BatchMask), ("PADDING_MASK", PaddingMask)])
+def test_a_path_trait_is_a_frozen_record_or_none(trait: str, record: type) -> None:
+    """Every module's value of a path trait is None or that trait's frozen record, read by field
+    name; verify asks only `family.trait("PADDING_MASK") is not None` (qwen2 alone)."""
+    for f in FAMILIES:
+        value = f.trait(trait)
+        assert value is None or type(value) is record, (f.name, value)
+        if value is not None:
+            assert value.source.startswith(f.source.removesuffix(".rs")), (f.name, value.source)
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                value.kind = "other"  # type: ignore[misc]
+    assert {f.name for f in FAMILIES if f.trait("PADDING_MASK") is not None} == {"qwen2"}
+
+
+def test_the_derived_families_read_as_the_hand_written_tuples() -> None:
+    """`FamiliesWith` is what the rule catalogue, the docs and `ctx.applies` read as `families`."""
+    fams = RULES["PK309"].families
+    assert isinstance(fams, FamiliesWith)
+    assert fams == ("qwen2", "olmo2") and list(fams) == ["qwen2", "olmo2"] and len(fams) == 2 and fams[1] == "olmo2"
+    assert "qwen2" in fams and "olmo2" in fams and "llama" not in fams and "*" not in fams and "nope" not in fams
+    assert RULES["PK311"].families == ("qwen3", "qwen3_moe") and RULES["PK312"].families == ("qwen2",)
+    assert fams.of(BY_NAME["qwen2"]) == ContinuationMask("prefix-in-model-dtype", source="qwen2.rs:316-318")
+    assert fams.of(BY_NAME["gemma3"]) is None and fams.of(None) is None  # gemma3's is of the other kind
+
+
+def test_membership_imports_only_the_family_asked_about() -> None:
+    """Linting a qwen2 config asks `"qwen2" in rule.families`: that reads qwen2's module alone
+    (the registry loads a family's mirror when a config of it is linted, never all of them)."""
+    import subprocess
+    import sys
+
+    prog = (
+        "import sys\n"
+        "from portkit.rules import RULES\n"
+        "from portkit.families import BY_NAME\n"
+        "mods = lambda: {m for m in sys.modules if m.removeprefix('portkit.families.') in BY_NAME}\n"
+        "before = mods()\n"
+        "assert 'qwen2' in RULES['PK309'].families and 'qwen3' in RULES['PK311'].families\n"
+        "print(sorted(before), sorted(mods() - before))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert out.strip() == "[] ['portkit.families.qwen2', 'portkit.families.qwen3']"
