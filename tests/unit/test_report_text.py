@@ -32,3 +32,12 @@ def test_plain_matches_rich_without_colour(text: str) -> None:
 def test_plain_examples() -> None:
     for text in ("\tx", "ab\tc", "日本\tx", "a\r\tb", "x\n\ty", "        \t", "\x1b\tz"):
         assert _plain(text) + "\n" == rich_plain(text), repr(text)
+
+
+def test_the_run_plan_line_reads_as_a_sentence_when_every_answer_came_from_the_caches() -> None:
+    from portkit.verify.report.text import _plan_line
+
+    cached = {"transformers": "not run (every answer from the caches)", "threads": {"candle": 2, "transformers": None}, "overlap": "none"}
+    assert _plan_line(cached) == "run plan: candle 2 threads; transformers not run: every answer came from the caches"
+    child = {"transformers": "a child process, started first", "threads": {"candle": 1, "transformers": 2}, "overlap": "none"}
+    assert _plan_line(child) == "run plan: candle 1 thread; transformers in a child process, started first, 2 threads"

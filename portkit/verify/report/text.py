@@ -175,10 +175,19 @@ def _finding_lines(findings: list) -> list[str]:
     return out
 
 
+#: where transformers ran (`ReferenceSession.plan`), as the run-plan line says it
+_TRANSFORMERS_RAN = {
+    "a child process, started first": "transformers in a child process, started first",
+    "this process": "transformers in this process",
+    "not run (every answer from the caches)": "transformers not run: every answer came from the caches",
+}
+
+
 def _plan_line(plan: dict[str, Any]) -> str:
     t = plan["threads"]
     torch = f", {t['transformers']} thread{'s' if t['transformers'] != 1 else ''}" if t.get("transformers") else ""
-    line = f"run plan: candle {t['candle']} thread{'s' if t['candle'] != 1 else ''}; transformers in {plan['transformers']}{torch}"
+    where = _TRANSFORMERS_RAN.get(plan["transformers"], f"transformers: {plan['transformers']}")
+    line = f"run plan: candle {t['candle']} thread{'s' if t['candle'] != 1 else ''}; {where}{torch}"
     return line + (f"; {plan['overlap']}" if plan.get("overlap") not in (None, "none") else "")
 
 
