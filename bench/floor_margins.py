@@ -40,6 +40,7 @@ def _one_count(prompts: list[str], tokens: int, planted: int) -> list[dict]:
     from fixtures.real import smollm2
     from portkit.verify.candle import native as candle_native
     from portkit.verify.judge.floor import FACTOR
+    from fixtures.seams import reference_perturbed
     from portkit.verify.pipeline import VerifyOptions, verify
 
     real = smollm2()
@@ -86,7 +87,8 @@ def _one_count(prompts: list[str], tokens: int, planted: int) -> list[dict]:
             os.environ["PORTKIT_CACHE"] = cache
             opts = dict(model_dir=real.fixed, text=p, tokens=tokens, lint=False)
             healthy = summary(verify(VerifyOptions(**opts)))
-            perturbed = summary(verify(VerifyOptions(**opts, perturb_reference=1e-3)))
+            with reference_perturbed(1e-3):
+                perturbed = summary(verify(VerifyOptions(**opts)))
             scaled = None
             if i < planted:  # a run of its own, uncached: the first `planted` prompts
                 candle_native.load_runner = scaled_runner

@@ -63,6 +63,7 @@ def main() -> int:
     from portkit.cli import main as cli
     from portkit.porting.dumpfile import read_dump
     from portkit.verify.candle import native as candle_native
+    from fixtures.seams import reference_perturbed
     from portkit.verify.pipeline import VerifyOptions, verify
     from portkit.verify.report.json_ import comparison_json
     from tests.real.inputs import linked_copy
@@ -110,7 +111,8 @@ def main() -> int:
 
     # verify: the reference side nudged, and one weight tensor scaled on candle's side only
     opts = dict(model_dir=real.fixed, text=a.text, tokens=a.tokens, lint=False)
-    rep = verify(VerifyOptions(**opts, perturb_reference=1e-3))
+    with reference_perturbed(1e-3):
+        rep = verify(VerifyOptions(**opts))
     layer, sub, what = _first_bad({"comparison": comparison_json(rep.comparison)})
     rows.append(f"| verify: one reference logit + 1e-3 | exit {rep.exit_code} | {layer} | {sub} | {what} |")
     scaled_dir = work / "scaled"

@@ -28,6 +28,7 @@ def main() -> int:
     # transformers in this process: the demo imports torch once for all its runs.
     os.environ.setdefault("PORTKIT_VERIFY_REFERENCE", "inprocess")
     from fixtures.cache import fixture_dir, gguf_file
+    from fixtures.seams import reference_perturbed
     from portkit.verify.pipeline import VerifyOptions, verify
     from portkit.verify.report.text import render_text
 
@@ -53,7 +54,8 @@ def main() -> int:
     ok &= rep.exit_code == 0
 
     with err.status("negative control ..."):
-        bad = verify(VerifyOptions(model_dir=healthy, perturb_reference=1e-3, lint=False))
+        with reference_perturbed(1e-3):
+            bad = verify(VerifyOptions(model_dir=healthy, lint=False))
     last = bad.comparison.last if bad.comparison else None
     out.print(
         "\n[bold]negative control[/] (one reference logit += 1e-3, same comparison path): "

@@ -20,6 +20,12 @@ from typing import Any, Literal
 
 Severity = Literal["error", "warning", "info"]
 ProbeKind = Literal["numeric", "crash", "static-only", "tokens", "template"]
+#: The run of `portkit verify` a probe needs: "prompt" (the one every verify makes), "tokens" (the
+#: tokens section: both tokenizers' ids, no forward), "turns" (a continuation on the warm KV
+#: cache), "batch" (rows in one forward) or "padded-batch" (the same rows with a padding mask).
+ProbeRun = Literal["prompt", "tokens", "turns", "batch", "padded-batch"]
+#: The runs that are paths (`portkit.verify.sections.paths`).
+PATH_RUNS: tuple[ProbeRun, ...] = ("turns", "batch", "padded-batch")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,11 +74,54 @@ class Probe:
     removes the differing renders.
     """
 
-    kind: ProbeKind
+    kind: ProbeKind  # the tag: which of the fields below the probe uses
     id: str
     patch: dict[str, Any] | None = None
     expect: str | None = None
     as_candle: dict[str, Any] | None = None
+    # What verify needs besides the JSON shape, set from the rule when the finding is made
+    # (`Rule.finding`), so verify never looks the rule up again by code:
+    run: ProbeRun = "prompt"  # the verify run the probe needs
+    candle_patch: dict[str, Any] | None = None  # numeric: the config edit candle runs (`patch`, else the fix's edits)
+    repair: dict[str, Any] | None = None  # crash: what repairs it for the next crash's probe (`patch`, else the fix's edits)
+    at_load: bool = False  # crash: the rule predicts a failure at load (a later failure shows it did not happen)
+    reason: str | None = None  # static-only: why nothing runs (the rule's `not_probed`)
+
+    @classmethod
+    def declared(
+        cls,
+        kind: ProbeKind,
+        id: str,
+        *,
+        patch: dict[str, Any] | None = None,
+        fix_edits: dict[str, Any] | None = None,
+        expect: str | None = None,
+        as_candle: dict[str, Any] | None = None,
+        run: ProbeRun = "prompt",
+        at_load: bool = False,
+        reason: str | None = None,
+    ) -> Probe:
+        """The probe a rule declares: a numeric probe runs its patch, else the fix's edits; a
+        crash probe is repaired by the same; `at_load` and `reason` only where they apply."""
+        patch = dict(patch) if patch is not None else None
+        own_or_fix = patch if patch is not None else (dict(fix_edits) if fix_edits else None)
+        return cls(
+            kind=kind,
+            id=id,
+            patch=patch,
+            expect=expect,
+            as_candle=as_candle,
+            run=run,
+            candle_patch=(own_or_fix or None) if kind == "numeric" else None,
+            repair=(own_or_fix or None) if kind == "crash" else None,
+            at_load=kind == "crash" and at_load,
+            reason=reason if kind == "static-only" else None,
+        )
+
+    @property
+    def on_path(self) -> bool:
+        """A second turn's or a batch's run judges it (`portkit.verify.sections.paths`)."""
+        return self.run in PATH_RUNS
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "id": self.id, "patch": json_value(self.patch), "expect": self.expect, "as_candle": json_value(self.as_candle)}

@@ -135,6 +135,10 @@ def lint_report() -> dict[str, Any]:
         for f in dataclasses.fields(cls):
             if f.default_factory is not dataclasses.MISSING:
                 props[f.name] = dict(sorted({**props[f.name], "default": f.default_factory()}.items()))
+    # the probe's JSON is `Probe.to_json`: the fields verify reads from the rule stay out of it
+    probe = s["$defs"]["Probe"]
+    for name in set(probe["properties"]) - set(Probe(kind="static-only", id="").to_json()):
+        del probe["properties"][name]
     s = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://portkit.invalid/schemas/lint-report.schema.json",

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from portkit.families import Family
     from portkit.families.view import FamilyView
-    from portkit.findings import Finding, Location, ProbeKind, Severity
+    from portkit.findings import Finding, Location, Probe, ProbeKind, Severity
     from portkit.model import GgufFile, ModelFacts
 
     Group = Literal["config", "weights", "runtime", "gguf", "tokenizer"]
@@ -161,7 +161,7 @@ class Rule:
         """`probe_kind` overrides the rule's for a finding whose effect differs from the rule's
         usual one (for example a layer-count mismatch that candle runs without crashing);
         `as_candle`: transformers run as candle computes (`Probe.as_candle`, `portkit.rules.as_candle`)."""
-        from portkit.findings import Finding, Fix, Probe  # see `location()`
+        from portkit.findings import Finding, Fix  # see `location()`
 
         if location == "config":
             location = ctx.loc(*keys)
@@ -177,13 +177,19 @@ class Rule:
             url=DOCS_URL.format(code=self.code),
             transformers_value=_jsonable(transformers_value),
             candle_value=_jsonable(candle_value),
-            probe=Probe(
-                kind=probe_kind or self.probe_kind,
-                id=self.code,
-                patch=dict(probe_patch) if probe_patch is not None else None,
-                expect=expect,
-                as_candle=as_candle,
-            ),
+            probe=self._probe(probe_kind or self.probe_kind, probe_patch, fix_edits, expect, as_candle),
+        )
+
+    def _probe(
+        self, kind: ProbeKind, probe_patch: dict[str, Any] | None, fix_edits: dict[str, Any] | None, expect: str | None, as_candle: dict[str, Any] | None
+    ) -> Probe:
+        """The finding's probe, with what verify needs from the rule (its run, the counterfactual
+        or repair, whether its failure comes at load, why it is not probed) read once, here."""
+        from portkit.findings import Probe
+
+        return Probe.declared(
+            kind, self.code, patch=probe_patch, fix_edits=fix_edits, expect=expect, as_candle=as_candle,
+            run=self.probe_run, at_load=self.effect == "load-error", reason=self.not_probed,  # type: ignore[arg-type]
         )
 
 

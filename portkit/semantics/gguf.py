@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Literal
+    from typing import Any, Literal
 
     from portkit.model.gguf_header import GgufFile, GgufValue
 
@@ -128,6 +128,33 @@ def loader_for(arch: str) -> str:
     """The candle 0.11.0 loader a GGUF of `arch` is read with (quantized_llama when candle has
     none of its own: the only loader that does not check the architecture)."""
     return GGUF_LOADERS.get(arch, "quantized_llama")
+
+
+@dataclass(frozen=True)
+class LoaderRepairs:
+    """What verify tries on a GGUF that differs, whatever lint said, for one loader: the edits
+    that undo a converter's usual slips, and the tensors the loader never reads."""
+
+    permute_qk: bool = False  # the Q/K rows permuted as llama.cpp's converter does
+    freq_base_key: str | None = None  # the metadata key the loader takes the rope base from
+    unread_tensors: tuple[str, ...] = ()
+
+    def candidates(self, meta: dict[str, Any], reference_theta: float | None) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = [{"permute_qk": True}] if self.permute_qk else []
+        if self.freq_base_key is not None and reference_theta is not None and meta.get(self.freq_base_key) != reference_theta:
+            out.append({self.freq_base_key: reference_theta})
+        return out
+
+
+# quantized_llama reads `llama.rope.freq_base` whatever the architecture (quantized_llama.rs:392)
+# and never `rope_freqs.weight` (its rope tables come from the base alone, :284-290, :430).
+LOADER_REPAIRS: dict[str, LoaderRepairs] = {
+    "quantized_llama": LoaderRepairs(permute_qk=True, freq_base_key="llama.rope.freq_base", unread_tensors=("rope_freqs.weight",)),
+}
+
+
+def loader_repairs(loader: str) -> LoaderRepairs:
+    return LOADER_REPAIRS.get(loader, LoaderRepairs())
 
 
 def metadata_prefix(g: GgufFile, loader: str) -> str:

@@ -89,10 +89,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-cache", dest="cache", action="store_false", help="run transformers and candle even if $PORTKIT_CACHE holds their outputs for this checkpoint, prompt and build")
     parser.add_argument("--no-lint", dest="lint", action="store_false", help=argparse.SUPPRESS)
-    # The negative control's hook: add DELTA to one reference logit before every comparison.
-    parser.add_argument("--perturb-reference", type=float, metavar="DELTA", help=argparse.SUPPRESS)
-    # The tokenizer section's negative control: change one of candle's ids by one.
-    parser.add_argument("--perturb-candle-tokens", action="store_true", help=argparse.SUPPRESS)
 
 
 def _error(msg: str) -> int:
@@ -126,8 +122,6 @@ def run(args: argparse.Namespace) -> int:
         use_flash_attn=args.use_flash_attn,
         layers=getattr(args, "layers", True),
         lint=getattr(args, "lint", True),
-        perturb_reference=getattr(args, "perturb_reference", None),
-        perturb_candle_tokens=getattr(args, "perturb_candle_tokens", False),
         reference_mode=getattr(args, "reference_mode", "streamed"),
         cache=getattr(args, "cache", True),
         turns=getattr(args, "turns", 1),

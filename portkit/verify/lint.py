@@ -9,8 +9,9 @@ selection (`select`, `ignore`) still applies.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from portkit.errors import PortkitError
 from portkit.findings import Finding
@@ -86,3 +87,24 @@ def lint_for_verify(model_dir: Path, gguf: Path | None, settings_args: dict[str,
         from portkit.verify.errors import BadInput
 
         raise BadInput(f"lint: {e}") from None
+
+
+@dataclass(frozen=True)
+class Routed:
+    """Findings by the run of verify their probes need (`Probe.run`)."""
+
+    prompt: list[Finding]  # judged on the prompt's forward (and the findings' counterfactuals)
+    tokens: list[Finding]  # the tokens section: both tokenizers' ids, no forward
+    paths: list[Finding]  # a second turn's or a batch's run
+
+
+def route(findings: Sequence[Finding]) -> Routed:
+    return Routed(
+        prompt=[f for f in findings if _needs(f) == "prompt"],
+        tokens=[f for f in findings if _needs(f) == "tokens"],
+        paths=[f for f in findings if f.probe is not None and f.probe.on_path],
+    )
+
+
+def _needs(f: Finding) -> str:
+    return f.probe.run if f.probe is not None else "prompt"

@@ -12,31 +12,38 @@ per model held.
 
 from __future__ import annotations
 
-import gc
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-from portkit.families import DEFAULT_FAMILY
+from portkit.families import DEFAULT_FAMILY, Family, sublayers
+from portkit.findings import Finding
 from portkit.verify import cachefiles
-from portkit.verify.candle import cache as runcache
-from portkit.verify.candle.run import PatchedRuns, RunOutputs, patched_config, run_candle
+from portkit.verify.candle.checkpoint import CheckpointRuns
+from portkit.verify.candle.run import PatchedRuns, RunOutputs
 from portkit.verify.errors import BadInput
 from portkit.verify.judge.checks import TOLERANCES, Tolerance
 from portkit.verify.judge.comparison import Comparison, compare_run
-from portkit.verify.judge.confirm import Confirmation, Subject, all_fixes_patch, both_alike, confirm_section, describe_patch, run_of
-from portkit.verify.lint import lint_for_verify
+from portkit.verify.judge.confirm import Subject, all_fixes_patch, both_alike, describe_patch
+from portkit.verify.judge.explain import Explanation
+from portkit.verify.judge.nonfinite import EXIT_CODE as NONFINITE_EXIT
+from portkit.verify.judge.nonfinite import NonFinite, analyse
+from portkit.verify.judge.section import judge_section
+from portkit.verify.judge.verdicts import Confirmation
+from portkit.verify.lint import Routed, lint_for_verify, route
 from portkit.verify.model_dir import ModelDir, model_family, read_model_dir
 from portkit.verify.prompt import Prompt, parse_tokens, resolve_prompt
 from portkit.verify.reference import tokenizer_cache
-from portkit.verify.reference.compute import ReferenceFailed
+from portkit.verify.reference.as_candle import AsCandleRuns
 from portkit.verify.reference.job import ReferenceJob
 from portkit.verify.reference.result import Reference
 from portkit.verify.reference.session import ReferenceSession, start_early
 from portkit.verify.reference.tokenizer import record, recorded
 from portkit.verify.sections import paths
-from portkit.verify.sections.gguf import GgufSection, verify_gguf
+from portkit.verify.sections.gguf import GgufFile, GgufSection, start_gguf, verify_gguf
+from portkit.verify.sections.paths import TITLES, PathPlan, PathsReport
 from portkit.verify.sections.tokens import (
     TokenizerReport,
     TokenizerSection,
@@ -48,6 +55,7 @@ from portkit.verify.sections.tokens import (
     tokenizer_section,
     verify_tokenizer_only,
 )
+from portkit.verify.timings import Timings
 
 DEVICES = ("cpu", "metal", "cuda")
 DTYPES = ("f32", "bf16", "f16")
@@ -69,12 +77,6 @@ class VerifyOptions:
     use_flash_attn: bool = False
     layers: bool = True  # per-layer capture (a copy of the forward on the runner's tensors)
     lint: bool = True
-    #: Testing hook (the negative control): added to one logit of the reference's last prompt
-    #: position before any comparison, so the failure goes through the same code path.
-    perturb_reference: float | None = None
-    #: Testing hook (the tokenizer section's negative control): one id of candle's first encode
-    #: changed by one.
-    perturb_candle_tokens: bool = False
     reference_mode: str = "streamed"  # streamed (one layer in memory at a time) | whole (from_pretrained, the check)
     cache: bool = True  # the reference's and candle's caches under $PORTKIT_CACHE (--no-cache: off)
     turns: int = 1  # 2: a second turn on the warm KV cache (`portkit.verify.sections.paths`)
@@ -96,7 +98,7 @@ class VerifyReport:
     gguf: GgufSection | None = None
     plot: Path | None = None
     seconds: float = 0.0
-    nonfinite: Any = None  # portkit.verify.judge.nonfinite.NonFinite: NaN/inf named, its own verdict
+    nonfinite: NonFinite | None = None  # NaN/inf named, its own verdict
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
     family: str = DEFAULT_FAMILY  # the candle module (portkit.families) candle ran
     layers_note: str | None = None  # why there is no per-layer comparison, when there is none
@@ -105,9 +107,9 @@ class VerifyReport:
     runs: list[RunOutputs] = field(default_factory=list)  # every candle run, for `candle_runs`
     #: where transformers ran, each side's threads, what overlapped (`ReferenceSession.plan`)
     run_plan: dict[str, Any] | None = None
-    explanation: Any = None  # portkit.verify.judge.explain.Explanation: what accounts for candle's mismatch
+    explanation: Explanation | None = None  # what accounts for candle's mismatch
     as_candle_runs: list[dict[str, Any]] = field(default_factory=list)  # transformers run as candle computes
-    paths: Any = None  # portkit.verify.sections.paths.PathsReport, with --turns or --batch
+    paths: PathsReport | None = None  # with --turns or --batch
 
     @property
     def reference_runs(self) -> dict[str, Any]:
@@ -138,9 +140,7 @@ class VerifyReport:
     @property
     def exit_code(self) -> int:
         if self.nonfinite is not None:
-            from portkit.verify.judge.nonfinite import EXIT_CODE
-
-            return EXIT_CODE
+            return NONFINITE_EXIT
         # 1 only when a side differs or fails: a finding confirmed where both sides agree (BOS
         # twice on both, PK509) is reported, not a mismatch
         ok = self.candle_ok and (self.gguf is None or self.gguf.ok) and (self.tokenizer is None or self.tokenizer.ok)
@@ -172,15 +172,13 @@ class VerifyReport:
         if self.gguf is not None and not self.gguf.ok:
             bits.append(("the GGUF differs from transformers" if self.gguf.run.failure is None else "the GGUF failed in candle") + _why(self.gguf.explanation))
         if self.paths is not None:
-            from portkit.verify.sections.paths import TITLES
-
             bits += [f"the {TITLES[c.path.name]} {'failed in' if c.path.run.failure else 'differs from transformers in'} {s.subject}" for s in self.paths.sections for c in s.checks if not c.ok]
         if confirmed:
             bits.append(f"{len(confirmed)} finding{'s' if len(confirmed) != 1 else ''} confirmed")
         return "mismatch", "MISMATCH: " + "; ".join(bits)
 
 
-def _why(explanation: Any) -> str:
+def _why(explanation: Explanation | None) -> str:
     """": explained by PK413 (...)" / ": unexplained: first bad layer.3 at layer.3.mlp (...)"."""
     return f": {explanation.summary}" if explanation is not None else ""
 
@@ -214,286 +212,265 @@ def _lint_target(opts: VerifyOptions, prompt_tokens: int, tokens: int, pn: Any =
     )
 
 
-def verify(
-    opts: VerifyOptions, progress: Progress = lambda _s: None, *, findings: tuple[list[Any], list[Any]] | None = None
-) -> VerifyReport | TokenizerReport:
+def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyReport | TokenizerReport:
     """A `VerifyReport`; for a directory with tokenizer files but no model to run, the tokenizer
-    section alone (a `TokenizerReport`).
-
-    `findings`: (on the model dir, on the GGUF) to judge instead of lint's: the negative control
-    of a probe, a fault's findings judged on its twin without the fault (fixtures/proof_table.py)."""
+    section alone (a `TokenizerReport`)."""
     t_start = time.perf_counter()
     validate(opts)
     if tokenizer_only(Path(opts.model_dir)):
-        root = Path(opts.model_dir)
-        # no forward: no prompt length is planned
-        target = {**_lint_target(opts, 0, 0), "max_tokens": None, "max_prompt_tokens": None}
-        cache = tokenizer_cache.for_dir(root, opts.text, opts.chat, opts.cache)
-        return verify_tokenizer_only(
-            opts,
-            lambda: lint_for_verify(root, None, target, progress)[0],
-            progress,
-            t_start,
-            lambda: recorded(tokenizer_cache.through(cache, lambda: record(root, text=opts.text, chat=opts.chat))),
-        )
-    model = read_model_dir(opts.model_dir)
-    family = model_family(model)
-    tok_cache = tokenizer_cache.for_dir(model.root, opts.text, opts.chat, opts.cache) if has_tokenizer(model.root) else None
-    tok_record = tok_cache.get() if tok_cache is not None else None
-    # verify's one transformers process, started at once when the tokens section needs it (its
-    # torch import then overlaps everything below); else once the reference cache misses
-    session = ReferenceSession(progress, start=has_tokenizer(model.root) and tok_record is None)
+        return _tokenizer_only(opts, progress, t_start)
+    run = VerifyRun.open(opts, progress, read_model_dir(opts.model_dir))
     try:
-        return _verify(opts, progress, t_start, model, family, session, tok_cache, tok_record, findings)
+        return run.execute(t_start)
     finally:
-        session.close()
+        run.session.close()
 
 
-def _verify(
-    opts: VerifyOptions,
-    progress: Progress,
-    t_start: float,
-    model: ModelDir,
-    family: Any,
-    session: ReferenceSession,
-    tok_cache: tokenizer_cache.TokenizerCache | None,
-    tok_record: dict[str, Any] | None,
-    findings: tuple[list[Any], list[Any]] | None,
-) -> VerifyReport:
-    tok_ticket: list[Any] = []
-
-    def submit_tokenizer() -> None:
-        if tok_record is None and not tok_ticket:
-            tok_ticket.append(session.submit(dict(kind="tokenizer", model_dir=str(model.root), text=opts.text, chat=opts.chat)))
-
-    def transformers_tokenizer() -> tuple[Any, str | None]:
-        """transformers' tokenizer, as the reference's process recorded it (one request, or the
-        tokenizer cache's entry)."""
-        nonlocal tok_record
-        if tok_record is None:
-            submit_tokenizer()
-            try:
-                doc = session.wait(tok_ticket[0])
-            except ReferenceFailed as e:
-                return None, str(e)
-            if tok_cache is not None and "error" not in doc:
-                tok_cache.put(doc)
-            tok_record = doc
-        return recorded(tok_record)
-
-    prompt = resolve_prompt(model, opts.ids, opts.text, opts.chat, tokenizer=transformers_tokenizer)
-    tokens = parse_tokens(opts.tokens)
-    tol = TOLERANCES[opts.dtype]
-    plan = paths.plan(opts.turns, opts.batch, model, prompt.ids, tokens, padded=family.trait("PADDING_MASK") is not None)
-
-    from portkit.verify.candle.native import NativeUnavailable, check_device, native
-
-    try:
-        pn = native()
-    except NativeUnavailable as e:
-        raise BadInput(str(e)) from None
-    check_device(pn, opts.device)
-
-    timings: dict[str, float] = {}
-    t_phase = time.perf_counter()
-    from portkit.families import sublayers
-
-    # the sub-layers candle's copy records too (the localisation inside the first bad layer)
-    subs = sublayers.of(family) if opts.layers and family.capture else ()
-    job = ReferenceJob(
-        model, list(prompt.ids), tokens, mode=opts.reference_mode, use_cache=opts.cache, progress=progress, sublayers=subs, session=session,
-        truth=tol.logits_atol is not None,  # an f32 run is judged against floors measured against transformers in f64
+def _tokenizer_only(opts: VerifyOptions, progress: Progress, t_start: float) -> TokenizerReport:
+    root = Path(opts.model_dir)
+    # no forward: no prompt length is planned
+    target = {**_lint_target(opts, 0, 0), "max_tokens": None, "max_prompt_tokens": None}
+    cache = tokenizer_cache.for_dir(root, opts.text, opts.chat, opts.cache)
+    return verify_tokenizer_only(
+        opts,
+        lambda: lint_for_verify(root, None, target, progress)[0],
+        progress,
+        t_start,
+        lambda: recorded(tokenizer_cache.through(cache, lambda: record(root, text=opts.text, chat=opts.chat))),
     )
-    if not job.likely_cached() and start_early(sum(p.stat().st_size for p in model.weight_files), has_tokenizer(model.root)):
-        session.start()
-    lint_note: str | None = None
-    if findings is not None:
-        hf_findings, gguf_findings = list(findings[0]), list(findings[1])
-    elif opts.lint:
-        hf_findings, gguf_findings = lint_for_verify(
-            model.root, Path(opts.gguf) if opts.gguf else None, plan.lint_target(_lint_target(opts, len(prompt.ids), tokens, pn)), progress
+
+
+@dataclass
+class VerifyRun:
+    """One verify of a model directory, from its files to the report: made by `open` (the
+    prompt, the plan, transformers' process), then `execute` runs the phases in order."""
+
+    opts: VerifyOptions
+    progress: Progress
+    model: ModelDir
+    family: Family
+    session: ReferenceSession  # verify's one transformers process
+    tokenizer: tokenizer_cache.TransformersTokenizer  # transformers' tokenizer, as that process records it
+    prompt: Prompt
+    tokens: int
+    tol: Tolerance
+    plan: PathPlan
+    native: Any  # the portkit_native module
+    job: ReferenceJob
+    candle: CheckpointRuns
+    timings: Timings
+
+    @classmethod
+    def open(cls, opts: VerifyOptions, progress: Progress, model: ModelDir) -> VerifyRun:
+        family = model_family(model)
+        tok_cache = tokenizer_cache.for_dir(model.root, opts.text, opts.chat, opts.cache) if has_tokenizer(model.root) else None
+        # started at once when the tokens section needs transformers (its torch import then
+        # overlaps everything below); else once the reference cache misses
+        session = ReferenceSession(progress, start=False)
+        tokenizer = tokenizer_cache.TransformersTokenizer(session, tok_cache, model.root, opts.text, opts.chat)
+        if has_tokenizer(model.root) and tokenizer.record is None:
+            session.start()
+        try:
+            return cls._planned(opts, progress, model, family, session, tokenizer)
+        except BaseException:
+            session.close()
+            raise
+
+    @classmethod
+    def _planned(
+        cls, opts: VerifyOptions, progress: Progress, model: ModelDir, family: Family, session: ReferenceSession,
+        tokenizer: tokenizer_cache.TransformersTokenizer,
+    ) -> VerifyRun:
+        """The prompt, the plan, the native wheel and the reference's job (the session started
+        now when the reference will be computed and the checkpoint is large enough to gain)."""
+        from portkit.verify.candle.native import NativeUnavailable, check_device, native
+
+        prompt = resolve_prompt(model, opts.ids, opts.text, opts.chat, tokenizer=tokenizer)
+        tokens = parse_tokens(opts.tokens)
+        tol = TOLERANCES[opts.dtype]
+        plan = paths.plan(opts.turns, opts.batch, model, prompt.ids, tokens, padded=family.trait("PADDING_MASK") is not None)
+        try:
+            pn = native()
+        except NativeUnavailable as e:
+            raise BadInput(str(e)) from None
+        check_device(pn, opts.device)
+        job = ReferenceJob(
+            model, list(prompt.ids), tokens, mode=opts.reference_mode, use_cache=opts.cache, progress=progress, session=session,
+            sublayers=sublayers.of(family) if opts.layers and family.capture else (),  # candle's copy records them too
+            truth=tol.logits_atol is not None,  # an f32 run is judged against floors measured against transformers in f64
         )
-    else:
-        hf_findings, gguf_findings, lint_note = [], [], "lint skipped (--no-lint)"
-    timings["load"] = time.perf_counter() - t_phase
-    ran = f"the {len(prompt.ids)}-token prompt and {tokens} generated tokens"
-    # each finding to the run its probe needs (its rule's `probe_run`): the tokenizer's are judged
-    # on the ids, not by a forward; a second turn's or a batch's on those runs (`sections.paths`)
-    tok_findings = [f for f in hf_findings if run_of(f) == "tokens"]
-    hf_findings, hf_path_findings = paths.split([f for f in hf_findings if run_of(f) != "tokens"])
-    gguf_findings, gguf_path_findings = paths.split(gguf_findings)
+        if not job.likely_cached() and start_early(sum(p.stat().st_size for p in model.weight_files), has_tokenizer(model.root)):
+            session.start()
+        candle = CheckpointRuns(model, family, prompt.ids, tokens, opts.device, opts.dtype, opts.use_flash_attn, opts.cache, job.fingerprints)
+        return cls(opts, progress, model, family, session, tokenizer, prompt, tokens, tol, plan, pn, job, candle, Timings())
 
-    def load_with(config_text: str) -> Callable[[], Any]:
-        from portkit.verify.candle.native import load_runner
-
-        return lambda: load_runner(
-            family, model.weight_files, config_text, dtype=opts.dtype, device=opts.device, use_flash_attn=opts.use_flash_attn
+    def execute(self, t_start: float) -> VerifyReport:
+        """The phases, in the order they run (transformers computes in its own process from
+        `send_reference` to `reference`, while this one runs the GGUF and a first counterfactual)."""
+        timed = self.timings.timed
+        with timed("load"):
+            found, gguf_found, lint_note = self.lint()
+        with timed("candle"):
+            run = self.candle.as_written(self.capture, self.progress)
+        forced = run.greedy if run.greedy is not None and len(run.greedy) == self.tokens else None  # else the reference generates its own
+        with timed("reference"):
+            extra = self.send_reference(run, forced)
+            gguf_started = self.start_gguf(forced)
+            early = self.first_counterfactual(found.prompt, run, forced)
+            reference = self.job.result(forced, extra)
+        with timed("compare"):
+            judge = Judge(self.tol, generation_stop(self.model.root))
+            comparison = judge(run, reference)
+            nonfinite = analyse(reference.layers, reference.rows, run.layers, run.rows, reference.nonfinite_weights)
+        as_candle = AsCandleRuns(self.model, reference, self.tokens, self.progress, self.job.sublayers, session=self.session)
+        with timed("findings"):
+            hf = self.judge_checkpoint(found.prompt, run, comparison, reference, early, judge, as_candle)
+        with timed("tokens"):
+            tokenizer = tokenizer_section(self.model.root, found.tokens, self.progress, transformers=self.tokenizer)
+        gguf = self.gguf(reference, gguf_found.prompt, as_candle, gguf_started, lint_note)
+        paths_report = self.paths(reference, found.paths, gguf, gguf_found.paths)
+        return VerifyReport(
+            options=self.opts, model=self.model, prompt=self.prompt, tolerance=self.tol, versions=_versions(self.native), reference=reference,
+            run=run, comparison=comparison, findings=hf.findings, lint_note=lint_note, gguf=gguf, seconds=time.perf_counter() - t_start,
+            nonfinite=nonfinite, timings=self.timings.rounded(), family=self.family.name, layers_note=self.layers_note,
+            runs=[run, *hf.runs, *(gguf.runs if gguf else []), *(paths_report.runs if paths_report else [])],
+            explanation=hf.explanation, as_candle_runs=as_candle.runs, tokenizer=tokenizer, greedy_stop=stop_description(reference, judge.stop),
+            run_plan=self.session.plan(int(self.native.cpu_threads())), paths=paths_report,
         )
 
-    def cached(config_text: str, forced: list[int] | None, capture: bool) -> runcache.RunCache | None:
-        if not runcache.cacheable(opts.device, opts.cache):
+    @property
+    def capture(self) -> bool:
+        return self.opts.layers and self.family.capture
+
+    @property
+    def layers_note(self) -> str | None:
+        if not self.opts.layers:
+            return "not compared (--no-layers)"
+        return None if self.family.capture else f"per-layer: not available for {self.family.name}"
+
+    @property
+    def ran(self) -> str:
+        return f"the {len(self.prompt.ids)}-token prompt and {self.tokens} generated tokens"
+
+    def lint(self) -> tuple[Routed, Routed, str | None]:
+        """lint's findings on the model directory and on the GGUF, each to the run its probe needs."""
+        opts = self.opts
+        if not opts.lint:
+            return route([]), route([]), "lint skipped (--no-lint)"
+        target = self.plan.lint_target(_lint_target(opts, len(self.prompt.ids), self.tokens, self.native))
+        hf, gguf = lint_for_verify(self.model.root, Path(opts.gguf) if opts.gguf else None, target, self.progress)
+        return route(hf), route(gguf), None
+
+    def send_reference(self, run: RunOutputs, forced: list[int] | None) -> dict[str, Any] | None:
+        """The reference's forward on candle's tokens (and the paths' inputs), then transformers'
+        tokenizer record: both computed by the reference's process while this one goes on."""
+        extra = self.plan.reference_request(forced)
+        self.job.submit(forced, extra, run.layers if run.failure is None else None)
+        if has_tokenizer(self.model.root):
+            self.tokenizer.send()
+        return extra
+
+    def start_gguf(self, forced: list[int] | None) -> GgufFile | BadInput | None:
+        """The GGUF as written on candle's tokens, known now, so that its run overlaps
+        transformers' (the reference's own tokens would be known only after)."""
+        if self.opts.gguf is None or forced is None:
             return None
-        return runcache.RunCache(
-            runcache.run_key(
-                loader=family.name,
-                device=opts.device,
-                dtype=opts.dtype,
-                flash_attn=opts.use_flash_attn and family.flash_attn,
-                config_text=config_text,
-                files=job.fingerprints,
-                prompt=prompt.ids,
-                forced=forced,
-                tokens=tokens,
-                capture=capture,
-            ),
-            tokens=tokens,
-            vocab=model.vocab_size,
+        with self.timings.timed("gguf"):
+            o = self.opts
+            return start_gguf(Path(o.gguf), list(self.prompt.ids), list(forced), self.tokens, o.device, self.progress, use_cache=o.cache, layers=o.layers)
+
+    def first_counterfactual(self, findings: list[Finding], run: RunOutputs, forced: list[int] | None) -> dict[str, RunOutputs]:
+        """While transformers computes: candle with every numeric finding's patch, the run the
+        findings' probes ask for first (with a GGUF, its run fills this wait instead)."""
+        with self.timings.timed("findings"):
+            fixes = all_fixes_patch(findings) if run.failure is None else None
+            if not fixes or forced is None or self.opts.gguf is not None or not self.job.computing:
+                return {}
+            self.progress(f"candle with {describe_patch(fixes)}")
+            return {PatchedRuns.key(fixes): self.candle.patched(fixes, list(forced), describe_patch(fixes))}
+
+    def judge_checkpoint(
+        self, findings: list[Finding], run: RunOutputs, comparison: Comparison | None, reference: Reference,
+        early: dict[str, RunOutputs], judge: Judge, as_candle: AsCandleRuns,
+    ) -> CheckpointVerdicts:
+        """Every finding on the checkpoint judged, and what accounts for candle's mismatch."""
+        early_runs = early if reference.inputs == run.greedy else {}  # made on candle's tokens: usable when the reference ran on them
+        patched_runs = PatchedRuns(PatchedCheckpoint(self.candle, reference, judge, early_runs, self.progress))
+        subject = Subject(
+            as_read=run, as_read_cmp=comparison, run_patched=patched_runs, reference_as=as_candle, compare=judge.against, reference=reference,
         )
-
-    layers_note = None if opts.layers else "not compared (--no-layers)"
-    if opts.layers and not family.capture:
-        layers_note = f"per-layer: not available for {family.name}"
-    progress(f"candle {family.name}: loading ({opts.device}, {opts.dtype})")
-    capture = opts.layers and family.capture
-    run = run_candle(
-        load_with(model.config_text),
-        prompt.ids,
-        None,  # candle generates first; the reference then runs one forward over its tokens
-        tokens,
-        label="as written",
-        capture=capture,
-        on_stage=lambda s: progress(f"candle: {s}"),
-        cache=cached(model.config_text, None, capture),
-    )
-    gc.collect()
-    timings["candle"] = time.perf_counter() - t_phase - timings["load"]
-    t_phase = time.perf_counter()
-    # candle's own tokens when it generated them all; else the reference generates its own
-    forced = run.greedy if run.greedy is not None and len(run.greedy) == tokens else None
-    extra = plan.reference_request(forced)
-    job.submit(forced, extra, run.layers if run.failure is None else None)
-    if has_tokenizer(model.root):
-        submit_tokenizer()  # computed by the reference's process after the forward, while this one judges
-    gguf_started = None
-    if opts.gguf is not None and forced is not None:
-        # the GGUF runs on the reference's inputs, candle's tokens: known now, so its run as
-        # written overlaps transformers' (the reference's own tokens would be known only after)
-        from portkit.verify.sections.gguf import start_gguf
-
-        t_gguf = time.perf_counter()
-        gguf_started = start_gguf(
-            Path(opts.gguf), list(prompt.ids), list(forced), tokens, opts.device, progress, use_cache=opts.cache, layers=opts.layers
+        verdicts = judge_section(
+            findings, subject, ran=self.ran, covered=len(self.prompt.ids) + self.tokens, scan=as_candle,
+            max_positions=self.model.config.get("max_position_embeddings"), no_layers=self.layers_note, progress=self.progress,
         )
-        timings["gguf"] = time.perf_counter() - t_gguf
+        return CheckpointVerdicts(verdicts.findings, verdicts.explanation, patched_runs.runs())
 
-    def candle_with(patch: dict[str, Any], inputs: list[int]) -> RunOutputs:
-        progress(f"candle with {describe_patch(patch)}")
-        text = patched_config(model.config_text, patch)
-        r = run_candle(load_with(text), prompt.ids, inputs, tokens, label=describe_patch(patch), cache=cached(text, inputs, False))
-        gc.collect()
-        return r
-
-    # while transformers computes, candle's first counterfactual: the reference's inputs are
-    # candle's tokens, known now (with a GGUF its run fills this wait instead)
-    early: dict[str, RunOutputs] = {}
-    fixes = all_fixes_patch(hf_findings) if run.failure is None else None
-    t_early = time.perf_counter()
-    if fixes and forced is not None and opts.gguf is None and job.computing:
-        early[PatchedRuns.key(fixes)] = candle_with(fixes, list(forced))
-    timings["findings"] = time.perf_counter() - t_early  # (the phase below adds its own)
-    reference = job.result(forced, opts.perturb_reference, extra)
-    timings["reference"] = time.perf_counter() - t_phase - timings.get("gguf", 0.0) - timings["findings"]
-    t_phase = time.perf_counter()
-    stop = generation_stop(model.root)
-
-    def judged(r: RunOutputs, ref: Reference = reference) -> Comparison | None:
-        """`r` against the reference (or transformers as candle computes, `ref`), its greedy
-        tokens up to where `generate()` stops."""
-        return stop_greedy(compare_run(ref, r, tol), ref, r, stop, tol) if r.failure is None else None
-
-    comparison = judged(run)
-
-    def patched(patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:
-        r = early.pop(PatchedRuns.key(patch), None) if reference.inputs == forced else None
-        if r is None:
-            r = candle_with(patch, reference.inputs)
-        return r, judged(r)
-
-    from portkit.verify.judge.nonfinite import analyse
-
-    nonfinite = analyse(reference.layers, reference.rows, run.layers, run.rows, reference.nonfinite_weights)
-    timings["compare"] = time.perf_counter() - t_phase
-    t_phase = time.perf_counter()
-    patched_runs = PatchedRuns(patched)
-    from portkit.verify.judge.attribution import length_notes, scan_lengths
-    from portkit.verify.judge.explain import explain
-    from portkit.verify.reference.as_candle import AsCandleRuns
-
-    # transformers as candle computes (the findings' reference-side counterfactuals), shared
-    # with the GGUF section: the same reference, the same edits
-    as_candle = AsCandleRuns(model, reference, tokens, progress, subs)
-    subject = Subject(
-        as_read=run,
-        as_read_cmp=comparison,
-        run_patched=patched_runs,
-        reference_as=as_candle,
-        compare=lambda ref, r: judged(r, ref),
-        reference=reference,
-    )
-    confirmations, numeric_subject = confirm_section(hf_findings, subject, ran)
-    confirmations = scan_lengths(confirmations, hf_findings, as_candle, model.config.get("max_position_embeddings"), progress)
-    confirmations = length_notes(confirmations, len(prompt.ids) + tokens)
-    explanation = explain(comparison, run, confirmations, hf_findings, numeric_subject, layers_note)
-    timings["findings"] += time.perf_counter() - t_phase
-    t_phase = time.perf_counter()
-    tokenizer = tokenizer_section(model.root, tok_findings, progress, perturb_candle=opts.perturb_candle_tokens, transformers=transformers_tokenizer)
-    timings["tokens"] = time.perf_counter() - t_phase
-    t_phase = time.perf_counter()
-
-    gguf_section = None
-    if opts.gguf is not None:
-        gguf_section = verify_gguf(
-            Path(opts.gguf), model, reference, tokens, opts.device, gguf_findings, progress, ran,
-            use_cache=opts.cache, as_candle=as_candle, layers=opts.layers, started=gguf_started,
-        )
+    def gguf(
+        self, reference: Reference, findings: list[Finding], as_candle: AsCandleRuns, started: GgufFile | BadInput | None, lint_note: str | None
+    ) -> GgufSection | None:
+        o = self.opts
+        if o.gguf is None:
+            return None
+        with self.timings.timed("gguf"):
+            section = verify_gguf(
+                Path(o.gguf), self.model, reference, self.tokens, o.device, findings, self.progress, self.ran,
+                use_cache=o.cache, as_candle=as_candle, layers=o.layers, started=started,
+            )
         if lint_note:
-            gguf_section.lint_note = lint_note
-        timings["gguf"] = timings.get("gguf", 0.0) + time.perf_counter() - t_phase
+            section.lint_note = lint_note
+        return section
 
-    paths_report = None
-    if not plan.empty:
-        t_paths = time.perf_counter()
-        subjects = [paths.Subject("candle", load_with(model.config_text), tol, family.trait("PADDING_MASK") is not None, hf_path_findings)]
-        if gguf_section is not None:
-            from portkit.verify.candle.native import load_gguf
+    def paths(self, reference: Reference, findings: list[Finding], gguf: GgufSection | None, gguf_findings: list[Finding]) -> PathsReport | None:
+        """A second turn and a batch (`--turns`, `--batch`), for candle and the GGUF."""
+        if self.plan.empty:
+            return None
+        from portkit.verify.candle.native import load_gguf
 
-            g = gguf_section
-            subjects.append(paths.Subject("the GGUF in candle", lambda: load_gguf(g.path, device=opts.device, loader=g.loader), g.tolerance, False, gguf_path_findings))
-        paths_report = paths.verify_paths(plan, subjects, reference, progress)
-        timings["paths"] = time.perf_counter() - t_paths
+        with self.timings.timed("paths"):
+            padded = self.family.trait("PADDING_MASK") is not None
+            subjects = [paths.Subject("candle", self.candle.loader(self.model.config_text), self.tol, padded, findings)]
+            if gguf is not None:
+                load = partial(load_gguf, gguf.path, device=self.opts.device, loader=gguf.loader)
+                subjects.append(paths.Subject("the GGUF in candle", load, gguf.tolerance, False, gguf_findings))
+            return paths.verify_paths(self.plan, subjects, reference, self.progress)
 
-    return VerifyReport(
-        options=opts,
-        model=model,
-        prompt=prompt,
-        tolerance=tol,
-        versions=_versions(pn),
-        reference=reference,
-        run=run,
-        comparison=comparison,
-        findings=confirmations,
-        lint_note=lint_note,
-        gguf=gguf_section,
-        seconds=time.perf_counter() - t_start,
-        nonfinite=nonfinite,
-        timings={k: round(v, 3) for k, v in timings.items()},
-        family=family.name,
-        layers_note=layers_note,
-        runs=[run, *patched_runs.runs(), *(gguf_section.runs if gguf_section else []), *(paths_report.runs if paths_report else [])],
-        explanation=explanation,
-        as_candle_runs=as_candle.runs,
-        tokenizer=tokenizer,
-        greedy_stop=stop_description(reference, stop),
-        run_plan=session.plan(int(pn.cpu_threads())),
-        paths=paths_report,
-    )
+
+@dataclass(frozen=True)
+class Judge:
+    """A candle run against the reference (or transformers as candle computes), its greedy
+    tokens up to where `generate()` stops."""
+
+    tol: Tolerance
+    stop: tuple[list[int], str] | None
+
+    def __call__(self, r: RunOutputs, ref: Reference) -> Comparison | None:
+        return stop_greedy(compare_run(ref, r, self.tol), ref, r, self.stop, self.tol) if r.failure is None else None
+
+    def against(self, ref: Reference, r: RunOutputs) -> Comparison | None:
+        return self(r, ref)
+
+
+@dataclass(frozen=True)
+class PatchedCheckpoint:
+    """A finding's candle-side counterfactual: config.json patched, on the reference's inputs,
+    judged (the first one may have run while transformers computed: `early`)."""
+
+    candle: CheckpointRuns
+    reference: Reference
+    judge: Judge
+    early: dict[str, RunOutputs]
+    progress: Progress
+
+    def __call__(self, patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:
+        r = self.early.get(PatchedRuns.key(patch))
+        if r is None:
+            self.progress(f"candle with {describe_patch(patch)}")
+            r = self.candle.patched(patch, self.reference.inputs, describe_patch(patch))
+        return r, self.judge(r, self.reference)
+
+
+@dataclass(frozen=True)
+class CheckpointVerdicts:
+    findings: list[Confirmation]
+    explanation: Explanation | None
+    runs: list[RunOutputs]  # the counterfactuals candle ran

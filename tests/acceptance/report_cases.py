@@ -214,6 +214,19 @@ def normalised(doc: Any, work: Path) -> Any:
     return doc
 
 
+def _negative_control(options: Any, kw: dict[str, Any]) -> Any:
+    """The case's `perturb_reference`: the test seam today (`fixtures.seams`); an option of
+    `VerifyOptions` in a base commit from before the seam (then it stays in `kw`)."""
+    import contextlib
+    import dataclasses
+
+    if "perturb_reference" not in kw or "perturb_reference" in {f.name for f in dataclasses.fields(options)}:
+        return contextlib.nullcontext()
+    from fixtures.seams import reference_perturbed
+
+    return reference_perturbed(kw.pop("perturb_reference"))
+
+
 def run_case(case: Case, work: Path) -> dict[str, Any]:
     try:
         from portkit.verify.errors import BadInput
@@ -227,7 +240,8 @@ def run_case(case: Case, work: Path) -> dict[str, Any]:
     _name, model, kw = case
     kw = {k: (v(work) if callable(v) else v) for k, v in kw.items()}
     try:
-        rep = verify(VerifyOptions(model_dir=model(work), cache=False, **kw))
+        with _negative_control(VerifyOptions, kw):
+            rep = verify(VerifyOptions(model_dir=model(work), cache=False, **kw))
     except BadInput as e:
         return {"bad_input": str(e).replace(str(work), "<work>")}
     return normalised(to_json(rep), work)

@@ -17,6 +17,7 @@ import jsonschema
 import pytest
 
 from portkit.verify.cli import main
+from fixtures.seams import reference_perturbed
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "schemas" / "verify-report.schema.json").read_text())
@@ -94,9 +95,10 @@ def test_json_output_follows_schema(capsys, fixture_dir):
     assert doc["findings"][0]["verdict"] == "CRASH-CONFIRMED"
 
 
-def test_negative_control_flag_makes_verify_fail(capsys, healthy_tied_dir):
-    """The hidden --perturb-reference hook goes through the same comparisons as a real run."""
-    code, out, _ = _run(capsys, healthy_tied_dir, "--perturb-reference", "1e-3", "--format", "json")
+def test_negative_control_makes_verify_fail(capsys, healthy_tied_dir):
+    """The negative control (one reference logit + 1e-3, `fixtures.seams`) goes through the same comparisons as a real run."""
+    with reference_perturbed(1e-3):
+        code, out, _ = _run(capsys, healthy_tied_dir, "--format", "json")
     doc = json.loads(out)
     assert code == 1 and doc["verdict"] == "mismatch"
     last = doc["comparison"]["last_position"]

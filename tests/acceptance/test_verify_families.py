@@ -172,10 +172,12 @@ def test_family_variant(rows, family, variant):
 def test_negative_control_on_a_family_that_agrees(rows, family):
     """1e-3 added to one reference logit, through the same code path: MISMATCH, exit 1."""
     from fixtures.families import family_fixture
+    from fixtures.seams import reference_perturbed
     from portkit.verify.pipeline import VerifyOptions, verify
 
     rows(family)  # the env setting of the module fixture
-    rep = verify(VerifyOptions(model_dir=family_fixture(family, "legacy"), perturb_reference=1e-3))
+    with reference_perturbed(1e-3):
+        rep = verify(VerifyOptions(model_dir=family_fixture(family, "legacy")))
     assert rep.exit_code == 1
     assert rep.comparison is not None and not rep.comparison.ok
     assert rep.comparison.last.max_abs_diff >= 1e-3 - 1e-5

@@ -15,6 +15,7 @@ import pytest
 from fixtures.chat_paths import CASES, block, verify_case
 from fixtures.families import family_fixture
 from portkit.verify.cli import main
+from fixtures.seams import reference_perturbed
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "schemas" / "verify-report.schema.json").read_text())
@@ -86,7 +87,8 @@ def test_text_report_names_the_second_turn_and_the_batch(capsys) -> None:
 @pytest.mark.parametrize("flags", [("--turns",), ("--batch", "2")])
 def test_negative_control_the_paths_say_mismatch(capsys, flags) -> None:
     """1e-3 added to one reference logit of the path's rows: the clean twin must mismatch."""
-    code, out, _ = _run(capsys, family_fixture("qwen2", "legacy"), *flags, "--perturb-reference", "1e-3", "--format", "json")
+    with reference_perturbed(1e-3):
+        code, out, _ = _run(capsys, family_fixture("qwen2", "legacy"), *flags, "--format", "json")
     doc = json.loads(out)
     assert code == 1 and doc["paths"]["ok"] is False
     check = doc["paths"]["sections"][0]["checks"][0]

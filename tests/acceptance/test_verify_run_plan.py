@@ -12,7 +12,7 @@ import pytest
 
 from fixtures.cache import fixture_dir
 from fixtures.gguf_writer import write_gguf
-from portkit.verify import pipeline
+from portkit.verify.candle import checkpoint as candle_checkpoint
 from portkit.verify.candle import gguf as candle_gguf
 from portkit.verify.pipeline import VerifyOptions, verify
 from portkit.verify.reference.job import ReferenceJob
@@ -31,7 +31,7 @@ def _calls(monkeypatch: pytest.MonkeyPatch, **kw) -> tuple[list[str], object]:
 
         return run
 
-    monkeypatch.setattr(pipeline, "run_candle", logged(pipeline.run_candle))
+    monkeypatch.setattr(candle_checkpoint, "run_candle", logged(candle_checkpoint.run_candle))
     monkeypatch.setattr(candle_gguf, "run_candle", logged(candle_gguf.run_candle))
     result = ReferenceJob.result
 
@@ -61,7 +61,7 @@ def test_with_a_gguf_its_run_fills_the_wait_instead(monkeypatch: pytest.MonkeyPa
 
 def test_a_healthy_model_runs_no_counterfactual(monkeypatch: pytest.MonkeyPatch) -> None:
     log: list[str] = []
-    real = pipeline.run_candle
-    monkeypatch.setattr(pipeline, "run_candle", lambda *a, label, **k: (log.append(label), real(*a, label=label, **k))[1])
+    real = candle_checkpoint.run_candle
+    monkeypatch.setattr(candle_checkpoint, "run_candle", lambda *a, label, **k: (log.append(label), real(*a, label=label, **k))[1])
     verify(VerifyOptions(model_dir=fixture_dir("healthy-tied"), cache=False, tokens=4))
     assert log == ["as written"]

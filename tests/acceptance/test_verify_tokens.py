@@ -26,6 +26,7 @@ from fixtures.tokenizer_shapes import SHAPES, shape_dir, write_tokenizer
 from tests.unit.tokenizer_cases import _metaspace_file, _set, shape
 from portkit.cli import main as portkit_main
 from portkit.verify.cli import main
+from fixtures.seams import candle_tokens_perturbed
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "schemas" / "verify-report.schema.json").read_text())
@@ -95,7 +96,8 @@ def test_negative_control_one_id_changed_is_a_mismatch(capsys: pytest.CaptureFix
     d = write_tokenizer(tmp_path / "c", "llama3", "clean")
     code, doc = verify_json(capsys, d)
     assert code == 0
-    code, doc = verify_json(capsys, d, "--perturb-candle-tokens")
+    with candle_tokens_perturbed():
+        code, doc = verify_json(capsys, d)
     assert code == 1 and doc["verdict"] == "mismatch" and doc["tokenizer"]["differing"] == 1
     first = doc["tokenizer"]["first_difference"]
     assert first["candle"]["ids"][0] == first["transformers"]["ids"][0] + 1 and first["candle"]["ids"][1:] == first["transformers"]["ids"][1:]

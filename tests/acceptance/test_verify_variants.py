@@ -17,6 +17,7 @@ import pytest
 from fixtures.variants import VARIANTS
 from portkit.verify.pipeline import VerifyOptions, verify
 from portkit.verify.report.json_ import to_json
+from fixtures.seams import controls
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "verify-report.schema.json").read_text())
 
@@ -66,7 +67,8 @@ def run_verify(fixture_dir):
     def go(variant: str, **kw):
         key = variant + json.dumps(kw, sort_keys=True, default=str)
         if key not in cache:
-            cache[key] = verify(VerifyOptions(model_dir=fixture_dir(variant), **kw))
+            with controls(kw):  # the negative controls' seams (fixtures.seams)
+                cache[key] = verify(VerifyOptions(model_dir=fixture_dir(variant), **kw))
         return cache[key]
 
     yield go

@@ -35,6 +35,7 @@ def real_verify(real) -> Callable[..., Any]:
     `variant` is "tf5" or "fixed" (a RealCheckpoint field); a `gguf=True` option means the
     real GGUF. transformers runs in this process (PORTKIT_VERIFY_REFERENCE=inprocess), as in
     tests/acceptance/test_verify_variants.py: the same numbers as the CLI's child process."""
+    from fixtures.seams import controls
     from portkit.verify.pipeline import VerifyOptions, verify
 
     mp = pytest.MonkeyPatch()
@@ -46,7 +47,8 @@ def real_verify(real) -> Callable[..., Any]:
             kw["gguf"] = real.gguf
         key = variant + json.dumps(kw, sort_keys=True, default=str)
         if key not in runs:
-            runs[key] = verify(VerifyOptions(model_dir=getattr(real, variant), **kw))
+            with controls(kw):  # the negative controls' seams (fixtures.seams)
+                runs[key] = verify(VerifyOptions(model_dir=getattr(real, variant), **kw))
         return runs[key]
 
     yield go

@@ -37,7 +37,7 @@ EDIT = AC.edit("no llama3 rope scaling", config=AC.rope(CONFIG, plain=True))
 
 def _finding(edit: dict[str, Any] | None = EDIT) -> Finding:
     return Finding(code="PK404", name="rope-freqs-ignored", message="m", filename="f.gguf", severity="error",
-                   probe=Probe(kind="numeric", id="PK404", as_candle=edit))
+                   probe=Probe.declared("numeric", "PK404", as_candle=edit))
 
 
 def _world(effect: float, noise: float) -> tuple[Subject, list[dict[str, Any]]]:
@@ -125,7 +125,7 @@ def test_the_reference_side_scans_with_transformers_as_candle_computes(monkeypat
     s, _ = _world(effect=0.05, noise=0.4)
     calls = []
 
-    def fake(model, reference, tokens, edit, scan_len, progress, sublayers=()):
+    def fake(model, reference, tokens, edit, scan_len, progress, sublayers=(), session=None):
         calls.append((edit, scan_len, tokens, tuple(sublayers)))
         return as_candle.AsCandle(reference, np.zeros(scan_len, np.float32))
 

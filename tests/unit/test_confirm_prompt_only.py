@@ -10,7 +10,8 @@ import numpy as np
 
 from portkit.verify.candle.run import RunOutputs
 from portkit.verify.judge.comparison import compare_run
-from portkit.verify.judge.confirm import Subject, confirm_numeric, restores_prompt
+from portkit.verify.judge.confirm import Subject, confirm_numeric
+from portkit.verify.judge.verdicts import restores_prompt
 from tests.unit.test_confirm_verdicts import F32, REF, ROWS, SHIFTED, numeric
 
 

@@ -16,18 +16,20 @@ import numpy as np
 import pytest
 
 from portkit.findings import Finding, Fix, Probe
+from portkit.rules import RULES
 from portkit.verify.candle.run import Failure, RunOutputs
 from portkit.verify.judge.checks import TOLERANCES
 from portkit.verify.judge.comparison import compare_run
+from portkit.verify.judge.verdicts import IMPROVEMENT
 from portkit.verify.judge.confirm import (
-    IMPROVEMENT,
     Subject,
     confirm_all,
     confirm_crash,
     confirm_numeric,
     confirm_static,
     other_patches,
-    probe_of,
+    candle_patch,
+    probe,
 )
 from portkit.verify.reference.result import Reference
 
@@ -85,38 +87,43 @@ def numeric(code: str, patch: dict[str, Any] | None = None, *, fix: dict[str, An
         filename="config.json",
         severity="error",
         fix=Fix(message="fix it", edits=fix) if fix else None,
-        probe=Probe(kind="numeric", id=f"{code}-probe", patch=patch),
+        probe=Probe.declared("numeric", f"{code}-probe", patch=patch, fix_edits=fix),
     )
 
 
 def crash(code: str, expect: str | None) -> Finding:
     return Finding(
         code=code, name=f"rule-{code}", message=f"{code} message", filename="config.json", severity="error",
-        probe=Probe(kind="crash", id=f"{code}-probe", expect=expect),
+        # as its rule declares it: whether the failure it predicts comes at load
+        probe=Probe.declared("crash", f"{code}-probe", expect=expect, at_load=code in RULES and RULES[code].effect == "load-error"),
     )
 
 
 def static(code: str) -> Finding:
-    return Finding(code=code, name=f"rule-{code}", message="m", filename="config.json", severity="info", probe=None)
+    """As its rule makes it: the probe carries the rule's reason for not probing."""
+    reason = RULES[code].not_probed if code in RULES else None
+    return Finding(code=code, name=f"rule-{code}", message="m", filename="config.json", severity="info", probe=Probe.declared("static-only", code, reason=reason))
 
 
-# --------------------------------------------------------------------------- probe_of, static
+# --------------------------------------------------------------------------- the probe a finding carries
 
 
-def test_probe_of_takes_the_fix_edits_only_for_a_numeric_probe_without_a_patch() -> None:
-    assert probe_of(numeric("PK101", {"rope_theta": 1.0}, fix={"rope_theta": 2.0}))[1] == {"rope_theta": 1.0}
-    assert probe_of(numeric("PK101", fix={"rope_theta": 2.0})) == ("numeric", {"rope_theta": 2.0}, None)
-    assert probe_of(numeric("PK105")) == ("numeric", None, None)
+def test_a_numeric_probe_runs_its_patch_else_the_fix_and_a_crash_probe_is_repaired_by_the_same() -> None:
+    assert candle_patch(numeric("PK101", {"rope_theta": 1.0}, fix={"rope_theta": 2.0})) == {"rope_theta": 1.0}
+    assert candle_patch(numeric("PK101", fix={"rope_theta": 2.0})) == {"rope_theta": 2.0}
+    assert candle_patch(numeric("PK105")) is None
     with_fix = Finding(
         code="PK103", name="n", message="m", filename="config.json", severity="error",
-        fix=Fix(message="x", edits={"rope_scaling": {}}), probe=Probe(kind="crash", id="p", expect="missing field"),
+        fix=Fix(message="x", edits={"rope_scaling": {}}),
+        probe=Probe.declared("crash", "p", expect="missing field", fix_edits={"rope_scaling": {"rope_type": "llama3"}}),
     )
-    assert probe_of(with_fix) == ("crash", None, "missing field")  # a crash probe runs no fix
-    assert probe_of(static("PK111")) == ("static-only", None, None)
+    assert candle_patch(with_fix) is None  # a crash probe runs no counterfactual
+    assert with_fix.probe is not None and with_fix.probe.repair == {"rope_scaling": {"rope_type": "llama3"}}
+    assert probe(static("PK111")).kind == "static-only" and probe(static("PK111")).reason
     # the patch handed out is a copy: confirm may not change the finding's own
     f = numeric("PK101", {"rope_theta": 1.0})
-    probe_of(f)[1]["rope_theta"] = 3.0  # type: ignore[index]
-    assert f.probe is not None and f.probe.patch == {"rope_theta": 1.0}
+    candle_patch(f)["rope_theta"] = 3.0  # type: ignore[index]
+    assert f.probe is not None and f.probe.patch == {"rope_theta": 1.0} and f.probe.candle_patch == {"rope_theta": 1.0}
 
 
 def test_static_finding_is_not_probed_and_says_why() -> None:
@@ -445,7 +452,7 @@ def test_siblings_that_cannot_explain_the_failure_are_not_blamed() -> None:
     empty = crash("PK998", "")
     numeric_sibling = Finding(
         code="PK101", name="n", message="m", filename="config.json", severity="error",
-        probe=Probe(kind="numeric", id="p", patch={"rope_theta": 1.0}, expect="shape mismatch"),
+        probe=Probe.declared("numeric", "p", patch={"rope_theta": 1.0}, expect="shape mismatch"),
     )
     other_text = crash("PK204", "cannot find tensor model.layers.1")
     c = confirm_crash(me, crash_subject(PANIC), "the prompt", [me, no_text, empty, numeric_sibling, other_text])
@@ -477,7 +484,7 @@ def test_other_patches_merges_only_the_other_numeric_patches() -> None:
     bias = numeric("PK105")
     crash_with_fix = Finding(
         code="PK103", name="n", message="m", filename="config.json", severity="error",
-        fix=Fix(message="x", edits={"crash_key": 1}), probe=Probe(kind="crash", id="p", patch={"crash_key": 2}, expect="x"),
+        fix=Fix(message="x", edits={"crash_key": 1}), probe=Probe.declared("crash", "p", patch={"crash_key": 2}, fix_edits={"crash_key": 1}, expect="x"),
     )
     s = crash_subject(None)
     assert other_patches([me, scaling, bias, crash_with_fix, static("PK111")], me, s) == {"rope_scaling": {"rope_type": "llama3"}}

@@ -55,7 +55,8 @@ class Candle:
 
 def pk110(key: str, value: Any) -> Finding:
     return Finding(code="PK110", name="missing-required-key", message=f"no {key}", filename="config.json", severity="error",
-                   fix=Fix(message="write it", edits={key: value}), probe=Probe(kind="crash", id="PK110", expect=f"missing field `{key}`"))
+                   fix=Fix(message="write it", edits={key: value}),
+                   probe=Probe.declared("crash", "PK110", expect=f"missing field `{key}`", fix_edits={key: value}))
 
 
 THREE = [pk110("rope_theta", 1e6), pk110("rope_local_base_freq", 5e4), pk110("sliding_window_pattern", 6)]
@@ -86,7 +87,7 @@ def test_three_missing_keys_are_three_crash_confirmed_each_with_candles_own_mess
 
 def test_the_numeric_probes_run_on_the_repaired_file() -> None:
     theta = Finding(code="PK101", name="rope-theta-in-rope-parameters", message="m", filename="config.json", severity="error",
-                    probe=Probe(kind="numeric", id="PK101", patch={"theta_fix": 1}))
+                    probe=Probe.declared("numeric", "PK101", patch={"theta_fix": 1}))
     candle = Candle(shift=4.0)
     out, s = confirm_section([*THREE, theta], candle.subject(), "the prompt")
     assert out[3].verdict == "CONFIRMED", out[3].evidence

@@ -11,7 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portkit.findings import Finding, Probe
+from portkit.findings import Finding
+from fixtures.seams import perturbed_rows
+from portkit.rules import RULES
+from portkit.verify.lint import route
 from portkit.verify.errors import BadInput
 from portkit.verify.model_dir import ModelDir
 from portkit.verify.reference import cache as refcache
@@ -87,13 +90,17 @@ def test_a_batch_that_does_not_fit_is_refused(monkeypatch: pytest.MonkeyPatch) -
 
 
 def _finding(code: str) -> Finding:
-    return Finding(code=code, name="x", message="m", filename="f", severity="error", probe=Probe(kind="crash", id=code))
+    """A finding as its rule makes it: the probe carries the rule's run (`Rule._probe`)."""
+    rule = RULES[code]
+    probe = rule._probe("crash", None, None, None, None)
+    return Finding(code=code, name="x", message="m", filename="f", severity="error", probe=probe)
 
 
 def test_findings_go_to_the_run_their_probe_needs() -> None:
-    prompt, path = paths.split([_finding("PK301"), _finding("PK309"), _finding("PK313"), _finding("PK312"), _finding("PK501")])
-    assert [f.code for f in prompt] == ["PK301", "PK501"] and [f.code for f in path] == ["PK309", "PK313", "PK312"]
-    assert [paths.run_of(f) for f in path] == ["turns", "batch", "padded-batch"]
+    routed = route([_finding("PK301"), _finding("PK309"), _finding("PK313"), _finding("PK312"), _finding("PK501")])
+    assert [f.code for f in routed.prompt] == ["PK301"] and [f.code for f in routed.paths] == ["PK309", "PK313", "PK312"]
+    assert [f.code for f in routed.tokens] == ["PK501"]
+    assert [f.probe.run for f in routed.paths if f.probe] == ["turns", "batch", "padded-batch"]
 
 
 def test_the_reference_cache_key_holds_the_paths_and_keeps_the_plain_one() -> None:
@@ -110,5 +117,5 @@ def test_extra_arrays_travel_as_layers_and_come_back() -> None:
     layers = {"layer.0": np.zeros((2, 3), np.float32), "extra.turn": np.ones((8, 4), np.float32)}
     kept, extra = refextra.split(layers)
     assert list(kept) == ["layer.0"] and list(extra) == ["turn"]
-    moved = refextra.perturbed(extra, 1e-3)
+    moved = perturbed_rows(extra, 1e-3)  # the negative control's seam
     assert moved["turn"][0, 0] == np.float32(1 + 1e-3) and extra["turn"][0, 0] == 1  # a copy

@@ -122,59 +122,69 @@ def run_candle(
     errors = native_errors()
     out = RunOutputs(label=label)
     t0 = time.perf_counter()
-    stage = "load"
-
-    def step(name: str) -> None:
-        nonlocal stage
-        stage = name
-        if on_stage:
-            on_stage(name)
-
+    stages = Stages(on_stage)
     runner = None
     try:
-        step("load")
+        stages.enter("load")
         runner = load()
-        if ref_tokens is None:
-            # teacher forcing on candle's own greedy tokens runs the very forwards generation
-            # ran: one pass gives both
-            step("generate")
-            greedy, rows = runner.generate(list(prompt), tokens)
-            out.greedy = [int(t) for t in greedy]
-            out.rows = np.asarray(rows, dtype=np.float32)
-        else:
-            fed = list(ref_tokens[: max(tokens - 1, 0)])
-            both = _forced_and_greedy(runner, prompt, fed, tokens)
-            own = None if both is not None else _generate(runner, prompt, tokens)
-            if both is not None:
-                out.greedy, out.rows = both
-            elif own is not None and own[0][: len(fed)] == fed and (not tokens or len(fed) == tokens - 1):
-                # candle's own tokens are the reference's: its generation fed the very tokens
-                # teacher forcing feeds, through the same forwards in the same order
-                out.greedy, out.rows = own
-            else:
-                step("forward")
-                out.rows = np.asarray(runner.teacher_forced_logits(list(prompt) + fed, len(prompt)), dtype=np.float32)
-                step("generate")
-                if own is not None:  # greedy decoding is generate's pass, rows dropped
-                    out.greedy = own[0]
-                else:
-                    out.greedy = [int(t) for t in runner.greedy(list(prompt), tokens)] if tokens else []
+        _logits(runner, prompt, ref_tokens, tokens, stages, out)
         out.last = out.rows[0]
         if capture:
-            step("capture")
+            stages.enter("capture")
             layers = runner.capture(list(prompt))
             out.layers = {k: np.asarray(v, dtype=np.float32) for k, v in layers.items()}
         if cache is not None:
             cache.put(out.greedy, out.rows, out.layers)
     except errors as e:
         kind = type(e).__name__
-        out.failure = failure("config" if kind == "ConfigError" else stage, e)
+        out.failure = failure("config" if kind == "ConfigError" else stages.current, e)
     finally:
         # candle's weights leave the process before the reference (or the next run) loads
         runner = None
         release_memory()
         out.seconds = time.perf_counter() - t0
     return out
+
+
+class Stages:
+    """Where a run is (the stage a failure is reported at), told to `on_stage` as it moves on."""
+
+    def __init__(self, on_stage: Callable[[str], None] | None) -> None:
+        self.on_stage, self.current = on_stage, "load"
+
+    def enter(self, name: str) -> None:
+        self.current = name
+        if self.on_stage:
+            self.on_stage(name)
+
+
+def _logits(runner: Any, prompt: Sequence[int], ref_tokens: Sequence[int] | None, tokens: int, stages: Stages, out: RunOutputs) -> None:
+    """candle's greedy tokens and the teacher-forced rows, on the reference's tokens or on its own,
+    into `out` as each is known (a failure keeps what came before it)."""
+    if ref_tokens is None:
+        # teacher forcing on candle's own greedy tokens runs the very forwards generation ran:
+        # one pass gives both
+        stages.enter("generate")
+        greedy, rows = runner.generate(list(prompt), tokens)
+        out.greedy, out.rows = [int(t) for t in greedy], np.asarray(rows, dtype=np.float32)
+        return
+    fed = list(ref_tokens[: max(tokens - 1, 0)])
+    both = _forced_and_greedy(runner, prompt, fed, tokens)
+    own = None if both is not None else _generate(runner, prompt, tokens)
+    if both is not None:
+        out.greedy, out.rows = both
+    elif own is not None and own[0][: len(fed)] == fed and (not tokens or len(fed) == tokens - 1):
+        # candle's own tokens are the reference's: its generation fed the very tokens teacher
+        # forcing feeds, through the same forwards in the same order
+        out.greedy, out.rows = own
+    else:
+        stages.enter("forward")
+        out.rows = np.asarray(runner.teacher_forced_logits(list(prompt) + fed, len(prompt)), dtype=np.float32)
+        stages.enter("generate")
+        if own is not None:  # greedy decoding is generate's pass, rows dropped
+            out.greedy = own[0]
+        else:
+            out.greedy = [int(t) for t in runner.greedy(list(prompt), tokens)] if tokens else []
 
 
 def _forced_and_greedy(runner: Any, prompt: Sequence[int], fed: list[int], tokens: int) -> tuple[list[int], np.ndarray] | None:

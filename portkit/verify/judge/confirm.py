@@ -31,90 +31,40 @@ hard-coded behaviour, a bias PK105 and PK202 both report, are both confirmed).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from portkit.findings import Finding
+from portkit.findings import Finding, Probe
+from portkit.rules.base import Rule
 from portkit.verify.errors import one_line
 from portkit.verify.judge.comparison import Comparison, fmt_num
+from portkit.verify.judge.verdicts import Confirmation, explains, halved, predicts, restores_prompt
 
 if TYPE_CHECKING:  # the sides' records, read here; their code is never imported
     from portkit.verify.candle.run import Failure, RunOutputs
     from portkit.verify.reference.result import Reference
 
-Verdict = Literal["CONFIRMED", "CRASH-CONFIRMED", "NOT-REPRODUCED", "NOT-REACHED", "NOT-PROBED"]
-#: The verdicts that say nothing was shown (the rest confirm the finding).
-UNCONFIRMED = ("NOT-REPRODUCED", "NOT-REACHED", "NOT-PROBED")
-#: A patched run must at least halve the distance to count as "closer".
-IMPROVEMENT = 0.5
+#: A finding with no probe: nothing to run, for the rule's default reason.
+_NO_PROBE = Probe(kind="static-only", id="", reason=Rule.not_probed)
 
 
-@dataclass
-class Confirmation:
-    code: str
-    name: str
-    severity: str
-    message: str
-    filename: str
-    probe_kind: str
-    verdict: Verdict
-    evidence: str  # one line, with the numbers or candle's text
-    details: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def confirmed(self) -> bool:
-        return self.verdict not in UNCONFIRMED
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "code": self.code,
-            "name": self.name,
-            "severity": self.severity,
-            "message": self.message,
-            "filename": self.filename,
-            "probe": self.probe_kind,
-            "verdict": self.verdict,
-            "evidence": self.evidence,
-            "details": self.details,
-        }
+def probe(finding: Finding) -> Probe:
+    """The finding's probe (a static one for a finding that carries none)."""
+    return finding.probe if finding.probe is not None else _NO_PROBE
 
 
-def run_of(finding: Finding) -> str:
-    """The verify run a finding's probe needs: its rule's `probe_run` ("prompt", "tokens",
-    "turns", "batch", "padded-batch"); "prompt" for a code no rule has."""
-    from portkit.rules import RULES
-
-    rule = RULES.get(finding.code)
-    return getattr(rule, "probe_run", "prompt") if rule is not None else "prompt"
-
-
-def probe_of(finding: Finding) -> tuple[str, dict[str, Any] | None, str | None]:
-    """(kind, patch, expect) of a lint finding; a numeric probe without a patch of its own
-    runs the finding's fix."""
-    probe = finding.probe
-    if probe is None:
-        return "static-only", None, None
-    patch = probe.patch
-    if patch is None and probe.kind == "numeric" and finding.fix is not None:
-        patch = finding.fix.edits
-    return probe.kind, (dict(patch) if patch else None), probe.expect
+def candle_patch(finding: Finding) -> dict[str, Any] | None:
+    """A numeric finding's candle-side counterfactual (its probe's patch, else its fix), a copy."""
+    p = probe(finding)
+    return json.loads(json.dumps(p.candle_patch)) if p.kind == "numeric" and p.candle_patch else None
 
 
 def as_candle_of(finding: Finding) -> dict[str, Any] | None:
     """The finding's reference-side counterfactual (`Probe.as_candle`), a copy."""
-    edit = finding.probe.as_candle if finding.probe is not None else None
+    edit = probe(finding).as_candle
     return json.loads(json.dumps(edit)) if edit else None
-
-
-def crash_repair(finding: Finding) -> dict[str, Any] | None:
-    """What repairs a crash finding for the next one's probe: its probe's patch, else its fix."""
-    probe = finding.probe
-    if probe is None or probe.kind != "crash":
-        return None
-    patch = probe.patch if probe.patch is not None else (finding.fix.edits if finding.fix is not None else None)
-    return dict(patch) if patch else None
 
 
 def describe_patch(patch: dict[str, Any]) -> str:
@@ -239,7 +189,7 @@ class Subject:
 
     def patch_of(self, finding: Finding) -> dict[str, Any] | None:
         """The counterfactual lint declared for the finding (its probe's patch, else its fix)."""
-        return probe_of(finding)[1]
+        return candle_patch(finding)
 
     def as_candle_of(self, finding: Finding) -> dict[str, Any] | None:
         """The finding's reference-side edit, where this subject can run one."""
@@ -264,22 +214,6 @@ class Subject:
         return replace(self, as_read=run, as_read_cmp=cmp, run_patched=lambda p: base({**repairs, **p}), repaired=words)
 
 
-def restores_prompt(before: Comparison, fixed: Comparison) -> bool:
-    """The patched run agrees at the prompt's last position (judged, f32) where the run
-    before the patch did not."""
-    b, f = before.last, fixed.last
-    return b is not None and f is not None and f.tolerance is not None and f.ok and not b.ok
-
-
-def explains(before: Comparison, after: Comparison) -> bool:
-    """`after` agrees, or at least halves the distance, or restores the prompt's last position."""
-    if after.ok:
-        return True
-    # `<` too: a NaN (infinite) distance that stays NaN is not halved
-    halved = after.distance() <= IMPROVEMENT * before.distance() and after.distance() < before.distance()
-    return halved or restores_prompt(before, after)
-
-
 def _effect(a: Reference | None, b: Reference | None) -> float | None:
     """max|a - b| over the teacher-forced rows of two references (None: not both known)."""
     if a is None or b is None or a.rows.shape != b.rows.shape:
@@ -295,7 +229,7 @@ def confirm_numeric(
 ) -> Confirmation:
     """`other_patches` / `other_edits`: the other findings' candle-side patches and
     reference-side edits (leave-one-out)."""
-    kind, _, _ = probe_of(finding)
+    kind = probe(finding).kind
     patch = subject.patch_of(finding)
     edit = subject.as_candle_of(finding)
     base = _base(finding, kind)
@@ -429,9 +363,7 @@ def _leave_one_out(
         return Confirmation(**base, verdict="CONFIRMED", evidence=f"{prefix}{before.headline()}; {what_fixed}, {_restored(after)}{explained}", details=details)
     side = details.get("reference_side") or {}
     effect, noise = side.get("effect"), side.get("noise")
-    # `<` too: a NaN (infinite) distance that stays NaN is not halved
-    halved = after.distance() <= IMPROVEMENT * before.distance() and after.distance() < before.distance()
-    if halved and not (effect is not None and noise is not None and effect <= noise):
+    if halved(before.distance(), after.distance()) and not (effect is not None and noise is not None and effect <= noise):
         return Confirmation(
             **base,
             verdict="CONFIRMED",
@@ -488,21 +420,12 @@ def confirm_crash(finding: Finding, subject: Subject, ran: str, siblings: Sequen
     """One crash finding on the run as read (no chaining): `ran` says what the as-read run did,
     for the not-reproduced line ("the prompt and 8 tokens"); `siblings`, the other findings,
     to tell "stopped at another finding's failure" from "stopped at one no finding predicts"."""
-    crashes = [finding] + [s for s in siblings if s is not finding and probe_of(s)[0] == "crash"]
+    crashes = [finding] + [s for s in siblings if s is not finding and probe(s).kind == "crash"]
     return crash_chain(crashes, subject, ran, chain=False)[0][id(finding)]
 
 
 def _predicts(finding: Finding, f: Failure) -> bool:
-    expect = probe_of(finding)[2]
-    return bool(expect) and expect.lower() in f.message.lower()  # type: ignore[union-attr]
-
-
-def _load_error(finding: Finding) -> bool:
-    """The rule predicts a failure at load (so a later failure shows it did not happen)."""
-    from portkit.rules import RULES
-
-    rule = RULES.get(finding.code)
-    return rule is not None and rule.effect == "load-error"
+    return predicts(probe(finding).expect, f.message)
 
 
 def crash_chain(crashes: Sequence[Finding], subject: Subject, ran: str, *, chain: bool = True) -> tuple[dict[int, Confirmation], Subject | None]:
@@ -523,7 +446,7 @@ def crash_chain(crashes: Sequence[Finding], subject: Subject, ran: str, *, chain
             break  # every finding judged (and, chained, the repairs run through once more)
         if f is None:
             for c in pending:
-                kind, _, expect = probe_of(c)
+                kind, expect = probe(c).kind, probe(c).expect
                 out[id(c)] = Confirmation(
                     **_base(c, kind),
                     verdict="NOT-REPRODUCED",
@@ -534,9 +457,9 @@ def crash_chain(crashes: Sequence[Finding], subject: Subject, ran: str, *, chain
         matched = [c for c in pending if _predicts(c, f)]
         specific = bool(matched)
         if not matched:  # a finding that predicts no text is confirmed by any failure
-            matched = [c for c in pending if not probe_of(c)[2]]
+            matched = [c for c in pending if not probe(c).expect]
         for c in matched:
-            kind, _, expect = probe_of(c)
+            kind, expect = probe(c).kind, probe(c).expect
             details = {"expect": expect, "failure": f.to_json(), **({"repairs": dict(repairs)} if repairs else {})}
             out[id(c)] = Confirmation(**_base(c, kind), verdict="CRASH-CONFIRMED", evidence=f.line() + on, details=details)
         pending = [c for c in pending if id(c) not in out]
@@ -544,9 +467,9 @@ def crash_chain(crashes: Sequence[Finding], subject: Subject, ran: str, *, chain
             # candle stopped where no finding's text says: the others' checks never ran, unless
             # their failure comes at load and candle got past it
             for c in pending:
-                kind, _, expect = probe_of(c)
+                kind, expect = probe(c).kind, probe(c).expect
                 details = {"expect": expect, "failure": f.to_json()}
-                if _load_error(c) and f.stage not in ("config", "load"):
+                if probe(c).at_load and f.stage not in ("config", "load"):
                     out[id(c)] = Confirmation(
                         **_base(c, kind),
                         verdict="NOT-REPRODUCED",
@@ -563,13 +486,13 @@ def crash_chain(crashes: Sequence[Finding], subject: Subject, ran: str, *, chain
             break
         fix: dict[str, Any] = {}
         for c in matched if chain else ():
-            fix.update(crash_repair(c) or {})
+            fix.update(probe(c).repair or {})
         if not fix or all(repairs.get(k, object()) == v for k, v in fix.items()):
             if not pending:
                 break
             codes = matched[0].code  # the first finding (in report order) that predicts it
             for c in pending:
-                kind, _, expect = probe_of(c)
+                kind, expect = probe(c).kind, probe(c).expect
                 out[id(c)] = Confirmation(
                     **_base(c, kind),
                     verdict="NOT-REACHED",
@@ -588,26 +511,17 @@ def crash_chain(crashes: Sequence[Finding], subject: Subject, ran: str, *, chain
     return out, None
 
 
-def not_probed_reason(finding: Finding) -> str:
-    """Why a static-only finding is not probed: its rule's `not_probed`."""
-    from portkit.rules import RULES
-    from portkit.rules.base import Rule
-
-    rule = RULES.get(finding.code)
-    return (rule or Rule).not_probed
-
-
 def confirm_static(finding: Finding) -> Confirmation:
-    kind, _, _ = probe_of(finding)
-    return Confirmation(**_base(finding, kind), verdict="NOT-PROBED", evidence=f"not probed: {not_probed_reason(finding)}")
+    p = probe(finding)
+    return Confirmation(**_base(finding, p.kind), verdict="NOT-PROBED", evidence=f"not probed: {p.reason or Rule.not_probed}")
 
 
 def _numeric_patches(findings: Sequence[Finding], skip: Finding | None = None) -> dict[str, Any]:
     """The candle-side patches of the numeric findings (but `skip`), merged in order."""
     merged: dict[str, Any] = {}
     for f in findings:
-        kind, patch, _ = probe_of(f)
-        if f is not skip and kind == "numeric" and patch:
+        patch = candle_patch(f)
+        if f is not skip and patch:
             merged.update(patch)
     return merged
 
@@ -620,14 +534,14 @@ def all_fixes_patch(findings: Sequence[Finding]) -> dict[str, Any] | None:
     """The candle-side run `confirm_section` asks for first when the file as read differs: every
     numeric finding's patch at once (`_leave_one_out`'s `fixed`), or None where there is none or
     a crash finding's repair comes first (the numeric probes then run on the repaired file)."""
-    if any(probe_of(f)[0] == "crash" for f in findings):
+    if any(probe(f).kind == "crash" for f in findings):
         return None
     return _numeric_patches(findings) or None
 
 
 def other_edits(findings: Sequence[Finding], me: Finding, subject: Subject) -> dict[str, Any]:
     """The other numeric findings' reference-side edits, merged."""
-    return merge_as_candle([e for f in findings if f is not me and probe_of(f)[0] == "numeric" for e in [subject.as_candle_of(f)] if e])
+    return merge_as_candle([e for f in findings if f is not me and probe(f).kind == "numeric" for e in [subject.as_candle_of(f)] if e])
 
 
 def confirm_all(findings: Sequence[Finding], subject: Subject, ran: str) -> list[Confirmation]:
@@ -638,12 +552,12 @@ def confirm_section(findings: Sequence[Finding], subject: Subject, ran: str) -> 
     """Every finding's verdict, in order: the crash findings first, chained; the numeric ones on
     the file the crash repairs made run (or as read). Returns them and the subject the numeric
     probes ran on (`portkit.verify.judge.explain` runs their counterfactuals together there)."""
-    crashes = [f for f in findings if probe_of(f)[0] == "crash"]
+    crashes = [f for f in findings if probe(f).kind == "crash"]
     by_id, repaired = crash_chain(crashes, subject, ran) if crashes else ({}, None)
     numeric_subject = repaired or subject
     out = []
     for f in findings:
-        kind, _, _ = probe_of(f)
+        kind = probe(f).kind
         if kind == "numeric":
             s = numeric_subject
             out.append(confirm_numeric(f, s, other_patches(findings, f, s), other_edits(findings, f, s)))

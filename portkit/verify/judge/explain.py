@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from portkit.verify.judge.comparison import Comparison, fmt_num
-from portkit.verify.judge.confirm import Confirmation, Subject, as_candle_of, describe_patch, merge_as_candle, probe_of
+from portkit.verify.judge.confirm import Subject, as_candle_of, candle_patch, describe_patch, merge_as_candle
+from portkit.verify.judge.verdicts import Confirmation
 from portkit.verify.judge.localise import Localisation
 
 if TYPE_CHECKING:  # the sides' records, read here; their code is never imported
@@ -95,7 +96,7 @@ def explain(
     measured = []
     for c in confirmed:
         f = by_code[c.code]
-        p = probe_of(f)[1] if probe_of(f)[0] == "numeric" else None
+        p = candle_patch(f)
         e = as_candle_of(f) if subject is not None and subject.reference_as is not None else None
         if p or e:
             patch.update(p or {})

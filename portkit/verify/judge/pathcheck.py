@@ -18,7 +18,8 @@ import numpy as np
 from portkit.findings import Finding
 from portkit.verify.judge.checks import ShapeMismatch, Tolerance, compare_logits, compare_steps
 from portkit.verify.judge.comparison import Comparison
-from portkit.verify.judge.confirm import Confirmation, probe_of
+from portkit.verify.judge.confirm import probe
+from portkit.verify.judge.verdicts import Confirmation
 
 if TYPE_CHECKING:  # the sides' records, read here; their code is never imported
     from portkit.verify.candle.run import Failure, RunOutputs
@@ -146,9 +147,9 @@ def _base(finding: Finding, kind: str) -> dict[str, Any]:
     return dict(code=finding.code, name=finding.name, severity=finding.severity, message=finding.message, filename=finding.filename, probe_kind=kind)
 
 
-def confirm(finding: Finding, run_name: str, section: PathSection) -> Confirmation:
-    """The verdict on `finding`, whose probe needs the path `run_name`."""
-    kind, _, expect = probe_of(finding)
+def confirm(finding: Finding, section: PathSection) -> Confirmation:
+    """The verdict on `finding`, on the path its probe needs."""
+    kind, expect, run_name = probe(finding).kind, probe(finding).expect, probe(finding).run
     base = _base(finding, kind)
     check = section.check(run_name)
     what = section.subject
@@ -185,6 +186,6 @@ def confirm(finding: Finding, run_name: str, section: PathSection) -> Confirmati
     )
 
 
-def confirm_all(findings: Sequence[Finding], run_of: dict[str, str], section: PathSection) -> list[Confirmation]:
-    """Each finding's verdict; `run_of`: finding code -> the path its probe needs."""
-    return [confirm(f, run_of[f.code], section) for f in findings]
+def confirm_on_paths(findings: Sequence[Finding], section: PathSection) -> list[Confirmation]:
+    """Each finding's verdict, on the path its probe needs."""
+    return [confirm(f, section) for f in findings]

@@ -65,6 +65,7 @@ def reference_as_candle(
     scan_len: int,
     progress: Progress,
     sublayers: Sequence[str] = (),
+    session: ReferenceSession | None = None,
 ) -> AsCandle:
     """transformers with a finding's edit (`compute.as_candle_reference`), from the cache when it
     has it. The cache key is the edited config's bytes, the tensor edits, the scan length and
@@ -94,7 +95,6 @@ def reference_as_candle(
         scan_len=scan_len,
         sublayers=list(sublayers),
     )
-    session = getattr(reference, "session", None)
     own = session is None
     if own:
         session = ReferenceSession(progress, start=False)
@@ -136,7 +136,6 @@ def _as_reference(reference: Reference, rows: np.ndarray, layers: dict[str, np.n
         source="as-candle",
         use_cache=reference.use_cache,
         fingerprints=reference.fingerprints,
-        session=getattr(reference, "session", None),
     )
 
 
@@ -144,8 +143,12 @@ class AsCandleRuns:
     """transformers as candle computes, memoised by the edit (one streamed run each, or its
     cache entry); `runs` keeps each run's words, seconds and source for the report."""
 
-    def __init__(self, model: Any, reference: Reference, tokens: int, progress: Progress, sublayers: Sequence[str] = ()) -> None:
+    def __init__(
+        self, model: Any, reference: Reference, tokens: int, progress: Progress, sublayers: Sequence[str] = (), *, session: ReferenceSession | None = None
+    ) -> None:
+        """`session`: verify's transformers process (None: each run starts its own)."""
         self.model, self.reference, self.tokens, self.progress, self.sublayers = model, reference, tokens, progress, list(sublayers)
+        self.session = session
         self.memo: dict[str, Reference] = {}
         self.runs: list[dict[str, Any]] = []
 
@@ -153,7 +156,7 @@ class AsCandleRuns:
         key = json.dumps({k: v for k, v in edit.items() if k != "what"}, sort_keys=True, default=str)
         if key not in self.memo:
             self.progress(f"transformers as candle computes: {edit.get('what')}")
-            got = reference_as_candle(self.model, self.reference, self.tokens, edit, 0, self.progress, self.sublayers)
+            got = reference_as_candle(self.model, self.reference, self.tokens, edit, 0, self.progress, self.sublayers, self.session)
             self.memo[key] = got.reference
             self.runs.append({"what": edit.get("what"), "seconds": round(got.seconds, 3), "source": got.source})
         return self.memo[key]
@@ -161,4 +164,4 @@ class AsCandleRuns:
     def effect_by_position(self, edit: dict[str, Any], scan_len: int) -> np.ndarray:
         """max|as written - as candle| of transformers' logits at each position of one forward
         over `scan_len` tokens (the prompt repeated): `attribution.scan_lengths`'s scan."""
-        return reference_as_candle(self.model, self.reference, self.tokens, edit, scan_len, self.progress).effect_by_position
+        return reference_as_candle(self.model, self.reference, self.tokens, edit, scan_len, self.progress, session=self.session).effect_by_position

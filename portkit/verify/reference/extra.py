@@ -64,19 +64,6 @@ def split(layers: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[st
     return kept, extra
 
 
-def perturbed(extra: dict[str, np.ndarray], delta: float) -> dict[str, np.ndarray]:
-    """The negative control's perturbation (`VerifyOptions.perturb_reference`) on these rows too:
-    `delta` added to one logit of the turn's first position and of the first batch row's last."""
-    out = dict(extra)
-    if "turn" in out:
-        out["turn"] = out["turn"].copy()
-        out["turn"][0, 0] += np.float32(delta)
-    if "batch" in out:
-        out["batch"] = out["batch"].copy()
-        out["batch"][0, -1, 0] += np.float32(delta)
-    return out
-
-
 def request(fed: Sequence[int] | None, segment: Sequence[int] | None, rows: Sequence[Sequence[int]] | None) -> dict[str, Any] | None:
     """The request's `extra` (None when there is nothing to compute: the report is then the plain one)."""
     seg = [int(t) for t in segment] if segment and fed is not None else None

@@ -113,7 +113,7 @@ class ReferenceJob:
                 req["refeed"] = inputs  # to the child in a file with no name (`child.ServedReference.submit`)
             self._ticket = self.session.submit(req)
 
-    def result(self, forced: Sequence[int] | None, perturb: float | None, extra: dict[str, Any] | None = None) -> Reference:
+    def result(self, forced: Sequence[int] | None, extra: dict[str, Any] | None = None) -> Reference:
         """The reference `submit` asked for (submitted now with `forced` and `extra` if it was not)."""
         t0 = time.perf_counter()
         if not self._submitted:
@@ -139,10 +139,6 @@ class ReferenceJob:
         rows = out.rows
         layers, extra_rows = refextra.split(out.layers)
         layers, truth = split_truth(layers, self._refeed)
-        if perturb:
-            rows = rows.copy()
-            rows[0, 0] += np.float32(perturb)
-            extra_rows = refextra.perturbed(extra_rows, perturb)
         return Reference(
             prompt=self.prompt,
             greedy=out.greedy,
@@ -154,7 +150,6 @@ class ReferenceJob:
             source=source,
             use_cache=self.cache is not None,
             fingerprints=self.fingerprints if self.cache is not None else None,
-            session=self.session,
             extra=extra_rows,
             truth=truth,
         )

@@ -4,8 +4,6 @@ prompt and the tokens fed after it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
 import numpy as np
 
 
@@ -44,9 +42,6 @@ class Reference:
     #: the weight files' `cachefiles.fingerprints`, taken for the cache key (None: not taken):
     #: the counterfactuals' keys reuse them rather than read the checkpoint again
     fingerprints: list[dict[str, object]] | None = None
-    #: the transformers process that computed it (`portkit.verify.reference.session`), for the
-    #: reference-side counterfactuals (None: they start their own)
-    session: Any = field(default=None, repr=False, compare=False)
     #: a continuation's and a batch's rows, when verify asked for them (`portkit.verify.reference.extra`):
     #: "turn" [len(segment), vocab], "batch" [N, L, vocab]
     extra: dict[str, np.ndarray] = field(default_factory=dict)

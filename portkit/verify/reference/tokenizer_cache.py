@@ -115,3 +115,34 @@ def through(cache: TokenizerCache | None, compute: Any) -> dict[str, Any]:
         if cache is not None and "error" not in doc:
             cache.put(doc)
     return doc
+
+
+class TransformersTokenizer:
+    """transformers' tokenizer as the reference's process records it: the tokenizer cache's
+    entry, else one request to verify's transformers process, sent once (`send`: after the
+    forward, so it is recorded while this process judges) and waited for when first asked."""
+
+    def __init__(self, session: Any, cache: TokenizerCache | None, root: Path, text: str | None, chat: str | None) -> None:
+        self.session, self.cache, self.root, self.text, self.chat = session, cache, root, text, chat
+        self.record: dict[str, Any] | None = cache.get() if cache is not None else None
+        self.ticket: Any = None
+
+    def send(self) -> None:
+        if self.record is None and self.ticket is None:
+            self.ticket = self.session.submit(dict(kind="tokenizer", model_dir=str(self.root), text=self.text, chat=self.chat))
+
+    def __call__(self) -> tuple[Any, str | None]:
+        """(the tokenizer, None) or (None, why transformers could not give it)."""
+        from portkit.verify.reference.compute import ReferenceFailed
+        from portkit.verify.reference.tokenizer import recorded
+
+        if self.record is None:
+            self.send()
+            try:
+                doc = self.session.wait(self.ticket)
+            except ReferenceFailed as e:
+                return None, str(e)
+            if self.cache is not None and "error" not in doc:
+                self.cache.put(doc)
+            self.record = doc
+        return recorded(self.record)

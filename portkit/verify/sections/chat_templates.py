@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 from portkit.findings import Finding
 from portkit.verify.corpus import Conversation, Render, conversations_for, edited_template, template_edits
 from portkit.verify.errors import one_line
-from portkit.verify.judge.confirm import Confirmation
+from portkit.verify.judge.verdicts import Confirmation, fewer
 from portkit.verify.reference.tokenizer import render_transformers
 
 ENVIRONMENTS = ("candle-examples", "mistral.rs")
@@ -233,9 +233,9 @@ def confirm(findings: Sequence[Finding], sec: TemplateSection, rust: Callable[..
             label = f"{env} with {label}" if edits[construct][0] is None else label  # type: ignore[index]
             details[env].update(counterfactual=label, before=before, after=after)
             prefix = "with the other findings' causes taken away, " if others else ""
-            if before > after:
+            if fewer(after=after, before=before):
                 parts.append(f"{env} renders {len(differ)} of {n} conversations otherwise; {prefix}{before}, and with {label}, {after}")
-            elif others and measure(env, []) > measure(env, [construct]):
+            elif others and fewer(before=measure(env, []), after=measure(env, [construct])):
                 alone = measure(env, [construct])
                 details[env].update(alone=alone)
                 parts.append(f"{env} renders {len(differ)} of {n} conversations otherwise; with {label} alone, {alone}")

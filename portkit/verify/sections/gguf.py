@@ -5,18 +5,22 @@ repairs the file whatever lint said."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from portkit import atomicfile
 from portkit.findings import Finding
-from portkit.verify.candle import cache as runcache
+from portkit.semantics.gguf import loader_repairs
 from portkit.verify.candle.gguf import GgufFile, tensor_names
 from portkit.verify.candle.run import PatchedRuns, RunOutputs, from_cache
 from portkit.verify.errors import BadInput
 from portkit.verify.judge.checks import TOLERANCES, Tolerance
 from portkit.verify.judge.comparison import Comparison, compare_run
-from portkit.verify.judge.confirm import IMPROVEMENT, Confirmation, Subject, confirm_section, describe_patch
+from portkit.verify.judge.attribution import EffectScan
+from portkit.verify.judge.confirm import Confirmation, Subject, describe_patch
+from portkit.verify.judge.section import judge_section
+from portkit.verify.judge.verdicts import closer
 from portkit.verify.model_dir import ModelDir
 from portkit.verify.reference.result import Reference
 
@@ -102,107 +106,122 @@ def verify_gguf(
     ran: str,
     *,
     use_cache: bool = True,
-    as_candle: Callable[[dict[str, Any]], Reference] | None = None,
+    as_candle: AsCandle | None = None,
     layers: bool = True,
     started: GgufFile | BadInput | None = None,
 ) -> GgufSection:
-    """`as_candle`: transformers as candle computes (`attribution.AsCandleRuns`, shared with the
-    HF section), for the findings no GGUF edit can undo; None: they are judged without it.
-    `layers`: the per-layer values of the file as written, where its loader has a copy of the
-    forward that records them and the file is judged per layer (F32). `started`: `start_gguf`'s,
-    when it ran on the reference's inputs (else the file is read and run here)."""
-    from portkit.verify.candle.gguf_edit import rewrite_gguf
-
+    """`as_candle`: transformers as candle computes (`reference.as_candle.AsCandleRuns`, shared
+    with the HF section), for the findings no GGUF edit can undo; None: they are judged without
+    it. `layers`: the per-layer values of the file as written, where its loader has a copy of
+    the forward that records them and the file is judged per layer (F32). `started`:
+    `start_gguf`'s, when it ran on the reference's inputs (else the file is read and run here)."""
     if isinstance(started, BadInput):
         raise started
     gf = started
     if gf is None or not gf.runs_on(reference.prompt, reference.inputs) or gf.captured != capture_wanted(gf, layers):
         gf = GgufFile(path, reference.prompt, reference.inputs, tokens, device, use_cache=use_cache)
-    types, meta, loader, cache_for = gf.types, gf.meta, gf.loader, gf.cache_for
-    tol, capture = gguf_tolerance(types), capture_wanted(gf, layers)
-
-    def judged(r: RunOutputs) -> tuple[RunOutputs, Comparison | None]:
-        return r, (compare_run(reference, r, tol) if r.failure is None else None)
-
-    def run_file(p: Path, label: str, cache: runcache.RunCache | None) -> tuple[RunOutputs, Comparison | None]:
-        return judged(gf.run(p, label, cache))
-
-    run, cmp = judged(gf.as_written(progress, capture))
-    tmpdir = atomicfile.scratch_dir("portkit-verify-gguf-")  # a killed verify's is removed by the next
-    n = [0]
-
-    def patched(patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:
-        n[0] += 1
-        label = describe_patch(patch)
-        progress(f"candle {loader} with {label}")
-        cache = cache_for(patch)
-        hit = from_cache(cache, label)
-        if hit is not None:  # no edited copy to write
-            return judged(hit)
-        meta_patch = {k: v for k, v in patch.items() if k not in GGUF_RUN_PATCH_KEYS and v is not None}
-        drop = tuple(k for k, v in patch.items() if v is None)
-        out = tmpdir / f"patched-{n[0]}.gguf"
-        try:
-            rewrite_gguf(path, out, set_meta=meta_patch, drop_meta=drop, permute_qk=bool(patch.get("permute_qk")))
-            return run_file(out, label, cache)
-        finally:
-            out.unlink(missing_ok=True)
-
-    patched_runs = PatchedRuns(patched)
-    theta = _reference_theta(model)
-
-    def against(ref: Reference, r: RunOutputs) -> Comparison | None:
-        return compare_run(ref, r, tol) if r.failure is None else None
-
+    tol, capture = gguf_tolerance(gf.types), capture_wanted(gf, layers)
+    run = gf.as_written(progress, capture)
+    cmp = against(tol, reference, run)
+    scratch = atomicfile.scratch_dir("portkit-verify-gguf-")  # a killed verify's is removed by the next
+    patched_runs = PatchedRuns(EditedRuns(gf, partial(judged, reference, tol), progress, scratch))
     # findings no GGUF edit can undo: judged against transformers as candle computes
     subject = Subject(
         as_read=run, as_read_cmp=cmp, run_patched=patched_runs, what="the GGUF in candle",
         patch_word="",
         unfixable="no metadata edit candle reads can fix this",
-        reference_as=as_candle, compare=against, reference=reference,
+        reference_as=as_candle, compare=partial(against, tol), reference=reference,
     )
-    confirmations, numeric_subject = confirm_section(findings, subject, ran)
-    from portkit.verify.judge.attribution import scan_lengths
-    from portkit.verify.judge.explain import explain
-
-    confirmations = scan_lengths(confirmations, findings, as_candle, model.config.get("max_position_embeddings"), progress)
-    no_layers = None if capture else (
-        f"per-layer: not recorded for {loader} GGUFs" if layers and tol.layer_rtol is not None else f"per-layer: not judged for a {tol.name} file"
+    verdicts = judge_section(
+        findings, subject, ran=ran, covered=len(reference.prompt) + tokens, scan=as_candle,
+        max_positions=model.config.get("max_position_embeddings"), no_layers=_no_layers(gf, tol, layers, capture), progress=progress,
     )
-    if not layers:
-        no_layers = "per-layer: not compared (--no-layers)"
-    explanation = explain(cmp, run, confirmations, findings, numeric_subject, no_layers)
-
-    # What repairs the file, whatever lint said: each counterfactual alone, when the GGUF differs.
-    diagnosis: list[str] = []
-    if loader == "quantized_llama" and run.failure is None and cmp is not None and not cmp.ok:
-        candidates: list[dict[str, Any]] = [{"permute_qk": True}]
-        fb_key = "llama.rope.freq_base"  # candle reads this key whatever the architecture
-        if theta is not None and meta.get(fb_key) != theta:
-            candidates.append({fb_key: theta})
-        for cand in candidates:
-            r, c = patched_runs(cand)
-            # printed only when it explains something: agreement, or at least half the distance gone
-            if c is not None and cmp is not None and (c.ok or c.distance() <= IMPROVEMENT * cmp.distance()):
-                verdict = "agrees" if c.ok else "closer"
-                diagnosis.append(f"with {describe_patch(cand)}: {verdict} ({c.headline()})")
-        if "rope_freqs.weight" in (gf.tensor_names if gf.tensor_names is not None else tensor_names(path)):
-            diagnosis.append("rope_freqs.weight is present: candle's quantized_llama never reads it (no GGUF edit fixes that)")
+    diagnosis = repairs(gf, cmp, patched_runs, _reference_theta(model)) if run.failure is None else []
     try:
-        tmpdir.rmdir()
+        scratch.rmdir()
     except OSError:
         pass
     return GgufSection(
         path=path,
-        loader=loader,
-        weight_types=types,
+        loader=gf.loader,
+        weight_types=gf.types,
         tolerance=tol,
         run=run,
         comparison=cmp,
-        findings=confirmations,
+        findings=verdicts.findings,
         diagnosis=diagnosis,
         runs=[run, *patched_runs.runs()],
-        explanation=explanation,
+        explanation=verdicts.explanation,
     )
 
 
+class AsCandle(EffectScan, Protocol):
+    """transformers as candle computes (`reference.as_candle.AsCandleRuns`)."""
+
+    def __call__(self, edit: dict[str, Any]) -> Reference: ...
+
+
+def judged(reference: Reference, tol: Tolerance, r: RunOutputs) -> tuple[RunOutputs, Comparison | None]:
+    return r, against(tol, reference, r)
+
+
+def against(tol: Tolerance, ref: Reference, r: RunOutputs) -> Comparison | None:
+    return compare_run(ref, r, tol) if r.failure is None else None
+
+
+class EditedRuns:
+    """Each counterfactual as an edited copy of the file (metadata set or dropped, the Q/K rows
+    permuted), run and judged; `PatchedRuns` memoises them by the patch."""
+
+    def __init__(self, gf: GgufFile, judge: Callable[[RunOutputs], tuple[RunOutputs, Comparison | None]], progress: Progress, scratch: Path) -> None:
+        self.gf, self.judge, self.progress, self.scratch = gf, judge, progress, scratch
+        self.written = 0
+
+    def __call__(self, patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:
+        from portkit.verify.candle.gguf_edit import rewrite_gguf
+
+        label = describe_patch(patch)
+        self.progress(f"candle {self.gf.loader} with {label}")
+        cache = self.gf.cache_for(patch)
+        hit = from_cache(cache, label)
+        if hit is not None:  # no edited copy to write
+            return self.judge(hit)
+        meta_patch = {k: v for k, v in patch.items() if k not in GGUF_RUN_PATCH_KEYS and v is not None}
+        drop = tuple(k for k, v in patch.items() if v is None)
+        self.written += 1
+        out = self.scratch / f"patched-{self.written}.gguf"
+        try:
+            rewrite_gguf(self.gf.path, out, set_meta=meta_patch, drop_meta=drop, permute_qk=bool(patch.get("permute_qk")))
+            return self.judge(self.gf.run(out, label, cache))
+        finally:
+            out.unlink(missing_ok=True)
+
+
+def _no_layers(gf: GgufFile, tol: Tolerance, layers: bool, capture: bool) -> str | None:
+    """Why the GGUF section has no per-layer values (None: it has them)."""
+    if not layers:
+        return "per-layer: not compared (--no-layers)"
+    if capture:
+        return None
+    if tol.layer_rtol is not None:
+        return f"per-layer: not recorded for {gf.loader} GGUFs"
+    return f"per-layer: not judged for a {tol.name} file"
+
+
+def repairs(
+    gf: GgufFile, cmp: Comparison | None, run_patched: Callable[[dict[str, Any]], tuple[RunOutputs, Comparison | None]], theta: float | None
+) -> list[str]:
+    """What repairs the file, whatever lint said: each of its loader's usual repairs alone, when
+    the GGUF differs, printed only when it explains something (it agrees, or the distance at
+    least halves); and the tensors the loader never reads."""
+    if cmp is None or cmp.ok:
+        return []
+    how = loader_repairs(gf.loader)
+    out: list[str] = []
+    for cand in how.candidates(gf.meta, theta):
+        _, c = run_patched(cand)
+        if c is not None and closer(cmp, c):
+            out.append(f"with {describe_patch(cand)}: {'agrees' if c.ok else 'closer'} ({c.headline()})")
+    names = gf.tensor_names if gf.tensor_names is not None else (tensor_names(gf.path) if how.unread_tensors else set())
+    out += [f"{t} is present: candle's {gf.loader} never reads it (no GGUF edit fixes that)" for t in how.unread_tensors if t in names]
+    return out

@@ -19,8 +19,7 @@ from portkit.findings import Finding
 from portkit.verify.candle.run import RunOutputs
 from portkit.verify.errors import BadInput
 from portkit.verify.judge.checks import Tolerance
-from portkit.verify.judge.confirm import run_of
-from portkit.verify.judge.pathcheck import PathCheck, PathSection, confirm_all
+from portkit.verify.judge.pathcheck import PathCheck, PathSection, confirm_on_paths
 from portkit.verify.model_dir import ModelDir
 from portkit.verify.reference import extra as refextra
 from portkit.verify.reference.result import Reference
@@ -107,15 +106,6 @@ def _size(n: int) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
-#: the runs a rule's `probe_run` may name that are paths (the others: the prompt's, the tokens section's)
-PATH_RUNS = ("turns", "batch", "padded-batch")
-
-
-def split(findings: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:
-    """(the findings no path judges, those a path judges)."""
-    return [f for f in findings if run_of(f) not in PATH_RUNS], [f for f in findings if run_of(f) in PATH_RUNS]
-
-
 @dataclass
 class Subject:
     """What runs the paths: candle on the checkpoint, or the GGUF in candle."""
@@ -179,7 +169,7 @@ def verify_paths(plan: PathPlan, subjects: Sequence[Subject], reference: Referen
                 sec.checks.append(PathCheck.judge(p, s.tolerance))
             if not s.padded:
                 sec.not_run["padded-batch"] = f"{s.name}'s module has no forward that takes a padding mask"
-        sec.findings = confirm_all(s.findings, {f.code: run_of(f) for f in s.findings}, sec)
+        sec.findings = confirm_on_paths(s.findings, sec)
         out.sections.append(sec)
     return out
 

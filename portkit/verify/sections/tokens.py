@@ -29,7 +29,8 @@ from typing import Any, Callable, Sequence
 from portkit.findings import Finding
 from portkit.verify.corpus import CONVERSATION, Sample, section_corpus
 from portkit.verify.errors import TokenizeError, one_line
-from portkit.verify.judge.confirm import Confirmation, both_alike, confirm_static, run_of
+from portkit.verify.judge.confirm import both_alike, confirm_static
+from portkit.verify.judge.verdicts import Confirmation, fewer
 from portkit.verify.reference.tokenizer import render_chat, transformers_tokenizer
 from portkit.verify.sections.tokenize import crate_from_text, crate_tokenizer, prompt_ids
 
@@ -121,7 +122,7 @@ class TokenizerSection:
         }
 
 
-def _encode_all(crate: Any, tok: Any, samples: list[Sample]) -> list[Encoded]:
+def encode_all(crate: Any, tok: Any, samples: list[Sample]) -> list[Encoded]:
     out = []
     for s in samples:
         for special in (True, False):
@@ -220,7 +221,7 @@ def _confirm(findings: Sequence[Finding], sec: TokenizerSection, crate: Any, tok
             what, total = ("encodes differ" if only is None else "encodes place its special tokens differently"), n
         details = {"before": b, "after": a, "of": total, "patch": patch}
         edit = ", ".join(sorted(patch))
-        if b > a:
+        if fewer(b, a):
             evidence = f"{prefix}{b} of {total} {what}; with its edit ({edit}), {a}"
             out.append(Confirmation(**base, verdict="CONFIRMED", evidence=evidence, details=details))
             continue
@@ -231,7 +232,7 @@ def _confirm(findings: Sequence[Finding], sec: TokenizerSection, crate: Any, tok
             b0 = _count(crate, sec.encodes, only) if f.code != "PK504" else len(sec.decode_differs)
             a0 = _count(alone, sec.encodes, only) if f.code != "PK504" else len(_decode_diffs(alone, tok, sec.encodes)[1])
             details.update(as_written=b0, alone=a0)
-            if b0 > a0:
+            if fewer(b0, a0):
                 evidence = f"on tokenizer.json as written {b0} of {total} {what}, with its edit alone ({edit}) {a0}; with the other findings' edits it has no effect of its own"
                 out.append(Confirmation(**base, verdict="CONFIRMED", evidence=evidence, details=details))
                 continue
@@ -258,19 +259,17 @@ def tokenizer_section(
     findings: Sequence[Finding],
     progress: Callable[[str], None] = lambda _s: None,
     *,
-    perturb_candle: bool = False,
     transformers: Callable[[], tuple[Any, str | None]] | None = None,
 ) -> TokenizerSection | None:
     """The section for `root`, or None when it has no tokenizer.json.
 
-    `perturb_candle` (the negative control): one id of candle's first encode is changed by one,
-    after encoding, so the mismatch goes through the same reporting. `transformers`: gives
+    `transformers`: gives
     (transformers' tokenizer, None) or (None, why) (verify's is `portkit.verify.reference.tokenizer`'s
     record from the reference's process); by default it is loaded here."""
     path = root / "tokenizer.json"
     if not path.is_file():
         return None
-    tok_findings = [f for f in findings if run_of(f) == "tokens"]
+    tok_findings = [f for f in findings if f.probe is not None and f.probe.run == "tokens"]
     sec = TokenizerSection(path=path)
     progress("tokenizer: the tokenizers crate and transformers")
     crate, sec.crate_error = crate_tokenizer(path)
@@ -279,10 +278,7 @@ def tokenizer_section(
         sec.transformers_class = getattr(tok, "class_name", None) or type(tok).__name__
         sec.chat_text, sec.chat_note = render_chat(tok, CONVERSATION)
     if crate is not None and tok is not None:
-        sec.encodes = _encode_all(crate, tok, section_corpus(tok, root, sec.chat_text))
-        if perturb_candle and sec.encodes:
-            e = sec.encodes[0]
-            e.crate = [e.crate[0] + 1, *e.crate[1:]] if e.crate else [0]
+        sec.encodes = encode_all(crate, tok, section_corpus(tok, root, sec.chat_text))
         sec.decodes, sec.decode_differs = _decode_diffs(crate, tok, sec.encodes)
     tj = None
     if any(f.probe is not None and f.probe.patch for f in tok_findings):
@@ -490,7 +486,7 @@ def verify_tokenizer_only(
         raise BadInput(str(e)) from None
     findings, note = (lint(), None) if opts.lint else ([], "lint skipped (--no-lint)")
     rec = transformers()
-    sec = tokenizer_section(Path(opts.model_dir), findings, progress, perturb_candle=opts.perturb_candle_tokens, transformers=lambda: rec)
+    sec = tokenizer_section(Path(opts.model_dir), findings, progress, transformers=lambda: rec)
     assert sec is not None
     sec.forward_note = "forward skipped: no model to run (tokenizer files only)"
     if (opts.text is not None or opts.chat is not None) and sec.compared:
