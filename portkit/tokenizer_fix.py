@@ -2,7 +2,9 @@
 tokenizers crate a candle program uses gives transformers' ids.
 
 One `FixPlan` for the directory's tokenizer.json (`portkit.fix.plans` lists it after
-config.json's), one `Edit` per tokenizer finding (PK5xx), each safe or refused:
+config.json's), one `Edit` per tokenizer finding (PK5xx), each safe or refused. Each rule says
+what its finding's edit is (`TokenizerRule.tokenizer_changes`, `portkit.rules.tokenizer`) and,
+when there is none, why (`TokenizerRule.refusal`); this module knows no rule by its code. Today:
 
 - safe: PK501-PK504 and PK511 write the normalizer, pre-tokenizer, decoder and post-processor
   the class transformers picks builds; PK505 sets `normalized` to false on the special tokens it
@@ -28,15 +30,13 @@ from typing import Any
 from portkit.errors import InputError
 from portkit.fixplan import Edit, FixPlan
 from portkit.model import ModelFacts, load_model
-from portkit.model.tokenizer_edit import apply_changes, probe_changes
+from portkit.model.tokenizer_edit import apply_changes
 from portkit.model.tokenizer_files import parse_tokenizer_json
 from portkit.rules import RULES, Context
-from portkit.rules.tokenizer import analysis
+from portkit.rules.tokenizer.analysis import analysis
+from portkit.rules.tokenizer.base import TokenizerRule
 from portkit.semantics import tokenizer as S
 from portkit.target import Target
-
-#: the findings a tokenizer.json edit fixes
-FIXABLE = ("PK501", "PK502", "PK503", "PK504", "PK505", "PK506", "PK511")
 
 
 def findings(facts: ModelFacts) -> tuple[list[Any], Context]:
@@ -45,36 +45,13 @@ def findings(facts: ModelFacts) -> tuple[list[Any], Context]:
     return [f for rule in RULES.values() if rule.group == "tokenizer" for f in rule.check(ctx)], ctx
 
 
-def changes_for(finding: Any, ctx: Context) -> dict[str, Any]:
-    """What fix writes for one finding: transformers' own components (the finding's probe patch
-    for PK501 keeps the crate's prepend scheme, to measure that finding alone; fix writes what
-    transformers builds)."""
-    a = analysis(ctx)
-    tf, crate = a.transformers, a.crate
-    assert tf is not None and crate is not None
-    code = finding.code
-    if code == "PK501":
-        out = {"normalizer": tf.normalizer(crate)}
-        if "pre_tokenizer" in (finding.fix.edits if finding.fix else {}):
-            out["pre_tokenizer"] = tf.pre_tokenizer(crate)
-        return out
-    if code in ("PK502", "PK503"):
-        return {"pre_tokenizer": tf.pre_tokenizer(crate)}
-    if code == "PK504":
-        return {"decoder": tf.decoder(crate)}
-    if code == "PK511":
-        return {"post_processor": tf.post_processor(crate)}
-    if code == "PK505":
-        return probe_changes(finding.fix.edits)  # `normalized` false on the special tokens it names
-    if code == "PK506":
-        return {"padding": None, "truncation": None}
-    raise ValueError(code)
-
-
-def _reason(finding: Any) -> str:
-    if finding.code == "PK507":
-        return f"the tokenizers crate cannot load tokenizer.json ({finding.candle_value}): regenerate it with the `tokenizers` library"
-    return f"not a tokenizer.json edit: {finding.help}"
+def edit(finding: Any, ctx: Context) -> Edit:
+    """The finding's edit: what its rule writes into tokenizer.json (`tokenizer_changes`), else
+    refused with the rule's reason (`refusal`)."""
+    rule = RULES[finding.code]
+    assert isinstance(rule, TokenizerRule), finding.code
+    changes = rule.tokenizer_changes(finding, ctx)
+    return Edit(finding, changes) if changes is not None else Edit(finding, refused=rule.refusal(finding))
 
 
 def plan(model_dir: Path, facts: ModelFacts | None = None) -> FixPlan | None:
@@ -86,7 +63,7 @@ def plan(model_dir: Path, facts: ModelFacts | None = None) -> FixPlan | None:
     tj = tok.tokenizer
     found, ctx = findings(facts)
     p = FixPlan(path=tj.path, old_text=tj.text)
-    p.edits = [Edit(f, changes_for(f, ctx)) if f.code in FIXABLE else Edit(f, refused=_reason(f)) for f in found]
+    p.edits = [edit(f, ctx) for f in found]
     changes = p.changes
     if changes:
         new_text = apply_changes(tj, changes)
@@ -121,6 +98,6 @@ def _check(facts: ModelFacts, ctx: Context, new_text: str) -> None:
         c = getattr(after.transformers, part)(after.crate)
         if S.canonical(b) != S.canonical(c):
             raise InputError(path, f"refusing to fix: the edit would change the {part} transformers builds")
-    left = sorted({f.code for f in after_found if f.code in FIXABLE})
+    left = sorted({f.code for f in after_found if edit(f, after_ctx).refused is None})
     if left:
         raise InputError(path, f"refusing to fix: {', '.join(left)} would still fire after the edit")

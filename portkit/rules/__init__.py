@@ -5,11 +5,13 @@ withdrawn stays in the table with status "removed" (ruff's `codes.rs` discipline
 groups own the hundreds: PK1xx config, PK2xx weights, PK3xx runtime, PK4xx gguf, PK5xx tokenizer. `--select`
 and `--ignore` take any prefix (`PK`, `PK1`, `PK10`, `PK101`).
 
-One module per group rather than one file per rule: the rules of a group share their
+Mostly one module per group rather than one file per rule: the rules of a group share their
 helpers (candle's expected tensor table, the GGUF view), and each rule is still one class
-whose docstring is its documentation. ("Group" is the rule's kind; a model *family* is the
-candle module a checkpoint loads into, `portkit.families`; each rule lists the families it
-applies to in `Rule.families`.)
+whose docstring is its documentation. The tokenizer group is a package with one module per
+rule and its shared analysis in a module of its own (`portkit.rules.tokenizer`). ("Group" is
+the rule's kind, `Rule.group`, and what code routes on, never the code's digits; a model
+*family* is the candle module a checkpoint loads into, `portkit.families`; each rule lists the
+families it applies to in `Rule.families`, derived from the family traits where a trait decides.)
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""portkit.tokenizer_fix: the edit each tokenizer finding gets, the text it writes, and each
-reason the plan's check refuses an edit.
+"""portkit.tokenizer_fix: the edit each tokenizer finding gets (from its rule,
+`TokenizerRule.tokenizer_changes`), the text it writes, and each reason the plan's check refuses
+an edit.
 
 The acceptance tests (tests/acceptance/test_verify_tokens.py) prove the written files give
 transformers' ids; these pin the edits themselves, value by value, so an edit that drops a
@@ -22,6 +23,7 @@ from portkit import tokenizer_fix as tfix
 from portkit.errors import InputError
 from portkit.model import load_model
 from portkit.model.tokenizer_edit import apply_changes
+from portkit.rules import RULES
 from tests.unit.tokenizer_cases import _bad_merge, _set, shape
 
 METASPACE_FIRST = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": False}
@@ -61,6 +63,11 @@ def _facts(d: Path) -> Any:
     return load_model(d)
 
 
+def changes_for(finding: Any, ctx: Any) -> dict[str, Any] | None:
+    """What the finding's rule has fix write into tokenizer.json (None: no tokenizer.json edit)."""
+    return RULES[finding.code].tokenizer_changes(finding, ctx)  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("name", sorted(EDITS))
 def test_each_finding_gets_the_edit_transformers_builds(name: str, tmp_path: Path) -> None:
     d = write_tokenizer(tmp_path / "m", name, "trigger")
@@ -68,10 +75,7 @@ def test_each_finding_gets_the_edit_transformers_builds(name: str, tmp_path: Pat
     assert sorted(f.code for f in found) == sorted(EDITS[name])
     for f in found:
         want = EDITS[name][f.code]
-        if want is None:
-            assert f.code not in tfix.FIXABLE
-        else:
-            assert tfix.changes_for(f, ctx) == want, f.code
+        assert changes_for(f, ctx) == want, f.code
     p = tfix.plan(d)
     assert p is not None and p.path == d / "tokenizer.json"
     assert [(e.finding.code, e.changes, e.refused is None) for e in p.edits] == [
@@ -85,11 +89,11 @@ def test_pk501_keeps_its_probes_prepend_scheme_out_of_the_fix(tmp_path: Path) ->
     found, ctx = tfix.findings(_facts(d))
     (pk501,) = [f for f in found if f.code == "PK501"]
     assert pk501.fix is not None and pk501.fix.edits["pre_tokenizer"]["prepend_scheme"] == "always"
-    assert tfix.changes_for(pk501, ctx)["pre_tokenizer"] == METASPACE_FIRST
+    assert changes_for(pk501, ctx)["pre_tokenizer"] == METASPACE_FIRST
     # without a pre-tokenizer in its own edit, PK501 writes the normalizer alone
     alone = dataclasses.replace(pk501, fix=dataclasses.replace(pk501.fix, edits={"normalizer": None}))
-    assert tfix.changes_for(alone, ctx) == {"normalizer": None}
-    assert tfix.changes_for(dataclasses.replace(pk501, fix=None), ctx) == {"normalizer": None}
+    assert changes_for(alone, ctx) == {"normalizer": None}
+    assert changes_for(dataclasses.replace(pk501, fix=None), ctx) == {"normalizer": None}
 
 
 # ------------------------------------------------------------------ PK506: padding and truncation, both
@@ -111,7 +115,7 @@ def test_pk506_sets_padding_and_truncation_to_null_whichever_is_saved(saved: str
     assert (old["padding"] is not None, old["truncation"] is not None) == {"both": (True, True), "padding only": (True, False), "truncation only": (False, True)}[saved]
     found, ctx = tfix.findings(_facts(d))
     (pk506,) = [f for f in found if f.code == "PK506"]
-    assert tfix.changes_for(pk506, ctx) == {"padding": None, "truncation": None}
+    assert changes_for(pk506, ctx) == {"padding": None, "truncation": None}
     p = tfix.plan(d)
     assert p is not None and p.new_text is not None
     new = json.loads(p.new_text)
@@ -143,11 +147,25 @@ def test_refused_findings_say_why(tmp_path: Path) -> None:
         assert e.refused == f"not a tokenizer.json edit: {e.finding.help}" and e.changes == {}
 
 
-def test_a_code_fix_does_not_edit_is_refused_loudly(tmp_path: Path) -> None:
+def test_a_finding_no_tokenizer_edit_fixes_gets_none_and_is_refused(tmp_path: Path) -> None:
     d = write_tokenizer(tmp_path / "m", "llama3", "trigger")
     found, ctx = tfix.findings(_facts(d))
-    with pytest.raises(ValueError, match=r"^PK508$"):
-        tfix.changes_for(next(f for f in found if f.code == "PK508"), ctx)
+    pk508 = next(f for f in found if f.code == "PK508")
+    assert changes_for(pk508, ctx) is None
+    e = tfix.edit(pk508, ctx)
+    assert not e.safe and e.changes == {} and e.refused == f"not a tokenizer.json edit: {pk508.help}"
+
+
+def test_a_tokenizer_rule_says_it_fixes_exactly_when_it_has_an_edit() -> None:
+    """`fix_availability` (what `portkit rules` and the docs say) agrees with whether the rule
+    overrides `tokenizer_changes` (what `portkit fix` does)."""
+    from portkit.rules.tokenizer.base import TokenizerRule
+
+    tok = {c: r for c, r in RULES.items() if r.group == "tokenizer"}
+    assert all(isinstance(r, TokenizerRule) for r in tok.values())
+    edits = {c for c, r in tok.items() if type(r).tokenizer_changes is not TokenizerRule.tokenizer_changes}
+    assert edits == {c for c, r in tok.items() if r.fix_availability != "none"}
+    assert edits == {"PK501", "PK502", "PK503", "PK504", "PK505", "PK506", "PK511"}
 
 
 def test_clean_directories_and_directories_without_tokenizer_json_plan_nothing(tmp_path: Path) -> None:

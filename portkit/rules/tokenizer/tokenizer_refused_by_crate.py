@@ -1,0 +1,80 @@
+"""PK507 tokenizer-refused-by-crate: The tokenizers crate candle uses cannot load tokenizer.json."""
+
+from __future__ import annotations
+
+from portkit.rules.base import Context, location
+from portkit.rules.tokenizer.analysis import analysis
+from portkit.rules.tokenizer.base import TokenizerRule
+from portkit.semantics import tokenizer as S
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
+if TYPE_CHECKING:
+    from typing import Iterable
+
+    from portkit.findings import Finding
+
+
+class TokenizerRefusedByCrate(TokenizerRule):
+    """The tokenizers crate candle uses cannot load tokenizer.json.
+
+    ## What it does
+    Reads tokenizer.json the way the crate's serde deserializer does and predicts its refusal:
+    a `version` other than "1.0", no `model`, an unknown model or component `type`, BPE without
+    vocab or merges, a merge string that does not split into two tokens at one space.
+
+    ## Why is this bad?
+    `Tokenizer::from_file` fails in the candle program before anything runs. A merge of three
+    spaces (`"   "`) fails in both runtimes; a file with merges saved as pairs loads in 0.22 but
+    fails in programs pinned to tokenizers 0.19 or older ("data did not match any variant of
+    untagged enum ModelWrapper").
+
+    ## Example
+    `"merges": ["▁ t", "   ", ...]`.
+
+    Use instead: merges that each hold two tokens separated by one space (or as pairs).
+
+    ## Fix
+    None automatic: regenerate tokenizer.json with the `tokenizers` library.
+
+    ## Candle source
+    candle-core-0.11.0/src/quantized/tokenizer.rs:4-18 (the crate candle uses);
+    tokenizers-0.22.2 src/tokenizer/serialization.rs:108-151, src/models/mod.rs:73-135,
+    src/models/bpe/model.rs:286-303, src/models/bpe/serialization.rs:131-154.
+
+    ## Verification
+    crash: verify loads tokenizer.json with the crate; CRASH-CONFIRMED when it fails with the
+    predicted message.
+
+    ## References
+    - https://github.com/huggingface/tokenizers/pull/909 (merges and spaces)
+    - https://github.com/allenai/open-instruct/issues/738 (merges saved as pairs, read by tokenizers 0.19: "data did not match any variant of untagged enum ModelWrapper")
+    """
+
+    code = "PK507"
+    name = "tokenizer-refused-by-crate"
+    severity = "error"
+    effect = "load-error"
+    fix_title = "Regenerate tokenizer.json with the `tokenizers` library; no edit portkit can make fixes it"
+    probe_kind = "crash"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        a = analysis(ctx)
+        if a.crate is None or a.crate.refused is None or a.tj is None:
+            return
+        msg = a.crate.refused
+        key = "merges" if msg.startswith(("Merges", "Missing vocab")) else "model" if "Model" in msg else "version" if msg.startswith("Unknown tokenizer version") else None
+        for k, _, _, enum in S._COMPONENTS:
+            if enum in msg:
+                key = k
+        yield self.finding(
+            ctx,
+            f"the tokenizers crate 0.22.2 that candle uses refuses tokenizer.json: `{msg}`; `Tokenizer::from_file` fails before anything runs",
+            filename=a.tj.path,
+            location=self.at(a, key) if key else location(None),
+            candle_value=msg,
+            expect=msg,
+        )
+
+    def refusal(self, finding: Finding) -> str:
+        """No edit portkit can make fixes a file the crate refuses."""
+        return f"the tokenizers crate cannot load tokenizer.json ({finding.candle_value}): regenerate it with the `tokenizers` library"
