@@ -428,10 +428,10 @@ class VerifyRun:
 
         with self.timings.timed("paths"):
             padded = self.family.trait("PADDING_MASK") is not None
-            subjects = [paths.Subject("candle", self.candle.loader(self.model.config_text), self.tol, padded, findings)]
+            subjects = [paths.PathSubject("candle", self.candle.loader(self.model.config_text), self.tol, padded, findings)]
             if gguf is not None:
                 load = partial(load_gguf, gguf.path, device=self.opts.device, loader=gguf.loader)
-                subjects.append(paths.Subject("the GGUF in candle", load, gguf.tolerance, False, gguf_findings))
+                subjects.append(paths.PathSubject("the GGUF in candle", load, gguf.tolerance, False, gguf_findings))
             return paths.verify_paths(self.plan, subjects, reference, self.progress)
 
 

@@ -357,7 +357,14 @@ def _leave_one_out(
             + (fixed.run.failure.head if fixed.run.failure else "no numbers"),
             details=details,
         )
-    after = fixed.cmp
+    return _judged_fix(base, details, subject, prefix, before, fixed.cmp, what_fixed, bool(edit))
+
+
+def _judged_fix(
+    base: dict[str, Any], details: dict[str, Any], subject: Subject, prefix: str, before: Comparison, after: Comparison, what_fixed: str, edit: bool
+) -> Confirmation:
+    """The verdict once the finding's counterfactual ran: `before` (the others' applied) against
+    `after` (its own too)."""
     explained = ": the finding explains the difference" if edit else ""
     if after.ok:
         return Confirmation(**base, verdict="CONFIRMED", evidence=f"{prefix}{before.headline()}; {what_fixed}, {_restored(after)}{explained}", details=details)
@@ -428,6 +435,23 @@ def _predicts(finding: Finding, f: Failure) -> bool:
     return predicts(probe(finding).expect, f.message)
 
 
+def _unpredicted_stop(c: Finding, f: Failure, what: str, on: str) -> Confirmation:
+    """candle stopped where no finding's text says: `c`'s check never ran, unless its failure
+    comes at load and candle got past it."""
+    kind, expect = probe(c).kind, probe(c).expect
+    details = {"expect": expect, "failure": f.to_json()}
+    if probe(c).at_load and f.stage not in ("config", "load"):
+        return Confirmation(
+            **_base(c, kind),
+            verdict="NOT-REPRODUCED",
+            evidence=f"{what} loaded without the predicted error (expected `{expect}`){on}; it failed later: {f.line()}",
+            details=details,
+        )
+    return Confirmation(
+        **_base(c, kind), verdict="NOT-REACHED", evidence=f"not reached: {what} stopped at a failure no finding predicts{on}: {f.line()}", details=details
+    )
+
+
 def crash_chain(crashes: Sequence[Finding], subject: Subject, ran: str, *, chain: bool = True) -> tuple[dict[int, Confirmation], Subject | None]:
     """Every crash finding's verdict (by `id`), chained: candle stops at the failure a finding
     predicts (CRASH-CONFIRMED with its text), the finding's repair is applied and candle runs
@@ -464,25 +488,7 @@ def crash_chain(crashes: Sequence[Finding], subject: Subject, ran: str, *, chain
             out[id(c)] = Confirmation(**_base(c, kind), verdict="CRASH-CONFIRMED", evidence=f.line() + on, details=details)
         pending = [c for c in pending if id(c) not in out]
         if not specific:
-            # candle stopped where no finding's text says: the others' checks never ran, unless
-            # their failure comes at load and candle got past it
-            for c in pending:
-                kind, expect = probe(c).kind, probe(c).expect
-                details = {"expect": expect, "failure": f.to_json()}
-                if probe(c).at_load and f.stage not in ("config", "load"):
-                    out[id(c)] = Confirmation(
-                        **_base(c, kind),
-                        verdict="NOT-REPRODUCED",
-                        evidence=f"{subject.what} loaded without the predicted error (expected `{expect}`){on}; it failed later: {f.line()}",
-                        details=details,
-                    )
-                else:
-                    out[id(c)] = Confirmation(
-                        **_base(c, kind),
-                        verdict="NOT-REACHED",
-                        evidence=f"not reached: {subject.what} stopped at a failure no finding predicts{on}: {f.line()}",
-                        details=details,
-                    )
+            out.update((id(c), _unpredicted_stop(c, f, subject.what, on)) for c in pending)
             break
         fix: dict[str, Any] = {}
         for c in matched if chain else ():

@@ -208,6 +208,29 @@ class _ModelRuns:
         return ForwardResult(logits=_host(res.logits[0]), layers=outs, nonfinite_weights=list(self.nonfinite)), res
 
 
+def _config(transformers: Any, model_dir: Path, config_text: str | None) -> Any:
+    """The checkpoint's config, or `config_text` read the same way (from a directory of its own)."""
+    if config_text is None:
+        return transformers.AutoConfig.from_pretrained(str(model_dir), local_files_only=True, trust_remote_code=False)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="portkit-config-") as tmp:
+        (Path(tmp) / "config.json").write_text(config_text)
+        return transformers.AutoConfig.from_pretrained(tmp, local_files_only=True, trust_remote_code=False)
+
+
+def _checked_edits(tensor_edits: Mapping[str, str], names: set[str]) -> dict[str, str]:
+    """The tensor edits, each naming a tensor of the checkpoint and an edit portkit knows."""
+    edits = dict(tensor_edits)
+    unknown = sorted(set(edits) - names)
+    if unknown:
+        raise ValueError(f"no tensor {unknown[0]} in the checkpoint to edit")
+    bad = sorted(n for n, how in edits.items() if how != "zero")
+    if bad:
+        raise ValueError(f"unknown tensor edit {edits[bad[0]]!r} for {bad[0]}")
+    return edits
+
+
 class StreamedModel(_ModelRuns):
     """A transformers causal LM whose decoder layers live on the meta device between uses."""
 
@@ -241,14 +264,7 @@ class StreamedModel(_ModelRuns):
         from transformers.conversion_mapping import get_model_conversion_mapping
         from transformers.modeling_utils import LoadStateDictConfig
 
-        if config_text is None:
-            config = transformers.AutoConfig.from_pretrained(str(model_dir), local_files_only=True, trust_remote_code=False)
-        else:
-            import tempfile
-
-            with tempfile.TemporaryDirectory(prefix="portkit-config-") as tmp:
-                (Path(tmp) / "config.json").write_text(config_text)
-                config = transformers.AutoConfig.from_pretrained(tmp, local_files_only=True, trust_remote_code=False)
+        config = _config(transformers, model_dir, config_text)
         # torch's grouped matmul (transformers' default for MoE experts) has no f64 kernel: the
         # truth computes each expert on its own, the same sums in another order
         experts = {"experts_implementation": "eager"} if precision == "float64" else {}
@@ -264,13 +280,7 @@ class StreamedModel(_ModelRuns):
             weight_mapping=get_model_conversion_mapping(model),
         )
         self.files = [_open(safe_open, p, "mmap" if resident else "pread") for p in weight_files]
-        self.tensor_edits = dict(tensor_edits or {})
-        unknown = sorted(set(self.tensor_edits) - {k for f in self.files for k in f.keys()})
-        if unknown:
-            raise ValueError(f"no tensor {unknown[0]} in the checkpoint to edit")
-        bad = sorted(n for n, how in self.tensor_edits.items() if how != "zero")
-        if bad:
-            raise ValueError(f"unknown tensor edit {self.tensor_edits[bad[0]]!r} for {bad[0]}")
+        self.tensor_edits = _checked_edits(tensor_edits or {}, {k for f in self.files for k in f.keys()})
         self.layers_path, self.layers = _decoder_layers(model)
         # checkpoint key -> open file; keys grouped by decoder layer (None: always resident)
         self.groups: dict[int | None, list[tuple[str, Any]]] = {}

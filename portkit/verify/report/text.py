@@ -51,6 +51,13 @@ def comparison_lines(c: Comparison, greedy_ref: list[int], layers_note: str | No
         out.append(
             f"last position   n={c.last.n}  max|diff|={c.last.max_abs_diff:.2e}  max|ref|={c.last.max_abs_ref:.3g}  {tol}{verdict}"
         )
+    out += _steps_lines(c) + _greedy_lines(c) + _layers_lines(c, layers_note)
+    return out
+
+
+def _steps_lines(c: Comparison) -> list[str]:
+    """The teacher-forced steps' line and their flips."""
+    out: list[str] = []
     if c.steps is not None:
         s = c.steps
         mark = "[green]OK[/]" if s.ok else ("[red]NON-FINITE[/]" if s.nonfinite_steps else "[red]MISMATCH[/]")
@@ -70,6 +77,12 @@ def comparison_lines(c: Comparison, greedy_ref: list[int], layers_note: str | No
             )
             more = f"  ... {len(s.disagreements) - len(shown)} more" if len(s.disagreements) > len(shown) else ""
             out.append(f"    differing steps: {flips}{more}")
+    return out
+
+
+def _greedy_lines(c: Comparison) -> list[str]:
+    """The greedy tokens: identical, or where they part."""
+    out: list[str] = []
     if c.greedy is not None:
         g = c.greedy
         d = g.first_divergence
@@ -86,6 +99,12 @@ def comparison_lines(c: Comparison, greedy_ref: list[int], layers_note: str | No
             out.append(f"    candle       {g.got}")
         elif g.ref:
             out.append(f"    tokens {g.ref}")
+    return out
+
+
+def _layers_lines(c: Comparison, layers_note: str | None) -> list[str]:
+    """The per-layer comparison's line, or why there is none."""
+    out: list[str] = []
     if c.layers is None and c.last is not None and layers_note:
         out.append(f"layers          {layers_note}")
     if c.layers is not None:
@@ -195,29 +214,8 @@ def render_text(rep: VerifyReport | TokenizerReport, console: Console, *, table:
     if isinstance(rep, TokenizerReport):  # tokenizer files only
         _render_tokenizer_report(rep, console)
         return
-    o = rep.options
-    v = rep.versions
     p = console.print
-    p(f"[bold]portkit verify[/] {escape(str(rep.model.root))}")
-    p(
-        f"  candle {v.get('candle')} `{rep.family}` (portkit_native, {o.device}, {o.dtype}{', from the cache' if rep.run.source == 'cache' else ''}) "
-        f"vs transformers {v.get('transformers')} "
-        f"(eager, f32, cpu, {rep.reference.mode}{', from the cache' if rep.reference.source == 'cache' else ''}; torch {v.get('torch')})"
-    )
-    if rep.run_plan is not None:
-        p(f"  {escape(_plan_line(rep.run_plan))}")
-    p(f"  prompt: {escape(rep.prompt.describe())}")
-    cids = rep.prompt.candle_ids
-    if cids is not None and tuple(cids) != tuple(rep.prompt.ids):
-        head = " ".join(str(i) for i in cids[:12]) + (" ..." if len(cids) > 12 else "")
-        p(f"  [yellow]candle's own ids for this text differ ({len(cids)} ids): {head}; both sides run transformers' ids above[/]")
-    p(f"  tolerance {rep.tolerance.name}: {tolerance_line(rep.tolerance, rep.comparison is not None and rep.comparison.measured)}")
-    runs = rep.candle_runs
-    if runs["cached"]:
-        p(
-            f"  candle: {runs['cached']} of {runs['total']} run{'s' if runs['total'] != 1 else ''} read from the cache "
-            "(an identical earlier run: same wheel build, machine, checkpoint and inputs; --no-cache runs candle again)"
-        )
+    _render_header(rep, p)
     if rep.tokenizer is not None:
         from portkit.verify.sections.tokens import text_lines
 
@@ -248,17 +246,7 @@ def render_text(rep: VerifyReport | TokenizerReport, console: Console, *, table:
     if rep.plot is not None:
         p(f"  per-layer plot: {escape(str(rep.plot))}")
     p("")
-    n = len(rep.findings)
-    head = "[bold]findings[/]"
-    if rep.lint_note:
-        p(f"{head}  [yellow]{escape(rep.lint_note)}[/]")
-    else:
-        tok = len(rep.tokenizer.findings) if rep.tokenizer is not None else 0
-        p(f"{head} (portkit lint: {n}" + (f"; {tok} tokenizer findings judged in the tokens section above)" if tok else ")"))
-        if not rep.findings:
-            p("  none")
-    for ln in _finding_lines(rep.findings):
-        p(ln)
+    _render_findings(rep, p)
     if rep.gguf is not None:
         _render_gguf(rep.gguf, rep, console)
     if rep.paths is not None:
@@ -273,6 +261,47 @@ def render_text(rep: VerifyReport | TokenizerReport, console: Console, *, table:
     word, line = rep.verdict()
     colour = "green" if rep.exit_code == 0 else "red"
     p(f"[bold {colour}]verdict: {escape(line)}[/] (exit {rep.exit_code})")
+
+
+def _render_header(rep: VerifyReport, p: Any) -> None:
+    """What ran against what, the plan, the prompt and the tolerance."""
+    o = rep.options
+    v = rep.versions
+    p(f"[bold]portkit verify[/] {escape(str(rep.model.root))}")
+    p(
+        f"  candle {v.get('candle')} `{rep.family}` (portkit_native, {o.device}, {o.dtype}{', from the cache' if rep.run.source == 'cache' else ''}) "
+        f"vs transformers {v.get('transformers')} "
+        f"(eager, f32, cpu, {rep.reference.mode}{', from the cache' if rep.reference.source == 'cache' else ''}; torch {v.get('torch')})"
+    )
+    if rep.run_plan is not None:
+        p(f"  {escape(_plan_line(rep.run_plan))}")
+    p(f"  prompt: {escape(rep.prompt.describe())}")
+    cids = rep.prompt.candle_ids
+    if cids is not None and tuple(cids) != tuple(rep.prompt.ids):
+        head = " ".join(str(i) for i in cids[:12]) + (" ..." if len(cids) > 12 else "")
+        p(f"  [yellow]candle's own ids for this text differ ({len(cids)} ids): {head}; both sides run transformers' ids above[/]")
+    p(f"  tolerance {rep.tolerance.name}: {tolerance_line(rep.tolerance, rep.comparison is not None and rep.comparison.measured)}")
+    runs = rep.candle_runs
+    if runs["cached"]:
+        p(
+            f"  candle: {runs['cached']} of {runs['total']} run{'s' if runs['total'] != 1 else ''} read from the cache "
+            "(an identical earlier run: same wheel build, machine, checkpoint and inputs; --no-cache runs candle again)"
+        )
+
+
+def _render_findings(rep: VerifyReport, p: Any) -> None:
+    """The checkpoint's findings, with lint's count (the tokens section's are above)."""
+    n = len(rep.findings)
+    head = "[bold]findings[/]"
+    if rep.lint_note:
+        p(f"{head}  [yellow]{escape(rep.lint_note)}[/]")
+    else:
+        tok = len(rep.tokenizer.findings) if rep.tokenizer is not None else 0
+        p(f"{head} (portkit lint: {n}" + (f"; {tok} tokenizer findings judged in the tokens section above)" if tok else ")"))
+        if not rep.findings:
+            p("  none")
+    for ln in _finding_lines(rep.findings):
+        p(ln)
 
 
 def _render_gguf(g: GgufSection, rep: VerifyReport, console: Console) -> None:

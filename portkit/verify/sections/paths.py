@@ -107,7 +107,7 @@ def _size(n: int) -> str:
 
 
 @dataclass
-class Subject:
+class PathSubject:
     """What runs the paths: candle on the checkpoint, or the GGUF in candle."""
 
     name: str
@@ -147,7 +147,7 @@ class PathsReport:
         }
 
 
-def verify_paths(plan: PathPlan, subjects: Sequence[Subject], reference: Reference, progress: Progress) -> PathsReport:
+def verify_paths(plan: PathPlan, subjects: Sequence[PathSubject], reference: Reference, progress: Progress) -> PathsReport:
     fed = list(reference.forced) if reference.forced is not None else None
     out = PathsReport(plan=plan, fed=fed)
     for s in subjects:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from portkit.findings import Finding
 from portkit.verify.corpus import CONVERSATION, Sample, section_corpus
@@ -33,6 +33,9 @@ from portkit.verify.judge.confirm import both_alike, confirm_static
 from portkit.verify.judge.verdicts import Confirmation, fewer
 from portkit.verify.reference.tokenizer import render_chat, transformers_tokenizer
 from portkit.verify.sections.tokenize import crate_from_text, crate_tokenizer, prompt_ids
+
+if TYPE_CHECKING:  # the options' type only: the pipeline above imports this module
+    from portkit.verify.pipeline import VerifyOptions
 
 
 @dataclass
@@ -420,7 +423,7 @@ def tokenizer_only(root: Path) -> bool:
 class TokenizerReport:
     """verify on a directory with tokenizer files and no model to run: the tokenizer section alone."""
 
-    options: Any
+    options: VerifyOptions
     section: TokenizerSection
     versions: dict[str, str]
     lint_note: str | None = None
@@ -469,7 +472,7 @@ class TokenizerReport:
 
 
 def verify_tokenizer_only(
-    opts: Any, lint: Callable[[], list[Finding]], progress: Callable[[str], None], t_start: float, transformers: Callable[[], tuple[Any, str | None]]
+    opts: VerifyOptions, lint: Callable[[], list[Finding]], progress: Callable[[str], None], t_start: float, transformers: Callable[[], tuple[Any, str | None]]
 ) -> TokenizerReport:
     """`transformers`: transformers' tokenizer as `tokenizer_section` takes it."""
     import time
