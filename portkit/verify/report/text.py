@@ -14,6 +14,7 @@ from portkit.verify.judge.checks import Tolerance, is_sublayer
 from portkit.verify.judge.comparison import Comparison, fmt_tol
 from portkit.verify.judge.floor import FACTOR, LAYER_FACTOR, OWN_FACTOR
 from portkit.verify.pipeline import VerifyReport
+from portkit.verify.report.section_lines import VERDICT_STYLE, paths_lines, tokens_lines
 from portkit.verify.sections.gguf import GgufSection
 from portkit.verify.sections.tokens import TokenizerReport
 
@@ -181,13 +182,10 @@ def layer_table(c: Comparison) -> Table:
     return t
 
 
-_VERDICT_STYLE = {"CONFIRMED": "bold red", "CRASH-CONFIRMED": "bold red", "NOT-REPRODUCED": "yellow", "NOT-REACHED": "dim", "NOT-PROBED": "dim"}
-
-
 def _finding_lines(findings: list) -> list[str]:
     out = []
     for f in findings:
-        style = _VERDICT_STYLE[f.verdict]
+        style = VERDICT_STYLE[f.verdict]
         out.append(f"  [bold]{f.code}[/] {f.name}  [{style}]{f.verdict}[/]  [dim]({f.probe_kind})[/]")
         out.append(f"      {escape(f.message)}")
         out.append(f"      evidence: {escape(f.evidence)}")
@@ -217,10 +215,8 @@ def render_text(rep: VerifyReport | TokenizerReport, console: Console, *, table:
     p = console.print
     _render_header(rep, p)
     if rep.tokenizer is not None:
-        from portkit.verify.sections.tokens import text_lines
-
         p("")
-        for ln in text_lines(rep.tokenizer):
+        for ln in tokens_lines(rep.tokenizer):
             p(ln)
         for ln in _finding_lines(rep.tokenizer.findings):
             p(ln)
@@ -250,9 +246,7 @@ def render_text(rep: VerifyReport | TokenizerReport, console: Console, *, table:
     if rep.gguf is not None:
         _render_gguf(rep.gguf, rep, console)
     if rep.paths is not None:
-        from portkit.verify.sections.paths import text_lines as path_lines
-
-        for ln in path_lines(rep.paths):
+        for ln in paths_lines(rep.paths):
             p(ln)
     if rep.nonfinite is not None:
         p("")
@@ -327,13 +321,12 @@ def _render_gguf(g: GgufSection, rep: VerifyReport, console: Console) -> None:
 
 def _render_tokenizer_report(rep: Any, console: Console) -> None:
     """verify on tokenizer files alone: the tokenizer section, its findings, the verdict."""
-    from portkit.verify.sections.tokens import text_lines
 
     p = console.print
     p(f"[bold]portkit verify[/] {escape(str(rep.options.model_dir))}")
     p(f"  tokenizers crate 0.22.2 (portkit_native) vs transformers {rep.versions.get('transformers')}")
     p("")
-    for ln in text_lines(rep.section):
+    for ln in tokens_lines(rep.section):
         p(ln)
     p("")
     if rep.lint_note is None:

@@ -272,34 +272,3 @@ def first_difference(sec: TemplateSection, env: str, i: int) -> dict[str, Any]:
         lo = max(0, k - 3)
         out.update(id_offset=k, environment_ids=r.ids[lo : k + 5], transformers_ids=t.ids[lo : k + 5])
     return out
-
-
-def text_lines(sec: TemplateSection) -> list[str]:
-    """The section as rich markup lines (under verify's tokens section)."""
-    from rich.markup import escape
-
-    skipped = len(sec.conversations) - len(sec.compared())
-    head = f"  template {len(sec.conversations)} conversations" + (f" ({skipped} transformers refuses)" if skipped else "") + f", {escape(sec.source)}"
-    out = [head]
-    for env in sec.environments:
-        d, n = sec.differing(env), len(sec.given(env))
-        refused = sum(1 for i in d if sec.environments[env][i].error is not None)
-        cannot = sum(1 for r in sec.environments[env] if r.cannot is not None)
-        mark = "[green]OK[/]" if not d else "[red]MISMATCH[/]"
-        extra = (f", {refused} refused" if refused else "") + (f"; {cannot} it cannot be given" if cannot else "")
-        out.append(f"    {env:<16} {len(d)} of {n} renders differ{extra}  {mark}")
-        if d:
-            fd = first_difference(sec, env, d[0])
-            out.append(f"      first: {escape(fd['conversation'])}")
-            if fd.get("error"):
-                out.append(f"        {env} refuses: {escape(fd['error'])}")
-            elif "offset" in fd:
-                out.append(f"        at character {fd['offset']}:")
-                out.append(f"        {env:<14} {escape(repr(fd['environment']))}")
-                out.append(f"        {'transformers':<14} {escape(repr(fd['transformers']))}")
-            if "id_offset" in fd:
-                out.append(f"        ids from token {fd['id_offset']}: {env} {fd['environment_ids']}, transformers {fd['transformers_ids']}")
-        cannot_r = next((r for r in sec.environments[env] if r.cannot is not None), None)
-        if cannot_r is not None:
-            out.append(f"      [yellow]not given: {escape(cannot_r.cannot or '')}[/]")
-    return out

@@ -176,32 +176,3 @@ def verify_paths(plan: PathPlan, subjects: Sequence[PathSubject], reference: Ref
 
 #: how the text report names each path run
 TITLES = {"turns": "second turn", "batch": "batch", "padded-batch": "batch with a padding mask"}
-_VERDICT_STYLE = {"CONFIRMED": "bold red", "CRASH-CONFIRMED": "bold red", "NOT-REPRODUCED": "yellow", "NOT-REACHED": "dim"}
-
-
-def text_lines(rep: PathsReport) -> list[str]:
-    """The report's section (rich markup), after the prompt's and the GGUF's."""
-    from rich.markup import escape
-
-    out: list[str] = []
-    for sec in rep.sections:
-        for c in sec.checks:
-            out.append("")
-            out.append(f"[bold]{TITLES[c.path.name]}[/] ({escape(sec.subject)}): {escape(c.path.description)}")
-            colour = "green" if c.ok else "red"
-            out.append(f"  [{colour}]{escape(c.headline())}[/]")
-            if c.path.control_failure is not None:
-                out.append(f"  [dim]{escape(c.path.control_word)}: {escape(c.path.control_failure.line())}[/]")
-            if c.control_vs_reference is not None and c.path.run.failure is not None:
-                out.append(f"  {escape(c.path.control_word)} vs transformers: {escape(c.control_vs_reference.headline() or 'agrees')}")
-        for name, why in sec.not_run.items():
-            if name == "padded-batch" and not sec.findings:
-                continue
-            out.append(f"  [dim]{name}: not run ({escape(why)})[/]")
-        if sec.findings:
-            out.append(f"  findings on these runs ({escape(sec.subject)}, portkit lint: {len(sec.findings)})")
-            for f in sec.findings:
-                out.append(f"    [bold]{f.code}[/] {f.name}  [{_VERDICT_STYLE[f.verdict]}]{f.verdict}[/]  [dim]({f.probe_kind})[/]")
-                out.append(f"        {escape(f.message)}")
-                out.append(f"        evidence: {escape(f.evidence)}")
-    return out

@@ -312,51 +312,6 @@ def has_tokenizer(root: Path) -> bool:
 # --------------------------------------------------------------------------- text report
 
 
-def _ids(ids: Sequence[int], k: int = 16) -> str:
-    return "[" + ", ".join(str(i) for i in ids[:k]) + (f", ... {len(ids) - k} more]" if len(ids) > k else "]")
-
-
-def _pieces(pieces: Sequence[str], k: int = 16) -> str:
-    shown = " ".join(repr(p)[1:-1] for p in pieces[:k])
-    return shown + (f" ... {len(pieces) - k} more" if len(pieces) > k else "")
-
-
-def text_lines(sec: TokenizerSection) -> list[str]:
-    """The section as rich markup lines (verify's text report prints them first)."""
-    from rich.markup import escape
-
-    out = [f"[bold]tokens: candle vs transformers[/] {escape(str(sec.path))}"]
-    out.append(
-        f"  candle: tokenizers crate 0.22.2 on tokenizer.json; transformers: {escape(sec.transformers_class or 'not loaded')}"
-    )
-    if sec.crate_error:
-        out.append(f"  [red]the tokenizers crate cannot load tokenizer.json: {escape(sec.crate_error)}[/]")
-    if sec.transformers_error:
-        out.append(f"  [yellow]{escape(sec.transformers_error)}[/]: nothing to compare")
-    if sec.encodes:
-        texts = len({e.sample.text for e in sec.encodes})
-        diff = sec.differing
-        mark = "[green]OK[/]" if not diff else "[red]MISMATCH[/]"
-        chat = " incl. the chat template" if sec.chat_text else f" ({escape(sec.chat_note or 'no chat template')})"
-        out.append(f"  corpus   {texts} texts{chat}, with and without special tokens: {len(diff)} of {len(sec.encodes)} encodes differ  {mark}")
-        first = sec.first
-        if first is not None:
-            shown = first.sample.text if len(first.sample.text) <= 70 else first.sample.text[:67] + "..."
-            out.append(f"  first    {escape(repr(shown))} (special tokens {'on' if first.special else 'off'})")
-            out.append(f"    candle        {_ids(first.crate)}  {escape(_pieces(first.crate_pieces))}")
-            out.append(f"    transformers  {_ids(first.transformers)}  {escape(_pieces(first.transformers_pieces))}")
-        d = len(sec.decode_differs)
-        out.append(f"  decode   transformers' ids decoded on both sides: {d} of {sec.decodes} differ")
-        if sec.decode_differs:
-            text, ids, a, b = sec.decode_differs[0]
-            out.append(f"    candle {escape(repr(a[:70]))}  transformers {escape(repr(b[:70]))}")
-    if sec.templates is not None:
-        from portkit.verify.sections.chat_templates import text_lines as template_lines
-
-        out += template_lines(sec.templates)
-    return out
-
-
 # --------------------------------------------------------------------------- where generate() stops
 
 
