@@ -21,6 +21,7 @@ from portkit.verify.errors import BadInput
 from portkit.verify.model_dir import ModelDir
 from portkit.verify.reference import cache as refcache
 from portkit.verify.reference import compute
+from portkit.verify.reference.requests import AsCandleRequest
 from portkit.verify.reference.result import Reference
 from portkit.verify.reference.session import ReferenceSession
 
@@ -83,17 +84,9 @@ def reference_as_candle(
             layers = dict(hit.layers)
             effect = layers.pop(compute.EFFECT)
             return AsCandle(_as_reference(reference, hit.rows, layers, tokens), effect, "cache", time.perf_counter() - t0)
-    req = dict(
-        kind="as-candle",
-        model_dir=str(model.root),
-        files=[str(p) for p in model.weight_files],
-        config_text=config_text,
-        tensor_edits=tensor_edits,
-        prompt=reference.prompt,
-        forced=forced,
-        tokens=tokens,
-        scan_len=scan_len,
-        sublayers=list(sublayers),
+    req = AsCandleRequest(
+        str(model.root), [str(p) for p in model.weight_files], config_text, tensor_edits, list(reference.prompt), list(forced), tokens, scan_len,
+        list(sublayers),
     )
     own = session is None
     if own:

@@ -53,7 +53,8 @@ import numpy as np
 
 from portkit.verify import cachefiles
 from portkit.verify.errors import one_line
-from portkit.verify.reference.compute import EFFECT, ReferenceFailed, ReferenceOutputs, as_candle_reference, forward_reference
+from portkit.verify.reference import requests
+from portkit.verify.reference.compute import ReferenceFailed, ReferenceOutputs
 
 
 class ServedReference:
@@ -74,13 +75,14 @@ class ServedReference:
         for stream, kind in ((self.proc.stdout, "answer"), (self.proc.stderr, "stderr")):
             threading.Thread(target=_pump, args=(stream, kind, self.events), daemon=True).start()
 
-    def submit(self, req: dict[str, Any]) -> None:
+    def submit(self, req: requests.Request) -> None:
         assert self.proc.stdin is not None
-        doc = {k: v for k, v in req.items() if k != "refeed"}
-        if req.get("refeed"):  # arrays travel in the file, the line names it
+        doc = req.line()
+        refeed = req.refeed if isinstance(req, requests.ForwardRequest) else None
+        if refeed:  # arrays travel in the file, the line names it
             self.inp.seek(0)
             self.inp.truncate()
-            np.savez(self.inp, **{str(k): v for k, v in req["refeed"].items()})
+            np.savez(self.inp, **{str(k): v for k, v in refeed.items()})
             self.inp.flush()
             doc["refeed_fd"] = self.inp.fileno()
         try:
@@ -244,34 +246,19 @@ def torch_threads() -> int | None:
     return int(torch.get_num_threads()) if torch is not None else None
 
 
-def _answer(req: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
-    """One request: its JSON answer (the arrays written to `out_fd`)."""
-    kind = req.get("kind", "forward")
+def _answer(doc: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
+    """One request line: its JSON answer (the arrays written to `out_fd`)."""
     try:
-        if kind == "tokenizer":
-            from portkit.verify.reference.tokenizer import record
-
-            progress("tokenizer: transformers")
-            return {"ok": True, "record": record(Path(req["model_dir"]), text=req.get("text"), chat=req.get("chat"))}
-        if kind == "forward":
-            out = forward_reference(
-                Path(req["model_dir"]), [Path(f) for f in req["files"]], req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"],
-                progress, req.get("sublayers", []), req.get("extra"), bool(req.get("truth")),
-                _read_refeed(req.get("refeed_fd")),
-            )
-        elif kind == "as-candle":
-            rows, layers, effect = as_candle_reference(
-                Path(req["model_dir"]), [Path(f) for f in req["files"]], req["config_text"], req.get("tensor_edits") or {},
-                req["prompt"], req["forced"], int(req["tokens"]), int(req["scan_len"]), progress, req.get("sublayers", []),
-            )
-            out = ReferenceOutputs(greedy=[], rows=rows, layers={**layers, EFFECT: effect}, nonfinite_weights=[])
-        else:
-            return {"ok": False, "kind": "run", "message": f"unknown request {kind!r}"}
-        _write_result(req, cachefiles.rows_and_layers(out.rows, out.layers))
-        return {"ok": True, "arrays": True, "greedy": out.greedy, "nonfinite_weights": out.nonfinite_weights, "threads": torch_threads()}
+        req = requests.from_line(doc, _read_refeed(doc.get("refeed_fd")))
+        got = requests.answer(req, progress)
+        if isinstance(req, requests.TokenizerRequest):
+            return {"ok": True, "record": got}
+        assert isinstance(got, ReferenceOutputs)
+        _write_result(doc, cachefiles.rows_and_layers(got.rows, got.layers))
+        return {"ok": True, "arrays": True, "greedy": got.greedy, "nonfinite_weights": got.nonfinite_weights, "threads": torch_threads()}
     except ReferenceFailed as e:
         return {"ok": False, "kind": e.kind, "message": str(e)}
-    except Exception as e:  # never a traceback from the child either
+    except Exception as e:  # never a traceback from the child either (an unknown request too)
         return {"ok": False, "kind": "run", "message": f"{type(e).__name__}: {one_line(e)}"}
     finally:
         _release()

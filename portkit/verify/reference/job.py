@@ -29,6 +29,7 @@ from portkit.verify.reference.compute import ReferenceOutputs
 from portkit.verify.layer_inputs import refeed_digest, refeed_inputs
 from portkit.verify.reference.models import REFEED
 from portkit.verify.reference.result import Reference, Truth
+from portkit.verify.reference.requests import ForwardRequest
 from portkit.verify.reference.session import ReferenceSession, Ticket
 
 Progress = Callable[[str], None]
@@ -95,22 +96,10 @@ class ReferenceJob:
         self._refeed = refeed_digest(candle_layers) if inputs else None
         self._hit = self.cache.get(self._forced, extra, self._refeed) if self.cache is not None else None
         if self._hit is None:
-            req = dict(
-                kind="forward",
-                model_dir=str(self.model.root),
-                files=[str(p) for p in self.model.weight_files],
-                mode=self.mode,
-                prompt=self.prompt,
-                forced=self._forced,
-                tokens=self.tokens,
-                sublayers=self.sublayers,
+            req = ForwardRequest(
+                str(self.model.root), [str(p) for p in self.model.weight_files], self.mode, self.prompt, self._forced, self.tokens,
+                self.sublayers, extra, self.truth, inputs or None,  # candle's inputs: to the child in a file with no name
             )
-            if extra is not None:  # only then: the plain request stays as it was
-                req["extra"] = extra
-            if self.truth:
-                req["truth"] = True
-            if inputs:
-                req["refeed"] = inputs  # to the child in a file with no name (`child.ServedReference.submit`)
             self._ticket = self.session.submit(req)
 
     def result(self, forced: Sequence[int] | None, extra: dict[str, Any] | None = None) -> Reference:

@@ -15,10 +15,9 @@ requests run in this process when they are waited for; the numbers are the same.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any, Callable
 
-from portkit.verify.reference import child, compute
+from portkit.verify.reference import child, compute, requests
 
 Progress = Callable[[str], None]
 
@@ -44,7 +43,7 @@ def reference_in_child() -> bool:
 class Ticket:
     """One request sent; its answer once waited for."""
 
-    def __init__(self, req: dict[str, Any]) -> None:
+    def __init__(self, req: requests.Request) -> None:
         self.req = req
         self.done = False
         self.value: Any = None
@@ -72,7 +71,7 @@ class ReferenceSession:
     def started(self) -> bool:
         return self.child is not None
 
-    def submit(self, req: dict[str, Any]) -> Ticket:
+    def submit(self, req: requests.Request) -> Ticket:
         self.ran = True
         ticket = Ticket(req)
         if self.in_child:
@@ -82,7 +81,7 @@ class ReferenceSession:
             self.pending.append(ticket)
         return ticket
 
-    def wait(self, ticket: Ticket) -> Any:
+    def wait(self, ticket: Ticket) -> requests.Answer:
         """The ticket's answer: a forward's or an as-candle run's `compute.ReferenceOutputs` (the
         as-candle run's effect by position among its layers, `compute.EFFECT`), a tokenizer's
         record; `compute.ReferenceFailed` for a failure."""
@@ -100,7 +99,7 @@ class ReferenceSession:
         assert self.child is not None and self.pending
         t = self.pending.pop(0)
         try:
-            if t.req.get("kind") == "tokenizer":
+            if isinstance(t.req, requests.TokenizerRequest):
                 doc, _ = self.child.answer()
                 t.value = doc["record"]
             else:
@@ -115,26 +114,9 @@ class ReferenceSession:
         t.done = True
 
     def _in_process(self, t: Ticket) -> None:
-        req, kind = t.req, t.req.get("kind", "forward")
-        files = [Path(f) for f in req.get("files", [])]
         try:
-            if kind == "tokenizer":
-                from portkit.verify.reference.tokenizer import record
-
-                t.value = record(Path(req["model_dir"]), text=req.get("text"), chat=req.get("chat"))
-            elif kind == "forward":
-                t.value = compute.forward_reference(
-                    Path(req["model_dir"]), files, req["prompt"], req.get("forced"), int(req["tokens"]), req["mode"], self.progress,
-                    req.get("sublayers", []), req.get("extra"), bool(req.get("truth")),
-                req.get("refeed"),
-                )  # fmt: skip
-            else:  # as-candle: transformers as candle computes
-                rows, layers, effect = compute.as_candle_reference(
-                    Path(req["model_dir"]), files, req["config_text"], req.get("tensor_edits") or {}, req["prompt"], req["forced"],
-                    int(req["tokens"]), int(req["scan_len"]), self.progress, req.get("sublayers", []),
-                )  # fmt: skip
-                t.value = compute.ReferenceOutputs(greedy=[], rows=rows, layers={**layers, compute.EFFECT: effect}, nonfinite_weights=[])
-            if kind != "tokenizer":
+            t.value = requests.answer(t.req, self.progress)
+            if not isinstance(t.req, requests.TokenizerRequest):
                 self.threads = child.torch_threads()
         except compute.ReferenceFailed as e:
             t.error = e

@@ -129,7 +129,9 @@ class TransformersTokenizer:
 
     def send(self) -> None:
         if self.record is None and self.ticket is None:
-            self.ticket = self.session.submit(dict(kind="tokenizer", model_dir=str(self.root), text=self.text, chat=self.chat))
+            from portkit.verify.reference.requests import TokenizerRequest
+
+            self.ticket = self.session.submit(TokenizerRequest(str(self.root), self.text, self.chat))
 
     def __call__(self) -> tuple[Any, str | None]:
         """(the tokenizer, None) or (None, why transformers could not give it)."""
