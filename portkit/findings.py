@@ -24,8 +24,6 @@ ProbeKind = Literal["numeric", "crash", "static-only", "tokens", "template"]
 #: tokens section: both tokenizers' ids, no forward), "turns" (a continuation on the warm KV
 #: cache), "batch" (rows in one forward) or "padded-batch" (the same rows with a padding mask).
 ProbeRun = Literal["prompt", "tokens", "turns", "batch", "padded-batch"]
-#: The runs that are paths (`portkit.verify.sections.paths`).
-PATH_RUNS: tuple[ProbeRun, ...] = ("turns", "batch", "padded-batch")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,7 +119,7 @@ class Probe:
     @property
     def on_path(self) -> bool:
         """A second turn's or a batch's run judges it (`portkit.verify.sections.paths`)."""
-        return self.run in PATH_RUNS
+        return self.run in ("turns", "batch", "padded-batch")
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "id": self.id, "patch": json_value(self.patch), "expect": self.expect, "as_candle": json_value(self.as_candle)}
