@@ -71,6 +71,7 @@ def test_candle_examples_is_given_no_tools(tmp_path: Path) -> None:
 
 
 def test_negative_control_one_character_changed_is_a_difference(tmp_path: Path) -> None:
+    from fixtures.seams import template_render_perturbed
     from portkit.verify.reference.tokenizer import transformers_tokenizer
     from portkit.verify.sections.chat_templates import first_difference, template_section
     from portkit.verify.sections.tokenize import crate_tokenizer
@@ -79,7 +80,8 @@ def test_negative_control_one_character_changed_is_a_difference(tmp_path: Path) 
     tok, _ = transformers_tokenizer(d)
     crate, _ = crate_tokenizer(d / "tokenizer.json")
     assert template_section(d, tok, crate, []).ok
-    sec = template_section(d, tok, crate, [], perturb=True)
+    with template_render_perturbed():  # the test seam (fixtures/seams.py)
+        sec = template_section(d, tok, crate, [])
     assert sec is not None and not sec.ok
     for env in sec.environments:
         assert sec.differing(env) == [0]

@@ -125,12 +125,10 @@ def render_rust(pn: Any, env: str, template: str, conv: Conversation, tokens: di
     return Render(text=text, ids=ids)
 
 
-def template_section(root: Path, tok: Any, crate: Any, findings: Sequence[Finding], progress: Callable[[str], None] = lambda _s: None,
-                     *, perturb: bool = False) -> TemplateSection | None:  # fmt: skip
-    """The section for the model's chat template, or None when transformers has none.
-
-    `perturb` (the negative control): one character of transformers' first render is changed
-    after rendering, so the difference goes through the same counting and reporting."""
+def template_section(
+    root: Path, tok: Any, crate: Any, findings: Sequence[Finding], progress: Callable[[str], None] = lambda _s: None
+) -> TemplateSection | None:
+    """The section for the model's chat template, or None when transformers has none."""
     template = getattr(tok, "chat_template", None)
     if not isinstance(template, str) or not template:
         return None
@@ -140,9 +138,6 @@ def template_section(root: Path, tok: Any, crate: Any, findings: Sequence[Findin
     progress("tokenizer: the chat template in candle-examples, mistral.rs and transformers")
     convs = conversations_for(template)
     tf = [render_transformers(tok, c) for c in convs]
-    if perturb and tf and tf[0].text:
-        t = tf[0].text
-        tf[0].text = t[:-1] + ("x" if t[-1:] != "x" else "y")
     tokens = special_tokens(root)
     envs = {env: [render_rust(pn, env, template, c, tokens, crate) for c in convs] for env in ENVIRONMENTS}
     jinja = root / "chat_template.jinja"
