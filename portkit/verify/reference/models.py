@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -101,14 +102,8 @@ def capture_hooks(model: Any, outs: dict[str, np.ndarray], layers: Sequence[Any]
     if layers is None:
         layers = _decoder_layers(model)[1]
 
-    def keep(name: str) -> Callable[..., None]:
-        def hook(_module: Any, _args: Any, output: Any) -> None:
-            if name in outs:
-                return
-            tensor = output[0] if isinstance(output, tuple) else output
-            outs[name] = _host(tensor[0])
-
-        return hook
+    def keep(name: str) -> Kept:
+        return Kept(outs, name, first_only=True)
 
     hooks = [inner.embed_tokens.register_forward_hook(keep("embeddings"))]
     for i, layer in enumerate(layers):
@@ -136,36 +131,58 @@ def refeed_hooks(layers: Sequence[Any], inputs: Mapping[int, np.ndarray], outs: 
     layer i adds is then its output's distance from this, with nothing carried in. Registered
     before the hooks that put a streamed layer's weights back on the meta device."""
 
-    def keep(name: str) -> Callable[..., None]:
-        def hook(_module: Any, _args: Any, output: Any) -> None:
-            tensor = output[0] if isinstance(output, tuple) else output
-            outs[name] = _host(tensor[0])
+    return [
+        layer.register_forward_hook(Refed(outs, i, np.ascontiguousarray(inputs[i]), tuple(sublayers)), with_kwargs=True)
+        for i, layer in enumerate(layers)
+        if i in inputs
+    ]
 
-        return hook
 
-    def again(i: int, fed: np.ndarray) -> Callable[..., None]:
-        def hook(module: Any, args: Any, kwargs: Any, _output: Any) -> None:
-            import torch
+@dataclass(frozen=True, eq=False)
+class Kept:
+    """A forward hook that keeps a module's output (its first row, on the host) as `outs[name]`;
+    `first_only`: the first call's (a module called again, by a refeed, keeps its own)."""
 
-            x = args[0] if args else kwargs["hidden_states"]
-            x = x.clone()
-            x[0, : fed.shape[0]] = torch.from_numpy(fed).to(x.dtype)
-            inner = []
-            for path in sublayers:
-                try:
-                    inner.append(module.get_submodule(path).register_forward_hook(keep(f"{REFEED}layer.{i}.{path}")))
-                except AttributeError:
-                    continue
+    outs: dict[str, np.ndarray]
+    name: str
+    first_only: bool = False
+
+    def __call__(self, _module: Any, _args: Any, output: Any) -> None:
+        if self.first_only and self.name in self.outs:
+            return
+        tensor = output[0] if isinstance(output, tuple) else output
+        self.outs[self.name] = _host(tensor[0])
+
+
+@dataclass(frozen=True, eq=False)
+class Refed:
+    """A forward hook that runs decoder layer `index` again with its own arguments, on `fed` in the
+    first positions, keeping its output and its `sublayers`' (`refeed_hooks`)."""
+
+    outs: dict[str, np.ndarray]
+    index: int
+    fed: np.ndarray
+    sublayers: tuple[str, ...]
+
+    def __call__(self, module: Any, args: Any, kwargs: Any, _output: Any) -> None:
+        import torch
+
+        x = args[0] if args else kwargs["hidden_states"]
+        x = x.clone()
+        x[0, : self.fed.shape[0]] = torch.from_numpy(self.fed).to(x.dtype)
+        name = f"{REFEED}layer.{self.index}"
+        inner = []
+        for path in self.sublayers:
             try:
-                out = module.forward(x, *args[1:], **{k: v for k, v in kwargs.items() if k != "hidden_states"})
-            finally:
-                for h in inner:
-                    h.remove()
-            keep(f"{REFEED}layer.{i}")(module, None, out)
-
-        return hook
-
-    return [layer.register_forward_hook(again(i, np.ascontiguousarray(inputs[i])), with_kwargs=True) for i, layer in enumerate(layers) if i in inputs]
+                inner.append(module.get_submodule(path).register_forward_hook(Kept(self.outs, f"{name}.{path}")))
+            except AttributeError:
+                continue
+        try:
+            out = module.forward(x, *args[1:], **{k: v for k, v in kwargs.items() if k != "hidden_states"})
+        finally:
+            for h in inner:
+                h.remove()
+        Kept(self.outs, name)(module, None, out)
 
 
 class _ModelRuns:
@@ -408,22 +425,9 @@ class StreamedModel(_ModelRuns):
         n = len(self.layers)
         hooks: list[Any] = []
 
-        def pre(i: int) -> Callable[..., None]:
-            def hook(_module: Any, _args: Any, _kwargs: Any = None) -> None:
-                self.progress(f"reference: streaming layer {i + 1}/{n}")
-                self._load(i)
-
-            return hook
-
-        def post(i: int) -> Callable[..., None]:
-            def hook(_module: Any, _args: Any, _output: Any) -> None:
-                self._drop(i)
-
-            return hook
-
         if not self.resident:  # resident: every layer is loaded already and stays
             for i, layer in enumerate(self.layers):
-                hooks.append(layer.register_forward_pre_hook(pre(i)))
+                hooks.append(layer.register_forward_pre_hook(partial(self._stream_in, i, n)))
         if capture:
             hooks += capture_hooks(self.model, outs, self.layers, sublayers)
         if refeed:
@@ -431,8 +435,17 @@ class StreamedModel(_ModelRuns):
         # registered after the capture hooks: a layer's output is kept before its weights go
         if not self.resident:
             for i, layer in enumerate(self.layers):
-                hooks.append(layer.register_forward_hook(post(i)))
+                hooks.append(layer.register_forward_hook(partial(self._stream_out, i)))
         return hooks
+
+    def _stream_in(self, i: int, n: int, _module: Any, _args: Any, _kwargs: Any = None) -> None:
+        """Before decoder layer i runs: its weights loaded."""
+        self.progress(f"reference: streaming layer {i + 1}/{n}")
+        self._load(i)
+
+    def _stream_out(self, i: int, _module: Any, _args: Any, _output: Any) -> None:
+        """After decoder layer i ran: its weights back on the meta device."""
+        self._drop(i)
 
 
 class WholeModel(_ModelRuns):

@@ -58,6 +58,18 @@ class ReferenceLoadError(RuntimeError):
     """transformers refused the checkpoint."""
 
 
+@dataclass(frozen=True, eq=False)
+class _Kept:
+    """A forward hook that keeps a module's output (its first row, as f32 on the host) as `outs[name]`."""
+
+    outs: dict[str, np.ndarray]
+    name: str
+
+    def __call__(self, _module: Any, _args: Any, output: Any) -> None:
+        tensor = output[0] if isinstance(output, tuple) else output
+        self.outs[self.name] = tensor[0].detach().float().numpy().copy()
+
+
 @dataclass
 class ReferenceModel:
     """A transformers causal LM held for comparisons; every output is a float32 numpy array."""
@@ -108,12 +120,8 @@ class ReferenceModel:
     def _hooks(self, outs: dict[str, np.ndarray]) -> list[Any]:
         inner = self.model.model
 
-        def keep(name: str):
-            def hook(_module: Any, _args: Any, output: Any) -> None:
-                tensor = output[0] if isinstance(output, tuple) else output
-                outs[name] = tensor[0].detach().float().numpy().copy()
-
-            return hook
+        def keep(name: str) -> _Kept:
+            return _Kept(outs, name)
 
         hooks = [inner.embed_tokens.register_forward_hook(keep("embeddings"))]
         for i, layer in enumerate(inner.layers):
