@@ -40,7 +40,7 @@ from portkit.findings import Finding, Probe
 from portkit.rules.base import Rule
 from portkit.verify.errors import one_line
 from portkit.verify.judge.comparison import Comparison, fmt_num
-from portkit.verify.judge.verdicts import Confirmation, explains, halved, predicts, restores_prompt
+from portkit.verify.judge.verdicts import Confirmation, explains, halved, identity, predicts, restores_prompt
 
 if TYPE_CHECKING:  # the sides' records, read here; their code is never imported
     from portkit.verify.candle.run import Failure, RunOutputs
@@ -82,17 +82,6 @@ def describe_patch(patch: dict[str, Any]) -> str:
         return f"{k}={fmt(v)}" if v is not None else f"{k} removed"
 
     return ", ".join(one(k, v) for k, v in patch.items())
-
-
-def _base(finding: Finding, kind: str) -> dict[str, Any]:
-    return dict(
-        code=finding.code,
-        name=finding.name,
-        severity=finding.severity,
-        message=finding.message,
-        filename=finding.filename,
-        probe_kind=kind,
-    )
 
 
 def comparison_summary(c: Comparison | None) -> dict[str, Any] | None:
@@ -232,7 +221,7 @@ def confirm_numeric(
     kind = probe(finding).kind
     patch = subject.patch_of(finding)
     edit = subject.as_candle_of(finding)
-    base = _base(finding, kind)
+    base = identity(finding, kind)
     run, cmp = subject.as_read, subject.as_read_cmp
     lead = f"{subject.repaired}: " if subject.repaired else ""
     if run.failure is not None or cmp is None:
@@ -442,13 +431,13 @@ def _unpredicted_stop(c: Finding, f: Failure, what: str, on: str) -> Confirmatio
     details = {"expect": expect, "failure": f.to_json()}
     if probe(c).at_load and f.stage not in ("config", "load"):
         return Confirmation(
-            **_base(c, kind),
+            **identity(c, kind),
             verdict="NOT-REPRODUCED",
             evidence=f"{what} loaded without the predicted error (expected `{expect}`){on}; it failed later: {f.line()}",
             details=details,
         )
     return Confirmation(
-        **_base(c, kind), verdict="NOT-REACHED", evidence=f"not reached: {what} stopped at a failure no finding predicts{on}: {f.line()}", details=details
+        **identity(c, kind), verdict="NOT-REACHED", evidence=f"not reached: {what} stopped at a failure no finding predicts{on}: {f.line()}", details=details
     )
 
 
@@ -472,7 +461,7 @@ def crash_chain(crashes: Sequence[Finding], subject: Subject, ran: str, *, chain
             for c in pending:
                 kind, expect = probe(c).kind, probe(c).expect
                 out[id(c)] = Confirmation(
-                    **_base(c, kind),
+                    **identity(c, kind),
                     verdict="NOT-REPRODUCED",
                     evidence=f"{subject.what} loaded and ran {ran} without an error{on}",
                     details={"expect": expect, "failure": None, **({"repairs": dict(repairs)} if repairs else {})},
@@ -485,7 +474,7 @@ def crash_chain(crashes: Sequence[Finding], subject: Subject, ran: str, *, chain
         for c in matched:
             kind, expect = probe(c).kind, probe(c).expect
             details = {"expect": expect, "failure": f.to_json(), **({"repairs": dict(repairs)} if repairs else {})}
-            out[id(c)] = Confirmation(**_base(c, kind), verdict="CRASH-CONFIRMED", evidence=f.line() + on, details=details)
+            out[id(c)] = Confirmation(**identity(c, kind), verdict="CRASH-CONFIRMED", evidence=f.line() + on, details=details)
         pending = [c for c in pending if id(c) not in out]
         if not specific:
             out.update((id(c), _unpredicted_stop(c, f, subject.what, on)) for c in pending)
@@ -500,7 +489,7 @@ def crash_chain(crashes: Sequence[Finding], subject: Subject, ran: str, *, chain
             for c in pending:
                 kind, expect = probe(c).kind, probe(c).expect
                 out[id(c)] = Confirmation(
-                    **_base(c, kind),
+                    **identity(c, kind),
                     verdict="NOT-REACHED",
                     evidence=f"not reached: {subject.what} stopped earlier, at the failure {codes} predicts"
                     + (", which no edit repairs" if repaired_by else ""),
@@ -519,7 +508,7 @@ def crash_chain(crashes: Sequence[Finding], subject: Subject, ran: str, *, chain
 
 def confirm_static(finding: Finding) -> Confirmation:
     p = probe(finding)
-    return Confirmation(**_base(finding, p.kind), verdict="NOT-PROBED", evidence=f"not probed: {p.reason or Rule.not_probed}")
+    return Confirmation(**identity(finding, p.kind), verdict="NOT-PROBED", evidence=f"not probed: {p.reason or Rule.not_probed}")
 
 
 def _numeric_patches(findings: Sequence[Finding], skip: Finding | None = None) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from portkit.findings import Finding
 from portkit.verify.judge.checks import ShapeMismatch, Tolerance, compare_logits, compare_steps
 from portkit.verify.judge.comparison import Comparison
 from portkit.verify.judge.confirm import probe
-from portkit.verify.judge.verdicts import Confirmation
+from portkit.verify.judge.verdicts import Confirmation, identity
 
 if TYPE_CHECKING:  # the sides' records, read here; their code is never imported
     from portkit.verify.candle.run import Failure, RunOutputs
@@ -143,14 +143,10 @@ class PathSection:
         }
 
 
-def _base(finding: Finding, kind: str) -> dict[str, Any]:
-    return dict(code=finding.code, name=finding.name, severity=finding.severity, message=finding.message, filename=finding.filename, probe_kind=kind)
-
-
 def confirm(finding: Finding, section: PathSection) -> Confirmation:
     """The verdict on `finding`, on the path its probe needs."""
     kind, expect, run_name = probe(finding).kind, probe(finding).expect, probe(finding).run
-    base = _base(finding, kind)
+    base = identity(finding, kind)
     check = section.check(run_name)
     what = section.subject
     if check is None:

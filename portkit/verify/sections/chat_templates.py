@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 from portkit.findings import Finding
 from portkit.verify.corpus import Conversation, Render, conversations_for, edited_template, template_edits
 from portkit.verify.errors import one_line
-from portkit.verify.judge.verdicts import Confirmation, fewer
+from portkit.verify.judge.verdicts import Confirmation, fewer, identity
 from portkit.verify.reference.tokenizer import render_transformers
 
 ENVIRONMENTS = ("candle-examples", "mistral.rs")
@@ -149,10 +149,6 @@ def template_section(
 # --------------------------------------------------------------------------- the findings
 
 
-def _base(f: Finding) -> dict[str, Any]:
-    return dict(code=f.code, name=f.name, severity=f.severity, message=f.message, filename=f.filename, probe_kind="template")
-
-
 class _Measure:
     """How many conversations differ in one environment once some causes are taken away."""
 
@@ -238,7 +234,7 @@ def confirm(findings: Sequence[Finding], sec: TemplateSection, rust: Callable[..
                 confirmed = False
                 parts.append(f"{env} renders {len(differ)} of {n} conversations otherwise, and {after} with {label}: another cause")
         verdict = ("CRASH-CONFIRMED" if refusal else "CONFIRMED") if confirmed and claims else "NOT-REPRODUCED"
-        out.append(Confirmation(**_base(f), verdict=verdict, evidence="; ".join(parts) or "no environment named", details=details))  # type: ignore[arg-type]
+        out.append(Confirmation(**identity(f, "template"), verdict=verdict, evidence="; ".join(parts) or "no environment named", details=details))  # type: ignore[arg-type]
     return out
 
 

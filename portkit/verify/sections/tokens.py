@@ -30,7 +30,7 @@ from portkit.findings import Finding
 from portkit.verify.corpus import CONVERSATION, Sample, section_corpus
 from portkit.verify.errors import TokenizeError, one_line
 from portkit.verify.judge.confirm import both_alike, confirm_static
-from portkit.verify.judge.verdicts import Confirmation, fewer
+from portkit.verify.judge.verdicts import Confirmation, fewer, identity
 from portkit.verify.reference.tokenizer import render_chat, transformers_tokenizer
 from portkit.verify.sections.tokenize import crate_from_text, crate_tokenizer, prompt_ids
 
@@ -178,7 +178,7 @@ def _confirm(findings: Sequence[Finding], sec: TokenizerSection, crate: Any, tok
     n = len(sec.encodes)
     for f in findings:
         kind = f.probe.kind if f.probe else "static-only"
-        base = dict(code=f.code, name=f.name, severity=f.severity, message=f.message, filename=f.filename, probe_kind=kind)
+        base = identity(f, kind)
         if kind == "crash":
             if sec.crate_error is not None and (f.probe.expect or "") in sec.crate_error:  # type: ignore[union-attr]
                 out.append(Confirmation(**base, verdict="CRASH-CONFIRMED", evidence=f"the tokenizers crate: {sec.crate_error}", details={"expect": f.probe.expect}))  # type: ignore[union-attr]
