@@ -12,6 +12,7 @@ from portkit.verify.judge.comparison import Comparison
 from portkit.verify.judge.floor import Floor
 from portkit.verify.pipeline import VerifyReport
 from portkit.verify.sections.gguf import GgufSection
+from portkit.verify.embedding.run import EmbeddingReport
 from portkit.verify.sections.tokens import TokenizerReport
 
 SCHEMA_VERSION = 1
@@ -165,8 +166,8 @@ def _prompt_json(prompt: Any) -> dict[str, Any]:
     return out
 
 
-def to_json(rep: VerifyReport | TokenizerReport) -> dict[str, Any]:
-    if isinstance(rep, TokenizerReport):  # tokenizer files only
+def to_json(rep: VerifyReport | TokenizerReport | EmbeddingReport) -> dict[str, Any]:
+    if isinstance(rep, (TokenizerReport, EmbeddingReport)):  # tokenizer files only; an embedding model
         return clean(rep.to_json())
     return clean(_to_json(rep))
 

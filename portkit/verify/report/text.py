@@ -16,6 +16,8 @@ from portkit.verify.judge.floor import FACTOR, LAYER_FACTOR, OWN_FACTOR
 from portkit.verify.pipeline import VerifyReport
 from portkit.verify.report.section_lines import VERDICT_STYLE, paths_lines, tokens_lines
 from portkit.verify.sections.gguf import GgufSection
+from portkit.verify.embedding.run import EmbeddingReport
+from portkit.verify.report.embedding_lines import embedding_lines
 from portkit.verify.sections.tokens import TokenizerReport
 
 
@@ -208,9 +210,13 @@ def _plan_line(plan: dict[str, Any]) -> str:
     return line + (f"; {plan['overlap']}" if plan.get("overlap") not in (None, "none") else "")
 
 
-def render_text(rep: VerifyReport | TokenizerReport, console: Console, *, table: bool = True) -> None:
+def render_text(rep: VerifyReport | TokenizerReport | EmbeddingReport, console: Console, *, table: bool = True) -> None:
     if isinstance(rep, TokenizerReport):  # tokenizer files only
         _render_tokenizer_report(rep, console)
+        return
+    if isinstance(rep, EmbeddingReport):  # an encoder and its sentence-transformers pipeline
+        for ln in embedding_lines(rep):
+            console.print(ln)
         return
     p = console.print
     _render_header(rep, p)

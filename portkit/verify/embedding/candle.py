@@ -1,0 +1,81 @@
+"""candle's side: the family's own encoder module (portkit_native.EncoderRunner) on the reference's
+ids, then the pipeline's pooling, Dense and Normalize as a candle program applies them
+(`pooling`). What the program passes candle's forward is each family's own API: the mask in its
+module's convention, or none where its forward takes none."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from portkit.verify.embedding import pooling
+from portkit.verify.embedding.reference import Encoded, Step
+
+#: how each candle module wants the padding mask (transformers' mask is 1 on a token, 0 on a pad):
+#: "attend" (1 = a token: bert.rs:495-528, xlm_roberta.rs:373-390, modernbert.rs:390-400, nomic_bert.rs:442-462),
+#: "masked" (1 = a pad: distilbert.rs:183-186 `masked_fill(.., &mask, f32::NEG_INFINITY)`),
+#: None (jina_bert.rs:400: `forward(input_ids)` takes no mask)
+MASK_CONVENTION: dict[str, str | None] = {
+    "bert": "attend",
+    "xlm_roberta": "attend",
+    "modernbert": "attend",
+    "nomic_bert": "attend",
+    "distilbert": "masked",
+    "jina_bert": None,
+}
+
+
+@dataclass(frozen=True)
+class CandleSide:
+    embeddings: np.ndarray | None  # [rows, dim]
+    last: np.ndarray | None  # the module's forward: [rows, seq, hidden]
+    hidden: np.ndarray | None  # the capture copy's [n_layers + 1, rows, seq, hidden], when it ran
+    failure: str | None = None  # candle's own error, one line
+
+
+def program_mask(family: str, mask: np.ndarray, *, passed: bool = True) -> list[list[int]] | None:
+    """The mask a correct candle program passes (`passed`), or the one a program that passes none gets."""
+    how = MASK_CONVENTION.get(family, "attend")
+    if not passed or how is None:
+        return None
+    m = mask if how == "attend" else 1 - mask
+    return m.astype(int).tolist()
+
+
+def apply_steps(hidden: np.ndarray, mask: np.ndarray, steps: Sequence[Step], prompt_length: int = 0, *, pool_mask: np.ndarray | None = None) -> np.ndarray:
+    """The pipeline after the encoder on [rows, seq, dim] hidden states. `pool_mask`: the mask the
+    pooling sees (a program that pools over pads passes all ones); default the tokens' mask."""
+    x = hidden
+    pm = (mask if pool_mask is None else pool_mask).copy()
+    for s in steps:
+        if s.kind == "pool":
+            if prompt_length and not s.include_prompt:
+                pm[:, :prompt_length] = 0
+            x = pooling.pool(x, pm, s.mode or "mean")
+        elif s.kind == "dense":
+            assert s.weight is not None
+            x = pooling.dense(x, s.weight, s.bias, s.activation)
+        else:
+            x = pooling.normalize(x)
+    return x
+
+
+def run_encoder(runner: Any, family: str, enc: Encoded, steps: Sequence[Step], *, capture: bool, mask_passed: bool = True, pool_over_pads: bool = False) -> CandleSide:
+    ids = enc.ids.astype(int).tolist()
+    type_ids = enc.type_ids.astype(int).tolist() if enc.type_ids is not None else None
+    mask = program_mask(family, enc.mask, passed=mask_passed)
+    hidden = None
+    try:
+        last = np.asarray(runner.hidden_states(ids, type_ids, mask))  # the module's own forward decides
+        if capture:  # the copy's layers localise a difference
+            got = runner.capture(ids, type_ids, mask)
+            n = sum(1 for k in got if k.startswith("layers.") and k.count(".") == 1)
+            hidden = np.stack([np.asarray(got["embeddings"])] + [np.asarray(got[f"layers.{i}"]) for i in range(n)])
+    except BaseException as e:  # candle's error, or its panic (pyo3's PanicException is no Exception)
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
+        return CandleSide(None, None, None, failure=" ".join(str(e).split())[:400])
+    pm = np.ones_like(enc.mask) if pool_over_pads else None
+    return CandleSide(apply_steps(last, enc.mask, steps, enc.prompt_length, pool_mask=pm), last, hidden)

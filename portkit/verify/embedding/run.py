@@ -1,0 +1,229 @@
+"""`portkit verify` on an embedding model, as one flat run (`EmbeddingRun.execute`): lint, the
+reference (sentence-transformers, f32 and f64), candle's module on each text alone, on one padded
+batch as a correct program calls it, then the counterfactual programs (no mask passed, pooling
+over pads, half precision) that confirm or refute the lint findings."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from portkit.verify.embedding import corpus
+from portkit.verify.embedding.candle import CandleSide, run_encoder
+from portkit.verify.embedding.judge import BatchCheck, RowCheck, check_batch, check_row, worst_cosine
+from portkit.verify.embedding.reference import EmbeddingReference, load_reference
+from portkit.verify.errors import BadInput
+from portkit.verify.judge.verdicts import Confirmation
+
+Progress = Callable[[str], None]
+
+#: At f16/bf16 nothing in the run measures a floor (the truth is f32-or-better); a healthy half-precision
+#: encoder keeps the embedding's direction: judged by its cosine to the f32 reference
+HALF_COSINE = 0.999
+
+
+@dataclass
+class Counterfactual:
+    """A program that does one thing otherwise, on the padded batch: what it costs."""
+
+    name: str  # "no-mask", "pool-over-pads", "f16"
+    what: str  # one line: what that program does
+    batch: BatchCheck | None
+    failure: str | None = None
+
+    @property
+    def worst_cosine(self) -> float:
+        return worst_cosine(self.batch.rows) if self.batch is not None else math.nan
+
+    @property
+    def differs(self) -> bool:
+        """The program's vectors are out of the floor the correct program's stay in."""
+        return self.failure is not None or (self.batch is not None and not self.batch.ok)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "what": self.what, "differs": self.differs, "worst_cosine": self.worst_cosine,
+                "failure": self.failure, "batch": self.batch.to_json() if self.batch else None}  # fmt: skip
+
+
+@dataclass
+class EmbeddingReport:
+    options: Any  # VerifyOptions
+    family: str
+    reference: EmbeddingReference
+    singles: list[RowCheck]
+    batch: BatchCheck | None
+    counterfactuals: list[Counterfactual]
+    findings: list[Confirmation]
+    load_failure: str | None = None
+    lint_note: str | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def half(self) -> bool:
+        return self.options.dtype != "f32"
+
+    def row_ok(self, r: RowCheck) -> bool:
+        if self.half:
+            return r.failure is None and not math.isnan(r.cosine) and r.cosine >= HALF_COSINE
+        return r.ok
+
+    @property
+    def nonfinite(self) -> bool:
+        rows = self.singles + (self.batch.rows if self.batch else [])
+        return any(r.failure is None and (math.isnan(r.cosine) or (r.embedding is not None and math.isnan(r.embedding.candle))) for r in rows)
+
+    @property
+    def candle_ok(self) -> bool:
+        rows = self.singles + (self.batch.rows if self.batch else [])
+        return self.load_failure is None and all(self.row_ok(r) for r in rows)
+
+    @property
+    def confirmed(self) -> list[Confirmation]:
+        return [c for c in self.findings if c.confirmed]
+
+    @property
+    def exit_code(self) -> int:
+        if self.nonfinite:
+            return 3
+        return 0 if self.candle_ok else 1
+
+    def verdict(self) -> tuple[str, str]:
+        n = len(self.singles)
+        if self.nonfinite:
+            return "nonfinite", f"NON-FINITE: candle's {self.options.dtype} embeddings hold NaN or inf"
+        if self.load_failure is not None:
+            return "mismatch", f"MISMATCH: candle cannot load the checkpoint: {self.load_failure}"
+        if self.candle_ok:
+            batch = f" and as one padded batch of {len(self.batch.rows)}" if self.batch else ""
+            conf = f"; {len(self.confirmed)} finding{'s' if len(self.confirmed) != 1 else ''} about other programs confirmed" if self.confirmed else ""
+            return "agree", f"candle agrees with sentence-transformers on {n} texts alone{batch}{conf}"
+        bad = [r for r in self.singles if not self.row_ok(r)]
+        bits = [f"{len(bad)} of {n} texts differ"] if bad else []
+        if self.batch is not None and not all(self.row_ok(r) for r in self.batch.rows):
+            bits.append("the padded batch differs")
+        return "mismatch", "MISMATCH: " + "; ".join(bits)
+
+    def to_json(self) -> dict[str, Any]:
+        ref = self.reference
+        return {
+            "schema_version": 1,
+            "kind": "embedding",
+            "model_dir": str(self.options.model_dir),
+            "family": self.family,
+            "device": self.options.device,
+            "dtype": self.options.dtype,
+            "versions": self.versions,
+            "pipeline": {"modules": ref.pipeline(), "max_seq_length": ref.max_seq_length, "prompt": ref.prompt},
+            "reference": {"runtime": "sentence-transformers", "attn_implementation": "eager", "dtype": "f32", "truth": "f64", "device": "cpu"},
+            "tolerance": ({"kind": "cosine", "bound": HALF_COSINE} if self.half else {"kind": "floor", "truth": "f64"}),
+            "load_failure": self.load_failure,
+            "texts": [r.to_json() for r in self.singles],
+            "batch": self.batch.to_json() if self.batch else None,
+            "counterfactuals": [c.to_json() for c in self.counterfactuals],
+            "lint": {"ran": self.lint_note is None, "note": self.lint_note, "findings": len(self.findings)},
+            "findings": [c.to_json() for c in self.findings],
+            "verdict": self.verdict()[0],
+            "exit_code": self.exit_code,
+            "seconds": round(self.seconds, 3),
+            "timings": {k: round(v, 3) for k, v in self.timings.items()},
+        }
+
+
+def _native() -> Any:
+    from portkit.verify.candle.native import NativeUnavailable, native
+
+    try:
+        pn = native()
+    except NativeUnavailable as e:
+        raise BadInput(str(e)) from None
+    if not hasattr(pn, "EncoderRunner"):
+        raise BadInput("the installed portkit_native has no EncoderRunner: rebuild it (make native)")
+    return pn
+
+
+@dataclass
+class EmbeddingRun:
+    opts: Any
+    family: str
+    progress: Progress
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def timed(self, name: str, fn: Callable[[], Any]) -> Any:
+        t = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - t
+
+    def execute(self, t_start: float) -> EmbeddingReport:
+        from portkit.verify.model_dir import read_model_dir
+
+        opts = self.opts
+        model = read_model_dir(opts.model_dir)
+        pn = _native()
+        findings, note = self.timed("lint", self.lint) if opts.lint else ([], "lint skipped (--no-lint)")
+        self.progress("sentence-transformers: f32 reference and f64 truth")
+        texts = [t for t, _ in corpus.TEXTS]
+        ref = self.timed("reference", lambda: load_reference(Path(opts.model_dir), texts))
+        tagged = list(zip(ref.texts, (tag for _, tag in corpus.TEXTS)))
+        self.progress(f"candle: {self.family}")
+        files = [str(p) for p in model.weight_files]
+        try:
+            runner = self.timed("candle load", lambda: pn.EncoderRunner(self.family, files, model.config_text, dtype=opts.dtype, device=opts.device))
+        except BaseException as e:  # candle's load error, or its panic
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            failure = " ".join(str(e).split())[:400]
+            report = EmbeddingReport(opts, self.family, ref, [], None, [], [], load_failure=failure, lint_note=note)
+            report.findings = self.judge_findings(findings, report)
+            return self.finish(report, t_start)
+        capture = bool(opts.layers) and hasattr(runner, "capture")
+        singles_run = [self.timed("candle", lambda e=e: run_encoder(runner, self.family, e, ref.steps, capture=capture)) for e in ref.single]
+        singles = [check_row(t, tag, e.mask[0], got, r, tr) for (t, tag), e, got, r, tr in zip(tagged, ref.single, singles_run, ref.reference, ref.truth)]
+        batch = None
+        cfs: list[Counterfactual] = []
+        if ref.batch_reference is not None and ref.batch_truth is not None:
+            def judged(**kw: Any) -> tuple[CandleSide, BatchCheck]:
+                got = self.timed("candle", lambda: run_encoder(runner, self.family, ref.batch, ref.steps, capture=capture and not kw, **kw))
+                return got, check_batch(tagged, ref.batch.mask, got, ref.batch_reference, ref.batch_truth, singles_run)
+
+            _, batch = judged()
+            self.progress("counterfactuals: a program that passes no mask, one that pools over pads")
+            for name, what, kw in (
+                ("no-mask", "a program that passes candle's forward no padding mask", {"mask_passed": False}),
+                ("pool-over-pads", "a program that pools over every position, pads included", {"pool_over_pads": True}),
+            ):
+                got, chk = judged(**kw)
+                cfs.append(Counterfactual(name, what, chk, failure=got.failure))
+        report = EmbeddingReport(opts, self.family, ref, singles, batch, cfs, [], lint_note=note)
+        report.findings = self.judge_findings(findings, report)
+        return self.finish(report, t_start)
+
+    def lint(self) -> tuple[list[Any], None]:
+        from portkit.verify.lint import lint_for_verify
+
+        target = dict(device=self.opts.device, dtype=self.opts.dtype, use_flash_attn=False, build={})
+        hf, _ = lint_for_verify(Path(self.opts.model_dir), None, target, self.progress)
+        return hf, None
+
+    def judge_findings(self, findings: list[Any], report: EmbeddingReport) -> list[Confirmation]:
+        from portkit.verify.embedding.confirm import confirm_embedding
+
+        return [confirm_embedding(f, report) for f in findings]
+
+    def finish(self, report: EmbeddingReport, t_start: float) -> EmbeddingReport:
+        import portkit_native as pn
+
+        report.versions = {"candle": str(pn.build_info().get("candle_version", "0.11.0")), **report.reference.versions}
+        report.timings = dict(self.timings)
+        report.seconds = time.perf_counter() - t_start
+        return report
+
+
+def verify_embedding(opts: Any, family: str, progress: Progress) -> EmbeddingReport:
+    return EmbeddingRun(opts, family, progress).execute(time.perf_counter())
