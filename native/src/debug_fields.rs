@@ -16,8 +16,9 @@ pub fn activation_name(act: &Activation) -> Value {
     }
 }
 
-/// Parses the Debug text of a struct whose fields are numbers, bools, `Option`s, `Vec`s and
-/// candle `Activation`s (the only enum in these configs) into a JSON object.
+/// Parses the Debug text of a struct whose fields are numbers, bools, strings, `Option`s, `Vec`s
+/// and enums (candle `Activation`s, read back through its serde, or any other unit variant, by
+/// its lowercase name) into a JSON object.
 pub fn parse(text: &str) -> Result<Map<String, Value>, String> {
     let mut p = Parser { s: text.as_bytes(), i: 0 };
     match p.value()? {
@@ -71,6 +72,37 @@ impl Parser<'_> {
         String::from_utf8_lossy(&self.s[start..self.i]).into_owned()
     }
 
+    /// A `String`'s Debug text: quoted, with `\\`, `\"`, `\n`, `\t`, `\r`, `\0`, `\'` and `\u{..}` escapes.
+    fn string(&mut self) -> Result<String, String> {
+        self.i += 1; // the opening quote
+        let mut out = String::new();
+        let rest = std::str::from_utf8(&self.s[self.i..]).map_err(|e| e.to_string())?;
+        let mut chars = rest.char_indices();
+        while let Some((k, ch)) = chars.next() {
+            match ch {
+                '"' => {
+                    self.i += k + 1;
+                    return Ok(out);
+                }
+                '\\' => match chars.next().map(|(_, e)| e) {
+                    Some('n') => out.push('\n'),
+                    Some('t') => out.push('\t'),
+                    Some('r') => out.push('\r'),
+                    Some('0') => out.push('\0'),
+                    Some('u') => {
+                        let hex: String = chars.by_ref().map(|(_, h)| h).skip_while(|&h| h == '{').take_while(|&h| h != '}').collect();
+                        let code = u32::from_str_radix(&hex, 16).map_err(|_| format!("bad escape `\\u{{{hex}}}`"))?;
+                        out.push(char::from_u32(code).ok_or_else(|| format!("bad char `{hex}`"))?);
+                    }
+                    Some(e) => out.push(e), // `\\`, `\"`, `\'`
+                    None => break,
+                },
+                other => out.push(other),
+            }
+        }
+        Err("unterminated string".to_string())
+    }
+
     fn value(&mut self) -> Result<Value, String> {
         self.ws();
         let c = *self.s.get(self.i).ok_or("unexpected end")?;
@@ -82,6 +114,9 @@ impl Parser<'_> {
                 self.eat(b',');
             }
             return Ok(Value::Array(items));
+        }
+        if c == b'"' {
+            return self.string().map(Value::String);
         }
         if c == b'-' || c.is_ascii_digit() {
             let start = self.i;
@@ -158,6 +193,13 @@ mod tests {
             json!({"a": 1, "b": "silu", "c": null, "d": 4, "e": 1e-5, "f": 10000.0, "g": true,
                    "h": "gelu_pytorch_tanh", "i": {"elu": 1.0}, "j": [1.0, 2.5]})
         );
+    }
+
+    #[test]
+    fn strings_with_escapes() {
+        let s = "say \"hi\"\n\u{1}é\\";
+        let m = parse(&format!("C {{ a: Some({:?}), b: {:?} }}", "bert", s)).unwrap();
+        assert_eq!(Value::Object(m), json!({"a": "bert", "b": s}));
     }
 
     #[test]

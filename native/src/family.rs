@@ -197,7 +197,7 @@ fn ratio(m: &Map<String, Value>) -> Value {
     }
 }
 
-fn from_debug(cfg: &impl std::fmt::Debug) -> Map<String, Value> {
+pub(crate) fn from_debug(cfg: &impl std::fmt::Debug) -> Map<String, Value> {
     // The Debug text comes from candle's derive on a struct of plain fields; failing to read it
     // back is a bug here, so say so loudly rather than return a partial dict.
     debug_fields::parse(&format!("{cfg:?}")).unwrap_or_else(|e| panic!("cannot read candle's Debug text: {e}"))

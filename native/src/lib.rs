@@ -9,6 +9,7 @@ pub mod chat_template;
 pub mod config;
 pub mod debug_fields;
 pub mod device;
+pub mod encoder;
 pub mod failure;
 pub mod forced;
 pub mod family;

@@ -5,6 +5,7 @@ use crate::array::Array;
 use crate::chat_template::{self, Renderer, Switches};
 use crate::config;
 use crate::device::{compiled_devices, parse_device, parse_dtype};
+use crate::encoder::{self, Encoder, EncoderRunner as EncoderCore};
 use crate::failure::Failure;
 use crate::family::{self, Family, FamilyRunner as FamilyCore, CAPTURE_FAMILIES};
 use crate::gguf::{GgufRunner as GgufCore, CAPTURE_LOADERS, LOADERS};
@@ -56,6 +57,65 @@ fn family_of(key: &str) -> PyResult<Family> {
 fn candle_config_json(config_json: &str, family: &str) -> PyResult<String> {
     let parsed = family::parse(family_of(family)?, config_json).map_err(to_py)?;
     Ok(parsed.effective().to_string())
+}
+
+fn encoder_of(key: &str) -> PyResult<Encoder> {
+    Encoder::from_key(key).map_err(to_py)
+}
+
+/// The encoder module's `Config` after serde, as JSON (ValueError with serde's words on refusal).
+#[pyfunction]
+fn encoder_config_json(config_json: &str, family: &str) -> PyResult<String> {
+    let m = encoder::effective_config(encoder_of(family)?, config_json).map_err(to_py)?;
+    Ok(serde_json::Value::Object(m).to_string())
+}
+
+#[pyfunction]
+fn encoder_families() -> Vec<&'static str> {
+    Encoder::ALL.iter().map(|e| e.key()).collect()
+}
+
+/// One candle encoder module (bert, distilbert, xlm_roberta, modernbert, jina_bert, nomic_bert)
+/// on a checkpoint: its public forward's last hidden state.
+#[pyclass(module = "portkit_native")]
+struct EncoderRunner {
+    core: EncoderCore,
+}
+
+#[pymethods]
+impl EncoderRunner {
+    #[new]
+    #[pyo3(signature = (family, weight_files, config_json, dtype = "f32", device = "cpu"))]
+    fn new(py: Python<'_>, family: &str, weight_files: Vec<PathBuf>, config_json: String, dtype: &str, device: &str) -> PyResult<Self> {
+        let encoder = encoder_of(family)?;
+        let dtype = parse_dtype(dtype).map_err(to_py)?;
+        let device = parse_device(device).map_err(to_py)?;
+        let core = py.detach(|| EncoderCore::load(encoder, weight_files, &config_json, dtype, device)).map_err(to_py)?;
+        Ok(Self { core })
+    }
+
+    #[getter]
+    fn family(&self) -> &'static str {
+        self.core.encoder().key()
+    }
+
+    fn config_json(&self) -> String {
+        serde_json::Value::Object(self.core.config().clone()).to_string()
+    }
+
+    /// [rows, seq, hidden]; rows of one length. `mask` in the module's own convention, None: the
+    /// module's call without one.
+    #[pyo3(signature = (ids, type_ids = None, mask = None))]
+    fn hidden_states<'py>(
+        &self,
+        py: Python<'py>,
+        ids: Vec<Vec<u32>>,
+        type_ids: Option<Vec<Vec<u32>>>,
+        mask: Option<Vec<Vec<u32>>>,
+    ) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let a = py.detach(|| self.core.hidden_states(&ids, type_ids.as_deref(), mask.as_deref())).map_err(to_py)?;
+        array_to_py(py, a)
+    }
 }
 
 /// Hands the heap's free memory back to the OS and says whether it could. glibc keeps freed
@@ -502,6 +562,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(render_chat_template, m)?)?;
     m.add_class::<LlamaRunner>()?;
     m.add_class::<FamilyRunner>()?;
+    m.add_class::<EncoderRunner>()?;
+    m.add_function(wrap_pyfunction!(encoder_config_json, m)?)?;
+    m.add_function(wrap_pyfunction!(encoder_families, m)?)?;
     m.add_class::<GgufRunner>()?;
     m.add_class::<PyTokenizer>()?;
     m.add("NativeError", py.get_type::<NativeError>())?;

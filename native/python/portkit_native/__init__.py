@@ -1,4 +1,4 @@
-"""candle 0.11.0's own code, driven from Python: each decoder family's config parse, runner and
+"""candle 0.11.0's own code, driven from Python: each decoder family's and encoder module's config parse, runner and
 weight requests, per-layer capture where a proven copy of the forward exists, the GGUF loaders, the
 `tokenizers` crate candle-core depends on, and chat templates rendered as candle-examples and
 mistral.rs render them (minijinja).
@@ -18,6 +18,7 @@ from ._native import (
     ChatTemplateError,
     ConfigError,
     DeviceUnavailableError,
+    EncoderRunner,
     FamilyRunner,
     GgufRunner,
     LlamaRunner,
@@ -30,6 +31,7 @@ from ._native import (
     chat_environments,
     check_device,
     cpu_threads,
+    encoder_families,
     families,
     gguf_capture_loaders,
     gguf_loaders,
@@ -43,6 +45,7 @@ __all__ = [
     "ChatTemplateError",
     "ConfigError",
     "DeviceUnavailableError",
+    "EncoderRunner",
     "FamilyRunner",
     "GgufRunner",
     "LlamaRunner",
@@ -56,6 +59,8 @@ __all__ = [
     "chat_environments",
     "check_device",
     "cpu_threads",
+    "encoder_config",
+    "encoder_families",
     "families",
     "gguf_capture_loaders",
     "gguf_loaders",
@@ -72,6 +77,14 @@ def candle_config(config_json: str, family: str = "llama") -> dict[str, Any]:
     ValueError for a family this wheel does not know.
     """
     return json.loads(_native.candle_config_json(config_json, family))
+
+
+def encoder_config(config_json: str, family: str) -> dict[str, Any]:
+    """The encoder module `family`'s serde `Config` parse (`encoder_families()`), as candle holds it.
+
+    Raises `ConfigError` carrying serde_json's message unchanged when candle refuses the JSON.
+    """
+    return json.loads(_native.encoder_config_json(config_json, family))
 
 
 def render_chat_template(

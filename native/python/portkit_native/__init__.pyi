@@ -158,6 +158,29 @@ class LlamaRunner:
         """[N, vocab]: N rows of equal length in one `(N, seq_len)` forward from an empty
         cache, each row's last position."""
 
+def encoder_families() -> list[str]:
+    """The candle encoder modules `EncoderRunner` and `encoder_config` take."""
+
+def encoder_config(config_json: str, family: str) -> dict[str, Any]:
+    """The encoder module's serde `Config` parse, as candle holds it; ConfigError on refusal."""
+
+class EncoderRunner:
+    """candle's own encoder module for `family` (`BertModel::load`, `DistilBertModel::load`,
+    `XLMRobertaModel::new`, `ModernBert::load`, jina_bert's `BertModel::new`, `NomicBertModel::load`)
+    over the checkpoint's safetensors."""
+
+    def __init__(self, family: str, weight_files: Sequence[str | PathLike[str]], config_json: str, dtype: str = "f32", device: str = "cpu") -> None: ...
+    @property
+    def family(self) -> str: ...
+    def config_json(self) -> str:
+        """candle's parsed config, as JSON (as `encoder_config`)."""
+    def hidden_states(
+        self, ids: Sequence[Sequence[int]], type_ids: Sequence[Sequence[int]] | None = None, mask: Sequence[Sequence[int]] | None = None
+    ) -> npt.NDArray[np.float32]:
+        """[rows, seq, hidden]: the module's public forward on rows of one length. `mask` goes to the
+        module as given, in its own convention (distilbert: 1 = masked); None: its call without one
+        (a mask of ones where its forward requires one; jina_bert's forward takes none)."""
+
 class FamilyRunner:
     """candle's own model for `family` (`Model::new` / `ModelForCausalLM::new`, `Llama::load`,
     `Granite::load`), over `VarBuilder::from_mmaped_safetensors(weight_files, dtype, device)` (as

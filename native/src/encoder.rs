@@ -1,0 +1,166 @@
+//! candle 0.11.0's encoder modules (the embedding models' `bert` and its kin): the config each
+//! one's serde `Config` parses, the model each one's own `load`/`new` builds, and its public
+//! forward, called as its API allows. The mask is passed as the caller gives it, in the module's
+//! own convention (distilbert.rs: 1 = masked), never converted here: what a program passes is
+//! the question verify asks.
+
+use crate::array::Array;
+use crate::failure::{guarded, Failure, Outcome};
+use crate::family::from_debug;
+use crate::weights::shared_weights;
+use candle_core::{DType, Device, Module, Tensor};
+use candle_transformers::models::{bert, distilbert, jina_bert, modernbert, nomic_bert, xlm_roberta};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoder {
+    Bert,
+    DistilBert,
+    XlmRoberta,
+    ModernBert,
+    JinaBert,
+    NomicBert,
+}
+
+impl Encoder {
+    pub const ALL: [Encoder; 6] = [Encoder::Bert, Encoder::DistilBert, Encoder::XlmRoberta, Encoder::ModernBert, Encoder::JinaBert, Encoder::NomicBert];
+
+    /// candle's module name, the key of Python's encoder registry.
+    pub fn key(self) -> &'static str {
+        match self {
+            Encoder::Bert => "bert",
+            Encoder::DistilBert => "distilbert",
+            Encoder::XlmRoberta => "xlm_roberta",
+            Encoder::ModernBert => "modernbert",
+            Encoder::JinaBert => "jina_bert",
+            Encoder::NomicBert => "nomic_bert",
+        }
+    }
+
+    pub fn from_key(key: &str) -> Outcome<Self> {
+        Self::ALL.iter().copied().find(|f| f.key() == key).ok_or_else(|| {
+            let known: Vec<&str> = Self::ALL.iter().map(|f| f.key()).collect();
+            Failure::Invalid(format!("unknown encoder family `{key}`: expected one of {}", known.join(", ")))
+        })
+    }
+}
+
+fn serde<T: DeserializeOwned>(config_json: &str) -> Outcome<T> {
+    serde_json::from_str(config_json).map_err(|e| Failure::Config(e.to_string()))
+}
+
+/// The module's `Config` as candle holds it after serde, read back from its `Debug` text.
+pub fn effective_config(encoder: Encoder, config_json: &str) -> Outcome<Map<String, Value>> {
+    Ok(match encoder {
+        Encoder::Bert => from_debug(&serde::<bert::Config>(config_json)?),
+        Encoder::DistilBert => from_debug(&serde::<distilbert::Config>(config_json)?),
+        Encoder::XlmRoberta => from_debug(&serde::<xlm_roberta::Config>(config_json)?),
+        Encoder::ModernBert => from_debug(&serde::<modernbert::Config>(config_json)?),
+        Encoder::JinaBert => from_debug(&serde::<jina_bert::Config>(config_json)?),
+        Encoder::NomicBert => from_debug(&serde::<nomic_bert::Config>(config_json)?),
+    })
+}
+
+enum Model {
+    Bert(bert::BertModel),
+    DistilBert(distilbert::DistilBertModel),
+    XlmRoberta(xlm_roberta::XLMRobertaModel),
+    ModernBert(modernbert::ModernBert),
+    JinaBert(jina_bert::BertModel),
+    NomicBert(nomic_bert::NomicBertModel),
+}
+
+pub struct EncoderRunner {
+    encoder: Encoder,
+    model: Model,
+    device: Device,
+    config: Map<String, Value>,
+}
+
+fn rows_tensor(rows: &[Vec<u32>], device: &Device) -> Outcome<Tensor> {
+    let n = rows.len();
+    let len = rows.first().map_or(0, Vec::len);
+    if n == 0 || len == 0 {
+        return Err(Failure::Invalid("no ids: give at least one row of at least one id".into()));
+    }
+    if rows.iter().any(|r| r.len() != len) {
+        return Err(Failure::Invalid(format!("rows of different lengths: pad them to one length ({len})")));
+    }
+    let flat: Vec<u32> = rows.iter().flatten().copied().collect();
+    Ok(Tensor::from_vec(flat, (n, len), device)?)
+}
+
+impl EncoderRunner {
+    /// The checkpoint through the module's own loader, as candle's examples call it.
+    pub fn load(encoder: Encoder, files: Vec<PathBuf>, config_json: &str, dtype: DType, device: Device) -> Outcome<Self> {
+        let config = effective_config(encoder, config_json)?;
+        guarded(|| {
+            let vb = shared_weights(&files, dtype, &device)?;
+            let model = match encoder {
+                Encoder::Bert => Model::Bert(bert::BertModel::load(vb, &serde(config_json)?)?),
+                Encoder::DistilBert => Model::DistilBert(distilbert::DistilBertModel::load(vb, &serde(config_json)?)?),
+                Encoder::XlmRoberta => Model::XlmRoberta(xlm_roberta::XLMRobertaModel::new(&serde(config_json)?, vb)?),
+                Encoder::ModernBert => Model::ModernBert(modernbert::ModernBert::load(vb, &serde(config_json)?)?),
+                Encoder::JinaBert => Model::JinaBert(jina_bert::BertModel::new(vb, &serde(config_json)?)?),
+                Encoder::NomicBert => Model::NomicBert(nomic_bert::NomicBertModel::load(vb, &serde(config_json)?)?),
+            };
+            Ok(Self { encoder, model, device: device.clone(), config })
+        })
+    }
+
+    pub fn encoder(&self) -> Encoder {
+        self.encoder
+    }
+
+    pub fn config(&self) -> &Map<String, Value> {
+        &self.config
+    }
+
+    /// [rows, seq, hidden]: the module's public forward. `type_ids` None: zeros (candle's examples);
+    /// `mask` None: the module's call without one (bert, nomic_bert: `None`; jina_bert takes none;
+    /// distilbert, xlm_roberta and modernbert require one: a mask of ones in their convention, as a
+    /// program that has none builds it).
+    pub fn hidden_states(&self, ids: &[Vec<u32>], type_ids: Option<&[Vec<u32>]>, mask: Option<&[Vec<u32>]>) -> Outcome<Array> {
+        guarded(|| {
+            let input = rows_tensor(ids, &self.device)?;
+            let types = match type_ids {
+                Some(t) => rows_tensor(t, &self.device)?,
+                None => input.zeros_like()?,
+            };
+            let mask = mask.map(|m| rows_tensor(m, &self.device)).transpose()?;
+            let out = match &self.model {
+                Model::Bert(m) => m.forward(&input, &types, mask.as_ref())?,
+                Model::NomicBert(m) => m.forward(&input, Some(&types), mask.as_ref())?,
+                Model::JinaBert(m) => m.forward(&input)?,
+                Model::DistilBert(m) => {
+                    // distilbert.rs:183-186: `masked_fill(scores, mask.broadcast_as(scores), -inf)`:
+                    // 1 is masked, and the mask broadcasts over [batch, heads, q, k]
+                    let (n, len) = input.dims2()?;
+                    let mask = match mask {
+                        Some(m) => m,
+                        None => Tensor::zeros((n, len), DType::U32, &self.device)?,
+                    };
+                    let mask = mask.to_dtype(DType::U8)?.reshape((n, 1, 1, len))?;
+                    m.forward(&input, &mask)?
+                }
+                Model::XlmRoberta(m) => {
+                    let mask = match mask {
+                        Some(m) => m,
+                        None => input.ones_like()?,
+                    };
+                    m.forward(&input, &mask, &types, None, None, None)?
+                }
+                Model::ModernBert(m) => {
+                    let mask = match mask {
+                        Some(m) => m,
+                        None => input.ones_like()?,
+                    };
+                    m.forward(&input, &mask)?
+                }
+            };
+            Array::from_tensor(&out)
+        })
+    }
+}
