@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from typing import Any, Iterable, Mapping
 
     from portkit.model.gguf_header import GgufFile, GgufTensor, GgufValue
+    from portkit.model.sentence_pipeline import SentencePipeline
 
 
 def __getattr__(name: str) -> Any:
@@ -90,6 +91,7 @@ class ModelFacts:
     lfs_pointers: tuple[Path, ...] = ()
     notes: tuple[str, ...] = field(default=())
     tokenizer: TokenizerFacts | None = None
+    sentence_pipeline: SentencePipeline | None = None  # modules.json and its modules (portkit.model.sentence_pipeline)
 
     @property
     def config_path(self) -> Path:
@@ -250,6 +252,11 @@ def load_model(root: Path, gguf_names: Iterable[str] | None = None, *, hf_model:
     if not hf_model and ggufs:
         pickles = ()  # no HF model was asked for: its pickle-only weights are not this lint's concern
     tok = read_tokenizer_files(root, names) if hf_model and has_tokenizer_files(names) else None
+    pipeline = None
+    if hf_model and "modules.json" in nameset and exists(root / "modules.json"):
+        from portkit.model.sentence_pipeline import read_sentence_pipeline  # embedding models only
+
+        pipeline = read_sentence_pipeline(root)
     if config is None:
         if ggufs:
             pass  # a GGUF carries its own metadata; candle's quantized_llama never reads config.json
@@ -282,6 +289,7 @@ def load_model(root: Path, gguf_names: Iterable[str] | None = None, *, hf_model:
         lfs_pointers=tuple(lfs),
         notes=tuple(notes),
         tokenizer=tok,
+        sentence_pipeline=pipeline,
     )
 
 
