@@ -23,6 +23,8 @@ def pages() -> dict[str, str]:
         fams = "all" if set(r.families) >= set(BY_NAME) else "any model type" if "*" in r.families else ", ".join(r.families)
         if r.group == "tokenizer":
             fams = "any tokenizer"
+        if r.group == "embedding" and "*" in r.families:
+            fams = "any sentence-transformers pipeline"
         if getattr(r, "loaders", None):  # by the file's architecture
             fams = "GGUF: " + ", ".join(r.loaders)  # type: ignore[attr-defined]
         rows.append(f"| [{code}]({code}.md) | {name} | {r.group} | {fams} | {r.severity} | {r.fix_availability} | {status} | {r.probe_kind} |")

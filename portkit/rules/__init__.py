@@ -2,7 +2,7 @@
 
 `CODES` is append-only: a code, once published, keeps its name forever; a rule that is
 withdrawn stays in the table with status "removed" (ruff's `codes.rs` discipline). Rule
-groups own the hundreds: PK1xx config, PK2xx weights, PK3xx runtime, PK4xx gguf, PK5xx tokenizer. `--select`
+groups own the hundreds: PK1xx config, PK2xx weights, PK3xx runtime, PK4xx gguf, PK5xx tokenizer, PK6xx embedding. `--select`
 and `--ignore` take any prefix (`PK`, `PK1`, `PK10`, `PK101`).
 
 Mostly one module per group rather than one file per rule: the rules of a group share their
@@ -16,7 +16,7 @@ families it applies to in `Rule.families`, derived from the family traits where 
 
 from __future__ import annotations
 
-from portkit.rules import config, gguf, runtime, runtime_paths, tokenizer, weights
+from portkit.rules import config, embedding_pipeline, gguf, runtime, runtime_paths, tokenizer, weights
 from portkit.rules.base import DOC_HEADINGS, Context, Rule
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -113,10 +113,21 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK516": ("chat-template-tojson", "stable"),
     "PK517": ("chat-template-strftime-now", "stable"),
     "PK518": ("chat-template-block-whitespace", "stable"),
+    # PK601-PK619: the sentence-transformers pipeline (portkit.rules.embedding_pipeline); PK620+: encoder configs
+    "PK601": ("sentence-pipeline", "stable"),
+    "PK602": ("pooling-in-program", "stable"),
+    "PK603": ("normalize-in-program", "stable"),
+    "PK604": ("no-normalize-in-pipeline", "stable"),
+    "PK605": ("dense-after-pooling", "stable"),
+    "PK606": ("prompt-prefix", "stable"),
+    "PK607": ("max-seq-length-differs", "stable"),
+    "PK608": ("pipeline-module-missing", "stable"),
+    "PK609": ("pipeline-module-custom", "stable"),
+    "PK610": ("pipeline-file-invalid", "stable"),
 }
-GROUPS = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf", "5": "tokenizer"}
+GROUPS = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf", "5": "tokenizer", "6": "embedding"}
 
-_CLASSES: dict[str, type[Rule]] = {cls.code: cls for mod in (config, weights, runtime, runtime_paths, gguf, tokenizer) for cls in mod.RULES}
+_CLASSES: dict[str, type[Rule]] = {cls.code: cls for mod in (config, weights, runtime, runtime_paths, gguf, tokenizer, embedding_pipeline) for cls in mod.RULES}
 RULES: dict[str, Rule] = {code: _CLASSES[code]() for code in CODES if code in _CLASSES}
 
 
@@ -128,6 +139,8 @@ def families_label(rule: Rule) -> str:
     loaders = getattr(rule, "loaders", None)
     if rule.group == "tokenizer":
         return "every directory with tokenizer files, whatever the family (tokenizer-only directories too)"
+    if rule.group == "embedding" and "*" in rule.families:
+        return "every directory with a sentence-transformers modules.json, whatever the family"
     if loaders:  # a GGUF goes by its general.architecture, not config.json
         return "GGUF files read by " + ", ".join(loaders)
     if "*" in rule.families:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from portkit.findings import Finding, Location, Probe, ProbeKind, Severity
     from portkit.model import GgufFile, ModelFacts
 
-    Group = Literal["config", "weights", "runtime", "gguf", "tokenizer"]
+    Group = Literal["config", "weights", "runtime", "gguf", "tokenizer", "embedding"]
     FixAvailability = Literal["none", "sometimes", "always"]
     Effect = Literal["silent", "load-error", "panic", "runtime-error", "none"]
 
