@@ -588,3 +588,8 @@ from tests.unit.tokenizer_cases import TOKENIZER_CASES, TOKENIZER_CLEAN_VARIANTS
 CASES.update(TOKENIZER_CASES)
 VARIANTS += TOKENIZER_VARIANTS
 CLEAN_VARIANTS += TOKENIZER_CLEAN_VARIANTS
+
+# PK6xx: sentence-transformers pipelines (fixtures/sentence_pipelines.py)
+from fixtures.sentence_pipelines import PIPELINE_CASES  # noqa: E402
+
+CASES.update(PIPELINE_CASES)

@@ -18,7 +18,7 @@ from portkit.model import ModelTarget
 from portkit.rules import GROUPS, RULES
 
 ROOT = Path(__file__).resolve().parents[2]
-HUNDREDS = {"config": "PK1", "weights": "PK2", "runtime": "PK3", "gguf": "PK4", "tokenizer": "PK5"}
+HUNDREDS = {"config": "PK1", "weights": "PK2", "runtime": "PK3", "gguf": "PK4", "tokenizer": "PK5", "embedding": "PK6"}
 
 
 @pytest.mark.parametrize("code", sorted(RULES))

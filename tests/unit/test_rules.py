@@ -66,7 +66,7 @@ def test_code_table_matches_rules() -> None:
     for code, rule in RULES.items():
         assert rule.code == code
         assert rule.name == CODES[code][0]
-        assert rule.group == {"1": "config", "2": "weights", "3": "runtime", "4": "gguf", "5": "tokenizer"}[code[2]]
+        assert rule.group == {"1": "config", "2": "weights", "3": "runtime", "4": "gguf", "5": "tokenizer", "6": "embedding"}[code[2]]
     names = [r.name for r in RULES.values()]
     assert len(names) == len(set(names))
 
@@ -84,7 +84,7 @@ def test_select_ignore_prefixes() -> None:
     codes = lambda sel, ign=None, preview=False: {r.code for r in selected(sel, ign, preview)}  # noqa: E731
     assert codes(["PK1"]) == {c for c in RULES if c.startswith("PK1")}
     assert codes(["PK10"]) == {c for c in RULES if c.startswith("PK10")}
-    assert codes(None, ["PK1", "PK2", "PK3", "PK5"]) == {c for c in RULES if c.startswith("PK4")}
+    assert codes(None, ["PK1", "PK2", "PK3", "PK5", "PK6"]) == {c for c in RULES if c.startswith("PK4")}
     assert "PK101" not in codes(["PK1"], ["PK101"])
     assert codes(["PK101"], ["PK1"]) == {"PK101"}  # the more specific selector wins
     assert "PK304" not in codes(None)  # preview
