@@ -241,7 +241,7 @@ def rules_args(p: argparse.ArgumentParser) -> None:
     from portkit.rule_table import groups
 
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--group", choices=groups(), help="only this rule group (PK1xx config, PK2xx weights, PK3xx runtime, PK4xx gguf, PK5xx tokenizer)")
+    p.add_argument("--group", choices=groups(), help="only this rule group (PK1xx config, PK2xx weights, PK3xx runtime, PK4xx gguf, PK5xx tokenizer, PK6xx embedding)")
     p.add_argument("--family", choices=list(BY_NAME), metavar="FAMILY", help="only the rules that speak about this family: " + ", ".join(BY_NAME))
     p.add_argument("--all", action="store_true", help="also list removed codes (kept so that they are never reused)")
 

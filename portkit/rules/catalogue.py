@@ -15,7 +15,7 @@ def _codes(family: Family) -> str:
     codes = [
         code
         for code, rule in RULES.items()
-        if status(code) != "removed" and rule.group not in ("gguf", "tokenizer") and not getattr(rule, "loaders", None)
+        if status(code) != "removed" and rule.group not in ("gguf", "tokenizer", "embedding") and not getattr(rule, "loaders", None)
         and (family.name in rule.families or "*" in rule.families)
     ]
     return ", ".join(codes)
@@ -42,6 +42,8 @@ def markdown_table() -> str:
     )
     rows.append("")
     rows.append("Tokenizer rules (PK5xx) check every directory's tokenizer files, whatever the family ([docs/tokenizers.md](docs/tokenizers.md)).")
+    rows.append("")
+    rows.append("Embedding rules (PK6xx) check every directory with a sentence-transformers `modules.json`: the pooling, Dense, Normalize, prompt and truncation a candle program must reproduce after the encoder ([docs/rules/](docs/rules/README.md)).")
     return "\n".join(rows)
 
 
