@@ -98,6 +98,7 @@ class SentencePipeline:
     max_seq_length: int | None = None
     do_lower_case: bool = False
     sbert_config_path: Path | None = None
+    max_seq_length_at: tuple[int, int] = (1, 1)  # row, column of the key in sentence_bert_config.json
     prompts: dict[str, str] = field(default_factory=dict)
     default_prompt_name: str | None = None
     similarity_fn_name: str | None = None
@@ -109,7 +110,9 @@ class SentencePipeline:
     def summary(self) -> str:
         chain = " -> ".join(m.label() for m in self.modules) or "(no modules)"
         msl = f", max_seq_length {self.max_seq_length}" if self.max_seq_length is not None else ""
-        return f"{chain}{msl}"
+        lower = ", do_lower_case" if self.do_lower_case else ""
+        sim = f", similarity {self.similarity_fn_name}" if self.similarity_fn_name else ""
+        return f"{chain}{msl}{lower}{sim}"
 
 
 def _kind(type_: str) -> str:
@@ -183,7 +186,7 @@ def read_sentence_pipeline(root: Path) -> SentencePipeline:
                 problems.append(PipelineProblem(mpath, f"module {i} path {str(entry['path'])[:80]!r} leaves the model directory; sentence-transformers refuses it (_validate_relative_path)", row, col))
                 continue
             modules.append(_module(root, i, entry["type"], sub, row, col, problems))
-    max_seq, lower, sbert = None, False, None
+    max_seq, lower, sbert, msl_at = None, False, None, (1, 1)
     tr = next((m for m in modules if m.kind == "Transformer"), None)
     if tr is not None:
         p = (root / tr.path / SBERT_CONFIG) if tr.path else root / SBERT_CONFIG
@@ -192,6 +195,7 @@ def read_sentence_pipeline(root: Path) -> SentencePipeline:
             v = _json(p, problems)
             if isinstance(v, dict):
                 max_seq = _int(v.get("max_seq_length"))
+                msl_at = _key_pos(read_text(p), '"max_seq_length"')
                 lower = v.get("do_lower_case") is True
             elif v is not None:
                 problems.append(PipelineProblem(p, "sentence_bert_config.json must be a JSON object"))
@@ -212,7 +216,7 @@ def read_sentence_pipeline(root: Path) -> SentencePipeline:
             problems.append(PipelineProblem(stp, "config_sentence_transformers.json must be a JSON object"))
     return SentencePipeline(
         modules_path=mpath, modules=tuple(modules), problems=tuple(problems), max_seq_length=max_seq, do_lower_case=lower,
-        sbert_config_path=sbert, prompts=prompts, default_prompt_name=default_prompt, similarity_fn_name=sim, st_config_path=stp,
+        sbert_config_path=sbert, max_seq_length_at=msl_at, prompts=prompts, default_prompt_name=default_prompt, similarity_fn_name=sim, st_config_path=stp,
     )
 
 

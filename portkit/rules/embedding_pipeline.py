@@ -386,7 +386,10 @@ class MaxSeqLengthDiffers(_PipelineRule):
         mpe = cfg.get("max_position_embeddings")
         parts = []
         if isinstance(tmax, int) and tmax != msl:
-            parts.append(f"tokenizer.json truncates to {tmax}, which the tokenizers crate applies as saved")
+            parts.append(
+                f"tokenizer.json truncates to {tmax}, which the tokenizers crate applies as saved (candle's bert example keeps it "
+                "for its batch and removes it for --prompt, main.rs:120-121)"
+            )
         elif tok is not None and trunc is None and isinstance(mpe, int) and msl < mpe:
             parts.append("tokenizer.json has no truncation, so the crate feeds the whole text (up to the position limit)")
         if isinstance(mpe, int) and msl > mpe:
@@ -396,7 +399,7 @@ class MaxSeqLengthDiffers(_PipelineRule):
         yield self.finding(
             ctx, f"sentence-transformers truncates to max_seq_length {msl} (sentence_bert_config.json); " + "; ".join(parts)
             + f"; the model has {mpe} positions" * isinstance(mpe, int),
-            filename=p.sbert_config_path, location=None, transformers_value=msl, candle_value=tmax,
+            filename=p.sbert_config_path, location=location(p.max_seq_length_at), transformers_value=msl, candle_value=tmax,
         )
 
 

@@ -107,6 +107,7 @@ def test_summary_and_max_seq_length_in_json_output(tmp_path: Path) -> None:
     assert by["PK602"]["severity"] == "info" and by["PK603"]["severity"] == "info"
     assert "max_seq_length 256" in by["PK607"]["message"] and "truncates to 128" in by["PK607"]["message"]
     assert by["PK607"]["transformers_value"] == 256 and by["PK607"]["candle_value"] == 128
+    assert by["PK607"]["filename"].endswith("sentence_bert_config.json") and by["PK607"]["location"] == {"row": 1, "column": 2}
 
 
 def test_cls_pooling_and_include_prompt_false_are_warnings(tmp_path: Path) -> None:
