@@ -15,7 +15,7 @@ its folder is optional, `load_config` returns {} when the file is absent). The w
 
 A Pooling or Dense module whose folder or config.json is missing does not load in
 sentence-transformers 6.3.0: `Module.load_config` returns {} and the constructor raises
-`TypeError: ... missing 1 required positional argument` (`embedding_dimension`, `in_features`).
+`TypeError: ... missing ... required positional argument(s)` (`embedding_dimension`; `in_features` and `out_features`), measured.
 Those, bad JSON and a modules.json that is not a list are `problems`, which rules report with
 their file and position; nothing here raises on a malformed pipeline.
 """
@@ -230,12 +230,11 @@ def _module(root: Path, i: int, type_: str, sub: str, row: int, col: int, proble
     cfg_path = folder / "config.json"
     if not has_folder or not exists(cfg_path):
         what = "folder" if not has_folder else "config.json"
-        arg = "embedding_dimension" if kind == "Pooling" else "in_features"
+        arg = "1 required positional argument: 'embedding_dimension'" if kind == "Pooling" else "2 required positional arguments: 'in_features' and 'out_features'"
         problems.append(PipelineProblem(
             root / MODULES_JSON,
             f"modules.json lists {kind} at {sub or '.'!r} but its {what} ({cfg_path.relative_to(root)}) is missing: sentence-transformers "
-            f"6.3.0 reads no config (Module.load_config returns {{}}) and fails to load it (TypeError: {kind}.__init__() missing "
-            f"required argument '{arg}')",
+            f"6.3.0 reads no config (Module.load_config returns {{}}) and fails to load it (TypeError: {kind}.__init__() missing {arg})",
             row, col, "missing",
         ))
         return PipelineModule(**base)  # type: ignore[arg-type]

@@ -413,7 +413,8 @@ class PipelineModuleMissing(_PipelineRule):
     ## Why is this bad?
     sentence-transformers 6.3.0 reads no config for it (`Module.load_config` returns {}) and fails
     to load the model with `TypeError: Pooling.__init__() missing 1 required positional argument:
-    'embedding_dimension'` (for Dense, `in_features`). There is no reference to port: the
+    'embedding_dimension'` (for Dense, `missing 2 required positional arguments: 'in_features' and
+    'out_features'`). There is no reference to port: the
     directory is incomplete.
 
     ## Example

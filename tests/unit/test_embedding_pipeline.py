@@ -136,3 +136,12 @@ def test_lint_of_a_pipeline_imports_no_torch(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, cwd=ROOT)
     assert r.stdout.strip().endswith("[]"), r.stdout + r.stderr
     assert "PK605" in (tmp_path / "o.json").read_text()
+
+
+def test_missing_dense_folder_names_both_arguments(tmp_path: Path) -> None:
+    mods = [("Transformer", ""), ("Pooling", "1_Pooling"), ("Dense", "2_Dense")]
+    d = write_pipeline(tmp_path / "m", modules=mods, skip_folders=("2_Dense",))
+    rc, found = lint_json(d, tmp_path)
+    (f,) = [f for f in found if f["code"] == "PK608"]
+    assert "'in_features' and 'out_features'" in f["message"] and "2_Dense/config.json" in f["message"]
+    assert not [f for f in found if f["code"] == "PK605"]
