@@ -18,11 +18,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
+from portkit.encoders import detect as detect_encoder
 from portkit.families import DEFAULT_FAMILY, Family, sublayers
 from portkit.findings import Finding
 from portkit.verify import cachefiles
 from portkit.verify.candle.checkpoint import CheckpointRuns
 from portkit.verify.candle.run import PatchedRuns, RunOutputs
+from portkit.verify.embedding.run import EmbeddingReport, verify_embedding
 from portkit.verify.errors import BadInput
 from portkit.verify.judge.checks import TOLERANCES, Tolerance
 from portkit.verify.judge.comparison import Comparison, compare_run
@@ -212,18 +214,31 @@ def _lint_target(opts: VerifyOptions, prompt_tokens: int, tokens: int, pn: Any =
     )
 
 
-def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyReport | TokenizerReport:
+def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyReport | TokenizerReport | EmbeddingReport:
     """A `VerifyReport`; for a directory with tokenizer files but no model to run, the tokenizer
     section alone (a `TokenizerReport`)."""
     t_start = time.perf_counter()
     validate(opts)
     if tokenizer_only(Path(opts.model_dir)):
         return _tokenizer_only(opts, progress, t_start)
-    run = VerifyRun.open(opts, progress, read_model_dir(opts.model_dir))
+    model = read_model_dir(opts.model_dir)
+    encoder = detect_encoder(model.config)
+    if encoder is not None:
+        return _embedding(opts, encoder.name, progress, t_start)
+    run = VerifyRun.open(opts, progress, model)
     try:
         return run.execute(t_start)
     finally:
         run.session.close()
+
+
+def _embedding(opts: VerifyOptions, encoder: str, progress: Progress, t_start: float) -> EmbeddingReport:
+    """An encoder and its sentence-transformers pipeline (`portkit.verify.embedding`)."""
+    if opts.ids is not None or opts.text is not None or opts.chat is not None or opts.gguf is not None or opts.turns != 1 or opts.batch != 1:
+        raise BadInput(f"{opts.model_dir}: an embedding model is verified on its built-in corpus of texts and one padded batch of them; "
+                       "--ids, --text, --chat, --gguf, --turns and --batch are for decoders")  # fmt: skip
+    target = _lint_target(opts, 0, 0)
+    return verify_embedding(opts, encoder, progress, lambda: lint_for_verify(Path(opts.model_dir), None, target, progress)[0], t_start)
 
 
 def _tokenizer_only(opts: VerifyOptions, progress: Progress, t_start: float) -> TokenizerReport:

@@ -1,7 +1,7 @@
 """candle's side: the family's own encoder module (portkit_native.EncoderRunner) on the reference's
 ids, then the pipeline's pooling, Dense and Normalize as a candle program applies them
 (`pooling`). What the program passes candle's forward is each family's own API: the mask in its
-module's convention, or none where its forward takes none."""
+module's convention (`portkit.encoders.Encoder.mask`), or none where its forward takes none."""
 
 from __future__ import annotations
 
@@ -10,22 +10,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from portkit.encoders import BY_NAME
 from portkit.verify.embedding import pooling
 from portkit.verify.embedding.reference import Encoded, Step
-
-#: how each candle module wants the padding mask (transformers' mask is 1 on a token, 0 on a pad):
-#: "attend" (1 = a token: bert.rs:495-528, xlm_roberta.rs:373-390, modernbert.rs:390-400, nomic_bert.rs:442-462),
-#: "masked" (1 = a pad: distilbert.rs:183-186 `masked_fill(.., &mask, f32::NEG_INFINITY)`),
-#: None (jina_bert.rs:400: `forward(input_ids)` takes no mask)
-MASK_CONVENTION: dict[str, str | None] = {
-    "bert": "attend",
-    "xlm_roberta": "attend",
-    "modernbert": "attend",
-    "nomic_bert": "attend",
-    "distilbert": "masked",
-    "jina_bert": None,
-}
-
 
 @dataclass(frozen=True)
 class CandleSide:
@@ -37,7 +24,7 @@ class CandleSide:
 
 def program_mask(family: str, mask: np.ndarray, *, passed: bool = True) -> list[list[int]] | None:
     """The mask a correct candle program passes (`passed`), or the one a program that passes none gets."""
-    how = MASK_CONVENTION.get(family, "attend")
+    how = BY_NAME[family].mask  # the module's own convention (`Encoder.mask_source`)
     if not passed or how is None:
         return None
     m = mask if how == "attend" else 1 - mask

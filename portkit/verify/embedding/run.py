@@ -151,6 +151,7 @@ class EmbeddingRun:
     opts: Any
     family: str
     progress: Progress
+    lint: Callable[[], list[Any]]  # lint's findings on the model directory (the pipeline runs lint)
     timings: dict[str, float] = field(default_factory=dict)
 
     def timed(self, name: str, fn: Callable[[], Any]) -> Any:
@@ -166,7 +167,7 @@ class EmbeddingRun:
         opts = self.opts
         model = read_model_dir(opts.model_dir)
         pn = _native()
-        findings, note = self.timed("lint", self.lint) if opts.lint else ([], "lint skipped (--no-lint)")
+        findings, note = (self.timed("lint", self.lint), None) if opts.lint else ([], "lint skipped (--no-lint)")
         self.progress("sentence-transformers: f32 reference and f64 truth")
         texts = [t for t, _ in corpus.TEXTS]
         ref = self.timed("reference", lambda: load_reference(Path(opts.model_dir), texts))
@@ -204,13 +205,6 @@ class EmbeddingRun:
         report.findings = self.judge_findings(findings, report)
         return self.finish(report, t_start)
 
-    def lint(self) -> tuple[list[Any], None]:
-        from portkit.verify.lint import lint_for_verify
-
-        target = dict(device=self.opts.device, dtype=self.opts.dtype, use_flash_attn=False, build={})
-        hf, _ = lint_for_verify(Path(self.opts.model_dir), None, target, self.progress)
-        return hf, None
-
     def judge_findings(self, findings: list[Any], report: EmbeddingReport) -> list[Confirmation]:
         from portkit.verify.embedding.confirm import confirm_embedding
 
@@ -225,5 +219,5 @@ class EmbeddingRun:
         return report
 
 
-def verify_embedding(opts: Any, family: str, progress: Progress) -> EmbeddingReport:
-    return EmbeddingRun(opts, family, progress).execute(time.perf_counter())
+def verify_embedding(opts: Any, family: str, progress: Progress, lint: Callable[[], list[Any]], t_start: float) -> EmbeddingReport:
+    return EmbeddingRun(opts, family, progress, lint).execute(t_start)
