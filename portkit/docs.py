@@ -24,7 +24,7 @@ def pages() -> dict[str, str]:
         if r.group == "tokenizer":
             fams = "any tokenizer"
         if r.group == "embedding" and "*" in r.families:
-            fams = "any sentence-transformers pipeline"
+            fams = "encoder checkpoints, sentence-transformers pipelines"
         if getattr(r, "loaders", None):  # by the file's architecture
             fams = "GGUF: " + ", ".join(r.loaders)  # type: ignore[attr-defined]
         rows.append(f"| [{code}]({code}.md) | {name} | {r.group} | {fams} | {r.severity} | {r.fix_availability} | {status} | {r.probe_kind} |")

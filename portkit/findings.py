@@ -22,8 +22,10 @@ Severity = Literal["error", "warning", "info"]
 ProbeKind = Literal["numeric", "crash", "static-only", "tokens", "template"]
 #: The run of `portkit verify` a probe needs: "prompt" (the one every verify makes), "tokens" (the
 #: tokens section: both tokenizers' ids, no forward), "turns" (a continuation on the warm KV
-#: cache), "batch" (rows in one forward) or "padded-batch" (the same rows with a padding mask).
-ProbeRun = Literal["prompt", "tokens", "turns", "batch", "padded-batch"]
+#: cache), "batch" (rows in one forward), "padded-batch" (the same rows with a padding mask) or
+#: "embedding" (an embedding model's run: its padded batch and the counterfactual program the
+#: probe's patch names, `{"program": "no-mask" | "pool-over-pads"}`).
+ProbeRun = Literal["prompt", "tokens", "turns", "batch", "padded-batch", "embedding"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

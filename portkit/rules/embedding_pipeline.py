@@ -121,8 +121,10 @@ class PoolingInProgram(_PipelineRule):
     bert example's mean pooling: candle-examples/examples/bert/main.rs:184-199 (candle main).
 
     ## Verification
-    static for now; portkit verify's embedding run compares candle's pooled vectors with
-    sentence-transformers' as a whole.
+    numeric: portkit verify's embedding run pools candle's output of one padded batch over every
+    position, pads included (the counterfactual program), and over the attended tokens only (the
+    program the message asks for), both against sentence-transformers; CONFIRMED when only the
+    first is out of its floor, with the worst cosine it costs (docs/embeddings.md).
 
     ## References
     - sentence-transformers 6.3.0 `sentence_transformer/modules/pooling.py` (`POOLING_MODES`, `forward`)
@@ -132,6 +134,8 @@ class PoolingInProgram(_PipelineRule):
     code = "PK602"
     name = "pooling-in-program"
     fix_title = "Pool the encoder output as the Pooling module does"
+    probe_kind = "numeric"
+    probe_run = "embedding"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         p = self.pipeline(ctx)
@@ -148,6 +152,7 @@ class PoolingInProgram(_PipelineRule):
             yield self.at_module(
                 ctx, p, m, f"Pooling({'+'.join(m.pooling_mode)}): the program must {does}{concat}, {example}{prompt}",
                 severity="info" if plain else "warning", transformers_value={"pooling_mode": list(m.pooling_mode), "include_prompt": m.include_prompt},
+                probe_patch={"program": "pool-over-pads"},
             )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from portkit.encoders import detect as detect_encoder
 from portkit.families import BY_NAME, UNCOVERED_CANDLE_MODULES
 from portkit.rules import as_candle
 from portkit.rules.base import Context, Rule, location, num
@@ -36,7 +37,9 @@ class NoCandleModule(Rule):
 
     ## What it does
     Flags a config whose `model_type` (or `architectures[0]`, when `model_type` is absent) maps
-    to none of the candle 0.11.0 modules portkit knows (`portkit.families`). It says whether
+    to none of the candle 0.11.0 modules portkit knows (the decoders of `portkit.families`, the
+    encoders of `portkit.encoders`: bert.rs, distilbert.rs, xlm_roberta.rs, modernbert.rs,
+    jina_bert.rs, nomic_bert.rs, whose checkpoints the embedding rules, PK6xx, speak about). It says whether
     candle has a module for it that portkit does not check yet, or none at all. No other
     config rule speaks about such a config: their facts are about other modules.
 
@@ -77,6 +80,8 @@ class NoCandleModule(Rule):
     def check(self, ctx: Context) -> Iterable[Finding]:
         doc = ctx.facts.config
         if ctx.family is not None or doc is None or not isinstance(doc.value, dict):
+            return
+        if detect_encoder(doc.value) is not None:  # an embedding model candle has a module for: the PK6xx rules speak
             return
         mt = doc.value.get("model_type")
         archs = doc.value.get("architectures")

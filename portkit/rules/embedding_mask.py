@@ -1,0 +1,97 @@
+"""PK611: the padding mask a candle program must pass an encoder module's forward.
+
+Each of candle 0.11.0's encoder modules takes the mask its own way (`portkit.encoders.Encoder.mask`):
+bert.rs and nomic_bert.rs take an `Option` and attend to every position without one; distilbert.rs
+masks where the mask is 1, the inverse of transformers' `attention_mask`; jina_bert.rs takes none.
+A program that embeds one text at a time never sees the difference; one padded batch does.
+"""
+
+from __future__ import annotations
+
+from portkit.encoders import detect as detect_encoder
+from portkit.rules.base import Context, Rule
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
+if TYPE_CHECKING:
+    from typing import Iterable
+
+    from portkit.findings import Finding
+
+#: what the program must pass, by the module's mask convention
+_MUST = {
+    "attend": "pass the tokenizer's attention mask (1 on a token, 0 on a pad) to every forward of a padded batch",
+    "masked": "pass the inverse of the tokenizer's attention mask (1 on a pad), as distilbert.rs masks where the mask is 1",
+}
+_WITHOUT = {
+    "bert": "with `None` every position attends to the pads of a padded batch (https://github.com/huggingface/candle/issues/1798)",
+    "nomic_bert": "with `None` every position attends to the pads of a padded batch",
+    "distilbert": "transformers' own mask passed as is masks the tokens and attends to the pads (https://github.com/huggingface/candle/issues/2721)",
+    "xlm_roberta": "a mask of ones, as a program without one builds it, attends to the pads",
+    "modernbert": "a mask of ones, as a program without one builds it, attends to the pads",
+}
+
+
+class EncoderPaddingMask(Rule):
+    """The padding mask the program must pass candle's encoder module in a padded batch.
+
+    ## What it does
+    Flags every checkpoint whose config loads into one of candle 0.11.0's encoder modules
+    (`portkit.encoders`) and says what that module's forward takes as its padding mask and what
+    the program must pass.
+
+    ## Why is this bad?
+    Rows of a padded batch attend to their pads when the mask is missing, of ones, or of the
+    wrong convention; their vectors change while a text embedded alone agrees, so the bug shows
+    only in the batched path of a search index (huggingface/candle#1798, #1552; distilbert:
+    #2721, #2667).
+
+    ## Example
+    `BertModel::forward(&ids, &type_ids, None)` on a batch padded to its longest row.
+
+    ## Fix
+    Pass the tokenizer's attention mask as the message says (distilbert: its inverse); with
+    jina_bert, whose forward takes no mask, embed texts of one length together or one at a time.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/bert.rs:495-528, distilbert.rs:183-186,
+    xlm_roberta.rs:373-390, modernbert.rs:390-393, jina_bert.rs:400, nomic_bert.rs:442-462.
+
+    ## Verification
+    numeric: portkit verify's embedding run feeds one padded batch of its corpus to candle with
+    the mask the message asks for and without it (the counterfactual program), both against
+    sentence-transformers; CONFIRMED when only the run without is out of its floor, with the
+    worst cosine it costs (docs/embeddings.md).
+
+    ## References
+    - https://github.com/huggingface/candle/issues/1798
+    - https://github.com/huggingface/candle/issues/1552
+    - https://github.com/huggingface/candle/issues/2721
+    - https://github.com/huggingface/candle/pull/2878
+    """
+
+    code = "PK611"
+    name = "encoder-padding-mask"
+    group = "embedding"
+    families = ("*",)
+    severity = "warning"
+    effect = "numeric"
+    needs = ("config",)
+    fix_title = "Pass the padding mask as the encoder module takes it"
+    probe_kind = "numeric"
+    probe_run = "embedding"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        doc = ctx.facts.config
+        enc = detect_encoder(doc.value) if doc is not None else None
+        if enc is None:
+            return
+        if enc.mask is None:
+            msg = (f"{enc.who}'s forward takes no padding mask ({enc.mask_source}): the rows of a padded batch attend to their "
+                   "pads; embed texts of one length together, or one at a time")  # fmt: skip
+        else:
+            msg = f"{enc.who} takes the padding mask as {enc.mask_source}: the program must {_MUST[enc.mask]}; {_WITHOUT[enc.name]}"
+        yield self.finding(ctx, msg, keys=("model_type",) if isinstance(doc.value.get("model_type"), str) else (), candle_value=enc.mask,
+                           probe_patch={"program": "no-mask"})  # fmt: skip
+
+
+RULES = (EncoderPaddingMask,)
