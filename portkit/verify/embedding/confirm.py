@@ -30,6 +30,9 @@ def confirm_embedding(finding: Any, report: EmbeddingReport) -> Confirmation:
     if p is None or kind == "static-only":
         why = (p.reason if p is not None else None) or "a fact about the files: nothing to run"
         return Confirmation(**ident, verdict="NOT-PROBED", evidence=f"not probed: {why}")
+    if p.run == "tokens":  # a tokenizer finding: the tokens section's, which this run does not make
+        return Confirmation(**ident, verdict="NOT-PROBED", evidence="not probed: the embedding run feeds both sides transformers' ids; "
+                            "`portkit verify` on a directory holding only the tokenizer files compares the two tokenizers")  # fmt: skip
     if kind == "crash":
         expect = p.expect or ""
         if report.load_failure is None:
