@@ -57,6 +57,36 @@ ENCODERS: tuple[Encoder, ...] = (
             "nomic_bert.rs:442-462 `forward(input_ids, token_type_ids, attention_mask: Option<&Tensor>)`", "NomicBertModel"),
 )  # fmt: skip
 
+#: the keys each module's serde `Config` requires (no `#[serde(default)]`, not an `Option`), in the
+#: struct's order: serde names the first one missing (bert.rs:57-75, distilbert.rs:58-72,
+#: xlm_roberta.rs:8-22, modernbert.rs:21-39, jina_bert.rs:23-36; nomic_bert.rs:21 is
+#: `#[serde(default)]` as a whole: it requires none and defaults every key it does not find)
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "bert": ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
+             "hidden_dropout_prob", "max_position_embeddings", "type_vocab_size", "initializer_range", "layer_norm_eps", "pad_token_id"),
+    "distilbert": ("vocab_size", "dim", "n_layers", "n_heads", "hidden_dim", "activation", "max_position_embeddings", "initializer_range", "pad_token_id"),
+    "xlm_roberta": ("hidden_size", "layer_norm_eps", "attention_probs_dropout_prob", "hidden_dropout_prob", "num_attention_heads",
+                    "position_embedding_type", "intermediate_size", "hidden_act", "num_hidden_layers", "vocab_size",
+                    "max_position_embeddings", "type_vocab_size", "pad_token_id"),
+    "modernbert": ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "max_position_embeddings",
+                   "layer_norm_eps", "pad_token_id", "global_attn_every_n_layers", "global_rope_theta", "local_attention", "local_rope_theta"),
+    "jina_bert": ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
+                  "max_position_embeddings", "type_vocab_size", "initializer_range", "layer_norm_eps", "pad_token_id", "position_embedding_type"),
+    "nomic_bert": (),
+}  # fmt: skip
+#: where transformers 5 saves what a required key holds, when it saves it under another name
+SAVED_AS: dict[tuple[str, str], str] = {
+    ("modernbert", "layer_norm_eps"): "norm_eps",
+    ("modernbert", "global_rope_theta"): "rope_parameters.full_attention.rope_theta",
+    ("modernbert", "local_rope_theta"): "rope_parameters.sliding_attention.rope_theta",
+    ("modernbert", "global_attn_every_n_layers"): "layer_types",
+}
+#: nomic_bert.rs:20-40 reads GPT-2-style keys, each defaulted: transformers' own key -> candle's
+NOMIC_KEYS: dict[str, str] = {"hidden_size": "n_embd", "num_attention_heads": "n_head", "num_hidden_layers": "n_layer",
+                              "intermediate_size": "n_inner", "max_position_embeddings": "n_positions", "layer_norm_eps": "layer_norm_epsilon"}  # fmt: skip
+#: nomic_bert.rs:42-62 `Default`: what candle uses for each key it does not find
+NOMIC_DEFAULTS: dict[str, object] = {"n_embd": 768, "n_head": 12, "n_layer": 12, "n_inner": 3072, "n_positions": 8192, "layer_norm_epsilon": 1e-12}
+
 BY_NAME: dict[str, Encoder] = {e.name: e for e in ENCODERS}
 _BY_MODEL_TYPE: dict[str, Encoder] = {mt: e for e in ENCODERS for mt in e.model_types}
 _BY_ARCHITECTURE: dict[str, Encoder] = {a: e for e in ENCODERS for a in e.architectures}
@@ -74,4 +104,4 @@ def detect(config: Mapping[str, Any] | Any) -> Encoder | None:
     return _BY_MODEL_TYPE.get(mt) if isinstance(mt, str) else None
 
 
-__all__ = ["BY_NAME", "ENCODERS", "Encoder", "detect"]
+__all__ = ["BY_NAME", "ENCODERS", "NOMIC_DEFAULTS", "NOMIC_KEYS", "REQUIRED", "SAVED_AS", "Encoder", "detect"]

@@ -16,7 +16,7 @@ families it applies to in `Rule.families`, derived from the family traits where 
 
 from __future__ import annotations
 
-from portkit.rules import config, embedding_mask, embedding_pipeline, gguf, runtime, runtime_paths, tokenizer, weights
+from portkit.rules import config, embedding_config, embedding_mask, embedding_pipeline, gguf, runtime, runtime_paths, tokenizer, weights
 from portkit.rules.base import DOC_HEADINGS, Context, Rule
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -125,10 +125,12 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK609": ("pipeline-module-custom", "stable"),
     "PK610": ("pipeline-file-invalid", "stable"),
     "PK611": ("encoder-padding-mask", "stable"),
+    "PK612": ("encoder-config-missing-field", "stable"),
+    "PK613": ("nomic-bert-keys-defaulted", "stable"),
 }
 GROUPS = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf", "5": "tokenizer", "6": "embedding"}
 
-_CLASSES: dict[str, type[Rule]] = {cls.code: cls for mod in (config, weights, runtime, runtime_paths, gguf, tokenizer, embedding_pipeline, embedding_mask) for cls in mod.RULES}
+_CLASSES: dict[str, type[Rule]] = {cls.code: cls for mod in (config, weights, runtime, runtime_paths, gguf, tokenizer, embedding_pipeline, embedding_mask, embedding_config) for cls in mod.RULES}
 RULES: dict[str, Rule] = {code: _CLASSES[code]() for code in CODES if code in _CLASSES}
 
 

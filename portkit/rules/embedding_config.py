@@ -1,0 +1,150 @@
+"""PK612-PK613: config.json keys candle 0.11.0's encoder modules cannot read as transformers 5 saves them.
+
+transformers 5 saves some encoder configs under other keys than the ones candle's serde `Config`
+reads (ModernBERT's `norm_eps` and `rope_parameters`; XLM-R without `position_embedding_type`),
+and nomic_bert.rs reads GPT-2-style keys (`n_embd`, ...) that it defaults when absent. The facts
+are data in `portkit.encoders` (`REQUIRED`, `SAVED_AS`, `NOMIC_KEYS`), checked against the
+native wheel's `encoder_config` (tests/native/test_encoder_config_oracle.py).
+"""
+
+from __future__ import annotations
+
+from portkit.encoders import NOMIC_DEFAULTS, NOMIC_KEYS, REQUIRED, SAVED_AS
+from portkit.encoders import detect as detect_encoder
+from portkit.rules.base import Context, Rule
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
+if TYPE_CHECKING:
+    from typing import Iterable
+
+    from portkit.findings import Finding
+
+
+def _has(cfg: dict, dotted: str) -> bool:
+    node: object = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _saved(cfg: dict, encoder: str, key: str) -> str:
+    other = SAVED_AS.get((encoder, key))
+    return f"transformers 5 saved it as `{other}`" if other is not None and _has(cfg, other) else "absent"
+
+
+class EncoderConfigMissingField(Rule):
+    """candle's encoder module refuses the config: a key its serde `Config` requires is absent.
+
+    ## What it does
+    Lists the keys the module's `Config` requires (no serde default, not an `Option`) that
+    config.json lacks, and where transformers 5 saved their values instead, when it did.
+
+    ## Why is this bad?
+    `serde_json::from_str::<Config>` fails with ``missing field `X` `` before anything loads:
+    the program stops at its first line. transformers 5 saves ModernBERT's `layer_norm_eps` as
+    `norm_eps` and its two rope bases inside `rope_parameters`, and drops XLM-R's
+    `position_embedding_type`, so checkpoints it writes never load in candle 0.11.0.
+
+    ## Example
+    ```json
+    {"model_type": "modernbert", "norm_eps": 1e-05, "rope_parameters": {"full_attention": {"rope_theta": 160000.0}}}
+    ```
+
+    ## Fix
+    Add each missing key with transformers' value (the message says which key holds it).
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/bert.rs:57-75, distilbert.rs:58-72, xlm_roberta.rs:8-22,
+    modernbert.rs:21-39, jina_bert.rs:23-36.
+
+    ## Verification
+    crash: candle's load must fail with ``missing field `X` `` for the first missing key.
+
+    ## References
+    - candle-transformers-0.11.0/src/models/modernbert.rs:21-39
+    - transformers 5 models/modernbert/configuration_modernbert.py (`norm_eps`, `rope_parameters`)
+    """
+
+    code = "PK612"
+    name = "encoder-config-missing-field"
+    group = "embedding"
+    families = ("*",)
+    severity = "error"
+    effect = "load-error"
+    needs = ("config",)
+    fix_title = "Add the keys candle's encoder Config requires"
+    probe_kind = "crash"
+    probe_run = "embedding"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        doc = ctx.facts.config
+        enc = detect_encoder(doc.value) if doc is not None else None
+        if enc is None:
+            return
+        missing = [k for k in REQUIRED[enc.name] if k not in doc.value]
+        if not missing:
+            return
+        where = [f"`{k}` ({_saved(doc.value, enc.name, k)})" for k in missing]
+        msg = f"{enc.who} `Config` requires {', '.join(where)}: `serde_json::from_str` fails with ``missing field `{missing[0]}` ``"
+        yield self.finding(ctx, msg, location=None, transformers_value=None, candle_value=missing, expect=f"missing field `{missing[0]}`")
+
+
+class NomicBertKeysDefaulted(Rule):
+    """nomic_bert.rs reads GPT-2-style keys and defaults them: transformers' keys are ignored.
+
+    ## What it does
+    Flags a nomic_bert config that gives a size under transformers' key (`hidden_size`, ...)
+    but not under the key candle's `nomic_bert::Config` reads (`n_embd`, ...), and says the value
+    candle uses instead (its `Default`).
+
+    ## Why is this bad?
+    The struct is `#[serde(default)]`: a missing key is no error, candle builds a 768-wide,
+    12-layer model, and the load fails on the first tensor's shape (or, if the sizes happen to
+    match, runs another model).
+
+    ## Example
+    ```json
+    {"model_type": "nomic_bert", "hidden_size": 64}
+    ```
+
+    ## Fix
+    Add the GPT-2-style keys with transformers' values (`n_embd` = `hidden_size`, ...).
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/nomic_bert.rs:20-40 (`#[serde(default)] struct Config`), :42-62 (`Default`).
+
+    ## Verification
+    crash: candle's load must fail with a shape mismatch.
+
+    ## References
+    - candle-transformers-0.11.0/src/models/nomic_bert.rs:20-62
+    """
+
+    code = "PK613"
+    name = "nomic-bert-keys-defaulted"
+    group = "embedding"
+    families = ("*",)
+    severity = "error"
+    effect = "load-error"
+    needs = ("config",)
+    fix_title = "Add nomic_bert's GPT-2-style keys"
+    probe_kind = "crash"
+    probe_run = "embedding"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        doc = ctx.facts.config
+        enc = detect_encoder(doc.value) if doc is not None else None
+        if enc is None or enc.name != "nomic_bert":
+            return
+        ignored = {t: c for t, c in NOMIC_KEYS.items() if t in doc.value and c not in doc.value and doc.value[t] != NOMIC_DEFAULTS[c]}
+        if not ignored:
+            return
+        parts = [f"`{t}` {doc.value[t]!r} (candle reads `{c}`, absent: {NOMIC_DEFAULTS[c]!r})" for t, c in ignored.items()]
+        yield self.finding(ctx, f"{enc.who} `Config` ignores {', '.join(parts)}: it builds another model", keys=tuple(ignored),
+                           transformers_value={t: doc.value[t] for t in ignored}, candle_value={c: NOMIC_DEFAULTS[c] for c in ignored.values()},
+                           fix_edits={c: doc.value[t] for t, c in ignored.items()}, expect="shape mismatch")  # fmt: skip
+
+
+RULES = (EncoderConfigMissingField, NomicBertKeysDefaulted)

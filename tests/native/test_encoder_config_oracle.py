@@ -1,0 +1,85 @@
+"""portkit's model of candle's encoder `Config`s (`portkit.encoders.REQUIRED`, `NOMIC_DEFAULTS`,
+PK612, PK613) against candle's own serde through the native wheel (`portkit_native.encoder_config`):
+a config with every required key parses; each required key removed is refused with serde's
+``missing field `X` ``, and lint's PK612 names that key; a key not in the list removed still
+parses; nomic_bert defaults what PK613 says it defaults."""
+
+from __future__ import annotations
+
+import json
+
+import portkit_native as pn
+import pytest
+
+from portkit.encoders import ENCODERS, NOMIC_DEFAULTS, NOMIC_KEYS, REQUIRED
+from portkit.encoders import detect as detect_encoder
+
+#: a valid value for each key any of the six requires
+VALUES = {"hidden_act": "gelu", "activation": "gelu", "position_embedding_type": "absolute", "layer_norm_eps": 1e-12,
+          "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02,
+          "global_rope_theta": 160000.0, "local_rope_theta": 10000.0}  # fmt: skip
+#: keys each module reads but does not require (serde default or Option): removing them changes nothing
+OPTIONAL = {"bert": ("position_embedding_type", "use_cache", "classifier_dropout", "model_type"), "distilbert": ("use_cache", "model_type"),
+            "xlm_roberta": (), "modernbert": (), "jina_bert": (), "nomic_bert": ("vocab_size", "n_embd")}  # fmt: skip
+OPTIONAL_VALUES = {"position_embedding_type": "absolute", "use_cache": True, "classifier_dropout": None, "model_type": "bert", "vocab_size": 2, "n_embd": 2}
+MODEL_TYPE = {"bert": "bert", "distilbert": "distilbert", "xlm_roberta": "xlm-roberta", "modernbert": "modernbert", "nomic_bert": "nomic_bert"}
+
+
+def full(name: str) -> dict:
+    cfg = {k: VALUES.get(k, 2) for k in REQUIRED[name]}
+    cfg.update({k: v for k, v in {"use_cache": True, "classifier_dropout": None}.items() if k in OPTIONAL[name]})
+    return cfg
+
+
+def refusal(cfg: dict, name: str) -> str | None:
+    try:
+        pn.encoder_config(json.dumps(cfg), name)
+    except pn.ConfigError as e:
+        return str(e)
+    return None
+
+
+@pytest.mark.parametrize("name", [e.name for e in ENCODERS])
+def test_every_required_key_present_parses(name):
+    assert pn.encoder_families() == [e.name for e in ENCODERS]
+    assert refusal(full(name), name) is None
+
+
+CASES = [(e.name, k) for e in ENCODERS for k in REQUIRED[e.name]]
+
+
+@pytest.mark.parametrize(("name", "key"), CASES)
+def test_each_required_key_removed_is_refused_as_predicted(name, key):
+    cfg = full(name)
+    del cfg[key]
+    said = refusal(cfg, name)
+    assert said is not None and f"missing field `{key}`" in said, said
+
+
+@pytest.mark.parametrize(("name", "key"), [(n, k) for n, ks in OPTIONAL.items() for k in ks])
+def test_a_key_outside_the_list_removed_still_parses(name, key):
+    cfg = {**full(name), key: OPTIONAL_VALUES[key]}
+    assert refusal(cfg, name) is None
+    del cfg[key]
+    assert refusal(cfg, name) is None
+
+
+@pytest.mark.parametrize(("name", "key"), [c for c in CASES if c[0] in MODEL_TYPE])
+def test_lint_pk612_names_the_key_serde_names(tmp_path, name, key):
+    from portkit.lint import lint_dir
+
+    cfg = {**full(name), "model_type": MODEL_TYPE[name]}
+    del cfg[key]
+    assert detect_encoder(cfg).name == name
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (f,) = [f for f in lint_dir(tmp_path).findings if f.code == "PK612"]
+    said = refusal(cfg, name)
+    assert f.probe is not None and f.probe.expect is not None and f.probe.expect in (said or ""), (f.probe.expect, said)
+
+
+def test_nomic_bert_defaults_what_pk613_says():
+    got = pn.encoder_config(json.dumps({"hidden_size": 32, "num_attention_heads": 2}), "nomic_bert")
+    for candle_key, value in NOMIC_DEFAULTS.items():
+        assert got[candle_key] == value, candle_key
+    assert set(NOMIC_KEYS.values()) <= set(got)
+    assert pn.encoder_config(json.dumps({"n_embd": 32}), "nomic_bert")["n_embd"] == 32  # read when given
