@@ -127,6 +127,7 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK611": ("encoder-padding-mask", "stable"),
     "PK612": ("encoder-config-missing-field", "stable"),
     "PK613": ("nomic-bert-keys-defaulted", "stable"),
+    "PK614": ("modernbert-model-prefix", "stable"),
 }
 GROUPS = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf", "5": "tokenizer", "6": "embedding"}
 

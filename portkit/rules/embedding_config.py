@@ -1,4 +1,4 @@
-"""PK612-PK613: config.json keys candle 0.11.0's encoder modules cannot read as transformers 5 saves them.
+"""PK612-PK614: config.json keys (and ModernBERT's tensor names) candle 0.11.0's encoder modules cannot read as transformers 5 saves them.
 
 transformers 5 saves some encoder configs under other keys than the ones candle's serde `Config`
 reads (ModernBERT's `norm_eps` and `rope_parameters`; XLM-R without `position_embedding_type`),
@@ -147,4 +147,58 @@ class NomicBertKeysDefaulted(Rule):
                            fix_edits={c: doc.value[t] for t, c in ignored.items()}, expect="shape mismatch")  # fmt: skip
 
 
-RULES = (EncoderConfigMissingField, NomicBertKeysDefaulted)
+class ModernBertModelPrefix(Rule):
+    """candle's ModernBert looks its tensors up under `model.`: a ModernBertModel checkpoint has none.
+
+    ## What it does
+    Flags a modernbert checkpoint whose safetensors hold `embeddings.tok_embeddings.weight`
+    (transformers' `ModernBertModel`, as sentence-transformers saves an embedding model) and not
+    `model.embeddings.tok_embeddings.weight`, the name `ModernBert::load` asks for.
+
+    ## Why is this bad?
+    `ModernBert::load` hard-codes the prefix of `ModernBertForMaskedLM`'s checkpoints
+    (`vb.pp("model.embeddings.tok_embeddings")`, modernbert.rs:336-345), so the load fails with
+    `cannot find tensor model.embeddings.tok_embeddings.weight` before anything runs.
+
+    ## Example
+    model.safetensors from `ModernBertModel.save_pretrained`: `embeddings.tok_embeddings.weight`, `layers.0.attn.Wqkv.weight`, ...
+
+    ## Fix
+    Load through a renaming VarBuilder (`vb.rename_f(|n| n.strip_prefix("model.").unwrap_or(&n).to_string())`),
+    or save the tensors under `model.`.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/modernbert.rs:336-345.
+
+    ## Verification
+    crash: candle's load must fail with `cannot find tensor model.embeddings`.
+
+    ## References
+    - candle-transformers-0.11.0/src/models/modernbert.rs:336-345
+    """
+
+    code = "PK614"
+    name = "modernbert-model-prefix"
+    group = "embedding"
+    families = ("*",)
+    severity = "error"
+    effect = "load-error"
+    needs = ("config", "safetensors")
+    fix_title = "Load ModernBERT's tensors without the `model.` prefix candle adds"
+    probe_kind = "crash"
+    probe_run = "embedding"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        doc, st = ctx.facts.config, ctx.facts.safetensors
+        enc = detect_encoder(doc.value) if doc is not None else None
+        if enc is None or enc.name != "modernbert" or st is None:
+            return
+        names = st.tensors
+        if "embeddings.tok_embeddings.weight" in names and "model.embeddings.tok_embeddings.weight" not in names:
+            yield self.finding(ctx, f"{enc.who} `ModernBert::load` asks for `model.embeddings.tok_embeddings.weight` (modernbert.rs:339); "
+                               "the checkpoint names it `embeddings.tok_embeddings.weight`, as transformers' ModernBertModel saves it: the load fails",
+                               location=None, transformers_value="embeddings.tok_embeddings.weight", candle_value="model.embeddings.tok_embeddings.weight",
+                               expect="cannot find tensor model.embeddings")  # fmt: skip
+
+
+RULES = (EncoderConfigMissingField, NomicBertKeysDefaulted, ModernBertModelPrefix)

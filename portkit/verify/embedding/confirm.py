@@ -6,7 +6,7 @@ load error, static facts as NOT-PROBED with why. The verdict words are the one j
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from portkit.verify.judge.verdicts import Confirmation, identity
 
@@ -23,7 +23,7 @@ def _program_evidence(cf: Counterfactual, report: EmbeddingReport) -> str:
     return f"{cf.what}: worst cosine {cf.worst_cosine:.6f} to sentence-transformers over {padded} padded rows of {len(cf.batch.rows) if cf.batch else 0}; {base}"
 
 
-def confirm_embedding(finding: Any, report: EmbeddingReport) -> Confirmation:
+def confirm_embedding(finding: Any, report: EmbeddingReport, findings: Sequence[Any] = ()) -> Confirmation:
     p = finding.probe
     kind = p.kind if p is not None else "static-only"
     ident = identity(finding, kind)
@@ -38,6 +38,9 @@ def confirm_embedding(finding: Any, report: EmbeddingReport) -> Confirmation:
         if report.load_failure is None:
             return Confirmation(**ident, verdict="NOT-REPRODUCED", evidence="candle loaded the checkpoint and ran every text")
         if expect and expect not in report.load_failure:
+            if any(o is not finding and o.probe is not None and o.probe.kind == "crash" and o.probe.expect and o.probe.expect in report.load_failure for o in findings):
+                # another finding's failure came first: this one's check never ran
+                return Confirmation(**ident, verdict="NOT-REACHED", evidence=f"candle stopped earlier, at another finding's failure: {report.load_failure}")
             return Confirmation(**ident, verdict="NOT-REPRODUCED", evidence=f"candle failed otherwise than predicted ({expect!r}): {report.load_failure}")
         return Confirmation(**ident, verdict="CRASH-CONFIRMED", evidence=f"candle: {report.load_failure}")
     program = (p.patch or {}).get("program") if isinstance(p.patch, dict) else None

@@ -75,7 +75,7 @@ class EmbeddingReport:
     @property
     def nonfinite(self) -> bool:
         rows = self.singles + (self.batch.rows if self.batch else [])
-        return any(r.failure is None and (math.isnan(r.cosine) or (r.embedding is not None and math.isnan(r.embedding.candle))) for r in rows)
+        return any(r.nonfinite for r in rows)
 
     @property
     def candle_ok(self) -> bool:
@@ -208,7 +208,7 @@ class EmbeddingRun:
     def judge_findings(self, findings: list[Any], report: EmbeddingReport) -> list[Confirmation]:
         from portkit.verify.embedding.confirm import confirm_embedding
 
-        return [confirm_embedding(f, report) for f in findings]
+        return [confirm_embedding(f, report, findings) for f in findings]
 
     def finish(self, report: EmbeddingReport, t_start: float) -> EmbeddingReport:
         import portkit_native as pn

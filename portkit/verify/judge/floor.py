@@ -45,7 +45,8 @@ class Floor:
     scale: float  # max |truth|
     factor: float = FACTOR  # how many floors candle may be from the truth
     #: what was measured: "value" (accumulated up to it), "own" (a layer on candle's own input,
-    #: nothing carried in), "added" (a layer's output difference less its input's)
+    #: nothing carried in), "added" (a layer's output difference less its input's), "no-truth"
+    #: (the f64 run was not finite: candle's distance from the f32 reference, on the least floor)
     kind: str = "value"
 
     @property
@@ -73,6 +74,8 @@ class Floor:
     def phrase(self) -> str:
         """`from f64: candle 4.1e-05, transformers f32 3.2e-05 (1.3x the floor 3.2e-05; bound 8x)`"""
         what = {"own": "own error on candle's input, ", "added": "error added, "}.get(self.kind, "")
+        if self.kind == "no-truth":  # the f64 run itself was not finite there: judged against the f32 reference
+            return f"the f64 truth is not finite here; against transformers f32: candle {self.candle:.2e} ({self.ratio:.2g}x the least floor {self.floor:.2e}; bound {self.factor:g}x)"
         return (
             f"{what}from f64: candle {self.candle:.2e}, transformers f32 {self.reference:.2e} "
             f"({self.ratio:.2g}x the floor {self.floor:.2e}; bound {self.factor:g}x)"
