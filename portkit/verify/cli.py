@@ -23,7 +23,8 @@ DESCRIPTION = (
     "last-position logits, every layer, teacher-forced steps and greedy tokens, then confirm each "
     "`portkit lint` finding: CONFIRMED (measured), CRASH-CONFIRMED (candle's own error), NOT-REPRODUCED (the check ran "
     "and showed no effect), NOT-REACHED (candle stopped before the check could run) or NOT-PROBED (nothing to run, "
-    "with why)."
+    "with why). An embedding model (bert, distilbert, xlm_roberta, modernbert, jina_bert, nomic_bert) is run against "
+    "sentence-transformers instead, text by text and as one padded batch (docs/embeddings.md)."
 )
 
 

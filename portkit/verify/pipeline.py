@@ -216,7 +216,8 @@ def _lint_target(opts: VerifyOptions, prompt_tokens: int, tokens: int, pn: Any =
 
 def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyReport | TokenizerReport | EmbeddingReport:
     """A `VerifyReport`; for a directory with tokenizer files but no model to run, the tokenizer
-    section alone (a `TokenizerReport`)."""
+    section alone (a `TokenizerReport`); for an encoder's checkpoint (`portkit.encoders`), the
+    embedding run against sentence-transformers (an `EmbeddingReport`, docs/embeddings.md)."""
     t_start = time.perf_counter()
     validate(opts)
     if tokenizer_only(Path(opts.model_dir)):

@@ -38,7 +38,8 @@ def embedding_lines(rep: EmbeddingReport) -> list[str]:
     if rep.load_failure is not None:
         out.append(f"[red]candle cannot load the checkpoint: {escape(rep.load_failure)}[/]")
     else:
-        out.append("[bold]each text alone[/] (embedding vs the f64 truth; layers localise)")
+        layered = any(r.layers for r in rep.singles)
+        out.append("[bold]each text alone[/] (the sentence embedding and the encoder output vs the f64 truth" + ("; layers localise)" if layered else ")"))
         out.extend(_row(r, rep.half, rep.row_ok(r)) for r in rep.singles)
         if rep.batch is not None:
             out.append("")
