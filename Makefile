@@ -71,6 +71,9 @@ mutation: native
 
 # The differential's long run: 50 random config mutations per family, lint's prediction against
 # transformers and candle's own module (fixtures/differential.py); writes docs/differential.md
-# and exits 1 on any false negative or false positive. `make test` runs a bounded one.
+# and exits 1 on any false negative or false positive. Then 500000 random tokenizer.json
+# components, PK507's prediction against the tokenizers crate (tests/native/test_tokenizer_serde.py).
+# `make test` runs bounded ones.
 fuzz: native
 	nice -n 5 $(PY) -m fixtures.differential --cases 50 --markdown docs/differential.md
+	PORTKIT_TOKENIZER_FUZZ=500000 nice -n 5 $(PY) -m pytest -q tests/native/test_tokenizer_serde.py -k random

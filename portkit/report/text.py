@@ -49,6 +49,23 @@ def _line_of(filename: str, row: int, cache: dict[str, list[str]]) -> str:
     return lines[row - 1] if 0 < row <= len(lines) else ""
 
 
+#: the most characters of a source line a code frame shows: a minified tokenizer.json is one
+#: line of megabytes, so a longer line is cut to a window around the column, ruff-style
+FRAME_WIDTH = 120
+ELLIPSIS = "…"
+
+
+def _window(src: str, column: int) -> tuple[str, int]:
+    """The part of `src` a frame shows and the 0-based offset of `column` (1-based) in it."""
+    if len(src) <= FRAME_WIDTH:
+        return src, column - 1
+    start = min(max(0, column - 1 - FRAME_WIDTH // 2), len(src) - FRAME_WIDTH)
+    end = start + FRAME_WIDTH
+    head = ELLIPSIS if start > 0 else ""
+    tail = ELLIPSIS if end < len(src) else ""
+    return head + src[start:end] + tail, column - 1 - start + len(head)
+
+
 def _cells(s: str) -> int:
     if s.isascii() and s.isprintable():
         return len(s)
@@ -103,8 +120,9 @@ def _lines(report: "Report", display_path: Callable[[str], str]) -> list[Line]:
                     num = str(f.location.row)
                     pad = " " * len(num)
                     out.append(("blue", [(f"{pad} |", None)]))
-                    out.append(("blue", [(f"{num} | ", None), (src, None)]))
-                    out.append(("blue", [(f"{pad} | ", None), (" " * (f.location.column - 1) + "^", sev)]))
+                    shown_src, caret = _window(src, f.location.column)
+                    out.append(("blue", [(f"{num} | ", None), (shown_src, None)]))
+                    out.append(("blue", [(f"{pad} | ", None), (" " * caret + "^", sev)]))
                     out.append(("blue", [(f"{pad} |", None)]))
             if f.help:
                 out.append(("bold cyan", [("help", None), (f": {f.help}", None)]))

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 from portkit.model.tokenizer_files import TokenizerJson
+from portkit.semantics import tokenizer_serde
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
@@ -426,51 +427,26 @@ def transformers_tokenizer(
 
 
 # --------------------------------------------------------------------------- what the crate refuses
-# the component type names the crate's serde enums know (tokenizers-0.22.2/src/*/mod.rs EnumType)
-NORMALIZER_TYPES = frozenset("Bert Strip StripAccents NFC NFD NFKC NFKD Sequence Lowercase Nmt Precompiled Replace Prepend ByteLevel".split())
-PRE_TOKENIZER_TYPES = frozenset("BertPreTokenizer ByteLevel Delimiter Metaspace Whitespace Sequence Split Punctuation WhitespaceSplit Digits UnicodeScripts FixedLength".split())
-DECODER_TYPES = frozenset("BPEDecoder ByteLevel WordPiece Metaspace CTC Sequence Replace Fuse Strip ByteFallback".split())
-POST_PROCESSOR_TYPES = frozenset("RobertaProcessing BertProcessing ByteLevel TemplateProcessing Sequence".split())
 MODEL_TYPES = frozenset({"BPE", "WordPiece", "WordLevel", "Unigram"})
-_COMPONENTS = (
-    ("normalizer", NORMALIZER_TYPES, "normalizers", "NormalizerUntagged"),
-    ("pre_tokenizer", PRE_TOKENIZER_TYPES, "pretokenizers", "PreTokenizerUntagged"),
-    ("post_processor", POST_PROCESSOR_TYPES, "processors", "PostProcessorWrapper"),
-    ("decoder", DECODER_TYPES, "decoders", "DecoderUntagged"),
-)
 # a merges line in the layout the library writes (one string per line) that is not `a b`
 _BAD_MERGE_LINE = re.compile(r'^[ \t]*"(?!(?:[^" \\]|\\.)+ (?:[^" \\]|\\.)+"[ \t]*,?[ \t]*$)', re.M)
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"', re.S)
-
-
-def _unknown_type(component: Any, known: frozenset[str], seq_key: str) -> bool:
-    if component is None:
-        return False
-    if not isinstance(component, dict):
-        return True
-    t = component.get("type")
-    if t is None:
-        return False  # the crate's untagged fallback may still read it: not predicted
-    if t not in known:
-        return True
-    if t == "Sequence":
-        inner = component.get(seq_key)
-        return isinstance(inner, list) and any(_unknown_type(c, known, seq_key) for c in inner)
-    return False
 
 
 def crate_refusal(tj: TokenizerJson) -> str | None:
     """The message the crate refuses tokenizer.json with (serde's " at line L column C" left
     off), for the refusals portkit predicts; None when it predicts none. Not predicted (verify
     reports them with the crate's own text): a merge naming a token outside the vocabulary,
-    merges saved as pairs that are not pairs, and the fields of each component."""
+    merges saved as pairs that are not pairs, and what a component's field values must be
+    (which fields each component needs is predicted: portkit/semantics/tokenizer_serde.py)."""
     v = tj.value
     version = v.get("version")
     if "version" in v and version != "1.0":
         return f"Unknown tokenizer version '{version}'" if isinstance(version, str) else None
-    for key, known, seq_key, enum in _COMPONENTS:
-        if _unknown_type(v.get(key), known, seq_key):
-            return f"data did not match any variant of untagged enum {enum}"
+    for component in tokenizer_serde.COMPONENTS:
+        refused = tokenizer_serde.refusal(component, v.get(component.key))
+        if refused is not None:
+            return refused
     model = v.get("model")
     if model is None:
         return "Model missing."

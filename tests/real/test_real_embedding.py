@@ -41,6 +41,11 @@ def test_lint_names_the_pipeline_and_no_false_finding(minilm):
     assert "Transformer -> Pooling(mean) -> Normalize, max_seq_length 256" in found["PK601"]["message"]
     assert {"PK602", "PK603", "PK607", "PK611"} <= set(found)
     assert "PK114" not in found  # candle 0.11.0 has bert.rs
+    assert "PK507" not in found  # the crate loads its `BertNormalizer` (the legacy untagged step)
+    assert found["PK506"]["candle_value"] is not None  # padding Fixed 128 and truncation 128, saved
+    import portkit_native as pn
+
+    assert pn.Tokenizer.from_file(str(minilm / "tokenizer.json")) is not None
 
 
 def test_verify_agrees_on_each_text_alone_and_in_the_padded_batch(verified):

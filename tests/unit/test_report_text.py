@@ -41,3 +41,33 @@ def test_the_run_plan_line_reads_as_a_sentence_when_every_answer_came_from_the_c
     assert _plan_line(cached) == "run plan: candle 2 threads; transformers not run: every answer came from the caches"
     child = {"transformers": "a child process, started first", "threads": {"candle": 1, "transformers": 2}, "overlap": "none"}
     assert _plan_line(child) == "run plan: candle 1 thread; transformers in a child process, started first, 2 threads"
+
+
+def test_a_long_line_is_cut_to_a_window_around_the_column() -> None:
+    from portkit.report.text import ELLIPSIS, FRAME_WIDTH, _window
+
+    line = "".join(chr(ord("a") + i % 26) for i in range(700_000))  # a minified tokenizer.json is one line
+    for column in (1, 87, 350_000, 700_000):
+        shown, caret = _window(line, column)
+        assert len(shown) <= FRAME_WIDTH + 2 * len(ELLIPSIS)
+        assert shown[caret] == line[column - 1]
+        assert shown.startswith(ELLIPSIS) == (column - 1 > FRAME_WIDTH // 2)
+        assert shown.endswith(ELLIPSIS) == (column < len(line) - FRAME_WIDTH // 2)
+    assert _window("short", 3) == ("short", 2)
+
+
+def test_a_minified_file_prints_a_bounded_frame(tmp_path) -> None:
+    import json
+
+    from portkit.lint import lint_dir
+    from portkit.report.text import FRAME_WIDTH, TextReporter
+
+    doc = {"version": "1.0", "truncation": {"max_length": 8, "strategy": "LongestFirst", "stride": 0}, "padding": None, "added_tokens": [],
+           "model": {"type": "WordLevel", "vocab": {f"tok{i}": i for i in range(20_000)}, "unk_token": "tok0"}}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(doc, separators=(",", ":")))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}))
+    out = io.StringIO()
+    TextReporter(color=False).write(lint_dir(tmp_path), out)
+    frames = [ln for ln in out.getvalue().splitlines() if ln.startswith("1 | ")]
+    assert frames, out.getvalue()
+    assert all(len(ln) <= FRAME_WIDTH + 10 for ln in out.getvalue().splitlines() if " | " in ln)

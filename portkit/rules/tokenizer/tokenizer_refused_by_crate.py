@@ -5,7 +5,7 @@ from __future__ import annotations
 from portkit.rules.base import Context, location
 from portkit.rules.tokenizer.analysis import analysis
 from portkit.rules.tokenizer.base import TokenizerRule
-from portkit.semantics import tokenizer as S
+from portkit.semantics import tokenizer_serde
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
@@ -19,8 +19,10 @@ class TokenizerRefusedByCrate(TokenizerRule):
 
     ## What it does
     Reads tokenizer.json the way the crate's serde deserializer does and predicts its refusal:
-    a `version` other than "1.0", no `model`, an unknown model or component `type`, BPE without
-    vocab or merges, a merge string that does not split into two tokens at one space.
+    a `version` other than "1.0", no `model`, an unknown model type, a normalizer, pre-tokenizer,
+    post-processor or decoder that no struct of the crate deserializes (a `type` it does not know
+    and fields that fit none, or a known `type` without a field it requires), BPE without vocab
+    or merges, a merge string that does not split into two tokens at one space.
 
     ## Why is this bad?
     `Tokenizer::from_file` fails in the candle program before anything runs. A merge of three
@@ -39,6 +41,8 @@ class TokenizerRefusedByCrate(TokenizerRule):
     ## Candle source
     candle-core-0.11.0/src/quantized/tokenizer.rs:4-18 (the crate candle uses);
     tokenizers-0.22.2 src/tokenizer/serialization.rs:108-151, src/models/mod.rs:73-135,
+    src/normalizers/mod.rs:41-195 (a tagged step, then every struct untagged; the same in
+    src/pre_tokenizers/mod.rs and src/decoders/mod.rs), src/processors/mod.rs:14-60,
     src/models/bpe/model.rs:286-303, src/models/bpe/serialization.rs:131-154.
 
     ## Verification
@@ -63,9 +67,10 @@ class TokenizerRefusedByCrate(TokenizerRule):
             return
         msg = a.crate.refused
         key = "merges" if msg.startswith(("Merges", "Missing vocab")) else "model" if "Model" in msg else "version" if msg.startswith("Unknown tokenizer version") else None
-        for k, _, _, enum in S._COMPONENTS:
-            if enum in msg:
-                key = k
+        for component in tokenizer_serde.COMPONENTS:
+            if tokenizer_serde.refusal(component, a.tj.value.get(component.key)) == msg:
+                key = component.key
+                break
         yield self.finding(
             ctx,
             f"the tokenizers crate 0.22.2 that candle uses refuses tokenizer.json: `{msg}`; `Tokenizer::from_file` fails before anything runs",
