@@ -87,6 +87,66 @@ NOMIC_KEYS: dict[str, str] = {"hidden_size": "n_embd", "num_attention_heads": "n
 #: nomic_bert.rs:42-62 `Default`: what candle uses for each key it does not find
 NOMIC_DEFAULTS: dict[str, object] = {"n_embd": 768, "n_head": 12, "n_layer": 12, "n_inner": 3072, "n_positions": 8192, "layer_norm_epsilon": 1e-12}
 
+
+@dataclass(frozen=True, slots=True)
+class Activation:
+    """How an encoder module reads its MLP activation, and what it computes for each value.
+
+    `computes` maps each value the module's serde accepts to the function it computes, named as
+    transformers' ACT2FN names it (activations.py:320-350); `key` is None where the module
+    hard-codes the function (`computes` then holds the one function, under ""), and
+    `transformers_key` is where transformers 5 reads the activation for the same model."""
+
+    key: str | None
+    transformers_key: str
+    default: str  # transformers' default for `transformers_key`
+    computes: Mapping[str, str]
+    source: str  # candle-transformers-0.11.0/src/models/...
+
+    def candle_computes(self, value: Any) -> str | None:
+        """What candle computes for the config's value; None where its serde refuses the value."""
+        if self.key is None:
+            return self.computes[""]
+        return self.computes.get(value) if isinstance(value, str) else None
+
+
+#: candle-nn-0.11.0/src/activation.rs:5-25 (`#[serde(rename_all = "lowercase")]` with three aliases):
+#: the string values `candle_nn::Activation` accepts, each by what it computes (activation.rs:29-48)
+_CANDLE_NN = {"gelu": "gelu", "newgelu": "gelu_new", "gelu_new": "gelu_new", "relu": "relu", "relu2": "relu2", "relu6": "relu6",
+              "silu": "silu", "sigmoid": "sigmoid", "hardsigmoid": "hardsigmoid", "swiglu": "swiglu", "swish": "silu", "mish": "mish",
+              "hardswish": "hardswish", "gelupytorchtanh": "gelu_pytorch_tanh", "gelu_pytorch_tanh": "gelu_pytorch_tanh"}  # fmt: skip
+ACTIVATIONS: dict[str, Activation] = {
+    # bert.rs:17-45: `gelu` is gelu_erf, `geluapproximate` the tanh form
+    "bert": Activation("hidden_act", "hidden_act", "gelu", {"gelu": "gelu", "geluapproximate": "gelu_pytorch_tanh", "relu": "relu"}, "bert.rs:17-45"),
+    # distilbert.rs:20-47: `gelu` is `xs.gelu()`, the tanh approximation; transformers' `gelu` is erf
+    "distilbert": Activation("activation", "activation", "gelu", {"gelu": "gelu_pytorch_tanh", "relu": "relu"}, "distilbert.rs:20-47"),
+    "xlm_roberta": Activation("hidden_act", "hidden_act", "gelu", _CANDLE_NN, "xlm_roberta.rs:16, :266-275"),
+    # modernbert.rs:170-175: GeGLU with gelu_erf, whatever `hidden_activation` says
+    "modernbert": Activation(None, "hidden_activation", "gelu", {"": "gelu"}, "modernbert.rs:170-175"),
+    # jina_bert.rs:260: GeGLU with `Activation::Gelu`; `hidden_act` is read (serde) and not used
+    "jina_bert": Activation("hidden_act", "hidden_act", "gelu", {k: "gelu" for k in _CANDLE_NN}, "jina_bert.rs:29, :260"),
+    # nomic_bert.rs:290-296: SwiGLU with silu; its `activation_function` key is read and not used
+    "nomic_bert": Activation(None, "hidden_act", "silu", {"": "silu"}, "nomic_bert.rs:290-296"),
+}  # fmt: skip
+#: the functions transformers computes the same way under two names (activations.py: `swish` is SiLU,
+#: `gelu_new` and `gelu_pytorch_tanh` are both the tanh approximation, up to f32 rounding)
+SAME_FUNCTION = {"swish": "silu", "gelu_new": "gelu_pytorch_tanh", "gelu_python": "gelu", "gelu_python_tanh": "gelu_pytorch_tanh"}
+#: the names transformers 5's ACT2FN builds (activations.py `ACT2CLS`): another name fails its load
+ACT2FN_NAMES = frozenset("gelu gelu_10 gelu_accurate gelu_fast gelu_new gelu_python gelu_python_tanh gelu_pytorch_tanh hardswish laplace "
+                         "leaky_relu linear mish prelu quick_gelu relu relu2 relu6 sigmoid silu sqrtsoftplus swish tanh xielu".split())
+#: the enums whose values serde checks besides the activation: (module, key) -> the accepted values
+#: (bert.rs:48-53, distilbert.rs:50-55, jina_bert.rs:15-20); xlm_roberta.rs:14 reads a String
+ENUM_VALUES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("bert", "position_embedding_type"): ("absolute",),
+    ("distilbert", "position_embedding_type"): ("absolute",),
+    ("jina_bert", "position_embedding_type"): ("absolute", "alibi"),
+}
+
+
+def same_function(a: str | None, b: str | None) -> bool:
+    return a is not None and b is not None and SAME_FUNCTION.get(a, a) == SAME_FUNCTION.get(b, b)
+
+
 BY_NAME: dict[str, Encoder] = {e.name: e for e in ENCODERS}
 _BY_MODEL_TYPE: dict[str, Encoder] = {mt: e for e in ENCODERS for mt in e.model_types}
 _BY_ARCHITECTURE: dict[str, Encoder] = {a: e for e in ENCODERS for a in e.architectures}
@@ -104,4 +164,5 @@ def detect(config: Mapping[str, Any] | Any) -> Encoder | None:
     return _BY_MODEL_TYPE.get(mt) if isinstance(mt, str) else None
 
 
-__all__ = ["BY_NAME", "ENCODERS", "NOMIC_DEFAULTS", "NOMIC_KEYS", "REQUIRED", "SAVED_AS", "Encoder", "detect"]
+__all__ = ["ACT2FN_NAMES", "ACTIVATIONS", "BY_NAME", "ENCODERS", "ENUM_VALUES", "NOMIC_DEFAULTS", "NOMIC_KEYS", "REQUIRED", "SAVED_AS", "Activation", "Encoder",
+           "detect", "same_function"]

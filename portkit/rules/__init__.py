@@ -16,7 +16,7 @@ families it applies to in `Rule.families`, derived from the family traits where 
 
 from __future__ import annotations
 
-from portkit.rules import config, embedding_config, embedding_mask, embedding_pipeline, gguf, runtime, runtime_paths, tokenizer, weights
+from portkit.rules import config, embedding_activation, embedding_config, embedding_mask, embedding_pipeline, gguf, runtime, runtime_paths, tokenizer, weights
 from portkit.rules.base import DOC_HEADINGS, Context, Rule
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -113,7 +113,8 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK516": ("chat-template-tojson", "stable"),
     "PK517": ("chat-template-strftime-now", "stable"),
     "PK518": ("chat-template-block-whitespace", "stable"),
-    # PK601-PK619: the sentence-transformers pipeline (portkit.rules.embedding_pipeline); PK620+: encoder configs
+    # PK601-PK610: the sentence-transformers pipeline (portkit.rules.embedding_pipeline); PK611+: what
+    # candle's encoder modules take and read (embedding_mask, embedding_config, embedding_activation)
     "PK601": ("sentence-pipeline", "stable"),
     "PK602": ("pooling-in-program", "stable"),
     "PK603": ("normalize-in-program", "stable"),
@@ -128,10 +129,12 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK612": ("encoder-config-missing-field", "stable"),
     "PK613": ("nomic-bert-keys-defaulted", "stable"),
     "PK614": ("modernbert-model-prefix", "stable"),
+    "PK615": ("encoder-config-value-refused", "stable"),
+    "PK616": ("encoder-activation-differs", "stable"),
 }
 GROUPS = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf", "5": "tokenizer", "6": "embedding"}
 
-_CLASSES: dict[str, type[Rule]] = {cls.code: cls for mod in (config, weights, runtime, runtime_paths, gguf, tokenizer, embedding_pipeline, embedding_mask, embedding_config) for cls in mod.RULES}
+_CLASSES: dict[str, type[Rule]] = {cls.code: cls for mod in (config, weights, runtime, runtime_paths, gguf, tokenizer, embedding_pipeline, embedding_mask, embedding_config, embedding_activation) for cls in mod.RULES}
 RULES: dict[str, Rule] = {code: _CLASSES[code]() for code in CODES if code in _CLASSES}
 
 

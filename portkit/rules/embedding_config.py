@@ -1,4 +1,4 @@
-"""PK612-PK614: config.json keys (and ModernBERT's tensor names) candle 0.11.0's encoder modules cannot read as transformers 5 saves them.
+"""PK612-PK615: config.json keys (and values) (and ModernBERT's tensor names) candle 0.11.0's encoder modules cannot read as transformers 5 saves them.
 
 transformers 5 saves some encoder configs under other keys than the ones candle's serde `Config`
 reads (ModernBERT's `norm_eps` and `rope_parameters`; XLM-R without `position_embedding_type`),
@@ -9,7 +9,7 @@ native wheel's `encoder_config` (tests/native/test_encoder_config_oracle.py).
 
 from __future__ import annotations
 
-from portkit.encoders import NOMIC_DEFAULTS, NOMIC_KEYS, REQUIRED, SAVED_AS
+from portkit.encoders import ACTIVATIONS, ENUM_VALUES, NOMIC_DEFAULTS, NOMIC_KEYS, REQUIRED, SAVED_AS
 from portkit.encoders import detect as detect_encoder
 from portkit.rules.base import Context, Rule
 
@@ -89,6 +89,96 @@ class EncoderConfigMissingField(Rule):
         where = [f"`{k}` ({_saved(doc.value, enc.name, k)})" for k in missing]
         msg = f"{enc.who} `Config` requires {', '.join(where)}: `serde_json::from_str` fails with ``missing field `{missing[0]}` ``"
         yield self.finding(ctx, msg, location=None, transformers_value=None, candle_value=missing, expect=f"missing field `{missing[0]}`")
+
+
+#: candle_nn::Activation's variants that carry a value (activation.rs:21-22): their bare name is refused otherwise
+_NEWTYPE_VARIANTS = ("elu", "leakyrelu")
+
+
+def refused_values(cfg: dict, encoder: str) -> list[tuple[str, object, tuple[str, ...] | None]]:
+    """(key, value, accepted) for each value the module's serde enums refuse, in the file's order
+    (serde stops at the first one it reads). `accepted` is None for candle_nn::Activation's long list."""
+    checks: dict[str, tuple[str, ...] | None] = {k: v for (e, k), v in ENUM_VALUES.items() if e == encoder}
+    act = ACTIVATIONS[encoder]
+    if act.key is not None:
+        checks[act.key] = tuple(act.computes) if len(act.computes) <= 4 else None
+    out = []
+    for key, value in cfg.items():
+        if key not in checks:
+            continue
+        accepted = checks[key]
+        ok = value in (accepted if accepted is not None else act.computes) if isinstance(value, str) else False
+        if not ok:
+            out.append((key, value, accepted))
+    return out
+
+
+def serde_refusal(value: object, accepted: tuple[str, ...] | None) -> str:
+    """The start of serde's message for a refused enum value ("" where portkit does not predict the
+    words); `accepted` None: the key is a candle_nn::Activation, where `elu` needs its value."""
+    if not isinstance(value, str):
+        return ""
+    return "expected newtype variant" if accepted is None and value in _NEWTYPE_VARIANTS else f"unknown variant `{value}`"
+
+
+class EncoderConfigValueRefused(Rule):
+    """candle's encoder module refuses the config: a value its serde enums do not know.
+
+    ## What it does
+    Checks the values candle's `Config` reads into an enum: the activation (`hidden_act`,
+    DistilBERT's `activation`) and `position_embedding_type`, against the variants the module
+    declares, and names the first one serde meets.
+
+    ## Why is this bad?
+    `serde_json::from_str::<Config>` fails with ``unknown variant `X` `` before anything loads.
+    bert.rs knows `gelu`, `geluapproximate` and `relu` only: a BERT checkpoint saved with
+    `gelu_new` or `relative_key` positions never loads; distilbert.rs knows `gelu` and `relu`.
+
+    ## Example
+    ```json
+    {"model_type": "bert", "hidden_act": "gelu_new"}
+    ```
+
+    ## Fix
+    None in config.json that keeps the model: the program must build the module with the
+    activation the checkpoint was trained with (a local copy of the module).
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/bert.rs:17-53, distilbert.rs:20-55, jina_bert.rs:15-29,
+    xlm_roberta.rs:16; candle-nn-0.11.0/src/activation.rs:5-25.
+
+    ## Verification
+    crash: candle's load must fail with ``unknown variant `X` `` for the first refused value.
+
+    ## References
+    - candle-transformers-0.11.0/src/models/bert.rs:17-53
+    """
+
+    code = "PK615"
+    name = "encoder-config-value-refused"
+    group = "embedding"
+    families = ("*",)
+    severity = "error"
+    effect = "load-error"
+    needs = ("config",)
+    fix_title = "Build the module with the activation the checkpoint was trained with"
+    probe_kind = "crash"
+    probe_run = "embedding"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        doc = ctx.facts.config
+        enc = detect_encoder(doc.value) if doc is not None else None
+        if enc is None:
+            return
+        refused = refused_values(doc.value, enc.name)
+        if not refused:
+            return
+        key, value, accepted = refused[0]
+        known = f"it knows {', '.join(f'`{a}`' for a in accepted)}" if accepted else "it knows candle_nn::Activation's names"
+        more = f" (and {', '.join(f'`{k}`' for k, _, _ in refused[1:])})" if refused[1:] else ""
+        msg = f"{enc.who} `Config` refuses `{key}` {value!r}{more}: {known}; `serde_json::from_str` fails before anything loads"
+        yield self.finding(ctx, msg, keys=(key,), transformers_value=value, candle_value=list(accepted) if accepted else None,
+                           expect=serde_refusal(value, accepted))  # fmt: skip
 
 
 class NomicBertKeysDefaulted(Rule):
@@ -201,4 +291,4 @@ class ModernBertModelPrefix(Rule):
                                expect="cannot find tensor model.embeddings")  # fmt: skip
 
 
-RULES = (EncoderConfigMissingField, NomicBertKeysDefaulted, ModernBertModelPrefix)
+RULES = (EncoderConfigMissingField, EncoderConfigValueRefused, NomicBertKeysDefaulted, ModernBertModelPrefix)

@@ -46,3 +46,42 @@ def test_the_clean_twin_agrees_and_the_programs_that_differ_are_confirmed(family
     assert by["PK611"].verdict == "CONFIRMED" and by["PK602"].verdict == "CONFIRMED"
     for cf in rep.counterfactuals:
         assert cf.differs, cf.name
+
+
+#: (family, config.json keys set on the twin) -> the verdict lint's activation findings get; the
+#: clean member of each pair computes what transformers computes and agrees
+ACTIVATION_CASES = [
+    ("distilbert", {"activation": "gelu"}, {"PK616": "CONFIRMED"}),  # distilbert.rs: `gelu` is the tanh form
+    ("distilbert", {"activation": "relu"}, {}),
+    ("modernbert", {"hidden_activation": "silu"}, {"PK616": "CONFIRMED"}),  # modernbert.rs: always GELU
+    ("modernbert", {"hidden_activation": "gelu"}, {}),
+    ("nomic_bert", {"hidden_act": "gelu"}, {"PK616": "CONFIRMED"}),  # nomic_bert.rs: always SiLU
+    ("nomic_bert", {"hidden_act": "silu"}, {}),
+    ("bert", {"hidden_act": "gelu_new"}, {"PK615": "CRASH-CONFIRMED"}),  # bert.rs: gelu, geluapproximate, relu
+    ("bert", {"hidden_act": "relu"}, {}),
+]
+
+
+@pytest.mark.parametrize(("family", "config", "expected"), ACTIVATION_CASES, ids=lambda v: str(v) if not isinstance(v, dict) else "-".join(map(str, v.values())) or "clean")
+def test_an_activation_candle_computes_otherwise_is_confirmed_by_the_reference_run_as_candle_reads_it(family, config, expected):
+    rep = _verify(embedding_model(family, twin=True, config=config))
+    got = {c.code: c.verdict for c in rep.findings if c.code in ("PK615", "PK616")}
+    assert got == expected, [(c.code, c.evidence) for c in rep.findings if c.code in ("PK615", "PK616")]
+    assert rep.exit_code == (1 if expected else 0), rep.verdict()
+    if "PK616" in expected:
+        (cf,) = rep.references
+        assert cf.agrees and not all(r.ok for r in rep.singles)
+        assert cf.patch == next(c for c in rep.findings if c.code == "PK616").details["counterfactual_reference"]["patch"]
+
+
+def test_a_wrong_belief_about_what_candle_computes_is_not_confirmed(monkeypatch):
+    """Negative control: were portkit to believe distilbert.rs computes silu for `gelu`, the reference
+    run with silu would not match candle either, and PK616 must read NOT-REPRODUCED."""
+    from dataclasses import replace
+
+    from portkit.encoders import ACTIVATIONS
+
+    monkeypatch.setitem(ACTIVATIONS, "distilbert", replace(ACTIVATIONS["distilbert"], computes={"gelu": "silu", "relu": "relu"}))
+    rep = _verify(embedding_model("distilbert", twin=True, config={"activation": "gelu"}))
+    (c,) = [c for c in rep.findings if c.code == "PK616"]
+    assert c.verdict == "NOT-REPRODUCED" and "differs from both" in c.evidence, c.evidence

@@ -83,3 +83,44 @@ def test_nomic_bert_defaults_what_pk613_says():
         assert got[candle_key] == value, candle_key
     assert set(NOMIC_KEYS.values()) <= set(got)
     assert pn.encoder_config(json.dumps({"n_embd": 32}), "nomic_bert")["n_embd"] == 32  # read when given
+
+
+#: values to try in each enum a module's serde reads (PK615): transformers' activation names, candle's
+#: own spellings, and values neither knows
+ENUM_TRIALS = sorted({*__import__("portkit.encoders", fromlist=["ACT2FN_NAMES"]).ACT2FN_NAMES, "geluapproximate", "newgelu", "gelupytorchtanh",
+                      "hardsigmoid", "swiglu", "elu", "leakyrelu", "GELU", "absolute", "alibi", "relative_key", "rotary", ""})  # fmt: skip
+
+
+def _enum_keys(name: str) -> list[str]:
+    from portkit.encoders import ACTIVATIONS, ENUM_VALUES
+
+    keys = [k for (e, k) in ENUM_VALUES if e == name]
+    return keys + ([ACTIVATIONS[name].key] if ACTIVATIONS[name].key else [])
+
+
+@pytest.mark.parametrize(("name", "key"), [(e.name, k) for e in ENCODERS for k in _enum_keys(e.name)])
+def test_pk615_predicts_every_enum_value_serde_refuses(name, key):
+    """Every trial value (and a number, and null): PK615's prediction is serde's verdict, with its words."""
+    from portkit.rules.embedding_config import refused_values, serde_refusal
+
+    wrong = []
+    for value in [*ENUM_TRIALS, 3, None]:
+        cfg = {**full(name), key: value}
+        said = refusal(cfg, name)
+        predicted = refused_values(cfg, name)
+        if (said is None) != (not predicted):
+            wrong.append(f"{key}={value!r}: candle {said!r}, portkit {predicted}")
+        elif said is not None and serde_refusal(value, predicted[0][2]) not in said:
+            wrong.append(f"{key}={value!r}: candle {said!r}, portkit expects {serde_refusal(value, predicted[0][2])!r}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_pk615_names_the_value_serde_meets_first(tmp_path):
+    from portkit.lint import lint_dir
+
+    rest = {k: v for k, v in full("bert").items() if k != "hidden_act"}
+    cfg = {"model_type": "bert", "position_embedding_type": "relative_key", **rest, "hidden_act": "gelu_new"}  # serde reads in file order
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (f,) = [f for f in lint_dir(tmp_path).findings if f.code == "PK615"]
+    said = refusal(cfg, "bert")
+    assert f.probe.expect == "unknown variant `relative_key`" and f.probe.expect in said, said

@@ -43,6 +43,9 @@ def confirm_embedding(finding: Any, report: EmbeddingReport, findings: Sequence[
                 return Confirmation(**ident, verdict="NOT-REACHED", evidence=f"candle stopped earlier, at another finding's failure: {report.load_failure}")
             return Confirmation(**ident, verdict="NOT-REPRODUCED", evidence=f"candle failed otherwise than predicted ({expect!r}): {report.load_failure}")
         return Confirmation(**ident, verdict="CRASH-CONFIRMED", evidence=f"candle: {report.load_failure}")
+    wanted = (p.patch or {}).get("reference") if isinstance(p.patch, dict) else None
+    if wanted is not None:
+        return _confirm_by_reference(finding, ident, wanted, report)
     program = (p.patch or {}).get("program") if isinstance(p.patch, dict) else None
     cf = next((c for c in report.counterfactuals if c.name == program), None)
     if cf is None:
@@ -53,3 +56,25 @@ def confirm_embedding(finding: Any, report: EmbeddingReport, findings: Sequence[
         return Confirmation(**ident, verdict="NOT-REACHED", evidence="the correct program's padded batch already differs: the counterfactual cannot be told apart")
     verdict = "CONFIRMED" if cf.differs else "NOT-REPRODUCED"
     return Confirmation(**ident, verdict=verdict, evidence=_program_evidence(cf, report), details={"counterfactual": cf.to_json()})
+
+
+def _confirm_by_reference(finding: Any, ident: dict[str, Any], wanted: dict[str, Any], report: EmbeddingReport) -> Confirmation:
+    """A finding about what candle's module computes: the reference run again as candle reads the
+    config must agree with candle where the checkpoint as saved does not."""
+    cf = next((c for c in report.references if c.patch == wanted), None)
+    if report.load_failure is not None:
+        return Confirmation(**ident, verdict="NOT-REACHED", evidence=f"candle stopped before the check could run: {report.load_failure}")
+    if cf is None or cf.failure is not None:
+        why = cf.failure if cf is not None else "no counterfactual reference ran"
+        return Confirmation(**ident, verdict="NOT-PROBED", evidence=f"not probed: {why}")
+    as_saved = max((r.embedding.ratio for r in report.singles if r.embedding is not None), default=float("nan"))
+    saved_ok = all(r.ok for r in report.singles)
+    what = ", ".join(f"`{k}` {v!r}" for k, v in wanted.items())
+    numbers = f"candle's worst text is {as_saved:.3g}x its floor against the checkpoint as saved and {cf.worst_ratio:.3g}x against sentence-transformers run with {what}"
+    if not saved_ok and cf.agrees:
+        verdict, why = "CONFIRMED", f"{numbers}: that is the whole difference"
+    elif saved_ok:
+        verdict, why = "NOT-REPRODUCED", f"{numbers}: on this checkpoint the difference stays within the floor"
+    else:
+        verdict, why = "NOT-REPRODUCED", f"{numbers}: candle differs from both, so the activation is not the whole difference"
+    return Confirmation(**ident, verdict=verdict, evidence=why, details={"counterfactual_reference": cf.to_json()})

@@ -49,6 +49,42 @@ class Counterfactual:
 
 
 @dataclass
+class ReferenceCounterfactual:
+    """sentence-transformers run again with config.json patched to what candle reads (a lint
+    finding's `{"reference": {...}}`), against candle's texts alone: whether that is the whole difference."""
+
+    name: str  # "reference: activation=gelu_pytorch_tanh"
+    patch: dict[str, Any]
+    rows: list[RowCheck]
+    failure: str | None = None
+
+    @property
+    def agrees(self) -> bool:
+        return self.failure is None and bool(self.rows) and all(r.ok for r in self.rows)
+
+    @property
+    def worst_ratio(self) -> float:
+        ratios = [r.embedding.ratio for r in self.rows if r.embedding is not None]
+        return max(ratios) if ratios else math.nan
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "patch": self.patch, "agrees": self.agrees, "worst_ratio": self.worst_ratio, "failure": self.failure,
+                "texts": [r.to_json() for r in self.rows]}  # fmt: skip
+
+
+def _patched_dir(model_dir: Path, patch: dict[str, Any], into: Path) -> Path:
+    """`model_dir` with config.json patched: every other entry a symlink, so no weight is copied."""
+    import json
+
+    for entry in model_dir.iterdir():
+        if entry.name != "config.json":
+            (into / entry.name).symlink_to(entry.resolve())
+    cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    (into / "config.json").write_text(json.dumps({**cfg, **patch}, indent=2), encoding="utf-8")
+    return into
+
+
+@dataclass
 class EmbeddingReport:
     options: Any  # VerifyOptions
     family: str
@@ -58,6 +94,7 @@ class EmbeddingReport:
     counterfactuals: list[Counterfactual]
     findings: list[Confirmation]
     load_failure: str | None = None
+    references: list[ReferenceCounterfactual] = field(default_factory=list)
     lint_note: str | None = None
     versions: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
@@ -125,6 +162,7 @@ class EmbeddingReport:
             "texts": [r.to_json() for r in self.singles],
             "batch": self.batch.to_json() if self.batch else None,
             "counterfactuals": [c.to_json() for c in self.counterfactuals],
+            "counterfactual_references": [c.to_json() for c in self.references],
             "lint": {"ran": self.lint_note is None, "note": self.lint_note, "findings": len(self.findings)},
             "findings": [c.to_json() for c in self.findings],
             "verdict": self.verdict()[0],
@@ -202,8 +240,23 @@ class EmbeddingRun:
                 got, chk = judged(**kw)
                 cfs.append(Counterfactual(name, what, chk, failure=got.failure))
         report = EmbeddingReport(opts, self.family, ref, singles, batch, cfs, [], lint_note=note)
+        report.references = [self.reference_counterfactual(patch, tagged, singles_run) for patch in _reference_patches(findings)]
         report.findings = self.judge_findings(findings, report)
         return self.finish(report, t_start)
+
+    def reference_counterfactual(self, patch: dict[str, Any], tagged: list[tuple[str, str]], singles_run: list[CandleSide]) -> ReferenceCounterfactual:
+        import tempfile
+
+        name = "reference: " + ", ".join(f"{k}={v}" for k, v in patch.items())
+        self.progress(f"counterfactual {name}")
+        with tempfile.TemporaryDirectory(prefix="portkit-reference-") as tmp:
+            try:
+                texts = [t for t, _ in corpus.TEXTS]
+                alt = self.timed("reference", lambda: load_reference(_patched_dir(Path(self.opts.model_dir), patch, Path(tmp)), texts, batch=False))
+            except BadInput as e:
+                return ReferenceCounterfactual(name, patch, [], failure=str(e))
+        rows = [check_row(t, tag, e.mask[0], got, r, tr) for (t, tag), e, got, r, tr in zip(tagged, alt.single, singles_run, alt.reference, alt.truth)]
+        return ReferenceCounterfactual(name, patch, rows)
 
     def judge_findings(self, findings: list[Any], report: EmbeddingReport) -> list[Confirmation]:
         from portkit.verify.embedding.confirm import confirm_embedding
@@ -217,6 +270,16 @@ class EmbeddingRun:
         report.timings = dict(self.timings)
         report.seconds = time.perf_counter() - t_start
         return report
+
+
+def _reference_patches(findings: list[Any]) -> list[dict[str, Any]]:
+    """The distinct config patches lint's findings ask the reference to be run with."""
+    out: list[dict[str, Any]] = []
+    for f in findings:
+        patch = f.probe.patch if f.probe is not None and isinstance(f.probe.patch, dict) else None
+        if patch is not None and isinstance(patch.get("reference"), dict) and patch["reference"] not in out:
+            out.append(patch["reference"])
+    return out
 
 
 def verify_embedding(opts: Any, family: str, progress: Progress, lint: Callable[[], list[Any]], t_start: float) -> EmbeddingReport:
