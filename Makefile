@@ -72,8 +72,10 @@ mutation: native
 # The differential's long run: 50 random config mutations per family, lint's prediction against
 # transformers and candle's own module (fixtures/differential.py); writes docs/differential.md
 # and exits 1 on any false negative or false positive. Then 500000 random tokenizer.json
-# components, PK507's prediction against the tokenizers crate (tests/native/test_tokenizer_serde.py).
-# `make test` runs bounded ones.
+# components, PK507's prediction against the tokenizers crate (tests/native/test_tokenizer_serde.py),
+# and 200 mutated configs per encoder family against candle and sentence-transformers
+# (fixtures/encoder_differential.py; writes docs/encoder-differential.md). `make test` runs bounded ones.
 fuzz: native
 	nice -n 5 $(PY) -m fixtures.differential --cases 50 --markdown docs/differential.md
 	PORTKIT_TOKENIZER_FUZZ=500000 nice -n 5 $(PY) -m pytest -q tests/native/test_tokenizer_serde.py -k random
+	nice -n 5 $(PY) -m fixtures.encoder_differential --cases 200 --markdown docs/encoder-differential.md

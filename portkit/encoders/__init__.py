@@ -83,9 +83,33 @@ SAVED_AS: dict[tuple[str, str], str] = {
 }
 #: nomic_bert.rs:20-40 reads GPT-2-style keys, each defaulted: transformers' own key -> candle's
 NOMIC_KEYS: dict[str, str] = {"hidden_size": "n_embd", "num_attention_heads": "n_head", "num_hidden_layers": "n_layer",
-                              "intermediate_size": "n_inner", "max_position_embeddings": "n_positions", "layer_norm_eps": "layer_norm_epsilon"}  # fmt: skip
+                              "intermediate_size": "n_inner", "max_position_embeddings": "n_positions"}  # fmt: skip
 #: nomic_bert.rs:42-62 `Default`: what candle uses for each key it does not find
-NOMIC_DEFAULTS: dict[str, object] = {"n_embd": 768, "n_head": 12, "n_layer": 12, "n_inner": 3072, "n_positions": 8192, "layer_norm_epsilon": 1e-12}
+NOMIC_DEFAULTS: dict[str, object] = {"n_embd": 768, "n_head": 12, "n_layer": 12, "n_inner": 3072, "n_positions": 8192, "layer_norm_epsilon": 1e-12,
+                                     "rotary_emb_base": 1000.0}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class KeyPair:
+    """A value candle reads under one key and transformers 5 under another: when both say
+    different things the checkpoint loads and computes another model (PK617)."""
+
+    encoder: str
+    candle_key: str
+    transformers_path: str  # dotted, inside config.json
+    candle_default: object = None  # what candle uses when its key is absent (None: it requires the key, PK612)
+    source: str = ""
+
+
+#: modernbert.rs:21-39 reads `layer_norm_eps` and two rope bases where transformers 5 reads `norm_eps`
+#: and `rope_parameters`; nomic_bert.rs:20-62 reads `layer_norm_epsilon` and `rotary_emb_base` (defaulted)
+KEY_PAIRS: tuple[KeyPair, ...] = (
+    KeyPair("modernbert", "layer_norm_eps", "norm_eps", source="modernbert.rs:28"),
+    KeyPair("modernbert", "global_rope_theta", "rope_parameters.full_attention.rope_theta", source="modernbert.rs:31"),
+    KeyPair("modernbert", "local_rope_theta", "rope_parameters.sliding_attention.rope_theta", source="modernbert.rs:33"),
+    KeyPair("nomic_bert", "layer_norm_epsilon", "layer_norm_eps", 1e-12, "nomic_bert.rs:30, :52"),
+    KeyPair("nomic_bert", "rotary_emb_base", "rope_parameters.rope_theta", 1000.0, "nomic_bert.rs:32, :54"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,5 +188,5 @@ def detect(config: Mapping[str, Any] | Any) -> Encoder | None:
     return _BY_MODEL_TYPE.get(mt) if isinstance(mt, str) else None
 
 
-__all__ = ["ACT2FN_NAMES", "ACTIVATIONS", "BY_NAME", "ENCODERS", "ENUM_VALUES", "NOMIC_DEFAULTS", "NOMIC_KEYS", "REQUIRED", "SAVED_AS", "Activation", "Encoder",
+__all__ = ["ACT2FN_NAMES", "ACTIVATIONS", "BY_NAME", "ENCODERS", "ENUM_VALUES", "KEY_PAIRS", "KeyPair", "NOMIC_DEFAULTS", "NOMIC_KEYS", "REQUIRED", "SAVED_AS", "Activation", "Encoder",
            "detect", "same_function"]

@@ -131,6 +131,7 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK614": ("modernbert-model-prefix", "stable"),
     "PK615": ("encoder-config-value-refused", "stable"),
     "PK616": ("encoder-activation-differs", "stable"),
+    "PK617": ("encoder-config-keys-disagree", "stable"),
 }
 GROUPS = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf", "5": "tokenizer", "6": "embedding"}
 

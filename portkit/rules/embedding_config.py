@@ -9,7 +9,7 @@ native wheel's `encoder_config` (tests/native/test_encoder_config_oracle.py).
 
 from __future__ import annotations
 
-from portkit.encoders import ACTIVATIONS, ENUM_VALUES, NOMIC_DEFAULTS, NOMIC_KEYS, REQUIRED, SAVED_AS
+from portkit.encoders import ACTIVATIONS, ENUM_VALUES, KEY_PAIRS, NOMIC_DEFAULTS, NOMIC_KEYS, REQUIRED, SAVED_AS
 from portkit.encoders import detect as detect_encoder
 from portkit.rules.base import Context, Rule
 
@@ -27,6 +27,33 @@ def _has(cfg: dict, dotted: str) -> bool:
             return False
         node = node[part]
     return True
+
+
+_ABSENT = object()
+
+
+def _get(cfg: dict, dotted: str) -> object:
+    node: object = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _ABSENT
+        node = node[part]
+    return node
+
+
+def _with(cfg: dict, dotted: str, value: object) -> dict:
+    """The top-level entry of `cfg` that holds `dotted`, with the value there replaced: {key: new}."""
+    import copy
+
+    head, *rest = dotted.split(".")
+    if not rest:
+        return {head: value}
+    inner = copy.deepcopy(cfg[head])
+    node = inner
+    for part in rest[:-1]:
+        node = node[part]
+    node[rest[-1]] = value
+    return {head: inner}
 
 
 def _saved(cfg: dict, encoder: str, key: str) -> str:
@@ -291,4 +318,78 @@ class ModernBertModelPrefix(Rule):
                                expect="cannot find tensor model.embeddings")  # fmt: skip
 
 
-RULES = (EncoderConfigMissingField, EncoderConfigValueRefused, NomicBertKeysDefaulted, ModernBertModelPrefix)
+class EncoderConfigKeysDisagree(Rule):
+    """candle and transformers read one value under two keys, and config.json gives them different values.
+
+    ## What it does
+    For each value candle's encoder `Config` reads under another key than transformers 5
+    (`portkit.encoders.KEY_PAIRS`: ModernBERT's `layer_norm_eps` against `norm_eps` and its rope
+    bases against `rope_parameters`; nomic_bert's `layer_norm_epsilon` and `rotary_emb_base`,
+    defaulted when absent, against `layer_norm_eps` and `rope_parameters.rope_theta`), flags a
+    config where the two differ.
+
+    ## Why is this bad?
+    The checkpoint loads, every shape fits, and candle runs another epsilon or another rope base
+    than the one the model was trained with: every hidden state differs. It happens when a
+    config is given candle's keys by hand (the PK612 fix) and transformers' keys change later,
+    or when a nomic_bert config gives only transformers' keys and candle's defaults differ.
+
+    ## Example
+    ```json
+    {"model_type": "modernbert", "layer_norm_eps": 1e-05, "norm_eps": 0.001}
+    ```
+
+    ## Fix
+    Give candle's key transformers' value (`portkit fix --write`).
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/modernbert.rs:21-39, nomic_bert.rs:20-62.
+
+    ## Verification
+    numeric: portkit verify runs sentence-transformers a second time with transformers' keys set to
+    what candle reads (the counterfactual reference); CONFIRMED when candle is out of its floor
+    against the checkpoint as saved and within it against that reference.
+
+    ## References
+    - transformers 5 models/modernbert/configuration_modernbert.py (`norm_eps`, `rope_parameters`)
+    """
+
+    code = "PK617"
+    name = "encoder-config-keys-disagree"
+    group = "embedding"
+    families = ("*",)
+    severity = "warning"
+    effect = "numeric"
+    needs = ("config",)
+    fix_title = "Give candle's key transformers' value"
+    probe_kind = "numeric"
+    probe_run = "embedding"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        doc = ctx.facts.config
+        enc = detect_encoder(doc.value) if doc is not None else None
+        if enc is None:
+            return
+        cfg = doc.value
+        differing = []
+        for pair in (p for p in KEY_PAIRS if p.encoder == enc.name):
+            theirs = _get(cfg, pair.transformers_path)
+            ours = cfg.get(pair.candle_key, pair.candle_default)
+            if pair.candle_key not in cfg and pair.candle_default is None:
+                continue  # candle requires the key: PK612
+            if theirs is _ABSENT or not isinstance(theirs, (int, float)) or not isinstance(ours, (int, float)) or float(theirs) == float(ours):
+                continue
+            differing.append((pair, theirs, ours))
+        if not differing:
+            return
+        parts = [f"`{p.candle_key}` {ours!r}{'' if p.candle_key in cfg else ' (absent: its default)'} where transformers reads "
+                 f"`{p.transformers_path}` {theirs!r} ({p.source})" for p, theirs, ours in differing]  # fmt: skip
+        patch: dict = {}
+        for p, _, ours in differing:
+            patch.update(_with({**cfg, **patch}, p.transformers_path, ours))
+        yield self.finding(ctx, f"{enc.who} reads {'; '.join(parts)}: every hidden state differs", keys=tuple(p.candle_key for p, _, _ in differing if p.candle_key in cfg),
+                           transformers_value={p.transformers_path: t for p, t, _ in differing}, candle_value={p.candle_key: o for p, _, o in differing},
+                           fix_edits={p.candle_key: t for p, t, _ in differing}, probe_patch={"reference": patch})  # fmt: skip
+
+
+RULES = (EncoderConfigMissingField, EncoderConfigValueRefused, NomicBertKeysDefaulted, ModernBertModelPrefix, EncoderConfigKeysDisagree)

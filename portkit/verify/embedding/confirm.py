@@ -35,14 +35,17 @@ def confirm_embedding(finding: Any, report: EmbeddingReport, findings: Sequence[
                             "`portkit verify` on a directory holding only the tokenizer files compares the two tokenizers")  # fmt: skip
     if kind == "crash":
         expect = p.expect or ""
-        if report.load_failure is None:
+        # the load's failure, or the forward's (a head count that does not divide the width loads and fails on the first text)
+        failure = report.load_failure or next((r.failure for r in report.singles if r.failure), None)
+        if failure is None:
             return Confirmation(**ident, verdict="NOT-REPRODUCED", evidence="candle loaded the checkpoint and ran every text")
-        if expect and expect not in report.load_failure:
-            if any(o is not finding and o.probe is not None and o.probe.kind == "crash" and o.probe.expect and o.probe.expect in report.load_failure for o in findings):
+        if expect and expect not in failure:
+            if any(o is not finding and o.probe is not None and o.probe.kind == "crash" and o.probe.expect and o.probe.expect in failure for o in findings):
                 # another finding's failure came first: this one's check never ran
-                return Confirmation(**ident, verdict="NOT-REACHED", evidence=f"candle stopped earlier, at another finding's failure: {report.load_failure}")
-            return Confirmation(**ident, verdict="NOT-REPRODUCED", evidence=f"candle failed otherwise than predicted ({expect!r}): {report.load_failure}")
-        return Confirmation(**ident, verdict="CRASH-CONFIRMED", evidence=f"candle: {report.load_failure}")
+                return Confirmation(**ident, verdict="NOT-REACHED", evidence=f"candle stopped earlier, at another finding's failure: {failure}")
+            return Confirmation(**ident, verdict="NOT-REPRODUCED", evidence=f"candle failed otherwise than predicted ({expect!r}): {failure}")
+        where = "" if report.load_failure else "its forward on the first text: "
+        return Confirmation(**ident, verdict="CRASH-CONFIRMED", evidence=f"candle: {where}{failure}")
     wanted = (p.patch or {}).get("reference") if isinstance(p.patch, dict) else None
     if wanted is not None:
         return _confirm_by_reference(finding, ident, wanted, report)
