@@ -1,7 +1,8 @@
 """`portkit verify` on an embedding model, as one flat run (`EmbeddingRun.execute`): lint, the
 reference (sentence-transformers, f32 and f64), candle's module on each text alone, on one padded
 batch as a correct program calls it, then the counterfactual programs (no mask passed, pooling
-over pads, half precision) that confirm or refute the lint findings."""
+over pads, half precision) and the counterfactual references (sentence-transformers run again as
+candle reads the config: PK616, PK617) that confirm or refute the lint findings."""
 
 from __future__ import annotations
 
