@@ -20,15 +20,6 @@ if TYPE_CHECKING:
     from portkit.findings import Finding
 
 
-def _has(cfg: dict, dotted: str) -> bool:
-    node: object = cfg
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return True
-
-
 _ABSENT = object()
 
 
@@ -54,6 +45,10 @@ def _with(cfg: dict, dotted: str, value: object) -> dict:
         node = node[part]
     node[rest[-1]] = value
     return {head: inner}
+
+
+def _has(cfg: dict, dotted: str) -> bool:
+    return _get(cfg, dotted) is not _ABSENT
 
 
 def _saved(cfg: dict, encoder: str, key: str) -> str:
