@@ -29,6 +29,7 @@ from pathlib import Path
 
 CRATE = "candle-transformers-0.11.0"
 NAMES = (
+    "bert",
     "gemma",
     "gemma2",
     "gemma3",

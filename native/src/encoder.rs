@@ -5,6 +5,7 @@
 //! the question verify asks.
 
 use crate::array::Array;
+use crate::bert_copy;
 use crate::failure::{guarded, Failure, Outcome};
 use crate::family::from_debug;
 use crate::weights::shared_weights;
@@ -64,7 +65,8 @@ pub fn effective_config(encoder: Encoder, config_json: &str) -> Outcome<Map<Stri
 }
 
 enum Model {
-    Bert(bert::BertModel),
+    // the library's model, and the capture copy on the same weights (loaded once: `shared_weights`)
+    Bert(bert::BertModel, bert_copy::BertModel),
     DistilBert(distilbert::DistilBertModel),
     XlmRoberta(xlm_roberta::XLMRobertaModel),
     ModernBert(modernbert::ModernBert),
@@ -99,7 +101,10 @@ impl EncoderRunner {
         guarded(|| {
             let vb = shared_weights(&files, dtype, &device)?;
             let model = match encoder {
-                Encoder::Bert => Model::Bert(bert::BertModel::load(vb, &serde(config_json)?)?),
+                Encoder::Bert => {
+                    let config = serde(config_json)?;
+                    Model::Bert(bert::BertModel::load(vb.clone(), &config)?, bert_copy::BertModel::load(vb, &config)?)
+                }
                 Encoder::DistilBert => Model::DistilBert(distilbert::DistilBertModel::load(vb, &serde(config_json)?)?),
                 Encoder::XlmRoberta => Model::XlmRoberta(xlm_roberta::XLMRobertaModel::new(&serde(config_json)?, vb)?),
                 Encoder::ModernBert => Model::ModernBert(modernbert::ModernBert::load(vb, &serde(config_json)?)?),
@@ -108,6 +113,32 @@ impl EncoderRunner {
             };
             Ok(Self { encoder, model, device: device.clone(), config })
         })
+    }
+
+    /// The encoders whose layers and sub-layers a capture copy records (native/copies/).
+    pub const CAPTURED: [Encoder; 1] = [Encoder::Bert];
+
+    /// `hidden_states`'s inputs through the capture copy: `embeddings`, then each layer's
+    /// sub-layers and `layers.N`, all [rows, seq, hidden]; the last layer is the forward's output.
+    pub fn capture(&self, ids: &[Vec<u32>], type_ids: Option<&[Vec<u32>]>, mask: Option<&[Vec<u32>]>) -> Outcome<Vec<(String, Array)>> {
+        guarded(|| {
+            let (input, types, mask) = self.inputs(ids, type_ids, mask)?;
+            match &self.model {
+                Model::Bert(_, copy) => copy.capture(&input, &types, mask.as_ref()),
+                _ => Err(Failure::Invalid(format!("no capture copy of candle's `{}` module: the captured encoders are {}", self.encoder.key(), Self::CAPTURED.map(|e| e.key()).join(", ")))),
+            }
+        })
+    }
+
+    /// ids, token type ids (None: zeros, as candle's examples pass) and the mask as tensors.
+    fn inputs(&self, ids: &[Vec<u32>], type_ids: Option<&[Vec<u32>]>, mask: Option<&[Vec<u32>]>) -> Outcome<(Tensor, Tensor, Option<Tensor>)> {
+        let input = rows_tensor(ids, &self.device)?;
+        let types = match type_ids {
+            Some(t) => rows_tensor(t, &self.device)?,
+            None => input.zeros_like()?,
+        };
+        let mask = mask.map(|m| rows_tensor(m, &self.device)).transpose()?;
+        Ok((input, types, mask))
     }
 
     pub fn encoder(&self) -> Encoder {
@@ -124,14 +155,9 @@ impl EncoderRunner {
     /// program that has none builds it).
     pub fn hidden_states(&self, ids: &[Vec<u32>], type_ids: Option<&[Vec<u32>]>, mask: Option<&[Vec<u32>]>) -> Outcome<Array> {
         guarded(|| {
-            let input = rows_tensor(ids, &self.device)?;
-            let types = match type_ids {
-                Some(t) => rows_tensor(t, &self.device)?,
-                None => input.zeros_like()?,
-            };
-            let mask = mask.map(|m| rows_tensor(m, &self.device)).transpose()?;
+            let (input, types, mask) = self.inputs(ids, type_ids, mask)?;
             let out = match &self.model {
-                Model::Bert(m) => m.forward(&input, &types, mask.as_ref())?,
+                Model::Bert(m, _) => m.forward(&input, &types, mask.as_ref())?,
                 Model::NomicBert(m) => m.forward(&input, Some(&types), mask.as_ref())?,
                 Model::JinaBert(m) => m.forward(&input)?,
                 Model::DistilBert(m) => {

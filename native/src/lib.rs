@@ -4,6 +4,7 @@
 //! Rust and tested with `cargo test --no-default-features`; `python` is the thin pyo3 layer.
 
 pub mod array;
+pub mod bert_copy;
 pub mod chat;
 pub mod chat_template;
 pub mod config;

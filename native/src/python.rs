@@ -116,6 +116,21 @@ impl EncoderRunner {
         let a = py.detach(|| self.core.hidden_states(&ids, type_ids.as_deref(), mask.as_deref())).map_err(to_py)?;
         array_to_py(py, a)
     }
+
+    /// The capture copy's `embeddings`, `layers.N` and `layers.N.<sub-layer>` ([rows, seq,
+    /// hidden] each) for the same inputs; refused for an encoder with no copy
+    /// (`encoder_capture_families()`).
+    #[pyo3(signature = (ids, type_ids = None, mask = None))]
+    fn capture<'py>(
+        &self,
+        py: Python<'py>,
+        ids: Vec<Vec<u32>>,
+        type_ids: Option<Vec<Vec<u32>>>,
+        mask: Option<Vec<Vec<u32>>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let pairs = py.detach(|| self.core.capture(&ids, type_ids.as_deref(), mask.as_deref())).map_err(to_py)?;
+        captured_to_dict(py, pairs)
+    }
 }
 
 /// Hands the heap's free memory back to the OS and says whether it could. glibc keeps freed
@@ -144,6 +159,12 @@ fn cpu_threads() -> usize {
 #[pyfunction]
 fn families() -> Vec<&'static str> {
     Family::ALL.iter().map(|f| f.key()).collect()
+}
+
+/// The encoders whose layers and sub-layers come from a copy proven bit-identical to the library.
+#[pyfunction]
+fn encoder_capture_families() -> Vec<&'static str> {
+    EncoderCore::CAPTURED.iter().map(|e| e.key()).collect()
 }
 
 /// The families whose per-layer capture comes from a copy proven bit-identical to the library.
@@ -553,6 +574,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(capture_layers, m)?)?;
     m.add_function(wrap_pyfunction!(families, m)?)?;
     m.add_function(wrap_pyfunction!(capture_families, m)?)?;
+    m.add_function(wrap_pyfunction!(encoder_capture_families, m)?)?;
     m.add_function(wrap_pyfunction!(gguf_loaders, m)?)?;
     m.add_function(wrap_pyfunction!(gguf_capture_loaders, m)?)?;
     m.add_function(wrap_pyfunction!(requested_tensors, m)?)?;

@@ -13,25 +13,36 @@ use candle_core::{DType, Result, Tensor};
 pub struct Sink<'a> {
     out: Option<&'a mut Vec<(String, Array)>>,
     layer: usize,
+    rows: bool, // an encoder's batch: keep [rows, T, features] and name `layers.N.<path>`
 }
 
 impl<'a> Sink<'a> {
     /// Records nothing: the library's own forward.
     pub fn off() -> Sink<'static> {
-        Sink { out: None, layer: 0 }
+        Sink { out: None, layer: 0, rows: false }
     }
 
     /// Records decoder layer `layer`'s sub-layers into `out`.
     pub fn layer(out: &'a mut Vec<(String, Array)>, layer: usize) -> Self {
-        Self { out: Some(out), layer }
+        Self { out: Some(out), layer, rows: false }
     }
 
-    /// `t` ([1, T, features]) as `layer.N.<path>` [T, features], F32.
+    /// Records encoder layer `layer`'s sub-layers into `out`, every row of the batch kept
+    /// (transformers' `encoder.layer.N.<path>`, named `layers.N.<path>` as the embedding judge reads).
+    pub fn encoder_layer(out: &'a mut Vec<(String, Array)>, layer: usize) -> Self {
+        Self { out: Some(out), layer, rows: true }
+    }
+
+    /// `t` ([1, T, features]) as `layer.N.<path>` [T, features], F32; for an encoder,
+    /// [rows, T, features] as `layers.N.<path>`.
     pub fn put(&mut self, path: &str, t: &Tensor) -> Result<()> {
         if let Some(out) = self.out.as_deref_mut() {
-            let t = t.squeeze(0)?.to_dtype(DType::F32)?;
+            let (t, name) = match self.rows {
+                true => (t.to_dtype(DType::F32)?, format!("layers.{}.{path}", self.layer)),
+                false => (t.squeeze(0)?.to_dtype(DType::F32)?, format!("layer.{}.{path}", self.layer)),
+            };
             let shape = t.dims().to_vec();
-            out.push((format!("layer.{}.{path}", self.layer), Array { shape, data: t.flatten_all()?.to_vec1::<f32>()? }));
+            out.push((name, Array { shape, data: t.flatten_all()?.to_vec1::<f32>()? }));
         }
         Ok(())
     }

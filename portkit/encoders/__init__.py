@@ -172,6 +172,12 @@ def same_function(a: str | None, b: str | None) -> bool:
 
 
 BY_NAME: dict[str, Encoder] = {e.name: e for e in ENCODERS}
+
+#: the sub-layers each capture copy records (native/copies/<name>.patch), in the layer's order:
+#: candle's name (`layers.N.<name>`) and the transformers module whose output it equals (N: the layer)
+SUBLAYERS: dict[str, tuple[tuple[str, str], ...]] = {
+    "bert": (("attention", "encoder.layer.{i}.attention"), ("intermediate", "encoder.layer.{i}.intermediate")),
+}
 _BY_MODEL_TYPE: dict[str, Encoder] = {mt: e for e in ENCODERS for mt in e.model_types}
 _BY_ARCHITECTURE: dict[str, Encoder] = {a: e for e in ENCODERS for a in e.architectures}
 

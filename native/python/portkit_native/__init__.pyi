@@ -69,6 +69,9 @@ def candle_config(config_json: str, family: str = "llama") -> dict[str, Any]:
 def families() -> list[str]:
     """The family keys this wheel has a config binding and a runner for (candle module names)."""
 
+def encoder_capture_families() -> list[str]:
+    """The encoders whose layers and sub-layers a copy proven bit-identical to the library records."""
+
 def capture_families() -> list[str]:
     """The families whose per-layer capture comes from a copy proven bit-identical to the library."""
 
@@ -180,6 +183,12 @@ class EncoderRunner:
         """[rows, seq, hidden]: the module's public forward on rows of one length. `mask` goes to the
         module as given, in its own convention (distilbert: 1 = masked); None: its call without one
         (a mask of ones where its forward requires one; jina_bert's forward takes none)."""
+    def capture(
+        self, ids: Sequence[Sequence[int]], type_ids: Sequence[Sequence[int]] | None = None, mask: Sequence[Sequence[int]] | None = None
+    ) -> dict[str, npt.NDArray[np.float32]]:
+        """The same inputs through the capture copy: `embeddings`, each `layers.N.<sub-layer>` and
+        `layers.N` ([rows, seq, hidden] each); ValueError for an encoder outside
+        `encoder_capture_families()`."""
 
 class FamilyRunner:
     """candle's own model for `family` (`Model::new` / `ModelForCausalLM::new`, `Llama::load`,

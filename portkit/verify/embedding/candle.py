@@ -5,7 +5,7 @@ module's convention (`portkit.encoders.Encoder.mask`), or none where its forward
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -20,6 +20,7 @@ class CandleSide:
     last: np.ndarray | None  # the module's forward: [rows, seq, hidden]
     hidden: np.ndarray | None  # the capture copy's [n_layers + 1, rows, seq, hidden], when it ran
     failure: str | None = None  # candle's own error, one line
+    sublayers: dict[str, np.ndarray] = field(default_factory=dict)  # the copy's "layers.N.<name>": [rows, seq, hidden]
 
 
 def program_mask(family: str, mask: np.ndarray, *, passed: bool = True) -> list[list[int]] | None:
@@ -53,16 +54,17 @@ def run_encoder(runner: Any, family: str, enc: Encoded, steps: Sequence[Step], *
     ids = enc.ids.astype(int).tolist()
     type_ids = enc.type_ids.astype(int).tolist() if enc.type_ids is not None else None
     mask = program_mask(family, enc.mask, passed=mask_passed)
-    hidden = None
+    hidden, subs = None, {}
     try:
         last = np.asarray(runner.hidden_states(ids, type_ids, mask))  # the module's own forward decides
         if capture:  # the copy's layers localise a difference
             got = runner.capture(ids, type_ids, mask)
             n = sum(1 for k in got if k.startswith("layers.") and k.count(".") == 1)
             hidden = np.stack([np.asarray(got["embeddings"])] + [np.asarray(got[f"layers.{i}"]) for i in range(n)])
+            subs = {k: np.asarray(v) for k, v in got.items() if k.count(".") == 2}
     except BaseException as e:  # candle's error, or its panic (pyo3's PanicException is no Exception)
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
         return CandleSide(None, None, None, failure=" ".join(str(e).split())[:400])
     pm = np.ones_like(enc.mask) if pool_over_pads else None
-    return CandleSide(apply_steps(last, enc.mask, steps, enc.prompt_length, pool_mask=pm), last, hidden)
+    return CandleSide(apply_steps(last, enc.mask, steps, enc.prompt_length, pool_mask=pm), last, hidden, sublayers=subs)

@@ -34,7 +34,7 @@ def floor_of(candle: np.ndarray, reference: np.ndarray, truth: np.ndarray, facto
 
 @dataclass(frozen=True)
 class LayerRow:
-    name: str  # "embeddings", "layers.0", ...
+    name: str  # "embeddings", "layers.0.attention", "layers.0.intermediate", "layers.0", ...
     floor: Floor
     max_diff: float  # max |candle - reference|
 
@@ -100,6 +100,11 @@ def check_row(text: str, tag: str, mask_row: np.ndarray, got: CandleSide, ref: S
     if got.hidden is not None and ref.hidden is not None and truth.hidden is not None and got.hidden.shape[0] == ref.hidden.shape[0]:
         for i in range(got.hidden.shape[0]):
             name = "embeddings" if i == 0 else f"layers.{i - 1}"
+            # a layer's sub-layers, in its order, before its output: where inside it a difference starts
+            subs = [k for k in got.sublayers if i and k.startswith(f"{name}.") and k in ref.sublayers and k in truth.sublayers]
+            for k in subs:
+                g, r, t = got.sublayers[k][row][keep], ref.sublayers[k][row][keep], truth.sublayers[k][row][keep]
+                c.layers.append(LayerRow(k, floor_of(g, r, t, factor=LAYER_FACTOR), _max_abs(g, r)))
             g, r, t = got.hidden[i][row][keep], ref.hidden[i][row][keep], truth.hidden[i][row][keep]
             c.layers.append(LayerRow(name, floor_of(g, r, t, factor=LAYER_FACTOR), _max_abs(g, r)))
     return c

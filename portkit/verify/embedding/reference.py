@@ -60,6 +60,7 @@ class Side:
     embeddings: np.ndarray
     last: np.ndarray
     hidden: np.ndarray | None
+    sublayers: dict[str, np.ndarray] = field(default_factory=dict)  # "layers.N.<name>": [rows, seq, hidden]
 
 
 @dataclass
@@ -117,20 +118,41 @@ def _encode(st: Any, texts: list[str], prompt_length: int) -> tuple[dict[str, An
     return features, enc
 
 
-def _side(st: Any, features: dict[str, Any], dtype: Any) -> Side:
+def _side(st: Any, features: dict[str, Any], dtype: Any, sublayers: tuple[tuple[str, str], ...] = ()) -> Side:
+    """One forward; `sublayers` (`portkit.encoders.SUBLAYERS`): the modules whose outputs a forward
+    hook keeps, as candle's capture copy names them."""
     import torch
 
-    with torch.no_grad():
-        out = st.forward(dict(features))
-        inputs = {k: v for k, v in features.items() if k in ("input_ids", "token_type_ids", "attention_mask")}
-        hs = st[0].auto_model(**inputs, output_hidden_states=True).hidden_states
+    model = st[0].auto_model
+    modules = dict(model.named_modules())
+    kept: dict[str, np.ndarray] = {}
+    hooks = []
+    for i in range(int(getattr(model.config, "num_hidden_layers", 0) or 0)):
+        for name, path in sublayers:
+            module = modules.get(path.format(i=i))
+            if module is not None:  # a module transformers does not name so is not compared
+
+                def keep(_m: Any, _in: Any, out: Any, key: str = f"layers.{i}.{name}") -> None:
+                    kept[key] = (out[0] if isinstance(out, tuple) else out).to(dtype).numpy()
+
+                hooks.append(module.register_forward_hook(keep))
+    try:
+        with torch.no_grad():
+            out = st.forward(dict(features))
+            kept.clear()  # the sentence-transformers forward ran the same modules: keep one run's
+            inputs = {k: v for k, v in features.items() if k in ("input_ids", "token_type_ids", "attention_mask")}
+            hs = model(**inputs, output_hidden_states=True).hidden_states
+    finally:
+        for h in hooks:
+            h.remove()
     emb = out["sentence_embedding"].to(dtype).numpy()
     hidden = np.stack([h.to(dtype).numpy() for h in hs])
-    return Side(embeddings=emb, last=out["token_embeddings"].to(dtype).numpy(), hidden=hidden)
+    return Side(embeddings=emb, last=out["token_embeddings"].to(dtype).numpy(), hidden=hidden, sublayers=kept)
 
 
-def load_reference(root: Path, texts: list[str], *, batch: bool = True) -> EmbeddingReference:
-    """Run sentence-transformers on `texts`, one at a time and (with `batch`) as one padded batch."""
+def load_reference(root: Path, texts: list[str], *, batch: bool = True, sublayers: tuple[tuple[str, str], ...] = ()) -> EmbeddingReference:
+    """Run sentence-transformers on `texts`, one at a time and (with `batch`) as one padded batch;
+    `sublayers`: the modules whose outputs are kept too (`_side`)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no machine here reaches a hub; never wait for one
     os.environ.setdefault("TQDM_DISABLE", "1")
     try:
@@ -172,12 +194,12 @@ def load_reference(root: Path, texts: list[str], *, batch: bool = True) -> Embed
     for t in texts:
         features, enc = _encode(st, [t], prompt_length)
         ref.single.append(enc)
-        ref.reference.append(_side(st, features, torch.float32))
-        ref.truth.append(_side(truth_st, features, torch.float64))
+        ref.reference.append(_side(st, features, torch.float32, sublayers))
+        ref.truth.append(_side(truth_st, features, torch.float64, sublayers))
     if batch:
         features, _ = _encode(st, texts, prompt_length)
-        ref.batch_reference = _side(st, features, torch.float32)
-        ref.batch_truth = _side(truth_st, features, torch.float64)
+        ref.batch_reference = _side(st, features, torch.float32, sublayers)
+        ref.batch_truth = _side(truth_st, features, torch.float64, sublayers)
     return ref
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from portkit.encoders import SUBLAYERS
 from portkit.verify.embedding import corpus
 from portkit.verify.embedding.candle import CandleSide, run_encoder
 from portkit.verify.embedding.judge import BatchCheck, RowCheck, check_batch, check_row, worst_cosine
@@ -180,7 +181,7 @@ def _native() -> Any:
         pn = native()
     except NativeUnavailable as e:
         raise BadInput(str(e)) from None
-    if not hasattr(pn, "EncoderRunner"):
+    if not hasattr(pn, "encoder_capture_families"):
         raise BadInput("the installed portkit_native has no EncoderRunner: rebuild it (make native)")
     return pn
 
@@ -209,7 +210,9 @@ class EmbeddingRun:
         findings, note = (self.timed("lint", self.lint), None) if opts.lint else ([], "lint skipped (--no-lint)")
         self.progress("sentence-transformers: f32 reference and f64 truth")
         texts = [t for t, _ in corpus.TEXTS]
-        ref = self.timed("reference", lambda: load_reference(Path(opts.model_dir), texts))
+        captured = bool(opts.layers) and self.family in pn.encoder_capture_families()
+        subs = SUBLAYERS.get(self.family, ()) if captured else ()
+        ref = self.timed("reference", lambda: load_reference(Path(opts.model_dir), texts, sublayers=subs))
         tagged = list(zip(ref.texts, (tag for _, tag in corpus.TEXTS)))
         self.progress(f"candle: {self.family}")
         files = [str(p) for p in model.weight_files]
@@ -222,7 +225,7 @@ class EmbeddingRun:
             report = EmbeddingReport(opts, self.family, ref, [], None, [], [], load_failure=failure, lint_note=note)
             report.findings = self.judge_findings(findings, report)
             return self.finish(report, t_start)
-        capture = bool(opts.layers) and hasattr(runner, "capture")
+        capture = captured
         singles_run = [self.timed("candle", lambda e=e: run_encoder(runner, self.family, e, ref.steps, capture=capture)) for e in ref.single]
         singles = [check_row(t, tag, e.mask[0], got, r, tr) for (t, tag), e, got, r, tr in zip(tagged, ref.single, singles_run, ref.reference, ref.truth)]
         batch = None

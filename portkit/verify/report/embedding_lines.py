@@ -27,6 +27,20 @@ def _row(r: RowCheck, half: bool, ok: bool) -> str:
     return f"  {escape(repr(text)):44} {r.tokens:3d} tok  cos {_cos(r.cosine)}  max|diff| {r.max_diff:.1e}{alone}  {mark}  ({escape(judged)}{where})"
 
 
+def _layer_lines(r: RowCheck) -> list[str]:
+    """One line per layer of one text (the capture copy's): its sub-layers, then its output, each
+    as max|candle - transformers f32| and its distance from the f64 truth in floors."""
+    out = [f"  layers of {escape(repr(r.text if len(r.text) <= 40 else r.text[:37] + '...'))} ({r.tokens} tok; max|diff|, floors from the f64 truth, bound {r.layers[0].floor.factor:g}x)"]
+    groups: dict[str, list[str]] = {}
+    for row in r.layers:
+        layer = ".".join(row.name.split(".")[:2])
+        part = row.name.split(".")[2] if row.name.count(".") == 2 else "out"
+        mark = "" if row.floor.ok else " [red]OUT[/]"
+        groups.setdefault(layer, []).append(f"{part} {row.max_diff:.1e} ({row.floor.ratio:.2g}x){mark}")
+    out.extend(f"    {layer:12} " + "  ".join(parts) for layer, parts in groups.items())
+    return out
+
+
 def embedding_lines(rep: EmbeddingReport) -> list[str]:
     ref, o = rep.reference, rep.options
     out = [f"[bold]portkit verify[/] {escape(str(o.model_dir))} (embedding model)"]
@@ -41,6 +55,8 @@ def embedding_lines(rep: EmbeddingReport) -> list[str]:
         layered = any(r.layers for r in rep.singles)
         out.append("[bold]each text alone[/] (the sentence embedding and the encoder output vs the f64 truth" + ("; layers localise)" if layered else ")"))
         out.extend(_row(r, rep.half, rep.row_ok(r)) for r in rep.singles)
+        if layered:
+            out.extend(_layer_lines(max(rep.singles, key=lambda r: r.tokens)))
         if rep.batch is not None:
             out.append("")
             out.append(f"[bold]one padded batch[/] ({len(rep.batch.rows)} rows padded to {rep.batch.seq}, mask passed as the module expects)")
