@@ -132,6 +132,7 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK615": ("encoder-config-value-refused", "stable"),
     "PK616": ("encoder-activation-differs", "stable"),
     "PK617": ("encoder-config-keys-disagree", "stable"),
+    "PK618": ("bert-half-precision-mask-nan", "stable"),
 }
 GROUPS = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf", "5": "tokenizer", "6": "embedding"}
 

@@ -1,4 +1,5 @@
-"""PK611: the padding mask a candle program must pass an encoder module's forward.
+"""PK611: the padding mask a candle program must pass an encoder module's forward; PK618: the
+mask bert.rs builds in half precision.
 
 Each of candle 0.11.0's encoder modules takes the mask its own way (`portkit.encoders.Encoder.mask`):
 bert.rs and nomic_bert.rs take an `Option` and attend to every position without one; distilbert.rs
@@ -94,4 +95,60 @@ class EncoderPaddingMask(Rule):
                            probe_patch={"program": "no-mask"})  # fmt: skip
 
 
-RULES = (EncoderPaddingMask,)
+class BertHalfPrecisionMask(Rule):
+    """bert.rs in f16 or bf16: the attention mask it builds is NaN on every attended position.
+
+    ## What it does
+    Flags a checkpoint that loads into candle 0.11.0's `bert` module when the program runs it in
+    f16 or bf16 (`--dtype`, or `dtype` under `[tool.portkit]`).
+
+    ## Why is this bad?
+    `get_extended_attention_mask` (bert.rs:515-528) computes `(1 - mask) * f32::MIN` with
+    `f32::MIN` cast to the model's dtype. -3.4e38 is past f16's range (and rounds past bf16's
+    largest finite value), so it becomes -inf, and `0 * -inf` is NaN: every attended position of
+    every text gets a NaN score, whether the program passes a mask or `None` (bert.rs:505-508
+    builds a mask of ones then). Every embedding is NaN; nothing fails.
+
+    ## Example
+    `BertModel::load(vb, &config)` with `VarBuilder::from_mmaped_safetensors(.., DType::F16, ..)`.
+
+    ## Fix
+    Run candle's `bert` in f32 (candle converts the weights at load); the published checkpoints
+    are small enough. transformers uses `torch.finfo(dtype).min` of the dtype itself.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/bert.rs:495-528.
+
+    ## Verification
+    numeric: `portkit verify --dtype f16` runs candle's module at that dtype on the corpus:
+    CONFIRMED when candle's embeddings are NaN or inf (docs/embeddings.md); at f32 nothing fires.
+
+    ## References
+    - https://github.com/huggingface/candle/blob/0.11.0/candle-transformers/src/models/bert.rs#L515-L528
+    """
+
+    code = "PK618"
+    name = "bert-half-precision-mask-nan"
+    group = "embedding"
+    families = ("*",)
+    severity = "error"
+    effect = "numeric"
+    needs = ("config",)
+    fix_title = "Run candle's bert in f32"
+    probe_kind = "numeric"
+    probe_run = "embedding"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        doc = ctx.facts.config
+        enc = detect_encoder(doc.value) if doc is not None else None
+        dtype = ctx.target.dtype
+        if enc is None or enc.name != "bert" or dtype not in ("f16", "bf16"):
+            return
+        msg = (f"{enc.who} in {dtype} builds its attention mask as `(1 - mask) * f32::MIN` cast to {dtype} (bert.rs:515-528): "
+               f"f32::MIN is -inf in {dtype} and 0 * -inf is NaN, so every attended position, and every embedding, is NaN, "
+               "with a mask or without; run it in f32")  # fmt: skip
+        yield self.finding(ctx, msg, keys=(), candle_value="NaN", transformers_value=f"finite (torch.finfo({dtype}).min)",
+                           probe_patch={"nonfinite": True})  # fmt: skip
+
+
+RULES = (EncoderPaddingMask, BertHalfPrecisionMask)

@@ -85,3 +85,22 @@ def test_a_wrong_belief_about_what_candle_computes_is_not_confirmed(monkeypatch)
     rep = _verify(embedding_model("distilbert", twin=True, config={"activation": "gelu"}))
     (c,) = [c for c in rep.findings if c.code == "PK616"]
     assert c.verdict == "NOT-REPRODUCED" and "differs from both" in c.evidence, c.evidence
+
+
+@pytest.mark.parametrize("family", ["bert", "distilbert"])
+def test_bert_in_f16_is_nan_and_confirmed_where_other_modules_are_not(family):
+    """PK618: bert.rs's `(1 - mask) * f32::MIN` is NaN in f16; distilbert.rs masks with
+    `masked_fill` and stays finite (the negative control); neither fires at f32."""
+    from portkit.verify.pipeline import VerifyOptions, verify
+
+    d = embedding_model(family, twin=True)
+    rep = verify(VerifyOptions(model_dir=d, dtype="f16"))
+    got = {c.code: c for c in rep.findings}
+    nonfinite = [r.nonfinite for r in rep.singles]
+    if family == "bert":
+        assert all(nonfinite) and got["PK618"].verdict == "CONFIRMED", got["PK618"].evidence
+        assert got["PK611"].verdict == "NOT-REACHED"  # NaN vectors tell no program apart
+        assert rep.exit_code == 3
+    else:
+        assert not any(nonfinite) and "PK618" not in got
+    assert "PK618" not in {c.code for c in _verify(d).findings}

@@ -82,3 +82,21 @@ def test_json_report_has_the_embedding_sections(minilm, verified):
     assert out["pipeline"]["max_seq_length"] == 256 and len(out["texts"]) == 6 and out["batch"]["padded_rows"] == 5
     assert {c["name"] for c in out["counterfactuals"]} == {"no-mask", "pool-over-pads"}
     json.dumps(out)  # plain JSON all the way down
+
+
+def test_what_each_side_feeds_confirms_the_saved_padding(verified):
+    """PK506: the crate pads 'Hello world' to 128 ids as tokenizer.json saves it; without the saved
+    padding and truncation it gives sentence-transformers' 4 ids (the counterfactual)."""
+    rep, _ = verified
+    fed = rep.tokens
+    assert fed is not None and fed.failure is None and fed.saved["padding"] is not None
+    hello = fed.rows[0]
+    assert (len(hello.reference), len(hello.crate), hello.crate_unpadded) == (4, 128, hello.reference)
+    assert next(c for c in rep.findings if c.code == "PK506").verdict == "CONFIRMED"
+
+
+def test_layers_and_sublayers_are_judged_for_bert(verified):
+    rep, _ = verified
+    names = [r.name for r in rep.singles[0].layers]
+    assert names[:4] == ["embeddings", "layers.0.attention", "layers.0.intermediate", "layers.0"] and len(names) == 19
+    assert all(r.floor.ok for r in rep.singles[0].layers)

@@ -593,3 +593,5 @@ CLEAN_VARIANTS += TOKENIZER_CLEAN_VARIANTS
 from fixtures.sentence_pipelines import PIPELINE_CASES  # noqa: E402
 
 CASES.update(PIPELINE_CASES)
+# bert.rs's mask in f16 is NaN; at f32 (the default target) it is not
+CASES["PK618"] = (with_target(PIPELINE_CASES["PK611"][0], dtype="f16"), PIPELINE_CASES["PK611"][0])

@@ -30,6 +30,8 @@ def confirm_embedding(finding: Any, report: EmbeddingReport, findings: Sequence[
     if p is None or kind == "static-only":
         why = (p.reason if p is not None else None) or "a fact about the files: nothing to run"
         return Confirmation(**ident, verdict="NOT-PROBED", evidence=f"not probed: {why}")
+    if p.run == "tokens" and finding.code == "PK506" and report.tokens is not None and report.tokens.failure is None:
+        return _confirm_saved_padding(ident, report.tokens)
     if p.run == "tokens":  # a tokenizer finding: the tokens section's, which this run does not make
         return Confirmation(**ident, verdict="NOT-PROBED", evidence="not probed: the embedding run feeds both sides transformers' ids; "
                             "`portkit verify` on a directory holding only the tokenizer files compares the two tokenizers")  # fmt: skip
@@ -49,6 +51,8 @@ def confirm_embedding(finding: Any, report: EmbeddingReport, findings: Sequence[
     wanted = (p.patch or {}).get("reference") if isinstance(p.patch, dict) else None
     if wanted is not None:
         return _confirm_by_reference(finding, ident, wanted, report)
+    if isinstance(p.patch, dict) and p.patch.get("nonfinite"):
+        return _confirm_nonfinite(ident, report)
     program = (p.patch or {}).get("program") if isinstance(p.patch, dict) else None
     cf = next((c for c in report.counterfactuals if c.name == program), None)
     if cf is None:
@@ -57,8 +61,37 @@ def confirm_embedding(finding: Any, report: EmbeddingReport, findings: Sequence[
         return Confirmation(**ident, verdict="NOT-PROBED", evidence=f"not probed: verify runs no {program or kind} program on embedding models")
     if report.batch is None or not report.batch.ok and not report.half:
         return Confirmation(**ident, verdict="NOT-REACHED", evidence="the correct program's padded batch already differs: the counterfactual cannot be told apart")
+    if any(r.nonfinite or r.failure is not None for r in report.batch.rows):
+        # half precision is judged on a cosine bound, which NaN vectors cannot meet or miss
+        return Confirmation(**ident, verdict="NOT-REACHED", evidence="the correct program's padded batch is not finite (NaN or inf): the counterfactual cannot be told apart")
     verdict = "CONFIRMED" if cf.differs else "NOT-REPRODUCED"
     return Confirmation(**ident, verdict=verdict, evidence=_program_evidence(cf, report), details={"counterfactual": cf.to_json()})
+
+
+def _confirm_saved_padding(ident: dict[str, Any], fed: Any) -> Confirmation:
+    """PK506 on what each side feeds: the crate's ids with tokenizer.json as saved, and without its
+    padding and truncation (the counterfactual), against sentence-transformers' ids."""
+    first = fed.rows[0] if fed.rows else None
+    changed = [r for r in fed.rows if r.crate != r.crate_unpadded]
+    if first is None or not changed:
+        return Confirmation(**ident, verdict="NOT-REPRODUCED", evidence="the crate gives the same ids with and without tokenizer.json's padding and truncation on every text of the corpus")
+    r = changed[0]
+    numbers = (f"{len(changed)} of {len(fed.rows)} texts get other ids from the crate as saved: {r.text!r} is {len(r.crate)} ids "
+               f"(sentence-transformers feeds {len(r.reference)}), {len(r.crate_unpadded)} without the saved padding and truncation")  # fmt: skip
+    if all(c.crate_unpadded == c.reference for c in changed):
+        return Confirmation(**ident, verdict="CONFIRMED", evidence=f"{numbers}, which are sentence-transformers' ids")
+    return Confirmation(**ident, verdict="NOT-REPRODUCED", evidence=f"{numbers}, which still differ from sentence-transformers': another difference than the saved settings")
+
+
+def _confirm_nonfinite(ident: dict[str, Any], report: EmbeddingReport) -> Confirmation:
+    """A finding that candle's vectors are NaN at the run's dtype: its own embeddings say so."""
+    if report.load_failure is not None:
+        return Confirmation(**ident, verdict="NOT-REACHED", evidence=f"candle stopped before the check could run: {report.load_failure}")
+    rows = [r for r in report.singles if r.failure is None]
+    bad = [r for r in rows if r.nonfinite]
+    numbers = f"{len(bad)} of {len(rows)} texts alone have NaN or inf in candle's {report.options.dtype} embedding"
+    verdict = "CONFIRMED" if rows and len(bad) == len(rows) else "NOT-REPRODUCED"
+    return Confirmation(**ident, verdict=verdict, evidence=numbers)
 
 
 def _confirm_by_reference(finding: Any, ident: dict[str, Any], wanted: dict[str, Any], report: EmbeddingReport) -> Confirmation:

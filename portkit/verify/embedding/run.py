@@ -17,6 +17,7 @@ from portkit.verify.embedding import corpus
 from portkit.verify.embedding.candle import CandleSide, run_encoder
 from portkit.verify.embedding.judge import BatchCheck, RowCheck, check_batch, check_row, worst_cosine
 from portkit.verify.embedding.reference import EmbeddingReference, load_reference
+from portkit.verify.embedding.tokens import TokensFed, tokens_fed
 from portkit.verify.errors import BadInput
 from portkit.verify.judge.verdicts import Confirmation
 
@@ -98,6 +99,7 @@ class EmbeddingReport:
     load_failure: str | None = None
     references: list[ReferenceCounterfactual] = field(default_factory=list)
     lint_note: str | None = None
+    tokens: TokensFed | None = None  # what each side feeds: sentence-transformers' ids and the crate's
     versions: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
@@ -161,6 +163,7 @@ class EmbeddingReport:
             "reference": {"runtime": "sentence-transformers", "attn_implementation": "eager", "dtype": "f32", "truth": "f64", "device": "cpu"},
             "tolerance": ({"kind": "cosine", "bound": HALF_COSINE} if self.half else {"kind": "floor", "truth": "f64"}),
             "load_failure": self.load_failure,
+            "tokens_fed": self.tokens.to_json() if self.tokens else None,
             "texts": [r.to_json() for r in self.singles],
             "batch": self.batch.to_json() if self.batch else None,
             "counterfactuals": [c.to_json() for c in self.counterfactuals],
@@ -214,6 +217,7 @@ class EmbeddingRun:
         subs = SUBLAYERS.get(self.family, ()) if captured else ()
         ref = self.timed("reference", lambda: load_reference(Path(opts.model_dir), texts, sublayers=subs))
         tagged = list(zip(ref.texts, (tag for _, tag in corpus.TEXTS)))
+        fed = self.timed("tokens", lambda: tokens_fed(Path(opts.model_dir), ref.texts, [e.ids[0].tolist() for e in ref.single]))
         self.progress(f"candle: {self.family}")
         files = [str(p) for p in model.weight_files]
         try:
@@ -222,7 +226,7 @@ class EmbeddingRun:
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
             failure = " ".join(str(e).split())[:400]
-            report = EmbeddingReport(opts, self.family, ref, [], None, [], [], load_failure=failure, lint_note=note)
+            report = EmbeddingReport(opts, self.family, ref, [], None, [], [], load_failure=failure, lint_note=note, tokens=fed)
             report.findings = self.judge_findings(findings, report)
             return self.finish(report, t_start)
         capture = captured
@@ -243,7 +247,7 @@ class EmbeddingRun:
             ):
                 got, chk = judged(**kw)
                 cfs.append(Counterfactual(name, what, chk, failure=got.failure))
-        report = EmbeddingReport(opts, self.family, ref, singles, batch, cfs, [], lint_note=note)
+        report = EmbeddingReport(opts, self.family, ref, singles, batch, cfs, [], lint_note=note, tokens=fed)
         report.references = [self.reference_counterfactual(patch, tagged, singles_run) for patch in _reference_patches(findings)]
         report.findings = self.judge_findings(findings, report)
         return self.finish(report, t_start)

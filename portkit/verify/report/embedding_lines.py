@@ -48,6 +48,11 @@ def embedding_lines(rep: EmbeddingReport) -> list[str]:
                f"{rep.versions.get('sentence-transformers')} (transformers {rep.versions.get('transformers')}, eager, f32; truth f64)")  # fmt: skip
     out.append(f"  pipeline: {escape(ref.pipeline())}" + (f"; prompt {ref.prompt!r}" if ref.prompt else ""))
     out.append("  candle's side: the module's forward, then the pipeline's modules as a candle program applies them")
+    fed = rep.tokens
+    if fed is not None and fed.failure is None and fed.rows:
+        r = max(fed.rows, key=lambda x: len(x.crate) != len(x.reference))
+        same = "the same ids" if not fed.saved_changes_ids else f"{len(r.crate)} ids for {escape(repr(r.text))} where sentence-transformers feeds {len(r.reference)}"
+        out.append(f"  what each side feeds: both run on sentence-transformers' ids; the tokenizers crate, tokenizer.json as saved, gives {same}")
     out.append("")
     if rep.load_failure is not None:
         out.append(f"[red]candle cannot load the checkpoint: {escape(rep.load_failure)}[/]")
