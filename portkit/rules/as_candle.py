@@ -5,7 +5,7 @@ candle 0.11.0 hard-codes some behaviours no edit on its side undoes: quantized_g
 quantized_phi3's rope base of 10000, a bias its module never reads. verify proves such a finding
 the other way round: transformers, run with the finding's edit, computes what candle computes,
 so candle agrees with it where it does not agree with transformers as written. The edit is data
-the rule gives (a config edit, a tensor edit); verify only applies it (`portkit.verify.reference.job`).
+the rule gives (a config edit, a tensor edit, candle's RoPE table dtype); verify only applies it (`portkit.verify.reference.job`).
 
 Config edits are keyed as config.json is written: a dotted key reaches into a nested object
 (`rope_parameters.rope_theta`), None removes a key, and keys apply shortest first, so that one
@@ -24,10 +24,13 @@ if TYPE_CHECKING:
 ZERO = "zero"
 
 
-def edit(what: str, *, config: Mapping[str, Any] | None = None, tensors: Iterable[str] = ()) -> dict[str, Any]:
+def edit(what: str, *, config: Mapping[str, Any] | None = None, tensors: Iterable[str] = (), rope_table: str | None = None) -> dict[str, Any]:
     """A `Probe.as_candle`: `what` in words ("SiLU in the MLP"), config.json edits, tensors to
-    zero (a bias candle never reads computes as a zero one)."""
+    zero (a bias candle never reads computes as a zero one), `rope_table` ("f16", "bf16"): the
+    rotary cos/sin as candle builds its table in that dtype (`portkit.verify.reference.rope_table`)."""
     out: dict[str, Any] = {"what": what}
+    if rope_table is not None:
+        out["rope_table"] = rope_table
     if config:
         out["config"] = dict(config)
     names = list(tensors)

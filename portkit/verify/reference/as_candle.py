@@ -75,9 +75,10 @@ def reference_as_candle(
     forced = reference.inputs
     config_text = edited_config(model.config_text, as_candle.get("config") or {})
     tensor_edits = dict(as_candle.get("tensors") or {})
+    rope_table = as_candle.get("rope_table")
     cache = None
     if reference.use_cache:
-        key = as_candle_key(model, reference, config_text, tensor_edits, scan_len, sublayers)
+        key = as_candle_key(model, reference, config_text, tensor_edits, scan_len, sublayers, rope_table)
         cache = refcache.RefCache(key, reference.prompt, tokens, vocab=model.vocab_size)
         hit = cache.get(forced)
         if hit is not None and compute.EFFECT in hit.layers:
@@ -86,7 +87,7 @@ def reference_as_candle(
             return AsCandle(_as_reference(reference, hit.rows, layers, tokens), effect, "cache", time.perf_counter() - t0)
     req = AsCandleRequest(
         str(model.root), [str(p) for p in model.weight_files], config_text, tensor_edits, list(reference.prompt), list(forced), tokens, scan_len,
-        list(sublayers),
+        list(sublayers), rope_table,
     )
     own = session is None
     if own:
@@ -106,11 +107,15 @@ def reference_as_candle(
 
 
 def as_candle_key(
-    model: ModelDir, reference: Reference, config_text: str, tensor_edits: Mapping[str, str], scan_len: int, sublayers: Sequence[str]
+    model: ModelDir, reference: Reference, config_text: str, tensor_edits: Mapping[str, str], scan_len: int, sublayers: Sequence[str],
+    rope_table: str | None = None,
 ) -> str:
     """The reference cache's key for transformers as candle computes: the edited config, the
-    tensor edits, the scan and what keys the reference itself."""
-    mode = json.dumps({"as_candle": dict(tensor_edits), "scan": scan_len, "base": reference.mode}, sort_keys=True)
+    tensor edits, candle's RoPE table dtype, the scan and what keys the reference itself."""
+    edits: dict[str, Any] = {"as_candle": dict(tensor_edits), "scan": scan_len, "base": reference.mode}
+    if rope_table is not None:  # only then: every other key stays as it was
+        edits["rope_table"] = rope_table
+    mode = json.dumps(edits, sort_keys=True)
     return refcache.model_key(config_text, model.weight_files, mode, fingerprints=reference.fingerprints, sublayers=sublayers)
 
 

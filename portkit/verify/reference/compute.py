@@ -159,11 +159,13 @@ def as_candle_reference(
     scan_len: int,
     progress: Callable[[str], None],
     sublayers: Sequence[str] = (),
+    rope_table: str | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
     """A reference-side counterfactual: transformers, streamed, on `config_text` (the
     checkpoint's config with a finding's edit) with `tensor_edits` applied to the checkpoint's
-    tensors as they load (`Probe.as_candle`), on the reference's inputs: what candle computes,
-    when the finding is right.
+    tensors as they load (`Probe.as_candle`), and with `rope_table` ("f16", "bf16") the RoPE table
+    candle builds in that dtype (`rope_table.patch_rotary`), on the reference's inputs: what
+    candle computes, when the finding is right.
 
     Returns (its rows, [max(tokens, 1), vocab] on prompt + forced, as the reference's; its
     prefill layers with `sublayers`, as `forward_reference`'s; with `scan_len`, the effect by
@@ -175,7 +177,7 @@ def as_candle_reference(
 
     prompt, n_rows = list(prompt), max(tokens, 1)
     try:
-        edited = StreamedModel(Path(model_dir), [Path(f) for f in files], progress, config_text=config_text, tensor_edits=tensor_edits)
+        edited = StreamedModel(Path(model_dir), [Path(f) for f in files], progress, config_text=config_text, tensor_edits=tensor_edits, rope_table=rope_table)
         as_written = StreamedModel(Path(model_dir), [Path(f) for f in files], progress) if scan_len > 0 else None
     except Exception as e:
         raise ReferenceFailed("load", f"transformers could not load {model_dir} as candle computes it: {one_line(e)}") from None

@@ -262,6 +262,7 @@ class StreamedModel(_ModelRuns):
         scan_nonfinite: bool = True,
         tensor_edits: Mapping[str, str] | None = None,
         precision: str = "float32",
+        rope_table: str | None = None,
     ) -> None:
         """`config_text`: another config.json for the same weights, and `tensor_edits`
         (checkpoint name -> "zero") tensors changed as they load: a reference-side
@@ -270,7 +271,8 @@ class StreamedModel(_ModelRuns):
         the NaN/inf scan of the weights (a pass over every weight) for a caller that does not
         report it; `nonfinite_weights` is then always empty. `precision="float64"`: every weight
         and activation in f64, the truth verify measures both f32 sides against
-        (docs/verify.md, "Tolerances")."""
+        (docs/verify.md, "Tolerances"). `rope_table` ("f16", "bf16"): the rotary modules return
+        the cos/sin table candle builds in that dtype (`rope_table.patch_rotary`), a counterfactual."""
         from portkit.verify.reference.runtime import _import_torch
 
         torch, transformers = _import_torch()
@@ -290,6 +292,11 @@ class StreamedModel(_ModelRuns):
                 config, attn_implementation="eager", dtype=self.dtype, trust_remote_code=False, **experts
             )
         self.model = model.eval()
+        if rope_table is not None:
+            from portkit.verify.reference.rope_table import patch_rotary
+
+            if not patch_rotary(model, rope_table):
+                raise ValueError(f"{type(model).__name__} has no rotary module to give candle's {rope_table} RoPE table")
         self.load_config = LoadStateDictConfig(
             dtype=self.dtype,
             dtype_plan=model._get_dtype_plan(self.dtype),

@@ -59,12 +59,16 @@ class AsCandleRequest:
     tokens: int
     scan_len: int
     sublayers: list[str] = field(default_factory=list)
+    rope_table: str | None = None  # "f16" | "bf16": candle's RoPE table in that dtype (`rope_table.patch_rotary`)
 
     def line(self) -> dict[str, Any]:
-        return dict(
+        doc: dict[str, Any] = dict(
             kind=self.kind, model_dir=self.model_dir, files=self.files, config_text=self.config_text, tensor_edits=self.tensor_edits,
             prompt=self.prompt, forced=self.forced, tokens=self.tokens, scan_len=self.scan_len, sublayers=self.sublayers,
         )
+        if self.rope_table is not None:  # only then: the plain request stays as it was
+            doc["rope_table"] = self.rope_table
+        return doc
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,7 @@ def from_line(doc: dict[str, Any], refeed: dict[int, np.ndarray] | None = None) 
     if kind == "as-candle":
         return AsCandleRequest(
             str(doc["model_dir"]), list(doc["files"]), doc["config_text"], dict(doc.get("tensor_edits") or {}), list(doc["prompt"]),
-            list(doc["forced"]), int(doc["tokens"]), int(doc["scan_len"]), list(doc.get("sublayers", [])),
+            list(doc["forced"]), int(doc["tokens"]), int(doc["scan_len"]), list(doc.get("sublayers", [])), doc.get("rope_table"),
         )
     raise ValueError(f"unknown request {kind!r}")
 
@@ -118,5 +122,6 @@ def answer(req: Request, progress: Callable[[str], None]) -> Answer:
         )
     rows, layers, effect = compute.as_candle_reference(
         Path(req.model_dir), files, req.config_text, req.tensor_edits, req.prompt, req.forced, req.tokens, req.scan_len, progress, req.sublayers,
+        req.rope_table,
     )
     return compute.ReferenceOutputs(greedy=[], rows=rows, layers={**layers, compute.EFFECT: effect}, nonfinite_weights=[])
