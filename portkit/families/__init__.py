@@ -55,6 +55,9 @@ TRAITS: dict[str, Any] = {
     # `sliding_window`+1 keys on every layer, decode keeps all), "pattern" (gemma3: its sliding
     # layers, decode through a RotatingKvCache of `sliding_window`), "unsupported" (build fails)
     "SLIDING_WINDOW": None,
+    # where the module builds its RoPE cos/sin table in the model dtype (positions, inv_freq and their
+    # product rounded to it: PK317), as candle source lines; None: built in f32 and then cast
+    "ROPE_TABLE_IN_MODEL_DTYPE": None,
     "ACTIVATION_KEYS": ("hidden_act",),  # the key(s) candle reads the activation from (two: either one)
     "TRANSFORMERS_ACTIVATION_KEY": "hidden_act",  # the one transformers reads
     # where the module breaks on a chat's paths: a frozen record (`portkit.families.traits`) with

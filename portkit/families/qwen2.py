@@ -20,6 +20,9 @@ SLIDING_WINDOW = "every-layer"  # qwen2.rs:291, :303-314 (`use_sliding_window`, 
 CONTINUATION_MASK = ContinuationMask("prefix-in-model-dtype", source="qwen2.rs:316-318")  # `Tensor::zeros(.., self.dtype, ..)` cat an f32 mask
 PADDING_MASK = PaddingMask("bidirectional", source="qwen2.rs:326-338, :347-348")  # `Model::forward(.., Some(attn_mask))`
 
+# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then `t.matmul(&inv_freq)` in it
+ROPE_TABLE_IN_MODEL_DTYPE = "qwen2.rs:47-63, :279"
+
 FIELDS = (
     Field("vocab_size", serde.de_usize),
     Field("hidden_size", serde.de_usize),

@@ -74,6 +74,7 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK314": ("qwen3-gguf-continuation-on-cpu", "stable"),
     "PK315": ("gemma3-gguf-continuation-mask", "stable"),
     "PK316": ("gemma3-gguf-batch", "stable"),
+    "PK317": ("rope-table-in-half-precision", "stable"),
     "PK401": ("missing-gguf-metadata", "stable"),
     "PK402": ("gguf-freq-base-defaulted", "stable"),
     "PK403": ("rope-pairing-by-architecture", "stable"),

@@ -483,6 +483,125 @@ class MixtralExpertsBelowF32(_RuntimeRule):
             )
 
 
+#: mantissa bits of the half-precision dtypes: integers are exact up to 2^(bits + 1)
+_MANTISSA = {"f16": 10, "bf16": 7}
+
+
+def _rounded(x: float, dtype: str) -> float:
+    """`x` rounded to `dtype` (round to nearest even), in pure Python: lint stays numpy-free."""
+    import struct
+
+    if dtype == "f16":
+        return struct.unpack("<e", struct.pack("<e", x))[0]
+    bits = struct.unpack("<I", struct.pack("<f", x))[0]
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
+def position_error(dtype: str, last: int) -> tuple[int, float]:
+    """(the first position `dtype` cannot hold, the largest |t - round(t)| over positions up to
+    `last`): the angle error of the rotary pair whose inverse frequency is 1, exactly."""
+    exact = 2 ** (_MANTISSA[dtype] + 1)
+    worst, k = 0.0, exact
+    while k <= last:  # each binade's worst position lies within its first ulp
+        ulp = k >> _MANTISSA[dtype]
+        worst = max([worst] + [abs(t - _rounded(float(t), dtype)) for t in range(k, min(last, k + ulp) + 1)])
+        k *= 2
+    return exact + 1, worst
+
+
+class RopeTableInHalfPrecision(_RuntimeRule):
+    """f16 or bf16 runs of nine candle modules rotate by angles from a half-precision table.
+
+    ## What it does
+    Flags `--dtype f16` (and `--dtype bf16` off the CPU) for phi3, qwen2, gemma, gemma2, gemma3,
+    mixtral, olmo2, starcoder2 and stable_lm when the planned length (`--max-tokens`, else
+    `max_position_embeddings`) reaches a position the dtype cannot hold: 2049 in f16, 257 in bf16.
+    The message gives that position and the angle error it implies at the planned length.
+
+    ## Why is this bad?
+    These modules build their RoPE cos/sin table in the model dtype: `inv_freq` and the
+    positions `Tensor::arange(0u32, max_seq_len)` are each `.to_dtype(dtype)`, and
+    `t.matmul(&inv_freq)` runs in it, so every angle is rounded to the dtype too. f16 holds
+    integers exactly only up to 2048 and bf16 up to 256 (bf16(1001) = 1000): past them the
+    positions themselves are rounded, and the pair whose inverse frequency is 1 turns up to half
+    a spacing off (in f16 1 rad from position 2049, 2 rad from 4098; in bf16 1 rad from 257, 4 rad from 1028). transformers
+    keeps the table in f32, and candle's llama, qwen3, mistral and granite compute it in F32 and
+    cast only cos/sin. Measured on the tiny fixtures at 2132 positions in f16: logits 0.6 to 9.6
+    from transformers where transformers run with candle's table stays within 0.1-0.5
+    (docs/verify.md, "RoPE tables in half precision").
+
+    ## Example
+    `portkit lint --dtype f16 MODEL_DIR` on a Qwen2.5 checkpoint (`max_position_embeddings`
+    32768): positions past 2048 are rounded to multiples of 2 to 16.
+
+    Use instead: `--dtype f32`.
+
+    ## Fix
+    Load the model with `DType::F32`. There is no config edit: the table is private to each
+    module, so a half-precision run needs a patched copy of the module whose
+    `RotaryEmbedding::new` computes in F32 and casts `cos`/`sin` to the dtype (as qwen3.rs:50-57
+    and mistral.rs:127-134 do).
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/qwen2.rs:47-63 (`inv_freq ... .to_dtype(dtype)`, `arange(0u32,
+    ..).to_dtype(dtype)`, `t.matmul(&inv_freq)`, `freqs.sin()`/`cos()`), :279 (`RotaryEmbedding::new(vb.dtype(),
+    ..)`); the same in phi3.rs:77-136 and :363, gemma.rs:83-99 and :350, gemma2.rs:76-92 and :369,
+    gemma3.rs:71-97 and :326, mixtral.rs:82-99 and :418, olmo2.rs:36-52 and :282, starcoder2.rs:52-69 and
+    :280, stable_lm.rs:92-110 and :375. In F32 instead: llama.rs:200-207, qwen3.rs:42-58,
+    mistral.rs:118-135, granite.rs:156-161. The GGUF sibling: PK412 (quantized_qwen3.rs:111-115).
+
+    ## Verification
+    numeric, transformers as candle computes: candle at the dtype over a prompt past the first
+    rounded position, against transformers in f32 and against transformers whose rotary modules
+    return candle's table (positions, `inv_freq` and each angle rounded as candle rounds them,
+    cos/sin rounded to the dtype). CONFIRMED when candle agrees with the second where it does not
+    agree with the first (the distance at least halves and the effect exceeds the dtype's noise).
+    bf16 cannot run on the CPU (PK301: candle's CPU matmul has no BF16, so these modules fail
+    building the table itself); there the table alone is measured (docs/verify.md). mixtral at f16
+    fails at its first forward first (PK308), so its finding is NOT-REACHED there.
+
+    ## References
+    - https://github.com/huggingface/candle/issues/3698 (the RoPE table in the model dtype)
+    - docs/verify.md, "RoPE tables in half precision" (the table and the model, per family)
+    """
+
+    code = "PK317"
+    name = "rope-table-in-half-precision"
+    # the modules whose trait `ROPE_TABLE_IN_MODEL_DTYPE` is set (tests/unit/test_rope_table.py holds the two equal;
+    # listed, so that loading the rules imports no family module)
+    families = ("phi3", "qwen2", "gemma", "gemma2", "gemma3", "mixtral", "olmo2", "starcoder2", "stable_lm")
+    severity = "error"
+    effect = "silent"
+    fix_title = "Load with `DType::F32`, or patch the module's `RotaryEmbedding::new` to compute in F32 and cast cos/sin"
+    probe_kind = "numeric"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        t, fv = ctx.target, ctx.fv
+        if not self.ready(ctx) or fv is None or not fv.ok or t.dtype not in _MANTISSA or (t.dtype == "bf16" and t.device == "cpu"):
+            return
+        mp = fv.get("max_position_embeddings")
+        if not isinstance(mp, int) or isinstance(mp, bool) or mp <= 0:
+            return
+        planned = min(t.max_tokens, mp) if t.max_tokens is not None else mp
+        first, worst = position_error(t.dtype, planned - 1)
+        if planned - 1 < first:
+            return
+        src = ctx.family.trait("ROPE_TABLE_IN_MODEL_DTYPE")  # type: ignore[union-attr]
+        how = f"`--max-tokens` {t.max_tokens}" if t.max_tokens is not None and t.max_tokens <= mp else f"`max_position_embeddings` {mp}"
+        yield self.finding(
+            ctx,
+            f"{ctx.family.who} builds its RoPE table in {t.dtype} ({src}): positions from {first} on are rounded "  # type: ignore[union-attr]
+            f"({t.dtype} holds integers exactly only up to {first - 1}), so over {planned} positions ({how}) the rotary pair "
+            f"of inverse frequency 1 turns up to {worst:g} rad off and every angle is rounded to {t.dtype}; transformers "
+            f"keeps the table in f32 (the effect appears past {first} tokens)",
+            keys=("max_position_embeddings",) if t.max_tokens is None else self.keys(ctx),
+            transformers_value="f32",
+            candle_value=t.dtype,
+            as_candle=as_candle.edit(f"candle's {t.dtype} RoPE table", rope_table=t.dtype),
+        )
+
+
 RULES = (
     Bf16MatmulOnCpu,
     F16MatmulWithAccelerate,
@@ -492,4 +611,5 @@ RULES = (
     SequenceBeyondMaxPositions,
     SoftcappingSkippedByFlashAttn,
     MixtralExpertsBelowF32,
+    RopeTableInHalfPrecision,
 )

@@ -328,6 +328,9 @@ CASES: dict[str, tuple[Builder, Builder]] = {
         with_target(family("gemma2", attn_logit_softcapping=None), use_flash_attn=True, device="cuda", features=frozenset({"flash-attn", "cuda"})),
     ),
     "PK308": (with_target(CLEAN["mixtral"], dtype="f16"), CLEAN["mixtral"]),
+    # f16 holds positions exactly up to 2048: 2050 tokens reach position 2049, 2049 tokens do not
+    "PK317": (with_target(family("qwen2", max_position_embeddings=4096), dtype="f16", max_tokens=2050),
+              with_target(family("qwen2", max_position_embeddings=4096), dtype="f16", max_tokens=2049)),
     # a second turn and a batch (portkit/rules/runtime_paths.py): the target, then its twin
     "PK309": (with_target(CLEAN["qwen2"], dtype="f16", turns=2), with_target(CLEAN["qwen2"], turns=2)),
     "PK310": (with_target(CLEAN["gemma3"], turns=2, max_tokens=33), with_target(CLEAN["gemma3"], turns=2, max_tokens=32)),
@@ -496,6 +499,15 @@ VARIANTS += [
     ("PK308", with_target(CLEAN["mixtral"], dtype="f16"), "fails at the first forward with `dtype mismatch in mul, lhs: F16, rhs: F32`"),
     ("PK308", with_target(CLEAN["mixtral"], dtype="bf16", device="cuda"), "`dtype mismatch in mul, lhs: BF16, rhs: F32`"),
     ("PK308", with_target(CLEAN["mixtral"], dtype="bf16", device="metal"), "multiplies each expert's bf16 output"),
+    ("PK317", with_target(family("qwen2", max_position_embeddings=32768), dtype="f16"),
+     "candle 0.11.0's `qwen2` builds its RoPE table in f16 (qwen2.rs:47-63, :279): positions from 2049 on are rounded (f16 holds "
+     "integers exactly only up to 2048), so over 32768 positions (`max_position_embeddings` 32768) the rotary pair of inverse "
+     "frequency 1 turns up to 8 rad off"),
+    ("PK317", with_target(family("gemma", max_position_embeddings=8192), dtype="bf16", device="cuda", max_tokens=1100),
+     "positions from 257 on are rounded (bf16 holds integers exactly only up to 256), so over 1100 positions (`--max-tokens` 1100) "
+     "the rotary pair of inverse frequency 1 turns up to 4 rad off"),
+    ("PK317", with_target(family("stable_lm", max_position_embeddings=4096), dtype="f16", max_tokens=9000),
+     "over 4096 positions (`max_position_embeddings` 4096) the rotary pair of inverse frequency 1 turns up to 1 rad off"),
     ("PK309", with_target(CLEAN["olmo2"], dtype="f16", turns=2), "`dtype mismatch in cat, lhs: F16, rhs: F32`"),
     ("PK309", with_target(CLEAN["qwen2"], dtype="bf16", turns=2, device="cuda"), "`dtype mismatch in cat, lhs: BF16, rhs: F32`"),
     ("PK310", with_target(CLEAN["gemma3"], turns=2), "a conversation of more than 32 tokens"),
@@ -563,6 +575,11 @@ CLEAN_VARIANTS += [
     ("PK306", with_target(CLEAN["gemma3"], max_tokens=128)),
     ("PK307", family("gemma2")),  # no flash attention: candle caps on its plain path
     ("PK308", with_target(CLEAN["mixtral"], dtype="bf16")),  # bf16 on the CPU: PK301's matmul error comes first
+    ("PK317", with_target(family("qwen3", max_position_embeddings=32768), dtype="f16")),  # qwen3.rs builds its table in F32
+    ("PK317", with_target(family("llama", max_position_embeddings=32768), dtype="bf16", device="cuda")),  # llama.rs too
+    ("PK317", with_target(family("qwen2", max_position_embeddings=32768), dtype="bf16")),  # bf16 on the CPU: PK301 first
+    ("PK317", family("qwen2", max_position_embeddings=32768)),  # f32: the table holds every position
+    ("PK317", with_target(family("qwen2", max_position_embeddings=2049), dtype="f16")),  # the last position, 2048, is exact
     ("PK308", with_target(CLEAN["qwen3_moe"], dtype="f16")),  # qwen3_moe casts its routing weights
     ("PK308", with_target(CLEAN["mistral"], dtype="f16", device="cuda")),
     ("PK121", family("gemma3", num_hidden_layers=5)),  # five sliding layers, no full-attention one
