@@ -47,6 +47,9 @@ def test_f16_past_2048_positions_is_confirmed(outcomes, family: str) -> None:
     assert side["as_candle"] <= 0.5 * side["as_written"], side
     assert side["effect"] > 2 * side["noise"], side  # margin: measured 4x to 47x (docs/verify.md)
     assert "candle's f16 RoPE table" in o.pk317.evidence
+    word, line = o.f16.verdict()
+    if word == "agree":  # the tokens agree at f16 while the logits move: never "alike"
+        assert "confirmed by the logits distance" in line and "alike" not in line, line
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -594,7 +594,13 @@ def confirm_section(findings: Sequence[Finding], subject: Subject, ran: str) -> 
 def both_alike(confirmed: list) -> str:
     """The verdict's tail for findings confirmed where both sides agree: they are reported, and
     they do not make a mismatch."""
-    if not confirmed:
-        return ""
-    codes = ", ".join(dict.fromkeys(c.code for c in confirmed))
-    return f"; {len(confirmed)} finding{'s' if len(confirmed) != 1 else ''} confirmed on both sides alike ({codes})"
+    def part(cs: list, how: str) -> str:
+        codes = ", ".join(dict.fromkeys(c.code for c in cs))
+        return f"; {len(cs)} finding{'s' if len(cs) != 1 else ''} {how} ({codes})"
+
+    # a numeric finding confirmed under an agreeing verdict moved the logits less than the run's
+    # tolerance judges (f16/bf16: the tokens): the sides differ, not alike
+    numeric = [c for c in confirmed if getattr(c, "probe_kind", None) == "numeric"]
+    alike = [c for c in confirmed if c not in numeric]
+    return (part(alike, "confirmed on both sides alike") if alike else "") + (
+        part(numeric, "confirmed by the logits distance, within the tolerance this run judges by") if numeric else "")
