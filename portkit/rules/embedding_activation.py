@@ -9,8 +9,8 @@ config says. The checkpoint loads, every shape fits, and every vector is a littl
 from __future__ import annotations
 
 from portkit.encoders import ACT2FN_NAMES, ACTIVATIONS, same_function
-from portkit.encoders import detect as detect_encoder
-from portkit.rules.base import Context, Rule
+from portkit.rules.base import Context
+from portkit.rules.encoder_rule import EncoderRule, encoder_config
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from portkit.findings import Finding
 
 
-class EncoderActivationDiffers(Rule):
+class EncoderActivationDiffers(EncoderRule):
     """candle's encoder module computes another MLP activation than transformers for this config.
 
     ## What it does
@@ -60,18 +60,13 @@ class EncoderActivationDiffers(Rule):
 
     code = "PK616"
     name = "encoder-activation-differs"
-    group = "embedding"
-    families = ("*",)
     severity = "warning"
     effect = "numeric"
-    needs = ("config",)
     fix_title = "Compute the activation transformers computes (a local copy of the module)"
     probe_kind = "numeric"
-    probe_run = "embedding"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        doc = ctx.facts.config
-        enc = detect_encoder(doc.value) if doc is not None else None
+        doc, enc = encoder_config(ctx)
         if enc is None or enc.transformers_class is None:
             return  # no transformers class (jina_bert): nothing says what the checkpoint computes
         act = ACTIVATIONS[enc.name]

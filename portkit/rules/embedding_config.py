@@ -10,8 +10,8 @@ native wheel's `encoder_config` (tests/native/test_encoder_config_oracle.py).
 from __future__ import annotations
 
 from portkit.encoders import ACTIVATIONS, ENUM_VALUES, KEY_PAIRS, NOMIC_DEFAULTS, NOMIC_KEYS, REQUIRED, SAVED_AS
-from portkit.encoders import detect as detect_encoder
-from portkit.rules.base import Context, Rule
+from portkit.rules.base import Context
+from portkit.rules.encoder_rule import EncoderRule, encoder_config
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def _saved(cfg: dict, encoder: str, key: str) -> str:
     return f"transformers 5 saved it as `{other}`" if other is not None and _has(cfg, other) else "absent"
 
 
-class EncoderConfigMissingField(Rule):
+class EncoderConfigMissingField(EncoderRule):
     """candle's encoder module refuses the config: a key its serde `Config` requires is absent.
 
     ## What it does
@@ -91,18 +91,13 @@ class EncoderConfigMissingField(Rule):
 
     code = "PK612"
     name = "encoder-config-missing-field"
-    group = "embedding"
-    families = ("*",)
     severity = "error"
     effect = "load-error"
-    needs = ("config",)
     fix_title = "Add the keys candle's encoder Config requires"
     probe_kind = "crash"
-    probe_run = "embedding"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        doc = ctx.facts.config
-        enc = detect_encoder(doc.value) if doc is not None else None
+        doc, enc = encoder_config(ctx)
         if enc is None:
             return
         missing = [k for k in REQUIRED[enc.name] if k not in doc.value]
@@ -143,7 +138,7 @@ def serde_refusal(value: object, accepted: tuple[str, ...] | None) -> str:
     return "expected newtype variant" if accepted is None and value in _NEWTYPE_VARIANTS else f"unknown variant `{value}`"
 
 
-class EncoderConfigValueRefused(Rule):
+class EncoderConfigValueRefused(EncoderRule):
     """candle's encoder module refuses the config: a value its serde enums do not know.
 
     ## What it does
@@ -178,18 +173,13 @@ class EncoderConfigValueRefused(Rule):
 
     code = "PK615"
     name = "encoder-config-value-refused"
-    group = "embedding"
-    families = ("*",)
     severity = "error"
     effect = "load-error"
-    needs = ("config",)
     fix_title = "Build the module with the activation the checkpoint was trained with"
     probe_kind = "crash"
-    probe_run = "embedding"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        doc = ctx.facts.config
-        enc = detect_encoder(doc.value) if doc is not None else None
+        doc, enc = encoder_config(ctx)
         if enc is None:
             return
         refused = refused_values(doc.value, enc.name)
@@ -203,7 +193,7 @@ class EncoderConfigValueRefused(Rule):
                            expect=serde_refusal(value, accepted))  # fmt: skip
 
 
-class NomicBertKeysDefaulted(Rule):
+class NomicBertKeysDefaulted(EncoderRule):
     """nomic_bert.rs reads GPT-2-style keys and defaults them: transformers' keys are ignored.
 
     ## What it does
@@ -236,18 +226,13 @@ class NomicBertKeysDefaulted(Rule):
 
     code = "PK613"
     name = "nomic-bert-keys-defaulted"
-    group = "embedding"
-    families = ("*",)
     severity = "error"
     effect = "load-error"
-    needs = ("config",)
     fix_title = "Add nomic_bert's GPT-2-style keys"
     probe_kind = "crash"
-    probe_run = "embedding"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        doc = ctx.facts.config
-        enc = detect_encoder(doc.value) if doc is not None else None
+        doc, enc = encoder_config(ctx)
         if enc is None or enc.name != "nomic_bert":
             return
         ignored = {t: c for t, c in NOMIC_KEYS.items() if t in doc.value and c not in doc.value and doc.value[t] != NOMIC_DEFAULTS[c]}
@@ -259,7 +244,7 @@ class NomicBertKeysDefaulted(Rule):
                            fix_edits={c: doc.value[t] for t, c in ignored.items()}, expect="shape mismatch")  # fmt: skip
 
 
-class ModernBertModelPrefix(Rule):
+class ModernBertModelPrefix(EncoderRule):
     """candle's ModernBert looks its tensors up under `model.`: a ModernBertModel checkpoint has none.
 
     ## What it does
@@ -291,18 +276,14 @@ class ModernBertModelPrefix(Rule):
 
     code = "PK614"
     name = "modernbert-model-prefix"
-    group = "embedding"
-    families = ("*",)
     severity = "error"
     effect = "load-error"
     needs = ("config", "safetensors")
     fix_title = "Load ModernBERT's tensors without the `model.` prefix candle adds"
     probe_kind = "crash"
-    probe_run = "embedding"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        doc, st = ctx.facts.config, ctx.facts.safetensors
-        enc = detect_encoder(doc.value) if doc is not None else None
+        (doc, enc), st = encoder_config(ctx), ctx.facts.safetensors
         if enc is None or enc.name != "modernbert" or st is None:
             return
         names = st.tensors
@@ -313,7 +294,7 @@ class ModernBertModelPrefix(Rule):
                                expect="cannot find tensor model.embeddings")  # fmt: skip
 
 
-class EncoderConfigKeysDisagree(Rule):
+class EncoderConfigKeysDisagree(EncoderRule):
     """candle and transformers read one value under two keys, and config.json gives them different values.
 
     ## What it does
@@ -351,18 +332,13 @@ class EncoderConfigKeysDisagree(Rule):
 
     code = "PK617"
     name = "encoder-config-keys-disagree"
-    group = "embedding"
-    families = ("*",)
     severity = "warning"
     effect = "numeric"
-    needs = ("config",)
     fix_title = "Give candle's key transformers' value"
     probe_kind = "numeric"
-    probe_run = "embedding"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        doc = ctx.facts.config
-        enc = detect_encoder(doc.value) if doc is not None else None
+        doc, enc = encoder_config(ctx)
         if enc is None:
             return
         cfg = doc.value

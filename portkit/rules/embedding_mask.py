@@ -9,8 +9,8 @@ A program that embeds one text at a time never sees the difference; one padded b
 
 from __future__ import annotations
 
-from portkit.encoders import detect as detect_encoder
-from portkit.rules.base import Context, Rule
+from portkit.rules.base import Context
+from portkit.rules.encoder_rule import EncoderRule, encoder_config
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ _WITHOUT = {
 }
 
 
-class EncoderPaddingMask(Rule):
+class EncoderPaddingMask(EncoderRule):
     """The padding mask the program must pass candle's encoder module in a padded batch.
 
     ## What it does
@@ -72,18 +72,13 @@ class EncoderPaddingMask(Rule):
 
     code = "PK611"
     name = "encoder-padding-mask"
-    group = "embedding"
-    families = ("*",)
     severity = "warning"
     effect = "numeric"
-    needs = ("config",)
     fix_title = "Pass the padding mask as the encoder module takes it"
     probe_kind = "numeric"
-    probe_run = "embedding"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        doc = ctx.facts.config
-        enc = detect_encoder(doc.value) if doc is not None else None
+        doc, enc = encoder_config(ctx)
         if enc is None:
             return
         if enc.mask is None:
@@ -95,7 +90,7 @@ class EncoderPaddingMask(Rule):
                            probe_patch={"program": "no-mask"})  # fmt: skip
 
 
-class BertHalfPrecisionMask(Rule):
+class BertHalfPrecisionMask(EncoderRule):
     """bert.rs in f16 or bf16: the attention mask it builds is NaN on every attended position.
 
     ## What it does
@@ -129,18 +124,13 @@ class BertHalfPrecisionMask(Rule):
 
     code = "PK618"
     name = "bert-half-precision-mask-nan"
-    group = "embedding"
-    families = ("*",)
     severity = "error"
     effect = "numeric"
-    needs = ("config",)
     fix_title = "Run candle's bert in f32"
     probe_kind = "numeric"
-    probe_run = "embedding"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        doc = ctx.facts.config
-        enc = detect_encoder(doc.value) if doc is not None else None
+        doc, enc = encoder_config(ctx)
         dtype = ctx.target.dtype
         if enc is None or enc.name != "bert" or dtype not in ("f16", "bf16"):
             return

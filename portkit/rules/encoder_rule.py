@@ -1,0 +1,29 @@
+"""What every PK6xx rule on candle's encoder modules shares: finding the module config.json loads
+into, and the class attributes of a rule on it."""
+
+from __future__ import annotations
+
+from portkit.encoders import detect as detect_encoder
+from portkit.rules.base import Context, Rule
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from portkit.encoders import Encoder
+
+
+def encoder_config(ctx: Context) -> tuple[Any, Encoder | None]:
+    """config.json's document and the candle encoder module it loads into (None: no encoder's)."""
+    doc = ctx.facts.config
+    return doc, (detect_encoder(doc.value) if doc is not None else None)
+
+
+class EncoderRule(Rule):
+    """A rule on a checkpoint that loads into one of candle 0.11.0's encoder modules: it reads
+    config.json, applies whatever the family, and verify's embedding run judges it."""
+
+    group = "embedding"
+    families = ("*",)
+    needs = ("config",)
+    probe_run = "embedding"
