@@ -13,7 +13,9 @@ use crate::llama::LlamaRunner as LlamaCore;
 use crate::requested;
 use crate::tokenizer::CrateTokenizer;
 use numpy::ndarray::{ArrayD, IxDyn};
-use numpy::{IntoPyArray, PyArray1, PyArrayDyn};
+use crate::generation_copy::Sampling;
+use crate::sampling::{Call, Sampler};
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyArrayDyn, PyReadonlyArray2};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyFileNotFoundError, PyNotImplementedError, PyValueError};
 use pyo3::prelude::*;
@@ -565,6 +567,58 @@ fn render_chat_template(
     py.detach(|| chat_template::render(renderer, &template, &request_json, switches)).map_err(to_py)
 }
 
+/// The weights candle's sampler draws each step's token from (`crate::sampling`): `logits`
+/// [steps, vocab] (f32), `contexts[k]` every token before step k (the prompt's included).
+/// `sampling`: "new" (`LogitsProcessor::new(seed, temperature, top_p)`) or a `Sampling` variant
+/// by name, with the parameters it takes.
+#[pyfunction]
+#[pyo3(signature = (logits, contexts, sampling, *, temperature=None, top_k=None, top_p=None, repeat_penalty=1.0, repeat_last_n=64, top_k_renormalised=None, seed=299792458))]
+#[allow(clippy::too_many_arguments)]
+fn sampling_weights<'py>(
+    py: Python<'py>,
+    logits: PyReadonlyArray2<'py, f32>,
+    contexts: Vec<Vec<u32>>,
+    sampling: &str,
+    temperature: Option<f64>,
+    top_k: Option<usize>,
+    top_p: Option<f64>,
+    repeat_penalty: f32,
+    repeat_last_n: usize,
+    top_k_renormalised: Option<usize>,
+    seed: u64,
+) -> PyResult<Bound<'py, PyArray2<f32>>> {
+    let need = |name: &str, v: Option<f64>| v.ok_or_else(|| PyValueError::new_err(format!("Sampling::{sampling} needs `{name}`")));
+    let k = || top_k.ok_or_else(|| PyValueError::new_err(format!("Sampling::{sampling} needs `top_k`")));
+    let call = match sampling {
+        "new" => Call::New { temperature, top_p },
+        "ArgMax" => Call::FromSampling(Sampling::ArgMax),
+        "All" => Call::FromSampling(Sampling::All { temperature: need("temperature", temperature)? }),
+        "TopK" => Call::FromSampling(Sampling::TopK { k: k()?, temperature: need("temperature", temperature)? }),
+        "TopP" => Call::FromSampling(Sampling::TopP { p: need("top_p", top_p)?, temperature: need("temperature", temperature)? }),
+        "TopKThenTopP" => Call::FromSampling(Sampling::TopKThenTopP { k: k()?, p: need("top_p", top_p)?, temperature: need("temperature", temperature)? }),
+        "GumbelSoftmax" => Call::FromSampling(Sampling::GumbelSoftmax { temperature: need("temperature", temperature)? }),
+        other => return Err(PyValueError::new_err(format!("unknown sampling {other:?}: new, ArgMax, All, TopK, TopP, TopKThenTopP or GumbelSoftmax"))),
+    };
+    let rows = logits.as_array();
+    let (steps, vocab) = rows.dim();
+    if contexts.len() != steps {
+        return Err(PyValueError::new_err(format!("{steps} rows of logits but {} contexts", contexts.len())));
+    }
+    let sampler = Sampler { call, repeat_penalty, repeat_last_n, top_k_renormalised };
+    let flat: Vec<f32> = rows.iter().copied().collect();
+    let out = py
+        .detach(|| -> candle_core::Result<Vec<f32>> {
+            let mut out = Vec::with_capacity(steps * vocab);
+            for (k, context) in contexts.iter().enumerate() {
+                out.extend(sampler.weights(&flat[k * vocab..(k + 1) * vocab], context, seed)?);
+            }
+            Ok(out)
+        })
+        .map_err(|e| CandleError::new_err(e.to_string()))?;
+    let nd = numpy::ndarray::Array2::from_shape_vec((steps, vocab), out).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(nd.into_pyarray(py))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -573,6 +627,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_device, m)?)?;
     m.add_function(wrap_pyfunction!(capture_layers, m)?)?;
     m.add_function(wrap_pyfunction!(families, m)?)?;
+    m.add_function(wrap_pyfunction!(sampling_weights, m)?)?;
     m.add_function(wrap_pyfunction!(capture_families, m)?)?;
     m.add_function(wrap_pyfunction!(encoder_capture_families, m)?)?;
     m.add_function(wrap_pyfunction!(gguf_loaders, m)?)?;

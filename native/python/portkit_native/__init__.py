@@ -38,6 +38,7 @@ from ._native import (
     gguf_loaders,
     release_memory,
     requested_tensors,
+    sampling_weights,
 )
 
 __all__ = [
@@ -69,6 +70,7 @@ __all__ = [
     "release_memory",
     "render_chat_template",
     "requested_tensors",
+    "sampling_weights",
 ]
 
 

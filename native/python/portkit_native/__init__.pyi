@@ -69,6 +69,31 @@ def candle_config(config_json: str, family: str = "llama") -> dict[str, Any]:
 def families() -> list[str]:
     """The family keys this wheel has a config binding and a runner for (candle module names)."""
 
+def sampling_weights(
+    logits: "np.ndarray",
+    contexts: list[list[int]],
+    sampling: str,
+    *,
+    temperature: float | None = None,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    repeat_penalty: float = 1.0,
+    repeat_last_n: int = 64,
+    top_k_renormalised: int | None = None,
+    seed: int = 299792458,
+) -> "np.ndarray":
+    """The unnormalised weights candle's sampler draws each step's token from, [steps, vocab] f32.
+
+    `logits` [steps, vocab] f32; `contexts[k]`: every token before step k, the prompt's included.
+    `sampling`: "new" (`LogitsProcessor::new(seed, temperature, top_p)`) or a `Sampling` variant
+    by name (ArgMax, All, TopK, TopP, TopKThenTopP, GumbelSoftmax) with the parameters it takes.
+    `repeat_penalty` != 1: candle-transformers' `apply_repeat_penalty` over the last
+    `repeat_last_n` tokens first; `top_k_renormalised`: `sample_f` with a closure that keeps the
+    top k and renormalises. Computed by candle-transformers 0.11.0's `LogitsProcessor` text
+    (native/src/generation_copy.rs), which records the weights it draws from. ValueError for a
+    variant without its parameters or an unknown one.
+    """
+
 def encoder_capture_families() -> list[str]:
     """The encoders whose layers and sub-layers a copy proven bit-identical to the library records."""
 
