@@ -69,6 +69,9 @@ def lint_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--turns", type=int, nargs="?", const=2, metavar="N",
                    help="multi-token segments you feed to one KV cache; --turns alone: 2, a chat's second turn (default: 1)")
     g.add_argument("--batch", type=int, metavar="N", help="rows of equal length you run in one forward (default: 1)")
+    from portkit.semantics.sampling import SAMPLER_HELP
+
+    g.add_argument("--sampler", metavar="SPEC", help=SAMPLER_HELP)
 
 
 def _settings(args: argparse.Namespace) -> Any:
@@ -82,7 +85,7 @@ def _settings(args: argparse.Namespace) -> Any:
             raise UsageError(f"unknown rule selector `{s}` (see `portkit rules`)")
     explicit = set()
     tgt: dict[str, Any] = {}
-    for name in ("device", "dtype", "max_tokens", "max_prompt_tokens", "use_flash_attn", "turns", "batch"):
+    for name in ("device", "dtype", "max_tokens", "max_prompt_tokens", "use_flash_attn", "turns", "batch", "sampler"):
         v = getattr(args, name)
         if v is not None:
             tgt[name] = v

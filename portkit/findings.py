@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Severity = Literal["error", "warning", "info"]
-ProbeKind = Literal["numeric", "crash", "static-only", "tokens", "template"]
+ProbeKind = Literal["numeric", "crash", "static-only", "tokens", "template", "sampling"]
 #: The run of `portkit verify` a probe needs: "prompt" (the one every verify makes), "tokens" (the
 #: tokens section: both tokenizers' ids, no forward), "turns" (a continuation on the warm KV
 #: cache), "batch" (rows in one forward), "padded-batch" (the same rows with a padding mask) or
 #: "embedding" (an embedding model's run: its padded batch and the counterfactual program the
 #: probe's patch names, `{"program": "no-mask" | "pool-over-pads"}`).
-ProbeRun = Literal["prompt", "tokens", "turns", "batch", "padded-batch", "embedding"]
+ProbeRun = Literal["prompt", "tokens", "turns", "batch", "padded-batch", "embedding", "sampling"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,6 +72,10 @@ class Probe:
     construct breaks (`environments`: "refuses" or "differs"), the text its refusal carries
     (`expect`) and the template lines; confirmed by that refusal, or by a counterfactual that
     removes the differing renders.
+    sampling: on the reference's logits at each teacher-forced step, the distribution candle's
+    sampler draws from (the program's, `portkit.semantics.sampling`) against the one `generate()`
+    draws from; `patch` names the difference (`{"sampling": key}`); confirmed when the distance is
+    over its bound and the difference's own counterfactual removes it (`portkit.verify.sections.sampling`).
     """
 
     kind: ProbeKind  # the tag: which of the fields below the probe uses

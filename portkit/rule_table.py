@@ -18,7 +18,7 @@ WIDTH = 100
 # (header, width) of the fixed columns; "families" takes what is left of WIDTH
 _COLUMNS = (("code", 5), ("fix", 3), ("name", 33), ("group", 9), ("severity", 8), ("verify", 7), ("status", 7))
 # the probe verify runs; "none": static-only, reported NOT-PROBED with the rule's reason
-_VERIFY = {"numeric": "numeric", "crash": "crash", "static-only": "none", "tokens": "tokens", "template": "render"}
+_VERIFY = {"numeric": "numeric", "crash": "crash", "static-only": "none", "tokens": "tokens", "template": "render", "sampling": "sampling"}
 
 
 def groups() -> list[str]:

@@ -13,6 +13,7 @@
     max-tokens = 8192
     turns = 2                   # a chat's second turn on the warm KV cache (default 1)
     batch = 8                   # rows of equal length in one forward (default 1)
+    sampler = "candle-examples" # the candle program's sampler (PK510; docs/verify.md, "Sampling")
 
 A command-line `--select` replaces the file's `select`; `--ignore` adds to its `ignore`;
 target options on the command line win.
@@ -31,7 +32,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see port
 if TYPE_CHECKING:
     from typing import Any
 
-_KEYS = {"select", "ignore", "preview", "device", "dtype", "features", "max-tokens", "max-prompt-tokens", "use-flash-attn", "turns", "batch"}
+_KEYS = {"select", "ignore", "preview", "device", "dtype", "features", "max-tokens", "max-prompt-tokens", "use-flash-attn", "turns", "batch", "sampler"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,7 +108,7 @@ def for_dir(base: Settings, model_dir: Path) -> Settings:
     if "preview" in table and "preview" not in base.explicit:
         upd["preview"] = bool(table["preview"])
     tgt: dict[str, Any] = base.target.to_dict()
-    for key, name in (("device", "device"), ("dtype", "dtype"), ("features", "features"), ("max-tokens", "max_tokens"), ("max-prompt-tokens", "max_prompt_tokens"), ("use-flash-attn", "use_flash_attn"), ("turns", "turns"), ("batch", "batch")):
+    for key, name in (("device", "device"), ("dtype", "dtype"), ("features", "features"), ("max-tokens", "max_tokens"), ("max-prompt-tokens", "max_prompt_tokens"), ("use-flash-attn", "use_flash_attn"), ("turns", "turns"), ("batch", "batch"), ("sampler", "sampler")):
         if key in table and name not in base.explicit:
             tgt[name] = table[key]
     try:

@@ -41,6 +41,9 @@ class Target:
     # multi-token segments fed to one KV cache (2: a chat's second turn, at an offset on the warm cache)
     turns: int = 1
     batch: int = 1  # rows of equal length in one forward (servers, embedding programs)
+    # the candle program's sampler (`portkit.semantics.sampling.parse`: a preset or key=value
+    # pairs); None: generation_config.json's values passed as candle's call takes them
+    sampler: str | None = None
 
     def __post_init__(self) -> None:
         _one_of("device", self.device, DEVICES)
@@ -53,6 +56,12 @@ class Target:
             object.__setattr__(self, "max_prompt_tokens", _int(self.max_prompt_tokens))
         object.__setattr__(self, "turns", _count("turns", self.turns))
         object.__setattr__(self, "batch", _count("batch", self.batch))
+        if self.sampler is not None:
+            if not isinstance(self.sampler, str):
+                raise ValueError(f"`sampler` should be a preset name or key=value pairs, got {self.sampler!r:.40}")
+            from portkit.semantics.sampling import parse  # only when one is stated
+
+            parse(self.sampler)  # SamplerError is a ValueError: one line
 
     @property
     def prefill_tokens(self) -> int | None:
@@ -75,7 +84,7 @@ class Target:
 
     def to_dict(self) -> dict[str, Any]:
         return {"device": self.device, "dtype": self.dtype, "features": self.features, "use_flash_attn": self.use_flash_attn, "max_tokens": self.max_tokens, "max_prompt_tokens": self.max_prompt_tokens,
-                "turns": self.turns, "batch": self.batch}
+                "turns": self.turns, "batch": self.batch, "sampler": self.sampler}
 
 
 def _one_of(name: str, v: Any, allowed: tuple[str, ...]) -> None:

@@ -100,6 +100,32 @@ mod tests {
         assert_eq!(kept(&advised.weights(&flat, &[], 1).unwrap()), 16);
     }
 
+    /// The copy draws exactly the library's tokens (same seed, same rng stream), and every token
+    /// it draws has a weight: the recorded weights are what it drew from.
+    #[test]
+    fn the_copy_draws_the_librarys_tokens() {
+        use candle_transformers::generation as lib;
+        let logits: Vec<f32> = (0..300).map(|i| ((i * 7919) % 101) as f32 / 17.0).collect();
+        let t = Tensor::from_slice(&logits, logits.len(), &Device::Cpu).unwrap();
+        let pairs = [
+            (Sampling::ArgMax, lib::Sampling::ArgMax),
+            (Sampling::All { temperature: 0.7 }, lib::Sampling::All { temperature: 0.7 }),
+            (Sampling::TopK { k: 12, temperature: 0.9 }, lib::Sampling::TopK { k: 12, temperature: 0.9 }),
+            (Sampling::TopP { p: 0.6, temperature: 1.3 }, lib::Sampling::TopP { p: 0.6, temperature: 1.3 }),
+            (Sampling::TopKThenTopP { k: 40, p: 0.5, temperature: 1.0 }, lib::Sampling::TopKThenTopP { k: 40, p: 0.5, temperature: 1.0 }),
+        ];
+        for (ours, theirs) in pairs {
+            let mut copy = LogitsProcessor::from_sampling(7, ours.clone());
+            let mut library = lib::LogitsProcessor::from_sampling(7, theirs);
+            for _ in 0..50 {
+                let token = copy.sample(&t).unwrap();
+                assert_eq!(token, library.sample(&t).unwrap(), "{ours:?}");
+                assert!(copy.weights[token as usize] > 0.0, "{ours:?}: drew a token of weight 0");
+                assert_eq!(copy.weights.len(), logits.len());
+            }
+        }
+    }
+
     #[test]
     fn repeat_penalty_reads_only_the_window() {
         let logits = vec![1f32, 1.0, 1.0, 1.0];

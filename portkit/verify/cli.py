@@ -65,6 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also run N rows of the prompt's length in one candle forward, each against the same row alone and against "
         "transformers (default: 1)",
     )
+    from portkit.semantics.sampling import SAMPLER_HELP
+
+    parser.add_argument("--sampler", metavar="SPEC", help=SAMPLER_HELP + "; a stated sampler that differs makes verify exit 1")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     parser.add_argument("--plot", type=Path, metavar="FILE.png", help="write the per-layer relative errors as a PNG (needs matplotlib)")
     # Same spelling as `portkit lint --use-flash-attn` (candle's field); --flash-attn kept as an alias.
@@ -127,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
         cache=getattr(args, "cache", True),
         turns=getattr(args, "turns", 1),
         batch=getattr(args, "batch", 1),
+        sampler=getattr(args, "sampler", None),
     )
     try:
         if args.plot is not None:  # checked before anything runs, after the run's own options

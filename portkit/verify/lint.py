@@ -28,12 +28,12 @@ class LintInputError(RuntimeError):
     """lint could not read the input (its exit-2 case); the message is lint's line."""
 
 
-TARGET_FIELDS = frozenset({"device", "dtype", "features", "max_tokens", "max_prompt_tokens", "use_flash_attn", "turns", "batch"})
+TARGET_FIELDS = frozenset({"device", "dtype", "features", "max_tokens", "max_prompt_tokens", "use_flash_attn", "turns", "batch", "sampler"})
 
 
 def make_settings(
     device: str, dtype: str, use_flash_attn: bool, max_tokens: int | None, build: dict[str, Any], max_prompt_tokens: int | None = None,
-    turns: int = 1, batch: int = 1,
+    turns: int = 1, batch: int = 1, sampler: str | None = None,
 ) -> Settings:
     feats = set()
     if build.get("accelerate"):
@@ -44,8 +44,9 @@ def make_settings(
         if dev in ("metal", "cuda"):
             feats.add(dev)
     target = Target(device=device, dtype=dtype, features=frozenset(feats), use_flash_attn=use_flash_attn, max_tokens=max_tokens,
-                    max_prompt_tokens=max_prompt_tokens, turns=turns, batch=batch)  # type: ignore[arg-type]
-    return Settings(target=target, explicit=TARGET_FIELDS)
+                    max_prompt_tokens=max_prompt_tokens, turns=turns, batch=batch, sampler=sampler)  # type: ignore[arg-type]
+    # verify's own run wins over [tool.portkit], but for a sampler the command line did not state
+    return Settings(target=target, explicit=TARGET_FIELDS if sampler is not None else TARGET_FIELDS - {"sampler"})
 
 
 def lint(paths: list[Path], settings: Settings) -> tuple[list[Finding], list[str]]:
@@ -96,6 +97,7 @@ class Routed:
     prompt: list[Finding]  # judged on the prompt's forward (and the findings' counterfactuals)
     tokens: list[Finding]  # the tokens section: both tokenizers' ids, no forward
     paths: list[Finding]  # a second turn's or a batch's run
+    sampling: list[Finding]  # the sampling section, on the reference's step rows
 
 
 def route(findings: Sequence[Finding]) -> Routed:
@@ -103,6 +105,7 @@ def route(findings: Sequence[Finding]) -> Routed:
         prompt=[f for f in findings if _needs(f) == "prompt"],
         tokens=[f for f in findings if _needs(f) == "tokens"],
         paths=[f for f in findings if f.probe is not None and f.probe.on_path],
+        sampling=[f for f in findings if _needs(f) == "sampling"],
     )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -44,6 +44,7 @@ from portkit.verify.reference.result import Reference
 from portkit.verify.reference.session import ReferenceSession, start_early
 from portkit.verify.reference.tokenizer import record, recorded
 from portkit.verify.sections import paths
+from portkit.verify.sections import sampling as sampling_section
 from portkit.verify.sections.gguf import GgufFile, GgufSection, start_gguf, verify_gguf
 from portkit.verify.sections.paths import TITLES, PathPlan, PathsReport
 from portkit.verify.sections.tokens import (
@@ -83,6 +84,7 @@ class VerifyOptions:
     cache: bool = True  # the reference's and candle's caches under $PORTKIT_CACHE (--no-cache: off)
     turns: int = 1  # 2: a second turn on the warm KV cache (`portkit.verify.sections.paths`)
     batch: int = 1  # rows in one forward (`portkit.verify.sections.paths`)
+    sampler: str | None = None  # the candle program's sampler (`portkit.semantics.sampling.parse`); None: [tool.portkit]'s, else the plain call
 
 
 @dataclass
@@ -112,6 +114,7 @@ class VerifyReport:
     explanation: Explanation | None = None  # what accounts for candle's mismatch
     as_candle_runs: list[dict[str, Any]] = field(default_factory=list)  # transformers run as candle computes
     paths: PathsReport | None = None  # with --turns or --batch
+    sampling: sampling_section.SamplingSection | None = None  # with a generation_config.json or a stated sampler
 
     @property
     def reference_runs(self) -> dict[str, Any]:
@@ -137,7 +140,8 @@ class VerifyReport:
     @property
     def all_findings(self) -> list[Confirmation]:
         paths = self.paths.findings if self.paths is not None else []
-        return self.findings + (self.gguf.findings if self.gguf else []) + (self.tokenizer.findings if self.tokenizer else []) + paths
+        sampled = self.sampling.findings if self.sampling is not None else []
+        return self.findings + (self.gguf.findings if self.gguf else []) + (self.tokenizer.findings if self.tokenizer else []) + paths + sampled
 
     @property
     def exit_code(self) -> int:
@@ -146,7 +150,7 @@ class VerifyReport:
         # 1 only when a side differs or fails: a finding confirmed where both sides agree (BOS
         # twice on both, PK509) is reported, not a mismatch
         ok = self.candle_ok and (self.gguf is None or self.gguf.ok) and (self.tokenizer is None or self.tokenizer.ok)
-        ok = ok and (self.paths is None or self.paths.ok)
+        ok = ok and (self.paths is None or self.paths.ok) and (self.sampling is None or self.sampling.ok)
         return 0 if ok else 1
 
     def verdict(self) -> tuple[str, str]:
@@ -175,6 +179,8 @@ class VerifyReport:
             bits.append(("the GGUF differs from transformers" if self.gguf.run.failure is None else "the GGUF failed in candle") + _why(self.gguf.explanation))
         if self.paths is not None:
             bits += [f"the {TITLES[c.path.name]} {'failed in' if c.path.run.failure else 'differs from transformers in'} {s.subject}" for s in self.paths.sections for c in s.checks if not c.ok]
+        if self.sampling is not None and not self.sampling.ok:
+            bits.append(f"the stated sampler draws from another distribution than generate() (distance {self.sampling.program.worst:.3g})")
         if confirmed:
             bits.append(f"{len(confirmed)} finding{'s' if len(confirmed) != 1 else ''} confirmed")
         return "mismatch", "MISMATCH: " + "; ".join(bits)
@@ -211,6 +217,7 @@ def _lint_target(opts: VerifyOptions, prompt_tokens: int, tokens: int, pn: Any =
         max_tokens=max(prompt_tokens + tokens, 1),
         max_prompt_tokens=max(prompt_tokens, 1),
         build=pn.build_info() if pn is not None else {},
+        sampler=opts.sampler,
     )
 
 
@@ -324,6 +331,7 @@ class VerifyRun:
         """The phases, in the order they run (transformers computes in its own process from
         `send_reference` to `reference`, while this one runs the GGUF and a first counterfactual)."""
         timed = self.timings.timed
+        self.sampler  # a sampler verify cannot read stops it here (exit 2), before anything runs
         with timed("load"):
             found, gguf_found, lint_note = self.lint()
         with timed("candle"):
@@ -345,14 +353,25 @@ class VerifyRun:
             tokenizer = tokenizer_section(self.model.root, found.tokens, self.progress, transformers=self.tokenizer)
         gguf = self.gguf(reference, gguf_found.prompt, as_candle, gguf_started, lint_note)
         paths_report = self.paths(reference, found.paths, gguf, gguf_found.paths)
+        with timed("sampling"):
+            sampled = sampling_section.verify_sampling(self.model.root, reference, found.sampling, self.sampler, self.native)
         return VerifyReport(
             options=self.opts, model=self.model, prompt=self.prompt, tolerance=self.tol, versions=_versions(self.native), reference=reference,
             run=run, comparison=comparison, findings=hf.findings, lint_note=lint_note, gguf=gguf, seconds=time.perf_counter() - t_start,
             nonfinite=nonfinite, timings=self.timings.rounded(), family=self.family.name, layers_note=self.layers_note,
             runs=[run, *hf.runs, *(gguf.runs if gguf else []), *(paths_report.runs if paths_report else [])],
             explanation=hf.explanation, as_candle_runs=as_candle.runs, tokenizer=tokenizer, greedy_stop=stop_description(reference, judge.stop),
-            run_plan=self.session.plan(int(self.native.cpu_threads())), paths=paths_report,
+            run_plan=self.session.plan(int(self.native.cpu_threads())), paths=paths_report, sampling=sampled,
         )
+
+    @cached_property
+    def sampler(self) -> str | None:
+        """The candle program's sampler as stated (--sampler, else [tool.portkit]); None: the plain call."""
+        return sampling_section.resolve(self.opts.sampler, self.model.root)
+
+    @property
+    def sampler_request(self) -> dict[str, Any] | None:
+        return sampling_section.request(self.model.root, self.sampler)
 
     @property
     def capture(self) -> bool:
@@ -380,7 +399,7 @@ class VerifyRun:
     def send_reference(self, run: RunOutputs, forced: list[int] | None) -> dict[str, Any] | None:
         """The reference's forward on candle's tokens (and the paths' inputs), then transformers'
         tokenizer record: both computed by the reference's process while this one goes on."""
-        extra = self.plan.reference_request(forced)
+        extra = self.plan.reference_request(forced, self.sampler_request)
         self.job.submit(forced, extra, run.layers if run.failure is None else None)
         if has_tokenizer(self.model.root):
             self.tokenizer.send()

@@ -15,10 +15,10 @@ Edit = Callable[[dict[str, Any]], None]
 
 
 def shape(name: str, variant: str = "trigger", *, tokenizer: Edit | None = None, config: Edit | None = None,
-          generation: Edit | None = None, files: dict[str, Any] | None = None) -> Builder:  # fmt: skip
+          generation: Edit | None = None, files: dict[str, Any] | None = None, target: dict[str, Any] | None = None) -> Builder:  # fmt: skip
     """A shape's tokenizer files, edited: `tokenizer`/`config`/`generation` change tokenizer.json,
     tokenizer_config.json and generation_config.json in place; `files` adds or replaces files
-    (None removes one)."""
+    (None removes one); `target`: lint's target (`--sampler`, ...)."""
 
     def b(root: Path) -> tuple[Path, dict[str, Any]]:
         write_tokenizer(root, name, variant)  # type: ignore[arg-type]
@@ -33,7 +33,7 @@ def shape(name: str, variant: str = "trigger", *, tokenizer: Edit | None = None,
                 (root / fname).unlink(missing_ok=True)
             else:
                 (root / fname).write_text(value if isinstance(value, str) else json.dumps(value, indent=2), encoding="utf-8")
-        return root, {}
+        return root, dict(target or {})
 
     return b
 
@@ -99,7 +99,13 @@ TOKENIZER_VARIANTS: list[tuple[str, Builder, str]] = [
     ("PK508", shape("qwen2", files={"generation_config.json": None, "config.json": {"model_type": "qwen3", "eos_token_id": [476, 474]}}), "(config.json)"),
     ("PK509", shape("llama3"), "`{{ bos_token }}`"),
     ("PK509", shape("llama3", config=lambda d: d.pop("chat_template"), files={"chat_template.jinja": "<|begin_of_text|>{{ messages[0]['content'] }}"}), "writes `<|begin_of_text|>`"),
-    ("PK510", shape("llama3", generation=_set(do_sample=False, repetition_penalty=1.1)), "`repetition_penalty`=1.1"),
+    ("PK510", shape("llama3", generation=_set(do_sample=False, repetition_penalty=1.1)), "penalises only the last 64 tokens"),
+    # the Llama-3 shape (do_sample, 0.6, 0.9, no top_k): generate()'s implicit top-k
+    ("PK510", shape("llama3"), "fills `top_k`=50 into every generation config"),
+    ("PK510", shape("llama3", generation=_set(top_k=20, top_p=0.8)), "`Sampling::TopKThenTopP` applies its top-p 0.8 to the top 20"),
+    ("PK510", shape("llama3", generation=_set(min_p=0.05)), "`min_p`=0.05: candle's LogitsProcessor has no equivalent"),
+    ("PK510", shape("llama3", target={"sampler": "candle-examples"}), "`LogitsProcessor::new(seed, None, None)` decodes greedily"),
+    ("PK510", shape("llama3", target={"sampler": "candle-examples"}), "the candle program applies `apply_repeat_penalty` 1.1 over the last 64 tokens"),
     # a Llama 2 file named Qwen2Tokenizer beside a qwen3 config: the hub class stands
     ("PK501", shape("llama2", files={"config.json": {"model_type": "qwen3"}}, config=_set(tokenizer_class="Qwen2Tokenizer")), "`Qwen2Tokenizer`"),
     # qwen2's hub class is overridden by the class its model_type registers (tokenization_auto.py:392, :866-910)
@@ -138,6 +144,8 @@ TOKENIZER_CLEAN_VARIANTS: list[tuple[str, Builder]] = [
     ("PK509", shape("phi3")),  # its template writes no BOS
     ("PK509", shape("llama3", tokenizer=_set(post_processor=None))),
     ("PK510", shape("llama3", generation=_set(do_sample=False))),  # greedy: temperature and top_p unused
+    # the call portkit advises for the Llama-3 shape, stated
+    ("PK510", shape("llama3", target={"sampler": "sampling=TopP, temperature=0.6, top_p=0.9, top_k_renormalised=50"})),
     # Gemma's own layouts under GemmaTokenizer: Gemma 1/2 (no pre-tokenizer) and Gemma 3 (a Split on
     # " " after the Replace, which leaves no space: a no-op), as transformers 5 saves them too
     *[(c, shape("gemma", "clean", tokenizer=_set(pre_tokenizer=None), config=_set(tokenizer_class="GemmaTokenizer"))) for c in ("PK501", "PK503", "PK504")],

@@ -1,11 +1,10 @@
-"""PK510 generation-sampling-defaults: generation_config.json makes `generate()` sample; a candle loop does only what it is given."""
+"""PK510 generation-sampling-defaults: the candle program's sampler is not the one `generate()` samples with."""
 
 from __future__ import annotations
 
 from portkit.rules.base import Context, location
 from portkit.rules.tokenizer.analysis import analysis
 from portkit.rules.tokenizer.base import TokenizerRule
-from portkit.semantics import tokenizer as S
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
@@ -13,64 +12,97 @@ if TYPE_CHECKING:
 
     from portkit.findings import Finding
 
+#: the generation_config.json key each difference is about (its finding points there when it is set)
+_KEY_OF = {"greedy": "do_sample", "repetition_penalty": "repetition_penalty", "window": "repetition_penalty", "renormalisation": "top_k", "temperature": "temperature", "top_p": "top_p"}
+
 
 class GenerationSamplingDefaults(TokenizerRule):
-    """generation_config.json makes `generate()` sample; a candle loop does only what it is given.
+    """The candle program's sampler is not the one `generate()` samples with.
 
     ## What it does
-    Lists the sampling settings of generation_config.json that `generate()` applies by default
-    (`do_sample`, `temperature`, `top_p`, `top_k`; `repetition_penalty` even when greedy).
+    Compares what `generate()` samples with (generation_config.json over transformers' defaults)
+    with the candle program's sampler: the one stated with `--sampler` or `[tool.portkit]
+    sampler` (a candle-examples preset, or `temperature=…, top_p=…, top_k=…, repeat_penalty=…,
+    repeat_last_n=…`), else generation_config.json's values passed as `LogitsProcessor::new(seed,
+    temperature, top_p)` takes them. One finding per difference:
+    - **top-k**: transformers fills `top_k`=50 into every generation config that does not set it
+      and applies `TopKLogitsWarper` whenever it samples; `LogitsProcessor::new` applies no top-k.
+    - **renormalisation**: `Sampling::TopKThenTopP` applies top-p to the top k probabilities as they
+      are; transformers renormalises them first. On nearly flat logits with k=20, p=0.8 candle keeps
+      20 tokens and transformers 16.
+    - **repetition penalty and its window**: candle-examples pass `repeat_penalty` 1.1 over the last
+      64 tokens (llama: 128); transformers' `repetition_penalty` (default 1.0: none) covers the
+      whole sequence, the prompt's included.
+    - temperature, top-p, greedy against sampling, and the settings candle's `LogitsProcessor` has
+      no equivalent for (`min_p`, `typical_p`, `epsilon_cutoff`, `eta_cutoff`, `top_h`,
+      `no_repeat_ngram_size`, `suppress_tokens`, `begin_suppress_tokens`, `bad_words_ids`,
+      `sequence_bias`).
 
     ## Why is this bad?
-    It is not wrong, but it is not the same run: transformers samples at temperature 0.6 with
-    top-p 0.9 where a candle program passing nothing decodes greedily. Outputs compared
-    across the two runtimes will differ for that reason alone.
+    The two programs draw the next token from different distributions: with a Llama-3-style
+    generation_config (`do_sample`, temperature 0.6, top-p 0.9, no `top_k`), the call its values
+    suggest, `LogitsProcessor::new(seed, Some(0.6), Some(0.9))`, can draw tokens `generate()`
+    never draws. The outputs differ for that reason alone, and no forward pass shows it.
 
     ## Example
-    `{"do_sample": true, "temperature": 0.6, "top_p": 0.9}`.
+    `{"do_sample": true, "temperature": 0.6, "top_p": 0.9}` with the program calling
+    `LogitsProcessor::new(seed, Some(0.6), Some(0.9))`.
 
     ## Fix
-    Pass the same settings to candle's `LogitsProcessor` (`LogitsProcessor::new(seed,
-    Some(0.6), Some(0.9))`, `Sampling::TopKThenTopP`) and `apply_repeat_penalty`, or compare
-    greedy runs.
+    The finding's help gives the closest candle call: `Sampling::TopP` at the same temperature
+    and top-p, drawn with `sample_f` and a closure that keeps the top k and renormalises
+    (docs/verify.md, "Sampling"), and `apply_repeat_penalty` over `&tokens` (all of them) with
+    generation_config's `repetition_penalty`. What has no equivalent stays different; the help
+    names it.
 
     ## Candle source
-    candle-transformers-0.11.0/src/generation/mod.rs:31-42 (`LogitsProcessor::new`: only the
-    temperature and top-p passed), candle-transformers-0.11.0/src/utils.rs:25
-    (`apply_repeat_penalty`, called by the program).
+    candle-transformers-0.11.0/src/generation/mod.rs:31-42 (`LogitsProcessor::new`: ArgMax, All or
+    TopP), :96-113 (`sample_topk_topp`: no renormalisation), candle-transformers-0.11.0/src/utils.rs:25
+    (`apply_repeat_penalty`: the context the program passes); candle-examples 0.11.0
+    llama/main.rs:68-122 and qwen/main.rs:220-225 (the defaults). transformers
+    generation/configuration_utils.py:602-640 (`top_k`: 50), generation/utils.py:1472-1480 and
+    :1603-1650 (the processors and warpers `generate()` builds).
 
     ## Verification
-    static-only, reported NOT-PROBED with why: verify compares greedy decoding on both sides.
+    sampling: on the reference's logits at each teacher-forced step, the distribution candle's
+    `LogitsProcessor` draws from (its own code, in the native wheel) against the one transformers'
+    `LogitsProcessorList` gives; confirmed when the total-variation distance is over its bound and
+    the difference's counterfactual (the candle call with that one thing changed, or transformers
+    without a setting candle lacks) removes it.
 
     ## References
-    - docs/tokenizers.md
+    - docs/verify.md ("Sampling")
     """
 
     code = "PK510"
     name = "generation-sampling-defaults"
-    severity = "info"
-    fix_title = "Pass the same sampling settings to candle's `LogitsProcessor`, or compare greedy runs"
-    probe_kind = "static-only"
-    not_probed = "verify compares greedy decoding on both sides: sampling settings change no computed number"
+    severity = "warning"
+    fix_title = "Pass candle's `LogitsProcessor` the sampler `generate()` uses, or compare greedy runs"
+    probe_kind = "sampling"
+    probe_run = "sampling"
     needs = ("generation_config",)
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        a = analysis(ctx)
+        from portkit.semantics import sampling as S
+
         doc = ctx.facts.generation_config
         if doc is None:
             return
-        found = S.sampling_defaults(a.generation)
-        if not found:
-            return
-        shown = ", ".join(f"`{k}`={'true' if v is True else v}" for k, v in found.items())
-        key = next(iter(found))
-        yield self.finding(
-            ctx,
-            f"generation_config.json makes `generate()` apply {shown} by default; candle's `LogitsProcessor` applies only "
-            "what the program passes",
-            filename=doc.path,
-            location=location(doc.position(key)),
-            transformers_value=found,
-            candle_value=None,
-        )
-
+        values = analysis(ctx).generation or {}
+        gen = S.Generate.from_config(values)
+        stated = ctx.target.sampler
+        program = S.parse(stated) if stated else S.plain_call(gen)
+        said = f" (the program's sampler as stated: `{stated}`)" if stated else ""
+        for d in S.differences(gen, program):
+            key = _KEY_OF.get(d.key, d.key)
+            at = doc.position(next((k for k in (key, "do_sample") if k in values), next(iter(values), "")))
+            yield self.finding(
+                ctx,
+                d.message + said,
+                filename=doc.path,
+                location=location(at),
+                transformers_value={"generate": gen.describe()},
+                candle_value={"call": program.call()},
+                probe_patch={"sampling": d.key},
+                help=S.advice(gen),
+            )

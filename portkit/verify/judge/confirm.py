@@ -601,6 +601,10 @@ def both_alike(confirmed: list) -> str:
     # a numeric finding confirmed under an agreeing verdict moved the logits less than the run's
     # tolerance judges (f16/bf16: the tokens): the sides differ, not alike
     numeric = [c for c in confirmed if getattr(c, "probe_kind", None) == "numeric"]
-    alike = [c for c in confirmed if c not in numeric]
+    # a sampling finding: the forward agrees; the program's sampler is another (a guessed one
+    # unless stated, so not a mismatch)
+    sampled = [c for c in confirmed if getattr(c, "probe_kind", None) == "sampling"]
+    alike = [c for c in confirmed if c not in numeric and c not in sampled]
     return (part(alike, "confirmed on both sides alike") if alike else "") + (
-        part(numeric, "confirmed by the logits distance, within the tolerance this run judges by") if numeric else "")
+        part(numeric, "confirmed by the logits distance, within the tolerance this run judges by") if numeric else "") + (
+        part(sampled, "confirmed in the sampling section: the candle call draws from another distribution than generate()") if sampled else "")

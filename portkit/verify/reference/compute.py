@@ -106,6 +106,11 @@ def forward_reference(
             from portkit.verify.reference import extra as refextra
 
             layers.update(refextra.compute(model, prompt, extra, _cache_window(model), progress))
+            if extra.get("sampling") is not None:  # generate()'s sampler on these rows (PK510)
+                from portkit.verify.reference import sampling
+
+                fed_rows = list(forced) if forced is not None else greedy
+                layers.update(sampling.compute(Path(model_dir), prompt, fed_rows, rows, extra["sampling"], progress))
         if truth:
             del model  # one model's weights at a time: the f64 one is twice the f32 one
             fed = list(forced) if forced is not None else greedy

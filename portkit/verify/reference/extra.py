@@ -3,7 +3,7 @@
 Computed by the same transformers model as the prompt's rows, in the same child, when verify's
 request carries `extra` (the child's protocol, `portkit.verify.reference.child`):
 
-    "extra": {"fed": [int], "segment": [int] | null, "rows": [[int]] | null}
+    "extra": {"fed": [int], "segment": [int] | null, "rows": [[int]] | null, "sampling": {...}}
 
 - `segment`: the continuation. Row k - 1 of "turn" ([len(segment), vocab]) is transformers'
   logits after prompt + fed + segment[:k] (teacher-forced on the concatenated sequence): one
@@ -11,6 +11,8 @@ request carries `extra` (the child's protocol, `portkit.verify.reference.child`)
   would not, generate()'s arithmetic fed one token at a time (as the prompt's rows).
 - `rows`: the batch. "batch" ([N, L, vocab]) holds every position of each row alone (a batch of
   equal-length rows with an all-ones attention mask is each row alone, causally).
+- `sampling` (when asked): generate()'s distributions on the prompt's step rows, computed in
+  `compute.forward_reference` (`portkit.verify.reference.sampling`).
 
 The arrays travel as `extra.<name>` entries of the result's layers (and of the reference cache's
 entry); `split` takes them back out.
@@ -64,10 +66,16 @@ def split(layers: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[st
     return kept, extra
 
 
-def request(fed: Sequence[int] | None, segment: Sequence[int] | None, rows: Sequence[Sequence[int]] | None) -> dict[str, Any] | None:
-    """The request's `extra` (None when there is nothing to compute: the report is then the plain one)."""
+def request(
+    fed: Sequence[int] | None, segment: Sequence[int] | None, rows: Sequence[Sequence[int]] | None, sampling: Mapping[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """The request's `extra` (None when there is nothing to compute: the report is then the plain
+    one); `sampling`: generate()'s distributions on the step rows (`portkit.verify.reference.sampling`)."""
     seg = [int(t) for t in segment] if segment and fed is not None else None
     batch = [[int(t) for t in r] for r in rows] if rows else None
-    if seg is None and batch is None:
+    if seg is None and batch is None and sampling is None:
         return None
-    return {"fed": [int(t) for t in fed] if seg is not None and fed is not None else [], "segment": seg, "rows": batch}
+    out: dict[str, Any] = {"fed": [int(t) for t in fed] if seg is not None and fed is not None else [], "segment": seg, "rows": batch}
+    if sampling is not None:  # only then: the paths' request stays as it was
+        out["sampling"] = dict(sampling)
+    return out

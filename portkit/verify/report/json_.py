@@ -198,7 +198,8 @@ def _to_json(rep: VerifyReport) -> dict[str, Any]:
         "candle": _run_json(rep.run),
         "comparison": comparison_json(rep.comparison),
         "lint": {"ran": rep.lint_note is None, "note": rep.lint_note,
-                 "findings": len(rep.findings) + (len(rep.gguf.findings) if rep.gguf else 0) + (len(rep.paths.findings) if rep.paths else 0)},
+                 "findings": len(rep.findings) + (len(rep.gguf.findings) if rep.gguf else 0) + (len(rep.paths.findings) if rep.paths else 0)
+                 + (len(rep.sampling.findings) if rep.sampling else 0)},
         "findings": [f.to_json() for f in rep.findings],
         "explanation": rep.explanation.to_json() if rep.explanation is not None else None,
         "gguf": _gguf_json(rep.gguf) if rep.gguf else None,
@@ -213,4 +214,6 @@ def _to_json(rep: VerifyReport) -> dict[str, Any]:
         "reference_runs": rep.reference_runs,
         # only with --turns or --batch: the plain report keeps its keys
         **({"paths": rep.paths.to_json()} if rep.paths is not None else {}),
+        # only with a generation_config.json or a stated sampler
+        **({"sampling": {**rep.sampling.to_json(), "findings": [f.to_json() for f in rep.sampling.findings]}} if rep.sampling is not None else {}),
     }

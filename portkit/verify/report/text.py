@@ -15,6 +15,7 @@ from portkit.verify.judge.comparison import Comparison, fmt_tol
 from portkit.verify.judge.floor import FACTOR, LAYER_FACTOR, OWN_FACTOR
 from portkit.verify.pipeline import VerifyReport
 from portkit.verify.report.section_lines import VERDICT_STYLE, paths_lines, tokens_lines
+from portkit.verify.sections.sampling import lines as sampling_lines
 from portkit.verify.sections.gguf import GgufSection
 from portkit.verify.embedding.run import EmbeddingReport
 from portkit.verify.report.embedding_lines import embedding_lines
@@ -254,6 +255,12 @@ def render_text(rep: VerifyReport | TokenizerReport | EmbeddingReport, console: 
     if rep.paths is not None:
         for ln in paths_lines(rep.paths):
             p(ln)
+    if rep.sampling is not None:
+        p("")
+        for ln in sampling_lines(rep.sampling):
+            p(escape(ln))
+        for ln in _finding_lines(rep.sampling.findings):
+            p(ln)
     if rep.nonfinite is not None:
         p("")
         p(f"[bold red]non-finite[/]: {escape(rep.nonfinite.line())}")
@@ -297,7 +304,9 @@ def _render_findings(rep: VerifyReport, p: Any) -> None:
         p(f"{head}  [yellow]{escape(rep.lint_note)}[/]")
     else:
         tok = len(rep.tokenizer.findings) if rep.tokenizer is not None else 0
-        p(f"{head} (portkit lint: {n}" + (f"; {tok} tokenizer findings judged in the tokens section above)" if tok else ")"))
+        sampled = len(rep.sampling.findings) if rep.sampling is not None else 0
+        p(f"{head} (portkit lint: {n}" + (f"; {tok} tokenizer findings judged in the tokens section above" if tok else "")
+          + (f"; {sampled} sampling finding{'s' if sampled != 1 else ''} judged in the sampling section below" if sampled else "") + ")")
         if not rep.findings:
             p("  none")
     for ln in _finding_lines(rep.findings):

@@ -59,9 +59,10 @@ class PathPlan:
     def empty(self) -> bool:
         return self.turns == 1 and self.batch == 1
 
-    def reference_request(self, fed: Sequence[int] | None) -> dict[str, Any] | None:
-        """The reference request's `extra` (None for the defaults: the request is the plain one)."""
-        return refextra.request(fed, self.segment or None, [list(r) for r in self.rows] or None)
+    def reference_request(self, fed: Sequence[int] | None, sampling: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """The reference request's `extra` (None for the defaults: the request is the plain one);
+        `sampling`: generate()'s distributions too (`portkit.verify.sections.sampling.request`)."""
+        return refextra.request(fed, self.segment or None, [list(r) for r in self.rows] or None, sampling)
 
     def lint_target(self, target: dict[str, Any]) -> dict[str, Any]:
         """lint's target for verify's runs with the paths' dimensions: the second turn adds its
