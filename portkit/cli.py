@@ -69,7 +69,7 @@ def lint_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--turns", type=int, nargs="?", const=2, metavar="N",
                    help="multi-token segments you feed to one KV cache; --turns alone: 2, a chat's second turn (default: 1)")
     g.add_argument("--batch", type=int, metavar="N", help="rows of equal length you run in one forward (default: 1)")
-    from portkit.semantics.sampling import SAMPLER_HELP
+    from portkit.sampler import SAMPLER_HELP
 
     g.add_argument("--sampler", metavar="SPEC", help=SAMPLER_HELP)
 

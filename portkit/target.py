@@ -59,7 +59,7 @@ class Target:
         if self.sampler is not None:
             if not isinstance(self.sampler, str):
                 raise ValueError(f"`sampler` should be a preset name or key=value pairs, got {self.sampler!r:.40}")
-            from portkit.semantics.sampling import parse  # only when one is stated
+            from portkit.sampler import parse  # only when one is stated
 
             parse(self.sampler)  # SamplerError is a ValueError: one line
 

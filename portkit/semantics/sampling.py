@@ -24,6 +24,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from portkit.sampler import PRESETS, SAMPLER_HELP, SEED, CandleSampler, SamplerError, number, parse
+
+__all__ = [  # the stated sampler's names, for the callers that compare it (portkit.sampler)
+    "PRESETS", "SAMPLER_HELP", "SEED", "CandleSampler", "SamplerError", "parse",
+    "Difference", "Generate", "advice", "advised", "differences", "plain_call",
+]
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
     from typing import Any, Mapping
@@ -35,15 +42,6 @@ GENERATE_DEFAULTS: dict[str, Any] = {"do_sample": False, "temperature": 1.0, "to
 #: that turns each off (generation/configuration_utils.py's defaults); the first group only when sampling
 NO_EQUIVALENT_WHEN_SAMPLING: dict[str, Any] = {"min_p": None, "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, "top_h": None}
 NO_EQUIVALENT_ALWAYS: dict[str, Any] = {"no_repeat_ngram_size": 0, "suppress_tokens": None, "begin_suppress_tokens": None, "bad_words_ids": None, "sequence_bias": None}
-
-VARIANTS = ("new", "ArgMax", "All", "TopK", "TopP", "TopKThenTopP", "GumbelSoftmax")
-#: candle-examples' default seed (llama/main.rs:80); the distributions do not depend on it
-SEED = 299792458
-
-
-class SamplerError(ValueError):
-    """A sampler setting portkit cannot read (one line, for exit code 2)."""
-
 
 @dataclass(frozen=True, slots=True)
 class Generate:
@@ -95,13 +93,13 @@ class Generate:
         if not self.do_sample:
             bits = ["greedy"]
         else:
-            bits = [f"temperature={_num(self.temperature)}"]
+            bits = [f"temperature={number(self.temperature)}"]
             if self.applies_top_k:
                 bits.append(f"top_k={self.top_k}" + ("" if "top_k" in self.stated else " (generate()'s default)"))
             if self.applies_top_p:
-                bits.append(f"top_p={_num(self.top_p)}")
+                bits.append(f"top_p={number(self.top_p)}")
         if self.repetition_penalty != 1.0:
-            bits.append(f"repetition_penalty={_num(self.repetition_penalty)} over the whole sequence")
+            bits.append(f"repetition_penalty={number(self.repetition_penalty)} over the whole sequence")
         bits += [f"{k}={v}" for k, v in self.no_equivalent.items()]
         return ", ".join(bits)
 
@@ -115,155 +113,6 @@ def _is_off(key: str, v: Any) -> bool:
     if key == "no_repeat_ngram_size":
         return not (isinstance(v, int) and v > 0)
     return False
-
-
-@dataclass(frozen=True, slots=True)
-class CandleSampler:
-    """A candle program's sampling step: `apply_repeat_penalty` (when `repeat_penalty` != 1) over
-    the last `repeat_last_n` tokens (None: all of them), then its `LogitsProcessor`, built with
-    `LogitsProcessor::new` (`sampling` "new") or `from_sampling` (a `Sampling` variant), drawing
-    with `sample`, or `sample_f` with a closure keeping the top `top_k_renormalised` and
-    renormalising (portkit's advice for top-k with top-p)."""
-
-    sampling: str
-    temperature: float | None = None
-    top_k: int | None = None
-    top_p: float | None = None
-    repeat_penalty: float = 1.0
-    repeat_last_n: int | None = 64
-    top_k_renormalised: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.sampling not in VARIANTS:
-            raise SamplerError(f"unknown sampling {self.sampling!r}: one of {', '.join(VARIANTS)}")
-        need = {"All": ("temperature",), "TopK": ("temperature", "top_k"), "TopP": ("temperature", "top_p"),
-                "TopKThenTopP": ("temperature", "top_k", "top_p"), "GumbelSoftmax": ("temperature",)}.get(self.sampling, ())  # fmt: skip
-        missing = [n for n in need if getattr(self, n) is None]
-        if missing:
-            raise SamplerError(f"Sampling::{self.sampling} needs {', '.join(missing)}")
-
-    def effective(self) -> tuple[str, float | None, int | None, float | None]:
-        """(variant, temperature, top_k, top_p) as `LogitsProcessor` runs it: `new` is ArgMax below
-        a temperature of 1e-7, All without a top-p, else TopP (generation/mod.rs:31-42); a top-p
-        outside (0, 1) samples everything (generation/mod.rs:137-146)."""
-        s, t, k, p = self.sampling, self.temperature, self.top_k, self.top_p
-        if s == "new":
-            if t is None or t < 1e-7:
-                return "ArgMax", None, None, None
-            s, k = ("All", None) if p is None else ("TopP", None)
-        if s == "ArgMax":
-            return "ArgMax", None, None, None
-        if s in ("TopP", "TopKThenTopP") and p is not None and not 0.0 < p < 1.0:
-            p = None
-            s = "All" if s == "TopP" else "TopK"
-        if s in ("All", "GumbelSoftmax"):
-            k = p = None
-        if s == "TopK":
-            p = None
-        if s == "TopP":
-            k = None
-        return s, t, k, p
-
-    @property
-    def samples(self) -> bool:
-        return self.effective()[0] != "ArgMax"
-
-    @property
-    def keeps_top_k(self) -> int | None:
-        """The k of the top-k the program keeps (the variant's or its closure's)."""
-        return self.top_k_renormalised or self.effective()[2]
-
-    def processor(self) -> str:
-        """How the program builds its `LogitsProcessor`, in Rust."""
-        s, t, k, p = self.sampling, self.temperature, self.top_k, self.top_p
-        if s == "new":
-            return f"LogitsProcessor::new(seed, {_opt(t)}, {_opt(p)})"
-        if s == "ArgMax":
-            return "LogitsProcessor::from_sampling(seed, Sampling::ArgMax)"
-        fields = {"TopK": [f"k: {k}"], "TopP": [f"p: {_num(p)}"], "TopKThenTopP": [f"k: {k}", f"p: {_num(p)}"]}.get(s, [])
-        return f"LogitsProcessor::from_sampling(seed, Sampling::{s} {{ {', '.join([*fields, f'temperature: {_num(t)}'])} }})"
-
-    def call(self) -> str:
-        """The Rust the program runs each step, in one line."""
-        draw = f"sample_f(&logits, |prs| keep_top_k_renormalised(prs, {self.top_k_renormalised}))" if self.top_k_renormalised else "sample(&logits)"
-        out = f"{self.processor()}, then {draw}"
-        if self.repeat_penalty != 1.0:
-            window = "&tokens" if self.repeat_last_n is None else f"&tokens[tokens.len().saturating_sub({self.repeat_last_n})..]"
-            out = f"apply_repeat_penalty(&logits, {_num(self.repeat_penalty)}, {window}), then " + out
-        return out
-
-    def native_kwargs(self) -> dict[str, Any]:
-        """`portkit_native.sampling_weights`' keyword arguments (the logits and contexts aside)."""
-        return dict(
-            sampling=self.sampling, temperature=self.temperature, top_k=self.top_k, top_p=self.top_p, repeat_penalty=float(self.repeat_penalty),
-            repeat_last_n=2**62 if self.repeat_last_n is None else int(self.repeat_last_n), top_k_renormalised=self.top_k_renormalised, seed=SEED,
-        )
-
-
-def _num(v: float | None) -> str:
-    return "None" if v is None else f"{v:g}" if v != int(v) else f"{v:.1f}"
-
-
-def _opt(v: float | None) -> str:
-    return "None" if v is None else f"Some({_num(v)})"
-
-
-#: what the candle programs people start from pass, by name (candle-examples 0.11.0)
-PRESETS: dict[str, tuple[CandleSampler, str]] = {
-    "candle-examples": (
-        CandleSampler("new", repeat_penalty=1.1, repeat_last_n=64),
-        "candle-examples' qwen, mistral, gemma, phi defaults: no --temperature (greedy), --repeat-penalty 1.1 over --repeat-last-n 64",
-    ),
-    "candle-examples-llama": (
-        CandleSampler("All", temperature=0.8, repeat_penalty=1.1, repeat_last_n=128),
-        "candle-examples' llama defaults: --temperature 0.8, Sampling::All, --repeat-penalty 1.1 over --repeat-last-n 128",
-    ),
-    "greedy": (CandleSampler("ArgMax"), "Sampling::ArgMax, no repeat penalty"),
-}
-
-SAMPLER_HELP = (
-    "the candle program's sampler, compared with generate()'s (PK510): candle-examples, candle-examples-llama, greedy, or "
-    "key=value pairs, comma separated: temperature, top_p, top_k, repeat_penalty, repeat_last_n (all: the whole sequence), "
-    "top_k_renormalised, sampling (new or a Sampling variant) (default: generation_config.json's values as LogitsProcessor::new takes them)"
-)
-
-_KEYS = ("sampling", "temperature", "top_k", "top_p", "repeat_penalty", "repeat_last_n", "top_k_renormalised")
-
-
-def parse(text: str) -> CandleSampler:
-    """A stated sampler: a preset's name (`PRESETS`), or `key=value` pairs separated by commas:
-    `temperature`, `top_p`, `top_k`, `repeat_penalty`, `repeat_last_n` (`all`: the whole
-    sequence), `top_k_renormalised`, `sampling` (`new` or a `Sampling` variant; without it the
-    variant follows from temperature, top_k and top_p as in candle-examples' llama/main.rs:226-238)."""
-    text = text.strip()
-    if text in PRESETS:
-        return PRESETS[text][0]
-    if "=" not in text:
-        raise SamplerError(f"sampler {text!r}: a preset ({', '.join(PRESETS)}) or key=value pairs ({', '.join(_KEYS)})")
-    vals: dict[str, Any] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        key, _, raw = part.partition("=")
-        key, raw = key.strip().replace("-", "_"), raw.strip()
-        if key not in _KEYS:
-            raise SamplerError(f"sampler: unknown key {key!r} (one of {', '.join(_KEYS)})")
-        try:
-            if key == "sampling":
-                vals[key] = raw
-            elif key == "repeat_last_n" and raw.lower() in ("all", "none"):
-                vals[key] = None
-            elif key in ("top_k", "repeat_last_n", "top_k_renormalised"):
-                vals[key] = int(raw)
-            else:
-                vals[key] = float(raw)
-        except ValueError:
-            raise SamplerError(f"sampler: {key}={raw!r} is not a number") from None
-    if "sampling" not in vals:
-        t, k, p = vals.get("temperature"), vals.get("top_k"), vals.get("top_p")
-        if t is None or t <= 0:
-            vals["sampling"] = "ArgMax"
-        else:
-            vals["sampling"] = {(False, False): "All", (True, False): "TopK", (False, True): "TopP", (True, True): "TopKThenTopP"}[(k is not None, p is not None)]
-    return CandleSampler(**vals)
 
 
 def plain_call(gen: Generate) -> CandleSampler:
@@ -334,7 +183,7 @@ def differences(gen: Generate, s: CandleSampler) -> list[Difference]:
         out.append(Difference("greedy", msg, dataclasses.replace(adv, repeat_penalty=s.repeat_penalty, repeat_last_n=s.repeat_last_n)))
     elif gen.do_sample:
         if t is not None and abs(t - gen.temperature) > 1e-12:
-            out.append(Difference("temperature", f"generate() samples at temperature {_num(gen.temperature)}; {call} at {_num(t)}",
+            out.append(Difference("temperature", f"generate() samples at temperature {number(gen.temperature)}; {call} at {number(t)}",
                                   dataclasses.replace(s, temperature=gen.temperature)))  # fmt: skip
         kept = s.keeps_top_k
         if gen.applies_top_k and kept is None:
@@ -349,21 +198,21 @@ def differences(gen: Generate, s: CandleSampler) -> list[Difference]:
         if kind == "TopKThenTopP" and not s.top_k_renormalised:
             out.append(Difference(
                 "renormalisation",
-                f"`Sampling::TopKThenTopP` applies its top-p {_num(p)} to the top {k} probabilities as they are, without renormalising them "
+                f"`Sampling::TopKThenTopP` applies its top-p {number(p)} to the top {k} probabilities as they are, without renormalising them "
                 "(candle-transformers generation/mod.rs:96-113); transformers renormalises after top-k (its softmax between the warpers), "
-                f"so candle keeps more tokens: all {k} whenever their mass is below {_num(p)}",
+                f"so candle keeps more tokens: all {k} whenever their mass is below {number(p)}",
                 dataclasses.replace(s, sampling="TopP", top_k=None, top_k_renormalised=k),
             ))  # fmt: skip
         if gen.applies_top_p and p is None:
-            out.append(Difference("top_p", f"generate() applies top-p {_num(gen.top_p)}; {call} applies none", _with_top_p(s, gen.top_p)))
+            out.append(Difference("top_p", f"generate() applies top-p {number(gen.top_p)}; {call} applies none", _with_top_p(s, gen.top_p)))
         elif gen.applies_top_p and abs(p - gen.top_p) > 1e-12:  # type: ignore[operator]
-            out.append(Difference("top_p", f"generate() applies top-p {_num(gen.top_p)}; {call} applies {_num(p)}", _with_top_p(s, gen.top_p)))
+            out.append(Difference("top_p", f"generate() applies top-p {number(gen.top_p)}; {call} applies {number(p)}", _with_top_p(s, gen.top_p)))
         elif not gen.applies_top_p and p is not None:
-            out.append(Difference("top_p", f"generate() applies no top-p; {call} applies {_num(p)}", _with_top_p(s, None)))
+            out.append(Difference("top_p", f"generate() applies no top-p; {call} applies {number(p)}", _with_top_p(s, None)))
     if abs(s.repeat_penalty - gen.repetition_penalty) > 1e-12:
-        theirs = f"`repetition_penalty` {_num(gen.repetition_penalty)}" + (" (generate()'s default: no penalty)" if gen.repetition_penalty == 1.0 else "")
-        mine = f"`apply_repeat_penalty` {_num(s.repeat_penalty)} over the last {s.repeat_last_n} tokens" if s.repeat_penalty != 1.0 and s.repeat_last_n is not None else (
-            f"`apply_repeat_penalty` {_num(s.repeat_penalty)}" if s.repeat_penalty != 1.0 else "no `apply_repeat_penalty`")
+        theirs = f"`repetition_penalty` {number(gen.repetition_penalty)}" + (" (generate()'s default: no penalty)" if gen.repetition_penalty == 1.0 else "")
+        mine = f"`apply_repeat_penalty` {number(s.repeat_penalty)} over the last {s.repeat_last_n} tokens" if s.repeat_penalty != 1.0 and s.repeat_last_n is not None else (
+            f"`apply_repeat_penalty` {number(s.repeat_penalty)}" if s.repeat_penalty != 1.0 else "no `apply_repeat_penalty`")
         out.append(Difference("repetition_penalty", f"generate() applies {theirs}; the candle program applies {mine}",
                               dataclasses.replace(s, repeat_penalty=gen.repetition_penalty, repeat_last_n=None)))  # fmt: skip
     elif s.repeat_penalty != 1.0 and s.repeat_last_n is not None:

@@ -65,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also run N rows of the prompt's length in one candle forward, each against the same row alone and against "
         "transformers (default: 1)",
     )
-    from portkit.semantics.sampling import SAMPLER_HELP
+    from portkit.sampler import SAMPLER_HELP
 
     parser.add_argument("--sampler", metavar="SPEC", help=SAMPLER_HELP + "; a stated sampler that differs makes verify exit 1")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")

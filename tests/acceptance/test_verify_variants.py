@@ -38,6 +38,8 @@ VERDICTS: dict[str, dict[str, str]] = {
     "missing-layer": {"PK204": "CRASH-CONFIRMED"},
     "untied-missing-lm-head": {"PK205": "CRASH-CONFIRMED"},
     "eos-mismatch": {"PK111": "NOT-PROBED"},
+    # generate()'s implicit top_k=50 against LogitsProcessor::new(seed, Some(0.6), Some(0.9)): the sampling section
+    "llama3-sampling": {"PK510": "CONFIRMED"},
     "short-max-positions": {"PK306": "CRASH-CONFIRMED"},
     "sliding-window": {"PK109": "CONFIRMED"},
     "bf16-weights": {"PK301": "CRASH-CONFIRMED"},
@@ -115,6 +117,11 @@ def test_variant_verdict(variant, run_verify):
         assert CANDLE_TEXT[variant] in report.run.failure.message, shown
         crash = [f for f in report.findings if f.verdict == "CRASH-CONFIRMED"]
         assert crash and all(CANDLE_TEXT[variant] in f.evidence for f in crash), shown
+    elif variant == "llama3-sampling":
+        # the forward agrees; the sampler the program is guessed to pass is another (not stated: exit 0)
+        assert report.exit_code == 0, shown
+        assert report.comparison is not None and report.comparison.ok, shown
+        assert report.sampling is not None and not report.sampling.program.same and report.sampling.advised.same, shown
     elif variant == "sliding-window":
         # transformers' prefill ignores the window (the last-position logits agree) but its
         # generate() cache keeps only the last keys; candle attends to everything, so the

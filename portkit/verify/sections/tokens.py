@@ -447,6 +447,12 @@ def verify_tokenizer_only(
     sec = tokenizer_section(Path(opts.model_dir), findings, progress, transformers=lambda: rec)
     assert sec is not None
     sec.forward_note = "forward skipped: no model to run (tokenizer files only)"
+    # the sampling probe runs on the reference's logits: none without a model
+    sec.findings += [Confirmation(**identity(f, "sampling"), verdict="NOT-PROBED", evidence="not probed: no model to run, and the sampling probe "
+                                  "compares both samplers on transformers' logits (tokenizer files only)")  # fmt: skip
+                     for f in findings if f.probe is not None and f.probe.run == "sampling"]
+    rank = {(f.code, f.message): i for i, f in reversed(list(enumerate(findings)))}  # lint's order
+    sec.findings.sort(key=lambda c: rank.get((c.code, c.message), len(rank)))
     if (opts.text is not None or opts.chat is not None) and sec.compared:
         # the user's own text, tokenized on both sides: it leads the corpus
         try:
