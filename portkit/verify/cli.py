@@ -14,7 +14,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 HELP = "run candle (the native wheel) next to transformers and confirm each lint finding with numbers"
 DESCRIPTION = (
@@ -29,7 +29,14 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model_dir", metavar="MODEL_DIR", help="directory with config.json and safetensors weights, or ORG/NAME[@REV] from the Hugging Face cache")
+    parser.add_argument(
+        "model_dir",
+        metavar="MODEL_DIR",
+        nargs="*",
+        help="directory with config.json and safetensors weights, or ORG/NAME[@REV] from the Hugging Face cache; several: each verified "
+        "in turn with one transformers process, then a summary table",
+    )
+    parser.add_argument("--hf-cache", action="store_true", help="also verify every model in the local Hugging Face cache that lint maps to a candle module")
     parser.add_argument("--device", default="cpu", help="candle device: cpu, metal or cuda (default: cpu)")
     parser.add_argument("--dtype", default="f32", help="candle dtype: f32, bf16 or f16 (default: f32)")
     prompt = parser.add_mutually_exclusive_group()
@@ -46,7 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="one user message, rendered with the model's chat template by transformers and tokenized on both sides as --text",
     )
     parser.add_argument("--tokens", type=int, default=8, metavar="N", help="greedy tokens to generate and teacher-force (default: 8)")
-    parser.add_argument("--gguf", type=Path, metavar="FILE", help="also verify this GGUF (candle quantized_llama) against MODEL_DIR")
+    parser.add_argument(
+        "--gguf",
+        action="append",
+        metavar="FILE",
+        help="also verify this GGUF against MODEL_DIR (candle's quantized loader its architecture selects); repeat it, or give a directory "
+        "or a glob, for a quant ladder: one reference and one run of MODEL_DIR for all",
+    )
     parser.add_argument(
         "--turns",
         type=int,
@@ -95,6 +108,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-lint", dest="lint", action="store_false", help=argparse.SUPPRESS)
 
 
+def expand_ggufs(values: list[str]) -> list[Path]:
+    """Each --gguf as the files it names: a file, a directory's *.gguf, or a glob's matches
+    (sorted); repeated files once. BadInput for one that names nothing."""
+    import glob
+
+    from portkit.verify.errors import BadInput
+
+    out: list[Path] = []
+    for v in values:
+        p = Path(v).expanduser()
+        if p.is_dir():
+            found = sorted(p.glob("*.gguf"))
+            if not found:
+                raise BadInput(f"--gguf {v}: a directory with no .gguf file")
+        elif any(ch in v for ch in "*?["):
+            found = sorted(Path(m) for m in glob.glob(str(p)) if Path(m).is_file())
+            if not found:
+                raise BadInput(f"--gguf {v}: the pattern matches no file")
+        else:
+            found = [p]
+        out += [f for f in found if f not in out]
+    return out
+
+
 def _error(msg: str) -> int:
     print(f"portkit: error: {' '.join(msg.split())}", file=sys.stderr)
     return 2
@@ -104,16 +141,36 @@ def run(args: argparse.Namespace) -> int:
     from portkit.verify.errors import BadInput
     from portkit.verify.model_dir import model_dir_arg
 
+    specs = [args.model_dir] if isinstance(args.model_dir, (str, Path)) else list(args.model_dir)
+    many = len(specs) > 1 or getattr(args, "hf_cache", False)
+    if not specs and not many:
+        return _error("give MODEL_DIR (one or more), or --hf-cache")
     try:
-        model_dir = model_dir_arg(args.model_dir)
+        targets = [(str(s), model_dir_arg(s)) for s in specs]
+        if getattr(args, "hf_cache", False):
+            from portkit.verify.targets import hf_cache_targets
+
+            cached, notes = hf_cache_targets()
+            for note in notes:
+                print(f"portkit: note: {note}", file=sys.stderr)
+            targets += [t for t in cached if t[1] not in {p for _, p in targets}]
+            if not targets:
+                raise BadInput("--hf-cache: no model in the Hugging Face cache that lint maps to a candle module")
+        if many and args.plot is not None:
+            raise BadInput("--plot draws one model's layers: give one MODEL_DIR")
     except BadInput as e:
         return _error(str(e))
+    model_dir = targets[0][1]
 
     from rich.console import Console
 
     from portkit.verify.pipeline import VerifyOptions, VerifyReport, verify
 
     err = Console(stderr=True)
+    try:
+        ggufs = expand_ggufs(args.gguf or [])
+    except BadInput as e:
+        return _error(str(e))
     opts = VerifyOptions(
         model_dir=model_dir,
         device=args.device,
@@ -122,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         text=args.text,
         chat=getattr(args, "chat", None),
         tokens=args.tokens,
-        gguf=args.gguf,
+        ggufs=tuple(ggufs),
         use_flash_attn=args.use_flash_attn,
         layers=getattr(args, "layers", True),
         lint=getattr(args, "lint", True),
@@ -132,6 +189,8 @@ def run(args: argparse.Namespace) -> int:
         batch=getattr(args, "batch", 1),
         sampler=getattr(args, "sampler", None),
     )
+    if many:
+        return _run_many(args, opts, targets, err)
     try:
         if args.plot is not None:  # checked before anything runs, after the run's own options
             from portkit.verify.pipeline import validate
@@ -171,6 +230,61 @@ def run(args: argparse.Namespace) -> int:
 
         render_text(report, Console(highlight=False, soft_wrap=True))
     return report.exit_code
+
+
+def _run_many(args: argparse.Namespace, opts: Any, targets: list[tuple[str, Path]], err: Any) -> int:
+    """Several models, one transformers process (`portkit.verify.targets`): each report as it is
+    done, then the summary (JSON: one object with every report and the summary)."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from portkit.verify.errors import BadInput
+    from portkit.verify.pipeline import validate
+    from portkit.verify.targets import summary_lines, verify_each, worst
+
+    try:
+        validate(opts)
+    except BadInput as e:
+        return _error(str(e))
+    out = Console(highlight=False, soft_wrap=True)
+    docs: list[dict[str, Any]] = []
+
+    def emit(label: str, report: Any) -> None:
+        if args.format == "json":
+            from portkit.verify.report.json_ import to_json
+
+            docs.append({"target": label, "report": to_json(report)})
+            return
+        from portkit.verify.report.text import render_text
+
+        out.print(f"[bold]==> {escape(label)} <==[/]")
+        render_text(report, out)
+        out.print("")
+
+    def error(label: str, line: str) -> None:
+        print(f"portkit: error: {label}: {' '.join(line.split())}", file=sys.stderr)
+
+    try:
+        if err.is_terminal:  # a status line per model on long runs, only on a terminal
+            with err.status("portkit verify: starting", spinner="dots") as status:
+                outcomes = verify_each(opts, targets, lambda prefix, s: status.update(f"portkit verify {prefix}: {s}"), emit, error)
+        else:
+            outcomes = verify_each(opts, targets, lambda _p, _s: None, emit, error)
+    except KeyboardInterrupt:
+        print("portkit verify: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug of ours: one line, the traceback on request
+        if os.environ.get("PORTKIT_DEBUG"):
+            raise
+        return _error(f"internal error: {type(e).__name__}: {e} (set PORTKIT_DEBUG=1 for the traceback)")
+    code = worst([o.exit_code for o in outcomes])
+    if args.format == "json":
+        doc = {"targets": docs, "summary": [o.to_json() for o in outcomes], "exit_code": code}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        for ln in summary_lines(outcomes):
+            out.print(escape(ln))
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -75,15 +75,14 @@ def lint_gguf_beside(model_dir: Path, gguf: Path, settings: Settings) -> list[Fi
     return [f for f in found if f.filename == want]
 
 
-def lint_for_verify(model_dir: Path, gguf: Path | None, settings_args: dict[str, Any], progress: Progress) -> tuple[list[Finding], list[Finding]]:
-    """(findings on the model dir, findings on the GGUF)."""
+def lint_for_verify(model_dir: Path, ggufs: Sequence[Path], settings_args: dict[str, Any], progress: Progress) -> tuple[list[Finding], list[list[Finding]]]:
+    """(findings on the model dir, findings on each GGUF of `ggufs`)."""
     progress("lint: reading configs and headers")
     try:
         settings = make_settings(**settings_args)
         findings, _notes = lint([model_dir], settings)
         hf = [f for f in findings if not f.filename.endswith(".gguf")]
-        gg = lint_gguf_beside(model_dir, gguf, settings) if gguf is not None else []
-        return hf, gg
+        return hf, [lint_gguf_beside(model_dir, Path(g), settings) for g in ggufs]
     except LintInputError as e:
         from portkit.verify.errors import BadInput
 

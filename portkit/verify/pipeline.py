@@ -76,7 +76,7 @@ class VerifyOptions:
     text: str | None = None
     chat: str | None = None  # one user message, rendered with the model's chat template
     tokens: int = DEFAULT_TOKENS
-    gguf: Path | None = None
+    gguf: Path | None = None  # the first of `ggufs` (one --gguf: the only one)
     use_flash_attn: bool = False
     layers: bool = True  # per-layer capture (a copy of the forward on the runner's tensors)
     lint: bool = True
@@ -85,6 +85,15 @@ class VerifyOptions:
     turns: int = 1  # 2: a second turn on the warm KV cache (`portkit.verify.sections.paths`)
     batch: int = 1  # rows in one forward (`portkit.verify.sections.paths`)
     sampler: str | None = None  # the candle program's sampler (`portkit.semantics.sampling.parse`); None: [tool.portkit]'s, else the plain call
+    #: every --gguf, in order (a quant ladder): one reference and one HF-checkpoint run for all
+    ggufs: tuple[Path, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.ggufs and self.gguf is None:
+            self.gguf = self.ggufs[0]
+        elif self.gguf is not None and not self.ggufs:
+            self.ggufs = (self.gguf,)
+        self.ggufs = tuple(Path(g) for g in self.ggufs)
 
 
 @dataclass
@@ -99,7 +108,8 @@ class VerifyReport:
     comparison: Comparison | None
     findings: list[Confirmation]
     lint_note: str | None = None
-    gguf: GgufSection | None = None
+    gguf: GgufSection | None = None  # the first --gguf's section
+    ggufs: list[GgufSection] = field(default_factory=list)  # every --gguf's, in order (the first is `gguf`)
     plot: Path | None = None
     seconds: float = 0.0
     nonfinite: NonFinite | None = None  # NaN/inf named, its own verdict
@@ -141,7 +151,12 @@ class VerifyReport:
     def all_findings(self) -> list[Confirmation]:
         paths = self.paths.findings if self.paths is not None else []
         sampled = self.sampling.findings if self.sampling is not None else []
-        return self.findings + (self.gguf.findings if self.gguf else []) + (self.tokenizer.findings if self.tokenizer else []) + paths + sampled
+        ggufs = [f for g in self.gguf_sections for f in g.findings]
+        return self.findings + ggufs + (self.tokenizer.findings if self.tokenizer else []) + paths + sampled
+
+    @property
+    def gguf_sections(self) -> list[GgufSection]:
+        return self.ggufs or ([self.gguf] if self.gguf is not None else [])
 
     @property
     def exit_code(self) -> int:
@@ -149,7 +164,7 @@ class VerifyReport:
             return NONFINITE_EXIT
         # 1 only when a side differs or fails: a finding confirmed where both sides agree (BOS
         # twice on both, PK509) is reported, not a mismatch
-        ok = self.candle_ok and (self.gguf is None or self.gguf.ok) and (self.tokenizer is None or self.tokenizer.ok)
+        ok = self.candle_ok and all(g.ok for g in self.gguf_sections) and (self.tokenizer is None or self.tokenizer.ok)
         ok = ok and (self.paths is None or self.paths.ok) and (self.sampling is None or self.sampling.ok)
         return 0 if ok else 1
 
@@ -159,7 +174,9 @@ class VerifyReport:
         if self.nonfinite is not None:
             return "non-finite", "NON-FINITE: " + self.nonfinite.line() + " (not a candle-vs-transformers difference)"
         if self.exit_code == 0:
-            return "agree", "candle agrees with transformers" + (" (the HF checkpoint and the GGUF)" if self.gguf else "") + both_alike(confirmed)
+            n = len(self.gguf_sections)
+            which = " (the HF checkpoint and the GGUF)" if n == 1 else f" (the HF checkpoint and {n} GGUFs)" if n else ""
+            return "agree", "candle agrees with transformers" + which + both_alike(confirmed)
         bits = []
         if self.tokenizer is not None and not self.tokenizer.ok:
             t = self.tokenizer
@@ -175,8 +192,10 @@ class VerifyReport:
             bits.append("candle failed" + _why(self.explanation))
         elif not self.candle_ok:
             bits.append("candle differs from transformers" + _why(self.explanation))
-        if self.gguf is not None and not self.gguf.ok:
-            bits.append(("the GGUF differs from transformers" if self.gguf.run.failure is None else "the GGUF failed in candle") + _why(self.gguf.explanation))
+        for g in self.gguf_sections:
+            if not g.ok:
+                name = "the GGUF" if len(self.gguf_sections) == 1 else f"the GGUF {g.path.name}"
+                bits.append((f"{name} differs from transformers" if g.run.failure is None else f"{name} failed in candle") + _why(g.explanation))
         if self.paths is not None:
             bits += [f"the {TITLES[c.path.name]} {'failed in' if c.path.run.failure else 'differs from transformers in'} {s.subject}" for s in self.paths.sections for c in s.checks if not c.ok]
         if self.sampling is not None and not self.sampling.ok:
@@ -204,8 +223,9 @@ def validate(opts: VerifyOptions) -> None:
     if opts.reference_mode not in ("streamed", "whole"):
         raise BadInput(f"--reference must be streamed or whole, got {opts.reference_mode!r}")
     paths.check_options(opts.turns, opts.batch)
-    if opts.gguf is not None and not Path(opts.gguf).is_file():
-        raise BadInput(f"--gguf {opts.gguf}: no such file")
+    for g in opts.ggufs:
+        if not Path(g).is_file():
+            raise BadInput(f"--gguf {g}: no such file")
 
 
 def _lint_target(opts: VerifyOptions, prompt_tokens: int, tokens: int, pn: Any = None) -> dict[str, Any]:
@@ -221,10 +241,14 @@ def _lint_target(opts: VerifyOptions, prompt_tokens: int, tokens: int, pn: Any =
     )
 
 
-def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyReport | TokenizerReport | EmbeddingReport:
+def verify(
+    opts: VerifyOptions, progress: Progress = lambda _s: None, session: ReferenceSession | None = None
+) -> VerifyReport | TokenizerReport | EmbeddingReport:
     """A `VerifyReport`; for a directory with tokenizer files but no model to run, the tokenizer
     section alone (a `TokenizerReport`); for an encoder's checkpoint (`portkit.encoders`), the
-    embedding run against sentence-transformers (an `EmbeddingReport`, docs/embeddings.md)."""
+    embedding run against sentence-transformers (an `EmbeddingReport`, docs/embeddings.md).
+    `session`: transformers' process shared with other models of the same run (`portkit.verify.targets`;
+    left open), else one of its own, closed at the end."""
     t_start = time.perf_counter()
     validate(opts)
     if tokenizer_only(Path(opts.model_dir)):
@@ -233,11 +257,12 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None) -> VerifyR
     encoder = detect_encoder(model.config)
     if encoder is not None:
         return _embedding(opts, encoder.name, progress, t_start)
-    run = VerifyRun.open(opts, progress, model)
+    run = VerifyRun.open(opts, progress, model, session)
     try:
         return run.execute(t_start)
     finally:
-        run.session.close()
+        if session is None:
+            run.session.close()
 
 
 def _embedding(opts: VerifyOptions, encoder: str, progress: Progress, t_start: float) -> EmbeddingReport:
@@ -246,7 +271,7 @@ def _embedding(opts: VerifyOptions, encoder: str, progress: Progress, t_start: f
         raise BadInput(f"{opts.model_dir}: an embedding model is verified on its built-in corpus of texts and one padded batch of them; "
                        "--ids, --text, --chat, --gguf, --turns and --batch are for decoders")  # fmt: skip
     target = _lint_target(opts, 0, 0)
-    return verify_embedding(opts, encoder, progress, lambda: lint_for_verify(Path(opts.model_dir), None, target, progress)[0], t_start)
+    return verify_embedding(opts, encoder, progress, lambda: lint_for_verify(Path(opts.model_dir), (), target, progress)[0], t_start)
 
 
 def _tokenizer_only(opts: VerifyOptions, progress: Progress, t_start: float) -> TokenizerReport:
@@ -256,7 +281,7 @@ def _tokenizer_only(opts: VerifyOptions, progress: Progress, t_start: float) -> 
     cache = tokenizer_cache.for_dir(root, opts.text, opts.chat, opts.cache)
     return verify_tokenizer_only(
         opts,
-        lambda: lint_for_verify(root, None, target, progress)[0],
+        lambda: lint_for_verify(root, (), target, progress)[0],
         progress,
         t_start,
         lambda: recorded(tokenizer_cache.through(cache, lambda: record(root, text=opts.text, chat=opts.chat))),
@@ -284,19 +309,22 @@ class VerifyRun:
     timings: Timings
 
     @classmethod
-    def open(cls, opts: VerifyOptions, progress: Progress, model: ModelDir) -> VerifyRun:
+    def open(cls, opts: VerifyOptions, progress: Progress, model: ModelDir, shared: ReferenceSession | None = None) -> VerifyRun:
         family = model_family(model)
         tok_cache = tokenizer_cache.for_dir(model.root, opts.text, opts.chat, opts.cache) if has_tokenizer(model.root) else None
         # started at once when the tokens section needs transformers (its torch import then
         # overlaps everything below); else once the reference cache misses
-        session = ReferenceSession(progress, start=False)
+        if shared is not None:
+            shared.next_target(progress)
+        session = shared if shared is not None else ReferenceSession(progress, start=False)
         tokenizer = tokenizer_cache.TransformersTokenizer(session, tok_cache, model.root, opts.text, opts.chat)
         if has_tokenizer(model.root) and tokenizer.record is None:
             session.start()
         try:
             return cls._planned(opts, progress, model, family, session, tokenizer)
         except BaseException:
-            session.close()
+            if shared is None:
+                session.close()
             raise
 
     @classmethod
@@ -339,7 +367,7 @@ class VerifyRun:
         forced = run.greedy if run.greedy is not None and len(run.greedy) == self.tokens else None  # else the reference generates its own
         with timed("reference"):
             extra = self.send_reference(run, forced)
-            gguf_started = self.start_gguf(forced)
+            gguf_started = [self.start_gguf(g, forced) for g in self.opts.ggufs]  # each in turn, while transformers computes
             early = self.first_counterfactual(found.prompt, run, forced)
             reference = self.job.result(forced, extra)
         with timed("compare"):
@@ -351,15 +379,16 @@ class VerifyRun:
             hf = self.judge_checkpoint(found.prompt, run, comparison, reference, early, judge, as_candle)
         with timed("tokens"):
             tokenizer = tokenizer_section(self.model.root, found.tokens, self.progress, transformers=self.tokenizer)
-        gguf = self.gguf(reference, gguf_found.prompt, as_candle, gguf_started, lint_note)
-        paths_report = self.paths(reference, found.paths, gguf, gguf_found.paths)
+        ggufs = [self.gguf(g, reference, f.prompt, as_candle, s, lint_note) for g, f, s in zip(self.opts.ggufs, gguf_found, gguf_started)]
+        paths_report = self.paths(reference, found.paths, ggufs, [f.paths for f in gguf_found])
         with timed("sampling"):
             sampled = sampling_section.verify_sampling(self.model.root, reference, found.sampling, self.sampler, self.native)
         return VerifyReport(
             options=self.opts, model=self.model, prompt=self.prompt, tolerance=self.tol, versions=_versions(self.native), reference=reference,
-            run=run, comparison=comparison, findings=hf.findings, lint_note=lint_note, gguf=gguf, seconds=time.perf_counter() - t_start,
+            run=run, comparison=comparison, findings=hf.findings, lint_note=lint_note, gguf=ggufs[0] if ggufs else None,
+            ggufs=ggufs if len(ggufs) > 1 else [], seconds=time.perf_counter() - t_start,
             nonfinite=nonfinite, timings=self.timings.rounded(), family=self.family.name, layers_note=self.layers_note,
-            runs=[run, *hf.runs, *(gguf.runs if gguf else []), *(paths_report.runs if paths_report else [])],
+            runs=[run, *hf.runs, *(r for g in ggufs for r in g.runs), *(paths_report.runs if paths_report else [])],
             explanation=hf.explanation, as_candle_runs=as_candle.runs, tokenizer=tokenizer, greedy_stop=stop_description(reference, judge.stop),
             run_plan=self.session.plan(int(self.native.cpu_threads())), paths=paths_report, sampling=sampled,
         )
@@ -387,14 +416,14 @@ class VerifyRun:
     def ran(self) -> str:
         return f"the {len(self.prompt.ids)}-token prompt and {self.tokens} generated tokens"
 
-    def lint(self) -> tuple[Routed, Routed, str | None]:
-        """lint's findings on the model directory and on the GGUF, each to the run its probe needs."""
+    def lint(self) -> tuple[Routed, list[Routed], str | None]:
+        """lint's findings on the model directory and on each GGUF, each to the run its probe needs."""
         opts = self.opts
         if not opts.lint:
-            return route([]), route([]), "lint skipped (--no-lint)"
+            return route([]), [route([]) for _ in opts.ggufs], "lint skipped (--no-lint)"
         target = self.plan.lint_target(_lint_target(opts, len(self.prompt.ids), self.tokens, self.native))
-        hf, gguf = lint_for_verify(self.model.root, Path(opts.gguf) if opts.gguf else None, target, self.progress)
-        return route(hf), route(gguf), None
+        hf, ggufs = lint_for_verify(self.model.root, opts.ggufs, target, self.progress)
+        return route(hf), [route(g) for g in ggufs], None
 
     def send_reference(self, run: RunOutputs, forced: list[int] | None) -> dict[str, Any] | None:
         """The reference's forward on candle's tokens (and the paths' inputs), then transformers'
@@ -405,14 +434,14 @@ class VerifyRun:
             self.tokenizer.send()
         return extra
 
-    def start_gguf(self, forced: list[int] | None) -> GgufFile | BadInput | None:
-        """The GGUF as written on candle's tokens, known now, so that its run overlaps
+    def start_gguf(self, path: Path, forced: list[int] | None) -> GgufFile | BadInput | None:
+        """A GGUF as written on candle's tokens, known now, so that its run overlaps
         transformers' (the reference's own tokens would be known only after)."""
-        if self.opts.gguf is None or forced is None:
+        if forced is None:
             return None
         with self.timings.timed("gguf"):
             o = self.opts
-            return start_gguf(Path(o.gguf), list(self.prompt.ids), list(forced), self.tokens, o.device, self.progress, use_cache=o.cache, layers=o.layers)
+            return start_gguf(Path(path), list(self.prompt.ids), list(forced), self.tokens, o.device, self.progress, use_cache=o.cache, layers=o.layers)
 
     def first_counterfactual(self, findings: list[Finding], run: RunOutputs, forced: list[int] | None) -> dict[str, RunOutputs]:
         """While transformers computes: candle with every numeric finding's patch, the run the
@@ -441,22 +470,21 @@ class VerifyRun:
         return CheckpointVerdicts(verdicts.findings, verdicts.explanation, patched_runs.runs())
 
     def gguf(
-        self, reference: Reference, findings: list[Finding], as_candle: AsCandleRuns, started: GgufFile | BadInput | None, lint_note: str | None
-    ) -> GgufSection | None:
+        self, path: Path, reference: Reference, findings: list[Finding], as_candle: AsCandleRuns, started: GgufFile | BadInput | None,
+        lint_note: str | None,
+    ) -> GgufSection:
         o = self.opts
-        if o.gguf is None:
-            return None
         with self.timings.timed("gguf"):
             section = verify_gguf(
-                Path(o.gguf), self.model, reference, self.tokens, o.device, findings, self.progress, self.ran,
+                Path(path), self.model, reference, self.tokens, o.device, findings, self.progress, self.ran,
                 use_cache=o.cache, as_candle=as_candle, layers=o.layers, started=started,
             )
         if lint_note:
             section.lint_note = lint_note
         return section
 
-    def paths(self, reference: Reference, findings: list[Finding], gguf: GgufSection | None, gguf_findings: list[Finding]) -> PathsReport | None:
-        """A second turn and a batch (`--turns`, `--batch`), for candle and the GGUF."""
+    def paths(self, reference: Reference, findings: list[Finding], ggufs: list[GgufSection], gguf_findings: list[list[Finding]]) -> PathsReport | None:
+        """A second turn and a batch (`--turns`, `--batch`), for candle and each GGUF."""
         if self.plan.empty:
             return None
         from portkit.verify.candle.native import load_gguf
@@ -464,9 +492,10 @@ class VerifyRun:
         with self.timings.timed("paths"):
             padded = self.family.trait("PADDING_MASK") is not None
             subjects = [paths.PathSubject("candle", self.candle.loader(self.model.config_text), self.tol, padded, findings)]
-            if gguf is not None:
+            for gguf, found in zip(ggufs, gguf_findings):
                 load = partial(load_gguf, gguf.path, device=self.opts.device, loader=gguf.loader)
-                subjects.append(paths.PathSubject("the GGUF in candle", load, gguf.tolerance, False, gguf_findings))
+                name = "the GGUF in candle" if len(ggufs) == 1 else f"the GGUF {gguf.path.name} in candle"
+                subjects.append(paths.PathSubject(name, load, gguf.tolerance, False, found))
             return paths.verify_paths(self.plan, subjects, reference, self.progress)
 
 

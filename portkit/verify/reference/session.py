@@ -122,6 +122,14 @@ class ReferenceSession:
             t.error = e
         t.done = True
 
+    def next_target(self, progress: Progress) -> None:
+        """Another model of the same `portkit verify A B ...`: the same process, this one's plan and progress."""
+        self.progress = progress
+        if self.child is not None:
+            self.child.progress = progress
+        self.ran = False
+        self.threads = None
+
     def plan(self, candle_threads: int) -> dict[str, Any]:
         """The run plan, for the report's header: where transformers ran, each side's threads."""
         where = ("a child process, started first" if self.in_child else "this process") if self.ran else "not run (every answer from the caches)"

@@ -250,8 +250,10 @@ def render_text(rep: VerifyReport | TokenizerReport | EmbeddingReport, console: 
         p(f"  per-layer plot: {escape(str(rep.plot))}")
     p("")
     _render_findings(rep, p)
-    if rep.gguf is not None:
-        _render_gguf(rep.gguf, rep, console)
+    for g in rep.gguf_sections:
+        _render_gguf(g, rep, console)
+    if len(rep.gguf_sections) > 1:
+        _render_gguf_summary(rep, p)
     if rep.paths is not None:
         for ln in paths_lines(rep.paths):
             p(ln)
@@ -311,6 +313,32 @@ def _render_findings(rep: VerifyReport, p: Any) -> None:
             p("  none")
     for ln in _finding_lines(rep.findings):
         p(ln)
+
+
+def gguf_summary_rows(rep: VerifyReport) -> list[list[str]]:
+    """One row per GGUF: file, weight types, last-position distance, teacher-forced argmax, first
+    greedy divergence, confirmed findings, verdict."""
+    rows = []
+    for g in rep.gguf_sections:
+        c = g.comparison
+        last = f"{c.last.max_abs_diff:.3g}" if c is not None and c.last is not None else "-"
+        steps = f"{c.steps.agree}/{c.steps.steps}" if c is not None and c.steps is not None else "-"
+        fork = "-" if c is None or c.greedy is None else "none" if c.greedy.first_divergence is None else str(c.greedy.first_divergence)
+        confirmed = [f.code for f in g.findings if f.confirmed]
+        verdict = "failed" if g.run.failure is not None else "agrees" if g.ok else "differs"
+        types = ",".join(sorted(t for t in g.weight_types if t != "F32")) or "F32"
+        rows.append([g.path.name, types, last, steps, fork, ", ".join(dict.fromkeys(confirmed)) or "-", verdict])
+    return rows
+
+
+def _render_gguf_summary(rep: VerifyReport, p: Any) -> None:
+    head = ["file", "quant types", "last max|diff|", "teacher-forced argmax", "first greedy divergence", "confirmed", "verdict"]
+    rows = gguf_summary_rows(rep)
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    p("")
+    p(f"[bold]{len(rows)} GGUFs against the same reference[/]")
+    for r in [head, *rows]:
+        p("  " + escape("  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip()))
 
 
 def _render_gguf(g: GgufSection, rep: VerifyReport, console: Console) -> None:

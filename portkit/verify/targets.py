@@ -1,0 +1,111 @@
+"""`portkit verify A B ...` (and `--hf-cache`): several models in one run, one transformers process.
+
+Each model is verified in turn, as `portkit verify DIR` alone would (the same report, the same
+caches), through one `ReferenceSession`: transformers is imported once, and each model's weights
+are streamed by it and released before the next, so the peak is the largest model's, not the
+sum. Each report is written as soon as it is done; a model that is bad input is one line and the
+others still run. The exit status is the worst of them (bad input 2, mismatch 1, non-finite 3,
+agree 0: `EXIT_ORDER`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from portkit.verify.errors import BadInput
+
+#: which exit status wins when several models are verified: the worst
+EXIT_ORDER = (0, 1, 3, 2)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One model of the run: its summary row's values."""
+
+    target: str
+    family: str | None
+    verdict: str  # agree | mismatch | non-finite | bad input
+    exit_code: int
+    confirmed: list[str]
+    seconds: float
+    note: str | None = None  # bad input: the line
+
+    def row(self) -> list[str]:
+        return [self.target, self.family or "-", self.verdict, str(self.exit_code), ", ".join(self.confirmed) or "-", f"{self.seconds:.1f}"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.target, "family": self.family, "verdict": self.verdict, "exit_code": self.exit_code,
+                "confirmed": self.confirmed, "seconds": round(self.seconds, 3), "note": self.note}  # fmt: skip
+
+
+def worst(codes: list[int]) -> int:
+    return max(codes, key=EXIT_ORDER.index, default=0)
+
+
+def hf_cache_targets() -> tuple[list[tuple[str, Path]], list[str]]:
+    """Every cached model's `main` that lint maps to a candle module: (ORG/NAME, snapshot) pairs, and notes."""
+    from portkit.errors import PortkitError
+    from portkit.hf_cache import cached_models
+    from portkit.verify.model_dir import model_family, read_model_dir
+
+    try:
+        models, notes = cached_models(False)
+    except PortkitError as e:
+        raise BadInput(str(e)) from None
+    out = []
+    for m in models:
+        if m.problem:
+            notes.append(f"{m.repo_id}: skipped: {m.problem}")
+            continue
+        try:
+            model_family(read_model_dir(m.path))
+        except BadInput as e:
+            notes.append(f"{m.repo_id}: skipped: {e}")
+            continue
+        out.append((m.repo_id, Path(m.path)))
+    return out, notes
+
+
+def verify_each(
+    opts: Any,
+    targets: list[tuple[str, Path]],
+    progress: Callable[[str, str], None],
+    emit: Callable[[str, Any], None],
+    error: Callable[[str, str], None],
+) -> list[Outcome]:
+    """Each target verified in turn with one transformers process; `emit(label, report)` as each is
+    done, `error(label, line)` for a target that is bad input; `progress(prefix, line)`."""
+    from portkit.verify.pipeline import verify
+    from portkit.verify.reference.session import ReferenceSession
+
+    session = ReferenceSession(lambda _s: None, start=False)
+    out: list[Outcome] = []
+    try:
+        for i, (label, path) in enumerate(targets, 1):
+            prefix = f"[{i}/{len(targets)}] {label}"
+            t0 = time.perf_counter()
+            try:
+                report = verify(dataclasses.replace(opts, model_dir=path), progress=lambda s, p=prefix: progress(p, s), session=session)
+            except BadInput as e:
+                error(label, str(e))
+                out.append(Outcome(label, None, "bad input", 2, [], time.perf_counter() - t0, note=str(e)))
+                continue
+            emit(label, report)
+            confirmed = list(dict.fromkeys(f.code for f in report.confirmed)) if hasattr(report, "confirmed") else []
+            out.append(Outcome(label, getattr(report, "family", None), report.verdict()[0], report.exit_code, confirmed, time.perf_counter() - t0))
+    finally:
+        session.close()
+    return out
+
+
+def summary_lines(outcomes: list[Outcome]) -> list[str]:
+    head = ["model", "family", "verdict", "exit", "confirmed", "seconds"]
+    rows = [o.row() for o in outcomes]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    lines = [f"{len(outcomes)} models, one transformers process"]
+    lines += ["  " + "  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip() for r in [head, *rows]]
+    return lines
