@@ -3,6 +3,7 @@
     python bench/verify_bench.py [--size 135m|1.1b|8b] [--tokens 8] [--before DIR [--rounds N]]
     python bench/verify_bench.py --baseline [--repeats 3] [--tokens 8]     (135M: vs the baseline scripts)
     python bench/verify_bench.py --real [--gguf] [--repeats 3] [--tokens 20] [--before DIR]
+    python bench/verify_bench.py --real --ladder | --many [--repeats 3] [--tokens 20]
 
 Sizes (random weights, generated once into `$PORTKIT_CACHE/bench/`, never downloaded):
 
@@ -64,6 +65,14 @@ tree's RSS (every descendant's VmRSS summed, every 20 ms), the median wall of `-
 (alternating the order between repeats), the largest peak; the machine's load average is printed
 beside them (a shared machine is noisy: the ratios are within one run).
 
+`--ladder` (issue 36): the published Q4_1 GGUF and three written from the same checkpoint by
+fixtures.gguf_writer (Q8_0, F16, F32; once, into `$PORTKIT_CACHE/bench/`): `portkit verify DIR
+--gguf a --gguf b --gguf c --gguf d` (first run, an empty cache) against the hand GGUF workflow
+above run once per file, and against `verify DIR --gguf a` for the peak-RSS bound (one --gguf's
+peak plus the largest GGUF). `--many`: `portkit verify A B C` on the real checkpoint, its fixed
+copy (fixtures.real) and the 135M random-weight shape, against three separate first runs; the
+bound is the largest single verify's peak + 10%.
+
 Printed: wall time and peak RSS of each (best wall of `--repeats`, alternating the order), and
 the ratios: verify's first run / baseline wall (target < 1) and verify peak RSS / f32 weight
 size (target <= 3). Each repeat gives verify an empty `$PORTKIT_CACHE` for its first run, as
@@ -82,6 +91,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from typing import Any
 from importlib import metadata
 from pathlib import Path
 
@@ -489,6 +499,8 @@ def main() -> int:
     ap.add_argument("--baseline", action="store_true", help="135M only: portkit verify vs the baseline scripts")
     ap.add_argument("--real", action="store_true", help="the real SmolLM2-135M-Instruct (fixtures.real): workflow, floor and verify")
     ap.add_argument("--gguf", action="store_true", help="with --real: the GGUF workflow against verify --gguf")
+    ap.add_argument("--ladder", action="store_true", help="with --real: 4 GGUFs in one verify against four hand GGUF workflows (issue 36)")
+    ap.add_argument("--many", action="store_true", help="with --real: 3 checkpoints in one verify against three separate verifies (issue 36)")
     ap.add_argument("--real-dir", type=Path, help="with --real: this checkpoint directory instead of fixtures.real's")
     ap.add_argument("--real-gguf", type=Path, help="with --real --gguf: this GGUF instead of fixtures.real's")
     ap.add_argument("--make-fixture", type=Path, help=argparse.SUPPRESS)
@@ -496,6 +508,8 @@ def main() -> int:
     if a.make_fixture:
         make_fixture(a.make_fixture)
         return 0
+    if a.real and (a.ladder or a.many):
+        return many_targets(a)
     if a.real:
         return real(a)
     a.tokens = 8 if a.tokens is None else a.tokens
@@ -694,6 +708,122 @@ def run_steps(steps: list[dict]) -> dict:
         r = run_tree(s["argv"], s["env"], Path(stdout), Path(s.get("cwd") or ROOT))
         out.append({"name": s["name"], "wall": r["wall"], "peak": r["peak_tree_rss"], "stderr": r["stderr"]})
     return {"steps": out, "wall": sum(x["wall"] for x in out), "peak": max(x["peak"] for x in out)}
+
+
+LADDER_QTYPES = ("q8_0", "f16", "f32")  # written from the real checkpoint by fixtures.gguf_writer, beside the published Q4_1
+
+
+def ladder_files(d: Path, published: Path) -> list[Path]:
+    """The published Q4_1 and three more from the same checkpoint (fixtures.gguf_writer, once, under $PORTKIT_CACHE/bench)."""
+    sys.path.insert(0, str(ROOT))
+    from fixtures.gguf_writer import write_gguf
+
+    out = [published]
+    for q in LADDER_QTYPES:
+        f = cache_root() / "bench" / f"{d.name}-{q}.gguf"
+        if not f.is_file():
+            f.parent.mkdir(parents=True, exist_ok=True)
+            tmp = f.with_suffix(".tmp")
+            write_gguf(d, tmp, q)
+            tmp.rename(f)
+        out.append(f)
+    return out
+
+
+def _gguf_workflow(d: Path, gguf: Path, work: Path, env: dict[str, str], tokens: int, tag: str) -> list[dict]:
+    """The hand GGUF workflow for one file (reference script, quantized candle program, comparison)."""
+    py, n, exe = sys.executable, str(tokens), gguf_example()
+    ref = str(work / f"gguf-ref-{tag}")
+    tokens_of = f"$({py} -c \"import json;print(','.join(map(str,json.load(open('{ref}.json'))['tokens'])))\")"
+    steps = [
+        dict(name=f"{tag}: reference script", argv=[py, "-I", str(ROOT / "bench/baseline/gguf_ref.py"), str(d), REAL_IDS, n, THREADS, ref], stdout=None),
+        dict(name=f"{tag}: quantized candle program", argv=["bash", "-c", f"exec {exe} cpu {gguf} {REAL_IDS} {tokens_of} {n} {work / f'gguf-candle-{tag}.f32'}"],
+             stdout=work / f"gguf-candle-{tag}.json"),
+        dict(name=f"{tag}: comparison script", argv=[py, "-I", str(ROOT / "bench/baseline/gguf_compare.py"), ref, str(work / f"gguf-candle-{tag}.f32"),
+                                                     str(work / f"gguf-candle-{tag}.json")], stdout=work / f"gguf-compare-{tag}.txt"),
+    ]  # fmt: skip
+    return [dict(s, env=env, cwd=ROOT) for s in steps]
+
+
+def many_targets(a: argparse.Namespace) -> int:
+    """`--real --ladder`: 4 GGUFs in one verify against four hand workflows and one single-GGUF verify;
+    `--real --many`: 3 checkpoints in one verify against three separate first runs. Medians of `--repeats`, alternating."""
+    tokens = 20 if a.tokens is None else a.tokens
+    d, published = real_files(a)
+    py, env, n = sys.executable, _env(), str(tokens)
+    work = Path(tempfile.mkdtemp(prefix="portkit-bench-many-"))
+    verify = [py, "-m", "portkit.cli", "verify", "--ids", REAL_IDS, "--tokens", n, "--format", "json"]
+    plans: dict[str, Any] = {}
+    if a.ladder:
+        if published is None:
+            raise SystemExit("--ladder needs the real GGUF: fixtures.real's, or --real-gguf FILE")
+        files = ladder_files(d, published)
+        sizes = {f.name: f.stat().st_size for f in files}
+        plans["hand workflow x4"] = lambda i: [s for k, f in enumerate(files) for s in _gguf_workflow(d, f, work, env, tokens, f"gguf {k + 1}")]
+        plans["verify, one --gguf (the first)"] = lambda i: [dict(name="verify", argv=[*verify, str(d), "--gguf", str(files[0])], cwd=ROOT, stdout=work / "one.json",
+                                                               env=dict(env, PORTKIT_CACHE=str(_fresh(work / f"c1-{i}"))))]  # fmt: skip
+        plans["verify, 4 --gguf"] = lambda i: [dict(name="verify", argv=[*verify, str(d), *[x for f in files for x in ("--gguf", str(f))]], cwd=ROOT,
+                                                    stdout=work / "ladder.json", env=dict(env, PORTKIT_CACHE=str(_fresh(work / f"c4-{i}"))))]  # fmt: skip
+        baseline, multi = "hand workflow x4", "verify, 4 --gguf"
+    else:
+        dirs = [d, *(p for p in (_real_fixed(d), fixture_dir()) if p is not None)]
+        plans["3 separate verifies"] = lambda i: [dict(name=f"verify {k + 1}", argv=[*verify, str(x)], cwd=ROOT, stdout=work / f"sep-{k}.json",
+                                                       env=dict(env, PORTKIT_CACHE=str(_fresh(work / f"cs-{i}-{k}")))) for k, x in enumerate(dirs)]  # fmt: skip
+        plans["verify A B C"] = lambda i: [dict(name="verify many", argv=[*verify, *map(str, dirs)], cwd=ROOT, stdout=work / "many.json",
+                                                env=dict(env, PORTKIT_CACHE=str(_fresh(work / f"cm-{i}"))))]  # fmt: skip
+        baseline, multi = "3 separate verifies", "verify A B C"
+    runs: dict[str, list[dict]] = {}
+    load = [_loadavg()]
+    for i in range(a.repeats):
+        names = list(plans) if i % 2 == 0 else list(reversed(plans))
+        for name in names:
+            res = run_steps(plans[name](i))
+            runs.setdefault(name, []).append(res)
+            print(f"  run {i + 1} {name:<34} wall {res['wall']:6.2f} s  peak {res['peak'] / 2**20:7.1f} MiB  load {_loadavg()}", file=sys.stderr)
+    load.append(_loadavg())
+    mib = 2**20
+    med = {k: _median([r["wall"] for r in v]) for k, v in runs.items()}
+    peak = {k: max(r["peak"] for r in v) for k, v in runs.items()}
+    print(f"real checkpoint {d}, prompt ids {REAL_IDS}, {tokens} tokens, {THREADS} threads; median of {a.repeats}, alternating order; "
+          f"load average {load[0]} at the start, {load[1]} at the end")
+    if a.ladder:
+        print("GGUFs: " + ", ".join(f"{k} ({v / 1e6:.0f} MB)" for k, v in sizes.items()))
+    else:
+        print("checkpoints: " + ", ".join(str(x) for x in dirs))
+    print(f"{'':<44}{'wall s':>9}{'peak RSS MiB':>15}")
+    for k in runs:
+        print(f"{k:<44}{med[k]:>9.2f}{peak[k] / mib:>15.1f}")
+        if a.many and k == baseline:
+            for j, step in enumerate(runs[k][0]["steps"]):
+                print(f"  {step['name']:<42}{_median([r['steps'][j]['wall'] for r in runs[k]]):>9.2f}{max(r['steps'][j]['peak'] for r in runs[k]) / mib:>15.1f}")
+    ratio, target = med[multi] / med[baseline], 0.4 if a.ladder else 0.45
+    print(f"{multi} / {baseline}: {ratio:.2f}x (target <= {target}: {'met' if ratio <= target else 'NOT met'})")
+    if a.ladder:
+        bound = peak["verify, one --gguf (the first)"] + max(sizes.values())
+        print(f"peak RSS {peak[multi] / mib:.0f} MiB; bound: one --gguf's {peak['verify, one --gguf (the first)'] / mib:.0f} MiB + the largest GGUF "
+              f"{max(sizes.values()) / mib:.0f} MiB = {bound / mib:.0f} MiB ({'met' if peak[multi] <= bound else 'NOT met'})")
+    else:
+        largest = max(max(r["steps"][j]["peak"] for r in runs[baseline]) for j in range(len(dirs)))
+        print(f"peak RSS {peak[multi] / mib:.0f} MiB; bound: the largest single verify's {largest / mib:.0f} MiB + 10% = {1.1 * largest / mib:.0f} MiB "
+              f"({'met' if peak[multi] <= 1.1 * largest else 'NOT met'})")
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def _fresh(p: Path) -> Path:
+    shutil.rmtree(p, ignore_errors=True)
+    return p
+
+
+def _real_fixed(d: Path) -> Path | None:
+    """fixtures.real's fixed copy of the checkpoint (PK101 repaired), a second real checkpoint."""
+    sys.path.insert(0, str(ROOT))
+    from fixtures.real import fixed_dir
+
+    try:
+        return fixed_dir(d)
+    except Exception:
+        return None
 
 
 def real(a: argparse.Namespace) -> int:

@@ -2,7 +2,8 @@
 
 huggingface_hub's own cache API scans the cache (`scan_cache_dir`, repo by repo), offline,
 through `portkit.hub`; each snapshot is linted as a directory. This module sits above
-`portkit.lint` (it lints), `portkit.hub` below it (it only resolves names).
+`portkit.lint` (it lints), `portkit.hub` below it (it resolves names and lists the cached revisions, `cached_models`,
+which `portkit verify --hf-cache` reads too).
 """
 
 from __future__ import annotations
@@ -13,17 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from portkit.errors import InputError
-from portkit.hub import BadRef, CachedModel, cache_dir, is_snapshot, offline_hub, read_ref, short
+from portkit.hub import CachedModel, cache_dir, cached_models, short
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from types import ModuleType
-    from typing import Any, Callable, Iterable, TextIO
+    from typing import Any, Iterable, TextIO
 
     from portkit.settings import Settings
 
 SEVERITIES = ("error", "warning", "info")
-PER_REPO_SCAN = "_scan_cached_repo"  # huggingface_hub/utils/_cache_manager.py: scan_cache_dir's per-repo step
 
 
 @dataclass(slots=True)
@@ -51,87 +50,6 @@ class CacheRow:
             "findings": dict(self.counts),
             "codes": self.codes,
         }
-
-
-def cached_models(all_revisions: bool) -> tuple[list[CachedModel], list[str]]:
-    """(the revisions to lint, notes). `main` of each model repo; every revision with `all_revisions`.
-
-    Each repo is scanned on its own: one that cannot be read (a ref that is no commit hash, a
-    snapshot that is a symlink loop or lies outside the repo) is one `unreadable` entry, and the
-    others are still linted. What huggingface_hub calls corrupt is a note, as it is to `hf cache scan`.
-    """
-    hub = offline_hub()
-    cache = cache_dir()
-    if not cache.is_dir():
-        raise InputError(cache, "no Hugging Face cache here (huggingface_hub reads HF_HUB_CACHE, else HF_HOME/hub)")
-    try:
-        repo_dirs = sorted(p for p in cache.iterdir() if p.name.startswith("models--"))
-    except OSError as e:
-        raise InputError(cache, f"cannot scan the Hugging Face cache: {short(e)}") from None
-    notes: list[str] = []
-    out: list[CachedModel] = []
-    scan = _repo_scanner(hub, cache)
-    for repo_dir in repo_dirs:
-        repo_id = repo_dir.name.removeprefix("models--").replace("--", "/")
-        try:
-            repo = scan(repo_dir)
-        except hub.CorruptedCacheException as e:
-            notes.append(f"{repo_id}: skipped: {short(e)}")
-            continue
-        except (BadRef, OSError, ValueError) as e:
-            why = f"{e.strerror}: {e.filename}" if isinstance(e, OSError) and e.strerror and e.filename else e
-            out.append(CachedModel(repo_id=repo_id, revision="-", commit="", path=repo_dir, problem=f"cannot scan this repo: {short(why)}"))
-            continue
-        revs = sorted(repo.revisions, key=lambda r: (-r.last_modified, r.commit_hash))
-        if not all_revisions:
-            main = [r for r in revs if "main" in r.refs]
-            if not main:
-                shown = ", ".join(r.commit_hash[:12] for r in revs) or "none"
-                notes.append(f"{repo.repo_id}: no `main` in the cache (revisions: {short(shown)}); --all-revisions lints them")
-            revs = main
-        for r in revs:
-            refs = tuple(sorted(r.refs))
-            name = "main" if "main" in refs else (refs[0] if refs else r.commit_hash)
-            problem = None
-            if not is_snapshot(r.snapshot_path, repo_dir):
-                problem = f"snapshot {short(r.snapshot_path)} is not a directory `snapshots/<40-hex commit>` of this repo"
-            out.append(CachedModel(repo_id=repo.repo_id, revision=name, commit=r.commit_hash, path=Path(r.snapshot_path), refs=refs, problem=problem))
-    return out, notes
-
-
-def _repo_scanner(hub: ModuleType, cache: Path) -> Callable[[Path], Any]:
-    """huggingface_hub's scan of one repo (`_scan_cached_repo`, what `scan_cache_dir` runs for
-    each), after the repo's refs are checked bounded: huggingface_hub reads each ref whole and
-    quotes it in its warnings. A huggingface_hub without that function gets the whole scan,
-    once, each repo's part of it (one bad repo then fails them all, as it did before)."""
-    from huggingface_hub.utils import _cache_manager
-
-    scan_one = getattr(_cache_manager, PER_REPO_SCAN, None)
-    if scan_one is None:
-        try:
-            info = hub.scan_cache_dir(cache)
-        except (OSError, ValueError) as e:
-            raise InputError(cache, f"cannot scan the Hugging Face cache: {short(e)}") from None
-        whole = {Path(r.repo_path).name: r for r in info.repos}
-
-        def scan_one(repo_dir: Path) -> Any:
-            if repo_dir.name in whole:
-                return whole[repo_dir.name]
-            said = [str(w) for w in info.warnings if repo_dir.name in str(w)]
-            raise hub.CorruptedCacheException(said[0] if said else f"{repo_dir}: not in huggingface_hub's scan")
-
-    def scan(repo_dir: Path) -> Any:
-        refs = repo_dir / "refs"
-        if refs.is_dir():
-            for ref in refs.glob("**/*"):
-                if not ref.is_dir():
-                    try:
-                        read_ref(ref)
-                    except BadRef as e:
-                        raise BadRef(f"refs/{ref.relative_to(refs).as_posix()}: {e}") from None
-        return scan_one(repo_dir)
-
-    return scan
 
 
 def _family(config: object) -> str | None:

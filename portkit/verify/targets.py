@@ -49,7 +49,7 @@ def worst(codes: list[int]) -> int:
 def hf_cache_targets() -> tuple[list[tuple[str, Path]], list[str]]:
     """Every cached model's `main` that lint maps to a candle module: (ORG/NAME, snapshot) pairs, and notes."""
     from portkit.errors import PortkitError
-    from portkit.hf_cache import cached_models
+    from portkit.hub import cached_models
     from portkit.verify.model_dir import model_family, read_model_dir
 
     try:

@@ -259,6 +259,6 @@ def test_hf_cache_without_the_per_repo_scan_falls_back_to_the_whole_scan(world: 
     hc.add_revision(cache, "acme/good", hc.model_files(sk.write_model(cache.parent / "src-good", sk.config("tf4"))))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
     with_it, _ = hf_cache.cached_models(all_revisions=False)
-    monkeypatch.setattr(hf_cache, "PER_REPO_SCAN", "_no_such_function")
+    monkeypatch.setattr(hub, "PER_REPO_SCAN", "_no_such_function")
     without, _ = hf_cache.cached_models(all_revisions=False)
     assert [(m.repo_id, m.commit) for m in without] == [(m.repo_id, m.commit) for m in with_it] and len(with_it) == 2
