@@ -766,7 +766,7 @@ def many_targets(a: argparse.Namespace) -> int:
                                                     stdout=work / "ladder.json", env=dict(env, PORTKIT_CACHE=str(_fresh(work / f"c4-{i}"))))]  # fmt: skip
         baseline, multi = "hand workflow x4", "verify, 4 --gguf"
     else:
-        dirs = [d, *(p for p in (_real_fixed(d), fixture_dir()) if p is not None)]
+        dirs = [d, *(p for p in (_real_fixed(d), ensure_fixture()) if p is not None)]
         plans["3 separate verifies"] = lambda i: [dict(name=f"verify {k + 1}", argv=[*verify, str(x)], cwd=ROOT, stdout=work / f"sep-{k}.json",
                                                        env=dict(env, PORTKIT_CACHE=str(_fresh(work / f"cs-{i}-{k}")))) for k, x in enumerate(dirs)]  # fmt: skip
         plans["verify A B C"] = lambda i: [dict(name="verify many", argv=[*verify, *map(str, dirs)], cwd=ROOT, stdout=work / "many.json",

@@ -132,6 +132,24 @@ def expand_ggufs(values: list[str]) -> list[Path]:
     return out
 
 
+def _guarded(run: Any) -> tuple[Any, int | None]:
+    """(`run()`, None), or (None, the exit status of its failure): bad input and a bug of ours are
+    one line and 2 (the traceback with PORTKIT_DEBUG=1), an interrupt 130."""
+    from portkit.verify.errors import BadInput
+
+    try:
+        return run(), None
+    except BadInput as e:
+        return None, _error(str(e))
+    except KeyboardInterrupt:
+        print("portkit verify: interrupted", file=sys.stderr)
+        return None, 130
+    except Exception as e:  # a bug of ours: one line, the traceback on request
+        if os.environ.get("PORTKIT_DEBUG"):
+            raise
+        return None, _error(f"internal error: {type(e).__name__}: {e} (set PORTKIT_DEBUG=1 for the traceback)")
+
+
 def _error(msg: str) -> int:
     print(f"portkit: error: {' '.join(msg.split())}", file=sys.stderr)
     return 2
@@ -191,7 +209,8 @@ def run(args: argparse.Namespace) -> int:
     )
     if many:
         return _run_many(args, opts, targets, err)
-    try:
+
+    def one() -> Any:
         if args.plot is not None:  # checked before anything runs, after the run's own options
             from portkit.verify.pipeline import validate
             from portkit.verify.report.plot import check_plot_path
@@ -207,15 +226,11 @@ def run(args: argparse.Namespace) -> int:
             from portkit.verify.report.plot import plot_report
 
             report.plot = plot_report(report, Path(args.plot))
-    except BadInput as e:
-        return _error(str(e))
-    except KeyboardInterrupt:
-        print("portkit verify: interrupted", file=sys.stderr)
-        return 130
-    except Exception as e:  # a bug of ours: one line, the traceback on request
-        if os.environ.get("PORTKIT_DEBUG"):
-            raise
-        return _error(f"internal error: {type(e).__name__}: {e} (set PORTKIT_DEBUG=1 for the traceback)")
+        return report
+
+    report, failed = _guarded(one)
+    if failed is not None:
+        return failed
 
     prompt = getattr(report, "prompt", None)  # none when only tokenizer files were compared
     warning = prompt.short_warning() if prompt is not None else None
@@ -264,19 +279,15 @@ def _run_many(args: argparse.Namespace, opts: Any, targets: list[tuple[str, Path
     def error(label: str, line: str) -> None:
         print(f"portkit: error: {label}: {' '.join(line.split())}", file=sys.stderr)
 
-    try:
+    def each() -> Any:
         if err.is_terminal:  # a status line per model on long runs, only on a terminal
             with err.status("portkit verify: starting", spinner="dots") as status:
-                outcomes = verify_each(opts, targets, lambda prefix, s: status.update(f"portkit verify {prefix}: {s}"), emit, error)
-        else:
-            outcomes = verify_each(opts, targets, lambda _p, _s: None, emit, error)
-    except KeyboardInterrupt:
-        print("portkit verify: interrupted", file=sys.stderr)
-        return 130
-    except Exception as e:  # a bug of ours: one line, the traceback on request
-        if os.environ.get("PORTKIT_DEBUG"):
-            raise
-        return _error(f"internal error: {type(e).__name__}: {e} (set PORTKIT_DEBUG=1 for the traceback)")
+                return verify_each(opts, targets, lambda prefix, s: status.update(f"portkit verify {prefix}: {s}"), emit, error)
+        return verify_each(opts, targets, lambda _p, _s: None, emit, error)
+
+    outcomes, failed = _guarded(each)
+    if failed is not None:
+        return failed
     code = worst([o.exit_code for o in outcomes])
     if args.format == "json":
         doc = {"targets": docs, "summary": [o.to_json() for o in outcomes], "exit_code": code}

@@ -97,9 +97,20 @@ def verify_each(
             emit(label, report)
             confirmed = list(dict.fromkeys(f.code for f in report.confirmed)) if hasattr(report, "confirmed") else []
             out.append(Outcome(label, getattr(report, "family", None), report.verdict()[0], report.exit_code, confirmed, time.perf_counter() - t0))
+            del report
+            _release()  # this model's arrays leave the process before the next model's weights come in
     finally:
         session.close()
     return out
+
+
+def _release() -> None:
+    import gc
+
+    gc.collect()
+    from portkit.verify.candle.native import native
+
+    native().release_memory()
 
 
 def summary_lines(outcomes: list[Outcome]) -> list[str]:
