@@ -108,8 +108,7 @@ class VerifyReport:
     comparison: Comparison | None
     findings: list[Confirmation]
     lint_note: str | None = None
-    gguf: GgufSection | None = None  # the first --gguf's section
-    ggufs: list[GgufSection] = field(default_factory=list)  # every --gguf's, in order (the first is `gguf`)
+    ggufs: list[GgufSection] = field(default_factory=list)  # every --gguf's section, in order
     plot: Path | None = None
     seconds: float = 0.0
     nonfinite: NonFinite | None = None  # NaN/inf named, its own verdict
@@ -151,12 +150,13 @@ class VerifyReport:
     def all_findings(self) -> list[Confirmation]:
         paths = self.paths.findings if self.paths is not None else []
         sampled = self.sampling.findings if self.sampling is not None else []
-        ggufs = [f for g in self.gguf_sections for f in g.findings]
+        ggufs = [f for g in self.ggufs for f in g.findings]
         return self.findings + ggufs + (self.tokenizer.findings if self.tokenizer else []) + paths + sampled
 
     @property
-    def gguf_sections(self) -> list[GgufSection]:
-        return self.ggufs or ([self.gguf] if self.gguf is not None else [])
+    def gguf(self) -> GgufSection | None:
+        """The first --gguf's section (one --gguf: the only one)."""
+        return self.ggufs[0] if self.ggufs else None
 
     @property
     def exit_code(self) -> int:
@@ -164,7 +164,7 @@ class VerifyReport:
             return NONFINITE_EXIT
         # 1 only when a side differs or fails: a finding confirmed where both sides agree (BOS
         # twice on both, PK509) is reported, not a mismatch
-        ok = self.candle_ok and all(g.ok for g in self.gguf_sections) and (self.tokenizer is None or self.tokenizer.ok)
+        ok = self.candle_ok and all(g.ok for g in self.ggufs) and (self.tokenizer is None or self.tokenizer.ok)
         ok = ok and (self.paths is None or self.paths.ok) and (self.sampling is None or self.sampling.ok)
         return 0 if ok else 1
 
@@ -174,7 +174,7 @@ class VerifyReport:
         if self.nonfinite is not None:
             return "non-finite", "NON-FINITE: " + self.nonfinite.line() + " (not a candle-vs-transformers difference)"
         if self.exit_code == 0:
-            n = len(self.gguf_sections)
+            n = len(self.ggufs)
             which = " (the HF checkpoint and the GGUF)" if n == 1 else f" (the HF checkpoint and {n} GGUFs)" if n else ""
             return "agree", "candle agrees with transformers" + which + both_alike(confirmed)
         bits = []
@@ -192,9 +192,9 @@ class VerifyReport:
             bits.append("candle failed" + _why(self.explanation))
         elif not self.candle_ok:
             bits.append("candle differs from transformers" + _why(self.explanation))
-        for g in self.gguf_sections:
+        for g in self.ggufs:
             if not g.ok:
-                name = "the GGUF" if len(self.gguf_sections) == 1 else f"the GGUF {g.path.name}"
+                name = "the GGUF" if len(self.ggufs) == 1 else f"the GGUF {g.path.name}"
                 bits.append((f"{name} differs from transformers" if g.run.failure is None else f"{name} failed in candle") + _why(g.explanation))
         if self.paths is not None:
             bits += [f"the {TITLES[c.path.name]} {'failed in' if c.path.run.failure else 'differs from transformers in'} {s.subject}" for s in self.paths.sections for c in s.checks if not c.ok]
@@ -385,8 +385,7 @@ class VerifyRun:
             sampled = sampling_section.verify_sampling(self.model.root, reference, found.sampling, self.sampler, self.native)
         return VerifyReport(
             options=self.opts, model=self.model, prompt=self.prompt, tolerance=self.tol, versions=_versions(self.native), reference=reference,
-            run=run, comparison=comparison, findings=hf.findings, lint_note=lint_note, gguf=ggufs[0] if ggufs else None,
-            ggufs=ggufs if len(ggufs) > 1 else [], seconds=time.perf_counter() - t_start,
+            run=run, comparison=comparison, findings=hf.findings, lint_note=lint_note, ggufs=ggufs, seconds=time.perf_counter() - t_start,
             nonfinite=nonfinite, timings=self.timings.rounded(), family=self.family.name, layers_note=self.layers_note,
             runs=[run, *hf.runs, *(r for g in ggufs for r in g.runs), *(paths_report.runs if paths_report else [])],
             explanation=hf.explanation, as_candle_runs=as_candle.runs, tokenizer=tokenizer, greedy_stop=stop_description(reference, judge.stop),

@@ -198,7 +198,7 @@ def _to_json(rep: VerifyReport) -> dict[str, Any]:
         "candle": _run_json(rep.run),
         "comparison": comparison_json(rep.comparison),
         "lint": {"ran": rep.lint_note is None, "note": rep.lint_note,
-                 "findings": len(rep.findings) + sum(len(g.findings) for g in rep.gguf_sections) + (len(rep.paths.findings) if rep.paths else 0)
+                 "findings": len(rep.findings) + sum(len(g.findings) for g in rep.ggufs) + (len(rep.paths.findings) if rep.paths else 0)
                  + (len(rep.sampling.findings) if rep.sampling else 0)},
         "findings": [f.to_json() for f in rep.findings],
         "explanation": rep.explanation.to_json() if rep.explanation is not None else None,
@@ -215,7 +215,7 @@ def _to_json(rep: VerifyReport) -> dict[str, Any]:
         # only with --turns or --batch: the plain report keeps its keys
         **({"paths": rep.paths.to_json()} if rep.paths is not None else {}),
         # only with several --gguf (the first is "gguf" too): every section, in order
-        **({"ggufs": [_gguf_json(g) for g in rep.ggufs]} if rep.ggufs else {}),
+        **({"ggufs": [_gguf_json(g) for g in rep.ggufs]} if len(rep.ggufs) > 1 else {}),
         # only with a generation_config.json or a stated sampler
         **({"sampling": {**rep.sampling.to_json(), "findings": [f.to_json() for f in rep.sampling.findings]}} if rep.sampling is not None else {}),
     }

@@ -250,9 +250,9 @@ def render_text(rep: VerifyReport | TokenizerReport | EmbeddingReport, console: 
         p(f"  per-layer plot: {escape(str(rep.plot))}")
     p("")
     _render_findings(rep, p)
-    for g in rep.gguf_sections:
+    for g in rep.ggufs:
         _render_gguf(g, rep, console)
-    if len(rep.gguf_sections) > 1:
+    if len(rep.ggufs) > 1:
         _render_gguf_summary(rep, p)
     if rep.paths is not None:
         for ln in paths_lines(rep.paths):
@@ -319,7 +319,7 @@ def gguf_summary_rows(rep: VerifyReport) -> list[list[str]]:
     """One row per GGUF: file, weight types, last-position distance, teacher-forced argmax, first
     greedy divergence, confirmed findings, verdict."""
     rows = []
-    for g in rep.gguf_sections:
+    for g in rep.ggufs:
         c = g.comparison
         last = f"{c.last.max_abs_diff:.3g}" if c is not None and c.last is not None else "-"
         steps = f"{c.steps.agree}/{c.steps.steps}" if c is not None and c.steps is not None else "-"
