@@ -24,10 +24,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from portkit.sampler import PRESETS, SAMPLER_HELP, SEED, CandleSampler, SamplerError, number, parse
+from portkit.sampler import CandleSampler, SamplerError, number, parse
 
-__all__ = [  # the stated sampler's names, for the callers that compare it (portkit.sampler)
-    "PRESETS", "SAMPLER_HELP", "SEED", "CandleSampler", "SamplerError", "parse",
+__all__ = [  # with the stated sampler's names its callers compare it by (portkit.sampler)
+    "CandleSampler", "SamplerError", "parse",
     "Difference", "Generate", "advice", "advised", "differences", "plain_call",
 ]
 
@@ -143,18 +143,6 @@ def advised(gen: Generate) -> CandleSampler:
     if p is not None:
         return CandleSampler("TopP", temperature=t, top_p=p, **rp)
     return CandleSampler("All", temperature=t, **rp)
-
-
-ADVICE_CLOSURE = """\
-// transformers' TopKLogitsWarper, then the renormalisation its softmax does before TopPLogitsWarper
-fn keep_top_k_renormalised(prs: &mut [f32], k: usize) {
-    let mut sorted = prs.to_vec();
-    sorted.sort_by(|a, b| b.total_cmp(a));
-    let kth = sorted[k.min(sorted.len()) - 1];
-    prs.iter_mut().for_each(|p| if *p < kth { *p = 0.0 });
-    let sum: f32 = prs.iter().sum();
-    prs.iter_mut().for_each(|p| *p /= sum);
-}"""
 
 
 @dataclass(frozen=True, slots=True)
