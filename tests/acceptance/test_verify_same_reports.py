@@ -2,7 +2,7 @@
 (tests/acceptance/report_cases.py) the JSON report, minus timings, equals the one the commit
 `BASE` writes.
 
-The base's reports are made once per machine and wheel: `git archive BASE portkit fixtures` into
+The base's reports are made once per machine, wheel and reference packages: `git archive BASE portkit fixtures` into
 `$PORTKIT_CACHE/golden/`, then report_cases.py run with that checkout first on PYTHONPATH (its
 own verify, this wheel). Today's run in this process (PORTKIT_VERIFY_REFERENCE=inprocess) for
 every case, and in the reference's child process, as the CLI runs it, for the cases that use
@@ -56,15 +56,29 @@ def _cache() -> Path:
     return Path(os.environ.get("PORTKIT_CACHE") or Path.home() / ".cache" / "portkit")
 
 
-def _wheel_and_machine() -> str:
+#: the reference's packages: a newer transformers (a fresh venv takes the newest 5.x) writes its
+#: version into every report and may compute other logits, so the base's reports are remade
+REFERENCE_PACKAGES = ("transformers", "torch", "tokenizers", "sentence-transformers", "numpy")
+
+
+def _wheel_machine_and_reference() -> str:
+    from importlib import metadata
+
     from portkit.verify.candle import cache as runcache
 
-    return hashlib.sha256(json.dumps([runcache.wheel_digest(), platform.machine(), runcache._cpu_model()]).encode()).hexdigest()[:12]
+    versions = []
+    for name in REFERENCE_PACKAGES:
+        try:
+            versions.append(metadata.version(name))
+        except metadata.PackageNotFoundError:
+            versions.append(None)
+    key = [runcache.wheel_digest(), platform.machine(), runcache._cpu_model(), versions]
+    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:12]
 
 
 @pytest.fixture(scope="module")
 def golden() -> dict:
-    d = _cache() / "golden" / f"{BASE}-{_wheel_and_machine()}"
+    d = _cache() / "golden" / f"{BASE}-{_wheel_machine_and_reference()}"
     reports = d / "reports.json"
     if not reports.is_file():
         try:
