@@ -16,7 +16,7 @@ families it applies to in `Rule.families`, derived from the family traits where 
 
 from __future__ import annotations
 
-from portkit.rules import config, embedding_activation, embedding_config, embedding_mask, embedding_pipeline, gguf, runtime, runtime_paths, tokenizer, weights
+from portkit.rules import config, embedding_activation, embedding_config, embedding_mask, embedding_pipeline, embedding_positions, gguf, runtime, runtime_paths, tokenizer, weights
 from portkit.rules.base import DOC_HEADINGS, Context, Rule
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -115,7 +115,7 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK517": ("chat-template-strftime-now", "stable"),
     "PK518": ("chat-template-block-whitespace", "stable"),
     # PK601-PK610: the sentence-transformers pipeline (portkit.rules.embedding_pipeline); PK611+: what
-    # candle's encoder modules take and read (embedding_mask, embedding_config, embedding_activation)
+    # candle's encoder modules take and read (embedding_mask, embedding_config, embedding_activation, embedding_positions)
     "PK601": ("sentence-pipeline", "stable"),
     "PK602": ("pooling-in-program", "stable"),
     "PK603": ("normalize-in-program", "stable"),
@@ -134,10 +134,11 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK616": ("encoder-activation-differs", "stable"),
     "PK617": ("encoder-config-keys-disagree", "stable"),
     "PK618": ("bert-half-precision-mask-nan", "stable"),
+    "PK620": ("roberta-through-bert-positions", "stable"),
 }
 GROUPS = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf", "5": "tokenizer", "6": "embedding"}
 
-_CLASSES: dict[str, type[Rule]] = {cls.code: cls for mod in (config, weights, runtime, runtime_paths, gguf, tokenizer, embedding_pipeline, embedding_mask, embedding_config, embedding_activation) for cls in mod.RULES}
+_CLASSES: dict[str, type[Rule]] = {cls.code: cls for mod in (config, weights, runtime, runtime_paths, gguf, tokenizer, embedding_pipeline, embedding_mask, embedding_config, embedding_activation, embedding_positions) for cls in mod.RULES}
 RULES: dict[str, Rule] = {code: _CLASSES[code]() for code in CODES if code in _CLASSES}
 
 

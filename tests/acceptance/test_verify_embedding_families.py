@@ -104,3 +104,33 @@ def test_bert_in_f16_is_nan_and_confirmed_where_other_modules_are_not(family):
     else:
         assert not any(nonfinite) and "PK618" not in got
     assert "PK618" not in {c.code for c in _verify(d).findings}
+
+
+def test_xlm_roberta_in_f16_runs_and_agrees():
+    """xlm_roberta.rs:536 panics for a dtype other than f32/f64, but `XLMRobertaModel::forward` asks
+    it for F32 only (xlm_roberta.rs:383) and casts the finished mask to the scores' dtype (:165):
+    f16 runs, its mask stays finite where it attends, and the embeddings agree. No rule fires."""
+    from portkit.verify.pipeline import VerifyOptions, verify
+
+    rep = verify(VerifyOptions(model_dir=embedding_model("xlm_roberta", twin=True), dtype="f16"))
+    assert rep.exit_code == 0, rep.verdict()
+    assert all(r.failure is None and not r.nonfinite for r in rep.singles + rep.batch.rows)
+    assert not {"PK618", "PK619"} & {c.code for c in rep.findings}
+
+
+def test_a_roberta_checkpoint_through_bert_rs_is_confirmed(monkeypatch):
+    """PK620: bert.rs loads the XLM-R twin and counts positions from 0; xlm_roberta.rs agrees. The
+    negative control: were the program's module xlm_roberta.rs itself, PK620 reads NOT-REPRODUCED."""
+    from portkit.verify.embedding import run
+
+    d = embedding_model("xlm_roberta", twin=True)
+    rep = _verify(d)
+    by = {c.code: c for c in rep.findings}
+    (cf,) = [c for c in rep.counterfactuals if c.name == "bert-module"]
+    assert rep.exit_code == 0 and cf.differs and cf.worst_cosine < 0.99
+    assert by["PK620"].verdict == "CONFIRMED", by["PK620"].evidence
+    monkeypatch.setattr(run, "WRONG_MODULE", "xlm_roberta")
+    rep = _verify(d)
+    (c,) = [c for c in rep.findings if c.code == "PK620"]
+    assert c.verdict == "NOT-REPRODUCED", c.evidence
+    assert "PK620" not in {c.code for c in _verify(embedding_model("bert", twin=True)).findings}

@@ -64,6 +64,8 @@ def confirm_embedding(finding: Any, report: EmbeddingReport, findings: Sequence[
     if any(r.nonfinite or r.failure is not None for r in report.batch.rows):
         # half precision is judged on a cosine bound, which NaN vectors cannot meet or miss
         return Confirmation(**ident, verdict="NOT-REACHED", evidence="the correct program's padded batch is not finite (NaN or inf): the counterfactual cannot be told apart")
+    if cf.batch is None:  # the program never ran (bert.rs refuses the checkpoint): nothing silent to show
+        return Confirmation(**ident, verdict="NOT-REPRODUCED", evidence=f"{cf.what}: candle refuses it: {cf.failure}", details={"counterfactual": cf.to_json()})
     verdict = "CONFIRMED" if cf.differs else "NOT-REPRODUCED"
     return Confirmation(**ident, verdict=verdict, evidence=_program_evidence(cf, report), details={"counterfactual": cf.to_json()})
 

@@ -26,6 +26,8 @@ Progress = Callable[[str], None]
 #: At f16/bf16 nothing in the run measures a floor (the truth is f32-or-better); a healthy half-precision
 #: encoder keeps the embedding's direction: judged by its cosine to the f32 reference
 HALF_COSINE = 0.999
+#: the module PK620's counterfactual program loads a RoBERTa-family checkpoint with (candle's bert example's)
+WRONG_MODULE = "bert"
 
 
 @dataclass
@@ -235,8 +237,9 @@ class EmbeddingRun:
         batch = None
         cfs: list[Counterfactual] = []
         if ref.batch_reference is not None and ref.batch_truth is not None:
-            def judged(**kw: Any) -> tuple[CandleSide, BatchCheck]:
-                got = self.timed("candle", lambda: run_encoder(runner, self.family, ref.batch, ref.steps, capture=capture and not kw, **kw))
+            def judged(program: Any = runner, family: str = self.family, **kw: Any) -> tuple[CandleSide, BatchCheck]:
+                cap = capture and not kw and program is runner
+                got = self.timed("candle", lambda: run_encoder(program, family, ref.batch, ref.steps, capture=cap, **kw))
                 return got, check_batch(tagged, ref.batch.mask, got, ref.batch_reference, ref.batch_truth, singles_run)
 
             _, batch = judged()
@@ -247,6 +250,17 @@ class EmbeddingRun:
             ):
                 got, chk = judged(**kw)
                 cfs.append(Counterfactual(name, what, chk, failure=got.failure))
+            if "bert-module" in _programs(findings):  # PK620: the checkpoint through bert.rs, as candle's bert example loads it
+                what = "a program that loads the checkpoint with bert.rs (`BertModel::load`), which counts positions from 0"
+                try:
+                    bert = self.timed("candle load", lambda: pn.EncoderRunner(WRONG_MODULE, files, model.config_text, dtype=opts.dtype, device=opts.device))
+                except BaseException as e:  # bert.rs refuses it: no such program runs
+                    if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                        raise
+                    cfs.append(Counterfactual("bert-module", what, None, failure=" ".join(str(e).split())[:400]))
+                else:
+                    got, chk = judged(bert, WRONG_MODULE)
+                    cfs.append(Counterfactual("bert-module", what, chk, failure=got.failure))
         report = EmbeddingReport(opts, self.family, ref, singles, batch, cfs, [], lint_note=note, tokens=fed)
         report.references = [self.reference_counterfactual(patch, tagged, singles_run) for patch in _reference_patches(findings)]
         report.findings = self.judge_findings(findings, report)
@@ -278,6 +292,11 @@ class EmbeddingRun:
         report.timings = dict(self.timings)
         report.seconds = time.perf_counter() - t_start
         return report
+
+
+def _programs(findings: list[Any]) -> set[str]:
+    """The counterfactual programs lint's findings ask for (`{"program": ...}`)."""
+    return {f.probe.patch["program"] for f in findings if f.probe is not None and isinstance(f.probe.patch, dict) and "program" in f.probe.patch}
 
 
 def _reference_patches(findings: list[Any]) -> list[dict[str, Any]]:
