@@ -62,17 +62,10 @@ REFERENCE_PACKAGES = ("transformers", "torch", "tokenizers", "sentence-transform
 
 
 def _wheel_machine_and_reference() -> str:
-    from importlib import metadata
-
+    from portkit.verify.cachefiles import package_version
     from portkit.verify.candle import cache as runcache
 
-    versions = []
-    for name in REFERENCE_PACKAGES:
-        try:
-            versions.append(metadata.version(name))
-        except metadata.PackageNotFoundError:
-            versions.append(None)
-    key = [runcache.wheel_digest(), platform.machine(), runcache._cpu_model(), versions]
+    key = [runcache.wheel_digest(), platform.machine(), runcache._cpu_model(), [package_version(p) for p in REFERENCE_PACKAGES]]
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:12]
 
 

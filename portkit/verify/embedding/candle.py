@@ -6,13 +6,16 @@ module's convention (`portkit.encoders.Encoder.mask`), or none where its forward
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
 from portkit.encoders import BY_NAME
 from portkit.verify.embedding import pooling
 from portkit.verify.embedding.reference import Encoded, Step
+from portkit.verify.errors import one_line
+
+T = TypeVar("T")
 
 @dataclass(frozen=True)
 class CandleSide:
@@ -50,21 +53,34 @@ def apply_steps(hidden: np.ndarray, mask: np.ndarray, steps: Sequence[Step], pro
     return x
 
 
+def candle_attempt(call: Callable[[], T]) -> tuple[T | None, str | None]:
+    """`call()`'s value and None, or None and candle's error on one line: a refusal, a load error
+    or a panic (pyo3's PanicException is no Exception); Ctrl-C and exit still propagate."""
+    try:
+        return call(), None
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:
+        return None, one_line(e, 400)
+
+
 def run_encoder(runner: Any, family: str, enc: Encoded, steps: Sequence[Step], *, capture: bool, mask_passed: bool = True, pool_over_pads: bool = False) -> CandleSide:
     ids = enc.ids.astype(int).tolist()
     type_ids = enc.type_ids.astype(int).tolist() if enc.type_ids is not None else None
     mask = program_mask(family, enc.mask, passed=mask_passed)
-    hidden, subs = None, {}
-    try:
+
+    def forward() -> tuple[np.ndarray, np.ndarray | None, dict[str, np.ndarray]]:
         last = np.asarray(runner.hidden_states(ids, type_ids, mask))  # the module's own forward decides
-        if capture:  # the copy's layers localise a difference
-            got = runner.capture(ids, type_ids, mask)
-            n = sum(1 for k in got if k.startswith("layers.") and k.count(".") == 1)
-            hidden = np.stack([np.asarray(got["embeddings"])] + [np.asarray(got[f"layers.{i}"]) for i in range(n)])
-            subs = {k: np.asarray(v) for k, v in got.items() if k.count(".") == 2}
-    except BaseException as e:  # candle's error, or its panic (pyo3's PanicException is no Exception)
-        if isinstance(e, (KeyboardInterrupt, SystemExit)):
-            raise
-        return CandleSide(None, None, None, failure=" ".join(str(e).split())[:400])
+        if not capture:
+            return last, None, {}
+        got = runner.capture(ids, type_ids, mask)  # the copy's layers localise a difference
+        n = sum(1 for k in got if k.startswith("layers.") and k.count(".") == 1)
+        hidden = np.stack([np.asarray(got["embeddings"])] + [np.asarray(got[f"layers.{i}"]) for i in range(n)])
+        return last, hidden, {k: np.asarray(v) for k, v in got.items() if k.count(".") == 2}
+
+    out, failure = candle_attempt(forward)
+    if out is None:
+        return CandleSide(None, None, None, failure=failure)
+    last, hidden, subs = out
     pm = np.ones_like(enc.mask) if pool_over_pads else None
     return CandleSide(apply_steps(last, enc.mask, steps, enc.prompt_length, pool_mask=pm), last, hidden, sublayers=subs)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from portkit.verify.cachefiles import package_version
 from portkit.verify.errors import BadInput
 
 
@@ -189,7 +190,7 @@ def load_reference(root: Path, texts: list[str], *, batch: bool = True, sublayer
         batch=_encode(st, texts, prompt_length)[1],
         reference=[],
         truth=[],
-        versions={pkg: _version(pkg) for pkg in ("sentence-transformers", "transformers", "torch")},
+        versions={pkg: package_version(pkg) for pkg in ("sentence-transformers", "transformers", "torch")},
     )
     for t in texts:
         features, enc = _encode(st, [t], prompt_length)
@@ -201,12 +202,3 @@ def load_reference(root: Path, texts: list[str], *, batch: bool = True, sublayer
         ref.batch_reference = _side(st, features, torch.float32, sublayers)
         ref.batch_truth = _side(truth_st, features, torch.float64, sublayers)
     return ref
-
-
-def _version(pkg: str) -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version(pkg)
-    except metadata.PackageNotFoundError:
-        return "-"

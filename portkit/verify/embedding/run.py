@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from portkit.encoders import SUBLAYERS
 from portkit.verify.embedding import corpus
-from portkit.verify.embedding.candle import CandleSide, run_encoder
+from portkit.verify.embedding.candle import CandleSide, candle_attempt, run_encoder
 from portkit.verify.embedding.judge import BatchCheck, RowCheck, check_batch, check_row, worst_cosine
 from portkit.verify.embedding.reference import EmbeddingReference, load_reference
 from portkit.verify.embedding.tokens import TokensFed, tokens_fed
@@ -222,12 +222,8 @@ class EmbeddingRun:
         fed = self.timed("tokens", lambda: tokens_fed(Path(opts.model_dir), ref.texts, [e.ids[0].tolist() for e in ref.single]))
         self.progress(f"candle: {self.family}")
         files = [str(p) for p in model.weight_files]
-        try:
-            runner = self.timed("candle load", lambda: pn.EncoderRunner(self.family, files, model.config_text, dtype=opts.dtype, device=opts.device))
-        except BaseException as e:  # candle's load error, or its panic
-            if isinstance(e, (KeyboardInterrupt, SystemExit)):
-                raise
-            failure = " ".join(str(e).split())[:400]
+        runner, failure = candle_attempt(lambda: self.timed("candle load", lambda: pn.EncoderRunner(self.family, files, model.config_text, dtype=opts.dtype, device=opts.device)))
+        if runner is None:  # candle's load error, or its panic
             report = EmbeddingReport(opts, self.family, ref, [], None, [], [], load_failure=failure, lint_note=note, tokens=fed)
             report.findings = self.judge_findings(findings, report)
             return self.finish(report, t_start)
@@ -252,12 +248,9 @@ class EmbeddingRun:
                 cfs.append(Counterfactual(name, what, chk, failure=got.failure))
             if "bert-module" in _programs(findings):  # PK620: the checkpoint through bert.rs, as candle's bert example loads it
                 what = "a program that loads the checkpoint with bert.rs (`BertModel::load`), which counts positions from 0"
-                try:
-                    bert = self.timed("candle load", lambda: pn.EncoderRunner(WRONG_MODULE, files, model.config_text, dtype=opts.dtype, device=opts.device))
-                except BaseException as e:  # bert.rs refuses it: no such program runs
-                    if isinstance(e, (KeyboardInterrupt, SystemExit)):
-                        raise
-                    cfs.append(Counterfactual("bert-module", what, None, failure=" ".join(str(e).split())[:400]))
+                bert, failure = candle_attempt(lambda: self.timed("candle load", lambda: pn.EncoderRunner(WRONG_MODULE, files, model.config_text, dtype=opts.dtype, device=opts.device)))
+                if bert is None:  # bert.rs refuses it: no such program runs
+                    cfs.append(Counterfactual("bert-module", what, None, failure=failure))
                 else:
                     got, chk = judged(bert, WRONG_MODULE)
                     cfs.append(Counterfactual("bert-module", what, chk, failure=got.failure))
