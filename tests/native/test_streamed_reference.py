@@ -238,3 +238,25 @@ def test_one_thread_steps_equal_two_thread_steps_where_the_kernels_thread(tmp_pa
     got = reference_values(tmp_path, read_model_dir(tmp_path).weight_files, prompt, tokens, "whole")
     assert np.array_equal(got["greedy.logits"], steps.logits), float(np.abs(got["greedy.logits"] - steps.logits).max())
     assert got["greedy"].tolist() == fed
+
+
+def test_missing_weights_are_the_same_in_every_run_and_leave_the_callers_rng(fixture_dir) -> None:
+    """A parameter the checkpoint lacks (`lm_head.weight` of an untied model) is drawn at random,
+    as `from_pretrained` does; two loads, and the f64 truth, must hold the same draw, or the
+    reference's greedy tokens change from run to run. The caller's generator is left as it was."""
+    import torch
+
+    d = fixture_dir("untied-missing-lm-head")
+    md = read_model_dir(d)
+    ids = _ids(d)
+    before = torch.random.get_rng_state()
+    first, second = StreamedModel(d, md.weight_files), StreamedModel(d, md.weight_files)
+    assert torch.equal(torch.random.get_rng_state(), before)
+    assert first.missing == second.missing == ["lm_head.weight"]
+    assert np.array_equal(first.forward(ids).logits, second.forward(ids).logits)
+    truth = StreamedModel(d, md.weight_files, precision="float64")
+    w32, w64 = first.model.lm_head.weight, truth.model.lm_head.weight
+    assert float(w32.std()) > 0 and torch.allclose(w64.float(), w32, rtol=0, atol=1e-6)
+    # negative control: the draw is the seed's, not a constant (another seed, other weights)
+    torch.manual_seed(1)
+    assert not torch.equal(torch.empty_like(w32).normal_(std=float(w32.std())), w32)

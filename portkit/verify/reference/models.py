@@ -27,6 +27,7 @@ resident, streamed and whole-model decoding equal on every family's fixtures).
 from __future__ import annotations
 
 import re
+import zlib
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -411,15 +412,25 @@ class StreamedModel(_ModelRuns):
             names = [n for n, p in mod._parameters.items() if p is not None and p.is_meta]
             for n in names:
                 p = mod._parameters[n]
-                mod._parameters[n] = torch.nn.Parameter(torch.empty_like(p, device="cpu"), requires_grad=False)
+                # drawn in f32 (the f64 truth then holds the f32 reference's values, widened)
+                draw = torch.float32 if p.is_floating_point() else p.dtype
+                mod._parameters[n] = torch.nn.Parameter(torch.empty_like(p, device="cpu", dtype=draw), requires_grad=False)
                 self._kept.add((id(mod), n))
                 self.missing.append(f"{mname}.{n}" if mname else n)
             if names:
-                owners.append(mod)
+                owners.append((mod, names))
         if owners:
-            with torch.no_grad():
-                for mod in owners:
+            # from_pretrained draws them from torch's global generator, so two runs (and the f64
+            # truth against the f32 reference) would each hold other random weights: a fixed seed
+            # per scope makes every run of this model hold the same ones, the caller's RNG untouched
+            with torch.no_grad(), torch.random.fork_rng(devices=[]):
+                torch.manual_seed(zlib.crc32(prefix.encode()))
+                for mod, names in owners:
                     self.model._init_weights(mod)
+                    for n in names:
+                        p = mod._parameters[n]
+                        if p.is_floating_point() and p.dtype != self.dtype:
+                            mod._parameters[n] = torch.nn.Parameter(p.to(self.dtype), requires_grad=False)
 
     def _drop(self, idx: int) -> None:
         torch = self.torch
