@@ -31,6 +31,7 @@ from pathlib import Path
 CRATE = "candle-transformers-0.11.0"
 NAMES = (
     "bert",
+    "distilbert",
     "gemma",
     "gemma2",
     "gemma3",
@@ -38,11 +39,14 @@ NAMES = (
     "granite",
     "llama",
     "mistral",
+    "modernbert",
+    "nomic_bert",
     "olmo2",
     "phi3",
     "quantized_gemma3",
     "qwen2",
     "qwen3",
+    "xlm_roberta",
 )
 
 #: copies of a file outside src/models: name -> its path under the crate's src/

@@ -5,7 +5,7 @@
 //! the question verify asks.
 
 use crate::array::Array;
-use crate::bert_copy;
+use crate::{bert_copy, distilbert_copy, modernbert_copy, nomic_bert_copy, xlm_roberta_copy};
 use crate::failure::{guarded, Failure, Outcome};
 use crate::family::from_debug;
 use crate::weights::shared_weights;
@@ -67,11 +67,11 @@ pub fn effective_config(encoder: Encoder, config_json: &str) -> Outcome<Map<Stri
 enum Model {
     // the library's model, and the capture copy on the same weights (loaded once: `shared_weights`)
     Bert(bert::BertModel, bert_copy::BertModel),
-    DistilBert(distilbert::DistilBertModel),
-    XlmRoberta(xlm_roberta::XLMRobertaModel),
-    ModernBert(modernbert::ModernBert),
+    DistilBert(distilbert::DistilBertModel, distilbert_copy::DistilBertModel),
+    XlmRoberta(xlm_roberta::XLMRobertaModel, xlm_roberta_copy::XLMRobertaModel),
+    ModernBert(modernbert::ModernBert, modernbert_copy::ModernBert),
     JinaBert(jina_bert::BertModel),
-    NomicBert(nomic_bert::NomicBertModel),
+    NomicBert(nomic_bert::NomicBertModel, nomic_bert_copy::NomicBertModel),
 }
 
 pub struct EncoderRunner {
@@ -105,18 +105,32 @@ impl EncoderRunner {
                     let config = serde(config_json)?;
                     Model::Bert(bert::BertModel::load(vb.clone(), &config)?, bert_copy::BertModel::load(vb, &config)?)
                 }
-                Encoder::DistilBert => Model::DistilBert(distilbert::DistilBertModel::load(vb, &serde(config_json)?)?),
-                Encoder::XlmRoberta => Model::XlmRoberta(xlm_roberta::XLMRobertaModel::new(&serde(config_json)?, vb)?),
-                Encoder::ModernBert => Model::ModernBert(modernbert::ModernBert::load(vb, &serde(config_json)?)?),
+                // the copy's own serde Config: the library's fields are private (distilbert.rs:58-72)
+                Encoder::DistilBert => Model::DistilBert(
+                    distilbert::DistilBertModel::load(vb.clone(), &serde(config_json)?)?,
+                    distilbert_copy::DistilBertModel::load(vb, &serde(config_json)?)?,
+                ),
+                Encoder::XlmRoberta => {
+                    let config = serde(config_json)?;
+                    Model::XlmRoberta(xlm_roberta::XLMRobertaModel::new(&config, vb.clone())?, xlm_roberta_copy::XLMRobertaModel::new(&config, vb)?)
+                }
+                Encoder::ModernBert => {
+                    let config = serde(config_json)?;
+                    Model::ModernBert(modernbert::ModernBert::load(vb.clone(), &config)?, modernbert_copy::ModernBert::load(vb, &config)?)
+                }
                 Encoder::JinaBert => Model::JinaBert(jina_bert::BertModel::new(vb, &serde(config_json)?)?),
-                Encoder::NomicBert => Model::NomicBert(nomic_bert::NomicBertModel::load(vb, &serde(config_json)?)?),
+                Encoder::NomicBert => {
+                    let config = serde(config_json)?;
+                    Model::NomicBert(nomic_bert::NomicBertModel::load(vb.clone(), &config)?, nomic_bert_copy::NomicBertModel::load(vb, &config)?)
+                }
             };
             Ok(Self { encoder, model, device: device.clone(), config })
         })
     }
 
     /// The encoders whose layers and sub-layers a capture copy records (native/copies/).
-    pub const CAPTURED: [Encoder; 1] = [Encoder::Bert];
+    /// jina_bert has none: transformers has no jina_bert module to compare its layers against.
+    pub const CAPTURED: [Encoder; 5] = [Encoder::Bert, Encoder::DistilBert, Encoder::XlmRoberta, Encoder::ModernBert, Encoder::NomicBert];
 
     /// `hidden_states`'s inputs through the capture copy: `embeddings`, then each layer's
     /// sub-layers and `layers.N`, all [rows, seq, hidden]; the last layer is the forward's output.
@@ -125,7 +139,11 @@ impl EncoderRunner {
             let (input, types, mask) = self.inputs(ids, type_ids, mask)?;
             match &self.model {
                 Model::Bert(_, copy) => copy.capture(&input, &types, mask.as_ref()),
-                _ => Err(Failure::Invalid(format!("no capture copy of candle's `{}` module: the captured encoders are {}", self.encoder.key(), Self::CAPTURED.map(|e| e.key()).join(", ")))),
+                Model::NomicBert(_, copy) => copy.capture(&input, Some(&types), mask.as_ref()),
+                Model::DistilBert(_, copy) => copy.capture(&input, &self.distilbert_mask(&input, mask)?),
+                Model::XlmRoberta(_, copy) => copy.capture(&input, &ones_unless(mask, &input)?, &types),
+                Model::ModernBert(_, copy) => copy.capture(&input, &ones_unless(mask, &input)?),
+                Model::JinaBert(_) => Err(Failure::Invalid(format!("no capture copy of candle's `{}` module: the captured encoders are {}", self.encoder.key(), Self::CAPTURED.map(|e| e.key()).join(", ")))),
             }
         })
     }
@@ -158,35 +176,32 @@ impl EncoderRunner {
             let (input, types, mask) = self.inputs(ids, type_ids, mask)?;
             let out = match &self.model {
                 Model::Bert(m, _) => m.forward(&input, &types, mask.as_ref())?,
-                Model::NomicBert(m) => m.forward(&input, Some(&types), mask.as_ref())?,
+                Model::NomicBert(m, _) => m.forward(&input, Some(&types), mask.as_ref())?,
                 Model::JinaBert(m) => m.forward(&input)?,
-                Model::DistilBert(m) => {
-                    // distilbert.rs:183-186: `masked_fill(scores, mask.broadcast_as(scores), -inf)`:
-                    // 1 is masked, and the mask broadcasts over [batch, heads, q, k]
-                    let (n, len) = input.dims2()?;
-                    let mask = match mask {
-                        Some(m) => m,
-                        None => Tensor::zeros((n, len), DType::U32, &self.device)?,
-                    };
-                    let mask = mask.to_dtype(DType::U8)?.reshape((n, 1, 1, len))?;
-                    m.forward(&input, &mask)?
-                }
-                Model::XlmRoberta(m) => {
-                    let mask = match mask {
-                        Some(m) => m,
-                        None => input.ones_like()?,
-                    };
-                    m.forward(&input, &mask, &types, None, None, None)?
-                }
-                Model::ModernBert(m) => {
-                    let mask = match mask {
-                        Some(m) => m,
-                        None => input.ones_like()?,
-                    };
-                    m.forward(&input, &mask)?
-                }
+                Model::DistilBert(m, _) => m.forward(&input, &self.distilbert_mask(&input, mask)?)?,
+                Model::XlmRoberta(m, _) => m.forward(&input, &ones_unless(mask, &input)?, &types, None, None, None)?,
+                Model::ModernBert(m, _) => m.forward(&input, &ones_unless(mask, &input)?)?,
             };
             Array::from_tensor(&out)
         })
     }
+
+    /// distilbert.rs:183-186: `masked_fill(scores, mask.broadcast_as(scores), -inf)`: 1 is
+    /// masked, and the mask broadcasts over [batch, heads, q, k]; none given: nothing masked.
+    fn distilbert_mask(&self, input: &Tensor, mask: Option<Tensor>) -> Outcome<Tensor> {
+        let (n, len) = input.dims2()?;
+        let mask = match mask {
+            Some(m) => m,
+            None => Tensor::zeros((n, len), DType::U32, &self.device)?,
+        };
+        Ok(mask.to_dtype(DType::U8)?.reshape((n, 1, 1, len))?)
+    }
+}
+
+/// The mask a module that requires one gets from a program that has none: every token attends.
+fn ones_unless(mask: Option<Tensor>, input: &Tensor) -> Outcome<Tensor> {
+    Ok(match mask {
+        Some(m) => m,
+        None => input.ones_like()?,
+    })
 }

@@ -5,6 +5,10 @@
 
 pub mod array;
 pub mod bert_copy;
+pub mod distilbert_copy;
+pub mod modernbert_copy;
+pub mod nomic_bert_copy;
+pub mod xlm_roberta_copy;
 pub mod chat;
 pub mod chat_template;
 pub mod config;

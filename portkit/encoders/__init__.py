@@ -177,7 +177,13 @@ BY_NAME: dict[str, Encoder] = {e.name: e for e in ENCODERS}
 #: candle's name (`layers.N.<name>`) and the transformers module whose output it equals (N: the layer)
 SUBLAYERS: dict[str, tuple[tuple[str, str], ...]] = {
     "bert": (("attention", "encoder.layer.{i}.attention"), ("intermediate", "encoder.layer.{i}.intermediate")),
-}
+    "distilbert": (("attention", "transformer.layer.{i}.attention"), ("sa_layer_norm", "transformer.layer.{i}.sa_layer_norm"),
+                   ("ffn", "transformer.layer.{i}.ffn")),
+    "xlm_roberta": (("attention", "encoder.layer.{i}.attention"), ("intermediate", "encoder.layer.{i}.intermediate")),
+    "modernbert": (("attn", "layers.{i}.attn"), ("mlp", "layers.{i}.mlp")),
+    "nomic_bert": (("self_attn", "layers.{i}.self_attn"), ("post_attention_layernorm", "layers.{i}.post_attention_layernorm"),
+                   ("mlp", "layers.{i}.mlp")),
+}  # fmt: skip
 _BY_MODEL_TYPE: dict[str, Encoder] = {mt: e for e in ENCODERS for mt in e.model_types}
 _BY_ARCHITECTURE: dict[str, Encoder] = {a: e for e in ENCODERS for a in e.architectures}
 
