@@ -10,10 +10,12 @@ use crate::failure::{guarded, Failure, Outcome};
 use crate::family::from_debug;
 use crate::weights::shared_weights;
 use candle_core::{DType, Device, Module, Tensor};
-use candle_transformers::models::{bert, distilbert, jina_bert, modernbert, nomic_bert, xlm_roberta};
+use candle_nn::VarBuilder;
+use candle_transformers::models::{bert, distilbert, jina_bert, modernbert, nomic_bert, qwen3, xlm_roberta};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Encoder {
@@ -23,10 +25,13 @@ pub enum Encoder {
     ModernBert,
     JinaBert,
     NomicBert,
+    /// A decoder module's base model used for its hidden states (Qwen3-Embedding checkpoints):
+    /// `qwen3::Model`, causal, no padding mask, a KV cache kept across forwards.
+    Qwen3,
 }
 
 impl Encoder {
-    pub const ALL: [Encoder; 6] = [Encoder::Bert, Encoder::DistilBert, Encoder::XlmRoberta, Encoder::ModernBert, Encoder::JinaBert, Encoder::NomicBert];
+    pub const ALL: [Encoder; 7] = [Encoder::Bert, Encoder::DistilBert, Encoder::XlmRoberta, Encoder::ModernBert, Encoder::JinaBert, Encoder::NomicBert, Encoder::Qwen3];
 
     /// candle's module name, the key of Python's encoder registry.
     pub fn key(self) -> &'static str {
@@ -37,6 +42,7 @@ impl Encoder {
             Encoder::ModernBert => "modernbert",
             Encoder::JinaBert => "jina_bert",
             Encoder::NomicBert => "nomic_bert",
+            Encoder::Qwen3 => "qwen3",
         }
     }
 
@@ -61,6 +67,7 @@ pub fn effective_config(encoder: Encoder, config_json: &str) -> Outcome<Map<Stri
         Encoder::ModernBert => from_debug(&serde::<modernbert::Config>(config_json)?),
         Encoder::JinaBert => from_debug(&serde::<jina_bert::Config>(config_json)?),
         Encoder::NomicBert => from_debug(&serde::<nomic_bert::Config>(config_json)?),
+        Encoder::Qwen3 => from_debug(&serde::<qwen3::Config>(config_json)?),
     })
 }
 
@@ -72,6 +79,9 @@ enum Model {
     ModernBert(modernbert::ModernBert, modernbert_copy::ModernBert),
     JinaBert(jina_bert::BertModel),
     NomicBert(nomic_bert::NomicBertModel, nomic_bert_copy::NomicBertModel),
+    // the weights and config to build a fresh `qwen3::Model` per forward, and one model kept
+    // across forwards as a program that loads it once holds it
+    Qwen3 { vb: VarBuilder<'static>, config: qwen3::Config, kept: Mutex<qwen3::Model> },
 }
 
 pub struct EncoderRunner {
@@ -123,6 +133,11 @@ impl EncoderRunner {
                     let config = serde(config_json)?;
                     Model::NomicBert(nomic_bert::NomicBertModel::load(vb.clone(), &config)?, nomic_bert_copy::NomicBertModel::load(vb, &config)?)
                 }
+                Encoder::Qwen3 => {
+                    let config: qwen3::Config = serde(config_json)?;
+                    let kept = Mutex::new(qwen3::Model::new(&config, vb.clone())?);
+                    Model::Qwen3 { vb, config, kept }
+                }
             };
             Ok(Self { encoder, model, device: device.clone(), config })
         })
@@ -143,7 +158,7 @@ impl EncoderRunner {
                 Model::DistilBert(_, copy) => copy.capture(&input, &self.distilbert_mask(&input, mask)?),
                 Model::XlmRoberta(_, copy) => copy.capture(&input, &ones_unless(mask, &input)?, &types),
                 Model::ModernBert(_, copy) => copy.capture(&input, &ones_unless(mask, &input)?),
-                Model::JinaBert(_) => Err(Failure::Invalid(format!("no capture copy of candle's `{}` module: the captured encoders are {}", self.encoder.key(), Self::CAPTURED.map(|e| e.key()).join(", ")))),
+                Model::JinaBert(_) | Model::Qwen3 { .. } => Err(Failure::Invalid(format!("no capture copy of candle's `{}` module: the captured encoders are {}", self.encoder.key(), Self::CAPTURED.map(|e| e.key()).join(", ")))),
             }
         })
     }
@@ -178,11 +193,31 @@ impl EncoderRunner {
                 Model::Bert(m, _) => m.forward(&input, &types, mask.as_ref())?,
                 Model::NomicBert(m, _) => m.forward(&input, Some(&types), mask.as_ref())?,
                 Model::JinaBert(m) => m.forward(&input)?,
+                Model::Qwen3 { vb, config, .. } => {
+                    no_mask(self.encoder, &mask)?;
+                    // a fresh model: `qwen3::Model` appends every forward to its KV cache
+                    // (qwen3.rs:223) and its reset is private (qwen3.rs:435)
+                    qwen3::Model::new(config, vb.clone())?.forward(&input, 0)?
+                }
                 Model::DistilBert(m, _) => m.forward(&input, &self.distilbert_mask(&input, mask)?)?,
                 Model::XlmRoberta(m, _) => m.forward(&input, &ones_unless(mask, &input)?, &types, None, None, None)?,
                 Model::ModernBert(m, _) => m.forward(&input, &ones_unless(mask, &input)?)?,
             };
             Array::from_tensor(&out)
+        })
+    }
+
+    /// [rows, seq, hidden] through the one model this runner keeps (qwen3: its KV cache grows
+    /// with every call, as in a program that loads `qwen3::Model` once and embeds text after
+    /// text; qwen3.rs:223, :435). The other modules keep no state: their `hidden_states`.
+    pub fn hidden_states_one_model(&self, ids: &[Vec<u32>]) -> Outcome<Array> {
+        guarded(|| match &self.model {
+            Model::Qwen3 { kept, .. } => {
+                let input = rows_tensor(ids, &self.device)?;
+                let mut model = kept.lock().map_err(|_| Failure::Invalid("the kept model was poisoned by an earlier panic".into()))?;
+                Array::from_tensor(&model.forward(&input, 0)?)
+            }
+            _ => self.hidden_states(ids, None, None),
         })
     }
 
@@ -195,6 +230,14 @@ impl EncoderRunner {
             None => Tensor::zeros((n, len), DType::U32, &self.device)?,
         };
         Ok(mask.to_dtype(DType::U8)?.reshape((n, 1, 1, len))?)
+    }
+}
+
+/// A module whose forward takes no padding mask refuses one rather than ignore it.
+fn no_mask(encoder: Encoder, mask: &Option<Tensor>) -> Outcome<()> {
+    match mask {
+        Some(_) => Err(Failure::Invalid(format!("candle's `{}` forward takes no padding mask: pass none", encoder.key()))),
+        None => Ok(()),
     }
 }
 

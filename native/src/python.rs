@@ -119,6 +119,14 @@ impl EncoderRunner {
         array_to_py(py, a)
     }
 
+    /// [rows, seq, hidden] through the one model the runner keeps across calls: for qwen3 its
+    /// KV cache grows with every call, as in a program that loads `qwen3::Model` once; the
+    /// other modules keep no state and give `hidden_states(ids)`.
+    fn hidden_states_one_model<'py>(&self, py: Python<'py>, ids: Vec<Vec<u32>>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let a = py.detach(|| self.core.hidden_states_one_model(&ids)).map_err(to_py)?;
+        array_to_py(py, a)
+    }
+
     /// The capture copy's `embeddings`, `layers.N` and `layers.N.<sub-layer>` ([rows, seq,
     /// hidden] each) for the same inputs; refused for an encoder with no copy
     /// (`encoder_capture_families()`).

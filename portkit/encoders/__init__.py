@@ -32,6 +32,11 @@ class Encoder:
     mask: str | None
     mask_source: str  # where, in candle's source
     transformers_class: str | None  # transformers 5's own class for it (None: remote code only, never run)
+    #: a decoder's base model used for its hidden states (`DECODER_EMBEDDERS`): causal attention, so
+    #: a right-padded batch pooled at each row's last token is a correct program
+    decoder: bool = False
+    #: where the module keeps a KV cache across forwards with no public reset (PK622); "" where it keeps none
+    kept_cache: str = ""
 
     @property
     def module(self) -> str:
@@ -171,7 +176,17 @@ def same_function(a: str | None, b: str | None) -> bool:
     return a is not None and b is not None and SAME_FUNCTION.get(a, a) == SAME_FUNCTION.get(b, b)
 
 
-BY_NAME: dict[str, Encoder] = {e.name: e for e in ENCODERS}
+#: decoder modules whose base model a sentence-transformers pipeline pools (Qwen3-Embedding:
+#: Qwen3ForCausalLM weights, last-token pooling). A directory is one only when it holds the
+#: pipeline (modules.json); otherwise the same config is a decoder (`portkit.families`).
+DECODER_EMBEDDERS: tuple[Encoder, ...] = (
+    Encoder("qwen3", ("qwen3",), ("Qwen3ForCausalLM", "Qwen3Model"), "qwen3.rs", "Model", None,
+            "qwen3.rs:468-489 `Model::forward(input, offset)`, causal at qwen3.rs:290-295", "Qwen3Model", decoder=True,
+            kept_cache="qwen3.rs:223 appends every forward to the layer's `ConcatKvCache`; `Model::clear_kv_cache` is private, qwen3.rs:435"),
+)  # fmt: skip
+#: every module verify's embedding run drives: the encoders, then the decoders used as encoders
+EMBEDDERS: tuple[Encoder, ...] = ENCODERS + DECODER_EMBEDDERS
+BY_NAME: dict[str, Encoder] = {e.name: e for e in EMBEDDERS}
 
 #: the sub-layers each capture copy records (native/copies/<name>.patch), in the layer's order:
 #: candle's name (`layers.N.<name>`) and the transformers module whose output it equals (N: the layer)
@@ -200,5 +215,14 @@ def detect(config: Mapping[str, Any] | Any) -> Encoder | None:
     return _BY_MODEL_TYPE.get(mt) if isinstance(mt, str) else None
 
 
-__all__ = ["ACT2FN_NAMES", "ACTIVATIONS", "BY_NAME", "ENCODERS", "ENUM_VALUES", "KEY_PAIRS", "KeyPair", "NOMIC_DEFAULTS", "NOMIC_KEYS", "REQUIRED", "SAVED_AS", "Activation", "Encoder",
-           "detect", "same_function"]
+def detect_decoder_embedder(config: Mapping[str, Any] | Any, has_pipeline: bool) -> Encoder | None:
+    """The decoder module a sentence-transformers directory pools (`DECODER_EMBEDDERS`), by
+    `model_type`; None without the pipeline (the config is then a decoder's)."""
+    if not has_pipeline or not isinstance(config, dict):
+        return None
+    mt = config.get("model_type")
+    return next((e for e in DECODER_EMBEDDERS if mt in e.model_types), None)
+
+
+__all__ = ["ACT2FN_NAMES", "ACTIVATIONS", "BY_NAME", "DECODER_EMBEDDERS", "EMBEDDERS", "ENCODERS", "ENUM_VALUES", "KEY_PAIRS", "KeyPair", "NOMIC_DEFAULTS", "NOMIC_KEYS", "REQUIRED", "SAVED_AS", "Activation", "Encoder",
+           "detect", "detect_decoder_embedder", "same_function"]

@@ -16,7 +16,7 @@ families it applies to in `Rule.families`, derived from the family traits where 
 
 from __future__ import annotations
 
-from portkit.rules import config, embedding_activation, embedding_config, embedding_mask, embedding_pipeline, embedding_positions, gguf, runtime, runtime_paths, tokenizer, weights
+from portkit.rules import config, embedding_activation, embedding_config, embedding_decoder, embedding_mask, embedding_pipeline, embedding_positions, gguf, runtime, runtime_paths, tokenizer, weights
 from portkit.rules.base import DOC_HEADINGS, Context, Rule
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -115,7 +115,8 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK517": ("chat-template-strftime-now", "stable"),
     "PK518": ("chat-template-block-whitespace", "stable"),
     # PK601-PK610: the sentence-transformers pipeline (portkit.rules.embedding_pipeline); PK611+: what
-    # candle's encoder modules take and read (embedding_mask, embedding_config, embedding_activation, embedding_positions)
+    # candle's encoder modules take and read (embedding_mask, embedding_config, embedding_activation, embedding_positions);
+    # PK621+: a decoder's base model used as an encoder (embedding_decoder)
     "PK601": ("sentence-pipeline", "stable"),
     "PK602": ("pooling-in-program", "stable"),
     "PK603": ("normalize-in-program", "stable"),
@@ -135,10 +136,12 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK617": ("encoder-config-keys-disagree", "stable"),
     "PK618": ("bert-half-precision-mask-nan", "stable"),
     "PK620": ("roberta-through-bert-positions", "stable"),
+    "PK621": ("decoder-embedding-left-padding", "stable"),
+    "PK622": ("decoder-embedding-kv-cache-kept", "stable"),
 }
 GROUPS = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf", "5": "tokenizer", "6": "embedding"}
 
-_CLASSES: dict[str, type[Rule]] = {cls.code: cls for mod in (config, weights, runtime, runtime_paths, gguf, tokenizer, embedding_pipeline, embedding_mask, embedding_config, embedding_activation, embedding_positions) for cls in mod.RULES}
+_CLASSES: dict[str, type[Rule]] = {cls.code: cls for mod in (config, weights, runtime, runtime_paths, gguf, tokenizer, embedding_pipeline, embedding_mask, embedding_config, embedding_activation, embedding_positions, embedding_decoder) for cls in mod.RULES}
 RULES: dict[str, Rule] = {code: _CLASSES[code]() for code in CODES if code in _CLASSES}
 
 

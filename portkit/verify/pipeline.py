@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from portkit.encoders import detect as detect_encoder
+from portkit.encoders import detect_decoder_embedder
 from portkit.families import DEFAULT_FAMILY, Family, sublayers
 from portkit.findings import Finding
 from portkit.verify import cachefiles
@@ -254,7 +255,7 @@ def verify(
     if tokenizer_only(Path(opts.model_dir)):
         return _tokenizer_only(opts, progress, t_start)
     model = read_model_dir(opts.model_dir)
-    encoder = detect_encoder(model.config)
+    encoder = detect_encoder(model.config) or detect_decoder_embedder(model.config, (Path(opts.model_dir) / "modules.json").is_file())
     if encoder is not None:
         return _embedding(opts, encoder.name, progress, t_start)
     run = VerifyRun.open(opts, progress, model, session)

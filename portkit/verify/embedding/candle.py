@@ -64,12 +64,18 @@ def candle_attempt(call: Callable[[], T]) -> tuple[T | None, str | None]:
         return None, one_line(e, 400)
 
 
-def run_encoder(runner: Any, family: str, enc: Encoded, steps: Sequence[Step], *, capture: bool, mask_passed: bool = True, pool_over_pads: bool = False) -> CandleSide:
+def run_encoder(
+    runner: Any, family: str, enc: Encoded, steps: Sequence[Step], *, capture: bool, mask_passed: bool = True, pool_over_pads: bool = False, one_model: bool = False
+) -> CandleSide:
+    """`one_model`: through the one model the runner keeps across calls (qwen3's KV cache grows with
+    each), as a program that loads it once and embeds text after text."""
     ids = enc.ids.astype(int).tolist()
     type_ids = enc.type_ids.astype(int).tolist() if enc.type_ids is not None else None
     mask = program_mask(family, enc.mask, passed=mask_passed)
 
     def forward() -> tuple[np.ndarray, np.ndarray | None, dict[str, np.ndarray]]:
+        if one_model:
+            return np.asarray(runner.hidden_states_one_model(ids)), None, {}
         last = np.asarray(runner.hidden_states(ids, type_ids, mask))  # the module's own forward decides
         if not capture:
             return last, None, {}
@@ -84,3 +90,22 @@ def run_encoder(runner: Any, family: str, enc: Encoded, steps: Sequence[Step], *
     last, hidden, subs = out
     pm = np.ones_like(enc.mask) if pool_over_pads else None
     return CandleSide(apply_steps(last, enc.mask, steps, enc.prompt_length, pool_mask=pm), last, hidden, sublayers=subs)
+
+
+def right_padded(singles: Sequence[Encoded], pad_id: int) -> Encoded:
+    """The texts as one batch padded on the right: for a causal module with no padding mask
+    (`Encoder.decoder`) each row's tokens then sit where they sit alone and never see a pad."""
+    seq = max(int(e.ids.shape[1]) for e in singles)
+    ids = np.full((len(singles), seq), pad_id, dtype=np.int64)
+    mask = np.zeros((len(singles), seq), dtype=np.int64)
+    for i, e in enumerate(singles):
+        n = int(e.ids.shape[1])
+        ids[i, :n], mask[i, :n] = e.ids[0], 1
+    return Encoded(ids=ids, type_ids=None, mask=mask, prompt_length=singles[0].prompt_length if singles else 0)
+
+
+def row_sides(got: CandleSide, lengths: Sequence[int]) -> list[CandleSide]:
+    """A right-padded batch's rows, each cut to its own tokens: the shape of the same text alone."""
+    if got.embeddings is None or got.last is None:
+        return [CandleSide(None, None, None, failure=got.failure) for _ in lengths]
+    return [CandleSide(got.embeddings[i : i + 1], got.last[i : i + 1, :n], None) for i, n in enumerate(lengths)]

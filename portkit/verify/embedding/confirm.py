@@ -20,7 +20,9 @@ def _program_evidence(cf: Counterfactual, report: EmbeddingReport) -> str:
     base = f"the correct program's rows stay within their floors (worst cosine {correct.rows and min(r.cosine for r in correct.rows):.6f})" if correct else ""
     if cf.failure is not None:
         return f"{cf.what}: candle fails: {cf.failure}"
-    return f"{cf.what}: worst cosine {cf.worst_cosine:.6f} to sentence-transformers over {padded} padded rows of {len(cf.batch.rows) if cf.batch else 0}; {base}"
+    n = len(cf.batch.rows) if cf.batch else 0
+    over = f"over {padded} padded rows of {n}" if cf.padded else f"over {n} texts, each against itself alone"
+    return f"{cf.what}: worst cosine {cf.worst_cosine:.6f} to sentence-transformers {over}; {base}"
 
 
 def confirm_embedding(finding: Any, report: EmbeddingReport, findings: Sequence[Any] = ()) -> Confirmation:

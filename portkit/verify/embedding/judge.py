@@ -139,6 +139,20 @@ def check_batch(texts: Sequence[tuple[str, str]], mask: np.ndarray, got: CandleS
     return BatchCheck(rows=rows, seq=int(mask.shape[1]))
 
 
+def check_alone(texts: Sequence[tuple[str, str]], singles: Sequence[Any], rows: Sequence[CandleSide], refs: Sequence[Side], truths: Sequence[Side],
+                alone: Sequence[CandleSide], seq: int) -> BatchCheck:
+    """Rows that each hold one text's own tokens (a right-padded batch's rows cut to them, or the
+    texts one after another through one model) against the same text alone through
+    sentence-transformers, and against candle's run of it alone."""
+    out = []
+    for (text, tag), enc, got, r, t, a in zip(texts, singles, rows, refs, truths, alone):
+        row = check_row(text, tag, enc.mask[0], got, r, t)
+        if got.embeddings is not None and a.embeddings is not None:
+            row.alone_diff = _max_abs(got.embeddings[0], a.embeddings[0])
+        out.append(row)
+    return BatchCheck(rows=out, seq=seq)
+
+
 def worst_cosine(rows: Sequence[RowCheck]) -> float:
     vals = [r.cosine for r in rows if not math.isnan(r.cosine)]
     if any(math.isnan(r.cosine) for r in rows if r.failure is None):

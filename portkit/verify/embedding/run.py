@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from portkit.encoders import SUBLAYERS
+from portkit.encoders import BY_NAME, SUBLAYERS
 from portkit.verify.embedding import corpus
-from portkit.verify.embedding.candle import CandleSide, candle_attempt, run_encoder
-from portkit.verify.embedding.judge import BatchCheck, RowCheck, check_batch, check_row, worst_cosine
+from portkit.verify.embedding.candle import CandleSide, candle_attempt, right_padded, row_sides, run_encoder
+from portkit.verify.embedding.judge import BatchCheck, RowCheck, check_alone, check_batch, check_row, worst_cosine
 from portkit.verify.embedding.reference import EmbeddingReference, load_reference
 from portkit.verify.embedding.tokens import TokensFed, tokens_fed
 from portkit.verify.errors import BadInput
@@ -28,16 +28,20 @@ Progress = Callable[[str], None]
 HALF_COSINE = 0.999
 #: the module PK620's counterfactual program loads a RoBERTa-family checkpoint with (candle's bert example's)
 WRONG_MODULE = "bert"
+#: how the correct program runs the padded batch: an encoder gets the mask in its module's convention;
+#: a decoder's base model takes none and attends causally, so the batch is padded on the right
+BATCH_PROGRAM = {False: "mask passed as the module expects", True: "padded on the right, no mask (the module takes none), each row pooled at its own last token"}
 
 
 @dataclass
 class Counterfactual:
     """A program that does one thing otherwise, on the padded batch: what it costs."""
 
-    name: str  # "no-mask", "pool-over-pads", "f16"
+    name: str  # "no-mask", "pool-over-pads", "bert-module", "tokenizer-padded-batch", "one-model"
     what: str  # one line: what that program does
     batch: BatchCheck | None
     failure: str | None = None
+    padded: bool = True  # its rows are a padded batch's (False: texts one after another)
 
     @property
     def worst_cosine(self) -> float:
@@ -50,7 +54,7 @@ class Counterfactual:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "what": self.what, "differs": self.differs, "worst_cosine": self.worst_cosine,
-                "failure": self.failure, "batch": self.batch.to_json() if self.batch else None}  # fmt: skip
+                "failure": self.failure, "padded": self.padded, "batch": self.batch.to_json() if self.batch else None}  # fmt: skip
 
 
 @dataclass
@@ -105,6 +109,10 @@ class EmbeddingReport:
     versions: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def batch_program(self) -> str:
+        return BATCH_PROGRAM[BY_NAME[self.family].decoder]
 
     @property
     def half(self) -> bool:
@@ -168,6 +176,7 @@ class EmbeddingReport:
             "tokens_fed": self.tokens.to_json() if self.tokens else None,
             "texts": [r.to_json() for r in self.singles],
             "batch": self.batch.to_json() if self.batch else None,
+            "batch_program": self.batch_program,
             "counterfactuals": [c.to_json() for c in self.counterfactuals],
             "counterfactual_references": [c.to_json() for c in self.references],
             "lint": {"ran": self.lint_note is None, "note": self.lint_note, "findings": len(self.findings)},
@@ -232,7 +241,9 @@ class EmbeddingRun:
         singles = [check_row(t, tag, e.mask[0], got, r, tr) for (t, tag), e, got, r, tr in zip(tagged, ref.single, singles_run, ref.reference, ref.truth)]
         batch = None
         cfs: list[Counterfactual] = []
-        if ref.batch_reference is not None and ref.batch_truth is not None:
+        if ref.batch_reference is not None and ref.batch_truth is not None and BY_NAME[self.family].decoder:
+            batch, cfs = self.decoder_batches(runner, ref, tagged, singles_run)
+        elif ref.batch_reference is not None and ref.batch_truth is not None:
             def judged(program: Any = runner, family: str = self.family, **kw: Any) -> tuple[CandleSide, BatchCheck]:
                 cap = capture and not kw and program is runner
                 got = self.timed("candle", lambda: run_encoder(program, family, ref.batch, ref.steps, capture=cap, **kw))
@@ -258,6 +269,30 @@ class EmbeddingRun:
         report.references = [self.reference_counterfactual(patch, tagged, singles_run) for patch in _reference_patches(findings)]
         report.findings = self.judge_findings(findings, report)
         return self.finish(report, t_start)
+
+    def decoder_batches(self, runner: Any, ref: EmbeddingReference, tagged: list[tuple[str, str]], singles_run: list[CandleSide]) -> tuple[BatchCheck, list[Counterfactual]]:
+        """A decoder's base model (qwen3.rs `Model::forward(input, offset)`) takes no padding mask
+        and attends causally: the correct batch pads on the right and pools each row's last token,
+        its rows judged against the same text alone. The counterfactuals: the batch as the tokenizer
+        pads it (Qwen3-Embedding's pads on the left), and one model kept across the texts."""
+        lengths = [int(e.ids.shape[1]) for e in ref.single]
+        enc = right_padded(ref.single, _pad_id(ref.batch))
+        got = self.timed("candle", lambda: run_encoder(runner, self.family, enc, ref.steps, capture=False))
+        batch = check_alone(tagged, ref.single, row_sides(got, lengths), ref.reference, ref.truth, singles_run, seq=int(enc.mask.shape[1]))
+        self.progress("counterfactuals: the batch as the tokenizer pads it, one model for every text")
+        side = "left" if int(ref.batch.mask[:, 0].min()) == 0 else "right"
+        left = self.timed("candle", lambda: run_encoder(runner, self.family, ref.batch, ref.steps, capture=False))
+        cfs = [Counterfactual("tokenizer-padded-batch", f"a program that runs the batch as the tokenizer pads it (on the {side}) through candle's forward, which takes no padding mask",
+                              check_batch(tagged, ref.batch.mask, left, ref.batch_reference, ref.batch_truth, singles_run), failure=left.failure)]  # fmt: skip
+        over = self.timed("candle", lambda: run_encoder(runner, self.family, enc, ref.steps, capture=False, pool_over_pads=True))
+        cfs.append(Counterfactual("pool-over-pads", "a program that pools the right-padded batch over every position, pads included",
+                                  check_alone(tagged, ref.single, row_sides(over, lengths), ref.reference, ref.truth, singles_run, seq=int(enc.mask.shape[1])),
+                                  failure=over.failure))  # fmt: skip
+        kept = [self.timed("candle", lambda e=e: run_encoder(runner, self.family, e, ref.steps, capture=False, one_model=True)) for e in ref.single]
+        cfs.append(Counterfactual("one-model", f"a program that loads `{BY_NAME[self.family].module}::{BY_NAME[self.family].model}` once and embeds the texts one after another (its KV cache keeps each)",
+                                  check_alone(tagged, ref.single, kept, ref.reference, ref.truth, singles_run, seq=max(lengths)),
+                                  failure=next((k.failure for k in kept if k.failure), None), padded=False))  # fmt: skip
+        return batch, cfs
 
     def reference_counterfactual(self, patch: dict[str, Any], tagged: list[tuple[str, str]], singles_run: list[CandleSide]) -> ReferenceCounterfactual:
         import tempfile
@@ -285,6 +320,12 @@ class EmbeddingRun:
         report.timings = dict(self.timings)
         report.seconds = time.perf_counter() - t_start
         return report
+
+
+def _pad_id(batch: Any) -> int:
+    """The id the tokenizer pads with, as sentence-transformers' batch holds it (0 when nothing is padded)."""
+    pads = batch.ids[batch.mask == 0]
+    return int(pads[0]) if pads.size else 0
 
 
 def _programs(findings: list[Any]) -> set[str]:

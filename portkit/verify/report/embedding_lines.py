@@ -64,7 +64,7 @@ def embedding_lines(rep: EmbeddingReport) -> list[str]:
             out.extend(_layer_lines(max(rep.singles, key=lambda r: r.tokens)))
         if rep.batch is not None:
             out.append("")
-            out.append(f"[bold]one padded batch[/] ({len(rep.batch.rows)} rows padded to {rep.batch.seq}, mask passed as the module expects)")
+            out.append(f"[bold]one padded batch[/] ({len(rep.batch.rows)} rows padded to {rep.batch.seq}, {rep.batch_program})")
             out.extend(_row(r, rep.half, rep.row_ok(r)) for r in rep.batch.rows)
         for cf in rep.counterfactuals:
             out.append("")
