@@ -43,13 +43,15 @@ def markdown_table() -> str:
     rows.append("")
     rows.append("Tokenizer rules (PK5xx) check every directory's tokenizer files, whatever the family ([docs/tokenizers.md](docs/tokenizers.md)).")
     rows.append("")
-    from portkit.encoders import ENCODERS
+    from portkit.encoders import DECODER_EMBEDDERS, ENCODERS
 
     modules = ", ".join(e.name for e in ENCODERS)
+    decoders = ", ".join(f"`{e.name}::{e.model}`" for e in DECODER_EMBEDDERS)
     rows.append(
         "Embedding rules (PK6xx) check every directory with a sentence-transformers `modules.json`: the pooling, Dense, Normalize, prompt and"
         " truncation a candle program must reproduce after the encoder, and every checkpoint of candle's"
-        f" {len(ENCODERS)} encoder modules ({modules}): the padding mask, the keys and tensor names candle reads; `portkit verify` judges"
+        f" {len(ENCODERS)} encoder modules ({modules}): the padding mask, the keys and tensor names candle reads; and a decoder used as"
+        f" an encoder ({decoders}, as Qwen3-Embedding is): the padding and the KV cache it keeps; `portkit verify` judges"
         " them against sentence-transformers ([docs/embeddings.md](docs/embeddings.md))."
     )
     return "\n".join(rows)
