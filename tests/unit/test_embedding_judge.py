@@ -110,3 +110,26 @@ def test_a_candle_failure_is_a_row_that_differs_with_candle_s_words():
     _, ref, truth = _sides(0.0)
     r = check_row("t", "short", MASK[0], got, ref, truth)
     assert not r.ok and "unexpected rank" in (r.failure or "")
+
+
+def test_a_batch_truth_row_that_is_not_finite_is_the_text_alone() -> None:
+    """transformers' ModernBERT in f64 gives NaN on a padded batch's pads, and mean pooling carries
+    it into the vector: that row's truth becomes the same text alone; finite rows, and a row whose
+    text alone is not finite either, stay as they are."""
+    from portkit.verify.embedding.reference import Side, rows_alone_where_not_finite
+
+    mask = np.array([[1, 1, 0], [1, 1, 1], [1, 0, 0]])
+    last = np.arange(18, dtype=np.float64).reshape(3, 3, 2)
+    last[0, 2] = np.nan
+    emb = np.array([[np.nan, 1.0], [2.0, 3.0], [np.nan, 4.0]])
+    truth = Side(embeddings=emb, last=last, hidden=None)
+    alone = [Side(np.array([[5.0, 6.0]]), np.array([[[7.0, 8.0], [9.0, 10.0]]]), None),
+             Side(np.array([[0.0, 0.0]]), np.zeros((1, 3, 2)), None),
+             Side(np.array([[np.nan, 0.0]]), np.zeros((1, 1, 2)), None)]  # fmt: skip
+    fixed = rows_alone_where_not_finite(truth, mask, alone)
+    assert fixed.embeddings[0].tolist() == [5.0, 6.0] and fixed.last[0][:2].tolist() == [[7.0, 8.0], [9.0, 10.0]]
+    assert fixed.embeddings[1].tolist() == [2.0, 3.0] and np.array_equal(fixed.last[1], last[1])  # finite: untouched
+    assert np.isnan(fixed.embeddings[2][0])  # its text alone is no truth either: left for the judge's no-truth floor
+    assert np.isnan(truth.embeddings[0][0])  # the input is not changed in place
+    finite = Side(embeddings=emb[1:2], last=last[1:2], hidden=None)
+    assert rows_alone_where_not_finite(finite, mask[1:2], alone[1:2]) is finite
