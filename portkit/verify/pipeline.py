@@ -335,8 +335,10 @@ class VerifyRun:
     ) -> VerifyRun:
         """The prompt, the plan, the native wheel and the reference's job (the session started
         now when the reference will be computed and the checkpoint is large enough to gain)."""
-        from portkit.verify.candle.native import NativeUnavailable, check_device, native
+        from portkit.verify.candle.native import NativeUnavailable, check_device, native, share_cores_with_reference
 
+        if session.in_child:
+            share_cores_with_reference()
         prompt = resolve_prompt(model, opts.ids, opts.text, opts.chat, tokenizer=tokenizer)
         tokens = parse_tokens(opts.tokens)
         tol = TOLERANCES[opts.dtype]
@@ -390,8 +392,15 @@ class VerifyRun:
             nonfinite=nonfinite, timings=self.timings.rounded(), family=self.family.name, layers_note=self.layers_note,
             runs=[run, *hf.runs, *(r for g in ggufs for r in g.runs), *(paths_report.runs if paths_report else [])],
             explanation=hf.explanation, as_candle_runs=as_candle.runs, tokenizer=tokenizer, greedy_stop=stop_description(reference, judge.stop),
-            run_plan=self.session.plan(int(self.native.cpu_threads())), paths=paths_report, sampling=sampled,
+            run_plan=self.run_plan, paths=paths_report, sampling=sampled,
         )
+
+    @property
+    def run_plan(self) -> dict[str, Any]:
+        from portkit.verify.candle.native import quantized_threads
+
+        threads = int(self.native.cpu_threads())
+        return self.session.plan(threads, quantized_threads(threads) if self.opts.ggufs else None)
 
     @cached_property
     def sampler(self) -> str | None:

@@ -41,6 +41,8 @@ def test_the_run_plan_line_reads_as_a_sentence_when_every_answer_came_from_the_c
     assert _plan_line(cached) == "run plan: candle 2 threads; transformers not run: every answer came from the caches"
     child = {"transformers": "a child process, started first", "threads": {"candle": 1, "transformers": 2}, "overlap": "none"}
     assert _plan_line(child) == "run plan: candle 1 thread; transformers in a child process, started first, 2 threads"
+    gguf = {"transformers": "a child process, started first", "threads": {"candle": 2, "candle_quantized": 1, "transformers": 2}, "overlap": "none"}
+    assert _plan_line(gguf) == "run plan: candle 2 threads (1 for quantized matmuls); transformers in a child process, started first, 2 threads"
 
 
 def test_a_long_line_is_cut_to_a_window_around_the_column() -> None:

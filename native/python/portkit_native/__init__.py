@@ -11,7 +11,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import _native
+from . import _cpu, _target
+
+_cpu.check(_target.ARCH, _target.FEATURES)  # before the extension: a CPU it cannot run on gets one line, not SIGILL
+
+from . import _native  # noqa: E402
 from ._native import (
     CandleError,
     CandlePanic,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -12,14 +13,16 @@ BUILD_HINT = "build it with `make native` (maturin build --release -m native/Car
 
 
 class NativeUnavailable(RuntimeError):
-    """The portkit_native wheel is not installed."""
+    """The portkit_native wheel is not installed, or refuses this machine's CPU."""
 
 
 def native() -> Any:
     try:
         import portkit_native
-    except ImportError as e:
+    except ModuleNotFoundError as e:
         raise NativeUnavailable(f"portkit_native is not installed: {BUILD_HINT}") from e
+    except ImportError as e:  # installed, but built for CPU features this one lacks (portkit_native._cpu)
+        raise NativeUnavailable(str(e).splitlines()[0]) from e
     return portkit_native
 
 
@@ -79,6 +82,31 @@ def load_runner(
 def load_gguf(path: Path, *, device: str = "cpu", loader: str = "quantized_llama") -> Any:
     """A `portkit_native.GgufRunner` through candle's GGUF loader `loader` (`portkit_native.gguf_loaders()`)."""
     return native().GgufRunner(str(path), device=device, loader=loader)
+
+
+#: candle-core 0.11.0 runs its quantized matmuls (every GGUF weight but F32/F16/BF16) on a thread
+#: pool of its own, sized once per process from this variable (default: the physical cores,
+#: src/utils.rs:302-341), whose calling thread spin-waits for workers pinned to their cores
+#: (utils.rs:130, :227-232).
+QUANTIZED_THREADS_ENV = "CANDLE_NUM_THREADS"
+
+
+def share_cores_with_reference() -> None:
+    """One thread for candle's quantized matmuls in this process, unless the user set one: with
+    transformers computing in its child on the same cores, the pool's spin-wait made each GGUF
+    run 2-3x slower (the published Q4_1: 3.7 s beside the child, 1.1 s on one thread;
+    docs/verify.md "Many targets"). The numbers are the same on any count: each output is one
+    `vec_dot` of its own (quantized/k_quants.rs:2444-2466). Call before the first GGUF runs."""
+    os.environ.setdefault(QUANTIZED_THREADS_ENV, "1")
+
+
+def quantized_threads(candle_threads: int) -> int:
+    """The threads of candle's quantized matmuls here (`candle_threads`, rayon's, when unset: the
+    same physical-core default)."""
+    try:
+        return max(int(os.environ.get(QUANTIZED_THREADS_ENV, "")), 1)
+    except ValueError:
+        return candle_threads
 
 
 def check_device(pn: Any, device: str) -> None:

@@ -130,12 +130,13 @@ class ReferenceSession:
         self.ran = False
         self.threads = None
 
-    def plan(self, candle_threads: int) -> dict[str, Any]:
-        """The run plan, for the report's header: where transformers ran, each side's threads."""
+    def plan(self, candle_threads: int, quantized_threads: int | None = None) -> dict[str, Any]:
+        """The run plan, for the report's header: where transformers ran, each side's threads
+        (`quantized_threads`: candle's quantized matmuls', with a GGUF)."""
         where = ("a child process, started first" if self.in_child else "this process") if self.ran else "not run (every answer from the caches)"
         return {
             "transformers": where,
-            "threads": {"candle": candle_threads, "transformers": self.threads},
+            "threads": {"candle": candle_threads, **({"candle_quantized": quantized_threads} if quantized_threads else {}), "transformers": self.threads},
             "overlap": (
                 "candle as written, lint, then the first counterfactual (or the GGUF) run while transformers imports and computes; the findings are judged while it records the tokenizer"
                 if self.in_child and self.ran

@@ -207,7 +207,9 @@ def _plan_line(plan: dict[str, Any]) -> str:
     t = plan["threads"]
     torch = f", {t['transformers']} thread{'s' if t['transformers'] != 1 else ''}" if t.get("transformers") else ""
     where = _TRANSFORMERS_RAN.get(plan["transformers"], f"transformers: {plan['transformers']}")
-    line = f"run plan: candle {t['candle']} thread{'s' if t['candle'] != 1 else ''}; {where}{torch}"
+    quantized = t.get("candle_quantized")
+    q = f" ({quantized} for quantized matmuls)" if quantized and quantized != t["candle"] else ""
+    line = f"run plan: candle {t['candle']} thread{'s' if t['candle'] != 1 else ''}{q}; {where}{torch}"
     return line + (f"; {plan['overlap']}" if plan.get("overlap") not in (None, "none") else "")
 
 
