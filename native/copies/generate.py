@@ -39,6 +39,7 @@ NAMES = (
     "granite",
     "llama",
     "mistral",
+    "mixtral",
     "modernbert",
     "nomic_bert",
     "olmo2",
@@ -51,6 +52,9 @@ NAMES = (
 
 #: copies of a file outside src/models: name -> its path under the crate's src/
 OUTSIDE_MODELS = {"generation": "generation/mod.rs"}
+#: copies that record nothing but change one op: the program a crash finding's fix gives
+#: (mixtral: PK308's cast of the routing weights), so verify can judge what comes after the crash
+REPAIRS = ("mixtral",)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent

@@ -89,6 +89,7 @@ impl Model {
             Model::Granite { model, cache } => Model::Granite { model: model.clone(), cache: cache.clone() },
             Model::Mistral(m) => Model::Mistral(m.clone()),
             Model::Mixtral(m) => Model::Mixtral(m.clone()),
+            Model::MixtralRepaired(m, c) => Model::MixtralRepaired(m.clone(), c.clone()),
             Model::Qwen2(m) => Model::Qwen2(m.clone()),
             Model::Qwen3(m) => Model::Qwen3(m.clone()),
             Model::Qwen3Moe(m) => Model::Qwen3Moe(m.clone()),

@@ -7,6 +7,7 @@ use crate::config as llama_config;
 use crate::debug_fields::{self, activation_name};
 use crate::failure::{guarded, Failure, Outcome};
 use crate::llama::{generate_rows, ids_tensor};
+use crate::mixtral_copy;
 use crate::weights::shared_weights;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{Activation, VarBuilder};
@@ -340,12 +341,34 @@ impl Parsed {
     }
 }
 
+/// The key a patched config.json carries to ask for a program other than the library's module
+/// (verify's counterfactuals; never in a checkpoint's config): its one value today,
+/// `MIXTRAL_ROUTING_IN_DTYPE`, is candle's mixtral with PK308's fix (`crate::mixtral_copy`).
+pub const CANDLE_PATCH_KEY: &str = "portkit_candle_patch";
+pub const MIXTRAL_ROUTING_IN_DTYPE: &str = "mixtral-routing-weights-in-dtype";
+
+/// The program `config_json` asks for under `CANDLE_PATCH_KEY`, checked against `family`; None:
+/// the library's module.
+fn candle_patch(family: Family, config_json: &str) -> Outcome<Option<mixtral_copy::Config>> {
+    let value: Value = serde_json::from_str(config_json).map_err(|e| Failure::Invalid(format!("config.json: {e}")))?;
+    match value.get(CANDLE_PATCH_KEY) {
+        None => Ok(None),
+        Some(Value::String(p)) if p == MIXTRAL_ROUTING_IN_DTYPE && family == Family::Mixtral => Ok(Some(serde(config_json)?)),
+        Some(other) => Err(Failure::Invalid(format!(
+            "{CANDLE_PATCH_KEY}: {other} is not a program portkit has for {} (known: \"{MIXTRAL_ROUTING_IN_DTYPE}\" for mixtral)",
+            family.key()
+        ))),
+    }
+}
+
 /// The library's model for each family. llama and granite keep their KV cache outside the model.
 pub enum Model {
     Llama { model: llama::Llama, cache: llama::Cache },
     Granite { model: granite::Granite, cache: granite::Cache },
     Mistral(mistral::Model),
     Mixtral(mixtral::Model),
+    /// candle's mixtral with its routing weights cast to the activations' dtype (PK308's fix)
+    MixtralRepaired(mixtral_copy::Model, mixtral_copy::Config),
     Qwen2(qwen2::ModelForCausalLM),
     Qwen3(qwen3::ModelForCausalLM),
     Qwen3Moe(qwen3_moe::ModelForCausalLM),
@@ -366,6 +389,7 @@ impl Model {
             Model::Granite { model, cache } => model.forward(x, pos, cache),
             Model::Mistral(m) => m.forward(x, pos),
             Model::Mixtral(m) => m.forward(x, pos),
+            Model::MixtralRepaired(m, _) => m.forward(x, pos),
             Model::Qwen2(m) => m.forward(x, pos),
             Model::Qwen3(m) => m.forward(x, pos),
             Model::Qwen3Moe(m) => m.forward(x, pos),
@@ -399,6 +423,7 @@ impl FamilyRunner {
         device: Device,
     ) -> Outcome<Self> {
         let parsed = parse(family, config_json)?;
+        let repaired = candle_patch(family, config_json)?;
         for f in &weight_files {
             if !f.is_file() {
                 return Err(Failure::NotFound(format!("weight file not found: {}", f.display())));
@@ -407,7 +432,10 @@ impl FamilyRunner {
         let cache_dtype = cache_dtype.unwrap_or(dtype);
         guarded(|| {
             let vb = shared_weights(&weight_files, dtype, &device)?;
-            let model = parsed.build(vb.clone(), cache_dtype)?;
+            let model = match repaired {
+                Some(c) => Model::MixtralRepaired(mixtral_copy::Model::new(&c, vb.clone())?, c),
+                None => parsed.build(vb.clone(), cache_dtype)?,
+            };
             Ok(Self {
                 parsed: parsed.clone(),
                 model,
@@ -437,6 +465,7 @@ impl FamilyRunner {
                 *cache = granite::Cache::new(true, self.cache_dtype, c, &self.device)?
             }
             (Model::Mixtral(m), Parsed::Mixtral(c)) => *m = mixtral::Model::new(c, self.vb.clone())?,
+            (Model::MixtralRepaired(m, c), _) => *m = mixtral_copy::Model::new(c, self.vb.clone())?,
             (Model::StableLm(m), Parsed::StableLm(c)) => *m = stable_lm::Model::new(c, self.vb.clone())?,
             (Model::Mistral(m), _) => m.clear_kv_cache(),
             (Model::Qwen2(m), _) => m.clear_kv_cache(),

@@ -27,6 +27,7 @@ pub mod granite_copy;
 pub mod llama;
 pub mod llama_copy;
 pub mod mistral_copy;
+pub mod mixtral_copy;
 pub mod olmo2_copy;
 pub mod phi3_copy;
 pub mod qwen2_copy;

@@ -36,6 +36,15 @@ if TYPE_CHECKING:
 
 CANDLE_VERSION = "0.11.0"
 
+#: the key of a config.json patched to run a program other than the family's module (a crash
+#: finding's repair in verify, never a checkpoint's own key) and the programs the native wheel
+#: has under it (native/src/family.rs `CANDLE_PATCH_KEY`), with the words reports use for each
+CANDLE_PATCH_KEY = "portkit_candle_patch"
+MIXTRAL_ROUTING_IN_DTYPE = "mixtral-routing-weights-in-dtype"
+CANDLE_PROGRAMS = {
+    MIXTRAL_ROUTING_IN_DTYPE: "candle's mixtral with its routing weights cast to the activations' dtype (PK308's fix: native/src/mixtral_copy.rs)",
+}
+
 # A family module's traits and the value of a module that does not set one.
 TRAITS: dict[str, Any] = {
     "CANDLE_NAME": None,  # how messages name the module; None: "candle 0.11.0's `NAME`"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-
+from portkit.families import CANDLE_PATCH_KEY, MIXTRAL_ROUTING_IN_DTYPE
 from portkit.rules import as_candle
 from portkit.rules.base import Context, Rule
 from portkit.rules.family_config import ALL_FAMILIES
@@ -451,7 +451,11 @@ class MixtralExpertsBelowF32(_RuntimeRule):
 
     ## Verification
     crash: `portkit verify --dtype f16` on a mixtral checkpoint must fail at the first forward
-    with `dtype mismatch in mul, lhs: F16, rhs: F32`.
+    with `dtype mismatch in mul, lhs: F16, rhs: F32`. verify then repairs it with the program the
+    fix above gives, candle's mixtral.rs with that one cast added (native/src/mixtral_copy.rs,
+    generated from candle's file), and judges the findings after the crash on it: PK317's
+    half-precision RoPE table is CONFIRMED there (docs/verify.md, "RoPE tables in half
+    precision").
 
     ## References
     - tests/native/test_candle_run_cache.py (mixtral at f16), where portkit found it
@@ -480,6 +484,9 @@ class MixtralExpertsBelowF32(_RuntimeRule):
                 transformers_value=t.dtype,
                 candle_value=expect,
                 expect=expect,
+                # verify repairs it with the program PK308's fix gives, so a finding after this
+                # crash (PK317's half-precision RoPE table) is judged on candle's own mixtral
+                probe_patch={CANDLE_PATCH_KEY: MIXTRAL_ROUTING_IN_DTYPE},
             )
 
 

@@ -2,9 +2,10 @@
 their table in the model dtype (`fixtures.rope_half`), verify at f16 past position 2049 and the
 f32 twin judged with the same finding.
 
-- f16: PK317 CONFIRMED (mixtral: its f16 forward fails first, PK308 CRASH-CONFIRMED and PK317
-  NOT-REACHED), with the distance to transformers at least halved against transformers run with
-  candle's table and the effect over the f16 noise;
+- f16: PK317 CONFIRMED (mixtral: its f16 forward fails first, PK308 CRASH-CONFIRMED, and PK317
+  is judged on PK308's repair, candle's mixtral.rs with its routing weights cast), with the
+  distance to transformers at least halved against transformers run with candle's table and the
+  effect over the f16 noise;
 - f32, the same finding judged: NOT-REPRODUCED, candle within the f32 floor.
 
 Bounds, never this CPU's floats: the measured numbers are docs/verify.md's table.
@@ -47,6 +48,8 @@ def test_f16_past_2048_positions_is_confirmed(outcomes, family: str) -> None:
     assert side["as_candle"] <= 0.5 * side["as_written"], side
     assert side["effect"] > 2 * side["noise"], side  # margin: measured 4x to 47x (docs/verify.md)
     assert "candle's f16 RoPE table" in o.pk317.evidence
+    if "PK308" in EXPECT[family]:
+        assert "PK308's fix" in o.pk317.evidence, o.pk317.evidence
     word, line = o.f16.verdict()
     if word == "agree":  # the tokens agree at f16 while the logits move: never "alike"
         assert "confirmed by the logits distance" in line and "alike" not in line, line

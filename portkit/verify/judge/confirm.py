@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from portkit.families import CANDLE_PATCH_KEY, CANDLE_PROGRAMS
 from portkit.findings import Finding, Probe
 from portkit.rules.base import Rule
 from portkit.verify.errors import one_line
@@ -79,6 +80,8 @@ def describe_patch(patch: dict[str, Any]) -> str:
     def one(k: str, v: Any) -> str:
         if k == "permute_qk":
             return "the Q/K rows permuted as llama.cpp's converter does"
+        if k == CANDLE_PATCH_KEY:
+            return CANDLE_PROGRAMS.get(v, f"the candle program {v}")
         return f"{k}={fmt(v)}" if v is not None else f"{k} removed"
 
     return ", ".join(one(k, v) for k, v in patch.items())
