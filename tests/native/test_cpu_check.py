@@ -52,7 +52,7 @@ def test_this_build_targets_x86_64_v3_and_this_cpu_runs_it() -> None:
 class _RefusingFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):  # noqa: ANN001
         if name == "portkit_native":
-            raise ImportError("portkit_native was built for CPUs with avx2 (x86-64-v3), which this CPU lacks: build it here")
+            raise ImportError("portkit_native was built for CPUs with avx2, which this CPU lacks: build it here")
         return None
 
 

@@ -41,6 +41,6 @@ def check(arch: str, features: tuple[str, ...], cpuinfo_path: Path = Path("/proc
     lack = missing(arch, features, cpuinfo)
     if lack:
         raise ImportError(
-            f"portkit_native was built for CPUs with {', '.join(lack)} (x86-64-v3), which this CPU lacks: "
+            f"portkit_native was built for CPUs with {', '.join(lack)}, which this CPU lacks: "
             "build it here without the repository's target (RUSTFLAGS='' make native)"
         )

@@ -95,7 +95,7 @@ def share_cores_with_reference() -> None:
     """One thread for candle's quantized matmuls in this process, unless the user set one: with
     transformers computing in its child on the same cores, the pool's spin-wait made each GGUF
     run 2-3x slower (the published Q4_1: 3.7 s beside the child, 1.1 s on one thread;
-    docs/verify.md "Many targets"). The numbers are the same on any count: each output is one
+    docs/verify.md, "The two sides"). The numbers are the same on any count: each output is one
     `vec_dot` of its own (quantized/k_quants.rs:2444-2466). Call before the first GGUF runs."""
     os.environ.setdefault(QUANTIZED_THREADS_ENV, "1")
 

@@ -25,7 +25,7 @@ def _native() -> Any:
     try:
         import portkit_native
     except ImportError as e:
-        raise TokenizeError(f"portkit_native is not installed ({e}): build it with `make native`") from None
+        raise TokenizeError(f"portkit_native cannot be imported ({e}): build it with `make native`") from None
     return portkit_native
 
 
