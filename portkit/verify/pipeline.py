@@ -399,8 +399,7 @@ class VerifyRun:
     def run_plan(self) -> dict[str, Any]:
         from portkit.verify.candle.native import quantized_threads
 
-        threads = int(self.native.cpu_threads())
-        return self.session.plan(threads, quantized_threads(threads) if self.opts.ggufs else None)
+        return self.session.plan(int(self.native.cpu_threads()), quantized_threads() if self.opts.ggufs else None)
 
     @cached_property
     def sampler(self) -> str | None:

@@ -100,13 +100,15 @@ def share_cores_with_reference() -> None:
     os.environ.setdefault(QUANTIZED_THREADS_ENV, "1")
 
 
-def quantized_threads(candle_threads: int) -> int:
-    """The threads of candle's quantized matmuls here (`candle_threads`, rayon's, when unset: the
-    same physical-core default)."""
+def quantized_threads() -> int | None:
+    """The threads of candle's quantized matmuls here, as set (by verify beside the child, or by
+    the user); None when unset or unreadable: candle then takes the physical cores, which
+    RAYON_NUM_THREADS does not change, so rayon's count would misstate it."""
     try:
-        return max(int(os.environ.get(QUANTIZED_THREADS_ENV, "")), 1)
+        n = int(os.environ.get(QUANTIZED_THREADS_ENV, ""))
     except ValueError:
-        return candle_threads
+        return None
+    return n if n > 0 else None  # candle ignores 0 as it ignores words (utils.rs:335-341)
 
 
 def check_device(pn: Any, device: str) -> None:
