@@ -242,28 +242,60 @@ def _lint_target(opts: VerifyOptions, prompt_tokens: int, tokens: int, pn: Any =
     )
 
 
-def verify(
-    opts: VerifyOptions, progress: Progress = lambda _s: None, session: ReferenceSession | None = None
-) -> VerifyReport | TokenizerReport | EmbeddingReport:
+Report = VerifyReport | TokenizerReport | EmbeddingReport
+
+
+def verify(opts: VerifyOptions, progress: Progress = lambda _s: None, session: ReferenceSession | None = None) -> Report:
     """A `VerifyReport`; for a directory with tokenizer files but no model to run, the tokenizer
     section alone (a `TokenizerReport`); for an encoder's checkpoint (`portkit.encoders`), the
     embedding run against sentence-transformers (an `EmbeddingReport`, docs/embeddings.md).
     `session`: transformers' process shared with other models of the same run (`portkit.verify.targets`;
     left open), else one of its own, closed at the end."""
+    return begin(opts, progress, session).finish()
+
+
+@dataclass(frozen=True)
+class Unfinished:
+    """A model `begin` ran as far as transformers' answers: `send_truth()` sends the f64 truth it
+    held back, `finish()` waits for the answers and gives the report."""
+
+    finish: Callable[[], Report]
+    send_truth: Callable[[], None] = lambda: None
+
+
+def begin(opts: VerifyOptions, progress: Progress = lambda _s: None, session: ReferenceSession | None = None) -> Unfinished:
+    """`verify` up to transformers' answers: a decoder's lint, candle's runs and its requests to
+    transformers' process now (`VerifyRun.begin`), the wait for the answers and the judging at
+    `finish()`. With a shared `session` (`portkit verify A B`, `portkit.verify.targets`) the
+    f64 truth is held back until `send_truth()`, so that the next models' candle runs go on while
+    transformers computes this one's f32 reference, never beside its f64 model. Any other
+    directory is done now."""
     t_start = time.perf_counter()
     validate(opts)
     if tokenizer_only(Path(opts.model_dir)):
-        return _tokenizer_only(opts, progress, t_start)
+        done: Report = _tokenizer_only(opts, progress, t_start)
+        return Unfinished(lambda: done)
     model = read_model_dir(opts.model_dir)
     encoder = detect_encoder(model.config) or detect_decoder_embedder(model.config, (Path(opts.model_dir) / "modules.json").is_file())
     if encoder is not None:
-        return _embedding(opts, encoder.name, progress, t_start)
+        done = _embedding(opts, encoder.name, progress, t_start)
+        return Unfinished(lambda: done)
     run = VerifyRun.open(opts, progress, model, session)
     try:
-        return run.execute(t_start)
-    finally:
+        begun = run.begin(t_start)
+    except BaseException:
         if session is None:
             run.session.close()
+        raise
+
+    def finish() -> VerifyReport:
+        try:
+            return run.finish(begun)
+        finally:
+            if session is None:
+                run.session.close()
+
+    return Unfinished(finish, run.job.send_truth)
 
 
 def _embedding(opts: VerifyOptions, encoder: str, progress: Progress, t_start: float) -> EmbeddingReport:
@@ -287,6 +319,22 @@ def _tokenizer_only(opts: VerifyOptions, progress: Progress, t_start: float) -> 
         t_start,
         lambda: recorded(tokenizer_cache.through(cache, lambda: record(root, text=opts.text, chat=opts.chat))),
     )
+
+
+@dataclass(frozen=True)
+class Begun:
+    """What `VerifyRun.begin` ran, for its `finish`: lint's findings, candle as written and on
+    its tokens the reference was sent, the GGUFs started, the first counterfactual, its seconds."""
+
+    found: Routed
+    gguf_found: list[Routed]
+    lint_note: str | None
+    run: RunOutputs
+    forced: list[int] | None
+    extra: dict[str, Any] | None
+    gguf_started: list[GgufFile | BadInput | None]
+    early: dict[str, RunOutputs]
+    seconds: float  # from verify's start
 
 
 @dataclass
@@ -315,14 +363,12 @@ class VerifyRun:
         tok_cache = tokenizer_cache.for_dir(model.root, opts.text, opts.chat, opts.cache) if has_tokenizer(model.root) else None
         # started at once when the tokens section needs transformers (its torch import then
         # overlaps everything below); else once the reference cache misses
-        if shared is not None:
-            shared.next_target(progress)
-        session = shared if shared is not None else ReferenceSession(progress, start=False)
+        session = shared.next_target(progress) if shared is not None else ReferenceSession(progress, start=False)
         tokenizer = tokenizer_cache.TransformersTokenizer(session, tok_cache, model.root, opts.text, opts.chat)
         if has_tokenizer(model.root) and tokenizer.record is None:
             session.start()
         try:
-            return cls._planned(opts, progress, model, family, session, tokenizer)
+            return cls._planned(opts, progress, model, family, session, tokenizer, shared=shared is not None)
         except BaseException:
             if shared is None:
                 session.close()
@@ -331,10 +377,11 @@ class VerifyRun:
     @classmethod
     def _planned(
         cls, opts: VerifyOptions, progress: Progress, model: ModelDir, family: Family, session: ReferenceSession,
-        tokenizer: tokenizer_cache.TransformersTokenizer,
+        tokenizer: tokenizer_cache.TransformersTokenizer, shared: bool = False,
     ) -> VerifyRun:
         """The prompt, the plan, the native wheel and the reference's job (the session started
-        now when the reference will be computed and the checkpoint is large enough to gain)."""
+        now when the reference will be computed and the checkpoint is large enough to gain;
+        `shared`: one model of several, its f64 truth held back, `begin`)."""
         from portkit.verify.candle.native import NativeUnavailable, check_device, native, share_cores_with_reference
 
         if session.in_child:
@@ -352,15 +399,17 @@ class VerifyRun:
             model, list(prompt.ids), tokens, mode=opts.reference_mode, use_cache=opts.cache, progress=progress, session=session,
             sublayers=sublayers.of(family) if opts.layers and family.capture else (),  # candle's copy records them too
             truth=tol.logits_atol is not None,  # an f32 run is judged against floors measured against transformers in f64
+            defer_truth=shared,
         )
         if not job.likely_cached() and start_early(sum(p.stat().st_size for p in model.weight_files), has_tokenizer(model.root)):
             session.start()
         candle = CheckpointRuns(model, family, prompt.ids, tokens, opts.device, opts.dtype, opts.use_flash_attn, opts.cache, job.fingerprints)
         return cls(opts, progress, model, family, session, tokenizer, prompt, tokens, tol, plan, pn, job, candle, Timings())
 
-    def execute(self, t_start: float) -> VerifyReport:
-        """The phases, in the order they run (transformers computes in its own process from
-        `send_reference` to `reference`, while this one runs the GGUF and a first counterfactual)."""
+    def begin(self, t_start: float) -> Begun:
+        """The phases up to transformers' answer, in the order they run (transformers computes
+        in its own process from `send_reference` on, while this one runs the GGUF and a first
+        counterfactual); `finish` the rest."""
         timed = self.timings.timed
         self.sampler  # a sampler verify cannot read stops it here (exit 2), before anything runs
         with timed("load"):
@@ -372,23 +421,32 @@ class VerifyRun:
             extra = self.send_reference(run, forced)
             gguf_started = [self.start_gguf(g, forced) for g in self.opts.ggufs]  # each in turn, while transformers computes
             early = self.first_counterfactual(found.prompt, run, forced)
-            reference = self.job.result(forced, extra)
+        return Begun(found, gguf_found, lint_note, run, forced, extra, gguf_started, early, time.perf_counter() - t_start)
+
+    def finish(self, begun: Begun) -> VerifyReport:
+        """The reference awaited, then the findings judged and every section run."""
+        t_finish = time.perf_counter()
+        timed = self.timings.timed
+        found, gguf_found, lint_note, run, forced = begun.found, begun.gguf_found, begun.lint_note, begun.run, begun.forced
+        with timed("reference"):
+            reference = self.job.result(forced, begun.extra)
         with timed("compare"):
             judge = Judge(self.tol, generation_stop(self.model.root))
             comparison = judge(run, reference)
             nonfinite = analyse(reference.layers, reference.rows, run.layers, run.rows, reference.nonfinite_weights)
         as_candle = AsCandleRuns(self.model, reference, self.tokens, self.progress, self.job.sublayers, session=self.session)
         with timed("findings"):
-            hf = self.judge_checkpoint(found.prompt, run, comparison, reference, early, judge, as_candle)
+            hf = self.judge_checkpoint(found.prompt, run, comparison, reference, begun.early, judge, as_candle)
         with timed("tokens"):
             tokenizer = tokenizer_section(self.model.root, found.tokens, self.progress, transformers=self.tokenizer)
-        ggufs = [self.gguf(g, reference, f.prompt, as_candle, s, lint_note) for g, f, s in zip(self.opts.ggufs, gguf_found, gguf_started)]
+        ggufs = [self.gguf(g, reference, f.prompt, as_candle, s, lint_note) for g, f, s in zip(self.opts.ggufs, gguf_found, begun.gguf_started)]
         paths_report = self.paths(reference, found.paths, ggufs, [f.paths for f in gguf_found])
         with timed("sampling"):
             sampled = sampling_section.verify_sampling(self.model.root, reference, found.sampling, self.sampler, self.native)
         return VerifyReport(
             options=self.opts, model=self.model, prompt=self.prompt, tolerance=self.tol, versions=_versions(self.native), reference=reference,
-            run=run, comparison=comparison, findings=hf.findings, lint_note=lint_note, ggufs=ggufs, seconds=time.perf_counter() - t_start,
+            run=run, comparison=comparison, findings=hf.findings, lint_note=lint_note, ggufs=ggufs,
+            seconds=begun.seconds + time.perf_counter() - t_finish,  # this model's own: not another's begun in between
             nonfinite=nonfinite, timings=self.timings.rounded(), family=self.family.name, layers_note=self.layers_note,
             runs=[run, *hf.runs, *(r for g in ggufs for r in g.runs), *(paths_report.runs if paths_report else [])],
             explanation=hf.explanation, as_candle_runs=as_candle.runs, tokenizer=tokenizer, greedy_stop=stop_description(reference, judge.stop),

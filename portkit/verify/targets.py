@@ -1,11 +1,17 @@
 """`portkit verify A B ...` (and `--hf-cache`): several models in one run, one transformers process.
 
-Each model is verified in turn, as `portkit verify DIR` alone would (the same report, the same
-caches), through one `ReferenceSession`: transformers is imported once, and each model's weights
-are streamed by it and released before the next, so the peak is the largest model's, not the
-sum. Each report is written as soon as it is done; a model that is bad input is one line and the
-others still run. The exit status is the worst of them (bad input 2, mismatch 1, non-finite 3,
-agree 0: `EXIT_ORDER`).
+Each model is verified as `portkit verify DIR` alone would (the same report, the same caches),
+through one `ReferenceSession`: transformers is imported once, and each model's weights are
+streamed by it and released before the next, so the peak is the largest model's, not the sum.
+The models overlap in batches (`BATCH`): this process runs each model's candle and sends its f32
+reference (`pipeline.begin`), so its candle runs go on while transformers imports torch and
+computes the earlier models' references; then it sends their f64 truths, and finishes (judges,
+writes) each model once its answers are in. Memory is one verify's: candle's runner is loaded one
+at a time and transformers' weights one streamed layer at a time, and no candle run goes on
+beside an f64 truth (a candle load waits for the truths sent, `native.holding_back`). Each
+report is written as soon as it is done, in the order given; a model that is bad input is one
+line and the others still run. The exit status is the worst of them (bad input 2, mismatch 1,
+non-finite 3, agree 0: `EXIT_ORDER`).
 """
 
 from __future__ import annotations
@@ -70,6 +76,12 @@ def hf_cache_targets() -> tuple[list[tuple[str, Path]], list[str]]:
     return out, notes
 
 
+#: Models begun before the first of them is finished: their candle runs fill the time
+#: transformers spends importing torch and computing their f32 references. What each holds until
+#: it is finished (candle's rows and layers, a few MB) bounds it, and so does the first report's wait.
+BATCH = 4
+
+
 def verify_each(
     opts: Any,
     targets: list[tuple[str, Path]],
@@ -77,28 +89,53 @@ def verify_each(
     emit: Callable[[str, Any], None],
     error: Callable[[str, str], None],
 ) -> list[Outcome]:
-    """Each target verified in turn with one transformers process; `emit(label, report)` as each is
-    done, `error(label, line)` for a target that is bad input; `progress(prefix, line)`."""
-    from portkit.verify.pipeline import verify
+    """Each target verified with one transformers process, in batches of `BATCH`: each model of
+    a batch begun (candle's runs, its f32 reference sent), then their f64 truths sent, then each
+    finished; a candle run while truths are computing waits for them. `emit(label, report)` as
+    each is done, `error(label, line)` for a target that is bad input, both in the targets'
+    order; `progress(prefix, line)`."""
+    from portkit.verify.candle.native import holding_back
+    from portkit.verify.pipeline import begin
     from portkit.verify.reference.session import ReferenceSession
 
     session = ReferenceSession(lambda _s: None, start=False)
     out: list[Outcome] = []
+
+    def started(i: int, label: str, path: Path) -> tuple[str, float, Any]:
+        prefix = f"[{i}/{len(targets)}] {label}"
+        t0 = time.perf_counter()
+        try:
+            unfinished = begin(dataclasses.replace(opts, model_dir=path), progress=lambda s, p=prefix: progress(p, s), session=session)
+        except BadInput as e:
+            return label, t0, e
+        _release()  # candle's runs of this model leave the process before the next model's
+        return label, t0, unfinished
+
+    def finished(label: str, t0: float, unfinished: Any) -> None:
+        try:
+            if isinstance(unfinished, BadInput):
+                raise unfinished
+            report = unfinished.finish()
+        except BadInput as e:
+            error(label, str(e))
+            out.append(Outcome(label, None, "bad input", 2, [], time.perf_counter() - t0, note=str(e)))
+            return
+        emit(label, report)
+        confirmed = list(dict.fromkeys(f.code for f in report.confirmed)) if hasattr(report, "confirmed") else []
+        out.append(Outcome(label, getattr(report, "family", None), report.verdict()[0], report.exit_code, confirmed, report.seconds))
+        del report
+        _release()
+
+    numbered = list(enumerate(targets, 1))
     try:
-        for i, (label, path) in enumerate(targets, 1):
-            prefix = f"[{i}/{len(targets)}] {label}"
-            t0 = time.perf_counter()
-            try:
-                report = verify(dataclasses.replace(opts, model_dir=path), progress=lambda s, p=prefix: progress(p, s), session=session)
-            except BadInput as e:
-                error(label, str(e))
-                out.append(Outcome(label, None, "bad input", 2, [], time.perf_counter() - t0, note=str(e)))
-                continue
-            emit(label, report)
-            confirmed = list(dict.fromkeys(f.code for f in report.confirmed)) if hasattr(report, "confirmed") else []
-            out.append(Outcome(label, getattr(report, "family", None), report.verdict()[0], report.exit_code, confirmed, time.perf_counter() - t0))
-            del report
-            _release()  # this model's arrays leave the process before the next model's weights come in
+        with holding_back(session.settle_truths):
+            for k in range(0, len(numbered), BATCH):
+                batch = [started(i, label, path) for i, (label, path) in numbered[k : k + BATCH]]
+                for _label, _t0, unfinished in batch:
+                    if not isinstance(unfinished, BadInput):
+                        unfinished.send_truth()
+                for entry in batch:
+                    finished(*entry)
     finally:
         session.close()
     return out

@@ -113,11 +113,22 @@ def test_several_models_share_one_transformers_process(fixture_dir, tmp_path: Pa
     monkeypatch.setattr(child.ServedReference, "__init__", counting)
     dirs = [fixture_dir("healthy-tied"), fixture_dir("rope-theta-in-rope-parameters")]
     reports: dict[str, object] = {}
-    outcomes = verify_each(VerifyOptions(model_dir=dirs[0], tokens=4), [(str(d), d) for d in dirs], lambda _p, _s: None,
-                           lambda label, r: reports.__setitem__(label, r), lambda _l, _e: None)  # fmt: skip
+    events: list[tuple[str, str]] = []
+
+    def emitted(label: str, r: object) -> None:
+        reports[label] = r
+        events.append(("emit", label))
+
+    outcomes = verify_each(VerifyOptions(model_dir=dirs[0], tokens=4), [(str(d), d) for d in dirs], lambda p, s: events.append((p, s)),
+                           emitted, lambda _l, _e: None)  # fmt: skip
     assert len(started) == 1
+    # the second model's candle ran while transformers computed the first's reference
+    second_candle = next(i for i, (p, s) in enumerate(events) if p.startswith("[2/2]") and s.startswith("candle"))
+    assert second_candle < events.index(("emit", str(dirs[0]))) < events.index(("emit", str(dirs[1])))
     assert [o.exit_code for o in outcomes] == [0, 1] and outcomes[1].confirmed == ["PK101"]
-    # each report is the one the model alone gives
+    # each report is the one the model alone gives, computed again (not read from the cache the
+    # run above filled): its f64 truth sent apart, after the candle runs, changes no number
+    monkeypatch.setenv("PORTKIT_CACHE", str(tmp_path / "alone"))
     for d in dirs:
         alone = verify(VerifyOptions(model_dir=d, tokens=4))
         assert _plain(to_json(reports[str(d)]), tmp_path) == _plain(to_json(alone), tmp_path), d

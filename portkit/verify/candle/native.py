@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 if TYPE_CHECKING:
     from portkit.families import Family
@@ -26,6 +27,27 @@ def native() -> Any:
     return portkit_native
 
 
+#: What each candle load waits for first (`holding_back`).
+_before_load: list[Callable[[], None]] = []
+
+
+@contextmanager
+def holding_back(wait: Callable[[], None]) -> Iterator[None]:
+    """Within: `wait()` before each runner or GGUF loads. `portkit verify A B` waits there for
+    the f64 truths it sent transformers (`portkit.verify.targets`): candle's weights and the f64
+    model are never held at once, as in one verify."""
+    _before_load.append(wait)
+    try:
+        yield
+    finally:
+        _before_load.remove(wait)
+
+
+def _loading() -> None:
+    for wait in list(_before_load):
+        wait()
+
+
 def load_llama(
     weight_files: Sequence[Path],
     config_json: str,
@@ -36,6 +58,7 @@ def load_llama(
     use_flash_attn: bool = False,
 ) -> Any:
     """A `portkit_native.LlamaRunner`; `config_json` is passed as text so a patched config can run."""
+    _loading()
     return native().LlamaRunner(
         [str(p) for p in weight_files],
         config_json,
@@ -57,6 +80,7 @@ def load_family(
 ) -> Any:
     """A `portkit_native.FamilyRunner` over candle's own `models::{family}` (a key of
     `portkit_native.families()`); `config_json` is text so a patched config can run."""
+    _loading()
     return native().FamilyRunner(
         family, [str(p) for p in weight_files], config_json, dtype=dtype, device=device, cache_dtype=cache_dtype
     )
@@ -81,6 +105,7 @@ def load_runner(
 
 def load_gguf(path: Path, *, device: str = "cpu", loader: str = "quantized_llama") -> Any:
     """A `portkit_native.GgufRunner` through candle's GGUF loader `loader` (`portkit_native.gguf_loaders()`)."""
+    _loading()
     return native().GgufRunner(str(path), device=device, loader=loader)
 
 

@@ -5,25 +5,28 @@
 runs candle: the parent never holds torch's ~0.7 GiB of libraries and arenas, and it does its
 own imports, lint and candle runs while the child imports torch. The child is verify's one
 transformers import: it answers every request that needs transformers (the tokens section's
-tokenizer, the reference, the reference-side counterfactuals), in order. Each answer's arrays
-go as an .npz into a file the parent opened with no name (`out_fd`, passed down; so a killed
-verify leaves nothing in $TMPDIR), replacing the previous answer's, and one JSON line on
-stdout. On Linux the child is killed with its parent (PR_SET_PDEATHSIG): a `kill -9` of verify
-does not leave torch computing.
+tokenizer, the reference, the reference-side counterfactuals), in order. Requests and answers
+travel in its pipes, each array payload (an .npz) right after the JSON line that states its
+length, so that any number of requests may wait in line, for one model or the next (`portkit
+verify A B`), and nothing is left in $TMPDIR whatever ends verify. On Linux the child is killed
+with its parent (PR_SET_PDEATHSIG): a `kill -9` of verify does not leave torch computing.
 
 The protocol:
 
     python -m portkit.verify.reference.child --serve      (one JSON request a line on stdin)
     forward:   {"kind": "forward", "model_dir": str, "files": [str], "mode": "streamed|whole",
-                "prompt": [int], "forced": [int] | null, "tokens": int, "sublayers": [str], "out_fd": int,
+                "prompt": [int], "forced": [int] | null, "tokens": int, "sublayers": [str],
                 "extra": {"fed": [int], "segment": [int] | null, "rows": [[int]] | null} (optional:
-                a continuation's and a batch's rows, `portkit.verify.reference.extra`)}
+                a continuation's and a batch's rows, `portkit.verify.reference.extra`),
+                "refeed_bytes": int (optional: that many bytes of .npz follow the line, candle's
+                input to each decoder layer)}
     as-candle: {"kind": "as-candle", "model_dir", "files", "config_text": str, "tensor_edits":
-                {name: edit}, "prompt", "forced", "tokens", "scan_len": int, "sublayers", "out_fd"}
+                {name: edit}, "prompt", "forced", "tokens", "scan_len": int, "sublayers"}
                 (transformers as candle computes: `Probe.as_candle`)
     tokenizer: {"kind": "tokenizer", "model_dir": str, "text": str | null, "chat": str | null}
-    stdout:    one line per request, in order: {"ok": true, "arrays": true, "greedy": [...],
-               "nonfinite_weights": [...]} | {"ok": true, "record": {...}} (portkit.verify.reference.tokenizer)
+    stdout:    one line per request, in order: {"ok": true, "arrays_bytes": int, "greedy": [...],
+               "nonfinite_weights": [...]} followed by that many bytes of .npz (rows and layers)
+               | {"ok": true, "record": {...}} (portkit.verify.reference.tokenizer)
                | {"ok": false, "kind": ..., "message": str}
 
   `--serve` imports torch first and only then reads its requests, so verify starts it at once
@@ -38,13 +41,13 @@ stderr: "progress: <what>" lines while it works.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import queue
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -59,44 +62,37 @@ from portkit.verify.reference.compute import ReferenceFailed, ReferenceOutputs
 
 class ServedReference:
     """`python -m portkit.verify.reference.child --serve` started now: it imports torch while verify runs lint and candle, then
-    answers requests in the order they are sent (`submit`), one at a time; `result()` waits for
-    the next answer; `kill()` ends it (a request still computing is abandoned)."""
+    answers requests in the order they are sent (`submit`, which never waits: a thread writes
+    them), one at a time; `result()` waits for the next answer; `kill()` ends it (a request
+    still computing is abandoned)."""
 
     def __init__(self, progress: Callable[[str], None]) -> None:
         self.progress = progress
-        self.out = result_file()
-        self.inp = result_file()  # candle's layer inputs for a forward's `refeed`, also with no name
-        self.proc = _start(self.out, self.inp)
+        self.proc = _start()
         self.events: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self.outbox: queue.Queue[bytes | None] = queue.Queue()
         self.tail: list[str] = []
         self.sent = 0
         self.answered = 0
         self.threads: int | None = None  # torch's threads, as the last forward's answer says
-        for stream, kind in ((self.proc.stdout, "answer"), (self.proc.stderr, "stderr")):
-            threading.Thread(target=_pump, args=(stream, kind, self.events), daemon=True).start()
+        threading.Thread(target=_read_answers, args=(self.proc.stdout, self.events), daemon=True).start()
+        threading.Thread(target=_read_progress, args=(self.proc.stderr, self.events), daemon=True).start()
+        threading.Thread(target=_write_requests, args=(self.proc.stdin, self.outbox), daemon=True).start()
 
     def submit(self, req: requests.Request) -> None:
-        assert self.proc.stdin is not None
         doc = req.line()
-        refeed = req.refeed if isinstance(req, requests.ForwardRequest) else None
-        if refeed:  # arrays travel in the file, the line names it
-            self.inp.seek(0)
-            self.inp.truncate()
-            np.savez(self.inp, **{str(k): v for k, v in refeed.items()})
-            self.inp.flush()
-            doc["refeed_fd"] = self.inp.fileno()
-        try:
-            self.proc.stdin.write(json.dumps({**doc, "out_fd": self.out.fileno()}) + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, ValueError):  # it died early: result() reports its last words
-            pass
+        refeed = req.refeed if isinstance(req, (requests.ForwardRequest, requests.TruthRequest)) else None
+        payload = _npz({str(k): v for k, v in refeed.items()}) if refeed else b""
+        if payload:
+            doc["refeed_bytes"] = len(payload)
+        self.outbox.put(json.dumps(doc).encode() + b"\n" + payload)
         self.sent += 1
 
     def answer(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """The next answer: (its JSON line, the arrays it wrote); ReferenceFailed for a failure."""
+        """The next answer: (its JSON line, its arrays); ReferenceFailed for a failure."""
         assert self.answered < self.sent, "no request waits for an answer"
-        doc = None
-        while doc is None:
+        got = None
+        while got is None:
             kind, value = self.events.get()
             if kind == "stderr":
                 line = value.rstrip("\n")
@@ -104,17 +100,17 @@ class ServedReference:
                     self.progress(line.removeprefix("progress: "))
                 elif line.strip():
                     self.tail = (self.tail + [line])[-5:]
-            elif kind == "answer" and value is not None:
-                if value.strip():
-                    doc = json.loads(value)
-            elif kind == "answer":  # its stdout closed: it died (or exited) before answering
+            elif value is not None:
+                got = value
+            else:  # its stdout closed: it died (or exited) before answering
                 self.events.put((kind, value))  # every later answer() sees the same end
                 code = self.proc.wait()
                 raise ReferenceFailed("run", f"the transformers process ended with status {code} and no result" + (f": {self.tail[-1]}" if self.tail else ""))
         self.answered += 1
+        doc, payload = got
         if not doc.get("ok"):
             raise ReferenceFailed(doc.get("kind", "run"), doc.get("message", "transformers failed"))
-        return doc, read_result(self.out) if doc.get("arrays") else {}
+        return doc, _arrays(payload) if payload else {}
 
     def result(self) -> ReferenceOutputs:
         """The next answer as a reference's outputs."""
@@ -128,6 +124,7 @@ class ServedReference:
         )
 
     def kill(self) -> None:
+        self.outbox.put(None)
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
@@ -135,38 +132,60 @@ class ServedReference:
             if f is not None and not f.closed:
                 try:
                     f.close()
-                except (BrokenPipeError, ValueError):
+                except (BrokenPipeError, ValueError, OSError):
                     pass
-        for f in (self.out, self.inp):
-            if not f.closed:
-                f.close()
 
 
-def _pump(stream: Any, kind: str, events: "queue.Queue[tuple[str, Any]]") -> None:
-    """Every line of the child's stdout (answers) or stderr (progress) into `events`; stdout's
-    end as (answer, None)."""
+def _write_requests(stream: Any, outbox: "queue.Queue[bytes | None]") -> None:
+    """Each request into the child's stdin, in order (None: stop): `submit` never waits for a
+    child still computing the request before to read the next."""
+    while (item := outbox.get()) is not None:
+        try:
+            stream.write(item)
+            stream.flush()
+        except (BrokenPipeError, ValueError, OSError):  # it died early: answer() reports its last words
+            return
+
+
+def _read_answers(stream: Any, events: "queue.Queue[tuple[str, Any]]") -> None:
+    """Each answer from the child's stdout, as ("answer", (its JSON line, its payload bytes));
+    the end of stdout as ("answer", None)."""
     try:
         for line in stream:
-            events.put((kind, line))
+            if not line.strip():
+                continue
+            doc = json.loads(line)
+            n = int(doc.get("arrays_bytes") or 0)
+            payload = stream.read(n) if n else b""
+            if len(payload) < n:  # cut short: it died while writing
+                break
+            events.put(("answer", (doc, payload)))
+    except (OSError, ValueError):  # closed by kill(), or a line that is no answer
+        pass
+    events.put(("answer", None))
+
+
+def _read_progress(stream: Any, events: "queue.Queue[tuple[str, Any]]") -> None:
+    """Every line of the child's stderr (its progress, or its last words) into `events`."""
+    try:
+        for line in stream:
+            events.put(("stderr", line.decode("utf-8", "replace")))
     except (OSError, ValueError):  # closed by kill()
         pass
-    if kind == "answer":
-        events.put((kind, None))
 
 
-def result_file() -> Any:
-    """A file with no name for the child's arrays (O_TMPFILE, or unlinked at once): nothing to
-    remove, whatever ends verify."""
-    return tempfile.TemporaryFile(prefix="portkit-verify-ref-")
+def _npz(arrays: dict[str, np.ndarray]) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
 
 
-def read_result(f: Any) -> dict[str, np.ndarray]:
-    f.seek(0)
-    with np.load(f, allow_pickle=False) as z:
+def _arrays(payload: bytes) -> dict[str, np.ndarray]:
+    with np.load(io.BytesIO(payload), allow_pickle=False) as z:
         return {k: np.array(z[k]) for k in z.files}
 
 
-def _start(out: Any, inp: Any) -> subprocess.Popen[str]:
+def _start() -> subprocess.Popen[bytes]:
     env = dict(os.environ)
     # the child must import this very portkit, wherever it was imported from
     import portkit
@@ -179,14 +198,15 @@ def _start(out: Any, inp: Any) -> subprocess.Popen[str]:
     # 2-core machine the streamed forward of the 135M shape took 3-6 s spinning, 0.6-1 s asleep.
     # A waiting policy only: the threads, their work and the numbers are the same.
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # transformers loads each call's tensors on a pool of 4 threads it starts per call, that is
+    # per streamed layer; the same copies on this thread took 0.1-0.3 s less on the 135M model
+    env.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
     return subprocess.Popen(
         [sys.executable, "-m", "portkit.verify.reference.child", "--serve"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
-        text=True,
-        pass_fds=(out.fileno(), inp.fileno()),
     )
 
 
@@ -208,30 +228,14 @@ def _die_with_parent() -> None:
         os._exit(0)
 
 
-def _read_refeed(fd: int | None) -> dict[int, np.ndarray] | None:
-    """A forward's `refeed` (decoder layer index -> candle's input to it), from the file the parent passed."""
-    if fd is None:
-        return None
-    with os.fdopen(os.dup(int(fd)), "rb") as f:
-        f.seek(0)
-        with np.load(f, allow_pickle=False) as z:
-            return {int(k): np.array(z[k], dtype=np.float32) for k in z.files}
-
-
-def _write_result(req: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-    """The arrays of one answer, in the file the parent passed (each answer replaces the last)."""
-    with os.fdopen(os.dup(int(req["out_fd"])), "wb") as f:
-        f.seek(0)
-        f.truncate()
-        np.savez(f, **arrays)
-
-
 def _release() -> None:
     """The model of the request just answered leaves the process's memory before the next one
-    (or candle, in the parent) needs it."""
+    (or candle, in the parent) needs it. What survives the collection is long-lived (modules,
+    their caches): frozen, so that no later collection walks it again."""
     import gc
 
     gc.collect()
+    gc.freeze()
     try:
         import ctypes
 
@@ -246,22 +250,21 @@ def torch_threads() -> int | None:
     return int(torch.get_num_threads()) if torch is not None else None
 
 
-def _answer(doc: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
-    """One request line: its JSON answer (the arrays written to `out_fd`)."""
+def _answer(doc: dict[str, Any], refeed: bytes, progress: Callable[[str], None]) -> tuple[dict[str, Any], bytes]:
+    """One request: its JSON answer and the arrays' payload."""
     try:
-        req = requests.from_line(doc, _read_refeed(doc.get("refeed_fd")))
+        fed = {int(k): v.astype(np.float32, copy=False) for k, v in _arrays(refeed).items()} if refeed else None
+        req = requests.from_line(doc, fed)
         got = requests.answer(req, progress)
         if isinstance(req, requests.TokenizerRequest):
-            return {"ok": True, "record": got}
+            return {"ok": True, "record": got}, b""
         assert isinstance(got, ReferenceOutputs)
-        _write_result(doc, cachefiles.rows_and_layers(got.rows, got.layers))
-        return {"ok": True, "arrays": True, "greedy": got.greedy, "nonfinite_weights": got.nonfinite_weights, "threads": torch_threads()}
+        payload = _npz(cachefiles.rows_and_layers(got.rows, got.layers))
+        return {"ok": True, "arrays_bytes": len(payload), "greedy": got.greedy, "nonfinite_weights": got.nonfinite_weights, "threads": torch_threads()}, payload
     except ReferenceFailed as e:
-        return {"ok": False, "kind": e.kind, "message": str(e)}
+        return {"ok": False, "kind": e.kind, "message": str(e)}, b""
     except Exception as e:  # never a traceback from the child either (an unknown request too)
-        return {"ok": False, "kind": "run", "message": f"{type(e).__name__}: {one_line(e)}"}
-    finally:
-        _release()
+        return {"ok": False, "kind": "run", "message": f"{type(e).__name__}: {one_line(e)}"}, b""
 
 
 def _serve() -> None:
@@ -275,14 +278,24 @@ def _serve() -> None:
         _import_torch()  # while the parent lints and runs candle
     except Exception:
         pass  # reported with the request, as "unavailable"
+    # torch's and transformers' ~0.4 million objects live as long as the process: a full
+    # collection walked them for 0.18 s (after each answer, and whenever the forward's
+    # allocations triggered one); frozen, it walks only what a request made
+    import gc
+
+    gc.freeze()
     # one request a line, answered in order; the end of stdin (verify is done, or needed no
     # reference: a cache hit) ends the process
-    for raw in sys.stdin:
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    for raw in inp:
         if not raw.strip():
             continue
-        doc = _answer(json.loads(raw), progress)
-        sys.stdout.write(json.dumps(doc) + "\n")
-        sys.stdout.flush()
+        doc = json.loads(raw)
+        refeed = inp.read(int(doc.get("refeed_bytes") or 0))
+        answer, payload = _answer(doc, refeed, progress)
+        out.write(json.dumps(answer).encode() + b"\n" + payload)
+        out.flush()
+        _release()  # once answered: verify judges meanwhile
     sys.stderr.flush()
     os._exit(0)  # skip torch's teardown
 

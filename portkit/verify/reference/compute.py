@@ -115,42 +115,50 @@ def forward_reference(
             del model  # one model's weights at a time: the f64 one is twice the f32 one
             fed = list(forced) if forced is not None else greedy
             try:
-                layers.update(truth_deltas(model_dir, files, prompt, fed, tokens, rows, layers, sublayers, progress, refeed if forced is not None else None))
+                layers.update(truth_deltas(rows, layers, *truth_forward(model_dir, files, prompt, fed, tokens, sublayers, progress, refeed if forced is not None else None)))
             except Exception as e:  # no f64 kernel for an op (torch's grouped MoE matmul): the fallback constants judge
-                progress(f"truth (transformers in f64): not computed, {one_line(e)}")
+                progress(truth_not_computed(e))
     except Exception as e:  # transformers' own failure on this checkpoint
         raise ReferenceFailed("run", f"transformers could not run {model_dir}: {one_line(e)}") from None
     return ReferenceOutputs(greedy=greedy, rows=rows.astype(np.float32, copy=False), layers=layers, nonfinite_weights=list(bad))
 
 
-def truth_deltas(
+def truth_forward(
     model_dir: Path,
     files: Sequence[Path],
     prompt: list[int],
     fed: Sequence[int],
     tokens: int,
-    rows: np.ndarray,
-    layers: Mapping[str, np.ndarray],
     sublayers: Sequence[str],
     progress: Callable[[str], None],
     refeed: Mapping[int, np.ndarray] | None = None,
-) -> dict[str, np.ndarray]:
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """transformers in f64 on the f32 reference's inputs (streamed like it, one f64 decoder layer
-    at a time), as `truth.<name>` = f64 value - f32 value for the rows and every layer: the f32
-    reference's own error, which a correct f32 candle is about as far from the truth as
-    (docs/verify.md, "Tolerances"). Kept as the difference, in f32, so the caches keep one dtype
-    and the truth is exact to f32's precision of the (small) difference."""
+    at a time): its rows and layers, in f64; `truth_deltas` turns them into the f32 reference's
+    own error, which a correct f32 candle is about as far from the truth as (docs/verify.md,
+    "Tolerances"). Its own request too (`requests.TruthRequest`): `portkit verify A B` sends it
+    once candle's runs are over, so that candle's weights and the f64 model are never held at once."""
     from portkit.verify.reference.models import StreamedModel
 
     # streamed, one f64 layer at a time: loaded whole it took 0.41 s against 0.83 s on the 135M
     # checkpoint, but doubled verify's peak memory (2519 MiB against 1428; bench/verify_bench.py --real)
     model = StreamedModel(Path(model_dir), [Path(f) for f in files], progress, scan_nonfinite=False, precision="float64")
-    rows64, layers64 = _forced_rows(model, prompt, fed, tokens, sublayers, progress, "truth (transformers in f64)", refeed)
+    return _forced_rows(model, prompt, fed, tokens, sublayers, progress, "truth (transformers in f64)", refeed)
+
+
+def truth_deltas(rows: np.ndarray, layers: Mapping[str, np.ndarray], rows64: np.ndarray, layers64: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`truth.<name>` = f64 value - f32 value for the rows and every layer both runs have. Kept as
+    the difference, in f32, so the caches keep one dtype and the truth is exact to f32's
+    precision of the (small) difference."""
     out = {TRUTH + "rows": (rows64[: len(rows)] - rows).astype(np.float32)}
     for name, value in layers.items():
         if name in layers64 and layers64[name].shape == value.shape:
             out[TRUTH + name] = (layers64[name] - value).astype(np.float32)
     return out
+
+
+def truth_not_computed(e: BaseException | str) -> str:
+    return f"truth (transformers in f64): not computed, {e if isinstance(e, str) else one_line(e)}"
 
 
 def as_candle_reference(

@@ -14,6 +14,7 @@ are released; it releases them before its next request, while verify judges.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, Callable, Mapping, Sequence
 
@@ -29,7 +30,7 @@ from portkit.verify.reference.compute import ReferenceOutputs
 from portkit.verify.layer_inputs import refeed_digest, refeed_inputs
 from portkit.verify.reference.models import REFEED
 from portkit.verify.reference.result import Reference, Truth
-from portkit.verify.reference.requests import ForwardRequest
+from portkit.verify.reference.requests import ForwardRequest, TruthRequest
 from portkit.verify.reference.session import ReferenceSession, Ticket
 
 Progress = Callable[[str], None]
@@ -48,14 +49,21 @@ class ReferenceJob:
         sublayers: Sequence[str] = (),
         session: ReferenceSession | None = None,
         truth: bool = False,
+        defer_truth: bool = False,
     ) -> None:
         """`sublayers`: paths inside each decoder layer whose outputs the prefill records too
         (`portkit.families.sublayers`), as `layer.N.<path>`. `session`: verify's transformers
         process (a job without one starts its own when it needs transformers). `truth`: the same
-        forward in f64 too (`Reference.truth`), for an f32 candle judged against a measured floor."""
+        forward in f64 too (`Reference.truth`), for an f32 candle judged against a measured floor;
+        `defer_truth`: sent as a request of its own (`requests.TruthRequest`) only by `send_truth`
+        (or `result`), so that transformers holds the f64 model only once candle's runs are over
+        (`portkit verify A B`)."""
         self.model, self.prompt, self.tokens, self.mode, self.progress = model, list(prompt), tokens, mode, progress
         self.sublayers = list(sublayers)
         self.truth = truth
+        self.defer_truth = defer_truth
+        self._truth_req: TruthRequest | None = None  # deferred, not sent yet
+        self._truth_ticket: Ticket | None = None
         self.cache: refcache.RefCache | None = None
         #: the weight files' fingerprints (with the cache on), which candle's run cache keys on too
         self.fingerprints: list[dict[str, object]] = []
@@ -96,11 +104,35 @@ class ReferenceJob:
         self._refeed = refeed_digest(candle_layers) if inputs else None
         self._hit = self.cache.get(self._forced, extra, self._refeed) if self.cache is not None else None
         if self._hit is None:
+            files = [str(p) for p in self.model.weight_files]
+            apart = self.truth and self.defer_truth and self._forced is not None  # else the truth goes on the reference's own tokens
             req = ForwardRequest(
-                str(self.model.root), [str(p) for p in self.model.weight_files], self.mode, self.prompt, self._forced, self.tokens,
-                self.sublayers, extra, self.truth, inputs or None,  # candle's inputs: to the child in a file with no name
+                str(self.model.root), files, self.mode, self.prompt, self._forced, self.tokens, self.sublayers, extra, self.truth and not apart,
+                inputs or None,
             )
             self._ticket = self.session.submit(req)
+            if apart:
+                assert self._forced is not None
+                self._truth_req = TruthRequest(str(self.model.root), files, self.prompt, self._forced, self.tokens, self.sublayers, inputs or None)
+
+    def send_truth(self) -> None:
+        """The deferred truth, sent now (candle has nothing more to run while transformers computes it)."""
+        if self._truth_req is not None:
+            self._truth_ticket = self.session.submit(self._truth_req)
+            self._truth_req = None
+
+    def _with_truth(self, out: ReferenceOutputs, ticket: Ticket) -> ReferenceOutputs:
+        """The reference with its truth's differences among its layers, as one request gives them
+        (`compute.forward_reference`); without, where transformers could not compute the truth."""
+        try:
+            f64 = self.session.wait(ticket)
+        except compute.ReferenceFailed as e:
+            if e.kind != "truth":
+                raise
+            self.progress(str(e))
+            return out
+        assert isinstance(f64, ReferenceOutputs)
+        return dataclasses.replace(out, layers={**out.layers, **compute.truth_deltas(out.rows, out.layers, f64.rows, f64.layers)})
 
     def result(self, forced: Sequence[int] | None, extra: dict[str, Any] | None = None) -> Reference:
         """The reference `submit` asked for (submitted now with `forced` and `extra` if it was not)."""
@@ -115,8 +147,11 @@ class ReferenceJob:
             source = "cache"
         else:
             assert self._ticket is not None
+            self.send_truth()
             try:
                 out = self.session.wait(self._ticket)
+                if self._truth_ticket is not None:
+                    out = self._with_truth(out, self._truth_ticket)
             except compute.ReferenceFailed as e:
                 raise BadInput(str(e)) from None
             finally:

@@ -29,7 +29,7 @@ class ForwardRequest:
     sublayers: list[str] = field(default_factory=list)
     extra: dict[str, Any] | None = None
     truth: bool = False
-    #: decoder layer index -> candle's input to it; travels in a file with no name, not in the line
+    #: decoder layer index -> candle's input to it; travels after the line, as an .npz
     refeed: dict[int, np.ndarray] | None = field(default=None, compare=False, repr=False)
 
     def line(self) -> dict[str, Any]:
@@ -42,6 +42,26 @@ class ForwardRequest:
         if self.truth:
             doc["truth"] = True
         return doc
+
+
+@dataclass(frozen=True)
+class TruthRequest:
+    """The f64 truth of a reference sent without it (`ForwardRequest.truth` False): transformers
+    in f64 on `fed` (`compute.truth_forward`), its rows and layers in f64, and the decoder layers
+    re-run on candle's inputs (`refeed`); the f32 reference's error is taken by who asked
+    (`compute.truth_deltas`)."""
+
+    kind: ClassVar[str] = "truth"
+    model_dir: str
+    files: list[str]
+    prompt: list[int]
+    fed: list[int]
+    tokens: int
+    sublayers: list[str] = field(default_factory=list)
+    refeed: dict[int, np.ndarray] | None = field(default=None, compare=False, repr=False)
+
+    def line(self) -> dict[str, Any]:
+        return dict(kind=self.kind, model_dir=self.model_dir, files=self.files, prompt=self.prompt, fed=self.fed, tokens=self.tokens, sublayers=self.sublayers)
 
 
 @dataclass(frozen=True)
@@ -84,14 +104,14 @@ class TokenizerRequest:
         return dict(kind=self.kind, model_dir=self.model_dir, text=self.text, chat=self.chat)
 
 
-Request = Union[ForwardRequest, AsCandleRequest, TokenizerRequest]
+Request = Union[ForwardRequest, TruthRequest, AsCandleRequest, TokenizerRequest]
 #: what `answer` gives: a forward's or an as-candle run's outputs (the effect by position among
 #: its layers, `compute.EFFECT`), or a tokenizer's record
 Answer = Union[compute.ReferenceOutputs, dict]
 
 
 def from_line(doc: dict[str, Any], refeed: dict[int, np.ndarray] | None = None) -> Request:
-    """The request a JSON line carries (`refeed`: read from the file the line names)."""
+    """The request a JSON line carries (`refeed`: the arrays that came after it)."""
     kind = doc.get("kind", "forward")
     if kind == "tokenizer":
         return TokenizerRequest(str(doc["model_dir"]), doc.get("text"), doc.get("chat"))
@@ -99,6 +119,10 @@ def from_line(doc: dict[str, Any], refeed: dict[int, np.ndarray] | None = None) 
         return ForwardRequest(
             str(doc["model_dir"]), list(doc["files"]), doc["mode"], list(doc["prompt"]), doc.get("forced"), int(doc["tokens"]),
             list(doc.get("sublayers", [])), doc.get("extra"), bool(doc.get("truth")), refeed,
+        )
+    if kind == "truth":
+        return TruthRequest(
+            str(doc["model_dir"]), list(doc["files"]), list(doc["prompt"]), list(doc["fed"]), int(doc["tokens"]), list(doc.get("sublayers", [])), refeed,
         )
     if kind == "as-candle":
         return AsCandleRequest(
@@ -116,6 +140,12 @@ def answer(req: Request, progress: Callable[[str], None]) -> Answer:
         progress("tokenizer: transformers")
         return record(Path(req.model_dir), text=req.text, chat=req.chat)
     files = [Path(f) for f in req.files]
+    if isinstance(req, TruthRequest):
+        try:
+            rows, layers = compute.truth_forward(Path(req.model_dir), files, req.prompt, req.fed, req.tokens, req.sublayers, progress, req.refeed)
+        except Exception as e:  # no f64 kernel for an op (torch's grouped MoE matmul): who asked goes on without it
+            raise compute.ReferenceFailed("truth", compute.truth_not_computed(e)) from None
+        return compute.ReferenceOutputs(greedy=[], rows=rows, layers=layers, nonfinite_weights=[])
     if isinstance(req, ForwardRequest):
         return compute.forward_reference(
             Path(req.model_dir), files, req.prompt, req.forced, req.tokens, req.mode, progress, req.sublayers, req.extra, req.truth, req.refeed,

@@ -6,7 +6,9 @@ order, what it needs:
 a text prompt's ids (`tokenizer`, first, when the prompt is text), the reference forward once
 candle's greedy tokens are known, the tokens section's tokenizer record, each reference-side
 counterfactual. It answers one request at a time, in the order sent; `wait` returns a request's
-answer, keeping the answers of requests sent before it for their own `wait`.
+answer, keeping the answers of requests sent before it for their own `wait`. Each model of a
+`portkit verify A B ...` has a session of its own on the one process (`next_target`): the next
+model's requests wait in line behind this one's, so the process goes from one to the next.
 
 With PORTKIT_VERIFY_REFERENCE=inprocess (the test suite's setting, to import torch once) the same
 requests run in this process when they are waited for; the numbers are the same.
@@ -41,21 +43,33 @@ def reference_in_child() -> bool:
 
 
 class Ticket:
-    """One request sent; its answer once waited for."""
+    """One request sent; its answer once waited for; `owner`: the session (the model) that sent it."""
 
-    def __init__(self, req: requests.Request) -> None:
+    def __init__(self, req: requests.Request, owner: ReferenceSession) -> None:
         self.req = req
+        self.owner = owner
         self.done = False
         self.value: Any = None
         self.error: BaseException | None = None
 
 
-class ReferenceSession:
-    def __init__(self, progress: Progress, *, start: bool = True) -> None:
-        """`start`: start the child now (else on the first request)."""
-        self.progress = progress
+class _Served:
+    """The one child process and the requests it has not answered yet, in order: shared by the
+    sessions of every model of a `portkit verify A B ...` (`ReferenceSession.next_target`)."""
+
+    def __init__(self) -> None:
         self.child: child.ServedReference | None = None
-        self.pending: list[Ticket] = []  # sent to the child, not answered yet (in order)
+        self.pending: list[Ticket] = []
+        #: where the child's progress lines go: the model whose answer is awaited
+        self.progress: Progress = lambda _s: None
+
+
+class ReferenceSession:
+    def __init__(self, progress: Progress, *, start: bool = True, served: _Served | None = None) -> None:
+        """`start`: start the child now (else on the first request). `served`: another model's
+        process (`next_target`)."""
+        self.progress = progress
+        self.served = served if served is not None else _Served()
         self.in_child = reference_in_child()
         #: torch's intra-op threads where transformers computed (None: it computed nothing)
         self.threads: int | None = None
@@ -63,9 +77,18 @@ class ReferenceSession:
         if start:
             self.start()
 
+    @property
+    def child(self) -> child.ServedReference | None:
+        return self.served.child
+
+    @property
+    def pending(self) -> list[Ticket]:
+        return self.served.pending
+
     def start(self) -> None:
-        if self.in_child and self.child is None:
-            self.child = child.ServedReference(self.progress)
+        if self.in_child and self.served.child is None:
+            self.served.progress = self.progress
+            self.served.child = child.ServedReference(lambda s: self.served.progress(s))
 
     @property
     def started(self) -> bool:
@@ -73,7 +96,7 @@ class ReferenceSession:
 
     def submit(self, req: requests.Request) -> Ticket:
         self.ran = True
-        ticket = Ticket(req)
+        ticket = Ticket(req, self)
         if self.in_child:
             self.start()
             assert self.child is not None
@@ -95,16 +118,27 @@ class ReferenceSession:
             raise ticket.error
         return ticket.value
 
+    def settle_truths(self) -> None:
+        """Every f64 truth sent to the process (by any model of the run) answered: its answer kept
+        for its own `wait`. Nothing to wait for in this process (PORTKIT_VERIFY_REFERENCE=inprocess)."""
+        truths = [t for t in self.pending if isinstance(t.req, requests.TruthRequest)]
+        if truths:
+            try:
+                self.wait(truths[-1])  # answered in order: the last one's answer comes after the others'
+            except compute.ReferenceFailed:
+                pass  # kept: its own wait reports it
+
     def _next(self) -> None:
         assert self.child is not None and self.pending
         t = self.pending.pop(0)
+        self.served.progress = t.owner.progress  # the child's lines until this answer are this request's
         try:
             if isinstance(t.req, requests.TokenizerRequest):
                 doc, _ = self.child.answer()
                 t.value = doc["record"]
             else:
                 t.value = self.child.result()
-                self.threads = self.child.threads
+                t.owner.threads = self.child.threads
         except compute.ReferenceFailed as e:
             t.error = e
             if "no result" in str(e):  # the process is gone: every request after this one fails alike
@@ -117,18 +151,15 @@ class ReferenceSession:
         try:
             t.value = requests.answer(t.req, self.progress)
             if not isinstance(t.req, requests.TokenizerRequest):
-                self.threads = child.torch_threads()
+                t.owner.threads = child.torch_threads()
         except compute.ReferenceFailed as e:
             t.error = e
         t.done = True
 
-    def next_target(self, progress: Progress) -> None:
-        """Another model of the same `portkit verify A B ...`: the same process, this one's plan and progress."""
-        self.progress = progress
-        if self.child is not None:
-            self.child.progress = progress
-        self.ran = False
-        self.threads = None
+    def next_target(self, progress: Progress) -> ReferenceSession:
+        """Another model of the same `portkit verify A B ...`: a session of its own (its plan,
+        its progress) on the same process, whose requests wait in line behind the ones sent."""
+        return ReferenceSession(progress, start=False, served=self.served)
 
     def plan(self, candle_threads: int, quantized_threads: int | None = None) -> dict[str, Any]:
         """The run plan, for the report's header: where transformers ran, each side's threads
@@ -146,7 +177,7 @@ class ReferenceSession:
 
     def close(self) -> None:
         """No more requests (the child ends; a request still computing is abandoned)."""
-        if self.child is not None:
-            self.child.kill()
-            self.child = None
+        if self.served.child is not None:
+            self.served.child.kill()
+            self.served.child = None
         self.pending.clear()
