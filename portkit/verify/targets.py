@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from portkit.verify.errors import BadInput
 
@@ -123,22 +124,26 @@ def verify_each(
         emit(label, report)
         confirmed = list(dict.fromkeys(f.code for f in report.confirmed)) if hasattr(report, "confirmed") else []
         out.append(Outcome(label, getattr(report, "family", None), report.verdict()[0], report.exit_code, confirmed, report.seconds))
-        del report
+        del report, unfinished  # this model's arrays (candle's, transformers' answers) leave the process now
         _release()
 
     numbered = list(enumerate(targets, 1))
     try:
         with holding_back(session.settle_truths):
             for k in range(0, len(numbered), BATCH):
-                batch = [started(i, label, path) for i, (label, path) in numbered[k : k + BATCH]]
-                for _label, _t0, unfinished in batch:
-                    if not isinstance(unfinished, BadInput):
-                        unfinished.send_truth()
-                for entry in batch:
-                    finished(*entry)
+                batch = deque(started(i, label, path) for i, (label, path) in numbered[k : k + BATCH])
+                _send_truths(batch)
+                while batch:
+                    finished(*batch.popleft())
     finally:
         session.close()
     return out
+
+
+def _send_truths(batch: Iterable[tuple[str, float, Any]]) -> None:
+    for _label, _t0, unfinished in batch:
+        if not isinstance(unfinished, BadInput):
+            unfinished.send_truth()
 
 
 def _release() -> None:
