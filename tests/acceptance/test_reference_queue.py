@@ -70,3 +70,38 @@ def test_a_candle_load_waits_for_the_truths_sent(fixture_dir, monkeypatch) -> No
         assert session.wait(ticket).rows.dtype.name == "float64"
     finally:
         session.close()
+
+
+def test_a_library_writing_to_stdout_does_not_garble_the_answers(fixture_dir, tmp_path, monkeypatch) -> None:
+    """The child's stdout carries the answers only: a print (or C code writing to fd 1) while it
+    computes goes to its stderr, and the answer still arrives whole."""
+    import os
+
+    (tmp_path / "sitecustomize.py").write_text(
+        "import os, sys\n"
+        "from portkit.verify.reference import requests\n"
+        "_answer = requests.answer\n"
+        "def noisy(req, progress):\n"
+        "    print('a library says hello')\n"
+        "    sys.stdout.flush()\n"
+        "    os.write(1, b'and C code too\\n')\n"
+        "    return _answer(req, progress)\n"
+        "requests.answer = noisy\n"
+    )
+    monkeypatch.setenv("PORTKIT_VERIFY_REFERENCE", "child")
+    d = fixture_dir("healthy-tied")
+    files = [str(p) for p in sorted(d.glob("*.safetensors"))]
+    req = ForwardRequest(str(d), files, "streamed", PROMPT, [5, 6, 7], 3)
+
+    def answered() -> object:
+        session = ReferenceSession(lambda _s: None)
+        try:
+            return session.wait(session.submit(req))
+        finally:
+            session.close()
+
+    want = answered()
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    got = answered()
+    assert got.greedy == want.greedy
+    np.testing.assert_array_equal(got.rows, want.rows)

@@ -102,8 +102,10 @@ class ServedReference:
                     self.tail = (self.tail + [line])[-5:]
             elif value is not None:
                 got = value
-            else:  # its stdout closed: it died (or exited) before answering
+            else:  # its stdout closed, or carried no answer: it died, or is of no more use
                 self.events.put((kind, value))  # every later answer() sees the same end
+                if self.proc.poll() is None:
+                    self.proc.kill()
                 code = self.proc.wait()
                 raise ReferenceFailed("run", f"the transformers process ended with status {code} and no result" + (f": {self.tail[-1]}" if self.tail else ""))
         self.answered += 1
@@ -272,6 +274,11 @@ def _serve() -> None:
         print(f"progress: {s}", file=sys.stderr, flush=True)
 
     _die_with_parent()
+    # stdout carries the answers only: whatever else writes to it (a library's print, C code
+    # on fd 1) goes to stderr, where the parent keeps it as the child's last words
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     try:
         from portkit.verify.reference.runtime import _import_torch
 
@@ -286,7 +293,7 @@ def _serve() -> None:
     gc.freeze()
     # one request a line, answered in order; the end of stdin (verify is done, or needed no
     # reference: a cache hit) ends the process
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    inp = sys.stdin.buffer
     for raw in inp:
         if not raw.strip():
             continue
