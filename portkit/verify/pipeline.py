@@ -4,7 +4,8 @@ The run plan: transformers' process starts first (`reference.session`; it import
 process reads the model, lints and runs candle as written), the reference's forward is sent once
 candle's greedy tokens are known, and the tokens section's tokenizer record after it, so the
 findings' counterfactuals run here while it records; a GGUF as written runs right after candle's
-HF run, on the same tokens, while transformers computes. Memory: candle's runners are loaded one
+HF run, on the same tokens, while transformers computes; the f64 truth is sent once those runs
+are done (`begin`, `VerifyRun.finish`). Memory: candle's runners are loaded one
 at a time and released after each run, and the reference loads its (streamed) weights only once
 candle's are released, so the peak is about one copy of the weights plus the runtimes, not one
 per model held.
@@ -266,10 +267,10 @@ class Unfinished:
 def begin(opts: VerifyOptions, progress: Progress = lambda _s: None, session: ReferenceSession | None = None) -> Unfinished:
     """`verify` up to transformers' answers: a decoder's lint, candle's runs and its requests to
     transformers' process now (`VerifyRun.begin`), the wait for the answers and the judging at
-    `finish()`. With a shared `session` (`portkit verify A B`, `portkit.verify.targets`) the
-    f64 truth is held back until `send_truth()`, so that the next models' candle runs go on while
-    transformers computes this one's f32 reference, never beside its f64 model. Any other
-    directory is done now."""
+    `finish()`. The f64 truth is held back until `send_truth()` (or `finish()`): candle's runs
+    (the GGUFs', the first counterfactual's, with a shared `session` the next models',
+    `portkit.verify.targets`) go on while transformers computes the f32 reference, never beside
+    its f64 model. Any other directory is done now."""
     t_start = time.perf_counter()
     validate(opts)
     if tokenizer_only(Path(opts.model_dir)):
@@ -368,7 +369,7 @@ class VerifyRun:
         if has_tokenizer(model.root) and tokenizer.record is None:
             session.start()
         try:
-            return cls._planned(opts, progress, model, family, session, tokenizer, shared=shared is not None)
+            return cls._planned(opts, progress, model, family, session, tokenizer)
         except BaseException:
             if shared is None:
                 session.close()
@@ -377,11 +378,10 @@ class VerifyRun:
     @classmethod
     def _planned(
         cls, opts: VerifyOptions, progress: Progress, model: ModelDir, family: Family, session: ReferenceSession,
-        tokenizer: tokenizer_cache.TransformersTokenizer, shared: bool = False,
+        tokenizer: tokenizer_cache.TransformersTokenizer,
     ) -> VerifyRun:
         """The prompt, the plan, the native wheel and the reference's job (the session started
-        now when the reference will be computed and the checkpoint is large enough to gain;
-        `shared`: one model of several, its f64 truth held back, `begin`)."""
+        now when the reference will be computed and the checkpoint is large enough to gain)."""
         from portkit.verify.candle.native import NativeUnavailable, check_device, native, share_cores_with_reference
 
         if session.in_child:
@@ -399,7 +399,6 @@ class VerifyRun:
             model, list(prompt.ids), tokens, mode=opts.reference_mode, use_cache=opts.cache, progress=progress, session=session,
             sublayers=sublayers.of(family) if opts.layers and family.capture else (),  # candle's copy records them too
             truth=tol.logits_atol is not None,  # an f32 run is judged against floors measured against transformers in f64
-            defer_truth=shared,
         )
         if not job.likely_cached() and start_early(sum(p.stat().st_size for p in model.weight_files), has_tokenizer(model.root)):
             session.start()

@@ -49,20 +49,18 @@ class ReferenceJob:
         sublayers: Sequence[str] = (),
         session: ReferenceSession | None = None,
         truth: bool = False,
-        defer_truth: bool = False,
     ) -> None:
         """`sublayers`: paths inside each decoder layer whose outputs the prefill records too
         (`portkit.families.sublayers`), as `layer.N.<path>`. `session`: verify's transformers
         process (a job without one starts its own when it needs transformers). `truth`: the same
-        forward in f64 too (`Reference.truth`), for an f32 candle judged against a measured floor;
-        `defer_truth`: sent as a request of its own (`requests.TruthRequest`) only by `send_truth`
-        (or `result`), so that transformers holds the f64 model only once candle's runs are over
-        (`portkit verify A B`)."""
+        forward in f64 too (`Reference.truth`), for an f32 candle judged against a measured floor:
+        on candle's tokens, a request of its own (`requests.TruthRequest`) sent by `send_truth`
+        (or `result`) once candle's runs are over, so that the f64 model, the heaviest moment of
+        transformers' process, never sits beside candle's weights."""
         self.model, self.prompt, self.tokens, self.mode, self.progress = model, list(prompt), tokens, mode, progress
         self.sublayers = list(sublayers)
         self.truth = truth
-        self.defer_truth = defer_truth
-        self._truth_req: TruthRequest | None = None  # deferred, not sent yet
+        self._truth_req: TruthRequest | None = None  # held back, not sent yet
         self._truth_ticket: Ticket | None = None
         self.cache: refcache.RefCache | None = None
         #: the weight files' fingerprints (with the cache on), which candle's run cache keys on too
@@ -105,7 +103,7 @@ class ReferenceJob:
         self._hit = self.cache.get(self._forced, extra, self._refeed) if self.cache is not None else None
         if self._hit is None:
             files = [str(p) for p in self.model.weight_files]
-            apart = self.truth and self.defer_truth and self._forced is not None  # else the truth goes on the reference's own tokens
+            apart = self.truth and self._forced is not None  # else the truth goes on the reference's own tokens, in the same request
             req = ForwardRequest(
                 str(self.model.root), files, self.mode, self.prompt, self._forced, self.tokens, self.sublayers, extra, self.truth and not apart,
                 inputs or None,
@@ -116,7 +114,7 @@ class ReferenceJob:
                 self._truth_req = TruthRequest(str(self.model.root), files, self.prompt, self._forced, self.tokens, self.sublayers, inputs or None)
 
     def send_truth(self) -> None:
-        """The deferred truth, sent now (candle has nothing more to run while transformers computes it)."""
+        """The truth held back, sent now (candle has nothing more to run while transformers computes it)."""
         if self._truth_req is not None:
             self._truth_ticket = self.session.submit(self._truth_req)
             self._truth_req = None
