@@ -49,8 +49,9 @@ import signal
 import subprocess
 import sys
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -200,9 +201,6 @@ def _start() -> subprocess.Popen[bytes]:
     # 2-core machine the streamed forward of the 135M shape took 3-6 s spinning, 0.6-1 s asleep.
     # A waiting policy only: the threads, their work and the numbers are the same.
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    # transformers loads each call's tensors on a pool of 4 threads it starts per call, that is
-    # per streamed layer; the same copies on this thread took 0.1-0.3 s less on the 135M model
-    env.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
     return subprocess.Popen(
         [sys.executable, "-m", "portkit.verify.reference.child", "--serve"],
         stdin=subprocess.PIPE,
@@ -252,12 +250,33 @@ def torch_threads() -> int | None:
     return int(torch.get_num_threads()) if torch is not None else None
 
 
+#: transformers' switch for its loading pool (read at each call), unless the user set it
+ASYNC_LOAD_ENV = "HF_DEACTIVATE_ASYNC_LOAD"
+
+
+@contextmanager
+def _loading_for(req: requests.Request) -> Iterator[None]:
+    """transformers loads each call's tensors, that is each streamed layer's, on a pool of 4
+    threads it starts per call. For the f32 forwards this thread loads them: 0.35 s less on the
+    real 135M checkpoint, the same peak. For the f64 truth, the heaviest moment of this process,
+    the pool stays: loaded here, its peak was 150-200 MiB higher (bench/verify_bench.py --real)."""
+    if ASYNC_LOAD_ENV in os.environ or isinstance(req, requests.TruthRequest):
+        yield
+        return
+    os.environ[ASYNC_LOAD_ENV] = "1"
+    try:
+        yield
+    finally:
+        del os.environ[ASYNC_LOAD_ENV]
+
+
 def _answer(doc: dict[str, Any], refeed: bytes, progress: Callable[[str], None]) -> tuple[dict[str, Any], bytes]:
     """One request: its JSON answer and the arrays' payload."""
     try:
         fed = {int(k): v.astype(np.float32, copy=False) for k, v in _arrays(refeed).items()} if refeed else None
         req = requests.from_line(doc, fed)
-        got = requests.answer(req, progress)
+        with _loading_for(req):
+            got = requests.answer(req, progress)
         if isinstance(req, requests.TokenizerRequest):
             return {"ok": True, "record": got}, b""
         assert isinstance(got, ReferenceOutputs)
