@@ -20,6 +20,9 @@ The protocol:
                 a continuation's and a batch's rows, `portkit.verify.reference.extra`),
                 "refeed_bytes": int (optional: that many bytes of .npz follow the line, candle's
                 input to each decoder layer)}
+    truth:     {"kind": "truth", "model_dir", "files", "prompt", "fed": [int], "tokens", "sublayers",
+                "refeed_bytes" (optional)} (transformers in f64 on prompt + fed: rows and layers in
+                f64, `compute.truth_forward`; a forward on candle's tokens goes without it)
     as-candle: {"kind": "as-candle", "model_dir", "files", "config_text": str, "tensor_edits":
                 {name: edit}, "prompt", "forced", "tokens", "scan_len": int, "sublayers"}
                 (transformers as candle computes: `Probe.as_candle`)
