@@ -141,6 +141,8 @@ def verify_each(
 
 
 def _send_truths(batch: Iterable[tuple[str, float, Any]]) -> None:
+    # a function of its own: the same loop in verify_each would keep the batch's last model alive
+    # in its loop variable after that model is finished
     for _label, _t0, unfinished in batch:
         if not isinstance(unfinished, BadInput):
             unfinished.send_truth()
