@@ -15,7 +15,7 @@
 //!   f16 or bf16) run in one pass from the mapped bytes on every core, with the very per-element
 //!   function candle's CPU `to_dtype` maps with (cpu_backend/mod.rs), so the bits are the same.
 //!   candle copies the bytes into a tensor first and converts on one thread: 4.8 s of a 6 s load
-//!   of 1.1B bf16 weights in f32.
+//!   of 1.1B bf16 weights in f32. A tensor loaded in its stored dtype is copied the same way.
 //! - the kernel is asked to map each tensor's file pages in one call before the read, and for
 //!   huge pages on each converted buffer (fewer page faults: a fresh-process f32 load of the 1.1B
 //!   shape took 0.89 s with huge pages available, 1.2-1.5 s without).
@@ -69,6 +69,10 @@ fn convert_on_cpu(view: &TensorView<'_>, dtype: DType, dev: &Device) -> Option<c
         (Stored::BF16, DType::F16) => map_elements(data, shape, 2, |c| f16::from_f32(bf16::from_bits(b16(c)).to_f32())),
         (Stored::F32, DType::F16) => map_elements(data, shape, 4, |c| f16::from_f32(f32::from_bits(b32(c)))),
         (Stored::F32, DType::BF16) => map_elements(data, shape, 4, |c| bf16::from_f32(f32::from_bits(b32(c)))),
+        // no conversion: candle copies the bytes on one thread into pages faulted 4 KiB at a time
+        (Stored::F32, DType::F32) => map_elements(data, shape, 4, |c| f32::from_bits(b32(c))),
+        (Stored::F16, DType::F16) => map_elements(data, shape, 2, |c| f16::from_bits(b16(c))),
+        (Stored::BF16, DType::BF16) => map_elements(data, shape, 2, |c| bf16::from_bits(b16(c))),
         _ => return None,
     })
 }
@@ -229,7 +233,7 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// Every fast conversion against candle's own `load` then `to_dtype`, bit for bit, on values
+    /// Every fast conversion (and copy) against candle's own `load` then `to_dtype`, bit for bit, on values
     /// that round differently (ties, subnormals, out of f16's range, NaN, infinities), over more
     /// elements than one thread's chunk.
     #[test]
@@ -248,7 +252,9 @@ mod tests {
         candle_core::safetensors::save(&stored, &path).unwrap();
         let files = vec![path];
         let bits = |t: Tensor| t.to_dtype(DType::F32).unwrap().to_vec1::<f32>().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-        for (name, to) in [("bf16", DType::F32), ("f16", DType::F32), ("bf16", DType::F16), ("f32", DType::F16), ("f32", DType::BF16)] {
+        let conversions = [("bf16", DType::F32), ("f16", DType::F32), ("bf16", DType::F16), ("f32", DType::F16), ("f32", DType::BF16)];
+        let copies = [("f32", DType::F32), ("f16", DType::F16), ("bf16", DType::BF16)];
+        for (name, to) in conversions.into_iter().chain(copies) {
             let ours = shared_weights(&files, to, &Device::Cpu).unwrap().get(n, name).unwrap();
             let candles = unsafe { VarBuilder::from_mmaped_safetensors(&files, to, &Device::Cpu).unwrap() }.get(n, name).unwrap();
             assert_eq!(ours.dtype(), to);
