@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -100,3 +103,18 @@ def test_candle_threads_is_candles_own_count(monkeypatch: pytest.MonkeyPatch, en
     assert runcache.candle_threads() == pn.cpu_threads() == expected
     monkeypatch.setenv("RAYON_NUM_THREADS", "not a number")  # candle then uses the physical cores
     assert runcache.candle_threads() == pn.cpu_threads() >= 1
+
+
+@pytest.mark.parametrize("given", [None, "", "3"])
+def test_the_wheel_pins_candles_thread_count_once(given: str | None) -> None:
+    """candle-core reads its thread count on every CPU matmul, parsing /proc/cpuinfo when
+    RAYON_NUM_THREADS is unset or empty; importing the wheel sets the variable to the count candle
+    computes (a value the user set stays), so the count and the sums are the same."""
+    env = {k: v for k, v in os.environ.items() if k != "RAYON_NUM_THREADS"}
+    if given is not None:
+        env["RAYON_NUM_THREADS"] = given
+    probe = "import os, portkit_native as pn; print(os.environ['RAYON_NUM_THREADS'], pn.cpu_threads())"
+    pinned, threads = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert pinned == threads and int(threads) >= 1
+    if given == "3":
+        assert threads == "3"

@@ -9,6 +9,7 @@ The compiled module is private (`portkit_native._native`); this package re-expor
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from . import _cpu, _target
@@ -44,6 +45,20 @@ from ._native import (
     requested_tensors,
     sampling_weights,
 )
+
+
+
+def _pin_cpu_threads() -> None:
+    """candle-core 0.11.0 asks for its thread count on every CPU matmul (cpu_backend/mod.rs:1409,
+    utils.rs:343-346), and unless RAYON_NUM_THREADS is set that reads and parses /proc/cpuinfo
+    (num_cpus-1.17.0 src/linux.rs:59-60, `get_physical`): 0.5-0.9 s of CPU in one `portkit verify
+    A B C` of 135M checkpoints on 2 cores, and the file grows with the cores. Set to the count
+    candle computes, once: the same threads, the same sums; a value the user set stays."""
+    if not os.environ.get("RAYON_NUM_THREADS"):
+        os.environ["RAYON_NUM_THREADS"] = str(_native.cpu_threads())
+
+
+_pin_cpu_threads()
 
 __all__ = [
     "CandleError",
