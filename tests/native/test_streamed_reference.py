@@ -132,10 +132,10 @@ def test_reference_greedy_stops_at_nan() -> None:
 def test_reference_decoding_equals_whole_model(family: str, variant: str) -> None:
     """`portkit reference`'s values (resident: every layer loaded once and kept, no NaN scan, the
     cached steps on one thread) are the whole model's (from_pretrained at 2 threads) bit for bit:
-    the prefill's logits and layers, and generate()'s cached greedy steps. `--reference streamed`:
-    the prefill bit for bit; its cached steps within 1e-6 of the largest logit (its pread buffers
-    sit at other address alignments than from_pretrained's file mapping, and a one-token step's
-    row-times-matrix kernels round by alignment: up to 9e-6 on logits of 12 on these fixtures)."""
+    the prefill's logits and layers, and generate()'s cached greedy steps. `--reference streamed`
+    too: its f32 weights are views of the file mapping, at from_pretrained's address alignments
+    (a one-token step's row-times-matrix kernels round by alignment: copies into read buffers put
+    the steps up to 9e-6 from from_pretrained's on logits of 12 on these fixtures)."""
     from portkit.porting.reference import reference_values
 
     d = family_fixture(family, variant)
@@ -150,10 +150,7 @@ def test_reference_decoding_equals_whole_model(family: str, variant: str) -> Non
         for name, values in prefill.layers.items():
             assert np.array_equal(got[name], values), (mode, name)
         step_error = float(np.abs(got["greedy.logits"] - steps.logits).max())
-        if mode == "whole":
-            assert step_error == 0.0, step_error
-        else:
-            assert step_error <= 1e-6 * float(np.abs(steps.logits).max()), step_error
+        assert step_error == 0.0, (mode, step_error)
         assert got["greedy"].tolist() == fed and len(fed) == tokens
 
 
@@ -260,3 +257,30 @@ def test_missing_weights_are_the_same_in_every_run_and_leave_the_callers_rng(fix
     # negative control: the draw is the seed's, not a constant (another seed, other weights)
     torch.manual_seed(1)
     assert not torch.equal(torch.empty_like(w32).normal_(std=float(w32.std())), w32)
+
+
+WIDEN_CASES = [*CASES, ("llama", "bf16-weights")]
+
+
+@pytest.mark.parametrize("family,variant", WIDEN_CASES, ids=[f"{f}-{v}" for f, v in WIDEN_CASES])
+def test_widened_truth_equals_the_converted_one(family: str, variant: str, monkeypatch, fixture_dir) -> None:
+    """The f64 truth loads f32 and widens each layer into buffers the last layer left
+    (`StreamedModel.widen`); the same forward with every tensor converted to f64 on load, as
+    transformers converts it, gives the same bits: logits and every captured layer (a bf16
+    checkpoint too: bf16 to f32 to f64 is exact)."""
+    from portkit.verify.reference import models
+
+    d = fixture_dir(variant) if variant == "bf16-weights" else family_fixture(family, variant)
+    md = read_model_dir(d)
+    ids = _ids(d)
+    widened = StreamedModel(d, md.weight_files, scan_nonfinite=False, precision="float64")
+    assert widened.widen
+    a = widened.forward(ids)
+    monkeypatch.setattr(models, "_WIDENS_EXACTLY", set())
+    converted = StreamedModel(d, md.weight_files, scan_nonfinite=False, precision="float64")
+    assert not converted.widen
+    b = converted.forward(ids)
+    assert a.logits.dtype == np.float64 and np.array_equal(a.logits, b.logits), float(np.abs(a.logits - b.logits).max())
+    assert list(a.layers) == list(b.layers)
+    for name in a.layers:
+        assert np.array_equal(a.layers[name], b.layers[name]), name

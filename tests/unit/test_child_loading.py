@@ -1,28 +1,33 @@
-"""The reference's child loads the f32 forwards' layers on its own thread and leaves the f64
-truth to transformers' pool (`child._loading_for`); a user's own setting wins."""
+"""The reference's child loads each streamed layer on its own thread (transformers' pool off,
+`child._start`); a user's own setting wins."""
 
 from __future__ import annotations
 
-import os
+import subprocess
 
-from portkit.verify.reference.child import ASYNC_LOAD_ENV, _loading_for
-from portkit.verify.reference.requests import ForwardRequest, TruthRequest
-
-FORWARD = ForwardRequest("m", [], "streamed", [1, 2], [3], 1)
-TRUTH = TruthRequest("m", [], [1, 2], [3], 1)
+from portkit.verify.reference import child
 
 
-def test_forwards_load_on_this_thread_and_the_truth_on_the_pool(monkeypatch) -> None:
-    monkeypatch.delenv(ASYNC_LOAD_ENV, raising=False)
-    with _loading_for(FORWARD):
-        assert os.environ[ASYNC_LOAD_ENV] == "1"
-    assert ASYNC_LOAD_ENV not in os.environ  # as it was, for the next request
-    with _loading_for(TRUTH):
-        assert ASYNC_LOAD_ENV not in os.environ
+def _child_env(monkeypatch) -> dict[str, str]:
+    seen: dict[str, str] = {}
+
+    def popen(argv, **kw):
+        seen.update(kw["env"])
+        raise RuntimeError("not started")
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    try:
+        child._start()
+    except RuntimeError:
+        pass
+    return seen
+
+
+def test_the_child_loads_on_its_own_thread(monkeypatch) -> None:
+    monkeypatch.delenv(child.ASYNC_LOAD_ENV, raising=False)
+    assert _child_env(monkeypatch)[child.ASYNC_LOAD_ENV] == "1"
 
 
 def test_the_users_setting_wins(monkeypatch) -> None:
-    monkeypatch.setenv(ASYNC_LOAD_ENV, "0")
-    with _loading_for(FORWARD):
-        assert os.environ[ASYNC_LOAD_ENV] == "0"
-    assert os.environ[ASYNC_LOAD_ENV] == "0"
+    monkeypatch.setenv(child.ASYNC_LOAD_ENV, "0")
+    assert _child_env(monkeypatch)[child.ASYNC_LOAD_ENV] == "0"

@@ -52,9 +52,8 @@ import signal
 import subprocess
 import sys
 import threading
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 
@@ -204,6 +203,12 @@ def _start() -> subprocess.Popen[bytes]:
     # 2-core machine the streamed forward of the 135M shape took 3-6 s spinning, 0.6-1 s asleep.
     # A waiting policy only: the threads, their work and the numbers are the same.
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # transformers loads each call's tensors (each streamed layer's) on a pool of 4 threads it
+    # starts per call, unless told not to. The weights are views of the file mapping
+    # (`models._open`): an f32 load copies nothing and an f64 one converts once, and on this one
+    # thread the f64 truth's peak was 120-260 MiB lower (1089 MiB against 1227-1349 for one f64
+    # forward of the real 135M checkpoint), its time the same (0.77-0.89 s against 0.79-0.88 s).
+    env.setdefault(ASYNC_LOAD_ENV, "1")
     return subprocess.Popen(
         [sys.executable, "-m", "portkit.verify.reference.child", "--serve"],
         stdin=subprocess.PIPE,
@@ -214,6 +219,8 @@ def _start() -> subprocess.Popen[bytes]:
 
 
 PARENT_ENV = "PORTKIT_REFPROC_PARENT"
+#: transformers' switch for its loading pool
+ASYNC_LOAD_ENV = "HF_DEACTIVATE_ASYNC_LOAD"
 
 
 def _die_with_parent() -> None:
@@ -253,33 +260,12 @@ def torch_threads() -> int | None:
     return int(torch.get_num_threads()) if torch is not None else None
 
 
-#: transformers' switch for its loading pool (read at each call), unless the user set it
-ASYNC_LOAD_ENV = "HF_DEACTIVATE_ASYNC_LOAD"
-
-
-@contextmanager
-def _loading_for(req: requests.Request) -> Iterator[None]:
-    """transformers loads each call's tensors, that is each streamed layer's, on a pool of 4
-    threads it starts per call. For the f32 forwards this thread loads them: 0.35 s less on the
-    real 135M checkpoint, the same peak. For the f64 truth, the heaviest moment of this process,
-    the pool stays: loaded here, its peak was 150-200 MiB higher (bench/verify_bench.py --real)."""
-    if ASYNC_LOAD_ENV in os.environ or isinstance(req, requests.TruthRequest):
-        yield
-        return
-    os.environ[ASYNC_LOAD_ENV] = "1"
-    try:
-        yield
-    finally:
-        del os.environ[ASYNC_LOAD_ENV]
-
-
 def _answer(doc: dict[str, Any], refeed: bytes, progress: Callable[[str], None]) -> tuple[dict[str, Any], bytes]:
     """One request: its JSON answer and the arrays' payload."""
     try:
         fed = {int(k): v.astype(np.float32, copy=False) for k, v in _arrays(refeed).items()} if refeed else None
         req = requests.from_line(doc, fed)
-        with _loading_for(req):
-            got = requests.answer(req, progress)
+        got = requests.answer(req, progress)
         if isinstance(req, requests.TokenizerRequest):
             return {"ok": True, "record": got}, b""
         assert isinstance(got, ReferenceOutputs)
@@ -305,6 +291,11 @@ def _serve() -> None:
         from portkit.verify.reference.runtime import _import_torch
 
         _import_torch()  # while the parent lints and runs candle
+        # and what loading a model imports (1.9 s of the real 135M checkpoint's first request
+        # went to these): the first request is often still on its way
+        import transformers.conversion_mapping  # noqa: F401
+        import transformers.core_model_loading  # noqa: F401
+        import transformers.modeling_utils  # noqa: F401
     except Exception:
         pass  # reported with the request, as "unavailable"
     # torch's and transformers' ~0.4 million objects live as long as the process: a full

@@ -12,7 +12,10 @@ ours. Weights are loaded through transformers' own checkpoint conversion
 legacy names), the function `from_pretrained` calls, so the streamed values equal the whole-model
 values (tests/native/test_streamed_reference.py holds that on every family's fixtures).
 
-Memory: one layer in f32, plus embeddings, lm_head and the activations of one forward.
+Memory: one layer in f32, plus embeddings, lm_head and the activations of one forward. The f32
+weights of an f32 checkpoint are views of safetensors' file mapping, as `from_pretrained`'s are;
+a layer's pages of it are handed back once the layer has run (`file_pages`). The f64 truth loads
+f32 too and widens each layer into the buffers the previous layer left (`_widen`).
 While each tensor is loaded it is checked for non-finite values, so verify can say that the
 checkpoint itself holds NaN or inf (and which tensors), from the tensors.
 
@@ -36,6 +39,10 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 _LAYER_KEY = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+#: safetensors' dtypes that f32 holds exactly
+_WIDENS_EXACTLY = {"F32", "F16", "BF16"}
+#: a torch dtype's safetensors name
+_STORED_AS = {"torch.float32": "F32", "torch.float64": "F64"}
 
 
 @dataclass
@@ -47,16 +54,16 @@ class ForwardResult:
     nonfinite_weights: list[str] = field(default_factory=list)  # checkpoint tensors holding NaN/inf
 
 
-def _open(safe_open: Any, path: Path, backend: str = "pread") -> Any:
-    """Streamed: `pread` where safetensors has it: each tensor is read into memory it frees,
-    where an mmap would keep every page of the file it touched resident until the file is
-    closed. Resident: `mmap`, as `from_pretrained` opens the files on Linux: an f32 weight is then
-    a view of the file's mapping at the same address alignment as the whole model's, and the
-    kernels of a one-token step (a row times a matrix) round by that alignment (pread buffers
-    put gemma2's cached steps 3e-6 from from_pretrained's)."""
+def _open(safe_open: Any, path: Path) -> Any:
+    """safetensors' file mapping, as `from_pretrained` opens the files on Linux: an f32 weight of
+    an f32 checkpoint is a view of it, at the address alignment the whole model's weights have (the
+    row-times-matrix kernels of a cached step round by alignment: copies into other buffers put
+    gemma2's cached steps 3e-6 from from_pretrained's), and nothing is copied to load it (a third
+    of a streamed f32 forward's time on the real 135M checkpoint went to copying). The pages a
+    streamed layer touched are handed back once it is done (`file_pages`)."""
     try:
-        return safe_open(str(path), framework="pt", device="cpu", backend=backend)
-    except TypeError:  # an older safetensors: mmap
+        return safe_open(str(path), framework="pt", device="cpu", backend="mmap")
+    except TypeError:  # an older safetensors: the mapping is its only way
         return safe_open(str(path), framework="pt", device="cpu")
 
 
@@ -298,13 +305,24 @@ class StreamedModel(_ModelRuns):
 
             if not patch_rotary(model, rope_table):
                 raise ValueError(f"{type(model).__name__} has no rotary module to give candle's {rope_table} RoPE table")
+        from portkit.verify.reference.file_pages import FilePages
+
+        self.files = [_open(safe_open, p) for p in weight_files]
+        self.pages = FilePages(zip(weight_files, self.files))
+        stored = {f.get_slice(key).get_dtype() for f in self.files for key in f.keys()}
+        # The f64 truth's weights: loaded in f32 (an f32 checkpoint's are views of the mapping) and
+        # widened into f64 buffers each layer hands on to the next (`_widen`), where f32 holds
+        # the stored values exactly; the same values as converting each tensor to f64, without a
+        # gigabyte of fresh pages a forward (the real 135M checkpoint).
+        self.widen = precision == "float64" and not resident and stored <= _WIDENS_EXACTLY and not model._get_dtype_plan(self.dtype)
+        self.load_dtype = torch.float32 if self.widen else self.dtype
+        self._spare: dict[tuple[int, ...], list[Any]] = {}
         self.load_config = LoadStateDictConfig(
-            dtype=self.dtype,
-            dtype_plan=model._get_dtype_plan(self.dtype),
+            dtype=self.load_dtype,
+            dtype_plan=model._get_dtype_plan(self.load_dtype),
             device_map={"": "cpu"},
             weight_mapping=get_model_conversion_mapping(model),
         )
-        self.files = [_open(safe_open, p, "mmap" if resident else "pread") for p in weight_files]
         self.tensor_edits = _checked_edits(tensor_edits or {}, {k for f in self.files for k in f.keys()})
         self.layers_path, self.layers = _decoder_layers(model)
         # checkpoint key -> open file; keys grouped by decoder layer (None: always resident)
@@ -332,6 +350,10 @@ class StreamedModel(_ModelRuns):
             for i in range(len(self.layers)):
                 self._finish_layer(i)
 
+    def _resident_modules(self) -> list[Any]:
+        prefix = self.layers_path + "."
+        return [m for n, m in self.model.named_modules() if not (n + ".").startswith(prefix)]
+
     def _resident_params(self) -> list[tuple[str, Any]]:
         prefix = self.layers_path + "."
         return [(n, p) for n, p in self.model.named_parameters() if not n.startswith(prefix)]
@@ -357,8 +379,17 @@ class StreamedModel(_ModelRuns):
 
     def _load(self, idx: int | None) -> None:
         """Load one group's checkpoint tensors (a layer, or None: everything outside the layers)
-        through transformers' own conversion, in f32; note any non-finite tensor."""
-        self._convert(self.groups.get(idx, []))
+        through transformers' own conversion, in f32 (the f64 truth: then widened, `_widen`);
+        note any non-finite tensor."""
+        group = self.groups.get(idx, [])
+        modules = list(self._resident_modules() if idx is None else self.layers[idx].modules())
+        if self.widen:  # transformers loads into a parameter's own dtype
+            self._retype_meta(modules, self.torch.float32)
+        self._convert(group)
+        if self.widen:
+            self._widen(modules)
+        # what is not a view of the mapping now was copied from it: its pages are read
+        self.pages.release([(key, f) for key, f in group if self.widen or f.get_slice(key).get_dtype() != _STORED_AS.get(str(self.load_dtype))])
         if idx is None:
             self._scan(self._resident_params())
         else:
@@ -375,6 +406,27 @@ class StreamedModel(_ModelRuns):
         if group:
             state = {key: self._edited(key) if key in self.tensor_edits else f.get_slice(key) for key, f in group}
             convert_and_load_state_dict_in_model(model=self.model, state_dict=state, load_config=self.load_config)
+
+    def _retype_meta(self, modules: Any, dtype: Any) -> None:
+        """These modules' unloaded floating parameters, on the meta device in `dtype`: transformers
+        loads a tensor in the dtype of the parameter it replaces."""
+        for mod in modules:
+            for n, p in list(mod._parameters.items()):
+                if p is not None and p.is_meta and p.is_floating_point() and p.dtype != dtype:
+                    mod._parameters[n] = self.torch.nn.Parameter(self.torch.empty_like(p, dtype=dtype), requires_grad=False)
+
+    def _widen(self, modules: Any) -> None:
+        """These modules' f32 parameters just loaded, as f64: each copied into a buffer a dropped
+        layer left (`_drop`), or a new one."""
+        torch = self.torch
+        for mod in modules:
+            for n, p in list(mod._parameters.items()):
+                if p is None or p.is_meta or p.dtype != torch.float32:
+                    continue
+                spare = self._spare.get(tuple(p.shape))
+                buf = spare.pop() if spare else torch.empty(p.shape, dtype=torch.float64)
+                buf.copy_(p.detach())
+                mod._parameters[n] = torch.nn.Parameter(buf, requires_grad=False)
 
     def _edited(self, key: str) -> Any:
         """A tensor edit's tensor: zeros of the checkpoint tensor's shape (the only edit: a
@@ -437,7 +489,10 @@ class StreamedModel(_ModelRuns):
         for mod in self.layers[idx].modules():
             for n, p in list(mod._parameters.items()):
                 if p is not None and not p.is_meta and (id(mod), n) not in self._kept:
+                    if self.widen and p.dtype == torch.float64:
+                        self._spare.setdefault(tuple(p.shape), []).append(p.detach())
                     mod._parameters[n] = torch.nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=False)
+        self.pages.release(self.groups.get(idx, []))
 
     def _hooks(self, outs: dict[str, np.ndarray], capture: bool, sublayers: Sequence[str], refeed: Mapping[int, np.ndarray] | None = None) -> list[Any]:
         n = len(self.layers)
