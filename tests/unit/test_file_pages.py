@@ -61,3 +61,20 @@ def test_released_tensors_leave_the_processs_memory(tmp_path: Path) -> None:
     pages.release([("t0", f), ("t1", f)])
     assert _resident_kib(path) <= 4 * 1024 + 64  # the other two tensors stay
     assert float(f.get_slice("t1")[...].sum()) == 512 * 1024  # read back from the page cache, unchanged
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pages are handed back on Linux only (file_pages)")
+def test_only_this_models_own_mapping_is_advised(tmp_path: Path) -> None:
+    """Two open files of one checkpoint (two models) map it twice: each releases within its own
+    mapping only, since the other may be unmapped and its addresses reused while it lives."""
+    from safetensors import safe_open
+    from safetensors.numpy import save_file
+
+    path = tmp_path / "model.safetensors"
+    save_file({"t": np.ones((256, 1024), dtype=np.float32)}, str(path))
+    first = safe_open(str(path), framework="pt", device="cpu", backend="mmap")
+    second = safe_open(str(path), framework="pt", device="cpu", backend="mmap")
+    a, b = FilePages([(path, first)]), FilePages([(path, second)])
+    assert len(mapped_ranges(path)) == 2 and len(a.ranges) == len(b.ranges) == 1 and a.ranges != b.ranges
+    start = first.get_slice("t")[...].data_ptr()
+    assert a.ranges[0][0] <= start < a.ranges[0][1]

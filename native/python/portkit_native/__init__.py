@@ -47,7 +47,6 @@ from ._native import (
 )
 
 
-
 def _pin_cpu_threads() -> None:
     """candle-core 0.11.0 asks for its thread count on every CPU matmul (cpu_backend/mod.rs:1409,
     utils.rs:343-346), and unless RAYON_NUM_THREADS is set that reads and parses /proc/cpuinfo

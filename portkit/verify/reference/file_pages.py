@@ -52,11 +52,23 @@ def page_spans(spans: Iterable[tuple[int, int]], within: list[tuple[int, int]], 
     return [(max(lo, a), min(hi, b)) for lo, hi in merged for a, b in within if max(lo, a) < min(hi, b)]
 
 
+def _own_mapping(path: Path, f: Any) -> list[tuple[int, int]]:
+    """The mapping of `path` that the open file `f` reads from: the one holding one of its tensors.
+    Another mapping of the same file (another model's) may be unmapped and its addresses reused
+    while this one lives; none, when safetensors gives copies, not views."""
+    for key in f.keys():
+        view = f.get_slice(key)[...]
+        if view.numel():
+            at = view.data_ptr()
+            return [(lo, hi) for lo, hi in mapped_ranges(path) if lo <= at < hi]
+    return []
+
+
 class FilePages:
-    """The mappings of the open safetensors files, and `release(keys)` of their tensors' pages."""
+    """This model's mappings of its open safetensors files, and `release(keys)` of their tensors' pages."""
 
     def __init__(self, files: Iterable[tuple[Path, Any]]) -> None:
-        self.ranges = [r for path, _f in files for r in mapped_ranges(path)]
+        self.ranges = [r for path, f in files for r in _own_mapping(path, f)]
         self._madvise: Any = None
         if self.ranges:
             import ctypes
