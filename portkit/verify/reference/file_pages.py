@@ -52,23 +52,22 @@ def page_spans(spans: Iterable[tuple[int, int]], within: list[tuple[int, int]], 
     return [(max(lo, a), min(hi, b)) for lo, hi in merged for a, b in within if max(lo, a) < min(hi, b)]
 
 
-def _own_mapping(path: Path, f: Any) -> list[tuple[int, int]]:
-    """The mapping of `path` that the open file `f` reads from: the one holding one of its tensors.
-    Another mapping of the same file (another model's) may be unmapped and its addresses reused
-    while this one lives; none, when safetensors gives copies, not views."""
-    for key in f.keys():
-        view = f.get_slice(key)[...]
-        if view.numel():
-            at = view.data_ptr()
-            return [(lo, hi) for lo, hi in mapped_ranges(path) if lo <= at < hi]
-    return []
-
-
 class FilePages:
-    """This model's mappings of its open safetensors files, and `release(keys)` of their tensors' pages."""
+    """Where each tensor of the open safetensors files lies in this model's own mapping of them,
+    and `release(keys)` of those pages. Only this model's mapping: another mapping of the same
+    file (another model's) may be unmapped and its addresses reused while this one lives. None,
+    when safetensors gives copies, not views: then nothing is ever released."""
 
     def __init__(self, files: Iterable[tuple[Path, Any]]) -> None:
-        self.ranges = [r for path, f in files for r in _own_mapping(path, f)]
+        self.ranges: list[tuple[int, int]] = []
+        self.spans: dict[str, tuple[int, int]] = {}  # key -> [start, end) of its bytes
+        for path, f in files:
+            spans = {key: _span(f.get_slice(key)[...]) for key in f.keys()}  # views: no page read
+            at = next((lo for lo, hi in spans.values() if hi > lo), None)
+            own = [(lo, hi) for lo, hi in mapped_ranges(path) if lo <= at < hi] if at is not None else []
+            if own:
+                self.ranges += own
+                self.spans.update(spans)
         self._madvise: Any = None
         if self.ranges:
             import ctypes
@@ -77,14 +76,13 @@ class FilePages:
             libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
             self._madvise = libc.madvise
 
-    def release(self, group: Iterable[tuple[str, Any]]) -> None:
-        """Drop the pages of these (key, open file) tensors from the process's mappings."""
-        if not self.ranges:
-            return
-        spans = []
-        for key, f in group:
-            view = f.get_slice(key)[...]  # a view of the mapping: its address, no page read
-            start = view.data_ptr()
-            spans.append((start, start + view.numel() * view.element_size()))
+    def release(self, keys: Iterable[str]) -> None:
+        """Drop these tensors' pages from the process's mappings."""
+        spans = [self.spans[k] for k in keys if k in self.spans]
         for lo, hi in page_spans(spans, self.ranges):
             self._madvise(lo, hi - lo, _MADV_DONTNEED)
+
+
+def _span(view: Any) -> tuple[int, int]:
+    start = view.data_ptr()
+    return start, start + view.numel() * view.element_size()

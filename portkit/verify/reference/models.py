@@ -41,8 +41,6 @@ import numpy as np
 _LAYER_KEY = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 #: safetensors' dtypes that f32 holds exactly
 _WIDENS_EXACTLY = {"F32", "F16", "BF16"}
-#: a torch dtype's safetensors name
-_STORED_AS = {"torch.float32": "F32", "torch.float64": "F64"}
 
 
 @dataclass
@@ -309,13 +307,17 @@ class StreamedModel(_ModelRuns):
 
         self.files = [_open(safe_open, p) for p in weight_files]
         self.pages = FilePages(zip(weight_files, self.files))
-        stored = {f.get_slice(key).get_dtype() for f in self.files for key in f.keys()}
+        stored = {key: f.get_slice(key).get_dtype() for f in self.files for key in f.keys()}
         # The f64 truth's weights: loaded in f32 (an f32 checkpoint's are views of the mapping) and
         # widened into f64 buffers each layer hands on to the next (`_widen`), where f32 holds
         # the stored values exactly; the same values as converting each tensor to f64, without a
         # gigabyte of fresh pages a forward (the real 135M checkpoint).
-        self.widen = precision == "float64" and not resident and stored <= _WIDENS_EXACTLY and not model._get_dtype_plan(self.dtype)
+        self.widen = precision == "float64" and not resident and set(stored.values()) <= _WIDENS_EXACTLY and not model._get_dtype_plan(self.dtype)
         self.load_dtype = torch.float32 if self.widen else self.dtype
+        # tensors copied as they load (widened, or converted from their stored dtype): their pages
+        # are read once loaded; the others are views of the mapping until their layer is dropped
+        loaded_as = "F32" if self.load_dtype == torch.float32 else "F64"
+        self._copied = {key for key, dtype in stored.items() if self.widen or dtype != loaded_as}
         self._spare: dict[tuple[int, ...], list[Any]] = {}
         self.load_config = LoadStateDictConfig(
             dtype=self.load_dtype,
@@ -382,14 +384,11 @@ class StreamedModel(_ModelRuns):
         through transformers' own conversion, in f32 (the f64 truth: then widened, `_widen`);
         note any non-finite tensor."""
         group = self.groups.get(idx, [])
-        modules = list(self._resident_modules() if idx is None else self.layers[idx].modules())
-        if self.widen:  # transformers loads into a parameter's own dtype
-            self._retype_meta(modules, self.torch.float32)
+        modules = list(self._resident_modules() if idx is None else self.layers[idx].modules()) if self.widen else []
+        self._retype_meta(modules, self.torch.float32)  # transformers loads into a parameter's own dtype
         self._convert(group)
-        if self.widen:
-            self._widen(modules)
-        # what is not a view of the mapping now was copied from it: its pages are read
-        self.pages.release([(key, f) for key, f in group if self.widen or f.get_slice(key).get_dtype() != _STORED_AS.get(str(self.load_dtype))])
+        self._widen(modules)
+        self.pages.release(key for key, _f in group if key in self._copied)
         if idx is None:
             self._scan(self._resident_params())
         else:
@@ -492,7 +491,7 @@ class StreamedModel(_ModelRuns):
                     if self.widen and p.dtype == torch.float64:
                         self._spare.setdefault(tuple(p.shape), []).append(p.detach())
                     mod._parameters[n] = torch.nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=False)
-        self.pages.release(self.groups.get(idx, []))
+        self.pages.release(key for key, _f in self.groups.get(idx, []) if key not in self._copied)
 
     def _hooks(self, outs: dict[str, np.ndarray], capture: bool, sublayers: Sequence[str], refeed: Mapping[int, np.ndarray] | None = None) -> list[Any]:
         n = len(self.layers)
