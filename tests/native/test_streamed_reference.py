@@ -54,6 +54,26 @@ def test_streamed_layers_go_back_to_meta(healthy_tied_dir: Path) -> None:
     assert not any(p.is_meta for _, p in m._resident_params())
 
 
+def test_the_loader_reads_the_models_own_state(healthy_tied_dir: Path) -> None:
+    """`LiveState` answers transformers' loader with the model's own state-dict keys and each
+    key's current tensor (meta before its layer loads, the loaded one after), and gives the model
+    its own `state_dict` back after the load, even when the load fails."""
+    md = read_model_dir(healthy_tied_dir)
+    m = StreamedModel(healthy_tied_dir, md.weight_files)
+    state = m.state
+    assert list(state) == list(type(m.model).state_dict(m.model, keep_vars=True))
+    key = f"{m.layers_path}.0.self_attn.q_proj.weight"
+    assert state[key].is_meta
+    m._load(0)
+    assert state[key] is m.layers[0].self_attn.q_proj.weight and not state[key].is_meta
+    with pytest.raises(RuntimeError, match="boom"):
+        with state.standing_in():
+            assert m.model.state_dict() is state
+            raise RuntimeError("boom")
+    assert "state_dict" not in vars(m.model) and "named_buffers" not in vars(m.model)
+    assert set(m.model.state_dict()) == set(state)
+
+
 def _rewrite_tensor(src: Path, dst: Path, name: str, edit) -> None:
     """Copy a safetensors file, applying `edit(np.ndarray) -> None` to one f32 tensor in place."""
     raw = src.read_bytes()
