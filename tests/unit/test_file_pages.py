@@ -78,3 +78,27 @@ def test_only_this_models_own_mapping_is_advised(tmp_path: Path) -> None:
     assert len(mapped_ranges(path)) == 2 and len(a.ranges) == len(b.ranges) == 1 and a.ranges != b.ranges
     start = first.get_slice("t")[...].data_ptr()
     assert a.ranges[0][0] <= start < a.ranges[0][1]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pages are handed back on Linux only (file_pages)")
+def test_the_embeddings_are_read_by_the_lm_head_not_before_the_layers(tmp_path: Path) -> None:
+    """A streamed forward looks up a few rows of the embeddings; their non-finite scan waits for
+    the lm_head, which reads them all, so they are not resident while the layers run."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from portkit.verify.reference.models import StreamedModel
+
+    config = LlamaConfig(vocab_size=16384, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)  # fmt: skip
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(tmp_path)
+    path = tmp_path / "model.safetensors"
+    embeddings_kib = 16384 * 64 * 4 // 1024
+    model = StreamedModel(tmp_path, [path])
+    seen = []
+    model.layers[0].register_forward_pre_hook(lambda *_a: seen.append(_resident_kib(path)))
+    result = model.forward([1, 2, 3])
+    assert seen and seen[0] < embeddings_kib // 4, seen
+    assert _resident_kib(path) >= embeddings_kib - 64  # the lm_head read them, and the scan after it
+    assert result.nonfinite_weights == []
