@@ -1,12 +1,13 @@
 """Entry files of verify's caches under `$PORTKIT_CACHE` (the reference's and candle's runs).
 
 One file per entry: a magic line naming the cache, the SHA-256 of the payload, and the payload,
-an .npz (read with `allow_pickle=False`) of a JSON `meta` and named float32 arrays. A truncated
-or corrupt entry fails that check: it reads as absent and is removed, so the caller computes it
-again and rewrites it. The checksum catches damage, not tampering (anyone who can write the
-cache can write a matching one): an entry is also used only when it is what this verify could
-have written, members stored uncompressed (a small file never inflates to gigabytes), float32
-arrays of the shapes the run has (`plausible`); anything else reads as absent, like damage. Writes are atomic (a reader never sees half an entry). Each cache
+a JSON `meta` and named float32 arrays (`portkit.verify.arrayblob`: no pickle, no compression).
+A truncated or corrupt entry fails that check: it reads as absent and is removed, so the caller
+computes it again and rewrites it. The checksum catches damage, not tampering (anyone who can
+write the cache can write a matching one): an entry is also used only when it is what this
+verify could have written, sizes that add up to the file's (a small file never claims
+gigabytes), float32 arrays of the shapes the run has (`plausible`); anything else reads as
+absent, like damage. Writes are atomic (a reader never sees half an entry). Each cache
 directory is bounded by `PORTKIT_REFCACHE_MAX_MB` (default 2048): after each write its least
 recently used entries go.
 """
@@ -14,19 +15,18 @@ recently used entries go.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import math
 import os
 import struct
 import time
-import zipfile
 from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
 
 from portkit import atomicfile
+from portkit.verify import arrayblob
 
 FULL_DIGEST_BYTES = 256 * 2**20
 BLOCK = 2**20
@@ -139,33 +139,24 @@ def layers_of(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def encode(magic: bytes, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes:
-    buf = io.BytesIO()
-    np.savez(buf, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **{k: np.asarray(v, dtype=np.float32) for k, v in arrays.items()})
-    payload = buf.getvalue()
+    payload = arrayblob.pack({k: np.asarray(v, dtype=np.float32) for k, v in arrays.items()}, meta)
     return magic + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
 
 
-def decode(magic: bytes, blob: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
-    """(meta, arrays), or None for anything but an intact entry of this cache."""
+def decode(magic: bytes, blob: bytes | bytearray) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
+    """(meta, arrays), or None for anything but an intact entry of this cache: float32 arrays
+    (`arrayblob`, which refuses sizes the entry does not hold) and a JSON object."""
     if not blob.startswith(magic):
         return None
-    checksum, sep, payload = blob[len(magic) :].partition(b"\n")
-    if not sep or hashlib.sha256(payload).hexdigest().encode() != checksum:
+    head = len(magic) + 64
+    checksum, newline = bytes(blob[len(magic) : head]), blob[head : head + 1]
+    payload = memoryview(blob)[head + 1 :]
+    if newline != b"\n" or hashlib.sha256(payload).hexdigest().encode() != checksum:
         return None
-    try:
-        with np.load(io.BytesIO(payload), allow_pickle=False) as z:
-            # np.savez stores its members: a compressed one was written by someone else, and
-            # could claim any size; a stored one is no larger than the file
-            infos = z.zip.infolist()
-            if any(i.compress_type != zipfile.ZIP_STORED for i in infos) or sum(i.file_size for i in infos) > len(payload):
-                return None
-            meta = json.loads(bytes(z["meta"]).decode())
-            arrays = {k: np.array(z[k]) for k in z.files if k != "meta"}
-    except (ValueError, KeyError, OSError, TypeError, zipfile.BadZipFile, UnicodeDecodeError, RecursionError):
+    entry = arrayblob.unpack(payload, dtypes=("<f4",))
+    if entry is None or not isinstance(entry[0], dict):
         return None
-    if any(a.dtype != np.float32 for a in arrays.values()):
-        return None
-    return (meta, arrays) if isinstance(meta, dict) else None
+    return entry
 
 
 def plausible(greedy: list[int], rows: np.ndarray, layers: dict[str, np.ndarray], *, tokens: int, vocab: int | None, captured: bool) -> bool:
@@ -183,7 +174,10 @@ def plausible(greedy: list[int], rows: np.ndarray, layers: dict[str, np.ndarray]
 def read_entry(path: Path, magic: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
     """The entry, or None when there is none or it is damaged (then it is removed)."""
     try:
-        blob = path.read_bytes()
+        with path.open("rb") as f:  # into a writable buffer: the arrays are views of it
+            blob = bytearray(os.fstat(f.fileno()).st_size)
+            if f.readinto(blob) != len(blob):
+                return None
     except OSError:
         return None
     entry = decode(magic, blob)

@@ -5,7 +5,6 @@ arrays and JSON, refuses pickles, and that eviction stops exactly at the bound."
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portkit.verify import cachefiles
+from portkit.verify import arrayblob, cachefiles
 
 MAGIC = b"portkit-test-v1\n"
 
@@ -193,10 +192,14 @@ def _checked(payload: bytes) -> bytes:
     return MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
 
 
-def test_an_entry_that_needs_pickle_is_refused() -> None:
-    buf = io.BytesIO()
-    np.savez(buf, meta=np.frombuffer(b"{}", dtype=np.uint8), rows=np.array([{"a": 1}], dtype=object))
-    assert cachefiles.decode(MAGIC, _checked(buf.getvalue())) is None
+def test_an_entry_of_objects_or_another_dtype_is_refused() -> None:
+    with pytest.raises(ValueError, match="dtype"):
+        arrayblob.pack({"rows": np.array([{"a": 1}], dtype=object)})
+    payload = arrayblob.pack({"rows": np.ones((2, 3), np.float32)}, {})
+    assert cachefiles.decode(MAGIC, _checked(payload)) is not None
+    as_objects = payload.replace(b'"<f4"', b'"|O8"', 1)
+    assert as_objects != payload and cachefiles.decode(MAGIC, _checked(as_objects)) is None
+    assert cachefiles.decode(MAGIC, _checked(arrayblob.pack({"rows": np.ones((2, 3), np.float64)}, {}))) is None
 
 
 def test_meta_must_be_an_object() -> None:

@@ -37,7 +37,7 @@ import numpy as np
 from portkit.verify import cachefiles
 
 FORMAT = 1
-MAGIC = b"portkit-candle-run-v1\n"
+MAGIC = b"portkit-candle-run-v2\n"
 SUFFIX = ".run"
 #: the modules (under portkit/verify/) whose source keys an entry: a change to how it is computed is a new key
 CODE = ("candle/run.py", "candle/native.py", "candle/gguf_edit.py")

@@ -31,7 +31,7 @@ from portkit.verify import cachefiles
 from portkit.verify.reference.compute import ReferenceOutputs
 
 FORMAT = 1
-MAGIC = b"portkit-reference-v1\n"
+MAGIC = b"portkit-reference-v2\n"
 SUFFIX = ".ref"
 #: the modules (under portkit/verify/) whose source keys an entry: a change to how it is computed is a new key
 CODE = ("reference/models.py", "reference/compute.py", "reference/child.py", "reference/runtime.py", "reference/extra.py")

@@ -6,7 +6,7 @@ runs candle: the parent never holds torch's ~0.7 GiB of libraries and arenas, an
 own imports, lint and candle runs while the child imports torch. The child is verify's one
 transformers import: it answers every request that needs transformers (the tokens section's
 tokenizer, the reference, the reference-side counterfactuals), in order. Requests and answers
-travel in its pipes, each array payload (an .npz) right after the JSON line that states its
+travel in its pipes, each array payload (`portkit.verify.arrayblob`) right after the JSON line that states its
 length, so that any number of requests may wait in line, for one model or the next (`portkit
 verify A B`), and nothing is left in $TMPDIR whatever ends verify. On Linux the child is killed
 with its parent (PR_SET_PDEATHSIG): a `kill -9` of verify does not leave torch computing.
@@ -18,7 +18,7 @@ The protocol:
                 "prompt": [int], "forced": [int] | null, "tokens": int, "sublayers": [str],
                 "extra": {"fed": [int], "segment": [int] | null, "rows": [[int]] | null} (optional:
                 a continuation's and a batch's rows, `portkit.verify.reference.extra`),
-                "refeed_bytes": int (optional: that many bytes of .npz follow the line, candle's
+                "refeed_bytes": int (optional: that many bytes of arrays (`arrayblob`) follow the line, candle's
                 input to each decoder layer)}
     truth:     {"kind": "truth", "model_dir", "files", "prompt", "fed": [int], "tokens", "sublayers",
                 "refeed_bytes" (optional)} (transformers in f64 on prompt + fed: rows and layers in
@@ -28,7 +28,7 @@ The protocol:
                 (transformers as candle computes: `Probe.as_candle`)
     tokenizer: {"kind": "tokenizer", "model_dir": str, "text": str | null, "chat": str | null}
     stdout:    one line per request, in order: {"ok": true, "arrays_bytes": int, "greedy": [...],
-               "nonfinite_weights": [...]} followed by that many bytes of .npz (rows and layers)
+               "nonfinite_weights": [...]} followed by that many bytes of arrays (`arrayblob`: rows and layers)
                | {"ok": true, "record": {...}} (portkit.verify.reference.tokenizer)
                | {"ok": false, "kind": ..., "message": str}
 
@@ -44,7 +44,6 @@ stderr: "progress: <what>" lines while it works.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import queue
@@ -57,7 +56,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from portkit.verify import cachefiles
+from portkit.verify import arrayblob, cachefiles
 from portkit.verify.errors import one_line
 from portkit.verify.reference import requests
 from portkit.verify.reference.compute import ReferenceFailed, ReferenceOutputs
@@ -85,7 +84,7 @@ class ServedReference:
     def submit(self, req: requests.Request) -> None:
         doc = req.line()
         refeed = req.refeed if isinstance(req, (requests.ForwardRequest, requests.TruthRequest)) else None
-        payload = _npz({str(k): v for k, v in refeed.items()}) if refeed else b""
+        payload = _pack({str(k): v for k, v in refeed.items()}) if refeed else b""
         if payload:
             doc["refeed_bytes"] = len(payload)
         self.outbox.put(json.dumps(doc).encode() + b"\n" + payload)
@@ -179,15 +178,15 @@ def _read_progress(stream: Any, events: "queue.Queue[tuple[str, Any]]") -> None:
         pass
 
 
-def _npz(arrays: dict[str, np.ndarray]) -> bytes:
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    return buf.getvalue()
+def _pack(arrays: dict[str, np.ndarray]) -> bytes:
+    return arrayblob.pack(arrays)
 
 
 def _arrays(payload: bytes) -> dict[str, np.ndarray]:
-    with np.load(io.BytesIO(payload), allow_pickle=False) as z:
-        return {k: np.array(z[k]) for k in z.files}
+    got = arrayblob.unpack(payload)
+    if got is None:
+        raise ValueError("a malformed array payload in the reference's pipe")
+    return got[1]
 
 
 def _start() -> subprocess.Popen[bytes]:
@@ -269,7 +268,7 @@ def _answer(doc: dict[str, Any], refeed: bytes, progress: Callable[[str], None])
         if isinstance(req, requests.TokenizerRequest):
             return {"ok": True, "record": got}, b""
         assert isinstance(got, ReferenceOutputs)
-        payload = _npz(cachefiles.rows_and_layers(got.rows, got.layers))
+        payload = _pack(cachefiles.rows_and_layers(got.rows, got.layers))
         return {"ok": True, "arrays_bytes": len(payload), "greedy": got.greedy, "nonfinite_weights": got.nonfinite_weights, "threads": torch_threads()}, payload
     except ReferenceFailed as e:
         return {"ok": False, "kind": e.kind, "message": str(e)}, b""

@@ -29,7 +29,7 @@ class ForwardRequest:
     sublayers: list[str] = field(default_factory=list)
     extra: dict[str, Any] | None = None
     truth: bool = False
-    #: decoder layer index -> candle's input to it; travels after the line, as an .npz
+    #: decoder layer index -> candle's input to it; travels after the line, as an `arrayblob`
     refeed: dict[int, np.ndarray] | None = field(default=None, compare=False, repr=False)
 
     def line(self) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from typing import Any
 from portkit.verify import cachefiles
 
 FORMAT = 1
-MAGIC = b"portkit-tokenizer-record-v1\n"
+MAGIC = b"portkit-tokenizer-record-v2\n"
 SUFFIX = ".tok"
 #: the modules (under portkit/verify/) whose source keys an entry: a change to how it is computed is a new key
 CODE = (
