@@ -54,6 +54,7 @@ from portkit.verify.sections.tokens import (
     TokenizerSection,
     generation_stop,
     has_tokenizer,
+    preload_crate,
     stop_description,
     stop_greedy,
     tokenizer_only,
@@ -427,6 +428,8 @@ class VerifyRun:
         t_finish = time.perf_counter()
         timed = self.timings.timed
         found, gguf_found, lint_note, run, forced = begun.found, begun.gguf_found, begun.lint_note, begun.run, begun.forced
+        with timed("tokens"):  # while transformers computes: the crate's load is off the wait's tail
+            crate = preload_crate(self.model.root)
         with timed("reference"):
             reference = self.job.result(forced, begun.extra)
         with timed("compare"):
@@ -437,7 +440,7 @@ class VerifyRun:
         with timed("findings"):
             hf = self.judge_checkpoint(found.prompt, run, comparison, reference, begun.early, judge, as_candle)
         with timed("tokens"):
-            tokenizer = tokenizer_section(self.model.root, found.tokens, self.progress, transformers=self.tokenizer)
+            tokenizer = tokenizer_section(self.model.root, found.tokens, self.progress, transformers=self.tokenizer, preloaded=crate)
         ggufs = [self.gguf(g, reference, f.prompt, as_candle, s, lint_note) for g, f, s in zip(self.opts.ggufs, gguf_found, begun.gguf_started)]
         paths_report = self.paths(reference, found.paths, ggufs, [f.paths for f in gguf_found])
         with timed("sampling"):

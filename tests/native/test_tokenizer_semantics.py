@@ -275,3 +275,17 @@ def test_a_transformers_5_save_reads_as_its_own_pipeline(shape: str, shapes: dic
         text = "Hello</s>world"
         crate_ids = list(pn.Tokenizer.from_file(saved / "tokenizer.json").encode(text, False))
         assert (crate_ids == reloaded.encode(text, add_special_tokens=False)) == (shape == "llama2")
+
+
+def test_a_preloaded_crate_tokenizer_is_the_one_the_section_uses(shapes: dict[tuple[str, str], Path], tmp_path: Path) -> None:
+    """verify loads the crate's tokenizer while transformers computes (`preload_crate`): the
+    section with it is the section without it, and it is the one used (a preloaded refusal shows)."""
+    from portkit.verify.sections.tokens import preload_crate, tokenizer_section
+
+    d = next(iter(_gemma_layouts(shapes, tmp_path).values()))
+    loaded = tokenizer_section(d, [])
+    preloaded = tokenizer_section(d, [], preloaded=preload_crate(d))
+    assert loaded is not None and preloaded is not None and loaded.encodes and preloaded.encodes == loaded.encodes
+    refused = tokenizer_section(d, [], preloaded=(None, "the crate refused it"))
+    assert refused is not None and refused.crate_error == "the crate refused it" and not refused.encodes
+    assert preload_crate(tmp_path / "no tokenizer") is None
