@@ -13,6 +13,7 @@ per model held.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from functools import cached_property, partial
@@ -259,19 +260,23 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None, session: R
 @dataclass(frozen=True)
 class Unfinished:
     """A model `begin` ran as far as transformers' answers: `send_truth()` sends the f64 truth it
-    held back, `finish()` waits for the answers and gives the report."""
+    held back, `finish()` waits for the answers and gives the report. With `early=False`,
+    `run_early()` runs the first counterfactual `begin` left out."""
 
     finish: Callable[[], Report]
     send_truth: Callable[[], None] = lambda: None
+    run_early: Callable[[], None] = lambda: None
 
 
-def begin(opts: VerifyOptions, progress: Progress = lambda _s: None, session: ReferenceSession | None = None) -> Unfinished:
+def begin(opts: VerifyOptions, progress: Progress = lambda _s: None, session: ReferenceSession | None = None, *, early: bool = True) -> Unfinished:
     """`verify` up to transformers' answers: a decoder's lint, candle's runs and its requests to
     transformers' process now (`VerifyRun.begin`), the wait for the answers and the judging at
     `finish()`. The f64 truth is held back until `send_truth()` (or `finish()`): candle's runs
     (the GGUFs', the first counterfactual's, with a shared `session` the next models',
     `portkit.verify.targets`) go on while transformers computes the f32 reference, never beside
-    its f64 model. Any other directory is done now."""
+    its f64 model. Any other directory is done now. `early=False`: the first counterfactual
+    waits for `run_early()` (`portkit verify A B` runs every model's run as written first: each
+    is what transformers waits for)."""
     t_start = time.perf_counter()
     validate(opts)
     if tokenizer_only(Path(opts.model_dir)):
@@ -284,11 +289,18 @@ def begin(opts: VerifyOptions, progress: Progress = lambda _s: None, session: Re
         return Unfinished(lambda: done)
     run = VerifyRun.open(opts, progress, model, session)
     try:
-        begun = run.begin(t_start)
+        begun = run.begin(t_start, early=early)
     except BaseException:
         if session is None:
             run.session.close()
         raise
+
+    def run_early() -> None:
+        nonlocal begun
+        t0 = time.perf_counter()
+        with run.timings.timed("reference"):  # as in `VerifyRun.begin`
+            found = run.first_counterfactual(begun.found.prompt, begun.run, begun.forced)
+        begun = dataclasses.replace(begun, early=found, seconds=begun.seconds + time.perf_counter() - t0)
 
     def finish() -> VerifyReport:
         try:
@@ -297,7 +309,7 @@ def begin(opts: VerifyOptions, progress: Progress = lambda _s: None, session: Re
             if session is None:
                 run.session.close()
 
-    return Unfinished(finish, run.job.send_truth)
+    return Unfinished(finish, run.job.send_truth, run_early)
 
 
 def _embedding(opts: VerifyOptions, encoder: str, progress: Progress, t_start: float) -> EmbeddingReport:
@@ -406,10 +418,10 @@ class VerifyRun:
         candle = CheckpointRuns(model, family, prompt.ids, tokens, opts.device, opts.dtype, opts.use_flash_attn, opts.cache, job.fingerprints)
         return cls(opts, progress, model, family, session, tokenizer, prompt, tokens, tol, plan, pn, job, candle, Timings())
 
-    def begin(self, t_start: float) -> Begun:
+    def begin(self, t_start: float, *, early: bool = True) -> Begun:
         """The phases up to transformers' answer, in the order they run (transformers computes
-        in its own process from `send_reference` on, while this one runs the GGUF and a first
-        counterfactual); `finish` the rest."""
+        in its own process from `send_reference` on, while this one runs the GGUF and, with
+        `early`, a first counterfactual); `finish` the rest."""
         timed = self.timings.timed
         self.sampler  # a sampler verify cannot read stops it here (exit 2), before anything runs
         with timed("load"):
@@ -420,8 +432,8 @@ class VerifyRun:
         with timed("reference"):
             extra = self.send_reference(run, forced)
             gguf_started = [self.start_gguf(g, forced) for g in self.opts.ggufs]  # each in turn, while transformers computes
-            early = self.first_counterfactual(found.prompt, run, forced)
-        return Begun(found, gguf_found, lint_note, run, forced, extra, gguf_started, early, time.perf_counter() - t_start)
+            first = self.first_counterfactual(found.prompt, run, forced) if early else {}
+        return Begun(found, gguf_found, lint_note, run, forced, extra, gguf_started, first, time.perf_counter() - t_start)
 
     def finish(self, begun: Begun) -> VerifyReport:
         """The reference awaited, then the findings judged and every section run."""

@@ -3,12 +3,13 @@
 Each model is verified as `portkit verify DIR` alone would (the same report, the same caches),
 through one `ReferenceSession`: transformers is imported once, and each model's weights are
 streamed by it and released before the next, so the peak is the largest model's, not the sum.
-The models overlap in batches (`BATCH`): this process runs each model's candle and sends its f32
-reference (`pipeline.begin`), so its candle runs go on while transformers imports torch and
-computes the earlier models' references; then it sends their f64 truths, and finishes (judges,
-writes) each model once its answers are in. Memory is one verify's: candle's runner is loaded one
-at a time and transformers' weights one streamed layer at a time, and no candle run goes on
-beside an f64 truth (a candle load waits for the truths sent, `native.holding_back`). Each
+The models go in batches (`BATCH`): this process runs each model's candle as written and sends
+its f32 reference (`pipeline.begin`), while transformers imports torch; then each model's first
+counterfactual, then their f64 truths are sent, and each model is finished (judged, written) once
+its answers are in. Memory is one model's at a time: candle's runner is loaded one at a time,
+transformers' weights one streamed layer at a time, and candle's runs and transformers' models
+alternate (`reference.alternation`, through `native.holding_back`): a candle load waits for the
+model transformers computes, and transformers' next model waits for candle's run. Each
 report is written as soon as it is done, in the order given; a model that is bad input is one
 line and the others still run. The exit status is the worst of them (bad input 2, mismatch 1,
 non-finite 3, agree 0: `EXIT_ORDER`).
@@ -95,7 +96,7 @@ def verify_each(
     finished; a candle run while truths are computing waits for them. `emit(label, report)` as
     each is done, `error(label, line)` for a target that is bad input, both in the targets'
     order; `progress(prefix, line)`."""
-    from portkit.verify.candle.native import holding_back
+    from portkit.verify.candle.native import holding_back, native
     from portkit.verify.pipeline import begin
     from portkit.verify.reference.session import ReferenceSession
 
@@ -106,7 +107,7 @@ def verify_each(
         prefix = f"[{i}/{len(targets)}] {label}"
         t0 = time.perf_counter()
         try:
-            unfinished = begin(dataclasses.replace(opts, model_dir=path), progress=lambda s, p=prefix: progress(p, s), session=session)
+            unfinished = begin(dataclasses.replace(opts, model_dir=path), progress=lambda s, p=prefix: progress(p, s), session=session, early=False)
         except BadInput as e:
             return label, t0, e
         _release()  # candle's runs of this model leave the process before the next model's
@@ -128,16 +129,29 @@ def verify_each(
         _release()
 
     numbered = list(enumerate(targets, 1))
+    alternation = session.alternation
+    alternation.on = True
+    alternation.trim = native().release_memory
     try:
-        with holding_back(session.settle_truths):
+        with holding_back(alternation.hold, alternation.done):
             for k in range(0, len(numbered), BATCH):
                 batch = deque(started(i, label, path) for i, (label, path) in numbered[k : k + BATCH])
+                _run_early(batch)
                 _send_truths(batch)
                 while batch:
                     finished(*batch.popleft())
     finally:
         session.close()
     return out
+
+
+def _run_early(batch: Iterable[tuple[str, float, Any]]) -> None:
+    """Each model's first counterfactual, once every model of the batch has run as written:
+    transformers waits for those runs' tokens, not for these."""
+    for _label, _t0, unfinished in batch:
+        if not isinstance(unfinished, BadInput):
+            unfinished.run_early()
+            _release()
 
 
 def _send_truths(batch: Iterable[tuple[str, float, Any]]) -> None:
@@ -152,9 +166,9 @@ def _release() -> None:
     import gc
 
     gc.collect()
-    from portkit.verify.candle.native import native
+    from portkit.verify.candle.run import release_memory
 
-    native().release_memory()
+    release_memory()
 
 
 def summary_lines(outcomes: list[Outcome]) -> list[str]:

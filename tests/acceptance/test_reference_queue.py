@@ -6,6 +6,7 @@ queued behind another is answered exactly as when it is sent alone."""
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 
@@ -48,26 +49,49 @@ def test_queued_requests_are_each_answered_as_alone(fixture_dir, monkeypatch) ->
     assert not np.array_equal(got_a.layers["refeed.layer.0"], got_b.layers["refeed.layer.0"])
 
 
-def test_a_candle_load_waits_for_the_truths_sent(fixture_dir, monkeypatch) -> None:
-    """`portkit verify A B` sends the f64 truths once candle's runs are over; a candle run after
-    that (a finding's counterfactual while a model is judged) waits until transformers has
-    answered them, so candle's weights and the f64 model are never held at once."""
+def _until(condition, seconds: float = 120.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_candle_runs_and_transformers_models_alternate(fixture_dir, monkeypatch) -> None:
+    """`portkit verify A B` (`alternation.Alternation`): a candle load waits until the model request written
+    before it is answered, and a model request sent while candle holds the turn reaches the
+    child only once candle's memory is released."""
     from portkit.families import by_name
     from portkit.verify.candle.native import holding_back, load_runner
+    from portkit.verify.candle.run import release_memory
     from portkit.verify.reference.requests import TruthRequest
 
     monkeypatch.setenv("PORTKIT_VERIFY_REFERENCE", "child")
     d = fixture_dir("healthy-tied")
     files = sorted(d.glob("*.safetensors"))
-    session = ReferenceSession(lambda _s: None)  # importing torch: the truth takes seconds yet
+    config = (d / "config.json").read_text()
+    session = ReferenceSession(lambda _s: None)
+    alternation = session.alternation
+
+    def truth() -> TruthRequest:
+        return TruthRequest(str(d), [str(f) for f in files], PROMPT, [5, 6, 7], 3)
+
     try:
-        ticket = session.submit(TruthRequest(str(d), [str(f) for f in files], PROMPT, [5, 6, 7], 3))
-        load_runner(by_name("llama"), files, (d / "config.json").read_text())
-        assert not ticket.done  # outside: candle does not wait
-        with holding_back(session.settle_truths):
-            load_runner(by_name("llama"), files, (d / "config.json").read_text())
-            assert ticket.done  # inside: the load waited for the answer, kept for its own wait
-        assert session.wait(ticket).rows.dtype.name == "float64"
+        assert _until(lambda: alternation.ready)  # the child has imported
+        alternation.on = True
+        with holding_back(alternation.hold, alternation.done):
+            first = session.submit(truth())
+            assert _until(lambda: alternation.computing == 1)  # written: the child computes it
+            runner = load_runner(by_name("llama"), files, config)
+            assert alternation.computing == 0 and alternation.candle  # the load waited for its answer
+            second = session.submit(truth())
+            assert not _until(lambda: alternation.computing > 0, 1.0)  # held back while candle's weights are in memory
+            del runner
+            release_memory()
+            assert not alternation.candle  # the turn is transformers': `second` is written now
+        assert session.wait(first).rows.dtype.name == "float64"
+        assert session.wait(second).rows.dtype.name == "float64"
     finally:
         session.close()
 

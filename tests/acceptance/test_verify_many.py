@@ -106,9 +106,9 @@ def test_several_models_share_one_transformers_process(fixture_dir, tmp_path: Pa
     started = []
     real_init = child.ServedReference.__init__
 
-    def counting(self, progress):
+    def counting(self, progress, alternation=None):
         started.append(1)
-        real_init(self, progress)
+        real_init(self, progress, alternation)
 
     monkeypatch.setattr(child.ServedReference, "__init__", counting)
     dirs = [fixture_dir("healthy-tied"), fixture_dir("rope-theta-in-rope-parameters")]

@@ -27,25 +27,35 @@ def native() -> Any:
     return portkit_native
 
 
-#: What each candle load waits for first (`holding_back`).
+#: What each candle load waits for first, and what each release of candle's memory tells (`holding_back`).
 _before_load: list[Callable[[], None]] = []
+_after_release: list[Callable[[], bool]] = []
 
 
 @contextmanager
-def holding_back(wait: Callable[[], None]) -> Iterator[None]:
-    """Within: `wait()` before each runner or GGUF loads. `portkit verify A B` waits there for
-    the f64 truths it sent transformers (`portkit.verify.targets`): candle's weights and the f64
-    model are never held at once, as in one verify."""
+def holding_back(wait: Callable[[], None], released: Callable[[], bool] = lambda: False) -> Iterator[None]:
+    """Within: `wait()` before each runner or GGUF loads, `released()` once a run's weights are
+    dropped (`run.release_memory`; True: it hands the freed heap back to the system itself,
+    later). `portkit verify A B` alternates with transformers there
+    (`portkit.verify.reference.alternation`): candle's weights and another model's transformers
+    model are never held at once."""
     _before_load.append(wait)
+    _after_release.append(released)
     try:
         yield
     finally:
         _before_load.remove(wait)
+        _after_release.remove(released)
 
 
 def _loading() -> None:
     for wait in list(_before_load):
         wait()
+
+
+def released() -> bool:
+    """candle's weights are dropped (`run.release_memory`): whether a holder trims the heap later."""
+    return any([tell() for tell in list(_after_release)])
 
 
 def load_llama(

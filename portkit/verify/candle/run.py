@@ -226,12 +226,16 @@ def from_cache(cache: RunCache | None, label: str) -> RunOutputs | None:
 
 
 def release_memory() -> None:
-    """candle's freed weights back to the system before the next load (`portkit_native.release_memory`)."""
+    """candle's freed weights back to the system before the next load (`portkit_native.release_memory`),
+    unless `portkit verify A B`'s alternation with transformers hands them back later (`native.holding_back`)."""
+    from portkit.verify.candle.native import released
+
     try:
         from portkit_native import release_memory as native_release
     except ImportError:  # a run without the wheel never loaded weights
         return
-    native_release()
+    if not released():
+        native_release()
 
 
 def patched_config(config_text: str, patch: dict[str, Any]) -> str:

@@ -59,27 +59,34 @@ import numpy as np
 from portkit.verify import arrayblob, cachefiles
 from portkit.verify.errors import one_line
 from portkit.verify.reference import requests
+from portkit.verify.reference.alternation import Alternation
 from portkit.verify.reference.compute import ReferenceFailed, ReferenceOutputs
+
+
+#: the line the child writes to stderr once it has imported torch and transformers (`Alternation.ready`)
+READY = "portkit-reference-ready"
 
 
 class ServedReference:
     """`python -m portkit.verify.reference.child --serve` started now: it imports torch while verify runs lint and candle, then
     answers requests in the order they are sent (`submit`, which never waits: a thread writes
-    them), one at a time; `result()` waits for the next answer; `kill()` ends it (a request
-    still computing is abandoned)."""
+    them, when `alternation` allows), one at a time; `result()` waits for the next answer; `kill()`
+    ends it (a request still computing is abandoned)."""
 
-    def __init__(self, progress: Callable[[str], None]) -> None:
+    def __init__(self, progress: Callable[[str], None], alternation: Alternation | None = None) -> None:
         self.progress = progress
+        self.alternation = alternation if alternation is not None else Alternation()
         self.proc = _start()
         self.events: queue.Queue[tuple[str, Any]] = queue.Queue()
-        self.outbox: queue.Queue[bytes | None] = queue.Queue()
+        self.outbox: queue.Queue[tuple[bytes, bool] | None] = queue.Queue()
         self.tail: list[str] = []
         self.sent = 0
         self.answered = 0
         self.threads: int | None = None  # torch's threads, as the last forward's answer says
-        threading.Thread(target=_read_answers, args=(self.proc.stdout, self.events), daemon=True).start()
-        threading.Thread(target=_read_progress, args=(self.proc.stderr, self.events), daemon=True).start()
-        threading.Thread(target=_write_requests, args=(self.proc.stdin, self.outbox), daemon=True).start()
+        written: queue.Queue[bool] = queue.Queue()  # each request written, in order: a model's?
+        threading.Thread(target=_read_answers, args=(self.proc.stdout, self.events, self.alternation, written), daemon=True).start()
+        threading.Thread(target=_read_progress, args=(self.proc.stderr, self.events, self.alternation), daemon=True).start()
+        threading.Thread(target=_write_requests, args=(self.proc.stdin, self.outbox, self.alternation, written), daemon=True).start()
 
     def submit(self, req: requests.Request) -> None:
         doc = req.line()
@@ -87,12 +94,13 @@ class ServedReference:
         payload = _pack({str(k): v for k, v in refeed.items()}) if refeed else b""
         if payload:
             doc["refeed_bytes"] = len(payload)
-        self.outbox.put(json.dumps(doc).encode() + b"\n" + payload)
+        self.outbox.put((json.dumps(doc).encode() + b"\n" + payload, not isinstance(req, requests.TokenizerRequest)))
         self.sent += 1
 
     def answer(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """The next answer: (its JSON line, its arrays); ReferenceFailed for a failure."""
         assert self.answered < self.sent, "no request waits for an answer"
+        self.alternation.done()  # this process waits for transformers: candle computes nothing meanwhile
         got = None
         while got is None:
             kind, value = self.events.get()
@@ -140,18 +148,22 @@ class ServedReference:
                     pass
 
 
-def _write_requests(stream: Any, outbox: "queue.Queue[bytes | None]") -> None:
-    """Each request into the child's stdin, in order (None: stop): `submit` never waits for a
-    child still computing the request before to read the next."""
+def _write_requests(stream: Any, outbox: "queue.Queue[tuple[bytes, bool] | None]", alternation: Alternation, written: "queue.Queue[bool]") -> None:
+    """Each request (bytes, whether a model's) into the child's stdin, in order, when `alternation`
+    allow (None: stop): `submit` never waits for a child still computing the request before to
+    read the next."""
     while (item := outbox.get()) is not None:
+        data, heavy = item
+        alternation._writing(heavy)
+        written.put(heavy)
         try:
-            stream.write(item)
+            stream.write(data)
             stream.flush()
         except (BrokenPipeError, ValueError, OSError):  # it died early: answer() reports its last words
             return
 
 
-def _read_answers(stream: Any, events: "queue.Queue[tuple[str, Any]]") -> None:
+def _read_answers(stream: Any, events: "queue.Queue[tuple[str, Any]]", alternation: Alternation, written: "queue.Queue[bool]") -> None:
     """Each answer from the child's stdout, as ("answer", (its JSON line, its payload bytes));
     the end of stdout as ("answer", None)."""
     try:
@@ -163,17 +175,24 @@ def _read_answers(stream: Any, events: "queue.Queue[tuple[str, Any]]") -> None:
             payload = stream.read(n) if n else b""
             if len(payload) < n:  # cut short: it died while writing
                 break
+            alternation._answered(written.get())
             events.put(("answer", (doc, payload)))
     except (OSError, ValueError):  # closed by kill(), or a line that is no answer
         pass
+    alternation._set(gone=True)
     events.put(("answer", None))
 
 
-def _read_progress(stream: Any, events: "queue.Queue[tuple[str, Any]]") -> None:
-    """Every line of the child's stderr (its progress, or its last words) into `events`."""
+def _read_progress(stream: Any, events: "queue.Queue[tuple[str, Any]]", alternation: Alternation) -> None:
+    """Every line of the child's stderr (its progress, or its last words) into `events`; its
+    `READY` line sets `alternation.ready`."""
     try:
         for line in stream:
-            events.put(("stderr", line.decode("utf-8", "replace")))
+            text = line.decode("utf-8", "replace")
+            if text.rstrip("\n") == READY:
+                alternation._set(ready=True)
+            else:
+                events.put(("stderr", text))
     except (OSError, ValueError):  # closed by kill()
         pass
 
@@ -308,6 +327,7 @@ def _serve() -> None:
     # objects for 0.18 s, after each answer and whenever a forward's allocations triggered one)
     gc.freeze()
     gc.enable()
+    print(READY, file=sys.stderr, flush=True)
     # one request a line, answered in order; the end of stdin (verify is done, or needed no
     # reference: a cache hit) ends the process
     inp = sys.stdin.buffer

@@ -20,6 +20,7 @@ import os
 from typing import Any, Callable
 
 from portkit.verify.reference import child, compute, requests
+from portkit.verify.reference.alternation import Alternation
 
 Progress = Callable[[str], None]
 
@@ -60,6 +61,8 @@ class _Served:
     def __init__(self) -> None:
         self.child: child.ServedReference | None = None
         self.pending: list[Ticket] = []
+        #: when model requests reach the child (`portkit verify A B ...` turns it on)
+        self.alternation = Alternation()
         #: where the child's progress lines go: the model whose answer is awaited
         self.progress: Progress = lambda _s: None
 
@@ -88,7 +91,7 @@ class ReferenceSession:
     def start(self) -> None:
         if self.in_child and self.served.child is None:
             self.served.progress = self.progress
-            self.served.child = child.ServedReference(lambda s: self.served.progress(s))
+            self.served.child = child.ServedReference(lambda s: self.served.progress(s), self.served.alternation)
 
     @property
     def started(self) -> bool:
@@ -118,15 +121,11 @@ class ReferenceSession:
             raise ticket.error
         return ticket.value
 
-    def settle_truths(self) -> None:
-        """Every f64 truth sent to the process (by any model of the run) answered: its answer kept
-        for its own `wait`. Nothing to wait for in this process (PORTKIT_VERIFY_REFERENCE=inprocess)."""
-        truths = [t for t in self.pending if isinstance(t.req, requests.TruthRequest)]
-        if truths:
-            try:
-                self.wait(truths[-1])  # answered in order: the last one's answer comes after the others'
-            except compute.ReferenceFailed:
-                pass  # kept: its own wait reports it
+    @property
+    def alternation(self) -> Alternation:
+        """candle's runs and transformers' models alternating (`portkit verify A B ...`); in this
+        process (PORTKIT_VERIFY_REFERENCE=inprocess) they alternate anyway."""
+        return self.served.alternation
 
     def _next(self) -> None:
         assert self.child is not None and self.pending
@@ -169,9 +168,11 @@ class ReferenceSession:
             "transformers": where,
             "threads": {"candle": candle_threads, **({"candle_quantized": quantized_threads} if quantized_threads else {}), "transformers": self.threads},
             "overlap": (
-                "candle as written, lint, then the first counterfactual (or the GGUF) run while transformers imports and computes; the findings are judged while it records the tokenizer"
-                if self.in_child and self.ran
-                else "none"
+                "none"
+                if not (self.in_child and self.ran)
+                else "every model's candle run as written while transformers imports; then candle's runs and transformers' models alternate, one model's weights in memory at a time"
+                if self.alternation.on
+                else "candle as written, lint, then the first counterfactual (or the GGUF) run while transformers imports and computes; the findings are judged while it records the tokenizer"
             ),
         }
 
