@@ -91,7 +91,7 @@ class ServedReference:
     def submit(self, req: requests.Request) -> None:
         doc = req.line()
         refeed = req.refeed if isinstance(req, (requests.ForwardRequest, requests.TruthRequest)) else None
-        payload = _pack({str(k): v for k, v in refeed.items()}) if refeed else b""
+        payload = arrayblob.pack({str(k): v for k, v in refeed.items()}) if refeed else b""
         if payload:
             doc["refeed_bytes"] = len(payload)
         self.outbox.put((json.dumps(doc).encode() + b"\n" + payload, not isinstance(req, requests.TokenizerRequest)))
@@ -150,7 +150,7 @@ class ServedReference:
 
 def _write_requests(stream: Any, outbox: "queue.Queue[tuple[bytes, bool] | None]", alternation: Alternation, written: "queue.Queue[bool]") -> None:
     """Each request (bytes, whether a model's) into the child's stdin, in order, when `alternation`
-    allow (None: stop): `submit` never waits for a child still computing the request before to
+    allows (None: stop): `submit` never waits for a child still computing the request before to
     read the next."""
     while (item := outbox.get()) is not None:
         data, heavy = item
@@ -195,10 +195,6 @@ def _read_progress(stream: Any, events: "queue.Queue[tuple[str, Any]]", alternat
                 events.put(("stderr", text))
     except (OSError, ValueError):  # closed by kill()
         pass
-
-
-def _pack(arrays: dict[str, np.ndarray]) -> bytes:
-    return arrayblob.pack(arrays)
 
 
 def _arrays(payload: bytes) -> dict[str, np.ndarray]:
@@ -287,7 +283,7 @@ def _answer(doc: dict[str, Any], refeed: bytes, progress: Callable[[str], None])
         if isinstance(req, requests.TokenizerRequest):
             return {"ok": True, "record": got}, b""
         assert isinstance(got, ReferenceOutputs)
-        payload = _pack(cachefiles.rows_and_layers(got.rows, got.layers))
+        payload = arrayblob.pack(cachefiles.rows_and_layers(got.rows, got.layers))
         return {"ok": True, "arrays_bytes": len(payload), "greedy": got.greedy, "nonfinite_weights": got.nonfinite_weights, "threads": torch_threads()}, payload
     except ReferenceFailed as e:
         return {"ok": False, "kind": e.kind, "message": str(e)}, b""

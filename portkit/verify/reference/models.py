@@ -16,8 +16,9 @@ Memory: one layer in f32, plus embeddings, lm_head and the activations of one fo
 weights of an f32 checkpoint are views of safetensors' file mapping, as `from_pretrained`'s are;
 a layer's pages of it are handed back once the layer has run (`file_pages`). The f64 truth loads
 f32 too and widens each layer into the buffers the previous layer left (`_widen`).
-While each tensor is loaded it is checked for non-finite values, so verify can say that the
-checkpoint itself holds NaN or inf (and which tensors), from the tensors.
+Each tensor is checked for non-finite values (a decoder layer's as it loads, the others after
+the first forward, once the lm_head has read them), so verify can say that the checkpoint itself
+holds NaN or inf (and which tensors), from the tensors.
 
 `resident=True` is the same loader for a model that fits in memory (`portkit reference` when the
 f32 weights take under half the available memory): every layer is loaded once, through the same
@@ -560,7 +561,10 @@ class LiveState(Mapping):
 
     def __getitem__(self, key: str) -> Any:
         module, name = self.owners[key]
-        return getattr(module, name)
+        try:
+            return getattr(module, name)
+        except AttributeError:  # a module's extra state: in the keys, no attribute of that name
+            raise KeyError(key) from None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.owners)
