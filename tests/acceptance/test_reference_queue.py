@@ -82,14 +82,15 @@ def test_candle_runs_and_transformers_models_alternate(fixture_dir, monkeypatch)
         alternation.on = True
         with holding_back(alternation.hold, alternation.done):
             first = session.submit(truth())
-            assert _until(lambda: alternation.computing == 1)  # written: the child computes it
+            assert _until(lambda: alternation.written == 1)  # the child computes it
             runner = load_runner(by_name("llama"), files, config)
             assert alternation.computing == 0 and alternation.candle  # the load waited for its answer
             second = session.submit(truth())
-            assert not _until(lambda: alternation.computing > 0, 1.0)  # held back while candle's weights are in memory
+            assert not _until(lambda: alternation.written > 1, 1.0)  # held back while candle's weights are in memory
             del runner
             release_memory()
-            assert not alternation.candle  # the turn is transformers': `second` is written now
+            assert not alternation.candle
+            assert _until(lambda: alternation.written == 2)  # the turn is transformers': `second` is written now
         assert session.wait(first).rows.dtype.name == "float64"
         assert session.wait(second).rows.dtype.name == "float64"
     finally:

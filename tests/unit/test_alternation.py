@@ -67,7 +67,7 @@ def test_a_model_request_waits_for_the_imports_and_for_candle() -> None:
     assert writing.is_alive()  # candle holds the turn
     a.done()
     _let_go(writing)
-    assert a.computing == 1
+    assert a.computing == 1 and a.written == 2
 
 
 def test_a_candle_load_waits_for_the_model_written_and_goes_before_the_next() -> None:

@@ -32,6 +32,7 @@ class Alternation:
         self.candle = False  # a candle run holds the turn
         self.candle_waiting = 0  # candle loads waiting for the turn: they go first
         self.computing = 0  # model requests written and not answered yet
+        self.written = 0  # model requests written in all
         self.gone = False  # the child's stdout ended: nothing will be answered
 
     def hold(self) -> None:
@@ -61,6 +62,7 @@ class Alternation:
                 self.trim()
                 self.untrimmed = False
             self.computing += 1
+            self.written += 1
 
     def _answered(self, heavy: bool) -> None:
         """The child answered a request (`heavy`: a model's)."""
