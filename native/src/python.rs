@@ -158,6 +158,20 @@ fn release_memory() -> bool {
     false
 }
 
+/// While set, the runners that load exactly these weight files share one set of loaded tensors
+/// (a run with a patched config reuses the tensors of the run before it); `None` drops them.
+#[pyfunction]
+#[pyo3(signature = (files))]
+fn keep_weights(files: Option<Vec<String>>) {
+    crate::weights::keep_weights(files.map(|f| f.into_iter().map(std::path::PathBuf::from).collect()))
+}
+
+/// How many loaded tensors `keep_weights` holds now.
+#[pyfunction]
+fn kept_tensors() -> usize {
+    crate::weights::kept_tensors()
+}
+
 /// The number of threads candle's CPU kernels split work into (`RAYON_NUM_THREADS` when it is a
 /// positive integer, else the physical cores), as candle-core itself computes it.
 #[pyfunction]
@@ -642,6 +656,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gguf_capture_loaders, m)?)?;
     m.add_function(wrap_pyfunction!(requested_tensors, m)?)?;
     m.add_function(wrap_pyfunction!(release_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(keep_weights, m)?)?;
+    m.add_function(wrap_pyfunction!(kept_tensors, m)?)?;
     m.add_function(wrap_pyfunction!(cpu_threads, m)?)?;
     m.add_function(wrap_pyfunction!(chat_environments, m)?)?;
     m.add_function(wrap_pyfunction!(render_chat_template, m)?)?;

@@ -19,6 +19,9 @@
 //! - the kernel is asked to map each tensor's file pages in one call before the read, and for
 //!   huge pages on each converted buffer (fewer page faults: a fresh-process f32 load of the 1.1B
 //!   shape took 0.89 s with huge pages available, 1.2-1.5 s without).
+//! - while `keep_weights(files)` holds, the runners that load those files share one set of
+//!   loaded tensors: verify's run with a finding's config patch reuses the tensors of the run as
+//!   written instead of reading and converting the checkpoint again.
 
 use candle_core::safetensors::{Load, MmapedSafetensors};
 use candle_core::{DType, Device, DeviceLocation, Shape, Tensor, WithDType};
@@ -28,11 +31,35 @@ use half::{bf16, f16};
 use safetensors::tensor::{Dtype as Stored, TensorView};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+type Loaded = Arc<Mutex<HashMap<(String, DType, DeviceLocation), Tensor>>>;
 
 struct SharedWeights {
     files: MmapedSafetensors,
-    loaded: Mutex<HashMap<(String, DType, DeviceLocation), Tensor>>,
+    loaded: Loaded,
+}
+
+/// The weight files whose loaded tensors outlive their runner (`keep_weights`), and the tensors.
+static KEPT: Mutex<Option<(Vec<PathBuf>, Loaded)>> = Mutex::new(None);
+
+/// From now on, the runners that load exactly `files` share their loaded tensors, until the
+/// next call; `None` drops the tensors kept (freed once no runner holds them).
+pub fn keep_weights(files: Option<Vec<PathBuf>>) {
+    *KEPT.lock().unwrap() = files.map(|f| (f, Loaded::default()));
+}
+
+/// How many tensors `keep_weights` holds now: none before the first runner on its files loads.
+pub fn kept_tensors() -> usize {
+    KEPT.lock().unwrap().as_ref().map_or(0, |(_, loaded)| loaded.lock().unwrap().len())
+}
+
+/// The kept tensors when `files` are the kept ones, else a fresh set of this runner's own.
+fn loaded_for(files: &[PathBuf]) -> Loaded {
+    match KEPT.lock().unwrap().as_ref() {
+        Some((kept, loaded)) if kept.as_slice() == files => loaded.clone(),
+        _ => Loaded::default(),
+    }
 }
 
 impl SharedWeights {
@@ -188,8 +215,9 @@ impl SimpleBackend for SharedWeights {
 pub fn shared_weights(files: &[PathBuf], dtype: DType, device: &Device) -> candle_core::Result<VarBuilder<'static>> {
     // SAFETY: as in candle's `from_mmaped_safetensors`: the files are mapped read-only, and
     // portkit never writes a checkpoint it reads.
+    let loaded = loaded_for(files);
     let files = unsafe { MmapedSafetensors::multi(files)? };
-    let backend = SharedWeights { files, loaded: Mutex::new(HashMap::new()) };
+    let backend = SharedWeights { files, loaded };
     Ok(VarBuilder::from_backend(Box::new(backend), dtype, device.clone()))
 }
 
@@ -231,6 +259,31 @@ mod tests {
         assert_eq!(err(&ours, (1, 1), "missing"), err(&candles, (1, 1), "missing"));
         assert!(ours.contains_tensor("a") && !ours.contains_tensor("missing"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// While `keep_weights` holds a runner's files, the next runner on them gets the very tensors
+    /// the first loaded (candle tensors share their storage: same id); other files, a dtype the
+    /// first did not load, and runners after the release load their own.
+    #[test]
+    fn kept_weights_are_shared_between_runners_until_released() {
+        let dir = scratch("kept");
+        let files = vec![write_checkpoint(&dir)];
+        let other = scratch("kept-other");
+        let others = vec![write_checkpoint(&other)];
+        let id = |files: &[PathBuf], dtype: DType| shared_weights(files, dtype, &Device::Cpu).unwrap().get((2, 3), "a").unwrap().id();
+        assert_ne!(id(&files, DType::F32), id(&files, DType::F32), "not kept: each runner loads its own");
+        keep_weights(Some(files.clone()));
+        assert_eq!(kept_tensors(), 0);
+        let first = id(&files, DType::F32);
+        assert_eq!(kept_tensors(), 1);
+        assert_eq!(first, id(&files, DType::F32));
+        assert_ne!(first, id(&files, DType::F16));
+        assert_ne!(id(&others, DType::F32), id(&others, DType::F32));
+        keep_weights(None);
+        assert_eq!(kept_tensors(), 0);
+        assert_ne!(first, id(&files, DType::F32));
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(&other).unwrap();
     }
 
     /// Every fast conversion (and copy) against candle's own `load` then `to_dtype`, bit for bit, on values

@@ -42,6 +42,8 @@ from ._native import (
     gguf_capture_loaders,
     gguf_loaders,
     release_memory,
+    keep_weights,
+    kept_tensors,
     requested_tensors,
     sampling_weights,
 )
@@ -86,6 +88,8 @@ __all__ = [
     "gguf_capture_loaders",
     "gguf_loaders",
     "release_memory",
+    "keep_weights",
+    "kept_tensors",
     "render_chat_template",
     "requested_tensors",
     "sampling_weights",

@@ -124,6 +124,13 @@ def check_device(device: str) -> None:
 def cpu_threads() -> int:
     """How many threads candle's CPU kernels split work into (candle_core::utils::get_num_threads)."""
 
+def keep_weights(files: list[str] | None) -> None:
+    """While set, the runners that load exactly these weight files share one set of loaded
+    tensors (a run on a patched config reuses the tensors of the run before it); None drops them."""
+
+def kept_tensors() -> int:
+    """How many loaded tensors `keep_weights` holds now (0 before a runner on its files loads)."""
+
 def release_memory() -> bool:
     """Hands the heap's free memory back to the OS (glibc's `malloc_trim`; False where there is
     none). A dropped runner's weights otherwise stay in RSS: glibc keeps freed blocks under its
