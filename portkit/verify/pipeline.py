@@ -13,7 +13,6 @@ per model held.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass, field
 from functools import cached_property, partial
@@ -260,23 +259,19 @@ def verify(opts: VerifyOptions, progress: Progress = lambda _s: None, session: R
 @dataclass(frozen=True)
 class Unfinished:
     """A model `begin` ran as far as transformers' answers: `send_truth()` sends the f64 truth it
-    held back, `finish()` waits for the answers and gives the report. With `early=False`,
-    `run_early()` runs the first counterfactual `begin` left out."""
+    held back, `finish()` waits for the answers and gives the report."""
 
     finish: Callable[[], Report]
     send_truth: Callable[[], None] = lambda: None
-    run_early: Callable[[], None] = lambda: None
 
 
-def begin(opts: VerifyOptions, progress: Progress = lambda _s: None, session: ReferenceSession | None = None, *, early: bool = True) -> Unfinished:
+def begin(opts: VerifyOptions, progress: Progress = lambda _s: None, session: ReferenceSession | None = None) -> Unfinished:
     """`verify` up to transformers' answers: a decoder's lint, candle's runs and its requests to
     transformers' process now (`VerifyRun.begin`), the wait for the answers and the judging at
     `finish()`. The f64 truth is held back until `send_truth()` (or `finish()`): candle's runs
     (the GGUFs', the first counterfactual's, with a shared `session` the next models',
     `portkit.verify.targets`) go on while transformers computes the f32 reference, never beside
-    its f64 model. Any other directory is done now. `early=False`: the first counterfactual
-    waits for `run_early()` (`portkit verify A B` runs every model's run as written first: each
-    is what transformers waits for)."""
+    its f64 model. Any other directory is done now."""
     t_start = time.perf_counter()
     validate(opts)
     if tokenizer_only(Path(opts.model_dir)):
@@ -289,18 +284,11 @@ def begin(opts: VerifyOptions, progress: Progress = lambda _s: None, session: Re
         return Unfinished(lambda: done)
     run = VerifyRun.open(opts, progress, model, session)
     try:
-        begun = run.begin(t_start, early=early)
+        begun = run.begin(t_start)
     except BaseException:
         if session is None:
             run.session.close()
         raise
-
-    def run_early() -> None:
-        nonlocal begun
-        t0 = time.perf_counter()
-        with run.timings.timed("reference"):  # as in `VerifyRun.begin`
-            found = run.first_counterfactual(begun.found.prompt, begun.run, begun.forced)
-        begun = dataclasses.replace(begun, early=found, seconds=begun.seconds + time.perf_counter() - t0)
 
     def finish() -> VerifyReport:
         try:
@@ -309,7 +297,7 @@ def begin(opts: VerifyOptions, progress: Progress = lambda _s: None, session: Re
             if session is None:
                 run.session.close()
 
-    return Unfinished(finish, run.job.send_truth, run_early)
+    return Unfinished(finish, run.job.send_truth)
 
 
 def _embedding(opts: VerifyOptions, encoder: str, progress: Progress, t_start: float) -> EmbeddingReport:
@@ -418,21 +406,22 @@ class VerifyRun:
         candle = CheckpointRuns(model, family, prompt.ids, tokens, opts.device, opts.dtype, opts.use_flash_attn, opts.cache, job.fingerprints)
         return cls(opts, progress, model, family, session, tokenizer, prompt, tokens, tol, plan, pn, job, candle, Timings())
 
-    def begin(self, t_start: float, *, early: bool = True) -> Begun:
+    def begin(self, t_start: float) -> Begun:
         """The phases up to transformers' answer, in the order they run (transformers computes
-        in its own process from `send_reference` on, while this one runs the GGUF and, with
-        `early`, a first counterfactual); `finish` the rest."""
+        in its own process from `send_reference` on, while this one runs the GGUF or a first
+        counterfactual, on the tensors of the run as written); `finish` the rest."""
         timed = self.timings.timed
         self.sampler  # a sampler verify cannot read stops it here (exit 2), before anything runs
         with timed("load"):
             found, gguf_found, lint_note = self.lint()
-        with timed("candle"):
-            run = self.candle.as_written(self.capture, self.progress)
-        forced = run.greedy if run.greedy is not None and len(run.greedy) == self.tokens else None  # else the reference generates its own
-        with timed("reference"):
-            extra = self.send_reference(run, forced)
-            gguf_started = [self.start_gguf(g, forced) for g in self.opts.ggufs]  # each in turn, while transformers computes
-            first = self.first_counterfactual(found.prompt, run, forced) if early else {}
+        with self.candle.weights_kept(self.first_patch(found.prompt) is not None):
+            with timed("candle"):
+                run = self.candle.as_written(self.capture, self.progress)
+            forced = run.greedy if run.greedy is not None and len(run.greedy) == self.tokens else None  # else the reference generates its own
+            with timed("reference"):
+                extra = self.send_reference(run, forced)
+                gguf_started = [self.start_gguf(g, forced) for g in self.opts.ggufs]  # each in turn, while transformers computes
+                first = self.first_counterfactual(found.prompt, run, forced)
         return Begun(found, gguf_found, lint_note, run, forced, extra, gguf_started, first, time.perf_counter() - t_start)
 
     def finish(self, begun: Begun) -> VerifyReport:
@@ -523,12 +512,18 @@ class VerifyRun:
             o = self.opts
             return start_gguf(Path(path), list(self.prompt.ids), list(forced), self.tokens, o.device, self.progress, use_cache=o.cache, layers=o.layers)
 
+    def first_patch(self, findings: list[Finding]) -> dict[str, Any] | None:
+        """The first counterfactual's patch: every numeric finding's (with a GGUF, its run fills
+        the wait instead: None)."""
+        fixes = all_fixes_patch(findings)
+        return fixes if fixes and self.opts.gguf is None else None
+
     def first_counterfactual(self, findings: list[Finding], run: RunOutputs, forced: list[int] | None) -> dict[str, RunOutputs]:
-        """While transformers computes: candle with every numeric finding's patch, the run the
-        findings' probes ask for first (with a GGUF, its run fills this wait instead)."""
+        """While transformers computes: candle with `first_patch`, the run the findings' probes
+        ask for first."""
         with self.timings.timed("findings"):
-            fixes = all_fixes_patch(findings) if run.failure is None else None
-            if not fixes or forced is None or self.opts.gguf is not None or not self.job.computing:
+            fixes = self.first_patch(findings) if run.failure is None else None
+            if not fixes or forced is None or not self.job.computing:
                 return {}
             self.progress(f"candle with {describe_patch(fixes)}")
             return {PatchedRuns.key(fixes): self.candle.patched(fixes, list(forced), describe_patch(fixes))}

@@ -3,10 +3,10 @@
 Each model is verified as `portkit verify DIR` alone would (the same report, the same caches),
 through one `ReferenceSession`: transformers is imported once, and each model's weights are
 streamed by it and released before the next, so the peak is the largest model's, not the sum.
-The models go in batches (`BATCH`): this process runs each model's candle as written and sends
-its f32 reference (`pipeline.begin`), while transformers imports torch; then each model's first
-counterfactual, then their f64 truths are sent, and each model is finished (judged, written) once
-its answers are in. Memory is one model's at a time: candle's runner is loaded one at a time,
+The models go in batches (`BATCH`): this process runs each model's candle as written, sends its
+f32 reference and runs its first counterfactual on the same tensors (`pipeline.begin`), while
+transformers imports torch; then their f64 truths are sent, and each model is finished (judged,
+written) once its answers are in. Memory is one model's at a time: candle's runner is loaded one at a time,
 transformers' weights one streamed layer at a time, and candle's runs and transformers' models
 alternate (`reference.alternation`, through `native.holding_back`): a candle load waits for the
 model transformers computes, and transformers' next model waits for candle's run. Each
@@ -107,7 +107,7 @@ def verify_each(
         prefix = f"[{i}/{len(targets)}] {label}"
         t0 = time.perf_counter()
         try:
-            unfinished = begin(dataclasses.replace(opts, model_dir=path), progress=lambda s, p=prefix: progress(p, s), session=session, early=False)
+            unfinished = begin(dataclasses.replace(opts, model_dir=path), progress=lambda s, p=prefix: progress(p, s), session=session)
         except BadInput as e:
             return label, t0, e
         _release()  # candle's runs of this model leave the process before the next model's
@@ -136,22 +136,12 @@ def verify_each(
         with holding_back(alternation.hold, alternation.done):
             for k in range(0, len(numbered), BATCH):
                 batch = deque(started(i, label, path) for i, (label, path) in numbered[k : k + BATCH])
-                _run_early(batch)
                 _send_truths(batch)
                 while batch:
                     finished(*batch.popleft())
     finally:
         session.close()
     return out
-
-
-def _run_early(batch: Iterable[tuple[str, float, Any]]) -> None:
-    """Each model's first counterfactual, once every model of the batch has run as written:
-    transformers waits for those runs' tokens, not for these."""
-    for _label, _t0, unfinished in batch:
-        if not isinstance(unfinished, BadInput):
-            unfinished.run_early()
-            _release()
 
 
 def _send_truths(batch: Iterable[tuple[str, float, Any]]) -> None:

@@ -4,6 +4,7 @@ prompt, each run cached like the reference (`portkit.verify.candle.cache`)."""
 from __future__ import annotations
 
 import gc
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Sequence
@@ -32,6 +33,12 @@ class CheckpointRuns:
         return partial(
             load_runner, self.family, self.model.weight_files, config_text, dtype=self.dtype, device=self.device, use_flash_attn=self.use_flash_attn
         )
+
+    def weights_kept(self, keep: bool) -> AbstractContextManager[object]:
+        """With `keep`, the runs within share the tensors the first one loads (`native.weights_kept`)."""
+        from portkit.verify.candle.native import weights_kept
+
+        return weights_kept(self.model.weight_files) if keep else nullcontext()
 
     def cache_for(self, config_text: str, forced: Sequence[int] | None, capture: bool) -> runcache.RunCache | None:
         if not runcache.cacheable(self.device, self.use_cache):

@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from portkit.verify.candle.cache import RunCache
+from portkit.verify.candle.native import release_memory
 
 _FRAME = re.compile(r"^\s*(\d+: |at )")
 _REGISTRY = re.compile(r"\S*/((?:candle|candle-[\w-]+)-\d+\.\d+\.\d+/)")
@@ -223,19 +224,6 @@ def from_cache(cache: RunCache | None, label: str) -> RunOutputs | None:
     out.last = out.rows[0]
     out.seconds = time.perf_counter() - t0
     return out
-
-
-def release_memory() -> None:
-    """candle's freed weights back to the system before the next load (`portkit_native.release_memory`),
-    unless `portkit verify A B`'s alternation with transformers hands them back later (`native.holding_back`)."""
-    from portkit.verify.candle.native import released
-
-    try:
-        from portkit_native import release_memory as native_release
-    except ImportError:  # a run without the wheel never loaded weights
-        return
-    if not released():
-        native_release()
 
 
 def patched_config(config_text: str, patch: dict[str, Any]) -> str:

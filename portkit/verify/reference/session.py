@@ -170,7 +170,7 @@ class ReferenceSession:
             "overlap": (
                 "none"
                 if not (self.in_child and self.ran)
-                else "every model's candle run as written while transformers imports; then candle's runs and transformers' models alternate, one model's weights in memory at a time"
+                else "every model's candle runs (as written, then its first counterfactual on the same tensors) while transformers imports; then candle's runs and transformers' models alternate, one model's weights in memory at a time"
                 if self.alternation.on
                 else "candle as written, lint, then the first counterfactual (or the GGUF) run while transformers imports and computes; the findings are judged while it records the tokenizer"
             ),
