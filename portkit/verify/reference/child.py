@@ -308,10 +308,13 @@ def _serve() -> None:
     # among the young ones). So the collector waits, and they are frozen at once (`gc.freeze`
     # below), the ~10,700 objects of the import's own reference cycles too: 11 MiB kept.
     gc.disable()
+    from portkit.verify.reference.gpu_libraries import drop_gpu_library_pages
+
     try:
         from portkit.verify.reference.runtime import _import_torch
 
         _import_torch()  # while the parent lints and runs candle
+        drop_gpu_library_pages()  # the reference computes on the CPU (torch's CUDA libraries: ~145 MiB)
         # and what loading a model imports (1.9 s of the real 135M checkpoint's first request
         # went to these): the first request is often still on its way
         import transformers.conversion_mapping  # noqa: F401
@@ -323,6 +326,7 @@ def _serve() -> None:
     # objects for 0.18 s, after each answer and whenever a forward's allocations triggered one)
     gc.freeze()
     gc.enable()
+    drop_gpu_library_pages()  # and triton's, which transformers' imports brought (~65 MiB)
     print(READY, file=sys.stderr, flush=True)
     # one request a line, answered in order; the end of stdin (verify is done, or needed no
     # reference: a cache hit) ends the process
