@@ -135,7 +135,8 @@ def verify_each(
     try:
         with holding_back(alternation.hold, alternation.done):
             for k in range(0, len(numbered), BATCH):
-                batch = deque(started(i, label, path) for i, (label, path) in numbered[k : k + BATCH])
+                with alternation.candle_first():  # while transformers imports, or computes the batch before
+                    batch = deque(started(i, label, path) for i, (label, path) in numbered[k : k + BATCH])
                 _send_truths(batch)
                 while batch:
                     finished(*batch.popleft())
