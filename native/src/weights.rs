@@ -18,7 +18,10 @@
 //!   of 1.1B bf16 weights in f32. A tensor loaded in its stored dtype is copied the same way.
 //! - the kernel is asked to map each tensor's file pages in one call before the read, and for
 //!   huge pages on each converted buffer (fewer page faults: a fresh-process f32 load of the 1.1B
-//!   shape took 0.89 s with huge pages available, 1.2-1.5 s without).
+//!   shape took 0.89 s with huge pages available, 1.2-1.5 s without). The CPU conversions map,
+//!   read and hand back a tensor's pages `SLAB` bytes at a time, so a load's RSS never holds a
+//!   whole tensor twice (the 135M checkpoint's 113 MiB embeddings, mapped then converted, had
+//!   added their size to the load's peak).
 //! - while `keep_weights(files)` holds, the runners that load those files share one set of
 //!   loaded tensors: verify's run with a finding's config patch reuses the tensors of the run as
 //!   written instead of reading and converting the checkpoint again.
@@ -69,13 +72,16 @@ impl SharedWeights {
             return Ok(t.clone());
         }
         let view = self.files.get(name)?;
-        advise_pages(view.data(), MAP_AHEAD);
         // Both paths copy out of the mapping, so the pages are free afterwards.
         let tensor = match convert_on_cpu(&view, dtype, dev) {
-            Some(t) => t?,
-            None => view.load(dev)?.to_dtype(dtype)?,
+            Some(t) => t?, // maps and hands back the pages slab by slab
+            None => {
+                advise_pages(view.data(), MAP_AHEAD);
+                let t = view.load(dev)?.to_dtype(dtype);
+                release_pages(view.data());
+                t?
+            }
         };
-        release_pages(view.data());
         self.loaded.lock().unwrap().insert(key, tensor.clone());
         Ok(tensor)
     }
@@ -104,24 +110,33 @@ fn convert_on_cpu(view: &TensorView<'_>, dtype: DType, dev: &Device) -> Option<c
     })
 }
 
-/// Maps each `width`-byte element of `data` through `f` into a new CPU tensor, in chunks over
-/// the available cores.
+/// How much of a tensor's mapped file is resident at once while it is converted.
+const SLAB: usize = 16 << 20;
+
+/// Maps each `width`-byte element of `data` (a file mapping) through `f` into a new CPU tensor:
+/// `SLAB` bytes at a time, each mapped in one call, converted in chunks over the available cores
+/// and handed back.
 fn map_elements<T: WithDType>(data: &[u8], shape: &[usize], width: usize, f: impl Fn(&[u8]) -> T + Sync) -> candle_core::Result<Tensor> {
     let n = data.len() / width;
     let mut out: Vec<T> = Vec::with_capacity(n);
     prefer_huge_pages(out.spare_capacity_mut());
     let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
-    let per = n.div_ceil(threads).max(1 << 16);
-    std::thread::scope(|s| {
-        for (chunk, src) in out.spare_capacity_mut()[..n].chunks_mut(per).zip(data.chunks(per * width)) {
-            let f = &f;
-            s.spawn(move || {
-                for (o, c) in chunk.iter_mut().zip(src.chunks_exact(width)) {
-                    o.write(f(c));
-                }
-            });
-        }
-    });
+    let slab = SLAB / width;
+    for (slab_out, slab_in) in out.spare_capacity_mut()[..n].chunks_mut(slab).zip(data.chunks(slab * width)) {
+        advise_pages(slab_in, MAP_AHEAD);
+        let per = slab_out.len().div_ceil(threads).max(1 << 16);
+        std::thread::scope(|s| {
+            for (chunk, src) in slab_out.chunks_mut(per).zip(slab_in.chunks(per * width)) {
+                let f = &f;
+                s.spawn(move || {
+                    for (o, c) in chunk.iter_mut().zip(src.chunks_exact(width)) {
+                        o.write(f(c));
+                    }
+                });
+            }
+        });
+        release_pages(slab_in);
+    }
     // SAFETY: the chunks cover [0, n) and every element of each was written above.
     unsafe { out.set_len(n) };
     Tensor::from_vec(out, shape, &Device::Cpu)
@@ -288,12 +303,12 @@ mod tests {
 
     /// Every fast conversion (and copy) against candle's own `load` then `to_dtype`, bit for bit, on values
     /// that round differently (ties, subnormals, out of f16's range, NaN, infinities), over more
-    /// elements than one thread's chunk.
+    /// elements than one thread's chunk and more bytes than one `SLAB`, at either width.
     #[test]
     fn fast_conversions_have_candles_bits() {
         let dir = scratch("bits");
         let special = [0.0f32, -0.0, 1.0, 1.0 + f32::EPSILON, 65504.0, 65520.0, 1e6, 6e-8, 1e-40, f32::NAN, f32::INFINITY, -f32::INFINITY, 0.1, -3.3];
-        let n = 300_000usize;
+        let n = SLAB / 2 + 300_001;
         let values: Vec<f32> = (0..n).map(|i| if i < special.len() { special[i] } else { ((i as f32) * 0.618).sin() * 10f32.powi((i % 13) as i32 - 6) }).collect();
         let base = Tensor::from_vec(values, n, &Device::Cpu).unwrap();
         let stored = HashMap::from([
