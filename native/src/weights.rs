@@ -228,9 +228,9 @@ impl SimpleBackend for SharedWeights {
 /// `VarBuilder::from_mmaped_safetensors(files, dtype, device)`, with the weights resident once
 /// (see the module doc).
 pub fn shared_weights(files: &[PathBuf], dtype: DType, device: &Device) -> candle_core::Result<VarBuilder<'static>> {
+    let loaded = loaded_for(files);
     // SAFETY: as in candle's `from_mmaped_safetensors`: the files are mapped read-only, and
     // portkit never writes a checkpoint it reads.
-    let loaded = loaded_for(files);
     let files = unsafe { MmapedSafetensors::multi(files)? };
     let backend = SharedWeights { files, loaded };
     Ok(VarBuilder::from_backend(Box::new(backend), dtype, device.clone()))
