@@ -14,10 +14,27 @@ from __future__ import annotations
 
 import mmap
 import sys
+from functools import cache
 from pathlib import Path
 from typing import Any, Iterable
 
 _MADV_DONTNEED = 4  # linux/mman-common.h
+
+
+@cache
+def _madvise() -> Any:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    return libc.madvise
+
+
+def dont_need(start: int, length: int) -> bool:
+    """`madvise(MADV_DONTNEED)` on [start, start + length) of this process (Linux; whole pages of a
+    read-only file mapping: they leave the process and a later touch reads the same bytes back).
+    Whether the kernel took it."""
+    return _madvise()(start, length, _MADV_DONTNEED) == 0
 
 
 def mapped_ranges(path: Path, maps: str | None = None) -> list[tuple[int, int]]:
@@ -68,19 +85,12 @@ class FilePages:
             if own:
                 self.ranges += own
                 self.spans.update(spans)
-        self._madvise: Any = None
-        if self.ranges:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-            self._madvise = libc.madvise
 
     def release(self, keys: Iterable[str]) -> None:
         """Drop these tensors' pages from the process's mappings."""
         spans = [self.spans[k] for k in keys if k in self.spans]
         for lo, hi in page_spans(spans, self.ranges):
-            self._madvise(lo, hi - lo, _MADV_DONTNEED)
+            dont_need(lo, hi - lo)
 
 
 def _span(view: Any) -> tuple[int, int]:

@@ -19,7 +19,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-_MADV_DONTNEED = 4  # linux/mman-common.h
+from portkit.verify.reference.file_pages import dont_need
+
 #: file names of torch's own CUDA libraries (its wheel's torch/lib)
 _TORCH_CUDA = ("libtorch_cuda", "libc10_cuda", "libcaffe2_nvrtc")
 
@@ -78,14 +79,4 @@ def drop_gpu_library_pages() -> int:
         found = droppable(Path("/proc/self/smaps").read_text())
     except OSError:
         return 0
-    if not found:
-        return 0
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    dropped = 0
-    for m in found:
-        if libc.madvise(m.start, m.end - m.start, _MADV_DONTNEED) == 0:
-            dropped += m.rss_kib
-    return dropped
+    return sum(m.rss_kib for m in found if dont_need(m.start, m.end - m.start))
