@@ -16,9 +16,8 @@
 //!   function candle's CPU `to_dtype` maps with (cpu_backend/mod.rs), so the bits are the same.
 //!   candle copies the bytes into a tensor first and converts on one thread: 4.8 s of a 6 s load
 //!   of 1.1B bf16 weights in f32. A tensor loaded in its stored dtype is copied the same way.
-//! - the kernel is asked to map each tensor's file pages in one call before the read, and for
-//!   huge pages on each converted buffer (fewer page faults: a fresh-process f32 load of the 1.1B
-//!   shape took 0.89 s with huge pages available, 1.2-1.5 s without). The CPU conversions map,
+//! - the kernel is asked to map each tensor's file pages in one call before the read, and each
+//!   converted buffer's pages as the thread that writes them starts (`fault_in`). The CPU conversions map,
 //!   read and hand back a tensor's pages `SLAB` bytes at a time, so a load's RSS never holds a
 //!   whole tensor twice (the 135M checkpoint's 113 MiB embeddings, mapped then converted, had
 //!   added their size to the load's peak).
@@ -119,7 +118,6 @@ const SLAB: usize = 16 << 20;
 fn map_elements<T: WithDType>(data: &[u8], shape: &[usize], width: usize, f: impl Fn(&[u8]) -> T + Sync) -> candle_core::Result<Tensor> {
     let n = data.len() / width;
     let mut out: Vec<T> = Vec::with_capacity(n);
-    prefer_huge_pages(out.spare_capacity_mut());
     let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
     let slab = SLAB / width;
     for (slab_out, slab_in) in out.spare_capacity_mut()[..n].chunks_mut(slab).zip(data.chunks(slab * width)) {
@@ -129,6 +127,7 @@ fn map_elements<T: WithDType>(data: &[u8], shape: &[usize], width: usize, f: imp
             for (chunk, src) in slab_out.chunks_mut(per).zip(slab_in.chunks(per * width)) {
                 let f = &f;
                 s.spawn(move || {
+                    fault_in(chunk);
                     for (o, c) in chunk.iter_mut().zip(src.chunks_exact(width)) {
                         o.write(f(c));
                     }
@@ -142,23 +141,27 @@ fn map_elements<T: WithDType>(data: &[u8], shape: &[usize], width: usize, f: imp
     Tensor::from_vec(out, shape, &Device::Cpu)
 }
 
-/// Asks for transparent huge pages on a fresh buffer about to be written: its first touch then
-/// faults 2 MiB at a time instead of 4 KiB (a million faults for 1.1B f32 weights otherwise).
+/// Maps a fresh buffer's pages, about to be written, in one call instead of one fault per 4 KiB
+/// (Linux 5.14+; an older kernel refuses the advice and the writes fault as before). Not huge
+/// pages: with MADV_HUGEPAGE each fault may wait for the kernel to compact memory. A fresh-process
+/// f32 load of the 1.1B shape took 1.45-2.7 s with them (13.4 s once) against 1.03-1.12 s this
+/// way, and the real 135M checkpoint's 0.23 s or 0.71-1.31 s against 0.22-0.26 s.
 #[cfg(target_os = "linux")]
-fn prefer_huge_pages<T>(buf: &mut [std::mem::MaybeUninit<T>]) {
-    const HUGE: usize = 2 << 20;
-    let start = (buf.as_mut_ptr() as usize).div_ceil(HUGE) * HUGE;
-    let end = (buf.as_mut_ptr() as usize + std::mem::size_of_val(buf)) / HUGE * HUGE;
+fn fault_in<T>(buf: &mut [std::mem::MaybeUninit<T>]) {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
+    let start = (buf.as_mut_ptr() as usize).div_ceil(page) * page;
+    let end = (buf.as_mut_ptr() as usize + std::mem::size_of_val(buf)) / page * page;
     if end > start {
         // SAFETY: [start, end) lies inside this buffer's allocation; the advice changes no data.
         unsafe {
-            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_POPULATE_WRITE);
         }
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn prefer_huge_pages<T>(_: &mut [std::mem::MaybeUninit<T>]) {}
+fn fault_in<T>(_: &mut [std::mem::MaybeUninit<T>]) {}
 
 /// Drops the process's mapping of these bytes' pages once they are converted; the file is
 /// read-only, so a later touch (a neighbouring tensor on a shared page) reads the same bytes back
