@@ -1,9 +1,9 @@
 """`portkit verify`: the run itself, from a model directory to a `VerifyReport`.
 
 The run plan: transformers' process starts first (`reference.session`; it imports torch while this
-process reads the model, lints and runs candle as written), the reference's forward is sent once
-candle's greedy tokens are known, and the tokens section's tokenizer record after it, so the
-findings' counterfactuals run here while it records; a GGUF as written runs right after candle's
+process reads the model, lints and runs candle as written), the tokens section's tokenizer record
+is asked for at once (recorded as soon as the import is done), the reference's forward once
+candle's greedy tokens are known; a GGUF as written runs right after candle's
 HF run, on the same tokens, while transformers computes; the f64 truth is sent once those runs
 are done (`begin`, `VerifyRun.finish`). Memory: candle's runners are loaded one
 at a time and released after each run, and the reference loads its (streamed) weights only once
@@ -368,7 +368,7 @@ class VerifyRun:
         session = shared.next_target(progress) if shared is not None else ReferenceSession(progress, start=False)
         tokenizer = tokenizer_cache.TransformersTokenizer(session, tok_cache, model.root, opts.text, opts.chat)
         if has_tokenizer(model.root) and tokenizer.record is None:
-            session.start()
+            tokenizer.send()  # first: the child records it once imported, while candle runs
         try:
             return cls._planned(opts, progress, model, family, session, tokenizer)
         except BaseException:
@@ -495,12 +495,10 @@ class VerifyRun:
         return route(hf), [route(g) for g in ggufs], None
 
     def send_reference(self, run: RunOutputs, forced: list[int] | None) -> dict[str, Any] | None:
-        """The reference's forward on candle's tokens (and the paths' inputs), then transformers'
-        tokenizer record: both computed by the reference's process while this one goes on."""
+        """The reference's forward on candle's tokens (and the paths' inputs), computed by the
+        reference's process while this one goes on."""
         extra = self.plan.reference_request(forced, self.sampler_request)
         self.job.submit(forced, extra, run.layers if run.failure is None else None)
-        if has_tokenizer(self.model.root):
-            self.tokenizer.send()
         return extra
 
     def start_gguf(self, path: Path, forced: list[int] | None) -> GgufFile | BadInput | None:

@@ -135,7 +135,7 @@ def verify_each(
     try:
         with holding_back(alternation.hold, alternation.done):
             for k in range(0, len(numbered), BATCH):
-                with alternation.candle_first():  # the first batch's, while transformers imports
+                with session.candle_first():  # the first batch's, while transformers imports
                     batch = deque(started(i, label, path) for i, (label, path) in numbered[k : k + BATCH])
                 _send_truths(batch)
                 while batch:

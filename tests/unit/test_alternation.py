@@ -84,31 +84,3 @@ def test_a_candle_load_waits_for_the_model_written_and_goes_before_the_next() ->
     assert a.candle and next_request.is_alive()
     a.done()
     _let_go(next_request)
-
-
-def test_a_batchs_candle_runs_go_first_between_runs_too() -> None:
-    a, calls = _trimmed()
-    a.on = True
-    a._set(ready=True)
-    with a.candle_first():
-        a.hold()
-        a.done()  # between two of the batch's runs the turn is free, but not the child's
-        writing = _waiting(a._writing, True)
-        assert writing.is_alive()
-        a._writing(False)  # a tokenizer request is no model: it goes through
-        a.hold()
-        assert a.candle and calls == []
-        a.done()
-    _let_go(writing)
-    assert calls == [1] and a.computing == 1
-
-
-def test_verify_waiting_for_an_answer_ends_candle_first() -> None:
-    a, _ = _trimmed()
-    a.on = True
-    a._set(ready=True)
-    with a.candle_first():
-        writing = _waiting(a._writing, True)
-        assert writing.is_alive()
-        a.awaiting()  # as `ServedReference.answer` does: else it would wait forever
-        _let_go(writing)

@@ -5,8 +5,7 @@ model are never in memory at once."""
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable
 
 
 class Alternation:
@@ -18,14 +17,13 @@ class Alternation:
     (`child.READY`), one at a time (the child computes them one after the other anyway), and only
     while no candle run holds or waits for the turn; a candle load (`hold`, through
     `native.holding_back`) waits for the model request written to be answered, and holds the
-    turn until `done` (its weights released). Tokenizer requests go through meanwhile. Within
-    `candle_first` (a batch's beginning, `portkit.verify.targets`) model requests wait for all of
-    its candle runs: the child would otherwise take the turn between two of them and keep the next
-    waiting, on a trimmed heap. The heap
-    candle's runs freed is handed back to the system (`trim`) when the turn passes to
-    transformers, not after each run: the next run's weights reuse its pages (the kernel zeroed
-    each load's 0.4 GB afresh otherwise). Without `on`, nothing waits: one verify overlaps
-    candle with transformers' computing too, as its plan says."""
+    turn until `done` (its weights released). Tokenizer requests go through meanwhile. (A
+    batch's beginning keeps its model requests in verify's process until all of its candle runs
+    are done: `ReferenceSession.candle_first`.) The heap candle's runs freed is handed back to
+    the system (`trim`) when the turn passes to transformers, not after each run: the next run's
+    weights reuse its pages (the kernel zeroed each load's 0.4 GB afresh otherwise). Without
+    `on`, nothing waits: one verify overlaps candle with transformers' computing too, as its
+    plan says."""
 
     def __init__(self, trim: Callable[[], object] = lambda: None) -> None:
         self.changed = threading.Condition()
@@ -38,7 +36,6 @@ class Alternation:
         self.computing = 0  # model requests written and not answered yet
         self.written = 0  # model requests written in all
         self.gone = False  # the child's stdout ended: nothing will be answered
-        self.first = False  # candle's runs go first (`candle_first`)
 
     def hold(self) -> None:
         """Before a candle load: once the model request written is answered, the turn is candle's."""
@@ -57,28 +54,12 @@ class Alternation:
             self.changed.notify_all()
             return self.on
 
-    @contextmanager
-    def candle_first(self) -> Iterator[None]:
-        """Within: model requests wait (until `awaiting`, if verify waits for an answer first)."""
-        with self.changed:
-            self.first = True
-        try:
-            yield
-        finally:
-            self.awaiting()
-
-    def awaiting(self) -> None:
-        """verify waits for an answer: the child's turn, whatever goes first."""
-        with self.changed:
-            self.first = False
-            self.changed.notify_all()
-
     def _writing(self, heavy: bool) -> None:
         """Before the child's pipe gets a request (`heavy`: a model's): wait for transformers' turn."""
         if not heavy:
             return
         with self.changed:
-            self.changed.wait_for(lambda: not self.on or self.gone or (self.ready and not (self.first or self.candle or self.candle_waiting or self.computing)))
+            self.changed.wait_for(lambda: not self.on or self.gone or (self.ready and not (self.candle or self.candle_waiting or self.computing)))
             if self.untrimmed:
                 self.trim()
                 self.untrimmed = False

@@ -101,7 +101,6 @@ class ServedReference:
         """The next answer: (its JSON line, its arrays); ReferenceFailed for a failure."""
         assert self.answered < self.sent, "no request waits for an answer"
         self.alternation.done()  # this process waits for transformers: candle computes nothing meanwhile
-        self.alternation.awaiting()
         got = None
         while got is None:
             kind, value = self.events.get()

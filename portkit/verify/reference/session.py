@@ -3,12 +3,14 @@
 The child (`python -m portkit.verify.reference.child --serve`) starts when verify starts (`start_early`) and imports torch and
 transformers while verify reads the model, lints and runs candle; verify then sends it, in this
 order, what it needs:
-a text prompt's ids (`tokenizer`, first, when the prompt is text), the reference forward once
-candle's greedy tokens are known, the tokens section's tokenizer record, each reference-side
-counterfactual. It answers one request at a time, in the order sent; `wait` returns a request's
-answer, keeping the answers of requests sent before it for their own `wait`. Each model of a
-`portkit verify A B ...` has a session of its own on the one process (`next_target`): the next
-model's requests wait in line behind this one's, so the process goes from one to the next.
+transformers' tokenizer record (the tokens section's, and a text prompt's ids), sent first so
+that the child records it once imported, while candle runs; the reference forward once candle's
+greedy tokens are known; each reference-side counterfactual. It answers one request at a time,
+in the order sent; `wait` returns a request's answer, keeping the answers of requests sent
+before it for their own `wait`. Each model of a `portkit verify A B ...` has a session of its
+own on the one process (`next_target`): the next model's requests wait in line behind this
+one's, so the process goes from one to the next (a batch's model requests are kept back until
+its candle runs are done, its tokenizer records are not: `candle_first`).
 
 With PORTKIT_VERIFY_REFERENCE=inprocess (the test suite's setting, to import torch once) the same
 requests run in this process when they are waited for; the numbers are the same.
@@ -17,7 +19,8 @@ requests run in this process when they are waited for; the numbers are the same.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from portkit.verify.reference import child, compute, requests
 from portkit.verify.reference.alternation import Alternation
@@ -63,6 +66,8 @@ class _Served:
         self.pending: list[Ticket] = []
         #: when model requests reach the child (`portkit verify A B ...` turns it on)
         self.alternation = Alternation()
+        #: within `ReferenceSession.candle_first`: the model requests kept back, in order
+        self.kept_back: list[Ticket] | None = None
         #: where the child's progress lines go: the model whose answer is awaited
         self.progress: Progress = lambda _s: None
 
@@ -102,10 +107,34 @@ class ReferenceSession:
         ticket = Ticket(req, self)
         if self.in_child:
             self.start()
-            assert self.child is not None
-            self.child.submit(req)
-            self.pending.append(ticket)
+            if self.served.kept_back is not None and not isinstance(req, requests.TokenizerRequest):
+                self.served.kept_back.append(ticket)
+            else:
+                self._send(ticket)
         return ticket
+
+    def _send(self, ticket: Ticket) -> None:
+        assert self.child is not None
+        self.child.submit(ticket.req)
+        self.pending.append(ticket)
+
+    @contextmanager
+    def candle_first(self) -> Iterator[None]:
+        """Within (a batch's beginning, `portkit.verify.targets`): model requests stay in this
+        process until all of its candle runs are done, or until verify waits for an answer. Sent,
+        the child would take the turn between two of those runs and keep the next one waiting,
+        on a trimmed heap; and the tokenizer requests sent after them would wait behind them,
+        though they could be answered while candle runs (the child answers in the order sent)."""
+        self.served.kept_back = []
+        try:
+            yield
+        finally:
+            self._send_kept_back()
+
+    def _send_kept_back(self) -> None:
+        kept, self.served.kept_back = self.served.kept_back, None
+        for ticket in kept or []:
+            self._send(ticket)
 
     def wait(self, ticket: Ticket) -> requests.Answer:
         """The ticket's answer: a forward's or an as-candle run's `compute.ReferenceOutputs` (the
@@ -113,6 +142,8 @@ class ReferenceSession:
         record; `compute.ReferenceFailed` for a failure."""
         if not ticket.done:
             if self.in_child:
+                if self.served.kept_back and ticket in self.served.kept_back:
+                    self._send_kept_back()  # verify waits for it: the child's turn, whatever goes first
                 while not ticket.done:
                     self._next()
             else:
@@ -170,9 +201,9 @@ class ReferenceSession:
             "overlap": (
                 "none"
                 if not (self.in_child and self.ran)
-                else "every model's candle runs (as written, then its first counterfactual on the same tensors) while transformers imports; then candle's runs and transformers' models alternate, one model's weights in memory at a time"
+                else "every model's candle runs (as written, then its first counterfactual on the same tensors) while transformers imports and records their tokenizers; then candle's runs and transformers' models alternate, one model's weights in memory at a time"
                 if self.alternation.on
-                else "candle as written, lint, then the first counterfactual (or the GGUF) run while transformers imports and computes; the findings are judged while it records the tokenizer"
+                else "candle as written, lint, then the first counterfactual (or the GGUF) run while transformers imports, records the tokenizer and computes"
             ),
         }
 
@@ -182,3 +213,4 @@ class ReferenceSession:
             self.served.child.kill()
             self.served.child = None
         self.pending.clear()
+        self.served.kept_back = None

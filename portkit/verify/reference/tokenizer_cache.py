@@ -119,8 +119,9 @@ def through(cache: TokenizerCache | None, compute: Any) -> dict[str, Any]:
 
 class TransformersTokenizer:
     """transformers' tokenizer as the reference's process records it: the tokenizer cache's
-    entry, else one request to verify's transformers process, sent once (`send`: after the
-    forward, so it is recorded while this process judges) and waited for when first asked."""
+    entry, else one request to verify's transformers process, sent once (`send`: when verify
+    opens the model, so it is recorded as soon as the child has imported, while candle runs) and
+    waited for when first asked."""
 
     def __init__(self, session: Any, cache: TokenizerCache | None, root: Path, text: str | None, chat: str | None) -> None:
         self.session, self.cache, self.root, self.text, self.chat = session, cache, root, text, chat
