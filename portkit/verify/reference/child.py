@@ -223,13 +223,32 @@ def _start() -> subprocess.Popen[bytes]:
     # thread the f64 truth's peak was 120-260 MiB lower (1089 MiB against 1227-1349 for one f64
     # forward of the real 135M checkpoint), its time the same (0.77-0.89 s against 0.79-0.88 s).
     env.setdefault(ASYNC_LOAD_ENV, "1")
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "portkit.verify.reference.child", "--serve"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
     )
+    _widen_pipe(proc.stdout)
+    return proc
+
+
+def _widen_pipe(stream: Any) -> None:
+    """Linux: the answers' pipe holds 1 MiB, not 64 KiB. An answer is 8-17 MB of arrays (the
+    real 135M checkpoint's), and the child can only go on to its next request once this process
+    has read all of it, 64 KiB at a time while judging another model."""
+    import fcntl
+
+    if hasattr(fcntl, "F_SETPIPE_SZ"):
+        try:
+            fcntl.fcntl(stream.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        except OSError:  # above /proc/sys/fs/pipe-max-size: the default stays
+            pass
+
+
+#: the answers' pipe size (Linux's default cap for an unprivileged process, /proc/sys/fs/pipe-max-size)
+PIPE_BYTES = 1 << 20
 
 
 PARENT_ENV = "PORTKIT_REFPROC_PARENT"
