@@ -121,7 +121,7 @@ class ReferenceSession:
     @contextmanager
     def candle_first(self) -> Iterator[None]:
         """Within (a batch's beginning, `portkit.verify.targets`): model requests stay in this
-        process until all of its candle runs are done, or until verify waits for an answer. Sent,
+        process until all of its candle runs are done, or until verify waits for one of them. Sent,
         the child would take the turn between two of those runs and keep the next one waiting,
         on a trimmed heap; and the tokenizer requests sent after them would wait behind them,
         though they could be answered while candle runs (the child answers in the order sent)."""
