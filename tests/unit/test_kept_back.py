@@ -5,6 +5,7 @@ at once, and every answer still goes to the request that asked for it."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from portkit.verify.reference import requests
 from portkit.verify.reference.compute import ReferenceOutputs
@@ -42,9 +43,13 @@ class _Child:
         pass
 
 
+@pytest.fixture(autouse=True)
+def _in_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PORTKIT_VERIFY_REFERENCE", "child")  # every model's session (`next_target`) too
+
+
 def _session() -> tuple[ReferenceSession, _Child]:
     session = ReferenceSession(lambda _s: None, start=False)
-    session.in_child = True
     child = _Child()
     session.served.child = child  # type: ignore[assignment]
     return session, child
