@@ -94,7 +94,7 @@ class ServedReference:
         payload = arrayblob.pack({str(k): v for k, v in refeed.items()}) if refeed else b""
         if payload:
             doc["refeed_bytes"] = len(payload)
-        self.outbox.put((json.dumps(doc).encode() + b"\n" + payload, not isinstance(req, requests.TokenizerRequest)))
+        self.outbox.put((json.dumps(doc).encode() + b"\n" + payload, requests.loads_model(req)))
         self.sent += 1
 
     def answer(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -238,6 +238,8 @@ def _widen_pipe(stream: Any) -> None:
     """Linux: the answers' pipe holds 1 MiB, not 64 KiB. An answer is 8-17 MB of arrays (the
     real 135M checkpoint's), and the child can only go on to its next request once this process
     has read all of it, 64 KiB at a time while judging another model."""
+    if not sys.platform.startswith("linux"):
+        return
     import fcntl
 
     if hasattr(fcntl, "F_SETPIPE_SZ"):

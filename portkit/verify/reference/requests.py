@@ -110,6 +110,12 @@ Request = Union[ForwardRequest, TruthRequest, AsCandleRequest, TokenizerRequest]
 Answer = Union[compute.ReferenceOutputs, dict]
 
 
+def loads_model(req: Request) -> bool:
+    """Whether answering it loads a model's weights (all but the tokenizer's record): such a
+    request waits for candle's turn in `portkit verify A B` (`alternation`, `session.candle_first`)."""
+    return not isinstance(req, TokenizerRequest)
+
+
 def from_line(doc: dict[str, Any], refeed: dict[int, np.ndarray] | None = None) -> Request:
     """The request a JSON line carries (`refeed`: the arrays that came after it)."""
     kind = doc.get("kind", "forward")

@@ -107,7 +107,7 @@ class ReferenceSession:
         ticket = Ticket(req, self)
         if self.in_child:
             self.start()
-            if self.served.kept_back is not None and not isinstance(req, requests.TokenizerRequest):
+            if self.served.kept_back is not None and requests.loads_model(req):
                 self.served.kept_back.append(ticket)
             else:
                 self._send(ticket)
