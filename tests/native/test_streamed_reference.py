@@ -304,3 +304,32 @@ def test_widened_truth_equals_the_converted_one(family: str, variant: str, monke
     assert list(a.layers) == list(b.layers)
     for name in a.layers:
         assert np.array_equal(a.layers[name], b.layers[name]), name
+
+
+@pytest.mark.parametrize("family,variant", WIDEN_CASES, ids=[f"{f}-{v}" for f, v in WIDEN_CASES])
+def test_truth_reads_its_vocab_as_stored(family: str, variant: str, monkeypatch, fixture_dir) -> None:
+    """The f64 truth keeps its embedding and lm_head in the checkpoint's dtype (`stored_vocab`),
+    here widened 7 rows at a time: its layers are those of the truth with both widened whole,
+    bit for bit, and its logits the same f64 sums within 1e-13 of the largest."""
+    import torch
+
+    from portkit.verify.reference import models, stored_vocab
+
+    monkeypatch.setattr(stored_vocab, "BLOCK_ROWS", 7)
+    d = fixture_dir(variant) if variant == "bf16-weights" else family_fixture(family, variant)
+    md = read_model_dir(d)
+    ids = _ids(d)
+    kept = StreamedModel(d, md.weight_files, scan_nonfinite=False, precision="float64")
+    assert kept.vocab and {p.dtype for m in kept.vocab for p in m.parameters()} == {kept.vocab_dtype}
+    a = kept.forward(ids)
+    monkeypatch.setattr(models, "vocab_modules", lambda _torch, _model: [])
+    whole = StreamedModel(d, md.weight_files, scan_nonfinite=False, precision="float64")
+    assert whole.model.get_input_embeddings().weight.dtype == torch.float64
+    b = whole.forward(ids)
+    assert list(a.layers) == list(b.layers)
+    for name in a.layers:
+        assert np.array_equal(a.layers[name], b.layers[name]), name
+    scale = np.abs(b.logits).max()
+    assert a.logits.dtype == np.float64 and np.abs(a.logits - b.logits).max() <= 1e-13 * scale
+    # negative control: logits off by 1e-3 of themselves fail the same bound
+    assert np.abs(a.logits * (1 + 1e-3) - b.logits).max() > 1e-13 * scale

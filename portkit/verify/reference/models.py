@@ -15,7 +15,8 @@ values (tests/native/test_streamed_reference.py holds that on every family's fix
 Memory: one layer in f32, plus embeddings, lm_head and the activations of one forward. The f32
 weights of an f32 checkpoint are views of safetensors' file mapping, as `from_pretrained`'s are;
 a layer's pages of it are handed back once the layer has run (`file_pages`). The f64 truth loads
-f32 too and widens each layer into the buffers the previous layer left (`_widen`).
+f32 too and widens each layer into the buffers the previous layer left (`_widen`); its embedding
+and lm_head stay as stored, widened where a forward reads them (`stored_vocab`).
 Each tensor is checked for non-finite values (a decoder layer's as it loads, the others after
 the first forward, once the lm_head has read them), so verify can say that the checkpoint itself
 holds NaN or inf (and which tensors), from the tensors.
@@ -41,9 +42,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from portkit.verify.reference.stored_vocab import vocab_modules, widen_on_read
+
 _LAYER_KEY = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 #: safetensors' dtypes that f32 holds exactly
 _WIDENS_EXACTLY = {"F32", "F16", "BF16"}
+_TORCH_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 
 
 @dataclass
@@ -321,6 +325,11 @@ class StreamedModel(_ModelRuns):
         # gigabyte of fresh pages a forward (the real 135M checkpoint).
         self.widen = precision == "float64" and not resident and set(stored.values()) <= _WIDENS_EXACTLY and not model._get_dtype_plan(self.dtype)
         self.load_dtype = torch.float32 if self.widen else self.dtype
+        # and its embedding and lm_head stay as stored, widened where a forward reads them
+        # (`stored_vocab`): in one dtype the checkpoint's tensors share, else f32
+        self.vocab = vocab_modules(torch, model) if self.widen else []
+        kinds = set(stored.values())
+        self.vocab_dtype = getattr(torch, _TORCH_DTYPES[kinds.pop()]) if len(kinds) == 1 else torch.float32
         # tensors copied as they load (widened, or converted from their stored dtype): their pages
         # are read once loaded; the others are views of the mapping until their layer is dropped
         loaded_as = "F32" if self.load_dtype == torch.float32 else "F64"
@@ -357,6 +366,7 @@ class StreamedModel(_ModelRuns):
         if getattr(model.config.get_text_config(), "tie_word_embeddings", False):
             model.tie_weights()
         self._init_missing(self.model, skip_prefix=self.layers_path + ".")
+        widen_on_read(torch, self.vocab, self.dtype)
         if resident:  # then each layer as its first streamed use finishes it: same init order, same scan order
             for i in range(len(self.layers)):
                 self._finish_layer(i)
@@ -394,6 +404,9 @@ class StreamedModel(_ModelRuns):
         note any non-finite tensor."""
         group = self.groups.get(idx, [])
         modules = list(self._resident_modules() if idx is None else self.layers[idx].modules()) if self.widen else []
+        if idx is None and self.vocab:
+            modules = [m for m in modules if all(m is not v for v in self.vocab)]
+            self._retype_meta(self.vocab, self.vocab_dtype)
         self._retype_meta(modules, self.torch.float32)  # transformers loads into a parameter's own dtype
         self._convert(group)
         self._widen(modules)

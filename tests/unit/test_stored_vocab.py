@@ -1,0 +1,100 @@
+"""The f64 truth's embedding and lm_head kept as stored (`stored_vocab`): the rows looked up and the
+logits are the ones the same modules give with their weights widened whole, the stored weights
+are what the modules hold afterwards, and a module `widen_on_read` cannot handle is left out."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from portkit.verify.reference import stored_vocab  # noqa: E402
+
+
+class ScaledEmbedding(torch.nn.Embedding):
+    """gemma's: its own forward scales the rows, in the weight's dtype."""
+
+    def forward(self, ids):  # type: ignore[override]
+        return super().forward(ids) * torch.tensor(48.0**0.5, dtype=self.weight.dtype)
+
+
+def _modules(stored_dtype, emb_cls=torch.nn.Embedding, bias=True, rows=37, hidden=6):
+    gen = torch.Generator().manual_seed(0)
+    emb = emb_cls(rows, hidden, padding_idx=rows - 1)
+    head = torch.nn.Linear(hidden, rows, bias=bias)
+    with torch.no_grad():
+        emb.weight.copy_(torch.randn(rows, hidden, generator=gen))
+        head.weight.copy_(torch.randn(rows, hidden, generator=gen))
+        if bias:
+            head.bias.copy_(torch.randn(rows, generator=gen))
+    return emb.to(stored_dtype), head.to(stored_dtype)
+
+
+def _close(got, want) -> bool:
+    """Within 1e-13 of the largest |value|: f64 dot products summed in blocks of another size."""
+    return bool((got - want).abs().max() <= 1e-13 * want.abs().max())
+
+
+def _widened(emb, head):
+    import copy
+
+    return copy.deepcopy(emb).double(), copy.deepcopy(head).double()
+
+
+@pytest.mark.parametrize("stored_dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("emb_cls", [torch.nn.Embedding, ScaledEmbedding])
+def test_rows_and_logits_equal_the_widened_modules(stored_dtype, emb_cls, monkeypatch) -> None:
+    monkeypatch.setattr(stored_vocab, "BLOCK_ROWS", 8)  # 37 rows: four whole blocks and a part
+    emb, head = _modules(stored_dtype, emb_cls)
+    want_emb, want_head = _widened(emb, head)
+    stored_weight = emb.weight
+    stored_vocab.widen_on_read(torch, [emb, head], torch.float64)
+    ids = torch.tensor([[5, 36, 5, 0, 17, 36, 2]])  # repeats, and the padding id
+    with torch.inference_mode():
+        rows = emb(ids)
+        logits = head(rows)
+        want_rows = want_emb(ids)
+        want_logits = want_head(want_rows)
+    assert rows.dtype == logits.dtype == torch.float64
+    assert torch.equal(rows, want_rows)
+    assert _close(logits, want_logits)
+    # negative control: logits off by 1e-3 of themselves are caught by the same comparison
+    assert not _close(logits * (1 + 1e-3), want_logits)
+    # the modules hold their stored weights again, padding id included
+    assert emb.weight is stored_weight and emb.weight.dtype == stored_dtype and emb.padding_idx == 36
+    assert head.weight.dtype == stored_dtype
+
+
+def test_a_tied_head_reads_the_embeddings_weight() -> None:
+    emb, head = _modules(torch.float32, bias=False)
+    head.weight = emb.weight
+    want_emb, _ = _widened(emb, head)
+    stored_vocab.widen_on_read(torch, [emb, head], torch.float64)
+    x = torch.randn(1, 3, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        assert _close(head(x), x @ want_emb.weight.T)
+        emb(torch.tensor([[1, 2]]))
+    assert head.weight is emb.weight
+
+
+class _Model(torch.nn.Module):
+    def __init__(self, emb, head) -> None:
+        super().__init__()
+        self.emb, self.head = emb, head
+
+    def get_input_embeddings(self):
+        return self.emb
+
+    def get_output_embeddings(self):
+        return self.head
+
+
+def test_only_plain_modules_are_kept_as_stored() -> None:
+    emb, head = _modules(torch.float32)
+    assert stored_vocab.vocab_modules(torch, _Model(emb, head)) == [emb, head]
+    # max_norm rewrites the rows it looks up: widened whole instead
+    renormed = torch.nn.Embedding(4, 6, max_norm=1.0)
+    assert stored_vocab.vocab_modules(torch, _Model(renormed, head)) == [head]
+    # no lm_head (a base model), or one that is not a Linear
+    assert stored_vocab.vocab_modules(torch, _Model(emb, None)) == [emb]
+    assert stored_vocab.vocab_modules(torch, _Model(emb, torch.nn.Identity())) == [emb]
