@@ -333,3 +333,22 @@ def test_truth_reads_its_vocab_as_stored(family: str, variant: str, monkeypatch,
     assert a.logits.dtype == np.float64 and np.abs(a.logits - b.logits).max() <= 1e-13 * scale
     # negative control: logits off by 1e-3 of themselves fail the same bound
     assert np.abs(a.logits * (1 + 1e-3) - b.logits).max() > 1e-13 * scale
+
+
+@pytest.mark.parametrize("family,variant", [("mistral", "sliding-window-4"), ("qwen2", "sliding-window-4")])
+def test_truth_decoding_reads_its_vocab_as_stored(family: str, variant: str, monkeypatch) -> None:
+    """generate()'s arithmetic (a window shorter than the prompt), one id a step: each step's f64
+    rows with the vocabulary as stored are those with it widened whole."""
+    from portkit.verify.reference import models, stored_vocab
+
+    monkeypatch.setattr(stored_vocab, "BLOCK_ROWS", 7)
+    d = family_fixture(family, variant)
+    md = read_model_dir(d)
+    ids = _ids(d)
+    prompt, forced = ids[:16], ids[16:]
+    a, fed_a = StreamedModel(d, md.weight_files, scan_nonfinite=False, precision="float64").decode(prompt, forced, len(forced) + 1)
+    monkeypatch.setattr(models, "vocab_modules", lambda _torch, _model: [])
+    b, fed_b = StreamedModel(d, md.weight_files, scan_nonfinite=False, precision="float64").decode(prompt, forced, len(forced) + 1)
+    assert fed_a == fed_b and a.logits.shape == (len(forced) + 1, b.logits.shape[1])
+    assert np.abs(a.logits - b.logits).max() <= 1e-13 * np.abs(b.logits).max()
+    assert np.abs(a.logits * (1 + 1e-3) - b.logits).max() > 1e-13 * np.abs(b.logits).max()  # negative control
