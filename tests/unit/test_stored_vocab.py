@@ -98,3 +98,17 @@ def test_only_plain_modules_are_kept_as_stored() -> None:
     # no lm_head (a base model), or one that is not a Linear
     assert stored_vocab.vocab_modules(torch, _Model(emb, None)) == [emb]
     assert stored_vocab.vocab_modules(torch, _Model(emb, torch.nn.Identity())) == [emb]
+
+
+class FailingEmbedding(torch.nn.Embedding):
+    def forward(self, ids):  # type: ignore[override]
+        raise RuntimeError("boom")
+
+
+def test_the_stored_weight_is_back_when_the_forward_fails() -> None:
+    emb, _head = _modules(torch.bfloat16, FailingEmbedding)
+    stored = emb.weight
+    stored_vocab.widen_on_read(torch, [emb], torch.float64)
+    with pytest.raises(RuntimeError, match="boom"):
+        emb(torch.tensor([[1, 2]]))
+    assert emb.weight is stored and emb.padding_idx == 36

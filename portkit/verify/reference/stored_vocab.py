@@ -33,31 +33,24 @@ def vocab_modules(torch: Any, model: Any) -> list[Any]:
 
 def widen_on_read(torch: Any, modules: list[Any], dtype: Any) -> None:
     """Each of `vocab_modules`' modules computes in `dtype` from its weight as stored: the
-    embedding looks its rows up in `dtype` (a forward-pre-hook swaps in the rows the ids need, a
-    forward-hook puts the stored weight back), the lm_head multiplies block by block."""
+    embedding on the rows its ids look up, the lm_head block by block."""
     for mod in modules:
-        if isinstance(mod, torch.nn.Embedding):
-            mod.register_forward_pre_hook(partial(_rows_in, torch, dtype))
-            mod.register_forward_hook(_rows_out)
-        else:
-            mod.forward = partial(_blocked_linear, torch, mod, dtype)
+        lookup = isinstance(mod, torch.nn.Embedding)
+        mod.forward = partial(_looked_up if lookup else _blocked_linear, torch, mod, dtype)
 
 
-def _rows_in(torch: Any, dtype: Any, mod: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The module's own forward then runs on just the rows `ids` looks up, widened, and on each
-    id's index among them (so a subclass's scaling, gemma's, still applies in `dtype`).
-    `padding_idx` is unset meanwhile: it only shapes gradients, and may lie past the rows."""
-    ids = args[0]
+def _looked_up(torch: Any, mod: Any, dtype: Any, ids: Any, *args: Any, **kwargs: Any) -> Any:
+    """The module's own forward (a subclass's scaling too, gemma's) on just the rows `ids` looks
+    up, widened, and on each id's index among them; then the stored weight is back. `padding_idx`
+    is unset meanwhile: it only shapes gradients, and may lie past those rows."""
     rows, index = torch.unique(ids, return_inverse=True)
-    mod._stored = (mod.weight, mod.padding_idx)
-    mod.weight = torch.nn.Parameter(mod.weight[rows].to(dtype), requires_grad=False)
+    stored = mod.weight, mod.padding_idx
+    mod.weight = torch.nn.Parameter(stored[0][rows].to(dtype), requires_grad=False)
     mod.padding_idx = None
-    return (index, *args[1:])
-
-
-def _rows_out(mod: Any, _args: Any, _output: Any) -> None:
-    mod.weight, mod.padding_idx = mod._stored
-    del mod._stored
+    try:
+        return type(mod).forward(mod, index, *args, **kwargs)
+    finally:
+        mod.weight, mod.padding_idx = stored
 
 
 def _blocked_linear(torch: Any, mod: Any, dtype: Any, x: Any) -> Any:
