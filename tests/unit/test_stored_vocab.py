@@ -100,6 +100,18 @@ def test_only_plain_modules_are_kept_as_stored() -> None:
     assert stored_vocab.vocab_modules(torch, _Model(emb, torch.nn.Identity())) == [emb]
 
 
+class _Unsaid(torch.nn.Module):
+    def get_input_embeddings(self):
+        raise NotImplementedError
+
+    def get_output_embeddings(self):
+        return None
+
+
+def test_a_model_that_does_not_say_its_vocab_keeps_none() -> None:
+    assert stored_vocab.vocab_modules(torch, _Unsaid()) == []
+
+
 class FailingEmbedding(torch.nn.Embedding):
     def forward(self, ids):  # type: ignore[override]
         raise RuntimeError("boom")

@@ -22,7 +22,10 @@ def vocab_modules(torch: Any, model: Any) -> list[Any]:
     """The model's embedding and lm_head where they are the plain torch modules `widen_on_read`
     handles (an `nn.Embedding` without `max_norm`, which would rewrite its rows; an `nn.Linear`);
     a module of another kind is widened whole, as every other weight."""
-    emb, head = model.get_input_embeddings(), model.get_output_embeddings()
+    try:
+        emb, head = model.get_input_embeddings(), model.get_output_embeddings()
+    except (NotImplementedError, AttributeError):  # a model that does not say which they are
+        return []
     out = []
     if isinstance(emb, torch.nn.Embedding) and emb.max_norm is None:
         out.append(emb)
