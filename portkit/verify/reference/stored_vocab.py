@@ -6,7 +6,7 @@ Widened whole, they were the truth's largest allocation: 226 MB of f64 for the r
 (55,000 fresh pages a truth), 1 GB for a 1.1B llama shape with an untied lm_head (its truth peaked
 at 2.5 GB; 1.5 GB kept as stored). Widening bf16, f16 or f32 to f64 is exact, so every looked-up
 row is the same f64 row, and each logit is the same f64 dot product over the hidden size (blocks
-cut the vocab, never the sum): docs/verify.md, "Tolerances".
+cut the vocab, never the sum): docs/verify.md, "Memory".
 """
 
 from __future__ import annotations
@@ -60,11 +60,12 @@ def _blocked_linear(torch: Any, mod: Any, dtype: Any, x: Any) -> Any:
     """`mod(x)` in `dtype`: x times each block of the weight's rows, widened into one buffer."""
     weight, bias = mod.weight, mod.bias
     rows = weight.shape[0]
-    out = x.new_empty((*x.shape[:-1], rows), dtype=dtype)
+    x = x.to(dtype)
+    out = x.new_empty((*x.shape[:-1], rows))
     block = torch.empty((min(BLOCK_ROWS, rows), weight.shape[1]), dtype=dtype)
     for lo in range(0, rows, BLOCK_ROWS):
         hi = min(lo + BLOCK_ROWS, rows)
         w = block[: hi - lo]
         w.copy_(weight[lo:hi])
-        out[..., lo:hi] = torch.nn.functional.linear(x.to(dtype), w, None if bias is None else bias[lo:hi].to(dtype))
+        out[..., lo:hi] = torch.nn.functional.linear(x, w, None if bias is None else bias[lo:hi].to(dtype))
     return out
