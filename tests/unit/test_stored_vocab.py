@@ -5,10 +5,9 @@ are what the modules hold afterwards, and a module `widen_on_read` cannot handle
 from __future__ import annotations
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from portkit.verify.reference import stored_vocab  # noqa: E402
+from portkit.verify.reference import stored_vocab
 
 
 class ScaledEmbedding(torch.nn.Embedding):
