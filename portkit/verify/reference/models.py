@@ -45,9 +45,8 @@ import numpy as np
 from portkit.verify.reference.stored_vocab import vocab_modules, widen_on_read
 
 _LAYER_KEY = re.compile(r"(?:^|\.)layers\.(\d+)\.")
-#: safetensors' dtypes that f32 holds exactly
-_WIDENS_EXACTLY = {"F32", "F16", "BF16"}
-_TORCH_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+#: safetensors' dtypes that f32 holds exactly, and torch's name for each
+_WIDENS_EXACTLY = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 
 
 @dataclass
@@ -323,13 +322,13 @@ class StreamedModel(_ModelRuns):
         # widened into f64 buffers each layer hands on to the next (`_widen`), where f32 holds
         # the stored values exactly; the same values as converting each tensor to f64, without a
         # gigabyte of fresh pages a forward (the real 135M checkpoint).
-        self.widen = precision == "float64" and not resident and set(stored.values()) <= _WIDENS_EXACTLY and not model._get_dtype_plan(self.dtype)
+        self.widen = precision == "float64" and not resident and set(stored.values()) <= set(_WIDENS_EXACTLY) and not model._get_dtype_plan(self.dtype)
         self.load_dtype = torch.float32 if self.widen else self.dtype
         # and its embedding and lm_head stay as stored, widened where a forward reads them
         # (`stored_vocab`): in one dtype the checkpoint's tensors share, else f32
         self.vocab = vocab_modules(torch, model) if self.widen else []
-        kinds = set(stored.values())
-        self.vocab_dtype = getattr(torch, _TORCH_DTYPES[kinds.pop()]) if len(kinds) == 1 else torch.float32
+        kinds = set(stored.values()) if self.vocab else set()
+        self.vocab_dtype = getattr(torch, _WIDENS_EXACTLY[kinds.pop()]) if len(kinds) == 1 else torch.float32
         # tensors copied as they load (widened, or converted from their stored dtype): their pages
         # are read once loaded; the others are views of the mapping until their layer is dropped
         loaded_as = "F32" if self.load_dtype == torch.float32 else "F64"
