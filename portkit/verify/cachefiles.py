@@ -105,21 +105,6 @@ def package_version(pkg: str) -> str:
         return "-"
 
 
-def source_digest(names: Iterable[str]) -> str:
-    """The source of the portkit.verify modules that compute an entry (paths under
-    portkit/verify/, e.g. "reference/models.py"): a change to them is a new key. A name that is
-    no file is an error, not a constant: a moved module would otherwise stop invalidating the
-    entries it computes, silently (each cache's `CODE` is checked by tests/unit/test_cachefiles.py)."""
-    h = hashlib.sha256()
-    here = Path(__file__).resolve().parent
-    for name in names:
-        path = here / name
-        if not path.is_file():
-            raise FileNotFoundError(f"portkit.verify.cachefiles.source_digest: no {path} (a module moved: name its new path)")
-        h.update(name.encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()
-
-
 def digest(doc: Any) -> str:
     # default=str: a GGUF edit may carry the gguf package's numpy scalars, as verify's patch memo allows
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from portkit.verify import cachefiles
+from portkit.verify import cachefiles, code_closure
 from portkit.verify.candle import cache as runcache
 from portkit.verify.candle.cache import RunCache
 from portkit.verify.candle.run import RunOutputs, from_cache, run_candle
@@ -204,13 +204,14 @@ def test_machine_names_the_threads_candle_uses(monkeypatch: pytest.MonkeyPatch) 
     }
 
 
-def test_key_covers_the_source_of_the_modules_that_run_candle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_key_covers_the_code_that_runs_candle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key holds the digest of the code closure rooted at the modules that drive the run."""
     seen: list[tuple[str, ...]] = []
-    monkeypatch.setattr(cachefiles, "source_digest", lambda names: (seen.append(tuple(names)), "src")[1])
+    monkeypatch.setattr(code_closure, "code_digest", lambda roots: (seen.append(tuple(roots)), "src")[1])
     _key([_weights(tmp_path)])
-    (names,) = seen
-    here = Path(cachefiles.__file__).parent  # the names are paths under portkit/verify/
-    assert set(names) == {"candle/run.py", "candle/native.py", "candle/gguf_edit.py"} and all((here / n).is_file() for n in names)
+    (roots,) = seen
+    assert set(roots) == {"portkit.verify.candle.run", "portkit.verify.candle.native", "portkit.verify.candle.gguf_edit"}
+    assert "portkit.verify.candle.run" in code_closure.closure(roots)
 
 
 @pytest.mark.parametrize("device,use_cache,expected", [("cpu", True, True), ("cpu", False, False), ("cuda", True, False), ("metal", True, False)])

@@ -12,7 +12,8 @@ the run's inputs. The key holds all three:
   parsed (a counterfactual's patched text), each weight file's fingerprint
   (`cachefiles.fingerprints`, the ones the reference's key holds), a GGUF edit, the prompt, the tokens fed after it, the token
   count and whether per-layer values were captured;
-- the source of the portkit modules that drive the run (`CODE`).
+- the source of every portkit module that drives the run (`CODE_ROOTS` and what they import,
+  `portkit.verify.code_closure`).
 
 Only CPU runs are cached: the key cannot name a GPU (the wheel has no device model to report),
 and on a GPU candle is the fast side; the reference is cached on every device. Only completed
@@ -34,13 +35,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from portkit.verify import cachefiles
+from portkit.verify import cachefiles, code_closure
 
 FORMAT = 1
 MAGIC = b"portkit-candle-run-v2\n"
 SUFFIX = ".run"
-#: the modules (under portkit/verify/) whose source keys an entry: a change to how it is computed is a new key
-CODE = ("candle/run.py", "candle/native.py", "candle/gguf_edit.py")
+#: where the run starts: the source of every portkit module these import keys an entry (`portkit.verify.code_closure`)
+CODE_ROOTS = ("portkit.verify.candle.run", "portkit.verify.candle.native", "portkit.verify.candle.gguf_edit")
 
 
 def cache_root() -> Path:
@@ -122,7 +123,7 @@ def run_key(
             "forced": None if forced is None else [int(t) for t in forced],
             "tokens": int(tokens),
             "capture": capture,
-            "code": cachefiles.source_digest(CODE),
+            "code": code_closure.code_digest(CODE_ROOTS),
         }
     )
 

@@ -11,8 +11,9 @@ content of everything that determines the reference:
   greedy continuation) or "its own greedy" when there are none, the number of tokens, and a
   continuation's or a batch's inputs when verify asked for their rows (`portkit.verify.reference.extra`);
 - the transformers, torch and portkit versions (read from package metadata, not by import);
-- `FORMAT` and the source of the modules that compute the reference (`CODE`): a change to how
-  the reference is computed is a new key.
+- `FORMAT` and the source of every portkit module the reference's computation imports
+  (`CODE_ROOTS`, followed by `portkit.verify.code_closure`): a change to how the reference is
+  computed is a new key.
 
 Entries live under `$PORTKIT_CACHE/reference/` (default `~/.cache/portkit`), one checked file
 each (`portkit.verify.cachefiles`): a truncated or corrupt entry is ignored (verify computes the
@@ -27,14 +28,15 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from portkit.verify import cachefiles
+from portkit.verify import cachefiles, code_closure
 from portkit.verify.reference.compute import ReferenceOutputs
 
 FORMAT = 1
 MAGIC = b"portkit-reference-v2\n"
 SUFFIX = ".ref"
-#: the modules (under portkit/verify/) whose source keys an entry: a change to how it is computed is a new key
-CODE = ("reference/models.py", "reference/compute.py", "reference/child.py", "reference/runtime.py", "reference/extra.py")
+#: where the computation of an entry starts: the source of every portkit module these import keys it
+#: (`portkit.verify.code_closure`), so a change to how it is computed is a new key
+CODE_ROOTS = ("portkit.verify.reference.child", "portkit.verify.reference.compute")
 
 
 def cache_root() -> Path:
@@ -63,7 +65,7 @@ def model_key(
             "config": hashlib.sha256(config_text.encode()).hexdigest(),
             "files": fingerprints if fingerprints is not None else cachefiles.fingerprints(weight_files),
             "versions": {p: cachefiles.package_version(p) for p in ("transformers", "torch", "portkit")},
-            "code": cachefiles.source_digest(CODE),
+            "code": code_closure.code_digest(CODE_ROOTS),
         }
     )
 

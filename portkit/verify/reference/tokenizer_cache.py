@@ -9,7 +9,7 @@ software that reads them. The key holds:
   these is not cached;
 - the prompt verify asked for (`--text`, `--chat`), whose ids the record holds;
 - the transformers, tokenizers and portkit versions (package metadata, no import), `FORMAT` and
-  the source of the modules that make the record (`CODE`).
+  the source of every portkit module that makes the record (`CODE_ROOTS` and what they import).
 Entries live under `$PORTKIT_CACHE/tokenizer/`, one checked file each
 (`portkit.verify.cachefiles`: a damaged entry reads as absent and is removed; the directory is
 bounded like the others); an entry is used only when it has the record's shape. `--no-cache`
@@ -22,20 +22,14 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from portkit.verify import cachefiles
+from portkit.verify import cachefiles, code_closure
 
 FORMAT = 1
 MAGIC = b"portkit-tokenizer-record-v2\n"
 SUFFIX = ".tok"
-#: the modules (under portkit/verify/) whose source keys an entry: a change to how it is computed is a new key
-CODE = (
-    "reference/tokenizer.py",
-    "sections/tokens.py",
-    "sections/tokenize.py",
-    "sections/chat_templates.py",
-    "corpus.py",
-    "reference/runtime.py",
-)
+#: where the record is made (`record`, in the reference child): the source of every portkit module these
+#: import keys an entry (`portkit.verify.code_closure`), so a change to how it is made is a new key
+CODE_ROOTS = ("portkit.verify.reference.tokenizer", "portkit.verify.reference.child")
 #: tokenizer files are small; a directory with a larger non-weight file is not cached
 MAX_FILE_BYTES = 64 * 2**20
 _WEIGHTS = (".safetensors", ".gguf", ".bin", ".pt", ".pth", ".ckpt", ".npz", ".h5", ".msgpack", ".onnx")
@@ -63,7 +57,7 @@ def record_key(root: Path, text: str | None, chat: str | None) -> str | None:
             "files": files,
             "prompt": {"text": text, "chat": chat},
             "versions": {p: cachefiles.package_version(p) for p in ("transformers", "tokenizers", "portkit")},
-            "code": cachefiles.source_digest(CODE),
+            "code": code_closure.code_digest(CODE_ROOTS),
         }
     )
 
