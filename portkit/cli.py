@@ -18,7 +18,7 @@ import stat
 import sys
 from pathlib import Path
 
-from portkit import __version__
+from portkit import __version__, candle_release
 from portkit.errors import InputError, PortkitError, UsageError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -59,6 +59,7 @@ def lint_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline", type=Path, metavar="FILE", help="report only findings not recorded in FILE")
     p.add_argument("--no-config", action="store_true", help="ignore [tool.portkit] in pyproject.toml")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour text output (default: on a terminal)")
+    candle_release.add_arguments(p)
     g = p.add_argument_group("target (runtime rules PK3xx)")
     g.add_argument("--device", choices=("cpu", "metal", "cuda"), help="candle device (default: cpu)")
     g.add_argument("--dtype", choices=("f32", "bf16", "f16"), help="candle dtype (default: f32)")
@@ -90,6 +91,10 @@ def _settings(args: argparse.Namespace) -> Any:
         if v is not None:
             tgt[name] = v
             explicit.add(name)
+    chosen = candle_release.from_args(args)
+    tgt["candle"], tgt["candle_from"] = chosen.release, chosen.source
+    if args.candle is not None:
+        explicit.add("candle")
     feats = _csv(args.features)
     if feats is not None:
         tgt["features"] = frozenset(feats)
@@ -221,7 +226,7 @@ def _lint_hf_cache(args: argparse.Namespace, settings: Any) -> int:
     try:
         with open(args.output, "w", encoding="utf-8") if args.output is not None else _stdout() as out:
             if args.format == "json":
-                hf_cache.write_json(rows, out)
+                hf_cache.write_json(rows, out, settings.target.candle)
             else:
                 hf_cache.write_table(rows, out, color=color)
     except OSError as e:
@@ -247,12 +252,13 @@ def rules_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--group", choices=groups(), help="only this rule group (PK1xx config, PK2xx weights, PK3xx runtime, PK4xx gguf, PK5xx tokenizer, PK6xx embedding)")
     p.add_argument("--family", choices=list(BY_NAME), metavar="FAMILY", help="only the rules that speak about this family: " + ", ".join(BY_NAME))
     p.add_argument("--all", action="store_true", help="also list removed codes (kept so that they are never reused)")
+    candle_release.add_arguments(p, lock=False)
 
 
 def rules_run(args: argparse.Namespace) -> int:
     from portkit.rule_table import render_text, rows
 
-    table = rows(args.group, args.family, include_removed=args.all)
+    table = rows(args.group, args.family, include_removed=args.all, candle=args.candle and candle_release.from_args(args).release)
     if args.format == "json":
         print(json.dumps(table, indent=2))
     else:
@@ -262,9 +268,11 @@ def rules_run(args: argparse.Namespace) -> int:
 
 def explain_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("code", metavar="CODE", help="a rule code (PK101) or name (rope-theta-in-rope-parameters)")
+    candle_release.add_arguments(p, lock=False)
 
 
-def explain_text(code: str) -> str:
+def explain_text(code: str, candle: str | None = None) -> str:
+    """The rule's page; with `candle`, whether its fact holds for that release too."""
     from portkit.rules import CODES, by_code_or_name, families_label
 
     r = by_code_or_name(code)
@@ -275,12 +283,16 @@ def explain_text(code: str) -> str:
         f"Group: {r.group} | Severity: {r.severity} | Effect: {r.effect} | "
         f"Fix: {r.fix_availability} | Status: {CODES[r.code][1]} | Verification: {r.probe_kind}\n\n"
         f"Families: {families_label(r)}\n\n"
+        f"Releases: {r.holds.describe()}\n\n"
     )
+    if candle is not None:
+        holds = "holds" if r.holds.holds(candle) else "does not hold"
+        head += f"On candle {candle}: the rule's fact {holds}" + ("" if r.holds.holds(candle) else ": lint reports nothing for it") + ".\n\n"
     return head + r.doc() + "\n"
 
 
 def explain_run(args: argparse.Namespace) -> int:
-    sys.stdout.write(explain_text(args.code))
+    sys.stdout.write(explain_text(args.code, args.candle and candle_release.from_args(args).release))
     return 0
 
 
@@ -391,7 +403,7 @@ def schema_run(args: argparse.Namespace) -> int:
 
 
 SUBCOMMANDS: dict[str, tuple[str, AddArgs, Run]] = {
-    "lint": ("find where candle 0.11.0 reads a model differently from transformers 5", lint_args, lint_run),
+    "lint": (f"find where candle {candle_release.DEFAULT} (or --candle X.Y.Z) reads a model differently from transformers 5", lint_args, lint_run),
     "rules": ("list the rule catalogue", rules_args, rules_run),
     "explain": ("print one rule's documentation", explain_args, explain_run),
     "fix": ("rewrite config.json and tokenizer.json so candle reads what transformers reads", fix_args, fix_run),
@@ -431,7 +443,8 @@ def _columns() -> int:
 # The families are `portkit.families`' registry; not imported here, `portkit lint` pays for no
 # registry it does not need (a test keeps this list equal to the registry).
 DESCRIPTION = (
-    "Config-regression linter and porting kit for Hugging Face transformers checkpoints in candle 0.11.0: "
+    "Config-regression linter and porting kit for Hugging Face transformers checkpoints in candle "
+    f"{candle_release.RELEASES[0]}-{candle_release.RELEASES[-1]}: "
     "llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma, gemma2, gemma3, phi3, olmo2, granite, "
     "starcoder2, stable_lm, and their GGUF files."
 )
@@ -456,7 +469,7 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="portkit", description=DESCRIPTION, formatter_class=_Formatter
     )
-    parser.add_argument("--version", action="version", version=f"portkit {__version__} (candle 0.11.0)")
+    parser.add_argument("--version", action="version", version=f"portkit {__version__} (candle {candle_release.NATIVE})")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     table = dict(SUBCOMMANDS)

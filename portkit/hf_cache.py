@@ -172,14 +172,15 @@ def write_table(rows: list[CacheRow], out: TextIO, *, color: bool) -> None:
     out.write(_summary(rows) + "\n")
 
 
-def write_json(rows: list[CacheRow], out: TextIO) -> None:
+def write_json(rows: list[CacheRow], out: TextIO, candle: str) -> None:
+    """`candle`: the release lint spoke of (`Target.candle`)."""
     import json
 
     from portkit import __version__
 
     data = {
         "portkit_version": __version__,
-        "candle_version": "0.11.0",
+        "candle_version": candle,
         "cache_dir": str(cache_dir()),
         "models": [r.to_json() for r in rows],
     }

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from portkit import __version__
+from portkit.candle_release import DEFAULT as DEFAULT_CANDLE
+from portkit.candle_release import said
 from portkit.errors import InputError, NoModelHere
 from portkit.model import ModelFacts, ModelTarget, load_model, model_targets
 from portkit.rules import RULES, Context, selected
@@ -39,7 +41,8 @@ class Report:
     """What one lint run found: findings sorted by file and position, errors, notes."""
 
     version: str = __version__
-    candle_version: str = "0.11.0"
+    candle_version: str = DEFAULT_CANDLE
+    candle_from: str = "the default"  # where the release came from (`portkit.candle_release.Chosen.source`)
     findings: list[Finding] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
     errors: list[InputProblem] = field(default_factory=list)
@@ -99,11 +102,15 @@ def lint_target(target: ModelTarget, settings: Settings) -> tuple[list[Finding],
     context itself is unusable the GGUF is linted without it, with a note.
     """
     s = for_dir(settings, target.root)
+    if s.target.candle != settings.target.candle:  # its own [tool.portkit] names another release: say so
+        notes_release = [said(s.target.candle, s.target.candle_from)]
+    else:
+        notes_release = []
     if target.everything:
         facts = load_model(target.root)
-        return lint_model(facts, s), list(facts.notes)
+        return lint_model(facts, s), notes_release + list(facts.notes)
     facts = load_model(target.root, target.ggufs, hf_model=target.hf_model or target.tokenizer)
-    notes = list(facts.notes)
+    notes = notes_release + list(facts.notes)
     try:
         found = lint_model(facts, s)
     except InputError as e:
@@ -150,10 +157,11 @@ def lint_paths(paths: Iterable[str | os.PathLike[str]], settings: Settings | Non
                 local.append(str(cached.path))
                 continue
         local.append(p)
+    release = {"candle_version": settings.target.candle, "candle_from": settings.target.candle_from}
     try:
         targets = model_targets(local)
     except InputError as e:
-        return Report(errors=[*errors, InputProblem(path=e.path, message=e.what)])
+        return Report(errors=[*errors, InputProblem(path=e.path, message=e.what)], **release)
     for t in targets:
         try:
             found, model_notes = lint_target(t, settings)
@@ -170,7 +178,7 @@ def lint_paths(paths: Iterable[str | os.PathLike[str]], settings: Settings | Non
         except InputError as e:
             errors.append(InputProblem(path=e.path, message=e.what))
     findings.sort(key=lambda f: (f.filename, f.location.row if f.location else 0, f.location.column if f.location else 0, f.code))
-    return Report(findings=findings, models=models, errors=errors, notes=notes)
+    return Report(findings=findings, models=models, errors=errors, notes=notes, **release)
 
 
 def lint_dir(path: str | Path, settings: Settings | None = None) -> Report:

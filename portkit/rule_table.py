@@ -55,7 +55,8 @@ def speaks_about(rule: Rule, family: str) -> bool:
     return "*" in rule.families or family in rule.families
 
 
-def rows(group: str | None = None, family: str | None = None, include_removed: bool = False) -> list[dict[str, Any]]:
+def rows(group: str | None = None, family: str | None = None, include_removed: bool = False, candle: str | None = None) -> list[dict[str, Any]]:
+    """The catalogue's rows; `candle`: only the rules whose fact holds for that release."""
     from portkit.rules import CODES, RULES
 
     out = []
@@ -66,6 +67,8 @@ def rows(group: str | None = None, family: str | None = None, include_removed: b
                 out.append(dict(code=code, name=name, status=status, group=None, families=[], severity=None, effect=None, fix=None, probe=None, summary=""))
             continue
         if (group is not None and r.group != group) or (family is not None and not speaks_about(r, family)):
+            continue
+        if candle is not None and not r.holds.holds(candle):
             continue
         out.append(
             dict(

@@ -14,6 +14,7 @@
     turns = 2                   # a chat's second turn on the warm KV cache (default 1)
     batch = 8                   # rows of equal length in one forward (default 1)
     sampler = "candle-examples" # the candle program's sampler (PK510; docs/verify.md, "Sampling")
+    candle = "0.10.0"           # the candle release (else --candle, the Cargo.lock above, the default)
 
 A command-line `--select` replaces the file's `select`; `--ignore` adds to its `ignore`;
 target options on the command line win.
@@ -32,7 +33,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see port
 if TYPE_CHECKING:
     from typing import Any
 
-_KEYS = {"select", "ignore", "preview", "device", "dtype", "features", "max-tokens", "max-prompt-tokens", "use-flash-attn", "turns", "batch", "sampler"}
+_KEYS = {"candle", "select", "ignore", "preview", "device", "dtype", "features", "max-tokens", "max-prompt-tokens", "use-flash-attn", "turns", "batch", "sampler"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,6 +112,8 @@ def for_dir(base: Settings, model_dir: Path) -> Settings:
     for key, name in (("device", "device"), ("dtype", "dtype"), ("features", "features"), ("max-tokens", "max_tokens"), ("max-prompt-tokens", "max_prompt_tokens"), ("use-flash-attn", "use_flash_attn"), ("turns", "turns"), ("batch", "batch"), ("sampler", "sampler")):
         if key in table and name not in base.explicit:
             tgt[name] = table[key]
+    if "candle" in table and "candle" not in base.explicit:  # above a Cargo.lock's, below --candle
+        tgt["candle"], tgt["candle_from"] = table["candle"], str(f)
     try:
         upd["target"] = Target(**tgt)
     except ValueError as e:

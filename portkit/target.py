@@ -13,6 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from portkit.candle_release import DEFAULT as DEFAULT_CANDLE
+from portkit.candle_release import RELEASES
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
     from typing import Any, Literal
@@ -44,10 +47,15 @@ class Target:
     # the candle program's sampler (`portkit.semantics.sampling.parse`: a preset or key=value
     # pairs); None: generation_config.json's values passed as candle's call takes them
     sampler: str | None = None
+    #: the candle release the run speaks about, and where it came from (`portkit.candle_release`)
+    candle: str = DEFAULT_CANDLE
+    candle_from: str = "the default"
 
     def __post_init__(self) -> None:
         _one_of("device", self.device, DEVICES)
         _one_of("dtype", self.dtype, DTYPES)
+        if self.candle not in RELEASES:
+            raise ValueError(f"`candle` should be a release portkit knows ({', '.join(RELEASES)}), got {self.candle!r:.40}")
         object.__setattr__(self, "features", _features(self.features))
         object.__setattr__(self, "use_flash_attn", _bool(self.use_flash_attn))
         if self.max_tokens is not None:
@@ -84,7 +92,7 @@ class Target:
 
     def to_dict(self) -> dict[str, Any]:
         return {"device": self.device, "dtype": self.dtype, "features": self.features, "use_flash_attn": self.use_flash_attn, "max_tokens": self.max_tokens, "max_prompt_tokens": self.max_prompt_tokens,
-                "turns": self.turns, "batch": self.batch, "sampler": self.sampler}
+                "turns": self.turns, "batch": self.batch, "sampler": self.sampler, "candle": self.candle, "candle_from": self.candle_from}
 
 
 def _one_of(name: str, v: Any, allowed: tuple[str, ...]) -> None:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from portkit.candle_release import NATIVE as CANDLE_VERSION  # how messages name an encoder's release
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
     from typing import Any, Mapping
 
-CANDLE_VERSION = "0.11.0"
 
 
 @dataclass(frozen=True, slots=True)

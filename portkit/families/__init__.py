@@ -19,9 +19,11 @@ family has. No rule asks for a family by name.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass
 
+from portkit.candle_release import NATIVE, Span
 from portkit.families import sublayers as _sublayers
 
 # GGUF `general.architecture` -> candle's loader: GGUF semantics, named here too as the registry's GGUF side
@@ -34,7 +36,6 @@ if TYPE_CHECKING:
 
     from portkit.families.view import FamilyView
 
-CANDLE_VERSION = "0.11.0"
 
 #: the key of a config.json patched to run a program other than the family's module (a crash
 #: finding's repair in verify, never a checkpoint's own key) and the programs the native wheel
@@ -47,7 +48,7 @@ CANDLE_PROGRAMS = {
 
 # A family module's traits and the value of a module that does not set one.
 TRAITS: dict[str, Any] = {
-    "CANDLE_NAME": None,  # how messages name the module; None: "candle 0.11.0's `NAME`"
+    "CANDLE_NAME": None,  # how messages name the module ({release}, {name} filled in); None: "candle {release}'s `{name}`"
     "F32_FIELDS": frozenset(),  # fields serde reads as f32: transformers' value is compared in f32
     "THETA_KEYS": ("rope_theta",),  # the keys that hold a rope base
     "LOAD_PANICS": None,  # the load function that `.unwrap()`s each block (a bad layer tensor panics)
@@ -102,6 +103,10 @@ class Family:
     gguf_loader: str | None  # the quantized_* module for this family's GGUFs
     capture: bool  # the native wheel has a bit-identical per-layer copy of this module's forward
     flash_attn: bool = False  # its native runner (`LlamaRunner`) passes `use_flash_attn` to candle
+    #: the releases that have the module (`portkit.candle_release`): before `since`, candle has no such module
+    exists: Span = Span()
+    #: the release the run speaks about (`Context.family` binds the target's): what messages name
+    release: str = NATIVE
 
     @property
     def module(self) -> str:
@@ -126,8 +131,14 @@ class Family:
 
     @property
     def who(self) -> str:
-        """How a message names candle's module: "candle 0.11.0's `qwen2`"."""
-        return self.trait("CANDLE_NAME") or f"candle {CANDLE_VERSION}'s `{self.name}`"
+        """How a message names candle's module: "candle 0.11.0's `qwen2`" (the bound release)."""
+        return (self.trait("CANDLE_NAME") or "candle {release}'s `{name}`").format(release=self.release, name=self.name)
+
+    def at(self, release: str) -> Family | None:
+        """This family as `release` has it (messages name that release), None where the release has no such module."""
+        if not self.exists.holds(release):
+            return None
+        return self if release == self.release else dataclasses.replace(self, release=release)
 
     def has_field(self, key: str) -> bool:
         """Whether candle's config struct has a field `key` (else serde ignores the key)."""
@@ -145,18 +156,25 @@ class Family:
         return family_view(self, config)
 
 
+
+
+def added(release: str, source: str) -> Span:
+    """The releases from the one whose candle-transformers src/models/ first has `source`."""
+    return Span(since=release, since_by=f"models/{source} added")
+
+
 FAMILIES: tuple[Family, ...] = (
     Family("llama", ("llama",), ("LlamaForCausalLM",), "llama.rs", "LlamaConfig", "quantized_llama", True, flash_attn=True),
     Family("mistral", ("mistral",), ("MistralForCausalLM",), "mistral.rs", "Config", "quantized_llama", True),
     Family("mixtral", ("mixtral",), ("MixtralForCausalLM",), "mixtral.rs", "Config", "quantized_llama", False),
     Family("qwen2", ("qwen2",), ("Qwen2ForCausalLM",), "qwen2.rs", "Config", "quantized_qwen2", True),
-    Family("qwen3", ("qwen3",), ("Qwen3ForCausalLM",), "qwen3.rs", "Config", "quantized_qwen3", True),
-    Family("qwen3_moe", ("qwen3_moe",), ("Qwen3MoeForCausalLM",), "qwen3_moe.rs", "Config", None, False),
+    Family("qwen3", ("qwen3",), ("Qwen3ForCausalLM",), "qwen3.rs", "Config", "quantized_qwen3", True, exists=added("0.9.2", "qwen3.rs")),
+    Family("qwen3_moe", ("qwen3_moe",), ("Qwen3MoeForCausalLM",), "qwen3_moe.rs", "Config", None, False, exists=added("0.9.2", "qwen3_moe.rs")),
     Family("gemma", ("gemma",), ("GemmaForCausalLM",), "gemma.rs", "Config", None, True),
     Family("gemma2", ("gemma2",), ("Gemma2ForCausalLM",), "gemma2.rs", "Config", None, True),
     Family("gemma3", ("gemma3_text",), ("Gemma3ForCausalLM",), "gemma3.rs", "Config", "quantized_gemma3", True),
     Family("phi3", ("phi3",), ("Phi3ForCausalLM",), "phi3.rs", "Config", "quantized_phi3", True),
-    Family("olmo2", ("olmo2",), ("Olmo2ForCausalLM",), "olmo2.rs", "Config", None, True),
+    Family("olmo2", ("olmo2",), ("Olmo2ForCausalLM",), "olmo2.rs", "Config", None, True, exists=added("0.9.2", "olmo2.rs")),
     Family("granite", ("granite",), ("GraniteForCausalLM",), "granite.rs", "GraniteConfig", None, True),
     Family("starcoder2", ("starcoder2",), ("Starcoder2ForCausalLM",), "starcoder2.rs", "Config", None, False),
     Family("stable_lm", ("stablelm",), ("StableLmForCausalLM",), "stable_lm.rs", "Config", None, False),
@@ -183,6 +201,11 @@ UNCOVERED_CANDLE_MODULES: dict[str, str] = {
     "helium": "helium",
     "smollm3": "smollm3",
 }
+
+
+#: the release that added an unchecked module, where it is newer than the oldest portkit knows
+#: (candle-transformers 0.9.1's models/ has no smol/; 0.9.2's has)
+UNCOVERED_SINCE: dict[str, str] = {"smollm3": "0.9.2"}
 
 
 def detect(config: Mapping[str, Any] | Any) -> Family | None:
@@ -216,12 +239,12 @@ def by_name(name: str) -> Family:
 
 __all__ = [
     "BY_NAME",
-    "CANDLE_VERSION",
     "DEFAULT_FAMILY",
     "FAMILIES",
     "GGUF_LOADERS",
     "TRAITS",
     "UNCOVERED_CANDLE_MODULES",
+    "UNCOVERED_SINCE",
     "Family",
     "by_name",
     "detect",

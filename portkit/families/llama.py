@@ -53,7 +53,7 @@ FIELDS = (
 REQUIRED_FIELDS = tuple(f.name for f in FIELDS if f.default is serde.MISSING)
 
 # --- what differs from the other families, as data the shared rules read ----------------------
-CANDLE_NAME = "candle 0.11.0"  # how messages name this module (the first family: no module name)
+CANDLE_NAME = "candle {release}"  # how messages name this module (the first family: no module name)
 F32_FIELDS = frozenset({"rope_theta"})  # serde reads it as f32: compare transformers' value in f32
 LOAD_PANICS = "Llama::load"  # builds each block with `.unwrap()` (llama.rs:524): a bad layer tensor panics
 NAME_SCHEME = "Llama names"  # how PK203 names the tensor names this module looks up

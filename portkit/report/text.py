@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from itertools import groupby
 
+from portkit.candle_release import said
 from portkit.report import Reporter
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -134,7 +135,8 @@ def _lines(report: "Report", display_path: Callable[[str], str]) -> list[Line]:
         out.append((None, [(f"Found {n} finding{'s' if n != 1 else ''}{tail}.", None)]))
     elif not report.errors:
         out.append(("bold green", [("All checks passed!", None)]))
-    return out
+    # the release every line speaks about, above them (nothing on stdout when a path was only bad input)
+    return [("dim", [(said(report.candle_version, report.candle_from), None)]), *out] if out else out
 
 
 class TextReporter(Reporter):

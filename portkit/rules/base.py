@@ -6,6 +6,7 @@ import math
 from functools import cached_property
 from pathlib import Path
 
+from portkit.candle_release import ALWAYS, Span
 from portkit.semantics import FamilyTransformersView, GgufView, family_transformers_view, gguf_view
 from portkit.target import Target
 
@@ -44,9 +45,15 @@ class Context:
 
     @cached_property
     def family(self) -> Family | None:
-        """The candle module this config loads into (`portkit.families`), None for a model_type
-        candle has no module for. A config that names neither `model_type` nor `architectures`
-        is read with the registry's default family (llama), as portkit always has."""
+        """The candle module this config loads into (`portkit.families`), as the target's release has it;
+        None for a model_type that release has no module for. A config that names neither `model_type`
+        nor `architectures` is read with the registry's default family (llama), as portkit always has."""
+        family = self.detected
+        return None if family is None else family.at(self.target.candle)
+
+    @cached_property
+    def detected(self) -> Family | None:
+        """The family the config names, whether or not the target's release has its module."""
         doc = self.facts.config
         if doc is None or not isinstance(doc.value, dict):
             return None
@@ -70,12 +77,14 @@ class Context:
         if doc is None or not isinstance(doc.value, dict):
             return None
         gen = self.facts.generation_config.value if self.facts.generation_config else None
-        family = self.family.name if self.family is not None else None
+        family = self.detected.name if self.detected is not None else None  # transformers reads it whatever candle's release
         return family_transformers_view(family, doc.value, gen if isinstance(gen, dict) else None)
 
     def applies(self, rule: Rule) -> bool:
         """Whether `rule` speaks about this model's candle module. Without a config.json there is
         no module to speak about: the rules that need none (a GGUF alone) decide for themselves."""
+        if not rule.holds.holds(self.target.candle):
+            return False
         if "*" in rule.families or self.facts.config is None:
             return True
         return self.family is not None and self.family.name in rule.families
@@ -126,6 +135,9 @@ class Rule:
     # KV cache, `--turns`), "batch" (rows in one forward, `--batch`) or "padded-batch" (the same
     # rows through the module's forward that takes a padding mask)
     probe_run: ClassVar[str] = "prompt"
+    #: the candle releases the rule's fact holds for (`portkit.candle_release.Span`): on any other
+    #: target release the rule is silent, and `explain` prints the range
+    holds: ClassVar[Span] = ALWAYS
 
     def check(self, ctx: Context) -> Iterable[Finding]:  # pragma: no cover - abstract
         raise NotImplementedError

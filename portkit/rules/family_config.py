@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 
 from portkit.encoders import detect as detect_encoder
-from portkit.families import BY_NAME, UNCOVERED_CANDLE_MODULES
+from portkit.candle_release import RELEASES, key
+from portkit.families import BY_NAME, UNCOVERED_CANDLE_MODULES, UNCOVERED_SINCE
 from portkit.rules import as_candle
 from portkit.rules.base import Context, Rule, location, num
 
@@ -24,7 +25,7 @@ ALL_FAMILIES = tuple(BY_NAME)
 
 
 def module(ctx: Context) -> str:
-    """How a message names candle's module (`Family.who`): "candle 0.11.0" for llama."""
+    """How a message names candle's module (`Family.who`): "candle 0.11.0" for llama (the target's release)."""
     assert ctx.family is not None
     return ctx.family.who
 
@@ -33,14 +34,16 @@ def module(ctx: Context) -> str:
 
 
 class NoCandleModule(Rule):
-    """candle 0.11.0 has no module portkit checks for this `model_type`.
+    """The target candle release has no module portkit checks for this `model_type`.
 
     ## What it does
     Flags a config whose `model_type` (or `architectures[0]`, when `model_type` is absent) maps
-    to none of the candle 0.11.0 modules portkit knows (the decoders of `portkit.families`, the
-    encoders of `portkit.encoders`: bert.rs, distilbert.rs, xlm_roberta.rs, modernbert.rs,
-    jina_bert.rs, nomic_bert.rs, whose checkpoints the embedding rules, PK6xx, speak about). It says whether
-    candle has a module for it that portkit does not check yet, or none at all. No other
+    to none of the candle modules portkit knows in the target release (the decoders of
+    `portkit.families`, the encoders of `portkit.encoders`: bert.rs, distilbert.rs,
+    xlm_roberta.rs, modernbert.rs, jina_bert.rs, nomic_bert.rs, whose checkpoints the embedding
+    rules, PK6xx, speak about). It says whether candle has a module for it that portkit does not
+    check yet, or none at all; on a release older than the module (`--candle 0.9.1`: qwen3,
+    qwen3_moe and olmo2 arrived in 0.9.2), which release added it. No other
     config rule speaks about such a config: their facts are about other modules.
 
     ## Why is this bad?
@@ -65,6 +68,7 @@ class NoCandleModule(Rule):
 
     ## References
     - candle-transformers-0.11.0/src/models/mod.rs (the modules candle 0.11.0 has)
+    - candle-transformers-0.9.1/src/models/mod.rs and 0.9.2's (qwen3, qwen3_moe, olmo2 added)
     """
 
     code = "PK114"
@@ -75,11 +79,23 @@ class NoCandleModule(Rule):
     effect = "none"
     fix_title = "Run the checkpoint with the candle module for its architecture"
     probe_kind = "static-only"
-    not_probed = "candle 0.11.0 has no module for this model type: there is nothing to run"
+    not_probed = "the target candle release has no module for this model type: there is nothing to run"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         doc = ctx.facts.config
         if ctx.family is not None or doc is None or not isinstance(doc.value, dict):
+            return
+        release = ctx.target.candle
+        absent = ctx.detected  # a module portkit checks, which the target's release does not have yet
+        if absent is not None:
+            yield self.finding(
+                ctx,
+                f"candle {release} has no `{absent.name}` module; it arrived in {absent.exists.since} ({absent.exists.since_by}): "
+                f"upgrade candle, or this checkpoint has no module to run in",
+                keys=("model_type",) if "model_type" in doc.value else ("architectures",),
+                transformers_value=doc.value.get("model_type"),
+                candle_value=None,
+            )
             return
         if detect_encoder(doc.value) is not None:  # an embedding model candle has a module for: the PK6xx rules speak
             return
@@ -92,10 +108,12 @@ class NoCandleModule(Rule):
         else:
             what, keys = f"`model_type` {num(mt)}", ("model_type",)
         covered = UNCOVERED_CANDLE_MODULES.get(mt) if isinstance(mt, str) else None
-        if covered is not None:
-            msg = f"candle 0.11.0 has a `{covered}` module for {what}; portkit does not check that module yet"
+        if covered is not None and key(release) < key(UNCOVERED_SINCE.get(mt, RELEASES[0])):
+            msg, covered = f"candle {release} has no module for {what}; it arrived in {UNCOVERED_SINCE[mt]}", None
+        elif covered is not None:
+            msg = f"candle {release} has a `{covered}` module for {what}; portkit does not check that module yet"
         else:
-            msg = f"candle 0.11.0 has no module for {what}"
+            msg = f"candle {release} has no module for {what}"
         yield self.finding(ctx, msg, keys=keys, transformers_value=mt, candle_value=covered)
 
 

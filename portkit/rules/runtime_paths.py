@@ -12,6 +12,7 @@ it (`FamiliesWith`); for a GGUF loader it is the rule's `loaders`. `probe_run` s
 
 from __future__ import annotations
 
+from portkit.candle_release import Span
 from portkit.families.traits import FamiliesWith
 from portkit.rules.base import Context, Rule
 
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
 
 _DT = {"f32": "F32", "bf16": "BF16", "f16": "F16"}
 FIXED_0_11_1 = "fixed in candle 0.11.1"
+#: the undersized batch mask: qwen3.rs and qwen3_moe.rs have it from their first release (0.9.2) to 0.11.0
+#: (qwen3.rs 0.9.2:317-341, 0.11.0:441-467); 0.11.1 builds it with `utils::build_additive_causal_mask`
+BATCH_MASK_RELEASES = Span(since="0.9.2", until="0.11.1", since_by="qwen3.rs and qwen3_moe.rs added", until_by="candle#3586, candle#3879")
 
 
 class _PathRule(Rule):
@@ -245,6 +249,7 @@ class BatchMaskUndersized(_TraitPathRule):
 
     code = "PK311"
     name = "batch-mask-undersized"
+    holds = BATCH_MASK_RELEASES
     families = FamiliesWith("BATCH_MASK", "undersized")  # qwen3, qwen3_moe
     effect = "silent"
     probe_kind = "numeric"
@@ -378,6 +383,8 @@ class Qwen3GgufBatch(_LoaderPathRule):
 
     code = "PK313"
     name = "qwen3-gguf-batch"
+    # read in quantized_qwen3.rs of 0.11.0 and 0.11.1 (the CPU path); the GPU finding ends with the mask's fix
+    holds = Span(since="0.11.0", since_by="quantized_qwen3.rs 0.11.0:269, the CPU path with `b == 1`")
     loaders = ("quantized_qwen3",)
     effect = "panic"
     probe_kind = "crash"
@@ -399,7 +406,7 @@ class Qwen3GgufBatch(_LoaderPathRule):
                     candle_value="panic",
                     expect=expect,
                 )
-            else:
+            elif BATCH_MASK_RELEASES.holds(t.candle):
                 yield self.file_finding(
                     ctx,
                     g,

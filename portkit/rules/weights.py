@@ -52,7 +52,7 @@ def expected_tensors(ctx: Context) -> dict[str, tuple[int, ...]] | None:
 
 def module_name(ctx: Context) -> str:
     """The module by name, for every family (the weights rules always said "candle 0.11.0's `llama`")."""
-    return f"candle 0.11.0's `{ctx.family.name}`" if ctx.family else "candle 0.11.0"  # type: ignore[union-attr]
+    return f"candle {ctx.target.candle}'s `{ctx.family.name}`" if ctx.family else f"candle {ctx.target.candle}"
 
 
 def config_flag(ctx: Context, key: str) -> object:

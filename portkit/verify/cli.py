@@ -106,6 +106,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-cache", dest="cache", action="store_false", help="run transformers and candle even if $PORTKIT_CACHE holds their outputs for this checkpoint, prompt and build")
     parser.add_argument("--no-lint", dest="lint", action="store_false", help=argparse.SUPPRESS)
+    from portkit.candle_release import add_arguments
+
+    add_arguments(parser)
+
+
+def check_release(args: argparse.Namespace, model_dirs: list[Path]) -> None:
+    """BadInput unless the release the user runs (--candle, [tool.portkit], the Cargo.lock above) is the one
+    portkit-native is built on: verify runs that release's own code, never an imitation of another."""
+    from portkit.candle_release import NATIVE, from_args, said
+    from portkit.errors import PortkitError
+    from portkit.settings import Settings, for_dir
+    from portkit.target import Target
+    from portkit.verify.errors import BadInput
+
+    try:
+        chosen = from_args(args)
+        releases = {(chosen.release, chosen.source)}
+        if getattr(args, "candle", None) is None:  # a model's own [tool.portkit] names its release above a lock's
+            base = Settings(target=Target(candle=chosen.release, candle_from=chosen.source))
+            releases = {(t.candle, t.candle_from) for t in (for_dir(base, d).target for d in model_dirs)}
+    except PortkitError as e:
+        raise BadInput(str(e)) from None
+    for release, source in sorted(releases):
+        if release != NATIVE:
+            raise BadInput(
+                f"{said(release, source)}: this portkit-native runs candle {NATIVE}, and verify runs only the release "
+                f"it is built on; `portkit lint --candle {release}` speaks of {release}, `--candle {NATIVE}` verifies {NATIVE}"
+            )
 
 
 def expand_ggufs(values: list[str]) -> list[Path]:
@@ -176,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
                 raise BadInput("--hf-cache: no model in the Hugging Face cache that lint maps to a candle module")
         if many and args.plot is not None:
             raise BadInput("--plot draws one model's layers: give one MODEL_DIR")
+        check_release(args, [p for _, p in targets])
     except BadInput as e:
         return _error(str(e))
     model_dir = targets[0][1]

@@ -19,6 +19,7 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, Callable
 
+from portkit.candle_release import NATIVE
 from portkit.encoders import detect as detect_encoder
 from portkit.encoders import detect_decoder_embedder
 from portkit.families import DEFAULT_FAMILY, Family, sublayers
@@ -214,7 +215,7 @@ def _why(explanation: Explanation | None) -> str:
 
 
 def _versions(pn: Any) -> dict[str, str]:
-    return {"candle": str(pn.build_info().get("candle_version", "?")), **{pkg: cachefiles.package_version(pkg) for pkg in ("portkit", "transformers", "torch")}}
+    return {"candle": str(pn.build_info().get("candle_version", NATIVE)), **{pkg: cachefiles.package_version(pkg) for pkg in ("portkit", "transformers", "torch")}}
 
 
 def validate(opts: VerifyOptions) -> None:

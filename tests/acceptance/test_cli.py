@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from fixtures import skeleton as sk
+from portkit import candle_release
 from portkit.cli import main
 from portkit.model import load_model
 from portkit.semantics import family_transformers_view
@@ -66,7 +67,7 @@ def test_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_clean_text_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     good = sk.write_model(tmp_path / "good", sk.config("tf4"))
     code, out, _ = cli(capsys, "lint", str(good))
-    assert code == 0 and out.strip() == "All checks passed!"
+    assert code == 0 and out.splitlines() == [f"candle {candle_release.DEFAULT}, the default (no Cargo.lock in this directory or above)", "All checks passed!"]
 
 
 def test_select_ignore(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -515,6 +515,12 @@ VARIANTS += [
     ("PK311", with_target(CLEAN["qwen3"], batch=2, device="metal"), "fixed in candle 0.11.1"),
     ("PK311", with_target(CLEAN["qwen3"], batch=2, features=frozenset({"flash-attn"})), "on `cpu` attention reads rows after the first"),
     ("PK313", with_target(loader_gguf("qwen3"), batch=2, device="cuda"), "fixed in candle 0.11.1"),
+    # the release decides (portkit.candle_release): the mask from qwen3's first release to 0.11.0, the CPU panic on 0.11.1 too
+    ("PK311", with_target(CLEAN["qwen3"], batch=2, device="cuda", candle="0.9.2"), "rows after the first"),
+    ("PK313", with_target(loader_gguf("qwen3"), batch=2, candle="0.11.1"), "a panic, not fixed in candle 0.11.1"),
+    ("PK114", with_target(CLEAN["qwen3"], candle="0.9.1"), "candle 0.9.1 has no `qwen3` module; it arrived in 0.9.2"),
+    ("PK114", with_target(CLEAN["olmo2"], candle="0.9.1"), "candle 0.9.1 has no `olmo2` module; it arrived in 0.9.2"),
+    ("PK101", with_target(model(sk.config("tf5")), candle="0.10.0"), "candle 0.10.0 reads no top-level `rope_theta`"),
     ("PK316", with_target(loader_gguf("gemma3"), batch=2, device="metal"), "`Non contiguous rmsnorm is not implemented`"),
 ]
 
@@ -589,6 +595,11 @@ CLEAN_VARIANTS += [
     ("PK309", with_target(CLEAN["qwen2"], dtype="f16")),  # one turn: no multi-token forward at an offset
     ("PK310", with_target(CLEAN["gemma2"], turns=2, max_tokens=200)),  # gemma2 keeps every key
     ("PK311", with_target(CLEAN["qwen3_moe"], batch=2)),  # f32 on the CPU: built, never read
+    ("PK311", with_target(CLEAN["qwen3"], batch=2, device="cuda", candle="0.11.1")),  # fixed: candle#3586, #3879
+    ("PK311", with_target(CLEAN["qwen3_moe"], batch=4, dtype="f16", candle="0.11.1")),
+    ("PK313", with_target(loader_gguf("qwen3"), batch=2, device="cuda", candle="0.11.1")),
+    ("PK114", with_target(CLEAN["qwen3"], candle="0.9.2")),  # the release that added it
+    ("PK114", with_target(CLEAN["qwen2"], candle="0.9.1")),
     ("PK311", with_target(CLEAN["qwen3"], batch=2, dtype="f16")),  # the CPU builds no mask for qwen3
     ("PK311", with_target(CLEAN["qwen3"], batch=2, device="cuda", features=frozenset({"cuda", "flash-attn"}))),  # flash attention masks itself
     ("PK311", with_target(CLEAN["qwen2"], batch=2, device="cuda")),  # qwen2 expands a one-row mask

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from portkit.candle_release import NATIVE
 from portkit.findings import Finding
 from portkit.verify.corpus import CONVERSATION, Sample, section_corpus
 from portkit.verify.errors import TokenizeError, one_line
@@ -472,5 +473,5 @@ def verify_tokenizer_only(
             raise BadInput(str(e)) from None
         tag = "--chat" if opts.chat is not None else "--text"
         sec.encodes.insert(0, Encoded(Sample(p.text, (tag,)), True, list(p.candle or []), p.transformers, p.candle_pieces, p.transformers_pieces))
-    versions = {"candle": "0.11.0", "tokenizers crate": "0.22.2", "transformers": cachefiles.package_version("transformers")}
+    versions = {"candle": NATIVE, "tokenizers crate": "0.22.2", "transformers": cachefiles.package_version("transformers")}
     return TokenizerReport(options=opts, section=sec, versions=versions, lint_note=note, seconds=time.perf_counter() - t_start)
