@@ -30,6 +30,16 @@ def test_nothing_is_checked_off_x86_64_or_without_flags() -> None:
     assert _cpu.missing("x86_64", V3, "processor\t: 0\n") == []
 
 
+def test_crt_static_is_no_cpu_flag() -> None:
+    """build.rs copies CARGO_CFG_TARGET_FEATURE, which holds `crt-static` on a static target (musl,
+    `-C target-feature=+crt-static`): /proc/cpuinfo never lists it, and checking it would refuse
+    every CPU."""
+    assert _cpu.missing("x86_64", ("avx2", "crt-static"), HASWELL) == []
+    assert _cpu.missing("x86_64", (*V3, "crt-static"), HASWELL) == []
+    # negative control: the features beside it are still checked
+    assert _cpu.missing("x86_64", ("avx2", "crt-static"), SANDY_BRIDGE) == ["avx2"]
+
+
 def test_check_raises_one_line_naming_what_is_missing(tmp_path: Path) -> None:
     info = tmp_path / "cpuinfo"
     info.write_text(SANDY_BRIDGE)

@@ -119,3 +119,34 @@ def test_min_p_has_no_candle_equivalent_and_its_counterfactual_removes_it(tmp_pa
     assert not measure(advised.call(), weights, ref).same
     assert measure(advised.call(), weights, without).same
     assert BOUND < 1e-3
+
+
+def test_verify_penalises_the_tokens_before_each_step_as_generate_does(tmp_path: Path) -> None:
+    """verify's section (`verify_sampling`) on a reference made here: a repetition penalty over
+    the whole sequence, and fed tokens that are not in the prompt and are the likely ones at
+    every step. Step k's candle context must be prompt + fed[:k], generate()'s; one token more
+    penalises the token that step decides, which generate() has not seen yet."""
+    from portkit.verify.reference.result import Reference
+    from portkit.verify.sections.sampling import verify_sampling
+
+    doc = {"do_sample": True, "top_k": 0, "repetition_penalty": 1.5}
+    prompt, fed = list(range(10)), [200, 201, 202, 203, 204]
+    rows = (np.random.default_rng(4).standard_normal((len(fed), 300)) * 0.5).astype(np.float32)
+    rows[:, 200:205] += 3.0  # the fed tokens: where a penalty moves the most probability
+    rows[:, :10] += 1.0  # the prompt's: penalised on both sides from the first step
+    d = tmp_path / "model"
+    d.mkdir()
+    (d / "generation_config.json").write_text(json.dumps(doc))
+    gen = R.distributions(R.generation_config(d), prompt, fed, rows)
+    stated = "sampling=All, temperature=1, repeat_penalty=1.5, repeat_last_n=all"
+    assert S.differences(S.Generate.from_config(doc), S.parse(stated)) == []  # the program generate() describes
+    reference = Reference(prompt=prompt, greedy=[], rows=rows, forced=fed, extra={R.NAME: gen})
+    section = verify_sampling(d, reference, [], stated, pn)
+    assert section is not None and section.steps == len(fed)
+    assert section.program.same and section.ok, section.program.summary()
+    assert section.sequence == len(prompt) + len(fed) - 1  # the tokens before the last step
+    # negative control: the same program with each step's context one token longer is another distribution
+    program = S.parse(stated)
+    longer = [prompt + fed[: k + 1] for k in range(len(fed))]
+    shifted = measure(program.call(), pn.sampling_weights(rows, longer, **program.native_kwargs()), gen)
+    assert not shifted.same and shifted.worst > 100 * BOUND

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from portkit.verify.embedding.candle import CandleSide, apply_steps, program_mask
-from portkit.verify.embedding.judge import check_batch, check_row
+from portkit.verify.embedding.judge import check_batch, check_row, floor_of
 from portkit.verify.embedding.pooling import cosine, normalize, pool
 from portkit.verify.embedding.reference import Side, Step
 
@@ -133,3 +133,19 @@ def test_a_batch_truth_row_that_is_not_finite_is_the_text_alone() -> None:
     assert np.isnan(truth.embeddings[0][0])  # the input is not changed in place
     finite = Side(embeddings=emb[1:2], last=last[1:2], hidden=None)
     assert rows_alone_where_not_finite(finite, mask[1:2], alone[1:2]) is finite
+
+
+def test_where_the_truth_is_not_finite_candle_is_measured_against_the_f32_reference() -> None:
+    """transformers in f64 NaN where its f32 run is finite (ModernBERT's padded batch): the floor
+    is "no-truth" and candle's distance is to the f32 reference, on the least floor. Measured
+    against the NaN truth instead, a candle equal to the reference would read out of its floor."""
+    ref = np.array([1.0, 2.0], dtype=np.float32)
+    truth = np.array([math.nan, 2.0])
+    f = floor_of(ref.copy(), ref, truth)
+    assert f.kind == "no-truth" and f.candle == 0.0 and f.reference == 0.0 and f.ok
+    # negative control: candle 1e-3 from the reference is out of the least floor (a few f32 steps of 2)
+    off = floor_of(np.array([1.0 + 1e-3, 2.0], dtype=np.float32), ref, truth)
+    assert off.kind == "no-truth" and not off.ok and 9e-4 < off.candle < 1.1e-3
+    # a finite truth is the truth: candle and the reference measured from it
+    g = floor_of(ref.copy(), ref, np.array([1.0 + 1e-3, 2.0]))
+    assert g.kind == "value" and g.candle == g.reference > 0 and g.ok

@@ -82,6 +82,21 @@ def test_parse_refuses_with_one_line() -> None:
     assert S.parse("temperature=0.6, top_p=0.9, repeat_penalty=1.1, repeat_last_n=all").repeat_last_n is None
 
 
+def test_a_stated_temperature_of_zero_is_argmax() -> None:
+    """candle-examples' llama (main.rs:226-238): `temperature <= 0` is `Sampling::ArgMax`. Read as
+    sampling at temperature 0, `--sampler temperature=0` would be another program."""
+    for text in ("temperature=0", "temperature=0.0", "temperature=-1", "temperature=0, top_k=40, top_p=0.9"):
+        p = S.parse(text)
+        assert p.sampling == "ArgMax" and not p.samples, text
+        assert p.processor() == "LogitsProcessor::from_sampling(seed, Sampling::ArgMax)"
+    # negative control: any temperature above zero samples, the variant following top_k and top_p
+    assert S.parse("temperature=0.01").sampling == "All" and S.parse("temperature=0.01").samples
+    assert S.parse("temperature=0.5, top_k=40").sampling == "TopK"
+    assert S.parse("temperature=0.5, top_p=0.9").sampling == "TopP"
+    assert S.parse("temperature=0.5, top_k=40, top_p=0.9").sampling == "TopKThenTopP"
+    assert S.parse("top_k=40").sampling == "ArgMax"  # no temperature: greedy too
+
+
 def test_call_text_is_the_rust_a_program_writes() -> None:
     a = S.advised(S.Generate.from_config({**LLAMA3, "repetition_penalty": 1.2}))
     assert a.call() == ("apply_repeat_penalty(&logits, 1.2, &tokens), then LogitsProcessor::from_sampling(seed, Sampling::TopP { p: 0.9, "

@@ -123,3 +123,63 @@ def test_the_stored_weight_is_back_when_the_forward_fails() -> None:
     with pytest.raises(RuntimeError, match="boom"):
         emb(torch.tensor([[1, 2]]))
     assert emb.weight is stored and emb.padding_idx == 36
+
+
+def _mixed_checkpoint(tmp_path, vocab_dtype, layer_dtype):
+    """A one-layer llama whose embedding and lm_head are stored in `vocab_dtype` and whose
+    decoder layer (and final norm) in `layer_dtype`; returns its directory, weight file and
+    the stored embedding."""
+    from safetensors.torch import load_file, save_file
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         num_key_value_heads=1, tie_word_embeddings=False)  # fmt: skip
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(tmp_path)
+    path = tmp_path / "model.safetensors"
+    tensors = load_file(path)
+    vocab = ("model.embed_tokens.weight", "lm_head.weight")
+    tensors = {k: v.to(vocab_dtype if k in vocab else layer_dtype).contiguous() for k, v in tensors.items()}
+    save_file(tensors, path, metadata={"format": "pt"})
+    return tmp_path, path, tensors["model.embed_tokens.weight"]
+
+
+@pytest.mark.parametrize(
+    "stored,expected",
+    [(["F32", "BF16"], "float32"), (["BF16", "F32", "BF16"], "float32"), (["F16", "BF16"], "float32"),
+     (["BF16"], "bfloat16"), (["F16", "F16"], "float16"), (["F32"], "float32")],
+)  # fmt: skip
+def test_the_vocab_dtype_is_the_one_all_tensors_share_else_f32(stored: list[str], expected: str) -> None:
+    """Embedding and lm_head stored in F32 beside BF16 layers: the truth's vocabulary stays F32; taking
+    any one of several stored dtypes would round the vocabulary to it."""
+    from portkit.verify.reference.models import vocab_dtype
+
+    assert vocab_dtype(stored) == expected
+
+
+def test_the_truth_keeps_an_f32_vocab_beside_bf16_layers_in_f32(tmp_path) -> None:
+    """The same choice through the real loader, on a one-layer llama whose embedding and lm_head are F32
+    and whose layers are BF16: the truth's embedding is the stored F32 rows, bit for bit."""
+    from portkit.verify.reference import models
+
+    d, path, stored = _mixed_checkpoint(tmp_path, torch.float32, torch.bfloat16)
+    m = models.StreamedModel(d, [path], scan_nonfinite=False, precision="float64")
+    assert m.widen and m.vocab  # the truth keeps its vocab as stored: the choice under test is made
+    assert m.vocab_dtype == torch.float32
+    emb = m.model.get_input_embeddings().weight
+    assert emb.dtype == torch.float32 and torch.equal(emb, stored)
+    # negative control: the stored F32 rows are not BF16 values; rounding them would show
+    assert not torch.equal(stored.to(torch.bfloat16).float(), stored)
+
+
+def test_the_truth_keeps_an_all_bf16_vocab_in_bf16(tmp_path) -> None:
+    """Every tensor stored in BF16: the truth's vocab modules hold BF16 (half the memory of F32,
+    the same values), widened where a forward reads them."""
+    from portkit.verify.reference import models
+
+    d, path, stored = _mixed_checkpoint(tmp_path, torch.bfloat16, torch.bfloat16)
+    m = models.StreamedModel(d, [path], scan_nonfinite=False, precision="float64")
+    assert m.widen and m.vocab
+    assert m.vocab_dtype == torch.bfloat16
+    emb = m.model.get_input_embeddings().weight
+    assert emb.dtype == torch.bfloat16 and torch.equal(emb, stored)

@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -47,6 +47,14 @@ from portkit.verify.reference.stored_vocab import vocab_modules, widen_on_read
 _LAYER_KEY = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 #: safetensors' dtypes that f32 holds exactly, and torch's name for each
 _WIDENS_EXACTLY = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+
+
+def vocab_dtype(stored: Iterable[str]) -> str:
+    """torch's name of the dtype the truth keeps its vocabulary in (`stored_vocab`), from the
+    safetensors dtypes of the checkpoint's tensors: the one they all share, else float32 (which
+    holds F16 and BF16 exactly; any one of several would round the others' values)."""
+    kinds = set(stored)
+    return _WIDENS_EXACTLY[next(iter(kinds))] if len(kinds) == 1 else "float32"
 
 
 @dataclass
@@ -327,8 +335,7 @@ class StreamedModel(_ModelRuns):
         # and its embedding and lm_head stay as stored, widened where a forward reads them
         # (`stored_vocab`): in one dtype the checkpoint's tensors share, else f32
         self.vocab = vocab_modules(torch, model) if self.widen else []
-        kinds = set(stored.values()) if self.vocab else set()
-        self.vocab_dtype = getattr(torch, _WIDENS_EXACTLY[kinds.pop()]) if len(kinds) == 1 else torch.float32
+        self.vocab_dtype = getattr(torch, vocab_dtype(stored.values())) if self.vocab else torch.float32
         # tensors copied as they load (widened, or converted from their stored dtype): their pages
         # are read once loaded; the others are views of the mapping until their layer is dropped
         loaded_as = "F32" if self.load_dtype == torch.float32 else "F64"
