@@ -26,6 +26,26 @@ fn main() {
     if fs::read_to_string(&out).ok().as_deref() != Some(text.as_str()) {
         fs::write(&out, text).expect("write python/portkit_native/_target.py");
     }
+    // The candle release this build runs and its tokenizers crate, as its Cargo.lock resolved them: `build_info()`,
+    // which portkit's verify compares with the release the user runs.
+    let lock = fs::read_to_string(Path::new(&env::var("CARGO_MANIFEST_DIR").unwrap()).join("Cargo.lock")).expect("read Cargo.lock");
+    println!("cargo:rustc-env=PORTKIT_CANDLE_VERSION={}", locked_version(&lock, "candle-transformers"));
+    println!("cargo:rustc-env=PORTKIT_TOKENIZERS_VERSION={}", locked_version(&lock, "tokenizers"));
+    println!("cargo:rerun-if-changed=Cargo.lock");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=python/portkit_native/_target.py");
+}
+
+/// The `version` of package `name` in a Cargo.lock (`[[package]]` tables: `name = "..."` then `version = "..."`).
+fn locked_version(lock: &str, name: &str) -> String {
+    let wanted = format!("name = \"{name}\"");
+    let mut lines = lock.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() == wanted {
+            if let Some(v) = lines.next().and_then(|l| l.trim().strip_prefix("version = \"")) {
+                return v.trim_end_matches('"').to_owned();
+            }
+        }
+    }
+    panic!("Cargo.lock has no {name}")
 }

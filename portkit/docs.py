@@ -38,7 +38,7 @@ def pages() -> dict[str, str]:
 
 def releases_page() -> str:
     """docs/rules/candle-releases.md: the releases portkit speaks about and every fact with a range, from the facts themselves."""
-    from portkit.candle_release import ALWAYS, DEFAULT, NATIVE, RELEASES
+    from portkit.candle_release import ALWAYS, DEFAULT, NATIVE, RELEASES, RUNNABLE
     from portkit.families import FAMILIES, UNCOVERED_SINCE
     from portkit.rules import RULES
 
@@ -49,7 +49,9 @@ def releases_page() -> str:
         "",
         f"portkit speaks about candle {', '.join(RELEASES)} (`--candle`, `candle` in `[tool.portkit]`, else the",
         "`candle-transformers` entry of the Cargo.lock found upward from the working directory, else "
-        f"{DEFAULT}). `portkit verify` runs candle {NATIVE}, the release the portkit-native wheel is built on.",
+        f"{DEFAULT}). `portkit verify` runs candle {NATIVE}, the release the portkit-native wheel is built on, and "
+        f"{', '.join(r for r in RUNNABLE if r != NATIVE)}, whose runner it builds from portkit's native/ crate with the user's cargo on first use "
+        "(each release's own crates from crates.io, at the versions of native/releases/X.Y.Z/Cargo.lock; cached under $PORTKIT_CACHE/native/).",
         "",
         "## Modules that not every release has",
         "",

@@ -28,7 +28,10 @@ import re
 import sys
 from pathlib import Path
 
-CRATE = "candle-transformers-0.11.0"
+#: the release native/Cargo.toml builds on; another (`--release X.Y.Z`) is generated from its own source,
+#: with `native/copies/X.Y.Z/<name>.patch` where that release's file needs its own patch
+RELEASE = "0.11.0"
+CRATE = f"candle-transformers-{RELEASE}"
 NAMES = (
     "bert",
     "distilbert",
@@ -249,15 +252,32 @@ def apply_patch(original: str, patch: str) -> str:
 # --- the copies --------------------------------------------------------------------------------
 
 
+def for_release(release: str) -> Path:
+    """Select another release's source and patches: CRATE names it, and its own patch directory
+    (native/copies/X.Y.Z/) is returned; a copy without a patch there uses the default one."""
+    global CRATE
+    CRATE = f"candle-transformers-{release}"
+    return HERE / release
+
+
+def patch_text(name: str, patch_dir: Path) -> str:
+    """<name>.patch: the release's own, else the default release's with its header naming this crate."""
+    path = patch_path(name, patch_dir)
+    if not path.is_file() and patch_dir != PATCH_DIR and patch_path(name).is_file():
+        default = header(name).replace(CRATE, f"candle-transformers-{RELEASE}")
+        return read(patch_path(name)).replace(default.split("\n", 1)[0], header(name).split("\n", 1)[0], 1)
+    if not path.is_file():
+        raise PatchError(f"{path} is missing (write it with --update-patch {name})")
+    return read(path)
+
+
 def generate(name: str, models_dir: Path, patch_dir: Path = PATCH_DIR) -> str:
     """native/src/<name>_copy.rs's text: candle's file with <name>.patch applied."""
     if name not in NAMES:
         raise KeyError(f"{name!r} is not a capture copy (one of {', '.join(NAMES)})")
     path = patch_path(name, patch_dir)
-    if not path.is_file():
-        raise PatchError(f"{path} is missing (write it with --update-patch {name})")
     try:
-        text = apply_patch(original_text(name, models_dir), read(path))
+        text = apply_patch(original_text(name, models_dir), patch_text(name, patch_dir))
     except PatchError as e:
         raise PatchError(f"{path.name} does not apply to {CRATE}'s src/{source_of(name)}: {e}") from None
     if not text.startswith(header(name)):
@@ -321,7 +341,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--registry", type=Path, help="candle-transformers-0.11.0/src/models (default: found in cargo's registry)")
     ap.add_argument("--src-dir", type=Path, default=SRC_DIR, help=argparse.SUPPRESS)
     ap.add_argument("--patch-dir", type=Path, default=PATCH_DIR, help=argparse.SUPPRESS)
+    ap.add_argument("--release", metavar="X.Y.Z", help=f"generate from another candle release's source (default {RELEASE}), "
+                    "with its own patches in native/copies/X.Y.Z/ where it has them")
     args = ap.parse_args(argv)
+    if args.release is not None and args.release != RELEASE:
+        release_dir = for_release(args.release)
+        if args.patch_dir == PATCH_DIR:
+            args.patch_dir = release_dir
     names = tuple(args.names) or NAMES
     unknown = [n for n in names if n not in NAMES]
     if unknown:

@@ -226,7 +226,8 @@ fn requested_tensors(
 #[pyfunction]
 fn build_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item("candle_version", "0.11.0")?;
+    d.set_item("candle_version", env!("PORTKIT_CANDLE_VERSION"))?;
+    d.set_item("tokenizers_version", env!("PORTKIT_TOKENIZERS_VERSION"))?;
     d.set_item("devices", compiled_devices())?;
     d.set_item("accelerate", cfg!(target_os = "macos"))?;
     d.set_item("flash_attn", false)?;

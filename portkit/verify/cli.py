@@ -112,9 +112,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def check_release(args: argparse.Namespace, model_dirs: list[Path]) -> None:
-    """BadInput unless the release the user runs (--candle, [tool.portkit], the Cargo.lock above) is the one
-    portkit-native is built on: verify runs that release's own code, never an imitation of another."""
-    from portkit.candle_release import NATIVE, from_args, said
+    """Make `portkit_native` the runner of the release the user runs (--candle, [tool.portkit], the Cargo.lock
+    above): the wheel's own (NATIVE), another runnable release's built on first use, else BadInput. verify runs
+    that release's own code, never an imitation of another."""
+    from portkit.candle_release import NATIVE, RUNNABLE, from_args, said
     from portkit.errors import PortkitError
     from portkit.settings import Settings, for_dir
     from portkit.target import Target
@@ -129,11 +130,18 @@ def check_release(args: argparse.Namespace, model_dirs: list[Path]) -> None:
     except PortkitError as e:
         raise BadInput(str(e)) from None
     for release, source in sorted(releases):
-        if release != NATIVE:
+        if release not in RUNNABLE:
             raise BadInput(
-                f"{said(release, source)}: this portkit-native runs candle {NATIVE}, and verify runs only the release "
-                f"it is built on; `portkit lint --candle {release}` speaks of {release}, `--candle {NATIVE}` verifies {NATIVE}"
+                f"{said(release, source)}: verify runs candle {' and '.join(RUNNABLE)}, each release's own code; "
+                f"`portkit lint --candle {release}` speaks of {release}"
             )
+    if len({r for r, _ in releases}) > 1:
+        raise BadInput(f"the model directories name candle {' and '.join(sorted({r for r, _ in releases}))}: verify runs one release at a time")
+    (release, _), *_ = releases
+    if release != NATIVE:
+        from portkit.verify.candle import release_build
+
+        release_build.activate(release_build.ensure(release, lambda line: print(f"portkit: {line}", file=sys.stderr, flush=True)))
 
 
 def expand_ggufs(values: list[str]) -> list[Path]:

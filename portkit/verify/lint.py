@@ -28,7 +28,7 @@ class LintInputError(RuntimeError):
     """lint could not read the input (its exit-2 case); the message is lint's line."""
 
 
-# verify's lint speaks of the release verify runs (`portkit.candle_release.NATIVE`), whatever [tool.portkit] says
+# verify's lint speaks of the release verify runs (the loaded portkit_native's `build_info()`), whatever [tool.portkit] says
 TARGET_FIELDS = frozenset({"candle", "device", "dtype", "features", "max_tokens", "max_prompt_tokens", "use_flash_attn", "turns", "batch", "sampler"})
 
 
@@ -44,8 +44,9 @@ def make_settings(
     for dev in build.get("devices", ()):
         if dev in ("metal", "cuda"):
             feats.add(dev)
+    release = {"candle": build["candle_version"], "candle_from": "the release portkit_native runs"} if "candle_version" in build else {}
     target = Target(device=device, dtype=dtype, features=frozenset(feats), use_flash_attn=use_flash_attn, max_tokens=max_tokens,
-                    max_prompt_tokens=max_prompt_tokens, turns=turns, batch=batch, sampler=sampler)  # type: ignore[arg-type]
+                    max_prompt_tokens=max_prompt_tokens, turns=turns, batch=batch, sampler=sampler, **release)  # type: ignore[arg-type]
     # verify's own run wins over [tool.portkit], but for a sampler the command line did not state
     return Settings(target=target, explicit=TARGET_FIELDS if sampler is not None else TARGET_FIELDS - {"sampler"})
 

@@ -19,13 +19,13 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, Callable
 
-from portkit.candle_release import NATIVE
 from portkit.encoders import detect as detect_encoder
 from portkit.encoders import detect_decoder_embedder
 from portkit.families import DEFAULT_FAMILY, Family, sublayers
 from portkit.findings import Finding
 from portkit.verify import cachefiles
 from portkit.verify.candle.checkpoint import CheckpointRuns
+from portkit.verify.candle.native import crate_versions
 from portkit.verify.candle.run import PatchedRuns, RunOutputs
 from portkit.verify.embedding.run import EmbeddingReport, verify_embedding
 from portkit.verify.errors import BadInput
@@ -215,7 +215,7 @@ def _why(explanation: Explanation | None) -> str:
 
 
 def _versions(pn: Any) -> dict[str, str]:
-    return {"candle": str(pn.build_info().get("candle_version", NATIVE)), **{pkg: cachefiles.package_version(pkg) for pkg in ("portkit", "transformers", "torch")}}
+    return {**crate_versions(pn), **{pkg: cachefiles.package_version(pkg) for pkg in ("portkit", "transformers", "torch")}}
 
 
 def validate(opts: VerifyOptions) -> None:
@@ -232,15 +232,26 @@ def validate(opts: VerifyOptions) -> None:
             raise BadInput(f"--gguf {g}: no such file")
 
 
+def _release_only() -> dict[str, Any]:
+    """The loaded runner's candle release as lint's `build` (a run that has no forward's devices to plan: its
+    findings are still about the release it runs); empty when there is no runner, which the run reports itself."""
+    from portkit.verify.candle.native import NativeUnavailable, native
+
+    try:
+        return {"candle_version": crate_versions(native())["candle"]}
+    except NativeUnavailable:
+        return {}
+
+
 def _lint_target(opts: VerifyOptions, prompt_tokens: int, tokens: int, pn: Any = None) -> dict[str, Any]:
-    """lint's target for verify's runs (the wheel's build when it is loaded)."""
+    """lint's target for verify's runs (the wheel's build when it is loaded, else the release it runs)."""
     return dict(
         device=opts.device,
         dtype=opts.dtype,
         use_flash_attn=opts.use_flash_attn,
         max_tokens=max(prompt_tokens + tokens, 1),
         max_prompt_tokens=max(prompt_tokens, 1),
-        build=pn.build_info() if pn is not None else {},
+        build=pn.build_info() if pn is not None else _release_only(),
         sampler=opts.sampler,
     )
 

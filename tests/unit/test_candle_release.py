@@ -172,15 +172,15 @@ def test_explain_and_rules_show_the_range(capsys: pytest.CaptureFixture[str]) ->
     assert "PK311" in {r["code"] for r in json.loads(out)}
 
 
-def test_verify_runs_only_the_release_its_wheel_is_built_on(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """verify never imitates another release: one that is not portkit-native's is one line and exit 2,
-    before anything loads (whether it came from --candle, a Cargo.lock or [tool.portkit])."""
+def test_verify_runs_only_the_releases_it_can_build(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """verify never imitates another release: one it has no runner for is one line and exit 2, before
+    anything loads (whether it came from --candle, a Cargo.lock or [tool.portkit])."""
     m = sk.write_model(tmp_path / "app" / "m", sk.config("tf4"))
     monkeypatch.chdir(tmp_path)
-    other = next(r for r in cr.RELEASES if r != cr.NATIVE)
+    other = next(r for r in cr.RELEASES if r not in cr.RUNNABLE)
     code, out, err = _cli(capsys, "verify", str(m), "--candle", other)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
-    assert f"candle {other}, from --candle: this portkit-native runs candle {cr.NATIVE}" in err
+    assert f"candle {other}, from --candle: verify runs candle {' and '.join(cr.RUNNABLE)}" in err
     _lock(tmp_path / "app", LOCK_V4.format(v=other))
     monkeypatch.chdir(tmp_path / "app")
     code, _, err = _cli(capsys, "verify", str(m))

@@ -27,6 +27,12 @@ def native() -> Any:
     return portkit_native
 
 
+def crate_versions(pn: Any) -> dict[str, str]:
+    """The candle release and the tokenizers crate `pn` (portkit_native) was built on, as its Cargo.lock resolved them."""
+    info = pn.build_info()
+    return {"candle": str(info["candle_version"]), "tokenizers": str(info.get("tokenizers_version", "?"))}
+
+
 #: What each candle load waits for first, and what each release of candle's memory tells (`holding_back`).
 _before_load: list[Callable[[], None]] = []
 _after_release: list[Callable[[], bool]] = []

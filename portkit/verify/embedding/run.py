@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from portkit.candle_release import NATIVE
+from portkit.verify.candle.native import crate_versions
 from portkit.encoders import BY_NAME, SUBLAYERS
 from portkit.verify.embedding import corpus
 from portkit.verify.embedding.candle import CandleSide, candle_attempt, right_padded, row_sides, run_encoder
@@ -317,7 +317,7 @@ class EmbeddingRun:
     def finish(self, report: EmbeddingReport, t_start: float) -> EmbeddingReport:
         import portkit_native as pn
 
-        report.versions = {"candle": str(pn.build_info().get("candle_version", NATIVE)), **report.reference.versions}
+        report.versions = {**crate_versions(pn), **report.reference.versions}
         report.timings = dict(self.timings)
         report.seconds = time.perf_counter() - t_start
         return report

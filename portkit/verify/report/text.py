@@ -369,7 +369,7 @@ def _render_tokenizer_report(rep: Any, console: Console) -> None:
 
     p = console.print
     p(f"[bold]portkit verify[/] {escape(str(rep.options.model_dir))}")
-    p(f"  tokenizers crate 0.22.2 (portkit_native) vs transformers {rep.versions.get('transformers')}")
+    p(f"  tokenizers crate {rep.versions.get('tokenizers crate')} (portkit_native) vs transformers {rep.versions.get('transformers')}")
     p("")
     for ln in tokens_lines(rep.section):
         p(ln)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from portkit.candle_release import NATIVE
+from portkit.verify.candle.native import crate_versions, native
 from portkit.findings import Finding
 from portkit.verify.corpus import CONVERSATION, Sample, section_corpus
 from portkit.verify.errors import TokenizeError, one_line
@@ -104,7 +104,7 @@ class TokenizerSection:
         first = self.first
         return {
             "tokenizer_json": str(self.path),
-            "candle": "tokenizers crate 0.22.2 (portkit_native), tokenizer.json as written",
+            "candle": f"tokenizers crate {crate_versions(native())['tokenizers']} (portkit_native), tokenizer.json as written",
             "transformers_class": self.transformers_class,
             "candle_error": self.crate_error,
             "transformers_error": self.transformers_error,
@@ -445,7 +445,7 @@ def verify_tokenizer_only(
     import time
 
     from portkit.verify import cachefiles
-    from portkit.verify.candle.native import NativeUnavailable, native
+    from portkit.verify.candle.native import NativeUnavailable
     from portkit.verify.errors import BadInput
 
     if opts.ids is not None or opts.gguf is not None:
@@ -473,5 +473,6 @@ def verify_tokenizer_only(
             raise BadInput(str(e)) from None
         tag = "--chat" if opts.chat is not None else "--text"
         sec.encodes.insert(0, Encoded(Sample(p.text, (tag,)), True, list(p.candle or []), p.transformers, p.candle_pieces, p.transformers_pieces))
-    versions = {"candle": NATIVE, "tokenizers crate": "0.22.2", "transformers": cachefiles.package_version("transformers")}
+    crates = crate_versions(native())
+    versions = {"candle": crates["candle"], "tokenizers crate": crates["tokenizers"], "transformers": cachefiles.package_version("transformers")}
     return TokenizerReport(options=opts, section=sec, versions=versions, lint_note=note, seconds=time.perf_counter() - t_start)
