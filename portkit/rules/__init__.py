@@ -138,6 +138,7 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK620": ("roberta-through-bert-positions", "stable"),
     "PK621": ("decoder-embedding-left-padding", "stable"),
     "PK622": ("decoder-embedding-kv-cache-kept", "stable"),
+    "PK623": ("encoder-layernorm-gamma-beta", "stable"),
 }
 GROUPS = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf", "5": "tokenizer", "6": "embedding"}
 

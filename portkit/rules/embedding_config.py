@@ -9,6 +9,7 @@ native wheel's `encoder_config` (tests/native/test_encoder_config_oracle.py).
 
 from __future__ import annotations
 
+from portkit.candle_release import Span
 from portkit.encoders import ACTIVATIONS, ENUM_VALUES, KEY_PAIRS, NOMIC_DEFAULTS, NOMIC_KEYS, REQUIRED, SAVED_AS
 from portkit.rules.base import Context
 from portkit.rules.encoder_rule import EncoderRule, encoder_config
@@ -294,6 +295,69 @@ class ModernBertModelPrefix(EncoderRule):
                                expect="cannot find tensor model.embeddings")  # fmt: skip
 
 
+class EncoderLayerNormGammaBeta(EncoderRule):
+    """An encoder's LayerNorm tensors are named `gamma`/`beta`, and candle asks for `weight`/`bias`.
+
+    ## What it does
+    Flags a checkpoint for one of candle's encoder modules whose safetensors hold a LayerNorm as
+    `<name>.gamma` and `<name>.beta` (as older BERT checkpoints, converted from TensorFlow, name
+    them) and not `<name>.weight`.
+
+    ## Why is this bad?
+    Every encoder module builds its LayerNorms with `candle_nn::layer_norm`, which up to candle
+    0.11.0 asks only for `weight` and `bias` (candle-nn-0.11.0/src/layer_norm.rs:146-157): the load
+    fails with `cannot find tensor embeddings.LayerNorm.weight`. transformers renames `gamma` and
+    `beta` when it loads, so the checkpoint works there. candle-nn 0.11.1 reads `gamma`/`beta`
+    where `weight`/`bias` are absent, so the same checkpoint loads on 0.11.1.
+
+    ## Example
+    model.safetensors: `embeddings.LayerNorm.gamma`, `embeddings.LayerNorm.beta`, ...
+
+    ## Fix
+    Save the tensors as `weight`/`bias` (load with transformers and `save_pretrained`), or run
+    candle 0.11.1 or newer.
+
+    ## Candle source
+    candle-nn-0.11.0/src/layer_norm.rs:146-157; candle-nn-0.11.1/src/layer_norm.rs:159-170.
+
+    ## Verification
+    crash: candle's load must fail with `cannot find tensor` and the LayerNorm's `weight`.
+
+    ## References
+    - candle-nn-0.11.0/src/layer_norm.rs:146-157
+    """
+
+    code = "PK623"
+    name = "encoder-layernorm-gamma-beta"
+    severity = "error"
+    effect = "load-error"
+    needs = ("config", "safetensors")
+    fix_title = "Name the LayerNorm tensors `weight`/`bias`, or run candle 0.11.1"
+    probe_kind = "crash"
+    holds = Span(until="0.11.1", until_by="candle-nn 0.11.1's layer_norm reading `gamma`/`beta` (layer_norm.rs:159-170)")
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        (doc, enc), st = encoder_config(ctx), ctx.facts.safetensors
+        if enc is None or st is None:
+            return
+        names = set(st.tensors)
+        renamed = sorted(n for n in names if n.endswith(".gamma") and f"{n[: -len('gamma')]}weight" not in names)
+        if not renamed:
+            return
+        first = renamed[0][: -len("gamma")] + "weight"
+        more = f" and {len(renamed) - 1} more" if len(renamed) > 1 else ""
+        yield self.finding(
+            ctx,
+            f"{enc.who} builds each LayerNorm with `candle_nn::layer_norm`, which asks for `weight`/`bias`; the checkpoint "
+            f"names them `gamma`/`beta` (`{renamed[0]}`{more}), which transformers renames when it loads; the load fails on `{first}`",
+            location=None,
+            transformers_value=renamed[0],
+            candle_value=first,
+            # bert.rs retries under `{model_type}.` and reports the first load's error, which names an unprefixed tensor
+            expect="cannot find tensor" if "." in first and first.split(".")[0] == doc.value.get("model_type") else f"cannot find tensor {first}",
+        )
+
+
 class EncoderConfigKeysDisagree(EncoderRule):
     """candle and transformers read one value under two keys, and config.json gives them different values.
 
@@ -363,4 +427,4 @@ class EncoderConfigKeysDisagree(EncoderRule):
                            fix_edits={p.candle_key: t for p, t, _ in differing}, probe_patch={"reference": patch})  # fmt: skip
 
 
-RULES = (EncoderConfigMissingField, EncoderConfigValueRefused, NomicBertKeysDefaulted, ModernBertModelPrefix, EncoderConfigKeysDisagree)
+RULES = (EncoderConfigMissingField, EncoderConfigValueRefused, NomicBertKeysDefaulted, ModernBertModelPrefix, EncoderLayerNormGammaBeta, EncoderConfigKeysDisagree)
