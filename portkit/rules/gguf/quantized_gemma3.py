@@ -68,7 +68,7 @@ class Gemma3GgufMlpSilu(GgufRule):
             yield self.file_finding(
                 ctx,
                 g,
-                "candle 0.11.0's quantized_gemma3 gates its MLP with SiLU; Gemma 3 (transformers' `hidden_activation`) "
+                f"candle {ctx.target.candle}'s quantized_gemma3 gates its MLP with SiLU; Gemma 3 (transformers' `hidden_activation`) "
                 f"uses {'the tanh GELU' if act == 'gelu_pytorch_tanh' else f'`{act}`'}: every layer computes another function",
                 transformers_value=act,
                 candle_value="silu",

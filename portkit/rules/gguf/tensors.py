@@ -78,7 +78,7 @@ class UnsupportedGgufTensorType(GgufRule):
                 yield self.file_finding(
                     ctx,
                     g,
-                    f"{len(names)} tensor{'s are' if len(names) > 1 else ' is'} {tname} ({shown}); candle 0.11.0 {when}: `{err}`",
+                    f"{len(names)} tensor{'s are' if len(names) > 1 else ' is'} {tname} ({shown}); candle {ctx.target.candle} {when}: `{err}`",
                     candle_value=err,
                     expect=err,
                 )
@@ -149,7 +149,7 @@ class QkRowsNotPermuted(GgufRule):
                         ctx,
                         g,
                         f"`{gg}` rows are {got} (relative error {min(e_perm, e_plain):.2g} vs {max(e_perm, e_plain):.2g}); "
-                        f"candle 0.11.0 pairs `{v.architecture or 'llama'}` RoPE "
+                        f"candle {ctx.target.candle} pairs `{v.architecture or 'llama'}` RoPE "
                         f"{'NEOX' if v.rope_is_neox else 'interleaved'} and needs them {want}",
                         transformers_value="rotate_half on HF rows",
                         candle_value="rope" if v.rope_is_neox else "rope_i",
@@ -287,7 +287,7 @@ class MissingGgufTensor(GgufRule):
                 yield self.file_finding(
                     ctx,
                     g,
-                    f"candle 0.11.0 fails at load with `{v.refused}` (`llama.block_count`={v.block_count}, the file has {have})",
+                    f"candle {ctx.target.candle} fails at load with `{v.refused}` (`llama.block_count`={v.block_count}, the file has {have})",
                     candle_value=v.refused,
                     expect=v.refused,
                 )
@@ -306,7 +306,7 @@ class MissingGgufTensor(GgufRule):
         yield self.file_finding(
             ctx,
             g,
-            f"the GGUF has no {shown} (`{prefix}.block_count`={md_u32(g, f'{prefix}.block_count')}); candle 0.11.0's "
+            f"the GGUF has no {shown} (`{prefix}.block_count`={md_u32(g, f'{prefix}.block_count')}); candle {ctx.target.candle}'s "
             f"{loader} fails at load with `{err}`",
             candle_value=err,
             expect=err,
