@@ -140,9 +140,15 @@ class Family:
             return None
         return self if release == self.release else dataclasses.replace(self, release=release)
 
+    @property
+    def fields(self) -> tuple[Any, ...]:
+        """The serde fields of the config struct in the bound release (`fields_at` where a release differs)."""
+        at = getattr(self.semantics, "fields_at", None)
+        return at(self.release) if at is not None else self.semantics.FIELDS
+
     def has_field(self, key: str) -> bool:
         """Whether candle's config struct has a field `key` (else serde ignores the key)."""
-        return any(f.name == key for f in self.semantics.FIELDS)
+        return any(f.name == key for f in self.fields)
 
     @property
     def struct(self) -> str:

@@ -1,4 +1,4 @@
-"""candle 0.11.0 `models::phi3`: the serde mirror of `Config` (phi3.rs:43-61).
+"""candle 0.11.0 `models::phi3`: the serde mirror of `Config` (phi3.rs:43-61), and 0.9.1's (`fields_at`).
 
 `rope_scaling` is read only in the legacy LongRoPE shape `{short_factor, long_factor,
 "type": "longrope"}` (`RopeScaling`, phi3.rs:33-39); transformers 5 moves it into
@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from portkit.candle_release import key
 from portkit.families.fields import de_activation
 from portkit.semantics import serde
 from portkit.semantics.serde import Field
@@ -50,6 +51,29 @@ FIELDS = (
 )
 
 
+def _de_unused_string(v: Any) -> None:
+    """0.9.1's `rope_scaling: Option<String>`: parsed (a LongRoPE object is refused) and never read again."""
+    serde.de_option(serde.de_string)(v)
+    return None
+
+
+#: candle 0.9.1's Config (phi3.rs 0.9.1:28-43): `rope_scaling` is a string, and there is no
+#: `original_max_position_embeddings`, `partial_rotary_factor` or `tie_word_embeddings` (`lm_head`
+#: always loaded, :295); `RopeScaling` and the three fields arrived in 0.9.2 (phi3.rs 0.9.2:55-60)
+FIELDS_0_9_1 = (
+    *FIELDS[:11],
+    Field("rope_scaling", _de_unused_string, None),
+    Field("max_position_embeddings", serde.de_usize),
+)
+#: what 0.9.1 computes for the fields it does not have (`effective`)
+_ABSENT_IN_0_9_1 = {"original_max_position_embeddings": None, "partial_rotary_factor": None, "tie_word_embeddings": False}
+
+
+def fields_at(release: str) -> tuple[Field, ...]:
+    """The Config fields of phi3.rs in `release`."""
+    return FIELDS_0_9_1 if key(release) < key("0.9.2") else FIELDS
+
+
 def rope_scaling_tail(values: dict[str, Any], rope_type: str, who: str) -> str:
     """What candle's phi3 does with transformers' `rope_type` scaling (PK102): it reads a legacy
     longrope `rope_scaling` (phi3.rs:95-140) and applies it its own way."""
@@ -63,7 +87,7 @@ def rope_scaling_tail(values: dict[str, Any], rope_type: str, who: str) -> str:
 
 def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     heads = cfg["num_attention_heads"]
-    return {**cfg, "head_dim": cfg["hidden_size"] // heads if heads else None}
+    return {**_ABSENT_IN_0_9_1, **cfg, "head_dim": cfg["hidden_size"] // heads if heads else None}
 
 
 def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:

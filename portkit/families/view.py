@@ -44,14 +44,15 @@ class FamilyView:
         return None
 
 
-_DESERIALIZERS: dict[str, Any] = {}
+_DESERIALIZERS: dict[tuple[str, int], Any] = {}
 
 
 def family_view(family: Family, config: str | Any) -> FamilyView:
     mod = family.semantics
-    de = _DESERIALIZERS.get(family.name)
-    if de is None:  # built once per family: lint reads many configs of one family
-        de = _DESERIALIZERS[family.name] = serde.de_struct(family.config_struct, mod.FIELDS)
+    fields = family.fields
+    de = _DESERIALIZERS.get((family.name, id(fields)))
+    if de is None:  # built once per family and release's fields: lint reads many configs of one family
+        de = _DESERIALIZERS[(family.name, id(fields))] = serde.de_struct(family.config_struct, fields)
     try:
         value = serde.loads(config) if isinstance(config, str) else serde.to_pairs(config)
         parsed = de(value)

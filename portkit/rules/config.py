@@ -751,7 +751,7 @@ class MissingRequiredKey(Rule):
         if fv is None or ftv is None or fam is None or doc is None or not isinstance(doc.value, dict):
             return
         # every missing field, also behind a refused value (PK112): serde names one at a time
-        for key in (f.name for f in fam.semantics.FIELDS if f.default is MISSING):
+        for key in (f.name for f in fam.fields if f.default is MISSING):
             if key in doc.value:
                 continue
             value, said = _value_to_write(ctx, key)

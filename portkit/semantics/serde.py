@@ -304,6 +304,13 @@ def de_bool(v: Any) -> bool:
     return v
 
 
+def de_string(v: Any) -> str:
+    _check_range(v)
+    if not isinstance(v, str):
+        raise invalid_type(v, "a string")
+    return v
+
+
 def de_option(inner: Callable[[Any], Any]) -> Callable[[Any], Any]:
     def f(v: Any) -> Any:
         return None if v is None else inner(v)

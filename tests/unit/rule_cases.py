@@ -619,6 +619,7 @@ CLEAN_VARIANTS += TOKENIZER_CLEAN_VARIANTS
 
 # PK6xx: sentence-transformers pipelines (fixtures/sentence_pipelines.py)
 from fixtures.sentence_pipelines import PIPELINE_CASES  # noqa: E402
+from fixtures.sentence_pipelines import _case as pipeline_case  # noqa: E402
 
 CASES.update(PIPELINE_CASES)
 # bert.rs's mask in f16 is NaN; at f32 (the default target) it is not
@@ -626,3 +627,10 @@ CASES["PK618"] = (with_target(PIPELINE_CASES["PK611"][0], dtype="f16"), PIPELINE
 # candle-nn 0.11.1 reads `gamma`/`beta` where `weight`/`bias` are absent: the same checkpoint loads there
 CLEAN_VARIANTS.append(("PK623", with_target(PIPELINE_CASES["PK623"][0], candle="0.11.1")))
 VARIANTS.append(("PK623", with_target(PIPELINE_CASES["PK623"][0], candle="0.9.1"), "the load fails on `embeddings.LayerNorm.weight`"))
+# phi3.rs 0.9.1:41 reads `rope_scaling` as a string: Phi-3.5's LongRoPE object is refused there; 0.9.2 reads RopeScaling
+_PHI35_LONGROPE = family("phi3", rope_scaling={"type": "longrope", "short_factor": [1.0] * 8, "long_factor": [1.5] * 8})
+VARIANTS.append(("PK112", with_target(_PHI35_LONGROPE, candle="0.9.1"), "refuses it at `rope_scaling`: `invalid type: map, expected a string`"))
+CLEAN_VARIANTS.append(("PK112", with_target(_PHI35_LONGROPE, candle="0.9.2")))
+# a LayerNorm saved under both names: candle reads `weight`, nothing fails
+CLEAN_VARIANTS.append(("PK623", pipeline_case(
+    tensors={"embeddings.LayerNorm.weight": [32], "embeddings.LayerNorm.bias": [32], "embeddings.LayerNorm.gamma": [32], "embeddings.LayerNorm.beta": [32]})))
