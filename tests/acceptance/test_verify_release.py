@@ -30,6 +30,16 @@ def _verify(*argv: object, env: dict[str, str] | None = None) -> tuple[int, dict
     return proc.returncode, doc, proc.stderr
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _locked(name: str, lock: Path = ROOT / "native" / "Cargo.lock") -> str:
+    import tomllib
+
+    (version,) = {p["version"] for p in tomllib.loads(lock.read_text())["package"] if p["name"] == name}
+    return version
+
+
 def _codes(doc: dict) -> dict[str, str]:
     """Every finding's verdict: the report's and each --turns/--batch section's."""
     sections = (doc.get("paths") or {}).get("sections", [])
@@ -39,10 +49,11 @@ def _codes(doc: dict) -> dict[str, str]:
 def test_a_batch_of_two_in_qwen3_moe_is_wrong_on_0_11_0_and_right_on_0_11_1() -> None:
     d = family_fixture("qwen3_moe", "legacy")
     code, doc, err = _verify(d, "--dtype", "f16", "--batch", "2", "--candle", "0.11.0")
-    assert doc["versions"]["candle"] == "0.11.0", err
+    assert doc["versions"]["candle"] == "0.11.0" and doc["versions"]["tokenizers"] == _locked("tokenizers"), err
     assert _codes(doc).get("PK311") == "CRASH-CONFIRMED", (code, _codes(doc), err[-2000:])
     code, doc, err = _verify(d, "--dtype", "f16", "--batch", "2", "--candle", "0.11.1")
     assert doc["versions"]["candle"] == "0.11.1", err[-2000:]
+    assert doc["versions"]["tokenizers"] == _locked("tokenizers", ROOT / "native" / "releases" / "0.11.1" / "Cargo.lock") != _locked("tokenizers")
     assert "PK311" not in _codes(doc)
     batch = [c for s in doc["paths"]["sections"] for c in s["checks"] if c["path"] == "batch"]
     assert batch and all(c["ok"] and c["run"]["status"] != "failed" for c in batch), batch
