@@ -14,7 +14,7 @@ export PORTKIT_CACHE ?= $(HOME)/.cache/portkit
 export OMP_NUM_THREADS ?= 2
 export RAYON_NUM_THREADS ?= 2
 
-.PHONY: demo test venv native dist clean-native mutation fuzz dump-compat
+.PHONY: demo test venv native dist clean-native mutation fuzz dump-compat release-oracles
 
 # portkit[verify] depends on portkit-native of the same version, which PyPI does not have for a
 # clone: build that wheel first and let pip find it (--find-links).
@@ -61,6 +61,13 @@ test: native dist
 # candle-core again in $(CARGO_TARGET_DIR)-compat, minutes): not part of `make test`.
 dump-compat:
 	native/portkit-dump/check-candle-versions.sh
+
+# lint's config mirror against every candle release's own serde (fixtures/release_oracle.py): builds
+# native/release-oracle against each release from 0.9.1 (minutes each, cached in $(PORTKIT_CACHE)) and
+# exits 1 on any FN, FP or differing message. Not part of `make test`, which checks 0.11.0's own oracle
+# and verifies on 0.11.1's runner.
+release-oracles: venv
+	$(PY) -m fixtures.release_oracle --cases 10
 
 # Mutation testing (mutmut): not part of `make test` or CI, it takes tens of minutes. Each
 # module is mutated against the tests that target it; prints the score per module.
