@@ -17,6 +17,7 @@ Every report says the release and where it came from ("candle 0.9.1, from ../app
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ DEFAULT = NATIVE
 MAX_LOCK_BYTES = 64 * 2**20
 
 
+@functools.lru_cache(maxsize=64)  # every rule asks on every model: parse each release once
 def key(release: str) -> tuple[int, ...]:
     """`"0.10.0"` -> `(0, 10, 0)`: releases order as numbers, not as strings."""
     return tuple(int(p) for p in release.split("."))
@@ -64,6 +66,8 @@ class Span:
     until_by: str = ""  # the change that made it false (the fix)
 
     def holds(self, release: str) -> bool:
+        if self.since is None and self.until is None:  # most facts: every release
+            return True
         k = key(release)
         return (self.since is None or key(self.since) <= k) and (self.until is None or k < key(self.until))
 
