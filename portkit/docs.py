@@ -39,7 +39,8 @@ def pages() -> dict[str, str]:
 def releases_page() -> str:
     """docs/rules/candle-releases.md: the releases portkit speaks about and every fact with a range, from the facts themselves."""
     from portkit.candle_release import ALWAYS, DEFAULT, NATIVE, RELEASES, RUNNABLE
-    from portkit.families import FAMILIES, UNCOVERED_SINCE
+    from portkit.candle_modules import ADDED, MODULE_FOR
+    from portkit.families import FAMILIES
     from portkit.rules import RULES
 
     lines = [
@@ -59,7 +60,9 @@ def releases_page() -> str:
         "|---|---|",
     ]
     lines += [f"| `{f.name}` | {f.exists.describe()} |" for f in FAMILIES if f.exists != ALWAYS]
-    lines += [f"| `{m}` (not checked yet) | candle {since}-{RELEASES[-1]} |" for m, since in sorted(UNCOVERED_SINCE.items())]
+    checked = {f.name for f in FAMILIES}
+    served = sorted({m for m in MODULE_FOR.values()} - checked)
+    lines += [f"| `{m}` (not checked yet) | candle {ADDED[m]}-{RELEASES[-1]} |" for m in served if ADDED[m] != RELEASES[0]]
     lines += ["", "## Rules whose fact holds for some releases", "", "| rule | releases |", "|---|---|"]
     lines += [f"| [{r.code}]({r.code}.md) {r.name} | {r.holds.describe()} |" for r in RULES.values() if r.holds != ALWAYS]
     lines += ["", "Every other rule's fact was read in candle 0.11.0's source and is reported for every release above."]

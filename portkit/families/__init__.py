@@ -23,7 +23,7 @@ import dataclasses
 import importlib
 from dataclasses import dataclass
 
-from portkit.candle_release import NATIVE, Span
+from portkit.candle_release import NATIVE, RELEASES, Span
 from portkit.families import sublayers as _sublayers
 
 # GGUF `general.architecture` -> candle's loader: GGUF semantics, named here too as the registry's GGUF side
@@ -164,9 +164,12 @@ class Family:
 
 
 
-def added(release: str, source: str) -> Span:
-    """The releases from the one whose candle-transformers src/models/ first has `source`."""
-    return Span(since=release, since_by=f"models/{source} added")
+def added(module: str) -> Span:
+    """The releases from the one whose candle-transformers src/models/ first has `module` (portkit.candle_modules)."""
+    from portkit.candle_modules import ADDED
+
+    since = ADDED[module]
+    return Span() if since == RELEASES[0] else Span(since=since, since_by=f"models/{module}.rs added")
 
 
 FAMILIES: tuple[Family, ...] = (
@@ -174,13 +177,13 @@ FAMILIES: tuple[Family, ...] = (
     Family("mistral", ("mistral",), ("MistralForCausalLM",), "mistral.rs", "Config", "quantized_llama", True),
     Family("mixtral", ("mixtral",), ("MixtralForCausalLM",), "mixtral.rs", "Config", "quantized_llama", False),
     Family("qwen2", ("qwen2",), ("Qwen2ForCausalLM",), "qwen2.rs", "Config", "quantized_qwen2", True),
-    Family("qwen3", ("qwen3",), ("Qwen3ForCausalLM",), "qwen3.rs", "Config", "quantized_qwen3", True, exists=added("0.9.2", "qwen3.rs")),
-    Family("qwen3_moe", ("qwen3_moe",), ("Qwen3MoeForCausalLM",), "qwen3_moe.rs", "Config", None, False, exists=added("0.9.2", "qwen3_moe.rs")),
+    Family("qwen3", ("qwen3",), ("Qwen3ForCausalLM",), "qwen3.rs", "Config", "quantized_qwen3", True, exists=added("qwen3")),
+    Family("qwen3_moe", ("qwen3_moe",), ("Qwen3MoeForCausalLM",), "qwen3_moe.rs", "Config", None, False, exists=added("qwen3_moe")),
     Family("gemma", ("gemma",), ("GemmaForCausalLM",), "gemma.rs", "Config", None, True),
     Family("gemma2", ("gemma2",), ("Gemma2ForCausalLM",), "gemma2.rs", "Config", None, True),
     Family("gemma3", ("gemma3_text",), ("Gemma3ForCausalLM",), "gemma3.rs", "Config", "quantized_gemma3", True),
     Family("phi3", ("phi3",), ("Phi3ForCausalLM",), "phi3.rs", "Config", "quantized_phi3", True),
-    Family("olmo2", ("olmo2",), ("Olmo2ForCausalLM",), "olmo2.rs", "Config", None, True, exists=added("0.9.2", "olmo2.rs")),
+    Family("olmo2", ("olmo2",), ("Olmo2ForCausalLM",), "olmo2.rs", "Config", None, True, exists=added("olmo2")),
     Family("granite", ("granite",), ("GraniteForCausalLM",), "granite.rs", "GraniteConfig", None, True),
     Family("starcoder2", ("starcoder2",), ("Starcoder2ForCausalLM",), "starcoder2.rs", "Config", None, False),
     Family("stable_lm", ("stablelm",), ("StableLmForCausalLM",), "stable_lm.rs", "Config", None, False),
@@ -188,30 +191,6 @@ FAMILIES: tuple[Family, ...] = (
 BY_NAME: dict[str, Family] = {f.name: f for f in FAMILIES}
 _BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}
 _BY_ARCHITECTURE: dict[str, Family] = {a: f for f in FAMILIES for a in f.architectures}
-
-# model_types that candle 0.11.0 has a module for but portkit does not check yet: lint says so
-# rather than pretending they are something they are not.
-UNCOVERED_CANDLE_MODULES: dict[str, str] = {
-    "phi": "phi",
-    "falcon": "falcon",
-    "gpt_bigcode": "bigcode",
-    "olmo": "olmo",
-    "deepseek_v2": "deepseek2",
-    "gemma3": "gemma3 (text only: point candle at `text_config`)",
-    "glm4": "glm4",
-    "chatglm": "chatglm",
-    "mamba": "mamba",
-    "persimmon": "persimmon",
-    "qwen2_moe": "qwen2_moe",
-    "stablelm_epoch": "stable_lm",
-    "helium": "helium",
-    "smollm3": "smollm3",
-}
-
-
-#: the release that added an unchecked module, where it is newer than the oldest portkit knows
-#: (candle-transformers 0.9.1's models/ has no smol/; 0.9.2's has)
-UNCOVERED_SINCE: dict[str, str] = {"smollm3": "0.9.2"}
 
 
 def detect(config: Mapping[str, Any] | Any) -> Family | None:
@@ -249,8 +228,6 @@ __all__ = [
     "FAMILIES",
     "GGUF_LOADERS",
     "TRAITS",
-    "UNCOVERED_CANDLE_MODULES",
-    "UNCOVERED_SINCE",
     "Family",
     "by_name",
     "detect",

@@ -60,7 +60,7 @@ def _de_unused_string(v: Any) -> None:
 #: candle 0.9.1's Config (phi3.rs 0.9.1:28-43): `rope_scaling` is a string, and there is no
 #: `original_max_position_embeddings`, `partial_rotary_factor` or `tie_word_embeddings` (`lm_head`
 #: always loaded, :295); `RopeScaling` and the three fields arrived in 0.9.2 (phi3.rs 0.9.2:55-60)
-FIELDS_0_9_1 = (
+_FIELDS_0_9_1 = (
     *FIELDS[:11],
     Field("rope_scaling", _de_unused_string, None),
     Field("max_position_embeddings", serde.de_usize),
@@ -71,7 +71,7 @@ _ABSENT_IN_0_9_1 = {"original_max_position_embeddings": None, "partial_rotary_fa
 
 def fields_at(release: str) -> tuple[Field, ...]:
     """The Config fields of phi3.rs in `release`."""
-    return FIELDS_0_9_1 if key(release) < key("0.9.2") else FIELDS
+    return _FIELDS_0_9_1 if key(release) < key("0.9.2") else FIELDS
 
 
 def rope_scaling_tail(values: dict[str, Any], rope_type: str, who: str) -> str:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 
 from portkit.encoders import detect as detect_encoder
-from portkit.candle_release import RELEASES, key
-from portkit.families import BY_NAME, UNCOVERED_CANDLE_MODULES, UNCOVERED_SINCE
+from portkit.candle_release import key
+from portkit.candle_modules import ADDED, MODULE_FOR
+from portkit.families import BY_NAME
 from portkit.rules import as_candle
 from portkit.rules.base import Context, Rule, location, num
 
@@ -43,7 +44,9 @@ class NoCandleModule(Rule):
     xlm_roberta.rs, modernbert.rs, jina_bert.rs, nomic_bert.rs, whose checkpoints the embedding
     rules, PK6xx, speak about). It says whether candle has a module for it that portkit does not
     check yet, or none at all; on a release older than the module (`--candle 0.9.1`: qwen3,
-    qwen3_moe and olmo2 arrived in 0.9.2), which release added it. No other
+    qwen3_moe and olmo2 arrived in 0.9.2), which release added it. Which module serves a model
+    type, and the release that added each module, is `portkit.candle_modules`, generated from
+    every release's src/models/mod.rs and transformers' model types. No other
     config rule speaks about such a config: their facts are about other modules.
 
     ## Why is this bad?
@@ -107,9 +110,9 @@ class NoCandleModule(Rule):
             what, keys = f"`architectures` {archs[0]!r}", ("architectures",)
         else:
             what, keys = f"`model_type` {num(mt)}", ("model_type",)
-        covered = UNCOVERED_CANDLE_MODULES.get(mt) if isinstance(mt, str) else None
-        if covered is not None and key(release) < key(UNCOVERED_SINCE.get(mt, RELEASES[0])):
-            msg, covered = f"candle {release} has no module for {what}; it arrived in {UNCOVERED_SINCE[mt]}", None
+        covered = MODULE_FOR.get(mt) if isinstance(mt, str) else None
+        if covered is not None and key(release) < key(ADDED[covered]):
+            msg, covered = f"candle {release} has no module for {what}; `{covered}` arrived in {ADDED[covered]}", None
         elif covered is not None:
             msg = f"candle {release} has a `{covered}` module for {what}; portkit does not check that module yet"
         else:

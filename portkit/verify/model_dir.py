@@ -123,14 +123,16 @@ def read_model_dir(path: str | Path) -> ModelDir:
 
 def model_family(model: ModelDir) -> Family:
     """The candle module the checkpoint loads into (a config naming no model_type or
-    architectures is llama, as lint reads it); one line and exit 2 for a model_type candle
-    0.11.0 has no module for."""
-    from portkit.families import UNCOVERED_CANDLE_MODULES, detect_or_default
+    architectures is llama, as lint reads it); one line and exit 2 for a model_type portkit
+    does not check."""
+    from portkit.candle_modules import MODULE_FOR
+    from portkit.candle_release import RELEASES
+    from portkit.families import detect_or_default
 
     fam = detect_or_default(model.config)
     if fam is not None:
         return fam
     mt = model.config.get("model_type", (model.config.get("architectures") or ["?"])[0])
-    if mt in UNCOVERED_CANDLE_MODULES:
-        raise BadInput(f"model_type `{mt}`: portkit does not verify candle's `{UNCOVERED_CANDLE_MODULES[mt]}` module yet")
-    raise BadInput(f"model_type `{mt}`: candle 0.11.0 has no module for it, so there is nothing to verify")
+    if mt in MODULE_FOR:
+        raise BadInput(f"model_type `{mt}`: portkit does not verify candle's `{MODULE_FOR[mt]}` module yet")
+    raise BadInput(f"model_type `{mt}`: no candle release portkit knows ({RELEASES[0]}-{RELEASES[-1]}) has a module for it, so there is nothing to verify")
