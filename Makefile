@@ -50,6 +50,9 @@ dist: venv
 	ls -l $(DIST)
 
 test: native dist
+	$(VENV)/bin/ruff check .  # portkit lints itself: [tool.ruff] in pyproject.toml
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy  # [tool.mypy] in pyproject.toml
 	$(VENV)/bin/lint-imports --no-cache  # the layers and no cycles ([tool.importlinter] in pyproject.toml)
 	cd native && cargo test --release --quiet --no-default-features
 	cd native/portkit-dump && cargo test --release --quiet

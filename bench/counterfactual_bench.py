@@ -54,15 +54,25 @@ def _verify(model_dir: Path, cache: Path) -> dict:
     env = dict(os.environ, PORTKIT_CACHE=str(cache), PYTHONPATH=str(ROOT))
     env.pop("PORTKIT_VERIFY_REFERENCE", None)  # the child process, as users run it
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "portkit", "verify", str(model_dir), "--format", "json"], capture_output=True, text=True, env=env)
+    p = subprocess.run(
+        [sys.executable, "-m", "portkit", "verify", str(model_dir), "--format", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     wall = time.perf_counter() - t0
     if p.returncode not in (0, 1):
         raise SystemExit(f"verify failed ({p.returncode}): {p.stderr[-400:]}")
     doc = json.loads(p.stdout)
     runs = doc["reference_runs"]["runs"]
     verdicts = {f["code"]: f["verdict"] for f in doc["findings"]}
-    return {"wall": wall, "reference": doc["timings"]["reference"], "as_candle": sum(r["seconds"] for r in runs),
-            "sources": [r["source"] for r in runs], "verdicts": verdicts}
+    return {
+        "wall": wall,
+        "reference": doc["timings"]["reference"],
+        "as_candle": sum(r["seconds"] for r in runs),
+        "sources": [r["source"] for r in runs],
+        "verdicts": verdicts,
+    }
 
 
 def main() -> int:
@@ -79,7 +89,9 @@ def main() -> int:
             "SmolLM2-135M shape, f32 random weights, hidden_act gelu": _gelu_copy(ensure_fixture(), work / "135m-gelu"),
         }
         print(f"load average {os.getloadavg()[0]:.1f} at the start; {os.cpu_count()} cores; medians of {a.repeats}")
-        print("| checkpoint | run | reference (s) | as candle computes (s) | as candle / reference | verify wall (s) | PK107 |")
+        print(
+            "| checkpoint | run | reference (s) | as candle computes (s) | as candle / reference | verify wall (s) | PK107 |"
+        )
         print("|---|---|---|---|---|---|---|")
         for name, d in cases.items():
             first, again = [], []
@@ -93,7 +105,9 @@ def main() -> int:
                 cf = statistics.median(r["as_candle"] for r in rs)
                 wall = statistics.median(r["wall"] for r in rs)
                 ratio = f"{cf / ref:.2f}" if ref > 0.05 else f"{cf:.3f} s vs cached"
-                print(f"| {name} | {label} | {ref:.2f} | {cf:.2f} ({', '.join(rs[0]['sources'])}) | {ratio} | {wall:.2f} | {rs[0]['verdicts'].get('PK107')} |")
+                print(
+                    f"| {name} | {label} | {ref:.2f} | {cf:.2f} ({', '.join(rs[0]['sources'])}) | {ratio} | {wall:.2f} | {rs[0]['verdicts'].get('PK107')} |"
+                )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

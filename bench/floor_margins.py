@@ -38,9 +38,9 @@ def _one_count(prompts: list[str], tokens: int, planted: int) -> list[dict]:
     from safetensors.numpy import load_file, save_file
 
     from fixtures.real import smollm2
+    from fixtures.seams import reference_perturbed
     from portkit.verify.candle import native as candle_native
     from portkit.verify.judge.floor import FACTOR
-    from fixtures.seams import reference_perturbed
     from portkit.verify.pipeline import VerifyOptions, verify
 
     real = smollm2()
@@ -59,8 +59,16 @@ def _one_count(prompts: list[str], tokens: int, planted: int) -> list[dict]:
         if c is None:
             return {"ok": False, "why": rep.run.failure.line() if rep.run.failure else "no comparison"}
         L = c.layers
-        worst = max((r for r in L.layer_rows if r.floor is not None), key=lambda r: r.floor.ratio, default=None) if L else None
-        worst_sub = max((r.floor.ratio for r in L.rows if r.floor is not None and r not in L.layer_rows), default=None) if L else None
+        worst = (
+            max((r for r in L.layer_rows if r.floor is not None), key=lambda r: r.floor.ratio, default=None)
+            if L
+            else None
+        )
+        worst_sub = (
+            max((r.floor.ratio for r in L.rows if r.floor is not None and r not in L.layer_rows), default=None)
+            if L
+            else None
+        )
         old_ok = (
             c.last.max_abs_diff <= 1e-4
             and c.steps.max_abs_diff <= 1e-4
@@ -93,7 +101,9 @@ def _one_count(prompts: list[str], tokens: int, planted: int) -> list[dict]:
             if i < planted:  # a run of its own, uncached: the first `planted` prompts
                 candle_native.load_runner = scaled_runner
                 try:
-                    scaled = summary(verify(VerifyOptions(**{**opts, "cache": False})))  # candle's run cache keys on the files it was told
+                    scaled = summary(
+                        verify(VerifyOptions(**{**opts, "cache": False}))
+                    )  # candle's run cache keys on the files it was told
                 finally:
                     candle_native.load_runner = load_runner
         rows.append({"prompt": p, "healthy": healthy, "perturbed": perturbed, "scaled": scaled, "factor": FACTOR})
@@ -107,6 +117,7 @@ def _read(path: Path) -> list[dict]:
 
 def summarise(n: int, rows: list[dict]) -> str:
     """One thread count's line: the healthy runs' worst ratios against the planted faults' weakest."""
+
     def worst(key: str, which: str = "healthy") -> float:
         return max((r[which][key] or 0.0) for r in rows)
 
@@ -129,9 +140,19 @@ def main() -> int:
     ap.add_argument("--threads", default="1,2,4")
     ap.add_argument("--tokens", type=int, default=20)
     ap.add_argument("--prompts", type=int, default=0, help="the first N prompts only (0: all)")
-    ap.add_argument("--planted", type=int, default=8, help="the weight-scale fault on the first N prompts (a full uncached run each)")
+    ap.add_argument(
+        "--planted",
+        type=int,
+        default=8,
+        help="the weight-scale fault on the first N prompts (a full uncached run each)",
+    )
     ap.add_argument("--markdown", action="store_true")
-    ap.add_argument("--summarise", nargs="+", metavar="FILE", help="summarise saved child outputs (NAME-THREADS.jsonl) instead of running")
+    ap.add_argument(
+        "--summarise",
+        nargs="+",
+        metavar="FILE",
+        help="summarise saved child outputs (NAME-THREADS.jsonl) instead of running",
+    )
     ap.add_argument("--_child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -147,7 +168,17 @@ def main() -> int:
         table = {}
         for n in [int(x) for x in a.threads.split(",")]:
             env = dict(os.environ, RAYON_NUM_THREADS=str(n), OMP_NUM_THREADS=str(n))
-            cmd = [sys.executable, __file__, "--_child", "--tokens", str(a.tokens), "--prompts", str(a.prompts), "--planted", str(a.planted)]
+            cmd = [
+                sys.executable,
+                __file__,
+                "--_child",
+                "--tokens",
+                str(a.tokens),
+                "--prompts",
+                str(a.prompts),
+                "--planted",
+                str(a.planted),
+            ]
             out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
             table[n] = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     for n, rows in sorted(table.items()):

@@ -31,9 +31,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -71,7 +71,9 @@ def timed_process(argv: Sequence[str], env: dict[str, str], runs: int, cwd: Path
         p = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         dt = time.perf_counter() - t0
         if p.returncode not in (0, 1):
-            raise RuntimeError(f"{' '.join(argv[:4])} ... exited {p.returncode}: {p.stderr.decode(errors='replace')[-2000:]}")
+            raise RuntimeError(
+                f"{' '.join(argv[:4])} ... exited {p.returncode}: {p.stderr.decode(errors='replace')[-2000:]}"
+            )
         if i:  # the first run is discarded (page cache, bytecode)
             out.append(dt)
     return out
@@ -123,9 +125,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         assert n_findings == len(report.findings), (n_findings, len(report.findings))
 
         env = env_for(cache)
-        t_cli = timed_process([str(portkit_exe), "lint", "--hf-cache", "--format", "json", "--output", os.devnull], env, cli_runs)
+        t_cli = timed_process(
+            [str(portkit_exe), "lint", "--hf-cache", "--format", "json", "--output", os.devnull], env, cli_runs
+        )
         rel = [str(s.relative_to(cache)) for s in snaps]  # short argv: relative to the cache
-        t_cli_plain = timed_process([str(portkit_exe), "lint", "--format", "json", "--output", os.devnull, *rel], env, cli_runs, cwd=cache)
+        t_cli_plain = timed_process(
+            [str(portkit_exe), "lint", "--format", "json", "--output", os.devnull, *rel], env, cli_runs, cwd=cache
+        )
 
     def rate(s: float) -> float:
         return n / s if s > 0 else float("inf")
@@ -159,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = [headers] + [(a, b, c, d, e, "yes" if f else "NO") for a, b, c, d, e, f in rows_out]
     widths = [max(len(r[i]) for r in table) for i in range(len(headers))]
     for i, r in enumerate(table):
-        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
+        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=False)).rstrip())
         if i == 0:
             print("  ".join("-" * w for w in widths))
     return 0

@@ -47,9 +47,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -106,15 +107,35 @@ def write_qwen3_size_tokenizer(d: Path, seed: int = 0) -> int:
     import random
 
     rng = random.Random(seed)
-    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" * 4 + "Ġ" * 40 + "{}[]:,.\"'\\-_=+()<>/|!?#"
+    alphabet = (
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" * 4 + "Ġ" * 40 + "{}[]:,.\"'\\-_=+()<>/|!?#"
+    )
     vocab: dict[str, int] = {}
     while len(vocab) < 151_643:
         vocab.setdefault("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 9))), len(vocab))
     keys = list(vocab)
     merges = [[rng.choice(keys), rng.choice(keys)] for _ in range(151_387)]
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + [f"<|extra_{i}|>" for i in range(23)]
-    added = [{"id": 151_643 + i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True} for i, t in enumerate(specials)]
-    split = {"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "behavior": "Isolated", "invert": False}
+    added = [
+        {
+            "id": 151_643 + i,
+            "content": t,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for i, t in enumerate(specials)
+    ]
+    split = {
+        "type": "Split",
+        "pattern": {
+            "Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+        },
+        "behavior": "Isolated",
+        "invert": False,
+    }
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
     doc = {
         "version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": {"type": "NFC"},
@@ -233,17 +254,37 @@ def write_chat_model(root: Path, d8: Path) -> Path:
     cost of a large vocabulary (section 3)."""
     import shutil
 
-    shutil.copytree(d8, root, copy_function=lambda src, dst: os.link(src, dst) if src.endswith(".safetensors") else shutil.copy2(src, dst))
+    shutil.copytree(
+        d8,
+        root,
+        copy_function=lambda src, dst: os.link(src, dst) if src.endswith(".safetensors") else shutil.copy2(src, dst),
+    )
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     vocab = {c: i for i, c in enumerate("abcdefghijklmnopqrstuvwxyz")}
-    added = [{"id": 26 + i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True} for i, t in enumerate(specials)]
+    added = [
+        {
+            "id": 26 + i,
+            "content": t,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for i, t in enumerate(specials)
+    ]
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": True}
     doc = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": None, "pre_tokenizer": byte_level,
            "post_processor": byte_level, "decoder": byte_level,
            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "", "end_of_word_suffix": "",
                      "fuse_unk": False, "byte_fallback": False, "ignore_merges": False, "vocab": vocab, "merges": [["a", "b"]]}}  # fmt: skip
     (root / "tokenizer.json").write_text(json.dumps(doc, indent=2), encoding="utf-8")
-    tc = {"tokenizer_class": "TokenizersBackend", "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "bos_token": None}
+    tc = {
+        "tokenizer_class": "TokenizersBackend",
+        "eos_token": "<|im_end|>",
+        "pad_token": "<|endoftext|>",
+        "bos_token": None,
+    }
     (root / "tokenizer_config.json").write_text(json.dumps(tc, indent=2), encoding="utf-8")
     (root / "chat_template.jinja").write_text(qwen3_size_chat_template(), encoding="utf-8")
     return root
@@ -345,18 +386,22 @@ def time_subprocess(argv: Sequence[str], runs: int, ok: tuple[int, ...] = (0,)) 
     def once() -> None:
         p = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
         if p.returncode not in ok:
-            raise RuntimeError(f"{' '.join(argv[:3])} ... exited {p.returncode}: {p.stderr.decode(errors='replace')[-2000:]}")
+            raise RuntimeError(
+                f"{' '.join(argv[:3])} ... exited {p.returncode}: {p.stderr.decode(errors='replace')[-2000:]}"
+            )
 
     return time_calls(once, runs, warmup=1)
 
 
 def install_kind() -> str:
-    """"editable" (`pip install -e`: setuptools' finder runs at every interpreter start) or
+    """ "editable" (`pip install -e`: setuptools' finder runs at every interpreter start) or
     "regular" (what pre-commit's hook environment has)."""
     import site
 
     dirs = site.getsitepackages() + [site.getusersitepackages()]
-    return "editable" if any(any(Path(d).glob("__editable__*portkit*")) for d in dirs if Path(d).is_dir()) else "regular"
+    return (
+        "editable" if any(any(Path(d).glob("__editable__*portkit*")) for d in dirs if Path(d).is_dir()) else "regular"
+    )
 
 
 def ms(s: float) -> str:
@@ -404,36 +449,54 @@ def compare_against(rev: str, rounds: int, runs: int, ndirs: int) -> int:
             cli: dict[str, list[float]] = {k: [] for k in sides}
             cli_chat: dict[str, list[float]] = {k: [] for k in sides}
             for r in range(rounds + 1):  # round 0 warms the page cache and writes bytecode
-                for name, tree in (sides.items() if r % 2 else reversed(list(sides.items()))):
+                for name, tree in sides.items() if r % 2 else reversed(list(sides.items())):
                     e = dict(env, PYTHONPATH=str(tree))
                     # cwd is the tree too: `python -c` and `-m` put the working directory first on sys.path
-                    out = subprocess.run([sys.executable, "-c", _SIDE, str(tree), str(d8), str(dchat), *map(str, dirs), str(runs)],
-                                         env=e, cwd=tree, capture_output=True, text=True)
+                    out = subprocess.run(
+                        [sys.executable, "-c", _SIDE, str(tree), str(d8), str(dchat), *map(str, dirs), str(runs)],
+                        env=e,
+                        cwd=tree,
+                        capture_output=True,
+                        text=True,
+                    )
                     if out.returncode:
                         raise RuntimeError(f"{name} ({tree}): {out.stderr[-2000:]}")
                     t0 = time.perf_counter()
-                    p = subprocess.run([sys.executable, "-m", "portkit", "lint", str(d8)], env=e, cwd=tree, capture_output=True)
+                    p = subprocess.run(
+                        [sys.executable, "-m", "portkit", "lint", str(d8)], env=e, cwd=tree, capture_output=True
+                    )
                     t_cli = time.perf_counter() - t0
                     if p.returncode not in (0, 1):
-                        raise RuntimeError(f"{name}: portkit lint exited {p.returncode}: {p.stderr.decode(errors='replace')[-2000:]}")
+                        raise RuntimeError(
+                            f"{name}: portkit lint exited {p.returncode}: {p.stderr.decode(errors='replace')[-2000:]}"
+                        )
                     t0 = time.perf_counter()
-                    p = subprocess.run([sys.executable, "-m", "portkit", "lint", str(dchat)], env=e, cwd=tree, capture_output=True)
+                    p = subprocess.run(
+                        [sys.executable, "-m", "portkit", "lint", str(dchat)], env=e, cwd=tree, capture_output=True
+                    )
                     t_cli_chat = time.perf_counter() - t0
                     if p.returncode not in (0, 1):
-                        raise RuntimeError(f"{name}: portkit lint exited {p.returncode}: {p.stderr.decode(errors='replace')[-2000:]}")
+                        raise RuntimeError(
+                            f"{name}: portkit lint exited {p.returncode}: {p.stderr.decode(errors='replace')[-2000:]}"
+                        )
                     if r:
                         got[name].append(json.loads(out.stdout))
                         cli[name].append(t_cli)
                         cli_chat[name].append(t_cli_chat)
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     print(f"portkit lint: {rev} (before) against the working tree at {head} (after), {rounds} alternating rounds")
     print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus")
     rows = [("measure (median of the rounds)", "before", "after", "after/before")]
-    for key, what in (("lint_8b", f"in-process lint, 8B sharded skeleton (median of {runs} per round)"),
-                      ("lint_chat", f"in-process lint, 8B skeleton + tokenizer + 4 KB chat template (median of {runs})"),
-                      ("many", f"in-process lint of {ndirs} small dirs"), ("import", "`import portkit.lint`")):
+    for key, what in (
+        ("lint_8b", f"in-process lint, 8B sharded skeleton (median of {runs} per round)"),
+        ("lint_chat", f"in-process lint, 8B skeleton + tokenizer + 4 KB chat template (median of {runs})"),
+        ("many", f"in-process lint of {ndirs} small dirs"),
+        ("import", "`import portkit.lint`"),
+    ):
         b, a = statistics.median(x[key] for x in got["before"]), statistics.median(x[key] for x in got["after"])
         rows.append((what, ms(b), ms(a), f"{a / b:.2f}"))
     b, a = statistics.median(cli["before"]), statistics.median(cli["after"])
@@ -443,7 +506,7 @@ def compare_against(rev: str, rounds: int, runs: int, ndirs: int) -> int:
     chat_added = (a - b) * 1e3
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for i, r in enumerate(rows):
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip())
         if i == 0:
             print("  ".join("-" * w for w in widths))
     print(f"cold CLI with the chat template, after - before: {chat_added:+.1f} ms (target: at most +10 ms)")
@@ -456,12 +519,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, help="in-process runs of the 8B lint (default 50, quick 5)")
     ap.add_argument("--cli-runs", type=int, help="cold CLI runs of each command (default 5, quick 2)")
     ap.add_argument("--dirs", type=int, help="skeleton directories for throughput (default 1000, quick 50)")
-    ap.add_argument("--workdir", type=Path, help="write the skeletons here and keep them (default: a temp dir, removed)")
+    ap.add_argument(
+        "--workdir", type=Path, help="write the skeletons here and keep them (default: a temp dir, removed)"
+    )
     ap.add_argument("--against", metavar="REV", help="time REV's tree against this one, alternating, in one run")
     ap.add_argument("--rounds", type=int, default=7, help="alternating rounds for --against (default 7)")
     args = ap.parse_args(argv)
     if args.against:
-        return compare_against(args.against, args.rounds, args.runs or (5 if args.quick else 20), args.dirs or (50 if args.quick else 300))
+        return compare_against(
+            args.against, args.rounds, args.runs or (5 if args.quick else 20), args.dirs or (50 if args.quick else 300)
+        )
     runs = args.runs or (5 if args.quick else 50)
     cli_runs = args.cli_runs or (2 if args.quick else 5)
     ndirs = args.dirs or (50 if args.quick else 1000)
@@ -506,7 +573,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         dtok = work / "llama-3.1-8b-skeleton-with-tokenizer"
         # the shards hard-linked: they are sparse (16 GB apparent) and a copy writes them out in
         # full; the small files copied, since the tokenizer writer may rewrite them
-        shutil.copytree(d8, dtok, copy_function=lambda src, dst: os.link(src, dst) if src.endswith(".safetensors") else shutil.copy2(src, dst))
+        shutil.copytree(
+            d8,
+            dtok,
+            copy_function=lambda src, dst: (
+                os.link(src, dst) if src.endswith(".safetensors") else shutil.copy2(src, dst)
+            ),
+        )
         tok_bytes = write_qwen3_size_tokenizer(dtok)
         n_findings_tok = lint([dtok])
         t_tok_cli = time_subprocess([str(portkit_exe), "lint", str(dtok)], cli_runs, ok=(0, 1))
@@ -532,12 +605,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         # relative to `work`, so 1,000 fit any argv limit)
         rel = [str(d.relative_to(work)) for d in dirs]
         env = bench_env()
-        subprocess.run([str(portkit_exe), "lint", *rel[:4]], cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        subprocess.run(
+            [str(portkit_exe), "lint", *rel[:4]],
+            cwd=work,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
         t0 = time.perf_counter()
-        p = subprocess.run([str(portkit_exe), "lint", *rel], cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        p = subprocess.run(
+            [str(portkit_exe), "lint", *rel], cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
+        )
         t_cli_many = time.perf_counter() - t0
         if p.returncode not in (0, 1):
-            raise RuntimeError(f"portkit lint over {ndirs} dirs exited {p.returncode}: {p.stderr.decode(errors='replace')[-2000:]}")
+            raise RuntimeError(
+                f"portkit lint over {ndirs} dirs exited {p.returncode}: {p.stderr.decode(errors='replace')[-2000:]}"
+            )
 
     # ---- report
     def rate(n: int, s: float) -> float:
@@ -611,7 +694,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = [headers] + [(a, b, c, d, e, "-" if f is None else ("yes" if f else "NO")) for a, b, c, d, e, f in rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(headers))]
     for i, r in enumerate(table):
-        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
+        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=False)).rstrip())
         if i == 0:
             print("  ".join("-" * w for w in widths))
     return 0

@@ -41,7 +41,11 @@ def _first_bad(doc: dict) -> tuple[str, str]:
         return "logits", "-", what
     row = rows.get(loc["layer"]) or {}
     f = row.get("floor")
-    what = f"{loc['layer']}: {f['kind']} error {f['ratio']:.3g}x its floor (bound {f['bound'] / f['floor']:.0f}x)" if f else f"{loc['layer']}: rel {row.get('rel')}"
+    what = (
+        f"{loc['layer']}: {f['kind']} error {f['ratio']:.3g}x its floor (bound {f['bound'] / f['floor']:.0f}x)"
+        if f
+        else f"{loc['layer']}: rel {row.get('rel')}"
+    )
     sub = loc["name"] if loc["name"] != loc["layer"] else "-"
     return loc["layer"], sub, what
 
@@ -60,10 +64,10 @@ def main() -> int:
     from safetensors.numpy import load_file, save_file
 
     from fixtures.real import smollm2
+    from fixtures.seams import reference_perturbed
     from portkit.cli import main as cli
     from portkit.porting.dumpfile import read_dump
     from portkit.verify.candle import native as candle_native
-    from fixtures.seams import reference_perturbed
     from portkit.verify.pipeline import VerifyOptions, verify
     from portkit.verify.report.json_ import comparison_json
     from tests.real.inputs import linked_copy
@@ -71,7 +75,12 @@ def main() -> int:
     real = smollm2()
     work = Path(tempfile.mkdtemp(prefix="portkit-planted-"))
     target = Path(os.environ.get("CARGO_TARGET_DIR") or Path.home() / ".cache" / "portkit" / "target")
-    subprocess.run(["cargo", "build", "--release", "--examples", "--quiet"], cwd=ROOT / "native" / "portkit-dump", env=dict(os.environ, CARGO_TARGET_DIR=str(target)), check=True)
+    subprocess.run(
+        ["cargo", "build", "--release", "--examples", "--quiet"],
+        cwd=ROOT / "native" / "portkit-dump",
+        env=dict(os.environ, CARGO_TARGET_DIR=str(target)),
+        check=True,
+    )
     port = target / "release" / "examples" / "llama_port"
     ref = work / "ref.safetensors"
     assert cli(["reference", str(real.fixed), "--out", str(ref), "--text", a.text, "--tokens", str(a.tokens)]) == 0
@@ -79,7 +88,11 @@ def main() -> int:
 
     def dump(model_dir: Path, bug: str) -> Path:
         out = work / f"{bug}-{model_dir.name}.safetensors"
-        subprocess.run([str(port), str(model_dir), str(out), "--ids", ids, "--tokens", str(a.tokens), "--bug", bug], check=True, capture_output=True)
+        subprocess.run(
+            [str(port), str(model_dir), str(out), "--ids", ids, "--tokens", str(a.tokens), "--bug", bug],
+            check=True,
+            capture_output=True,
+        )
         return out
 
     def compare(cand: Path) -> tuple[int, dict]:
@@ -123,7 +136,9 @@ def main() -> int:
     save_file(w, str(scaled_dir / "model.safetensors"), metadata={"format": "pt"})
     del w
     load_runner = candle_native.load_runner
-    candle_native.load_runner = lambda family, files, *x, **kw: load_runner(family, [scaled_dir / "model.safetensors"], *x, **kw)
+    candle_native.load_runner = lambda family, files, *x, **kw: load_runner(
+        family, [scaled_dir / "model.safetensors"], *x, **kw
+    )
     try:
         rep = verify(VerifyOptions(**opts, cache=False))
     finally:

@@ -54,7 +54,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=8)
-    ap.add_argument("--streamed", action="store_true", help="also time `--reference streamed` (about 2.5x: each greedy step streams every layer)")
+    ap.add_argument(
+        "--streamed",
+        action="store_true",
+        help="also time `--reference streamed` (about 2.5x: each greedy step streams every layer)",
+    )
     a = ap.parse_args()
 
     d = vb.ensure_fixture()
@@ -64,7 +68,19 @@ def main() -> int:
     env = vb._env()
     py = sys.executable
     out = work / "ref.safetensors"
-    reference = [py, "-m", "portkit.cli", "reference", str(d), "--out", str(out), "--ids", ids, "--tokens", str(a.tokens)]
+    reference = [
+        py,
+        "-m",
+        "portkit.cli",
+        "reference",
+        str(d),
+        "--out",
+        str(out),
+        "--ids",
+        ids,
+        "--tokens",
+        str(a.tokens),
+    ]
     subprocess.run(reference, env=env, check=True, capture_output=True)  # warm-up; its greedy tokens stand for candle's
     from portkit.porting.dumpfile import read_dump
 
@@ -72,26 +88,47 @@ def main() -> int:
     request = work / "request.json"
     request.write_text(
         json.dumps(
-            {"model_dir": str(d), "files": [str(d / "model.safetensors")], "mode": "streamed", "prompt": vb.PROMPT,
-             "forced": greedy, "tokens": a.tokens, "out": str(work / "verify-ref.npz")}
+            {
+                "model_dir": str(d),
+                "files": [str(d / "model.safetensors")],
+                "mode": "streamed",
+                "prompt": vb.PROMPT,
+                "forced": greedy,
+                "tokens": a.tokens,
+                "out": str(work / "verify-ref.npz"),
+            }
         )
     )
     serve = f'exec "{py}" -m portkit.verify.reference.child --serve < "{request}"'
     workflows = {
-        "verify reference side": [dict(name="reference child --serve", argv=["sh", "-c", serve], env=env, stdout=str(work / "refproc.json"))],
+        "verify reference side": [
+            dict(name="reference child --serve", argv=["sh", "-c", serve], env=env, stdout=str(work / "refproc.json"))
+        ],
         "portkit reference": [dict(name="reference", argv=reference, env=env, stdout=str(work / "reference.txt"))],
         # the prefill alone: what verify's reference side computes, less its forced positions
-        "portkit reference --tokens 1": [dict(name="tokens 1", argv=reference[:-1] + ["1"], env=env, stdout=str(work / "one.txt"))],
+        "portkit reference --tokens 1": [
+            dict(name="tokens 1", argv=reference[:-1] + ["1"], env=env, stdout=str(work / "one.txt"))
+        ],
     }
     if a.streamed:
-        workflows["reference --reference streamed"] = [dict(name="streamed", argv=reference + ["--reference", "streamed"], env=env, stdout=str(work / "streamed.txt"))]
+        workflows["reference --reference streamed"] = [
+            dict(
+                name="streamed",
+                argv=reference + ["--reference", "streamed"],
+                env=env,
+                stdout=str(work / "streamed.txt"),
+            )
+        ]
     runs: dict[str, list[dict]] = {k: [] for k in workflows}
     for i in range(a.repeats):
         order = list(workflows) if i % 2 == 0 else list(reversed(workflows))
         for name in order:
             res = measure_cpu(workflows[name])
             runs[name].append(res)
-            print(f"  run {i + 1} {name:<32} wall {res['wall']:6.2f} s  cpu {res['cpu']:6.2f} s  peak RSS {res['peak_rss'] / 2**20:7.1f} MiB", file=sys.stderr)
+            print(
+                f"  run {i + 1} {name:<32} wall {res['wall']:6.2f} s  cpu {res['cpu']:6.2f} s  peak RSS {res['peak_rss'] / 2**20:7.1f} MiB",
+                file=sys.stderr,
+            )
     served = json.loads((work / "refproc.json").read_text().strip().splitlines()[-1])
     if not served.get("ok"):
         raise SystemExit(f"refproc failed: {served}")
@@ -101,7 +138,9 @@ def main() -> int:
     peak = {k: max(r["peak_rss"] for r in v) for k, v in runs.items()}
     mib = 2**20
     print(f"fixture {d.name}: SmolLM2-135M shape, random seeded weights, f32 safetensors {weights / mib:.1f} MiB")
-    print(f"prompt {len(vb.PROMPT)} ids, {a.tokens} greedy tokens, {vb.THREADS} threads; best wall and median CPU of {a.repeats}, alternating order")
+    print(
+        f"prompt {len(vb.PROMPT)} ids, {a.tokens} greedy tokens, {vb.THREADS} threads; best wall and median CPU of {a.repeats}, alternating order"
+    )
     print()
     print(f"{'workflow':<34}{'wall s':>9}{'cpu s':>9}{'peak RSS MiB':>15}")
     for name in workflows:
@@ -110,7 +149,11 @@ def main() -> int:
     base = "verify reference side"
     for name in [n for n in workflows if n != base]:
         wall, c, rss = best[name] / best[base], cpu[name] / cpu[base], peak[name] / peak[base]
-        target = f"  (target <= 1: {'met' if wall <= 1.0 and c <= 1.0 else 'NOT met'})" if name == "portkit reference" else ""
+        target = (
+            f"  (target <= 1: {'met' if wall <= 1.0 and c <= 1.0 else 'NOT met'})"
+            if name == "portkit reference"
+            else ""
+        )
         print(f"{name} / {base}: wall {wall:.2f}x, cpu {c:.2f}x, peak RSS {rss:.2f}x{target}")
     print(f"portkit reference: {(work / 'reference.txt').read_text().splitlines()[0]}")
     shutil.rmtree(work, ignore_errors=True)

@@ -39,7 +39,6 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     os.environ["PORTKIT_VERIFY_REFERENCE"] = "inprocess"
     import portkit_native
-
     from fixtures.real import smollm2
     from portkit.verify.reference import sampling as refsampling
     from portkit.verify.reference.compute import forward_reference
@@ -79,11 +78,18 @@ def main(argv: list[str] | None = None) -> int:
     assert section is not None
     print(f"SmolLM2-135M, {len(prompt)}-id prompt, {args.tokens} steps, vocabulary {out.rows.shape[1]}")
     print(f"baseline: transformers' reference forward {baseline:.3f} s")
-    for name, times in (("generate()'s distributions (transformers)", ref_times), ("candle's sampler and the judging (native)", candle_times)):
+    for name, times in (
+        ("generate()'s distributions (transformers)", ref_times),
+        ("candle's sampler and the judging (native)", candle_times),
+    ):
         rest = statistics.median(times[1:]) if len(times) > 1 else times[0]
-        print(f"{name}: first {times[0]:.4f} s ({times[0] / baseline:.3f}x), repeats median {rest:.4f} s ({rest / baseline:.3f}x)")
+        print(
+            f"{name}: first {times[0]:.4f} s ({times[0] / baseline:.3f}x), repeats median {rest:.4f} s ({rest / baseline:.3f}x)"
+        )
     total = ref_times[0] + candle_times[0]
-    print(f"probe, first run, both sides: {total:.4f} s ({total / baseline:.3f}x the reference forward); target < 0.2 s: {'met' if total < 0.2 else 'NOT met'}")
+    print(
+        f"probe, first run, both sides: {total:.4f} s ({total / baseline:.3f}x the reference forward); target < 0.2 s: {'met' if total < 0.2 else 'NOT met'}"
+    )
     print(f"measured: plain call worst distance {section.program.worst:.3g}, advised {section.advised.worst:.3g}")
     return 0
 

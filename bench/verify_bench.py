@@ -91,9 +91,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from typing import Any
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPE = dict(
@@ -163,7 +163,13 @@ SHAPES = {
         max_position_embeddings=131072,
         rms_norm_eps=1e-5,
         rope_theta=500000.0,
-        rope_scaling={"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+        rope_scaling={
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+            "rope_type": "llama3",
+        },
         tie_word_embeddings=False,
         bos_token_id=128000,
         eos_token_id=128001,
@@ -223,13 +229,18 @@ def _version(pkg: str) -> str:
 
 def fixture_dir() -> Path:
     key = hashlib.sha256(
-        json.dumps([SHAPE, SEED, "top-level rope_theta", _version("torch"), _version("transformers"), _version("safetensors")], sort_keys=True).encode()
+        json.dumps(
+            [SHAPE, SEED, "top-level rope_theta", _version("torch"), _version("transformers"), _version("safetensors")],
+            sort_keys=True,
+        ).encode()
     ).hexdigest()[:12]
     return cache_root() / "bench" / f"smollm2-135m-shape-s{SEED}-{key}"
 
 
 def big_fixture_dir(size: str) -> Path:
-    key = hashlib.sha256(json.dumps([SHAPES[size], SEED, "bf16 random pool v2"], sort_keys=True).encode()).hexdigest()[:12]
+    key = hashlib.sha256(json.dumps([SHAPES[size], SEED, "bf16 random pool v2"], sort_keys=True).encode()).hexdigest()[
+        :12
+    ]
     return cache_root() / "bench" / f"llama-{size}-shape-bf16-s{SEED}-{key}"
 
 
@@ -298,7 +309,7 @@ def make_big_fixture(size: str, final: Path) -> None:
             raw += b" " * (-len(raw) % 8)
             with open(tmp / name, "wb") as f:
                 f.write(len(raw).to_bytes(8, "little") + raw)
-                for tname, tshape, _std, mean in shard:
+                for _name, tshape, _std, mean in shard:
                     left = int(np.prod(tshape))
                     if mean:  # norm weights: ones
                         f.write(np.full(left, norm, dtype=np.uint16).tobytes())
@@ -309,7 +320,9 @@ def make_big_fixture(size: str, final: Path) -> None:
                         f.write(pool[off : off + n].tobytes())
                         left -= n
         if len(shards) > 1:
-            (tmp / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}, indent=2))
+            (tmp / "model.safetensors.index.json").write_text(
+                json.dumps({"metadata": {}, "weight_map": weight_map}, indent=2)
+            )
         cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "torch_dtype": "bfloat16", **shape}
         (tmp / "config.json").write_text(json.dumps(cfg, indent=2))
         (tmp / "prompt.json").write_text(json.dumps({"ids": [t % shape["vocab_size"] for t in PROMPT]}))
@@ -331,7 +344,11 @@ def run_tree(argv: list[str], env: dict[str, str], out: Path, cwd: Path) -> dict
     """`cwd`: the checkout whose portkit runs (`python -m` puts the working directory first on
     sys.path, ahead of PYTHONPATH)."""
     p = subprocess.run(
-        [sys.executable, "-c", TREE_SAMPLER, json.dumps(argv), json.dumps(env), str(out)], capture_output=True, text=True, check=True, cwd=cwd
+        [sys.executable, "-c", TREE_SAMPLER, json.dumps(argv), json.dumps(env), str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=cwd,
     )
     res = json.loads(p.stdout)
     if res["code"] not in (0, 1):
@@ -366,7 +383,21 @@ def sized(a: argparse.Namespace) -> int:
             env = _env()
             env["PYTHONPATH"] = str(root) + os.pathsep + str(ROOT)
             env["PORTKIT_CACHE"] = str(cache)
-            argv = [sys.executable, "-m", "portkit.cli", "verify", str(d), "--ids", ids, "--tokens", str(a.tokens), "--format", "json", "--dtype", dtype]
+            argv = [
+                sys.executable,
+                "-m",
+                "portkit.cli",
+                "verify",
+                str(d),
+                "--ids",
+                ids,
+                "--tokens",
+                str(a.tokens),
+                "--format",
+                "json",
+                "--dtype",
+                dtype,
+            ]
             res = []
             # a portkit without the reference cache: its repeat costs what its first run did.
             # "candle again": the repeat with only candle's run cache emptied (the reference cached)
@@ -389,7 +420,9 @@ def sized(a: argparse.Namespace) -> int:
                 )
             rows.append((label, dtype, res))
             shutil.rmtree(cache, ignore_errors=True)
-    print(f"fixture {d.name}: f32 weight bytes {weights_f32 / 2**30:.2f} GiB; prompt {len(PROMPT)} ids, {a.tokens} tokens, {THREADS} threads")
+    print(
+        f"fixture {d.name}: f32 weight bytes {weights_f32 / 2**30:.2f} GiB; prompt {len(PROMPT)} ids, {a.tokens} tokens, {THREADS} threads"
+    )
     print(
         f"{'portkit':<8}{'dtype':<7}{'first s':>9}{'repeat s':>10}{'repeat/first':>14}{'candle again s':>16}{'/first':>8}"
         f"{'peak GiB':>10}{'peak/f32':>10}{'repeat peak/f32':>17}"
@@ -419,7 +452,10 @@ def _medians(rows: list[tuple[str, str, list[dict]]]) -> list[tuple[str, str, li
     out = []
     for (label, dtype), runs in by.items():
         med = [
-            {"wall": statistics.median(r[i]["wall"] for r in runs), "peak_tree_rss": statistics.median(r[i]["peak_tree_rss"] for r in runs)}
+            {
+                "wall": statistics.median(r[i]["wall"] for r in runs),
+                "peak_tree_rss": statistics.median(r[i]["peak_tree_rss"] for r in runs),
+            }
             for i in range(min(len(r) for r in runs))
         ]
         out.append((label, dtype, med))
@@ -491,16 +527,33 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=None, help="greedy tokens (default 8; 20 with --real)")
-    ap.add_argument("--size", choices=("135m", "1.1b", "8b"), default="135m", help="the model shape (8b: on demand, 16 GB bf16)")
+    ap.add_argument(
+        "--size", choices=("135m", "1.1b", "8b"), default="135m", help="the model shape (8b: on demand, 16 GB bf16)"
+    )
     ap.add_argument("--dtypes", default="f32,f16", help="candle dtypes to run, comma separated (default f32,f16)")
     ap.add_argument("--before", metavar="DIR", help="also run the portkit package found in DIR (an older checkout)")
     ap.add_argument("--before-only", action="store_true", help="with --before: run only the older checkout")
-    ap.add_argument("--rounds", type=int, default=1, help="with --before: run both checkouts N times, alternating their order; the medians")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="with --before: run both checkouts N times, alternating their order; the medians",
+    )
     ap.add_argument("--baseline", action="store_true", help="135M only: portkit verify vs the baseline scripts")
-    ap.add_argument("--real", action="store_true", help="the real SmolLM2-135M-Instruct (fixtures.real): workflow, floor and verify")
+    ap.add_argument(
+        "--real", action="store_true", help="the real SmolLM2-135M-Instruct (fixtures.real): workflow, floor and verify"
+    )
     ap.add_argument("--gguf", action="store_true", help="with --real: the GGUF workflow against verify --gguf")
-    ap.add_argument("--ladder", action="store_true", help="with --real: 4 GGUFs in one verify against four hand GGUF workflows (issue 36)")
-    ap.add_argument("--many", action="store_true", help="with --real: 3 checkpoints in one verify against three separate verifies (issue 36)")
+    ap.add_argument(
+        "--ladder",
+        action="store_true",
+        help="with --real: 4 GGUFs in one verify against four hand GGUF workflows (issue 36)",
+    )
+    ap.add_argument(
+        "--many",
+        action="store_true",
+        help="with --real: 3 checkpoints in one verify against three separate verifies (issue 36)",
+    )
     ap.add_argument("--real-dir", type=Path, help="with --real: this checkpoint directory instead of fixtures.real's")
     ap.add_argument("--real-gguf", type=Path, help="with --real --gguf: this GGUF instead of fixtures.real's")
     ap.add_argument("--make-fixture", type=Path, help=argparse.SUPPRESS)
@@ -525,15 +578,22 @@ def main() -> int:
         for name, steps in baseline_workflows(d, exe, work, _env(), a.tokens, i).items():
             res = measure(steps)
             runs.setdefault(name, []).append(res)
-            print(f"  run {i + 1} {name:<32} wall {res['wall']:6.2f} s  peak RSS {res['peak_rss'] / 2**20:7.1f} MiB", file=sys.stderr)
+            print(
+                f"  run {i + 1} {name:<32} wall {res['wall']:6.2f} s  peak RSS {res['peak_rss'] / 2**20:7.1f} MiB",
+                file=sys.stderr,
+            )
     s = summarize(runs, weights)
     rep = json.loads((work / "verify.json").read_text())
     cmp_text = (work / "compare.txt").read_text().strip().splitlines()
 
     mib = 2**20
     print(f"fixture {d.name}: SmolLM2-135M shape, random seeded weights, f32 safetensors {weights / mib:.1f} MiB")
-    print(f"prompt {len(PROMPT)} ids, {a.tokens} greedy tokens, {THREADS} threads; best wall of {a.repeats}, alternating order;")
-    print("verify's first run starts from an empty $PORTKIT_CACHE each repeat (the baseline caches nothing); its repeat reads that cache")
+    print(
+        f"prompt {len(PROMPT)} ids, {a.tokens} greedy tokens, {THREADS} threads; best wall of {a.repeats}, alternating order;"
+    )
+    print(
+        "verify's first run starts from an empty $PORTKIT_CACHE each repeat (the baseline caches nothing); its repeat reads that cache"
+    )
     print()
     print(f"{'workflow':<40}{'wall s':>9}{'peak RSS MiB':>15}")
     for step in s["baseline steps"]:
@@ -543,13 +603,20 @@ def main() -> int:
     print()
     for name in WORKFLOWS[1:]:
         ratio = s["ratio"][name]
-        target = f"  (target < 1: {'met' if ratio < 1 else 'NOT met'})" if name.endswith(FIRST) else "  (both sides from the cache: not the baseline's work)"
+        target = (
+            f"  (target < 1: {'met' if ratio < 1 else 'NOT met'})"
+            if name.endswith(FIRST)
+            else "  (both sides from the cache: not the baseline's work)"
+        )
         print(f"{name:<40} / baseline wall: {ratio:5.2f}x{target}")
     for name in ("verify", "verify --no-layers"):
         print(f"{name + REPEAT:<40} / its first run: {s['wall'][name + REPEAT] / s['wall'][name + FIRST]:5.2f}x")
     for name in WORKFLOWS:
         rss_x = s["peak"][name] / weights
-        print(f"{name:<40} peak RSS / f32 weights: {rss_x:.2f}x" + (f"  (target <= 3: {'met' if rss_x <= 3 else 'NOT met'})" if name != "baseline" else ""))
+        print(
+            f"{name:<40} peak RSS / f32 weights: {rss_x:.2f}x"
+            + (f"  (target <= 3: {'met' if rss_x <= 3 else 'NOT met'})" if name != "baseline" else "")
+        )
     print()
     print(f"baseline compare: {cmp_text[-1] if cmp_text else '?'}")
     c = rep.get("comparison") or {}
@@ -563,10 +630,18 @@ def main() -> int:
 
 
 FIRST, REPEAT = ", first run", ", repeat (cached)"
-WORKFLOWS = ("baseline", "verify" + FIRST, "verify" + REPEAT, "verify --no-layers" + FIRST, "verify --no-layers" + REPEAT)
+WORKFLOWS = (
+    "baseline",
+    "verify" + FIRST,
+    "verify" + REPEAT,
+    "verify --no-layers" + FIRST,
+    "verify --no-layers" + REPEAT,
+)
 
 
-def baseline_workflows(d: Path, exe: Path, work: Path, env: dict[str, str], tokens: int, i: int) -> dict[str, list[dict]]:
+def baseline_workflows(
+    d: Path, exe: Path, work: Path, env: dict[str, str], tokens: int, i: int
+) -> dict[str, list[dict]]:
     """Repeat `i` of `--baseline`, in the order to run it (alternating between repeats). Each
     verify gets a `$PORTKIT_CACHE` of its own, empty at its first run: the first run is what
     the baseline (which caches nothing) is compared with; the repeat, from that cache, is shown
@@ -574,9 +649,31 @@ def baseline_workflows(d: Path, exe: Path, work: Path, env: dict[str, str], toke
     py = sys.executable
     ids = ",".join(map(str, PROMPT))
     baseline = [
-        dict(name="transformers script", argv=[py, "-I", str(ROOT / "bench/baseline/llm_json.py"), str(d), ids, str(tokens), THREADS], env=env, stdout=str(work / "pt.json")),
-        dict(name="candle program", argv=[str(exe), "cpu", str(d), ids, str(tokens)], env=env, stdout=str(work / "candle.json")),
-        dict(name="compare script", argv=[py, "-I", str(ROOT / "bench/baseline/compare.py"), str(work / "pt.json"), str(work / "candle.json"), "1e-4"], env=env, stdout=str(work / "compare.txt")),
+        dict(
+            name="transformers script",
+            argv=[py, "-I", str(ROOT / "bench/baseline/llm_json.py"), str(d), ids, str(tokens), THREADS],
+            env=env,
+            stdout=str(work / "pt.json"),
+        ),
+        dict(
+            name="candle program",
+            argv=[str(exe), "cpu", str(d), ids, str(tokens)],
+            env=env,
+            stdout=str(work / "candle.json"),
+        ),
+        dict(
+            name="compare script",
+            argv=[
+                py,
+                "-I",
+                str(ROOT / "bench/baseline/compare.py"),
+                str(work / "pt.json"),
+                str(work / "candle.json"),
+                "1e-4",
+            ],
+            env=env,
+            stdout=str(work / "compare.txt"),
+        ),
     ]
     verify_argv = [py, "-m", "portkit.cli", "verify", str(d), "--ids", ids, "--tokens", str(tokens), "--format", "json"]
     out: dict[str, list[dict]] = {"baseline": baseline}
@@ -586,7 +683,9 @@ def baseline_workflows(d: Path, exe: Path, work: Path, env: dict[str, str], toke
         shutil.rmtree(cache, ignore_errors=True)
         venv = dict(env, PORTKIT_CACHE=str(cache))
         for when in (FIRST, REPEAT):
-            out[name + when] = [dict(name=f"portkit {name}{when}", argv=verify_argv + extra, env=venv, stdout=str(work / report))]
+            out[name + when] = [
+                dict(name=f"portkit {name}{when}", argv=verify_argv + extra, env=venv, stdout=str(work / report))
+            ]
     if i % 2:
         # the verify pairs first on odd repeats (each pair keeps its first run before its repeat)
         out = {k: out[k] for k in [*list(out)[1:], "baseline"]}
@@ -619,7 +718,9 @@ def real_files(a: argparse.Namespace) -> tuple[Path, Path | None]:
         sys.path.insert(0, str(ROOT))
         from fixtures.real import smollm2
     except ImportError as e:
-        raise SystemExit(f"--real needs fixtures/real.py (the real-weights fixture) or --real-dir DIR [--real-gguf FILE]: {e}")
+        raise SystemExit(
+            f"--real needs fixtures/real.py (the real-weights fixture) or --real-dir DIR [--real-gguf FILE]: {e}"
+        ) from None
     ck = smollm2()
     return ck.tf5, ck.gguf
 
@@ -648,7 +749,9 @@ def gguf_example() -> Path:
     return target / "release" / "examples" / "gguf_logits"
 
 
-def real_plan(d: Path, gguf: Path | None, work: Path, i: int, before: Path | None, tokens: int) -> dict[str, list[dict]]:
+def real_plan(
+    d: Path, gguf: Path | None, work: Path, i: int, before: Path | None, tokens: int
+) -> dict[str, list[dict]]:
     """Repeat `i` of `--real`: name -> the commands it runs one after another (each a dict of
     argv, env, cwd, stdout). A verify's first run gets an empty cache; its repeat reads it."""
     py, env = sys.executable, _env()
@@ -656,9 +759,24 @@ def real_plan(d: Path, gguf: Path | None, work: Path, i: int, before: Path | Non
     if gguf is None:
         exe = candle_example()
         workflow = [
-            dict(name="transformers script", argv=[py, "-I", str(ROOT / "bench/baseline/llm_json.py"), str(d), REAL_IDS, n, THREADS], stdout=work / "pt.json"),
+            dict(
+                name="transformers script",
+                argv=[py, "-I", str(ROOT / "bench/baseline/llm_json.py"), str(d), REAL_IDS, n, THREADS],
+                stdout=work / "pt.json",
+            ),
             dict(name="candle program", argv=[str(exe), "cpu", str(d), REAL_IDS, n], stdout=work / "candle.json"),
-            dict(name="compare script", argv=[py, "-I", str(ROOT / "bench/baseline/compare.py"), str(work / "pt.json"), str(work / "candle.json"), "1e-4"], stdout=work / "compare.txt"),
+            dict(
+                name="compare script",
+                argv=[
+                    py,
+                    "-I",
+                    str(ROOT / "bench/baseline/compare.py"),
+                    str(work / "pt.json"),
+                    str(work / "candle.json"),
+                    "1e-4",
+                ],
+                stdout=work / "compare.txt",
+            ),
         ]
     else:
         exe = gguf_example()
@@ -666,14 +784,43 @@ def real_plan(d: Path, gguf: Path | None, work: Path, i: int, before: Path | Non
         # the candle program is teacher-forced on the tokens the reference script wrote
         tokens_of = f"$({py} -c \"import json;print(','.join(map(str,json.load(open('{ref}.json'))['tokens'])))\")"
         workflow = [
-            dict(name="transformers reference script", argv=[py, "-I", str(ROOT / "bench/baseline/gguf_ref.py"), str(d), REAL_IDS, n, THREADS, ref], stdout=None),
-            dict(name="quantized candle program", argv=["bash", "-c", f"exec {exe} cpu {gguf} {REAL_IDS} {tokens_of} {n} {work / 'gguf-candle.f32'}"], stdout=work / "gguf-candle.json"),
-            dict(name="comparison script", argv=[py, "-I", str(ROOT / "bench/baseline/gguf_compare.py"), ref, str(work / "gguf-candle.f32"), str(work / "gguf-candle.json")], stdout=work / "gguf-compare.txt"),
+            dict(
+                name="transformers reference script",
+                argv=[py, "-I", str(ROOT / "bench/baseline/gguf_ref.py"), str(d), REAL_IDS, n, THREADS, ref],
+                stdout=None,
+            ),
+            dict(
+                name="quantized candle program",
+                argv=["bash", "-c", f"exec {exe} cpu {gguf} {REAL_IDS} {tokens_of} {n} {work / 'gguf-candle.f32'}"],
+                stdout=work / "gguf-candle.json",
+            ),
+            dict(
+                name="comparison script",
+                argv=[
+                    py,
+                    "-I",
+                    str(ROOT / "bench/baseline/gguf_compare.py"),
+                    ref,
+                    str(work / "gguf-candle.f32"),
+                    str(work / "gguf-candle.json"),
+                ],
+                stdout=work / "gguf-compare.txt",
+            ),
         ]
-    verify = [py, "-m", "portkit.cli", "verify", str(d), "--ids", REAL_IDS, "--tokens", n, "--format", "json"] + (["--gguf", str(gguf)] if gguf else [])
+    verify = [py, "-m", "portkit.cli", "verify", str(d), "--ids", REAL_IDS, "--tokens", n, "--format", "json"] + (
+        ["--gguf", str(gguf)] if gguf else []
+    )
     plan: dict[str, list[dict]] = {
         "workflow": [dict(s, env=env, cwd=ROOT) for s in workflow],
-        "floor": [dict(name="floor", argv=[py, "-I", str(ROOT / "bench/baseline/floor.py"), str(d), REAL_IDS, n, THREADS], env=env, cwd=ROOT, stdout=None)],
+        "floor": [
+            dict(
+                name="floor",
+                argv=[py, "-I", str(ROOT / "bench/baseline/floor.py"), str(d), REAL_IDS, n, THREADS],
+                env=env,
+                cwd=ROOT,
+                stdout=None,
+            )
+        ],
         # with the waiting policy verify's child runs torch with (portkit.verify.reference.child._start)
         FLOOR_PASSIVE: [
             dict(
@@ -688,12 +835,22 @@ def real_plan(d: Path, gguf: Path | None, work: Path, i: int, before: Path | Non
     cache = work / f"cache-{i}"
     shutil.rmtree(cache, ignore_errors=True)
     for when in (FIRST, REPEAT):
-        plan["verify" + when] = [dict(name="verify" + when, argv=verify, env=dict(env, PORTKIT_CACHE=str(cache)), cwd=ROOT, stdout=work / "verify.json")]
+        plan["verify" + when] = [
+            dict(
+                name="verify" + when,
+                argv=verify,
+                env=dict(env, PORTKIT_CACHE=str(cache)),
+                cwd=ROOT,
+                stdout=work / "verify.json",
+            )
+        ]
     if before is not None:
         bcache = work / f"cache-before-{i}"
         shutil.rmtree(bcache, ignore_errors=True)
         benv = dict(env, PORTKIT_CACHE=str(bcache), PYTHONPATH=str(before))
-        plan["verify before" + FIRST] = [dict(name="verify before", argv=verify, env=benv, cwd=before, stdout=work / "verify-before.json")]
+        plan["verify before" + FIRST] = [
+            dict(name="verify before", argv=verify, env=benv, cwd=before, stdout=work / "verify-before.json")
+        ]
     names = list(plan)
     if i % 2:  # alternate: the verify runs first on odd repeats (each first run before its repeat)
         names = names[3:] + names[:3]
@@ -710,7 +867,11 @@ def run_steps(steps: list[dict]) -> dict:
     return {"steps": out, "wall": sum(x["wall"] for x in out), "peak": max(x["peak"] for x in out)}
 
 
-LADDER_QTYPES = ("q8_0", "f16", "f32")  # written from the real checkpoint by fixtures.gguf_writer, beside the published Q4_1
+LADDER_QTYPES = (
+    "q8_0",
+    "f16",
+    "f32",
+)  # written from the real checkpoint by fixtures.gguf_writer, beside the published Q4_1
 
 
 def ladder_files(d: Path, published: Path) -> list[Path]:
@@ -759,7 +920,9 @@ def many_targets(a: argparse.Namespace) -> int:
             raise SystemExit("--ladder needs the real GGUF: fixtures.real's, or --real-gguf FILE")
         files = ladder_files(d, published)
         sizes = {f.name: f.stat().st_size for f in files}
-        plans["hand workflow x4"] = lambda i: [s for k, f in enumerate(files) for s in _gguf_workflow(d, f, work, env, tokens, f"gguf {k + 1}")]
+        plans["hand workflow x4"] = lambda i: [
+            s for k, f in enumerate(files) for s in _gguf_workflow(d, f, work, env, tokens, f"gguf {k + 1}")
+        ]
         plans["verify, one --gguf (the first)"] = lambda i: [dict(name="verify", argv=[*verify, str(d), "--gguf", str(files[0])], cwd=ROOT, stdout=work / "one.json",
                                                                env=dict(env, PORTKIT_CACHE=str(_fresh(work / f"c1-{i}"))))]  # fmt: skip
         plans["verify, 4 --gguf"] = lambda i: [dict(name="verify", argv=[*verify, str(d), *[x for f in files for x in ("--gguf", str(f))]], cwd=ROOT,
@@ -779,13 +942,18 @@ def many_targets(a: argparse.Namespace) -> int:
         for name in names:
             res = run_steps(plans[name](i))
             runs.setdefault(name, []).append(res)
-            print(f"  run {i + 1} {name:<34} wall {res['wall']:6.2f} s  peak {res['peak'] / 2**20:7.1f} MiB  load {_loadavg()}", file=sys.stderr)
+            print(
+                f"  run {i + 1} {name:<34} wall {res['wall']:6.2f} s  peak {res['peak'] / 2**20:7.1f} MiB  load {_loadavg()}",
+                file=sys.stderr,
+            )
     load.append(_loadavg())
     mib = 2**20
     med = {k: _median([r["wall"] for r in v]) for k, v in runs.items()}
     peak = {k: max(r["peak"] for r in v) for k, v in runs.items()}
-    print(f"real checkpoint {d}, prompt ids {REAL_IDS}, {tokens} tokens, {THREADS} threads; median of {a.repeats}, alternating order; "
-          f"load average {load[0]} at the start, {load[1]} at the end")
+    print(
+        f"real checkpoint {d}, prompt ids {REAL_IDS}, {tokens} tokens, {THREADS} threads; median of {a.repeats}, alternating order; "
+        f"load average {load[0]} at the start, {load[1]} at the end"
+    )
     if a.ladder:
         print("GGUFs: " + ", ".join(f"{k} ({v / 1e6:.0f} MB)" for k, v in sizes.items()))
     else:
@@ -795,17 +963,23 @@ def many_targets(a: argparse.Namespace) -> int:
         print(f"{k:<44}{med[k]:>9.2f}{peak[k] / mib:>15.1f}")
         if a.many and k == baseline:
             for j, step in enumerate(runs[k][0]["steps"]):
-                print(f"  {step['name']:<42}{_median([r['steps'][j]['wall'] for r in runs[k]]):>9.2f}{max(r['steps'][j]['peak'] for r in runs[k]) / mib:>15.1f}")
+                print(
+                    f"  {step['name']:<42}{_median([r['steps'][j]['wall'] for r in runs[k]]):>9.2f}{max(r['steps'][j]['peak'] for r in runs[k]) / mib:>15.1f}"
+                )
     ratio, target = med[multi] / med[baseline], 0.4 if a.ladder else 0.45
     print(f"{multi} / {baseline}: {ratio:.2f}x (target <= {target}: {'met' if ratio <= target else 'NOT met'})")
     if a.ladder:
         bound = peak["verify, one --gguf (the first)"] + max(sizes.values())
-        print(f"peak RSS {peak[multi] / mib:.0f} MiB; bound: one --gguf's {peak['verify, one --gguf (the first)'] / mib:.0f} MiB + the largest GGUF "
-              f"{max(sizes.values()) / mib:.0f} MiB = {bound / mib:.0f} MiB ({'met' if peak[multi] <= bound else 'NOT met'})")
+        print(
+            f"peak RSS {peak[multi] / mib:.0f} MiB; bound: one --gguf's {peak['verify, one --gguf (the first)'] / mib:.0f} MiB + the largest GGUF "
+            f"{max(sizes.values()) / mib:.0f} MiB = {bound / mib:.0f} MiB ({'met' if peak[multi] <= bound else 'NOT met'})"
+        )
     else:
         largest = max(max(r["steps"][j]["peak"] for r in runs[baseline]) for j in range(len(dirs)))
-        print(f"peak RSS {peak[multi] / mib:.0f} MiB; bound: the largest single verify's {largest / mib:.0f} MiB + 10% = {1.1 * largest / mib:.0f} MiB "
-              f"({'met' if peak[multi] <= 1.1 * largest else 'NOT met'})")
+        print(
+            f"peak RSS {peak[multi] / mib:.0f} MiB; bound: the largest single verify's {largest / mib:.0f} MiB + 10% = {1.1 * largest / mib:.0f} MiB "
+            f"({'met' if peak[multi] <= 1.1 * largest else 'NOT met'})"
+        )
     shutil.rmtree(work, ignore_errors=True)
     return 0
 
@@ -847,21 +1021,35 @@ def real(a: argparse.Namespace) -> int:
                     reports[name] = json.loads(Path(steps[0]["stdout"]).read_text())
                 except (OSError, ValueError):
                     reports[name] = {}
-            print(f"  run {i + 1} {name:<34} wall {res['wall']:6.2f} s  peak {res['peak'] / 2**20:7.1f} MiB  load {_loadavg()}", file=sys.stderr)
+            print(
+                f"  run {i + 1} {name:<34} wall {res['wall']:6.2f} s  peak {res['peak'] / 2**20:7.1f} MiB  load {_loadavg()}",
+                file=sys.stderr,
+            )
     load.append(_loadavg())
     mib = 2**20
     med = {k: _median([r["wall"] for r in v]) for k, v in runs.items()}
     peak = {k: max(r["peak"] for r in v) for k, v in runs.items()}
-    what = "GGUF workflow (reference script, quantized candle program, comparison)" if gguf else "workflow (transformers script, candle program, compare script)"
-    print(f"real checkpoint {d} ({weights / 1e6:.0f} MB f32 safetensors)" + (f", GGUF {gguf.name} ({gguf.stat().st_size / 1e6:.0f} MB)" if gguf else ""))
-    print(f"prompt ids {REAL_IDS}, {tokens} greedy tokens, {THREADS} threads; median of {a.repeats}, alternating order; "
-          f"load average {load[0]} at the start, {load[1]} at the end")
+    what = (
+        "GGUF workflow (reference script, quantized candle program, comparison)"
+        if gguf
+        else "workflow (transformers script, candle program, compare script)"
+    )
+    print(
+        f"real checkpoint {d} ({weights / 1e6:.0f} MB f32 safetensors)"
+        + (f", GGUF {gguf.name} ({gguf.stat().st_size / 1e6:.0f} MB)" if gguf else "")
+    )
+    print(
+        f"prompt ids {REAL_IDS}, {tokens} greedy tokens, {THREADS} threads; median of {a.repeats}, alternating order; "
+        f"load average {load[0]} at the start, {load[1]} at the end"
+    )
     print()
     print(f"{'':<44}{'wall s':>9}{'peak RSS MiB':>15}")
     for k, v in runs.items():
         if k == "workflow":
             for j, step in enumerate(v[0]["steps"]):
-                print(f"  {step['name']:<42}{_median([r['steps'][j]['wall'] for r in v]):>9.2f}{max(r['steps'][j]['peak'] for r in v) / mib:>15.1f}")
+                print(
+                    f"  {step['name']:<42}{_median([r['steps'][j]['wall'] for r in v]):>9.2f}{max(r['steps'][j]['peak'] for r in v) / mib:>15.1f}"
+                )
             print(f"{what[:43]:<44}{med[k]:>9.2f}{peak[k] / mib:>15.1f}")
         else:
             print(f"{k:<44}{med[k]:>9.2f}{peak[k] / mib:>15.1f}")
@@ -871,15 +1059,27 @@ def real(a: argparse.Namespace) -> int:
     ratio = first / wf
     verdict = "met" if ratio <= target else f"NOT met: {first - target * wf:.2f} s over"
     print(f"verify first run / workflow:   {ratio:5.2f}x  (target <= {target:g}: {verdict})")
-    print(f"verify repeat / workflow:      {med['verify' + REPEAT] / wf:5.2f}x  (both sides from the cache: not the workflow's work)")
-    print(f"floor / workflow:              {med['floor'] / wf:5.2f}x  (import transformers, torch + one generate of {tokens} tokens)")
-    print(f"floor, passive / workflow:     {med[FLOOR_PASSIVE] / wf:5.2f}x  (the same with torch's threads waiting asleep, as in verify's child)")
-    print(f"verify first run / floor:      {first / med['floor']:5.2f}x; / the passive floor {first / med[FLOOR_PASSIVE]:.2f}x")
+    print(
+        f"verify repeat / workflow:      {med['verify' + REPEAT] / wf:5.2f}x  (both sides from the cache: not the workflow's work)"
+    )
+    print(
+        f"floor / workflow:              {med['floor'] / wf:5.2f}x  (import transformers, torch + one generate of {tokens} tokens)"
+    )
+    print(
+        f"floor, passive / workflow:     {med[FLOOR_PASSIVE] / wf:5.2f}x  (the same with torch's threads waiting asleep, as in verify's child)"
+    )
+    print(
+        f"verify first run / floor:      {first / med['floor']:5.2f}x; / the passive floor {first / med[FLOOR_PASSIVE]:.2f}x"
+    )
     if before is not None:
         b = med["verify before" + FIRST]
-        print(f"verify before / workflow:      {b / wf:5.2f}x  (the portkit in {before}); after / before {first / b:.2f}x")
-        print(f"peak RSS, verify first run:    {peak['verify' + FIRST] / mib:.0f} MiB after, {peak['verify before' + FIRST] / mib:.0f} MiB before "
-              f"({'not above' if peak['verify' + FIRST] <= peak['verify before' + FIRST] else 'ABOVE'} before)")
+        print(
+            f"verify before / workflow:      {b / wf:5.2f}x  (the portkit in {before}); after / before {first / b:.2f}x"
+        )
+        print(
+            f"peak RSS, verify first run:    {peak['verify' + FIRST] / mib:.0f} MiB after, {peak['verify before' + FIRST] / mib:.0f} MiB before "
+            f"({'not above' if peak['verify' + FIRST] <= peak['verify before' + FIRST] else 'ABOVE'} before)"
+        )
     for k, rep in reports.items():
         print(f"{k}: verdict {rep.get('verdict')}, timings {rep.get('timings')}, run plan {rep.get('run_plan')}")
     shutil.rmtree(work, ignore_errors=True)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Sequence
+    from collections.abc import Sequence
 
 _TEMP = re.compile(r"\.(?P<name>.+)\.portkit-(?P<pid>[0-9]+)-[0-9a-f]+\.tmp")
 

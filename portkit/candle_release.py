@@ -75,7 +75,7 @@ class Span:
         return [r for r in RELEASES if self.holds(r)]
 
     def describe(self) -> str:
-        """"candle 0.10.0-0.11.0; fixed in 0.11.1 by candle#3879", as `explain` and the rule pages print it."""
+        """ "candle 0.10.0-0.11.0; fixed in 0.11.1 by candle#3879", as `explain` and the rule pages print it."""
         held = self.releases()
         if not held:
             return "no candle release portkit knows"
@@ -154,13 +154,16 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def resolve(flag: str | None = None, cargo_lock: str | os.PathLike[str] | None = None, cwd: Path | None = None) -> Chosen:
+def resolve(
+    flag: str | None = None, cargo_lock: str | os.PathLike[str] | None = None, cwd: Path | None = None
+) -> Chosen:
     """The run's release without `[tool.portkit]` (which is per model directory: `portkit.settings`
     puts it above a lock's): the flag, else the lock named or found upward from `cwd`, else DEFAULT."""
     if flag is not None:
         return Chosen(check(flag, "--candle"), "--candle")
+    lock: Path | None
     if cargo_lock is not None:
-        lock: Path | None = Path(cargo_lock)
+        lock = Path(cargo_lock)
         if not lock.is_file():
             raise UsageError(f"--cargo-lock {cargo_lock}: no such file")
     else:
@@ -183,7 +186,11 @@ def add_arguments(parser: argparse.ArgumentParser, *, lock: bool = True) -> None
         "candle-transformers of the Cargo.lock in this directory or above, else the newest that verify runs",
     )
     if lock:
-        group.add_argument("--cargo-lock", metavar="PATH", help="read the candle release from this Cargo.lock, not the one found upward")
+        group.add_argument(
+            "--cargo-lock",
+            metavar="PATH",
+            help="read the candle release from this Cargo.lock, not the one found upward",
+        )
 
 
 def from_args(args: argparse.Namespace) -> Chosen:

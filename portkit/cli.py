@@ -23,7 +23,8 @@ from portkit.errors import InputError, PortkitError, UsageError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, Callable, Sequence
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
     AddArgs = Callable[[argparse.ArgumentParser], None]
     Run = Callable[[argparse.Namespace], int]
@@ -47,28 +48,64 @@ def lint_args(p: argparse.ArgumentParser) -> None:
         help="model directories (everything in them), files in them (a .gguf: that GGUF; config.json, *.safetensors, the index: "
         "the HF model), or ORG/NAME[@REV] from the local Hugging Face cache",
     )
-    p.add_argument("--hf-cache", action="store_true", help="lint every model repo in the local Hugging Face cache (`main`), then print a summary table")
-    p.add_argument("--all-revisions", action="store_true", help="with --hf-cache: every cached revision, not only `main`")
-    p.add_argument("--select", action="append", metavar="CODES", help="rule codes or prefixes to run, comma separated (e.g. PK1,PK205); default: every stable rule")
+    p.add_argument(
+        "--hf-cache",
+        action="store_true",
+        help="lint every model repo in the local Hugging Face cache (`main`), then print a summary table",
+    )
+    p.add_argument(
+        "--all-revisions", action="store_true", help="with --hf-cache: every cached revision, not only `main`"
+    )
+    p.add_argument(
+        "--select",
+        action="append",
+        metavar="CODES",
+        help="rule codes or prefixes to run, comma separated (e.g. PK1,PK205); default: every stable rule",
+    )
     p.add_argument("--ignore", action="append", metavar="CODES", help="rule codes or prefixes to skip, comma separated")
     p.add_argument("--preview", action="store_true", default=None, help="also run preview rules")
-    p.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text", help="output format (default: text)")
+    p.add_argument(
+        "--format", choices=("text", "json", "sarif", "github"), default="text", help="output format (default: text)"
+    )
     p.add_argument("--output", "-o", type=Path, metavar="FILE", help="write the results to FILE instead of stdout")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     p.add_argument("--write-baseline", type=Path, metavar="FILE", help="record today's findings in FILE and exit 0")
     p.add_argument("--baseline", type=Path, metavar="FILE", help="report only findings not recorded in FILE")
     p.add_argument("--no-config", action="store_true", help="ignore [tool.portkit] in pyproject.toml")
-    p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour text output (default: on a terminal)")
+    p.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour text output (default: on a terminal)",
+    )
     candle_release.add_arguments(p)
     g = p.add_argument_group("target (runtime rules PK3xx)")
     g.add_argument("--device", choices=("cpu", "metal", "cuda"), help="candle device (default: cpu)")
     g.add_argument("--dtype", choices=("f32", "bf16", "f16"), help="candle dtype (default: f32)")
-    g.add_argument("--features", action="append", metavar="FEATS", help="candle cargo features, comma separated: accelerate, mkl, flash-attn, cuda, metal")
-    g.add_argument("--use-flash-attn", action="store_true", default=None, help="the model is loaded with into_config(true)")
+    g.add_argument(
+        "--features",
+        action="append",
+        metavar="FEATS",
+        help="candle cargo features, comma separated: accelerate, mkl, flash-attn, cuda, metal",
+    )
+    g.add_argument(
+        "--use-flash-attn", action="store_true", default=None, help="the model is loaded with into_config(true)"
+    )
     g.add_argument("--max-tokens", type=int, metavar="N", help="prompt plus generated tokens you will run")
-    g.add_argument("--max-prompt-tokens", type=int, metavar="N", help="the longest prompt you feed in one forward (default: --max-tokens)")
-    g.add_argument("--turns", type=int, nargs="?", const=2, metavar="N",
-                   help="multi-token segments you feed to one KV cache; --turns alone: 2, a chat's second turn (default: 1)")
+    g.add_argument(
+        "--max-prompt-tokens",
+        type=int,
+        metavar="N",
+        help="the longest prompt you feed in one forward (default: --max-tokens)",
+    )
+    g.add_argument(
+        "--turns",
+        type=int,
+        nargs="?",
+        const=2,
+        metavar="N",
+        help="multi-token segments you feed to one KV cache; --turns alone: 2, a chat's second turn (default: 1)",
+    )
     g.add_argument("--batch", type=int, metavar="N", help="rows of equal length you run in one forward (default: 1)")
     from portkit.sampler import SAMPLER_HELP
 
@@ -141,7 +178,7 @@ def _baseline_entries(path: Path) -> list[dict[str, Any]]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InputError(path, f"unreadable baseline: {e}") from None
     if not isinstance(data, dict) or data.get("portkit_baseline") != 1 or not isinstance(data.get("findings"), list):
-        raise InputError(path, "not a portkit baseline (expected {\"portkit_baseline\": 1, \"findings\": [...]})")
+        raise InputError(path, 'not a portkit baseline (expected {"portkit_baseline": 1, "findings": [...]})')
     return [e for e in data["findings"] if isinstance(e, dict)]
 
 
@@ -190,7 +227,9 @@ def lint_run(args: argparse.Namespace) -> int:
             else:
                 kept.append(f)
         report = dataclasses.replace(report, findings=kept)
-    color = args.color == "always" or (args.color == "auto" and args.output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
+    color = args.color == "always" or (
+        args.color == "auto" and args.output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    )
     reporter = reporter_class(args.format)(color=color and args.format == "text")
     if args.output is not None:
         try:
@@ -222,7 +261,9 @@ def _lint_hf_cache(args: argparse.Namespace, settings: Any) -> int:
     for r in rows:
         if r.status == "unreadable":
             print(f"portkit: error: {r.model.spec}: {r.message}", file=sys.stderr)
-    color = args.color == "always" or (args.color == "auto" and args.output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
+    color = args.color == "always" or (
+        args.color == "auto" and args.output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    )
     try:
         with open(args.output, "w", encoding="utf-8") if args.output is not None else _stdout() as out:
             if args.format == "json":
@@ -249,8 +290,17 @@ def rules_args(p: argparse.ArgumentParser) -> None:
     from portkit.rule_table import groups
 
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--group", choices=groups(), help="only this rule group (PK1xx config, PK2xx weights, PK3xx runtime, PK4xx gguf, PK5xx tokenizer, PK6xx embedding)")
-    p.add_argument("--family", choices=list(BY_NAME), metavar="FAMILY", help="only the rules that speak about this family: " + ", ".join(BY_NAME))
+    p.add_argument(
+        "--group",
+        choices=groups(),
+        help="only this rule group (PK1xx config, PK2xx weights, PK3xx runtime, PK4xx gguf, PK5xx tokenizer, PK6xx embedding)",
+    )
+    p.add_argument(
+        "--family",
+        choices=list(BY_NAME),
+        metavar="FAMILY",
+        help="only the rules that speak about this family: " + ", ".join(BY_NAME),
+    )
     p.add_argument("--all", action="store_true", help="also list removed codes (kept so that they are never reused)")
     candle_release.add_arguments(p, lock=False)
 
@@ -258,7 +308,9 @@ def rules_args(p: argparse.ArgumentParser) -> None:
 def rules_run(args: argparse.Namespace) -> int:
     from portkit.rule_table import render_text, rows
 
-    table = rows(args.group, args.family, include_removed=args.all, candle=args.candle and candle_release.from_args(args).release)
+    table = rows(
+        args.group, args.family, include_removed=args.all, candle=args.candle and candle_release.from_args(args).release
+    )
     if args.format == "json":
         print(json.dumps(table, indent=2))
     else:
@@ -287,7 +339,11 @@ def explain_text(code: str, candle: str | None = None) -> str:
     )
     if candle is not None:
         holds = "holds" if r.holds.holds(candle) else "does not hold"
-        head += f"On candle {candle}: the rule's fact {holds}" + ("" if r.holds.holds(candle) else ": lint reports nothing for it") + ".\n\n"
+        head += (
+            f"On candle {candle}: the rule's fact {holds}"
+            + ("" if r.holds.holds(candle) else ": lint reports nothing for it")
+            + ".\n\n"
+        )
     return head + r.doc() + "\n"
 
 
@@ -313,7 +369,12 @@ The diff is exactly what --write writes (`git apply` takes it)."""
 def fix_args(p: argparse.ArgumentParser) -> None:
     p.epilog = FIX_EPILOG
     p.formatter_class = _EpilogFormatter
-    p.add_argument("model_dir", metavar="MODEL_DIR", type=Path, help="a model directory, its config.json, or ORG/NAME[@REV] from the Hugging Face cache")
+    p.add_argument(
+        "model_dir",
+        metavar="MODEL_DIR",
+        type=Path,
+        help="a model directory, its config.json, or ORG/NAME[@REV] from the Hugging Face cache",
+    )
     g = p.add_mutually_exclusive_group()
     g.add_argument("--diff", action="store_true", help="print the safe edits as a unified diff (default)")
     g.add_argument("--write", action="store_true", help="write the safe edits into config.json")
@@ -346,7 +407,10 @@ def fix_run(args: argparse.Namespace) -> int:
             fixed = [f for p in changed for f in p.fixed]
             codes = ", ".join(sorted({f.code for f in fixed}))
             where = ", ".join(str(p.path) for p in changed)
-            print(f"portkit: fixed {len(fixed)} finding{'' if len(fixed) == 1 else 's'} ({codes}) in {where}", file=sys.stderr)
+            print(
+                f"portkit: fixed {len(fixed)} finding{'' if len(fixed) == 1 else 's'} ({codes}) in {where}",
+                file=sys.stderr,
+            )
             if cached is not None:
                 names = " and ".join(p.path.name for p in changed)
                 print(
@@ -376,7 +440,10 @@ def _report_remaining(remaining: list[Any], written: bool) -> None:
     from portkit.rules import RULES
 
     what = "config edit" if all(RULES[e.finding.code].group == "config" for e in remaining) else "edit"
-    print(f"portkit: {n} finding{'' if n == 1 else 's'} {verb}, no {what} fixes {'it' if n == 1 else 'them'}:", file=sys.stderr)
+    print(
+        f"portkit: {n} finding{'' if n == 1 else 's'} {verb}, no {what} fixes {'it' if n == 1 else 'them'}:",
+        file=sys.stderr,
+    )
     for e in remaining:
         f = e.finding
         print(f"{f.code} {f.name}: {f.message}", file=sys.stderr)
@@ -403,13 +470,21 @@ def schema_run(args: argparse.Namespace) -> int:
 
 
 SUBCOMMANDS: dict[str, tuple[str, AddArgs, Run]] = {
-    "lint": (f"find where candle {candle_release.DEFAULT} (or --candle X.Y.Z) reads a model differently from transformers 5", lint_args, lint_run),
+    "lint": (
+        f"find where candle {candle_release.DEFAULT} (or --candle X.Y.Z) reads a model differently from transformers 5",
+        lint_args,
+        lint_run,
+    ),
     "rules": ("list the rule catalogue", rules_args, rules_run),
     "explain": ("print one rule's documentation", explain_args, explain_run),
     "fix": ("rewrite config.json and tokenizer.json so candle reads what transformers reads", fix_args, fix_run),
     "schema": ("print a JSON Schema (candle config, GGUF metadata, lint report)", schema_args, schema_run),
 }
-LAZY_SUBCOMMANDS = {"verify": "portkit.verify.cli", "reference": "portkit.porting.reference_cli", "compare": "portkit.porting.compare_cli"}
+LAZY_SUBCOMMANDS = {
+    "verify": "portkit.verify.cli",
+    "reference": "portkit.porting.reference_cli",
+    "compare": "portkit.porting.compare_cli",
+}
 
 
 def _lazy(name: str) -> tuple[str, AddArgs, Run] | None:
@@ -466,10 +541,10 @@ class _EpilogFormatter(_Formatter):
 
 
 def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="portkit", description=DESCRIPTION, formatter_class=_Formatter
+    parser = argparse.ArgumentParser(prog="portkit", description=DESCRIPTION, formatter_class=_Formatter)
+    parser.add_argument(
+        "--version", action="version", version=f"portkit {__version__} (candle {candle_release.NATIVE})"
     )
-    parser.add_argument("--version", action="version", version=f"portkit {__version__} (candle {candle_release.NATIVE})")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     table = dict(SUBCOMMANDS)
@@ -514,7 +589,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("portkit: error: out of memory", file=sys.stderr)
         return 2
     except Exception as e:  # never a traceback: one line, and ask for a report
-        print(f"portkit: error: internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]} (please report)", file=sys.stderr)
+        print(
+            f"portkit: error: internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]} (please report)",
+            file=sys.stderr,
+        )
         return 2
 
 

@@ -72,7 +72,9 @@ def main() -> int:
     if gs is not None and gs.comparison is not None:
         from portkit.verify.report.text import comparison_lines
 
-        out.print(f"tolerance {gs.tolerance.name}: judged by teacher-forced argmax; a flip under a top-2 margin of {gs.tolerance.near_tie:g} is a near tie")
+        out.print(
+            f"tolerance {gs.tolerance.name}: judged by teacher-forced argmax; a flip under a top-2 margin of {gs.tolerance.near_tie:g} is a near tie"
+        )
         for ln in comparison_lines(gs.comparison, g.reference.greedy, layers_note=None)[:3]:
             out.print("  " + ln)
     out.print(f"verdict: exit {g.exit_code}")

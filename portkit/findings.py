@@ -87,7 +87,9 @@ class Probe:
     # (`Rule.finding`), so verify never looks the rule up again by code:
     run: ProbeRun = "prompt"  # the verify run the probe needs
     candle_patch: dict[str, Any] | None = None  # numeric: the config edit candle runs (`patch`, else the fix's edits)
-    repair: dict[str, Any] | None = None  # crash: what repairs it for the next crash's probe (`patch`, else the fix's edits)
+    repair: dict[str, Any] | None = (
+        None  # crash: what repairs it for the next crash's probe (`patch`, else the fix's edits)
+    )
     at_load: bool = False  # crash: the rule predicts a failure at load (a later failure shows it did not happen)
     reason: str | None = None  # static-only: why nothing runs (the rule's `not_probed`)
 
@@ -128,7 +130,13 @@ class Probe:
         return self.run in ("turns", "batch", "padded-batch")
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "id": self.id, "patch": json_value(self.patch), "expect": self.expect, "as_candle": json_value(self.as_candle)}
+        return {
+            "kind": self.kind,
+            "id": self.id,
+            "patch": json_value(self.patch),
+            "expect": self.expect,
+            "as_candle": json_value(self.as_candle),
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -130,7 +130,10 @@ def plan(model_dir: Path, facts: ModelFacts | None = None) -> FixPlan:
     p = FixPlan(path=doc.path, old_text=doc.text)
     if doc.duplicates:
         dup = ".".join(doc.duplicates[0])
-        raise InputError(doc.path, f"key `{dup}` is written twice; fix it by hand first (transformers keeps the last, candle refuses)")
+        raise InputError(
+            doc.path,
+            f"key `{dup}` is written twice; fix it by hand first (transformers keeps the last, candle refuses)",
+        )
     assert isinstance(doc.value, dict)
     new_obj, new_text, fixed_codes = doc.value, doc.text, set()
     safe: list[Edit] = []
@@ -139,7 +142,12 @@ def plan(model_dir: Path, facts: ModelFacts | None = None) -> FixPlan:
     # until nothing new fires. Each round fixes at least one more code, so this ends.
     while True:
         round_ctx = ctx if new_text == doc.text else Context(_edited(facts, doc, new_text), Target())
-        findings = [f for rule in RULES.values() if rule.group == "config" and round_ctx.applies(rule) for f in rule.check(round_ctx)]
+        findings = [
+            f
+            for rule in RULES.values()
+            if rule.group == "config" and round_ctx.applies(rule)
+            for f in rule.check(round_ctx)
+        ]
         fresh = [f for f in findings if f.fix is not None and f.code not in fixed_codes]
         fixed_codes.update(f.code for f in fresh)
         safe += [Edit(f, dict(f.fix.edits)) for f in fresh if f.fix is not None]
@@ -148,7 +156,9 @@ def plan(model_dir: Path, facts: ModelFacts | None = None) -> FixPlan:
         new_obj = apply_edits(doc.value, {k: v for e in safe for k, v in e.changes.items()})
         new_text = render(new_obj, doc.text)
     # what is left is what the edited config still shows: no edit for it
-    p.edits = safe + [Edit(f, refused=f.help or f"no edit of {doc.path.name} fixes {f.code}") for f in findings if f.fix is None]
+    p.edits = safe + [
+        Edit(f, refused=f.help or f"no edit of {doc.path.name} fixes {f.code}") for f in findings if f.fix is None
+    ]
     if safe:
         _check(facts, doc, new_obj, new_text)
         p.new_text = new_text
@@ -176,9 +186,17 @@ def _check(facts: ModelFacts, doc: JsonDoc, new_obj: dict[str, Any], new_text: s
     before, after = _effective(facts, doc.value, gen), _effective(facts, new_obj, gen)
     if before != after:
         changed = sorted(k for k in before if before[k] != after.get(k))
-        raise InputError(doc.path, f"refusing to fix: the edit would change transformers' effective {', '.join(changed)}")
+        raise InputError(
+            doc.path, f"refusing to fix: the edit would change transformers' effective {', '.join(changed)}"
+        )
     ctx = Context(_edited(facts, doc, new_text), Target())
-    left = [f.code for rule in RULES.values() if rule.group == "config" and ctx.applies(rule) for f in rule.check(ctx) if f.fix is not None]
+    left = [
+        f.code
+        for rule in RULES.values()
+        if rule.group == "config" and ctx.applies(rule)
+        for f in rule.check(ctx)
+        if f.fix is not None
+    ]
     if left:
         raise InputError(doc.path, f"refusing to fix: {', '.join(sorted(set(left)))} would still fire after the edit")
 

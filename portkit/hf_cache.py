@@ -11,14 +11,14 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from portkit.errors import InputError
-from portkit.hub import CachedModel, cache_dir, cached_models, short
+from portkit.hub import CachedModel, cache_dir, cached_models
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, Iterable, TextIO
+    from collections.abc import Iterable
+    from typing import Any, TextIO
 
     from portkit.settings import Settings
 
@@ -105,7 +105,13 @@ def lint_cache(settings: Settings, *, all_revisions: bool, progress: bool) -> tu
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     rows: list[CacheRow] = []
-    columns = (TextColumn("portkit lint --hf-cache"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"))
+    columns = (
+        TextColumn("portkit lint --hf-cache"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+    )
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("", total=len(models))
         for m in models:
@@ -166,8 +172,8 @@ def write_table(rows: list[CacheRow], out: TextIO, *, color: bool) -> None:
     lines = [HEADER, *(_cells(r) for r in rows)]
     widths = [max(len(row[i]) for row in lines) for i in range(len(HEADER))]
     for row in lines:
-        left = "  ".join(c.ljust(w) for c, w in zip(row[:3], widths[:3]))
-        right = "  ".join(c.rjust(w) for c, w in zip(row[3:], widths[3:]))
+        left = "  ".join(c.ljust(w) for c, w in zip(row[:3], widths[:3], strict=False))
+        right = "  ".join(c.rjust(w) for c, w in zip(row[3:], widths[3:], strict=False))
         out.write(f"{left}  {right}".rstrip() + "\n")
     out.write(_summary(rows) + "\n")
 

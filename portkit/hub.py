@@ -24,12 +24,15 @@ from portkit.errors import InputError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from types import ModuleType
-    from typing import Any, Callable
+    from typing import Any
 
 # huggingface_hub's repo id rules (`validate_repo_id`): ORG/NAME of letters, digits, `-_.`;
 # then an optional `@REVISION` (a branch, tag or commit hash; `refs/pr/1` has slashes).
-REPO_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*)(?:@(?P<rev>[A-Za-z0-9._/-]+))?$")
+REPO_ID = re.compile(
+    r"^(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*)(?:@(?P<rev>[A-Za-z0-9._/-]+))?$"
+)
 # What the cache may name, and nothing else: a snapshot is `models--ORG--NAME/snapshots/<commit>`
 # with a commit of 40 hex characters (what huggingface_hub's REGEX_COMMIT_HASH accepts), and a
 # ref is a file holding one. huggingface_hub joins a revision and a ref's content as paths, so
@@ -67,7 +70,9 @@ def offline_hub(spec: str | None = None) -> ModuleType:
     except ImportError:
         need = "pip install huggingface_hub"
         if spec is not None:
-            raise InputError(spec, f"no such path; reading it as a Hugging Face repo id needs huggingface_hub ({need})") from None
+            raise InputError(
+                spec, f"no such path; reading it as a Hugging Face repo id needs huggingface_hub ({need})"
+            ) from None
         raise InputError("--hf-cache", f"reading the Hugging Face cache needs huggingface_hub ({need})") from None
     # It reads HF_HUB_OFFLINE once, at import: when something imported it before us, say it again.
     constants.HF_HUB_OFFLINE = True
@@ -96,7 +101,9 @@ class CachedModel:
 
     @property
     def spec(self) -> str:
-        return f"{self.repo_id}@{self.revision}" if self.commit else self.repo_id  # no commit: a repo the scan could not read
+        return (
+            f"{self.repo_id}@{self.revision}" if self.commit else self.repo_id
+        )  # no commit: a repo the scan could not read
 
     def describe(self) -> str:
         part = ", a partial download: the files that are there are linted" if self.partial else ""
@@ -136,7 +143,10 @@ def read_ref(ref: Path) -> str | None:
 def is_snapshot(path: Path, repo_dir: Path) -> bool:
     """`path`, symlinks followed, is `repo_dir/snapshots/<40-hex commit>`."""
     real = os.path.realpath(path)
-    return os.path.dirname(real) == os.path.realpath(repo_dir / "snapshots") and COMMIT.fullmatch(os.path.basename(real)) is not None
+    return (
+        os.path.dirname(real) == os.path.realpath(repo_dir / "snapshots")
+        and COMMIT.fullmatch(os.path.basename(real)) is not None
+    )
 
 
 def resolve(spec: str) -> CachedModel:
@@ -147,7 +157,10 @@ def resolve(spec: str) -> CachedModel:
         raise InputError(spec, "not a path, and not a Hugging Face repo id (ORG/NAME[@REVISION])")
     repo_id, rev = m["repo"], m["rev"] or "main"
     if not valid_revision(rev):
-        raise InputError(spec, f"no such path, and `{rev}` is not a revision (a branch, tag or commit hash; `.`, `..` and `/dir` are paths)")
+        raise InputError(
+            spec,
+            f"no such path, and `{rev}` is not a revision (a branch, tag or commit hash; `.`, `..` and `/dir` are paths)",
+        )
     hub = offline_hub(spec)
     from huggingface_hub.errors import HFValidationError, IncompleteSnapshotError, LocalEntryNotFoundError
     from huggingface_hub.utils import validate_repo_id
@@ -169,7 +182,9 @@ def resolve(spec: str) -> CachedModel:
     try:
         commit = rev if COMMIT.fullmatch(rev) else read_ref(repo_dir / "refs" / rev)
     except BadRef as e:
-        raise InputError(spec, f"refs/{rev} of {repo_id} in the Hugging Face cache ({repo_dir / 'refs' / rev}): {e}") from None
+        raise InputError(
+            spec, f"refs/{rev} of {repo_id} in the Hugging Face cache ({repo_dir / 'refs' / rev}): {e}"
+        ) from None
     if commit is None:
         raise not_cached
     partial = False
@@ -185,7 +200,10 @@ def resolve(spec: str) -> CachedModel:
     except (OSError, ValueError) as e:
         raise InputError(spec, f"cannot read it in the Hugging Face cache ({cache}): {short(e)}") from None
     if not is_snapshot(path, repo_dir):
-        raise InputError(spec, f"the Hugging Face cache names {short(path)} for it, which is not a snapshot of {repo_id} ({repo_dir / 'snapshots'}/<commit>)")
+        raise InputError(
+            spec,
+            f"the Hugging Face cache names {short(path)} for it, which is not a snapshot of {repo_id} ({repo_dir / 'snapshots'}/<commit>)",
+        )
     return CachedModel(repo_id=repo_id, revision=rev, commit=commit, path=path, partial=partial)
 
 
@@ -219,22 +237,43 @@ def cached_models(all_revisions: bool) -> tuple[list[CachedModel], list[str]]:
             continue
         except (BadRef, OSError, ValueError) as e:
             why = f"{e.strerror}: {e.filename}" if isinstance(e, OSError) and e.strerror and e.filename else e
-            out.append(CachedModel(repo_id=repo_id, revision="-", commit="", path=repo_dir, problem=f"cannot scan this repo: {short(why)}"))
+            out.append(
+                CachedModel(
+                    repo_id=repo_id,
+                    revision="-",
+                    commit="",
+                    path=repo_dir,
+                    problem=f"cannot scan this repo: {short(why)}",
+                )
+            )
             continue
         revs = sorted(repo.revisions, key=lambda r: (-r.last_modified, r.commit_hash))
         if not all_revisions:
             main = [r for r in revs if "main" in r.refs]
             if not main:
                 shown = ", ".join(r.commit_hash[:12] for r in revs) or "none"
-                notes.append(f"{repo.repo_id}: no `main` in the cache (revisions: {short(shown)}); --all-revisions lints them")
+                notes.append(
+                    f"{repo.repo_id}: no `main` in the cache (revisions: {short(shown)}); --all-revisions lints them"
+                )
             revs = main
         for r in revs:
             refs = tuple(sorted(r.refs))
             name = "main" if "main" in refs else (refs[0] if refs else r.commit_hash)
             problem = None
             if not is_snapshot(r.snapshot_path, repo_dir):
-                problem = f"snapshot {short(r.snapshot_path)} is not a directory `snapshots/<40-hex commit>` of this repo"
-            out.append(CachedModel(repo_id=repo.repo_id, revision=name, commit=r.commit_hash, path=Path(r.snapshot_path), refs=refs, problem=problem))
+                problem = (
+                    f"snapshot {short(r.snapshot_path)} is not a directory `snapshots/<40-hex commit>` of this repo"
+                )
+            out.append(
+                CachedModel(
+                    repo_id=repo.repo_id,
+                    revision=name,
+                    commit=r.commit_hash,
+                    path=Path(r.snapshot_path),
+                    refs=refs,
+                    problem=problem,
+                )
+            )
     return out, notes
 
 

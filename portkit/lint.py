@@ -18,14 +18,22 @@ from portkit.settings import Settings, for_dir
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Iterable, Sequence
+    from collections.abc import Iterable, Sequence
 
     from portkit.findings import Finding
 
 
 MAX_SIZE = 2**31  # no Llama dimension comes near this; larger values are corrupt or hostile
 MAX_LAYERS = 10_000
-SIZE_KEYS = ("hidden_size", "intermediate_size", "vocab_size", "num_attention_heads", "num_key_value_heads", "max_position_embeddings", "head_dim")
+SIZE_KEYS = (
+    "hidden_size",
+    "intermediate_size",
+    "vocab_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "max_position_embeddings",
+    "head_dim",
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,7 +82,9 @@ def check_usable(facts: ModelFacts, ctx: Context) -> None:
             raise InputError(doc.path, f"`{k}`={v} is not a usable size (expected 1 to {MAX_SIZE - 1})")
     layers = doc.value.get("num_hidden_layers")
     if isinstance(layers, int) and not 0 <= layers <= MAX_LAYERS:
-        raise InputError(doc.path, f"`num_hidden_layers`={layers} is not a usable layer count (expected 0 to {MAX_LAYERS})")
+        raise InputError(
+            doc.path, f"`num_hidden_layers`={layers} is not a usable layer count (expected 0 to {MAX_LAYERS})"
+        )
     eps = doc.value.get("rms_norm_eps")
     if isinstance(eps, float) and not 0 <= eps < 1:
         raise InputError(doc.path, f"`rms_norm_eps`={eps} is not a usable epsilon")
@@ -177,7 +187,9 @@ def lint_paths(paths: Iterable[str | os.PathLike[str]], settings: Settings | Non
                 notes.append(f"{t.root}: skipped: no config.json or .gguf beside the files given")
         except InputError as e:
             errors.append(InputProblem(path=e.path, message=e.what))
-    findings.sort(key=lambda f: (f.filename, f.location.row if f.location else 0, f.location.column if f.location else 0, f.code))
+    findings.sort(
+        key=lambda f: (f.filename, f.location.row if f.location else 0, f.location.column if f.location else 0, f.code)
+    )
     return Report(findings=findings, models=models, errors=errors, notes=notes, **release)
 
 

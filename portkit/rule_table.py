@@ -18,7 +18,14 @@ WIDTH = 100
 # (header, width) of the fixed columns; "families" takes what is left of WIDTH
 _COLUMNS = (("code", 5), ("fix", 3), ("name", 33), ("group", 9), ("severity", 8), ("verify", 7), ("status", 7))
 # the probe verify runs; "none": static-only, reported NOT-PROBED with the rule's reason
-_VERIFY = {"numeric": "numeric", "crash": "crash", "static-only": "none", "tokens": "tokens", "template": "render", "sampling": "sampling"}
+_VERIFY = {
+    "numeric": "numeric",
+    "crash": "crash",
+    "static-only": "none",
+    "tokens": "tokens",
+    "template": "render",
+    "sampling": "sampling",
+}
 
 
 def groups() -> list[str]:
@@ -37,7 +44,11 @@ def families_short(rule: Rule) -> tuple[str, list[str]]:
     loaders = getattr(rule, "loaders", None)
     if loaders:
         every_loader = {f.gguf_loader for f in BY_NAME.values() if f.gguf_loader}
-        return ("", ["all"]) if set(loaders) >= every_loader else ("gguf:", [l.removeprefix("quantized_") for l in loaders])
+        return (
+            ("", ["all"])
+            if set(loaders) >= every_loader
+            else ("gguf:", [name.removeprefix("quantized_") for name in loaders])
+        )
     if "*" in rule.families:
         return "", ["any"]
     if set(rule.families) >= set(BY_NAME):
@@ -55,7 +66,9 @@ def speaks_about(rule: Rule, family: str) -> bool:
     return "*" in rule.families or family in rule.families
 
 
-def rows(group: str | None = None, family: str | None = None, include_removed: bool = False, candle: str | None = None) -> list[dict[str, Any]]:
+def rows(
+    group: str | None = None, family: str | None = None, include_removed: bool = False, candle: str | None = None
+) -> list[dict[str, Any]]:
     """The catalogue's rows; `candle`: only the rules whose fact holds for that release."""
     from portkit.rules import CODES, RULES
 
@@ -64,7 +77,20 @@ def rows(group: str | None = None, family: str | None = None, include_removed: b
         r = RULES.get(code)
         if r is None:  # a removed code: no rule, no group, no family
             if include_removed and group is None and family is None:
-                out.append(dict(code=code, name=name, status=status, group=None, families=[], severity=None, effect=None, fix=None, probe=None, summary=""))
+                out.append(
+                    dict(
+                        code=code,
+                        name=name,
+                        status=status,
+                        group=None,
+                        families=[],
+                        severity=None,
+                        effect=None,
+                        fix=None,
+                        probe=None,
+                        summary="",
+                    )
+                )
             continue
         if (group is not None and r.group != group) or (family is not None and not speaks_about(r, family)):
             continue
@@ -116,7 +142,7 @@ def render_text(table: list[dict[str, Any]], width: int = WIDTH) -> str:
             _VERIFY.get(row["probe"] or "", ""),
             "" if row["status"] == "stable" else row["status"],
         )
-        line = "  ".join(c.ljust(w) for c, (_, w) in zip(cells, _COLUMNS))
+        line = "  ".join(c.ljust(w) for c, (_, w) in zip(cells, _COLUMNS, strict=False))
         prefix, names = families_short(rule) if rule is not None else ("", [])
         fams = prefix + _fit(names, fam_width - len(prefix)) if names else ""
         lines.append((line + "  " + fams).rstrip())

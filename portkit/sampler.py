@@ -88,23 +88,39 @@ class CandleSampler:
             return f"LogitsProcessor::new(seed, {_opt(t)}, {_opt(p)})"
         if s == "ArgMax":
             return "LogitsProcessor::from_sampling(seed, Sampling::ArgMax)"
-        fields = {"TopK": [f"k: {k}"], "TopP": [f"p: {number(p)}"], "TopKThenTopP": [f"k: {k}", f"p: {number(p)}"]}.get(s, [])
+        fields = {"TopK": [f"k: {k}"], "TopP": [f"p: {number(p)}"], "TopKThenTopP": [f"k: {k}", f"p: {number(p)}"]}.get(
+            s, []
+        )
         return f"LogitsProcessor::from_sampling(seed, Sampling::{s} {{ {', '.join([*fields, f'temperature: {number(t)}'])} }})"
 
     def call(self) -> str:
         """The Rust the program runs each step, in one line."""
-        draw = f"sample_f(&logits, |prs| keep_top_k_renormalised(prs, {self.top_k_renormalised}))" if self.top_k_renormalised else "sample(&logits)"
+        draw = (
+            f"sample_f(&logits, |prs| keep_top_k_renormalised(prs, {self.top_k_renormalised}))"
+            if self.top_k_renormalised
+            else "sample(&logits)"
+        )
         out = f"{self.processor()}, then {draw}"
         if self.repeat_penalty != 1.0:
-            window = "&tokens" if self.repeat_last_n is None else f"&tokens[tokens.len().saturating_sub({self.repeat_last_n})..]"
+            window = (
+                "&tokens"
+                if self.repeat_last_n is None
+                else f"&tokens[tokens.len().saturating_sub({self.repeat_last_n})..]"
+            )
             out = f"apply_repeat_penalty(&logits, {number(self.repeat_penalty)}, {window}), then " + out
         return out
 
     def native_kwargs(self) -> dict[str, Any]:
         """`portkit_native.sampling_weights`' keyword arguments (the logits and contexts aside)."""
         return dict(
-            sampling=self.sampling, temperature=self.temperature, top_k=self.top_k, top_p=self.top_p, repeat_penalty=float(self.repeat_penalty),
-            repeat_last_n=2**62 if self.repeat_last_n is None else int(self.repeat_last_n), top_k_renormalised=self.top_k_renormalised, seed=SEED,
+            sampling=self.sampling,
+            temperature=self.temperature,
+            top_k=self.top_k,
+            top_p=self.top_p,
+            repeat_penalty=float(self.repeat_penalty),
+            repeat_last_n=2**62 if self.repeat_last_n is None else int(self.repeat_last_n),
+            top_k_renormalised=self.top_k_renormalised,
+            seed=SEED,
         )
 
 
@@ -170,5 +186,10 @@ def parse(text: str) -> CandleSampler:
         if t is None or t <= 0:
             vals["sampling"] = "ArgMax"
         else:
-            vals["sampling"] = {(False, False): "All", (True, False): "TopK", (False, True): "TopP", (True, True): "TopKThenTopP"}[(k is not None, p is not None)]
+            vals["sampling"] = {
+                (False, False): "All",
+                (True, False): "TopK",
+                (False, True): "TopP",
+                (True, True): "TopKThenTopP",
+            }[(k is not None, p is not None)]
     return CandleSampler(**vals)

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
@@ -57,9 +58,15 @@ def candle_llama_config() -> dict[str, Any]:
         "vocab_size": _usize("usize"),
         "num_hidden_layers": _usize("usize"),
         "num_attention_heads": _usize("usize"),
-        "num_key_value_heads": {"oneOf": [{"type": "null"}, _usize("usize")], "description": "Option<usize>; absent or null: num_attention_heads"},
+        "num_key_value_heads": {
+            "oneOf": [{"type": "null"}, _usize("usize")],
+            "description": "Option<usize>; absent or null: num_attention_heads",
+        },
         "rms_norm_eps": {"type": "number", "description": "f64"},
-        "rope_theta": {"type": "number", "description": "f32 with serde default 10000 when the key is absent (null is refused)"},
+        "rope_theta": {
+            "type": "number",
+            "description": "f32 with serde default 10000 when the key is absent (null is refused)",
+        },
         "bos_token_id": {"oneOf": [{"type": "null"}, _u32("u32")], "description": "Option<u32>"},
         "eos_token_id": {
             "description": "Option<LlamaEosToks>: untagged u32 | [u32]",
@@ -97,18 +104,25 @@ def gguf_llama_metadata() -> dict[str, Any]:
             "properties": {"type": {"const": t}, "value": value or {}},
         }
 
-    props: dict[str, Any] = {k: typed("U32", "read with Value::to_u32(): only U32", {"type": "integer", "minimum": 0, "maximum": U32_MAX}) for k in REQUIRED_U32}
+    props: dict[str, Any] = {
+        k: typed("U32", "read with Value::to_u32(): only U32", {"type": "integer", "minimum": 0, "maximum": U32_MAX})
+        for k in REQUIRED_U32
+    }
     for k in REQUIRED_F32:
         props[k] = typed("F32", "read with Value::to_f32(): only F32", {"type": "number"})
-    props["llama.rope.freq_base"] = typed("F32", "optional; absent or not F32: candle silently uses 10000", {"type": "number"})
-    props["general.architecture"] = typed("STRING", "chooses the RoPE pairing (quantized_llama.rs:400-428)", {"type": "string"})
+    props["llama.rope.freq_base"] = typed(
+        "F32", "optional; absent or not F32: candle silently uses 10000", {"type": "number"}
+    )
+    props["general.architecture"] = typed(
+        "STRING", "chooses the RoPE pairing (quantized_llama.rs:400-428)", {"type": "string"}
+    )
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://portkit.invalid/schemas/gguf-llama-metadata.schema.json",
         "title": "GGUF metadata candle 0.11.0 models::quantized_llama requires",
         "description": (
             "candle-transformers-0.11.0/src/models/quantized_llama.rs:372-394. Keys are always `llama.`-prefixed. "
-            "A metadata value is written as {\"type\": GGUF value type, \"value\": ...} (portkit.schemas.gguf_metadata_json)."
+            'A metadata value is written as {"type": GGUF value type, "value": ...} (portkit.schemas.gguf_metadata_json).'
         ),
         "type": "object",
         "required": list(REQUIRED_U32 + REQUIRED_F32),

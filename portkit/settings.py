@@ -33,7 +33,21 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see port
 if TYPE_CHECKING:
     from typing import Any
 
-_KEYS = {"candle", "select", "ignore", "preview", "device", "dtype", "features", "max-tokens", "max-prompt-tokens", "use-flash-attn", "turns", "batch", "sampler"}
+_KEYS = {
+    "candle",
+    "select",
+    "ignore",
+    "preview",
+    "device",
+    "dtype",
+    "features",
+    "max-tokens",
+    "max-prompt-tokens",
+    "use-flash-attn",
+    "turns",
+    "batch",
+    "sampler",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,7 +123,17 @@ def for_dir(base: Settings, model_dir: Path) -> Settings:
     if "preview" in table and "preview" not in base.explicit:
         upd["preview"] = bool(table["preview"])
     tgt: dict[str, Any] = base.target.to_dict()
-    for key, name in (("device", "device"), ("dtype", "dtype"), ("features", "features"), ("max-tokens", "max_tokens"), ("max-prompt-tokens", "max_prompt_tokens"), ("use-flash-attn", "use_flash_attn"), ("turns", "turns"), ("batch", "batch"), ("sampler", "sampler")):
+    for key, name in (
+        ("device", "device"),
+        ("dtype", "dtype"),
+        ("features", "features"),
+        ("max-tokens", "max_tokens"),
+        ("max-prompt-tokens", "max_prompt_tokens"),
+        ("use-flash-attn", "use_flash_attn"),
+        ("turns", "turns"),
+        ("batch", "batch"),
+        ("sampler", "sampler"),
+    ):
         if key in table and name not in base.explicit:
             tgt[name] = table[key]
     if "candle" in table and "candle" not in base.explicit:  # above a Cargo.lock's, below --candle

@@ -55,7 +55,9 @@ class Target:
         _one_of("device", self.device, DEVICES)
         _one_of("dtype", self.dtype, DTYPES)
         if self.candle not in RELEASES:
-            raise ValueError(f"`candle` should be a release portkit knows ({', '.join(RELEASES)}), got {self.candle!r:.40}")
+            raise ValueError(
+                f"`candle` should be a release portkit knows ({', '.join(RELEASES)}), got {self.candle!r:.40}"
+            )
         object.__setattr__(self, "features", _features(self.features))
         object.__setattr__(self, "use_flash_attn", _bool(self.use_flash_attn))
         if self.max_tokens is not None:
@@ -91,8 +93,19 @@ class Target:
         return f"{self.device}/{self.dtype}{feats}{paths}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "dtype": self.dtype, "features": self.features, "use_flash_attn": self.use_flash_attn, "max_tokens": self.max_tokens, "max_prompt_tokens": self.max_prompt_tokens,
-                "turns": self.turns, "batch": self.batch, "sampler": self.sampler, "candle": self.candle, "candle_from": self.candle_from}
+        return {
+            "device": self.device,
+            "dtype": self.dtype,
+            "features": self.features,
+            "use_flash_attn": self.use_flash_attn,
+            "max_tokens": self.max_tokens,
+            "max_prompt_tokens": self.max_prompt_tokens,
+            "turns": self.turns,
+            "batch": self.batch,
+            "sampler": self.sampler,
+            "candle": self.candle,
+            "candle_from": self.candle_from,
+        }
 
 
 def _one_of(name: str, v: Any, allowed: tuple[str, ...]) -> None:

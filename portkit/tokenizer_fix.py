@@ -92,7 +92,10 @@ def _check(facts: ModelFacts, ctx: Context, new_text: str) -> None:
     if after.crate.refused is not None:
         raise InputError(path, f"refusing to fix: the crate would refuse the edited file ({after.crate.refused})")
     if before.transformers.choice.name != after.transformers.choice.name:
-        raise InputError(path, f"refusing to fix: transformers would pick `{after.transformers.choice.name}` instead of `{before.transformers.choice.name}` for the edited file")
+        raise InputError(
+            path,
+            f"refusing to fix: transformers would pick `{after.transformers.choice.name}` instead of `{before.transformers.choice.name}` for the edited file",
+        )
     for part in ("normalizer", "pre_tokenizer", "decoder", "post_processor"):
         b = getattr(before.transformers, part)(before.crate)
         c = getattr(after.transformers, part)(after.crate)

@@ -10,8 +10,8 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from hypothesis import settings
@@ -64,7 +64,12 @@ def llama_port() -> Path:
         pytest.fail("cargo is needed to build native/portkit-dump (the README's set-up installs it)")
     target = Path(os.environ.get("CARGO_TARGET_DIR") or Path.home() / ".cache" / "portkit" / "target")
     env = dict(os.environ, CARGO_TARGET_DIR=str(target))
-    subprocess.run(["cargo", "build", "--release", "--examples", "--quiet"], cwd=_ROOT / "native" / "portkit-dump", env=env, check=True)
+    subprocess.run(
+        ["cargo", "build", "--release", "--examples", "--quiet"],
+        cwd=_ROOT / "native" / "portkit-dump",
+        env=env,
+        check=True,
+    )
     exe = target / "release" / "examples" / "llama_port"
     assert exe.is_file()
     return exe

@@ -28,7 +28,7 @@ def walk(x, y, path):
         return
     fx, fy = list(flat(x)), list(flat(y))
     assert len(fx) == len(fy), (path, len(fx), len(fy))
-    d = max((abs(p - q) for p, q in zip(fx, fy)), default=0.0)
+    d = max((abs(p - q) for p, q in zip(fx, fy, strict=False)), default=0.0)
     worst = max(worst, d)
     print(f"{path:24} n={len(fx):3}  max|diff|={d:.2e}")
 

@@ -24,5 +24,5 @@ for k in range(n):
     same = int(a[k].argmax()) == int(b[k].argmax())
     agree += same
     print(f"step {k:3}  max|diff|={d:.3e}  argmax {'same' if same else 'FLIP (ref margin %.3g)' % (top2[1] - top2[0])}")
-fork = next((k for k, (p, q) in enumerate(zip(ref["tokens"], greedy)) if p != q), None)
+fork = next((k for k, (p, q) in enumerate(zip(ref["tokens"], greedy, strict=False)) if p != q), None)
 print(f"argmax {agree}/{n}; greedy {'identical' if fork is None else f'forks at token {fork}'}")

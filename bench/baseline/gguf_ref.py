@@ -13,12 +13,26 @@ import sys
 import torch
 from transformers import AutoModelForCausalLM
 
-model_dir, ids, n, threads, out = sys.argv[1], [int(i) for i in sys.argv[2].split(",")], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+model_dir, ids, n, threads, out = (
+    sys.argv[1],
+    [int(i) for i in sys.argv[2].split(",")],
+    int(sys.argv[3]),
+    int(sys.argv[4]),
+    sys.argv[5],
+)
 torch.set_num_threads(threads)
 model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager").eval()
 x = torch.tensor([ids])
 with torch.inference_mode():
-    g = model.generate(x, max_new_tokens=n, do_sample=False, eos_token_id=None, pad_token_id=0, output_logits=True, return_dict_in_generate=True)
+    g = model.generate(
+        x,
+        max_new_tokens=n,
+        do_sample=False,
+        eos_token_id=None,
+        pad_token_id=0,
+        output_logits=True,
+        return_dict_in_generate=True,
+    )
 rows = torch.cat([step.float() for step in g.logits], dim=0)
 rows.numpy().astype("<f4").tofile(out + ".f32")
 with open(out + ".json", "w") as f:

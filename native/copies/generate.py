@@ -108,14 +108,18 @@ def registry_models_dir(cargo_home: str | os.PathLike[str] | None = None) -> Pat
     pattern = str(home / "registry" / "src" / "*" / CRATE / "src" / "models")
     found = sorted(p for p in glob.glob(pattern) if Path(p).is_dir())
     if not found:
-        raise RegistryMissing(f"{CRATE} is not in cargo's registry ({pattern} matches nothing): build native/ first (make native)")
+        raise RegistryMissing(
+            f"{CRATE} is not in cargo's registry ({pattern} matches nothing): build native/ first (make native)"
+        )
     return Path(found[0])
 
 
 def original_text(name: str, models_dir: Path) -> str:
     path = Path(models_dir).parent / source_of(name)
     if not path.is_file():
-        raise RegistryMissing(f"{path} is missing: {CRATE}'s src/{source_of(name)} is needed to generate {name}_copy.rs")
+        raise RegistryMissing(
+            f"{path} is missing: {CRATE}'s src/{source_of(name)} is needed to generate {name}_copy.rs"
+        )
     return read(path)
 
 
@@ -180,7 +184,9 @@ def parse_patch(patch: str) -> list[tuple[int, int, int, int, list[tuple[str, st
     Text before the `---`/`+++` pair is ignored, as patch(1) does; anything else is an error."""
     lines = split_lines(patch)
     i = 0
-    while i < len(lines) and not (lines[i].startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")):
+    while i < len(lines) and not (
+        lines[i].startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")
+    ):
         i += 1
     if i == len(lines):
         if patch.strip():
@@ -191,7 +197,9 @@ def parse_patch(patch: str) -> list[tuple[int, int, int, int, list[tuple[str, st
     while i < len(lines):
         m = HUNK.match(lines[i])
         if not m:
-            raise PatchError(f"patch line {i + 1}: expected a hunk header '@@ -a,b +c,d @@', got {lines[i]!r} (do the last hunk's line counts match its body?)")
+            raise PatchError(
+                f"patch line {i + 1}: expected a hunk header '@@ -a,b +c,d @@', got {lines[i]!r} (do the last hunk's line counts match its body?)"
+            )
         old_start, new_start = int(m.group(1)), int(m.group(3))
         old_len = 1 if m.group(2) is None else int(m.group(2))
         new_len = 1 if m.group(4) is None else int(m.group(4))
@@ -218,7 +226,9 @@ def parse_patch(patch: str) -> list[tuple[int, int, int, int, list[tuple[str, st
             body.append((op, text))
             i += 1
         if (old_seen, new_seen) != (old_len, new_len):
-            raise PatchError(f"hunk @@ -{old_start},{old_len} +{new_start},{new_len} @@ has {old_seen} old and {new_seen} new lines: its header's counts are wrong")
+            raise PatchError(
+                f"hunk @@ -{old_start},{old_len} +{new_start},{new_len} @@ has {old_seen} old and {new_seen} new lines: its header's counts are wrong"
+            )
         hunks.append((old_start, old_len, new_start, new_len, body))
     return hunks
 
@@ -231,7 +241,9 @@ def apply_patch(original: str, patch: str) -> str:
     for old_start, old_len, new_start, new_len, body in parse_patch(patch):
         at = old_start if old_len == 0 else old_start - 1
         if at < pos or at + old_len > len(a):
-            raise PatchError(f"hunk @@ -{old_start},{old_len} @@ is out of order or past the end of the original ({len(a)} lines)")
+            raise PatchError(
+                f"hunk @@ -{old_start},{old_len} @@ is out of order or past the end of the original ({len(a)} lines)"
+            )
         out.extend(a[pos:at])
         if len(out) != (new_start if new_len == 0 else new_start - 1):
             raise PatchError(f"hunk @@ +{new_start},{new_len} @@ starts at new line {len(out) + 1}")
@@ -241,7 +253,9 @@ def apply_patch(original: str, patch: str) -> str:
                 out.append(text)
                 continue
             if a[pos] != text:
-                raise PatchError(f"original line {pos + 1} does not match the patch's {'context' if op == ' ' else 'removed'} line:\n  original: {a[pos]!r}\n  patch:    {text!r}")
+                raise PatchError(
+                    f"original line {pos + 1} does not match the patch's {'context' if op == ' ' else 'removed'} line:\n  original: {a[pos]!r}\n  patch:    {text!r}"
+                )
             if op == " ":
                 out.append(text)
             pos += 1
@@ -281,7 +295,9 @@ def generate(name: str, models_dir: Path, patch_dir: Path = PATCH_DIR) -> str:
     except PatchError as e:
         raise PatchError(f"{path.name} does not apply to {CRATE}'s src/{source_of(name)}: {e}") from None
     if not text.startswith(header(name)):
-        raise PatchError(f"{path.name}: the generated text does not start with the generated-file header (see HEADER in generate.py)")
+        raise PatchError(
+            f"{path.name}: the generated text does not start with the generated-file header (see HEADER in generate.py)"
+        )
     return text
 
 
@@ -296,11 +312,15 @@ def drift(name: str, models_dir: Path, src_dir: Path = SRC_DIR, patch_dir: Path 
     have = read(target) if target.is_file() else ""
     if have == want:
         return ""
-    diff = difflib.unified_diff(split_lines(have), split_lines(want), f"{target} (in the tree)", f"{target} (generated)")
+    diff = difflib.unified_diff(
+        split_lines(have), split_lines(want), f"{target} (in the tree)", f"{target} (generated)"
+    )
     return "".join(line if line.endswith("\n") else line + "\n" + NO_NEWLINE + "\n" for line in diff)
 
 
-def check(names: tuple[str, ...] | list[str], models_dir: Path, src_dir: Path = SRC_DIR, patch_dir: Path = PATCH_DIR) -> dict[str, str]:
+def check(
+    names: tuple[str, ...] | list[str], models_dir: Path, src_dir: Path = SRC_DIR, patch_dir: Path = PATCH_DIR
+) -> dict[str, str]:
     """{name: diff} for every copy in `names` that differs from its generated text."""
     found = {}
     for name in names:
@@ -336,13 +356,23 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="regenerate in memory; exit 1 with a diff on any difference")
-    mode.add_argument("--update-patch", action="store_true", help="rewrite the NAMEs' patches from their edited native/src/NAME_copy.rs")
+    mode.add_argument(
+        "--update-patch",
+        action="store_true",
+        help="rewrite the NAMEs' patches from their edited native/src/NAME_copy.rs",
+    )
     ap.add_argument("names", nargs="*", metavar="NAME", help=f"copies to handle (default: all of {', '.join(NAMES)})")
-    ap.add_argument("--registry", type=Path, help="candle-transformers-0.11.0/src/models (default: found in cargo's registry)")
+    ap.add_argument(
+        "--registry", type=Path, help="candle-transformers-0.11.0/src/models (default: found in cargo's registry)"
+    )
     ap.add_argument("--src-dir", type=Path, default=SRC_DIR, help=argparse.SUPPRESS)
     ap.add_argument("--patch-dir", type=Path, default=PATCH_DIR, help=argparse.SUPPRESS)
-    ap.add_argument("--release", metavar="X.Y.Z", help=f"generate from another candle release's source (default {RELEASE}), "
-                    "with its own patches in native/copies/X.Y.Z/ where it has them")
+    ap.add_argument(
+        "--release",
+        metavar="X.Y.Z",
+        help=f"generate from another candle release's source (default {RELEASE}), "
+        "with its own patches in native/copies/X.Y.Z/ where it has them",
+    )
     args = ap.parse_args(argv)
     if args.release is not None and args.release != RELEASE:
         release_dir = for_release(args.release)
@@ -351,7 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     names = tuple(args.names) or NAMES
     unknown = [n for n in names if n not in NAMES]
     if unknown:
-        print(f"generate.py: error: not a capture copy: {', '.join(unknown)} (one of {', '.join(NAMES)})", file=sys.stderr)
+        print(
+            f"generate.py: error: not a capture copy: {', '.join(unknown)} (one of {', '.join(NAMES)})", file=sys.stderr
+        )
         return 2
     try:
         models = args.registry if args.registry else registry_models_dir()
@@ -374,7 +406,9 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 1
-        print(f"generate.py --check: {len(names)} {'copy matches' if len(names) == 1 else 'copies match'} {CRATE} plus their patches")
+        print(
+            f"generate.py --check: {len(names)} {'copy matches' if len(names) == 1 else 'copies match'} {CRATE} plus their patches"
+        )
         return 0
 
     status = 0

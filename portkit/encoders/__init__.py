@@ -15,8 +15,8 @@ from portkit.candle_release import NATIVE as CANDLE_VERSION  # how messages name
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, Mapping
-
+    from collections.abc import Mapping
+    from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +25,9 @@ class Encoder:
 
     name: str  # candle_transformers::models::{name}
     model_types: tuple[str, ...]  # config.json `model_type` values it serves
-    architectures: tuple[str, ...]  # config.json `architectures[0]` values (they decide before model_type: jina_bert's checkpoints say "bert")
+    architectures: tuple[
+        str, ...
+    ]  # config.json `architectures[0]` values (they decide before model_type: jina_bert's checkpoints say "bert")
     source: str  # candle-transformers-0.11.0/src/models/{source}
     model: str  # the struct candle's example builds
     #: how its forward takes the padding mask: "attend" (1 = a token, transformers' own), "masked"
@@ -112,7 +114,9 @@ class KeyPair:
 KEY_PAIRS: tuple[KeyPair, ...] = (
     KeyPair("modernbert", "layer_norm_eps", "norm_eps", source="modernbert.rs:28"),
     KeyPair("modernbert", "global_rope_theta", "rope_parameters.full_attention.rope_theta", source="modernbert.rs:31"),
-    KeyPair("modernbert", "local_rope_theta", "rope_parameters.sliding_attention.rope_theta", source="modernbert.rs:33"),
+    KeyPair(
+        "modernbert", "local_rope_theta", "rope_parameters.sliding_attention.rope_theta", source="modernbert.rs:33"
+    ),
     KeyPair("nomic_bert", "layer_norm_epsilon", "layer_norm_eps", 1e-12, "nomic_bert.rs:30, :52"),
     KeyPair("nomic_bert", "rotary_emb_base", "rope_parameters.rope_theta", 1000.0, "nomic_bert.rs:32, :54"),
 )
@@ -160,10 +164,17 @@ ACTIVATIONS: dict[str, Activation] = {
 }  # fmt: skip
 #: the functions transformers computes the same way under two names (activations.py: `swish` is SiLU,
 #: `gelu_new` and `gelu_pytorch_tanh` are both the tanh approximation, up to f32 rounding)
-SAME_FUNCTION = {"swish": "silu", "gelu_new": "gelu_pytorch_tanh", "gelu_python": "gelu", "gelu_python_tanh": "gelu_pytorch_tanh"}
+SAME_FUNCTION = {
+    "swish": "silu",
+    "gelu_new": "gelu_pytorch_tanh",
+    "gelu_python": "gelu",
+    "gelu_python_tanh": "gelu_pytorch_tanh",
+}
 #: the names transformers 5's ACT2FN builds (activations.py `ACT2CLS`): another name fails its load
-ACT2FN_NAMES = frozenset("gelu gelu_10 gelu_accurate gelu_fast gelu_new gelu_python gelu_python_tanh gelu_pytorch_tanh hardswish laplace "
-                         "leaky_relu linear mish prelu quick_gelu relu relu2 relu6 sigmoid silu sqrtsoftplus swish tanh xielu".split())
+ACT2FN_NAMES = frozenset(
+    "gelu gelu_10 gelu_accurate gelu_fast gelu_new gelu_python gelu_python_tanh gelu_pytorch_tanh hardswish laplace "
+    "leaky_relu linear mish prelu quick_gelu relu relu2 relu6 sigmoid silu sqrtsoftplus swish tanh xielu".split()
+)
 #: the enums whose values serde checks besides the activation: (module, key) -> the accepted values
 #: (bert.rs:48-53, distilbert.rs:50-55, jina_bert.rs:15-20); xlm_roberta.rs:14 reads a String
 ENUM_VALUES: dict[tuple[str, str], tuple[str, ...]] = {
@@ -225,5 +236,23 @@ def detect_decoder_embedder(config: Mapping[str, Any] | Any, has_pipeline: bool)
     return next((e for e in DECODER_EMBEDDERS if mt in e.model_types), None)
 
 
-__all__ = ["ACT2FN_NAMES", "ACTIVATIONS", "BY_NAME", "DECODER_EMBEDDERS", "EMBEDDERS", "ENCODERS", "ENUM_VALUES", "KEY_PAIRS", "KeyPair", "NOMIC_DEFAULTS", "NOMIC_KEYS", "REQUIRED", "SAVED_AS", "Activation", "Encoder",
-           "detect", "detect_decoder_embedder", "same_function"]
+__all__ = [
+    "ACT2FN_NAMES",
+    "ACTIVATIONS",
+    "BY_NAME",
+    "DECODER_EMBEDDERS",
+    "EMBEDDERS",
+    "ENCODERS",
+    "ENUM_VALUES",
+    "KEY_PAIRS",
+    "KeyPair",
+    "NOMIC_DEFAULTS",
+    "NOMIC_KEYS",
+    "REQUIRED",
+    "SAVED_AS",
+    "Activation",
+    "Encoder",
+    "detect",
+    "detect_decoder_embedder",
+    "same_function",
+]

@@ -31,8 +31,9 @@ from portkit.semantics.gguf import GGUF_LOADERS
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from types import ModuleType
-    from typing import Any, Mapping
+    from typing import Any
 
     from portkit.families.view import FamilyView
 
@@ -162,8 +163,6 @@ class Family:
         return family_view(self, config)
 
 
-
-
 def added(module: str) -> Span:
     """The releases from the one whose candle-transformers src/models/ first has `module` (portkit.candle_modules)."""
     from portkit.candle_modules import ADDED
@@ -173,12 +172,25 @@ def added(module: str) -> Span:
 
 
 FAMILIES: tuple[Family, ...] = (
-    Family("llama", ("llama",), ("LlamaForCausalLM",), "llama.rs", "LlamaConfig", "quantized_llama", True, flash_attn=True),
+    Family(
+        "llama", ("llama",), ("LlamaForCausalLM",), "llama.rs", "LlamaConfig", "quantized_llama", True, flash_attn=True
+    ),
     Family("mistral", ("mistral",), ("MistralForCausalLM",), "mistral.rs", "Config", "quantized_llama", True),
     Family("mixtral", ("mixtral",), ("MixtralForCausalLM",), "mixtral.rs", "Config", "quantized_llama", False),
     Family("qwen2", ("qwen2",), ("Qwen2ForCausalLM",), "qwen2.rs", "Config", "quantized_qwen2", True),
-    Family("qwen3", ("qwen3",), ("Qwen3ForCausalLM",), "qwen3.rs", "Config", "quantized_qwen3", True, exists=added("qwen3")),
-    Family("qwen3_moe", ("qwen3_moe",), ("Qwen3MoeForCausalLM",), "qwen3_moe.rs", "Config", None, False, exists=added("qwen3_moe")),
+    Family(
+        "qwen3", ("qwen3",), ("Qwen3ForCausalLM",), "qwen3.rs", "Config", "quantized_qwen3", True, exists=added("qwen3")
+    ),
+    Family(
+        "qwen3_moe",
+        ("qwen3_moe",),
+        ("Qwen3MoeForCausalLM",),
+        "qwen3_moe.rs",
+        "Config",
+        None,
+        False,
+        exists=added("qwen3_moe"),
+    ),
     Family("gemma", ("gemma",), ("GemmaForCausalLM",), "gemma.rs", "Config", None, True),
     Family("gemma2", ("gemma2",), ("Gemma2ForCausalLM",), "gemma2.rs", "Config", None, True),
     Family("gemma3", ("gemma3_text",), ("Gemma3ForCausalLM",), "gemma3.rs", "Config", "quantized_gemma3", True),

@@ -5,8 +5,8 @@ Required fields have no serde default: a missing key is ``missing field `X` ``.
 
 from __future__ import annotations
 
-from portkit.semantics import serde
 from portkit.families.fields import de_activation
+from portkit.semantics import serde
 from portkit.semantics.serde import Field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -40,7 +40,9 @@ def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     return dict(cfg)
 
 
-def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+def expected_tensors(
+    values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()
+) -> dict[str, tuple[int, ...]]:
     """What `gemma::Model::new` requests: q/k/v/o with bias iff `attention_bias` (gemma.rs:177-181);
     never `lm_head.weight`: the head is always `embed_tokens` (gemma.rs:359)."""
     from portkit.families import tensors as T

@@ -5,8 +5,8 @@ Required fields have no serde default: a missing key is ``missing field `X` ``.
 
 from __future__ import annotations
 
-from portkit.semantics import serde
 from portkit.families.fields import de_activation
+from portkit.semantics import serde
 from portkit.semantics.serde import Field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -45,13 +45,17 @@ def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     return dict(cfg)
 
 
-def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+def expected_tensors(
+    values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()
+) -> dict[str, tuple[int, ...]]:
     """What `gemma2::Model::new` requests: gemma's layers plus `pre_feedforward_layernorm` and
     `post_feedforward_layernorm` (gemma2.rs:299-317); never `lm_head.weight` (gemma2.rs:378)."""
     from portkit.families import tensors as T
 
     bias = values["attention_bias"]
-    return T.standard(values, qkv_bias=bias, o_bias=bias, extra_norms=("pre_feedforward_layernorm", "post_feedforward_layernorm"))
+    return T.standard(
+        values, qkv_bias=bias, o_bias=bias, extra_norms=("pre_feedforward_layernorm", "post_feedforward_layernorm")
+    )
 
 
 #: The sub-layers the porting kit records, in computation order (transformers modeling_gemma2.py

@@ -5,9 +5,9 @@ Required fields have no serde default: a missing key is ``missing field `X` ``.
 
 from __future__ import annotations
 
-from portkit.semantics import serde
 from portkit.families.fields import de_activation
 from portkit.families.traits import ContinuationMask
+from portkit.semantics import serde
 from portkit.semantics.serde import Field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -51,14 +51,20 @@ def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     return dict(cfg)
 
 
-def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+def expected_tensors(
+    values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()
+) -> dict[str, tuple[int, ...]]:
     """What `gemma3::Model::new` requests: gemma2's layers plus per-head `q_norm`/`k_norm`
     (gemma3.rs:186-191, 336-356); never `lm_head.weight` (gemma3.rs:458)."""
     from portkit.families import tensors as T
 
     bias = values["attention_bias"]
     return T.standard(
-        values, qkv_bias=bias, o_bias=bias, head_qk_norm=True, extra_norms=("pre_feedforward_layernorm", "post_feedforward_layernorm")
+        values,
+        qkv_bias=bias,
+        o_bias=bias,
+        head_qk_norm=True,
+        extra_norms=("pre_feedforward_layernorm", "post_feedforward_layernorm"),
     )
 
 

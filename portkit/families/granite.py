@@ -61,7 +61,9 @@ def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+def expected_tensors(
+    values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()
+) -> dict[str, tuple[int, ...]]:
     """What `granite::Granite::load` requests (granite.rs:446-452): embed, `lm_head.weight` always
     (there is no tie), `model.norm`, then the layers with no biases (granite.rs:316-324, 366-369);
     a failed layer tensor is a panic (`Block::load(...).unwrap()`)."""

@@ -89,7 +89,10 @@ def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     heads, kv, rs = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["rope_scaling"]
     scaling = None
     if rs is not None:
-        scaling = {k: _finite_or_none(v) if k in ("factor", "low_freq_factor", "high_freq_factor") else v for k, v in rs.items()}
+        scaling = {
+            k: _finite_or_none(v) if k in ("factor", "low_freq_factor", "high_freq_factor") else v
+            for k, v in rs.items()
+        }
     return {
         "hidden_size": cfg["hidden_size"],
         "intermediate_size": cfg["intermediate_size"],
@@ -147,14 +150,18 @@ def transformers_tensors(ftv: Any) -> dict[str, tuple[int, ...]]:
     return _tensors(v, attention_bias=bool(v["attention_bias"]), mlp_bias=bool(v["mlp_bias"]))
 
 
-def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+def expected_tensors(
+    values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()
+) -> dict[str, tuple[int, ...]]:
     """What `Llama::load` requests (llama.rs:515-525): embed, `lm_head.weight` unless
     `tie_word_embeddings` (:517-521), `model.norm`, then the layers with no biases (:362-371,
     :410-416, :452-461); a failed layer tensor is a panic (`Block::load(...).unwrap()`, :524)."""
     return _tensors(values)
 
 
-def _tensors(values: dict[str, Any], *, attention_bias: bool = False, mlp_bias: bool = False) -> dict[str, tuple[int, ...]]:
+def _tensors(
+    values: dict[str, Any], *, attention_bias: bool = False, mlp_bias: bool = False
+) -> dict[str, tuple[int, ...]]:
     """Llama's decoder in load order; candle's has no biases, transformers' has those its flags ask for."""
     from portkit.families import tensors as T
 

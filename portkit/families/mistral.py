@@ -6,8 +6,8 @@ The effective `head_dim` is derived: `cfg.head_dim.unwrap_or(hidden_size / num_a
 
 from __future__ import annotations
 
-from portkit.semantics import serde
 from portkit.families.fields import de_activation
+from portkit.semantics import serde
 from portkit.semantics.serde import Field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -42,7 +42,9 @@ def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+def expected_tensors(
+    values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()
+) -> dict[str, tuple[int, ...]]:
     """What `mistral::Model::new` requests (mistral.rs:372-386): no biases; `lm_head.weight`
     always, whatever `tie_word_embeddings` says (mistral.rs:385)."""
     from portkit.families import tensors as T

@@ -6,8 +6,8 @@ The effective `head_dim` is derived: hidden_size / num_attention_heads (mixtral.
 
 from __future__ import annotations
 
-from portkit.semantics import serde
 from portkit.families.fields import de_activation
+from portkit.semantics import serde
 from portkit.semantics.serde import Field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -43,7 +43,9 @@ def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     return {**cfg, "head_dim": cfg["hidden_size"] // heads if heads else None}
 
 
-def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+def expected_tensors(
+    values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()
+) -> dict[str, tuple[int, ...]]:
     """What `mixtral::Model::new` requests (mixtral.rs:413-427): per layer attention, then
     `block_sparse_moe.gate` and per-expert `w1`/`w2`/`w3` (mixtral.rs:252-257, 282-288), then
     the two norms; `lm_head.weight` always (mixtral.rs:426)."""

@@ -6,16 +6,18 @@ The effective `head_dim` is derived: hidden_size / num_attention_heads (olmo2.rs
 
 from __future__ import annotations
 
-from portkit.semantics import serde
 from portkit.families.fields import de_activation
 from portkit.families.traits import ContinuationMask
+from portkit.semantics import serde
 from portkit.semantics.serde import Field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
     from typing import Any
 
-CONTINUATION_MASK = ContinuationMask("prefix-in-model-dtype", source="olmo2.rs:316-318")  # `Tensor::zeros(.., self.dtype, ..)` cat an f32 mask
+CONTINUATION_MASK = ContinuationMask(
+    "prefix-in-model-dtype", source="olmo2.rs:316-318"
+)  # `Tensor::zeros(.., self.dtype, ..)` cat an f32 mask
 
 # `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then `t.matmul(&inv_freq)` in it
 ROPE_TABLE_IN_MODEL_DTYPE = "olmo2.rs:36-52, :282"
@@ -42,7 +44,9 @@ def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     return {**cfg, "head_dim": cfg["hidden_size"] // heads if heads else None}
 
 
-def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+def expected_tensors(
+    values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()
+) -> dict[str, tuple[int, ...]]:
     """What `olmo2::Model::new` requests: q/k/v/o with bias iff `attention_bias`, `q_norm` over the
     whole hidden size and `k_norm` over kv_heads*head_dim (olmo2.rs:127-133); post-norms only
     (`post_feedforward_layernorm`, `post_attention_layernorm`, olmo2.rs:226-237); `lm_head.weight`

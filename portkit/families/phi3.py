@@ -66,7 +66,11 @@ _FIELDS_0_9_1 = (
     Field("max_position_embeddings", serde.de_usize),
 )
 #: what 0.9.1 computes for the fields it does not have (`effective`)
-_ABSENT_IN_0_9_1 = {"original_max_position_embeddings": None, "partial_rotary_factor": None, "tie_word_embeddings": False}
+_ABSENT_IN_0_9_1 = {
+    "original_max_position_embeddings": None,
+    "partial_rotary_factor": None,
+    "tie_word_embeddings": False,
+}
 
 
 def fields_at(release: str) -> tuple[Field, ...]:
@@ -90,7 +94,9 @@ def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     return {**_ABSENT_IN_0_9_1, **cfg, "head_dim": cfg["hidden_size"] // heads if heads else None}
 
 
-def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+def expected_tensors(
+    values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()
+) -> dict[str, tuple[int, ...]]:
     """What `phi3::Model::new` requests: fused `qkv_proj` and `gate_up_proj`, no biases
     (phi3.rs:184-187, 278-281); `lm_head.weight` unless `tie_word_embeddings` (phi3.rs:371-375)."""
     from portkit.families import tensors as T

@@ -6,9 +6,9 @@ The effective `head_dim` is derived: hidden_size / num_attention_heads (qwen2.rs
 
 from __future__ import annotations
 
-from portkit.semantics import serde
 from portkit.families.fields import de_activation
 from portkit.families.traits import ContinuationMask, PaddingMask
+from portkit.semantics import serde
 from portkit.semantics.serde import Field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -17,8 +17,12 @@ if TYPE_CHECKING:
 
 LM_HEAD = "probed"  # `vb.contains_tensor("lm_head.weight")`, never the flag (qwen2.rs:380-384)
 SLIDING_WINDOW = "every-layer"  # qwen2.rs:291, :303-314 (`use_sliding_window`, `max_window_layers` never read)
-CONTINUATION_MASK = ContinuationMask("prefix-in-model-dtype", source="qwen2.rs:316-318")  # `Tensor::zeros(.., self.dtype, ..)` cat an f32 mask
-PADDING_MASK = PaddingMask("bidirectional", source="qwen2.rs:326-338, :347-348")  # `Model::forward(.., Some(attn_mask))`
+CONTINUATION_MASK = ContinuationMask(
+    "prefix-in-model-dtype", source="qwen2.rs:316-318"
+)  # `Tensor::zeros(.., self.dtype, ..)` cat an f32 mask
+PADDING_MASK = PaddingMask(
+    "bidirectional", source="qwen2.rs:326-338, :347-348"
+)  # `Model::forward(.., Some(attn_mask))`
 
 # `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then `t.matmul(&inv_freq)` in it
 ROPE_TABLE_IN_MODEL_DTYPE = "qwen2.rs:47-63, :279"
@@ -46,7 +50,9 @@ def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     return {**cfg, "head_dim": cfg["hidden_size"] // heads if heads else None}
 
 
-def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+def expected_tensors(
+    values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()
+) -> dict[str, tuple[int, ...]]:
     """What `qwen2::ModelForCausalLM::new` requests: q/k/v with bias, o without (qwen2.rs:136-139);
     `lm_head.weight` only when the checkpoint has it: `vb.contains_tensor` decides, and
     `tie_word_embeddings` is never consulted (qwen2.rs:380-384)."""

@@ -5,9 +5,9 @@ Required fields have no serde default: a missing key is ``missing field `X` ``.
 
 from __future__ import annotations
 
-from portkit.semantics import serde
 from portkit.families.fields import de_activation
 from portkit.families.traits import BatchMask
+from portkit.semantics import serde
 from portkit.semantics.serde import Field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -42,7 +42,9 @@ def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     return dict(cfg)
 
 
-def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+def expected_tensors(
+    values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()
+) -> dict[str, tuple[int, ...]]:
     """What `qwen3::ModelForCausalLM::new` requests: q/k/v/o with bias iff `attention_bias`,
     per-head `q_norm`/`k_norm` [head_dim] (qwen3.rs:135-161); `lm_head.weight` unless
     `tie_word_embeddings` (qwen3.rs:500-504)."""

@@ -5,9 +5,9 @@ Required fields have no serde default: a missing key is ``missing field `X` ``.
 
 from __future__ import annotations
 
-from portkit.semantics import serde
 from portkit.families.fields import de_activation
 from portkit.families.traits import BatchMask
+from portkit.semantics import serde
 from portkit.semantics.serde import Field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -47,7 +47,9 @@ def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     return dict(cfg)
 
 
-def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+def expected_tensors(
+    values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()
+) -> dict[str, tuple[int, ...]]:
     """What `qwen3_moe::ModelForCausalLM::new` requests: qwen3's attention; a sparse MoE block
     (`mlp.gate`, `mlp.experts.{e}.{gate,up,down}_proj` of `moe_intermediate_size`) on layers where
     `num_experts > 0` and `(i + 1)` is a multiple of `decoder_sparse_step`, else a dense MLP

@@ -6,8 +6,8 @@ The effective `head_dim` is derived: hidden_size / num_attention_heads (stable_l
 
 from __future__ import annotations
 
-from portkit.semantics import serde
 from portkit.families.fields import de_activation
+from portkit.semantics import serde
 from portkit.semantics.serde import Field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -42,7 +42,9 @@ def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     return {**cfg, "head_dim": cfg["hidden_size"] // heads if heads else None}
 
 
-def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+def expected_tensors(
+    values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()
+) -> dict[str, tuple[int, ...]]:
     """What `stable_lm::Model::new` requests: q/k/v with bias iff `use_qkv_bias`, o without
     (stable_lm.rs:206-215); LayerNorms with weight and bias (stable_lm.rs:323-332, 382); no
     `q_layernorm`/`k_layernorm`; `lm_head.weight` always (stable_lm.rs:383)."""

@@ -6,8 +6,8 @@ The effective `head_dim` is derived: hidden_size / num_attention_heads (starcode
 
 from __future__ import annotations
 
-from portkit.semantics import serde
 from portkit.families.fields import de_activation
+from portkit.semantics import serde
 from portkit.semantics.serde import Field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -41,7 +41,9 @@ def effective(cfg: dict[str, Any]) -> dict[str, Any]:
     return {**cfg, "head_dim": cfg["hidden_size"] // heads if heads else None}
 
 
-def expected_tensors(values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+def expected_tensors(
+    values: dict[str, Any], available: frozenset[str] | set[str] = frozenset()
+) -> dict[str, tuple[int, ...]]:
     """What `starcoder2::Model::new` requests: q/k/v/o and `mlp.c_fc`/`mlp.c_proj` with bias iff
     `use_bias` (starcoder2.rs:100-101, 138-142); LayerNorms with weight and bias (starcoder2.rs:229-235,
     287); never `lm_head.weight`: the head is always `embed_tokens` (starcoder2.rs:288)."""

@@ -44,7 +44,15 @@ def lm_head(t: Table, v: dict[str, Any]) -> None:
 
 
 def attention(
-    t: Table, p: str, h: int, heads: int, kv: int, hd: int, *, qkv_bias: bool = False, o_bias: bool = False,
+    t: Table,
+    p: str,
+    h: int,
+    heads: int,
+    kv: int,
+    hd: int,
+    *,
+    qkv_bias: bool = False,
+    o_bias: bool = False,
     qk_norm: tuple[int, int] | None = None,
 ) -> None:
     """q/k/v/o projections under `{p}self_attn.`, then `q_norm`/`k_norm` of the given sizes."""
@@ -75,7 +83,11 @@ def layer_prefixes(v: dict[str, Any]) -> list[str]:
 
 
 def standard(
-    v: dict[str, Any], *, qkv_bias: bool = False, o_bias: bool = False, head_qk_norm: bool = False,
+    v: dict[str, Any],
+    *,
+    qkv_bias: bool = False,
+    o_bias: bool = False,
+    head_qk_norm: bool = False,
     extra_norms: tuple[str, ...] = (),
 ) -> Table:
     """embed, then per layer attention (with per-head `q_norm`/`k_norm` [head_dim] when

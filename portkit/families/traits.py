@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, Iterator, Literal
+    from collections.abc import Iterator
+    from typing import Any, Literal
 
     from portkit.families import Family
 

@@ -60,4 +60,3 @@ def family_view(family: Family, config: str | Any) -> FamilyView:
         return FamilyView(family=family.name, refused=str(e), refused_at=e.path)
     written = frozenset(k for k, _ in value) if isinstance(value, Pairs) else frozenset()
     return FamilyView(family=family.name, values=mod.effective(parsed), written=written)
-

@@ -22,17 +22,18 @@ from types import MappingProxyType
 
 from portkit.errors import InputError, NoModelHere
 from portkit.model.jsonfile import JsonDoc, _oserror, exists, load_json
-from portkit.model.tokenizer_files import TOKENIZER_FILES, TokenizerFacts, has_tokenizer_files, read_tokenizer_files
 from portkit.model.safetensors_header import (
     LfsPointer,
     SafetensorsFile,
     TensorInfo,
     read_safetensors_header,
 )
+from portkit.model.tokenizer_files import TOKENIZER_FILES, TokenizerFacts, has_tokenizer_files, read_tokenizer_files
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, Iterable, Mapping
+    from collections.abc import Iterable, Mapping
+    from typing import Any
 
     from portkit.model.gguf_header import GgufFile, GgufTensor, GgufValue
     from portkit.model.sentence_pipeline import SentencePipeline
@@ -45,6 +46,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(gguf_header, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "GgufFile",
@@ -193,7 +195,13 @@ def model_targets(paths: Iterable[str | os.PathLike[str]]) -> list[ModelTarget]:
         else:
             hf.add(dkey)
     return [
-        ModelTarget(root=roots[k], everything=k in everything, hf_model=k in hf, ggufs=tuple(ggufs.get(k, ())), tokenizer=k in tok)
+        ModelTarget(
+            root=roots[k],
+            everything=k in everything,
+            hf_model=k in hf,
+            ggufs=tuple(ggufs.get(k, ())),
+            tokenizer=k in tok,
+        )
         for k in order
     ]
 
@@ -278,7 +286,9 @@ def load_model(root: Path, gguf_names: Iterable[str] | None = None, *, hf_model:
         )
     if lfs:
         n = len(lfs)
-        notes.append(f"{n} Git LFS pointer file{'' if n == 1 else 's'} skipped: weight rules did not run on {'it' if n == 1 else 'them'}")
+        notes.append(
+            f"{n} Git LFS pointer file{'' if n == 1 else 's'} skipped: weight rules did not run on {'it' if n == 1 else 'them'}"
+        )
     return ModelFacts(
         root=root,
         config=config,
@@ -295,7 +305,9 @@ def load_model(root: Path, gguf_names: Iterable[str] | None = None, *, hf_model:
 
 def _safe_member(root: Path, index_path: Path, name: object) -> Path:
     if not isinstance(name, str) or not name or "/" in name or "\\" in name or name in (".", "..") or "\0" in name:
-        raise InputError(index_path, f"`weight_map` names file {str(name)[:80]!r}, which is not a file name in this directory")
+        raise InputError(
+            index_path, f"`weight_map` names file {str(name)[:80]!r}, which is not a file name in this directory"
+        )
     return root / name
 
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from portkit.errors import InputError
 from portkit.model.jsonfile import _oserror
@@ -29,22 +30,55 @@ KEEP_ARRAY = 4096  # arrays longer than this keep only their length (tokenizer v
 KEEP_STRING = 1 << 20
 
 VALUE_TYPES = {
-    0: ("U8", "<B", 1), 1: ("I8", "<b", 1), 2: ("U16", "<H", 2), 3: ("I16", "<h", 2),
-    4: ("U32", "<I", 4), 5: ("I32", "<i", 4), 6: ("F32", "<f", 4), 7: ("BOOL", "<B", 1),
-    8: ("STRING", None, 0), 9: ("ARRAY", None, 0), 10: ("U64", "<Q", 8), 11: ("I64", "<q", 8),
+    0: ("U8", "<B", 1),
+    1: ("I8", "<b", 1),
+    2: ("U16", "<H", 2),
+    3: ("I16", "<h", 2),
+    4: ("U32", "<I", 4),
+    5: ("I32", "<i", 4),
+    6: ("F32", "<f", 4),
+    7: ("BOOL", "<B", 1),
+    8: ("STRING", None, 0),
+    9: ("ARRAY", None, 0),
+    10: ("U64", "<Q", 8),
+    11: ("I64", "<q", 8),
     12: ("F64", "<d", 8),
 }
 
 # ggml type id -> (name, block size, bytes per block). From ggml.h / gguf-py constants.
 GGML_TYPES: dict[int, tuple[str, int, int]] = {
-    0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20),
-    6: ("Q5_0", 32, 22), 7: ("Q5_1", 32, 24), 8: ("Q8_0", 32, 34), 9: ("Q8_1", 32, 36),
-    10: ("Q2_K", 256, 84), 11: ("Q3_K", 256, 110), 12: ("Q4_K", 256, 144), 13: ("Q5_K", 256, 176),
-    14: ("Q6_K", 256, 210), 15: ("Q8_K", 256, 292), 16: ("IQ2_XXS", 256, 66), 17: ("IQ2_XS", 256, 74),
-    18: ("IQ3_XXS", 256, 98), 19: ("IQ1_S", 256, 50), 20: ("IQ4_NL", 32, 18), 21: ("IQ3_S", 256, 110),
-    22: ("IQ2_S", 256, 82), 23: ("IQ4_XS", 256, 136), 24: ("I8", 1, 1), 25: ("I16", 1, 2),
-    26: ("I32", 1, 4), 27: ("I64", 1, 8), 28: ("F64", 1, 8), 29: ("IQ1_M", 256, 56),
-    30: ("BF16", 1, 2), 34: ("TQ1_0", 256, 54), 35: ("TQ2_0", 256, 66), 39: ("MXFP4", 32, 17),
+    0: ("F32", 1, 4),
+    1: ("F16", 1, 2),
+    2: ("Q4_0", 32, 18),
+    3: ("Q4_1", 32, 20),
+    6: ("Q5_0", 32, 22),
+    7: ("Q5_1", 32, 24),
+    8: ("Q8_0", 32, 34),
+    9: ("Q8_1", 32, 36),
+    10: ("Q2_K", 256, 84),
+    11: ("Q3_K", 256, 110),
+    12: ("Q4_K", 256, 144),
+    13: ("Q5_K", 256, 176),
+    14: ("Q6_K", 256, 210),
+    15: ("Q8_K", 256, 292),
+    16: ("IQ2_XXS", 256, 66),
+    17: ("IQ2_XS", 256, 74),
+    18: ("IQ3_XXS", 256, 98),
+    19: ("IQ1_S", 256, 50),
+    20: ("IQ4_NL", 32, 18),
+    21: ("IQ3_S", 256, 110),
+    22: ("IQ2_S", 256, 82),
+    23: ("IQ4_XS", 256, 136),
+    24: ("I8", 1, 1),
+    25: ("I16", 1, 2),
+    26: ("I32", 1, 4),
+    27: ("I64", 1, 8),
+    28: ("F64", 1, 8),
+    29: ("IQ1_M", 256, 56),
+    30: ("BF16", 1, 2),
+    34: ("TQ1_0", 256, 54),
+    35: ("TQ2_0", 256, 66),
+    39: ("MXFP4", 32, 17),
 }
 
 
@@ -123,7 +157,8 @@ class _Reader:
     def need(self, n: int, what: str) -> None:
         if n > self.size - self.pos:
             raise InputError(
-                self.path, f"truncated or hostile GGUF: {what} needs {n} bytes at offset {self.pos}, only {self.size - self.pos} remain"
+                self.path,
+                f"truncated or hostile GGUF: {what} needs {n} bytes at offset {self.pos}, only {self.size - self.pos} remain",
             )
 
     def unpack(self, fmt: str, n: int, what: str) -> Any:
@@ -162,7 +197,10 @@ class _Reader:
             (ln,) = unpack_from(fmt, buf, pos)
             pos += pre + ln
             if ln > GGUF_MAX_STRING_LENGTH or pos > size:
-                raise InputError(self.path, f"truncated or hostile GGUF: {what}[{i}] string length {ln} runs past the end of the file")
+                raise InputError(
+                    self.path,
+                    f"truncated or hostile GGUF: {what}[{i}] string length {ln} runs past the end of the file",
+                )
         self.pos = pos
 
     def value(self, vtype: int, what: str, depth: int = 0) -> GgufValue:
@@ -199,7 +237,10 @@ class _Reader:
         keep = n <= KEEP_ARRAY
         if efmt is not None:
             if keep:
-                vals = tuple(GgufValue(ename, x if ename != "BOOL" else bool(x)) for x in struct.unpack_from(f"<{n}{efmt[1]}", self.buf, self.pos))
+                vals = tuple(
+                    GgufValue(ename, x if ename != "BOOL" else bool(x))
+                    for x in struct.unpack_from(f"<{n}{efmt[1]}", self.buf, self.pos)
+                )
             else:
                 vals = None
             self.pos += n * esize
@@ -209,7 +250,11 @@ class _Reader:
             return GgufValue("ARRAY", None, ename, n)
         items = [] if keep else None
         for i in range(n):
-            v = self.value(etype, f"{what}[{i}]", depth + 1) if ename == "ARRAY" else GgufValue("STRING", self.string(f"{what}[{i}]", KEEP_STRING if keep else 0))
+            v = (
+                self.value(etype, f"{what}[{i}]", depth + 1)
+                if ename == "ARRAY"
+                else GgufValue("STRING", self.string(f"{what}[{i}]", KEEP_STRING if keep else 0))
+            )
             if items is not None:
                 items.append(v)
         return GgufValue("ARRAY", tuple(items) if items is not None else None, ename, n)
@@ -264,7 +309,10 @@ def _parse(path: Path, mm: Any, size: int) -> GgufFile:
             raise InputError(path, f"hostile GGUF: tensor name #{i} is longer than 64 KiB")
         nd = r.unpack("<I", 4, f"tensor `{name[:60]}` dimension count")
         if nd > GGUF_MAX_TENSOR_DIMS:
-            raise InputError(path, f"corrupt GGUF: tensor `{name[:60]}` has {nd} dimensions; candle 0.11.0 accepts at most {GGUF_MAX_TENSOR_DIMS}")
+            raise InputError(
+                path,
+                f"corrupt GGUF: tensor `{name[:60]}` has {nd} dimensions; candle 0.11.0 accepts at most {GGUF_MAX_TENSOR_DIMS}",
+            )
         fmt = "<I" if r.v1 else "<Q"
         dims = tuple(r.unpack(fmt, r.prefix, f"tensor `{name[:60]}` dims") for _ in range(nd))
         type_id = r.unpack("<I", 4, f"tensor `{name[:60]}` type")

@@ -22,7 +22,8 @@ from portkit.errors import InputError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, Mapping
+    from collections.abc import Mapping
+    from typing import Any
 
 MAX_JSON_BYTES = 16 * 1024 * 1024  # config files are kilobytes; an index is at most a few MB
 MAX_DEPTH = 64

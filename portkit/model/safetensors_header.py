@@ -18,18 +18,33 @@ from portkit.model.jsonfile import _oserror, parse_json_text
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Mapping
+    from collections.abc import Mapping
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 LFS_PREFIX = b"version https://git-lfs"
 
 # bytes per element; sub-byte types are counted in bits below
 DTYPE_BITS = {
-    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8,
-    "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
-    "I32": 32, "U32": 32, "F32": 32,
-    "I64": 64, "U64": 64, "F64": 64, "C64": 64,
-    "F6_E2M3": 6, "F6_E3M2": 6, "F4": 4,
+    "BOOL": 8,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "I64": 64,
+    "U64": 64,
+    "F64": 64,
+    "C64": 64,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+    "F4": 4,
 }
 
 
@@ -78,10 +93,13 @@ def read_safetensors_header(path: Path, max_header: int = MAX_HEADER_BYTES) -> S
             (n,) = struct.unpack("<Q", head)
             if n > max_header:
                 raise InputError(
-                    path, f"safetensors header length {n} exceeds portkit's cap of {max_header} bytes (hostile or corrupt file)"
+                    path,
+                    f"safetensors header length {n} exceeds portkit's cap of {max_header} bytes (hostile or corrupt file)",
                 )
             if n > size - 8:
-                raise InputError(path, f"truncated safetensors file: header length {n} but only {size - 8} bytes follow")
+                raise InputError(
+                    path, f"truncated safetensors file: header length {n} but only {size - 8} bytes follow"
+                )
             f.seek(8)
             raw = f.read(n)
     except OSError as e:
@@ -111,7 +129,10 @@ def read_safetensors_header(path: Path, max_header: int = MAX_HEADER_BYTES) -> S
     end = 0
     for t in sorted(tensors.values(), key=lambda t: t.data_offsets):
         if t.data_offsets[0] != end:
-            raise InputError(path, f"safetensors tensor `{t.name[:80]}` starts at byte {t.data_offsets[0]}, expected {end} (gap or overlap)")
+            raise InputError(
+                path,
+                f"safetensors tensor `{t.name[:80]}` starts at byte {t.data_offsets[0]}, expected {end} (gap or overlap)",
+            )
         end = t.data_offsets[1]
     if end != data_len:
         raise InputError(path, f"safetensors data section is {data_len} bytes but the tensors cover {end}")
@@ -132,7 +153,10 @@ def _tensor(path: Path, name: str, info: object, data_len: int) -> TensorInfo:
     offs = info.get("data_offsets")
     if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
         raise InputError(path, f"safetensors tensor `{name[:80]}`: unknown dtype {str(dtype)[:20]!r}")
-    if not (isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**63 for d in shape)):
+    if not (
+        isinstance(shape, list)
+        and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**63 for d in shape)
+    ):
         raise InputError(path, f"safetensors tensor `{name[:80]}`: shape must be a list of non-negative integers")
     if len(shape) > 16:
         raise InputError(path, f"safetensors tensor `{name[:80]}`: {len(shape)} dimensions")
@@ -155,7 +179,8 @@ def _tensor(path: Path, name: str, info: object, data_len: int) -> TensorInfo:
         )
     if offs[1] > data_len:
         raise InputError(
-            path, f"truncated safetensors file: tensor `{name[:80]}` ends at byte {offs[1]} of a {data_len}-byte data section"
+            path,
+            f"truncated safetensors file: tensor `{name[:80]}` ends at byte {offs[1]} of a {data_len}-byte data section",
         )
     return TensorInfo(name=name, dtype=dtype, shape=tuple(shape), file=path, data_offsets=(offs[0], offs[1]))
 

@@ -169,7 +169,12 @@ def read_sentence_pipeline(root: Path) -> SentencePipeline:
         mtext = ""
     modules: list[PipelineModule] = []
     if raw is not None and not isinstance(raw, list):
-        problems.append(PipelineProblem(mpath, f"modules.json must be a list of modules, not a JSON {type(raw).__name__}; sentence-transformers iterates it"))
+        problems.append(
+            PipelineProblem(
+                mpath,
+                f"modules.json must be a list of modules, not a JSON {type(raw).__name__}; sentence-transformers iterates it",
+            )
+        )
     elif isinstance(raw, list):
         seen = 0
         for i, entry in enumerate(raw[:MAX_MODULES]):
@@ -179,11 +184,25 @@ def read_sentence_pipeline(root: Path) -> SentencePipeline:
                 row, col = mtext.count("\n", 0, j) + 1, j - (mtext.rfind("\n", 0, j) + 1) + 1
                 seen = j + 1
             if not isinstance(entry, dict) or not isinstance(entry.get("type"), str) or "path" not in entry:
-                problems.append(PipelineProblem(mpath, f"module {i} must be an object with string `type` and `path` (sentence-transformers reads module_config['type'] and ['path'])", row, col))
+                problems.append(
+                    PipelineProblem(
+                        mpath,
+                        f"module {i} must be an object with string `type` and `path` (sentence-transformers reads module_config['type'] and ['path'])",
+                        row,
+                        col,
+                    )
+                )
                 continue
             sub = _safe_sub(entry["path"])
             if sub is None:
-                problems.append(PipelineProblem(mpath, f"module {i} path {str(entry['path'])[:80]!r} leaves the model directory; sentence-transformers refuses it (_validate_relative_path)", row, col))
+                problems.append(
+                    PipelineProblem(
+                        mpath,
+                        f"module {i} path {str(entry['path'])[:80]!r} leaves the model directory; sentence-transformers refuses it (_validate_relative_path)",
+                        row,
+                        col,
+                    )
+                )
                 continue
             modules.append(_module(root, i, entry["type"], sub, row, col, problems))
     max_seq, lower, sbert, msl_at = None, False, None, (1, 1)
@@ -215,12 +234,23 @@ def read_sentence_pipeline(root: Path) -> SentencePipeline:
         elif v is not None:
             problems.append(PipelineProblem(stp, "config_sentence_transformers.json must be a JSON object"))
     return SentencePipeline(
-        modules_path=mpath, modules=tuple(modules), problems=tuple(problems), max_seq_length=max_seq, do_lower_case=lower,
-        sbert_config_path=sbert, max_seq_length_at=msl_at, prompts=prompts, default_prompt_name=default_prompt, similarity_fn_name=sim, st_config_path=stp,
+        modules_path=mpath,
+        modules=tuple(modules),
+        problems=tuple(problems),
+        max_seq_length=max_seq,
+        do_lower_case=lower,
+        sbert_config_path=sbert,
+        max_seq_length_at=msl_at,
+        prompts=prompts,
+        default_prompt_name=default_prompt,
+        similarity_fn_name=sim,
+        st_config_path=stp,
     )
 
 
-def _module(root: Path, i: int, type_: str, sub: str, row: int, col: int, problems: list[PipelineProblem]) -> PipelineModule:
+def _module(
+    root: Path, i: int, type_: str, sub: str, row: int, col: int, problems: list[PipelineProblem]
+) -> PipelineModule:
     kind = _kind(type_)
     folder = root / sub if sub else root
     has_folder = exists(folder) and folder.is_dir()
@@ -230,13 +260,21 @@ def _module(root: Path, i: int, type_: str, sub: str, row: int, col: int, proble
     cfg_path = folder / "config.json"
     if not has_folder or not exists(cfg_path):
         what = "folder" if not has_folder else "config.json"
-        arg = "1 required positional argument: 'embedding_dimension'" if kind == "Pooling" else "2 required positional arguments: 'in_features' and 'out_features'"
-        problems.append(PipelineProblem(
-            root / MODULES_JSON,
-            f"modules.json lists {kind} at {sub or '.'!r} but its {what} ({cfg_path.relative_to(root)}) is missing: sentence-transformers "
-            f"6.3.0 reads no config (Module.load_config returns {{}}) and fails to load it (TypeError: {kind}.__init__() missing {arg})",
-            row, col, "missing",
-        ))
+        arg = (
+            "1 required positional argument: 'embedding_dimension'"
+            if kind == "Pooling"
+            else "2 required positional arguments: 'in_features' and 'out_features'"
+        )
+        problems.append(
+            PipelineProblem(
+                root / MODULES_JSON,
+                f"modules.json lists {kind} at {sub or '.'!r} but its {what} ({cfg_path.relative_to(root)}) is missing: sentence-transformers "
+                f"6.3.0 reads no config (Module.load_config returns {{}}) and fails to load it (TypeError: {kind}.__init__() missing {arg})",
+                row,
+                col,
+                "missing",
+            )
+        )
         return PipelineModule(**base)  # type: ignore[arg-type]
     cfg = _json(cfg_path, problems)
     if not isinstance(cfg, dict):
@@ -247,11 +285,25 @@ def _module(root: Path, i: int, type_: str, sub: str, row: int, col: int, proble
         mode = cfg.get("pooling_mode")
         if mode is None:
             mode = tuple(m for k, m in _LEGACY_POOLING.items() if cfg.get(k) is True) or ("mean",)
-        modes = (mode,) if isinstance(mode, str) else tuple(x for x in mode if isinstance(x, str)) if isinstance(mode, (list, tuple)) else ()
+        modes = (
+            (mode,)
+            if isinstance(mode, str)
+            else tuple(x for x in mode if isinstance(x, str))
+            if isinstance(mode, (list, tuple))
+            else ()
+        )
         bad = [m for m in modes if m not in POOLING_MODES]
         if bad or not modes:
-            problems.append(PipelineProblem(cfg_path, f"pooling mode {bad or mode!r} is none of {', '.join(POOLING_MODES)}: sentence-transformers raises ValueError", *_key_pos(read_text(cfg_path), '"pooling_mode')))
-        return PipelineModule(**base, config=cfg, pooling_mode=modes, include_prompt=cfg.get("include_prompt", True) is not False)  # type: ignore[arg-type]
+            problems.append(
+                PipelineProblem(
+                    cfg_path,
+                    f"pooling mode {bad or mode!r} is none of {', '.join(POOLING_MODES)}: sentence-transformers raises ValueError",
+                    *_key_pos(read_text(cfg_path), '"pooling_mode'),
+                )
+            )
+        return PipelineModule(
+            **base, config=cfg, pooling_mode=modes, include_prompt=cfg.get("include_prompt", True) is not False
+        )  # type: ignore[arg-type]
     weights, shape = None, None
     if exists(folder / "model.safetensors"):
         weights = "model.safetensors"
@@ -269,7 +321,12 @@ def _module(root: Path, i: int, type_: str, sub: str, row: int, col: int, proble
         weights = "pytorch_model.bin"  # pickle: noted, never opened
     act = cfg.get("activation_function")
     return PipelineModule(
-        **base, config=cfg, in_features=_int(cfg.get("in_features")), out_features=_int(cfg.get("out_features")),  # type: ignore[arg-type]
-        bias=cfg.get("bias", True) is not False, activation=act if isinstance(act, str) else "torch.nn.modules.activation.Tanh",
-        weights_file=weights, weight_shape=shape,
+        **base,
+        config=cfg,
+        in_features=_int(cfg.get("in_features")),
+        out_features=_int(cfg.get("out_features")),  # type: ignore[arg-type]
+        bias=cfg.get("bias", True) is not False,
+        activation=act if isinstance(act, str) else "torch.nn.modules.activation.Tanh",
+        weights_file=weights,
+        weight_shape=shape,
     )

@@ -54,7 +54,10 @@ def _top_level_value(tj: TokenizerJson, key: str) -> tuple[int, int]:
         raise InputError(tj.path, f"refusing to fix: no top-level `{key}` to replace")
     a, b, value = _value_span(tj.text, m.end())
     if value != tj.value.get(key):
-        raise InputError(tj.path, f"refusing to fix: `{key}` is not where the fast reader expects it; rewrite the file with the tokenizers library first")
+        raise InputError(
+            tj.path,
+            f"refusing to fix: `{key}` is not where the fast reader expects it; rewrite the file with the tokenizers library first",
+        )
     return a, b
 
 

@@ -28,7 +28,15 @@ from pathlib import Path
 import numpy as np
 
 from portkit.families.sublayers import is_sublayer
-from portkit.porting.dumpfile import GREEDY_LOGITS, TOKEN_NAMES, TRUTH, DumpFile, describe_names, is_per_layer, read_dump
+from portkit.porting.dumpfile import (
+    GREEDY_LOGITS,
+    TOKEN_NAMES,
+    TRUTH,
+    DumpFile,
+    describe_names,
+    is_per_layer,
+    read_dump,
+)
 from portkit.verify.errors import BadInput, one_line
 from portkit.verify.judge.checks import TOLERANCES, Tolerance, compare_greedy, compare_logits, compare_steps
 from portkit.verify.judge.comparison import Comparison
@@ -65,8 +73,16 @@ class IdsCheck:
         return {
             "agree": False,
             "first_difference": self.first,
-            "reference": {"length": len(self.reference), "ids": self.window(self.reference), "text": self.reference_text},
-            "candidate": {"length": len(self.candidate), "ids": self.window(self.candidate), "text": self.candidate_text},
+            "reference": {
+                "length": len(self.reference),
+                "ids": self.window(self.reference),
+                "text": self.reference_text,
+            },
+            "candidate": {
+                "length": len(self.candidate),
+                "ids": self.window(self.candidate),
+                "text": self.candidate_text,
+            },
             "from": self.start,
             "tokenizer": self.tokenizer,
             "note": self.note,
@@ -94,7 +110,7 @@ def check_ids(ref: DumpFile, cand: DumpFile, tokenizer: Path | None = None) -> I
     a, b = [int(i) for i in ref.tensors["ids"]], [int(i) for i in cand.tensors["ids"]]
     if a == b:
         return None
-    k = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    k = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
     check = IdsCheck(a, b, k, start=max(0, k - IDS_CONTEXT))
     path, check.note = _tokenizer_for(ref, tokenizer)
     if path is None:
@@ -216,7 +232,9 @@ def validate_reference(ref: DumpFile) -> None:
         gl, vocab = R[GREEDY_LOGITS], (logits.shape[-1] if logits is not None else None)
         # a margin is a top-1 minus top-2: at least two logits a row
         if gl.ndim != 2 or gl.shape[0] == 0 or gl.shape[1] < 2 or (vocab is not None and gl.shape[1] != vocab):
-            raise bad(f"`{GREEDY_LOGITS}` has shape {list(gl.shape)}, not [N, {vocab if vocab is not None else 'vocab'}]")
+            raise bad(
+                f"`{GREEDY_LOGITS}` has shape {list(gl.shape)}, not [N, {vocab if vocab is not None else 'vocab'}]"
+            )
     for name, arr in R.items():
         if is_per_layer(name) and arr.size == 0:
             raise bad(f"`{name}` has shape {list(arr.shape)}: no values")
@@ -247,7 +265,9 @@ def validate_shapes(ref: DumpFile, cand: Path, shapes: dict[str, tuple[int, ...]
                     + (" (one row per `greedy` token)" if n is not None else " with the `greedy` tokens it chose")
                 )
             if got[0] > want.shape[0]:  # rows past the reference's are never compared, and never read
-                raise BadInput(f"{cand}: `{GREEDY_LOGITS}` has {got[0]} rows, more than the reference's {want.shape[0]}: keep the first {want.shape[0]}")
+                raise BadInput(
+                    f"{cand}: `{GREEDY_LOGITS}` has {got[0]} rows, more than the reference's {want.shape[0]}: keep the first {want.shape[0]}"
+                )
         elif name == "logits":
             _check_logits_shape(cand, want, got)
         elif name == "ids":  # any length: other ids are named as such once read
@@ -255,7 +275,9 @@ def validate_shapes(ref: DumpFile, cand: Path, shapes: dict[str, tuple[int, ...]
                 raise BadInput(f"{cand}: `ids` has shape {list(got)}, the reference's is {list(want.shape)}")
         elif name == "greedy":
             if len(got) != 1 or not 1 <= got[0] <= len(want) + MAX_EXTRA_TOKENS:
-                raise BadInput(f"{cand}: `greedy` has shape {list(got)}, expected [N] token ids (1 <= N <= {len(want) + MAX_EXTRA_TOKENS})")
+                raise BadInput(
+                    f"{cand}: `greedy` has shape {list(got)}, expected [N] token ids (1 <= N <= {len(want) + MAX_EXTRA_TOKENS})"
+                )
         elif got != want.shape:
             raise BadInput(f"{cand}: `{name}` has shape {list(got)}, the reference's is {list(want.shape)}")
 
@@ -268,7 +290,11 @@ def read_candidate(ref: DumpFile, path: Path) -> DumpFile:
     """The candidate, its shapes checked against `ref` before its data is read: memory follows
     the reference's size, never what the candidate's header claims."""
     values = sum(int(a.size) for a in ref.tensors.values()) + MAX_EXTRA_TOKENS
-    return read_dump(path, check=lambda shapes: validate_shapes(ref, path, shapes), max_json_bytes=JSON_BYTES_PER_VALUE * values + 2**20)
+    return read_dump(
+        path,
+        check=lambda shapes: validate_shapes(ref, path, shapes),
+        max_json_bytes=JSON_BYTES_PER_VALUE * values + 2**20,
+    )
 
 
 def validate(ref: DumpFile, cand: DumpFile) -> None:
@@ -315,23 +341,32 @@ def _compare_dumps(ref: DumpFile, cand: DumpFile, dtype: str, tokenizer: Path | 
     got_layers = {n: C[n] for n in ref_layers}
     if "logits" in C:
         ref_logits, got_logits = R["logits"], C["logits"]
-        truth_logits = T.get("logits") if T.get("logits") is not None and T["logits"].shape == ref_logits.shape else None
+        truth_logits = (
+            T.get("logits") if T.get("logits") is not None and T["logits"].shape == ref_logits.shape else None
+        )
         cmp.last = compare_logits(
-            _last_row(ref_logits), _last_row(got_logits), tol.logits_atol, _last_row(truth_logits) if truth_logits is not None else None
+            _last_row(ref_logits),
+            _last_row(got_logits),
+            tol.logits_atol,
+            _last_row(truth_logits) if truth_logits is not None else None,
         )
         every_position = got_logits.ndim == 2 and got_logits.shape == ref_logits.shape
         if every_position:
             ref_rows, got_rows = _teacher_forced_rows(R, C)
             delta_rows = None
             if truth_logits is not None and (GREEDY_LOGITS not in R or GREEDY_LOGITS in T):
-                delta_rows, _ = _teacher_forced_rows({**R, "logits": truth_logits, GREEDY_LOGITS: T.get(GREEDY_LOGITS)}, C)
+                delta_rows, _ = _teacher_forced_rows(
+                    {**R, "logits": truth_logits, GREEDY_LOGITS: T.get(GREEDY_LOGITS)}, C
+                )
             cmp.steps = compare_steps(ref_rows, got_rows, near_tie=tol.near_tie, atol=tol.logits_atol, delta=delta_rows)
         ref_layers["logits"] = ref_logits if every_position else _last_row(ref_logits)
         got_layers["logits"] = got_logits if every_position else _last_row(got_logits)
     if "greedy" in C and "greedy" in R:
         n = min(len(R["greedy"]), len(C["greedy"]))
         if len(C["greedy"]) != len(R["greedy"]):
-            notes.append(f"greedy: the first {n} tokens compared (reference {len(R['greedy'])}, candidate {len(C['greedy'])})")
+            notes.append(
+                f"greedy: the first {n} tokens compared (reference {len(R['greedy'])}, candidate {len(C['greedy'])})"
+            )
         steps = R.get(GREEDY_LOGITS)
         cmp.greedy = compare_greedy(
             [int(t) for t in R["greedy"][:n]],
@@ -342,8 +377,12 @@ def _compare_dumps(ref: DumpFile, cand: DumpFile, dtype: str, tokenizer: Path | 
     if ref_layers:
         deltas = {n: T[n] for n in ref_layers if n in T and n != "logits"}
         if "logits" in ref_layers and truth_logits is not None:
-            deltas["logits"] = truth_logits if ref_layers["logits"].shape == truth_logits.shape else _last_row(truth_logits)
-        cmp.judge_layers(ref_layers, got_layers, available=list(R), no_sublayers_hint=_layers_only_hint(ref), deltas=deltas or None)
+            deltas["logits"] = (
+                truth_logits if ref_layers["logits"].shape == truth_logits.shape else _last_row(truth_logits)
+            )
+        cmp.judge_layers(
+            ref_layers, got_layers, available=list(R), no_sublayers_hint=_layers_only_hint(ref), deltas=deltas or None
+        )
     compared = [n for n in C if n != "ids" and not n.startswith(TRUTH)]
     return CompareResult(ref, cand, tol, cmp, compared, notes)
 

@@ -16,11 +16,24 @@ SCHEMA_VERSION = 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("reference", metavar="REF", type=Path, help='the reference dump (`portkit reference`, or a JSON dump `{"logits": [...], "greedy": [...]}`)')
-    parser.add_argument("candidate", metavar="CANDIDATE", type=Path, help="your port's dump (portkit-dump safetensors, or JSON)")
-    parser.add_argument("--dtype", default="f32", help="what the candidate ran in, for the tolerance: f32, f16, bf16, q8_0 or q4_k (default: f32)")
+    parser.add_argument(
+        "reference",
+        metavar="REF",
+        type=Path,
+        help='the reference dump (`portkit reference`, or a JSON dump `{"logits": [...], "greedy": [...]}`)',
+    )
+    parser.add_argument(
+        "candidate", metavar="CANDIDATE", type=Path, help="your port's dump (portkit-dump safetensors, or JSON)"
+    )
+    parser.add_argument(
+        "--dtype",
+        default="f32",
+        help="what the candidate ran in, for the tolerance: f32, f16, bf16, q8_0 or q4_k (default: f32)",
+    )
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
-    parser.add_argument("--plot", type=Path, metavar="FILE.png", help="write the per-layer relative errors as a PNG (needs matplotlib)")
+    parser.add_argument(
+        "--plot", type=Path, metavar="FILE.png", help="write the per-layer relative errors as a PNG (needs matplotlib)"
+    )
     parser.add_argument(
         "--tokenizer",
         type=Path,
@@ -45,12 +58,24 @@ def to_json(res: Any, plot: Path | None) -> dict[str, Any]:
     return clean(
         {
             "schema_version": SCHEMA_VERSION,
-            "reference": {"path": str(res.reference.path), "format": res.reference.kind, "metadata": res.reference.metadata, "tensors": res.reference.shapes()},
-            "candidate": {"path": str(res.candidate.path), "format": res.candidate.kind, "tensors": res.candidate.shapes(), "dtypes": res.candidate.dtypes},
+            "reference": {
+                "path": str(res.reference.path),
+                "format": res.reference.kind,
+                "metadata": res.reference.metadata,
+                "tensors": res.reference.shapes(),
+            },
+            "candidate": {
+                "path": str(res.candidate.path),
+                "format": res.candidate.kind,
+                "tensors": res.candidate.shapes(),
+                "dtypes": res.candidate.dtypes,
+            },
             "tolerance": tolerance_json(res.tolerance),
             "compared": res.compared,
             "notes": res.notes,
-            "ids": res.ids.to_json() if res.ids is not None else {"agree": "ids" in res.candidate.tensors and "ids" in res.reference.tensors},
+            "ids": res.ids.to_json()
+            if res.ids is not None
+            else {"agree": "ids" in res.candidate.tensors and "ids" in res.reference.tensors},
             "comparison": comparison_json(res.comparison) if res.ids is None else None,
             "first_bad": res.first_bad,
             "plot": str(plot) if plot else None,
@@ -73,7 +98,9 @@ def render_text(res: Any, plot: Path | None) -> None:
     m = ref.metadata
     p(f"[bold]portkit compare[/] {escape(str(ref.path))} {escape(str(cand.path))}")
     if m.get("transformers"):
-        p(f"  reference: transformers {m['transformers']} (torch {m.get('torch', '?')}, eager f32 cpu) on {escape(m.get('model', '?'))} ({m.get('family', '?')}), stored {m.get('dtype', '?')}")
+        p(
+            f"  reference: transformers {m['transformers']} (torch {m.get('torch', '?')}, eager f32 cpu) on {escape(m.get('model', '?'))} ({m.get('family', '?')}), stored {m.get('dtype', '?')}"
+        )
     else:
         p(f"  reference: {ref.kind} dump with {escape(describe_names(ref.names()))}")
     p(f"  candidate: {escape(describe_names(cand.names()))}")
@@ -88,7 +115,9 @@ def render_text(res: Any, plot: Path | None) -> None:
         p(f"[bold red]verdict: {escape(_verdict(res))}[/] (exit {res.exit_code})")
         return
     greedy_ref = [int(t) for t in ref.tensors.get("greedy", [])]
-    for line in comparison_lines(res.comparison, greedy_ref, layers_note="not compared (the candidate has no hidden states)"):
+    for line in comparison_lines(
+        res.comparison, greedy_ref, layers_note="not compared (the candidate has no hidden states)"
+    ):
         p("  " + line)
     if res.comparison.layers is not None:
         p("")
@@ -106,7 +135,9 @@ def _ids_lines(ids: Any, metadata: dict[str, str]) -> list[str]:
 
     def shown(xs: list[int]) -> str:
         w = ids.window(xs)
-        return ("..., " if ids.start else "") + ", ".join(map(str, w)) + (", ..." if ids.start + len(w) < len(xs) else "")
+        return (
+            ("..., " if ids.start else "") + ", ".join(map(str, w)) + (", ..." if ids.start + len(w) < len(xs) else "")
+        )
 
     out = [
         f"[red]ids             the candidate's prompt is not the reference's: they part at token {ids.first} "
@@ -127,7 +158,9 @@ def _ids_lines(ids: Any, metadata: dict[str, str]) -> list[str]:
         prompt = {}
     if isinstance(prompt, dict) and prompt.get("source") == "--chat" and prompt.get("text"):
         out.append(f"  the reference's prompt is transformers' chat template on --chat: {escape(repr(prompt['text']))}")
-    out.append("  dump your program on the reference's ids (or render its prompt as the chat template does): logits on another prompt prove nothing")
+    out.append(
+        "  dump your program on the reference's ids (or render its prompt as the chat template does): logits on another prompt prove nothing"
+    )
     return out
 
 

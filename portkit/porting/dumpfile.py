@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import re
 import struct
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -32,9 +33,18 @@ TRUTH = "truth."
 _LAYER = re.compile(r"layer\.(0|[1-9][0-9]*)")
 
 _NUMPY_DTYPES = {
-    "F64": "<f8", "F32": "<f4", "F16": "<f2",
-    "I64": "<i8", "I32": "<i4", "I16": "<i2", "I8": "i1",
-    "U64": "<u8", "U32": "<u4", "U16": "<u2", "U8": "u1", "BOOL": "?",
+    "F64": "<f8",
+    "F32": "<f4",
+    "F16": "<f2",
+    "I64": "<i8",
+    "I32": "<i4",
+    "I16": "<i2",
+    "I8": "i1",
+    "U64": "<u8",
+    "U32": "<u4",
+    "U16": "<u2",
+    "U8": "u1",
+    "BOOL": "?",
 }
 MAX_JSON_BYTES = 2 * 1024**3
 #: Called with a dump's tensor shapes before any tensor data is read (compare's check against
@@ -141,7 +151,11 @@ def _as_layout(name: str, arr: np.ndarray) -> np.ndarray:
         if arr.dtype.kind == "f":
             if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
                 raise ValueError(f"`{name}` holds token ids but has non-integer values")
-        if arr.size and arr.dtype.kind in "fu" and not (arr.min() >= 0 and arr.max() <= (MAX_TOKEN_ID if arr.dtype.kind == "u" else 2.0**63 - 1024)):
+        if (
+            arr.size
+            and arr.dtype.kind in "fu"
+            and not (arr.min() >= 0 and arr.max() <= (MAX_TOKEN_ID if arr.dtype.kind == "u" else 2.0**63 - 1024))
+        ):
             raise ValueError(f"`{name}` holds token ids but has values out of range ({arr.min():g} to {arr.max():g})")
         return arr.astype(np.int64)
     # a value beyond float32's range becomes inf, which the comparison names as non-finite
@@ -188,7 +202,7 @@ def read_json_dump(path: Path, text: str, check: ShapeCheck | None = None) -> Du
     except (ValueError, RecursionError) as e:
         raise _bad(path, f"not a safetensors file, and not JSON either ({e})") from None
     if not isinstance(doc, dict):
-        raise _bad(path, "a JSON dump is an object of number lists, e.g. {\"logits\": [...], \"greedy\": [...]}")
+        raise _bad(path, 'a JSON dump is an object of number lists, e.g. {"logits": [...], "greedy": [...]}')
     tensors: dict[str, np.ndarray] = {}
     for name in sorted(doc, key=order_key):
         value = doc[name]
@@ -221,7 +235,11 @@ def read_dump(path: str | Path, check: ShapeCheck | None = None, max_json_bytes:
         if head.lstrip()[:1] == b"{":
             size = path.stat().st_size
             if size > max_json_bytes:
-                what = "2 GiB" if max_json_bytes == MAX_JSON_BYTES else f"{max_json_bytes} bytes (what the reference's values could take as JSON)"
+                what = (
+                    "2 GiB"
+                    if max_json_bytes == MAX_JSON_BYTES
+                    else f"{max_json_bytes} bytes (what the reference's values could take as JSON)"
+                )
                 raise _bad(path, f"a JSON dump of {size} bytes, over {what}: write safetensors instead")
             return read_json_dump(path, path.read_text(encoding="utf-8"), check)
     except UnicodeDecodeError:
@@ -234,13 +252,17 @@ def read_dump(path: str | Path, check: ShapeCheck | None = None, max_json_bytes:
 _SAFETENSORS_DTYPES = {"float32": "F32", "float16": "F16", "int64": "I64"}
 
 
-def _safetensors_chunks(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str], dtypes: Mapping[str, str] | None = None) -> list[bytes | memoryview]:
+def _safetensors_chunks(
+    tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str], dtypes: Mapping[str, str] | None = None
+) -> list[bytes | memoryview]:
     """A safetensors file as the pieces it is written in: the 8-byte header length and the JSON
     header (padded with spaces so the data starts 8-aligned, as the safetensors library pads it),
     then a view of each array's bytes in the header's order, never copied into one buffer (a
     reference's values can be gigabytes; they are in memory once). `dtypes` names what numpy has
     no dtype for (F16 and BF16 as torch rounds them, held as their raw 16 bits)."""
-    arrays = {name: np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"), copy=False) for name, arr in tensors.items()}
+    arrays = {
+        name: np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"), copy=False) for name, arr in tensors.items()
+    }
     header: dict[str, Any] = {"__metadata__": dict(metadata)} if metadata else {}
     offset = 0
     for name, arr in arrays.items():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 
 def guarded(command: str, body: Callable[[], int]) -> int:

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -75,11 +76,17 @@ def reference_values(
     progress(f"loading transformers ({mode}, eager, f32, cpu)")
     try:
         # the dump has no place for verify's NaN/inf list of weights: its scan is not paid for
-        model: Any = StreamedModel(model_dir, list(weight_files), progress, resident=mode == "whole", scan_nonfinite=False)
+        model: Any = StreamedModel(
+            model_dir, list(weight_files), progress, resident=mode == "whole", scan_nonfinite=False
+        )
     except ReferenceUnavailable as e:
         raise BadInput(str(e)) from None
     except Exception as e:  # transformers refused the checkpoint: its text, one line
-        text = str(e).splitlines()[0] if isinstance(e, ReferenceLoadError) else f"transformers could not load {model_dir}: {e}"
+        text = (
+            str(e).splitlines()[0]
+            if isinstance(e, ReferenceLoadError)
+            else f"transformers could not load {model_dir}: {e}"
+        )
         raise BadInput(text[:400]) from None
     prefill: list[Any] = []
 
@@ -124,7 +131,9 @@ def _truth(
 
     progress("transformers in f64 (the truth the floors are measured against)")
     try:
-        model: Any = StreamedModel(model_dir, list(weight_files), progress, resident=mode == "whole", scan_nonfinite=False, precision="float64")
+        model: Any = StreamedModel(
+            model_dir, list(weight_files), progress, resident=mode == "whole", scan_nonfinite=False, precision="float64"
+        )
         prefill: list[Any] = []
 
         def run(step_ids: Sequence[int], **kw: Any) -> Any:
@@ -232,4 +241,6 @@ def write(
     meta["runtime"] = f"transformers eager f32 cpu ({mode})"
     progress(f"writing {out}")
     write_reference(out, values, meta, dtype)
-    return Written(out, {k: list(v.shape) for k, v in values.items()}, meta, out.stat().st_size, time.perf_counter() - t0, prompt)
+    return Written(
+        out, {k: list(v.shape) for k, v in values.items()}, meta, out.stat().st_size, time.perf_counter() - t0, prompt
+    )

@@ -15,8 +15,19 @@ HELP = "write transformers' values (every layer and each submodule in it, logits
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model_dir", metavar="MODEL_DIR", help="directory with config.json and safetensors weights, or ORG/NAME[@REV] from the Hugging Face cache")
-    parser.add_argument("--out", "-o", required=True, type=Path, metavar="FILE", help="the safetensors file to write (e.g. ref.safetensors)")
+    parser.add_argument(
+        "model_dir",
+        metavar="MODEL_DIR",
+        help="directory with config.json and safetensors weights, or ORG/NAME[@REV] from the Hugging Face cache",
+    )
+    parser.add_argument(
+        "--out",
+        "-o",
+        required=True,
+        type=Path,
+        metavar="FILE",
+        help="the safetensors file to write (e.g. ref.safetensors)",
+    )
     prompt = parser.add_mutually_exclusive_group()
     prompt.add_argument("--ids", metavar="1,2,3", help="prompt token ids, comma separated")
     prompt.add_argument("--text", metavar="TEXT", help="prompt text, encoded with the model dir's tokenizer.json")
@@ -34,7 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="transformers streamed one decoder layer at a time (models larger than memory), or the whole model; "
         "auto: whole when the f32 weights take under half the available memory (default: auto)",
     )
-    parser.add_argument("--dtype", default="f32", help="dtype of the stored tensors: f32, f16 or bf16 (default: f32; computed in f32 always)")
+    parser.add_argument(
+        "--dtype",
+        default="f32",
+        help="dtype of the stored tensors: f32, f16 or bf16 (default: f32; computed in f32 always)",
+    )
     parser.add_argument(
         "--layers-only",
         action="store_true",
@@ -103,7 +118,9 @@ def _run(args: argparse.Namespace) -> int:
     print(f"wrote {w.path} ({size}, {m['dtype']}) in {w.seconds:.1f} s")
     print(f"  {m['runtime']}: transformers {m['transformers']}, torch {m['torch']}; family {m['family']}")
     print(f"  {describe_names(list(w.tensors))}")
-    print(f"  hidden [{shapes.get('embeddings', '?')}], logits [{shapes['logits']}], greedy [{shapes.get('greedy', '0')}]")
+    print(
+        f"  hidden [{shapes.get('embeddings', '?')}], logits [{shapes['logits']}], greedy [{shapes.get('greedy', '0')}]"
+    )
     print(f"  ids {','.join(map(str, ids))}")
     if w.prompt.source == "--chat":
         print(f"  prompt (transformers' chat template): {w.prompt.text!r}")

@@ -30,7 +30,7 @@ class Reporter:
             return filename
         return filename if rel.startswith("..") else rel
 
-    def write(self, report: "Report", out: TextIO) -> None:  # pragma: no cover - abstract
+    def write(self, report: Report, out: TextIO) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from portkit.report import Reporter
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -26,7 +25,7 @@ def _prop(s: str) -> str:
 class GithubReporter(Reporter):
     name = "github"
 
-    def write(self, report: "Report", out: TextIO) -> None:
+    def write(self, report: Report, out: TextIO) -> None:
         for f in report.findings:
             path = self.display_path(f.filename)
             props = [f"title={_prop(f'portkit ({f.code})')}", f"file={_prop(path)}"]

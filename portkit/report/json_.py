@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 class JsonReporter(Reporter):
     name = "json"
 
-    def write(self, report: "Report", out: TextIO) -> None:
+    def write(self, report: Report, out: TextIO) -> None:
         data = [f.to_json() for f in report.findings]
         out.write(json.dumps(data, indent=2, ensure_ascii=False))
         out.write("\n")

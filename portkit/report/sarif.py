@@ -54,7 +54,7 @@ def sarif_rules() -> list[dict[str, Any]]:
 class SarifReporter(Reporter):
     name = "sarif"
 
-    def write(self, report: "Report", out: TextIO) -> None:
+    def write(self, report: Report, out: TextIO) -> None:
         rules = sarif_rules()
         index = {r["id"]: i for i, r in enumerate(rules)}
         results = []

@@ -24,7 +24,8 @@ from portkit.report import Reporter
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Callable, TextIO
+    from collections.abc import Callable
+    from typing import TextIO
 
     from portkit.lint import Report
 
@@ -98,7 +99,7 @@ def _plain(text: str) -> str:
     return text
 
 
-def _lines(report: "Report", display_path: Callable[[str], str]) -> list[Line]:
+def _lines(report: Report, display_path: Callable[[str], str]) -> list[Line]:
     out: list[Line] = []
     lines: dict[str, list[str]] = {}
     for filename, group in groupby(report.findings, key=lambda f: f.filename):
@@ -142,7 +143,7 @@ def _lines(report: "Report", display_path: Callable[[str], str]) -> list[Line]:
 class TextReporter(Reporter):
     name = "text"
 
-    def write(self, report: "Report", out: TextIO) -> None:
+    def write(self, report: Report, out: TextIO) -> None:
         lines = _lines(report, self.display_path)
         if self.color:
             _write_rich(lines, out)

@@ -16,7 +16,20 @@ families it applies to in `Rule.families`, derived from the family traits where 
 
 from __future__ import annotations
 
-from portkit.rules import config, embedding_activation, embedding_config, embedding_decoder, embedding_mask, embedding_pipeline, embedding_positions, gguf, runtime, runtime_paths, tokenizer, weights
+from portkit.rules import (
+    config,
+    embedding_activation,
+    embedding_config,
+    embedding_decoder,
+    embedding_mask,
+    embedding_pipeline,
+    embedding_positions,
+    gguf,
+    runtime,
+    runtime_paths,
+    tokenizer,
+    weights,
+)
 from portkit.rules.base import DOC_HEADINGS, Context, Rule
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -142,7 +155,24 @@ CODES: dict[str, tuple[str, Status]] = {
 }
 GROUPS = {"1": "config", "2": "weights", "3": "runtime", "4": "gguf", "5": "tokenizer", "6": "embedding"}
 
-_CLASSES: dict[str, type[Rule]] = {cls.code: cls for mod in (config, weights, runtime, runtime_paths, gguf, tokenizer, embedding_pipeline, embedding_mask, embedding_config, embedding_activation, embedding_positions, embedding_decoder) for cls in mod.RULES}
+_CLASSES: dict[str, type[Rule]] = {
+    cls.code: cls
+    for mod in (
+        config,
+        weights,
+        runtime,
+        runtime_paths,
+        gguf,
+        tokenizer,
+        embedding_pipeline,
+        embedding_mask,
+        embedding_config,
+        embedding_activation,
+        embedding_positions,
+        embedding_decoder,
+    )
+    for cls in mod.RULES
+}
 RULES: dict[str, Rule] = {code: _CLASSES[code]() for code in CODES if code in _CLASSES}
 
 
@@ -219,4 +249,15 @@ def _best(code: str, prefixes: list[str] | None) -> int:
     return best
 
 
-__all__ = ["CODES", "DOC_HEADINGS", "GROUPS", "RULES", "Context", "Rule", "by_code_or_name", "families_label", "selected", "status"]
+__all__ = [
+    "CODES",
+    "DOC_HEADINGS",
+    "GROUPS",
+    "RULES",
+    "Context",
+    "Rule",
+    "by_code_or_name",
+    "families_label",
+    "selected",
+    "status",
+]

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, Iterable, Mapping
+    from collections.abc import Iterable, Mapping
+    from typing import Any
 
     from portkit.rules.base import Context
 
@@ -24,7 +25,9 @@ if TYPE_CHECKING:
 ZERO = "zero"
 
 
-def edit(what: str, *, config: Mapping[str, Any] | None = None, tensors: Iterable[str] = (), rope_table: str | None = None) -> dict[str, Any]:
+def edit(
+    what: str, *, config: Mapping[str, Any] | None = None, tensors: Iterable[str] = (), rope_table: str | None = None
+) -> dict[str, Any]:
     """A `Probe.as_candle`: `what` in words ("SiLU in the MLP"), config.json edits, tensors to
     zero (a bias candle never reads computes as a zero one), `rope_table` ("f16", "bf16"): the
     rotary cos/sin as candle builds its table in that dtype (`portkit.verify.reference.rope_table`)."""

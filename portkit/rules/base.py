@@ -12,7 +12,8 @@ from portkit.target import Target
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, ClassVar, Iterable, Literal
+    from collections.abc import Iterable
+    from typing import Any, ClassVar, Literal
 
     from portkit.families import Family
     from portkit.families.view import FamilyView
@@ -77,7 +78,9 @@ class Context:
         if doc is None or not isinstance(doc.value, dict):
             return None
         gen = self.facts.generation_config.value if self.facts.generation_config else None
-        family = self.detected.name if self.detected is not None else None  # transformers reads it whatever candle's release
+        family = (
+            self.detected.name if self.detected is not None else None
+        )  # transformers reads it whatever candle's release
         return family_transformers_view(family, doc.value, gen if isinstance(gen, dict) else None)
 
     def applies(self, rule: Rule) -> bool:
@@ -193,15 +196,27 @@ class Rule:
         )
 
     def _probe(
-        self, kind: ProbeKind, probe_patch: dict[str, Any] | None, fix_edits: dict[str, Any] | None, expect: str | None, as_candle: dict[str, Any] | None
+        self,
+        kind: ProbeKind,
+        probe_patch: dict[str, Any] | None,
+        fix_edits: dict[str, Any] | None,
+        expect: str | None,
+        as_candle: dict[str, Any] | None,
     ) -> Probe:
         """The finding's probe, with what verify needs from the rule (its run, the counterfactual
         or repair, whether its failure comes at load, why it is not probed) read once, here."""
         from portkit.findings import Probe
 
         return Probe.declared(
-            kind, self.code, patch=probe_patch, fix_edits=fix_edits, expect=expect, as_candle=as_candle,
-            run=self.probe_run, at_load=self.effect == "load-error", reason=self.not_probed,  # type: ignore[arg-type]
+            kind,
+            self.code,
+            patch=probe_patch,
+            fix_edits=fix_edits,
+            expect=expect,
+            as_candle=as_candle,
+            run=self.probe_run,
+            at_load=self.effect == "load-error",
+            reason=self.not_probed,  # type: ignore[arg-type]
         )
 
 

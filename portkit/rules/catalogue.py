@@ -15,7 +15,9 @@ def _codes(family: Family) -> str:
     codes = [
         code
         for code, rule in RULES.items()
-        if status(code) != "removed" and rule.group not in ("gguf", "tokenizer", "embedding") and not getattr(rule, "loaders", None)
+        if status(code) != "removed"
+        and rule.group not in ("gguf", "tokenizer", "embedding")
+        and not getattr(rule, "loaders", None)
         and (family.name in rule.families or "*" in rule.families)
     ]
     return ", ".join(codes)
@@ -37,11 +39,14 @@ def markdown_table() -> str:
     rows.append("")
     loader_paths = [code for code, rule in RULES.items() if rule.group != "gguf" and getattr(rule, "loaders", None)]
     rows.append(
-        "GGUF rules (PK4xx" + (f"; {', '.join(loader_paths)} on a second turn or a batch" if loader_paths else "")
+        "GGUF rules (PK4xx"
+        + (f"; {', '.join(loader_paths)} on a second turn or a batch" if loader_paths else "")
         + ") check every `.gguf` against the loader its `general.architecture` selects."
     )
     rows.append("")
-    rows.append("Tokenizer rules (PK5xx) check every directory's tokenizer files, whatever the family ([docs/tokenizers.md](docs/tokenizers.md)).")
+    rows.append(
+        "Tokenizer rules (PK5xx) check every directory's tokenizer files, whatever the family ([docs/tokenizers.md](docs/tokenizers.md))."
+    )
     rows.append("")
     from portkit.encoders import DECODER_EMBEDDERS, ENCODERS
 

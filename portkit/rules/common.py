@@ -23,4 +23,6 @@ def length_severity(ctx: Context, length: int) -> tuple[str, str]:
     t = ctx.target.max_tokens
     if t is not None and t > length:
         return "error", f"the effect appears past {length} tokens, and --max-tokens {t} reaches it"
-    return "warning", f"the effect appears only past {length} tokens" + (f"; --max-tokens {t} stays within" if t is not None else "")
+    return "warning", f"the effect appears only past {length} tokens" + (
+        f"; --max-tokens {t} stays within" if t is not None else ""
+    )

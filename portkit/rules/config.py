@@ -20,7 +20,7 @@ from portkit.semantics.transformers import SILU_NAMES, eos_ids
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
     from portkit.findings import Finding
 
@@ -177,11 +177,15 @@ class RopeScalingInRopeParameters(Rule):
         if ftv.local_rope_type is not None:
             scaled.append(("to its sliding-attention layers ", ftv.local_rope_type, ftv.local_rope_parameters))
         for which, rope_type, p in scaled:
-            if rope_type == "default" or (computed is not None and fam.semantics.rope_scaling_applied(fv.values, rope_type)):
+            if rope_type == "default" or (
+                computed is not None and fam.semantics.rope_scaling_applied(fv.values, rope_type)
+            ):
                 continue
             shown = fam.trait("ROPE_KEYS_SHOWN") or tuple(k for k in p if k not in ("rope_type", "type", "rope_theta"))
             params = ", ".join(
-                f"`{k}`=[{len(p[k])} values]" if isinstance(p[k], list) else f"`{k}`={num(p[k])}" for k in shown if k in p
+                f"`{k}`=[{len(p[k])} values]" if isinstance(p[k], list) else f"`{k}`={num(p[k])}"
+                for k in shown
+                if k in p
             )
             tail = _rope_scaling_tail(ctx, rope_type)
             edits = _rope_scaling_edits(ctx, rope_type, p)
@@ -597,7 +601,9 @@ class PartialRotaryIgnored(Rule):
             return
         hd = fv.get("head_dim")
         written_hd = doc.value.get("head_dim")
-        t_hd = written_hd if isinstance(written_hd, int) and not isinstance(written_hd, bool) else hd  # transformers' head
+        t_hd = (
+            written_hd if isinstance(written_hd, int) and not isinstance(written_hd, bool) else hd
+        )  # transformers' head
         t, c = ftv.get("partial_rotary_factor"), fv.get("partial_rotary_factor")
         t_eff, c_eff = (1.0 if t is None else t), (1.0 if c is None else c)
         if not isinstance(hd, int) or not isinstance(t_hd, int):
@@ -777,7 +783,10 @@ def _value_to_write(ctx: Context, key: str) -> tuple[object, str]:
         return v, f"transformers never reads `{key}`; {num(v)} runs candle as transformers runs (no flash attention)"
     if key == "max_window_layers":
         n = ftv.get("num_hidden_layers")
-        return n, f"transformers' `{ftv.family}` has no such setting and candle never uses `{key}`; writing `num_hidden_layers`={num(n)}"
+        return (
+            n,
+            f"transformers' `{ftv.family}` has no such setting and candle never uses `{key}`; writing `num_hidden_layers`={num(n)}",
+        )
     if key not in ftv.values:
         return None, f"transformers has no value for `{key}`"
     v, path = ftv.values[key], ftv.sources.get(key, ())
@@ -831,7 +840,14 @@ class GenerationEosDiffers(Rule):
     def check(self, ctx: Context) -> Iterable[Finding]:
         ftv, fv, fam = ctx.ftv, ctx.fv, ctx.family
         gen = ctx.facts.generation_config
-        if not ftv or not fv or fam is None or not fv.ok or gen is None or ftv.generation_eos_source != "generation_config.json":
+        if (
+            not ftv
+            or not fv
+            or fam is None
+            or not fv.ok
+            or gen is None
+            or ftv.generation_eos_source != "generation_config.json"
+        ):
             return
         g = eos_ids(ftv.generation_eos_token_id)
         c = eos_ids(fv.get("eos_token_id"))
@@ -904,7 +920,9 @@ class ConfigRefusedByCandle(Rule):
         where = ".".join(at)
         yield self.finding(
             ctx,
-            f"transformers loads this config; {fam.who} refuses it" + (f" at `{where}`" if where else "") + f": `{fv.refused}`",
+            f"transformers loads this config; {fam.who} refuses it"
+            + (f" at `{where}`" if where else "")
+            + f": `{fv.refused}`",
             keys=tuple(at),
             candle_value={"refused": fv.refused},
             fix_edits=edits,

@@ -16,7 +16,7 @@ from portkit.rules.encoder_rule import EncoderRule, encoder_config
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
     from portkit.findings import Finding
 
@@ -106,7 +106,14 @@ class EncoderConfigMissingField(EncoderRule):
             return
         where = [f"`{k}` ({_saved(doc.value, enc.name, k)})" for k in missing]
         msg = f"{enc.who} `Config` requires {', '.join(where)}: `serde_json::from_str` fails with ``missing field `{missing[0]}` ``"
-        yield self.finding(ctx, msg, location=None, transformers_value=None, candle_value=missing, expect=f"missing field `{missing[0]}`")
+        yield self.finding(
+            ctx,
+            msg,
+            location=None,
+            transformers_value=None,
+            candle_value=missing,
+            expect=f"missing field `{missing[0]}`",
+        )
 
 
 #: candle_nn::Activation's variants that carry a value (activation.rs:21-22): their bare name is refused otherwise
@@ -136,7 +143,9 @@ def serde_refusal(value: object, accepted: tuple[str, ...] | None) -> str:
     words); `accepted` None: the key is a candle_nn::Activation, where `elu` needs its value."""
     if not isinstance(value, str):
         return ""
-    return "expected newtype variant" if accepted is None and value in _NEWTYPE_VARIANTS else f"unknown variant `{value}`"
+    return (
+        "expected newtype variant" if accepted is None and value in _NEWTYPE_VARIANTS else f"unknown variant `{value}`"
+    )
 
 
 class EncoderConfigValueRefused(EncoderRule):
@@ -187,7 +196,11 @@ class EncoderConfigValueRefused(EncoderRule):
         if not refused:
             return
         key, value, accepted = refused[0]
-        known = f"it knows {', '.join(f'`{a}`' for a in accepted)}" if accepted else "it knows candle_nn::Activation's names"
+        known = (
+            f"it knows {', '.join(f'`{a}`' for a in accepted)}"
+            if accepted
+            else "it knows candle_nn::Activation's names"
+        )
         more = f" (and {', '.join(f'`{k}`' for k, _, _ in refused[1:])})" if refused[1:] else ""
         msg = f"{enc.who} `Config` refuses `{key}` {value!r}{more}: {known}; `serde_json::from_str` fails before anything loads"
         yield self.finding(ctx, msg, keys=(key,), transformers_value=value, candle_value=list(accepted) if accepted else None,
@@ -236,10 +249,16 @@ class NomicBertKeysDefaulted(EncoderRule):
         doc, enc = encoder_config(ctx)
         if enc is None or enc.name != "nomic_bert":
             return
-        ignored = {t: c for t, c in NOMIC_KEYS.items() if t in doc.value and c not in doc.value and doc.value[t] != NOMIC_DEFAULTS[c]}
+        ignored = {
+            t: c
+            for t, c in NOMIC_KEYS.items()
+            if t in doc.value and c not in doc.value and doc.value[t] != NOMIC_DEFAULTS[c]
+        }
         if not ignored:
             return
-        parts = [f"`{t}` {doc.value[t]!r} (candle reads `{c}`, absent: {NOMIC_DEFAULTS[c]!r})" for t, c in ignored.items()]
+        parts = [
+            f"`{t}` {doc.value[t]!r} (candle reads `{c}`, absent: {NOMIC_DEFAULTS[c]!r})" for t, c in ignored.items()
+        ]
         yield self.finding(ctx, f"{enc.who} `Config` ignores {', '.join(parts)}: it builds another model", keys=tuple(ignored),
                            transformers_value={t: doc.value[t] for t in ignored}, candle_value={c: NOMIC_DEFAULTS[c] for c in ignored.values()},
                            fix_edits={c: doc.value[t] for t, c in ignored.items()}, expect="shape mismatch")  # fmt: skip
@@ -284,7 +303,7 @@ class ModernBertModelPrefix(EncoderRule):
     probe_kind = "crash"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        (doc, enc), st = encoder_config(ctx), ctx.facts.safetensors
+        (_, enc), st = encoder_config(ctx), ctx.facts.safetensors
         if enc is None or enc.name != "modernbert" or st is None:
             return
         names = st.tensors
@@ -334,7 +353,9 @@ class EncoderLayerNormGammaBeta(EncoderRule):
     needs = ("config", "safetensors")
     fix_title = "Name the LayerNorm tensors `weight`/`bias`, or run candle 0.11.1"
     probe_kind = "crash"
-    holds = Span(until="0.11.1", until_by="candle-nn 0.11.1's layer_norm reading `gamma`/`beta` (layer_norm.rs:159-170)")
+    holds = Span(
+        until="0.11.1", until_by="candle-nn 0.11.1's layer_norm reading `gamma`/`beta` (layer_norm.rs:159-170)"
+    )
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         (doc, enc), st = encoder_config(ctx), ctx.facts.safetensors
@@ -354,7 +375,9 @@ class EncoderLayerNormGammaBeta(EncoderRule):
             transformers_value=renamed[0],
             candle_value=first,
             # bert.rs retries under `{model_type}.` and reports the first load's error, which names an unprefixed tensor
-            expect="cannot find tensor" if "." in first and first.split(".")[0] == doc.value.get("model_type") else f"cannot find tensor {first}",
+            expect="cannot find tensor"
+            if "." in first and first.split(".")[0] == doc.value.get("model_type")
+            else f"cannot find tensor {first}",
         )
 
 
@@ -412,7 +435,12 @@ class EncoderConfigKeysDisagree(EncoderRule):
             ours = cfg.get(pair.candle_key, pair.candle_default)
             if pair.candle_key not in cfg and pair.candle_default is None:
                 continue  # candle requires the key: PK612
-            if theirs is _ABSENT or not isinstance(theirs, (int, float)) or not isinstance(ours, (int, float)) or float(theirs) == float(ours):
+            if (
+                theirs is _ABSENT
+                or not isinstance(theirs, (int, float))
+                or not isinstance(ours, (int, float))
+                or float(theirs) == float(ours)
+            ):
                 continue
             differing.append((pair, theirs, ours))
         if not differing:
@@ -427,4 +455,11 @@ class EncoderConfigKeysDisagree(EncoderRule):
                            fix_edits={p.candle_key: t for p, t, _ in differing}, probe_patch={"reference": patch})  # fmt: skip
 
 
-RULES = (EncoderConfigMissingField, EncoderConfigValueRefused, NomicBertKeysDefaulted, ModernBertModelPrefix, EncoderLayerNormGammaBeta, EncoderConfigKeysDisagree)
+RULES = (
+    EncoderConfigMissingField,
+    EncoderConfigValueRefused,
+    NomicBertKeysDefaulted,
+    ModernBertModelPrefix,
+    EncoderLayerNormGammaBeta,
+    EncoderConfigKeysDisagree,
+)

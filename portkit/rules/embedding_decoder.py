@@ -14,7 +14,8 @@ from portkit.rules.base import Context, Rule, location
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, Iterable
+    from collections.abc import Iterable
+    from typing import Any
 
     from portkit.encoders import Encoder
     from portkit.findings import Finding

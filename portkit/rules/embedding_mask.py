@@ -14,7 +14,7 @@ from portkit.rules.encoder_rule import EncoderRule, encoder_config
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
     from portkit.findings import Finding
 

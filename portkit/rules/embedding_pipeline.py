@@ -17,13 +17,16 @@ from portkit.rules.base import Context, Rule, location
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, Iterable
+    from collections.abc import Iterable
+    from typing import Any
 
     from portkit.findings import Finding
     from portkit.model.sentence_pipeline import PipelineModule, SentencePipeline
 
 EXAMPLE = "https://github.com/huggingface/candle/blob/main/candle-examples/examples/bert/main.rs"
-NOT_PROBED = "a fact about the sentence-transformers pipeline; portkit verify's embedding run does not judge it per rule yet"
+NOT_PROBED = (
+    "a fact about the sentence-transformers pipeline; portkit verify's embedding run does not judge it per rule yet"
+)
 
 _POOLING_DOES = {
     "mean": "average the encoder's output over the attended tokens only (attention mask 1), never over pads",
@@ -89,8 +92,11 @@ class SentencePipelineSummary(_PipelineRule):
         if p is None or not p.modules:
             return
         yield self.finding(
-            ctx, f"the sentence-transformers pipeline: {p.summary()}; candle runs the encoder only (bert.rs:495-512), the rest is the program's",
-            filename=p.modules_path, location=None, transformers_value=p.summary(),
+            ctx,
+            f"the sentence-transformers pipeline: {p.summary()}; candle runs the encoder only (bert.rs:495-512), the rest is the program's",
+            filename=p.modules_path,
+            location=None,
+            transformers_value=p.summary(),
         )
 
 
@@ -147,11 +153,21 @@ class PoolingInProgram(_PipelineRule):
             does = "; and ".join(_POOLING_DOES.get(mode, mode) for mode in m.pooling_mode)
             concat = " and concatenate the results in this order" if len(m.pooling_mode) > 1 else ""
             plain = m.pooling_mode == ("mean",) and m.include_prompt
-            prompt = "" if m.include_prompt else "; include_prompt is false: leave the prompt's tokens out of the pooling"
-            example = "as candle's bert example does by default (main.rs:191-199)" if m.pooling_mode == ("mean",) else "which candle's bert example does not do (it mean-pools, main.rs:184-199)"
+            prompt = (
+                "" if m.include_prompt else "; include_prompt is false: leave the prompt's tokens out of the pooling"
+            )
+            example = (
+                "as candle's bert example does by default (main.rs:191-199)"
+                if m.pooling_mode == ("mean",)
+                else "which candle's bert example does not do (it mean-pools, main.rs:184-199)"
+            )
             yield self.at_module(
-                ctx, p, m, f"Pooling({'+'.join(m.pooling_mode)}): the program must {does}{concat}, {example}{prompt}",
-                severity="info" if plain else "warning", transformers_value={"pooling_mode": list(m.pooling_mode), "include_prompt": m.include_prompt},
+                ctx,
+                p,
+                m,
+                f"Pooling({'+'.join(m.pooling_mode)}): the program must {does}{concat}, {example}{prompt}",
+                severity="info" if plain else "warning",
+                transformers_value={"pooling_mode": list(m.pooling_mode), "include_prompt": m.include_prompt},
                 probe_patch={"program": "pool-over-pads"},
             )
 
@@ -194,8 +210,17 @@ class NormalizeInProgram(_PipelineRule):
         if p is None:
             return
         for m in p.of_kind("Normalize")[:1]:
-            folder = "" if m.folder_exists else f" (no {m.path or '.'} folder on disk: sentence-transformers loads the default Normalize)"
-            yield self.at_module(ctx, p, m, f"Normalize is in the pipeline{folder}: the program must divide each pooled vector by its L2 norm")
+            folder = (
+                ""
+                if m.folder_exists
+                else f" (no {m.path or '.'} folder on disk: sentence-transformers loads the default Normalize)"
+            )
+            yield self.at_module(
+                ctx,
+                p,
+                m,
+                f"Normalize is in the pipeline{folder}: the program must divide each pooled vector by its L2 norm",
+            )
 
 
 class NoNormalizeInPipeline(_PipelineRule):
@@ -236,7 +261,10 @@ class NoNormalizeInPipeline(_PipelineRule):
             return
         m = p.of_kind("Pooling")[-1]
         yield self.at_module(
-            ctx, p, m, "the pipeline has no Normalize: sentence-transformers returns vectors that are not unit length, "
+            ctx,
+            p,
+            m,
+            "the pipeline has no Normalize: sentence-transformers returns vectors that are not unit length, "
             "and candle's bert example L2-normalises unless --normalize-embeddings false (main.rs:45-47)",
         )
 
@@ -285,11 +313,22 @@ class DenseAfterPooling(_PipelineRule):
                 continue  # missing or unreadable: PK608 / PK610
             act = m.activation.rsplit(".", 1)[-1]
             shape = f", linear.weight {list(m.weight_shape)}" if m.weight_shape else ""
-            w = {None: "; no weights file in the folder", "pytorch_model.bin": "; its weights are pytorch_model.bin only, which candle cannot read: convert them to safetensors"}.get(m.weights_file, "")
+            w = {
+                None: "; no weights file in the folder",
+                "pytorch_model.bin": "; its weights are pytorch_model.bin only, which candle cannot read: convert them to safetensors",
+            }.get(m.weights_file, "")
             yield self.at_module(
-                ctx, p, m, f"Dense at {m.path!r}: {m.in_features} -> {m.out_features}, bias {str(m.bias).lower()}, activation {act}{shape}: "
+                ctx,
+                p,
+                m,
+                f"Dense at {m.path!r}: {m.in_features} -> {m.out_features}, bias {str(m.bias).lower()}, activation {act}{shape}: "
                 f"the program must apply it after pooling; candle's encoder modules have no such layer{w}",
-                transformers_value={"in_features": m.in_features, "out_features": m.out_features, "bias": m.bias, "activation_function": m.activation},
+                transformers_value={
+                    "in_features": m.in_features,
+                    "out_features": m.out_features,
+                    "bias": m.bias,
+                    "activation_function": m.activation,
+                },
             )
 
 
@@ -335,10 +374,17 @@ class PromptPrefix(_PipelineRule):
         if not used:
             return
         default = p.default_prompt_name
-        head = f"default_prompt_name {default!r}: every input becomes {used.get(default, '')!r} + text" if default else "no default_prompt_name: the caller picks one"
+        head = (
+            f"default_prompt_name {default!r}: every input becomes {used.get(default, '')!r} + text"
+            if default
+            else "no default_prompt_name: the caller picks one"
+        )
         yield self.finding(
-            ctx, f"{head}; prompts {used!r}: the program must prepend the same text before tokenizing",
-            filename=p.st_config_path, location=None, transformers_value={"prompts": used, "default_prompt_name": default},
+            ctx,
+            f"{head}; prompts {used!r}: the program must prepend the same text before tokenizing",
+            filename=p.st_config_path,
+            location=None,
+            transformers_value={"prompts": used, "default_prompt_name": default},
         )
 
 
@@ -387,7 +433,9 @@ class MaxSeqLengthDiffers(_PipelineRule):
         tok = ctx.facts.tokenizer.tokenizer if ctx.facts.tokenizer is not None else None
         trunc = tok.value.get("truncation") if tok is not None else None
         tmax = trunc.get("max_length") if isinstance(trunc, dict) else None
-        cfg = ctx.facts.config.value if ctx.facts.config is not None and isinstance(ctx.facts.config.value, dict) else {}
+        cfg = (
+            ctx.facts.config.value if ctx.facts.config is not None and isinstance(ctx.facts.config.value, dict) else {}
+        )
         mpe = cfg.get("max_position_embeddings")
         parts = []
         if isinstance(tmax, int) and tmax != msl:
@@ -396,15 +444,22 @@ class MaxSeqLengthDiffers(_PipelineRule):
                 "for its batch and removes it for --prompt, main.rs:120-121)"
             )
         elif tok is not None and trunc is None and isinstance(mpe, int) and msl < mpe:
-            parts.append("tokenizer.json has no truncation, so the crate feeds the whole text (up to the position limit)")
+            parts.append(
+                "tokenizer.json has no truncation, so the crate feeds the whole text (up to the position limit)"
+            )
         if isinstance(mpe, int) and msl > mpe:
             parts.append(f"max_seq_length is over max_position_embeddings {mpe}")
         if not parts:
             return
         yield self.finding(
-            ctx, f"sentence-transformers truncates to max_seq_length {msl} (sentence_bert_config.json); " + "; ".join(parts)
+            ctx,
+            f"sentence-transformers truncates to max_seq_length {msl} (sentence_bert_config.json); "
+            + "; ".join(parts)
             + f"; the model has {mpe} positions" * isinstance(mpe, int),
-            filename=p.sbert_config_path, location=location(p.max_seq_length_at), transformers_value=msl, candle_value=tmax,
+            filename=p.sbert_config_path,
+            location=location(p.max_seq_length_at),
+            transformers_value=msl,
+            candle_value=tmax,
         )
 
 
@@ -487,9 +542,19 @@ class PipelineModuleCustom(_PipelineRule):
         p = self.pipeline(ctx)
         for m in p.modules if p is not None else ():
             if m.kind == "custom":
-                yield self.at_module(ctx, p, m, f"module {m.index} is {m.type!r}, custom code outside sentence-transformers (loaded only with trust_remote_code): portkit does not run it and the program must reimplement it")  # type: ignore[arg-type]
+                yield self.at_module(
+                    ctx,
+                    p,
+                    m,
+                    f"module {m.index} is {m.type!r}, custom code outside sentence-transformers (loaded only with trust_remote_code): portkit does not run it and the program must reimplement it",
+                )  # type: ignore[arg-type]
             elif m.kind == "other":
-                yield self.at_module(ctx, p, m, f"module {m.index} is {m.type!r}, a sentence-transformers module portkit does not read: the program must reimplement it")  # type: ignore[arg-type]
+                yield self.at_module(
+                    ctx,
+                    p,
+                    m,
+                    f"module {m.index} is {m.type!r}, a sentence-transformers module portkit does not read: the program must reimplement it",
+                )  # type: ignore[arg-type]
 
 
 class PipelineFileInvalid(_PipelineRule):
@@ -533,6 +598,14 @@ class PipelineFileInvalid(_PipelineRule):
 
 
 RULES = (
-    SentencePipelineSummary, PoolingInProgram, NormalizeInProgram, NoNormalizeInPipeline, DenseAfterPooling,
-    PromptPrefix, MaxSeqLengthDiffers, PipelineModuleMissing, PipelineModuleCustom, PipelineFileInvalid,
+    SentencePipelineSummary,
+    PoolingInProgram,
+    NormalizeInProgram,
+    NoNormalizeInPipeline,
+    DenseAfterPooling,
+    PromptPrefix,
+    MaxSeqLengthDiffers,
+    PipelineModuleMissing,
+    PipelineModuleCustom,
+    PipelineFileInvalid,
 )

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import math
 
-from portkit.encoders import detect as detect_encoder
-from portkit.candle_release import key
 from portkit.candle_modules import ADDED, MODULE_FOR
+from portkit.candle_release import key
+from portkit.encoders import detect as detect_encoder
 from portkit.families import BY_NAME
 from portkit.rules import as_candle
 from portkit.rules.base import Context, Rule, location, num
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
     from portkit.findings import Finding
 
@@ -122,6 +122,7 @@ class NoCandleModule(Rule):
 
 # --- PK115 ---------------------------------------------------------------------------------------
 
+
 def _candle_window(ctx: Context) -> tuple[list[float], list[float]]:
     """Keys candle attends to at the last position, per layer, in prefill and in decode
     (math.inf: every earlier key)."""
@@ -220,8 +221,12 @@ class SlidingWindowSemantics(Rule):
         prefill, decode = _candle_window(ctx)
         # candle masks only a multi-token forward: a prefill difference needs a prompt that long
         # fed at once, a decode difference only a sequence that long
-        first_prefill = min((min(kt, kp) + 1 for kt, kp in zip(keep_t, prefill) if kt != kp), default=math.inf)
-        first_decode = min((min(kt, kd) + 1 for kt, kd in zip(keep_t, decode) if kt != kd), default=math.inf)
+        first_prefill = min(
+            (min(kt, kp) + 1 for kt, kp in zip(keep_t, prefill, strict=False) if kt != kp), default=math.inf
+        )
+        first_decode = min(
+            (min(kt, kd) + 1 for kt, kd in zip(keep_t, decode, strict=False) if kt != kd), default=math.inf
+        )
         first = min(first_prefill, first_decode)
         mp = fv.get("max_position_embeddings")
         if first == math.inf or (isinstance(mp, int) and first > mp):
@@ -229,18 +234,23 @@ class SlidingWindowSemantics(Rule):
         first = int(first)
         t_desc = (
             f"keeps `sliding_window`={num(sw_t)} keys on {sum(1 for k in keep_t if k != math.inf)} of {n} layers"
-            if any(k != math.inf for k in keep_t) else "applies no sliding window"
+            if any(k != math.inf for k in keep_t)
+            else "applies no sliding window"
         )
         c_parts = []
         if any(k != math.inf for k in prefill):
-            c_parts.append(f"keeps {int(min(prefill))} keys on {sum(1 for k in prefill if k != math.inf)} of {n} layers in prefill")
+            c_parts.append(
+                f"keeps {int(min(prefill))} keys on {sum(1 for k in prefill if k != math.inf)} of {n} layers in prefill"
+            )
         else:
             c_parts.append("applies no window in prefill")
         c_parts.append(
             "keeps every key in decode" if all(k == math.inf for k in decode) else f"keeps {int(min(decode))} in decode"
         )
         max_tokens, prompt = ctx.target.max_tokens, ctx.target.prefill_tokens
-        severe = (max_tokens is not None and max_tokens >= first_decode) or (prompt is not None and prompt >= first_prefill)
+        severe = (max_tokens is not None and max_tokens >= first_decode) or (
+            prompt is not None and prompt >= first_prefill
+        )
         plan = f"; you plan {max_tokens} tokens" if max_tokens is not None else ""
         if first_decode == math.inf and ctx.target.max_prompt_tokens is not None:
             plan += f" in prompts of at most {ctx.target.max_prompt_tokens}"
@@ -248,7 +258,7 @@ class SlidingWindowSemantics(Rule):
         windowed = [k for k in prefill if k != math.inf]
         # the patch that makes candle's prefill keep transformers' keys: only where candle reads
         # the window (not phi3) and applies it to the layers transformers slides (not gemma2)
-        same_layers = all((kt != math.inf) == (kp != math.inf) for kt, kp in zip(keep_t, prefill))
+        same_layers = all((kt != math.inf) == (kp != math.inf) for kt, kp in zip(keep_t, prefill, strict=False))
         if isinstance(sw_t, int) and sw_t > 1 and windowed and all(k == sw_t + 1 for k in windowed) and same_layers:
             patch = {"sliding_window": sw_t - 1}
         elif sw_t is None and any(k != math.inf for k in prefill) and isinstance(mp, int):
@@ -272,7 +282,14 @@ class SlidingWindowSemantics(Rule):
 # --- PK116 / PK117: activations ------------------------------------------------------------------
 
 # transformers ACT2FN name or candle Activation variant (they spell them alike) -> the function it computes
-_ACT = {"gelu": "erf GELU", "gelu_pytorch_tanh": "tanh GELU", "gelu_new": "tanh GELU", "silu": "SiLU", "swish": "SiLU", "relu": "ReLU"}
+_ACT = {
+    "gelu": "erf GELU",
+    "gelu_pytorch_tanh": "tanh GELU",
+    "gelu_new": "tanh GELU",
+    "silu": "SiLU",
+    "swish": "SiLU",
+    "relu": "ReLU",
+}
 
 
 def _both_activations(ctx: Context) -> bool:
@@ -321,7 +338,20 @@ class ActivationDiffers(Rule):
     code = "PK116"
     name = "activation-differs"
     group = "config"
-    families = ("gemma", "gemma2", "gemma3", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "phi3", "olmo2", "starcoder2", "stable_lm")
+    families = (
+        "gemma",
+        "gemma2",
+        "gemma3",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen3",
+        "qwen3_moe",
+        "phi3",
+        "olmo2",
+        "starcoder2",
+        "stable_lm",
+    )
     severity = "error"
     effect = "silent"
     fix_availability = "always"
@@ -404,7 +434,13 @@ class HiddenActAndHiddenActivation(Rule):
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         fv, ftv = ctx.fv, ctx.ftv
-        if fv is not None and fv.ok and ftv is not None and fv.get("hidden_act") is None and fv.get("hidden_activation") is None:
+        if (
+            fv is not None
+            and fv.ok
+            and ftv is not None
+            and fv.get("hidden_act") is None
+            and fv.get("hidden_activation") is None
+        ):
             trans = ftv.get("hidden_act")
             yield self.finding(
                 ctx,
@@ -551,9 +587,15 @@ class GraniteMultipliersIgnored(Rule):
         hd = fv.get("head_dim")
         if not isinstance(hd, int) or hd <= 0:
             return
-        neutral = {"embedding_multiplier": 1.0, "attention_multiplier": 1.0 / math.sqrt(hd), "residual_multiplier": 1.0, "logits_scaling": 1.0}
+        neutral = {
+            "embedding_multiplier": 1.0,
+            "attention_multiplier": 1.0 / math.sqrt(hd),
+            "residual_multiplier": 1.0,
+            "logits_scaling": 1.0,
+        }
         off = {
-            k: v for k, v in ftv.multipliers.items()
+            k: v
+            for k, v in ftv.multipliers.items()
             if isinstance(v, (int, float)) and not math.isclose(float(v), neutral[k], rel_tol=1e-6)
         }
         if not off:
@@ -571,7 +613,6 @@ class GraniteMultipliersIgnored(Rule):
 
 
 # --- PK120: lm_head vs tie_word_embeddings (config side) ----------------------------------------
-
 
 
 class LmHeadIgnoresTie(Rule):

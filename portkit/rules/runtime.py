@@ -9,7 +9,7 @@ from portkit.rules.family_config import ALL_FAMILIES
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
     from portkit.findings import Finding
 
@@ -230,7 +230,11 @@ class CacheDtypeMismatch(_RuntimeRule):
         t = ctx.target
         if self.ready(ctx) and t.dtype != "f32":
             d = _DT[t.dtype]
-            err = f"dtype mismatch in rope {d} F32 F32" if t.device == "metal" else f"unsupported dtype for rope {d} F32 F32"
+            err = (
+                f"dtype mismatch in rope {d} F32 F32"
+                if t.device == "metal"
+                else f"unsupported dtype for rope {d} F32 F32"
+            )
             yield self.finding(
                 ctx,
                 f"transformers casts rotary tables per call; candle 0.11.0's `Cache::new` must get `DType::{d}` for "
@@ -580,12 +584,20 @@ class RopeTableInHalfPrecision(_RuntimeRule):
     families = ("phi3", "qwen2", "gemma", "gemma2", "gemma3", "mixtral", "olmo2", "starcoder2", "stable_lm")
     severity = "error"
     effect = "silent"
-    fix_title = "Load with `DType::F32`, or patch the module's `RotaryEmbedding::new` to compute in F32 and cast cos/sin"
+    fix_title = (
+        "Load with `DType::F32`, or patch the module's `RotaryEmbedding::new` to compute in F32 and cast cos/sin"
+    )
     probe_kind = "numeric"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         t, fv = ctx.target, ctx.fv
-        if not self.ready(ctx) or fv is None or not fv.ok or t.dtype not in _MANTISSA or (t.dtype == "bf16" and t.device == "cpu"):
+        if (
+            not self.ready(ctx)
+            or fv is None
+            or not fv.ok
+            or t.dtype not in _MANTISSA
+            or (t.dtype == "bf16" and t.device == "cpu")
+        ):
             return
         mp = fv.get("max_position_embeddings")
         if not isinstance(mp, int) or isinstance(mp, bool) or mp <= 0:
@@ -595,7 +607,11 @@ class RopeTableInHalfPrecision(_RuntimeRule):
         if planned - 1 < first:
             return
         src = ctx.family.trait("ROPE_TABLE_IN_MODEL_DTYPE")  # type: ignore[union-attr]
-        how = f"`--max-tokens` {t.max_tokens}" if t.max_tokens is not None and t.max_tokens <= mp else f"`max_position_embeddings` {mp}"
+        how = (
+            f"`--max-tokens` {t.max_tokens}"
+            if t.max_tokens is not None and t.max_tokens <= mp
+            else f"`max_position_embeddings` {mp}"
+        )
         yield self.finding(
             ctx,
             f"{ctx.family.who} builds its RoPE table in {t.dtype} ({src}): positions from {first} on are rounded "  # type: ignore[union-attr]

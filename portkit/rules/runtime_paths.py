@@ -18,7 +18,8 @@ from portkit.rules.base import Context, Rule
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, ClassVar, Iterable
+    from collections.abc import Iterable
+    from typing import Any, ClassVar
 
     from portkit.findings import Finding
     from portkit.model import GgufFile
@@ -28,7 +29,9 @@ _DT = {"f32": "F32", "bf16": "BF16", "f16": "F16"}
 FIXED_0_11_1 = "fixed in candle 0.11.1"
 #: the undersized batch mask: qwen3.rs and qwen3_moe.rs have it from their first release (0.9.2) to 0.11.0
 #: (qwen3.rs 0.9.2:317-341, 0.11.0:441-467); 0.11.1 builds it with `utils::build_additive_causal_mask`
-BATCH_MASK_RELEASES = Span(since="0.9.2", until="0.11.1", since_by="qwen3.rs and qwen3_moe.rs added", until_by="candle#3586, candle#3879")
+BATCH_MASK_RELEASES = Span(
+    since="0.9.2", until="0.11.1", since_by="qwen3.rs and qwen3_moe.rs added", until_by="candle#3586, candle#3879"
+)
 
 
 class _PathRule(Rule):
@@ -190,7 +193,11 @@ class ContinuationPastRotatingWindow(_TraitPathRule):
         expect = "shape mismatch in broadcast_add"
         if t.max_tokens is not None and t.max_tokens <= window:
             return
-        length = f"the {t.max_tokens} tokens of the conversation run" if t.max_tokens is not None else f"a conversation of more than {window} tokens runs"
+        length = (
+            f"the {t.max_tokens} tokens of the conversation run"
+            if t.max_tokens is not None
+            else f"a conversation of more than {window} tokens runs"
+        )
         yield self.finding(
             ctx,
             f"transformers masks a later turn against the last `sliding_window`={window} keys; {ctx.family.who}'s sliding "  # type: ignore[union-attr]

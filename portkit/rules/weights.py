@@ -18,7 +18,7 @@ from portkit.rules.family_config import ALL_FAMILIES
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
     from portkit.findings import Finding
 
@@ -305,8 +305,9 @@ class UnreadTensor(_WeightsRule):
                 groups["lm-head-read" if transformers_tie(ctx) is False else "tied-lm-head"].append(n)
             elif part.endswith(".bias"):
                 groups["bias-read" if self._transformers_reads_bias(ctx, n, part, tf) else "bias-unread"].append(n)
-            elif (flag := next((f for k, f in _CONFIG_FLAG_PARTS.items() if part.startswith(k + ".")), None)) \
-                    and config_flag(ctx, flag) is True:
+            elif (
+                flag := next((f for k, f in _CONFIG_FLAG_PARTS.items() if part.startswith(k + ".")), None)
+            ) and config_flag(ctx, flag) is True:
                 groups[f"flag:{flag}"].append(n)
             else:
                 groups["other"].append(n)
@@ -604,11 +605,15 @@ class LmHeadVsTie(_WeightsRule):
         """A module that probes the file for `lm_head.weight` and never reads the flag (qwen2)."""
         mod = module_name(ctx)
         if present and tie is True:
-            msg = (f"`tie_word_embeddings` is true but the weights hold an `lm_head.weight`: {mod} uses it "
-                   "(it probes the file, never the flag), transformers uses the embeddings")
+            msg = (
+                f"`tie_word_embeddings` is true but the weights hold an `lm_head.weight`: {mod} uses it "
+                "(it probes the file, never the flag), transformers uses the embeddings"
+            )
         elif not present and tie is False:
-            msg = (f"`tie_word_embeddings` is false and the weights have no `lm_head.weight`: {mod} silently uses "
-                   "the embeddings, transformers initialises `lm_head` randomly")
+            msg = (
+                f"`tie_word_embeddings` is false and the weights have no `lm_head.weight`: {mod} silently uses "
+                "the embeddings, transformers initialises `lm_head` randomly"
+            )
         else:
             return
         yield self.finding(
@@ -620,7 +625,8 @@ class LmHeadVsTie(_WeightsRule):
             candle_value="lm_head.weight" if present else "embeddings",
             probe_kind="numeric",  # nothing crashes: transformers run with candle's head shows the effect
             as_candle=as_candle.edit(
-                "the stored lm_head" if present else "the embeddings as lm_head", config={"tie_word_embeddings": not present}
+                "the stored lm_head" if present else "the embeddings as lm_head",
+                config={"tie_word_embeddings": not present},
             ),
         )
 
@@ -747,7 +753,11 @@ class UnsupportedTensorDtype(_WeightsRule):
             if t.dtype in UNSUPPORTED_DTYPES or t.dtype in DUMMY_DTYPES:
                 bad[t.dtype].append(n)
         for dt, names in bad.items():
-            how = f"`unsupported safetensor dtype {dt}`" if dt in UNSUPPORTED_DTYPES else "an opaque MX type it cannot convert"
+            how = (
+                f"`unsupported safetensor dtype {dt}`"
+                if dt in UNSUPPORTED_DTYPES
+                else "an opaque MX type it cannot convert"
+            )
             yield self.finding(
                 ctx,
                 f"{len(names)} tensor{'s are' if len(names) > 1 else ' is'} {dt} ({backticked(names)}); candle 0.11.0 fails "

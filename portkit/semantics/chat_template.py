@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, Iterator
+    from collections.abc import Iterator
+    from typing import Any
 
 CANDLE_EXAMPLES = "candle-examples"
 MISTRAL_RS = "mistral.rs"
@@ -233,7 +234,15 @@ def generation_tags(s: Scan) -> Iterator[Construct]:
     for t in s.tags:
         if t.kind == "%" and t.statement in ("generation", "endgeneration"):
             row, col = s.rowcol(t.start)
-            yield Construct("generation", row, col, t.statement, {CANDLE_EXAMPLES: "refuses"}, {CANDLE_EXAMPLES: f"unknown statement {t.statement}"}, t.start)
+            yield Construct(
+                "generation",
+                row,
+                col,
+                t.statement,
+                {CANDLE_EXAMPLES: "refuses"},
+                {CANDLE_EXAMPLES: f"unknown statement {t.statement}"},
+                t.start,
+            )
 
 
 def loop_controls(s: Scan) -> Iterator[Construct]:
@@ -242,7 +251,14 @@ def loop_controls(s: Scan) -> Iterator[Construct]:
         if t.kind == "%" and t.statement in ("break", "continue"):
             row, col = s.rowcol(t.start)
             expect = f"unknown statement {t.statement}"
-            yield Construct("loop-control", row, col, t.statement, dict.fromkeys(ENVIRONMENTS, "refuses"), dict.fromkeys(ENVIRONMENTS, expect))
+            yield Construct(
+                "loop-control",
+                row,
+                col,
+                t.statement,
+                dict.fromkeys(ENVIRONMENTS, "refuses"),
+                dict.fromkeys(ENVIRONMENTS, expect),
+            )
 
 
 def negative_steps(s: Scan) -> Iterator[Construct]:
@@ -253,7 +269,14 @@ def negative_steps(s: Scan) -> Iterator[Construct]:
         yield Construct("negative-step", row, col, m.group(0), {MISTRAL_RS: "differs"})
     for m in _REVERSED_THEN_POSTFIX.finditer(s.code):
         row, col = s.rowcol(m.start())
-        yield Construct("negative-step", row, col, "[::-1]" + s.code[m.end()], {MISTRAL_RS: "refuses"}, {MISTRAL_RS: "syntax error: unexpected"})
+        yield Construct(
+            "negative-step",
+            row,
+            col,
+            "[::-1]" + s.code[m.end()],
+            {MISTRAL_RS: "refuses"},
+            {MISTRAL_RS: "syntax error: unexpected"},
+        )
 
 
 def tojson_arguments(s: Scan, m: re.Match[str]) -> list[str]:
@@ -285,7 +308,15 @@ def strftime_calls(s: Scan) -> Iterator[Construct]:
     """`strftime_now(...)`: transformers' global (local time); candle-examples defines none."""
     for m in _STRFTIME.finditer(s.code):
         row, col = s.rowcol(m.start())
-        yield Construct("strftime", row, col, "strftime_now", {CANDLE_EXAMPLES: "refuses"}, {CANDLE_EXAMPLES: "strftime_now is unknown"}, m.start())
+        yield Construct(
+            "strftime",
+            row,
+            col,
+            "strftime_now",
+            {CANDLE_EXAMPLES: "refuses"},
+            {CANDLE_EXAMPLES: "strftime_now is unknown"},
+            m.start(),
+        )
 
 
 _BLANKS = " \t"
@@ -324,12 +355,18 @@ def block_whitespace(s: Scan) -> Iterator[Construct]:
         block_after = nxt is not None and nxt.kind in "%#" and nxt.left == ""
         if block_before and not stripped_left and text.startswith(("\n", "\r\n")):
             row, col = s.rowcol(prev.start)  # type: ignore[union-attr]
-            yield Construct("whitespace", row, col, "newline after a block tag (trim_blocks)", {CANDLE_EXAMPLES: "differs"})
+            yield Construct(
+                "whitespace", row, col, "newline after a block tag (trim_blocks)", {CANDLE_EXAMPLES: "differs"}
+            )
         elif block_after and not stripped_right and _lstripped(text, prev is None):
             row, col = s.rowcol(nxt.start)  # type: ignore[union-attr]
-            yield Construct("whitespace", row, col, "blanks before a block tag (lstrip_blocks)", {CANDLE_EXAMPLES: "differs"})
+            yield Construct(
+                "whitespace", row, col, "blanks before a block tag (lstrip_blocks)", {CANDLE_EXAMPLES: "differs"}
+            )
         if prev is None and text[:1].isspace() and not (block_after and _lstripped(text, True) == text):
-            yield Construct("whitespace", 1, 1, "whitespace at the start of the render (trim_start)", {CANDLE_EXAMPLES: "differs"})
+            yield Construct(
+                "whitespace", 1, 1, "whitespace at the start of the render (trim_start)", {CANDLE_EXAMPLES: "differs"}
+            )
 
 
 SCANNERS = {
@@ -344,7 +381,9 @@ SCANNERS = {
 
 
 # What candle-examples never passes: no `tools`, and messages with `role` and `content` alone.
-_TOOL_VALUE = r"\(?\s*(?:tools|xml_tools|builtin_tools|[A-Za-z_][A-Za-z0-9_]*(?:\.tool_calls|\[\s*['\"]tool_calls['\"]\s*\]))\b"
+_TOOL_VALUE = (
+    r"\(?\s*(?:tools|xml_tools|builtin_tools|[A-Za-z_][A-Za-z0-9_]*(?:\.tool_calls|\[\s*['\"]tool_calls['\"]\s*\]))\b"
+)
 _TOOL_CONDITION = re.compile(_TOOL_VALUE + r"(?!\s*is\s+(?:not|none|undefined|false)\b)(?!\s*(?:==|!=))")
 _TOOL_LOOP = re.compile(r"[^=]*?\bin\s+" + _TOOL_VALUE)
 
@@ -387,7 +426,11 @@ def constructs(s: Scan, kind: str) -> list[Construct]:
     spans = tool_branches(s)
     out = []
     for c in found:
-        if CANDLE_EXAMPLES in c.effects and any(a <= c.offset < b for a, b in spans) and kind not in ("generation", "loop-control"):
+        if (
+            CANDLE_EXAMPLES in c.effects
+            and any(a <= c.offset < b for a, b in spans)
+            and kind not in ("generation", "loop-control")
+        ):
             effects = {e: w for e, w in c.effects.items() if e != CANDLE_EXAMPLES}
             expect = {e: w for e, w in c.expect.items() if e != CANDLE_EXAMPLES}
             if not effects:

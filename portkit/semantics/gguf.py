@@ -141,7 +141,11 @@ class LoaderRepairs:
 
     def candidates(self, meta: dict[str, Any], reference_theta: float | None) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = [{"permute_qk": True}] if self.permute_qk else []
-        if self.freq_base_key is not None and reference_theta is not None and meta.get(self.freq_base_key) != reference_theta:
+        if (
+            self.freq_base_key is not None
+            and reference_theta is not None
+            and meta.get(self.freq_base_key) != reference_theta
+        ):
             out.append({self.freq_base_key: reference_theta})
         return out
 
@@ -149,7 +153,9 @@ class LoaderRepairs:
 # quantized_llama reads `llama.rope.freq_base` whatever the architecture (quantized_llama.rs:392)
 # and never `rope_freqs.weight` (its rope tables come from the base alone, :284-290, :430).
 LOADER_REPAIRS: dict[str, LoaderRepairs] = {
-    "quantized_llama": LoaderRepairs(permute_qk=True, freq_base_key="llama.rope.freq_base", unread_tensors=("rope_freqs.weight",)),
+    "quantized_llama": LoaderRepairs(
+        permute_qk=True, freq_base_key="llama.rope.freq_base", unread_tensors=("rope_freqs.weight",)
+    ),
 }
 
 
@@ -190,7 +196,14 @@ def loader_required_tensors(g: GgufFile, loader: str) -> list[str]:
                "ffn_norm.weight")  # fmt: skip
     elif loader == "quantized_phi3":
         out = ["token_embd.weight", "output_norm.weight", "output.weight"]
-        per = ("ffn_up.weight", "ffn_down.weight", "attn_norm.weight", "ffn_norm.weight", "attn_qkv.weight", "attn_output.weight")
+        per = (
+            "ffn_up.weight",
+            "ffn_down.weight",
+            "attn_norm.weight",
+            "ffn_norm.weight",
+            "attn_qkv.weight",
+            "attn_output.weight",
+        )
     elif loader == "quantized_gemma3":  # quantized_gemma3.rs:318-378
         out = ["token_embd.weight", "output_norm.weight"]
         per = ("attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight", "attn_q_norm.weight",

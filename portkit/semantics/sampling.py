@@ -27,21 +27,48 @@ from dataclasses import dataclass, field
 from portkit.sampler import CandleSampler, SamplerError, number, parse
 
 __all__ = [  # with the stated sampler's names its callers compare it by (portkit.sampler)
-    "CandleSampler", "SamplerError", "parse",
-    "Difference", "Generate", "advice", "advised", "differences", "plain_call",
+    "CandleSampler",
+    "SamplerError",
+    "parse",
+    "Difference",
+    "Generate",
+    "advice",
+    "advised",
+    "differences",
+    "plain_call",
 ]
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, Mapping
+    from collections.abc import Mapping
+    from typing import Any
 
 #: generate()'s values for the settings portkit compares when generation_config.json does not set them
-GENERATE_DEFAULTS: dict[str, Any] = {"do_sample": False, "temperature": 1.0, "top_k": 50, "top_p": 1.0, "repetition_penalty": 1.0}
+GENERATE_DEFAULTS: dict[str, Any] = {
+    "do_sample": False,
+    "temperature": 1.0,
+    "top_k": 50,
+    "top_p": 1.0,
+    "repetition_penalty": 1.0,
+}
 
 #: settings `generate()` applies that candle's LogitsProcessor has no equivalent for, with the value
 #: that turns each off (generation/configuration_utils.py's defaults); the first group only when sampling
-NO_EQUIVALENT_WHEN_SAMPLING: dict[str, Any] = {"min_p": None, "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, "top_h": None}
-NO_EQUIVALENT_ALWAYS: dict[str, Any] = {"no_repeat_ngram_size": 0, "suppress_tokens": None, "begin_suppress_tokens": None, "bad_words_ids": None, "sequence_bias": None}
+NO_EQUIVALENT_WHEN_SAMPLING: dict[str, Any] = {
+    "min_p": None,
+    "typical_p": 1.0,
+    "epsilon_cutoff": 0.0,
+    "eta_cutoff": 0.0,
+    "top_h": None,
+}
+NO_EQUIVALENT_ALWAYS: dict[str, Any] = {
+    "no_repeat_ngram_size": 0,
+    "suppress_tokens": None,
+    "begin_suppress_tokens": None,
+    "bad_words_ids": None,
+    "sequence_bias": None,
+}
+
 
 @dataclass(frozen=True, slots=True)
 class Generate:
@@ -124,7 +151,9 @@ def plain_call(gen: Generate) -> CandleSampler:
         return CandleSampler("new", **rp)
     p = gen.top_p if gen.applies_top_p else None
     if "top_k" in gen.stated and gen.top_k > 0:
-        return CandleSampler("TopKThenTopP" if p is not None else "TopK", temperature=gen.temperature, top_k=gen.top_k, top_p=p, **rp)
+        return CandleSampler(
+            "TopKThenTopP" if p is not None else "TopK", temperature=gen.temperature, top_k=gen.top_k, top_p=p, **rp
+        )
     return CandleSampler("new", temperature=gen.temperature, top_p=p, **rp)
 
 
@@ -168,7 +197,11 @@ def differences(gen: Generate, s: CandleSampler) -> list[Difference]:
             msg = f"generation_config.json samples ({gen.describe()}); {call} decodes greedily"
         else:
             msg = f"generation_config.json decodes greedily (`do_sample` false); {call} samples"
-        out.append(Difference("greedy", msg, dataclasses.replace(adv, repeat_penalty=s.repeat_penalty, repeat_last_n=s.repeat_last_n)))
+        out.append(
+            Difference(
+                "greedy", msg, dataclasses.replace(adv, repeat_penalty=s.repeat_penalty, repeat_last_n=s.repeat_last_n)
+            )
+        )
     elif gen.do_sample:
         if t is not None and abs(t - gen.temperature) > 1e-12:
             out.append(Difference("temperature", f"generate() samples at temperature {number(gen.temperature)}; {call} at {number(t)}",
@@ -179,7 +212,13 @@ def differences(gen: Generate, s: CandleSampler) -> list[Difference]:
                    "and applies TopKLogitsWarper whenever it samples (generation/utils.py:1622)") if "top_k" not in gen.stated else f"generation_config.json sets `top_k`={gen.top_k}"  # fmt: skip
             out.append(Difference("top_k", f"{why}; {call} applies no top-k", _with_top_k(s, gen.top_k)))
         elif gen.applies_top_k and kept != gen.top_k:
-            out.append(Difference("top_k", f"generate() keeps the top {gen.top_k} tokens; {call} keeps the top {kept}", _with_top_k(s, gen.top_k)))
+            out.append(
+                Difference(
+                    "top_k",
+                    f"generate() keeps the top {gen.top_k} tokens; {call} keeps the top {kept}",
+                    _with_top_k(s, gen.top_k),
+                )
+            )
         elif not gen.applies_top_k and kept is not None:
             out.append(Difference("top_k", f"generate() applies no top-k (`top_k`=0); {call} keeps the top {kept}",
                                   dataclasses.replace(s, sampling="TopP" if p is not None else "All", top_k=None, top_k_renormalised=None)))  # fmt: skip
@@ -192,15 +231,38 @@ def differences(gen: Generate, s: CandleSampler) -> list[Difference]:
                 dataclasses.replace(s, sampling="TopP", top_k=None, top_k_renormalised=k),
             ))  # fmt: skip
         if gen.applies_top_p and p is None:
-            out.append(Difference("top_p", f"generate() applies top-p {number(gen.top_p)}; {call} applies none", _with_top_p(s, gen.top_p)))
+            out.append(
+                Difference(
+                    "top_p",
+                    f"generate() applies top-p {number(gen.top_p)}; {call} applies none",
+                    _with_top_p(s, gen.top_p),
+                )
+            )
         elif gen.applies_top_p and abs(p - gen.top_p) > 1e-12:  # type: ignore[operator]
-            out.append(Difference("top_p", f"generate() applies top-p {number(gen.top_p)}; {call} applies {number(p)}", _with_top_p(s, gen.top_p)))
+            out.append(
+                Difference(
+                    "top_p",
+                    f"generate() applies top-p {number(gen.top_p)}; {call} applies {number(p)}",
+                    _with_top_p(s, gen.top_p),
+                )
+            )
         elif not gen.applies_top_p and p is not None:
-            out.append(Difference("top_p", f"generate() applies no top-p; {call} applies {number(p)}", _with_top_p(s, None)))
+            out.append(
+                Difference("top_p", f"generate() applies no top-p; {call} applies {number(p)}", _with_top_p(s, None))
+            )
     if abs(s.repeat_penalty - gen.repetition_penalty) > 1e-12:
-        theirs = f"`repetition_penalty` {number(gen.repetition_penalty)}" + (" (generate()'s default: no penalty)" if gen.repetition_penalty == 1.0 else "")
-        mine = f"`apply_repeat_penalty` {number(s.repeat_penalty)} over the last {s.repeat_last_n} tokens" if s.repeat_penalty != 1.0 and s.repeat_last_n is not None else (
-            f"`apply_repeat_penalty` {number(s.repeat_penalty)}" if s.repeat_penalty != 1.0 else "no `apply_repeat_penalty`")
+        theirs = f"`repetition_penalty` {number(gen.repetition_penalty)}" + (
+            " (generate()'s default: no penalty)" if gen.repetition_penalty == 1.0 else ""
+        )
+        mine = (
+            f"`apply_repeat_penalty` {number(s.repeat_penalty)} over the last {s.repeat_last_n} tokens"
+            if s.repeat_penalty != 1.0 and s.repeat_last_n is not None
+            else (
+                f"`apply_repeat_penalty` {number(s.repeat_penalty)}"
+                if s.repeat_penalty != 1.0
+                else "no `apply_repeat_penalty`"
+            )
+        )
         out.append(Difference("repetition_penalty", f"generate() applies {theirs}; the candle program applies {mine}",
                               dataclasses.replace(s, repeat_penalty=gen.repetition_penalty, repeat_last_n=None)))  # fmt: skip
     elif s.repeat_penalty != 1.0 and s.repeat_last_n is not None:
@@ -227,7 +289,9 @@ def _with_top_p(s: CandleSampler, p: float | None) -> CandleSampler:
     kind, t, _, _ = s.effective()
     k = s.keeps_top_k
     if p is None:
-        return dataclasses.replace(s, sampling="TopK" if k is not None and not s.top_k_renormalised else "All", temperature=t, top_p=None)
+        return dataclasses.replace(
+            s, sampling="TopK" if k is not None and not s.top_k_renormalised else "All", temperature=t, top_p=None
+        )
     if k is not None:
         return dataclasses.replace(s, sampling="TopP", temperature=t, top_p=p, top_k=None, top_k_renormalised=k)
     return dataclasses.replace(s, sampling="TopP", temperature=t, top_p=p)
@@ -236,5 +300,9 @@ def _with_top_p(s: CandleSampler, p: float | None) -> CandleSampler:
 def advice(gen: Generate) -> str:
     """The help line: the closest candle call, and what stays different."""
     a = advised(gen)
-    stays = f"; stays different: {', '.join(f'`{k}`' for k in gen.no_equivalent)} (no equivalent in candle)" if gen.no_equivalent else ""
+    stays = (
+        f"; stays different: {', '.join(f'`{k}`' for k in gen.no_equivalent)} (no equivalent in candle)"
+        if gen.no_equivalent
+        else ""
+    )
     return f"closest candle call: `{a.call()}`{stays}"

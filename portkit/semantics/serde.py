@@ -16,7 +16,8 @@ import math
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from collections.abc import Callable
+    from typing import Any
 
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
@@ -75,7 +76,13 @@ def loads(text: str) -> Any:
     if text.startswith("\ufeff"):
         raise SerdeError("expected value")
     try:
-        return json.loads(text, object_pairs_hook=Pairs, parse_float=_parse_float, parse_int=_parse_int, parse_constant=_parse_constant)
+        return json.loads(
+            text,
+            object_pairs_hook=Pairs,
+            parse_float=_parse_float,
+            parse_int=_parse_int,
+            parse_constant=_parse_constant,
+        )
     except BadConstant:
         raise SerdeError("expected value") from None
     except RecursionError:
@@ -319,7 +326,11 @@ def de_option(inner: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 def de_enum(variants: tuple[str, ...]) -> Callable[[Any], str]:
-    expected = " or ".join(f"`{x}`" for x in variants) if len(variants) <= 2 else "one of " + ", ".join(f"`{x}`" for x in variants)
+    expected = (
+        " or ".join(f"`{x}`" for x in variants)
+        if len(variants) <= 2
+        else "one of " + ", ".join(f"`{x}`" for x in variants)
+    )
 
     def variant(name: str) -> str:
         if name not in variants:

@@ -27,7 +27,8 @@ from portkit.semantics import tokenizer_serde
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, Callable, Mapping
+    from collections.abc import Callable, Mapping
+    from typing import Any
 
 # --------------------------------------------------------------------------- class selection
 # models/auto/tokenization_auto.py: TOKENIZER_MAPPING_NAMES for the model types candle 0.11.0
@@ -55,14 +56,20 @@ TOKENIZER_MAPPING_NAMES: dict[str, str] = {
     "gpt_neox": "GPTNeoXTokenizer",
 }
 # tokenization_auto.py:392: model types whose hub `tokenizer_class` transformers overrides
-MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS = frozenset({"phi3", "phi3_v", "phimoe", "qwen2", "jamba", "nemotron", "internlm2", "internlm3"})
+MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS = frozenset(
+    {"phi3", "phi3_v", "phimoe", "qwen2", "jamba", "nemotron", "internlm2", "internlm3"}
+)
 _GENERIC = frozenset({"TokenizersBackend", "PythonBackend", "PreTrainedTokenizerFast", "MistralCommonBackend"})
 
 #: The class that loads tokenizer.json as is (tokenization_utils_tokenizers.py:114-121), and the
 #: names that resolve to it: its alias PreTrainedTokenizerFast (tokenization_utils_tokenizers.py:1588), the Bloom names
 #: (tokenization_auto.py:510) and PythonBackend (:983).
 AS_IS = frozenset({"TokenizersBackend"})
-_ALIASES = {"PreTrainedTokenizerFast": "TokenizersBackend", "BloomTokenizer": "TokenizersBackend", "PythonBackend": "TokenizersBackend"}
+_ALIASES = {
+    "PreTrainedTokenizerFast": "TokenizersBackend",
+    "BloomTokenizer": "TokenizersBackend",
+    "PythonBackend": "TokenizersBackend",
+}
 #: Classes with an `__init__` that rebuilds the pipeline, which portkit does not mirror: lint
 #: says nothing about their pipeline (verify measures it). No family portkit covers names them.
 REBUILDS_UNMIRRORED = frozenset({"CohereTokenizer", "T5Tokenizer", "BertTokenizer", "RobertaTokenizer"})
@@ -107,12 +114,18 @@ def choose_class(tok_config: Mapping[str, Any], config: Mapping[str, Any] | None
     """`AutoTokenizer.from_pretrained`'s choice (tokenization_auto.py:760-1040), assuming no
     mistral-common and no `trust_remote_code`."""
     auto_map = tok_config.get("auto_map")
-    if isinstance(auto_map, (list, dict)) and (auto_map if isinstance(auto_map, list) else auto_map.get("AutoTokenizer")):
+    if isinstance(auto_map, (list, dict)) and (
+        auto_map if isinstance(auto_map, list) else auto_map.get("AutoTokenizer")
+    ):
         return ClassChoice(None, "tokenizer_config.json's `auto_map` names remote code")
     model_type = config.get("model_type") if isinstance(config, dict) else None
     model_type = model_type if isinstance(model_type, str) else None
     tc_class = tok_config.get("tokenizer_class") if isinstance(tok_config.get("tokenizer_class"), str) else None
-    cfg_class = config.get("tokenizer_class") if isinstance(config, dict) and isinstance(config.get("tokenizer_class"), str) else None
+    cfg_class = (
+        config.get("tokenizer_class")
+        if isinstance(config, dict) and isinstance(config.get("tokenizer_class"), str)
+        else None
+    )
     hub = tc_class or cfg_class
     hub_src = "tokenizer_config.json" if tc_class else "config.json"
     registered = TOKENIZER_MAPPING_NAMES.get(model_type or "")
@@ -130,15 +143,25 @@ def choose_class(tok_config: Mapping[str, Any], config: Mapping[str, Any] | None
         if _base(registered) not in _GENERIC:
             name = _base(registered) if model_type in MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS else _base(hub)
             if name not in _GENERIC:
-                why = f"config.json's `model_type` `{model_type}` registers `{name}`" if name != _base(hub) else f"{hub_src} names `{hub}`"
+                why = (
+                    f"config.json's `model_type` `{model_type}` registers `{name}`"
+                    if name != _base(hub)
+                    else f"{hub_src} names `{hub}`"
+                )
                 return ClassChoice(_resolve(name), why, "config.json" if name != _base(hub) else hub_src)
-        return ClassChoice("TokenizersBackend", f"config.json's `model_type` `{model_type}` overrides `{hub}` with TokenizersBackend", "config.json")
+        return ClassChoice(
+            "TokenizersBackend",
+            f"config.json's `model_type` `{model_type}` overrides `{hub}` with TokenizersBackend",
+            "config.json",
+        )
     if tc_class is not None:
         return ClassChoice(_resolve(tc_class), f"tokenizer_config.json names `{tc_class}`", "tokenizer_config.json")
     if cfg_class is not None:
         return ClassChoice(_resolve(cfg_class), f"config.json names `{cfg_class}`", "config.json")
     if registered is not None:
-        return ClassChoice(_resolve(registered), f"config.json's `model_type` `{model_type}` registers `{registered}`", "config.json")
+        return ClassChoice(
+            _resolve(registered), f"config.json's `model_type` `{model_type}` registers `{registered}`", "config.json"
+        )
     return ClassChoice("TokenizersBackend", "no class is named anywhere", None)
 
 
@@ -155,7 +178,11 @@ BYTE_LEVEL_DECODER = _byte_level(True)
 # models/qwen2/tokenization_qwen2.py: PRETOKENIZE_REGEX
 QWEN2_PRETOKENIZE_REGEX = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 #: SentencePiece's decoding, as `LlamaTokenizer` and `GemmaTokenizer` build it ("▁" back to a space, bytes fused)
-SPM_DECODERS = ({"type": "Replace", "pattern": {"String": "▁"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"})
+SPM_DECODERS = (
+    {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+    {"type": "ByteFallback"},
+    {"type": "Fuse"},
+)
 
 
 def replace_space(content: str) -> dict[str, Any]:
@@ -186,16 +213,31 @@ def _llama(tc: Mapping[str, Any]) -> Rebuilt:
     decoders = list(SPM_DECODERS)
     if add_prefix_space:
         decoders.append({"type": "Strip", "content": " ", "start": 1, "stop": 0})
-    return Rebuilt(None, metaspace(scheme), {"type": "Sequence", "decoders": decoders}, "models/llama/tokenization_llama.py:116-133")
+    return Rebuilt(
+        None,
+        metaspace(scheme),
+        {"type": "Sequence", "decoders": decoders},
+        "models/llama/tokenization_llama.py:116-133",
+    )
 
 
 def _gpt2(tc: Mapping[str, Any]) -> Rebuilt:
     # models/gpt2/tokenization_gpt2.py:109-120
-    return Rebuilt(None, _byte_level(_truthy(tc.get("add_prefix_space"), False)), BYTE_LEVEL_DECODER, "models/gpt2/tokenization_gpt2.py:109-120")
+    return Rebuilt(
+        None,
+        _byte_level(_truthy(tc.get("add_prefix_space"), False)),
+        BYTE_LEVEL_DECODER,
+        "models/gpt2/tokenization_gpt2.py:109-120",
+    )
 
 
 def _codegen(tc: Mapping[str, Any]) -> Rebuilt:
-    return Rebuilt(None, _byte_level(_truthy(tc.get("add_prefix_space"), False)), BYTE_LEVEL_DECODER, "models/codegen/tokenization_codegen.py:115-126")
+    return Rebuilt(
+        None,
+        _byte_level(_truthy(tc.get("add_prefix_space"), False)),
+        BYTE_LEVEL_DECODER,
+        "models/codegen/tokenization_codegen.py:115-126",
+    )
 
 
 def _qwen2(tc: Mapping[str, Any]) -> Rebuilt:
@@ -214,7 +256,12 @@ def _gemma(tc: Mapping[str, Any]) -> Rebuilt:
     # models/gemma/tokenization_gemma.py:91-98: the Split runs after the Replace normalizer, which
     # leaves no " " to split on (a no-op, see `pre_tokenizer_steps`)
     pre = {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": False}
-    return Rebuilt(replace_space("▁"), pre, {"type": "Sequence", "decoders": list(SPM_DECODERS)}, "models/gemma/tokenization_gemma.py:91-98")
+    return Rebuilt(
+        replace_space("▁"),
+        pre,
+        {"type": "Sequence", "decoders": list(SPM_DECODERS)},
+        "models/gemma/tokenization_gemma.py:91-98",
+    )
 
 
 def _gpt_neox(tc: Mapping[str, Any]) -> Rebuilt:
@@ -222,7 +269,10 @@ def _gpt_neox(tc: Mapping[str, Any]) -> Rebuilt:
     # (tokenization_utils_tokenizers.py:636-660) with `add_bos_token`/`add_eos_token` false:
     # tokenization_utils_base.py:1818-1820 drops them from tokenizer_config.json when
     # tokenizer.json exists, so the post-processor adds no special token
-    pre = {**_byte_level(_truthy(tc.get("add_prefix_space"), False)), "trim_offsets": _truthy(tc.get("trim_offsets"), True)}
+    pre = {
+        **_byte_level(_truthy(tc.get("add_prefix_space"), False)),
+        "trim_offsets": _truthy(tc.get("trim_offsets"), True),
+    }
     a, b = {"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}
     post = {"type": "TemplateProcessing", "single": [a], "pair": [a, b], "special_tokens": {}}
     return Rebuilt({"type": "NFC"}, pre, BYTE_LEVEL_DECODER, "models/gpt_neox/tokenization_gpt_neox.py:126-148", post)
@@ -249,7 +299,9 @@ def canonical(component: Any) -> Any:
         return [component]
     t = component.get("type")
     if t == "Sequence":
-        inner = component.get("normalizers", component.get("pretokenizers", component.get("decoders", component.get("processors", []))))
+        inner = component.get(
+            "normalizers", component.get("pretokenizers", component.get("decoders", component.get("processors", [])))
+        )
         return canonical(inner if isinstance(inner, list) else [])
     c = {k: v for k, v in component.items() if k not in ("trim_offsets", "str_rep")}
     if t == "Metaspace":
@@ -260,7 +312,12 @@ def canonical(component: Any) -> Any:
     elif t == "ByteLevel":
         c = {"type": t, "add_prefix_space": c.get("add_prefix_space", True), "use_regex": c.get("use_regex", True)}
     elif t == "Split":
-        c = {"type": t, "pattern": c.get("pattern"), "behavior": str(c.get("behavior", "")).lower(), "invert": bool(c.get("invert", False))}
+        c = {
+            "type": t,
+            "pattern": c.get("pattern"),
+            "behavior": str(c.get("behavior", "")).lower(),
+            "invert": bool(c.get("invert", False)),
+        }
     return [c]
 
 
@@ -357,7 +414,11 @@ class TransformersTokenizer:
         return self.rebuilt.decoder if self.rebuilt else crate.decoder
 
     def post_processor(self, crate: CrateTokenizer) -> Any:
-        return self.rebuilt.post_processor if self.rebuilt and self.rebuilt.post_processor is not None else crate.post_processor
+        return (
+            self.rebuilt.post_processor
+            if self.rebuilt and self.rebuilt.post_processor is not None
+            else crate.post_processor
+        )
 
 
 def crate_tokenizer(tj: TokenizerJson) -> CrateTokenizer:
@@ -395,7 +456,13 @@ _DEFAULT_EOS = {
     "LlamaTokenizer": "</s>", "GPT2Tokenizer": "<|endoftext|>", "CodeGenTokenizer": "<|endoftext|>", "Qwen2Tokenizer": "<|endoftext|>",
     "GemmaTokenizer": "<eos>", "GPTNeoXTokenizer": "<|endoftext|>",
 }  # fmt: skip
-_DEFAULT_BOS = {"LlamaTokenizer": "<s>", "GPT2Tokenizer": "<|endoftext|>", "CodeGenTokenizer": "<|endoftext|>", "GemmaTokenizer": "<bos>", "GPTNeoXTokenizer": "<|endoftext|>"}
+_DEFAULT_BOS = {
+    "LlamaTokenizer": "<s>",
+    "GPT2Tokenizer": "<|endoftext|>",
+    "CodeGenTokenizer": "<|endoftext|>",
+    "GemmaTokenizer": "<bos>",
+    "GPTNeoXTokenizer": "<|endoftext|>",
+}
 
 
 def transformers_tokenizer(
@@ -570,7 +637,13 @@ def template_writes_bos(template: str, bos: str | None) -> str | None:
 # --------------------------------------------------------------------------- generation
 SAMPLING_KEYS = ("do_sample", "temperature", "top_p", "top_k", "repetition_penalty")
 #: GenerationConfig's defaults (generation/configuration_utils.py): a key at its default changes nothing
-SAMPLING_DEFAULTS: dict[str, Any] = {"do_sample": False, "temperature": 1.0, "top_p": 1.0, "top_k": 50, "repetition_penalty": 1.0}
+SAMPLING_DEFAULTS: dict[str, Any] = {
+    "do_sample": False,
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "top_k": 50,
+    "repetition_penalty": 1.0,
+}
 
 
 def sampling_defaults(generation_config: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -629,7 +702,9 @@ def pre_tokenizer_steps(normalizer: Any, pre_tokenizer: Any) -> list[Any]:
     steps = canonical(pre_tokenizer)
     if not _leaves_no_space(normalizer):
         return steps
-    return [s for s in steps if not (is_step(s, "Split") and s.get("pattern") == {"String": " "} and not s.get("invert"))]
+    return [
+        s for s in steps if not (is_step(s, "Split") and s.get("pattern") == {"String": " "} and not s.get("invert"))
+    ]
 
 
 def differences(crate: CrateTokenizer, tf: TransformersTokenizer) -> list[Difference]:
@@ -646,6 +721,7 @@ def differences(crate: CrateTokenizer, tf: TransformersTokenizer) -> list[Differ
     if r_scheme is not None and t_scheme is not None and r_scheme != t_scheme:
         out.append(Difference("prepend_scheme", r_scheme, t_scheme))
     r_steps, t_steps = pre_tokenizer_steps(rn, rp), pre_tokenizer_steps(tn, tp)
+
     # steps whose only difference is the prepend scheme are that finding's, and the Metaspace
     # that replaces a Prepend/Replace normalizer is the normalizer's
     def key(s: Any) -> Any:
@@ -654,8 +730,8 @@ def differences(crate: CrateTokenizer, tf: TransformersTokenizer) -> list[Differ
         return json.dumps(s, sort_keys=True)
 
     r_keys, t_keys = [key(s) for s in r_steps], [key(s) for s in t_steps]
-    dropped = [s for s, k in zip(r_steps, r_keys) if k not in t_keys]
-    added = [s for s, k in zip(t_steps, t_keys) if k not in r_keys]
+    dropped = [s for s, k in zip(r_steps, r_keys, strict=False) if k not in t_keys]
+    added = [s for s, k in zip(t_steps, t_keys, strict=False) if k not in r_keys]
     if r_scheme == "always" and not any(is_step(s, "Metaspace") for s in r_steps):
         added = [s for s in added if not is_step(s, "Metaspace")]
     if dropped or added:

@@ -22,8 +22,9 @@ fixture's components, against the crate itself through the native wheel.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,24 @@ def _same(*names: str) -> dict[str, str]:
 NORMALIZER = Component(
     "normalizer",
     "NormalizerUntagged",
-    {"Bert": "BertNormalizer", **_same("Strip", "StripAccents", "NFC", "NFD", "NFKC", "NFKD", "Sequence", "Lowercase", "Nmt", "Precompiled", "Replace", "Prepend", "ByteLevel")},
+    {
+        "Bert": "BertNormalizer",
+        **_same(
+            "Strip",
+            "StripAccents",
+            "NFC",
+            "NFD",
+            "NFKC",
+            "NFKD",
+            "Sequence",
+            "Lowercase",
+            "Nmt",
+            "Precompiled",
+            "Replace",
+            "Prepend",
+            "ByteLevel",
+        ),
+    },
     (
         Struct("BertNormalizer", ("clean_text", "handle_chinese_chars", "lowercase"), validates_tag=False),
         Struct("Strip", ("strip_left", "strip_right"), validates_tag=False),
@@ -97,7 +115,18 @@ PRE_TOKENIZER = Component(
 DECODER = Component(
     "decoder",
     "DecoderUntagged",
-    _same("BPEDecoder", "ByteLevel", "WordPiece", "Metaspace", "CTC", "Sequence", "Replace", "Fuse", "Strip", "ByteFallback"),
+    _same(
+        "BPEDecoder",
+        "ByteLevel",
+        "WordPiece",
+        "Metaspace",
+        "CTC",
+        "Sequence",
+        "Replace",
+        "Fuse",
+        "Strip",
+        "ByteFallback",
+    ),
     (
         Struct("BPEDecoder", ("suffix",), validates_tag=False),
         Struct("ByteLevel", ("add_prefix_space", "trim_offsets")),
@@ -157,7 +186,11 @@ def refusal(component: Component, value: Any) -> str | None:
         if struct.validates_tag and tag != struct.name:  # pre_tokenizers' `Delimiter`
             return f"unknown variant `{tag}`, expected `{struct.name}`"
         refused = _fits(component, struct, value)
-        return f"{PANIC}{struct.name}: {refused}" if refused is not None and struct.panics and not refused.startswith(PANIC) else refused
+        return (
+            f"{PANIC}{struct.name}: {refused}"
+            if refused is not None and struct.panics and not refused.startswith(PANIC)
+            else refused
+        )
     for struct in component.structs:
         if not struct.untagged or struct.validates_tag and tag != struct.name:
             continue

@@ -204,7 +204,14 @@ _DERIVED_FROM_HEADS = {
 # (configuration_llama.py:93-98, configuration_gemma2.py:101-106, configuration_gemma3.py:115-120)
 _VALIDATES_HEAD_SPLIT = ("llama", "gemma2", "gemma3")
 # keys transformers keeps when config.json writes them, for a family whose class has no default for them
-_TAKEN_WHEN_WRITTEN = ("head_dim", "attention_bias", "mlp_bias", "tie_word_embeddings", "use_sliding_window", "sliding_window")
+_TAKEN_WHEN_WRITTEN = (
+    "head_dim",
+    "attention_bias",
+    "mlp_bias",
+    "tie_word_embeddings",
+    "use_sliding_window",
+    "sliding_window",
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -284,7 +291,9 @@ def family_transformers_view(
         return FamilyTransformersView(family=family, refused=f"values transformers cannot compute with: {e}")
 
 
-def _family_transformers_view(family: str | None, c: dict[str, Any], generation_config: Mapping[str, Any] | None) -> FamilyTransformersView:
+def _family_transformers_view(
+    family: str | None, c: dict[str, Any], generation_config: Mapping[str, Any] | None
+) -> FamilyTransformersView:
     refusals: list[str] = []  # the first one is what transformers raises
     refuse = refusals.append
 
@@ -349,19 +358,40 @@ def _family_transformers_view(family: str | None, c: dict[str, Any], generation_
         nested = isinstance(written.get("full_attention"), dict) or isinstance(written.get("sliding_attention"), dict)
         # a legacy `rope_scaling` updates {"rope_type": "default"}: spelled with `type` only, it
         # keeps the default rope (configuration_gemma3.py `convert_rope_params_to_dict`)
-        full = dict(written.get("full_attention") or {}) if nested else ({"rope_type": "default", **written} if rope_key == "rope_scaling" else {})
+        full = (
+            dict(written.get("full_attention") or {})
+            if nested
+            else ({"rope_type": "default", **written} if rope_key == "rope_scaling" else {})
+        )
         local = dict(written.get("sliding_attention") or {}) if nested else {}
         full_path = (rope_key, "full_attention") if nested else (rope_key,)
         _theta(values, sources, "rope_theta", full, full_path, c, "rope_theta", FAMILY_DEFAULT_THETA["gemma3"])
-        _theta(values, sources, "rope_local_base_freq", local, (rope_key, "sliding_attention"), c,
-               "rope_local_base_freq", GEMMA3_DEFAULT_LOCAL_THETA)
+        _theta(
+            values,
+            sources,
+            "rope_local_base_freq",
+            local,
+            (rope_key, "sliding_attention"),
+            c,
+            "rope_local_base_freq",
+            GEMMA3_DEFAULT_LOCAL_THETA,
+        )
         full.setdefault("rope_type", full.get("type", "default"))
         local.setdefault("rope_type", local.get("type", "default"))
         local_type = local["rope_type"] if isinstance(local["rope_type"], str) else "default"
         rope = full
     else:
         rope = dict(written)
-        _theta(values, sources, "rope_theta", rope, (rope_key,), c, "rope_theta", FAMILY_DEFAULT_THETA.get(family, DEFAULT_THETA))
+        _theta(
+            values,
+            sources,
+            "rope_theta",
+            rope,
+            (rope_key,),
+            c,
+            "rope_theta",
+            FAMILY_DEFAULT_THETA.get(family, DEFAULT_THETA),
+        )
         if c.get("partial_rotary_factor") is not None:
             rope.setdefault("partial_rotary_factor", c["partial_rotary_factor"])
         rope.setdefault("rope_type", rope.get("type", "default"))
@@ -369,7 +399,9 @@ def _family_transformers_view(family: str | None, c: dict[str, Any], generation_
     if rope_type in ("llama3", "yarn", "longrope"):  # modeling_rope_utils.py standardize_rope_params
         rope.setdefault("original_max_position_embeddings", values.get("max_position_embeddings"))
     if not isinstance(rope.get("rope_type"), str):
-        refuse(f"rope_type {rope.get('rope_type')!r:.40} has no rope init function in transformers (ROPE_INIT_FUNCTIONS)")
+        refuse(
+            f"rope_type {rope.get('rope_type')!r:.40} has no rope init function in transformers (ROPE_INIT_FUNCTIONS)"
+        )
     elif rope_type not in ROPE_REQUIRED:
         refuse(f"rope_type {rope_type!r} has no rope init function in transformers (ROPE_INIT_FUNCTIONS)")
     elif missing := ROPE_REQUIRED[rope_type] - set(rope):
@@ -402,7 +434,12 @@ def _family_transformers_view(family: str | None, c: dict[str, Any], generation_
         factor = prf if prf is not None else values.get("partial_rotary_factor")
         rotary = rope_type != "default" or family in _PARTIAL_ROTARY_ALWAYS
         rotary_dim = int(attn_head * factor) if rotary and factor is not None else attn_head
-    if head_dim is not None and head_dim > 4 and head_dim % 2 and int(head_dim * (prf if prf is not None else 1.0)) == head_dim:
+    if (
+        head_dim is not None
+        and head_dim > 4
+        and head_dim % 2
+        and int(head_dim * (prf if prf is not None else 1.0)) == head_dim
+    ):
         refuse(f"RoPE requires an even rotary dimension, got head_dim={head_dim}")
 
     # activation: gemma reads `hidden_act` and rewrites the legacy "gelu" to the tanh GELU
@@ -437,8 +474,11 @@ def _family_transformers_view(family: str | None, c: dict[str, Any], generation_
             pattern = p if isinstance(p, int) and not isinstance(p, bool) and p > 0 else 6
             values["sliding_window_pattern"] = pattern
             sources["sliding_window_pattern"] = (
-                ("sliding_window_pattern",) if "sliding_window_pattern" in c
-                else ("_sliding_window_pattern",) if "_sliding_window_pattern" in c else ()
+                ("sliding_window_pattern",)
+                if "sliding_window_pattern" in c
+                else ("_sliding_window_pattern",)
+                if "_sliding_window_pattern" in c
+                else ()
             )
         if layer_types is not None and len(layer_types) == n:
             sliding = tuple(has_sw and t == "sliding_attention" for t in layer_types)
@@ -458,7 +498,10 @@ def _family_transformers_view(family: str | None, c: dict[str, Any], generation_
 
     multipliers = {}
     if family == "granite":
-        multipliers = {k: values[k] for k in ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling")}
+        multipliers = {
+            k: values[k]
+            for k in ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling")
+        }
     mt = c.get("model_type")
     return FamilyTransformersView(
         family=family,
@@ -481,8 +524,16 @@ def _family_transformers_view(family: str | None, c: dict[str, Any], generation_
     )
 
 
-def _theta(values: dict[str, Any], sources: dict[str, tuple[str, ...]], name: str, rope: dict[str, Any],
-           rope_path: tuple[str, ...], c: dict[str, Any], top_key: str, default: float) -> None:
+def _theta(
+    values: dict[str, Any],
+    sources: dict[str, tuple[str, ...]],
+    name: str,
+    rope: dict[str, Any],
+    rope_path: tuple[str, ...],
+    c: dict[str, Any],
+    top_key: str,
+    default: float,
+) -> None:
     if _float(rope.get("rope_theta")) is not None:
         values[name], sources[name] = float(rope["rope_theta"]), (*rope_path, "rope_theta")
     elif _float(c.get(top_key)) is not None:
@@ -522,5 +573,3 @@ def llama3_inv_freq_factors(view: FamilyTransformersView) -> list[float] | None:
             s = (old / wl - low) / (high - low)
             out.append(1.0 / ((1 - s) / factor + s))
     return out
-
-

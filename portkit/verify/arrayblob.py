@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Any, Collection, Mapping
+from collections.abc import Collection, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -47,9 +48,13 @@ def pack(arrays: Mapping[str, np.ndarray], meta: Any = None) -> bytes:
     return b"".join(out)
 
 
-def unpack(blob: bytes | bytearray | memoryview, dtypes: Collection[str] = DTYPES) -> tuple[Any, dict[str, np.ndarray]] | None:
+def unpack(
+    blob: bytes | bytearray | memoryview, dtypes: Collection[str] = DTYPES
+) -> tuple[Any, dict[str, np.ndarray]] | None:
     """(meta, arrays) of a blob `pack` wrote with arrays in `dtypes`, or None for anything else."""
-    writable = isinstance(blob, bytearray) or (isinstance(blob, memoryview) and not blob.readonly and blob.format == "B")
+    writable = isinstance(blob, bytearray) or (
+        isinstance(blob, memoryview) and not blob.readonly and blob.format == "B"
+    )
     buf = blob if writable else bytearray(blob)
     if len(buf) < _LENGTH.size:
         return None

@@ -20,8 +20,9 @@ import math
 import os
 import struct
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -72,7 +73,9 @@ def file_fingerprint(path: Path) -> dict[str, object]:
                 h.update(chunk)
             sampled = False
         else:
-            offsets = [0, st.st_size - BLOCK] + [(st.st_size - BLOCK) * i // (SAMPLES + 1) for i in range(1, SAMPLES + 1)]
+            offsets = [0, st.st_size - BLOCK] + [
+                (st.st_size - BLOCK) * i // (SAMPLES + 1) for i in range(1, SAMPLES + 1)
+            ]
             for off in offsets:
                 f.seek(off)
                 h.update(f.read(BLOCK))
@@ -144,7 +147,15 @@ def decode(magic: bytes, blob: bytes | bytearray) -> tuple[dict[str, Any], dict[
     return entry
 
 
-def plausible(greedy: list[int], rows: np.ndarray, layers: dict[str, np.ndarray], *, tokens: int, vocab: int | None, captured: bool) -> bool:
+def plausible(
+    greedy: list[int],
+    rows: np.ndarray,
+    layers: dict[str, np.ndarray],
+    *,
+    tokens: int,
+    vocab: int | None,
+    captured: bool,
+) -> bool:
     """An entry this verify could have written: rows `[1..max(tokens, 1), vocab]`, no more than
     `tokens` greedy ids, each in the vocabulary, and the per-layer values when they were captured."""
     if rows.ndim != 2 or not 1 <= rows.shape[0] <= max(tokens, 1) or rows.shape[1] < 1:

@@ -13,8 +13,9 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 HELP = "run candle (the native wheel) next to transformers and confirm each lint finding with numbers"
 DESCRIPTION = (
@@ -36,7 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="directory with config.json and safetensors weights, or ORG/NAME[@REV] from the Hugging Face cache; several: each verified "
         "in turn with one transformers process, then a summary table",
     )
-    parser.add_argument("--hf-cache", action="store_true", help="also verify every model in the local Hugging Face cache that lint maps to a candle module")
+    parser.add_argument(
+        "--hf-cache",
+        action="store_true",
+        help="also verify every model in the local Hugging Face cache that lint maps to a candle module",
+    )
     parser.add_argument("--device", default="cpu", help="candle device: cpu, metal or cuda (default: cpu)")
     parser.add_argument("--dtype", default="f32", help="candle dtype: f32, bf16 or f16 (default: f32)")
     prompt = parser.add_mutually_exclusive_group()
@@ -52,7 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MESSAGE",
         help="one user message, rendered with the model's chat template by transformers and tokenized on both sides as --text",
     )
-    parser.add_argument("--tokens", type=int, default=8, metavar="N", help="greedy tokens to generate and teacher-force (default: 8)")
+    parser.add_argument(
+        "--tokens", type=int, default=8, metavar="N", help="greedy tokens to generate and teacher-force (default: 8)"
+    )
     parser.add_argument(
         "--gguf",
         action="append",
@@ -80,9 +87,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     from portkit.sampler import SAMPLER_HELP
 
-    parser.add_argument("--sampler", metavar="SPEC", help=SAMPLER_HELP + "; a stated sampler that differs makes verify exit 1")
+    parser.add_argument(
+        "--sampler", metavar="SPEC", help=SAMPLER_HELP + "; a stated sampler that differs makes verify exit 1"
+    )
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
-    parser.add_argument("--plot", type=Path, metavar="FILE.png", help="write the per-layer relative errors as a PNG (needs matplotlib)")
+    parser.add_argument(
+        "--plot", type=Path, metavar="FILE.png", help="write the per-layer relative errors as a PNG (needs matplotlib)"
+    )
     # Same spelling as `portkit lint --use-flash-attn` (candle's field); --flash-attn kept as an alias.
     parser.add_argument(
         "--use-flash-attn",
@@ -104,7 +115,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="streamed",
         help="transformers one decoder layer at a time (streamed, default) or the whole f32 model (whole)",
     )
-    parser.add_argument("--no-cache", dest="cache", action="store_false", help="run transformers and candle even if $PORTKIT_CACHE holds their outputs for this checkpoint, prompt and build")
+    parser.add_argument(
+        "--no-cache",
+        dest="cache",
+        action="store_false",
+        help="run transformers and candle even if $PORTKIT_CACHE holds their outputs for this checkpoint, prompt and build",
+    )
     parser.add_argument("--no-lint", dest="lint", action="store_false", help=argparse.SUPPRESS)
     from portkit.candle_release import add_arguments
 
@@ -136,12 +152,16 @@ def check_release(args: argparse.Namespace, model_dirs: list[Path]) -> None:
                 f"`portkit lint --candle {release}` speaks of {release}"
             )
     if len({r for r, _ in releases}) > 1:
-        raise BadInput(f"the model directories name candle {' and '.join(sorted({r for r, _ in releases}))}: verify runs one release at a time")
+        raise BadInput(
+            f"the model directories name candle {' and '.join(sorted({r for r, _ in releases}))}: verify runs one release at a time"
+        )
     (release, _), *_ = releases
     if release != NATIVE:
         from portkit.verify.candle import release_build
 
-        release_build.activate(release_build.ensure(release, lambda line: print(f"portkit: {line}", file=sys.stderr, flush=True)))
+        release_build.activate(
+            release_build.ensure(release, lambda line: print(f"portkit: {line}", file=sys.stderr, flush=True))
+        )
 
 
 def expand_ggufs(values: list[str]) -> list[Path]:
@@ -319,7 +339,9 @@ def _run_many(args: argparse.Namespace, opts: Any, targets: list[tuple[str, Path
     def each() -> Any:
         if err.is_terminal:  # a status line per model on long runs, only on a terminal
             with err.status("portkit verify: starting", spinner="dots") as status:
-                return verify_each(opts, targets, lambda prefix, s: status.update(f"portkit verify {prefix}: {s}"), emit, error)
+                return verify_each(
+                    opts, targets, lambda prefix, s: status.update(f"portkit verify {prefix}: {s}"), emit, error
+                )
         return verify_each(opts, targets, lambda _p, _s: None, emit, error)
 
     outcomes, failed = _guarded(each)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 PACKAGE = "portkit"
 #: the directory holding the `portkit` package this process runs
@@ -86,7 +86,9 @@ def closure(roots: Iterable[str], base: Path = _HERE) -> dict[str, Path]:
     todo = list(roots)
     for root in todo:
         if module_file(root, base) is None:
-            raise FileNotFoundError(f"portkit.verify.code_closure: no module {root} under {base} (it moved: name its new place)")
+            raise FileNotFoundError(
+                f"portkit.verify.code_closure: no module {root} under {base} (it moved: name its new place)"
+            )
     while todo:
         name = todo.pop()
         if name in found:
@@ -109,7 +111,7 @@ def digest(roots: Iterable[str], base: Path = _HERE) -> str:
     return h.hexdigest()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def code_digest(roots: tuple[str, ...]) -> str:
     """`digest(roots)` of the portkit this process runs, read once per process (its files do not change under it)."""
     return digest(roots)

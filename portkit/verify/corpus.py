@@ -9,9 +9,10 @@ to the same calls (`portkit.verify.reference.tokenizer.record`): both read them 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 #: Text used when the model dir has a tokenizer but no prompt.json (>= 8 tokens: RoPE errors
 #: are invisible at position 0, whose rotation angle is 0).
@@ -135,7 +136,11 @@ WEATHER_TOOL = {
     "function": {
         "name": "get_weather",
         "description": "The current weather in a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "The city"}}, "required": ["city"]},
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "The city"}},
+            "required": ["city"],
+        },
     },
 }
 
@@ -151,7 +156,12 @@ class Conversation:
     tools: tuple[dict[str, Any], ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "messages": list(self.messages), "add_generation_prompt": self.add_generation_prompt, "tools": list(self.tools) if self.tools else None}
+        return {
+            "name": self.name,
+            "messages": list(self.messages),
+            "add_generation_prompt": self.add_generation_prompt,
+            "tools": list(self.tools) if self.tools else None,
+        }
 
 
 def _user(text: str = USER) -> dict[str, Any]:
@@ -164,9 +174,17 @@ CONVERSATIONS: tuple[Conversation, ...] = (
     Conversation("a system turn", ({"role": "system", "content": SYSTEM}, _user()), True),
     Conversation("a system turn, no generation prompt", ({"role": "system", "content": SYSTEM}, _user()), False),
     Conversation("several turns", (_user(), {"role": "assistant", "content": ANSWER}, _user(FOLLOW_UP)), True),
-    Conversation("several turns, ending with the assistant", ({"role": "system", "content": SYSTEM}, _user(), {"role": "assistant", "content": ANSWER}), False),
+    Conversation(
+        "several turns, ending with the assistant",
+        ({"role": "system", "content": SYSTEM}, _user(), {"role": "assistant", "content": ANSWER}),
+        False,
+    ),
     # what the OpenAI SDK hands back: `tool_calls=None` on a plain answer
-    Conversation("a message with a None field", (_user(), {"role": "assistant", "content": ANSWER, "tool_calls": None}, _user(FOLLOW_UP)), True),
+    Conversation(
+        "a message with a None field",
+        (_user(), {"role": "assistant", "content": ANSWER, "tool_calls": None}, _user(FOLLOW_UP)),
+        True,
+    ),
 )
 
 
@@ -174,7 +192,11 @@ TOOL_CONVERSATIONS: tuple[Conversation, ...] = (
     Conversation("tools", (_user("What is the weather in Paris?"),), True, (WEATHER_TOOL,)),
     Conversation(
         "tools, a call and its result",
-        (_user("What is the weather in Paris?"), {"role": "assistant", "content": "", "tool_calls": [WEATHER_CALL]}, {"role": "tool", "content": '{"temperature": 21}'}),
+        (
+            _user("What is the weather in Paris?"),
+            {"role": "assistant", "content": "", "tool_calls": [WEATHER_CALL]},
+            {"role": "tool", "content": '{"temperature": 21}'},
+        ),
         True,
         (WEATHER_TOOL,),
     ),
@@ -212,7 +234,11 @@ def template_edits() -> dict[str, tuple[Callable[[str], str] | None, dict[str, b
             {},
             "transformers given mistral.rs's `range(n)|reverse` rewrite",
         ),
-        "tojson": (chat_template.without_tojson_arguments, {}, "transformers given the template without the `tojson` arguments mistral.rs ignores"),
+        "tojson": (
+            chat_template.without_tojson_arguments,
+            {},
+            "transformers given the template without the `tojson` arguments mistral.rs ignores",
+        ),
     }
 
 

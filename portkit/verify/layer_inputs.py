@@ -5,7 +5,7 @@ values, and named by a digest so that the judge uses them only for the run they 
 from __future__ import annotations
 
 import hashlib
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -28,5 +28,3 @@ def refeed_digest(candle_layers: Mapping[str, np.ndarray]) -> str:
         h.update(str(k).encode())
         h.update(np.ascontiguousarray(v, dtype=np.float32).tobytes())
     return h.hexdigest()[:24]
-
-

@@ -9,9 +9,10 @@ selection (`select`, `ignore`) still applies.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from portkit.errors import PortkitError
 from portkit.findings import Finding
@@ -29,12 +30,32 @@ class LintInputError(RuntimeError):
 
 
 # verify's lint speaks of the release verify runs (the loaded portkit_native's `build_info()`), whatever [tool.portkit] says
-TARGET_FIELDS = frozenset({"candle", "device", "dtype", "features", "max_tokens", "max_prompt_tokens", "use_flash_attn", "turns", "batch", "sampler"})
+TARGET_FIELDS = frozenset(
+    {
+        "candle",
+        "device",
+        "dtype",
+        "features",
+        "max_tokens",
+        "max_prompt_tokens",
+        "use_flash_attn",
+        "turns",
+        "batch",
+        "sampler",
+    }
+)
 
 
 def make_settings(
-    device: str, dtype: str, use_flash_attn: bool, max_tokens: int | None, build: dict[str, Any], max_prompt_tokens: int | None = None,
-    turns: int = 1, batch: int = 1, sampler: str | None = None,
+    device: str,
+    dtype: str,
+    use_flash_attn: bool,
+    max_tokens: int | None,
+    build: dict[str, Any],
+    max_prompt_tokens: int | None = None,
+    turns: int = 1,
+    batch: int = 1,
+    sampler: str | None = None,
 ) -> Settings:
     feats = set()
     if build.get("accelerate"):
@@ -44,9 +65,23 @@ def make_settings(
     for dev in build.get("devices", ()):
         if dev in ("metal", "cuda"):
             feats.add(dev)
-    release = {"candle": build["candle_version"], "candle_from": "the release portkit_native runs"} if "candle_version" in build else {}
-    target = Target(device=device, dtype=dtype, features=frozenset(feats), use_flash_attn=use_flash_attn, max_tokens=max_tokens,
-                    max_prompt_tokens=max_prompt_tokens, turns=turns, batch=batch, sampler=sampler, **release)  # type: ignore[arg-type]
+    release = (
+        {"candle": build["candle_version"], "candle_from": "the release portkit_native runs"}
+        if "candle_version" in build
+        else {}
+    )
+    target = Target(
+        device=device,
+        dtype=dtype,
+        features=frozenset(feats),
+        use_flash_attn=use_flash_attn,
+        max_tokens=max_tokens,
+        max_prompt_tokens=max_prompt_tokens,
+        turns=turns,
+        batch=batch,
+        sampler=sampler,
+        **release,
+    )  # type: ignore[arg-type]
     # verify's own run wins over [tool.portkit], but for a sampler the command line did not state
     return Settings(target=target, explicit=TARGET_FIELDS if sampler is not None else TARGET_FIELDS - {"sampler"})
 
@@ -77,7 +112,9 @@ def lint_gguf_beside(model_dir: Path, gguf: Path, settings: Settings) -> list[Fi
     return [f for f in found if f.filename == want]
 
 
-def lint_for_verify(model_dir: Path, ggufs: Sequence[Path], settings_args: dict[str, Any], progress: Progress) -> tuple[list[Finding], list[list[Finding]]]:
+def lint_for_verify(
+    model_dir: Path, ggufs: Sequence[Path], settings_args: dict[str, Any], progress: Progress
+) -> tuple[list[Finding], list[list[Finding]]]:
     """(findings on the model dir, findings on each GGUF of `ggufs`)."""
     progress("lint: reading configs and headers")
     try:

@@ -14,10 +14,11 @@ per model held.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from portkit.encoders import detect as detect_encoder
 from portkit.encoders import detect_decoder_embedder
@@ -88,7 +89,9 @@ class VerifyOptions:
     cache: bool = True  # the reference's and candle's caches under $PORTKIT_CACHE (--no-cache: off)
     turns: int = 1  # 2: a second turn on the warm KV cache (`portkit.verify.sections.paths`)
     batch: int = 1  # rows in one forward (`portkit.verify.sections.paths`)
-    sampler: str | None = None  # the candle program's sampler (`portkit.semantics.sampling.parse`); None: [tool.portkit]'s, else the plain call
+    sampler: str | None = (
+        None  # the candle program's sampler (`portkit.semantics.sampling.parse`); None: [tool.portkit]'s, else the plain call
+    )
     #: every --gguf, in order (a quant ladder): one reference and one HF-checkpoint run for all
     ggufs: tuple[Path, ...] = ()
 
@@ -179,7 +182,9 @@ class VerifyReport:
             return "non-finite", "NON-FINITE: " + self.nonfinite.line() + " (not a candle-vs-transformers difference)"
         if self.exit_code == 0:
             n = len(self.ggufs)
-            which = " (the HF checkpoint and the GGUF)" if n == 1 else f" (the HF checkpoint and {n} GGUFs)" if n else ""
+            which = (
+                " (the HF checkpoint and the GGUF)" if n == 1 else f" (the HF checkpoint and {n} GGUFs)" if n else ""
+            )
             return "agree", "candle agrees with transformers" + which + both_alike(confirmed)
         bits = []
         if self.tokenizer is not None and not self.tokenizer.ok:
@@ -191,7 +196,10 @@ class VerifyReport:
             elif t.decode_differs:
                 bits.append(f"candle's tokenizer decodes differently ({len(t.decode_differs)} of {t.decodes} texts)")
             if t.templates is not None and not t.templates.ok:
-                bits.append("the chat template renders otherwise in " + ", ".join(e for e in t.templates.environments if t.templates.differing(e)))
+                bits.append(
+                    "the chat template renders otherwise in "
+                    + ", ".join(e for e in t.templates.environments if t.templates.differing(e))
+                )
         if self.run.failure is not None:
             bits.append("candle failed" + _why(self.explanation))
         elif not self.candle_ok:
@@ -199,23 +207,36 @@ class VerifyReport:
         for g in self.ggufs:
             if not g.ok:
                 name = "the GGUF" if len(self.ggufs) == 1 else f"the GGUF {g.path.name}"
-                bits.append((f"{name} differs from transformers" if g.run.failure is None else f"{name} failed in candle") + _why(g.explanation))
+                bits.append(
+                    (f"{name} differs from transformers" if g.run.failure is None else f"{name} failed in candle")
+                    + _why(g.explanation)
+                )
         if self.paths is not None:
-            bits += [f"the {TITLES[c.path.name]} {'failed in' if c.path.run.failure else 'differs from transformers in'} {s.subject}" for s in self.paths.sections for c in s.checks if not c.ok]
+            bits += [
+                f"the {TITLES[c.path.name]} {'failed in' if c.path.run.failure else 'differs from transformers in'} {s.subject}"
+                for s in self.paths.sections
+                for c in s.checks
+                if not c.ok
+            ]
         if self.sampling is not None and not self.sampling.ok:
-            bits.append(f"the stated sampler draws from another distribution than generate() (distance {self.sampling.program.worst:.3g})")
+            bits.append(
+                f"the stated sampler draws from another distribution than generate() (distance {self.sampling.program.worst:.3g})"
+            )
         if confirmed:
             bits.append(f"{len(confirmed)} finding{'s' if len(confirmed) != 1 else ''} confirmed")
         return "mismatch", "MISMATCH: " + "; ".join(bits)
 
 
 def _why(explanation: Explanation | None) -> str:
-    """": explained by PK413 (...)" / ": unexplained: first bad layer.3 at layer.3.mlp (...)"."""
+    """ ": explained by PK413 (...)" / ": unexplained: first bad layer.3 at layer.3.mlp (...)"."""
     return f": {explanation.summary}" if explanation is not None else ""
 
 
 def _versions(pn: Any) -> dict[str, str]:
-    return {**crate_versions(pn), **{pkg: cachefiles.package_version(pkg) for pkg in ("portkit", "transformers", "torch")}}
+    return {
+        **crate_versions(pn),
+        **{pkg: cachefiles.package_version(pkg) for pkg in ("portkit", "transformers", "torch")},
+    }
 
 
 def validate(opts: VerifyOptions) -> None:
@@ -259,7 +280,9 @@ def _lint_target(opts: VerifyOptions, prompt_tokens: int, tokens: int, pn: Any =
 Report = VerifyReport | TokenizerReport | EmbeddingReport
 
 
-def verify(opts: VerifyOptions, progress: Progress = lambda _s: None, session: ReferenceSession | None = None) -> Report:
+def verify(
+    opts: VerifyOptions, progress: Progress = lambda _s: None, session: ReferenceSession | None = None
+) -> Report:
     """A `VerifyReport`; for a directory with tokenizer files but no model to run, the tokenizer
     section alone (a `TokenizerReport`); for an encoder's checkpoint (`portkit.encoders`), the
     embedding run against sentence-transformers (an `EmbeddingReport`, docs/embeddings.md).
@@ -277,7 +300,9 @@ class Unfinished:
     send_truth: Callable[[], None] = lambda: None
 
 
-def begin(opts: VerifyOptions, progress: Progress = lambda _s: None, session: ReferenceSession | None = None) -> Unfinished:
+def begin(
+    opts: VerifyOptions, progress: Progress = lambda _s: None, session: ReferenceSession | None = None
+) -> Unfinished:
     """`verify` up to transformers' answers: a decoder's lint, candle's runs and its requests to
     transformers' process now (`VerifyRun.begin`), the wait for the answers and the judging at
     `finish()`. The f64 truth is held back until `send_truth()` (or `finish()`): candle's runs
@@ -290,7 +315,9 @@ def begin(opts: VerifyOptions, progress: Progress = lambda _s: None, session: Re
         done: Report = _tokenizer_only(opts, progress, t_start)
         return Unfinished(lambda: done)
     model = read_model_dir(opts.model_dir)
-    encoder = detect_encoder(model.config) or detect_decoder_embedder(model.config, (Path(opts.model_dir) / "modules.json").is_file())
+    encoder = detect_encoder(model.config) or detect_decoder_embedder(
+        model.config, (Path(opts.model_dir) / "modules.json").is_file()
+    )
     if encoder is not None:
         done = _embedding(opts, encoder.name, progress, t_start)
         return Unfinished(lambda: done)
@@ -314,11 +341,20 @@ def begin(opts: VerifyOptions, progress: Progress = lambda _s: None, session: Re
 
 def _embedding(opts: VerifyOptions, encoder: str, progress: Progress, t_start: float) -> EmbeddingReport:
     """An encoder and its sentence-transformers pipeline (`portkit.verify.embedding`)."""
-    if opts.ids is not None or opts.text is not None or opts.chat is not None or opts.gguf is not None or opts.turns != 1 or opts.batch != 1:
+    if (
+        opts.ids is not None
+        or opts.text is not None
+        or opts.chat is not None
+        or opts.gguf is not None
+        or opts.turns != 1
+        or opts.batch != 1
+    ):
         raise BadInput(f"{opts.model_dir}: an embedding model is verified on its built-in corpus of texts and one padded batch of them; "
                        "--ids, --text, --chat, --gguf, --turns and --batch are for decoders")  # fmt: skip
     target = _lint_target(opts, 0, 0)
-    return verify_embedding(opts, encoder, progress, lambda: lint_for_verify(Path(opts.model_dir), (), target, progress)[0], t_start)
+    return verify_embedding(
+        opts, encoder, progress, lambda: lint_for_verify(Path(opts.model_dir), (), target, progress)[0], t_start
+    )
 
 
 def _tokenizer_only(opts: VerifyOptions, progress: Progress, t_start: float) -> TokenizerReport:
@@ -372,9 +408,13 @@ class VerifyRun:
     timings: Timings
 
     @classmethod
-    def open(cls, opts: VerifyOptions, progress: Progress, model: ModelDir, shared: ReferenceSession | None = None) -> VerifyRun:
+    def open(
+        cls, opts: VerifyOptions, progress: Progress, model: ModelDir, shared: ReferenceSession | None = None
+    ) -> VerifyRun:
         family = model_family(model)
-        tok_cache = tokenizer_cache.for_dir(model.root, opts.text, opts.chat, opts.cache) if has_tokenizer(model.root) else None
+        tok_cache = (
+            tokenizer_cache.for_dir(model.root, opts.text, opts.chat, opts.cache) if has_tokenizer(model.root) else None
+        )
         # started at once when the tokens section needs transformers (its torch import then
         # overlaps everything below); else once the reference cache misses
         session = shared.next_target(progress) if shared is not None else ReferenceSession(progress, start=False)
@@ -390,7 +430,12 @@ class VerifyRun:
 
     @classmethod
     def _planned(
-        cls, opts: VerifyOptions, progress: Progress, model: ModelDir, family: Family, session: ReferenceSession,
+        cls,
+        opts: VerifyOptions,
+        progress: Progress,
+        model: ModelDir,
+        family: Family,
+        session: ReferenceSession,
         tokenizer: tokenizer_cache.TransformersTokenizer,
     ) -> VerifyRun:
         """The prompt, the plan, the native wheel and the reference's job (the session started
@@ -402,45 +447,80 @@ class VerifyRun:
         prompt = resolve_prompt(model, opts.ids, opts.text, opts.chat, tokenizer=tokenizer)
         tokens = parse_tokens(opts.tokens)
         tol = TOLERANCES[opts.dtype]
-        plan = paths.plan(opts.turns, opts.batch, model, prompt.ids, tokens, padded=family.trait("PADDING_MASK") is not None)
+        plan = paths.plan(
+            opts.turns, opts.batch, model, prompt.ids, tokens, padded=family.trait("PADDING_MASK") is not None
+        )
         try:
             pn = native()
         except NativeUnavailable as e:
             raise BadInput(str(e)) from None
         check_device(pn, opts.device)
         job = ReferenceJob(
-            model, list(prompt.ids), tokens, mode=opts.reference_mode, use_cache=opts.cache, progress=progress, session=session,
+            model,
+            list(prompt.ids),
+            tokens,
+            mode=opts.reference_mode,
+            use_cache=opts.cache,
+            progress=progress,
+            session=session,
             sublayers=sublayers.of(family) if opts.layers and family.capture else (),  # candle's copy records them too
-            truth=tol.logits_atol is not None,  # an f32 run is judged against floors measured against transformers in f64
+            truth=tol.logits_atol
+            is not None,  # an f32 run is judged against floors measured against transformers in f64
         )
-        if not job.likely_cached() and start_early(sum(p.stat().st_size for p in model.weight_files), has_tokenizer(model.root)):
+        if not job.likely_cached() and start_early(
+            sum(p.stat().st_size for p in model.weight_files), has_tokenizer(model.root)
+        ):
             session.start()
-        candle = CheckpointRuns(model, family, prompt.ids, tokens, opts.device, opts.dtype, opts.use_flash_attn, opts.cache, job.fingerprints)
-        return cls(opts, progress, model, family, session, tokenizer, prompt, tokens, tol, plan, pn, job, candle, Timings())
+        candle = CheckpointRuns(
+            model,
+            family,
+            prompt.ids,
+            tokens,
+            opts.device,
+            opts.dtype,
+            opts.use_flash_attn,
+            opts.cache,
+            job.fingerprints,
+        )
+        return cls(
+            opts, progress, model, family, session, tokenizer, prompt, tokens, tol, plan, pn, job, candle, Timings()
+        )
 
     def begin(self, t_start: float) -> Begun:
         """The phases up to transformers' answer, in the order they run (transformers computes
         in its own process from `send_reference` on, while this one runs the GGUF or a first
         counterfactual, on the tensors of the run as written); `finish` the rest."""
         timed = self.timings.timed
-        self.sampler  # a sampler verify cannot read stops it here (exit 2), before anything runs
+        _ = self.sampler  # a sampler verify cannot read stops it here (exit 2), before anything runs
         with timed("load"):
             found, gguf_found, lint_note = self.lint()
         with self.candle.weights_kept(self.first_patch(found.prompt) is not None):
             with timed("candle"):
                 run = self.candle.as_written(self.capture, self.progress)
-            forced = run.greedy if run.greedy is not None and len(run.greedy) == self.tokens else None  # else the reference generates its own
+            forced = (
+                run.greedy if run.greedy is not None and len(run.greedy) == self.tokens else None
+            )  # else the reference generates its own
             with timed("reference"):
                 extra = self.send_reference(run, forced)
-                gguf_started = [self.start_gguf(g, forced) for g in self.opts.ggufs]  # each in turn, while transformers computes
+                gguf_started = [
+                    self.start_gguf(g, forced) for g in self.opts.ggufs
+                ]  # each in turn, while transformers computes
                 first = self.first_counterfactual(found.prompt, run, forced)
-        return Begun(found, gguf_found, lint_note, run, forced, extra, gguf_started, first, time.perf_counter() - t_start)
+        return Begun(
+            found, gguf_found, lint_note, run, forced, extra, gguf_started, first, time.perf_counter() - t_start
+        )
 
     def finish(self, begun: Begun) -> VerifyReport:
         """The reference awaited, then the findings judged and every section run."""
         t_finish = time.perf_counter()
         timed = self.timings.timed
-        found, gguf_found, lint_note, run, forced = begun.found, begun.gguf_found, begun.lint_note, begun.run, begun.forced
+        found, gguf_found, lint_note, run, forced = (
+            begun.found,
+            begun.gguf_found,
+            begun.lint_note,
+            begun.run,
+            begun.forced,
+        )
         with timed("tokens"):  # while transformers computes: the crate's load is off the wait's tail
             crate = preload_crate(self.model.root)
         with timed("reference"):
@@ -449,23 +529,49 @@ class VerifyRun:
             judge = Judge(self.tol, generation_stop(self.model.root))
             comparison = judge(run, reference)
             nonfinite = analyse(reference.layers, reference.rows, run.layers, run.rows, reference.nonfinite_weights)
-        as_candle = AsCandleRuns(self.model, reference, self.tokens, self.progress, self.job.sublayers, session=self.session)
+        as_candle = AsCandleRuns(
+            self.model, reference, self.tokens, self.progress, self.job.sublayers, session=self.session
+        )
         with timed("findings"):
             hf = self.judge_checkpoint(found.prompt, run, comparison, reference, begun.early, judge, as_candle)
         with timed("tokens"):
-            tokenizer = tokenizer_section(self.model.root, found.tokens, self.progress, transformers=self.tokenizer, preloaded=crate)
-        ggufs = [self.gguf(g, reference, f.prompt, as_candle, s, lint_note) for g, f, s in zip(self.opts.ggufs, gguf_found, begun.gguf_started)]
+            tokenizer = tokenizer_section(
+                self.model.root, found.tokens, self.progress, transformers=self.tokenizer, preloaded=crate
+            )
+        ggufs = [
+            self.gguf(g, reference, f.prompt, as_candle, s, lint_note)
+            for g, f, s in zip(self.opts.ggufs, gguf_found, begun.gguf_started, strict=False)
+        ]
         paths_report = self.paths(reference, found.paths, ggufs, [f.paths for f in gguf_found])
         with timed("sampling"):
-            sampled = sampling_section.verify_sampling(self.model.root, reference, found.sampling, self.sampler, self.native)
+            sampled = sampling_section.verify_sampling(
+                self.model.root, reference, found.sampling, self.sampler, self.native
+            )
         return VerifyReport(
-            options=self.opts, model=self.model, prompt=self.prompt, tolerance=self.tol, versions=_versions(self.native), reference=reference,
-            run=run, comparison=comparison, findings=hf.findings, lint_note=lint_note, ggufs=ggufs,
+            options=self.opts,
+            model=self.model,
+            prompt=self.prompt,
+            tolerance=self.tol,
+            versions=_versions(self.native),
+            reference=reference,
+            run=run,
+            comparison=comparison,
+            findings=hf.findings,
+            lint_note=lint_note,
+            ggufs=ggufs,
             seconds=begun.seconds + time.perf_counter() - t_finish,  # this model's own: not another's begun in between
-            nonfinite=nonfinite, timings=self.timings.rounded(), family=self.family.name, layers_note=self.layers_note,
+            nonfinite=nonfinite,
+            timings=self.timings.rounded(),
+            family=self.family.name,
+            layers_note=self.layers_note,
             runs=[run, *hf.runs, *(r for g in ggufs for r in g.runs), *(paths_report.runs if paths_report else [])],
-            explanation=hf.explanation, as_candle_runs=as_candle.runs, tokenizer=tokenizer, greedy_stop=stop_description(reference, judge.stop),
-            run_plan=self.run_plan, paths=paths_report, sampling=sampled,
+            explanation=hf.explanation,
+            as_candle_runs=as_candle.runs,
+            tokenizer=tokenizer,
+            greedy_stop=stop_description(reference, judge.stop),
+            run_plan=self.run_plan,
+            paths=paths_report,
+            sampling=sampled,
         )
 
     @property
@@ -520,7 +626,16 @@ class VerifyRun:
             return None
         with self.timings.timed("gguf"):
             o = self.opts
-            return start_gguf(Path(path), list(self.prompt.ids), list(forced), self.tokens, o.device, self.progress, use_cache=o.cache, layers=o.layers)
+            return start_gguf(
+                Path(path),
+                list(self.prompt.ids),
+                list(forced),
+                self.tokens,
+                o.device,
+                self.progress,
+                use_cache=o.cache,
+                layers=o.layers,
+            )
 
     def first_patch(self, findings: list[Finding]) -> dict[str, Any] | None:
         """The first counterfactual's patch: every numeric finding's (with a GGUF, its run fills
@@ -528,7 +643,9 @@ class VerifyRun:
         fixes = all_fixes_patch(findings)
         return fixes if fixes and self.opts.gguf is None else None
 
-    def first_counterfactual(self, findings: list[Finding], run: RunOutputs, forced: list[int] | None) -> dict[str, RunOutputs]:
+    def first_counterfactual(
+        self, findings: list[Finding], run: RunOutputs, forced: list[int] | None
+    ) -> dict[str, RunOutputs]:
         """While transformers computes: candle with `first_patch`, the run the findings' probes
         ask for first."""
         with self.timings.timed("findings"):
@@ -539,36 +656,76 @@ class VerifyRun:
             return {PatchedRuns.key(fixes): self.candle.patched(fixes, list(forced), describe_patch(fixes))}
 
     def judge_checkpoint(
-        self, findings: list[Finding], run: RunOutputs, comparison: Comparison | None, reference: Reference,
-        early: dict[str, RunOutputs], judge: Judge, as_candle: AsCandleRuns,
+        self,
+        findings: list[Finding],
+        run: RunOutputs,
+        comparison: Comparison | None,
+        reference: Reference,
+        early: dict[str, RunOutputs],
+        judge: Judge,
+        as_candle: AsCandleRuns,
     ) -> CheckpointVerdicts:
         """Every finding on the checkpoint judged, and what accounts for candle's mismatch."""
-        early_runs = early if reference.inputs == run.greedy else {}  # made on candle's tokens: usable when the reference ran on them
+        early_runs = (
+            early if reference.inputs == run.greedy else {}
+        )  # made on candle's tokens: usable when the reference ran on them
         patched_runs = PatchedRuns(PatchedCheckpoint(self.candle, reference, judge, early_runs, self.progress))
         subject = Subject(
-            as_read=run, as_read_cmp=comparison, run_patched=patched_runs, reference_as=as_candle, compare=judge.against, reference=reference,
+            as_read=run,
+            as_read_cmp=comparison,
+            run_patched=patched_runs,
+            reference_as=as_candle,
+            compare=judge.against,
+            reference=reference,
         )
         verdicts = judge_section(
-            findings, subject, ran=self.ran, covered=len(self.prompt.ids) + self.tokens, scan=as_candle,
-            max_positions=self.model.config.get("max_position_embeddings"), no_layers=self.layers_note, progress=self.progress,
+            findings,
+            subject,
+            ran=self.ran,
+            covered=len(self.prompt.ids) + self.tokens,
+            scan=as_candle,
+            max_positions=self.model.config.get("max_position_embeddings"),
+            no_layers=self.layers_note,
+            progress=self.progress,
         )
         return CheckpointVerdicts(verdicts.findings, verdicts.explanation, patched_runs.runs())
 
     def gguf(
-        self, path: Path, reference: Reference, findings: list[Finding], as_candle: AsCandleRuns, started: GgufFile | BadInput | None,
+        self,
+        path: Path,
+        reference: Reference,
+        findings: list[Finding],
+        as_candle: AsCandleRuns,
+        started: GgufFile | BadInput | None,
         lint_note: str | None,
     ) -> GgufSection:
         o = self.opts
         with self.timings.timed("gguf"):
             section = verify_gguf(
-                Path(path), self.model, reference, self.tokens, o.device, findings, self.progress, self.ran,
-                use_cache=o.cache, as_candle=as_candle, layers=o.layers, started=started,
+                Path(path),
+                self.model,
+                reference,
+                self.tokens,
+                o.device,
+                findings,
+                self.progress,
+                self.ran,
+                use_cache=o.cache,
+                as_candle=as_candle,
+                layers=o.layers,
+                started=started,
             )
         if lint_note:
             section.lint_note = lint_note
         return section
 
-    def paths(self, reference: Reference, findings: list[Finding], ggufs: list[GgufSection], gguf_findings: list[list[Finding]]) -> PathsReport | None:
+    def paths(
+        self,
+        reference: Reference,
+        findings: list[Finding],
+        ggufs: list[GgufSection],
+        gguf_findings: list[list[Finding]],
+    ) -> PathsReport | None:
         """A second turn and a batch (`--turns`, `--batch`), for candle and each GGUF."""
         if self.plan.empty:
             return None
@@ -576,8 +733,10 @@ class VerifyRun:
 
         with self.timings.timed("paths"):
             padded = self.family.trait("PADDING_MASK") is not None
-            subjects = [paths.PathSubject("candle", self.candle.loader(self.model.config_text), self.tol, padded, findings)]
-            for gguf, found in zip(ggufs, gguf_findings):
+            subjects = [
+                paths.PathSubject("candle", self.candle.loader(self.model.config_text), self.tol, padded, findings)
+            ]
+            for gguf, found in zip(ggufs, gguf_findings, strict=False):
                 load = partial(load_gguf, gguf.path, device=self.opts.device, loader=gguf.loader)
                 name = "the GGUF in candle" if len(ggufs) == 1 else f"the GGUF {gguf.path.name} in candle"
                 subjects.append(paths.PathSubject(name, load, gguf.tolerance, False, found))

@@ -7,9 +7,10 @@ when it has a tokenizer, or fixed ids. Every problem is bad input (exit 2, one l
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from portkit.verify.corpus import DEFAULT_TEXT
 from portkit.verify.errors import BadInput, TokenizeError
@@ -69,7 +70,9 @@ def parse_ids(spec: str) -> list[int]:
     return out
 
 
-def _encode(root: Path, text: str | None, source: str, chat: str | None = None, tokenizer: TokenizerSource | None = None) -> Prompt:
+def _encode(
+    root: Path, text: str | None, source: str, chat: str | None = None, tokenizer: TokenizerSource | None = None
+) -> Prompt:
     """A text prompt as transformers encodes it (the forward runs on these ids on both sides),
     with the tokenizers crate's own ids beside it (portkit.verify.sections.tokens.prompt_ids)."""
     tok_path = root / "tokenizer.json"
@@ -121,7 +124,7 @@ def resolve_prompt(
         _, doc = read_json(model.root / "prompt.json", "prompt.json")
         got = doc.get("ids") if isinstance(doc, dict) else None
         if not isinstance(got, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in got):
-            raise BadInput(f"{model.root / 'prompt.json'}: expected {{\"ids\": [int, ...]}}")
+            raise BadInput(f'{model.root / "prompt.json"}: expected {{"ids": [int, ...]}}')
         prompt = Prompt(tuple(got), "prompt.json")
     elif (model.root / "tokenizer.json").is_file():
         try:

@@ -20,9 +20,10 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from portkit.verify.errors import BadInput
 
@@ -43,7 +44,14 @@ class Outcome:
     note: str | None = None  # bad input: the line
 
     def row(self) -> list[str]:
-        return [self.target, self.family or "-", self.verdict, str(self.exit_code), ", ".join(self.confirmed) or "-", f"{self.seconds:.1f}"]
+        return [
+            self.target,
+            self.family or "-",
+            self.verdict,
+            str(self.exit_code),
+            ", ".join(self.confirmed) or "-",
+            f"{self.seconds:.1f}",
+        ]
 
     def to_json(self) -> dict[str, Any]:
         return {"target": self.target, "family": self.family, "verdict": self.verdict, "exit_code": self.exit_code,
@@ -107,7 +115,9 @@ def verify_each(
         prefix = f"[{i}/{len(targets)}] {label}"
         t0 = time.perf_counter()
         try:
-            unfinished = begin(dataclasses.replace(opts, model_dir=path), progress=lambda s, p=prefix: progress(p, s), session=session)
+            unfinished = begin(
+                dataclasses.replace(opts, model_dir=path), progress=lambda s, p=prefix: progress(p, s), session=session
+            )
         except BadInput as e:
             return label, t0, e
         _release()  # candle's runs of this model leave the process before the next model's
@@ -124,7 +134,11 @@ def verify_each(
             return
         emit(label, report)
         confirmed = list(dict.fromkeys(f.code for f in report.confirmed)) if hasattr(report, "confirmed") else []
-        out.append(Outcome(label, getattr(report, "family", None), report.verdict()[0], report.exit_code, confirmed, report.seconds))
+        out.append(
+            Outcome(
+                label, getattr(report, "family", None), report.verdict()[0], report.exit_code, confirmed, report.seconds
+            )
+        )
         del report, unfinished  # this model's arrays (candle's, transformers' answers) leave the process now
         _release()
 
@@ -167,5 +181,5 @@ def summary_lines(outcomes: list[Outcome]) -> list[str]:
     rows = [o.row() for o in outcomes]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     lines = [f"{len(outcomes)} models, one transformers process"]
-    lines += ["  " + "  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip() for r in [head, *rows]]
+    lines += ["  " + "  ".join(x.ljust(w) for x, w in zip(r, widths, strict=False)).rstrip() for r in [head, *rows]]
     return lines

@@ -4,8 +4,8 @@ run while transformers computes) is taken out of the one around it."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 
 class Timings:

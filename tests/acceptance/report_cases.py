@@ -19,8 +19,9 @@ import json
 import re
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -156,12 +157,28 @@ def cases() -> list[Case]:
         for variant in ("trigger", "clean"):
             out.append((f"tokens:{shape}:{variant}", _shape(shape, variant, False), {}))
     out += [
-        ("tokens-model:phi3:trigger:chat", _shape("phi3", "trigger", True), {"tokens": 3, "layers": False, "chat": "Hi!"}),
-        ("tokens-model:phi3:trigger:text", _shape("phi3", "trigger", True), {"tokens": 3, "layers": False, "text": " Hello world"}),
+        (
+            "tokens-model:phi3:trigger:chat",
+            _shape("phi3", "trigger", True),
+            {"tokens": 3, "layers": False, "chat": "Hi!"},
+        ),
+        (
+            "tokens-model:phi3:trigger:text",
+            _shape("phi3", "trigger", True),
+            {"tokens": 3, "layers": False, "text": " Hello world"},
+        ),
         ("tokens-model:phi3:clean:chat", _shape("phi3", "clean", True), {"tokens": 3, "layers": False, "chat": "Hi!"}),
-        ("tokens-model:llama3:clean:ids", _shape("llama3", "clean", True), {"tokens": 6, "layers": False, "ids": "474,300,301,302,303,304,305,306"}),
+        (
+            "tokens-model:llama3:clean:ids",
+            _shape("llama3", "clean", True),
+            {"tokens": 6, "layers": False, "ids": "474,300,301,302,303,304,305,306"},
+        ),
         ("tokens-model:gemma:trigger:default", _shape("gemma", "trigger", True), {"tokens": 4}),
-        ("tokens-model:smollm:trigger:text", _shape("smollm", "trigger", True), {"tokens": 4, "text": "The capital of France is"}),
+        (
+            "tokens-model:smollm:trigger:text",
+            _shape("smollm", "trigger", True),
+            {"tokens": 4, "text": "The capital of France is"},
+        ),
         ("tokens-only:phi3:trigger:text", _shape("phi3", "trigger", False), {"text": " Hello world"}),
     ]
     # transformers as candle computes, chained crashes, a GGUF's per-layer capture (fixtures.proof)
@@ -174,7 +191,13 @@ def cases() -> list[Case]:
     from fixtures.chat_paths import CASES as PATHS
 
     for i, c in enumerate(PATHS):
-        kw = {"dtype": c.dtype, "turns": c.turns, "batch": c.batch, "tokens": c.tokens, **({"gguf": _chat_path(i, 1)} if c.gguf else {})}
+        kw = {
+            "dtype": c.dtype,
+            "turns": c.turns,
+            "batch": c.batch,
+            "tokens": c.tokens,
+            **({"gguf": _chat_path(i, 1)} if c.gguf else {}),
+        }
         out.append((f"paths:{i}:{c.family}:{c.variant}", _chat_path(i, 0), kw))
     # the chat template in candle-examples and mistral.rs (fixtures.chat_templates)
     from fixtures.chat_templates import TEMPLATES

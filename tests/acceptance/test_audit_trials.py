@@ -45,40 +45,174 @@ class Trial:
 
 TRIALS = [
     # -- the Hugging Face cache (items 1 and 3)
-    Trial("ref that is not UTF-8, with other ids", ("lint", "acme/bin", "acme/bad"), 2, r"portkit: error: acme/bin: refs/main of acme/bin .*not a commit hash"),
-    Trial("revision @.", ("lint", "acme/bad@."), 2, r"portkit: error: acme/bad@\.: no such path, and `\.` is not a revision"),
-    Trial("revision @/abs/dir", ("lint", "acme/bad@{w}/outside"), 2, r"portkit: error: acme/bad@/.*/outside: no such path, and `/.*` is not a revision"),
-    Trial("revision @../..", ("lint", "acme/bad@../.."), 2, r"portkit: error: acme/bad@\.\./\.\.: no such file or directory$"),
-    Trial("ref naming ../../../outside: lint", ("lint", "acme/esc"), 2, r"portkit: error: acme/esc: refs/main .*b'\.\./\.\./\.\./outside', not a commit hash"),
-    Trial("ref naming ../../../outside: fix --write", ("fix", "--write", "acme/esc"), 2, r"portkit: error: acme/esc: refs/main "),
+    Trial(
+        "ref that is not UTF-8, with other ids",
+        ("lint", "acme/bin", "acme/bad"),
+        2,
+        r"portkit: error: acme/bin: refs/main of acme/bin .*not a commit hash",
+    ),
+    Trial(
+        "revision @.",
+        ("lint", "acme/bad@."),
+        2,
+        r"portkit: error: acme/bad@\.: no such path, and `\.` is not a revision",
+    ),
+    Trial(
+        "revision @/abs/dir",
+        ("lint", "acme/bad@{w}/outside"),
+        2,
+        r"portkit: error: acme/bad@/.*/outside: no such path, and `/.*` is not a revision",
+    ),
+    Trial(
+        "revision @../..",
+        ("lint", "acme/bad@../.."),
+        2,
+        r"portkit: error: acme/bad@\.\./\.\.: no such file or directory$",
+    ),
+    Trial(
+        "ref naming ../../../outside: lint",
+        ("lint", "acme/esc"),
+        2,
+        r"portkit: error: acme/esc: refs/main .*b'\.\./\.\./\.\./outside', not a commit hash",
+    ),
+    Trial(
+        "ref naming ../../../outside: fix --write",
+        ("fix", "--write", "acme/esc"),
+        2,
+        r"portkit: error: acme/esc: refs/main ",
+    ),
     Trial("ref naming an absolute path: verify", ("verify", "acme/abs"), 2, r"portkit: error: acme/abs: refs/main "),
-    Trial("300 MiB ref", ("lint", "acme/huge"), 2, r"portkit: error: acme/huge: refs/main .*: 314572800 bytes, not a 40-character commit hash$"),
-    Trial("--hf-cache with hostile repos", ("lint", "--hf-cache"), 2, r"portkit: error: acme/abs: cannot scan this repo: refs/main: ", errors=4),
+    Trial(
+        "300 MiB ref",
+        ("lint", "acme/huge"),
+        2,
+        r"portkit: error: acme/huge: refs/main .*: 314572800 bytes, not a 40-character commit hash$",
+    ),
+    Trial(
+        "--hf-cache with hostile repos",
+        ("lint", "--hf-cache"),
+        2,
+        r"portkit: error: acme/abs: cannot scan this repo: refs/main: ",
+        errors=4,
+    ),
     # -- fix's write path (item 2)
-    Trial("fix --write in a read-only directory", ("fix", "--write", "{w}/readonly"), 2, r"portkit: error: .*/readonly/config\.json: cannot write the fixed config: Permission denied$", unprivileged=True),
+    Trial(
+        "fix --write in a read-only directory",
+        ("fix", "--write", "{w}/readonly"),
+        2,
+        r"portkit: error: .*/readonly/config\.json: cannot write the fixed config: Permission denied$",
+        unprivileged=True,
+    ),
     # -- a cache setting never breaks verify (item 2)
-    Trial("PORTKIT_REFCACHE_MAX_MB=inf", ("verify", "{w}/model", "--tokens", "2", "--no-lint"), 0, r"", env={"PORTKIT_REFCACHE_MAX_MB": "inf"}),
-    Trial("PORTKIT_REFCACHE_MAX_MB=-1", ("verify", "{w}/model", "--tokens", "2", "--no-lint"), 0, r"", env={"PORTKIT_REFCACHE_MAX_MB": "-1"}),
+    Trial(
+        "PORTKIT_REFCACHE_MAX_MB=inf",
+        ("verify", "{w}/model", "--tokens", "2", "--no-lint"),
+        0,
+        r"",
+        env={"PORTKIT_REFCACHE_MAX_MB": "inf"},
+    ),
+    Trial(
+        "PORTKIT_REFCACHE_MAX_MB=-1",
+        ("verify", "{w}/model", "--tokens", "2", "--no-lint"),
+        0,
+        r"",
+        env={"PORTKIT_REFCACHE_MAX_MB": "-1"},
+    ),
     # -- dumps (items 2, 4, 9)
-    Trial("401-digit integer in a JSON candidate", ("compare", "{w}/ref.json", "{w}/digits.json"), 2, r"portkit: error: .*digits\.json: JSON field `logits`: a number too large for a float$"),
-    Trial("401-digit integer in a JSON reference", ("compare", "{w}/digits.json", "{w}/ref.json"), 2, r"portkit: error: .*digits\.json: JSON field `logits`: a number too large for a float$"),
-    Trial("reference with 0-d logits", ("compare", "{w}/ref-logits0d.st", "{w}/cand.st"), 2, r"portkit: error: .*ref-logits0d\.st: `logits` has shape \[\], not \[vocab\] or \[T, vocab\]"),
-    Trial("reference with 3-d logits", ("compare", "{w}/ref-logits3d.st", "{w}/cand.st"), 2, r"portkit: error: .*ref-logits3d\.st: `logits` has shape \[1, 3, 4\]"),
-    Trial("reference with 2-d greedy", ("compare", "{w}/ref-greedy2d.st", "{w}/cand.st"), 2, r"portkit: error: .*ref-greedy2d\.st: `greedy` has shape \[1, 2\], not \[N\] token ids"),
-    Trial("reference with 1-d greedy.logits", ("compare", "{w}/ref-steps1d.st", "{w}/cand-steps.st"), 2, r"portkit: error: .*ref-steps1d\.st: `greedy\.logits` has shape \[8\]"),
-    Trial("reference with no tensors", ("compare", "{w}/ref-empty.st", "{w}/cand.st"), 2, r"portkit: error: .*ref-empty\.st: it holds no tensors"),
-    Trial("sparse candidate claiming 1 GiB", ("compare", "{w}/ref.st", "{w}/sparse.st"), 2, r"portkit: error: .*sparse\.st: `logits` has shape \[268435456\], the reference's is \[3, 4\]"),
-    Trial("F32 ids of 1e30", ("compare", "{w}/ref.st", "{w}/ids1e30.st"), 2, r"portkit: error: .*ids1e30\.st: tensor `ids`: `ids` holds token ids but has values out of range"),
+    Trial(
+        "401-digit integer in a JSON candidate",
+        ("compare", "{w}/ref.json", "{w}/digits.json"),
+        2,
+        r"portkit: error: .*digits\.json: JSON field `logits`: a number too large for a float$",
+    ),
+    Trial(
+        "401-digit integer in a JSON reference",
+        ("compare", "{w}/digits.json", "{w}/ref.json"),
+        2,
+        r"portkit: error: .*digits\.json: JSON field `logits`: a number too large for a float$",
+    ),
+    Trial(
+        "reference with 0-d logits",
+        ("compare", "{w}/ref-logits0d.st", "{w}/cand.st"),
+        2,
+        r"portkit: error: .*ref-logits0d\.st: `logits` has shape \[\], not \[vocab\] or \[T, vocab\]",
+    ),
+    Trial(
+        "reference with 3-d logits",
+        ("compare", "{w}/ref-logits3d.st", "{w}/cand.st"),
+        2,
+        r"portkit: error: .*ref-logits3d\.st: `logits` has shape \[1, 3, 4\]",
+    ),
+    Trial(
+        "reference with 2-d greedy",
+        ("compare", "{w}/ref-greedy2d.st", "{w}/cand.st"),
+        2,
+        r"portkit: error: .*ref-greedy2d\.st: `greedy` has shape \[1, 2\], not \[N\] token ids",
+    ),
+    Trial(
+        "reference with 1-d greedy.logits",
+        ("compare", "{w}/ref-steps1d.st", "{w}/cand-steps.st"),
+        2,
+        r"portkit: error: .*ref-steps1d\.st: `greedy\.logits` has shape \[8\]",
+    ),
+    Trial(
+        "reference with no tensors",
+        ("compare", "{w}/ref-empty.st", "{w}/cand.st"),
+        2,
+        r"portkit: error: .*ref-empty\.st: it holds no tensors",
+    ),
+    Trial(
+        "sparse candidate claiming 1 GiB",
+        ("compare", "{w}/ref.st", "{w}/sparse.st"),
+        2,
+        r"portkit: error: .*sparse\.st: `logits` has shape \[268435456\], the reference's is \[3, 4\]",
+    ),
+    Trial(
+        "F32 ids of 1e30",
+        ("compare", "{w}/ref.st", "{w}/ids1e30.st"),
+        2,
+        r"portkit: error: .*ids1e30\.st: tensor `ids`: `ids` holds token ids but has values out of range",
+    ),
     Trial("JSON 1e400 on both sides", ("compare", "{w}/inf.json", "{w}/inf.json"), 1, r""),
     Trial("JSON 1e300 (beyond float32)", ("compare", "{w}/ref.json", "{w}/f64big.json"), 1, r""),
-    Trial("compare --plot on a read-only filesystem", ("compare", "{w}/ref.st", "{w}/ref.st", "--plot", "/proc/portkit-plot.png"), 2, r"portkit: error: --plot /proc/portkit-plot\.png: cannot write it"),
+    Trial(
+        "compare --plot on a read-only filesystem",
+        ("compare", "{w}/ref.st", "{w}/ref.st", "--plot", "/proc/portkit-plot.png"),
+        2,
+        r"portkit: error: --plot /proc/portkit-plot\.png: cannot write it",
+    ),
     # -- portkit reference (item 2)
-    Trial("reference on a hostile safetensors header", ("reference", "{w}/hostile", "--out", "{w}/out.st"), 2, r"portkit: error: .*hostile/model\.safetensors: safetensors header length 1099511627776 exceeds"),
-    Trial("reference --out on a read-only filesystem", ("reference", "{w}/model", "--out", "/proc/portkit-ref.safetensors", "--tokens", "1"), 2, r"portkit: error: /proc/portkit-ref\.safetensors: "),
+    Trial(
+        "reference on a hostile safetensors header",
+        ("reference", "{w}/hostile", "--out", "{w}/out.st"),
+        2,
+        r"portkit: error: .*hostile/model\.safetensors: safetensors header length 1099511627776 exceeds",
+    ),
+    Trial(
+        "reference --out on a read-only filesystem",
+        ("reference", "{w}/model", "--out", "/proc/portkit-ref.safetensors", "--tokens", "1"),
+        2,
+        r"portkit: error: /proc/portkit-ref\.safetensors: ",
+    ),
     # -- other inputs the audit fed
-    Trial("verify --plot on a read-only filesystem", ("verify", "{w}/model", "--tokens", "2", "--no-lint", "--plot", "/proc/portkit-plot.png"), 2, r"portkit: error: --plot /proc/portkit-plot\.png: cannot write it"),
-    Trial("verify --ids of 5000 digits", ("verify", "{w}/model", "--ids", "1" * 5000), 2, r"portkit: error: --ids: '1{24}\.\.\.' is not an integer token id$"),
-    Trial("lint --baseline /dev/zero", ("lint", "{w}/fixable", "--baseline", "/dev/zero"), 2, r"portkit: error: /dev/zero: not a portkit baseline"),
+    Trial(
+        "verify --plot on a read-only filesystem",
+        ("verify", "{w}/model", "--tokens", "2", "--no-lint", "--plot", "/proc/portkit-plot.png"),
+        2,
+        r"portkit: error: --plot /proc/portkit-plot\.png: cannot write it",
+    ),
+    Trial(
+        "verify --ids of 5000 digits",
+        ("verify", "{w}/model", "--ids", "1" * 5000),
+        2,
+        r"portkit: error: --ids: '1{24}\.\.\.' is not an integer token id$",
+    ),
+    Trial(
+        "lint --baseline /dev/zero",
+        ("lint", "{w}/fixable", "--baseline", "/dev/zero"),
+        2,
+        r"portkit: error: /dev/zero: not a portkit baseline",
+    ),
 ]
 
 
@@ -106,7 +240,11 @@ def _world(w: Path, model: Path) -> None:
     sk.write_model(w / "outside", BAD())
     for repo in ("acme/bad", "acme/bin", "acme/esc", "acme/abs", "acme/huge"):
         hc.add_revision(cache, repo, files)
-    for repo, content in (("acme/bin", b"\xff\xfe\x00"), ("acme/esc", b"../../../outside"), ("acme/abs", str(w / "outside").encode())):
+    for repo, content in (
+        ("acme/bin", b"\xff\xfe\x00"),
+        ("acme/esc", b"../../../outside"),
+        ("acme/abs", str(w / "outside").encode()),
+    ):
         (hc.repo_dir(cache, repo) / "refs" / "main").write_bytes(content)
     with open(hc.repo_dir(cache, "acme/huge") / "refs" / "main", "r+b") as f:
         f.truncate(300 * 2**20)  # sparse
@@ -128,7 +266,14 @@ def _world(w: Path, model: Path) -> None:
     _st(w / "ref-logits0d.st", {"logits": ("F32", [], f32(1.0))})
     _st(w / "ref-logits3d.st", {"logits": ("F32", [1, 3, 4], f32(np.arange(12)))})
     _st(w / "ref-greedy2d.st", {"logits": ("F32", [4], f32(np.arange(4))), "greedy": ("I64", [1, 2], i64([[1, 2]]))})
-    _st(w / "ref-steps1d.st", {"logits": ("F32", [4], f32(np.arange(4))), "greedy": ("I64", [2], i64([1, 2])), "greedy.logits": ("F32", [8], f32(np.arange(8)))})
+    _st(
+        w / "ref-steps1d.st",
+        {
+            "logits": ("F32", [4], f32(np.arange(4))),
+            "greedy": ("I64", [2], i64([1, 2])),
+            "greedy.logits": ("F32", [8], f32(np.arange(8))),
+        },
+    )
     _st(w / "ref-empty.st", {})
     n = 2**28  # 1 GiB of F32 claimed by a 4 KB file
     h = json.dumps({"logits": {"dtype": "F32", "shape": [n], "data_offsets": [0, 4 * n]}}).encode()
@@ -200,7 +345,14 @@ def run_trial(t: Trial, w: Path, scratch: Path) -> subprocess.CompletedProcess[s
         prefix = got
         env["HOME"] = str(scratch / "tmp")
     argv = [a.format(w=w) for a in t.argv]
-    return subprocess.run([*prefix, sys.executable, "-m", "portkit", *argv], cwd=scratch, env=env, text=True, capture_output=True, timeout=300)
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "portkit", *argv],
+        cwd=scratch,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.parametrize("trial", TRIALS, ids=[t.name for t in TRIALS])
@@ -216,7 +368,9 @@ def test_audit_trial(trial: Trial, world: Path, scratch: Path) -> None:
     else:
         assert r.stderr == "", shown
     if r.returncode == 2:
-        assert sum(ln.startswith("portkit: error: ") for ln in lines) == trial.errors and max(map(len, lines)) < 600, shown
+        assert sum(ln.startswith("portkit: error: ") for ln in lines) == trial.errors and max(map(len, lines)) < 600, (
+            shown
+        )
     assert tree(world) == before, "a file outside the cache changed"
     # torch makes its own inductor directory on import; portkit leaves nothing there
     left = [p.name for p in (scratch / "tmp").iterdir() if not p.name.startswith("torchinductor_")]
@@ -226,6 +380,19 @@ def test_audit_trial(trial: Trial, world: Path, scratch: Path) -> None:
 def test_the_table_covers_the_audit() -> None:
     """The audit's cases by name (issue 20, item 2 and the ones beside it): none may be dropped."""
     names = " | ".join(t.name for t in TRIALS)
-    for case in ("not UTF-8", "@.", "read-only directory", "MAX_MB=inf", "401-digit", "hostile safetensors header", "--out on a read-only", "reference with", "--hf-cache", "sparse", "1e30", "1e400"):
+    for case in (
+        "not UTF-8",
+        "@.",
+        "read-only directory",
+        "MAX_MB=inf",
+        "401-digit",
+        "hostile safetensors header",
+        "--out on a read-only",
+        "reference with",
+        "--hf-cache",
+        "sparse",
+        "1e30",
+        "1e400",
+    ):
         assert case in names, case
     assert len(TRIALS) >= 15

@@ -13,8 +13,9 @@ import struct
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -44,6 +45,7 @@ def assert_contract(rc: int, err: str) -> None:
 
 
 # ------------------------------------------------------------------ fixed cases
+
 
 def _cfg_text(text: str) -> Callable[[Path], Path]:
     def b(d: Path) -> Path:
@@ -183,9 +185,12 @@ JSON = st.recursive(
     max_leaves=10,
 )
 KEYS = st.sampled_from(
-    list(sk.config("tf4")) + ["rope_parameters", "head_dim", "partial_rotary_factor", "sliding_window", "rope_theta", "rope_scaling", "zzz"]
+    list(sk.config("tf4"))
+    + ["rope_parameters", "head_dim", "partial_rotary_factor", "sliding_window", "rope_theta", "rope_scaling", "zzz"]
 )
-PROP = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+PROP = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
 
 def _scratch() -> Path:
@@ -193,7 +198,10 @@ def _scratch() -> Path:
 
 
 @PROP
-@given(edits=st.lists(st.tuples(KEYS, st.one_of(JSON, st.just("__DELETE__"))), max_size=4), style=st.sampled_from(["tf4", "tf5"]))
+@given(
+    edits=st.lists(st.tuples(KEYS, st.one_of(JSON, st.just("__DELETE__"))), max_size=4),
+    style=st.sampled_from(["tf4", "tf5"]),
+)
 def test_property_mutated_config(edits: list[tuple[str, Any]], style: str, capsys: pytest.CaptureFixture[str]) -> None:
     d = _scratch()
     try:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 from dataclasses import asdict
@@ -43,7 +43,9 @@ def snapshot(name: str, text: str, tmp: Path) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["text", "json", "sarif", "github"])
-def test_format_snapshots(fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_format_snapshots(
+    fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     tf5_model(tmp_path)
     monkeypatch.chdir(tmp_path)
     code, out, err = cli(capsys, "lint", "m", "--format", fmt, "--no-config")
@@ -67,7 +69,10 @@ def test_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_clean_text_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     good = sk.write_model(tmp_path / "good", sk.config("tf4"))
     code, out, _ = cli(capsys, "lint", str(good))
-    assert code == 0 and out.splitlines() == [f"candle {candle_release.DEFAULT}, the default (no Cargo.lock in this directory or above)", "All checks passed!"]
+    assert code == 0 and out.splitlines() == [
+        f"candle {candle_release.DEFAULT}, the default (no Cargo.lock in this directory or above)",
+        "All checks passed!",
+    ]
 
 
 def test_select_ignore(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -116,7 +121,9 @@ def test_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_file_paths_lint_each_dir_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tf5_model(tmp_path)
-    _, out, _ = cli(capsys, "lint", str(bad / "config.json"), str(bad / "model.safetensors"), str(bad), "--format", "json")
+    _, out, _ = cli(
+        capsys, "lint", str(bad / "config.json"), str(bad / "model.safetensors"), str(bad), "--format", "json"
+    )
     assert len(json.loads(out)) == 2
 
 
@@ -150,7 +157,9 @@ def test_fix_diff_then_write(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     after_text = (bad / "config.json").read_text()
     after = family_transformers_view("llama", json.loads(after_text))
     skip = {"sources", "rope_source"}  # where transformers read each value, not what it computes
-    assert {k: v for k, v in asdict(after).items() if k not in skip} == {k: v for k, v in asdict(before).items() if k not in skip}
+    assert {k: v for k, v in asdict(after).items() if k not in skip} == {
+        k: v for k, v in asdict(before).items() if k not in skip
+    }
     assert list(json.loads(after_text))[: len(json.loads(before_text))] != []
     old_keys = list(json.loads(before_text))
     new_keys = [k for k in json.loads(after_text) if k in old_keys]
@@ -169,12 +178,21 @@ def test_fix_missing_required_key(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 @pytest.mark.parametrize(
     "override,code",
-    [({"head_dim": 32}, "PK104"), ({"attention_bias": True}, "PK105"), ({"mlp_bias": True}, "PK106"), ({"hidden_act": "gelu"}, "PK107")],
+    [
+        ({"head_dim": 32}, "PK104"),
+        ({"attention_bias": True}, "PK105"),
+        ({"mlp_bias": True}, "PK106"),
+        ({"hidden_act": "gelu"}, "PK107"),
+    ],
 )
-def test_fix_writes_the_safe_edit_and_reports_what_no_config_edit_fixes(override: dict, code: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fix_writes_the_safe_edit_and_reports_what_no_config_edit_fixes(
+    override: dict, code: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     d = sk.write_model(tmp_path / "m", sk.config("tf5", **override), weights=False)
     rc, out, err = cli(capsys, "fix", str(d), "--write")
-    assert rc == 1 and out == "" and "fixed 1 finding (PK101)" in err and f"\n{code} " in err and "  reason: " in err, err
+    assert rc == 1 and out == "" and "fixed 1 finding (PK101)" in err and f"\n{code} " in err and "  reason: " in err, (
+        err
+    )
     assert json.loads((d / "config.json").read_text())["rope_theta"] == 100000.0
     rc, out, err = cli(capsys, "fix", str(d))  # nothing left to write, the finding still there
     assert rc == 1 and out == "" and "would remain" in err and code in err
@@ -182,8 +200,14 @@ def test_fix_writes_the_safe_edit_and_reports_what_no_config_edit_fixes(override
 
 def test_verify_subcommand_is_lazy(capsys: pytest.CaptureFixture[str]) -> None:
     code = subprocess.run(
-        [sys.executable, "-c", "import sys; from portkit.cli import main; main(['rules']); print(sorted(m for m in sys.modules if m.startswith('portkit.verify')))"],
-        capture_output=True, text=True, cwd=ROOT,
+        [
+            sys.executable,
+            "-c",
+            "import sys; from portkit.cli import main; main(['rules']); print(sorted(m for m in sys.modules if m.startswith('portkit.verify')))",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     assert code.stdout.strip().endswith("[]"), code.stdout[-300:]
 
@@ -214,10 +238,24 @@ def test_lint_never_imports_torch_or_transformers(tmp_path: Path) -> None:
 # What `portkit lint` must never import: it runs as a pre-commit hook, and each of these
 # costs more than the lint itself (pydantic only builds the JSON Schema, rich only colours a
 # terminal, numpy only dequantizes for PK410, importlib.metadata: `portkit.__version__`).
-HEAVY = ("pydantic", "pydantic_core", "rich", "torch", "transformers", "numpy", "gguf", "safetensors", "jsonschema", "importlib.metadata", "huggingface_hub")
+HEAVY = (
+    "pydantic",
+    "pydantic_core",
+    "rich",
+    "torch",
+    "transformers",
+    "numpy",
+    "gguf",
+    "safetensors",
+    "jsonschema",
+    "importlib.metadata",
+    "huggingface_hub",
+)
 
 
-@pytest.mark.parametrize("which,fmt", [("good", "text"), ("bad", "text"), ("bad", "json"), ("bad", "sarif"), ("bad", "github")])
+@pytest.mark.parametrize(
+    "which,fmt", [("good", "text"), ("bad", "text"), ("bad", "json"), ("bad", "sarif"), ("bad", "github")]
+)
 def test_lint_imports_nothing_heavy(which: str, fmt: str, tmp_path: Path) -> None:
     d = sk.write_model(tmp_path / "good", sk.config("tf4")) if which == "good" else tf5_model(tmp_path)
     prog = (
@@ -241,7 +279,9 @@ def test_console_script_runs(tmp_path: Path) -> None:
     assert r.returncode == 1 and "PK101" in r.stdout and r.stderr == ""
 
 
-def test_file_args_in_a_dir_without_model_are_skipped_with_a_note(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_file_args_in_a_dir_without_model_are_skipped_with_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """What pre-commit passes: a changed safetensors file in a PEFT adapter dir is not a model."""
     adapter = tmp_path / "adapter"
     adapter.mkdir()
@@ -255,7 +295,9 @@ def test_file_args_in_a_dir_without_model_are_skipped_with_a_note(tmp_path: Path
     assert code == 2 and "no config.json" in err
 
 
-def test_fix_diff_headers_are_relative_to_cwd(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fix_diff_headers_are_relative_to_cwd(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     model = tf5_model(tmp_path)
     monkeypatch.chdir(tmp_path)
     code, out, _ = cli(capsys, "fix", model.name, "--diff")

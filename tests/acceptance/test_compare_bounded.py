@@ -24,7 +24,11 @@ def _st(path: Path, tensors: dict[str, np.ndarray]) -> None:
     header, off, body = {}, 0, b""
     for k, a in tensors.items():
         raw = np.ascontiguousarray(a).tobytes()
-        header[k] = {"dtype": {"float32": "F32", "int64": "I64"}[str(a.dtype)], "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
+        header[k] = {
+            "dtype": {"float32": "F32", "int64": "I64"}[str(a.dtype)],
+            "shape": list(a.shape),
+            "data_offsets": [off, off + len(raw)],
+        }
         off, body = off + len(raw), body + raw
     h = json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(h)) + h + body)

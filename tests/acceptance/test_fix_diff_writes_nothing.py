@@ -72,9 +72,20 @@ def fix_diff(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, 
         ["m", "--diff"],  # relative to the working directory
         ["m/"],
     ],
-    ids=["default", "diff", "diff-first", "config.json", "tokenizer.json", "tokenizer_config.json", "relative", "relative-slash"],
+    ids=[
+        "default",
+        "diff",
+        "diff-first",
+        "config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "relative",
+        "relative-slash",
+    ],
 )
-def test_every_diff_form_leaves_the_directory_as_it_was(argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_diff_form_leaves_the_directory_as_it_was(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     d = model_dir(tmp_path)
     monkeypatch.chdir(tmp_path)
     age(d)
@@ -83,13 +94,19 @@ def test_every_diff_form_leaves_the_directory_as_it_was(argv: list[str], tmp_pat
     assert state(d) == before
     assert code == 1, err
     # the diff of both files was printed, and the finding no edit fixes is named
-    assert "+++ b/m/config.json\n" in out and "+++ b/m/tokenizer.json\n" in out and '+  "padding": null,' in out, out[:400]
+    assert "+++ b/m/config.json\n" in out and "+++ b/m/tokenizer.json\n" in out and '+  "padding": null,' in out, out[
+        :400
+    ]
     assert "would remain" in err and "PK508" in err
 
 
-def test_diff_with_nothing_to_change_or_only_refusals_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_diff_with_nothing_to_change_or_only_refusals_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     clean = sk.write_model(tmp_path / "clean", sk.config("tf4"), weights=False)
-    refused = sk.write_model(tmp_path / "refused", sk.config("tf4", head_dim=32), weights=False)  # PK104: no config edit
+    refused = sk.write_model(
+        tmp_path / "refused", sk.config("tf4", head_dim=32), weights=False
+    )  # PK104: no config edit
     for d, code in ((clean, 0), (refused, 1)):
         age(d)
         before = state(d)
@@ -117,8 +134,14 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return c
 
 
-@pytest.mark.parametrize("argv", [["acme/bad"], ["acme/bad", "--diff"], ["--diff", "acme/bad@v1"], ["acme/bad@main"]], ids=["default", "diff", "tag", "main"])
-def test_every_diff_form_of_a_repo_id_leaves_the_cache_as_it_was(argv: list[str], cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv",
+    [["acme/bad"], ["acme/bad", "--diff"], ["--diff", "acme/bad@v1"], ["acme/bad@main"]],
+    ids=["default", "diff", "tag", "main"],
+)
+def test_every_diff_form_of_a_repo_id_leaves_the_cache_as_it_was(
+    argv: list[str], cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     snap = next((hc.repo_dir(cache, "acme/bad") / "snapshots").iterdir())
     assert (snap / "config.json").is_symlink() and (snap / "tokenizer.json").is_symlink()
     age(cache)

@@ -64,7 +64,9 @@ def hand_port() -> Path:
 def qwen2_three_layers(tmp_path_factory) -> Path:
     from fixtures.families import write_family
 
-    return write_family("qwen2", "legacy", tmp_path_factory.mktemp("qwen2-3") / "model", overrides={"num_hidden_layers": 3})
+    return write_family(
+        "qwen2", "legacy", tmp_path_factory.mktemp("qwen2-3") / "model", overrides={"num_hidden_layers": 3}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +85,11 @@ def dumps(hand_port, qwen2_three_layers, ref_path, tmp_path_factory) -> dict[str
     paths = {}
     for bug in ["none", *BUGS]:
         paths[bug] = out / f"{bug}.safetensors"
-        subprocess.run([str(hand_port), str(qwen2_three_layers), str(paths[bug]), "--ids", ids, "--bug", bug], check=True, capture_output=True)
+        subprocess.run(
+            [str(hand_port), str(qwen2_three_layers), str(paths[bug]), "--ids", ids, "--bug", bug],
+            check=True,
+            capture_output=True,
+        )
     return paths
 
 
@@ -101,9 +107,13 @@ def test_the_reference_holds_every_sub_layer_of_qwen2(ref_path):
     ]  # fmt: skip
     names = list(ref.tensors)
     layer1 = [n for n in names if n.startswith("layer.1")]
-    assert layer1 == [f"layer.1.{s}" for s in json.loads(ref.metadata["sublayers"])] + ["layer.1"]  # computation order, then the layer
+    assert layer1 == [f"layer.1.{s}" for s in json.loads(ref.metadata["sublayers"])] + [
+        "layer.1"
+    ]  # computation order, then the layer
     T = ref.tensors["ids"].shape[0]
-    assert ref.tensors["layer.1.self_attn.q_proj"].shape == (T, 64) and ref.tensors["layer.1.self_attn.k_proj"].shape == (T, 32)
+    assert ref.tensors["layer.1.self_attn.q_proj"].shape == (T, 64) and ref.tensors[
+        "layer.1.self_attn.k_proj"
+    ].shape == (T, 32)
     assert ref.tensors["layer.2.mlp"].shape == (T, 64) and ref.dtypes["layer.2.mlp"] == "F32"
 
 
@@ -156,7 +166,10 @@ def test_a_candidate_with_only_layers_is_told_which_sub_layers_would_localise_it
     loc = doc["comparison"]["localisation"]
     assert code == 1 and doc["first_bad"] == "layer.0" == loc["name"]
     assert loc["missing"] == [f"layer.0.{s}" for s in json.loads(read_dump(ref_path).metadata["sublayers"])]
-    assert "layer.0 differs; its sub-layers would localise it: dump layer.0.input_layernorm, layer.0.self_attn.q_proj" in text
+    assert (
+        "layer.0 differs; its sub-layers would localise it: dump layer.0.input_layernorm, layer.0.self_attn.q_proj"
+        in text
+    )
 
 
 def test_the_hand_port_locks_portkit_dumps_versions():

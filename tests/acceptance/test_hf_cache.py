@@ -79,7 +79,9 @@ def test_the_generated_cache_is_what_huggingface_hub_scans(cache: Path) -> None:
     info = huggingface_hub.scan_cache_dir(cache)
     assert info.warnings == []
     repos = {(r.repo_type, r.repo_id): r for r in info.repos}
-    assert set(repos) == {("model", f"acme/{n}") for n in ("bad", "good", "warn", "tok", "broken", "pinned")} | {("dataset", "acme/data")}
+    assert set(repos) == {("model", f"acme/{n}") for n in ("bad", "good", "warn", "tok", "broken", "pinned")} | {
+        ("dataset", "acme/data")
+    }
     good = repos[("model", "acme/good")]
     assert sorted(sorted(r.refs) for r in good.revisions) == [["main"], ["v1"]]
     for rev in good.revisions:
@@ -107,7 +109,9 @@ def test_repo_id_lints_main_from_the_cache(cache: Path, tmp_path: Path) -> None:
 def test_repo_id_at_revision(cache: Path, tmp_path: Path) -> None:
     assert run(["lint", "acme/good@main"], cache, tmp_path).returncode == 0
     tag = run(["lint", "acme/good@v1", "--format", "json"], cache, tmp_path)
-    assert tag.returncode == 1 and {f["filename"] for f in json.loads(tag.stdout)} == {str(snapshot(cache, "acme/good", "v1") / "config.json")}
+    assert tag.returncode == 1 and {f["filename"] for f in json.loads(tag.stdout)} == {
+        str(snapshot(cache, "acme/good", "v1") / "config.json")
+    }
     commit = snapshot(cache, "acme/good", "v1").name
     by_hash = run(["lint", f"acme/good@{commit}", "--format", "json"], cache, tmp_path)
     assert by_hash.returncode == 1 and len(json.loads(by_hash.stdout)) == 2
@@ -120,12 +124,18 @@ def test_repo_id_at_revision(cache: Path, tmp_path: Path) -> None:
     "spec,what,hint",
     [
         ("acme/absent", "acme/absent is not in the Hugging Face cache", "`hf download acme/absent`"),
-        ("acme/good@v9", "revision `v9` of acme/good is not in the Hugging Face cache", "`hf download acme/good --revision v9`"),
+        (
+            "acme/good@v9",
+            "revision `v9` of acme/good is not in the Hugging Face cache",
+            "`hf download acme/good --revision v9`",
+        ),
         ("acme/pinned", "revision `main` of acme/pinned is not", "`hf download acme/pinned`"),
     ],
 )
 @pytest.mark.parametrize("command", ["lint", "fix", "verify"])
-def test_uncached_id_is_one_line_exit_2_with_a_hint(command: str, spec: str, what: str, hint: str, cache: Path, tmp_path: Path) -> None:
+def test_uncached_id_is_one_line_exit_2_with_a_hint(
+    command: str, spec: str, what: str, hint: str, cache: Path, tmp_path: Path
+) -> None:
     r = run([command, spec], cache, tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr
     assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"portkit: error: {spec}: no such path"), r.stderr
@@ -151,7 +161,9 @@ def test_an_existing_path_wins_over_a_repo_id(cache: Path, tmp_path: Path) -> No
     sk.write_model(tmp_path / "acme" / "good", BAD())
     r = run(["lint", "acme/good", "--format", "json"], cache, tmp_path)
     assert r.returncode == 1 and r.stderr == "", r.stderr
-    assert {f["filename"] for f in json.loads(r.stdout)} == {str((tmp_path / "acme" / "good" / "config.json").absolute())}
+    assert {f["filename"] for f in json.loads(r.stdout)} == {
+        str((tmp_path / "acme" / "good" / "config.json").absolute())
+    }
 
 
 def test_repo_ids_go_offline_and_plain_paths_never_import_huggingface_hub(cache: Path, tmp_path: Path) -> None:
@@ -167,12 +179,19 @@ def test_repo_ids_go_offline_and_plain_paths_never_import_huggingface_hub(cache:
     env.update(HF_HUB_CACHE=str(cache), PYTHONPATH=str(Path(__file__).resolve().parents[2]))
 
     def go(*argv: str) -> list:
-        r = subprocess.run([sys.executable, "-c", prog, *argv], cwd=tmp_path, env=env, text=True, capture_output=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-c", prog, *argv], cwd=tmp_path, env=env, text=True, capture_output=True, timeout=120
+        )
         return json.loads(r.stdout.splitlines()[-1])
 
     assert go("lint", str(local)) == [0, False, None, False]
     assert go("lint", "acme/good") == [0, True, "1", True]
-    assert go("lint", "--hf-cache", "--output", str(tmp_path / "t.txt")) == [2, True, "1", True]  # acme/broken is unreadable
+    assert go("lint", "--hf-cache", "--output", str(tmp_path / "t.txt")) == [
+        2,
+        True,
+        "1",
+        True,
+    ]  # acme/broken is unreadable
 
 
 def test_hf_cache_summary_table(cache: Path, tmp_path: Path) -> None:
@@ -236,7 +255,10 @@ def test_hf_cache_json_is_the_table_data(cache: Path, tmp_path: Path) -> None:
 def test_hf_cache_usage_errors(cache: Path, tmp_path: Path) -> None:
     for argv in (["--hf-cache", "acme/bad"], ["--all-revisions"], ["--hf-cache", "--format", "sarif"], []):
         r = run(["lint", *argv], cache, tmp_path)
-        assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith("portkit: error: "), (argv, r.stderr)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith("portkit: error: "), (
+            argv,
+            r.stderr,
+        )
 
 
 def test_hf_cache_shows_a_progress_bar_on_a_tty(cache: Path, tmp_path: Path) -> None:
@@ -245,8 +267,12 @@ def test_hf_cache_shows_a_progress_bar_on_a_tty(cache: Path, tmp_path: Path) -> 
 
     master, slave = pty.openpty()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "NO_COLOR"))}
-    env.update(HF_HUB_CACHE=str(cache), PYTHONPATH=str(Path(__file__).resolve().parents[2]), TERM="xterm", COLUMNS="120")
-    p = subprocess.Popen([*PORTKIT, "lint", "--hf-cache"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=slave, text=True)
+    env.update(
+        HF_HUB_CACHE=str(cache), PYTHONPATH=str(Path(__file__).resolve().parents[2]), TERM="xterm", COLUMNS="120"
+    )
+    p = subprocess.Popen(
+        [*PORTKIT, "lint", "--hf-cache"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=slave, text=True
+    )
     os.close(slave)
     err = b""
     while True:
@@ -266,7 +292,9 @@ def test_hf_cache_shows_a_progress_bar_on_a_tty(cache: Path, tmp_path: Path) -> 
     assert "\x1b[" not in run(["lint", "--hf-cache"], cache, tmp_path).stderr
 
 
-def test_fix_in_the_cache_replaces_the_snapshot_link_and_leaves_every_blob_byte_identical(cache: Path, tmp_path: Path) -> None:
+def test_fix_in_the_cache_replaces_the_snapshot_link_and_leaves_every_blob_byte_identical(
+    cache: Path, tmp_path: Path
+) -> None:
     before = blobs(cache)
     snap = snapshot(cache, "acme/good", "v1")
     shared_blob = (snap / "config.json").resolve()
@@ -290,7 +318,10 @@ def test_fix_in_the_cache_replaces_the_snapshot_link_and_leaves_every_blob_byte_
     info = huggingface_hub.scan_cache_dir(cache)
     assert info.warnings == []
     good = next(r for r in info.repos if r.repo_id == "acme/good")
-    assert {f.file_path.name for rev in good.revisions for f in rev.files if "v1" in rev.refs} == {"config.json", "model.safetensors"}
+    assert {f.file_path.name for rev in good.revisions for f in rev.files if "v1" in rev.refs} == {
+        "config.json",
+        "model.safetensors",
+    }
 
 
 def test_fix_of_a_local_path_says_nothing_of_the_cache(tmp_path: Path) -> None:
@@ -299,23 +330,40 @@ def test_fix_of_a_local_path_says_nothing_of_the_cache(tmp_path: Path) -> None:
     assert r.returncode == 0 and r.stderr.count("\n") == 1 and "cache" not in r.stderr
 
 
-@pytest.mark.parametrize("argv,first", [(["lint", "acme/bad"], "acme/bad: no such path; "), (["fix", "acme/bad"], "acme/bad: no such path; "), (["lint", "--hf-cache"], "--hf-cache: ")])
-def test_without_huggingface_hub_a_repo_id_is_one_line(argv: list[str], first: str, cache: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "argv,first",
+    [
+        (["lint", "acme/bad"], "acme/bad: no such path; "),
+        (["fix", "acme/bad"], "acme/bad: no such path; "),
+        (["lint", "--hf-cache"], "--hf-cache: "),
+    ],
+)
+def test_without_huggingface_hub_a_repo_id_is_one_line(
+    argv: list[str], first: str, cache: Path, tmp_path: Path
+) -> None:
     """The base install has no huggingface_hub: a repo id (or a mistyped path) still gets one line."""
-    prog = "import sys; sys.modules['huggingface_hub'] = None\nfrom portkit.cli import main\nsys.exit(main(sys.argv[1:]))"
+    prog = (
+        "import sys; sys.modules['huggingface_hub'] = None\nfrom portkit.cli import main\nsys.exit(main(sys.argv[1:]))"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     env.update(HF_HUB_CACHE=str(cache), PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    r = subprocess.run([sys.executable, "-c", prog, *argv], cwd=tmp_path, env=env, text=True, capture_output=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", prog, *argv], cwd=tmp_path, env=env, text=True, capture_output=True, timeout=120
+    )
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert r.stderr.startswith(f"portkit: error: {first}") and "pip install huggingface_hub" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("arg", ["models/config.json", "models/m.gguf", "a/b/c", "/abs/path"])
 def test_a_missing_path_that_is_no_repo_id_stays_a_path_error(arg: str, tmp_path: Path) -> None:
-    prog = "import sys\nfrom portkit.cli import main\nrc = main(sys.argv[1:])\nprint(rc, 'huggingface_hub' in sys.modules)"
+    prog = (
+        "import sys\nfrom portkit.cli import main\nrc = main(sys.argv[1:])\nprint(rc, 'huggingface_hub' in sys.modules)"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     env.update(PYTHONPATH=str(Path(__file__).resolve().parents[2]), HF_HUB_CACHE=str(tmp_path / "hub"))
-    r = subprocess.run([sys.executable, "-c", prog, "lint", arg], cwd=tmp_path, env=env, text=True, capture_output=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", prog, "lint", arg], cwd=tmp_path, env=env, text=True, capture_output=True, timeout=120
+    )
     assert r.stdout.split() == ["2", "False"], r.stdout + r.stderr
     assert r.stderr.count("\n") == 1 and "Hugging Face" not in r.stderr, r.stderr
 
@@ -326,7 +374,11 @@ def test_verify_takes_a_repo_id_to_its_snapshot(cache: Path, tmp_path: Path) -> 
     r = run(["verify", "acme/broken"], cache, tmp_path)
     snap = snapshot(cache, "acme/broken")
     assert r.returncode == 2, r.stdout + r.stderr
-    assert f"acme/broken@main is {snap}" in r.stderr and f"portkit: error: {snap}" in r.stderr and "config.json" in r.stderr
+    assert (
+        f"acme/broken@main is {snap}" in r.stderr
+        and f"portkit: error: {snap}" in r.stderr
+        and "config.json" in r.stderr
+    )
 
 
 def test_one_gguf_downloaded_of_many_is_linted_as_it_is(tmp_path: Path) -> None:
@@ -368,4 +420,6 @@ def test_reference_takes_a_repo_id_to_its_snapshot(cache: Path, tmp_path: Path, 
     assert d.metadata["model"] == str(snap.resolve()) and d.metadata["family"] == "llama"
     r = run(["reference", "acme/absent", "--out", str(tmp_path / "x.safetensors")], cache, tmp_path)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
-    assert r.stderr.startswith("portkit: error: acme/absent: no such path, and acme/absent is not in the Hugging Face cache")
+    assert r.stderr.startswith(
+        "portkit: error: acme/absent: no such path, and acme/absent is not in the Hugging Face cache"
+    )

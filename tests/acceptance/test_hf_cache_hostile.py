@@ -36,7 +36,9 @@ def run(args: list[str], cache: Path, cwd: Path) -> subprocess.CompletedProcess[
 
 def tree(d: Path) -> dict[str, tuple[bytes, int]]:
     """Every file under `d` with its bytes and mtime: what 'nothing changed' means."""
-    return {p.relative_to(d).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(d.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(d).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(d.rglob("*")) if p.is_file()
+    }
 
 
 @pytest.fixture()
@@ -70,7 +72,9 @@ def _one_error_line(r: subprocess.CompletedProcess[str], spec: str) -> None:
 
 @pytest.mark.parametrize("command", [["lint"], ["fix", "--write"], ["verify"]])
 @pytest.mark.parametrize("how", ["relative", "absolute"])
-def test_a_ref_that_names_a_path_resolves_nowhere(command: list[str], how: str, world: tuple[Path, Path], tmp_path: Path) -> None:
+def test_a_ref_that_names_a_path_resolves_nowhere(
+    command: list[str], how: str, world: tuple[Path, Path], tmp_path: Path
+) -> None:
     cache, outside = world
     # huggingface_hub joins a ref's content onto snapshots/: ../../../outside is tmp_path/outside
     _ref(cache, "acme/esc", "../../../outside" if how == "relative" else str(outside))
@@ -83,7 +87,9 @@ def test_a_ref_that_names_a_path_resolves_nowhere(command: list[str], how: str, 
 
 @pytest.mark.parametrize("command", [["lint"], ["fix", "--write"], ["verify"]])
 @pytest.mark.parametrize("rev", ["{outside}", ".", "..", "main/..", "main//x", "refs/../main"])
-def test_a_revision_that_is_a_path_is_refused(command: list[str], rev: str, world: tuple[Path, Path], tmp_path: Path) -> None:
+def test_a_revision_that_is_a_path_is_refused(
+    command: list[str], rev: str, world: tuple[Path, Path], tmp_path: Path
+) -> None:
     cache, outside = world
     spec = "acme/bad@" + rev.format(outside=outside)
     before = tree(outside), tree(cache)
@@ -147,7 +153,21 @@ def test_looks_like_repo_id_refuses_dot_dot() -> None:
         assert not hub.looks_like_repo_id(s), s
 
 
-@pytest.mark.parametrize("rev,ok", [("main", True), ("v1.0", True), ("refs/pr/1", True), ("a" * 40, True), (".", False), ("..", False), ("/tmp", False), ("a//b", False), ("a/", False), ("a/.hidden", False)])
+@pytest.mark.parametrize(
+    "rev,ok",
+    [
+        ("main", True),
+        ("v1.0", True),
+        ("refs/pr/1", True),
+        ("a" * 40, True),
+        (".", False),
+        ("..", False),
+        ("/tmp", False),
+        ("a//b", False),
+        ("a/", False),
+        ("a/.hidden", False),
+    ],
+)
 def test_valid_revision(rev: str, ok: bool) -> None:
     assert hub.valid_revision(rev) is ok
 
@@ -192,7 +212,13 @@ def test_hf_cache_lints_the_others_when_repos_are_hostile(world: tuple[Path, Pat
     r = run(["lint", "--hf-cache"], cache, tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr
     rows = {ln.split()[0]: ln.split()[1:] for ln in r.stdout.splitlines()[1:-1]}
-    assert rows["acme/bad"] == ["main", "llama", "2", "0", "0"] and rows["acme/good"] == ["main", "llama", "0", "0", "0"], r.stdout
+    assert rows["acme/bad"] == ["main", "llama", "2", "0", "0"] and rows["acme/good"] == [
+        "main",
+        "llama",
+        "0",
+        "0",
+        "0",
+    ], r.stdout
     for repo in ("acme/garbage", "acme/escape", "acme/huge", "acme/loop", "acme/linked"):
         assert rows[repo][2] == "unreadable", (repo, r.stdout)
         assert sum(ln.startswith(f"portkit: error: {repo}") for ln in r.stderr.splitlines()) == 1, r.stderr
@@ -215,18 +241,26 @@ def _forty_one_hex_snapshot(cache: Path) -> Path:
     return odd
 
 
-def test_hf_cache_a_41_hex_snapshot_directory_is_unreadable_not_linted(world: tuple[Path, Path], tmp_path: Path) -> None:
+def test_hf_cache_a_41_hex_snapshot_directory_is_unreadable_not_linted(
+    world: tuple[Path, Path], tmp_path: Path
+) -> None:
     cache, _ = world
     odd = _forty_one_hex_snapshot(cache)
     r = run(["lint", "--hf-cache", "--all-revisions", "--format", "json"], cache, tmp_path)
     by = {m["commit"]: m for m in json.loads(r.stdout)["models"]}
-    assert by[odd.name]["status"] == "unreadable" and by[odd.name]["findings"] == {"error": 0, "warning": 0, "info": 0}, by
+    assert by[odd.name]["status"] == "unreadable" and by[odd.name]["findings"] == {
+        "error": 0,
+        "warning": 0,
+        "info": 0,
+    }, by
     assert by[odd.name]["message"] == f"snapshot {odd} is not a directory `snapshots/<40-hex commit>` of this repo"
     assert by[odd.name[:-1]]["status"] == "linted" and by[odd.name[:-1]]["findings"]["error"] == 2
     assert r.returncode == 2, r.stderr
 
 
-def test_hf_cache_scan_in_process_marks_a_41_hex_snapshot(world: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hf_cache_scan_in_process_marks_a_41_hex_snapshot(
+    world: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The same scan in this process (what `make mutation` sees call `is_snapshot`)."""
     from huggingface_hub import constants
 
@@ -237,7 +271,10 @@ def test_hf_cache_scan_in_process_marks_a_41_hex_snapshot(world: tuple[Path, Pat
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     models, _ = hf_cache.cached_models(all_revisions=True)
     problems = {m.commit: m.problem for m in models}
-    assert problems == {odd.name[:-1]: None, odd.name: f"snapshot {odd} is not a directory `snapshots/<40-hex commit>` of this repo"}
+    assert problems == {
+        odd.name[:-1]: None,
+        odd.name: f"snapshot {odd} is not a directory `snapshots/<40-hex commit>` of this repo",
+    }
 
 
 def test_hf_cache_notes_are_bounded(world: tuple[Path, Path], tmp_path: Path) -> None:
@@ -247,11 +284,15 @@ def test_hf_cache_notes_are_bounded(world: tuple[Path, Path], tmp_path: Path) ->
     (hc.repo_dir(cache, "acme/missing") / "refs" / ("long-" + "x" * 200)).write_text("f" * 40)
     r = run(["lint", "--hf-cache"], cache, tmp_path)
     notes = [ln for ln in r.stderr.splitlines() if ln.startswith("portkit: note: ")]
-    assert any(n.startswith("portkit: note: acme/missing: skipped: ") for n in notes) and all(len(n) <= 340 for n in notes), r.stderr
+    assert any(n.startswith("portkit: note: acme/missing: skipped: ") for n in notes) and all(
+        len(n) <= 340 for n in notes
+    ), r.stderr
     assert r.returncode == 1 and "acme/bad" in r.stdout
 
 
-def test_hf_cache_without_the_per_repo_scan_falls_back_to_the_whole_scan(world: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hf_cache_without_the_per_repo_scan_falls_back_to_the_whole_scan(
+    world: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A huggingface_hub that lacks `_scan_cached_repo` still gets every repo (through scan_cache_dir)."""
     from huggingface_hub import constants
 

@@ -44,7 +44,9 @@ def quants(tmp_path: Path) -> Path:
     return d
 
 
-def test_one_gguf_of_a_many_quantization_directory_is_that_gguf(quants: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_one_gguf_of_a_many_quantization_directory_is_that_gguf(
+    quants: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert found(capsys, quants / "tiny-llama-f32.gguf") == (0, [])
     code, q8 = found(capsys, quants / "tiny-llama-q8_0.gguf")
     assert code == 1 and [(c, f) for c, f, _ in q8] == [("PK409", "tiny-llama-q8_0.gguf")]
@@ -57,7 +59,9 @@ def test_one_gguf_of_a_many_quantization_directory_is_that_gguf(quants: Path, ca
     assert sorted(two) == sorted(q8)
 
 
-def test_the_config_beside_a_gguf_is_context_for_its_cross_checks(quants: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_config_beside_a_gguf_is_context_for_its_cross_checks(
+    quants: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     alone = tmp_path / "alone"
     alone.mkdir()
     shutil.copy(quants / "tiny-llama-q8_0.gguf", alone)
@@ -75,7 +79,9 @@ def test_a_config_finding_is_not_blamed_on_a_gguf(quants: Path, capsys: pytest.C
     assert code == 0 and f32 == []
 
 
-def test_an_unusable_config_beside_a_gguf_is_left_out_with_a_note(quants: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unusable_config_beside_a_gguf_is_left_out_with_a_note(
+    quants: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (quants / "config.json").write_text('{"model_type": "llama",')
     code, out, err = cli(capsys, "lint", str(quants / "tiny-llama-q4_0.gguf"))
     assert code == 1 and "PK401" in out
@@ -86,10 +92,20 @@ def test_an_unusable_config_beside_a_gguf_is_left_out_with_a_note(quants: Path, 
 
 
 def test_several_files_of_one_model_lint_it_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    d = sk.write_model(tmp_path / "m", sk.config("tf5", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING), shards=2,
-                       generation_config={"eos_token_id": [2, 7]})
-    files = [d / "config.json", d / "model-00001-of-00002.safetensors", d / "model-00002-of-00002.safetensors",
-             d / "model.safetensors.index.json", d / "generation_config.json", d / "config.json"]
+    d = sk.write_model(
+        tmp_path / "m",
+        sk.config("tf5", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING),
+        shards=2,
+        generation_config={"eos_token_id": [2, 7]},
+    )
+    files = [
+        d / "config.json",
+        d / "model-00001-of-00002.safetensors",
+        d / "model-00002-of-00002.safetensors",
+        d / "model.safetensors.index.json",
+        d / "generation_config.json",
+        d / "config.json",
+    ]
     code, by_files = found(capsys, *files)
     code_dir, by_dir = found(capsys, d)
     assert code == code_dir == 1
@@ -98,7 +114,9 @@ def test_several_files_of_one_model_lint_it_once(tmp_path: Path, capsys: pytest.
     assert report.models == [str(d)]
 
 
-def test_a_directory_and_files_in_it_are_still_everything_once(quants: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_directory_and_files_in_it_are_still_everything_once(
+    quants: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     everything = found(capsys, quants)
     assert found(capsys, quants / "tiny-llama-q8_0.gguf", quants, quants / "config.json") == everything
     report = lint_paths([str(quants / "tiny-llama-q8_0.gguf"), str(quants / "config.json")])
@@ -110,7 +128,10 @@ def test_a_directory_and_files_in_it_are_still_everything_once(quants: Path, cap
     [
         (sk.config("tf5", scaling={"rope_type": "dynamic", "factor": 2.0}), "PK102"),
         (sk.config("tf5", scaling={"rope_type": "linear", "factor": 2.0}), "PK102"),
-        (sk.config("tf5", scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}), "PK102"),
+        (
+            sk.config("tf5", scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}),
+            "PK102",
+        ),
         (sk.config("tf4", rope_scaling={"type": "linear", "factor": 2.0}), "PK103"),
         (sk.config("tf4", rope_scaling={"type": "dynamic", "factor": 2.0}), "PK103"),
     ],
@@ -120,7 +141,12 @@ def test_no_llama3_advice_for_a_scaling_candle_cannot_express(cfg: dict, code: s
     (f,) = [f for f in lint_paths([str(d)]).findings if f.code == code]
     assert f.fix is None
     assert "llama3 scaling" not in (f.help or "") and "llama3 shape" not in (f.help or "")
-    assert f.help and "No config edit" in f.help and f"`{cfg.get('rope_parameters', cfg.get('rope_scaling'))['rope_type' if code == 'PK102' else 'type']}`" in f.help
+    assert (
+        f.help
+        and "No config edit" in f.help
+        and f"`{cfg.get('rope_parameters', cfg.get('rope_scaling'))['rope_type' if code == 'PK102' else 'type']}`"
+        in f.help
+    )
 
 
 def test_llama3_scaling_keeps_its_fix_advice(tmp_path: Path) -> None:

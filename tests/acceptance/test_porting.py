@@ -67,7 +67,15 @@ def test_reference_layout_and_metadata(ref, healthy_tied_dir):
     from portkit.verify.reference.runtime import ReferenceModel
 
     t = ref.tensors
-    subs = ["input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn", "post_attention_layernorm", "mlp"]
+    subs = [
+        "input_layernorm",
+        "self_attn.q_proj",
+        "self_attn.k_proj",
+        "self_attn.v_proj",
+        "self_attn",
+        "post_attention_layernorm",
+        "mlp",
+    ]
     per_layer = [name for i in range(3) for name in [*(f"layer.{i}.{s}" for s in subs), f"layer.{i}"]]
     layout = ["ids", "embeddings", *per_layer, "norm", "logits", "greedy", "greedy.logits"]
     # then transformers in f64 less each f32 value (compare's floors), in the same order
@@ -108,7 +116,9 @@ def test_sub_layers_are_what_their_names_say(ref, healthy_tied_dir):
             want = t[f"layer.{i}.input_layernorm"] @ w[p + f"self_attn.{proj}.weight"].T.astype(np.float64)
             np.testing.assert_allclose(t[f"layer.{i}.self_attn.{proj}"], want, atol=1e-5, err_msg=f"layer.{i} {proj}")
         np.testing.assert_allclose(t[f"layer.{i}"], x + t[f"layer.{i}.self_attn"] + t[f"layer.{i}.mlp"], atol=1e-5)
-    assert t["layer.0.self_attn.q_proj"].shape == (t["ids"].shape[0], 64) and t["layer.0.self_attn.k_proj"].shape[1] == 32
+    assert (
+        t["layer.0.self_attn.q_proj"].shape == (t["ids"].shape[0], 64) and t["layer.0.self_attn.k_proj"].shape[1] == 32
+    )
 
 
 def test_layers_only_writes_the_layer_outputs_alone(capsys, tmp_path, healthy_tied_dir, ref):
@@ -124,19 +134,44 @@ def test_layers_only_writes_the_layer_outputs_alone(capsys, tmp_path, healthy_ti
 
 
 def test_a_short_prompt_is_warned_about(capsys, tmp_path, healthy_tied_dir):
-    code, _stdout, err = _run(capsys, "reference", healthy_tied_dir, "--out", tmp_path / "s.safetensors", "--ids", "1,5,9", "--tokens", "1")
+    code, _stdout, err = _run(
+        capsys, "reference", healthy_tied_dir, "--out", tmp_path / "s.safetensors", "--ids", "1,5,9", "--tokens", "1"
+    )
     assert code == 0 and err.count("\n") == 1
-    assert err.startswith("portkit: warning: the prompt has 3 tokens: position 0 has rotation angle 0") and "use at least 8" in err
-    code, _stdout, err = _run(capsys, "reference", healthy_tied_dir, "--out", tmp_path / "s.safetensors", "--ids", "1,5,9,2,3,4,5,6", "--tokens", "1")
+    assert (
+        err.startswith("portkit: warning: the prompt has 3 tokens: position 0 has rotation angle 0")
+        and "use at least 8" in err
+    )
+    code, _stdout, err = _run(
+        capsys,
+        "reference",
+        healthy_tied_dir,
+        "--out",
+        tmp_path / "s.safetensors",
+        "--ids",
+        "1,5,9,2,3,4,5,6",
+        "--tokens",
+        "1",
+    )
     assert code == 0 and err == ""
 
 
 def test_reference_cli_prints_what_it_wrote(capsys, tmp_path, healthy_tied_dir):
     out = tmp_path / "r.safetensors"
-    code, stdout, err = _run(capsys, "reference", healthy_tied_dir, "--out", out, "--ids", "1,5,9,20,33", "--tokens", "2", "--dtype", "bf16")
+    code, stdout, err = _run(
+        capsys, "reference", healthy_tied_dir, "--out", out, "--ids", "1,5,9,20,33", "--tokens", "2", "--dtype", "bf16"
+    )
     assert code == 0, err
-    assert f"wrote {out}" in stdout and "layer.0..layer.2" in stdout and "logits [5x256]" in stdout and "ids 1,5,9,20,33" in stdout
-    assert "21 sub-layer values: input_layernorm, self_attn.q_proj, self_attn.k_proj, self_attn.v_proj, self_attn, post_attention_layernorm, mlp of layer.0..layer.2" in stdout
+    assert (
+        f"wrote {out}" in stdout
+        and "layer.0..layer.2" in stdout
+        and "logits [5x256]" in stdout
+        and "ids 1,5,9,20,33" in stdout
+    )
+    assert (
+        "21 sub-layer values: input_layernorm, self_attn.q_proj, self_attn.k_proj, self_attn.v_proj, self_attn, post_attention_layernorm, mlp of layer.0..layer.2"
+        in stdout
+    )
     d = read_dump(out)
     assert d.tensors["ids"].tolist() == [1, 5, 9, 20, 33] and d.tensors["greedy"].shape == (2,)
     assert d.dtypes["layer.0"] == "BF16" and d.metadata["dtype"] == "bf16"
@@ -163,7 +198,9 @@ def test_reference_called_in_process_keeps_the_callers_collector(capsys, tmp_pat
     import gc
 
     assert gc.isenabled()
-    code, _stdout, err = _run(capsys, "reference", healthy_tied_dir, "--out", tmp_path / "r.safetensors", "--tokens", "1")
+    code, _stdout, err = _run(
+        capsys, "reference", healthy_tied_dir, "--out", tmp_path / "r.safetensors", "--tokens", "1"
+    )
     assert code == 0, err
     assert gc.isenabled()
 
@@ -212,11 +249,22 @@ def test_write_reference_replaces_the_file_whole_and_sweeps_a_dead_writers_tempo
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     monkeypatch.chdir(cwd)
-    values = {"ids": np.array([1, 5, 9]), "logits": np.arange(6, dtype=np.float32).reshape(3, 2) / 3, "greedy": np.array([4])}
+    values = {
+        "ids": np.array([1, 5, 9]),
+        "logits": np.arange(6, dtype=np.float32).reshape(3, 2) / 3,
+        "greedy": np.array([4]),
+    }
     write_reference(out, values, {"format": "portkit-reference/1"}, "bf16")
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["r.safetensors", other.name, "cwd"]) and list(cwd.iterdir()) == []
+    assert (
+        sorted(p.name for p in tmp_path.iterdir()) == sorted(["r.safetensors", other.name, "cwd"])
+        and list(cwd.iterdir()) == []
+    )
     dump = read_dump(out)
-    assert dump.metadata == {"format": "portkit-reference/1"} and dump.dtypes == {"ids": "I64", "logits": "BF16", "greedy": "I64"}
+    assert dump.metadata == {"format": "portkit-reference/1"} and dump.dtypes == {
+        "ids": "I64",
+        "logits": "BF16",
+        "greedy": "I64",
+    }
     assert dump.tensors["ids"].tolist() == [1, 5, 9] and dump.tensors["greedy"].tolist() == [4]
     np.testing.assert_allclose(dump.tensors["logits"], values["logits"], rtol=2**-8)
     # a directory it cannot write: one line, the earlier file kept, nothing left
@@ -338,7 +386,9 @@ def test_last_position_logits_only(capsys, tmp_path, ref_path, ref):
 def test_greedy_fork_reported_with_margin(capsys, tmp_path, ref_path, ref):
     g = ref.tensors["greedy"].copy()
     g[3] = (g[3] + 1) % 256
-    code, out, _ = _run(capsys, "compare", ref_path, _candidate(tmp_path, {"ids": ref.tensors["ids"], "greedy": g}), "--format", "json")
+    code, out, _ = _run(
+        capsys, "compare", ref_path, _candidate(tmp_path, {"ids": ref.tensors["ids"], "greedy": g}), "--format", "json"
+    )
     doc = json.loads(out)
     assert code == 1 and doc["comparison"]["greedy"]["first_divergence"] == 3
     assert doc["comparison"]["greedy"]["ref_margin"] > 0 and doc["first_bad"] == "greedy"
@@ -391,7 +441,9 @@ def test_json_dumps_keep_working(capsys, tmp_path, ref_path, ref, healthy_tied_d
     with open(pt, "w") as f:
         subprocess.run(
             [sys.executable, "-I", str(ROOT / "bench/baseline/llm_json.py"), str(healthy_tied_dir), ids, "8", "2"],
-            stdout=f, check=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+            stdout=f,
+            check=True,
+            env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
         )
     code, out, err = _run(capsys, "compare", ref_path, pt)
     assert code == 0, out + err
@@ -418,13 +470,28 @@ def _bad_candidates(ref, tmp_path: Path) -> dict[str, tuple[Path, str]]:
     garbage = tmp_path / "garbage.safetensors"
     garbage.write_bytes(b"\x00\x01not a safetensors file at all")
     return {
-        "missing layer.1": (_candidate(tmp_path, without_layer1, "a.safetensors"), "layer.1 is missing between layer.0 and layer.2"),
-        "bad shape": (_candidate(tmp_path, short_layer, "b.safetensors"), "`layer.1` has shape [15, 64], the reference's is [16, 64]"),
+        "missing layer.1": (
+            _candidate(tmp_path, without_layer1, "a.safetensors"),
+            "layer.1 is missing between layer.0 and layer.2",
+        ),
+        "bad shape": (
+            _candidate(tmp_path, short_layer, "b.safetensors"),
+            "`layer.1` has shape [15, 64], the reference's is [16, 64]",
+        ),
         "ids differ": (_candidate(tmp_path, other_ids, "c.safetensors"), "they part at token 0"),
-        "shorter prompt": (_candidate(tmp_path, {"ids": t["ids"][:3], "logits": t["logits"][2]}, "g.safetensors"), "they part at token 3"),
-        "layer the reference lacks": (_candidate(tmp_path, extra, "d.safetensors"), "tensor `layer.3` is not in the reference"),
+        "shorter prompt": (
+            _candidate(tmp_path, {"ids": t["ids"][:3], "logits": t["logits"][2]}, "g.safetensors"),
+            "they part at token 3",
+        ),
+        "layer the reference lacks": (
+            _candidate(tmp_path, extra, "d.safetensors"),
+            "tensor `layer.3` is not in the reference",
+        ),
         "unknown name": (_candidate(tmp_path, unknown, "e.safetensors"), "tensor `hidden` is not in the reference"),
-        "logits shape": (_candidate(tmp_path, {"logits": t["logits"][:, :100]}, "f.safetensors"), "`logits` has shape [16, 100]"),
+        "logits shape": (
+            _candidate(tmp_path, {"logits": t["logits"][:, :100]}, "f.safetensors"),
+            "`logits` has shape [16, 100]",
+        ),
         "not safetensors": (garbage, "safetensors"),
         "no file": (tmp_path / "missing.safetensors", "no such file"),
     }
@@ -432,7 +499,15 @@ def _bad_candidates(ref, tmp_path: Path) -> dict[str, tuple[Path, str]]:
 
 @pytest.mark.parametrize(
     "case",
-    ["missing layer.1", "bad shape", "layer the reference lacks", "unknown name", "logits shape", "not safetensors", "no file"],
+    [
+        "missing layer.1",
+        "bad shape",
+        "layer the reference lacks",
+        "unknown name",
+        "logits shape",
+        "not safetensors",
+        "no file",
+    ],
 )
 def test_malformed_candidate_one_line_exit_2(capsys, tmp_path, ref_path, ref, case):
     path, message = _bad_candidates(ref, tmp_path)[case]
@@ -460,7 +535,9 @@ def test_subprocess_exit_codes(tmp_path, ref_path, ref):
     shape = _bad_candidates(ref, tmp_path)["bad shape"][0]
     codes = []
     for cand in (same, perturbed, shape):
-        p = subprocess.run([sys.executable, "-m", "portkit.cli", "compare", str(ref_path), str(cand)], capture_output=True, text=True)
+        p = subprocess.run(
+            [sys.executable, "-m", "portkit.cli", "compare", str(ref_path), str(cand)], capture_output=True, text=True
+        )
         codes.append(p.returncode)
         assert "Traceback" not in p.stderr
     assert codes == [0, 1, 2]

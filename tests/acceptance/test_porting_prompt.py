@@ -45,7 +45,9 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, s
 
 
 def _candidate(path: Path, ids: list[int], logits: np.ndarray) -> Path:
-    save_file({"ids": np.asarray(ids, dtype=np.int64), "logits": np.ascontiguousarray(logits, dtype=np.float32)}, str(path))
+    save_file(
+        {"ids": np.asarray(ids, dtype=np.int64), "logits": np.ascontiguousarray(logits, dtype=np.float32)}, str(path)
+    )
     return path
 
 
@@ -63,14 +65,20 @@ def test_reference_records_the_rendered_prompt(smollm2: tuple[Path, Path], capsy
         meta = f.metadata()
         ids = f.get_tensor("ids").tolist()
     prompt = json.loads(meta["prompt"])
-    assert prompt["source"] == "--chat" and prompt["text"] == DEFAULT_SYSTEM + HAND_WRITTEN_CHATML.format(prompt=QUESTION)
+    assert prompt["source"] == "--chat" and prompt["text"] == DEFAULT_SYSTEM + HAND_WRITTEN_CHATML.format(
+        prompt=QUESTION
+    )
     assert prompt["ids"] == ids == _encode(model, prompt["text"])
 
 
-def test_a_prompt_without_the_default_system_prompt_exits_1_and_shows_both(smollm2: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_a_prompt_without_the_default_system_prompt_exits_1_and_shows_both(
+    smollm2: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     model, ref = smollm2
     logits = load_file(str(ref))["logits"][-1]
-    hand = _candidate(tmp_path / "hand.safetensors", _encode(model, HAND_WRITTEN_CHATML.format(prompt=QUESTION)), logits)
+    hand = _candidate(
+        tmp_path / "hand.safetensors", _encode(model, HAND_WRITTEN_CHATML.format(prompt=QUESTION)), logits
+    )
     code, out, err = _run(capsys, "compare", ref, hand)
     assert code == 1, err
     assert "the candidate's prompt is not the reference's: they part at token 1" in out
@@ -81,10 +89,14 @@ def test_a_prompt_without_the_default_system_prompt_exits_1_and_shows_both(smoll
     assert code == 1 and doc["verdict"] == "mismatch" and doc["comparison"] is None
     ids = doc["ids"]
     assert ids["agree"] is False and ids["first_difference"] == 1
-    assert ids["reference"]["text"].startswith("<|im_start|>system") and ids["candidate"]["text"].startswith("<|im_start|>user")
+    assert ids["reference"]["text"].startswith("<|im_start|>system") and ids["candidate"]["text"].startswith(
+        "<|im_start|>user"
+    )
 
 
-def test_with_the_right_prompt_it_goes_on_to_the_logits(smollm2: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_with_the_right_prompt_it_goes_on_to_the_logits(
+    smollm2: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     model, ref = smollm2
     logits = load_file(str(ref))["logits"][-1]
     right = _encode(model, DEFAULT_SYSTEM + HAND_WRITTEN_CHATML.format(prompt=QUESTION))
@@ -97,17 +109,25 @@ def test_with_the_right_prompt_it_goes_on_to_the_logits(smollm2: tuple[Path, Pat
     assert code == 1 and "last position" in out and "MISMATCH" in out
 
 
-def test_one_character_changed_is_a_difference(smollm2: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_one_character_changed_is_a_difference(
+    smollm2: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     model, ref = smollm2
     logits = load_file(str(ref))["logits"][-1]
     text = DEFAULT_SYSTEM + HAND_WRITTEN_CHATML.format(prompt=QUESTION).replace("Hi!", "Hi ")
-    code, out, _ = _run(capsys, "compare", ref, _candidate(tmp_path / "space.safetensors", _encode(model, text), logits))
+    code, out, _ = _run(
+        capsys, "compare", ref, _candidate(tmp_path / "space.safetensors", _encode(model, text), logits)
+    )
     assert code == 1 and "they part at token" in out
 
 
-def test_without_a_tokenizer_the_ids_alone_are_shown(smollm2: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_without_a_tokenizer_the_ids_alone_are_shown(
+    smollm2: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     model, ref = smollm2
     logits = load_file(str(ref))["logits"][-1]
-    hand = _candidate(tmp_path / "hand.safetensors", _encode(model, HAND_WRITTEN_CHATML.format(prompt=QUESTION)), logits)
+    hand = _candidate(
+        tmp_path / "hand.safetensors", _encode(model, HAND_WRITTEN_CHATML.format(prompt=QUESTION)), logits
+    )
     code, out, _ = _run(capsys, "compare", ref, hand, "--tokenizer", tmp_path / "nowhere")
     assert code == 1 and "no tokenizer.json" in out and "candidate     [" in out

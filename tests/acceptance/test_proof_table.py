@@ -67,7 +67,9 @@ def test_each_finding_gets_its_verdict_and_the_verdict_names_the_cause(name: str
 
 
 @pytest.mark.parametrize("name", [c.name for c in CASES if c.control is not None])
-def test_the_same_probe_on_the_twin_without_the_fault_is_not_reproduced(name: str, outcomes: dict[str, Outcome]) -> None:
+def test_the_same_probe_on_the_twin_without_the_fault_is_not_reproduced(
+    name: str, outcomes: dict[str, Outcome]
+) -> None:
     o = outcome(outcomes, name)
     control = o.control_findings
     assert sorted(f.code for f in control) == sorted(c for c, v in o.case.expect.items() for _ in v), _shown(o)
@@ -76,14 +78,14 @@ def test_the_same_probe_on_the_twin_without_the_fault_is_not_reproduced(name: st
 
 
 def test_reference_side_findings_report_both_distances(outcomes: dict[str, Outcome]) -> None:
-    """"GGUF vs transformers 0.948; vs transformers with SiLU 5e-06": the evidence and details
+    """ "GGUF vs transformers 0.948; vs transformers with SiLU 5e-06": the evidence and details
     carry the distance as written and as candle computes."""
     o = outcome(outcomes, "gemma3-silu")
     (pk413,) = o.findings
     side = pk413.details["reference_side"]
     assert side["as_written"] > 0.5 and side["as_candle"] < 1e-4 and side["effect"] > 0.5, side
     assert pk413.evidence.endswith("the finding explains the difference")
-    assert "against transformers with SiLU in the MLP (hidden_activation=\"silu\"), as candle computes" in pk413.evidence
+    assert 'against transformers with SiLU in the MLP (hidden_activation="silu"), as candle computes' in pk413.evidence
     # the verdict line names PK413 as the cause
     assert "the GGUF differs from transformers: explained by PK413" in o.report.verdict()[1]
 

@@ -46,7 +46,11 @@ def _verify(model: Path, env: dict[str, str], *extra: str) -> tuple[int, dict, s
 def _verify_text(model: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """The text report, as a user reads it."""
     return subprocess.run(
-        [sys.executable, "-m", "portkit.cli", "verify", str(model), "--tokens", "4"], capture_output=True, text=True, env=env, timeout=600
+        [sys.executable, "-m", "portkit.cli", "verify", str(model), "--tokens", "4"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
 
 
@@ -134,7 +138,10 @@ def test_nan_weight_is_its_own_verdict(tmp_path: Path, healthy_tied_dir: Path) -
     assert doc["comparison"]["layers"]["first_over"] is None  # never a finite layer cited
     p = _verify_text(model, _env(tmp_path / "cache"))
     assert p.returncode == 3
-    assert "NON-FINITE: the checkpoint holds non-finite weights (model.layers.1.mlp.down_proj.weight); both sides turn non-finite at layer.1.mlp" in p.stdout
+    assert (
+        "NON-FINITE: the checkpoint holds non-finite weights (model.layers.1.mlp.down_proj.weight); both sides turn non-finite at layer.1.mlp"
+        in p.stdout
+    )
     assert "MISMATCH" not in p.stdout
 
 
@@ -205,4 +212,6 @@ def test_counterfactual_and_gguf_runs_are_cached(tmp_path: Path, fixture_dir, mo
     assert rewrites == []
     verdicts = lambda rep: [(f.code, f.verdict, f.evidence) for f in rep.all_findings]  # noqa: E731
     assert verdicts(second) == verdicts(first) and any(v == "CONFIRMED" for _, v, _ in verdicts(first))
-    assert second.gguf is not None and second.gguf.run.source == "cache" and second.gguf.diagnosis == first.gguf.diagnosis
+    assert (
+        second.gguf is not None and second.gguf.run.source == "cache" and second.gguf.diagnosis == first.gguf.diagnosis
+    )

@@ -39,7 +39,7 @@ def test_queued_requests_are_each_answered_as_alone(fixture_dir, monkeypatch) ->
         got_b, got_a = queued.wait(tb), queued.wait(ta)  # waiting for b keeps a's answer for its own wait
     finally:
         queued.close()
-    for got, want in zip((got_a, got_b), alone):
+    for got, want in zip((got_a, got_b), alone, strict=False):
         assert got.greedy == want.greedy
         np.testing.assert_array_equal(got.rows, want.rows)
         assert sorted(got.layers) == sorted(want.layers)

@@ -24,7 +24,9 @@ def codes(out: str) -> list[str]:
     return sorted(f["code"] for f in json.loads(out))
 
 
-def test_tokenizer_only_directory_gets_the_tokenizer_rules_alone(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_tokenizer_only_directory_gets_the_tokenizer_rules_alone(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     d = write_tokenizer(tmp_path / "tok", "llama2")
     rc, out, err = lint(capsys, str(d))
     assert rc == 1 and codes(out) == ["PK501", "PK502", "PK505"], out + err
@@ -68,7 +70,9 @@ def test_absurdly_nested_tokenizer_json_is_bad_input(capsys: pytest.CaptureFixtu
     text = (d / "tokenizer.json").read_text()
     start = text.index('"normalizer": {')
     end = text.index('"pre_tokenizer"')
-    (d / "tokenizer.json").write_text(text[:start] + '"normalizer": ' + "[" * 100_000 + "]" * 100_000 + ",\n  " + text[end:])
+    (d / "tokenizer.json").write_text(
+        text[:start] + '"normalizer": ' + "[" * 100_000 + "]" * 100_000 + ",\n  " + text[end:]
+    )
     assert "nesting deeper than 64 levels" in _bad(capsys, d)
 
 
@@ -82,7 +86,9 @@ def test_absurdly_nested_tokenizer_json_is_bad_input(capsys: pytest.CaptureFixtu
         ("tokenizer_config.json", b'{"a": NaN}', "invalid JSON"),
     ],
 )
-def test_unreadable_tokenizer_files_are_bad_input(name: str, content: bytes, what: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_unreadable_tokenizer_files_are_bad_input(
+    name: str, content: bytes, what: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     d = write_tokenizer(tmp_path / "tok", "llama2")
     (d / name).write_bytes(content)
     err = _bad(capsys, d)

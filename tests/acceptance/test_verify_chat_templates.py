@@ -46,7 +46,9 @@ def test_trigger_is_confirmed_and_clean_twin_agrees(name: str, tmp_path: Path) -
     findings, sec = measure(write_chat_template(tmp_path / "t", name, "trigger"))
     assert [f.code for f in findings] == ([code] if code else [])
     assert {env: len(sec.differing(env)) for env in sec.environments} == differing
-    assert [(c.code, c.verdict) for c in sec.findings] == ([(code, verdict)] if code else []), [c.evidence for c in sec.findings]
+    assert [(c.code, c.verdict) for c in sec.findings] == ([(code, verdict)] if code else []), [
+        c.evidence for c in sec.findings
+    ]
     # an environment the finding does not name renders as transformers does
     named = set(findings[0].probe.patch["environments"]) if findings else set()
     assert all(differing[env] == 0 for env in sec.environments if env not in named)
@@ -58,7 +60,10 @@ def test_trigger_is_confirmed_and_clean_twin_agrees(name: str, tmp_path: Path) -
 def test_a_refusal_carries_the_environments_own_text(tmp_path: Path) -> None:
     _, sec = measure(write_chat_template(tmp_path / "t", "python-method"))
     first = sec.environments["candle-examples"][0]
-    assert first.text is None and first.error == "Render error: unknown method: string has no method named strip (in chat:2)"
+    assert (
+        first.text is None
+        and first.error == "Render error: unknown method: string has no method named strip (in chat:2)"
+    )
     ok = sec.environments["mistral.rs"][0]
     assert ok.text == sec.transformers[0].text and ok.ids == sec.transformers[0].ids
 
@@ -89,7 +94,9 @@ def test_negative_control_one_character_changed_is_a_difference(tmp_path: Path) 
         assert fd["offset"] == len(sec.transformers[0].text) - 1 and fd["environment"] != fd["transformers"]
 
 
-def test_verify_reports_the_section_and_exits_1(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_verify_reports_the_section_and_exits_1(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PORTKIT_VERIFY_REFERENCE", "inprocess")
     d = write_chat_template(tmp_path / "t", "whitespace")
     code = main([str(d), "--format", "json"])
@@ -103,10 +110,19 @@ def test_verify_reports_the_section_and_exits_1(capsys: pytest.CaptureFixture[st
     assert [(f["code"], f["verdict"]) for f in sec["findings"]] == [("PK518", "CONFIRMED")]
     code = main([str(d)])
     out = capsys.readouterr().out
-    assert code == 1 and "candle-examples  7 of 7 renders differ" in out and "mistral.rs       0 of 7 renders differ" in out
+    assert (
+        code == 1
+        and "candle-examples  7 of 7 renders differ" in out
+        and "mistral.rs       0 of 7 renders differ" in out
+    )
     clean = write_chat_template(tmp_path / "c", "whitespace", "clean")
     assert main([str(clean), "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["tokenizer"]["chat_template"]["environments"]["candle-examples"]["differing"] == 0
+    assert (
+        json.loads(capsys.readouterr().out)["tokenizer"]["chat_template"]["environments"]["candle-examples"][
+            "differing"
+        ]
+        == 0
+    )
 
 
 def test_the_measured_table_in_the_docs_is_current() -> None:
@@ -114,4 +130,6 @@ def test_the_measured_table_in_the_docs_is_current() -> None:
     from fixtures.doc_tables import assert_current
 
     doc = (ROOT / "docs" / "chat-templates.md").read_text(encoding="utf-8")
-    assert_current(doc, block(), START, END, "run `python -m fixtures.chat_template_table --write docs/chat-templates.md`")
+    assert_current(
+        doc, block(), START, END, "run `python -m fixtures.chat_template_table --write docs/chat-templates.md`"
+    )

@@ -16,8 +16,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from portkit.verify.cli import main
 from fixtures.seams import reference_perturbed
+from portkit.verify.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "schemas" / "verify-report.schema.json").read_text())
@@ -106,7 +106,9 @@ def test_negative_control_makes_verify_fail(capsys, healthy_tied_dir):
 
 
 def test_ids_and_tokens(capsys, healthy_tied_dir):
-    code, out, _ = _run(capsys, healthy_tied_dir, "--ids", "1,5,9,13,17,21,25,29,33", "--tokens", "3", "--format", "json")
+    code, out, _ = _run(
+        capsys, healthy_tied_dir, "--ids", "1,5,9,13,17,21,25,29,33", "--tokens", "3", "--format", "json"
+    )
     doc = json.loads(out)
     assert code == 0
     assert doc["prompt"] == {"ids": [1, 5, 9, 13, 17, 21, 25, 29, 33], "source": "--ids", "text": None}
@@ -139,7 +141,9 @@ def dir_with_tokenizer(tmp_path, healthy_tied_dir):
 
 
 def test_text_uses_the_dirs_tokenizer(capsys, dir_with_tokenizer):
-    code, out, _ = _run(capsys, dir_with_tokenizer, "--text", "Hello world, hello Paris", "--format", "json", "--tokens", "2")
+    code, out, _ = _run(
+        capsys, dir_with_tokenizer, "--text", "Hello world, hello Paris", "--format", "json", "--tokens", "2"
+    )
     doc = json.loads(out)
     assert code == 0
     assert doc["prompt"]["ids"] == [1, 19, 20, 16, 19, 15] and doc["prompt"]["source"] == "--text"
@@ -191,7 +195,10 @@ def _bad_dirs(tmp_path: Path, healthy: Path) -> dict[str, tuple[list[str], str]]
         "negative tokens": ([str(healthy), "--tokens", "-1"], "--tokens must be >= 0"),
         "missing gguf": ([str(healthy), "--gguf", str(tmp_path / "x.gguf")], "no such file"),
         "plot not png": ([str(healthy), "--plot", str(tmp_path / "x.svg")], "the plot is a PNG"),
-        "plot without layers": ([str(healthy), "--no-layers", "--plot", str(tmp_path / "x.png")], "cannot be combined with --no-layers"),
+        "plot without layers": (
+            [str(healthy), "--no-layers", "--plot", str(tmp_path / "x.png")],
+            "cannot be combined with --no-layers",
+        ),
         **(
             {"metal here": ([str(healthy), "--device", "metal"], "Metal is only built into portkit_native on macOS")}
             if sys.platform != "darwin"
@@ -234,7 +241,10 @@ def test_subprocess_metal_off_macos_exit_2(healthy_tied_dir):
         pytest.skip("Metal is built in on macOS")
     p = subprocess.run(
         [sys.executable, "-m", "portkit.cli", "verify", str(healthy_tied_dir), "--device", "metal"],
-        capture_output=True, text=True, env=_env(), timeout=120,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
     )
     assert p.returncode == 2, p.stderr
     assert p.stdout == ""
@@ -249,7 +259,10 @@ def test_subprocess_portkit_verify_healthy_exit_0(healthy_tied_dir):
     by default, transformers in a child process)."""
     p = subprocess.run(
         [sys.executable, "-m", "portkit.cli", "verify", str(healthy_tied_dir), "--tokens", "2"],
-        capture_output=True, text=True, env=_env(), timeout=300,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=300,
     )
     assert p.returncode == 0, p.stdout + p.stderr
     assert "verdict: candle agrees with transformers (exit 0)" in p.stdout

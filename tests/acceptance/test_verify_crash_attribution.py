@@ -36,7 +36,9 @@ def report(fixture_dir, tmp_path_factory):
 
 
 def _shown(report) -> str:
-    return "\n".join(f"{f.code} {f.verdict}: {f.evidence} (expect {f.details.get('expect')!r})" for f in report.all_findings)
+    return "\n".join(
+        f"{f.code} {f.verdict}: {f.evidence} (expect {f.details.get('expect')!r})" for f in report.all_findings
+    )
 
 
 def test_a_failure_never_reached_is_not_confirmed_by_an_earlier_one(report) -> None:

@@ -12,9 +12,9 @@ import dataclasses
 import json
 
 import numpy as np
-import portkit_native as pn
 import pytest
 
+import portkit_native as pn
 from fixtures.embedding_models import decoder_embedding_model
 from fixtures.families import family_fixture
 from portkit.lint import lint_paths
@@ -98,6 +98,8 @@ def test_the_native_module_refuses_a_mask_and_keeps_its_cache() -> None:
         runner.hidden_states(a, None, [[1, 1, 1, 1]])
     fresh = np.asarray(runner.hidden_states(b))
     assert np.array_equal(np.asarray(runner.hidden_states(b)), fresh)  # a fresh model per call: the same
-    assert np.array_equal(np.asarray(runner.hidden_states_one_model(a)), np.asarray(runner.hidden_states(a)))  # nothing cached yet
+    assert np.array_equal(
+        np.asarray(runner.hidden_states_one_model(a)), np.asarray(runner.hidden_states(a))
+    )  # nothing cached yet
     assert not np.allclose(np.asarray(runner.hidden_states_one_model(b)), fresh, atol=1e-3)  # b attends to a's keys
     assert json.loads(runner.config_json())["num_hidden_layers"] == 2

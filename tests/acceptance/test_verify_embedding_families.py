@@ -15,7 +15,10 @@ AS_SAVED = {
     "bert": {},
     "distilbert": {},
     "xlm_roberta": {"PK612": "CRASH-CONFIRMED"},  # no position_embedding_type
-    "modernbert": {"PK612": "CRASH-CONFIRMED", "PK614": "NOT-REACHED"},  # norm_eps, rope_parameters; then the `model.` prefix
+    "modernbert": {
+        "PK612": "CRASH-CONFIRMED",
+        "PK614": "NOT-REACHED",
+    },  # norm_eps, rope_parameters; then the `model.` prefix
     "nomic_bert": {"PK613": "CRASH-CONFIRMED"},  # n_embd... defaulted to 768
 }
 CONFIG_CODES = {"PK612", "PK613", "PK614"}
@@ -62,8 +65,14 @@ ACTIVATION_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("family", "config", "expected"), ACTIVATION_CASES, ids=lambda v: str(v) if not isinstance(v, dict) else "-".join(map(str, v.values())) or "clean")
-def test_an_activation_candle_computes_otherwise_is_confirmed_by_the_reference_run_as_candle_reads_it(family, config, expected):
+@pytest.mark.parametrize(
+    ("family", "config", "expected"),
+    ACTIVATION_CASES,
+    ids=lambda v: str(v) if not isinstance(v, dict) else "-".join(map(str, v.values())) or "clean",
+)
+def test_an_activation_candle_computes_otherwise_is_confirmed_by_the_reference_run_as_candle_reads_it(
+    family, config, expected
+):
     rep = _verify(embedding_model(family, twin=True, config=config))
     got = {c.code: c.verdict for c in rep.findings if c.code in ("PK615", "PK616")}
     assert got == expected, [(c.code, c.evidence) for c in rep.findings if c.code in ("PK615", "PK616")]
@@ -71,7 +80,9 @@ def test_an_activation_candle_computes_otherwise_is_confirmed_by_the_reference_r
     if "PK616" in expected:
         (cf,) = rep.references
         assert cf.agrees and not all(r.ok for r in rep.singles)
-        assert cf.patch == next(c for c in rep.findings if c.code == "PK616").details["counterfactual_reference"]["patch"]
+        assert (
+            cf.patch == next(c for c in rep.findings if c.code == "PK616").details["counterfactual_reference"]["patch"]
+        )
 
 
 def test_a_wrong_belief_about_what_candle_computes_is_not_confirmed(monkeypatch):
@@ -81,7 +92,9 @@ def test_a_wrong_belief_about_what_candle_computes_is_not_confirmed(monkeypatch)
 
     from portkit.encoders import ACTIVATIONS
 
-    monkeypatch.setitem(ACTIVATIONS, "distilbert", replace(ACTIVATIONS["distilbert"], computes={"gelu": "silu", "relu": "relu"}))
+    monkeypatch.setitem(
+        ACTIVATIONS, "distilbert", replace(ACTIVATIONS["distilbert"], computes={"gelu": "silu", "relu": "relu"})
+    )
     rep = _verify(embedding_model("distilbert", twin=True, config={"activation": "gelu"}))
     (c,) = [c for c in rep.findings if c.code == "PK616"]
     assert c.verdict == "NOT-REPRODUCED" and "differs from both" in c.evidence, c.evidence

@@ -27,7 +27,18 @@ T5: dict[str, dict[str, str]] = {
     "qwen2": {"PK112": "CRASH-CONFIRMED"},  # `sliding_window: null` whenever use_sliding_window is false
     **{
         f: {"PK110": "CRASH-CONFIRMED"}  # missing field `rope_theta` (or stablelm's partial_rotary_factor)
-        for f in ("mistral", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3", "phi3", "olmo2", "starcoder2", "stable_lm")
+        for f in (
+            "mistral",
+            "qwen3",
+            "qwen3_moe",
+            "gemma",
+            "gemma2",
+            "gemma3",
+            "phi3",
+            "olmo2",
+            "starcoder2",
+            "stable_lm",
+        )
     },
 }
 #: family -> {code: verdict} confirmed on the legacy checkpoint (candle differs from transformers

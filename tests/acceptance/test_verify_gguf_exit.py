@@ -14,7 +14,9 @@ import pytest
 from portkit.cli import main
 
 
-def test_a_gguf_of_other_weights_exits_1_on_its_own(fixture_dir, gguf_file, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+def test_a_gguf_of_other_weights_exits_1_on_its_own(
+    fixture_dir, gguf_file, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
     from portkit.verify.pipeline import VerifyOptions, verify
 
     monkeypatch.setenv("PORTKIT_CACHE", str(tmp_path / "cache"))
@@ -34,7 +36,9 @@ def test_a_gguf_of_other_weights_exits_1_on_its_own(fixture_dir, gguf_file, tmp_
     assert verify(VerifyOptions(model_dir=model, gguf=same, tokens=4)).exit_code == 0
 
 
-def test_a_gguf_finding_whose_effect_appears_past_a_length_says_what_the_run_covered(fixture_dir, gguf_file, tmp_path, monkeypatch) -> None:
+def test_a_gguf_finding_whose_effect_appears_past_a_length_says_what_the_run_covered(
+    fixture_dir, gguf_file, tmp_path, monkeypatch
+) -> None:
     """The drift bug: the GGUF section judged its findings without the note the HF section adds
     (`attribution.length_notes`): one judging function now serves both."""
     from fixtures.seams import findings_judged
@@ -45,8 +49,12 @@ def test_a_gguf_finding_whose_effect_appears_past_a_length_says_what_the_run_cov
     monkeypatch.setenv("PORTKIT_VERIFY_REFERENCE", "inprocess")
     other = gguf_file("healthy-tied", seed=1)  # differs, so the numeric probe runs
     windowed = Finding(
-        code="PK118", name="sliding-window", message="the window is dropped; the effect appears only past 4096 tokens",
-        filename=str(other), severity="warning", probe=Probe.declared("numeric", "PK118"),
+        code="PK118",
+        name="sliding-window",
+        message="the window is dropped; the effect appears only past 4096 tokens",
+        filename=str(other),
+        severity="warning",
+        probe=Probe.declared("numeric", "PK118"),
     )
     with findings_judged([windowed], [windowed]):
         report = verify(VerifyOptions(model_dir=fixture_dir("healthy-tied"), gguf=other, tokens=4))

@@ -14,8 +14,8 @@ import pytest
 
 from fixtures.chat_paths import CASES, block, verify_case
 from fixtures.families import family_fixture
-from portkit.verify.cli import main
 from fixtures.seams import reference_perturbed
+from portkit.verify.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "schemas" / "verify-report.schema.json").read_text())
@@ -50,7 +50,10 @@ def test_each_bug_is_confirmed_and_its_twin_agrees(case) -> None:
     assert sorted(f.code for f in found) == sorted(case.codes)
     assert all(f.confirmed for f in found), [(f.code, f.verdict, f.evidence) for f in found]
     if case.twin:
-        assert rep.exit_code == 0, (rep.comparison.headline() if rep.comparison else None, [(c.path.name, c.headline()) for s in (rep.paths.sections if rep.paths else []) for c in s.checks])
+        assert rep.exit_code == 0, (
+            rep.comparison.headline() if rep.comparison else None,
+            [(c.path.name, c.headline()) for s in (rep.paths.sections if rep.paths else []) for c in s.checks],
+        )
 
 
 def test_json_follows_the_schema_and_the_plain_report_is_unchanged(capsys) -> None:
@@ -77,7 +80,9 @@ def test_json_follows_the_schema_and_the_plain_report_is_unchanged(capsys) -> No
 def test_text_report_names_the_second_turn_and_the_batch(capsys) -> None:
     code, out, _ = _run(capsys, family_fixture("olmo2", "legacy"), "--dtype", "f16", "--turns", "--batch", "2")
     assert code == 1
-    assert "second turn (candle): a second turn of 8 tokens at offset 24, after the 16-token prompt and 8 generated" in out
+    assert (
+        "second turn (candle): a second turn of 8 tokens at offset 24, after the 16-token prompt and 8 generated" in out
+    )
     assert "candle error at continuation: dtype mismatch in cat, lhs: F16, rhs: F32" in out
     assert "batch (candle): 2 rows of 16 tokens in one forward" in out
     assert "PK309 continuation-mask-in-model-dtype  CRASH-CONFIRMED" in out
@@ -97,7 +102,9 @@ def test_negative_control_the_paths_say_mismatch(capsys, flags) -> None:
 
 
 def _subprocess(*argv: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "portkit.verify", *map(str, argv)], capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "portkit.verify", *map(str, argv)], capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.mark.parametrize(
@@ -105,8 +112,14 @@ def _subprocess(*argv: object) -> subprocess.CompletedProcess[str]:
     [
         (("--batch", "0"), "portkit: error: --batch must be at least 1, got 0"),
         (("--turns", "0"), "portkit: error: --turns must be at least 1, got 0"),
-        (("--turns", "3"), "portkit: error: --turns 3: verify measures one continuation, a second turn (--turns 2, or --turns alone)"),
-        (("--batch", "5000"), "portkit: error: --batch 5000 is more rows than verify runs in one forward (at most 4096)"),
+        (
+            ("--turns", "3"),
+            "portkit: error: --turns 3: verify measures one continuation, a second turn (--turns 2, or --turns alone)",
+        ),
+        (
+            ("--batch", "5000"),
+            "portkit: error: --batch 5000 is more rows than verify runs in one forward (at most 4096)",
+        ),
         (
             ("--turns", "--tokens", "110"),
             "portkit: error: --turns: the second turn ends at position 134 (16 prompt + 110 generated + 8 tokens), past "
@@ -132,7 +145,10 @@ def test_a_batch_that_cannot_fit_is_refused_before_any_load(monkeypatch) -> None
         raise AssertionError("a model was loaded")
 
     monkeypatch.setattr(candle, "load_runner", no_load)
-    with pytest.raises(BadInput, match=r"--batch 64: 64 rows of 16 tokens need about \d+ MiB .* more than the 1 MiB available; use a smaller --batch"):
+    with pytest.raises(
+        BadInput,
+        match=r"--batch 64: 64 rows of 16 tokens need about \d+ MiB .* more than the 1 MiB available; use a smaller --batch",
+    ):
         verify(VerifyOptions(model_dir=family_fixture("qwen2", "legacy"), batch=64))
 
 

@@ -43,7 +43,10 @@ def _locked(name: str, lock: Path = ROOT / "native" / "Cargo.lock") -> str:
 def _codes(doc: dict) -> dict[str, str]:
     """Every finding's verdict: the report's and each --turns/--batch section's."""
     sections = (doc.get("paths") or {}).get("sections", [])
-    return {f["code"]: f["verdict"] for f in [*doc.get("findings", []), *(f for s in sections for f in s.get("findings", []))]}
+    return {
+        f["code"]: f["verdict"]
+        for f in [*doc.get("findings", []), *(f for s in sections for f in s.get("findings", []))]
+    }
 
 
 def test_a_batch_of_two_in_qwen3_moe_is_wrong_on_0_11_0_and_right_on_0_11_1() -> None:
@@ -53,7 +56,11 @@ def test_a_batch_of_two_in_qwen3_moe_is_wrong_on_0_11_0_and_right_on_0_11_1() ->
     assert _codes(doc).get("PK311") == "CRASH-CONFIRMED", (code, _codes(doc), err[-2000:])
     code, doc, err = _verify(d, "--dtype", "f16", "--batch", "2", "--candle", "0.11.1")
     assert doc["versions"]["candle"] == "0.11.1", err[-2000:]
-    assert doc["versions"]["tokenizers"] == _locked("tokenizers", ROOT / "native" / "releases" / "0.11.1" / "Cargo.lock") != _locked("tokenizers")
+    assert (
+        doc["versions"]["tokenizers"]
+        == _locked("tokenizers", ROOT / "native" / "releases" / "0.11.1" / "Cargo.lock")
+        != _locked("tokenizers")
+    )
     assert "PK311" not in _codes(doc)
     batch = [c for s in doc["paths"]["sections"] for c in s["checks"] if c["path"] == "batch"]
     assert batch and all(c["ok"] and c["run"]["status"] != "failed" for c in batch), batch
@@ -83,20 +90,28 @@ def test_a_failed_build_is_cargos_last_error_and_leaves_nothing(tmp_path: Path) 
     (not its closing "could not compile"), exit 2, no cache entry."""
     fake = tmp_path / "bin"
     fake.mkdir()
-    (fake / "cargo").write_text("#!/bin/sh\necho '   Compiling candle-core v0.11.1'\necho 'error[E0599]: no method named `x` found' >&2\n"
-                                "echo 'error: could not compile `candle-core` (lib) due to 1 previous error' >&2\nexit 101\n")
+    (fake / "cargo").write_text(
+        "#!/bin/sh\necho '   Compiling candle-core v0.11.1'\necho 'error[E0599]: no method named `x` found' >&2\n"
+        "echo 'error: could not compile `candle-core` (lib) due to 1 previous error' >&2\nexit 101\n"
+    )
     (fake / "cargo").chmod(0o755)
     cache = tmp_path / "cache"
     code, doc, err = _verify(embedding_model("bert"), "--candle", "0.11.1",
                              env={"PATH": f"{fake}:{os.environ['PATH']}", "PORTKIT_CACHE": str(cache)})  # fmt: skip
     assert code == 2 and not doc
     assert err.strip().splitlines()[-1].endswith("error[E0599]: no method named `x` found"), err
-    assert not [p for p in (cache / "native").glob("*") if not p.name.startswith("target")] if (cache / "native").is_dir() else True
+    assert (
+        not [p for p in (cache / "native").glob("*") if not p.name.startswith("target")]
+        if (cache / "native").is_dir()
+        else True
+    )
 
 
 def test_no_cargo_is_one_line(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    code, _, err = _verify(embedding_model("bert"), "--candle", "0.11.1", env={"PATH": "/nonexistent", "PORTKIT_CACHE": str(cache)})
+    code, _, err = _verify(
+        embedding_model("bert"), "--candle", "0.11.1", env={"PATH": "/nonexistent", "PORTKIT_CACHE": str(cache)}
+    )
     assert code == 2 and "cargo is not on PATH" in err and err.strip().count("\n") == 0, err
 
 

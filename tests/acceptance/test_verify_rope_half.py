@@ -34,7 +34,9 @@ def outcomes():
 
 
 def _shown(o: Outcome) -> str:
-    return "\n".join(f"{r.options.dtype}: {f.code} {f.verdict}: {f.evidence}" for r in (o.f16, o.f32) for f in r.findings)
+    return "\n".join(
+        f"{r.options.dtype}: {f.code} {f.verdict}: {f.evidence}" for r in (o.f16, o.f32) for f in r.findings
+    )
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -70,8 +72,8 @@ def test_a_reference_without_candles_table_does_not_confirm(outcomes, monkeypatc
     outcomes("qwen2")  # the cached fixture and candle run
     real = rope_table.candle_cos_sin
     monkeypatch.setattr(rope_table, "candle_cos_sin", lambda inv, pos, _dtype: real(inv, pos, "f32"))
-    from portkit.verify.pipeline import VerifyOptions, verify
     from fixtures.rope_half import TOKENS, fixture
+    from portkit.verify.pipeline import VerifyOptions, verify
 
     report = verify(VerifyOptions(model_dir=fixture("qwen2"), dtype="f16", tokens=TOKENS, cache=False))
     (f,) = [f for f in report.findings if f.code == "PK317"]

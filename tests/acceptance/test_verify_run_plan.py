@@ -62,6 +62,8 @@ def test_with_a_gguf_its_run_fills_the_wait_instead(monkeypatch: pytest.MonkeyPa
 def test_a_healthy_model_runs_no_counterfactual(monkeypatch: pytest.MonkeyPatch) -> None:
     log: list[str] = []
     real = candle_checkpoint.run_candle
-    monkeypatch.setattr(candle_checkpoint, "run_candle", lambda *a, label, **k: (log.append(label), real(*a, label=label, **k))[1])
+    monkeypatch.setattr(
+        candle_checkpoint, "run_candle", lambda *a, label, **k: (log.append(label), real(*a, label=label, **k))[1]
+    )
     verify(VerifyOptions(model_dir=fixture_dir("healthy-tied"), cache=False, tokens=4))
     assert log == ["as written"]

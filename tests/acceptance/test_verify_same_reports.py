@@ -65,7 +65,12 @@ def _wheel_machine_and_reference() -> str:
     from portkit.verify.cachefiles import package_version
     from portkit.verify.candle import cache as runcache
 
-    key = [runcache.wheel_digest(), platform.machine(), runcache._cpu_model(), [package_version(p) for p in REFERENCE_PACKAGES]]
+    key = [
+        runcache.wheel_digest(),
+        platform.machine(),
+        runcache._cpu_model(),
+        [package_version(p) for p in REFERENCE_PACKAGES],
+    ]
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:12]
 
 
@@ -75,7 +80,9 @@ def golden() -> dict:
     reports = d / "reports.json"
     if not reports.is_file():
         try:
-            tar = subprocess.run(["git", "-C", str(ROOT), "archive", BASE, "portkit", "fixtures"], capture_output=True, check=True).stdout
+            tar = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", BASE, "portkit", "fixtures"], capture_output=True, check=True
+            ).stdout
         except (OSError, subprocess.CalledProcessError) as e:
             pytest.fail(f"the base commit {BASE} is needed to make its reports: {e}")
         src = d / "src"
@@ -84,8 +91,17 @@ def golden() -> dict:
             t.extractall(src, filter="data")
         env = dict(os.environ, PYTHONPATH=str(src), PORTKIT_VERIFY_REFERENCE="inprocess")
         p = subprocess.run(
-            [sys.executable, str(ROOT / "tests" / "acceptance" / "report_cases.py"), str(reports), "--work", str(d / "work")],
-            env=env, capture_output=True, text=True, timeout=3600,
+            [
+                sys.executable,
+                str(ROOT / "tests" / "acceptance" / "report_cases.py"),
+                str(reports),
+                "--work",
+                str(d / "work"),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=3600,
         )
         assert p.returncode == 0, p.stderr[-2000:]
     return {"reports": json.loads(reports.read_text()), "work": d / "work"}
@@ -102,7 +118,7 @@ def _first_difference(a, b, path="") -> str:
             if a[k] != b[k]:
                 return _first_difference(a[k], b[k], f"{path}.{k}")
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
             if x != y:
                 return _first_difference(x, y, f"{path}[{i}]")
     return f"{path}: today {json.dumps(a)[:300]}, the base {json.dumps(b)[:300]}"
@@ -117,7 +133,9 @@ def test_same_report_in_process(name: str, golden: dict, monkeypatch: pytest.Mon
 
 
 @pytest.mark.parametrize("name", IN_CHILD)
-def test_same_report_with_transformers_in_its_own_process(name: str, golden: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_same_report_with_transformers_in_its_own_process(
+    name: str, golden: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("PORTKIT_VERIFY_REFERENCE", raising=False)
     today = report_cases.run_case(CASES[name], golden["work"])
     assert today == golden["reports"][name], _first_difference(today, golden["reports"][name])

@@ -72,7 +72,10 @@ def test_verify_measures_the_plain_call_and_the_advised_one(run) -> None:
     assert rep.exit_code == 0  # a guessed program is reported, not a mismatch
     doc = to_json(rep)
     jsonschema.validate(doc, SCHEMA)
-    assert doc["sampling"]["program"]["worst_distance"] > BOUND and doc["sampling"]["findings"][0]["verdict"] == "CONFIRMED"
+    assert (
+        doc["sampling"]["program"]["worst_distance"] > BOUND
+        and doc["sampling"]["findings"][0]["verdict"] == "CONFIRMED"
+    )
 
 
 def test_the_advised_program_stated_agrees(run) -> None:
@@ -85,7 +88,10 @@ def test_candle_examples_defaults_are_a_mismatch(run) -> None:
     rep = run("candle-examples")
     s = rep.sampling
     assert not s.ok and rep.exit_code == 1
-    assert {f.details["difference"]: f.verdict for f in s.findings} == {"greedy": "CONFIRMED", "repetition_penalty": "CONFIRMED"}
+    assert {f.details["difference"]: f.verdict for f in s.findings} == {
+        "greedy": "CONFIRMED",
+        "repetition_penalty": "CONFIRMED",
+    }
     assert "the stated sampler draws from another distribution" in rep.verdict()[1]
     jsonschema.validate(to_json(rep), SCHEMA)
 
@@ -106,14 +112,29 @@ def test_negative_control_a_moved_thousandth_is_a_mismatch(run, model: Path) -> 
 
 
 def test_text_report_has_the_sampling_section(model: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "portkit", "verify", str(model)], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "portkit", "verify", str(model)], capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr
     assert "sampling: generate() draws with temperature=0.6, top_k=50 (generate()'s default), top_p=0.9" in out.stdout
-    assert "the call portkit advises: LogitsProcessor::from_sampling(seed, Sampling::TopP { p: 0.9, temperature: 0.6 })" in out.stdout
+    assert (
+        "the call portkit advises: LogitsProcessor::from_sampling(seed, Sampling::TopP { p: 0.9, temperature: 0.6 })"
+        in out.stdout
+    )
 
 
 def test_an_unreadable_sampler_is_exit_2(model: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "portkit", "verify", str(model), "--sampler", "temperature=hot"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "portkit", "verify", str(model), "--sampler", "temperature=hot"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "not a number" in out.stderr, out.stderr
-    out = subprocess.run([sys.executable, "-m", "portkit", "lint", str(model), "--sampler", "colour=1"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "portkit", "lint", str(model), "--sampler", "colour=1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2 and "unknown key" in out.stderr, out.stderr

@@ -22,11 +22,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from fixtures.seams import candle_tokens_perturbed
 from fixtures.tokenizer_shapes import SHAPES, shape_dir, write_tokenizer
-from tests.unit.tokenizer_cases import _metaspace_file, _set, shape
 from portkit.cli import main as portkit_main
 from portkit.verify.cli import main
-from fixtures.seams import candle_tokens_perturbed
+from tests.unit.tokenizer_cases import _metaspace_file, _set, shape
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "schemas" / "verify-report.schema.json").read_text())
@@ -81,7 +81,9 @@ def test_trigger_differs_and_clean_agrees(shape: str, capsys: pytest.CaptureFixt
     assert doc["forward"].startswith("skipped")
 
 
-def test_text_on_a_tokenizer_only_directory_leads_the_corpus(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_text_on_a_tokenizer_only_directory_leads_the_corpus(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     d = write_tokenizer(tmp_path / "t", "phi3", "trigger")
     code, doc = verify_json(capsys, d, "--chat", "Hi!")
     first = doc["tokenizer"]["first_difference"]
@@ -100,7 +102,10 @@ def test_negative_control_one_id_changed_is_a_mismatch(capsys: pytest.CaptureFix
         code, doc = verify_json(capsys, d)
     assert code == 1 and doc["verdict"] == "mismatch" and doc["tokenizer"]["differing"] == 1
     first = doc["tokenizer"]["first_difference"]
-    assert first["candle"]["ids"][0] == first["transformers"]["ids"][0] + 1 and first["candle"]["ids"][1:] == first["transformers"]["ids"][1:]
+    assert (
+        first["candle"]["ids"][0] == first["transformers"]["ids"][0] + 1
+        and first["candle"]["ids"][1:] == first["transformers"]["ids"][1:]
+    )
 
 
 def _spans(text: str) -> tuple[str, str]:
@@ -113,7 +118,9 @@ def _spans(text: str) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_fix_write_makes_the_crate_give_transformers_ids(shape: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_fix_write_makes_the_crate_give_transformers_ids(
+    shape: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     d = write_tokenizer(tmp_path / "m", shape, "trigger")
     before = (d / "tokenizer.json").read_text(encoding="utf-8")
     rc = portkit_main(["fix", "--write", str(d)])
@@ -138,14 +145,24 @@ def test_fix_write_makes_the_crate_give_transformers_ids(shape: str, capsys: pyt
 #: the other differences the Gemma and GPT-NeoX mirrors name, each confirmed from the ids and fixed
 REBUILT_VARIANTS = {
     # a Gemma vocabulary whose file has the Llama converter's `legacy: false` pipeline (a Metaspace)
-    "gemma-metaspace": (lambda: shape("gemma", "clean", tokenizer=_metaspace_file, config=_set(tokenizer_class="GemmaTokenizer")), {"PK501", "PK503"}),
-    "neox-without-nfc": (lambda: shape("neox", "clean", tokenizer=_set(normalizer=None), config=_set(tokenizer_class="GPTNeoXTokenizer")), {"PK501"}),
+    "gemma-metaspace": (
+        lambda: shape("gemma", "clean", tokenizer=_metaspace_file, config=_set(tokenizer_class="GemmaTokenizer")),
+        {"PK501", "PK503"},
+    ),
+    "neox-without-nfc": (
+        lambda: shape(
+            "neox", "clean", tokenizer=_set(normalizer=None), config=_set(tokenizer_class="GPTNeoXTokenizer")
+        ),
+        {"PK501"},
+    ),
     "neox-add-prefix-space": (lambda: shape("neox", config=_set(add_prefix_space=True)), {"PK503", "PK511"}),
 }
 
 
 @pytest.mark.parametrize("name", sorted(REBUILT_VARIANTS))
-def test_gemma_and_neox_differences_are_confirmed_and_fixed(name: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_gemma_and_neox_differences_are_confirmed_and_fixed(
+    name: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     build, confirmed = REBUILT_VARIANTS[name]
     d, _ = build()(tmp_path / "m")
     code, doc = verify_json(capsys, d)
@@ -158,7 +175,9 @@ def test_gemma_and_neox_differences_are_confirmed_and_fixed(name: str, capsys: p
     assert code == 0 and doc["tokenizer"]["differing"] == 0 and doc["tokenizer"]["findings"] == []
 
 
-def test_fix_diff_is_what_write_writes(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fix_diff_is_what_write_writes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import subprocess
 
     d = write_tokenizer(tmp_path / "m", "llama2", "trigger")
@@ -166,7 +185,7 @@ def test_fix_diff_is_what_write_writes(capsys: pytest.CaptureFixture[str], tmp_p
     monkeypatch.chdir(tmp_path)
     assert portkit_main(["fix", "m"]) == 1
     diff, _ = capsys.readouterr()
-    assert "-  \"normalizer\": {" in diff and "+  \"normalizer\": null," in diff and "+      \"normalized\": false," in diff
+    assert '-  "normalizer": {' in diff and '+  "normalizer": null,' in diff and '+      "normalized": false,' in diff
     assert diff.startswith("--- a/m/tokenizer.json\n+++ b/m/tokenizer.json\n")
     (tmp_path / "p.diff").write_text(diff)
     subprocess.run(["patch", "-p1", "-s", "-i", "p.diff"], check=True, cwd=tmp_path)
@@ -197,7 +216,9 @@ def _model_copy(shape: str, variant: str, tmp: Path) -> Path:
     return d
 
 
-def test_verify_with_weights_runs_the_tokens_first_and_the_forward(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_verify_with_weights_runs_the_tokens_first_and_the_forward(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     d = _model_copy("phi3", "trigger", tmp_path)
     code, doc = verify_json(capsys, d, "--tokens", "3", "--no-layers", "--chat", "Hi!")
     jsonschema.validate(doc, SCHEMA)
@@ -209,9 +230,13 @@ def test_verify_with_weights_runs_the_tokens_first_and_the_forward(capsys: pytes
     assert {f["code"] for f in doc["findings"]}.isdisjoint({"PK501", "PK502"})  # judged in the tokenizer section
     code = main([str(d), "--tokens", "3", "--no-layers", "--text", " Hello world"])
     out, _ = capsys.readouterr()
-    assert "candle's own ids for this text differ" in out and out.index("tokens: candle vs transformers") < out.index("candle vs transformers\n")
+    assert "candle's own ids for this text differ" in out and out.index("tokens: candle vs transformers") < out.index(
+        "candle vs transformers\n"
+    )
     # the model's findings header counts the tokenizer findings judged above, not "0 ... none" alone
-    assert re.search(r"findings \(portkit lint: \d+; [1-9]\d* tokenizer findings judged in the tokens section above\)", out), out
+    assert re.search(
+        r"findings \(portkit lint: \d+; [1-9]\d* tokenizer findings judged in the tokens section above\)", out
+    ), out
     clean = _model_copy("phi3", "clean", tmp_path)
     code, doc = verify_json(capsys, clean, "--tokens", "3", "--no-layers", "--chat", "Hi!")
     jsonschema.validate(doc, SCHEMA)
@@ -231,10 +256,17 @@ def test_greedy_reference_stops_on_generation_configs_eos(capsys: pytest.Capture
     gen = json.loads((d / "generation_config.json").read_text())
     gen["eos_token_id"] = [9999, greedy[2]]  # as if the model ended its answer there
     (d / "generation_config.json").write_text(json.dumps(gen))
-    code, doc = verify_json(capsys, d, "--tokens", "6", "--no-layers", "--ids", "474,300,301,302,303,304,305,306", "--no-cache")
+    code, doc = verify_json(
+        capsys, d, "--tokens", "6", "--no-layers", "--ids", "474,300,301,302,303,304,305,306", "--no-cache"
+    )
     jsonschema.validate(doc, SCHEMA)
     k = greedy.index(greedy[2])
-    assert doc["greedy_stop"] == {"eos_token_ids": [9999, greedy[2]], "source": "generation_config.json", "stopped_at": k, "token": greedy[2]}
+    assert doc["greedy_stop"] == {
+        "eos_token_ids": [9999, greedy[2]],
+        "source": "generation_config.json",
+        "stopped_at": k,
+        "token": greedy[2],
+    }
     assert doc["comparison"]["greedy"]["reference"] == greedy[: k + 1] and doc["comparison"]["greedy"]["ok"]
 
 
@@ -254,11 +286,23 @@ def test_fix_in_the_hf_cache_never_writes_a_blob(tmp_path: Path) -> None:
     assert (snap / "tokenizer.json").is_symlink()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
     env.update(HF_HUB_CACHE=str(cache), NO_COLOR="1", PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "-m", "portkit", "fix", "--write", "acme/tok"], env=env, cwd=tmp_path, text=True, capture_output=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "portkit", "fix", "--write", "acme/tok"],
+        env=env,
+        cwd=tmp_path,
+        text=True,
+        capture_output=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     assert "fixed 2 findings (PK503, PK506)" in p.stderr and "its tokenizer.json is now a file of its own" in p.stderr
-    assert {q: q.read_bytes() for q in sorted(cache.glob("*/blobs/*"))} == blobs  # no blob written, none added or removed
-    assert not (snap / "tokenizer.json").is_symlink() and json.loads((snap / "tokenizer.json").read_text())["padding"] is None
+    assert {
+        q: q.read_bytes() for q in sorted(cache.glob("*/blobs/*"))
+    } == blobs  # no blob written, none added or removed
+    assert (
+        not (snap / "tokenizer.json").is_symlink()
+        and json.loads((snap / "tokenizer.json").read_text())["padding"] is None
+    )
     assert (snap / "tokenizer_config.json").is_symlink()
 
 
@@ -270,7 +314,9 @@ def test_the_measured_table_in_the_docs_is_current() -> None:
     assert_current(doc, block(), START, END, "run `python -m fixtures.tokenizer_table --write docs/tokenizers.md`")
 
 
-def test_saved_truncation_is_confirmed_by_the_one_text_longer_than_it(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_saved_truncation_is_confirmed_by_the_one_text_longer_than_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     """A saved truncation changes only texts longer than its `max_length`: the corpus carries one
     such text, which alone differs, and PK506 is confirmed by its ids (its edit makes it agree)."""
     d = write_tokenizer(tmp_path / "t", "smollm", "clean")
@@ -288,4 +334,6 @@ def test_saved_truncation_is_confirmed_by_the_one_text_longer_than_it(capsys: py
     assert len(sec["first_difference"]["candle"]["ids"]) == 48 < len(sec["first_difference"]["transformers"]["ids"])
     assert code == 1 and out["verdict"] == "mismatch"
     # no prompt is planned in a tokenizer-only verify, so the truncation is a warning
-    assert pk506["severity"] == "warning" and pk506["message"].endswith("no prompt length is planned (`--max-prompt-tokens`)")
+    assert pk506["severity"] == "warning" and pk506["message"].endswith(
+        "no prompt length is planned (`--max-prompt-tokens`)"
+    )

@@ -14,10 +14,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from fixtures.seams import controls
 from fixtures.variants import VARIANTS
 from portkit.verify.pipeline import VerifyOptions, verify
 from portkit.verify.report.json_ import to_json
-from fixtures.seams import controls
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "verify-report.schema.json").read_text())
 
@@ -85,7 +85,10 @@ def _verdicts(report) -> dict[str, set[str]]:
 
 
 def _show(report) -> str:
-    lines = [f"exit {report.exit_code}; " + (report.comparison.headline() if report.comparison else report.run.failure.line())]
+    lines = [
+        f"exit {report.exit_code}; "
+        + (report.comparison.headline() if report.comparison else report.run.failure.line())
+    ]
     lines += [f"{f.code} {f.verdict}: {f.evidence}" for f in report.all_findings]
     return "\n".join(lines)
 

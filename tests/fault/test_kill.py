@@ -42,22 +42,36 @@ BAD = lambda: sk.config("tf5", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING)  
 def env_for(tmp: Path, cache: Path, tag: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "PORTKIT_"))}
     env.update(
-        PYTHONPATH=str(ROOT), NO_COLOR="1", PYTHONDONTWRITEBYTECODE="1", HF_HUB_CACHE=str(tmp / "hub"),
-        PORTKIT_CACHE=str(cache), TMPDIR=str(tmp / "tmp"), PORTKIT_FAULT_TAG=tag,
+        PYTHONPATH=str(ROOT),
+        NO_COLOR="1",
+        PYTHONDONTWRITEBYTECODE="1",
+        HF_HUB_CACHE=str(tmp / "hub"),
+        PORTKIT_CACHE=str(cache),
+        TMPDIR=str(tmp / "tmp"),
+        PORTKIT_FAULT_TAG=tag,
     )
     return env
 
 
-def killed(point: str, n: int, when: str, args: list[str], env: dict[str, str], cwd: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def killed(
+    point: str, n: int, when: str, args: list[str], env: dict[str, str], cwd: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
     r = subprocess.run(
-        [sys.executable, str(KILLPOINT), point, str(n), when, *extra, "--", *args], env=env, cwd=cwd, text=True, capture_output=True, timeout=300
+        [sys.executable, str(KILLPOINT), point, str(n), when, *extra, "--", *args],
+        env=env,
+        cwd=cwd,
+        text=True,
+        capture_output=True,
+        timeout=300,
     )
     assert r.returncode == -signal.SIGKILL, f"not killed at {point}#{n} {when}: exit {r.returncode}\n{r.stderr[-2000:]}"
     return r
 
 
 def portkit(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "portkit", *args], env=env, cwd=cwd, text=True, capture_output=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "portkit", *args], env=env, cwd=cwd, text=True, capture_output=True, timeout=300
+    )
 
 
 def left_in(d: Path) -> list[str]:
@@ -82,7 +96,9 @@ def alive_with(tag: str) -> list[int]:
 
 
 def files(d: Path) -> dict[str, bytes]:
-    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file() and not p.is_symlink()}
+    return {
+        p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file() and not p.is_symlink()
+    }
 
 
 # ------------------------------------------------------------------ fix --write
@@ -109,8 +125,12 @@ def snapshot_world(tmp_path: Path) -> tuple[Path, Path]:
     return tmp_path, snap
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kill points are SIGKILL; /proc finds leftover processes")
-@pytest.mark.parametrize("point,n,when,named", FIX_POINTS, ids=[f"{p}#{n}-{w}{'-named' if nm else ''}" for p, n, w, nm in FIX_POINTS])
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the kill points are SIGKILL; /proc finds leftover processes"
+)
+@pytest.mark.parametrize(
+    "point,n,when,named", FIX_POINTS, ids=[f"{p}#{n}-{w}{'-named' if nm else ''}" for p, n, w, nm in FIX_POINTS]
+)
 def test_fix_write_killed(point: str, n: int, when: str, named: bool, snapshot_world: tuple[Path, Path]) -> None:
     tmp, snap = snapshot_world
     env = env_for(tmp, tmp / "cache", uuid.uuid4().hex)
@@ -123,7 +143,9 @@ def test_fix_write_killed(point: str, n: int, when: str, named: bool, snapshot_w
 
     now = (snap / "config.json").read_bytes()
     fixed = json.loads(now)
-    assert now == old or (fixed["rope_theta"] == 500000.0 and "rope_scaling" in fixed), "config.json is neither the old nor the new one"
+    assert now == old or (fixed["rope_theta"] == 500000.0 and "rope_scaling" in fixed), (
+        "config.json is neither the old nor the new one"
+    )
     assert files(tmp / "hub" / "models--acme--bad" / "blobs") == blobs, "a blob changed"
     assert list((tmp / "tmp").iterdir()) == []
     assert left_in(cwd) == [], "the killed fix left a file in its working directory"
@@ -156,9 +178,17 @@ def whole_reference(path: Path) -> bool:
     return dump.metadata.get("format") == "portkit-reference/1" and {"ids", "logits", "greedy"} <= set(dump.names())
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kill points are SIGKILL; /proc finds leftover processes")
-@pytest.mark.parametrize("point,n,when,named", REFERENCE_POINTS, ids=[f"{p}#{n}-{w}{'-named' if nm else ''}" for p, n, w, nm in REFERENCE_POINTS])
-def test_reference_out_killed(point: str, n: int, when: str, named: bool, tmp_path: Path, healthy_tied_dir: Path) -> None:
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the kill points are SIGKILL; /proc finds leftover processes"
+)
+@pytest.mark.parametrize(
+    "point,n,when,named",
+    REFERENCE_POINTS,
+    ids=[f"{p}#{n}-{w}{'-named' if nm else ''}" for p, n, w, nm in REFERENCE_POINTS],
+)
+def test_reference_out_killed(
+    point: str, n: int, when: str, named: bool, tmp_path: Path, healthy_tied_dir: Path
+) -> None:
     """`portkit reference --out` killed while it writes: the output is the earlier file or the
     whole new one, nothing is left in the working directory or $TMPDIR, and what is left beside
     the output is removed by the next run writing there."""
@@ -171,13 +201,19 @@ def test_reference_out_killed(point: str, n: int, when: str, named: bool, tmp_pa
 
     killed(point, n, when, args, env, cwd, *(["--no-tmpfile"] if named else []))
 
-    assert out.read_bytes() == EARLIER or whole_reference(out), "the output is neither the earlier file nor a whole reference"
+    assert out.read_bytes() == EARLIER or whole_reference(out), (
+        "the output is neither the earlier file nor a whole reference"
+    )
     assert left_in(cwd) == [] and left_in(tmp_path / "tmp") == []
     beside = sorted(p.name for p in out.parent.iterdir() if p.name != out.name)
-    assert all(atomicfile.stale(name) for name in beside), f"left beside the output, and no dead writer's temporary file a sweep removes: {beside}"
+    assert all(atomicfile.stale(name) for name in beside), (
+        f"left beside the output, and no dead writer's temporary file a sweep removes: {beside}"
+    )
     r = portkit(args, env, cwd)
     assert r.returncode == 0, r.stderr
-    assert sorted(p.name for p in out.parent.iterdir()) == ["ref.safetensors"], "a killed reference's temporary file is still beside the output"
+    assert sorted(p.name for p in out.parent.iterdir()) == ["ref.safetensors"], (
+        "a killed reference's temporary file is still beside the output"
+    )
     assert whole_reference(out)
     assert left_in(cwd) == [] and left_in(tmp_path / "tmp") == []
 
@@ -212,7 +248,10 @@ VERIFY_POINTS = [
 ]
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the child's death with its parent (PR_SET_PDEATHSIG) and /proc are Linux's")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"),
+    reason="the child's death with its parent (PR_SET_PDEATHSIG) and /proc are Linux's",
+)
 def test_verify_killed_at_each_point_then_run_again(tmp_path: Path, healthy_tied_dir: Path) -> None:
     """One cache through all the kills, then one verify that must find everything in order."""
     model = tmp_path / "model"

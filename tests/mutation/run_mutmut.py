@@ -30,21 +30,60 @@ TARGETS: dict[str, list[str]] = {
     "portkit/verify/judge/confirm.py": ["tests/unit/test_confirm_verdicts.py"],
     "portkit/verify/judge/checks.py": ["tests/unit/test_compare.py", "tests/native/test_verify_parts.py"],
     "portkit/fix.py": ["tests/unit/test_fix_edits.py", "tests/acceptance/test_cli.py"],
-    "portkit/model/gguf_header.py": ["tests/unit/test_model_reader.py", "tests/unit/test_bounds.py", "tests/unit/test_gguf_header.py"],
-    "portkit/model/safetensors_header.py": ["tests/unit/test_model_reader.py", "tests/unit/test_bounds.py", "tests/unit/test_safetensors_header.py"],
-    "portkit/verify/cachefiles.py": ["tests/unit/test_cachefiles.py", "tests/unit/test_refcache_entries.py", "tests/unit/test_runcache.py", "tests/unit/test_cache_tampering.py"],
-    "portkit/verify/candle/cache.py": ["tests/unit/test_runcache.py", "tests/native/test_candle_run_cache.py", "tests/unit/test_cache_tampering.py"],
+    "portkit/model/gguf_header.py": [
+        "tests/unit/test_model_reader.py",
+        "tests/unit/test_bounds.py",
+        "tests/unit/test_gguf_header.py",
+    ],
+    "portkit/model/safetensors_header.py": [
+        "tests/unit/test_model_reader.py",
+        "tests/unit/test_bounds.py",
+        "tests/unit/test_safetensors_header.py",
+    ],
+    "portkit/verify/cachefiles.py": [
+        "tests/unit/test_cachefiles.py",
+        "tests/unit/test_refcache_entries.py",
+        "tests/unit/test_runcache.py",
+        "tests/unit/test_cache_tampering.py",
+    ],
+    "portkit/verify/candle/cache.py": [
+        "tests/unit/test_runcache.py",
+        "tests/native/test_candle_run_cache.py",
+        "tests/unit/test_cache_tampering.py",
+    ],
     "portkit/atomicfile.py": ["tests/unit/test_atomicfile.py"],
-    "portkit/hub.py": ["tests/unit/test_hub.py", "tests/acceptance/test_hf_cache_hostile.py", "tests/acceptance/test_hf_cache.py"],
+    "portkit/hub.py": [
+        "tests/unit/test_hub.py",
+        "tests/acceptance/test_hf_cache_hostile.py",
+        "tests/acceptance/test_hf_cache.py",
+    ],
     "portkit/tokenizer_fix.py": ["tests/unit/test_tokenizer_fix.py", "tests/acceptance/test_verify_tokens.py"],
 }
 #: the family semantics (portkit/families/, one module per candle model module): each with the family tests
 FAMILY_GLOB = ("portkit/families", "*.py")
 # (the native oracles, tests/native/test_family_*_oracle.py, hold these modules to candle too,
 # but need the native wheel of the same commit: add them here once it is built by default)
-FAMILY_TESTS = ["tests/unit/test_family_semantics.py", "tests/unit/test_family_weights.py", "tests/unit/test_family_detect.py", "tests/unit/test_family_views.py"]
+FAMILY_TESTS = [
+    "tests/unit/test_family_semantics.py",
+    "tests/unit/test_family_weights.py",
+    "tests/unit/test_family_detect.py",
+    "tests/unit/test_family_views.py",
+]
 
-STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout", 37: "killed"}
+STATUS = {
+    1: "killed",
+    3: "killed",
+    0: "survived",
+    5: "no tests",
+    33: "no tests",
+    34: "skipped",
+    36: "timeout",
+    24: "timeout",
+    -24: "timeout",
+    152: "timeout",
+    255: "timeout",
+    37: "killed",
+}
 
 
 def targets(root: Path) -> dict[str, list[str]]:
@@ -99,7 +138,12 @@ def score(work: Path, module: str) -> dict[str, object]:
     total = sum(counts.values())
     tested = total - counts.get("skipped", 0)
     killed = counts.get("killed", 0) + counts.get("timeout", 0)
-    return {"counts": counts, "total": total, "score": 100.0 * killed / tested if tested else 0.0, "survivors": survivors}
+    return {
+        "counts": counts,
+        "total": total,
+        "score": 100.0 * killed / tested if tested else 0.0,
+        "survivors": survivors,
+    }
 
 
 def survivor_diffs(work: Path, module: str, keys: list[str]) -> dict[str, str]:
@@ -120,8 +164,15 @@ def survivor_diffs(work: Path, module: str, keys: list[str]) -> dict[str, str]:
     for key in keys:
         name = key.rsplit(".", 1)[1]
         base = name.rsplit("__mutmut_", 1)[0]
-        orig, mutant = funcs.get(base + "__mutmut_orig", ""), funcs.get(name, "").replace(name, base + "__mutmut_orig", 1)
-        out[key] = "\n".join(line for line in difflib.unified_diff(orig.splitlines(), mutant.splitlines(), lineterm="", n=1) if not line.startswith(("---", "+++")))
+        orig, mutant = (
+            funcs.get(base + "__mutmut_orig", ""),
+            funcs.get(name, "").replace(name, base + "__mutmut_orig", 1),
+        )
+        out[key] = "\n".join(
+            line
+            for line in difflib.unified_diff(orig.splitlines(), mutant.splitlines(), lineterm="", n=1)
+            if not line.startswith(("---", "+++"))
+        )
     return out
 
 
@@ -136,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", type=Path, default=ROOT, help="the checkout to mutate (default: this one)")
     ap.add_argument("--only", action="append", default=[], help="modules whose path contains this (repeatable)")
     ap.add_argument("--max-children", default=str(min(2, os.cpu_count() or 1)))
-    ap.add_argument("--work", type=Path, default=Path(os.environ.get("PORTKIT_CACHE", Path.home() / ".cache/portkit")) / "mutation")
+    ap.add_argument(
+        "--work", type=Path, default=Path(os.environ.get("PORTKIT_CACHE", Path.home() / ".cache/portkit")) / "mutation"
+    )
     ap.add_argument("--survivors", type=Path, help="write every surviving mutant's diff here")
     args = ap.parse_args(argv)
     root = args.root.resolve()

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import portkit_native as pn
 import pytest
 
+import portkit_native as pn
 from fixtures.families import FAMILIES, family_fixture
 from portkit.families import BY_NAME
 from portkit.verify import cachefiles
@@ -84,7 +84,10 @@ def test_the_wheel_digest_is_the_installed_extension_module() -> None:
     expected = hashlib.sha256(Path(_native.__file__).read_bytes() + Path(pn.__file__).read_bytes()).hexdigest()
     assert runcache.wheel_digest() == expected
     # negative control: the digest is of the bytes, so another build differs
-    assert hashlib.sha256(Path(_native.__file__).read_bytes()[:-1] + Path(pn.__file__).read_bytes()).hexdigest() != expected
+    assert (
+        hashlib.sha256(Path(_native.__file__).read_bytes()[:-1] + Path(pn.__file__).read_bytes()).hexdigest()
+        != expected
+    )
 
 
 def test_rows_differ_between_dtypes() -> None:
@@ -114,7 +117,9 @@ def test_the_wheel_pins_candles_thread_count_once(given: str | None) -> None:
     if given is not None:
         env["RAYON_NUM_THREADS"] = given
     probe = "import os, portkit_native as pn; print(os.environ['RAYON_NUM_THREADS'], pn.cpu_threads())"
-    pinned, threads = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout.split()
+    pinned, threads = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
     assert pinned == threads and int(threads) >= 1
     if given == "3":
         assert threads == "3"

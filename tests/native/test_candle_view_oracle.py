@@ -19,9 +19,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import portkit_native
 import pytest
 
+import portkit_native
 from portkit.families import BY_NAME
 from tests.unit.config_corpus import CORPUS
 from tests.unit.rule_cases import CASES, VARIANTS
@@ -33,7 +33,9 @@ def _rule_configs() -> dict[str, str]:
     """config.json of every rule trigger/clean fixture (built once, read back as text)."""
     out: dict[str, str] = {}
     root = Path(tempfile.mkdtemp(prefix="portkit-oracle-"))
-    builders = [(f"{code}-trigger", b[0]) for code, b in CASES.items()] + [(f"{code}-clean", b[1]) for code, b in CASES.items()]
+    builders = [(f"{code}-trigger", b[0]) for code, b in CASES.items()] + [
+        (f"{code}-clean", b[1]) for code, b in CASES.items()
+    ]
     builders += [(f"{code}-variant{i}", b) for i, (code, b, _) in enumerate(VARIANTS)]
     for name, build in builders:
         d, _ = build(root / name)
@@ -61,7 +63,8 @@ def _compare(mine: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
             ok = _same_float(a, b)
         elif k == "rope_scaling" and a is not None and b is not None:
             ok = set(a) == set(b) and all(
-                _same_float(a[x], b[x]) if isinstance(a[x], float) or isinstance(b[x], float) else a[x] == b[x] for x in a
+                _same_float(a[x], b[x]) if isinstance(a[x], float) or isinstance(b[x], float) else a[x] == b[x]
+                for x in a
             )
         else:
             ok = a == b
@@ -101,6 +104,7 @@ def test_corpus_covers_both_outcomes() -> None:
 
 # ------------------------------------------------------------------ crash probes
 
+
 def _crash_cases() -> list[tuple[str, Any, int]]:
     """Trigger fixtures of the rules whose probe is a crash; the others have nothing to run here."""
     from portkit.rules import RULES
@@ -115,7 +119,9 @@ def _crash_cases() -> list[tuple[str, Any, int]]:
     return [
         c
         for c in out
-        if RULES[c[0]].probe_kind == "crash" and RULES[c[0]].group not in ("tokenizer", "embedding") and getattr(c[1], "family", "llama") == "llama"
+        if RULES[c[0]].probe_kind == "crash"
+        and RULES[c[0]].group not in ("tokenizer", "embedding")
+        and getattr(c[1], "family", "llama") == "llama"
         and (RULES[c[0]].probe_run == "prompt" or getattr(c[1], "device", "cpu") == "cpu")
     ]
 
@@ -173,11 +179,15 @@ def test_crash_probe_expectations_hold_in_candle(code: str, builder: Any, n: int
             config = (d / "config.json").read_text()
             fam = detect_or_default(json.loads(config))
             assert fam is not None
-            runner = load_runner(fam, weights, config, dtype=dtype, cache_dtype=cache, use_flash_attn=target.get("use_flash_attn", False))
+            runner = load_runner(
+                fam, weights, config, dtype=dtype, cache_dtype=cache, use_flash_attn=target.get("use_flash_attn", False)
+            )
             drive(runner)
     except portkit_native.NativeError as e:
         assert crash, f"{code}: lint says candle runs this, but candle failed: {str(e)[:400]!r}"
         for p in probes:
-            assert p.expect is not None and p.expect in str(e), f"{code}: expected {p.expect!r} in candle's {str(e)[:400]!r}"
+            assert p.expect is not None and p.expect in str(e), (
+                f"{code}: expected {p.expect!r} in candle's {str(e)[:400]!r}"
+            )
         return
     assert not crash, f"{code}: candle ran without the error lint predicts ({[p.expect for p in crash]})"

@@ -31,7 +31,11 @@ def _runner(family: str, dtype: str = "f32"):
     d = family_fixture(family, RUNS.get(family, "legacy"))
     files = [str(d / "model.safetensors")]
     cfg = (d / "config.json").read_text()
-    r = pn.LlamaRunner(files, cfg, dtype=dtype) if family == "llama" else pn.FamilyRunner(family, files, cfg, dtype=dtype)
+    r = (
+        pn.LlamaRunner(files, cfg, dtype=dtype)
+        if family == "llama"
+        else pn.FamilyRunner(family, files, cfg, dtype=dtype)
+    )
     return r, json.loads((d / "prompt.json").read_text())["ids"]
 
 
@@ -85,7 +89,9 @@ def test_gemma3_second_turn_past_its_window_fails_in_broadcast_add() -> None:
     r, prompt = _runner("gemma3")  # sliding_window 32
     fed = list(r.greedy(prompt, 9))
     seg = segment_for(prompt)
-    with pytest.raises(pn.CandleError, match=r"shape mismatch in broadcast_add, lhs: \[1, 4, 8, 32\], rhs: \[1, 1, 8, 33\]"):
+    with pytest.raises(
+        pn.CandleError, match=r"shape mismatch in broadcast_add, lhs: \[1, 4, 8, 32\], rhs: \[1, 1, 8, 33\]"
+    ):
         r.continuation(prompt, fed, seg)
     ok = np.asarray(r.continuation(prompt, fed[:8], seg))  # ends at 32: inside the window
     assert np.abs(ok - _control(r, prompt, fed[:8], seg)).max() < ATOL
@@ -94,7 +100,9 @@ def test_gemma3_second_turn_past_its_window_fails_in_broadcast_add() -> None:
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_qwen3_moe_half_precision_batch_panics_reading_past_the_mask(dtype: str) -> None:
     r, prompt = _runner("qwen3_moe", dtype)
-    with pytest.raises(pn.CandlePanic, match=r"cpu_backend/utils\.rs:\d+:\d+: range end index 512 out of range for slice of length 256"):
+    with pytest.raises(
+        pn.CandlePanic, match=r"cpu_backend/utils\.rs:\d+:\d+: range end index 512 out of range for slice of length 256"
+    ):
         r.batch_last_logits(rows_for(prompt, 2))
 
 
@@ -137,7 +145,9 @@ def _written(family: str, tmp_path: Path):
 
     d = family_fixture(family, "legacy")
     g = write_gguf(d, tmp_path / f"{family}.gguf")
-    return pn.GgufRunner(str(g), loader=loader_for(architecture_of(read_gguf(g)))), json.loads((d / "prompt.json").read_text())["ids"]
+    return pn.GgufRunner(str(g), loader=loader_for(architecture_of(read_gguf(g)))), json.loads(
+        (d / "prompt.json").read_text()
+    )["ids"]
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen2", "phi3"])
@@ -154,7 +164,9 @@ def test_gguf_loaders_continue_and_batch_like_their_control(family: str, tmp_pat
 def test_quantized_qwen3_on_the_cpu() -> None:
     """A batch panics (PK313); a second turn after decode steps misses them (PK314), right after the prompt it does not."""
     r, prompt = _gguf("qwen3")
-    with pytest.raises(pn.CandlePanic, match=r"quantized_qwen3\.rs:357:\d+: called `Option::unwrap\(\)` on a `None` value"):
+    with pytest.raises(
+        pn.CandlePanic, match=r"quantized_qwen3\.rs:357:\d+: called `Option::unwrap\(\)` on a `None` value"
+    ):
         r.batch_last_logits(rows_for(prompt, 2))
     seg = segment_for(prompt)
     fed = list(r.greedy(prompt, 8))

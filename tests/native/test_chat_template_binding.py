@@ -27,11 +27,15 @@ def test_environments_are_named_after_what_users_run() -> None:
 def test_a_plain_template_renders_as_transformers_does(env: str) -> None:
     t = "{%- for m in messages %}{{ '<|' + m['role'] + '|>' + m['content'] }}{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
     for agp in (True, False):
-        assert pn.render_chat_template(env, t, MESSAGES, add_generation_prompt=agp) == transformers_render(t, MESSAGES, add_generation_prompt=agp)
+        assert pn.render_chat_template(env, t, MESSAGES, add_generation_prompt=agp) == transformers_render(
+            t, MESSAGES, add_generation_prompt=agp
+        )
 
 
 def test_refusals_raise_chat_template_error_with_the_programs_text() -> None:
-    with pytest.raises(pn.ChatTemplateError, match=r"^Template error: syntax error: unknown statement break \(in chat:1\)"):
+    with pytest.raises(
+        pn.ChatTemplateError, match=r"^Template error: syntax error: unknown statement break \(in chat:1\)"
+    ):
         pn.render_chat_template("candle-examples", "{% for m in messages %}{% break %}{% endfor %}", MESSAGES)
     with pytest.raises(pn.ChatTemplateError, match=r"^syntax error: unknown statement break \(in chat_template:1\)"):
         pn.render_chat_template("mistral.rs", "{% for m in messages %}{% break %}{% endfor %}", MESSAGES)
@@ -40,7 +44,9 @@ def test_refusals_raise_chat_template_error_with_the_programs_text() -> None:
 
 def test_what_a_program_cannot_be_given() -> None:
     with pytest.raises(ValueError, match="no `tools`"):
-        pn.render_chat_template("candle-examples", "x", MESSAGES, tools=[{"type": "function", "function": {"name": "f"}}])
+        pn.render_chat_template(
+            "candle-examples", "x", MESSAGES, tools=[{"type": "function", "function": {"name": "f"}}]
+        )
     with pytest.raises(NotImplementedError, match="Gemma 4"):
         pn.render_chat_template("mistral.rs", "<|tool_call>{{ x }}<tool_call|>", MESSAGES)
 

@@ -56,7 +56,14 @@ def test_this_build_targets_x86_64_v3_and_this_cpu_runs_it() -> None:
     build time), and this machine passed the check (the extension is loaded)."""
     if _target.ARCH == "x86_64":
         assert {"avx2", "fma", "f16c"} <= set(_target.FEATURES)
-    assert _cpu.missing(_target.ARCH, _target.FEATURES, Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else None) == []
+    assert (
+        _cpu.missing(
+            _target.ARCH,
+            _target.FEATURES,
+            Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else None,
+        )
+        == []
+    )
 
 
 class _RefusingFinder(importlib.abc.MetaPathFinder):

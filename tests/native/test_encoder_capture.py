@@ -12,9 +12,9 @@ import math
 from pathlib import Path
 
 import numpy as np
-import portkit_native as pn
 import pytest
 
+import portkit_native as pn
 from fixtures.embedding_models import FAMILIES, embedding_model
 from portkit.encoders import SUBLAYERS
 from portkit.verify.embedding import corpus
@@ -108,10 +108,16 @@ def test_sublayers_match_the_reference_and_a_perturbed_one_is_named(family: tupl
     assert sorted(r.sublayers) == sorted(f"layers.{i}.{sub}" for i in range(n) for sub, _ in SUBLAYERS[name])
     got = run_encoder(runner, name, enc, ref.steps, capture=True)
     clean = check_row(texts[0], "t", enc.mask[0], got, r, t)
-    assert clean.ok and clean.first_layer_out is None, [(row.name, row.max_diff) for row in clean.layers if not row.floor.ok]
+    assert clean.ok and clean.first_layer_out is None, [
+        (row.name, row.max_diff) for row in clean.layers if not row.floor.ok
+    ]
     first = SUBLAYERS[name][0][0]
     names = [row.name for row in clean.layers]
-    assert names[: 2 + len(SUBLAYERS[name])] == ["embeddings", *(f"layers.0.{sub}" for sub, _ in SUBLAYERS[name]), "layers.0"]
+    assert names[: 2 + len(SUBLAYERS[name])] == [
+        "embeddings",
+        *(f"layers.0.{sub}" for sub, _ in SUBLAYERS[name]),
+        "layers.0",
+    ]
     assert all(row.floor.ok and not math.isnan(row.max_diff) for row in clean.layers)
     # negative control: candle's layer-1 first sub-layer moved by 1e-3 is where the judge says it starts
     moved = dict(got.sublayers)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 
-import portkit_native as pn
 import pytest
 
+import portkit_native as pn
 from portkit.encoders import EMBEDDERS, ENCODERS, NOMIC_DEFAULTS, NOMIC_KEYS, REQUIRED
 from portkit.encoders import detect as detect_encoder
 
@@ -21,8 +21,21 @@ VALUES = {"hidden_act": "gelu", "activation": "gelu", "position_embedding_type":
 #: keys each module reads but does not require (serde default or Option): removing them changes nothing
 OPTIONAL = {"bert": ("position_embedding_type", "use_cache", "classifier_dropout", "model_type"), "distilbert": ("use_cache", "model_type"),
             "xlm_roberta": (), "modernbert": (), "jina_bert": (), "nomic_bert": ("vocab_size", "n_embd")}  # fmt: skip
-OPTIONAL_VALUES = {"position_embedding_type": "absolute", "use_cache": True, "classifier_dropout": None, "model_type": "bert", "vocab_size": 2, "n_embd": 2}
-MODEL_TYPE = {"bert": "bert", "distilbert": "distilbert", "xlm_roberta": "xlm-roberta", "modernbert": "modernbert", "nomic_bert": "nomic_bert"}
+OPTIONAL_VALUES = {
+    "position_embedding_type": "absolute",
+    "use_cache": True,
+    "classifier_dropout": None,
+    "model_type": "bert",
+    "vocab_size": 2,
+    "n_embd": 2,
+}
+MODEL_TYPE = {
+    "bert": "bert",
+    "distilbert": "distilbert",
+    "xlm_roberta": "xlm-roberta",
+    "modernbert": "modernbert",
+    "nomic_bert": "nomic_bert",
+}
 
 
 def full(name: str) -> dict:
@@ -119,7 +132,12 @@ def test_pk615_names_the_value_serde_meets_first(tmp_path):
     from portkit.lint import lint_dir
 
     rest = {k: v for k, v in full("bert").items() if k != "hidden_act"}
-    cfg = {"model_type": "bert", "position_embedding_type": "relative_key", **rest, "hidden_act": "gelu_new"}  # serde reads in file order
+    cfg = {
+        "model_type": "bert",
+        "position_embedding_type": "relative_key",
+        **rest,
+        "hidden_act": "gelu_new",
+    }  # serde reads in file order
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     (f,) = [f for f in lint_dir(tmp_path).findings if f.code == "PK615"]
     said = refusal(cfg, "bert")

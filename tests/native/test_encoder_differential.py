@@ -29,7 +29,9 @@ def test_the_mutations_reach_every_kind_of_truth():
     assert {"PK615", "PK616", "PK617", "PK612", "PK613"} <= {c for o in outcomes for c in o.codes}
 
 
-@pytest.mark.parametrize(("family", "patch"), [("modernbert", {"norm_eps": 1e-3}), ("nomic_bert", {"layer_norm_eps": 1e-3})])
+@pytest.mark.parametrize(
+    ("family", "patch"), [("modernbert", {"norm_eps": 1e-3}), ("nomic_bert", {"layer_norm_eps": 1e-3})]
+)
 def test_pk617_is_confirmed_by_the_reference_run_with_candles_value(tmp_path, family, patch):
     from portkit.verify.pipeline import VerifyOptions, verify
 

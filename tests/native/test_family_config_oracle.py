@@ -47,7 +47,12 @@ def _base(family: str) -> dict[str, Any]:
 
 def _corpus(family: str) -> dict[str, str]:
     base = _base(family)
-    out = {"legacy": _j(LEGACY[family]), "t5": _j(T5[family]), "base": _j(base), "compact": json.dumps(base, separators=(",", ":"))}
+    out = {
+        "legacy": _j(LEGACY[family]),
+        "t5": _j(T5[family]),
+        "base": _j(base),
+        "compact": json.dumps(base, separators=(",", ":")),
+    }
     for f in _fields(family):
         k = f.name
         out[f"drop-{k}"] = _j({x: v for x, v in base.items() if x != k})
@@ -81,12 +86,31 @@ def _corpus(family: str) -> dict[str, str]:
         out[f"{k}-list"] = _j({**base, k: [1, 2]})
         out[f"{k}-negative"] = _j({**base, k: -1})
     out["rope-scaling-linear"] = _j({**base, "rope_scaling": {"type": "linear", "factor": 2.0}})
-    out["rope-scaling-longrope"] = _j({**base, "rope_scaling": {"short_factor": [1.0] * 8, "long_factor": [2.0] * 8, "type": "longrope"}})
-    out["rope-scaling-granite"] = _j({**base, "rope_scaling": {"factor": 2.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                                                                "original_max_position_embeddings": 64, "rope_type": "granite"}})
+    out["rope-scaling-longrope"] = _j(
+        {**base, "rope_scaling": {"short_factor": [1.0] * 8, "long_factor": [2.0] * 8, "type": "longrope"}}
+    )
+    out["rope-scaling-granite"] = _j(
+        {
+            **base,
+            "rope_scaling": {
+                "factor": 2.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 64,
+                "rope_type": "granite",
+            },
+        }
+    )
     out["rope-scaling-null"] = _j({**base, "rope_scaling": None})
-    out["rope-parameters-only"] = _j({**{x: v for x, v in base.items() if x != "rope_theta"}, "rope_parameters": {"rope_theta": 2e6, "rope_type": "default"}})
-    out["extra-unknown-keys"] = _j({**base, "layer_types": ["full_attention"], "num_local_experts": 3, "use_bidirectional_attention": False})
+    out["rope-parameters-only"] = _j(
+        {
+            **{x: v for x, v in base.items() if x != "rope_theta"},
+            "rope_parameters": {"rope_theta": 2e6, "rope_type": "default"},
+        }
+    )
+    out["extra-unknown-keys"] = _j(
+        {**base, "layer_types": ["full_attention"], "num_local_experts": 3, "use_bidirectional_attention": False}
+    )
     return out
 
 
@@ -103,7 +127,7 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return set(a) == set(b) and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=False))
     return a == b
 
 
@@ -125,7 +149,11 @@ def test_family_mirror_matches_candle(family: str, name: str, text: str) -> None
         return
     assert view.refused is None, f"portkit's {family} mirror refuses ({view.refused}); candle accepts: {theirs}"
     assert set(view.values) == set(theirs), (sorted(view.values), sorted(theirs))
-    diffs = [f"{k}: portkit {view.values[k]!r} != candle {theirs[k]!r}" for k in view.values if not _same(view.values[k], theirs[k])]
+    diffs = [
+        f"{k}: portkit {view.values[k]!r} != candle {theirs[k]!r}"
+        for k in view.values
+        if not _same(view.values[k], theirs[k])
+    ]
     assert not diffs, "; ".join(diffs)
 
 
@@ -203,8 +231,18 @@ def test_qwen2_window_claims_hold_in_candle() -> None:
 @pytest.mark.parametrize(
     "family,variant,edits,expect",
     [
-        ("gemma", "legacy", {"hidden_activation": "gelu_pytorch_tanh"}, "both hidden_act and hidden_activation are set"),  # PK117
-        ("qwen3", "legacy", {"use_sliding_window": True, "sliding_window": 64}, "sliding window is not supported"),  # PK115
+        (
+            "gemma",
+            "legacy",
+            {"hidden_activation": "gelu_pytorch_tanh"},
+            "both hidden_act and hidden_activation are set",
+        ),  # PK117
+        (
+            "qwen3",
+            "legacy",
+            {"use_sliding_window": True, "sliding_window": 64},
+            "sliding window is not supported",
+        ),  # PK115
         ("qwen3_moe", "legacy", {"use_sliding_window": True, "sliding_window": 64}, "sliding window is not supported"),
         ("mistral", "tied", {}, "lm_head.weight"),  # PK120
         ("stable_lm", "tied", {}, "lm_head.weight"),
@@ -223,7 +261,9 @@ def test_crash_expectations_hold_in_candle(family: str, variant: str, edits: dic
     lint_dir = Path(tempfile.mkdtemp()) / "m"
     lint_dir.mkdir()
     (lint_dir / "config.json").write_text(json.dumps(cfg, indent=2))
-    found = [f for f in lint_paths([lint_dir], Settings(respect_pyproject=False)).findings if f.probe and f.probe.expect]
+    found = [
+        f for f in lint_paths([lint_dir], Settings(respect_pyproject=False)).findings if f.probe and f.probe.expect
+    ]
     assert any(f.probe.expect == expect for f in found), [(f.code, f.probe.expect) for f in found]
     with pytest.raises(portkit_native.NativeError, match=re.escape(expect)):
         runner = portkit_native.FamilyRunner(family, [str(d / "model.safetensors")], json.dumps(cfg))

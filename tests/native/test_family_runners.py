@@ -131,7 +131,16 @@ def test_gemma3_capture_fails_as_the_library_does():
 
 def test_capture_families():
     assert pn.capture_families() == [
-        "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "olmo2", "granite"
+        "llama",
+        "mistral",
+        "qwen2",
+        "qwen3",
+        "gemma",
+        "gemma2",
+        "gemma3",
+        "phi3",
+        "olmo2",
+        "granite",
     ]
     runner, d, ids = _runner("stable_lm", "legacy")
     with pytest.raises(NotImplementedError, match="^per-layer: not available for stable_lm$"):
@@ -181,9 +190,17 @@ def test_requested_tensors_name_the_missing_lm_head():
 GGUF_CASES = [
     ("qwen2", "quantized_qwen2", {}),
     ("phi3", "quantized_phi3", {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}),
-    ("gemma3", "quantized_gemma3", {"hidden_activation": "silu", "rope_parameters": {
-        "full_attention": {"rope_theta": 1e6, "rope_type": "default"},
-        "sliding_attention": {"rope_theta": 1e4, "rope_type": "default"}}}),
+    (
+        "gemma3",
+        "quantized_gemma3",
+        {
+            "hidden_activation": "silu",
+            "rope_parameters": {
+                "full_attention": {"rope_theta": 1e6, "rope_type": "default"},
+                "sliding_attention": {"rope_theta": 1e4, "rope_type": "default"},
+            },
+        },
+    ),
     ("qwen3", "quantized_qwen3", None),
 ]
 

@@ -25,9 +25,22 @@ from tests.unit.rule_cases import family_config
 # Config variants that change what a module requests: the tie flag, bias flags, MoE layout, head_dim.
 CONFIG_VARIANTS: list[tuple[str, str, dict[str, Any]]] = [
     *[(f.name, "legacy", {}) for f in FAMILIES],
-    *[(f, f"tied={t}", {"tie_word_embeddings": t}) for f in ("llama", "mistral", "qwen3", "qwen3_moe", "phi3", "olmo2",
-                                                             "gemma", "starcoder2", "stable_lm", "granite")
-      for t in (True, False)],  # fmt: skip
+    *[
+        (f, f"tied={t}", {"tie_word_embeddings": t})
+        for f in (
+            "llama",
+            "mistral",
+            "qwen3",
+            "qwen3_moe",
+            "phi3",
+            "olmo2",
+            "gemma",
+            "starcoder2",
+            "stable_lm",
+            "granite",
+        )
+        for t in (True, False)
+    ],  # fmt: skip
     ("qwen3", "attention_bias", {"attention_bias": True}),
     ("olmo2", "attention_bias", {"attention_bias": True}),
     ("gemma", "attention_bias", {"attention_bias": True}),
@@ -64,7 +77,9 @@ def native(family: str, config_text: str, available: set[str] | None) -> tuple[l
     return [(n, list(s) if s is not None else None) for n, s in requested], error
 
 
-def until_first_missing(table: list[tuple[str, list[int]]], available: set[str]) -> tuple[list[tuple[str, list[int]]], str | None]:
+def until_first_missing(
+    table: list[tuple[str, list[int]]], available: set[str]
+) -> tuple[list[tuple[str, list[int]]], str | None]:
     """What candle requests when only `available` exists: up to and including the first absent name."""
     for i, (n, _) in enumerate(table):
         if n not in available:
@@ -79,7 +94,9 @@ def test_table_equals_candle_requests(family: str, label: str, overrides: dict[s
     got, error = native(family, text, None)
     assert error is None, f"{family}/{label}: candle failed building the module: {error}"
     assert [n for n, _ in got] == [n for n, _ in want], f"{family}/{label}: names or load order differ"
-    assert got == want, f"{family}/{label}: shapes differ: " + str([(a, b) for a, b in zip(got, want) if a != b][:3])
+    assert got == want, f"{family}/{label}: shapes differ: " + str(
+        [(a, b) for a, b in zip(got, want, strict=False) if a != b][:3]
+    )
 
 
 @pytest.mark.parametrize("family", [f.name for f in FAMILIES])
@@ -104,7 +121,12 @@ def test_candle_stops_where_the_table_says(family: str) -> None:
 def _family_fixtures() -> list[tuple[str, str]]:
     from fixtures.families import FAMILY_VARIANTS
 
-    return [(f, v) for f, vs in FAMILY_VARIANTS.items() for v, spec in vs.items() if spec.label != "refused" and not spec.config_error]
+    return [
+        (f, v)
+        for f, vs in FAMILY_VARIANTS.items()
+        for v, spec in vs.items()
+        if spec.label != "refused" and not spec.config_error
+    ]
 
 
 @pytest.mark.parametrize("family,variant", _family_fixtures(), ids=[f"{f}-{v}" for f, v in _family_fixtures()])

@@ -6,9 +6,9 @@ KV cache, or quantized_qwen2's second pass), when fewer are fed than tokens aske
 from __future__ import annotations
 
 import numpy as np
-import portkit_native as pn
 import pytest
 
+import portkit_native as pn
 from fixtures.families import family_fixture
 from fixtures.gguf_writer import write_gguf
 from portkit.model.gguf_header import read_gguf

@@ -42,7 +42,9 @@ def models() -> Path:
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120
+    )
 
 
 def test_check_passes_on_the_tree(models: Path) -> None:
@@ -56,11 +58,15 @@ def test_every_copy_is_generated() -> None:
     assert on_disk == set(gen.NAMES), "every native/src/*_copy.rs needs a patch in native/copies/ and a place in NAMES"
     for name in gen.NAMES:
         assert gen.patch_path(name).is_file(), name
-        assert gen.read(gen.copy_path(name)).startswith(gen.header(name)), f"{name}_copy.rs lacks the generated-file header"
+        assert gen.read(gen.copy_path(name)).startswith(gen.header(name)), (
+            f"{name}_copy.rs lacks the generated-file header"
+        )
 
 
 def test_the_patches_import_array_and_sink_not_llama() -> None:
-    for name in (n for n in gen.NAMES if n not in gen.OUTSIDE_MODELS and n not in gen.REPAIRS):  # the capture copies (generation: the sampler)
+    for name in (
+        n for n in gen.NAMES if n not in gen.OUTSIDE_MODELS and n not in gen.REPAIRS
+    ):  # the capture copies (generation: the sampler)
         text = gen.read(gen.copy_path(name))
         assert "use crate::array::Array;" in text and "use crate::sublayers::Sink;" in text, name
         assert "crate::llama::" not in text, name
@@ -99,12 +105,20 @@ def test_a_changed_original_is_reported(models: Path, tmp_path: Path) -> None:
     # A line candle's file keeps unchanged in the copy: the generated copy differs from the tree's
     # (or, in a hunk's context, the patch refuses).
     original = gen.read(reg / "gemma2.rs")
-    kept = [line for line in original.splitlines() if "fn forward" in line and line in gen.read(gen.copy_path("gemma2")).splitlines()]
+    kept = [
+        line
+        for line in original.splitlines()
+        if "fn forward" in line and line in gen.read(gen.copy_path("gemma2")).splitlines()
+    ]
     assert kept
     gen.write(reg / "gemma2.rs", original.replace(kept[-1], kept[-1] + " ", 1))
     # A line the patch removes: the patch no longer applies, and says where.
     patch = gen.read(gen.patch_path("llama"))
-    removed = next(line[1:] for line in patch.splitlines() if line.startswith("-") and not line.startswith("---") and line[1:].strip())
+    removed = next(
+        line[1:]
+        for line in patch.splitlines()
+        if line.startswith("-") and not line.startswith("---") and line[1:].strip()
+    )
     original = gen.read(reg / "llama.rs")
     gen.write(reg / "llama.rs", original.replace(removed, removed + " // changed upstream", 1))
     with pytest.raises(gen.PatchError, match="does not match"):
@@ -121,7 +135,9 @@ def test_missing_registry_is_a_one_line_error(tmp_path: Path) -> None:
     env = dict(os.environ, CARGO_HOME=str(tmp_path / "cargo"))
     r = _run("--check", env=env)
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
-    assert r.stderr.count("\n") == 1 and "candle-transformers-0.11.0" in r.stderr and "make native" in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1 and "candle-transformers-0.11.0" in r.stderr and "make native" in r.stderr, (
+        r.stderr
+    )
     with pytest.raises(gen.RegistryMissing):
         gen.registry_models_dir(tmp_path / "cargo")
 

@@ -26,7 +26,11 @@ def test_capture_logits_are_the_librarys_bit_for_bit(qtype: str, tmp_path: Path)
     assert np.array_equal(cap["logits"], runner.last_logits(IDS))
     n = 6
     subs = sublayers.of(BY_NAME["gemma3"])
-    want = {"embeddings", "norm", "logits"} | {f"layer.{i}" for i in range(n)} | {f"layer.{i}.{s}" for i in range(n) for s in subs}
+    want = (
+        {"embeddings", "norm", "logits"}
+        | {f"layer.{i}" for i in range(n)}
+        | {f"layer.{i}.{s}" for i in range(n) for s in subs}
+    )
     assert set(cap) == want, set(cap) ^ want
     assert cap["layer.0"].shape == (len(IDS), 64) and cap["layer.0.self_attn.q_proj"].shape == (len(IDS), 4 * 16)
     # a second run gives the same bits (the copy keeps no state between captures)

@@ -8,8 +8,8 @@ must fail with it. The untouched files are the negative control: they load and r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest
@@ -108,15 +108,23 @@ MECHANISMS = [
 
 
 @pytest.mark.parametrize("code,family,variant,same,other", MECHANISMS, ids=[m[0] for m in MECHANISMS])
-def test_silent_rule_mechanism_in_candle(code: str, family: str, variant: str, same: dict, other: dict, tmp_path: Path) -> None:
+def test_silent_rule_mechanism_in_candle(
+    code: str, family: str, variant: str, same: dict, other: dict, tmp_path: Path
+) -> None:
     d = family_fixture(family, variant)
     base = write_gguf(d, tmp_path / "as-converted.gguf")
-    assert code in {f.code for f in lint_paths([base], Settings(select=[code], preview=True, respect_pyproject=False)).findings}
+    assert code in {
+        f.code for f in lint_paths([base], Settings(select=[code], preview=True, respect_pyproject=False)).findings
+    }
     a = _logits(base)
     b = _logits(write_gguf(d, tmp_path / "same.gguf", **same))
     c = _logits(write_gguf(d, tmp_path / "other.gguf", **other))
-    assert np.array_equal(a, b), f"{code}: candle read what the rule says it ignores (max |diff| {np.abs(a - b).max():.3g})"
-    assert np.abs(a - c).max() > 1e-4, f"{code}: the control edit changed nothing (max |diff| {np.abs(a - c).max():.3g})"
+    assert np.array_equal(a, b), (
+        f"{code}: candle read what the rule says it ignores (max |diff| {np.abs(a - b).max():.3g})"
+    )
+    assert np.abs(a - c).max() > 1e-4, (
+        f"{code}: the control edit changed nothing (max |diff| {np.abs(a - c).max():.3g})"
+    )
 
 
 def test_gemma3_gguf_is_transformers_with_silu(tmp_path: Path) -> None:
@@ -132,9 +140,13 @@ def test_gemma3_gguf_is_transformers_with_silu(tmp_path: Path) -> None:
     gelu = np.asarray(reference_last_logits(d, IDS), dtype=np.float64)
     silu = np.asarray(reference_last_logits(d, IDS, hidden_activation="silu"), dtype=np.float64)
     tol = 1e-4
-    assert np.abs(fixed - silu).max() < tol, f"candle vs transformers(silu): {np.abs(fixed - silu).max():.3g} (tol {tol})"
+    assert np.abs(fixed - silu).max() < tol, (
+        f"candle vs transformers(silu): {np.abs(fixed - silu).max():.3g} (tol {tol})"
+    )
     assert np.abs(fixed - gelu).max() > 100 * tol, f"candle vs transformers: {np.abs(fixed - gelu).max():.3g}"
-    assert np.abs(as_converted - silu).max() > 100 * tol, f"as converted vs transformers(silu): {np.abs(as_converted - silu).max():.3g}"
+    assert np.abs(as_converted - silu).max() > 100 * tol, (
+        f"as converted vs transformers(silu): {np.abs(as_converted - silu).max():.3g}"
+    )
 
 
 def test_gemma3_gguf_window_is_one_wider_in_prefill_and_absent_in_decode(tmp_path: Path) -> None:
@@ -151,11 +163,17 @@ def test_gemma3_gguf_window_is_one_wider_in_prefill_and_absent_in_decode(tmp_pat
     prefill = np.asarray(_load(w4).last_logits(ids), dtype=np.float64)
     hf5 = np.asarray(reference_last_logits(d, ids, hidden_activation="silu", sliding_window=5), dtype=np.float64)
     hf4 = np.asarray(reference_last_logits(d, ids, hidden_activation="silu", sliding_window=4), dtype=np.float64)
-    assert np.abs(prefill - hf5).max() < 1e-4, f"candle W=4 prefill vs transformers W=5: {np.abs(prefill - hf5).max():.3g}"
-    assert np.abs(prefill - hf4).max() > 1e-3, f"candle W=4 prefill vs transformers W=4: {np.abs(prefill - hf4).max():.3g}"
+    assert np.abs(prefill - hf5).max() < 1e-4, (
+        f"candle W=4 prefill vs transformers W=5: {np.abs(prefill - hf5).max():.3g}"
+    )
+    assert np.abs(prefill - hf4).max() > 1e-3, (
+        f"candle W=4 prefill vs transformers W=4: {np.abs(prefill - hf4).max():.3g}"
+    )
     decode_w4 = np.asarray(_load(w4).teacher_forced_logits(ids, 1), dtype=np.float64)
     decode_wide = np.asarray(_load(wide).teacher_forced_logits(ids, 1), dtype=np.float64)
-    assert np.array_equal(decode_w4, decode_wide), f"decode with W=4 vs no window: {np.abs(decode_w4 - decode_wide).max():.3g}"
+    assert np.array_equal(decode_w4, decode_wide), (
+        f"decode with W=4 vs no window: {np.abs(decode_w4 - decode_wide).max():.3g}"
+    )
     assert np.abs(np.asarray(_load(wide).last_logits(ids)) - prefill).max() > 1e-3  # the window does act in prefill
 
 
@@ -196,7 +214,9 @@ def test_tokens_past_context_length_fail_as_predicted(family: str, tmp_path: Pat
     """PK405 for the loaders whose RoPE table has `{arch}.context_length` rows."""
     from portkit.target import Target
 
-    path = write_gguf(family_fixture(family, "legacy"), tmp_path / f"{family}.gguf", override={f"{family}.context_length": 16})
+    path = write_gguf(
+        family_fixture(family, "legacy"), tmp_path / f"{family}.gguf", override={f"{family}.context_length": 16}
+    )
     ids = list(range(3, 23))  # 20 positions
     r = lint_paths([path], Settings(select=["PK405"], respect_pyproject=False, target=Target(max_tokens=len(ids))))
     [finding] = r.findings
@@ -204,4 +224,7 @@ def test_tokens_past_context_length_fail_as_predicted(family: str, tmp_path: Pat
         _load(path).last_logits(ids)
     assert finding.probe.expect in str(e.value)
     _load(path).last_logits(ids[:16])  # within the table: runs
-    assert lint_paths([path], Settings(select=["PK405"], respect_pyproject=False, target=Target(max_tokens=16))).findings == []
+    assert (
+        lint_paths([path], Settings(select=["PK405"], respect_pyproject=False, target=Target(max_tokens=16))).findings
+        == []
+    )

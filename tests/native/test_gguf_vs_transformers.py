@@ -26,7 +26,9 @@ def test_f32_gguf_matches_transformers(ref_and_ids, gguf_file):
     check = compare_logits(ref.last_logits(ids), g.last_logits(ids), F32.logits_atol)
     print(check.line("gguf f32"))
     assert check.ok, check.line()
-    steps = compare_steps(ref.all_logits(ids), g.teacher_forced_logits(ids), near_tie=F32.near_tie, atol=F32.logits_atol)
+    steps = compare_steps(
+        ref.all_logits(ids), g.teacher_forced_logits(ids), near_tie=F32.near_tie, atol=F32.logits_atol
+    )
     assert steps.ok and steps.agree == steps.steps, steps.line()
     perturbed = ref.last_logits(ids).copy()
     perturbed[7] -= 1e-3

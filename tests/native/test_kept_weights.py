@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import portkit_native as pn
 import pytest
 
+import portkit_native as pn
 from fixtures.families import FAMILIES, family_fixture
 from portkit.families import BY_NAME
 from portkit.verify.candle.native import holding_back, load_runner, weights_kept

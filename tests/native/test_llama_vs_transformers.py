@@ -90,7 +90,9 @@ def test_every_layer_within_relative_tolerance(pair):
     d, ref, cand = pair
     ids = _prompt(d)
     ref_layers = ref.capture(ids)
-    got_layers = {k: v for k, v in cand.capture(ids).items() if k.count(".") < 2}  # the sub-layers: test_verify_families
+    got_layers = {
+        k: v for k, v in cand.capture(ids).items() if k.count(".") < 2
+    }  # the sub-layers: test_verify_families
     assert list(got_layers) == ["embeddings", "layer.0", "layer.1", "layer.2", "norm", "logits"]
     check = compare_layers(ref_layers, got_layers, F32.layer_rtol)
     print("\n" + check.table())

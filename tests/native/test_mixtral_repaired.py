@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import portkit_native as pn
 import pytest
 
+import portkit_native as pn
 from fixtures.families import family_fixture
 from portkit.families import CANDLE_PATCH_KEY, MIXTRAL_ROUTING_IN_DTYPE
 

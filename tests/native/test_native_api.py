@@ -130,14 +130,25 @@ def test_granite_reads_multipliers_nowhere_and_defaults_theta():
 
 
 def test_private_field_families_come_from_candles_debug_text():
-    cfg = dict(BASE, rope_theta=1e6, hidden_act="gelu_pytorch_tanh", norm_epsilon=1e-5, use_bias=True, sliding_window=None)
+    cfg = dict(
+        BASE, rope_theta=1e6, hidden_act="gelu_pytorch_tanh", norm_epsilon=1e-5, use_bias=True, sliding_window=None
+    )
     del cfg["rms_norm_eps"]
     eff = pn.candle_config(json.dumps(cfg), family="starcoder2")
     assert eff == {
-        "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 3,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_act": "gelu_pytorch_tanh",
-        "max_position_embeddings": 128, "norm_epsilon": 1e-5, "rope_theta": 1e6, "use_bias": True,
-        "sliding_window": None, "head_dim": 16,
+        "vocab_size": 256,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 3,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "hidden_act": "gelu_pytorch_tanh",
+        "max_position_embeddings": 128,
+        "norm_epsilon": 1e-5,
+        "rope_theta": 1e6,
+        "use_bias": True,
+        "sliding_window": None,
+        "head_dim": 16,
     }
 
 
@@ -159,7 +170,13 @@ def test_requested_tensors_api():
 
 
 def test_gguf_loaders_are_candles(gguf_file):
-    assert pn.gguf_loaders() == ["quantized_llama", "quantized_qwen2", "quantized_qwen3", "quantized_gemma3", "quantized_phi3"]
+    assert pn.gguf_loaders() == [
+        "quantized_llama",
+        "quantized_qwen2",
+        "quantized_qwen3",
+        "quantized_gemma3",
+        "quantized_phi3",
+    ]
     path = gguf_file("healthy-tied")
     assert pn.GgufRunner(str(path)).loader == "quantized_llama"
     with pytest.raises(ValueError, match="unknown GGUF loader"):

@@ -26,7 +26,11 @@ def ref_path(tmp_path_factory, healthy_tied_dir) -> Path:
 
 def _dump(llama_port: Path, model_dir: Path, ref_path: Path, out: Path, bug: str) -> Path:
     ids = ",".join(str(i) for i in read_dump(ref_path).tensors["ids"].tolist())
-    subprocess.run([str(llama_port), str(model_dir), str(out), "--ids", ids, "--tokens", "8", "--bug", bug], check=True, capture_output=True)
+    subprocess.run(
+        [str(llama_port), str(model_dir), str(out), "--ids", ids, "--tokens", "8", "--bug", bug],
+        check=True,
+        capture_output=True,
+    )
     return out
 
 
@@ -40,7 +44,9 @@ def test_fixed_port_compares_clean(capsys, tmp_path, llama_port, healthy_tied_di
     d = read_dump(cand)
     # every layer and each of its sub-layers (the reference's f64 truth is its own)
     assert list(d.tensors) == [n for n in read_dump(ref_path).tensors if not n.startswith("truth.")]
-    assert d.dtypes["ids"] == "U32" and d.tensors["logits"].shape == (16, 256) and d.tensors["layer.1"].shape == (16, 64)
+    assert (
+        d.dtypes["ids"] == "U32" and d.tensors["logits"].shape == (16, 256) and d.tensors["layer.1"].shape == (16, 64)
+    )
     code, doc = _compare(capsys, ref_path, cand)
     c = doc["comparison"]
     assert code == 0, doc
@@ -63,12 +69,19 @@ def test_buggy_port_is_named_where_it_starts(capsys, tmp_path, llama_port, healt
     assert all(rows[n]["rel"] < 1e-5 for n in order[: order.index(sub)])  # clean up to the bug, sub-layers too
     main(["compare", str(ref_path), str(cand)])
     out = capsys.readouterr().out
-    assert f"first layer out of its floor: {first} (rel {rows[first]['rel']:.2e};" in out and f"starting at {sub} (exit 1)" in out
+    assert (
+        f"first layer out of its floor: {first} (rel {rows[first]['rel']:.2e};" in out
+        and f"starting at {sub} (exit 1)" in out
+    )
 
 
 def test_dump_refuses_a_name_outside_the_layout(tmp_path, llama_port, healthy_tied_dir):
     """The crate's own checks run in the user's program (cargo test covers each); here: a bad
     --bug makes the example exit non-zero with its message, and writes nothing."""
     out = tmp_path / "x.safetensors"
-    p = subprocess.run([str(llama_port), str(healthy_tied_dir), str(out), "--ids", "1,2", "--bug", "nope"], capture_output=True, text=True)
+    p = subprocess.run(
+        [str(llama_port), str(healthy_tied_dir), str(out), "--ids", "1,2", "--bug", "nope"],
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode != 0 and "unknown --bug" in p.stderr and not out.exists()

@@ -65,6 +65,8 @@ def test_pk304_predicts_the_whole_rope_error_of_its_backend(device: str, dtype: 
     expect = predicted(tmp_path, "PK304", device=device, dtype=dtype)
     section = _op_section(crate_source("candle-nn", "src/rotary_emb.rs"), "RotaryEmb", device)
     # the model's dtype for xs, the f32 Cache's for cos and sin: `{:?} {:?} {:?}` in that order
-    rendered = [b.replace("{:?} {:?} {:?}", f"{DEBUG_DTYPE[dtype]} F32 F32") for b in bails(section) if "{:?} {:?} {:?}" in b]
+    rendered = [
+        b.replace("{:?} {:?} {:?}", f"{DEBUG_DTYPE[dtype]} F32 F32") for b in bails(section) if "{:?} {:?} {:?}" in b
+    ]
     assert rendered, f"no dtype bail in RotaryEmb's {device}_fwd"
     assert expect in rendered, f"PK304 predicts {expect!r}; candle's {device} rope says one of {rendered}"

@@ -30,7 +30,9 @@ def _logits(gguf: Path, out: Path, threads: str | None) -> np.ndarray:
     env = {k: v for k, v in os.environ.items() if k != native.QUANTIZED_THREADS_ENV}
     if threads is not None:
         env[native.QUANTIZED_THREADS_ENV] = threads
-    subprocess.run([sys.executable, "-c", DUMP, str(gguf), str(out), ",".join(map(str, PROMPT))], env=env, check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-c", DUMP, str(gguf), str(out), ",".join(map(str, PROMPT))], env=env, check=True, timeout=120
+    )
     return np.load(out)
 
 

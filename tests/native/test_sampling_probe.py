@@ -56,8 +56,15 @@ def test_top_k_then_top_p_keeps_20_where_transformers_keeps_16(tmp_path: Path) -
 
 @pytest.mark.parametrize(
     "doc",
-    [LLAMA3, {**LLAMA3, "top_k": 20}, {"do_sample": True, "top_k": 0, "top_p": 0.5}, {"do_sample": True, "temperature": 1.5, "top_p": 1.0},
-     {**LLAMA3, "repetition_penalty": 1.3}, {"repetition_penalty": 1.3}, {}],
+    [
+        LLAMA3,
+        {**LLAMA3, "top_k": 20},
+        {"do_sample": True, "top_k": 0, "top_p": 0.5},
+        {"do_sample": True, "temperature": 1.5, "top_p": 1.0},
+        {**LLAMA3, "repetition_penalty": 1.3},
+        {"repetition_penalty": 1.3},
+        {},
+    ],
     ids=["llama3", "top_k_20", "top_p_only", "all", "penalty", "greedy_penalty", "greedy"],
 )
 def test_the_advised_call_draws_from_generates_distribution(tmp_path: Path, doc: dict) -> None:

@@ -166,7 +166,10 @@ def test_reference_decoding_equals_whole_model(family: str, variant: str) -> Non
     steps, fed = whole.decode(prompt, None, tokens)
     for mode in ("whole", "streamed"):
         got = reference_values(d, md.weight_files, prompt, tokens, mode)
-        assert np.array_equal(got["logits"], prefill.logits), (mode, float(np.abs(got["logits"] - prefill.logits).max()))
+        assert np.array_equal(got["logits"], prefill.logits), (
+            mode,
+            float(np.abs(got["logits"] - prefill.logits).max()),
+        )
         for name, values in prefill.layers.items():
             assert np.array_equal(got[name], values), (mode, name)
         step_error = float(np.abs(got["greedy.logits"] - steps.logits).max())
@@ -202,7 +205,9 @@ def test_resident_names_nan_weights_as_streamed_does_unless_told_not_to_scan(tmp
     ids = _ids(out)
     streamed = StreamedModel(out, md.weight_files).forward(ids)
     assert streamed.nonfinite_weights == names[::-1]  # outside the layers first, then layer by layer
-    assert StreamedModel(out, md.weight_files, resident=True).forward(ids).nonfinite_weights == streamed.nonfinite_weights
+    assert (
+        StreamedModel(out, md.weight_files, resident=True).forward(ids).nonfinite_weights == streamed.nonfinite_weights
+    )
     unscanned = StreamedModel(out, md.weight_files, resident=True, scan_nonfinite=False).forward(ids)
     assert unscanned.nonfinite_weights == []
     assert not np.isfinite(unscanned.logits).all()
@@ -246,7 +251,14 @@ def test_one_thread_steps_equal_two_thread_steps_where_the_kernels_thread(tmp_pa
     from portkit.porting.reference import reference_values
 
     torch.manual_seed(0)
-    shape = dict(vocab_size=32768, hidden_size=512, intermediate_size=1536, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2)
+    shape = dict(
+        vocab_size=32768,
+        hidden_size=512,
+        intermediate_size=1536,
+        num_hidden_layers=2,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+    )
     LlamaForCausalLM(LlamaConfig(**shape)).to(torch.float32).save_pretrained(tmp_path, safe_serialization=True)
     prompt, tokens = [1, 504, 3575, 282, 4649, 314, 7042, 30, 378, 3575, 282, 10328], 4
     whole = WholeModel(tmp_path)  # 2 threads (REFERENCE_THREADS)
@@ -346,9 +358,13 @@ def test_truth_decoding_reads_its_vocab_as_stored(family: str, variant: str, mon
     md = read_model_dir(d)
     ids = _ids(d)
     prompt, forced = ids[:16], ids[16:]
-    a, fed_a = StreamedModel(d, md.weight_files, scan_nonfinite=False, precision="float64").decode(prompt, forced, len(forced) + 1)
+    a, fed_a = StreamedModel(d, md.weight_files, scan_nonfinite=False, precision="float64").decode(
+        prompt, forced, len(forced) + 1
+    )
     monkeypatch.setattr(models, "vocab_modules", lambda _torch, _model: [])
-    b, fed_b = StreamedModel(d, md.weight_files, scan_nonfinite=False, precision="float64").decode(prompt, forced, len(forced) + 1)
+    b, fed_b = StreamedModel(d, md.weight_files, scan_nonfinite=False, precision="float64").decode(
+        prompt, forced, len(forced) + 1
+    )
     assert fed_a == fed_b and a.logits.shape == (len(forced) + 1, b.logits.shape[1])
     assert np.abs(a.logits - b.logits).max() <= 1e-13 * np.abs(b.logits).max()
     assert np.abs(a.logits * (1 + 1e-3) - b.logits).max() > 1e-13 * np.abs(b.logits).max()  # negative control

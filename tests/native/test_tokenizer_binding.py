@@ -31,13 +31,24 @@ def llama2_style(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A SentencePiece-style BPE: Prepend/Replace normalizer, byte fallback, `<s>` template."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, processors, trainers
 
-    corpus = ["Hello world, hello there.", "The capital of France is Paris.", "def f(x): return x + 1", "12345 67890"] * 8
+    corpus = [
+        "Hello world, hello there.",
+        "The capital of France is Paris.",
+        "def f(x): return x + 1",
+        "12345 67890",
+    ] * 8
     tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
     tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=120, special_tokens=["<unk>", "<s>", "</s>"], show_progress=False))
-    tok.add_special_tokens([AddedToken("<s>", normalized=True, special=True), AddedToken("</s>", normalized=False, special=True)])
+    tok.train_from_iterator(
+        corpus, trainers.BpeTrainer(vocab_size=120, special_tokens=["<unk>", "<s>", "</s>"], show_progress=False)
+    )
+    tok.add_special_tokens(
+        [AddedToken("<s>", normalized=True, special=True), AddedToken("</s>", normalized=False, special=True)]
+    )
     tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
-    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    tok.decoder = decoders.Sequence(
+        [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
+    )
     path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
     tok.save(str(path))
     return path
@@ -72,18 +83,32 @@ def test_from_str_equals_from_file_and_lookups(llama2_style: Path) -> None:
 def test_padding_saved_in_the_file_applies_to_every_encode(llama2_style: Path) -> None:
     """What a candle program feeds: `get_ids()` includes the padding tokenizer.json saves."""
     doc = json.loads(llama2_style.read_text(encoding="utf-8"))
-    doc["padding"] = {"strategy": {"Fixed": 12}, "direction": "Right", "pad_to_multiple_of": None, "pad_id": 2, "pad_type_id": 0, "pad_token": "</s>"}
+    doc["padding"] = {
+        "strategy": {"Fixed": 12},
+        "direction": "Right",
+        "pad_to_multiple_of": None,
+        "pad_id": 2,
+        "pad_type_id": 0,
+        "pad_token": "</s>",
+    }
     ids = pn.Tokenizer.from_str(json.dumps(doc)).encode("Hello")
     assert len(ids) == 12 and ids[-1] == 2
 
 
 def test_load_errors_keep_the_crates_message(llama2_style: Path, tmp_path: Path) -> None:
     doc = json.loads(llama2_style.read_text(encoding="utf-8"))
-    bad = dict(doc, model=dict(doc["model"], merges=[" ".join(m) if isinstance(m, list) else m for m in doc["model"]["merges"]] + ["   "]))
+    bad = dict(
+        doc,
+        model=dict(
+            doc["model"], merges=[" ".join(m) if isinstance(m, list) else m for m in doc["model"]["merges"]] + ["   "]
+        ),
+    )
     n = len(doc["model"]["merges"]) + 1
     with pytest.raises(pn.TokenizerError, match=rf"^Merges text file invalid at line {n} at line \d+ column \d+$"):
         pn.Tokenizer.from_str(json.dumps(bad))
-    with pytest.raises(pn.TokenizerError, match=r"^data did not match any variant of untagged enum ModelUntagged at line 1 column \d+$"):
+    with pytest.raises(
+        pn.TokenizerError, match=r"^data did not match any variant of untagged enum ModelUntagged at line 1 column \d+$"
+    ):
         pn.Tokenizer.from_str(json.dumps(dict(doc, model=dict(doc["model"], type="Bogus"))))
     with pytest.raises(pn.TokenizerError, match=r"^Unknown tokenizer version '2\.0' at line 1 column \d+$"):
         pn.Tokenizer.from_str(json.dumps(dict(doc, version="2.0")))

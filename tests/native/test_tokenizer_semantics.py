@@ -10,9 +10,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import portkit_native as pn
 import pytest
 
+import portkit_native as pn
 from fixtures.tokenizer_shapes import SHAPES, write_tokenizer
 from portkit.model.tokenizer_files import parse_tokenizer_json, read_tokenizer_json
 from portkit.semantics import tokenizer as S
@@ -45,7 +45,9 @@ def test_mapping_table_is_transformers(shapes: dict[tuple[str, str], Path]) -> N
         assert auto.TOKENIZER_MAPPING_NAMES.get(model_type) is None and model_type not in S.TOKENIZER_MAPPING_NAMES
     assert S.MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS <= auto.MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS
     for model_type in S.TOKENIZER_MAPPING_NAMES:
-        assert (model_type in S.MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS) == (model_type in auto.MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS)
+        assert (model_type in S.MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS) == (
+            model_type in auto.MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS
+        )
 
 
 def test_which_classes_rebuild_is_transformers() -> None:
@@ -62,7 +64,22 @@ def test_which_classes_rebuild_is_transformers() -> None:
 CLASSES = (None, "LlamaTokenizer", "LlamaTokenizerFast", "PreTrainedTokenizerFast", "TokenizersBackend", "GPT2Tokenizer", "Qwen2Tokenizer",
            "CodeGenTokenizer", "GemmaTokenizerFast", "GPTNeoXTokenizer")  # fmt: skip
 # every model type of a family portkit covers whose registered class differs, and gpt_neox/olmo (GPTNeoXTokenizer)
-MODEL_TYPES = (None, "llama", "mistral", "phi3", "qwen2", "qwen3", "starcoder2", "gemma", "gemma3", "stablelm", "olmo2", "granite", "gpt_neox", "olmo")
+MODEL_TYPES = (
+    None,
+    "llama",
+    "mistral",
+    "phi3",
+    "qwen2",
+    "qwen3",
+    "starcoder2",
+    "gemma",
+    "gemma3",
+    "stablelm",
+    "olmo2",
+    "granite",
+    "gpt_neox",
+    "olmo",
+)
 
 
 @pytest.mark.parametrize("shape", ["llama2", "llama3"])
@@ -88,9 +105,13 @@ def test_class_choice_is_autotokenizers(shape: str, shapes: dict[tuple[str, str]
             try:
                 got = type(AutoTokenizer.from_pretrained(d)).__name__
             except Exception as e:  # noqa: BLE001 - transformers refuses some pairs; portkit has no claim there
-                assert not choice.known or choice.name not in S.REBUILDS, f"{cls}/{model_type}: transformers refused ({e}), portkit predicted {choice}"
+                assert not choice.known or choice.name not in S.REBUILDS, (
+                    f"{cls}/{model_type}: transformers refused ({e}), portkit predicted {choice}"
+                )
                 continue
-            assert choice.name == got, f"tokenizer_class={cls} model_type={model_type}: portkit {choice.name} ({choice.why}), transformers {got}"
+            assert choice.name == got, (
+                f"tokenizer_class={cls} model_type={model_type}: portkit {choice.name} ({choice.why}), transformers {got}"
+            )
             checked += 1
     assert checked >= 100
 
@@ -113,7 +134,9 @@ def test_class_choice_is_autotokenizers(shape: str, shapes: dict[tuple[str, str]
         ("neox", {"add_eos_token": True, "bos_token": None, "eos_token": None}),
     ],
 )
-def test_rebuilt_pipeline_is_transformers(shape: str, overrides: dict[str, Any], shapes: dict[tuple[str, str], Path], tmp_path: Path) -> None:
+def test_rebuilt_pipeline_is_transformers(
+    shape: str, overrides: dict[str, Any], shapes: dict[tuple[str, str], Path], tmp_path: Path
+) -> None:
     d = tmp_path / "t"
     shutil.copytree(shapes[(shape, "trigger")], d)
     tc = json.loads((d / "tokenizer_config.json").read_text())
@@ -146,7 +169,11 @@ def test_as_is_classes_keep_the_files_pipeline(shapes: dict[tuple[str, str], Pat
         t = AutoTokenizer.from_pretrained(d)
         tj = read_tokenizer_json(d / "tokenizer.json")
         assert type(t).__name__ == "TokenizersBackend"
-        for key, comp in (("normalizer", t.backend_tokenizer.normalizer), ("pre_tokenizer", t.backend_tokenizer.pre_tokenizer), ("decoder", t.backend_tokenizer.decoder)):
+        for key, comp in (
+            ("normalizer", t.backend_tokenizer.normalizer),
+            ("pre_tokenizer", t.backend_tokenizer.pre_tokenizer),
+            ("decoder", t.backend_tokenizer.decoder),
+        ):
             assert S.canonical(tj.value[key]) == S.canonical(_state(comp)), (s, key)
 
 
@@ -167,7 +194,9 @@ def _broken(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 @pytest.mark.parametrize("indent", [2, None])
-def test_crate_refusals_are_predicted_with_the_crates_message(indent: int | None, shapes: dict[tuple[str, str], Path]) -> None:
+def test_crate_refusals_are_predicted_with_the_crates_message(
+    indent: int | None, shapes: dict[tuple[str, str], Path]
+) -> None:
     """The message lint predicts is the crate's, up to serde's position suffix."""
     doc = json.loads((shapes[("llama2", "trigger")] / "tokenizer.json").read_text())
     for what, bad in _broken(doc):
@@ -176,7 +205,11 @@ def test_crate_refusals_are_predicted_with_the_crates_message(indent: int | None
         with pytest.raises(pn.TokenizerError) as err:
             pn.Tokenizer.from_str(text)
         assert predicted is not None, f"{what}: the crate refuses ({err.value}) but portkit predicts nothing"
-        assert re.fullmatch(re.escape(predicted) + r" at line \d+ column \d+", str(err.value)), (what, predicted, str(err.value))
+        assert re.fullmatch(re.escape(predicted) + r" at line \d+ column \d+", str(err.value)), (
+            what,
+            predicted,
+            str(err.value),
+        )
 
 
 def test_every_shape_loads_in_the_crate_and_nothing_is_predicted(shapes: dict[tuple[str, str], Path]) -> None:
@@ -191,14 +224,21 @@ def test_fast_path_reads_what_a_full_parse_reads(shapes: dict[tuple[str, str], P
         fast, full = parse_tokenizer_json(d, text), parse_tokenizer_json(d, text, fast=False)
         assert fast.vocab_span is not None and full.vocab_span is None, (s, v)
         assert fast.vocab() == full.vocab() and fast.merges() == full.merges(), (s, v)
-        strip = lambda x: {k: (dict(val, vocab=None, merges=None) if k == "model" else val) for k, val in x.value.items()}  # noqa: E731
+
+        def strip(x):
+            return {k: (dict(val, vocab=None, merges=None) if k == "model" else val) for k, val in x.value.items()}
+
         assert strip(fast) == strip(full), (s, v)
 
 
 def _corpus_ids(tok: Any) -> list[list[int]]:
     from portkit.verify.corpus import corpus
 
-    return [list(tok.encode(s.text, special)) for s in corpus(["<bos>", "<start_of_turn>"], None) for special in (True, False)]
+    return [
+        list(tok.encode(s.text, special))
+        for s in corpus(["<bos>", "<start_of_turn>"], None)
+        for special in (True, False)
+    ]
 
 
 def test_gemmas_split_on_space_is_a_no_op_after_its_replace(shapes: dict[tuple[str, str], Path]) -> None:
@@ -216,7 +256,10 @@ def test_gemmas_split_on_space_is_a_no_op_after_its_replace(shapes: dict[tuple[s
     assert _corpus_ids(pn.Tokenizer.from_str(json.dumps({**doc, "pre_tokenizer": on_meta}))) != with_split
     assert S.pre_tokenizer_steps(doc["normalizer"], on_meta) == S.canonical(on_meta)
     assert S.pre_tokenizer_steps(None, split) == S.canonical(split)
-    nfkc_after = {"type": "Sequence", "normalizers": [doc["normalizer"], {"type": "NFKC"}]}  # NFKC turns U+00A0 into " "
+    nfkc_after = {
+        "type": "Sequence",
+        "normalizers": [doc["normalizer"], {"type": "NFKC"}],
+    }  # NFKC turns U+00A0 into " "
     assert S.pre_tokenizer_steps(nfkc_after, split) == S.canonical(split)
 
 
@@ -255,7 +298,9 @@ def test_gemmas_own_layouts_differ_nowhere(shapes: dict[tuple[str, str], Path], 
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_a_transformers_5_save_reads_as_its_own_pipeline(shape: str, shapes: dict[tuple[str, str], Path], tmp_path: Path) -> None:
+def test_a_transformers_5_save_reads_as_its_own_pipeline(
+    shape: str, shapes: dict[tuple[str, str], Path], tmp_path: Path
+) -> None:
     """`save_pretrained` writes the pipeline the class built into tokenizer.json and keeps the
     class's name: reloaded, the class rebuilds the same pipeline, and the mirror sees no difference.
     Except `legacy: true` (mistral): the save drops `legacy`, so the reload builds
@@ -277,7 +322,9 @@ def test_a_transformers_5_save_reads_as_its_own_pipeline(shape: str, shapes: dic
         assert (crate_ids == reloaded.encode(text, add_special_tokens=False)) == (shape == "llama2")
 
 
-def test_a_preloaded_crate_tokenizer_is_the_one_the_section_uses(shapes: dict[tuple[str, str], Path], tmp_path: Path) -> None:
+def test_a_preloaded_crate_tokenizer_is_the_one_the_section_uses(
+    shapes: dict[tuple[str, str], Path], tmp_path: Path
+) -> None:
     """verify loads the crate's tokenizer while transformers computes (`preload_crate`): the
     section with it is the section without it, and it is the one used (a preloaded refusal shows)."""
     from portkit.verify.sections.tokens import preload_crate, tokenizer_section

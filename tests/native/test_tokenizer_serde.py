@@ -14,12 +14,13 @@ import json
 import os
 import random
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-import portkit_native as pn
 import pytest
 
+import portkit_native as pn
 from fixtures.tokenizer_shapes import SHAPES, write_tokenizer
 from portkit.model.tokenizer_files import parse_tokenizer_json
 from portkit.semantics import tokenizer as S
@@ -31,7 +32,13 @@ _BYTELEVEL = {"add_prefix_space": False, "trim_offsets": True, "use_regex": True
 #: one example of each struct, as the `tokenizers` library serializes it
 EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
     "normalizer": {
-        "BertNormalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True, "strip_accents": None, "lowercase": True},
+        "BertNormalizer": {
+            "type": "BertNormalizer",
+            "clean_text": True,
+            "handle_chinese_chars": True,
+            "strip_accents": None,
+            "lowercase": True,
+        },
         "Strip": {"type": "Strip", "strip_left": True, "strip_right": False},
         **{n: {"type": n} for n in ("StripAccents", "NFC", "NFD", "NFKC", "NFKD", "Lowercase", "Nmt", "ByteLevel")},
         "Sequence": {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Lowercase"}]},
@@ -44,14 +51,23 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "ByteLevel": {"type": "ByteLevel", **_BYTELEVEL},
         "CharDelimiterSplit": {"type": "CharDelimiterSplit", "delimiter": " "},
         "Metaspace": {"type": "Metaspace", **_META},
-        "Sequence": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, {"type": "Digits", "individual_digits": True}]},
+        "Sequence": {
+            "type": "Sequence",
+            "pretokenizers": [{"type": "WhitespaceSplit"}, {"type": "Digits", "individual_digits": True}],
+        },
         "Split": {"type": "Split", "pattern": {"Regex": "\\s+"}, "behavior": "Isolated", "invert": False},
         "Punctuation": {"type": "Punctuation", "behavior": "Isolated"},
         "Digits": {"type": "Digits", "individual_digits": False},
         "FixedLength": {"type": "FixedLength", "length": 5},
     },
     "post_processor": {
-        "RobertaProcessing": {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0], "trim_offsets": True, "add_prefix_space": True},
+        "RobertaProcessing": {
+            "type": "RobertaProcessing",
+            "sep": ["</s>", 2],
+            "cls": ["<s>", 0],
+            "trim_offsets": True,
+            "add_prefix_space": True,
+        },
         "BertProcessing": {"type": "BertProcessing", "sep": ["[SEP]", 1], "cls": ["[CLS]", 0]},
         "ByteLevel": {"type": "ByteLevel", **_BYTELEVEL},
         "TemplateProcessing": {
@@ -60,7 +76,13 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
             "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [0], "tokens": ["[CLS]"]}},
         },
-        "Sequence": {"type": "Sequence", "processors": [{"type": "ByteLevel", **_BYTELEVEL}, {"type": "BertProcessing", "sep": ["[SEP]", 1], "cls": ["[CLS]", 0]}]},
+        "Sequence": {
+            "type": "Sequence",
+            "processors": [
+                {"type": "ByteLevel", **_BYTELEVEL},
+                {"type": "BertProcessing", "sep": ["[SEP]", 1], "cls": ["[CLS]", 0]},
+            ],
+        },
     },
     "decoder": {
         "BPEDecoder": {"type": "BPEDecoder", "suffix": "</w>"},
@@ -76,7 +98,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
     },
 }
 #: the smallest tokenizer.json the crate loads: each case sets one component on it
-_BASE = {"version": "1.0", "added_tokens": [], "model": {"type": "WordLevel", "vocab": {"[CLS]": 0, "[SEP]": 1, "<unk>": 2}, "unk_token": "<unk>"}}
+_BASE = {
+    "version": "1.0",
+    "added_tokens": [],
+    "model": {"type": "WordLevel", "vocab": {"[CLS]": 0, "[SEP]": 1, "<unk>": 2}, "unk_token": "<unk>"},
+}
 _COMPONENT = {c.key: c for c in T.COMPONENTS}
 _POSITION = re.compile(r" at line \d+ column \d+$")
 
@@ -122,8 +148,14 @@ def _check(key: str, value: Any, what: str) -> str | None:
         kind = "FN" if predicted is None else "FP"
         return f"{kind} {key} {what}: crate {crate!r}, portkit {predicted!r}: {json.dumps(value)[:200]}"
     panic = predicted is not None and predicted.startswith(T.PANIC)
-    if crate is not None and predicted is not None and not (
-        crate == predicted if not panic else crate.startswith("panic: ") and predicted.removeprefix(T.PANIC).split(": ", 1)[1] in crate
+    if (
+        crate is not None
+        and predicted is not None
+        and not (
+            crate == predicted
+            if not panic
+            else crate.startswith("panic: ") and predicted.removeprefix(T.PANIC).split(": ", 1)[1] in crate
+        )
     ):
         return f"message {key} {what}: crate {crate!r}, portkit {predicted!r}"
     return None
@@ -159,7 +191,9 @@ def test_the_examples_cover_every_struct_and_load() -> None:
 def test_every_single_mutation_is_predicted(tmp_path: Path) -> None:
     cases = [(f"example {n}", k, v) for k, examples in EXAMPLES.items() for n, v in examples.items()]
     cases += list(_fixture_components(tmp_path))
-    assert {key for src, key, _ in cases if not src.startswith("example")} == set(_COMPONENT)  # the fixtures have all four
+    assert {key for src, key, _ in cases if not src.startswith("example")} == set(
+        _COMPONENT
+    )  # the fixtures have all four
     wrong, count = [], 0
     for source, key, value in cases:
         for what, changed in _mutations(_COMPONENT[key], value):

@@ -37,7 +37,9 @@ def test_failure_keeps_candles_text_and_location_drops_backtrace():
     )
     assert f.location == "candle-transformers-0.11.0/src/models/llama.rs:524"
     assert f.line().startswith("candle panicked at load: candle-transformers-0.11.0/src/models/llama.rs:524:75")
-    assert Failure("config", "ConfigError", "missing field `x`").line() == "candle refused config.json: missing field `x`"
+    assert (
+        Failure("config", "ConfigError", "missing field `x`").line() == "candle refused config.json: missing field `x`"
+    )
 
 
 def test_patch_helpers():
@@ -74,7 +76,9 @@ def test_rewrite_gguf_permutes_qk_rows_and_sets_metadata(gguf_file, tmp_path):
     for qtype in ("f32", "q8_0"):
         good = gguf_file("healthy-tied", qtype=qtype)
         bad = gguf_file("healthy-tied", qtype=qtype, permute_qk=False, freq_base=False)
-        out = rewrite_gguf(bad, tmp_path / f"fixed-{qtype}.gguf", set_meta={"llama.rope.freq_base": 100000.0}, permute_qk=True)
+        out = rewrite_gguf(
+            bad, tmp_path / f"fixed-{qtype}.gguf", set_meta={"llama.rope.freq_base": 100000.0}, permute_qk=True
+        )
         assert tensor_types(out) == tensor_types(good)
         meta_good, meta_out = read_metadata(good), read_metadata(out)
         assert meta_out["llama.rope.freq_base"] == pytest.approx(100000.0)

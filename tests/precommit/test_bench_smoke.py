@@ -15,7 +15,19 @@ BENCH = ROOT / "bench" / "lint_bench.py"
 @pytest.mark.skipif(not (Path(sys.executable).parent / "portkit").exists(), reason="needs the portkit console script")
 def test_bench_quick_prints_its_table(tmp_path: Path) -> None:
     p = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--dirs", "8", "--runs", "2", "--cli-runs", "1", "--workdir", str(tmp_path)],
+        [
+            sys.executable,
+            str(BENCH),
+            "--quick",
+            "--dirs",
+            "8",
+            "--runs",
+            "2",
+            "--cli-runs",
+            "1",
+            "--workdir",
+            str(tmp_path),
+        ],
         cwd=ROOT,
         text=True,
         capture_output=True,

@@ -20,12 +20,17 @@ pytest.importorskip("huggingface_hub", reason="--hf-cache needs huggingface_hub 
 def test_hf_cache_bench_quick_prints_its_table(tmp_path: Path) -> None:
     p = subprocess.run(
         [sys.executable, str(BENCH), "--quick", "--repos", "12", "--workdir", str(tmp_path)],
-        cwd=ROOT, text=True, capture_output=True, timeout=300,
+        cwd=ROOT,
+        text=True,
+        capture_output=True,
+        timeout=300,
     )
     assert p.returncode == 0, p.stdout + p.stderr
     lines = p.stdout.splitlines()
     header = next((ln for ln in lines if ln.startswith("check")), None)
-    assert header is not None and all(c in header for c in ("measured", "baseline (same run)", "ratio", "target", "met")), p.stdout
+    assert header is not None and all(
+        c in header for c in ("measured", "baseline (same run)", "ratio", "target", "met")
+    ), p.stdout
     assert any(ln.startswith("in-process lint_cache, 12 repos") for ln in lines), p.stdout
     assert any(ln.startswith("`portkit lint --hf-cache` one process") for ln in lines), p.stdout
     assert "dirs/s" in p.stdout and "cache of 12 model repos" in p.stdout

@@ -28,8 +28,8 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 import yaml
@@ -98,7 +98,9 @@ def _env(tmp: Path) -> dict[str, str]:
 
 
 def _run(args: list[str], cwd: Path, env: dict[str, str], timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+    return subprocess.run(
+        args, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout
+    )
 
 
 def _ok(p: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
@@ -185,11 +187,15 @@ def _install_hook_env(user: Path, env: dict[str, str], tmp: Path) -> None:
     why = pypi_unreachable()  # the network may have gone while pip ran
     if why:
         pytest.skip(f"pre-commit could not build the hook env: {why}; the `local` variant covers the hook offline")
-    pytest.fail(f"pre-commit install-hooks exited {p.returncode} with PyPI reachable (a packaging bug?):\n{text[-6000:]}")
+    pytest.fail(
+        f"pre-commit install-hooks exited {p.returncode} with PyPI reachable (a packaging bug?):\n{text[-6000:]}"
+    )
 
 
 @pytest.mark.parametrize("mode", ["repo", "local"])
-def test_commit_refused_on_transformers5_config_then_passes_after_fix(mode: str, tmp_path: Path, fixture_dir: Callable[..., Path]) -> None:
+def test_commit_refused_on_transformers5_config_then_passes_after_fix(
+    mode: str, tmp_path: Path, fixture_dir: Callable[..., Path]
+) -> None:
     if mode == "repo" and os.environ.get("PORTKIT_OFFLINE") == "1":
         pytest.skip("PORTKIT_OFFLINE=1: no PyPI for pre-commit's hook env")
     if mode == "repo" and (why := pypi_unreachable()):
@@ -267,7 +273,9 @@ def index_server():
 
 
 @pytest.mark.parametrize("status,unreachable", [(200, False), (404, False), (503, True)])
-def test_pypi_reachability_is_asked_of_the_index(status: int, unreachable: bool, index_server, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pypi_reachability_is_asked_of_the_index(
+    status: int, unreachable: bool, index_server, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url, state = index_server
     state["status"] = status
     monkeypatch.setenv("PIP_INDEX_URL", url + "/")

@@ -57,7 +57,9 @@ def _env(tmp: Path) -> dict[str, str]:
 
 
 def _run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=180)
+    return subprocess.run(
+        args, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=180
+    )
 
 
 def _ok(p: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
@@ -142,7 +144,9 @@ def test_one_changed_gguf_is_linted_alone(repo: tuple[Path, dict[str, str]]) -> 
     user, env = repo
     cfg = sk.config("tf4")
     # an old q4_0 without `llama.block_count` (PK401) is already in the repository
-    sk.write_gguf(user / "gguf" / "tiny-q4_0.gguf", sk.llama_metadata(cfg, drop=["llama.block_count"]), sk.gguf_tensors(cfg))
+    sk.write_gguf(
+        user / "gguf" / "tiny-q4_0.gguf", sk.llama_metadata(cfg, drop=["llama.block_count"]), sk.gguf_tensors(cfg)
+    )
     _ok(_run(["git", "commit", "-q", "--no-verify", "-am", "old q4_0"], user, env))
     assert _run([str(PORTKIT), "lint", "gguf"], user, env).returncode == 1
 
@@ -162,4 +166,6 @@ def test_one_changed_gguf_is_linted_alone(repo: tuple[Path, dict[str, str]]) -> 
     second = _run(["git", "commit", "-m", "re-convert q4_0"], user, env)
     assert second.returncode != 0 and "Failed" in second.stdout, second.stdout
     blamed = _codes(second.stdout)
-    assert blamed and {f for _, f in blamed} == {"gguf/tiny-q4_0.gguf"} and "PK401" in {c for c, _ in blamed}, second.stdout
+    assert blamed and {f for _, f in blamed} == {"gguf/tiny-q4_0.gguf"} and "PK401" in {c for c, _ in blamed}, (
+        second.stdout
+    )

@@ -10,7 +10,8 @@ line: these tests are part of `make test`, never skipped.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 

@@ -36,7 +36,9 @@ def verified(minilm):
 
 
 def test_lint_names_the_pipeline_and_no_false_finding(minilm):
-    p = subprocess.run([sys.executable, "-m", "portkit", "lint", str(minilm), "--format", "json"], capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "portkit", "lint", str(minilm), "--format", "json"], capture_output=True, text=True
+    )
     found = {f["code"]: f for f in json.loads(p.stdout)}
     assert "Transformer -> Pooling(mean) -> Normalize, max_seq_length 256" in found["PK601"]["message"]
     assert {"PK602", "PK603", "PK607", "PK611"} <= set(found)

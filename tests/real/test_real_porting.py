@@ -45,7 +45,11 @@ def port(llama_port, ref_path, tmp_path_factory):
         key = (str(model_dir), bug)
         if key not in made:
             path = out / f"{len(made)}-{bug}.safetensors"
-            subprocess.run([str(llama_port), str(model_dir), str(path), "--ids", ids, "--tokens", str(TOKENS), "--bug", bug], check=True, capture_output=True)
+            subprocess.run(
+                [str(llama_port), str(model_dir), str(path), "--ids", ids, "--tokens", str(TOKENS), "--bug", bug],
+                check=True,
+                capture_output=True,
+            )
             made[key] = path
         return made[key]
 
@@ -85,20 +89,28 @@ def test_negative_control_one_logit_plus_1e3_is_a_mismatch(capsys, ref_path, por
     save_file(tensors, str(bumped))
     code, doc = _compare(capsys, ref_path, bumped)
     assert code == 1 and doc["verdict"] == "mismatch" and doc["first_bad"] == "logits"
-    assert not doc["comparison"]["last_position"]["ok"] and doc["comparison"]["last_position"]["max_abs_diff"] >= 1e-3 - F32.logits_atol
+    assert (
+        not doc["comparison"]["last_position"]["ok"]
+        and doc["comparison"]["last_position"]["max_abs_diff"] >= 1e-3 - F32.logits_atol
+    )
 
 
 def test_negative_control_the_port_on_the_unfixed_config_diverges(capsys, ref_path, port, real):
     """The port reads config.json with candle's LlamaConfig: on the tf5 save it gets theta 10000."""
     code, doc = _compare(capsys, ref_path, port(real.tf5))
-    assert code == 1 and doc["first_bad"] == "layer.0.self_attn" and doc["comparison"]["localisation"]["position0_agrees"]
+    assert (
+        code == 1 and doc["first_bad"] == "layer.0.self_attn" and doc["comparison"]["localisation"]["position0_agrees"]
+    )
 
 
 def _localised_at(doc: dict, sub: str) -> None:
     loc = doc["comparison"]["localisation"]
     layer = ".".join(sub.split(".")[:2])
     assert doc["first_bad"] == sub == loc["name"] and loc["layer"] == layer == doc["comparison"]["layers"]["first_over"]
-    assert loc["diagnosis"] == "input_layernorm differs: eps or weight offset (gemma's 1 + w)" and "eps" in loc["candidates"]
+    assert (
+        loc["diagnosis"] == "input_layernorm differs: eps or weight offset (gemma's 1 + w)"
+        and "eps" in loc["candidates"]
+    )
     rows = {r["name"]: r for r in doc["comparison"]["layers"]["rows"]}
     order = list(rows)
     assert all(rows[n]["rel"] < F32.layer_rtol for n in order[: order.index(sub)])  # clean up to the bug

@@ -42,7 +42,11 @@ def test_tf5_save_pk101_confirmed_and_greedy_diverges(capital):
     assert c.greedy.first_divergence is not None and c.greedy.first_divergence < CAPITAL_TOKENS and not c.greedy.ok
     assert c.steps.real_flips  # at least one argmax flip where the reference is not near a tie
     # localised where a lost theta starts: layer.0's attention, position 0 agreeing
-    assert c.layers.first_over == "layer.0" and c.localisation.name == "layer.0.self_attn" and c.localisation.position0_agrees
+    assert (
+        c.layers.first_over == "layer.0"
+        and c.localisation.name == "layer.0.self_attn"
+        and c.localisation.position0_agrees
+    )
     # the probe: theta restored, candle is back within the tolerance
     (pk101,) = report.findings
     assert pk101.details["patch"] == {"rope_theta": 100000.0}
@@ -73,7 +77,11 @@ def test_fixed_layers_within_the_relative_tolerance_while_the_residual_stream_re
     # why the line is measured, not absolute: from layer.11 on one channel of the residual stream
     # is over 1e4; each of those layers is within its own floor (transformers f32's own error there)
     big = [r for r in L.layer_rows if r.max_abs_ref > 1e4]
-    assert big and big[0].name == "layer.11" and all(r.floor is not None and r.floor.kind == "own" and r.floor.ok for r in big)
+    assert (
+        big
+        and big[0].name == "layer.11"
+        and all(r.floor is not None and r.floor.kind == "own" and r.floor.ok for r in big)
+    )
     assert max(r.max_abs_diff for r in big) > F32.logits_atol  # an absolute line would fail a correct run
 
 
@@ -123,7 +131,9 @@ def test_chat_prompt_ids_are_the_same_on_both_sides_with_the_default_system_prom
     report = chat()
     p = report.prompt
     assert p.source == "--chat"
-    assert p.text.startswith(f"<|im_start|>system\n{DEFAULT_SYSTEM_PROMPT}<|im_end|>\n<|im_start|>user\n{CHAT}<|im_end|>\n")
+    assert p.text.startswith(
+        f"<|im_start|>system\n{DEFAULT_SYSTEM_PROMPT}<|im_end|>\n<|im_start|>user\n{CHAT}<|im_end|>\n"
+    )
     assert p.text.endswith("<|im_start|>assistant\n")
     assert p.candle_ids is not None and tuple(p.candle_ids) == tuple(p.ids) and len(p.ids) == 37
     assert p.ids[0] == 1  # <|im_start|>, one special token, not split into pieces

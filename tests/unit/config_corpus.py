@@ -114,8 +114,12 @@ CORPUS: dict[str, str] = {
     "scaling-linear-rope-type": with_(rope_scaling={"rope_type": "linear", "factor": 2.0}),
     "scaling-dynamic": with_(rope_scaling={"type": "dynamic", "factor": 2.0}),
     "scaling-yarn": with_(rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}),
-    "scaling-llama3-legacy-type": with_(rope_scaling={k: v for k, v in {**sk.LLAMA3_SCALING, "type": "llama3"}.items() if k != "rope_type"}),
-    "scaling-llama3-no-orig": with_(rope_scaling={k: v for k, v in sk.LLAMA3_SCALING.items() if k != "original_max_position_embeddings"}),
+    "scaling-llama3-legacy-type": with_(
+        rope_scaling={k: v for k, v in {**sk.LLAMA3_SCALING, "type": "llama3"}.items() if k != "rope_type"}
+    ),
+    "scaling-llama3-no-orig": with_(
+        rope_scaling={k: v for k, v in sk.LLAMA3_SCALING.items() if k != "original_max_position_embeddings"}
+    ),
     "scaling-llama3-int-factor": with_(rope_scaling={**sk.LLAMA3_SCALING, "factor": 8}),
     "scaling-llama3-orig-float": with_(rope_scaling={**sk.LLAMA3_SCALING, "original_max_position_embeddings": 8192.0}),
     "scaling-llama3-extra-keys": with_(rope_scaling={**sk.LLAMA3_SCALING, "rope_theta": 5e5, "type": "llama3"}),
@@ -129,7 +133,10 @@ CORPUS: dict[str, str] = {
     "scaling-seq-short": with_(rope_scaling=[8.0, 1.0, 4.0]),
     "scaling-seq-long": with_(rope_scaling=[8.0, 1.0, 4.0, 8192, "llama3", 1]),
     "scaling-string": with_(rope_scaling="llama3"),
-    "scaling-dup-factor": raw_replace('"rope_scaling": null', '"rope_scaling": {"factor": 8.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"}'),
+    "scaling-dup-factor": raw_replace(
+        '"rope_scaling": null',
+        '"rope_scaling": {"factor": 8.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"}',
+    ),
     "scaling-in-rope-parameters": j(sk.config("tf5", scaling={"rope_type": "linear", "factor": 2.0})),
     # other rule triggers (candle accepts them: unknown keys)
     "head-dim": with_(head_dim=32),

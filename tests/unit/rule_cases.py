@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -145,7 +146,10 @@ def loader_gguf(arch: str, *, md: dict[str, Any] | None = None, drop_md: tuple[s
         meta.update(md or {})
         for k in drop_md:
             meta.pop(k, None)
-        t: dict[str, tuple[str, tuple[int, ...]]] = {"token_embd.weight": ("F32", (h, vocab)), "output_norm.weight": ("F32", (h,))}
+        t: dict[str, tuple[str, tuple[int, ...]]] = {
+            "token_embd.weight": ("F32", (h, vocab)),
+            "output_norm.weight": ("F32", (h,)),
+        }
         for i in range(2):
             p = f"blk.{i}."
             t[p + "attn_norm.weight"] = ("F32", (h,))
@@ -226,7 +230,9 @@ def qk_pair(permuted: bool) -> Builder:
         rng = np.random.default_rng(0)
         q = rng.standard_normal((64, 64)).astype(np.float32)
         k = rng.standard_normal((32, 64)).astype(np.float32)
-        sk.write_model(root, c, data={"model.layers.0.self_attn.q_proj.weight": q, "model.layers.0.self_attn.k_proj.weight": k})
+        sk.write_model(
+            root, c, data={"model.layers.0.self_attn.q_proj.weight": q, "model.layers.0.self_attn.k_proj.weight": k}
+        )
         gq = sk.permute_qk(q, 4) if permuted else q
         gk = sk.permute_qk(k, 2) if permuted else k
         sk.write_gguf(
@@ -276,7 +282,10 @@ TF4 = sk.config("tf4")
 CASES: dict[str, tuple[Builder, Builder]] = {
     "PK101": (model(sk.config("tf5")), model(TF4)),
     "PK102": (model(sk.config("tf5", scaling=sk.LLAMA3_SCALING)), model(sk.config("tf4", scaling=sk.LLAMA3_SCALING))),
-    "PK103": (model(sk.config("tf4", rope_scaling={"type": "linear", "factor": 2.0})), model(sk.config("tf4", scaling=sk.LLAMA3_SCALING))),
+    "PK103": (
+        model(sk.config("tf4", rope_scaling={"type": "linear", "factor": 2.0})),
+        model(sk.config("tf4", scaling=sk.LLAMA3_SCALING)),
+    ),
     "PK104": (model(sk.config("tf4", head_dim=32)), model(sk.config("tf4", head_dim=16))),
     "PK105": (model(sk.config("tf4", attention_bias=True)), model(TF4)),
     "PK106": (model(sk.config("tf4", mlp_bias=True)), model(TF4)),
@@ -291,7 +300,10 @@ CASES: dict[str, tuple[Builder, Builder]] = {
         model(sk.config("tf4", sliding_window=None)),
     ),
     "PK110": (model(sk.config("tf4", max_position_embeddings=sk.DROP)), model(TF4)),
-    "PK111": (model(TF4, generation_config={"eos_token_id": [2, 3]}), model(TF4, generation_config={"eos_token_id": 2})),
+    "PK111": (
+        model(TF4, generation_config={"eos_token_id": [2, 3]}),
+        model(TF4, generation_config={"eos_token_id": 2}),
+    ),
     "PK112": (raw_config(_dup_key_config(), TF4), model(TF4)),
     "PK114": (model({**TF4, "model_type": "falcon_mamba"}, weights=False), CLEAN["qwen2"]),
     "PK115": (family("mistral", sliding_window=4), CLEAN["mistral"]),
@@ -301,11 +313,17 @@ CASES: dict[str, tuple[Builder, Builder]] = {
     "PK119": (family("granite", embedding_multiplier=12.0), CLEAN["granite"]),
     "PK120": (family("granite", tie_word_embeddings=True), CLEAN["granite"]),
     "PK121": (CLEAN["gemma3"], family("gemma3", num_key_value_heads=1)),
-    "PK122": (family("gemma3", num_key_value_heads=1, use_bidirectional_attention=True), family("gemma3", num_key_value_heads=1)),
+    "PK122": (
+        family("gemma3", num_key_value_heads=1, use_bidirectional_attention=True),
+        family("gemma3", num_key_value_heads=1),
+    ),
     "PK123": (family("gemma2", drop=("final_logit_softcapping",)), CLEAN["gemma2"]),
     "PK201": (model(TF4, drop=["model.layers.1.mlp.up_proj.weight"]), model(TF4)),
     # a bias transformers adds and candle drops (the numeric probe's case; a bias neither reads is a variant)
-    "PK202": (model(sk.config("tf4", attention_bias=True), extra={"model.layers.0.self_attn.q_proj.bias": (64,)}), model(TF4)),
+    "PK202": (
+        model(sk.config("tf4", attention_bias=True), extra={"model.layers.0.self_attn.q_proj.bias": (64,)}),
+        model(TF4),
+    ),
     "PK203": (model(TF4, extra={"language_model.model.norm.weight": (64,)}), model(TF4)),
     "PK204": (model(TF4, tensors=sk.hf_tensors(TF4, layers=1)), model(TF4)),
     "PK205": (model(TF4, drop=["lm_head.weight"]), model(sk.config("tf4", tie_word_embeddings=True))),
@@ -315,7 +333,10 @@ CASES: dict[str, tuple[Builder, Builder]] = {
     ),
     "PK207": (model(TF4, tensors={**sk.hf_tensors(TF4)}, dtype="I8"), model(TF4)),
     "PK301": (with_target(model(TF4), dtype="bf16"), model(TF4)),
-    "PK302": (with_target(model(TF4), dtype="f16", features=frozenset({"accelerate"})), with_target(model(TF4), dtype="f16")),
+    "PK302": (
+        with_target(model(TF4), dtype="f16", features=frozenset({"accelerate"})),
+        with_target(model(TF4), dtype="f16"),
+    ),
     "PK303": (with_target(model(TF4), dtype="f16"), with_target(model(TF4), dtype="f16", device="cuda")),
     "PK304": (with_target(model(TF4), dtype="bf16", device="cuda"), model(TF4)),
     "PK305": (
@@ -325,15 +346,25 @@ CASES: dict[str, tuple[Builder, Builder]] = {
     "PK306": (with_target(model(TF4), max_tokens=200), with_target(model(TF4), max_tokens=128)),
     "PK307": (
         with_target(family("gemma2"), use_flash_attn=True, device="cuda", features=frozenset({"flash-attn", "cuda"})),
-        with_target(family("gemma2", attn_logit_softcapping=None), use_flash_attn=True, device="cuda", features=frozenset({"flash-attn", "cuda"})),
+        with_target(
+            family("gemma2", attn_logit_softcapping=None),
+            use_flash_attn=True,
+            device="cuda",
+            features=frozenset({"flash-attn", "cuda"}),
+        ),
     ),
     "PK308": (with_target(CLEAN["mixtral"], dtype="f16"), CLEAN["mixtral"]),
     # f16 holds positions exactly up to 2048: 2050 tokens reach position 2049, 2049 tokens do not
-    "PK317": (with_target(family("qwen2", max_position_embeddings=4096), dtype="f16", max_tokens=2050),
-              with_target(family("qwen2", max_position_embeddings=4096), dtype="f16", max_tokens=2049)),
+    "PK317": (
+        with_target(family("qwen2", max_position_embeddings=4096), dtype="f16", max_tokens=2050),
+        with_target(family("qwen2", max_position_embeddings=4096), dtype="f16", max_tokens=2049),
+    ),
     # a second turn and a batch (portkit/rules/runtime_paths.py): the target, then its twin
     "PK309": (with_target(CLEAN["qwen2"], dtype="f16", turns=2), with_target(CLEAN["qwen2"], turns=2)),
-    "PK310": (with_target(CLEAN["gemma3"], turns=2, max_tokens=33), with_target(CLEAN["gemma3"], turns=2, max_tokens=32)),
+    "PK310": (
+        with_target(CLEAN["gemma3"], turns=2, max_tokens=33),
+        with_target(CLEAN["gemma3"], turns=2, max_tokens=32),
+    ),
     "PK311": (with_target(CLEAN["qwen3"], batch=2, device="cuda"), with_target(CLEAN["qwen3"], batch=2)),
     "PK312": (with_target(CLEAN["qwen2"], batch=2), CLEAN["qwen2"]),
     "PK313": (with_target(loader_gguf("qwen3"), batch=2), loader_gguf("qwen3")),
@@ -347,7 +378,10 @@ CASES: dict[str, tuple[Builder, Builder]] = {
     ),
     "PK403": (gguf_model(arch="gemma2"), gguf_model()),
     "PK404": (gguf_model(rope_freqs=True, with_config=False), gguf_model(with_config=False)),
-    "PK405": (gguf_model(md={"llama.context_length": 8192}, with_config=False), gguf_model(md={"llama.context_length": 4096}, with_config=False)),
+    "PK405": (
+        gguf_model(md={"llama.context_length": 8192}, with_config=False),
+        gguf_model(md={"llama.context_length": 4096}, with_config=False),
+    ),
     # Tensors laid out for head_dim 32 (MiniCPM-like, candle#3917) vs metadata alone saying 32:
     # candle never reads key_length and runs the second file as its tensors say.
     "PK406": (
@@ -361,10 +395,18 @@ CASES: dict[str, tuple[Builder, Builder]] = {
     "PK411": (gguf_model(md={"llama.block_count": 3}, with_config=False), gguf_model(with_config=False)),
     "PK412": (loader_gguf("qwen3"), loader_gguf("qwen3", md={"general.dtype": 0})),
     "PK413": (loader_gguf("gemma3"), loader_gguf("qwen3")),
-    "PK414": (loader_gguf("gemma3", md={"gemma3.rope.freq_base_swa": 50000.0}), loader_gguf("gemma3", md={"gemma3.rope.freq_base_swa": 10000.0})),
-    "PK415": (loader_gguf("phi3", md={"phi3.rope.freq_base": 1e6}), loader_gguf("phi3", md={"phi3.rope.freq_base": 10000.0})),
+    "PK414": (
+        loader_gguf("gemma3", md={"gemma3.rope.freq_base_swa": 50000.0}),
+        loader_gguf("gemma3", md={"gemma3.rope.freq_base_swa": 10000.0}),
+    ),
+    "PK415": (
+        loader_gguf("phi3", md={"phi3.rope.freq_base": 1e6}),
+        loader_gguf("phi3", md={"phi3.rope.freq_base": 10000.0}),
+    ),
     "PK416": (
-        loader_gguf("phi3", extra={"rope_factors_long.weight": ("F32", (8,)), "rope_factors_short.weight": ("F32", (8,))}),
+        loader_gguf(
+            "phi3", extra={"rope_factors_long.weight": ("F32", (8,)), "rope_factors_short.weight": ("F32", (8,))}
+        ),
         loader_gguf("phi3"),
     ),
     "PK417": (loader_gguf("phi3", drop=("output.weight",)), loader_gguf("phi3")),
@@ -377,16 +419,32 @@ CASES: dict[str, tuple[Builder, Builder]] = {
 
 # Extra triggering variants: (code, builder, substring the message must contain)
 VARIANTS: list[tuple[str, Builder, str]] = [
-    ("PK101", model(sk.config("tf4", rope_parameters={"rope_theta": 1e6, "rope_type": "default"})), "reads the top-level `rope_theta`=100000"),
+    (
+        "PK101",
+        model(sk.config("tf4", rope_parameters={"rope_theta": 1e6, "rope_type": "default"})),
+        "reads the top-level `rope_theta`=100000",
+    ),
     ("PK102", model(sk.config("tf5", scaling={"rope_type": "linear", "factor": 2.0})), "no `linear` scaling"),
-    ("PK103", model(sk.config("tf4", rope_scaling={"type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0})), "missing field"),
+    (
+        "PK103",
+        model(
+            sk.config(
+                "tf4", rope_scaling={"type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+            )
+        ),
+        "missing field",
+    ),
     ("PK109", model(sk.config("tf4", sliding_window=4)), "`generate()` keeps a `sliding_window`=4 KV cache"),
     ("PK110", model(sk.config("tf4", rms_norm_eps=sk.DROP)), "`rms_norm_eps` to 1e-06"),
     ("PK112", model(sk.config("tf4", eos_token_id=-1)), "untagged enum LlamaEosToks"),
     ("PK112", model(sk.config("tf4", bos_token_id=2**32)), "expected u32"),
     ("PK201", model(TF4, drop=["model.norm.weight"]), "fails at load"),
     ("PK201", model(TF4, drop=["model.layers.1.mlp.up_proj.weight"]), "panics"),
-    ("PK202", model(sk.config("tf4", tie_word_embeddings=True), tensors=sk.hf_tensors(TF4)), "`tie_word_embeddings` is true"),
+    (
+        "PK202",
+        model(sk.config("tf4", tie_word_embeddings=True), tensors=sk.hf_tensors(TF4)),
+        "`tie_word_embeddings` is true",
+    ),
     ("PK202", model(TF4, tensors=sk.hf_tensors(sk.config("tf4", num_hidden_layers=3))), "past `num_hidden_layers`=2"),
     ("PK203", model(TF4, extra={"model.layers.0.self_attn.q_proj.qweight": (8, 64)}), "GPTQ"),
     ("PK204", model(TF4, tensors=sk.hf_tensors(sk.config("tf4", num_hidden_layers=3))), "both run only the first 2"),
@@ -397,92 +455,290 @@ VARIANTS: list[tuple[str, Builder, str]] = [
     ("PK406", gguf_model(md={"llama.rope.dimension_count": 8}), "inconsistent last dim size in rope"),
     ("PK408", gguf_model(tensor_types={"blk.0.attn_q.weight": "Q8_1"}), "not supported yet"),
     ("PK409", gguf_model(md={"llama.rope.freq_base": 10000.0}), "transformers uses `rope_theta`=100000"),
-    ("PK409", gguf_model(cfg=sk.config("tf4", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING)), "no `rope_freqs.weight`"),
+    (
+        "PK409",
+        gguf_model(cfg=sk.config("tf4", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING)),
+        "no `rope_freqs.weight`",
+    ),
     ("PK405", with_target(gguf_model(with_config=False), max_tokens=5000), "you plan 5000 tokens"),
     # weights, per family: each module's own table (portkit.families.<name>.expected_tensors)
-    ("PK201", family_model("qwen2", drop=("model.layers.1.self_attn.k_proj.bias",)), "candle 0.11.0's `qwen2` fails at load"),
+    (
+        "PK201",
+        family_model("qwen2", drop=("model.layers.1.self_attn.k_proj.bias",)),
+        "candle 0.11.0's `qwen2` fails at load",
+    ),
     ("PK201", family_model("granite", drop=("model.layers.0.mlp.up_proj.weight",)), "`granite` panics at load"),
-    ("PK201", family_model("phi3", drop=("model.norm.weight",)), "`phi3` fails at load: the weights have no `model.norm.weight`"),
-    ("PK202", family_model("starcoder2", tie_word_embeddings=False, extra={"lm_head.weight": (256, 64)}), "always uses `model.embed_tokens.weight`"),
-    ("PK202", family_model("granite", extra={"model.layers.0.self_attn.q_proj.bias": (64,)}), "`granite` never reads 1 tensor"),
-    ("PK202", family_model("stable_lm", extra={"model.layers.0.self_attn.q_layernorm.norms.0.weight": (16,)}), "has no such tensor"),
-    ("PK202", family_model("stable_lm", qk_layernorm=True, extra={"model.layers.0.self_attn.k_layernorm.norms.1.weight": (16,)}),
-     "transformers reads them (`qk_layernorm` is true)"),
-    ("PK203", family_model("qwen3", extra={"language_model.model.norm.weight": (64,)}), "stripping the prefix `language_model.`"),
-    ("PK204", family_model("mistral", cfg=family_config("mistral", num_hidden_layers=3), tensors=family_tensors(family_config("mistral"))),
-     "`mistral` fails at load with `cannot find tensor model.layers.2."),
-    ("PK205", family_model("mistral", tie_word_embeddings=True, drop=("lm_head.weight",)), "`mistral` always reads `lm_head.weight`"),
-    ("PK205", family_model("granite", tie_word_embeddings=True, drop=("lm_head.weight",)), "transformers ties it to the embeddings"),
+    (
+        "PK201",
+        family_model("phi3", drop=("model.norm.weight",)),
+        "`phi3` fails at load: the weights have no `model.norm.weight`",
+    ),
+    (
+        "PK202",
+        family_model("starcoder2", tie_word_embeddings=False, extra={"lm_head.weight": (256, 64)}),
+        "always uses `model.embed_tokens.weight`",
+    ),
+    (
+        "PK202",
+        family_model("granite", extra={"model.layers.0.self_attn.q_proj.bias": (64,)}),
+        "`granite` never reads 1 tensor",
+    ),
+    (
+        "PK202",
+        family_model("stable_lm", extra={"model.layers.0.self_attn.q_layernorm.norms.0.weight": (16,)}),
+        "has no such tensor",
+    ),
+    (
+        "PK202",
+        family_model(
+            "stable_lm", qk_layernorm=True, extra={"model.layers.0.self_attn.k_layernorm.norms.1.weight": (16,)}
+        ),
+        "transformers reads them (`qk_layernorm` is true)",
+    ),
+    (
+        "PK203",
+        family_model("qwen3", extra={"language_model.model.norm.weight": (64,)}),
+        "stripping the prefix `language_model.`",
+    ),
+    (
+        "PK204",
+        family_model(
+            "mistral",
+            cfg=family_config("mistral", num_hidden_layers=3),
+            tensors=family_tensors(family_config("mistral")),
+        ),
+        "`mistral` fails at load with `cannot find tensor model.layers.2.",
+    ),
+    (
+        "PK205",
+        family_model("mistral", tie_word_embeddings=True, drop=("lm_head.weight",)),
+        "`mistral` always reads `lm_head.weight`",
+    ),
+    (
+        "PK205",
+        family_model("granite", tie_word_embeddings=True, drop=("lm_head.weight",)),
+        "transformers ties it to the embeddings",
+    ),
     ("PK205", family_model("stable_lm", drop=("lm_head.weight",)), "`stable_lm` always reads `lm_head.weight`"),
     ("PK205", family_model("qwen3", tie_word_embeddings=False, drop=("lm_head.weight",)), "`qwen3` fails at load"),
-    ("PK205", family_model("qwen2", tie_word_embeddings=True, extra={"lm_head.weight": (256, 64)}), "it probes the file, never the flag"),
-    ("PK205", family_model("qwen2", tie_word_embeddings=False, drop=("lm_head.weight",)), "silently uses the embeddings"),
-    ("PK206", family_model("phi3", tensors=family_tensors(family_config("phi3", num_key_value_heads=4))), "self_attn.qkv_proj.weight` is [192, 64]"),
-    ("PK206", family_model("olmo2", tensors=family_tensors(family_config("olmo2", hidden_size=128))), "`olmo2` expects"),
+    (
+        "PK205",
+        family_model("qwen2", tie_word_embeddings=True, extra={"lm_head.weight": (256, 64)}),
+        "it probes the file, never the flag",
+    ),
+    (
+        "PK205",
+        family_model("qwen2", tie_word_embeddings=False, drop=("lm_head.weight",)),
+        "silently uses the embeddings",
+    ),
+    (
+        "PK206",
+        family_model("phi3", tensors=family_tensors(family_config("phi3", num_key_value_heads=4))),
+        "self_attn.qkv_proj.weight` is [192, 64]",
+    ),
+    (
+        "PK206",
+        family_model("olmo2", tensors=family_tensors(family_config("olmo2", hidden_size=128))),
+        "`olmo2` expects",
+    ),
     # gguf, per loader
-    ("PK401", loader_gguf("qwen3", drop_md=("qwen3.rope.freq_base",)), "quantized_qwen3 requires `qwen3.rope.freq_base`"),
+    (
+        "PK401",
+        loader_gguf("qwen3", drop_md=("qwen3.rope.freq_base",)),
+        "quantized_qwen3 requires `qwen3.rope.freq_base`",
+    ),
     ("PK401", loader_gguf("phi3", md={"phi3.block_count": sk.typed("U64", 2)}), "`phi3.block_count` is U64"),
     ("PK407", gguf_model(with_config=False, arch=""), "`general.architecture` is absent"),
     ("PK402", loader_gguf("qwen2", drop_md=("qwen2.rope.freq_base",)), "the GGUF has no `qwen2.rope.freq_base`"),
-    ("PK409", beside_config(loader_gguf("qwen2", md={"qwen2.rope.freq_base": 10000.0}), "qwen2"), "`qwen2.rope.freq_base` is 10000; transformers uses `rope_theta`=1000000"),
-    ("PK409", beside_config(loader_gguf("qwen3"), "qwen3", head_dim=32), "`qwen3.attention.key_length` is 16; config.json's `head_dim`"),
-    ("PK409", beside_config(loader_gguf("gemma3", md={"gemma3.rope.local_freq_base": 10000.0}), "gemma3", num_hidden_layers=2),
-     "`gemma3.rope.local_freq_base` is 10000; transformers uses `rope_local_base_freq`=50000"),
-    ("PK409", beside_config(loader_gguf("phi3", md={"phi3.context_length": 64}), "phi3", rms_norm_eps=1e-6),
-     "`phi3.context_length` is 64; config.json's `max_position_embeddings` (what transformers uses) is 128"),
+    (
+        "PK409",
+        beside_config(loader_gguf("qwen2", md={"qwen2.rope.freq_base": 10000.0}), "qwen2"),
+        "`qwen2.rope.freq_base` is 10000; transformers uses `rope_theta`=1000000",
+    ),
+    (
+        "PK409",
+        beside_config(loader_gguf("qwen3"), "qwen3", head_dim=32),
+        "`qwen3.attention.key_length` is 16; config.json's `head_dim`",
+    ),
+    (
+        "PK409",
+        beside_config(
+            loader_gguf("gemma3", md={"gemma3.rope.local_freq_base": 10000.0}), "gemma3", num_hidden_layers=2
+        ),
+        "`gemma3.rope.local_freq_base` is 10000; transformers uses `rope_local_base_freq`=50000",
+    ),
+    (
+        "PK409",
+        beside_config(loader_gguf("phi3", md={"phi3.context_length": 64}), "phi3", rms_norm_eps=1e-6),
+        "`phi3.context_length` is 64; config.json's `max_position_embeddings` (what transformers uses) is 128",
+    ),
     ("PK412", loader_gguf("qwen3", md={"general.dtype": 1}), "`general.dtype` is U32(1)"),
-    ("PK405", with_target(loader_gguf("qwen2"), max_tokens=200), "candle 0.11.0's quantized_qwen2 has 128 cos/sin rows (`qwen2.context_length`)"),
-    ("PK420", loader_gguf("phi3", md={"phi3.rope.dimension_count": 32}), "is 32 for a 16-wide head (wider than the head)"),
-    ("PK421", with_target(loader_gguf("gemma3"), max_tokens=40), "keeps 33 in prefill and every key in decode: they differ from 33 tokens on; you plan 40"),
-    ("PK416", loader_gguf("phi3", md={"phi3.rope.scaling.attn_factor": 1.1832}), "`phi3.rope.scaling.attn_factor`=1.1832"),
-    ("PK418", loader_gguf("qwen2", drop=("blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.0.attn_v.bias")), "`cannot find tensor info for blk.0.attn_q.bias`"),
-    ("PK411", loader_gguf("gemma3", drop=("blk.1.post_ffw_norm.weight",)), "quantized_gemma3 fails at load with `cannot find tensor info for blk.1.post_ffw_norm.weight`"),
-    ("PK411", loader_gguf("qwen3", md={"qwen3.block_count": 3}), "`cannot find tensor info for blk.2.attn_norm.weight`"),
-    ("PK411", loader_gguf("phi3", drop=("blk.0.attn_qkv.weight",)), "`cannot find tensor info for blk.0.attn_qkv.weight`"),
+    (
+        "PK405",
+        with_target(loader_gguf("qwen2"), max_tokens=200),
+        "candle 0.11.0's quantized_qwen2 has 128 cos/sin rows (`qwen2.context_length`)",
+    ),
+    (
+        "PK420",
+        loader_gguf("phi3", md={"phi3.rope.dimension_count": 32}),
+        "is 32 for a 16-wide head (wider than the head)",
+    ),
+    (
+        "PK421",
+        with_target(loader_gguf("gemma3"), max_tokens=40),
+        "keeps 33 in prefill and every key in decode: they differ from 33 tokens on; you plan 40",
+    ),
+    (
+        "PK416",
+        loader_gguf("phi3", md={"phi3.rope.scaling.attn_factor": 1.1832}),
+        "`phi3.rope.scaling.attn_factor`=1.1832",
+    ),
+    (
+        "PK418",
+        loader_gguf("qwen2", drop=("blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.0.attn_v.bias")),
+        "`cannot find tensor info for blk.0.attn_q.bias`",
+    ),
+    (
+        "PK411",
+        loader_gguf("gemma3", drop=("blk.1.post_ffw_norm.weight",)),
+        "quantized_gemma3 fails at load with `cannot find tensor info for blk.1.post_ffw_norm.weight`",
+    ),
+    (
+        "PK411",
+        loader_gguf("qwen3", md={"qwen3.block_count": 3}),
+        "`cannot find tensor info for blk.2.attn_norm.weight`",
+    ),
+    (
+        "PK411",
+        loader_gguf("phi3", drop=("blk.0.attn_qkv.weight",)),
+        "`cannot find tensor info for blk.0.attn_qkv.weight`",
+    ),
 ]
 
 # every family: the rules generalised from llama, triggered with the module named
-VARIANTS += [("PK110", family(n, "t5"), f"candle 0.11.0's `{n}` refuses the config: `missing field `{k}``") for n, k in T5_MISSING.items()]
 VARIANTS += [
-    ("PK110", family("granite", drop=("hidden_size",)), "transformers defaults `hidden_size` to 4096; candle 0.11.0's `granite` refuses the config: `missing field `hidden_size``"),
-    ("PK110", family("gemma3", "t5"), "transformers uses `rope_local_base_freq`=50000 from `rope_parameters.sliding_attention`; candle 0.11.0's `gemma3` refuses"),
-    ("PK110", family("qwen3_moe", "t5"), "transformers uses `num_experts`=4 from the top-level `num_local_experts`; candle 0.11.0's `qwen3_moe` refuses"),
+    ("PK110", family(n, "t5"), f"candle 0.11.0's `{n}` refuses the config: `missing field `{k}``")
+    for n, k in T5_MISSING.items()
+]
+VARIANTS += [
+    (
+        "PK110",
+        family("granite", drop=("hidden_size",)),
+        "transformers defaults `hidden_size` to 4096; candle 0.11.0's `granite` refuses the config: `missing field `hidden_size``",
+    ),
+    (
+        "PK110",
+        family("gemma3", "t5"),
+        "transformers uses `rope_local_base_freq`=50000 from `rope_parameters.sliding_attention`; candle 0.11.0's `gemma3` refuses",
+    ),
+    (
+        "PK110",
+        family("qwen3_moe", "t5"),
+        "transformers uses `num_experts`=4 from the top-level `num_local_experts`; candle 0.11.0's `qwen3_moe` refuses",
+    ),
     ("PK110", family("mixtral", "t5"), "missing field `use_flash_attn`"),
     ("PK101", family("granite", "t5"), "candle 0.11.0's `granite` reads no top-level `rope_theta` and uses 10000"),
     (
         "PK101",
-        family("gemma3", rope_parameters={"full_attention": {"rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1e4}}),
+        family(
+            "gemma3", rope_parameters={"full_attention": {"rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1e4}}
+        ),
         "transformers uses `rope_local_base_freq`=10000 from `rope_parameters.sliding_attention`; candle 0.11.0's `gemma3` reads the top-level `rope_local_base_freq`=50000",
     ),
-    ("PK102", family("gemma3", rope_scaling={"factor": 8.0, "rope_type": "linear"}), "`linear` rope scaling from `rope_scaling` (`factor`=8); candle 0.11.0's `gemma3` reads no rope scaling"),
-    ("PK102", family("phi3", rope_scaling={"short_factor": [1.0] * 8, "long_factor": [2.0] * 8, "type": "longrope"}), "multiplies the frequencies by the factors"),
-    ("PK102", family("qwen2", rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}), "`yarn` rope scaling"),
     (
         "PK102",
-        family("phi3", "t5", rope_parameters={"rope_theta": 1e5, "rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8,
-                                               "original_max_position_embeddings": 32}),
+        family("gemma3", rope_scaling={"factor": 8.0, "rope_type": "linear"}),
+        "`linear` rope scaling from `rope_scaling` (`factor`=8); candle 0.11.0's `gemma3` reads no rope scaling",
+    ),
+    (
+        "PK102",
+        family("phi3", rope_scaling={"short_factor": [1.0] * 8, "long_factor": [2.0] * 8, "type": "longrope"}),
+        "multiplies the frequencies by the factors",
+    ),
+    (
+        "PK102",
+        family("qwen2", rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}),
+        "`yarn` rope scaling",
+    ),
+    (
+        "PK102",
+        family(
+            "phi3",
+            "t5",
+            rope_parameters={
+                "rope_theta": 1e5,
+                "rope_type": "longrope",
+                "short_factor": [1.0] * 8,
+                "long_factor": [2.0] * 8,
+                "original_max_position_embeddings": 32,
+            },
+        ),
         "transformers applies `longrope` rope scaling from `rope_parameters` (`short_factor`=[8 values], `long_factor`=[8 values], "
         "`original_max_position_embeddings`=32); candle 0.11.0's `phi3` reads no rope scaling",
     ),
-    ("PK112", family("qwen2", "t5"), "candle 0.11.0's `qwen2` refuses it at `sliding_window`: `invalid type: null, expected usize`"),
-    ("PK112", family("mixtral"), "candle 0.11.0's `mixtral` refuses it at `sliding_window`: `invalid type: null, expected usize`"),
-    ("PK105", family("granite", attention_bias=True), "candle 0.11.0's `granite` builds these projections with `linear_no_bias`"),
+    (
+        "PK112",
+        family("qwen2", "t5"),
+        "candle 0.11.0's `qwen2` refuses it at `sliding_window`: `invalid type: null, expected usize`",
+    ),
+    (
+        "PK112",
+        family("mixtral"),
+        "candle 0.11.0's `mixtral` refuses it at `sliding_window`: `invalid type: null, expected usize`",
+    ),
+    (
+        "PK105",
+        family("granite", attention_bias=True),
+        "candle 0.11.0's `granite` builds these projections with `linear_no_bias`",
+    ),
     ("PK106", family("granite", mlp_bias=True), "candle 0.11.0's `granite` builds the MLP"),
     ("PK107", family("granite", hidden_act="gelu"), "candle 0.11.0's `granite` always applies silu"),
-    ("PK114", model({**TF4, "model_type": "phi"}, weights=False), "candle 0.11.0 has a `phi` module for `model_type` `phi`; portkit does not check that module yet"),
-    ("PK115", family("qwen2", sliding_window=4), "transformers applies no sliding window; candle 0.11.0's `qwen2` keeps 5 keys on 2 of 2 layers in prefill"),
-    ("PK115", family("gemma2", sliding_window=4), "transformers keeps `sliding_window`=4 keys on 1 of 2 layers; candle 0.11.0's `gemma2` keeps 5 keys on 2 of 2 layers"),
-    ("PK115", family("gemma3"), "candle 0.11.0's `gemma3` keeps 33 keys on 5 of 6 layers in prefill and keeps 32 in decode: they differ from 33 tokens on"),
+    (
+        "PK114",
+        model({**TF4, "model_type": "phi"}, weights=False),
+        "candle 0.11.0 has a `phi` module for `model_type` `phi`; portkit does not check that module yet",
+    ),
+    (
+        "PK115",
+        family("qwen2", sliding_window=4),
+        "transformers applies no sliding window; candle 0.11.0's `qwen2` keeps 5 keys on 2 of 2 layers in prefill",
+    ),
+    (
+        "PK115",
+        family("gemma2", sliding_window=4),
+        "transformers keeps `sliding_window`=4 keys on 1 of 2 layers; candle 0.11.0's `gemma2` keeps 5 keys on 2 of 2 layers",
+    ),
+    (
+        "PK115",
+        family("gemma3"),
+        "candle 0.11.0's `gemma3` keeps 33 keys on 5 of 6 layers in prefill and keeps 32 in decode: they differ from 33 tokens on",
+    ),
     ("PK115", family("phi3"), "candle 0.11.0's `phi3` applies no window in prefill"),
-    ("PK115", family("qwen3", use_sliding_window=True, sliding_window=64), "fails at build with `sliding window is not supported`"),
-    ("PK115", family("qwen3_moe", use_sliding_window=True, sliding_window=64), "candle 0.11.0's `qwen3_moe` fails at build"),
+    (
+        "PK115",
+        family("qwen3", use_sliding_window=True, sliding_window=64),
+        "fails at build with `sliding window is not supported`",
+    ),
+    (
+        "PK115",
+        family("qwen3_moe", use_sliding_window=True, sliding_window=64),
+        "candle 0.11.0's `qwen3_moe` fails at build",
+    ),
     ("PK115", with_target(family("starcoder2"), max_tokens=100), "they differ from 65 tokens on; you plan 100 tokens"),
-    ("PK116", family("gemma", drop=("hidden_act",), hidden_activation="gelu"), "for `hidden_activation`=\"gelu\""),
+    ("PK116", family("gemma", drop=("hidden_act",), hidden_activation="gelu"), 'for `hidden_activation`="gelu"'),
     ("PK118", family("gemma3", query_pre_attn_scalar=24), "candle 0.11.0's `gemma3` never reads it"),
-    ("PK120", family("starcoder2", tie_word_embeddings=False), "candle 0.11.0's `starcoder2` always uses `embed_tokens`"),
+    (
+        "PK120",
+        family("starcoder2", tie_word_embeddings=False),
+        "candle 0.11.0's `starcoder2` always uses `embed_tokens`",
+    ),
     ("PK120", family("mistral", tie_word_embeddings=True), "candle 0.11.0's `mistral` always loads `lm_head.weight`"),
     ("PK120", family("gemma3", tie_word_embeddings=False), "`gemma3` always uses `embed_tokens`"),
-    ("PK104", family("qwen2", head_dim=32), "candle 0.11.0's `qwen2` uses `hidden_size` / `num_attention_heads` = 16, so loading `q_proj` fails"),
+    (
+        "PK104",
+        family("qwen2", head_dim=32),
+        "candle 0.11.0's `qwen2` uses `hidden_size` / `num_attention_heads` = 16, so loading `q_proj` fails",
+    ),
     ("PK104", family("phi3", head_dim=32), "so loading `qkv_proj` fails (128 query rows, candle expects 64)"),
     (
         "PK108",
@@ -496,24 +752,53 @@ VARIANTS += [
     ),
     ("PK301", with_target(CLEAN["qwen2"], dtype="bf16"), "bf16"),
     ("PK306", with_target(CLEAN["gemma3"], max_tokens=200), "candle 0.11.0's `gemma3`'s cos/sin table"),
-    ("PK308", with_target(CLEAN["mixtral"], dtype="f16"), "fails at the first forward with `dtype mismatch in mul, lhs: F16, rhs: F32`"),
-    ("PK308", with_target(CLEAN["mixtral"], dtype="bf16", device="cuda"), "`dtype mismatch in mul, lhs: BF16, rhs: F32`"),
+    (
+        "PK308",
+        with_target(CLEAN["mixtral"], dtype="f16"),
+        "fails at the first forward with `dtype mismatch in mul, lhs: F16, rhs: F32`",
+    ),
+    (
+        "PK308",
+        with_target(CLEAN["mixtral"], dtype="bf16", device="cuda"),
+        "`dtype mismatch in mul, lhs: BF16, rhs: F32`",
+    ),
     ("PK308", with_target(CLEAN["mixtral"], dtype="bf16", device="metal"), "multiplies each expert's bf16 output"),
-    ("PK317", with_target(family("qwen2", max_position_embeddings=32768), dtype="f16"),
-     "candle 0.11.0's `qwen2` builds its RoPE table in f16 (qwen2.rs:47-63, :279): positions from 2049 on are rounded (f16 holds "
-     "integers exactly only up to 2048), so over 32768 positions (`max_position_embeddings` 32768) the rotary pair of inverse "
-     "frequency 1 turns up to 8 rad off"),
-    ("PK317", with_target(family("gemma", max_position_embeddings=8192), dtype="bf16", device="cuda", max_tokens=1100),
-     "positions from 257 on are rounded (bf16 holds integers exactly only up to 256), so over 1100 positions (`--max-tokens` 1100) "
-     "the rotary pair of inverse frequency 1 turns up to 4 rad off"),
-    ("PK317", with_target(family("stable_lm", max_position_embeddings=4096), dtype="f16", max_tokens=9000),
-     "over 4096 positions (`max_position_embeddings` 4096) the rotary pair of inverse frequency 1 turns up to 1 rad off"),
+    (
+        "PK317",
+        with_target(family("qwen2", max_position_embeddings=32768), dtype="f16"),
+        "candle 0.11.0's `qwen2` builds its RoPE table in f16 (qwen2.rs:47-63, :279): positions from 2049 on are rounded (f16 holds "
+        "integers exactly only up to 2048), so over 32768 positions (`max_position_embeddings` 32768) the rotary pair of inverse "
+        "frequency 1 turns up to 8 rad off",
+    ),
+    (
+        "PK317",
+        with_target(family("gemma", max_position_embeddings=8192), dtype="bf16", device="cuda", max_tokens=1100),
+        "positions from 257 on are rounded (bf16 holds integers exactly only up to 256), so over 1100 positions (`--max-tokens` 1100) "
+        "the rotary pair of inverse frequency 1 turns up to 4 rad off",
+    ),
+    (
+        "PK317",
+        with_target(family("stable_lm", max_position_embeddings=4096), dtype="f16", max_tokens=9000),
+        "over 4096 positions (`max_position_embeddings` 4096) the rotary pair of inverse frequency 1 turns up to 1 rad off",
+    ),
     ("PK309", with_target(CLEAN["olmo2"], dtype="f16", turns=2), "`dtype mismatch in cat, lhs: F16, rhs: F32`"),
-    ("PK309", with_target(CLEAN["qwen2"], dtype="bf16", turns=2, device="cuda"), "`dtype mismatch in cat, lhs: BF16, rhs: F32`"),
+    (
+        "PK309",
+        with_target(CLEAN["qwen2"], dtype="bf16", turns=2, device="cuda"),
+        "`dtype mismatch in cat, lhs: BF16, rhs: F32`",
+    ),
     ("PK310", with_target(CLEAN["gemma3"], turns=2), "a conversation of more than 32 tokens"),
-    ("PK311", with_target(CLEAN["qwen3_moe"], batch=4, dtype="f16"), "casts a causal mask of one row shaped for 4 to f16"),
+    (
+        "PK311",
+        with_target(CLEAN["qwen3_moe"], batch=4, dtype="f16"),
+        "casts a causal mask of one row shaped for 4 to f16",
+    ),
     ("PK311", with_target(CLEAN["qwen3"], batch=2, device="metal"), "fixed in candle 0.11.1"),
-    ("PK311", with_target(CLEAN["qwen3"], batch=2, features=frozenset({"flash-attn"})), "on `cpu` attention reads rows after the first"),
+    (
+        "PK311",
+        with_target(CLEAN["qwen3"], batch=2, features=frozenset({"flash-attn"})),
+        "on `cpu` attention reads rows after the first",
+    ),
     ("PK313", with_target(loader_gguf("qwen3"), batch=2, device="cuda"), "fixed in candle 0.11.1"),
     # the release decides (portkit.candle_release): the mask from qwen3's first release to 0.11.0, the CPU panic on 0.11.1 too
     ("PK311", with_target(CLEAN["qwen3"], batch=2, device="cuda", candle="0.9.2"), "rows after the first"),
@@ -521,20 +806,48 @@ VARIANTS += [
     ("PK114", with_target(CLEAN["qwen3"], candle="0.9.1"), "candle 0.9.1 has no `qwen3` module; it arrived in 0.9.2"),
     ("PK114", with_target(CLEAN["olmo2"], candle="0.9.1"), "candle 0.9.1 has no `olmo2` module; it arrived in 0.9.2"),
     ("PK101", with_target(model(sk.config("tf5")), candle="0.10.0"), "candle 0.10.0 reads no top-level `rope_theta`"),
-    ("PK316", with_target(loader_gguf("gemma3"), batch=2, device="metal"), "`Non contiguous rmsnorm is not implemented`"),
+    (
+        "PK316",
+        with_target(loader_gguf("gemma3"), batch=2, device="metal"),
+        "`Non contiguous rmsnorm is not implemented`",
+    ),
 ]
 
 # Clean variants: (code, builder) that must not trigger `code`.
 CLEAN_VARIANTS: list[tuple[str, Builder]] = [
     ("PK109", model(sk.config("tf4", model_type="qwen2", sliding_window=4096, use_sliding_window=False))),
-    ("PK409", gguf_model(cfg=sk.config("tf4", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING), rope_freqs_values=_llama3_factors())),
+    (
+        "PK409",
+        gguf_model(
+            cfg=sk.config("tf4", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING), rope_freqs_values=_llama3_factors()
+        ),
+    ),
     ("PK402", gguf_model(cfg=sk.config("tf4", rope_theta=10000.0), drop_md=("llama.rope.freq_base",))),
     ("PK410", qk_pair(permuted=True)),
     # a checkpoint each family's candle module loads as is: no weights finding at all
-    *[(code, family_model(fam)) for fam in ("mistral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3", "phi3",
-                                            "olmo2", "granite", "starcoder2", "stable_lm", "mixtral")
-      for code in ("PK201", "PK202", "PK203", "PK204", "PK205", "PK206")],  # fmt: skip
-    ("PK205", family_model("qwen2", tie_word_embeddings=True, drop=("lm_head.weight",))),  # tied, no lm_head: candle probes and ties too
+    *[
+        (code, family_model(fam))
+        for fam in (
+            "mistral",
+            "qwen2",
+            "qwen3",
+            "qwen3_moe",
+            "gemma",
+            "gemma2",
+            "gemma3",
+            "phi3",
+            "olmo2",
+            "granite",
+            "starcoder2",
+            "stable_lm",
+            "mixtral",
+        )
+        for code in ("PK201", "PK202", "PK203", "PK204", "PK205", "PK206")
+    ],  # fmt: skip
+    (
+        "PK205",
+        family_model("qwen2", tie_word_embeddings=True, drop=("lm_head.weight",)),
+    ),  # tied, no lm_head: candle probes and ties too
     ("PK205", family_model("qwen2", tie_word_embeddings=False, extra={"lm_head.weight": (256, 64)})),
     ("PK201", family_model("gemma")),  # no lm_head.weight: gemma never asks for one
     ("PK401", loader_gguf("qwen2")),
@@ -554,15 +867,26 @@ CLEAN_VARIANTS: list[tuple[str, Builder]] = [
     ("PK411", loader_gguf("phi3")),
     ("PK418", loader_gguf("qwen3")),
     ("PK405", with_target(loader_gguf("phi3"), max_tokens=128)),
-    ("PK405", loader_gguf("qwen3", md={"qwen3.context_length": 1_000_000})),  # its own table: no mismatch without a plan
+    (
+        "PK405",
+        loader_gguf("qwen3", md={"qwen3.context_length": 1_000_000}),
+    ),  # its own table: no mismatch without a plan
     ("PK409", beside_config(loader_gguf("qwen2"), "qwen2")),
     ("PK409", beside_config(loader_gguf("qwen3"), "qwen3")),
     ("PK409", beside_config(loader_gguf("gemma3"), "gemma3", num_hidden_layers=2)),
-    ("PK409", beside_config(loader_gguf("phi3", md={"phi3.rope.freq_base": 1.0}), "phi3", rms_norm_eps=1e-6)),  # phi3's base is PK415's
-    ("PK409", beside_config(loader_gguf("qwen2", md={"qwen2.rope.freq_base": 10000.0}), "qwen3")),  # another family's config: not compared
+    (
+        "PK409",
+        beside_config(loader_gguf("phi3", md={"phi3.rope.freq_base": 1.0}), "phi3", rms_norm_eps=1e-6),
+    ),  # phi3's base is PK415's
+    (
+        "PK409",
+        beside_config(loader_gguf("qwen2", md={"qwen2.rope.freq_base": 10000.0}), "qwen3"),
+    ),  # another family's config: not compared
 ]
 # every family's legacy config is clean for the generalised rules
-CLEAN_VARIANTS += [(code, CLEAN[n]) for n in OTHER_FAMILIES for code in ("PK101", "PK102", "PK104", "PK110", "PK112", "PK116", "PK120")]
+CLEAN_VARIANTS += [
+    (code, CLEAN[n]) for n in OTHER_FAMILIES for code in ("PK101", "PK102", "PK104", "PK110", "PK112", "PK116", "PK120")
+]
 CLEAN_VARIANTS += [
     ("PK115", family("qwen2")),  # sliding_window = max_position_embeddings: candle's window is never reached
     ("PK115", CLEAN["mixtral"]),
@@ -575,17 +899,29 @@ CLEAN_VARIANTS += [
     ("PK120", family("gemma", tie_word_embeddings=True)),
     ("PK105", family("granite", attention_bias=False)),
     ("PK104", family("qwen2", head_dim=16)),  # hidden/heads: the same head either way
-    ("PK108", family("phi3", partial_rotary_factor=0.75, rope_parameters={"rope_theta": 1e5, "partial_rotary_factor": 0.75})),
+    (
+        "PK108",
+        family("phi3", partial_rotary_factor=0.75, rope_parameters={"rope_theta": 1e5, "partial_rotary_factor": 0.75}),
+    ),
     ("PK108", CLEAN["stable_lm"]),
     ("PK104", family("mistral", head_dim=32)),  # candle's mistral reads `head_dim`
     ("PK306", with_target(CLEAN["gemma3"], max_tokens=128)),
     ("PK307", family("gemma2")),  # no flash attention: candle caps on its plain path
     ("PK308", with_target(CLEAN["mixtral"], dtype="bf16")),  # bf16 on the CPU: PK301's matmul error comes first
-    ("PK317", with_target(family("qwen3", max_position_embeddings=32768), dtype="f16")),  # qwen3.rs builds its table in F32
+    (
+        "PK317",
+        with_target(family("qwen3", max_position_embeddings=32768), dtype="f16"),
+    ),  # qwen3.rs builds its table in F32
     ("PK317", with_target(family("llama", max_position_embeddings=32768), dtype="bf16", device="cuda")),  # llama.rs too
-    ("PK317", with_target(family("qwen2", max_position_embeddings=32768), dtype="bf16")),  # bf16 on the CPU: PK301 first
+    (
+        "PK317",
+        with_target(family("qwen2", max_position_embeddings=32768), dtype="bf16"),
+    ),  # bf16 on the CPU: PK301 first
     ("PK317", family("qwen2", max_position_embeddings=32768)),  # f32: the table holds every position
-    ("PK317", with_target(family("qwen2", max_position_embeddings=2049), dtype="f16")),  # the last position, 2048, is exact
+    (
+        "PK317",
+        with_target(family("qwen2", max_position_embeddings=2049), dtype="f16"),
+    ),  # the last position, 2048, is exact
     ("PK308", with_target(CLEAN["qwen3_moe"], dtype="f16")),  # qwen3_moe casts its routing weights
     ("PK308", with_target(CLEAN["mistral"], dtype="f16", device="cuda")),
     ("PK121", family("gemma3", num_hidden_layers=5)),  # five sliding layers, no full-attention one
@@ -601,7 +937,10 @@ CLEAN_VARIANTS += [
     ("PK114", with_target(CLEAN["qwen3"], candle="0.9.2")),  # the release that added it
     ("PK114", with_target(CLEAN["qwen2"], candle="0.9.1")),
     ("PK311", with_target(CLEAN["qwen3"], batch=2, dtype="f16")),  # the CPU builds no mask for qwen3
-    ("PK311", with_target(CLEAN["qwen3"], batch=2, device="cuda", features=frozenset({"cuda", "flash-attn"}))),  # flash attention masks itself
+    (
+        "PK311",
+        with_target(CLEAN["qwen3"], batch=2, device="cuda", features=frozenset({"cuda", "flash-attn"})),
+    ),  # flash attention masks itself
     ("PK311", with_target(CLEAN["qwen2"], batch=2, device="cuda")),  # qwen2 expands a one-row mask
     ("PK312", with_target(CLEAN["qwen3"], batch=2)),  # qwen3 has no padding-mask forward
     ("PK313", with_target(loader_gguf("qwen2"), batch=2)),
@@ -626,11 +965,34 @@ CASES.update(PIPELINE_CASES)
 CASES["PK618"] = (with_target(PIPELINE_CASES["PK611"][0], dtype="f16"), PIPELINE_CASES["PK611"][0])
 # candle-nn 0.11.1 reads `gamma`/`beta` where `weight`/`bias` are absent: the same checkpoint loads there
 CLEAN_VARIANTS.append(("PK623", with_target(PIPELINE_CASES["PK623"][0], candle="0.11.1")))
-VARIANTS.append(("PK623", with_target(PIPELINE_CASES["PK623"][0], candle="0.9.1"), "the load fails on `embeddings.LayerNorm.weight`"))
+VARIANTS.append(
+    (
+        "PK623",
+        with_target(PIPELINE_CASES["PK623"][0], candle="0.9.1"),
+        "the load fails on `embeddings.LayerNorm.weight`",
+    )
+)
 # phi3.rs 0.9.1:41 reads `rope_scaling` as a string: Phi-3.5's LongRoPE object is refused there; 0.9.2 reads RopeScaling
 _PHI35_LONGROPE = family("phi3", rope_scaling={"type": "longrope", "short_factor": [1.0] * 8, "long_factor": [1.5] * 8})
-VARIANTS.append(("PK112", with_target(_PHI35_LONGROPE, candle="0.9.1"), "refuses it at `rope_scaling`: `invalid type: map, expected a string`"))
+VARIANTS.append(
+    (
+        "PK112",
+        with_target(_PHI35_LONGROPE, candle="0.9.1"),
+        "refuses it at `rope_scaling`: `invalid type: map, expected a string`",
+    )
+)
 CLEAN_VARIANTS.append(("PK112", with_target(_PHI35_LONGROPE, candle="0.9.2")))
 # a LayerNorm saved under both names: candle reads `weight`, nothing fails
-CLEAN_VARIANTS.append(("PK623", pipeline_case(
-    tensors={"embeddings.LayerNorm.weight": [32], "embeddings.LayerNorm.bias": [32], "embeddings.LayerNorm.gamma": [32], "embeddings.LayerNorm.beta": [32]})))
+CLEAN_VARIANTS.append(
+    (
+        "PK623",
+        pipeline_case(
+            tensors={
+                "embeddings.LayerNorm.weight": [32],
+                "embeddings.LayerNorm.bias": [32],
+                "embeddings.LayerNorm.gamma": [32],
+                "embeddings.LayerNorm.beta": [32],
+            }
+        ),
+    )
+)

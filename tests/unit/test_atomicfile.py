@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -43,7 +43,9 @@ def live() -> Iterator[subprocess.Popen[bytes]]:
 
 
 @pytest.mark.parametrize("unnamed", [True, False], ids=["O_TMPFILE", "named"])
-def test_replace_writes_whole_synced_with_the_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unnamed: bool) -> None:
+def test_replace_writes_whole_synced_with_the_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unnamed: bool
+) -> None:
     if not unnamed:
         monkeypatch.setattr(atomicfile, "_unnamed", lambda *_a: None)
     synced: list[int] = []
@@ -60,7 +62,9 @@ def test_replace_writes_whole_synced_with_the_mode(tmp_path: Path, monkeypatch: 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blob", "config.json"]
 
 
-def test_replace_falls_back_when_the_unnamed_file_cannot_be_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_replace_falls_back_when_the_unnamed_file_cannot_be_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(atomicfile, "_name_unnamed", lambda *_a: False)
     atomicfile.replace(tmp_path / "f", b"x")
     assert (tmp_path / "f").read_bytes() == b"x" and [p.name for p in tmp_path.iterdir()] == ["f"]
@@ -81,7 +85,9 @@ def test_a_failed_write_leaves_nothing(tmp_path: Path, monkeypatch: pytest.Monke
         assert [p.name for p in tmp_path.iterdir()] == ["f"] and (tmp_path / "f").read_bytes() == b"old"
 
 
-def test_sweep_removes_dead_writers_files_only(tmp_path: Path, live: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sweep_removes_dead_writers_files_only(
+    tmp_path: Path, live: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
     signals = probes(monkeypatch)
     dead = dead_pid()
     names = {
@@ -101,7 +107,9 @@ def test_sweep_removes_dead_writers_files_only(tmp_path: Path, live: subprocess.
     assert signals and set(signals) == {0}, f"a sweep only asks whether a writer lives (signal 0), it sent {signals}"
 
 
-def test_scratch_dir_removes_dead_verifies_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, live: subprocess.Popen[bytes]) -> None:
+def test_scratch_dir_removes_dead_verifies_dirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, live: subprocess.Popen[bytes]
+) -> None:
     signals = probes(monkeypatch)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     import tempfile
@@ -137,13 +145,17 @@ def test_the_temporary_file_is_beside_the_target_wherever_the_caller_stands(
     monkeypatch.chdir(cwd)
     renamed: list[tuple[Path, Path]] = []
     real_replace = os.replace
-    monkeypatch.setattr(os, "replace", lambda src, dst: (renamed.append((Path(src), Path(dst))), real_replace(src, dst))[1])
+    monkeypatch.setattr(
+        os, "replace", lambda src, dst: (renamed.append((Path(src), Path(dst))), real_replace(src, dst))[1]
+    )
     target = target_dir / "config.json" if how == "absolute" else Path("..", "model", "config.json")
     atomicfile.replace(target, b"new")
     ((src, dst),) = renamed
     assert src.parent == dst.parent == target.parent, (src, dst)
     assert src.name.startswith(f".config.json.portkit-{os.getpid()}-") and atomicfile.is_temp(src.name)
-    assert (target_dir / "config.json").read_bytes() == b"new" and sorted(p.name for p in target_dir.iterdir()) == ["config.json"]
+    assert (target_dir / "config.json").read_bytes() == b"new" and sorted(p.name for p in target_dir.iterdir()) == [
+        "config.json"
+    ]
     assert list(cwd.iterdir()) == []
 
 
@@ -152,7 +164,9 @@ def test_temp_name_is_in_the_targets_directory() -> None:
         t = atomicfile.temp_name(target)
         assert t.parent == target.parent and atomicfile.is_temp(t.name), t
         assert atomicfile._TEMP.fullmatch(t.name)["name"] == "config.json"  # type: ignore[index]
-    assert atomicfile.temp_name(Path("/a/x")) != atomicfile.temp_name(Path("/a/x"))  # a random part: two writers never collide
+    assert atomicfile.temp_name(Path("/a/x")) != atomicfile.temp_name(
+        Path("/a/x")
+    )  # a random part: two writers never collide
 
 
 @pytest.mark.parametrize("how", ["O_TMPFILE", "named", "O_TMPFILE-unnameable"])
@@ -166,7 +180,9 @@ def test_replace_writes_pieces_in_order_never_joined(tmp_path: Path, monkeypatch
     monkeypatch.setattr(os, "write", lambda fd, b: (written.append(len(b)), real_write(fd, b))[1])
     big = memoryview(bytes(range(256)) * 4096)  # 1 MiB
     atomicfile.replace(tmp_path / "f", [b"head", big, memoryview(b""), b"tail"])
-    assert (tmp_path / "f").read_bytes() == b"head" + bytes(big) + b"tail" and [p.name for p in tmp_path.iterdir()] == ["f"]
+    assert (tmp_path / "f").read_bytes() == b"head" + bytes(big) + b"tail" and [p.name for p in tmp_path.iterdir()] == [
+        "f"
+    ]
     assert max(written) <= len(big) and sum(written) == (2 if how == "O_TMPFILE-unnameable" else 1) * (8 + len(big))
 
 
@@ -185,7 +201,11 @@ def _listing_while_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> l
     """replace() of tmp_path/f, with what the directory holds each time the bytes are written."""
     seen: list[list[str]] = []
     real = atomicfile._write_all
-    monkeypatch.setattr(atomicfile, "_write_all", lambda fd, data: (seen.append(sorted(p.name for p in tmp_path.iterdir())), real(fd, data))[1])
+    monkeypatch.setattr(
+        atomicfile,
+        "_write_all",
+        lambda fd, data: (seen.append(sorted(p.name for p in tmp_path.iterdir())), real(fd, data))[1],
+    )
     atomicfile.replace(tmp_path / "f", b"new")
     assert (tmp_path / "f").read_bytes() == b"new" and [p.name for p in tmp_path.iterdir()] == ["f"]
     return seen
@@ -208,7 +228,9 @@ def test_without_proc_the_bytes_go_to_a_named_file(tmp_path: Path, monkeypatch: 
 
 
 @pytest.mark.parametrize("refused", ["proc-fd", "link"])
-def test_an_unnamed_file_the_system_will_not_name_falls_back_to_a_named_one(refused: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unnamed_file_the_system_will_not_name_falls_back_to_a_named_one(
+    refused: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if refused == "link":
 
         def no_link(*_a: object, **_k: object) -> None:
@@ -217,14 +239,24 @@ def test_an_unnamed_file_the_system_will_not_name_falls_back_to_a_named_one(refu
         monkeypatch.setattr(os, "link", no_link)
     else:
         real_open = os.open
-        monkeypatch.setattr(os, "open", lambda p, *a, **k: (_ for _ in ()).throw(OSError(13, "Permission denied")) if p == "/proc/self/fd" else real_open(p, *a, **k))
+        monkeypatch.setattr(
+            os,
+            "open",
+            lambda p, *a, **k: (
+                (_ for _ in ()).throw(OSError(13, "Permission denied"))
+                if p == "/proc/self/fd"
+                else real_open(p, *a, **k)
+            ),
+        )
     (tmp_path / "f").write_bytes(b"old")
     atomicfile.replace(tmp_path / "f", b"new")
     assert (tmp_path / "f").read_bytes() == b"new" and [p.name for p in tmp_path.iterdir()] == ["f"]
 
 
 @pytest.mark.parametrize("unnamed", [True, False], ids=["O_TMPFILE", "named"])
-def test_the_file_is_never_more_open_than_its_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unnamed: bool) -> None:
+def test_the_file_is_never_more_open_than_its_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unnamed: bool
+) -> None:
     """The mode is given when the file is created, not only set after the bytes are in: a config
     written 0600 is never readable by others, even for an instant."""
     if not unnamed:
@@ -261,7 +293,9 @@ def test_a_failed_rename_leaves_nothing(tmp_path: Path, monkeypatch: pytest.Monk
     assert [p.name for p in tmp_path.iterdir()] == ["f"] and (tmp_path / "f").read_bytes() == b"old"
 
 
-def test_replace_sweeps_its_targets_dead_temporaries_in_the_targets_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_replace_sweeps_its_targets_dead_temporaries_in_the_targets_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     dead = dead_pid()
     d, cwd = tmp_path / "d", tmp_path / "cwd"
     d.mkdir()
@@ -280,7 +314,10 @@ def test_sweep_returns_what_it_removed(tmp_path: Path) -> None:
     dead = dead_pid()
     for n in (f".a.portkit-{dead}-1.tmp", f".b.portkit-{dead}-2.tmp", "c"):
         (tmp_path / n).write_bytes(b"")
-    assert sorted(atomicfile.sweep(tmp_path)) == [tmp_path / f".a.portkit-{dead}-1.tmp", tmp_path / f".b.portkit-{dead}-2.tmp"]
+    assert sorted(atomicfile.sweep(tmp_path)) == [
+        tmp_path / f".a.portkit-{dead}-1.tmp",
+        tmp_path / f".b.portkit-{dead}-2.tmp",
+    ]
     assert atomicfile.sweep(tmp_path / "absent") == []
 
 
@@ -294,10 +331,16 @@ def test_a_writer_that_cannot_be_signalled_is_alive(tmp_path: Path, monkeypatch:
 
     monkeypatch.setattr(os, "kill", eperm)
     assert not atomicfile.stale(".f.portkit-4242-abcd.tmp") and atomicfile.sweep(tmp_path) == []
-    assert atomicfile.is_temp(".f.portkit-4242-abcd.tmp") and not atomicfile.is_temp("f") and not atomicfile.is_temp(".f.portkit-x-abcd.tmp")
+    assert (
+        atomicfile.is_temp(".f.portkit-4242-abcd.tmp")
+        and not atomicfile.is_temp("f")
+        and not atomicfile.is_temp(".f.portkit-x-abcd.tmp")
+    )
 
 
-def test_fsync_dir_syncs_directories_and_tolerates_those_that_cannot_be(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fsync_dir_syncs_directories_and_tolerates_those_that_cannot_be(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import errno
 
     synced: list[int] = []
@@ -323,12 +366,20 @@ def test_scratch_dir_when_tmpdir_cannot_be_listed(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(tempfile, "tempdir", None)
     real_scandir = os.scandir
-    monkeypatch.setattr(os, "scandir", lambda p=".": (_ for _ in ()).throw(PermissionError(13, "Permission denied")) if Path(p) == tmp_path else real_scandir(p))
+    monkeypatch.setattr(
+        os,
+        "scandir",
+        lambda p=".": (
+            (_ for _ in ()).throw(PermissionError(13, "Permission denied")) if Path(p) == tmp_path else real_scandir(p)
+        ),
+    )
     d = atomicfile.scratch_dir("portkit-x-")
     assert d.parent == tmp_path and d.is_dir()
 
 
-def test_scratch_dir_looks_at_every_entry_and_removes_only_its_own_dead_directories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, live: subprocess.Popen[bytes]) -> None:
+def test_scratch_dir_looks_at_every_entry_and_removes_only_its_own_dead_directories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, live: subprocess.Popen[bytes]
+) -> None:
     """In listing order: entries that are not scratch directories, a live verify's, then dead ones;
     a dead one owned by another user, a file and a symlink with a dead one's name stay."""
     import tempfile
@@ -336,7 +387,15 @@ def test_scratch_dir_looks_at_every_entry_and_removes_only_its_own_dead_director
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(tempfile, "tempdir", None)
     dead = dead_pid()
-    names = ["a-unrelated", f"portkit-x-{live.pid}-live", f"portkit-x-{dead}-other", f"portkit-x-{dead}-file", f"portkit-x-{dead}-link", f"portkit-x-{dead}-gone", f"portkit-x-{dead}-gone2"]
+    names = [
+        "a-unrelated",
+        f"portkit-x-{live.pid}-live",
+        f"portkit-x-{dead}-other",
+        f"portkit-x-{dead}-file",
+        f"portkit-x-{dead}-link",
+        f"portkit-x-{dead}-gone",
+        f"portkit-x-{dead}-gone2",
+    ]
     (tmp_path / "target").mkdir()
     for n in names:
         if n.endswith("-file"):
@@ -358,7 +417,9 @@ def test_scratch_dir_looks_at_every_entry_and_removes_only_its_own_dead_director
         def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
             st = self._e.stat(follow_symlinks=follow_symlinks)
             if self.name.endswith("-other"):
-                return os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, os.geteuid() + 1, st.st_gid, st.st_size, 0, 0, 0))
+                return os.stat_result(
+                    (st.st_mode, st.st_ino, st.st_dev, st.st_nlink, os.geteuid() + 1, st.st_gid, st.st_size, 0, 0, 0)
+                )
             return st
 
     def listing(p: object = ".") -> Any:
@@ -380,7 +441,9 @@ def test_without_o_tmpfile_a_named_temporary_file(tmp_path: Path, monkeypatch: p
     assert name.startswith(f".f.portkit-{os.getpid()}-")
 
 
-def test_without_o_directory_the_unnamed_file_is_still_named_and_the_directory_synced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_o_directory_the_unnamed_file_is_still_named_and_the_directory_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if not (sys.platform.startswith("linux") and _o_tmpfile_works(tmp_path)):
         pytest.skip("no O_TMPFILE on this system or filesystem")
     monkeypatch.delattr(os, "O_DIRECTORY")

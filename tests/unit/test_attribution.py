@@ -29,15 +29,30 @@ F32 = TOLERANCES["f32"]
 VOCAB = 8
 ROWS = np.tile(np.linspace(0.0, 7.0, VOCAB, dtype=np.float32), (4, 1))  # argmax 7 everywhere, margin 1
 EFFECT_AT, NOISE_AT = 0, 1  # the logits the finding's effect and the noise move (never the argmax)
-CONFIG = {"model_type": "llama", "rope_theta": 500000.0, "max_position_embeddings": 64,
-          "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                           "original_max_position_embeddings": 8192}}
+CONFIG = {
+    "model_type": "llama",
+    "rope_theta": 500000.0,
+    "max_position_embeddings": 64,
+    "rope_scaling": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    },
+}
 EDIT = AC.edit("no llama3 rope scaling", config=AC.rope(CONFIG, plain=True))
 
 
 def _finding(edit: dict[str, Any] | None = EDIT) -> Finding:
-    return Finding(code="PK404", name="rope-freqs-ignored", message="m", filename="f.gguf", severity="error",
-                   probe=Probe.declared("numeric", "PK404", as_candle=edit))
+    return Finding(
+        code="PK404",
+        name="rope-freqs-ignored",
+        message="m",
+        filename="f.gguf",
+        severity="error",
+        probe=Probe.declared("numeric", "PK404", as_candle=edit),
+    )
 
 
 def _world(effect: float, noise: float) -> tuple[Subject, list[dict[str, Any]]]:
@@ -56,8 +71,14 @@ def _world(effect: float, noise: float) -> tuple[Subject, list[dict[str, Any]]]:
         return Reference(prompt=ref.prompt, greedy=[7, 7, 7, 7], rows=as_candle_rows, forced=ref.forced)
 
     subject = Subject(
-        as_read=run, as_read_cmp=compare_run(ref, run, F32), run_patched=lambda p: (run, compare_run(ref, run, F32)),
-        what="the GGUF in candle", patch_word="", reference_as=reference_as, compare=lambda r, o: compare_run(r, o, F32), reference=ref,
+        as_read=run,
+        as_read_cmp=compare_run(ref, run, F32),
+        run_patched=lambda p: (run, compare_run(ref, run, F32)),
+        what="the GGUF in candle",
+        patch_word="",
+        reference_as=reference_as,
+        compare=lambda r, o: compare_run(r, o, F32),
+        reference=ref,
     )
     return subject, asked
 
@@ -67,7 +88,9 @@ def test_agreement_with_transformers_as_candle_computes_confirms_with_both_dista
     c = confirm_numeric(_finding(), s, {})
     assert c.verdict == "CONFIRMED", c.evidence
     assert asked == [EDIT]
-    assert c.evidence.startswith("logits differ 3 (tol 1e-4); against transformers with no llama3 rope scaling (rope_scaling removed), as candle computes, 0")
+    assert c.evidence.startswith(
+        "logits differ 3 (tol 1e-4); against transformers with no llama3 rope scaling (rope_scaling removed), as candle computes, 0"
+    )
     assert c.evidence.endswith("the finding explains the difference")
     side = c.details["reference_side"]
     assert side["as_written"] == pytest.approx(3.0) and side["as_candle"] == 0.0
@@ -78,7 +101,9 @@ def test_agreement_with_transformers_as_candle_computes_confirms_with_both_dista
 def test_an_effect_over_the_noise_that_halves_the_distance_is_confirmed() -> None:
     s, _ = _world(effect=3.0, noise=0.4)
     c = confirm_numeric(_finding(), s, {})
-    assert c.verdict == "CONFIRMED" and c.evidence.endswith("(a difference remains that is not this finding's)"), c.evidence
+    assert c.verdict == "CONFIRMED" and c.evidence.endswith("(a difference remains that is not this finding's)"), (
+        c.evidence
+    )
     assert c.details["reference_side"]["noise"] == pytest.approx(0.4, abs=1e-6)
 
 
@@ -99,12 +124,16 @@ def test_an_effect_within_the_noise_is_not_reproduced_then_scanned(monkeypatch: 
             calls.append((edit, scan_len))
             return self.by_position
 
-    (scanned,) = attribution.scan_lengths([c], [_finding()], Scan(ramp), CONFIG["max_position_embeddings"], lambda _s: None)
+    (scanned,) = attribution.scan_lengths(
+        [c], [_finding()], Scan(ramp), CONFIG["max_position_embeddings"], lambda _s: None
+    )
     assert calls == [(EDIT, 64)]  # capped by max_position_embeddings
     assert scanned.details["reference_side"]["reproduces_from"] == attribution.first_length_over(ramp, 0.4) == 27
     assert scanned.evidence.endswith("; it exceeds the noise from a 27-token prompt")
     # an effect that never exceeds it says how far the scan looked
-    (flat,) = attribution.scan_lengths([c], [_finding()], Scan(np.full(64, 0.1, np.float32)), CONFIG["max_position_embeddings"], lambda _s: None)
+    (flat,) = attribution.scan_lengths(
+        [c], [_finding()], Scan(np.full(64, 0.1, np.float32)), CONFIG["max_position_embeddings"], lambda _s: None
+    )
     assert flat.evidence.endswith("it stays under the noise up to 64 tokens")
 
 
@@ -116,7 +145,9 @@ def test_only_findings_within_the_noise_are_scanned() -> None:
         def effect_by_position(self, edit: dict[str, Any], scan_len: int) -> np.ndarray:
             pytest.fail("no scan")
 
-    assert attribution.scan_lengths([c], [_finding()], NoScan(), CONFIG["max_position_embeddings"], lambda _s: None) == [c]
+    assert attribution.scan_lengths(
+        [c], [_finding()], NoScan(), CONFIG["max_position_embeddings"], lambda _s: None
+    ) == [c]
 
 
 def test_the_reference_side_scans_with_transformers_as_candle_computes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -151,7 +182,9 @@ def test_a_reference_that_cannot_run_as_candle_is_not_reached() -> None:
 
     s.reference_as = refuse
     c = confirm_numeric(_finding(), s, {})
-    assert c.verdict == "NOT-REACHED" and c.evidence.endswith("transformers as candle computes does not run: transformers could not load it: unknown rope_type")
+    assert c.verdict == "NOT-REACHED" and c.evidence.endswith(
+        "transformers as candle computes does not run: transformers could not load it: unknown rope_type"
+    )
 
 
 # --------------------------------------------------------------------------- the edits
@@ -159,8 +192,17 @@ def test_a_reference_that_cannot_run_as_candle_is_not_reached() -> None:
 
 def test_rope_edits_go_where_the_config_keeps_its_rope_settings() -> None:
     # transformers 5's layout: it ignores a top-level rope_theta once rope_parameters is there
-    t5 = {"rope_parameters": {"rope_type": "longrope", "rope_theta": 1e5, "long_factor": [1.0], "partial_rotary_factor": 0.75}}
-    assert AC.rope(t5, plain=True) == {"rope_parameters": {"rope_type": "default", "rope_theta": 1e5, "partial_rotary_factor": 0.75}}
+    t5 = {
+        "rope_parameters": {
+            "rope_type": "longrope",
+            "rope_theta": 1e5,
+            "long_factor": [1.0],
+            "partial_rotary_factor": 0.75,
+        }
+    }
+    assert AC.rope(t5, plain=True) == {
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1e5, "partial_rotary_factor": 0.75}
+    }
     assert AC.rope(t5, theta=1e4) == {"rope_parameters.rope_theta": 1e4}
     # both at once (PK415 and PK416 on one phi3 GGUF): the object replaced first, then the key set
     both = {**AC.rope(t5, plain=True), **AC.rope(t5, theta=1e4)}
@@ -171,8 +213,12 @@ def test_rope_edits_go_where_the_config_keeps_its_rope_settings() -> None:
     assert AC.rope(CONFIG, theta=1e4) == {"rope_theta": 1e4}
     assert AC.rope(None, theta=1e4, plain=True) == {"rope_scaling": None, "rope_theta": 1e4}
     # gemma3's per-layer-type parameters: each one
-    g3 = {"rope_parameters": {"full_attention": {"rope_theta": 1e6, "rope_type": "linear", "factor": 8.0},
-                              "sliding_attention": {"rope_theta": 1e4, "rope_type": "default"}}}
+    g3 = {
+        "rope_parameters": {
+            "full_attention": {"rope_theta": 1e6, "rope_type": "linear", "factor": 8.0},
+            "sliding_attention": {"rope_theta": 1e4, "rope_type": "default"},
+        }
+    }
     assert AC.rope(g3, plain=True) == {
         "rope_parameters.full_attention": {"rope_type": "default", "rope_theta": 1e6},
         "rope_parameters.sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
@@ -193,13 +239,24 @@ def test_length_notes_say_whether_the_run_reached_the_length() -> None:
     from portkit.verify.judge.confirm import Confirmation
 
     def conf(code: str, message: str) -> Confirmation:
-        return Confirmation(code=code, name="n", severity="warning", message=message, filename="f", probe_kind="numeric",
-                            verdict="NOT-REPRODUCED", evidence="e", details={})
+        return Confirmation(
+            code=code,
+            name="n",
+            severity="warning",
+            message=message,
+            filename="f",
+            probe_kind="numeric",
+            verdict="NOT-REPRODUCED",
+            evidence="e",
+            details={},
+        )
 
     (short,) = attribution.length_notes([conf("PK109", "... (the effect appears only past 4096 tokens)")], 24)
     assert short.details["appears_past"] == 4096 and short.details["tokens_covered"] == 24
     assert "appears only past 4096 tokens and this run covered 24" in short.evidence
-    (long,) = attribution.length_notes([conf("PK109", "... (the effect appears past 4 tokens, and --max-tokens 24 reaches it)")], 24)
+    (long,) = attribution.length_notes(
+        [conf("PK109", "... (the effect appears past 4 tokens, and --max-tokens 24 reaches it)")], 24
+    )
     assert long.evidence.endswith("(the effect appears past 4 tokens; this run covered 24)")
     plain = conf("PK101", "no length")
     assert attribution.length_notes([plain], 24) == [plain]  # no length named: untouched

@@ -43,7 +43,9 @@ def write(tmp_path: Path, data: bytes) -> Path:
 
 @pytest.mark.parametrize("version", [1, 3])
 @pytest.mark.parametrize("tid,name,fmt,size", NUMERIC, ids=[n for _, n, _, _ in NUMERIC])
-def test_numeric_array_that_exactly_fits_is_read(version: int, tid: int, name: str, fmt: str, size: int, tmp_path: Path) -> None:
+def test_numeric_array_that_exactly_fits_is_read(
+    version: int, tid: int, name: str, fmt: str, size: int, tmp_path: Path
+) -> None:
     n = 7
     values = [1] * n if name == "BOOL" else list(range(n))
     payload = b"".join(struct.pack(fmt, v) for v in values)
@@ -56,16 +58,23 @@ def test_numeric_array_that_exactly_fits_is_read(version: int, tid: int, name: s
 
 @pytest.mark.parametrize("version", [1, 3])
 @pytest.mark.parametrize("tid,name,fmt,size", NUMERIC, ids=[n for _, n, _, _ in NUMERIC])
-def test_numeric_array_one_byte_short_is_refused(version: int, tid: int, name: str, fmt: str, size: int, tmp_path: Path) -> None:
+def test_numeric_array_one_byte_short_is_refused(
+    version: int, tid: int, name: str, fmt: str, size: int, tmp_path: Path
+) -> None:
     """n elements of `size` bytes with n*size - 1 left: refused by the count check, never a
     struct error (counting elements as one byte each would let n*size - 1 >= n through)."""
     n = 7
     p = write(tmp_path, gguf_with_array(version, tid, n, b"\0" * (n * size - 1)))
-    with pytest.raises(InputError, match=rf"hostile GGUF: `k` array of 7 elements needs at least {n * size} bytes, only {n * size - 1} remain"):
+    with pytest.raises(
+        InputError,
+        match=rf"hostile GGUF: `k` array of 7 elements needs at least {n * size} bytes, only {n * size - 1} remain",
+    ):
         read_gguf(p)
 
 
-def test_the_65_byte_file_is_bad_input_not_an_internal_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_65_byte_file_is_bad_input_not_an_internal_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """16 U32 with 16 bytes left: counted as bytes it fits, counted as U32 it does not."""
     data = gguf_with_array(3, 4, 16, b"\0" * 16)
     assert len(data) == 65
@@ -73,7 +82,9 @@ def test_the_65_byte_file_is_bad_input_not_an_internal_error(tmp_path: Path, cap
     code = main(["lint", str(p)])
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
-    assert err == f"portkit: error: {p}: hostile GGUF: `k` array of 16 elements needs at least 64 bytes, only 16 remain\n"
+    assert (
+        err == f"portkit: error: {p}: hostile GGUF: `k` array of 16 elements needs at least 64 bytes, only 16 remain\n"
+    )
 
 
 @pytest.mark.parametrize("version,prefix", [(1, 4), (3, 8)])
@@ -86,7 +97,9 @@ def test_string_and_nested_arrays_count_their_length_prefix(version: int, prefix
     with pytest.raises(InputError, match=f"needs at least {n * prefix} bytes, only {n * prefix - 1} remain"):
         read_gguf(write(tmp_path, gguf_with_array(version, 8, n, (empty * n)[:-1])))
     # n nested arrays need an element type and a length each
-    with pytest.raises(InputError, match=f"needs at least {n * (4 + prefix)} bytes, only {n * (4 + prefix) - 1} remain"):
+    with pytest.raises(
+        InputError, match=f"needs at least {n * (4 + prefix)} bytes, only {n * (4 + prefix) - 1} remain"
+    ):
         read_gguf(write(tmp_path, gguf_with_array(version, 9, n, b"\0" * (n * (4 + prefix) - 1))))
     inner = struct.pack("<I", 4) + struct.pack("<I" if version == 1 else "<Q", 0)  # empty U32 arrays
     g = read_gguf(write(tmp_path, gguf_with_array(version, 9, n, inner * n)))
@@ -138,7 +151,9 @@ def sparse_safetensors(path: Path, header_len: int) -> Path:
 def test_header_cap_is_100_mib_to_the_byte(tmp_path: Path) -> None:
     assert MAX_HEADER_BYTES == 100 * 1024 * 1024
     over = sparse_safetensors(tmp_path / "over.safetensors", MAX_HEADER_BYTES + 1)
-    with pytest.raises(InputError, match=f"header length {MAX_HEADER_BYTES + 1} exceeds portkit's cap of {MAX_HEADER_BYTES} bytes"):
+    with pytest.raises(
+        InputError, match=f"header length {MAX_HEADER_BYTES + 1} exceeds portkit's cap of {MAX_HEADER_BYTES} bytes"
+    ):
         read_safetensors_header(over)
     # one byte less passes the cap and is read (then refused for what it contains)
     small = tmp_path / "small.safetensors"
@@ -197,7 +212,7 @@ def test_a_header_just_over_the_cap_costs_no_memory(tmp_path: Path) -> None:
 
 
 def test_a_file_that_starts_like_an_lfs_pointer_costs_no_memory(tmp_path: Path) -> None:
-    """"version " and then a hole: the reader looks at the LFS prefix's length, not the file, then
+    """ "version " and then a hole: the reader looks at the LFS prefix's length, not the file, then
     refuses the length those 8 bytes spell."""
     p = tmp_path / "model.safetensors"
     with open(p, "wb") as f:

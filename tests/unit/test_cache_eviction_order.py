@@ -33,7 +33,9 @@ def test_a_run_entry_read_since_is_kept_over_older_writes(tmp_path: Path, monkey
     assert {n for n, c in caches.items() if c.path.exists()} == {"a", "d"}
 
 
-def test_a_reference_entry_read_since_is_kept_over_older_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_reference_entry_read_since_is_kept_over_older_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = tmp_path / "reference"
     entry = ReferenceOutputs(greedy=[1], rows=ROWS, layers={}, nonfinite_weights=[])
     caches = {name: RefCache(name * 64, [1, 2], 2, root=root, vocab=5) for name in "abcd"}

@@ -90,8 +90,19 @@ def _wrong(meta: dict, arrays: dict[str, np.ndarray], case: str) -> tuple[dict, 
 
 
 CASES = [
-    "other vocab", "no rows", "too many rows", "3-d rows", "1-d rows", "float64 rows", "greedy outside the vocabulary",
-    "negative greedy", "more greedy than tokens", "captured without layers", "no captured flag", "meta not an object", "int64 layer",
+    "other vocab",
+    "no rows",
+    "too many rows",
+    "3-d rows",
+    "1-d rows",
+    "float64 rows",
+    "greedy outside the vocabulary",
+    "negative greedy",
+    "more greedy than tokens",
+    "captured without layers",
+    "no captured flag",
+    "meta not an object",
+    "int64 layer",
 ]
 
 
@@ -140,7 +151,11 @@ def test_an_entry_claiming_more_than_the_file_holds_is_refused_before_it_is_allo
     assert peak < 2**20, peak
 
 
-@pytest.mark.parametrize("shape", [[TOKENS, -VOCAB], [TOKENS, 2.5], [TOKENS, VOCAB - 1], [TOKENS, VOCAB + 1], "x"], ids=["negative", "fraction", "fewer bytes", "more bytes", "no list"])
+@pytest.mark.parametrize(
+    "shape",
+    [[TOKENS, -VOCAB], [TOKENS, 2.5], [TOKENS, VOCAB - 1], [TOKENS, VOCAB + 1], "x"],
+    ids=["negative", "fraction", "fewer bytes", "more bytes", "no list"],
+)
 def test_an_entry_whose_sizes_do_not_add_up_is_refused(shape: object) -> None:
     meta, arrays = _good()
     blob = cachefiles.encode(refcache.MAGIC, meta, arrays)
@@ -149,10 +164,17 @@ def test_an_entry_whose_sizes_do_not_add_up_is_refused(shape: object) -> None:
     forged = refcache.MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
     assert cachefiles.decode(refcache.MAGIC, forged) is None
     trailing = blob[len(refcache.MAGIC) + 65 :] + b"\0" * 4
-    assert cachefiles.decode(refcache.MAGIC, refcache.MAGIC + hashlib.sha256(trailing).hexdigest().encode() + b"\n" + trailing) is None
+    assert (
+        cachefiles.decode(
+            refcache.MAGIC, refcache.MAGIC + hashlib.sha256(trailing).hexdigest().encode() + b"\n" + trailing
+        )
+        is None
+    )
 
 
-def test_an_as_candle_entry_without_its_effect_is_computed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_as_candle_entry_without_its_effect_is_computed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """as_candle.reference_as_candle reads the effect among the layers: an entry without it is
     recomputed, never a KeyError."""
     from types import SimpleNamespace
@@ -167,12 +189,24 @@ def test_an_as_candle_entry_without_its_effect_is_computed_again(tmp_path: Path,
     reference = SimpleNamespace(use_cache=True, prompt=PROMPT, inputs=[0, 0, 0], fingerprints=None, mode="streamed")
     edit = {"what": "x", "config": {}}
     key = as_candle.as_candle_key(model, reference, "{}", {}, 2, ())  # type: ignore[arg-type]
-    RefCache(key, PROMPT, TOKENS, vocab=VOCAB).put([0, 0, 0], ReferenceOutputs(greedy=[], rows=np.zeros((1, VOCAB), np.float32), layers={"layer.0": np.zeros((3, 2), np.float32)}, nonfinite_weights=[]))
+    RefCache(key, PROMPT, TOKENS, vocab=VOCAB).put(
+        [0, 0, 0],
+        ReferenceOutputs(
+            greedy=[],
+            rows=np.zeros((1, VOCAB), np.float32),
+            layers={"layer.0": np.zeros((3, 2), np.float32)},
+            nonfinite_weights=[],
+        ),
+    )
     computed = []
 
     def as_candle_reference(*args: object) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
         computed.append(args)
-        return np.ones((TOKENS, VOCAB), np.float32), {"layer.0": np.ones((3, 2), np.float32)}, np.full(2, 0.5, np.float32)
+        return (
+            np.ones((TOKENS, VOCAB), np.float32),
+            {"layer.0": np.ones((3, 2), np.float32)},
+            np.full(2, 0.5, np.float32),
+        )
 
     monkeypatch.setattr(compute, "as_candle_reference", as_candle_reference)
     got = as_candle.reference_as_candle(model, reference, TOKENS, edit, 2, lambda _s: None)  # type: ignore[arg-type]

@@ -139,7 +139,10 @@ def test_an_edit_between_samples_with_the_mtime_put_back_is_still_seen(tmp_path:
     g.write_bytes(f.read_bytes())
     os.utime(g, ns=(st.st_atime_ns, st.st_mtime_ns))
     os.replace(g, f)
-    assert cachefiles.file_fingerprint(f)["inode"] != fp["inode"] or cachefiles.file_fingerprint(f)["ctime_ns"] != after["ctime_ns"]
+    assert (
+        cachefiles.file_fingerprint(f)["inode"] != fp["inode"]
+        or cachefiles.file_fingerprint(f)["ctime_ns"] != after["ctime_ns"]
+    )
 
 
 def test_sampled_header_is_the_whole_header(tmp_path: Path, small_blocks: None) -> None:

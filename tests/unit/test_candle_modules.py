@@ -33,7 +33,11 @@ def test_the_table_is_each_releases_module_list() -> None:
 
 def test_every_model_type_maps_to_a_module_candle_has() -> None:
     assert set(MODULE_FOR.values()) <= set(ADDED)
-    assert MODULE_FOR["gemma4_text"] == "gemma4" and MODULE_FOR["glm4"] == "glm4_new" and MODULE_FOR["gpt_bigcode"] == "bigcode"
+    assert (
+        MODULE_FOR["gemma4_text"] == "gemma4"
+        and MODULE_FOR["glm4"] == "glm4_new"
+        and MODULE_FOR["gpt_bigcode"] == "bigcode"
+    )
 
 
 def _pk114(tmp_path: Path, capsys: pytest.CaptureFixture[str], model_type: str, release: str) -> str:
@@ -48,12 +52,22 @@ def _pk114(tmp_path: Path, capsys: pytest.CaptureFixture[str], model_type: str, 
 @pytest.mark.parametrize(
     ("model_type", "release", "says"),
     [
-        ("gemma4_text", "0.11.0", "candle 0.11.0 has a `gemma4` module for `model_type` `gemma4_text`; portkit does not check"),
-        ("gemma4_text", "0.10.2", "candle 0.10.2 has no module for `model_type` `gemma4_text`; `gemma4` arrived in 0.11.0"),
+        (
+            "gemma4_text",
+            "0.11.0",
+            "candle 0.11.0 has a `gemma4` module for `model_type` `gemma4_text`; portkit does not check",
+        ),
+        (
+            "gemma4_text",
+            "0.10.2",
+            "candle 0.10.2 has no module for `model_type` `gemma4_text`; `gemma4` arrived in 0.11.0",
+        ),
         ("whisper", "0.9.1", "candle 0.9.1 has a `whisper` module"),
         ("lfm2", "0.10.0", "`lfm2` arrived in 0.11.0"),  # 0.9.2 has only quantized_lfm2
         ("falcon_mamba", "0.11.1", "candle 0.11.1 has no module for `model_type` `falcon_mamba`"),
     ],
 )
-def test_pk114_says_what_the_release_has(tmp_path: Path, capsys: pytest.CaptureFixture[str], model_type: str, release: str, says: str) -> None:
+def test_pk114_says_what_the_release_has(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], model_type: str, release: str, says: str
+) -> None:
     assert says in _pk114(tmp_path, capsys, model_type, release)

@@ -70,7 +70,10 @@ def test_the_lock_names_the_release(template: str, tmp_path: Path) -> None:
 
 
 def test_a_lock_without_candle_is_none_and_a_bad_one_one_line(tmp_path: Path) -> None:
-    assert cr.from_cargo_lock(_lock(tmp_path / "a", "version = 3\n\n[[package]]\nname = \"serde\"\nversion = \"1.0.0\"\n")) is None
+    assert (
+        cr.from_cargo_lock(_lock(tmp_path / "a", 'version = 3\n\n[[package]]\nname = "serde"\nversion = "1.0.0"\n'))
+        is None
+    )
     with pytest.raises(UsageError, match="cannot read it as a Cargo.lock"):
         cr.from_cargo_lock(_lock(tmp_path / "b", "[[package]\nname ="))
     with pytest.raises(UsageError, match="not a Cargo.lock"):
@@ -115,7 +118,9 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return code, out, err
 
 
-def test_lint_below_a_lock_speaks_of_its_release(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lint_below_a_lock_speaks_of_its_release(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     app = tmp_path / "app"
     _lock(app, LOCK_V4.format(v="0.10.0"))
     m = sk.write_model(app / "models" / "m", sk.config("tf5"))
@@ -126,23 +131,32 @@ def test_lint_below_a_lock_speaks_of_its_release(tmp_path: Path, capsys: pytest.
     assert "candle 0.10.0 reads no top-level `rope_theta`" in out
     code, out, _ = _cli(capsys, "lint", str(m), "--candle", "0.11.1")
     assert out.splitlines()[0] == "candle 0.11.1, from --candle"
-    (app / "models" / "pyproject.toml").write_text('[tool.portkit]\ncandle = "0.9.2"\n')  # above the lock, below the flag
+    (app / "models" / "pyproject.toml").write_text(
+        '[tool.portkit]\ncandle = "0.9.2"\n'
+    )  # above the lock, below the flag
     code, out, err = _cli(capsys, "lint", str(m))
     assert "candle 0.9.2 reads no top-level `rope_theta`" in out and "candle 0.9.2, from " in err
 
 
-def test_lint_refuses_a_release_it_does_not_know_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lint_refuses_a_release_it_does_not_know_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     m = sk.write_model(tmp_path / "m", sk.config("tf4"))
     monkeypatch.chdir(tmp_path)
     for argv, text in ((["--candle", "0.8.0"], "0.8.0"), (["--candle", "main"], "main")):
         code, out, err = _cli(capsys, "lint", str(m), *argv)
         assert code == 2 and text in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
-    _lock(tmp_path / "two", LOCK_V3.format(v="0.9.1") + '\n[[package]]\nname = "candle-transformers"\nversion = "0.11.1"\n')
+    _lock(
+        tmp_path / "two",
+        LOCK_V3.format(v="0.9.1") + '\n[[package]]\nname = "candle-transformers"\nversion = "0.11.1"\n',
+    )
     code, _, err = _cli(capsys, "lint", str(m), "--cargo-lock", str(tmp_path / "two" / "Cargo.lock"))
     assert code == 2 and "say which with --candle" in err
 
 
-def test_pk311_and_pk114_follow_the_release(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pk311_and_pk114_follow_the_release(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tests.unit.family_configs import LEGACY
 
     monkeypatch.chdir(tmp_path)
@@ -163,7 +177,10 @@ def test_pk311_and_pk114_follow_the_release(tmp_path: Path, capsys: pytest.Captu
 
 def test_explain_and_rules_show_the_range(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _cli(capsys, "explain", "PK311")
-    assert code == 0 and "Releases: candle 0.9.2-0.11.0; since 0.9.2 (qwen3.rs and qwen3_moe.rs added); fixed in 0.11.1" in out
+    assert (
+        code == 0
+        and "Releases: candle 0.9.2-0.11.0; since 0.9.2 (qwen3.rs and qwen3_moe.rs added); fixed in 0.11.1" in out
+    )
     _, out, _ = _cli(capsys, "explain", "PK311", "--candle", "0.11.1")
     assert "On candle 0.11.1: the rule's fact does not hold" in out
     _, out, _ = _cli(capsys, "rules", "--format", "json", "--candle", "0.11.1")
@@ -172,7 +189,9 @@ def test_explain_and_rules_show_the_range(capsys: pytest.CaptureFixture[str]) ->
     assert "PK311" in {r["code"] for r in json.loads(out)}
 
 
-def test_verify_runs_only_the_releases_it_can_build(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_verify_runs_only_the_releases_it_can_build(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """verify never imitates another release: one it has no runner for is one line and exit 2, before
     anything loads (whether it came from --candle, a Cargo.lock or [tool.portkit])."""
     m = sk.write_model(tmp_path / "app" / "m", sk.config("tf4"))

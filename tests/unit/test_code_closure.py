@@ -62,7 +62,10 @@ def test_closure_follows_every_kind_of_import(tmp_path: Path) -> None:
 
 
 def test_a_module_added_to_the_computation_changes_the_digest(tmp_path: Path) -> None:
-    base = _package(tmp_path, {"portkit/__init__.py": "", "portkit/root.py": "def f():\n    return 1\n", "portkit/new.py": "Y = 1\n"})
+    base = _package(
+        tmp_path,
+        {"portkit/__init__.py": "", "portkit/root.py": "def f():\n    return 1\n", "portkit/new.py": "Y = 1\n"},
+    )
     before = code_closure.digest(["portkit.root"], base)
     (base / "portkit/new.py").write_text("Y = 2\n")
     assert code_closure.digest(["portkit.root"], base) == before  # not imported yet: not part of it
@@ -78,7 +81,9 @@ def test_a_root_that_is_no_module_is_an_error(tmp_path: Path) -> None:
         code_closure.closure(["portkit.verify.moved_away"])
 
 
-@pytest.mark.parametrize("changed", ["verify/reference/stored_vocab.py", "verify/reference/sampling.py", "verify/reference/models.py"])
+@pytest.mark.parametrize(
+    "changed", ["verify/reference/stored_vocab.py", "verify/reference/sampling.py", "verify/reference/models.py"]
+)
 def test_the_reference_key_covers_the_truths_vocabulary_and_sampling(tmp_path: Path, changed: str) -> None:
     """stored_vocab.py and sampling.py compute values the reference cache stores; a hand-kept list
     of modules missed both, so a change to them served the old truth."""

@@ -81,7 +81,11 @@ def test_empty_logits_and_shape_mismatch() -> None:
 def test_layer_relative_error_at_the_tolerance() -> None:
     ref = {"embeddings": np.array([2.0, -4.0]), "layer.0": np.array([10.0, 0.0]), "zero": np.zeros(2)}
     # layer.0 is judged on the error it adds: its difference less its input's, elementwise
-    got = {"embeddings": np.array([2.0 + 4e-5, -4.0]), "layer.0": np.array([10.0, 1.0001e-4]), "zero": np.array([0.0, 3e-6])}
+    got = {
+        "embeddings": np.array([2.0 + 4e-5, -4.0]),
+        "layer.0": np.array([10.0, 1.0001e-4]),
+        "zero": np.array([0.0, 3e-6]),
+    }
     c = compare_layers(ref, got, 1e-5)
     rows = {r.name: r for r in c.rows}
     assert [r.name for r in c.rows] == ["embeddings", "layer.0", "zero"]  # the reference's order
@@ -149,7 +153,9 @@ def test_steps_near_ties_only_pass_without_atol_and_fail_over_it() -> None:
     same = compare_steps(ref, ref, near_tie=0.1, atol=0.0)
     assert same.ok and same.disagreements == [] and "differing" not in same.line()
     assert same.near_tie == 0.1 and same.atol == 0.0 and same.nonfinite_steps == []
-    with pytest.raises(ShapeMismatch, match=r"^per-step logits: shape \(1, 2\) from candle, \(2, 2\) from the reference$"):
+    with pytest.raises(
+        ShapeMismatch, match=r"^per-step logits: shape \(1, 2\) from candle, \(2, 2\) from the reference$"
+    ):
         compare_steps(ref, ref[:1], near_tie=0.1, atol=None)
 
 
@@ -225,11 +231,18 @@ def test_relative_error_divides_by_any_positive_reference() -> None:
 
 @pytest.mark.parametrize(
     "ref,got,side",
-    [([1.0, np.nan], [1.0, 2.0], "transformers"), ([1.0, 2.0], [np.inf, 2.0], "candle"), ([np.nan, 1.0], [1.0, -np.inf], "both")],
+    [
+        ([1.0, np.nan], [1.0, 2.0], "transformers"),
+        ([1.0, 2.0], [np.inf, 2.0], "candle"),
+        ([np.nan, 1.0], [1.0, -np.inf], "both"),
+    ],
 )
 def test_non_finite_layers_are_named_not_measured(ref: list[float], got: list[float], side: str) -> None:
-    c = compare_layers({"emb": np.array([1.0]), "layer.0": np.array(ref), "layer.1": np.array([2.0])},
-                       {"emb": np.array([1.0]), "layer.0": np.array(got), "layer.1": np.array([2.0])}, 1e-5)
+    c = compare_layers(
+        {"emb": np.array([1.0]), "layer.0": np.array(ref), "layer.1": np.array([2.0])},
+        {"emb": np.array([1.0]), "layer.0": np.array(got), "layer.1": np.array([2.0])},
+        1e-5,
+    )
     assert [r.name for r in c.rows] == ["emb", "layer.0", "layer.1"]  # the rows after it are still measured
     row = c.rows[1]
     assert row.name == "layer.0" and row.nonfinite == side and not row.over
@@ -237,7 +250,9 @@ def test_non_finite_layers_are_named_not_measured(ref: list[float], got: list[fl
     assert c.first_nonfinite == "layer.0" and c.first_over is None and not c.ok and c.max_rel == 0.0
     assert c.rows[2].rel == 0.0 and c.rows[2].nonfinite is None
     table = c.table().splitlines()
-    assert table[2].endswith(f"  non-finite ({side})") and table[1].endswith("0.00e+00") and table[3].endswith("0.00e+00")
+    assert (
+        table[2].endswith(f"  non-finite ({side})") and table[1].endswith("0.00e+00") and table[3].endswith("0.00e+00")
+    )
 
 
 def test_non_finite_steps_are_listed_not_flipped() -> None:
@@ -269,7 +284,9 @@ def test_greedy_against_an_incomplete_reference() -> None:
     c = compare_greedy([1, 2], [1, 2, 3], ref_complete=False, step_rows=np.zeros((2, 2)), near_tie=0.1)
     assert c.first_divergence is None and c.ok and c.ref_complete is False
     assert compare_greedy([1, 2], [1, 2, 3], step_rows=np.zeros((2, 2)), near_tie=0.1).first_divergence == 2
-    forked = compare_greedy([1, 2], [1, 3, 3], ref_complete=False, step_rows=np.array([[0.0, 1.0], [0.0, 5.0]]), near_tie=0.1)
+    forked = compare_greedy(
+        [1, 2], [1, 3, 3], ref_complete=False, step_rows=np.array([[0.0, 1.0], [0.0, 5.0]]), near_tie=0.1
+    )
     assert forked.first_divergence == 1 and forked.ref_margin == 5.0 and forked.ref_complete is False and not forked.ok
 
 

@@ -20,17 +20,17 @@ from portkit.rules import RULES
 from portkit.verify.candle.run import Failure, RunOutputs
 from portkit.verify.judge.checks import TOLERANCES
 from portkit.verify.judge.comparison import compare_run
-from portkit.verify.judge.verdicts import IMPROVEMENT
 from portkit.verify.judge.confirm import (
     Subject,
+    candle_patch,
     confirm_all,
     confirm_crash,
     confirm_numeric,
     confirm_static,
     other_patches,
-    candle_patch,
     probe,
 )
+from portkit.verify.judge.verdicts import IMPROVEMENT
 from portkit.verify.reference.result import Reference
 
 F32 = TOLERANCES["f32"]
@@ -74,9 +74,16 @@ class World:
 
     def subject(self, **kw: Any) -> Subject:
         if self.as_read_failure is not None:
-            return Subject(as_read=RunOutputs(label="candle", failure=self.as_read_failure), as_read_cmp=None, run_patched=self.run_patched, **kw)
+            return Subject(
+                as_read=RunOutputs(label="candle", failure=self.as_read_failure),
+                as_read_cmp=None,
+                run_patched=self.run_patched,
+                **kw,
+            )
         out = self.run({})
-        return Subject(as_read=out, as_read_cmp=compare_run(REF, out, self.tolerance), run_patched=self.run_patched, **kw)
+        return Subject(
+            as_read=out, as_read_cmp=compare_run(REF, out, self.tolerance), run_patched=self.run_patched, **kw
+        )
 
 
 def numeric(code: str, patch: dict[str, Any] | None = None, *, fix: dict[str, Any] | None = None) -> Finding:
@@ -93,16 +100,29 @@ def numeric(code: str, patch: dict[str, Any] | None = None, *, fix: dict[str, An
 
 def crash(code: str, expect: str | None) -> Finding:
     return Finding(
-        code=code, name=f"rule-{code}", message=f"{code} message", filename="config.json", severity="error",
+        code=code,
+        name=f"rule-{code}",
+        message=f"{code} message",
+        filename="config.json",
+        severity="error",
         # as its rule declares it: whether the failure it predicts comes at load
-        probe=Probe.declared("crash", f"{code}-probe", expect=expect, at_load=code in RULES and RULES[code].effect == "load-error"),
+        probe=Probe.declared(
+            "crash", f"{code}-probe", expect=expect, at_load=code in RULES and RULES[code].effect == "load-error"
+        ),
     )
 
 
 def static(code: str) -> Finding:
     """As its rule makes it: the probe carries the rule's reason for not probing."""
     reason = RULES[code].not_probed if code in RULES else None
-    return Finding(code=code, name=f"rule-{code}", message="m", filename="config.json", severity="info", probe=Probe.declared("static-only", code, reason=reason))
+    return Finding(
+        code=code,
+        name=f"rule-{code}",
+        message="m",
+        filename="config.json",
+        severity="info",
+        probe=Probe.declared("static-only", code, reason=reason),
+    )
 
 
 # --------------------------------------------------------------------------- the probe a finding carries
@@ -113,7 +133,11 @@ def test_a_numeric_probe_runs_its_patch_else_the_fix_and_a_crash_probe_is_repair
     assert candle_patch(numeric("PK101", fix={"rope_theta": 2.0})) == {"rope_theta": 2.0}
     assert candle_patch(numeric("PK105")) is None
     with_fix = Finding(
-        code="PK103", name="n", message="m", filename="config.json", severity="error",
+        code="PK103",
+        name="n",
+        message="m",
+        filename="config.json",
+        severity="error",
         fix=Fix(message="x", edits={"rope_scaling": {}}),
         probe=Probe.declared("crash", "p", expect="missing field", fix_edits={"rope_scaling": {"rope_type": "llama3"}}),
     )
@@ -242,7 +266,9 @@ def test_other_patches_on_the_same_key_are_not_applied_twice() -> None:
 def test_no_effect_of_its_own_once_the_other_fixes_apply() -> None:
     """The difference is all the other finding's: with its fix, candle already agrees."""
     w = World(defects={"rope_scaling": 2.5})
-    c = confirm_numeric(numeric("PK101", {"rope_theta": 100000.0}), w.subject(), {"rope_scaling": {"rope_type": "llama3"}})
+    c = confirm_numeric(
+        numeric("PK101", {"rope_theta": 100000.0}), w.subject(), {"rope_scaling": {"rope_type": "llama3"}}
+    )
     assert c.verdict == "NOT-REPRODUCED"
     assert c.evidence == (
         "no effect of its own: with the other findings' fixes (rope_scaling={llama3 ...}): "
@@ -264,7 +290,12 @@ def test_when_the_other_fixes_break_the_run_the_as_read_difference_is_used() -> 
     assert c.evidence == (
         "not reached: logits differ 4 (tol 1e-4), but with rope_theta=100000 restored candle stops: missing field `low_freq_factor`"
     )
-    assert c.details["fixed_failure"] == {"stage": "config", "kind": "ConfigError", "message": "missing field `low_freq_factor`", "location": None}
+    assert c.details["fixed_failure"] == {
+        "stage": "config",
+        "kind": "ConfigError",
+        "message": "missing field `low_freq_factor`",
+        "location": None,
+    }
 
 
 def test_other_fixes_failing_then_the_fix_restoring_confirms_without_prefix() -> None:
@@ -291,7 +322,10 @@ def test_a_fix_whose_run_gives_no_numbers_is_not_reached() -> None:
     s.run_patched = lambda patch: (RunOutputs(label="x"), None)
     c = confirm_numeric(numeric("PK101", {"rope_theta": 100000.0}), s, {})
     assert c.verdict == "NOT-REACHED"
-    assert c.evidence == "not reached: logits differ 4 (tol 1e-4), but with rope_theta=100000 restored candle stops: no numbers"
+    assert (
+        c.evidence
+        == "not reached: logits differ 4 (tol 1e-4), but with rope_theta=100000 restored candle stops: no numbers"
+    )
     assert c.details["fixed_failure"] is None
 
 
@@ -400,7 +434,10 @@ def crash_subject(f: Failure | None) -> Subject:
 def test_crash_confirmed_quotes_candles_own_text() -> None:
     c = confirm_crash(crash("PK104", "SHAPE MISMATCH for model.layers.0"), crash_subject(PANIC), "the prompt")
     assert c.verdict == "CRASH-CONFIRMED" and c.confirmed  # matched case-insensitively
-    assert c.evidence == "candle panicked at load: candle-transformers-0.11.0/src/models/llama.rs:524:9: shape mismatch for model.layers.0.self_attn.q_proj.weight"
+    assert (
+        c.evidence
+        == "candle panicked at load: candle-transformers-0.11.0/src/models/llama.rs:524:9: shape mismatch for model.layers.0.self_attn.q_proj.weight"
+    )
     assert c.details["expect"] == "SHAPE MISMATCH for model.layers.0"
     assert c.details["failure"]["location"] == "candle-transformers-0.11.0/src/models/llama.rs:524"
 
@@ -417,7 +454,10 @@ def test_crash_that_failed_differently_is_not_confirmed() -> None:
     candle stopped where no finding predicts, so PK206's check never ran: NOT-REACHED."""
     c = confirm_crash(crash("PK206", "unexpected tensor model.extra"), crash_subject(LM_HEAD), "the prompt")
     assert c.verdict == "NOT-REACHED" and not c.confirmed
-    assert c.evidence == "not reached: candle stopped at a failure no finding predicts: candle error at load: cannot find tensor lm_head.weight"
+    assert (
+        c.evidence
+        == "not reached: candle stopped at a failure no finding predicts: candle error at load: cannot find tensor lm_head.weight"
+    )
     assert c.details["failure"]["message"] == "cannot find tensor lm_head.weight"
 
 
@@ -451,7 +491,11 @@ def test_siblings_that_cannot_explain_the_failure_are_not_blamed() -> None:
     no_text = crash("PK999", None)  # a crash sibling that predicts nothing explains nothing
     empty = crash("PK998", "")
     numeric_sibling = Finding(
-        code="PK101", name="n", message="m", filename="config.json", severity="error",
+        code="PK101",
+        name="n",
+        message="m",
+        filename="config.json",
+        severity="error",
         probe=Probe.declared("numeric", "p", patch={"rope_theta": 1.0}, expect="shape mismatch"),
     )
     other_text = crash("PK204", "cannot find tensor model.layers.1")
@@ -459,7 +503,9 @@ def test_siblings_that_cannot_explain_the_failure_are_not_blamed() -> None:
     # the siblings without a text are confirmed by any failure, but predict none: the stop is
     # one no finding predicts, and PK205's check never ran
     assert c.verdict == "NOT-REACHED", c.evidence
-    assert c.evidence.startswith("not reached: candle stopped at a failure no finding predicts: candle panicked at load"), c.evidence
+    assert c.evidence.startswith(
+        "not reached: candle stopped at a failure no finding predicts: candle panicked at load"
+    ), c.evidence
     assert confirm_crash(no_text, crash_subject(PANIC), "the prompt", [me, no_text]).verdict == "CRASH-CONFIRMED"
 
 
@@ -483,11 +529,18 @@ def test_other_patches_merges_only_the_other_numeric_patches() -> None:
     scaling = numeric("PK102", fix={"rope_scaling": {"rope_type": "llama3"}})
     bias = numeric("PK105")
     crash_with_fix = Finding(
-        code="PK103", name="n", message="m", filename="config.json", severity="error",
-        fix=Fix(message="x", edits={"crash_key": 1}), probe=Probe.declared("crash", "p", patch={"crash_key": 2}, fix_edits={"crash_key": 1}, expect="x"),
+        code="PK103",
+        name="n",
+        message="m",
+        filename="config.json",
+        severity="error",
+        fix=Fix(message="x", edits={"crash_key": 1}),
+        probe=Probe.declared("crash", "p", patch={"crash_key": 2}, fix_edits={"crash_key": 1}, expect="x"),
     )
     s = crash_subject(None)
-    assert other_patches([me, scaling, bias, crash_with_fix, static("PK111")], me, s) == {"rope_scaling": {"rope_type": "llama3"}}
+    assert other_patches([me, scaling, bias, crash_with_fix, static("PK111")], me, s) == {
+        "rope_scaling": {"rope_type": "llama3"}
+    }
     assert other_patches([me], me, s) == {}
 
 
@@ -503,9 +556,15 @@ def test_confirm_all_gives_each_kind_its_own_verdict_in_order() -> None:
     assert [c.code for c in out] == ["PK101", "PK105", "PK306", "PK111"]
     assert [c.verdict for c in out] == ["CONFIRMED", "CONFIRMED", "NOT-REPRODUCED", "NOT-PROBED"]
     # PK101 measured with PK105's (empty) patch: nothing else to apply, so 6 = 4 + 2 as read
-    assert out[0].evidence == "logits differ 6 (tol 1e-4); with rope_theta=100000 restored, logits differ 2 (tol 1e-4) (a difference remains that is not this finding's)"
+    assert (
+        out[0].evidence
+        == "logits differ 6 (tol 1e-4); with rope_theta=100000 restored, logits differ 2 (tol 1e-4) (a difference remains that is not this finding's)"
+    )
     # PK105 measured with PK101's fix applied: only its own 2 is left
-    assert out[1].evidence == "logits differ 2 (tol 1e-4) with the other findings' fixes applied; no config edit can fix this"
+    assert (
+        out[1].evidence
+        == "logits differ 2 (tol 1e-4) with the other findings' fixes applied; no config edit can fix this"
+    )
     assert out[2].evidence == "candle loaded and ran the prompt and 4 tokens without an error"
     assert out[3].probe_kind == "static-only"
 
@@ -520,8 +579,13 @@ def test_details_of_a_comparison_with_parts_missing() -> None:
     assert comparison_summary(None) is None
     empty = comparison_summary(Comparison(tolerance=F32))
     assert empty == {
-        "ok": False, "summary": "", "last_max_abs_diff": None, "steps_max_abs_diff": None,
-        "argmax_agree": None, "steps": None, "greedy_first_divergence": None,
+        "ok": False,
+        "summary": "",
+        "last_max_abs_diff": None,
+        "steps_max_abs_diff": None,
+        "argmax_agree": None,
+        "steps": None,
+        "greedy_first_divergence": None,
     }
     forked = RunOutputs(label="candle", last=ROWS[0], rows=ROWS, greedy=[0, 2, 2])
     j = comparison_summary(compare_run(REF, forked, F32))

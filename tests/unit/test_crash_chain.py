@@ -54,9 +54,15 @@ class Candle:
 
 
 def pk110(key: str, value: Any) -> Finding:
-    return Finding(code="PK110", name="missing-required-key", message=f"no {key}", filename="config.json", severity="error",
-                   fix=Fix(message="write it", edits={key: value}),
-                   probe=Probe.declared("crash", "PK110", expect=f"missing field `{key}`", fix_edits={key: value}))
+    return Finding(
+        code="PK110",
+        name="missing-required-key",
+        message=f"no {key}",
+        filename="config.json",
+        severity="error",
+        fix=Fix(message="write it", edits={key: value}),
+        probe=Probe.declared("crash", "PK110", expect=f"missing field `{key}`", fix_edits={key: value}),
+    )
 
 
 THREE = [pk110("rope_theta", 1e6), pk110("rope_local_base_freq", 5e4), pk110("sliding_window_pattern", 6)]
@@ -74,42 +80,75 @@ def test_three_missing_keys_are_three_crash_confirmed_each_with_candles_own_mess
     assert out[2].evidence.startswith("candle refused config.json: missing field `sliding_window_pattern`")
     assert out[2].details["repairs"] == {"rope_theta": 1e6, "rope_local_base_freq": 5e4}
     # one run per repair, each with every earlier one
-    assert candle.calls == [{}, {"rope_theta": 1e6}, {"rope_theta": 1e6, "rope_local_base_freq": 5e4},
-                            {"rope_theta": 1e6, "rope_local_base_freq": 5e4, "sliding_window_pattern": 6}]
+    assert candle.calls == [
+        {},
+        {"rope_theta": 1e6},
+        {"rope_theta": 1e6, "rope_local_base_freq": 5e4},
+        {"rope_theta": 1e6, "rope_local_base_freq": 5e4, "sliding_window_pattern": 6},
+    ]
     # with all three fixed candle runs and agrees: the numeric probes would run there
     assert numeric_subject.repaired.startswith("with the crash findings fixed (rope_theta=1000000")
     assert numeric_subject.as_read.failure is None and numeric_subject.as_read_cmp.ok
     e = explain(None, candle.subject().as_read, out, THREE, numeric_subject)
     assert e is not None and e.explained and e.by == ["PK110"]
-    assert e.summary.startswith("explained by PK110 (3 crashes confirmed, each with candle's own message); with the crash findings fixed")
+    assert e.summary.startswith(
+        "explained by PK110 (3 crashes confirmed, each with candle's own message); with the crash findings fixed"
+    )
     assert e.summary.endswith("candle agrees with transformers")
 
 
 def test_the_numeric_probes_run_on_the_repaired_file() -> None:
-    theta = Finding(code="PK101", name="rope-theta-in-rope-parameters", message="m", filename="config.json", severity="error",
-                    probe=Probe.declared("numeric", "PK101", patch={"theta_fix": 1}))
+    theta = Finding(
+        code="PK101",
+        name="rope-theta-in-rope-parameters",
+        message="m",
+        filename="config.json",
+        severity="error",
+        probe=Probe.declared("numeric", "PK101", patch={"theta_fix": 1}),
+    )
     candle = Candle(shift=4.0)
     out, s = confirm_section([*THREE, theta], candle.subject(), "the prompt")
     assert out[3].verdict == "CONFIRMED", out[3].evidence
-    assert out[3].evidence.startswith("with the crash findings fixed (rope_theta=1000000, rope_local_base_freq=50000, sliding_window_pattern=6): ")
-    assert candle.calls[-1] == {"rope_theta": 1e6, "rope_local_base_freq": 5e4, "sliding_window_pattern": 6, "theta_fix": 1}
+    assert out[3].evidence.startswith(
+        "with the crash findings fixed (rope_theta=1000000, rope_local_base_freq=50000, sliding_window_pattern=6): "
+    )
+    assert candle.calls[-1] == {
+        "rope_theta": 1e6,
+        "rope_local_base_freq": 5e4,
+        "sliding_window_pattern": 6,
+        "theta_fix": 1,
+    }
 
 
 def test_a_stop_no_finding_predicts_is_the_only_not_reached() -> None:
     odd = Failure(stage="load", kind="CandleError", message="cannot find tensor model.norm.weight")
     candle = Candle(stop_after=odd)
-    late = Finding(code="PK306", name="sequence-beyond-max-positions", message="m", filename="config.json", severity="error",
-                   probe=Probe(kind="crash", id="PK306", expect="narrow invalid args"))
+    late = Finding(
+        code="PK306",
+        name="sequence-beyond-max-positions",
+        message="m",
+        filename="config.json",
+        severity="error",
+        probe=Probe(kind="crash", id="PK306", expect="narrow invalid args"),
+    )
     out, s = confirm_section([*THREE, late], candle.subject(), "the prompt")
     assert [c.verdict for c in out] == ["CRASH-CONFIRMED"] * 3 + ["NOT-REACHED"]
-    assert out[3].evidence.startswith("not reached: candle stopped at a failure no finding predicts (with rope_theta=1000000")
+    assert out[3].evidence.startswith(
+        "not reached: candle stopped at a failure no finding predicts (with rope_theta=1000000"
+    )
     assert out[3].evidence.endswith("candle error at load: cannot find tensor model.norm.weight")
     assert s.as_read.failure is not None and not s.repaired  # the numeric probes stay on the run as read
 
 
 def test_a_crash_no_edit_repairs_stops_the_chain_there() -> None:
-    no_fix = Finding(code="PK110", name="missing-required-key", message="m", filename="config.json", severity="error",
-                     probe=Probe(kind="crash", id="PK110", expect="missing field `rope_theta`"))
+    no_fix = Finding(
+        code="PK110",
+        name="missing-required-key",
+        message="m",
+        filename="config.json",
+        severity="error",
+        probe=Probe(kind="crash", id="PK110", expect="missing field `rope_theta`"),
+    )
     out, _ = confirm_section([no_fix, THREE[1]], Candle().subject(), "the prompt")
     assert [c.verdict for c in out] == ["CRASH-CONFIRMED", "NOT-REACHED"]
     assert out[1].evidence == "not reached: candle stopped earlier, at the failure PK110 predicts"

@@ -13,7 +13,13 @@ def _doc(row: str) -> str:
 
 
 def test_another_cpus_summation_order_is_the_same_table():
-    assert_current(_doc("| chat | 2 steps | agrees (exit 0) | 1.10e-05 from transformers, 0.948 |"), f"{S}\n| chat | 2 steps | agrees (exit 0) | 9.89e-06 from transformers, 0.951 |\n{E}", S, E, "regenerate")
+    assert_current(
+        _doc("| chat | 2 steps | agrees (exit 0) | 1.10e-05 from transformers, 0.948 |"),
+        f"{S}\n| chat | 2 steps | agrees (exit 0) | 9.89e-06 from transformers, 0.951 |\n{E}",
+        S,
+        E,
+        "regenerate",
+    )
 
 
 @pytest.mark.parametrize(
@@ -27,4 +33,10 @@ def test_another_cpus_summation_order_is_the_same_table():
 )
 def test_a_verdict_a_count_or_an_order_of_magnitude_is_another_table(now):
     with pytest.raises(AssertionError):
-        assert_current(_doc("| chat | 2 steps | agrees (exit 0) | 1.10e-05 from transformers, 0.948 |"), f"{S}\n{now}\n{E}", S, E, "regenerate")
+        assert_current(
+            _doc("| chat | 2 steps | agrees (exit 0) | 1.10e-05 from transformers, 0.948 |"),
+            f"{S}\n{now}\n{E}",
+            S,
+            E,
+            "regenerate",
+        )

@@ -44,15 +44,23 @@ def test_no_modules_json_no_pipeline(tmp_path: Path) -> None:
 
 
 def test_legacy_booleans_all_false_default_to_mean_and_new_keys_win(tmp_path: Path) -> None:
-    p = load_model(write_pipeline(tmp_path / "a", pooling={"word_embedding_dimension": 8, "pooling_mode_cls_token": False})).sentence_pipeline
+    p = load_model(
+        write_pipeline(tmp_path / "a", pooling={"word_embedding_dimension": 8, "pooling_mode_cls_token": False})
+    ).sentence_pipeline
     assert p.modules[1].pooling_mode == ("mean",)
-    p = load_model(write_pipeline(tmp_path / "b", pooling={"embedding_dimension": 8, "pooling_mode": ["cls", "max"], "include_prompt": False})).sentence_pipeline
+    p = load_model(
+        write_pipeline(
+            tmp_path / "b", pooling={"embedding_dimension": 8, "pooling_mode": ["cls", "max"], "include_prompt": False}
+        )
+    ).sentence_pipeline
     assert p.modules[1].pooling_mode == ("cls", "max") and p.modules[1].include_prompt is False
 
 
 def test_dense_from_config_and_safetensors_header(tmp_path: Path) -> None:
     mods = [("Transformer", ""), ("Pooling", "1_Pooling"), ("Dense", "2_Dense")]
-    p = load_model(write_pipeline(tmp_path / "m", modules=mods, dense={"in_features": 32, "out_features": 8, "bias": False})).sentence_pipeline
+    p = load_model(
+        write_pipeline(tmp_path / "m", modules=mods, dense={"in_features": 32, "out_features": 8, "bias": False})
+    ).sentence_pipeline
     dense = p.of_kind("Dense")[0]
     assert (dense.in_features, dense.out_features, dense.bias) == (32, 8, False)
     assert dense.activation == "torch.nn.modules.activation.Tanh"  # Dense's default when the key is absent
@@ -107,18 +115,25 @@ def test_summary_and_max_seq_length_in_json_output(tmp_path: Path) -> None:
     assert by["PK602"]["severity"] == "info" and by["PK603"]["severity"] == "info"
     assert "max_seq_length 256" in by["PK607"]["message"] and "truncates to 128" in by["PK607"]["message"]
     assert by["PK607"]["transformers_value"] == 256 and by["PK607"]["candle_value"] == 128
-    assert by["PK607"]["filename"].endswith("sentence_bert_config.json") and by["PK607"]["location"] == {"row": 1, "column": 2}
+    assert by["PK607"]["filename"].endswith("sentence_bert_config.json") and by["PK607"]["location"] == {
+        "row": 1,
+        "column": 2,
+    }
 
 
 def test_cls_pooling_and_include_prompt_false_are_warnings(tmp_path: Path) -> None:
-    d = write_pipeline(tmp_path / "m", pooling={"embedding_dimension": 32, "pooling_mode": "mean", "include_prompt": False})
+    d = write_pipeline(
+        tmp_path / "m", pooling={"embedding_dimension": 32, "pooling_mode": "mean", "include_prompt": False}
+    )
     rc, found = lint_json(d, tmp_path)
     (f,) = [f for f in found if f["code"] == "PK602"]
     assert f["severity"] == "warning" and "include_prompt is false" in f["message"]
 
 
 def test_select_the_group(tmp_path: Path) -> None:
-    assert GROUPS["6"] == "embedding" and {c for c, r in RULES.items() if r.group == "embedding"} >= {f"PK6{i:02d}" for i in range(1, 11)}
+    assert GROUPS["6"] == "embedding" and {c for c, r in RULES.items() if r.group == "embedding"} >= {
+        f"PK6{i:02d}" for i in range(1, 11)
+    }
     d = write_pipeline(tmp_path / "m")
     rc, found = lint_json(d, tmp_path, "--select", "PK6")
     assert found and all(f["code"].startswith("PK6") for f in found)

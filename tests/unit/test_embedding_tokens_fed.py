@@ -7,7 +7,14 @@ from __future__ import annotations
 from portkit.verify.embedding.confirm import _confirm_saved_padding
 from portkit.verify.embedding.tokens import FedRow, TokensFed
 
-IDENT = {"code": "PK506", "name": "padding-saved-in-tokenizer", "severity": "warning", "message": "m", "filename": "tokenizer.json", "probe_kind": "static-only"}
+IDENT = {
+    "code": "PK506",
+    "name": "padding-saved-in-tokenizer",
+    "severity": "warning",
+    "message": "m",
+    "filename": "tokenizer.json",
+    "probe_kind": "static-only",
+}
 REF = [101, 7592, 2088, 102]
 PADDED = REF + [0] * 124
 

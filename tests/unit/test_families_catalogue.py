@@ -10,7 +10,9 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_readme_family_table_is_current() -> None:
-    assert readme_block() in README.read_text(encoding="utf-8"), "run `python -m portkit.rules.catalogue` and paste it into README.md"
+    assert readme_block() in README.read_text(encoding="utf-8"), (
+        "run `python -m portkit.rules.catalogue` and paste it into README.md"
+    )
 
 
 def test_table_lists_each_rule_for_the_families_it_names() -> None:

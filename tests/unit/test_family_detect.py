@@ -27,7 +27,19 @@ def test_only_the_first_architecture_counts() -> None:
     assert detect({"architectures": ["Unknown", "LlamaForCausalLM"]}) is None
 
 
-@pytest.mark.parametrize("config", [None, [], "llama", {}, {"model_type": 5}, {"architectures": []}, {"architectures": "LlamaForCausalLM"}, {"architectures": [7]}])
+@pytest.mark.parametrize(
+    "config",
+    [
+        None,
+        [],
+        "llama",
+        {},
+        {"model_type": 5},
+        {"architectures": []},
+        {"architectures": "LlamaForCausalLM"},
+        {"architectures": [7]},
+    ],
+)
 def test_what_names_no_family(config) -> None:
     assert detect(config) is None
 

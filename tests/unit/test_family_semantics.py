@@ -34,14 +34,20 @@ def test_defaults_are_transformers_class_defaults(family: str) -> None:
     c = _auto({"model_type": BY_NAME[family].model_types[0]})
     mine = family_transformers_view(family, {"model_type": BY_NAME[family].model_types[0]}).values
     for key in FAMILY_DEFAULTS[family]:
-        assert getattr(c, key) == mine[key], f"{family}.{key}: portkit {mine[key]!r} != transformers {getattr(c, key)!r}"
+        assert getattr(c, key) == mine[key], (
+            f"{family}.{key}: portkit {mine[key]!r} != transformers {getattr(c, key)!r}"
+        )
 
 
 def _transformers_values(family: str, cfg: dict[str, Any]) -> dict[str, Any]:
     c = _auto(cfg)
     rp = c.rope_parameters
     full = rp.get("full_attention", rp)
-    out = {"rope_theta": full["rope_theta"], "rope_type": full["rope_type"], "tie_word_embeddings": c.tie_word_embeddings}
+    out = {
+        "rope_theta": full["rope_theta"],
+        "rope_type": full["rope_type"],
+        "tie_word_embeddings": c.tie_word_embeddings,
+    }
     if family == "gemma3":
         out["rope_local_base_freq"] = rp["sliding_attention"]["rope_theta"]
         out["sliding_layers"] = tuple(t == "sliding_attention" and c.sliding_window is not None for t in c.layer_types)
@@ -67,20 +73,35 @@ def _portkit_values(family: str, cfg: dict[str, Any], keys: Any) -> dict[str, An
     return {k: extra[k] if k in extra else v.get(k) for k in keys}
 
 
-VARIED = [(f, "legacy", LEGACY[f]) for f in FAMILIES] + [(f, "t5", T5[f]) for f in FAMILIES] + [
-    ("gemma", "gelu", {**LEGACY["gemma"], "hidden_act": "gelu"}),
-    ("gemma3", "linear", {**LEGACY["gemma3"], "rope_scaling": {"factor": 8.0, "rope_type": "linear"}}),
-    # the differential's gemma3 class: a legacy `type` alone leaves transformers' default rope
-    ("gemma3", "legacy-type-linear", {**LEGACY["gemma3"], "rope_scaling": {"factor": 4.0, "type": "linear"}}),
-    ("qwen2", "window-on", {**LEGACY["qwen2"], "use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1}),
-    ("qwen2", "window-off", {**LEGACY["qwen2"], "sliding_window": 4}),
-    ("mistral", "window", {**LEGACY["mistral"], "sliding_window": 4}),
-    ("mixtral", "no-theta", {k: v for k, v in LEGACY["mixtral"].items() if k != "rope_theta"}),
-    ("gemma2", "window", {**LEGACY["gemma2"], "sliding_window": 8}),
-    ("qwen3_moe", "both-expert-keys", {**LEGACY["qwen3_moe"], "num_local_experts": 4}),
-    ("phi3", "longrope", {**LEGACY["phi3"], "original_max_position_embeddings": 32,
-                          "rope_scaling": {"short_factor": [1.0] * 8, "long_factor": [2.0] * 8, "type": "longrope"}}),
-]
+VARIED = (
+    [(f, "legacy", LEGACY[f]) for f in FAMILIES]
+    + [(f, "t5", T5[f]) for f in FAMILIES]
+    + [
+        ("gemma", "gelu", {**LEGACY["gemma"], "hidden_act": "gelu"}),
+        ("gemma3", "linear", {**LEGACY["gemma3"], "rope_scaling": {"factor": 8.0, "rope_type": "linear"}}),
+        # the differential's gemma3 class: a legacy `type` alone leaves transformers' default rope
+        ("gemma3", "legacy-type-linear", {**LEGACY["gemma3"], "rope_scaling": {"factor": 4.0, "type": "linear"}}),
+        (
+            "qwen2",
+            "window-on",
+            {**LEGACY["qwen2"], "use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1},
+        ),
+        ("qwen2", "window-off", {**LEGACY["qwen2"], "sliding_window": 4}),
+        ("mistral", "window", {**LEGACY["mistral"], "sliding_window": 4}),
+        ("mixtral", "no-theta", {k: v for k, v in LEGACY["mixtral"].items() if k != "rope_theta"}),
+        ("gemma2", "window", {**LEGACY["gemma2"], "sliding_window": 8}),
+        ("qwen3_moe", "both-expert-keys", {**LEGACY["qwen3_moe"], "num_local_experts": 4}),
+        (
+            "phi3",
+            "longrope",
+            {
+                **LEGACY["phi3"],
+                "original_max_position_embeddings": 32,
+                "rope_scaling": {"short_factor": [1.0] * 8, "long_factor": [2.0] * 8, "type": "longrope"},
+            },
+        ),
+    ]
+)
 
 
 @pytest.mark.parametrize("family,name,cfg", VARIED, ids=[f"{f}-{n}" for f, n, _ in VARIED])
@@ -93,7 +114,11 @@ def test_family_view_is_what_transformers_computes(family: str, name: str, cfg: 
 def test_family_view_tells_the_layouts_apart_only_where_transformers_does() -> None:
     # negative control: a different theta in rope_parameters is seen
     cfg = {**T5["qwen3"], "rope_parameters": {"rope_theta": 2e6, "rope_type": "default"}}
-    assert family_transformers_view("qwen3", cfg).get("rope_theta") == 2e6 != family_transformers_view("qwen3", T5["qwen3"]).get("rope_theta")
+    assert (
+        family_transformers_view("qwen3", cfg).get("rope_theta")
+        == 2e6
+        != family_transformers_view("qwen3", T5["qwen3"]).get("rope_theta")
+    )
 
 
 #: family -> the findings a transformers-5 save keeps after `portkit fix`: mixtral's null window
@@ -148,7 +173,9 @@ def test_fix_writes_gemma_activation(tmp_path: Path) -> None:
     d.mkdir()
     shutil.rmtree(d)
     d.mkdir()
-    (d / "config.json").write_text(json.dumps({**LEGACY["gemma"], "hidden_act": "gelu", "hidden_activation": "gelu_pytorch_tanh"}, indent=2))
+    (d / "config.json").write_text(
+        json.dumps({**LEGACY["gemma"], "hidden_act": "gelu", "hidden_activation": "gelu_pytorch_tanh"}, indent=2)
+    )
     p = fix.plan(d)
     assert p.changes == {"hidden_act": "gelu_pytorch_tanh", "hidden_activation": None}
     fix.write(p)
@@ -203,7 +230,9 @@ def test_fix_writes_the_kv_heads_transformers_derives(family: str, tmp_path: Pat
 
     d = tmp_path / "m"
     d.mkdir()
-    (d / "config.json").write_text(json.dumps({k: v for k, v in LEGACY[family].items() if k != "num_key_value_heads"}, indent=2))
+    (d / "config.json").write_text(
+        json.dumps({k: v for k, v in LEGACY[family].items() if k != "num_key_value_heads"}, indent=2)
+    )
     before = AutoConfig.from_pretrained(d).num_key_value_heads
     p = fix.plan(d)
     assert p.changes == {"num_key_value_heads": before} and before == LEGACY[family]["num_attention_heads"]
@@ -242,13 +271,22 @@ def test_odd_values_give_findings_or_one_line_errors(family: str, tmp_path: Path
 
     target = Target(max_tokens=100, use_flash_attn=True, device="cuda", features=frozenset({"cuda", "flash-attn"}))
     extra_keys = ["rope_parameters", "layer_types", "sliding_window_pattern", "rope_scaling", "partial_rotary_factor"]
-    cases = [{**base, k: w} for base in (LEGACY[family], T5[family]) for k in [*base, *extra_keys] for w in (None, -1, "x", 1e308, [])]
-    cases.append({**T5[family], "rope_parameters": {"rope_theta": 1e4, "rope_type": "default", "partial_rotary_factor": 1e308}})
+    cases = [
+        {**base, k: w}
+        for base in (LEGACY[family], T5[family])
+        for k in [*base, *extra_keys]
+        for w in (None, -1, "x", 1e308, [])
+    ]
+    cases.append(
+        {**T5[family], "rope_parameters": {"rope_theta": 1e4, "rope_type": "default", "partial_rotary_factor": 1e308}}
+    )
     for i, cfg in enumerate(cases):
         d = tmp_path / str(i)
         d.mkdir()
         (d / "config.json").write_text(json.dumps(cfg))
-        lint_paths([d], Settings(target=target, preview=True, respect_pyproject=False))  # errors are reported, not raised
+        lint_paths(
+            [d], Settings(target=target, preview=True, respect_pyproject=False)
+        )  # errors are reported, not raised
         try:
             fix.plan(d)
         except InputError:

@@ -15,7 +15,9 @@ from portkit.rules import RULES
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = set(BY_NAME)
-SHARED_CODE = [p for d in ("portkit/rules", "portkit/verify") for p in sorted((ROOT / d).rglob("*.py"))] + [ROOT / "portkit/fix.py"]
+SHARED_CODE = [p for d in ("portkit/rules", "portkit/verify") for p in sorted((ROOT / d).rglob("*.py"))] + [
+    ROOT / "portkit/fix.py"
+]
 
 
 def _name_comparisons(path: Path) -> list[str]:
@@ -23,7 +25,11 @@ def _name_comparisons(path: Path) -> list[str]:
     out = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Compare):
-            consts = [c for c in [node.left, *node.comparators] for c in ([c] if not isinstance(c, (ast.Tuple, ast.List, ast.Set)) else c.elts)]
+            consts = [
+                c
+                for c in [node.left, *node.comparators]
+                for c in ([c] if not isinstance(c, (ast.Tuple, ast.List, ast.Set)) else c.elts)
+            ]
             if any(isinstance(c, ast.Constant) and c.value in NAMES for c in consts):
                 out.append(f"{path.relative_to(ROOT)}:{node.lineno}")
         if isinstance(node, ast.Dict) and any(isinstance(k, ast.Constant) and k.value in NAMES for k in node.keys):
@@ -40,7 +46,9 @@ def test_the_scan_finds_a_branch() -> None:
     """Negative control: the scan sees the branches this issue removed."""
     probe = ROOT / "tests" / "unit" / "_branch_probe.py"
     try:
-        probe.write_text('def f(fam):\n    if fam.name == "llama":\n        return {"qwen2": 1}\n    return fam.name in ("gemma", "x")\n')
+        probe.write_text(
+            'def f(fam):\n    if fam.name == "llama":\n        return {"qwen2": 1}\n    return fam.name in ("gemma", "x")\n'
+        )
         assert len(_name_comparisons(probe)) == 3
     finally:
         probe.unlink()
@@ -51,7 +59,9 @@ def test_a_family_module_sets_only_known_traits(family: str) -> None:
     mod = BY_NAME[family].semantics
     upper = {k for k in vars(mod) if k.isupper() and not k.startswith("_")}
     # data other layers read directly: the serde mirror, and the sub-layers the porting kit names
-    assert upper - set(TRAITS) <= {"FIELDS", "REQUIRED_FIELDS", "DEFAULT_ROPE_THETA", "SUBLAYERS", "TYPE_CHECKING"}, upper - set(TRAITS)
+    assert upper - set(TRAITS) <= {"FIELDS", "REQUIRED_FIELDS", "DEFAULT_ROPE_THETA", "SUBLAYERS", "TYPE_CHECKING"}, (
+        upper - set(TRAITS)
+    )
     assert BY_NAME[family].trait("LM_HEAD") in ("flag", "always-loaded", "always-tied", "probed")
     assert BY_NAME[family].trait("SLIDING_WINDOW") in (None, "every-layer", "pattern", "unsupported")
 
@@ -80,7 +90,9 @@ def test_the_path_rules_families_agree_with_the_traits() -> None:
         assert f.trait("BATCH_MASK") is None or f.trait("BATCH_MASK").built in ("where-read", "always")
 
 
-@pytest.mark.parametrize("trait,record", [("CONTINUATION_MASK", ContinuationMask), ("BATCH_MASK", BatchMask), ("PADDING_MASK", PaddingMask)])
+@pytest.mark.parametrize(
+    "trait,record", [("CONTINUATION_MASK", ContinuationMask), ("BATCH_MASK", BatchMask), ("PADDING_MASK", PaddingMask)]
+)
 def test_a_path_trait_is_a_frozen_record_or_none(trait: str, record: type) -> None:
     """Every module's value of a path trait is None or that trait's frozen record, read by field
     name; verify asks only `family.trait("PADDING_MASK") is not None` (qwen2 alone)."""

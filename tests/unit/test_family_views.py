@@ -140,10 +140,23 @@ def test_the_llama_view_is_candles_llama_config() -> None:
     v = BY_NAME["llama"].view(json.dumps(cfg))
     assert v.ok and v.family == "llama"
     # into_config(false): kv heads, head_dim, tie and use_flash_attn filled in (llama.rs:56-85)
-    assert v.values == {k: cfg[k] for k in ("hidden_size", "intermediate_size", "vocab_size", "num_hidden_layers",
-                                            "num_attention_heads", "num_key_value_heads", "rms_norm_eps", "rope_theta",
-                                            "bos_token_id", "eos_token_id", "max_position_embeddings", "tie_word_embeddings")} | {
-        "head_dim": cfg["hidden_size"] // cfg["num_attention_heads"], "rope_scaling": None, "use_flash_attn": False}
+    assert v.values == {
+        k: cfg[k]
+        for k in (
+            "hidden_size",
+            "intermediate_size",
+            "vocab_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "rms_norm_eps",
+            "rope_theta",
+            "bos_token_id",
+            "eos_token_id",
+            "max_position_embeddings",
+            "tie_word_embeddings",
+        )
+    } | {"head_dim": cfg["hidden_size"] // cfg["num_attention_heads"], "rope_scaling": None, "use_flash_attn": False}
     assert "rope_theta" in v.written  # a top-level rope_theta: candle read it
     t5 = BY_NAME["llama"].view(json.dumps(T5["llama"]))
     assert "rope_theta" not in t5.written  # rope_theta only in rope_parameters: candle's default
@@ -155,7 +168,11 @@ def test_the_llama_view_is_candles_llama_config() -> None:
 def test_a_view_names_its_family_and_the_struct_candle_expected() -> None:
     assert view("gemma").family == "gemma"
     bad = BY_NAME["gemma"].view("5")
-    assert (bad.family, bad.refused, bad.refused_at) == ("gemma", "invalid type: integer `5`, expected struct Config", [])
+    assert (bad.family, bad.refused, bad.refused_at) == (
+        "gemma",
+        "invalid type: integer `5`, expected struct Config",
+        [],
+    )
     granite = BY_NAME["granite"].view("5")
     assert granite.refused == "invalid type: integer `5`, expected struct GraniteConfig"
 

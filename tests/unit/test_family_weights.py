@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from fixtures import skeleton as sk
-from portkit.families import FAMILIES, BY_NAME
+from portkit.families import BY_NAME, FAMILIES
 from portkit.lint import lint_paths
 from portkit.rules import RULES
 from portkit.settings import Settings
@@ -85,16 +85,24 @@ def test_biases_and_norms_per_module() -> None:
     assert q3["model.layers.0.self_attn.o_proj.bias"] == (64,)
     assert q3["model.layers.0.self_attn.q_norm.weight"] == (16,) == q3["model.layers.0.self_attn.k_norm.weight"]
     o2 = table("olmo2")  # olmo2.rs:132-133: q_norm over hidden, k_norm over kv*head_dim
-    assert o2["model.layers.0.self_attn.q_norm.weight"] == (64,) and o2["model.layers.0.self_attn.k_norm.weight"] == (32,)
-    assert "model.layers.0.input_layernorm.weight" not in o2 and "model.layers.0.post_feedforward_layernorm.weight" in o2
+    assert o2["model.layers.0.self_attn.q_norm.weight"] == (64,) and o2["model.layers.0.self_attn.k_norm.weight"] == (
+        32,
+    )
+    assert (
+        "model.layers.0.input_layernorm.weight" not in o2 and "model.layers.0.post_feedforward_layernorm.weight" in o2
+    )
     sc = table("starcoder2", use_bias=True)  # LayerNorm weight + bias, c_fc/c_proj
     assert sc["model.norm.bias"] == (64,) and sc["model.layers.1.mlp.c_fc.bias"] == (128,)
-    assert not any(".bias" in n for n in table("starcoder2", use_bias=False) if "layernorm" not in n and "norm." not in n)
+    assert not any(
+        ".bias" in n for n in table("starcoder2", use_bias=False) if "layernorm" not in n and "norm." not in n
+    )
     sl = table("stable_lm", use_qkv_bias=True)  # stable_lm.rs:206-215: o_proj never has one
     assert "model.layers.0.self_attn.v_proj.bias" in sl and "model.layers.0.self_attn.o_proj.bias" not in sl
     assert not any("q_layernorm" in n for n in sl)
     g2 = table("gemma2")
-    assert "model.layers.0.pre_feedforward_layernorm.weight" in g2 and "model.layers.0.self_attn.q_norm.weight" not in g2
+    assert (
+        "model.layers.0.pre_feedforward_layernorm.weight" in g2 and "model.layers.0.self_attn.q_norm.weight" not in g2
+    )
     assert "model.layers.5.self_attn.q_norm.weight" in table("gemma3")
     assert not any(n.endswith(".bias") for n in table("granite", attention_bias=True, mlp_bias=True))
 
@@ -148,18 +156,33 @@ def test_untied_starcoder2_head_is_an_error_tied_a_warning(tmp_path: Path) -> No
     extra = {"lm_head.weight": (256, 64)}
     untied = family_config("starcoder2", tie_word_embeddings=False)
     tied = family_config("starcoder2", tie_word_embeddings=True)
-    [f] = [f for f in lint(sk.write_model(tmp_path / "u", untied, tensors=family_tensors(untied), extra=extra)) if f.code == "PK202"]
+    [f] = [
+        f
+        for f in lint(sk.write_model(tmp_path / "u", untied, tensors=family_tensors(untied), extra=extra))
+        if f.code == "PK202"
+    ]
     assert f.severity == "error" and f.transformers_value == "read"
-    [f] = [f for f in lint(sk.write_model(tmp_path / "t", tied, tensors=family_tensors(tied), extra=extra)) if f.code == "PK202"]
+    [f] = [
+        f
+        for f in lint(sk.write_model(tmp_path / "t", tied, tensors=family_tensors(tied), extra=extra))
+        if f.code == "PK202"
+    ]
     assert f.severity == "warning"
 
 
 def test_missing_tensor_expect_is_candles_first_failure(tmp_path: Path) -> None:
     # mistral loads the layers before model.norm: with both gone candle names the layer tensor first
     cfg = family_config("mistral")
-    d = sk.write_model(tmp_path / "m", cfg, tensors=family_tensors(cfg), drop=["model.norm.weight", "model.layers.0.mlp.up_proj.weight"])
+    d = sk.write_model(
+        tmp_path / "m",
+        cfg,
+        tensors=family_tensors(cfg),
+        drop=["model.norm.weight", "model.layers.0.mlp.up_proj.weight"],
+    )
     found = [f for f in lint(d) if f.code == "PK201"]
-    assert len(found) == 2 and {f.probe.expect for f in found} == {"cannot find tensor model.layers.0.mlp.up_proj.weight"}
+    assert len(found) == 2 and {f.probe.expect for f in found} == {
+        "cannot find tensor model.layers.0.mlp.up_proj.weight"
+    }
 
 
 def test_uncovered_model_type_gets_no_weights_findings(tmp_path: Path) -> None:
@@ -182,7 +205,7 @@ def test_table_equals_candles_recorded_requests(key: str) -> None:
     got = [[n, list(s)] for n, s in table(family, frozenset({"lm_head.weight"}), **entry["overrides"]).items()]
     want = entry["requests"]
     assert [n for n, _ in got] == [n for n, _ in want], f"{key}: names or load order differ"
-    assert got == want, f"{key}: shapes differ: " + str([(a, b) for a, b in zip(got, want) if a != b][:3])
+    assert got == want, f"{key}: shapes differ: " + str([(a, b) for a, b in zip(got, want, strict=False) if a != b][:3])
 
 
 def test_the_recording_covers_every_family() -> None:

@@ -14,8 +14,8 @@ import pytest
 
 from fixtures import skeleton as sk
 from portkit import fix
-from portkit.errors import InputError
 from portkit.cli import main
+from portkit.errors import InputError
 from portkit.semantics import FamilyTransformersView, family_transformers_view
 
 # PK103's documentation example: legacy `type` key, no `original_max_position_embeddings`
@@ -88,7 +88,7 @@ def test_an_existing_key_is_edited_in_place(tmp_path: Path, capsys: pytest.Captu
     after_keys, after_text = keys_and_text(d)
     assert after_keys == before_keys
     # exactly one line changed: the value, on the line where it was
-    changed = [(a, b) for a, b in zip(before_text.splitlines(), after_text.splitlines()) if a != b]
+    changed = [(a, b) for a, b in zip(before_text.splitlines(), after_text.splitlines(), strict=False) if a != b]
     assert changed == [('  "rope_theta": 10000.0,', '  "rope_theta": 100000.0,')]
     assert len(before_text.splitlines()) == len(after_text.splitlines())
 
@@ -115,7 +115,11 @@ def test_new_keys_go_at_the_end_without_rope_parameters(tmp_path: Path, capsys: 
 def test_apply_edits_replaces_in_place_and_appends_in_edit_order() -> None:
     config = {"a": 1, "rope_parameters": {}, "b": 2}
     assert list(fix.apply_edits(config, {"b": 3, "new1": 4, "new2": 5}).items()) == [
-        ("a", 1), ("rope_parameters", {}), ("new1", 4), ("new2", 5), ("b", 3)
+        ("a", 1),
+        ("rope_parameters", {}),
+        ("new1", 4),
+        ("new2", 5),
+        ("b", 3),
     ]
     assert list(fix.apply_edits({"a": 1, "b": 2}, {"new": 0, "a": 9}).items()) == [("a", 9), ("b", 2), ("new", 0)]
     assert fix.apply_edits(config, {}) == config
@@ -125,7 +129,9 @@ def test_apply_edits_replaces_in_place_and_appends_in_edit_order() -> None:
     "indent,newline",
     [(2, True), (4, True), ("\t", True), (2, False), (None, True)],
 )
-def test_the_file_keeps_its_indentation_and_final_newline(indent: int | str | None, newline: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_file_keeps_its_indentation_and_final_newline(
+    indent: int | str | None, newline: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     d = tmp_path / "m"
     d.mkdir()
     cfg = {**sk.config("tf5", rope_theta=100000.0), "rope_theta": 10000.0}
@@ -138,7 +144,9 @@ def test_the_file_keeps_its_indentation_and_final_newline(indent: int | str | No
     assert after == json.dumps({**cfg, "rope_theta": 100000.0}, indent=indent or 2) + ("\n" if newline else "")
 
 
-def test_write_replaces_a_symlinked_config_and_keeps_its_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_write_replaces_a_symlinked_config_and_keeps_its_mode(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     blob = tmp_path / "blobs" / "abc"
     blob.parent.mkdir()
     blob.write_text(json.dumps({**sk.config("tf5"), "rope_theta": 10000.0}, indent=2))
@@ -155,7 +163,9 @@ def test_write_replaces_a_symlinked_config_and_keeps_its_mode(tmp_path: Path, ca
     assert sorted(p.name for p in d.iterdir()) == ["config.json"]  # no temporary file left
 
 
-def test_diff_is_empty_and_nothing_written_when_nothing_to_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_diff_is_empty_and_nothing_written_when_nothing_to_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     d = sk.write_model(tmp_path / "m", sk.config("tf4"), weights=False)
     p = fix.plan(d)
     assert not p.changed and p.diff() == "" and p.new_text is None and not p.fixed and not p.refused
@@ -163,7 +173,9 @@ def test_diff_is_empty_and_nothing_written_when_nothing_to_fix(tmp_path: Path, c
     assert (code, out, err) == (0, "", "portkit: nothing to fix\n")
 
 
-def test_diff_outside_the_working_directory_names_the_path_without_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_diff_outside_the_working_directory_names_the_path_without_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     d = sk.write_model(tmp_path / "m", {**sk.config("tf5"), "rope_theta": 10000.0}, weights=False)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -218,7 +230,9 @@ def test_fixes_what_it_can_next_to_an_unfixable_finding(tmp_path: Path, capsys: 
     assert code == 1 and "PK105" in out and "PK101" not in out
 
 
-def test_linear_scaling_which_candle_has_no_equivalent_for_remains(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_linear_scaling_which_candle_has_no_equivalent_for_remains(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     d = sk.write_model(tmp_path / "m", sk.config("tf4", scaling={"type": "linear", "factor": 2.0}), weights=False)
     before = (d / "config.json").read_text()
     text, err = remaining(capsys, d)
@@ -228,7 +242,11 @@ def test_linear_scaling_which_candle_has_no_equivalent_for_remains(tmp_path: Pat
 def test_fixes_what_hides_behind_the_first_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """candle's serde stops at its first error (PK103's `rope_scaling`), but lint names every
     missing key at once (PK110, for every family); fix fixes both in one plan."""
-    d = sk.write_model(tmp_path / "m", sk.config("tf4", rope_theta=500000.0, scaling=LEGACY_LLAMA3, rms_norm_eps=sk.DROP), weights=False)
+    d = sk.write_model(
+        tmp_path / "m",
+        sk.config("tf4", rope_theta=500000.0, scaling=LEGACY_LLAMA3, rms_norm_eps=sk.DROP),
+        weights=False,
+    )
     code, out, _ = cli(capsys, "lint", str(d))
     assert code == 1 and "PK103" in out and "PK110" in out and "2 fixable with `portkit fix --write`" in out, out
     p = fix.plan(d)
@@ -249,8 +267,15 @@ def test_the_safety_check_refuses_an_edit_that_changes_transformers(tmp_path: Pa
     assert facts.config is not None and isinstance(facts.config.value, dict)
     good = {**facts.config.value, "rope_theta": 100000.0}
     fix._check(facts, facts.config, good, fix.render(good, facts.config.text))  # passes
-    bad = {**good, "hidden_size": 128, "rope_parameters": {**good["rope_parameters"], "rope_theta": 5.0}, "rope_theta": 5.0}
-    with pytest.raises(InputError, match=r"would change transformers' effective hidden_size, rope_parameters, rope_theta$"):
+    bad = {
+        **good,
+        "hidden_size": 128,
+        "rope_parameters": {**good["rope_parameters"], "rope_theta": 5.0},
+        "rope_theta": 5.0,
+    }
+    with pytest.raises(
+        InputError, match=r"would change transformers' effective hidden_size, rope_parameters, rope_theta$"
+    ):
         fix._check(facts, facts.config, bad, fix.render(bad, facts.config.text))
     # a legacy `type` is the one rope key that may go: transformers reads it only as rope_type's default
     typed = {**good, "rope_parameters": {**good["rope_parameters"], "type": "default"}}
@@ -286,7 +311,9 @@ def test_the_diff_is_a_whole_unified_diff(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_non_ascii_text_is_kept_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    d = sk.write_model(tmp_path / "m", {**sk.config("tf5"), "rope_theta": 10000.0, "name_or_path": "modèle-日本"}, weights=False)
+    d = sk.write_model(
+        tmp_path / "m", {**sk.config("tf5"), "rope_theta": 10000.0, "name_or_path": "modèle-日本"}, weights=False
+    )
     assert cli(capsys, "fix", str(d), "--write")[0] == 0
     text = (d / "config.json").read_text(encoding="utf-8")
     assert '"name_or_path": "modèle-日本"' in text and "\\u" not in text
@@ -309,7 +336,9 @@ def test_refusals_name_the_config_path(tmp_path: Path) -> None:
         f"{d / 'config.json'}: key `rope_parameters.rope_theta` is written twice; fix it by hand first "
         "(transformers keeps the last, candle refuses)"
     )
-    d2 = sk.write_model(tmp_path / "m2", sk.config("tf5", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING), weights=False)
+    d2 = sk.write_model(
+        tmp_path / "m2", sk.config("tf5", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING), weights=False
+    )
     facts = load_model(d2)
     assert facts.config is not None
     unchanged = dict(facts.config.value)  # the edit not made: both rope findings still fire
@@ -319,17 +348,29 @@ def test_refusals_name_the_config_path(tmp_path: Path) -> None:
     changed = {**unchanged, "vocab_size": 512}
     with pytest.raises(InputError) as e:
         fix._check(facts, facts.config, changed, fix.render(changed, facts.config.text))
-    assert str(e.value) == f"{d2 / 'config.json'}: refusing to fix: the edit would change transformers' effective vocab_size"
+    assert (
+        str(e.value)
+        == f"{d2 / 'config.json'}: refusing to fix: the edit would change transformers' effective vocab_size"
+    )
 
 
-def test_generation_config_is_read_on_both_sides_of_the_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_generation_config_is_read_on_both_sides_of_the_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """generate() stops on generation_config.json's EOS: fixing rope_theta must not look like an EOS change."""
-    d = sk.write_model(tmp_path / "m", {**sk.config("tf5"), "rope_theta": 10000.0}, weights=False, generation_config={"eos_token_id": [2, 7]})
+    d = sk.write_model(
+        tmp_path / "m",
+        {**sk.config("tf5"), "rope_theta": 10000.0},
+        weights=False,
+        generation_config={"eos_token_id": [2, 7]},
+    )
     text, err = remaining(capsys, d)  # generation_config.json's EOS ids: no config edit (PK111)
     assert json.loads(text)["rope_theta"] == 100000.0 and "PK111" in err and "PK101" in err
 
 
-def test_write_replaces_from_a_temporary_file_beside_the_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_write_replaces_from_a_temporary_file_beside_the_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """os.replace is atomic only within one filesystem: the temporary file is in the config's directory."""
     d = sk.write_model(tmp_path / "m", {**sk.config("tf5"), "rope_theta": 10000.0}, weights=False)
     p = fix.plan(d)
@@ -347,7 +388,9 @@ def test_write_replaces_from_a_temporary_file_beside_the_config(tmp_path: Path, 
     assert (d / "config.json").read_bytes() == p.new_text.encode("utf-8")  # type: ignore[union-attr]
 
 
-def test_a_failed_write_leaves_the_config_and_no_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_write_leaves_the_config_and_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     d = sk.write_model(tmp_path / "m", {**sk.config("tf5"), "rope_theta": 10000.0}, weights=False)
     before = (d / "config.json").read_bytes()
     p = fix.plan(d)
@@ -374,7 +417,12 @@ def test_family_configs_are_checked_with_their_own_transformers_view(tmp_path: P
     facts = load_model(d)
     got = fix._effective(facts, cfg, None)
     view = family_transformers_view("gemma3", cfg)
-    want = {**view.values, **{k: v for k, v in dataclasses.asdict(view).items() if k not in ("family", "values", "sources", "rope_source")}}
+    want = {
+        **view.values,
+        **{
+            k: v for k, v in dataclasses.asdict(view).items() if k not in ("family", "values", "sources", "rope_source")
+        },
+    }
     assert got == want and got["local_rope_parameters"]["rope_theta"] == 50000.0
     legacy_type = {**cfg, "rope_parameters": {k: {**v, "type": "default"} for k, v in cfg["rope_parameters"].items()}}
     typed = fix._effective(facts, legacy_type, None)
@@ -382,7 +430,9 @@ def test_family_configs_are_checked_with_their_own_transformers_view(tmp_path: P
     assert typed == got
     # llama is checked like every family, with its own view
     llama = sk.config("tf5")
-    assert fix._effective(facts, llama, None)["rope_theta"] == family_transformers_view("llama", llama).get("rope_theta")
+    assert fix._effective(facts, llama, None)["rope_theta"] == family_transformers_view("llama", llama).get(
+        "rope_theta"
+    )
     assert fix._effective(facts, llama, None)["hidden_size"] == llama["hidden_size"]
 
 
@@ -412,7 +462,9 @@ def test_weight_findings_do_not_stop_a_config_fix(tmp_path: Path, capsys: pytest
     assert json.loads((d / "config.json").read_text())["rope_theta"] == 100000.0
 
 
-def test_a_family_error_no_edit_fixes_remains_next_to_the_fixed_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_family_error_no_edit_fixes_remains_next_to_the_fixed_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """gemma2 re-saved by transformers 5 with a conflicting top-level `rope_theta` (PK101, fixable)
     and `query_pre_attn_scalar` != `head_dim` (PK118, no edit): the rope_theta is written and
     PK118 (with the window warning PK115) remains."""
@@ -420,7 +472,9 @@ def test_a_family_error_no_edit_fixes_remains_next_to_the_fixed_one(tmp_path: Pa
 
     d = tmp_path / "m"
     d.mkdir()
-    (d / "config.json").write_text(json.dumps({**T5["gemma2"], "rope_theta": 12345.0, "query_pre_attn_scalar": 24}, indent=2))
+    (d / "config.json").write_text(
+        json.dumps({**T5["gemma2"], "rope_theta": 12345.0, "query_pre_attn_scalar": 24}, indent=2)
+    )
     p = fix.plan(d)
     assert [f.code for f in p.fixed] == ["PK101"] and [f.code for f in p.refused] == ["PK115", "PK118"] and p.changed
     text, err = remaining(capsys, d)
@@ -437,21 +491,32 @@ def test_write_is_utf8_whatever_the_locale(tmp_path: Path) -> None:
     here = sk.write_model(tmp_path / "here", cfg, weights=False)
     fix.write(fix.plan(here))  # this process: UTF-8 mode or a UTF-8 locale
     d = sk.write_model(tmp_path / "m", cfg, weights=False)
-    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0", "PYTHONIOENCODING": "utf-8"}
+    env = {
+        **os.environ,
+        "LC_ALL": "C",
+        "LANG": "C",
+        "PYTHONUTF8": "0",
+        "PYTHONCOERCECLOCALE": "0",
+        "PYTHONIOENCODING": "utf-8",
+    }
     prog = (
         "import locale, sys\n"
         "from portkit import fix\n"
         "assert locale.getpreferredencoding(False).lower() in ('ascii', 'ansi_x3.4-1968'), locale.getpreferredencoding(False)\n"
         f"fix.write(fix.plan(__import__('pathlib').Path({str(d)!r})))\n"
     )
-    r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[2])
+    r = subprocess.run(
+        [sys.executable, "-c", prog], capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[2]
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert (d / "config.json").read_bytes() == (here / "config.json").read_bytes()
     written = json.loads((d / "config.json").read_bytes().decode("utf-8"))
     assert written["name_or_path"] == "modèle-日本" and written["rope_theta"] == 100000.0
 
 
-def test_the_check_relints_under_the_target_a_warning_left_standing_needs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_check_relints_under_the_target_a_warning_left_standing_needs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """gemma2's PK115 window warning survives the PK101 edit, and judging it reads the target's
     `--max-tokens`: fix's check re-lints the edited config under a real Target."""
     from tests.unit.family_configs import T5
@@ -472,13 +537,17 @@ def test_an_unfixable_finding_does_not_stop_the_relint(tmp_path: Path) -> None:
     """PK105 (a bias, no edit fixes it) next to PK103 and PK110 (lint names both): fix writes
     both edits, and PK105 remains."""
     d = sk.write_model(
-        tmp_path / "m", sk.config("tf4", rope_theta=500000.0, scaling=LEGACY_LLAMA3, rms_norm_eps=sk.DROP, attention_bias=True), weights=False
+        tmp_path / "m",
+        sk.config("tf4", rope_theta=500000.0, scaling=LEGACY_LLAMA3, rms_norm_eps=sk.DROP, attention_bias=True),
+        weights=False,
     )
     p = fix.plan(d)
     assert [f.code for f in p.refused] == ["PK105"] and [f.code for f in p.fixed] == ["PK103", "PK110"] and p.changed
 
 
-def test_a_fix_that_does_not_silence_its_rule_is_refused_not_repeated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_fix_that_does_not_silence_its_rule_is_refused_not_repeated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """fix lints its edit again only while something new fires: a rule whose edit changes
     nothing keeps firing, is not new the second time, and the check then refuses it (no real
     rule does this today; the loop must still end)."""

@@ -16,7 +16,21 @@ from portkit.errors import InputError
 from portkit.model import gguf_header
 from portkit.model.gguf_header import GgufTensor, GgufValue, read_gguf, read_tensor_bytes
 
-VT = {"U8": 0, "I8": 1, "U16": 2, "I16": 3, "U32": 4, "I32": 5, "F32": 6, "BOOL": 7, "STRING": 8, "ARRAY": 9, "U64": 10, "I64": 11, "F64": 12}
+VT = {
+    "U8": 0,
+    "I8": 1,
+    "U16": 2,
+    "I16": 3,
+    "U32": 4,
+    "I32": 5,
+    "F32": 6,
+    "BOOL": 7,
+    "STRING": 8,
+    "ARRAY": 9,
+    "U64": 10,
+    "I64": 11,
+    "F64": 12,
+}
 
 
 class G:
@@ -39,13 +53,25 @@ class G:
         return self
 
     def tensor(self, name: str | bytes, dims: tuple[int, ...], type_id: int, offset: int) -> G:
-        self.tensors.append(self.s(name) + struct.pack("<I", len(dims)) + b"".join(self.n(d) for d in dims) + struct.pack("<IQ", type_id, offset))
+        self.tensors.append(
+            self.s(name)
+            + struct.pack("<I", len(dims))
+            + b"".join(self.n(d) for d in dims)
+            + struct.pack("<IQ", type_id, offset)
+        )
         return self
 
     def bytes(self, n_tensors: int | None = None, n_kv: int | None = None) -> bytes:
         nt = len(self.tensors) if n_tensors is None else n_tensors
         nk = len(self.kvs) if n_kv is None else n_kv
-        return b"GGUF" + struct.pack("<I", self.version) + self.n(nt) + self.n(nk) + b"".join(self.kvs) + b"".join(self.tensors)
+        return (
+            b"GGUF"
+            + struct.pack("<I", self.version)
+            + self.n(nt)
+            + self.n(nk)
+            + b"".join(self.kvs)
+            + b"".join(self.tensors)
+        )
 
 
 def write(tmp_path: Path, data: bytes, name: str = "x.gguf") -> Path:
@@ -68,8 +94,30 @@ def refused(p: Path) -> str:
 @pytest.mark.parametrize("version", [1, 2, 3])
 def test_every_scalar_type_is_read_with_its_value(version: int, tmp_path: Path) -> None:
     g = G(version)
-    values = {"U8": 250, "I8": -5, "U16": 65000, "I16": -300, "U32": 4_000_000_000, "I32": -70000, "F32": 1.5, "U64": 2**40, "I64": -(2**40), "F64": 0.1}
-    fmts = {"U8": "<B", "I8": "<b", "U16": "<H", "I16": "<h", "U32": "<I", "I32": "<i", "F32": "<f", "U64": "<Q", "I64": "<q", "F64": "<d"}
+    values = {
+        "U8": 250,
+        "I8": -5,
+        "U16": 65000,
+        "I16": -300,
+        "U32": 4_000_000_000,
+        "I32": -70000,
+        "F32": 1.5,
+        "U64": 2**40,
+        "I64": -(2**40),
+        "F64": 0.1,
+    }
+    fmts = {
+        "U8": "<B",
+        "I8": "<b",
+        "U16": "<H",
+        "I16": "<h",
+        "U32": "<I",
+        "I32": "<i",
+        "F32": "<f",
+        "U64": "<Q",
+        "I64": "<q",
+        "F64": "<d",
+    }
     for t, v in values.items():
         g.kv(f"k.{t}", t, struct.pack(fmts[t], v))
     g.kv("k.true", "BOOL", b"\x01").kv("k.false", "BOOL", b"\x00").kv("k.str", "STRING", g.s("héllo"))
@@ -124,7 +172,9 @@ def test_a_long_string_keeps_no_text(tmp_path: Path) -> None:
     g.kv("long", "STRING", g.s("b" * (keep + 1)))
     g.kv("after", "U8", b"\x03")
     f = read_gguf(write(tmp_path, g.bytes()))
-    assert f.metadata["short"].value == "a" * keep and f.metadata["long"].value is None and f.metadata["after"].value == 3
+    assert (
+        f.metadata["short"].value == "a" * keep and f.metadata["long"].value is None and f.metadata["after"].value == 3
+    )
 
 
 def test_tensors_dims_type_offset_and_the_data_offset(tmp_path: Path) -> None:
@@ -169,7 +219,9 @@ def test_a_tensor_ending_at_the_last_byte_fits_and_one_more_does_not(tmp_path: P
     exact = head + b"\0" * (base - len(head)) + b"\0" * (8 + 16)
     assert read_gguf(write(tmp_path, exact)).tensors["a"].nbytes == 16
     p = write(tmp_path, exact[:-1])
-    assert refused(p) == f"truncated GGUF: tensor `a` needs 16 bytes at offset {base + 8}, file has {len(exact) - 1} bytes"
+    assert (
+        refused(p) == f"truncated GGUF: tensor `a` needs 16 bytes at offset {base + 8}, file has {len(exact) - 1} bytes"
+    )
 
 
 # --------------------------------------------------------------------------- refusals, word for word
@@ -184,32 +236,82 @@ def _refusals() -> list[tuple[str, bytes, str]]:
         ("version 4", b"GGUF" + struct.pack("<I", 4) + b"\0" * 16, "unsupported GGUF version 4"),
         ("tensor count", G().bytes(n_tensors=cap + 1), f"hostile GGUF: tensor count {cap + 1} exceeds {cap}"),
         ("metadata count", G().bytes(n_kv=cap + 1), f"hostile GGUF: metadata count {cap + 1} exceeds {cap}"),
-        ("declared counts", G().bytes(n_tensors=1, n_kv=2) + b"\0" * 40,
-         "truncated or hostile GGUF: header declares 1 tensors and 2 metadata entries, needs at least 50 bytes, only 40 remain"),
-        ("no counts", b"GGUF" + struct.pack("<I", 3) + b"\0" * 12,
-         "truncated or hostile GGUF: metadata count needs 8 bytes at offset 16, only 4 remain"),
-        ("key string", G().bytes(n_kv=1) + g.n(2**30 + 1) + b"\0" * 8,
-         f"hostile GGUF: metadata key #0 string length {2**30 + 1} exceeds {2**30}"),
-        ("key past the end", G().bytes(n_kv=1) + g.n(10) + b"k" * 5,
-         "truncated or hostile GGUF: metadata key #0 string of 10 bytes needs 10 bytes at offset 32, only 5 remain"),
-        ("key over 64 KiB", G().kv("k" * 65537, "U8", b"\0").bytes(), "hostile GGUF: metadata key #0 is longer than 64 KiB"),
+        (
+            "declared counts",
+            G().bytes(n_tensors=1, n_kv=2) + b"\0" * 40,
+            "truncated or hostile GGUF: header declares 1 tensors and 2 metadata entries, needs at least 50 bytes, only 40 remain",
+        ),
+        (
+            "no counts",
+            b"GGUF" + struct.pack("<I", 3) + b"\0" * 12,
+            "truncated or hostile GGUF: metadata count needs 8 bytes at offset 16, only 4 remain",
+        ),
+        (
+            "key string",
+            G().bytes(n_kv=1) + g.n(2**30 + 1) + b"\0" * 8,
+            f"hostile GGUF: metadata key #0 string length {2**30 + 1} exceeds {2**30}",
+        ),
+        (
+            "key past the end",
+            G().bytes(n_kv=1) + g.n(10) + b"k" * 5,
+            "truncated or hostile GGUF: metadata key #0 string of 10 bytes needs 10 bytes at offset 32, only 5 remain",
+        ),
+        (
+            "key over 64 KiB",
+            G().kv("k" * 65537, "U8", b"\0").bytes(),
+            "hostile GGUF: metadata key #0 is longer than 64 KiB",
+        ),
         ("value type", G().kv("k", 13, b"\0" * 8).bytes(), "corrupt GGUF: `k` has unknown value type 13"),
         ("bool byte", G().kv("flag", "BOOL", b"\x02").bytes(), "corrupt GGUF: `flag` bool byte is 2"),
-        ("scalar past the end", G().kv("k", "U64", b"\0" * 7).bytes(), "truncated or hostile GGUF: `k` needs 8 bytes at offset 37, only 7 remain"),
-        ("array type", G().kv("k", "ARRAY", struct.pack("<I", 13) + b"\0" * 8).bytes(), "corrupt GGUF: `k` array has unknown element type 13"),
-        ("array length", G().kv("k", "ARRAY", struct.pack("<I", 0) + g.n(cap + 1)).bytes(), f"hostile GGUF: `k` array length {cap + 1} exceeds {cap}"),
-        ("tensor name over 64 KiB", G().tensor("t" * 65537, (1,), 0, 0).bytes(), "hostile GGUF: tensor name #0 is longer than 64 KiB"),
-        ("tensor dims", G().tensor("t", (1, 1, 1, 1, 1), 0, 0).bytes(), "corrupt GGUF: tensor `t` has 5 dimensions; candle 0.11.0 accepts at most 4"),
-        ("alignment 0", G().kv("general.alignment", "U32", struct.pack("<I", 0)).bytes(), "corrupt GGUF: `general.alignment` is 0"),
+        (
+            "scalar past the end",
+            G().kv("k", "U64", b"\0" * 7).bytes(),
+            "truncated or hostile GGUF: `k` needs 8 bytes at offset 37, only 7 remain",
+        ),
+        (
+            "array type",
+            G().kv("k", "ARRAY", struct.pack("<I", 13) + b"\0" * 8).bytes(),
+            "corrupt GGUF: `k` array has unknown element type 13",
+        ),
+        (
+            "array length",
+            G().kv("k", "ARRAY", struct.pack("<I", 0) + g.n(cap + 1)).bytes(),
+            f"hostile GGUF: `k` array length {cap + 1} exceeds {cap}",
+        ),
+        (
+            "tensor name over 64 KiB",
+            G().tensor("t" * 65537, (1,), 0, 0).bytes(),
+            "hostile GGUF: tensor name #0 is longer than 64 KiB",
+        ),
+        (
+            "tensor dims",
+            G().tensor("t", (1, 1, 1, 1, 1), 0, 0).bytes(),
+            "corrupt GGUF: tensor `t` has 5 dimensions; candle 0.11.0 accepts at most 4",
+        ),
+        (
+            "alignment 0",
+            G().kv("general.alignment", "U32", struct.pack("<I", 0)).bytes(),
+            "corrupt GGUF: `general.alignment` is 0",
+        ),
     ]
     # a string array whose element runs past the end, in the long (skipped) form
     n = gguf_header.KEEP_ARRAY + 1
     body = b"".join(g.s("x") for _ in range(n - 1)) + g.n(50) + b"y" * 10
-    cases.append(("skipped string", G().kv("tok", "ARRAY", struct.pack("<I", VT["STRING"]) + g.n(n) + body).bytes(),
-                  f"truncated or hostile GGUF: `tok`[{n - 1}] string length 50 runs past the end of the file"))
+    cases.append(
+        (
+            "skipped string",
+            G().kv("tok", "ARRAY", struct.pack("<I", VT["STRING"]) + g.n(n) + body).bytes(),
+            f"truncated or hostile GGUF: `tok`[{n - 1}] string length 50 runs past the end of the file",
+        )
+    )
     body = b"".join(g.s("x") for _ in range(n - 1)) + g.n(2**30 + 1)
-    cases.append(("skipped string over the cap", G().kv("tok", "ARRAY", struct.pack("<I", VT["STRING"]) + g.n(n) + body).bytes() + b"\0" * 8,
-                  f"truncated or hostile GGUF: `tok`[{n - 1}] string length {2**30 + 1} runs past the end of the file"))
+    cases.append(
+        (
+            "skipped string over the cap",
+            G().kv("tok", "ARRAY", struct.pack("<I", VT["STRING"]) + g.n(n) + body).bytes() + b"\0" * 8,
+            f"truncated or hostile GGUF: `tok`[{n - 1}] string length {2**30 + 1} runs past the end of the file",
+        )
+    )
     return cases
 
 
@@ -226,17 +328,26 @@ def test_skipped_strings_missing_their_last_length_prefix(tmp_path: Path) -> Non
     body = g.s("x" * 100) + b"".join(g.s("") for _ in range(n - 2)) + b"\0" * 4
     data = G().kv("tok", "ARRAY", struct.pack("<I", VT["STRING"]) + g.n(n) + body).bytes()
     offset = len(data) - 4
-    assert refused(write(tmp_path, data)) == f"truncated or hostile GGUF: `tok`[{n - 1}] length needs 8 bytes at offset {offset}, only 4 remain"
+    assert (
+        refused(write(tmp_path, data))
+        == f"truncated or hostile GGUF: `tok`[{n - 1}] length needs 8 bytes at offset {offset}, only 4 remain"
+    )
 
 
 def test_arrays_nested_past_the_depth_cap(tmp_path: Path) -> None:
     g = G()
     depth = gguf_header.GGUF_MAX_VALUE_DEPTH + 1
-    payload = b"".join(struct.pack("<I", VT["ARRAY"]) + g.n(1) for _ in range(depth)) + struct.pack("<I", VT["U8"]) + g.n(0)
+    payload = (
+        b"".join(struct.pack("<I", VT["ARRAY"]) + g.n(1) for _ in range(depth)) + struct.pack("<I", VT["U8"]) + g.n(0)
+    )
     msg = refused(write(tmp_path, G().kv("deep", "ARRAY", payload).bytes()))
     assert msg == "hostile GGUF: `deep`" + "[0]" * depth + " nests arrays deeper than 64"
     # one level less is read
-    ok = b"".join(struct.pack("<I", VT["ARRAY"]) + g.n(1) for _ in range(depth - 1)) + struct.pack("<I", VT["U8"]) + g.n(0)
+    ok = (
+        b"".join(struct.pack("<I", VT["ARRAY"]) + g.n(1) for _ in range(depth - 1))
+        + struct.pack("<I", VT["U8"])
+        + g.n(0)
+    )
     assert read_gguf(write(tmp_path, G().kv("deep", "ARRAY", ok).bytes())).metadata["deep"].length == 1
 
 
@@ -309,7 +420,10 @@ def test_lengths_are_unsigned(version: int, count: int, tmp_path: Path) -> None:
     """A count with the top bit set is huge, not negative."""
     g = G(version)
     cap = gguf_header.GGUF_MAX_ARRAY_ELEMENTS
-    assert refused(write(tmp_path, g.bytes(n_tensors=count) + b"\0" * 64)) == f"hostile GGUF: tensor count {count} exceeds {cap}"
+    assert (
+        refused(write(tmp_path, g.bytes(n_tensors=count) + b"\0" * 64))
+        == f"hostile GGUF: tensor count {count} exceeds {cap}"
+    )
     key = G(version).kv("k", "ARRAY", struct.pack("<I", VT["U8"]) + g.n(count)).bytes()
     assert refused(write(tmp_path, key)) == f"hostile GGUF: `k` array length {count} exceeds {cap}"
     s = G(version).kv("k", "STRING", g.n(count)).bytes()
@@ -322,7 +436,9 @@ def test_skipped_string_arrays_may_end_at_the_last_byte(version: int, last: byte
     g = G(version)
     n = gguf_header.KEEP_ARRAY + 1
     body = b"".join(g.s("ab") for _ in range(n - 1)) + g.s(last)
-    f = read_gguf(write(tmp_path, G(version).kv("tok", "ARRAY", struct.pack("<I", VT["STRING"]) + g.n(n) + body).bytes()))
+    f = read_gguf(
+        write(tmp_path, G(version).kv("tok", "ARRAY", struct.pack("<I", VT["STRING"]) + g.n(n) + body).bytes())
+    )
     assert f.metadata["tok"] == GgufValue("ARRAY", None, "STRING", n)
     # one byte less: the last string (or its length) runs past the end
     short = G(version).kv("tok", "ARRAY", struct.pack("<I", VT["STRING"]) + g.n(n) + body[:-1]).bytes()
@@ -363,23 +479,48 @@ def _long_name_refusals() -> list[tuple[str, bytes, str]]:
     t_data = G().tensor(LONG, (4,), 0, 0).bytes()
     t_base = -(-len(t_data) // 32) * 32
     return [
-        ("key value type", head_kv + name + b"\0\0", f"truncated or hostile GGUF: `{CUT}` value type needs 4 bytes at offset 96, only 2 remain"),
+        (
+            "key value type",
+            head_kv + name + b"\0\0",
+            f"truncated or hostile GGUF: `{CUT}` value type needs 4 bytes at offset 96, only 2 remain",
+        ),
         ("key value", G().kv(LONG, "BOOL", b"\x02").bytes(), f"corrupt GGUF: `{CUT}` bool byte is 2"),
-        ("tensor dimension count", head_t + name + b"\0\0",
-         f"truncated or hostile GGUF: tensor `{CUT}` dimension count needs 4 bytes at offset 96, only 2 remain"),
-        ("tensor dims", head_t + name + struct.pack("<I", 2) + g.n(5),
-         f"truncated or hostile GGUF: tensor `{CUT}` dims needs 8 bytes at offset 108, only 0 remain"),
-        ("tensor type", head_t + name + struct.pack("<I", 1) + g.n(5) + b"\0",
-         f"truncated or hostile GGUF: tensor `{CUT}` type needs 4 bytes at offset 108, only 1 remain"),
-        ("tensor offset", head_t + name + struct.pack("<I", 1) + g.n(5) + struct.pack("<I", 0) + b"\0" * 7,
-         f"truncated or hostile GGUF: tensor `{CUT}` offset needs 8 bytes at offset 112, only 7 remain"),
-        ("tensor dimensions", G().tensor(LONG, (1,) * 5, 0, 0).bytes(),
-         f"corrupt GGUF: tensor `{CUT}` has 5 dimensions; candle 0.11.0 accepts at most 4"),
-        ("tensor data", t_data, f"truncated GGUF: tensor `{CUT}` needs 16 bytes at offset {t_base}, file has {len(t_data)} bytes"),
+        (
+            "tensor dimension count",
+            head_t + name + b"\0\0",
+            f"truncated or hostile GGUF: tensor `{CUT}` dimension count needs 4 bytes at offset 96, only 2 remain",
+        ),
+        (
+            "tensor dims",
+            head_t + name + struct.pack("<I", 2) + g.n(5),
+            f"truncated or hostile GGUF: tensor `{CUT}` dims needs 8 bytes at offset 108, only 0 remain",
+        ),
+        (
+            "tensor type",
+            head_t + name + struct.pack("<I", 1) + g.n(5) + b"\0",
+            f"truncated or hostile GGUF: tensor `{CUT}` type needs 4 bytes at offset 108, only 1 remain",
+        ),
+        (
+            "tensor offset",
+            head_t + name + struct.pack("<I", 1) + g.n(5) + struct.pack("<I", 0) + b"\0" * 7,
+            f"truncated or hostile GGUF: tensor `{CUT}` offset needs 8 bytes at offset 112, only 7 remain",
+        ),
+        (
+            "tensor dimensions",
+            G().tensor(LONG, (1,) * 5, 0, 0).bytes(),
+            f"corrupt GGUF: tensor `{CUT}` has 5 dimensions; candle 0.11.0 accepts at most 4",
+        ),
+        (
+            "tensor data",
+            t_data,
+            f"truncated GGUF: tensor `{CUT}` needs 16 bytes at offset {t_base}, file has {len(t_data)} bytes",
+        ),
     ]
 
 
-@pytest.mark.parametrize("data,message", [(d, m) for _, d, m in _long_name_refusals()], ids=[c[0] for c in _long_name_refusals()])
+@pytest.mark.parametrize(
+    "data,message", [(d, m) for _, d, m in _long_name_refusals()], ids=[c[0] for c in _long_name_refusals()]
+)
 def test_long_names_are_cut_to_60_characters_in_refusals(data: bytes, message: str, tmp_path: Path) -> None:
     assert refused(write(tmp_path, data)) == message
 
@@ -393,7 +534,10 @@ def test_names_of_exactly_64_kib_are_kept(what: str, tmp_path: Path) -> None:
 
 
 def test_magic_and_version_are_unsigned(tmp_path: Path) -> None:
-    assert refused(write(tmp_path, b"\xff\xff\xff\xff" + struct.pack("<I", 3) + b"\0" * 16)) == "not a GGUF file (magic 0xffffffff)"
+    assert (
+        refused(write(tmp_path, b"\xff\xff\xff\xff" + struct.pack("<I", 3) + b"\0" * 16))
+        == "not a GGUF file (magic 0xffffffff)"
+    )
     assert refused(write(tmp_path, b"GGUF" + b"\xff\xff\xff\xff" + b"\0" * 16)) == "unsupported GGUF version 4294967295"
 
 
@@ -443,24 +587,55 @@ def _unsigned_and_truncated_fields() -> list[tuple[str, bytes, str]]:
     k = G().bytes(n_kv=1) + g.s("k")  # the key `k` ends at offset 33
     t = G().bytes(n_tensors=1)
     return [
-        ("v1 metadata count", b"GGUF" + struct.pack("<I", 1) + g1.n(0) + b"\0\0",
-         "truncated or hostile GGUF: metadata count needs 4 bytes at offset 12, only 2 remain"),
-        ("eight bytes", b"GGUF" + struct.pack("<I", 3), "truncated or hostile GGUF: tensor count needs 8 bytes at offset 8, only 0 remain"),
-        ("string length", G().kv("k", "STRING", b"\0\0").bytes(), "truncated or hostile GGUF: `k` needs 8 bytes at offset 37, only 2 remain"),
-        ("array type", G().kv("k", "ARRAY", b"\0\0").bytes(), "truncated or hostile GGUF: `k` array type needs 4 bytes at offset 37, only 2 remain"),
-        ("array length", G().kv("k", "ARRAY", struct.pack("<I", 0) + b"\0\0").bytes(),
-         "truncated or hostile GGUF: `k` array length needs 8 bytes at offset 41, only 2 remain"),
-        ("tensor name", t + g.n(100) + b"t" * 30,
-         "truncated or hostile GGUF: tensor name #0 string of 100 bytes needs 100 bytes at offset 32, only 30 remain"),
+        (
+            "v1 metadata count",
+            b"GGUF" + struct.pack("<I", 1) + g1.n(0) + b"\0\0",
+            "truncated or hostile GGUF: metadata count needs 4 bytes at offset 12, only 2 remain",
+        ),
+        (
+            "eight bytes",
+            b"GGUF" + struct.pack("<I", 3),
+            "truncated or hostile GGUF: tensor count needs 8 bytes at offset 8, only 0 remain",
+        ),
+        (
+            "string length",
+            G().kv("k", "STRING", b"\0\0").bytes(),
+            "truncated or hostile GGUF: `k` needs 8 bytes at offset 37, only 2 remain",
+        ),
+        (
+            "array type",
+            G().kv("k", "ARRAY", b"\0\0").bytes(),
+            "truncated or hostile GGUF: `k` array type needs 4 bytes at offset 37, only 2 remain",
+        ),
+        (
+            "array length",
+            G().kv("k", "ARRAY", struct.pack("<I", 0) + b"\0\0").bytes(),
+            "truncated or hostile GGUF: `k` array length needs 8 bytes at offset 41, only 2 remain",
+        ),
+        (
+            "tensor name",
+            t + g.n(100) + b"t" * 30,
+            "truncated or hostile GGUF: tensor name #0 string of 100 bytes needs 100 bytes at offset 32, only 30 remain",
+        ),
         ("value type", k + b"\xff\xff\xff\xff" + b"\0" * 8, "corrupt GGUF: `k` has unknown value type 4294967295"),
-        ("array element type", G().kv("k", "ARRAY", b"\xff\xff\xff\xff" + g.n(0)).bytes(),
-         "corrupt GGUF: `k` array has unknown element type 4294967295"),
-        ("dimension count", t + g.s("t") + b"\xff\xff\xff\xff" + b"\0" * 20,
-         "corrupt GGUF: tensor `t` has 4294967295 dimensions; candle 0.11.0 accepts at most 4"),
+        (
+            "array element type",
+            G().kv("k", "ARRAY", b"\xff\xff\xff\xff" + g.n(0)).bytes(),
+            "corrupt GGUF: `k` array has unknown element type 4294967295",
+        ),
+        (
+            "dimension count",
+            t + g.s("t") + b"\xff\xff\xff\xff" + b"\0" * 20,
+            "corrupt GGUF: tensor `t` has 4294967295 dimensions; candle 0.11.0 accepts at most 4",
+        ),
     ]
 
 
-@pytest.mark.parametrize("data,message", [(d, m) for _, d, m in _unsigned_and_truncated_fields()], ids=[c[0] for c in _unsigned_and_truncated_fields()])
+@pytest.mark.parametrize(
+    "data,message",
+    [(d, m) for _, d, m in _unsigned_and_truncated_fields()],
+    ids=[c[0] for c in _unsigned_and_truncated_fields()],
+)
 def test_fields_are_named_when_truncated_and_read_unsigned(data: bytes, message: str, tmp_path: Path) -> None:
     assert refused(write(tmp_path, data)) == message
 
@@ -471,7 +646,10 @@ def test_skipped_string_lengths_are_unsigned(version: int, length: int, tmp_path
     n = gguf_header.KEEP_ARRAY + 1
     body = b"".join(g.s("x") for _ in range(n - 1)) + g.n(length) + b"\0" * 16
     data = G(version).kv("tok", "ARRAY", struct.pack("<I", VT["STRING"]) + g.n(n) + body).bytes()
-    assert refused(write(tmp_path, data)) == f"truncated or hostile GGUF: `tok`[{n - 1}] string length {length} runs past the end of the file"
+    assert (
+        refused(write(tmp_path, data))
+        == f"truncated or hostile GGUF: `tok`[{n - 1}] string length {length} runs past the end of the file"
+    )
 
 
 def test_a_skipped_string_of_exactly_the_cap_is_allowed(tmp_path: Path) -> None:
@@ -510,7 +688,17 @@ def test_alignment_is_read_from_every_small_integer_type(vtype: str, alignment: 
     """The header is padded to 1 more than a multiple of 64, so 16, 32 (the default) and 64 each
     put the data somewhere else. candle 0.11.0 takes U8, U16, U32 and non-negative I8, I16, I32
     (gguf_file.rs:551-559); any other type falls back to 32."""
-    fmts = {"U8": "<B", "U16": "<H", "U32": "<I", "I8": "<b", "I16": "<h", "I32": "<i", "F32": "<f", "U64": "<Q", "I64": "<q"}
+    fmts = {
+        "U8": "<B",
+        "U16": "<H",
+        "U32": "<I",
+        "I8": "<b",
+        "I16": "<h",
+        "I32": "<i",
+        "F32": "<f",
+        "U64": "<Q",
+        "I64": "<q",
+    }
     value = struct.pack(fmts[vtype], float(alignment) if vtype == "F32" else alignment)
     pad = 0
     while len(G().kv("general.alignment", vtype, value).kv("p" * pad, "U8", b"\0").bytes()) % 64 != 1:

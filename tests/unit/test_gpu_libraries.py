@@ -19,7 +19,12 @@ def _smaps(*entries: tuple[str, str, int, int]) -> str:
     out, at = [], 0x7F0000000000
     for perms, path, rss, anon in entries:
         out.append(f"{at:x}-{at + 0x200000:x} {perms} 00000000 08:01 1234       {path}".rstrip())
-        out += [f"Size:               2048 kB", f"Rss:            {rss:6d} kB", f"Anonymous:      {anon:6d} kB", "VmFlags: rd mr mw me"]
+        out += [
+            "Size:               2048 kB",
+            f"Rss:            {rss:6d} kB",
+            f"Anonymous:      {anon:6d} kB",
+            "VmFlags: rd mr mw me",
+        ]
         at += 0x200000
     return "\n".join(out) + "\n"
 
@@ -37,7 +42,11 @@ def test_only_unwritten_read_only_gpu_library_mappings_are_dropped():
     )
     assert len(mappings(text)) == 8
     got = [(m.perms, m.path.rsplit("/", 1)[-1], m.rss_kib) for m in droppable(text)]
-    assert got == [("r-xp", "libcublasLt.so.13", 2048), ("r--p", "libtriton.so", 1024), ("r-xp", "libtorch_cuda.so", 300)]
+    assert got == [
+        ("r-xp", "libcublasLt.so.13", 2048),
+        ("r--p", "libtriton.so", 1024),
+        ("r-xp", "libtorch_cuda.so", 300),
+    ]
 
 
 _CHILD = r"""

@@ -63,7 +63,9 @@ def test_read_ref_refuses_what_only_starts_or_ends_like_a_commit(content: str, t
     ref.write_bytes(content.encode("latin-1"))
     with pytest.raises(hub.BadRef) as e:
         hub.read_ref(ref)
-    assert str(e.value) == f"holds {hub.short(repr(content.encode('latin-1')), 60)}, not a commit hash (40 hex characters)"
+    assert (
+        str(e.value) == f"holds {hub.short(repr(content.encode('latin-1')), 60)}, not a commit hash (40 hex characters)"
+    )
 
 
 def test_read_ref_returns_the_commit_and_none_when_absent(tmp_path: Path) -> None:
@@ -124,7 +126,9 @@ def test_read_ref_an_unreadable_ref_is_a_bad_ref(tmp_path: Path, monkeypatch: py
         hub.read_ref(ref)
 
 
-def test_read_ref_a_ref_below_an_unsearchable_directory_is_a_bad_ref(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_read_ref_a_ref_below_an_unsearchable_directory_is_a_bad_ref(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def refused(*_a: object, **_k: object) -> None:
         raise PermissionError(13, "Permission denied")
 
@@ -143,7 +147,11 @@ def repo(tmp_path: Path) -> Path:
     return r
 
 
-@pytest.mark.parametrize("name", [C + "0", C + "a", C[:-1], C.upper(), C + "x", "x" + C], ids=["41-hex", "41-hex-a", "39-hex", "upper", "commit-then-x", "x-commit"])
+@pytest.mark.parametrize(
+    "name",
+    [C + "0", C + "a", C[:-1], C.upper(), C + "x", "x" + C],
+    ids=["41-hex", "41-hex-a", "39-hex", "upper", "commit-then-x", "x-commit"],
+)
 def test_is_snapshot_refuses_a_name_that_is_no_40_hex_commit(name: str, repo: Path) -> None:
     (repo / "snapshots" / name).mkdir()
     assert hub.is_snapshot(repo / "snapshots" / C, repo)
@@ -186,12 +194,19 @@ def test_describe_names_the_revision_its_commit_and_a_partial_download(tmp_path:
     m = hub.CachedModel(repo_id="acme/m", revision="v1", commit=C, path=tmp_path)
     assert m.describe() == f"acme/m@v1 is {tmp_path} in the Hugging Face cache (commit {C[:12]})"
     partial = hub.CachedModel(repo_id="acme/m", revision="main", commit=C, path=tmp_path, partial=True)
-    assert partial.describe() == f"acme/m@main is {tmp_path} in the Hugging Face cache (commit {C[:12]}, a partial download: the files that are there are linted)"
-    assert hub.CachedModel(repo_id="acme/m", revision="-", commit="", path=tmp_path).spec == "acme/m"  # a repo the scan could not read
+    assert (
+        partial.describe()
+        == f"acme/m@main is {tmp_path} in the Hugging Face cache (commit {C[:12]}, a partial download: the files that are there are linted)"
+    )
+    assert (
+        hub.CachedModel(repo_id="acme/m", revision="-", commit="", path=tmp_path).spec == "acme/m"
+    )  # a repo the scan could not read
 
 
 @pytest.mark.parametrize("spec,where", [("acme/m", "acme/m"), (None, "--hf-cache")])
-def test_without_huggingface_hub_one_line_says_what_to_install(spec: str | None, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_huggingface_hub_one_line_says_what_to_install(
+    spec: str | None, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import sys
 
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # `import huggingface_hub` raises ImportError
@@ -199,7 +214,9 @@ def test_without_huggingface_hub_one_line_says_what_to_install(spec: str | None,
     with pytest.raises(InputError) as e:
         hub.offline_hub(spec) if spec is not None else hub.offline_hub()
     assert e.value.path == where
-    what = "no such path; reading it as a Hugging Face repo id needs" if spec else "reading the Hugging Face cache needs"
+    what = (
+        "no such path; reading it as a Hugging Face repo id needs" if spec else "reading the Hugging Face cache needs"
+    )
     assert e.value.what == f"{what} huggingface_hub (pip install huggingface_hub)"
     assert os.environ["HF_HUB_OFFLINE"] == "1"  # set before anything of the hub is imported
     if spec:
@@ -228,7 +245,9 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _repo(cache: Path, repo_id: str, tmp_path: Path) -> Path:
     """A cached repo with one snapshot of a model with two fixable findings; returns its snapshot."""
-    return hc.add_revision(cache, repo_id, hc.model_files(sk.write_model(tmp_path / "src" / repo_id.replace("/", "-"), BAD())))
+    return hc.add_revision(
+        cache, repo_id, hc.model_files(sk.write_model(tmp_path / "src" / repo_id.replace("/", "-"), BAD()))
+    )
 
 
 def test_resolve_finds_main_a_tag_and_a_commit(cache: Path, tmp_path: Path) -> None:
@@ -236,14 +255,19 @@ def test_resolve_finds_main_a_tag_and_a_commit(cache: Path, tmp_path: Path) -> N
     tag = hc.add_revision(cache, "acme/m", {"config.json": b"{}"}, refs=("v1",), commit=OTHER)
     m = hub.resolve("acme/m")
     assert (m.repo_id, m.revision, m.commit, m.path, m.partial) == ("acme/m", "main", snap.name, snap, False)
-    assert m.spec == "acme/m@main" and m.describe() == f"acme/m@main is {snap} in the Hugging Face cache (commit {snap.name[:12]})"
+    assert (
+        m.spec == "acme/m@main"
+        and m.describe() == f"acme/m@main is {snap} in the Hugging Face cache (commit {snap.name[:12]})"
+    )
     t = hub.resolve("acme/m@v1")
     assert (t.revision, t.commit, t.path) == ("v1", OTHER, tag)
     by_hash = hub.resolve(f"acme/m@{OTHER}")
     assert (by_hash.revision, by_hash.commit, by_hash.path) == (OTHER, OTHER, tag)
 
 
-@pytest.mark.parametrize("case", ["commit-then-up-x", "commit-then-x", "41-hex", "commit-then-up-other", "commit-newline", "up-commit"])
+@pytest.mark.parametrize(
+    "case", ["commit-then-up-x", "commit-then-x", "41-hex", "commit-then-up-other", "commit-newline", "up-commit"]
+)
 def test_resolve_refuses_a_ref_that_only_starts_or_ends_like_a_commit(case: str, cache: Path, tmp_path: Path) -> None:
     content = NOT_COMMIT_CASES[case]
     snap = _repo(cache, "acme/m", tmp_path)
@@ -266,7 +290,10 @@ def test_resolve_refuses_a_snapshot_linked_to_a_41_hex_directory(cache: Path, tm
     with pytest.raises(InputError) as e:
         hub.resolve("acme/m")
     repo_dir = hc.repo_dir(cache, "acme/m")
-    assert e.value.what == f"the Hugging Face cache names {snap} for it, which is not a snapshot of acme/m ({repo_dir / 'snapshots'}/<commit>)"
+    assert (
+        e.value.what
+        == f"the Hugging Face cache names {snap} for it, which is not a snapshot of acme/m ({repo_dir / 'snapshots'}/<commit>)"
+    )
     assert e.value.path == "acme/m"
 
 
@@ -275,10 +302,14 @@ def test_resolve_a_41_hex_revision_is_a_branch_name_that_is_not_cached(cache: Pa
     (snap.parent / (snap.name + "a")).symlink_to(snap.name, target_is_directory=True)
     with pytest.raises(InputError) as e:
         hub.resolve(f"acme/m@{snap.name}a")
-    assert e.value.what.startswith(f"no such path, and revision `{snap.name}a` of acme/m is not in the Hugging Face cache ({cache})")
+    assert e.value.what.startswith(
+        f"no such path, and revision `{snap.name}a` of acme/m is not in the Hugging Face cache ({cache})"
+    )
 
 
-def test_resolve_goes_offline_even_when_huggingface_hub_was_imported_online(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resolve_goes_offline_even_when_huggingface_hub_was_imported_online(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """huggingface_hub reads HF_HUB_OFFLINE at import; one imported before portkit is told again,
     and asked for local files only (either alone keeps it off the network)."""
     from huggingface_hub import constants
@@ -298,10 +329,22 @@ def test_resolve_goes_offline_even_when_huggingface_hub_was_imported_online(cach
     "spec,what",
     [
         ("acme", "not a path, and not a Hugging Face repo id (ORG/NAME[@REVISION])"),
-        ("acme/m@..", "no such path, and `..` is not a revision (a branch, tag or commit hash; `.`, `..` and `/dir` are paths)"),
-        ("acme/m@main//x", "no such path, and `main//x` is not a revision (a branch, tag or commit hash; `.`, `..` and `/dir` are paths)"),
-        ("acme/a--b", "no such path, and not a valid Hugging Face repo id: Cannot have -- or .. in repo_id: 'acme/a--b'."),
-        ("acme/x.git", "no such path, and not a valid Hugging Face repo id: Repo_id cannot end by '.git': 'acme/x.git'."),
+        (
+            "acme/m@..",
+            "no such path, and `..` is not a revision (a branch, tag or commit hash; `.`, `..` and `/dir` are paths)",
+        ),
+        (
+            "acme/m@main//x",
+            "no such path, and `main//x` is not a revision (a branch, tag or commit hash; `.`, `..` and `/dir` are paths)",
+        ),
+        (
+            "acme/a--b",
+            "no such path, and not a valid Hugging Face repo id: Cannot have -- or .. in repo_id: 'acme/a--b'.",
+        ),
+        (
+            "acme/x.git",
+            "no such path, and not a valid Hugging Face repo id: Repo_id cannot end by '.git': 'acme/x.git'.",
+        ),
     ],
     ids=["no-slash", "dot-dot-revision", "empty-revision-part", "double-dash", "dot-git"],
 )
@@ -347,15 +390,24 @@ def test_resolve_a_partial_download_is_resolved_and_said_so(cache: Path, tmp_pat
     [
         ("validation", "no such path, and not a valid Hugging Face repo id: the hub refuses it"),
         ("oserror", "cannot read it in the Hugging Face cache ({cache}): [Errno 5] Input/output error: 'snapshots'"),
-        ("valueerror", "cannot read it in the Hugging Face cache ({cache}): " + ("x " * 150)[:297] + "..."),  # one line, cut
+        (
+            "valueerror",
+            "cannot read it in the Hugging Face cache ({cache}): " + ("x " * 150)[:297] + "...",
+        ),  # one line, cut
     ],
     ids=["validation", "oserror", "valueerror"],
 )
-def test_resolve_what_huggingface_hub_raises_is_one_line(raised: str, what: str, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resolve_what_huggingface_hub_raises_is_one_line(
+    raised: str, what: str, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from huggingface_hub.errors import HFValidationError
 
     _repo(cache, "acme/m", tmp_path)
-    errors = {"validation": HFValidationError("the hub refuses it"), "oserror": OSError(5, "Input/output error", "snapshots"), "valueerror": ValueError("x\n" * 400)}
+    errors = {
+        "validation": HFValidationError("the hub refuses it"),
+        "oserror": OSError(5, "Input/output error", "snapshots"),
+        "valueerror": ValueError("x\n" * 400),
+    }
 
     def refuses(*_a: object, **_k: object) -> None:
         raise errors[raised]

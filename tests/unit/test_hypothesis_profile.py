@@ -19,7 +19,9 @@ PROG = (
 )
 
 
-@pytest.mark.parametrize("ci,expect", [("true", [True, True, True]), ("1", [True, True, True]), (None, [False, False, False])])
+@pytest.mark.parametrize(
+    "ci,expect", [("true", [True, True, True]), ("1", [True, True, True]), (None, [False, False, False])]
+)
 def test_ci_selects_the_derandomized_profile(ci: str | None, expect: list[bool]) -> None:
     env = {k: v for k, v in os.environ.items() if k != "CI"}
     if ci is not None:

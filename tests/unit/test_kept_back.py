@@ -37,7 +37,9 @@ class _Child:
     def result(self) -> ReferenceOutputs:
         req = self._next()
         assert isinstance(req, requests.ForwardRequest)
-        return ReferenceOutputs(greedy=[], rows=np.zeros((1, 2), np.float32), layers={}, nonfinite_weights=[req.model_dir])
+        return ReferenceOutputs(
+            greedy=[], rows=np.zeros((1, 2), np.float32), layers={}, nonfinite_weights=[req.model_dir]
+        )
 
     def kill(self) -> None:
         pass

@@ -16,7 +16,9 @@ def _contracts() -> list[dict[str, Any]]:
 
 
 def _layered(container: str | None) -> set[str]:
-    (layers,) = [c["layers"] for c in _contracts() if c["type"] == "layers" and (c.get("containers") or [None]) == [container]]
+    (layers,) = [
+        c["layers"] for c in _contracts() if c["type"] == "layers" and (c.get("containers") or [None]) == [container]
+    ]
     return {m.strip() for layer in layers for m in layer.replace(":", "|").split("|")}
 
 

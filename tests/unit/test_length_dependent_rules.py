@@ -33,7 +33,9 @@ CASES = {
 def _lint(d: Path, code: str, *extra: str) -> list[dict]:
     p = subprocess.run(
         [sys.executable, "-m", "portkit.cli", "lint", str(d), "--format", "json", "--select", code, *extra],
-        capture_output=True, text=True, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     assert p.returncode in (0, 1), p.stderr
     return json.loads(p.stdout)
@@ -48,7 +50,10 @@ def test_error_only_when_max_tokens_reaches_the_length(tmp_path: Path, code: str
     (within,) = _lint(tmp_path, code, "--max-tokens", str(length))
     assert within["severity"] == "warning" and f"--max-tokens {length} stays within" in within["message"]
     (past,) = _lint(tmp_path, code, "--max-tokens", str(length + 1))
-    assert past["severity"] == "error" and f"past {length} tokens, and --max-tokens {length + 1} reaches it" in past["message"]
+    assert (
+        past["severity"] == "error"
+        and f"past {length} tokens, and --max-tokens {length + 1} reaches it" in past["message"]
+    )
 
 
 def test_other_rope_types_keep_their_severity(tmp_path: Path) -> None:

@@ -30,7 +30,9 @@ def _reference(subs=LLAMA, layers: int = 3) -> dict[str, np.ndarray]:
     return out
 
 
-def _broken(ref: dict[str, np.ndarray], first: str, rel: float = 1e-2, positions: slice = slice(None)) -> dict[str, np.ndarray]:
+def _broken(
+    ref: dict[str, np.ndarray], first: str, rel: float = 1e-2, positions: slice = slice(None)
+) -> dict[str, np.ndarray]:
     """`ref`, with `first` and every value after it off by `rel` (of its max|ref|) at `positions`."""
     names = list(ref)
     got = {k: v.copy() for k, v in ref.items()}
@@ -53,7 +55,12 @@ def test_agreeing_values_localise_nothing():
 @pytest.mark.parametrize(
     "first, positions, diagnosis, pos0",
     [
-        ("layer.1.input_layernorm", slice(None), "input_layernorm differs: eps or weight offset (gemma's 1 + w)", False),
+        (
+            "layer.1.input_layernorm",
+            slice(None),
+            "input_layernorm differs: eps or weight offset (gemma's 1 + w)",
+            False,
+        ),
         ("layer.1.self_attn.q_proj", slice(None), "q_proj differs from position 0: weight layout or bias", False),
         (
             "layer.1.self_attn.k_proj",
@@ -114,14 +121,18 @@ def test_missing_projections_are_said_and_the_residual_is_named_when_every_sub_l
     ref = _reference()
     partial = {k: v for k, v in ref.items() if not k.endswith(("k_proj", "v_proj"))}
     _, loc = _localise(partial, _broken(partial, "layer.0.self_attn", positions=slice(1, None)), available=list(ref))
-    assert loc.diagnosis.startswith("q_proj agrees (k_proj, v_proj not dumped), attention output differs, position 0 agrees")
+    assert loc.diagnosis.startswith(
+        "q_proj agrees (k_proj, v_proj not dumped), attention output differs, position 0 agrees"
+    )
     assert loc.missing == ["layer.0.self_attn.k_proj", "layer.0.self_attn.v_proj"]
     # every sub-layer of layer.0 agrees, layer.0 does not: what is between them
     got = {k: v.copy() for k, v in ref.items()}
     for k in list(ref)[list(ref).index("layer.0") :]:
         got[k] = got[k] * (1 + 1e-3)
     _, loc = _localise(ref, got)
-    assert loc.name == "layer.0" and loc.diagnosis.startswith("every sub-layer dumped for layer.0 agrees: the residual additions")
+    assert loc.name == "layer.0" and loc.diagnosis.startswith(
+        "every sub-layer dumped for layer.0 agrees: the residual additions"
+    )
 
 
 def test_without_sub_layers_it_says_which_would_localise_it():
@@ -135,7 +146,9 @@ def test_without_sub_layers_it_says_which_would_localise_it():
     assert loc.diagnosis == "layer.2 differs; this capture records no sub-layers"
 
 
-@pytest.mark.parametrize("first, start", [("embeddings", "embeddings differ"), ("norm", "every layer agrees, the final norm differs")])
+@pytest.mark.parametrize(
+    "first, start", [("embeddings", "embeddings differ"), ("norm", "every layer agrees, the final norm differs")]
+)
 def test_values_between_the_layers_are_localised_too(first, start):
     ref = _reference()
     _, loc = _localise(ref, _broken(ref, first))
@@ -150,7 +163,15 @@ def test_gemma2_and_olmo2_norms_around_the_mlp():
     assert loc.name == "layer.0.post_feedforward_layernorm" and "eps or weight offset" in loc.diagnosis
     _, loc = _localise(ref, _broken(ref, "layer.0.mlp"))
     assert loc.diagnosis.startswith("pre_feedforward_layernorm agrees, mlp differs from position 0")
-    olmo2 = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn", "post_attention_layernorm", "mlp", "post_feedforward_layernorm")
+    olmo2 = (
+        "self_attn.q_proj",
+        "self_attn.k_proj",
+        "self_attn.v_proj",
+        "self_attn",
+        "post_attention_layernorm",
+        "mlp",
+        "post_feedforward_layernorm",
+    )
     ref = _reference(olmo2)
     _, loc = _localise(ref, _broken(ref, "layer.1.post_attention_layernorm"))
     assert loc.name == "layer.1.post_attention_layernorm" and loc.agreeing[-1] == "layer.1.self_attn"

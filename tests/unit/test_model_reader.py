@@ -33,7 +33,17 @@ def test_duplicates_are_recorded_and_last_wins() -> None:
     assert set(dups) == {("a",), ("b", "c")}
 
 
-@pytest.mark.parametrize("text,what", [("{\"a\": NaN}", "NaN"), ("{\"a\": Infinity}", "Infinity"), ("{\"a\": 1e999}", "out of range"), ("[" * 100 + "]" * 100, "nesting"), ("{\"a\": }", "invalid JSON"), ("\ufeff{}", "BOM")])
+@pytest.mark.parametrize(
+    "text,what",
+    [
+        ('{"a": NaN}', "NaN"),
+        ('{"a": Infinity}', "Infinity"),
+        ('{"a": 1e999}', "out of range"),
+        ("[" * 100 + "]" * 100, "nesting"),
+        ('{"a": }', "invalid JSON"),
+        ("\ufeff{}", "BOM"),
+    ],
+)
 def test_strict_json(text: str, what: str) -> None:
     with pytest.raises(ValueError, match=what):
         parse_json_text(text)
@@ -93,7 +103,11 @@ def test_lfs_pointer_is_skipped_with_a_note(tmp_path: Path) -> None:
 
 def test_gguf_reader_reads_metadata_and_tensors(tmp_path: Path) -> None:
     cfg = sk.config("tf4")
-    p = sk.write_gguf(tmp_path / "m.gguf", {**sk.llama_metadata(cfg), "tokenizer.ggml.tokens": ["a"] * 10000}, sk.gguf_tensors(cfg, "Q8_0"))
+    p = sk.write_gguf(
+        tmp_path / "m.gguf",
+        {**sk.llama_metadata(cfg), "tokenizer.ggml.tokens": ["a"] * 10000},
+        sk.gguf_tensors(cfg, "Q8_0"),
+    )
     g = read_gguf(p)
     assert g.metadata["llama.block_count"].value == 2
     assert g.metadata["tokenizer.ggml.tokens"].length == 10000 and g.metadata["tokenizer.ggml.tokens"].value is None
@@ -112,7 +126,18 @@ def _gguf_header(n_tensors: int, n_kv: int, rest: bytes = b"") -> bytes:
         (_gguf_header(0, 2**29), "needs at least"),
         (_gguf_header(0, 1, struct.pack("<Q", 2**62) + b"\0" * 16), "string length"),
         (_gguf_header(0, 1, struct.pack("<Q", 1) + b"k" + struct.pack("<IIQ", 9, 4, 2**29)), "array of"),
-        (_gguf_header(0, 1, struct.pack("<Q", 1) + b"k" + struct.pack("<IIQ", 9, 8, 5000) + struct.pack("<Q", 2**40) + b"\0" * 40000), "runs past the end"),
+        (
+            _gguf_header(
+                0,
+                1,
+                struct.pack("<Q", 1)
+                + b"k"
+                + struct.pack("<IIQ", 9, 8, 5000)
+                + struct.pack("<Q", 2**40)
+                + b"\0" * 40000,
+            ),
+            "runs past the end",
+        ),
         (_gguf_header(0, 1, struct.pack("<Q", 1) + b"k" + struct.pack("<I", 77) + b"\0" * 8), "unknown value type"),
         (b"GGUF" + struct.pack("<I", 9) + b"\0" * 16, "unsupported GGUF version"),
         (b"NOPE" + b"\0" * 20, "not a GGUF file"),
@@ -249,7 +274,9 @@ _LEAF = st.one_of(st.integers(-3, 3), st.booleans(), st.none(), st.text("ab", ma
 _DOC = st.recursive(
     _LEAF,
     lambda kids: st.one_of(
-        st.lists(st.tuples(_KEYS, kids), max_size=5).map(lambda ps: "{" + ", ".join(f"{json.dumps(k)}: {v}" for k, v in ps) + "}"),
+        st.lists(st.tuples(_KEYS, kids), max_size=5).map(
+            lambda ps: "{" + ", ".join(f"{json.dumps(k)}: {v}" for k, v in ps) + "}"
+        ),
         st.lists(kids, max_size=4).map(lambda xs: "[" + ", ".join(xs) + "]"),
     ),
     max_leaves=25,

@@ -30,7 +30,10 @@ def test_both_sides_from_the_same_layer() -> None:
     nf = analyse(_layers(1), rows, _layers(1), rows, ["model.layers.1.mlp.down_proj.weight"])
     assert nf is not None
     assert nf.reference_first == nf.candle_first == "layer.1" and nf.first_side == "both"
-    assert nf.line() == "the checkpoint holds non-finite weights (model.layers.1.mlp.down_proj.weight); both sides turn non-finite at layer.1"
+    assert (
+        nf.line()
+        == "the checkpoint holds non-finite weights (model.layers.1.mlp.down_proj.weight); both sides turn non-finite at layer.1"
+    )
 
 
 def test_which_side_first() -> None:
@@ -41,7 +44,10 @@ def test_which_side_first() -> None:
     assert nf is not None and nf.first_side == "candle"
     assert nf.line() == "candle turns non-finite first, at layer.0 (transformers at layer.2)"
     only_candle = analyse(None, rows, None, nan_rows)
-    assert only_candle is not None and only_candle.line() == "candle turns non-finite at logits at step 1; transformers stays finite"
+    assert (
+        only_candle is not None
+        and only_candle.line() == "candle turns non-finite at logits at step 1; transformers stays finite"
+    )
     only_ckpt = analyse(_layers(None), rows, _layers(None), rows, ["lm_head.weight"])
     assert only_ckpt is not None and only_ckpt.reference_first is None and "lm_head.weight" in only_ckpt.line()
 

@@ -85,7 +85,9 @@ def test_explains_and_closer(before: tuple, after: tuple, explained: bool, is_cl
 
 
 def _gguf_file(loader: str = "quantized_llama", meta: dict | None = None, names: set | None = None) -> Any:
-    return SimpleNamespace(loader=loader, meta=meta or {"llama.rope.freq_base": 10000.0}, tensor_names=names or set(), path=None)
+    return SimpleNamespace(
+        loader=loader, meta=meta or {"llama.rope.freq_base": 10000.0}, tensor_names=names or set(), path=None
+    )
 
 
 def test_a_gguf_repair_is_printed_only_when_it_explains_something() -> None:
@@ -96,7 +98,9 @@ def test_a_gguf_repair_is_printed_only_when_it_explains_something() -> None:
         return None, outcomes[next(iter(patch))]
 
     lines = gguf.repairs(_gguf_file(), as_read, run, 100000.0)
-    assert lines == ["with the Q/K rows permuted as llama.cpp's converter does: closer (" + outcomes["permute_qk"].headline() + ")"]
+    assert lines == [
+        "with the Q/K rows permuted as llama.cpp's converter does: closer (" + outcomes["permute_qk"].headline() + ")"
+    ]
 
 
 def test_an_infinite_distance_that_stays_infinite_is_not_closer_in_the_gguf_section() -> None:
@@ -105,7 +109,9 @@ def test_an_infinite_distance_that_stays_infinite_is_not_closer_in_the_gguf_sect
     lines = gguf.repairs(_gguf_file(), nan, lambda _p: (None, cmp(float("nan"))), 100000.0)
     assert lines == []
     # positive control: a repair that brings numbers back is printed
-    assert gguf.repairs(_gguf_file(), nan, lambda _p: (None, cmp(0.0)), 100000.0)[0].endswith(": agrees (" + cmp(0.0).headline() + ")")
+    assert gguf.repairs(_gguf_file(), nan, lambda _p: (None, cmp(0.0)), 100000.0)[0].endswith(
+        ": agrees (" + cmp(0.0).headline() + ")"
+    )
 
 
 def test_the_gguf_repairs_come_from_the_loader_and_name_what_it_never_reads() -> None:
@@ -119,7 +125,9 @@ def test_the_gguf_repairs_come_from_the_loader_and_name_what_it_never_reads() ->
     assert tried == [{"permute_qk": True}, {"llama.rope.freq_base": 100000.0}]
     assert lines == ["rope_freqs.weight is present: candle's quantized_llama never reads it (no GGUF edit fixes that)"]
     tried.clear()
-    assert gguf.repairs(_gguf_file("quantized_qwen2"), cmp(4.0), run, 100000.0) == [] and tried == []  # no repairs known for it
+    assert (
+        gguf.repairs(_gguf_file("quantized_qwen2"), cmp(4.0), run, 100000.0) == [] and tried == []
+    )  # no repairs known for it
     assert gguf.repairs(_gguf_file(), cmp(0.0), run, 100000.0) == [] and tried == []  # it agrees: nothing to repair
 
 
@@ -127,10 +135,9 @@ def test_the_gguf_repairs_come_from_the_loader_and_name_what_it_never_reads() ->
 
 
 def test_a_crash_whose_repaired_run_still_differs_unexplained_is_not_explained() -> None:
-    from tests.unit.test_crash_chain import THREE, Candle
-
     from portkit.verify.judge.confirm import confirm_section
     from portkit.verify.judge.explain import explain
+    from tests.unit.test_crash_chain import THREE, Candle
 
     candle = Candle(shift=4.0)  # with the three keys written, candle runs and differs: no finding explains it
     out, repaired = confirm_section(THREE, candle.subject(), "the prompt")
@@ -173,12 +180,18 @@ def test_edited_config_applies_a_dotted_key_after_the_object_it_reaches_into() -
 
 def _template_section(env_text: str) -> chat_templates.TemplateSection:
     conv = Conversation("one", ({"role": "user", "content": "hi"},), True)
-    return chat_templates.TemplateSection("t", "{{ x }}", [conv], [Render(text="A")], {"candle-examples": [Render(text=env_text)]})
+    return chat_templates.TemplateSection(
+        "t", "{{ x }}", [conv], [Render(text="A")], {"candle-examples": [Render(text=env_text)]}
+    )
 
 
 def _template_finding() -> Finding:
-    probe = Probe(kind="template", id="PK520", patch={"environments": {"candle-examples": "differs"}}, expect="whitespace")
-    return Finding(code="PK520", name="n", message="m", filename="tokenizer_config.json", severity="warning", probe=probe)
+    probe = Probe(
+        kind="template", id="PK520", patch={"environments": {"candle-examples": "differs"}}, expect="whitespace"
+    )
+    return Finding(
+        code="PK520", name="n", message="m", filename="tokenizer_config.json", severity="warning", probe=probe
+    )
 
 
 def _rust(fixed_by_switches: bool):

@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from portkit.findings import Finding
 from fixtures.seams import perturbed_rows
+from portkit.findings import Finding
 from portkit.rules import RULES
-from portkit.verify.lint import route
 from portkit.verify.errors import BadInput
+from portkit.verify.lint import route
 from portkit.verify.model_dir import ModelDir
 from portkit.verify.reference import cache as refcache
 from portkit.verify.reference import extra as refextra
@@ -27,7 +27,14 @@ PROMPT = [1, 72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 33, 10, 5]
 
 
 def _model(**cfg) -> ModelDir:
-    cfg = {"vocab_size": 256, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "max_position_embeddings": 128, **cfg}
+    cfg = {
+        "vocab_size": 256,
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "intermediate_size": 128,
+        "max_position_embeddings": 128,
+        **cfg,
+    }
     return ModelDir(root=Path("/nonexistent"), config_text=json.dumps(cfg), config=cfg, weight_files=())
 
 
@@ -60,9 +67,13 @@ def test_a_second_turn_and_a_batch_extend_lint_target_and_the_request() -> None:
 
 @pytest.mark.parametrize(
     "turns,batch,message",
-    [(0, 1, "--turns must be at least 1, got 0"), (3, 1, "--turns 3: verify measures one continuation"),
-     (1, 0, "--batch must be at least 1, got 0"), (1, -2, "--batch must be at least 1, got -2"),
-     (1, 4097, "--batch 4097 is more rows than verify runs")],
+    [
+        (0, 1, "--turns must be at least 1, got 0"),
+        (3, 1, "--turns 3: verify measures one continuation"),
+        (1, 0, "--batch must be at least 1, got 0"),
+        (1, -2, "--batch must be at least 1, got -2"),
+        (1, 4097, "--batch 4097 is more rows than verify runs"),
+    ],
 )
 def test_bad_values(turns: int, batch: int, message: str) -> None:
     with pytest.raises(BadInput, match=message):
@@ -71,7 +82,9 @@ def test_bad_values(turns: int, batch: int, message: str) -> None:
 
 def test_a_second_turn_past_the_positions_is_refused() -> None:
     paths.plan(2, 1, _model(max_position_embeddings=32), PROMPT, 8, padded=False)  # ends at 32: fits
-    with pytest.raises(BadInput, match=r"ends at position 33 \(16 prompt \+ 9 generated \+ 8 tokens\), past max_position_embeddings=32"):
+    with pytest.raises(
+        BadInput, match=r"ends at position 33 \(16 prompt \+ 9 generated \+ 8 tokens\), past max_position_embeddings=32"
+    ):
         paths.plan(2, 1, _model(max_position_embeddings=32), PROMPT, 9, padded=False)
 
 
@@ -86,7 +99,9 @@ def test_a_batch_that_does_not_fit_is_refused(monkeypatch: pytest.MonkeyPatch) -
         paths.plan(1, 8, _model(), PROMPT, 8, padded=False)
     # the padding-mask forward keeps every position's logits: more memory for the same rows
     assert batch_bytes(_model().config, 8, 16, True) > need
-    assert batch_bytes(_model(vocab_size=151936).config, 64, 512, True) > 64 * 2**30  # a Qwen2 vocabulary: every position
+    assert (
+        batch_bytes(_model(vocab_size=151936).config, 64, 512, True) > 64 * 2**30
+    )  # a Qwen2 vocabulary: every position
 
 
 def _finding(code: str) -> Finding:
@@ -98,7 +113,11 @@ def _finding(code: str) -> Finding:
 
 def test_findings_go_to_the_run_their_probe_needs() -> None:
     routed = route([_finding("PK301"), _finding("PK309"), _finding("PK313"), _finding("PK312"), _finding("PK501")])
-    assert [f.code for f in routed.prompt] == ["PK301"] and [f.code for f in routed.paths] == ["PK309", "PK313", "PK312"]
+    assert [f.code for f in routed.prompt] == ["PK301"] and [f.code for f in routed.paths] == [
+        "PK309",
+        "PK313",
+        "PK312",
+    ]
     assert [f.code for f in routed.tokens] == ["PK501"]
     assert [f.probe.run for f in routed.paths if f.probe] == ["turns", "batch", "padded-batch"]
 

@@ -27,19 +27,38 @@ def user_facing_files() -> list[Path]:
 
 def test_the_scan_covers_the_rule_pages_and_the_package() -> None:
     names = {f.relative_to(ROOT).as_posix() for f in user_facing_files()}
-    assert {"README.md", "docs/verify.md", "docs/measurements.md", "docs/rules/PK101.md", "portkit/rules/config.py"} <= names
+    assert {
+        "README.md",
+        "docs/verify.md",
+        "docs/measurements.md",
+        "docs/rules/PK101.md",
+        "portkit/rules/config.py",
+    } <= names
 
 
 def test_the_pattern_catches_what_it_is_for() -> None:
-    for text in ["(seed 003)", "the seeds' JSON dumps", "seeds 000, 002", "CANDLE-FACTS \"layers\"", "FIELD-REPORTS mode 1", "CANDLE-FAMILIES §15.3"]:
+    for text in [
+        "(seed 003)",
+        "the seeds' JSON dumps",
+        "seeds 000, 002",
+        'CANDLE-FACTS "layers"',
+        "FIELD-REPORTS mode 1",
+        "CANDLE-FAMILIES §15.3",
+    ]:
         assert PRIVATE.search(text), text
     assert not PRIVATE.search("fixtures are seeded: `--seed N`")
-    assert MACHINE_PATH.search("per /work/shared/CANDLE-FAMILIES.md") and not MACHINE_PATH.search("~/.cache/portkit/target")
+    assert MACHINE_PATH.search("per /work/shared/CANDLE-FAMILIES.md") and not MACHINE_PATH.search(
+        "~/.cache/portkit/target"
+    )
 
 
 @pytest.mark.parametrize("path", user_facing_files(), ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_no_private_note_is_cited(path: Path) -> None:
-    hits = [f"{path.relative_to(ROOT)}:{i}: {line.strip()}" for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if PRIVATE.search(line)]
+    hits = [
+        f"{path.relative_to(ROOT)}:{i}: {line.strip()}"
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if PRIVATE.search(line)
+    ]
     assert not hits, "cite a public source or docs/measurements.md instead:\n" + "\n".join(hits)
 
 
@@ -72,7 +91,11 @@ def repository_text_files() -> list[Path]:
     out = []
     for top in ("fixtures", "tests", "bench", "native", ".github", ".ci"):
         for f in sorted((ROOT / top).rglob("*")):
-            if f.is_file() and f.suffix in {".py", ".rs", ".toml", ".md", ".sh", ".yml", ".yaml", ""} and "target" not in f.parts:
+            if (
+                f.is_file()
+                and f.suffix in {".py", ".rs", ".toml", ".md", ".sh", ".yml", ".yaml", ""}
+                and "target" not in f.parts
+            ):
                 out.append(f)
     return [f for f in out if f != Path(__file__).resolve()] + [ROOT / "Makefile", ROOT / "pyproject.toml"]
 
@@ -84,5 +107,9 @@ def test_no_file_of_the_repository_cites_the_notes_or_a_machine_path() -> None:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             continue
-        hits += [f"{path.relative_to(ROOT)}:{i}: {line.strip()}" for i, line in enumerate(text.splitlines(), 1) if PRIVATE.search(line) or MACHINE_PATH.search(line)]
+        hits += [
+            f"{path.relative_to(ROOT)}:{i}: {line.strip()}"
+            for i, line in enumerate(text.splitlines(), 1)
+            if PRIVATE.search(line) or MACHINE_PATH.search(line)
+        ]
     assert not hits, "cite a public source or docs/ instead, and no machine paths:\n" + "\n".join(hits)

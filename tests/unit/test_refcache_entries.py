@@ -41,7 +41,9 @@ def test_round_trip(tmp_path: Path) -> None:
     assert got is not None
     assert got.greedy == [3, 1] and got.nonfinite_weights == _entry().nonfinite_weights
     assert np.array_equal(got.rows, _entry().rows)
-    assert list(got.layers) == ["embeddings", "logits"] and np.array_equal(got.layers["embeddings"], _entry().layers["embeddings"])
+    assert list(got.layers) == ["embeddings", "logits"] and np.array_equal(
+        got.layers["embeddings"], _entry().layers["embeddings"]
+    )
     assert c.get([3, 2]) is None, "other continuation tokens are another entry"
     assert c.get(None) is None, "the reference's own greedy is another entry"
 
@@ -77,7 +79,9 @@ def test_key_follows_content(tmp_path: Path) -> None:
     assert refcache.model_key(config, files, "streamed") != k
 
 
-def test_a_counterfactual_key_reuses_the_reference_fingerprints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_counterfactual_key_reuses_the_reference_fingerprints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The reference's fingerprints of the weight files travel with it: a reference-side
     counterfactual's cache key does not read the checkpoint again, and is the same key."""
     from types import SimpleNamespace
@@ -90,11 +94,17 @@ def test_a_counterfactual_key_reuses_the_reference_fingerprints(tmp_path: Path, 
     config, files = _model(tmp_path)
     fingerprints = cachefiles.fingerprints(files)
     model = SimpleNamespace(root=tmp_path, weight_files=tuple(files), vocab_size=4, config_text="{}")
-    reference = SimpleNamespace(use_cache=True, prompt=[1, 2, 3], inputs=[3, 1], fingerprints=fingerprints, mode="streamed")
+    reference = SimpleNamespace(
+        use_cache=True, prompt=[1, 2, 3], inputs=[3, 1], fingerprints=fingerprints, mode="streamed"
+    )
     # the key computed from the files themselves is the one the counterfactual uses
     key = as_candle.as_candle_key(model, SimpleNamespace(mode="streamed", fingerprints=None), "{}", {}, 0, ())  # type: ignore[arg-type]
-    monkeypatch.setattr(cachefiles, "fingerprints", lambda _files: pytest.fail("the weight files were fingerprinted again"))
-    monkeypatch.setattr(compute, "as_candle_reference", lambda *_a: (np.ones((2, 4), np.float32), {}, np.zeros(0, np.float32)))
+    monkeypatch.setattr(
+        cachefiles, "fingerprints", lambda _files: pytest.fail("the weight files were fingerprinted again")
+    )
+    monkeypatch.setattr(
+        compute, "as_candle_reference", lambda *_a: (np.ones((2, 4), np.float32), {}, np.zeros(0, np.float32))
+    )
     as_candle.reference_as_candle(model, reference, 2, {"what": "x"}, 0, lambda _s: None)  # type: ignore[arg-type]
     assert RefCache(key, [1, 2, 3], 2, vocab=4).get([3, 1]) is not None
 

@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 from portkit.report.text import _plain
 
 # tabs, the control codes rich strips, other controls, wide and zero-width characters
-ALPHABET = st.sampled_from(list("ab \t\n\r\x07\x08\x0b\x0c\x1b\x00\x7f|^:\"") + ["日", "本", "😀", "\u0301", "é", "\u200b"])
+ALPHABET = st.sampled_from(
+    list('ab \t\n\r\x07\x08\x0b\x0c\x1b\x00\x7f|^:"') + ["日", "本", "😀", "\u0301", "é", "\u200b"]
+)
 
 
 def rich_plain(text: str) -> str:
@@ -18,7 +20,16 @@ def rich_plain(text: str) -> str:
     from rich.text import Text
 
     out = io.StringIO()
-    con = Console(file=out, force_terminal=False, no_color=True, color_system=None, highlight=False, soft_wrap=True, emoji=False, markup=False)
+    con = Console(
+        file=out,
+        force_terminal=False,
+        no_color=True,
+        color_system=None,
+        highlight=False,
+        soft_wrap=True,
+        emoji=False,
+        markup=False,
+    )
     con.print(Text(text, style="blue"))
     return out.getvalue()
 
@@ -37,12 +48,27 @@ def test_plain_examples() -> None:
 def test_the_run_plan_line_reads_as_a_sentence_when_every_answer_came_from_the_caches() -> None:
     from portkit.verify.report.text import _plan_line
 
-    cached = {"transformers": "not run (every answer from the caches)", "threads": {"candle": 2, "transformers": None}, "overlap": "none"}
+    cached = {
+        "transformers": "not run (every answer from the caches)",
+        "threads": {"candle": 2, "transformers": None},
+        "overlap": "none",
+    }
     assert _plan_line(cached) == "run plan: candle 2 threads; transformers not run: every answer came from the caches"
-    child = {"transformers": "a child process, started first", "threads": {"candle": 1, "transformers": 2}, "overlap": "none"}
+    child = {
+        "transformers": "a child process, started first",
+        "threads": {"candle": 1, "transformers": 2},
+        "overlap": "none",
+    }
     assert _plan_line(child) == "run plan: candle 1 thread; transformers in a child process, started first, 2 threads"
-    gguf = {"transformers": "a child process, started first", "threads": {"candle": 2, "candle_quantized": 1, "transformers": 2}, "overlap": "none"}
-    assert _plan_line(gguf) == "run plan: candle 2 threads (1 for quantized matmuls); transformers in a child process, started first, 2 threads"
+    gguf = {
+        "transformers": "a child process, started first",
+        "threads": {"candle": 2, "candle_quantized": 1, "transformers": 2},
+        "overlap": "none",
+    }
+    assert (
+        _plan_line(gguf)
+        == "run plan: candle 2 threads (1 for quantized matmuls); transformers in a child process, started first, 2 threads"
+    )
 
 
 def test_a_long_line_is_cut_to_a_window_around_the_column() -> None:
@@ -64,8 +90,13 @@ def test_a_minified_file_prints_a_bounded_frame(tmp_path) -> None:
     from portkit.lint import lint_dir
     from portkit.report.text import FRAME_WIDTH, TextReporter
 
-    doc = {"version": "1.0", "truncation": {"max_length": 8, "strategy": "LongestFirst", "stride": 0}, "padding": None, "added_tokens": [],
-           "model": {"type": "WordLevel", "vocab": {f"tok{i}": i for i in range(20_000)}, "unk_token": "tok0"}}
+    doc = {
+        "version": "1.0",
+        "truncation": {"max_length": 8, "strategy": "LongestFirst", "stride": 0},
+        "padding": None,
+        "added_tokens": [],
+        "model": {"type": "WordLevel", "vocab": {f"tok{i}": i for i in range(20_000)}, "unk_token": "tok0"},
+    }
     (tmp_path / "tokenizer.json").write_text(json.dumps(doc, separators=(",", ":")))
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}))
     out = io.StringIO()

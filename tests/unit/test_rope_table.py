@@ -18,7 +18,12 @@ from portkit.verify.reference.rope_table import FIRST_ROUNDED, candle_angles, ro
 def test_the_rule_names_the_families_whose_module_builds_the_table_in_the_model_dtype() -> None:
     with_trait = {f.name for f in FAMILIES if f.trait("ROPE_TABLE_IN_MODEL_DTYPE")}
     assert set(RULES["PK317"].families) == with_trait
-    assert not with_trait & {"llama", "qwen3", "mistral", "granite"}  # F32, then cast (llama.rs:200-207, qwen3.rs:50-57)
+    assert not with_trait & {
+        "llama",
+        "qwen3",
+        "mistral",
+        "granite",
+    }  # F32, then cast (llama.rs:200-207, qwen3.rs:50-57)
 
 
 def test_rounding_is_the_dtypes() -> None:
@@ -37,7 +42,9 @@ def test_positions_are_exact_up_to_the_first_rounded_one(dtype: str) -> None:
     assert candle_angles([1.0], [first], dtype)[0, 0] == first - 1
 
 
-@pytest.mark.parametrize("dtype, last", [("f16", 2049), ("f16", 4200), ("f16", 40000), ("bf16", 300), ("bf16", 1100), ("bf16", 9000)])
+@pytest.mark.parametrize(
+    "dtype, last", [("f16", 2049), ("f16", 4200), ("f16", 40000), ("bf16", 300), ("bf16", 1100), ("bf16", 9000)]
+)
 def test_lints_closed_form_is_the_tables_worst_fastest_pair(dtype: str, last: int) -> None:
     first, worst = position_error(dtype, last)
     pos = np.arange(last + 1)

@@ -24,7 +24,9 @@ HUNDREDS = {"config": "PK1", "weights": "PK2", "runtime": "PK3", "gguf": "PK4", 
 @pytest.mark.parametrize("code", sorted(RULES))
 def test_a_rules_group_is_its_codes_hundred(code: str) -> None:
     rule = RULES[code]
-    assert code.startswith(HUNDREDS[rule.group]), f"{code} is in group {rule.group!r}, numbered outside {HUNDREDS[rule.group]}xx"
+    assert code.startswith(HUNDREDS[rule.group]), (
+        f"{code} is in group {rule.group!r}, numbered outside {HUNDREDS[rule.group]}xx"
+    )
     assert GROUPS[code[2]] == rule.group
 
 

@@ -66,7 +66,10 @@ def test_code_table_matches_rules() -> None:
     for code, rule in RULES.items():
         assert rule.code == code
         assert rule.name == CODES[code][0]
-        assert rule.group == {"1": "config", "2": "weights", "3": "runtime", "4": "gguf", "5": "tokenizer", "6": "embedding"}[code[2]]
+        assert (
+            rule.group
+            == {"1": "config", "2": "weights", "3": "runtime", "4": "gguf", "5": "tokenizer", "6": "embedding"}[code[2]]
+        )
     names = [r.name for r in RULES.values()]
     assert len(names) == len(set(names))
 
@@ -132,6 +135,13 @@ def test_reference_side_probes_are_declared_as_data() -> None:
     computes (`Probe.as_candle`), a config or tensor edit with words, for the rules that have one."""
     from portkit.findings import Probe
 
-    p = Probe(kind="numeric", id="PK413", as_candle={"what": "SiLU in the MLP", "config": {"hidden_activation": "silu"}})
-    assert p.to_json() == {"kind": "numeric", "id": "PK413", "patch": None, "expect": None,
-                           "as_candle": {"what": "SiLU in the MLP", "config": {"hidden_activation": "silu"}}}
+    p = Probe(
+        kind="numeric", id="PK413", as_candle={"what": "SiLU in the MLP", "config": {"hidden_activation": "silu"}}
+    )
+    assert p.to_json() == {
+        "kind": "numeric",
+        "id": "PK413",
+        "patch": None,
+        "expect": None,
+        "as_candle": {"what": "SiLU in the MLP", "config": {"hidden_activation": "silu"}},
+    }

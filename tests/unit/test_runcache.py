@@ -181,13 +181,19 @@ def test_cache_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 def test_cpu_model_from_cpuinfo(tmp_path: Path) -> None:
     info = tmp_path / "cpuinfo"
-    info.write_bytes(b"processor\t: 0\nvendor_id\t: X\xff\nmodel name\t: AMD EPYC 7B13: 64-Core Processor\nflags\t: a:b\n")
+    info.write_bytes(
+        b"processor\t: 0\nvendor_id\t: X\xff\nmodel name\t: AMD EPYC 7B13: 64-Core Processor\nflags\t: a:b\n"
+    )
     assert runcache._cpu_model(info) == "AMD EPYC 7B13: 64-Core Processor"  # undecodable bytes elsewhere are fine
     import platform
 
     assert runcache._cpu_model(tmp_path / "absent") == platform.processor()
     if Path("/proc/cpuinfo").is_file():  # this machine's own, read by default
-        names = [ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text(errors="replace").splitlines() if ln.startswith("model name")]
+        names = [
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text(errors="replace").splitlines()
+            if ln.startswith("model name")
+        ]
         assert runcache._cpu_model() == (names[0] if names else platform.processor())
 
 
@@ -210,10 +216,17 @@ def test_key_covers_the_code_that_runs_candle(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(code_closure, "code_digest", lambda roots: (seen.append(tuple(roots)), "src")[1])
     _key([_weights(tmp_path)])
     (roots,) = seen
-    assert set(roots) == {"portkit.verify.candle.run", "portkit.verify.candle.native", "portkit.verify.candle.gguf_edit"}
+    assert set(roots) == {
+        "portkit.verify.candle.run",
+        "portkit.verify.candle.native",
+        "portkit.verify.candle.gguf_edit",
+    }
     assert "portkit.verify.candle.run" in code_closure.closure(roots)
 
 
-@pytest.mark.parametrize("device,use_cache,expected", [("cpu", True, True), ("cpu", False, False), ("cuda", True, False), ("metal", True, False)])
+@pytest.mark.parametrize(
+    "device,use_cache,expected",
+    [("cpu", True, True), ("cpu", False, False), ("cuda", True, False), ("metal", True, False)],
+)
 def test_only_cpu_runs_are_cached(device: str, use_cache: bool, expected: bool) -> None:
     assert runcache.cacheable(device, use_cache) is expected

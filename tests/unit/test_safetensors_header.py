@@ -66,23 +66,85 @@ def test_lfs_pointer_is_recognised_by_its_whole_prefix(tmp_path: Path) -> None:
         ({"__metadata__": {"a": 1}}, b"", "safetensors `__metadata__` must map strings to strings"),
         ({"__metadata__": ["a"]}, b"", "safetensors `__metadata__` must map strings to strings"),
         ({"t": [1]}, b"", "safetensors tensor `t`: entry is not an object"),
-        ({"t": {"dtype": "F8", "shape": [1], "data_offsets": [0, 1]}}, b"\0", "safetensors tensor `t`: unknown dtype 'F8'"),
+        (
+            {"t": {"dtype": "F8", "shape": [1], "data_offsets": [0, 1]}},
+            b"\0",
+            "safetensors tensor `t`: unknown dtype 'F8'",
+        ),
         ({"t": {"dtype": 5, "shape": [1], "data_offsets": [0, 1]}}, b"\0", "safetensors tensor `t`: unknown dtype '5'"),
-        ({"t": {"dtype": "U8", "shape": [-1], "data_offsets": [0, 1]}}, b"\0", "safetensors tensor `t`: shape must be a list of non-negative integers"),
-        ({"t": {"dtype": "U8", "shape": [True], "data_offsets": [0, 1]}}, b"\0", "safetensors tensor `t`: shape must be a list of non-negative integers"),
-        ({"t": {"dtype": "U8", "shape": [2**63], "data_offsets": [0, 1]}}, b"\0", "safetensors tensor `t`: shape must be a list of non-negative integers"),
-        ({"t": {"dtype": "U8", "shape": "1", "data_offsets": [0, 1]}}, b"\0", "safetensors tensor `t`: shape must be a list of non-negative integers"),
-        ({"t": {"dtype": "U8", "shape": [1] * 17, "data_offsets": [0, 1]}}, b"\0", "safetensors tensor `t`: 17 dimensions"),
-        ({"t": {"dtype": "U8", "shape": [1], "data_offsets": [0]}}, b"\0", "safetensors tensor `t`: data_offsets must be [begin, end] with begin <= end"),
-        ({"t": {"dtype": "U8", "shape": [1], "data_offsets": [1, 0]}}, b"\0", "safetensors tensor `t`: data_offsets must be [begin, end] with begin <= end"),
-        ({"t": {"dtype": "U8", "shape": [1], "data_offsets": [-1, 0]}}, b"\0", "safetensors tensor `t`: data_offsets must be [begin, end] with begin <= end"),
-        ({"t": {"dtype": "U8", "shape": [1], "data_offsets": [False, True]}}, b"\0", "safetensors tensor `t`: data_offsets must be [begin, end] with begin <= end"),
-        ({"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 7]}}, b"\0" * 7, "safetensors tensor `t`: F32 [2] needs 8 bytes, data_offsets span 7"),
-        ({"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 7, "truncated safetensors file: tensor `t` ends at byte 8 of a 7-byte data section"),
-        ({"a": {"dtype": "U8", "shape": [1], "data_offsets": [1, 2]}}, b"\0\0", "safetensors tensor `a` starts at byte 1, expected 0 (gap or overlap)"),
-        ({"a": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]}, "b": {"dtype": "U8", "shape": [2], "data_offsets": [1, 3]}}, b"\0" * 3,
-         "safetensors tensor `b` starts at byte 1, expected 2 (gap or overlap)"),
-        ({"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}, b"\0\0", "safetensors data section is 2 bytes but the tensors cover 1"),
+        (
+            {"t": {"dtype": "U8", "shape": [-1], "data_offsets": [0, 1]}},
+            b"\0",
+            "safetensors tensor `t`: shape must be a list of non-negative integers",
+        ),
+        (
+            {"t": {"dtype": "U8", "shape": [True], "data_offsets": [0, 1]}},
+            b"\0",
+            "safetensors tensor `t`: shape must be a list of non-negative integers",
+        ),
+        (
+            {"t": {"dtype": "U8", "shape": [2**63], "data_offsets": [0, 1]}},
+            b"\0",
+            "safetensors tensor `t`: shape must be a list of non-negative integers",
+        ),
+        (
+            {"t": {"dtype": "U8", "shape": "1", "data_offsets": [0, 1]}},
+            b"\0",
+            "safetensors tensor `t`: shape must be a list of non-negative integers",
+        ),
+        (
+            {"t": {"dtype": "U8", "shape": [1] * 17, "data_offsets": [0, 1]}},
+            b"\0",
+            "safetensors tensor `t`: 17 dimensions",
+        ),
+        (
+            {"t": {"dtype": "U8", "shape": [1], "data_offsets": [0]}},
+            b"\0",
+            "safetensors tensor `t`: data_offsets must be [begin, end] with begin <= end",
+        ),
+        (
+            {"t": {"dtype": "U8", "shape": [1], "data_offsets": [1, 0]}},
+            b"\0",
+            "safetensors tensor `t`: data_offsets must be [begin, end] with begin <= end",
+        ),
+        (
+            {"t": {"dtype": "U8", "shape": [1], "data_offsets": [-1, 0]}},
+            b"\0",
+            "safetensors tensor `t`: data_offsets must be [begin, end] with begin <= end",
+        ),
+        (
+            {"t": {"dtype": "U8", "shape": [1], "data_offsets": [False, True]}},
+            b"\0",
+            "safetensors tensor `t`: data_offsets must be [begin, end] with begin <= end",
+        ),
+        (
+            {"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 7]}},
+            b"\0" * 7,
+            "safetensors tensor `t`: F32 [2] needs 8 bytes, data_offsets span 7",
+        ),
+        (
+            {"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}},
+            b"\0" * 7,
+            "truncated safetensors file: tensor `t` ends at byte 8 of a 7-byte data section",
+        ),
+        (
+            {"a": {"dtype": "U8", "shape": [1], "data_offsets": [1, 2]}},
+            b"\0\0",
+            "safetensors tensor `a` starts at byte 1, expected 0 (gap or overlap)",
+        ),
+        (
+            {
+                "a": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]},
+                "b": {"dtype": "U8", "shape": [2], "data_offsets": [1, 3]},
+            },
+            b"\0" * 3,
+            "safetensors tensor `b` starts at byte 1, expected 2 (gap or overlap)",
+        ),
+        (
+            {"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}},
+            b"\0\0",
+            "safetensors data section is 2 bytes but the tensors cover 1",
+        ),
         ({"t" * 100: [1]}, b"", f"safetensors tensor `{'t' * 80}`: entry is not an object"),
     ],
 )
@@ -142,24 +204,74 @@ CUT = "n" * 80
 @pytest.mark.parametrize(
     "header,data,message",
     [
-        ({LONG: {"dtype": "F8", "shape": [1], "data_offsets": [0, 1]}}, b"\0", f"safetensors tensor `{CUT}`: unknown dtype 'F8'"),
-        ({LONG: {"dtype": "U8", "shape": [-1], "data_offsets": [0, 1]}}, b"\0",
-         f"safetensors tensor `{CUT}`: shape must be a list of non-negative integers"),
-        ({LONG: {"dtype": "U8", "shape": [1] * 17, "data_offsets": [0, 1]}}, b"\0", f"safetensors tensor `{CUT}`: 17 dimensions"),
-        ({LONG: {"dtype": "U8", "shape": [1], "data_offsets": [1, 0]}}, b"\0",
-         f"safetensors tensor `{CUT}`: data_offsets must be [begin, end] with begin <= end"),
-        ({LONG: {"dtype": "F32", "shape": [2], "data_offsets": [0, 7]}}, b"\0" * 7, f"safetensors tensor `{CUT}`: F32 [2] needs 8 bytes, data_offsets span 7"),
-        ({LONG: {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 7,
-         f"truncated safetensors file: tensor `{CUT}` ends at byte 8 of a 7-byte data section"),
-        ({LONG: {"dtype": "U8", "shape": [1], "data_offsets": [1, 2]}}, b"\0\0", f"safetensors tensor `{CUT}` starts at byte 1, expected 0 (gap or overlap)"),
+        (
+            {LONG: {"dtype": "F8", "shape": [1], "data_offsets": [0, 1]}},
+            b"\0",
+            f"safetensors tensor `{CUT}`: unknown dtype 'F8'",
+        ),
+        (
+            {LONG: {"dtype": "U8", "shape": [-1], "data_offsets": [0, 1]}},
+            b"\0",
+            f"safetensors tensor `{CUT}`: shape must be a list of non-negative integers",
+        ),
+        (
+            {LONG: {"dtype": "U8", "shape": [1] * 17, "data_offsets": [0, 1]}},
+            b"\0",
+            f"safetensors tensor `{CUT}`: 17 dimensions",
+        ),
+        (
+            {LONG: {"dtype": "U8", "shape": [1], "data_offsets": [1, 0]}},
+            b"\0",
+            f"safetensors tensor `{CUT}`: data_offsets must be [begin, end] with begin <= end",
+        ),
+        (
+            {LONG: {"dtype": "F32", "shape": [2], "data_offsets": [0, 7]}},
+            b"\0" * 7,
+            f"safetensors tensor `{CUT}`: F32 [2] needs 8 bytes, data_offsets span 7",
+        ),
+        (
+            {LONG: {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}},
+            b"\0" * 7,
+            f"truncated safetensors file: tensor `{CUT}` ends at byte 8 of a 7-byte data section",
+        ),
+        (
+            {LONG: {"dtype": "U8", "shape": [1], "data_offsets": [1, 2]}},
+            b"\0\0",
+            f"safetensors tensor `{CUT}` starts at byte 1, expected 0 (gap or overlap)",
+        ),
         # the dtype is the file's text too: 20 characters of it
-        ({"t": {"dtype": "F" * 30, "shape": [1], "data_offsets": [0, 1]}}, b"\0", f"safetensors tensor `t`: unknown dtype '{'F' * 20}'"),
-        ({"t": {"dtype": [1, 2, 3, 4, 5, 6, 7], "shape": [1], "data_offsets": [0, 1]}}, b"\0", "safetensors tensor `t`: unknown dtype '[1, 2, 3, 4, 5, 6, 7'"),
+        (
+            {"t": {"dtype": "F" * 30, "shape": [1], "data_offsets": [0, 1]}},
+            b"\0",
+            f"safetensors tensor `t`: unknown dtype '{'F' * 20}'",
+        ),
+        (
+            {"t": {"dtype": [1, 2, 3, 4, 5, 6, 7], "shape": [1], "data_offsets": [0, 1]}},
+            b"\0",
+            "safetensors tensor `t`: unknown dtype '[1, 2, 3, 4, 5, 6, 7'",
+        ),
         # a span that does not start at 0: its length is end - begin
-        ({"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}, "t": {"dtype": "F32", "shape": [2], "data_offsets": [1, 8]}}, b"\0" * 8,
-         "safetensors tensor `t`: F32 [2] needs 8 bytes, data_offsets span 7"),
+        (
+            {
+                "a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]},
+                "t": {"dtype": "F32", "shape": [2], "data_offsets": [1, 8]},
+            },
+            b"\0" * 8,
+            "safetensors tensor `t`: F32 [2] needs 8 bytes, data_offsets span 7",
+        ),
     ],
-    ids=["dtype", "shape", "rank", "offsets", "span", "past the end", "gap", "long dtype", "dtype list", "span not at 0"],
+    ids=[
+        "dtype",
+        "shape",
+        "rank",
+        "offsets",
+        "span",
+        "past the end",
+        "gap",
+        "long dtype",
+        "dtype list",
+        "span not at 0",
+    ],
 )
 def test_long_names_are_cut_in_refusals(header: Any, data: bytes, message: str, tmp_path: Path) -> None:
     assert refused(st(tmp_path, header, data)) == message
@@ -188,7 +300,9 @@ def test_only_trailing_spaces_pad_the_header(tail: bytes, accepted: bool, tmp_pa
         assert refused(p).startswith("safetensors header: invalid JSON: Extra data (line 1 column 3)")
 
 
-def test_a_file_that_shrinks_after_stat_is_refused_as_truncated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_that_shrinks_after_stat_is_refused_as_truncated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A download still being written: stat saw the whole header, the read gets less."""
     import os
     from types import SimpleNamespace
@@ -204,4 +318,7 @@ def test_the_header_length_is_unsigned(tmp_path: Path) -> None:
     """Every bit set is 2**64 - 1, refused by the cap (read as signed it would be -1, and pass it)."""
     p = tmp_path / "model.safetensors"
     p.write_bytes(b"\xff" * 8 + b"{}")
-    assert refused(p) == f"safetensors header length {2**64 - 1} exceeds portkit's cap of {100 * 1024 * 1024} bytes (hostile or corrupt file)"
+    assert (
+        refused(p)
+        == f"safetensors header length {2**64 - 1} exceeds portkit's cap of {100 * 1024 * 1024} bytes (hostile or corrupt file)"
+    )

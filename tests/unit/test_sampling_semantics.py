@@ -36,8 +36,16 @@ def test_llama3_plain_call_lacks_the_implicit_top_k() -> None:
 
 
 def test_the_advised_call_has_no_difference() -> None:
-    for doc in (LLAMA3, {**LLAMA3, "top_k": 20}, {**LLAMA3, "top_p": 1.0}, {**LLAMA3, "top_k": 0}, {"do_sample": True},
-                {"repetition_penalty": 1.3}, {**LLAMA3, "repetition_penalty": 1.2}, {}):
+    for doc in (
+        LLAMA3,
+        {**LLAMA3, "top_k": 20},
+        {**LLAMA3, "top_p": 1.0},
+        {**LLAMA3, "top_k": 0},
+        {"do_sample": True},
+        {"repetition_penalty": 1.3},
+        {**LLAMA3, "repetition_penalty": 1.2},
+        {},
+    ):
         g = S.Generate.from_config(doc)
         assert S.differences(g, S.advised(g)) == [], doc
 
@@ -57,10 +65,15 @@ def test_candle_examples_presets() -> None:
 
 
 def test_settings_without_a_candle_equivalent() -> None:
-    g = S.Generate.from_config({**LLAMA3, "min_p": 0.05, "typical_p": 1.0, "no_repeat_ngram_size": 3, "epsilon_cutoff": 0.0})
+    g = S.Generate.from_config(
+        {**LLAMA3, "min_p": 0.05, "typical_p": 1.0, "no_repeat_ngram_size": 3, "epsilon_cutoff": 0.0}
+    )
     assert g.no_equivalent == {"min_p": 0.05, "no_repeat_ngram_size": 3}
     found = [d for d in S.differences(g, S.advised(g))]
-    assert [(d.key, d.reference_without) for d in found] == [("min_p", "min_p"), ("no_repeat_ngram_size", "no_repeat_ngram_size")]
+    assert [(d.key, d.reference_without) for d in found] == [
+        ("min_p", "min_p"),
+        ("no_repeat_ngram_size", "no_repeat_ngram_size"),
+    ]
     assert "stays different: `min_p`, `no_repeat_ngram_size`" in S.advice(g)
     # min_p only acts when sampling
     assert S.Generate.from_config({"min_p": 0.05}).no_equivalent == {}
@@ -75,8 +88,13 @@ def test_effective_variant_follows_logits_processor_new() -> None:
 
 
 def test_parse_refuses_with_one_line() -> None:
-    for bad, text in (("bogus", "a preset"), ("temperature=hot", "not a number"), ("colour=1", "unknown key"),
-                      ("sampling=TopK, temperature=1", "needs top_k"), ("sampling=Nucleus", "unknown sampling")):
+    for bad, text in (
+        ("bogus", "a preset"),
+        ("temperature=hot", "not a number"),
+        ("colour=1", "unknown key"),
+        ("sampling=TopK, temperature=1", "needs top_k"),
+        ("sampling=Nucleus", "unknown sampling"),
+    ):
         with pytest.raises(S.SamplerError, match=text):
             S.parse(bad)
     assert S.parse("temperature=0.6, top_p=0.9, repeat_penalty=1.1, repeat_last_n=all").repeat_last_n is None
@@ -99,5 +117,7 @@ def test_a_stated_temperature_of_zero_is_argmax() -> None:
 
 def test_call_text_is_the_rust_a_program_writes() -> None:
     a = S.advised(S.Generate.from_config({**LLAMA3, "repetition_penalty": 1.2}))
-    assert a.call() == ("apply_repeat_penalty(&logits, 1.2, &tokens), then LogitsProcessor::from_sampling(seed, Sampling::TopP { p: 0.9, "
-                        "temperature: 0.6 }), then sample_f(&logits, |prs| keep_top_k_renormalised(prs, 50))")
+    assert a.call() == (
+        "apply_repeat_penalty(&logits, 1.2, &tokens), then LogitsProcessor::from_sampling(seed, Sampling::TopP { p: 0.9, "
+        "temperature: 0.6 }), then sample_f(&logits, |prs| keep_top_k_renormalised(prs, 50))"
+    )

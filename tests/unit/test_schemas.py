@@ -12,19 +12,19 @@ import pytest
 from jsonschema import Draft4Validator, Draft202012Validator
 
 from fixtures import skeleton as sk
+from portkit.families import BY_NAME
 from portkit.lint import lint_paths
 from portkit.model.gguf_header import read_gguf
 from portkit.report.json_ import JsonReporter
 from portkit.report.sarif import SarifReporter
 from portkit.schemas import SCHEMAS, dumps, gguf_metadata_json
-from portkit.families import BY_NAME
 from portkit.semantics import gguf_view
-
-candle_view = BY_NAME["llama"].view  # candle's llama reading, the schema's subject
 from portkit.settings import Settings
 from portkit.target import Target
 from tests.unit.config_corpus import CORPUS
 from tests.unit.rule_cases import CASES
+
+candle_view = BY_NAME["llama"].view  # candle's llama reading, the schema's subject
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = ROOT / "schemas"
@@ -33,8 +33,17 @@ SCHEMA_DIR = ROOT / "schemas"
 # duplicate known keys, number literals that overflow a double, NaN/Infinity literals,
 # serde's positional (array) form of a struct and the `{"variant": null}` form of an enum.
 SCHEMA_BLIND = {
-    "theta-dup", "scaling-dup-factor", "theta-1e400", "eos-1e400", "nan-literal", "infinity-literal",
-    "top-level-array", "scaling-seq", "scaling-type-map-unit", "hidden-minus-zero", "unknown-key-1e400",
+    "theta-dup",
+    "scaling-dup-factor",
+    "theta-1e400",
+    "eos-1e400",
+    "nan-literal",
+    "infinity-literal",
+    "top-level-array",
+    "scaling-seq",
+    "scaling-type-map-unit",
+    "hidden-minus-zero",
+    "unknown-key-1e400",
 }
 
 
@@ -122,7 +131,20 @@ def test_every_rules_json_validates(code: str, tmp_path: Path) -> None:
     for f in data:
         errors = sorted(validator.iter_errors([f]), key=str)
         assert not errors, f"{f['code']}: {errors[0].message}"
-        assert list(f) == ["code", "name", "message", "fix", "help", "filename", "location", "severity", "url", "transformers_value", "candle_value", "probe"]
+        assert list(f) == [
+            "code",
+            "name",
+            "message",
+            "fix",
+            "help",
+            "filename",
+            "location",
+            "severity",
+            "url",
+            "transformers_value",
+            "candle_value",
+            "probe",
+        ]
 
 
 def test_sarif_validates_against_the_oasis_schema(tmp_path: Path) -> None:

@@ -7,22 +7,31 @@ from pathlib import Path
 import pytest
 
 from fixtures import skeleton as sk
+from portkit.families import BY_NAME
 from portkit.lint import lint_paths
 from portkit.model.gguf_header import read_gguf
-from portkit.families import BY_NAME
 from portkit.semantics import family_transformers_view, gguf_view
-
-llama_view = BY_NAME["llama"].view
 from portkit.semantics.serde import rust_float
 from portkit.semantics.transformers import FamilyTransformersView, llama3_inv_freq_factors
 from portkit.settings import Settings
 from tests.unit.config_corpus import CORPUS
 
+llama_view = BY_NAME["llama"].view
+
 
 @pytest.mark.parametrize(
     "x,s",
-    [(64.0, "64.0"), (2.5, "2.5"), (1e-05, "0.00001"), (1e-06, "1e-6"), (1e16, "1e+16"), (1e15, "1000000000000000.0"),
-     (1.8446744073709552e19, "1.8446744073709552e+19"), (-0.0, "-0.0"), (6.62607015e-34, "6.62607015e-34")],
+    [
+        (64.0, "64.0"),
+        (2.5, "2.5"),
+        (1e-05, "0.00001"),
+        (1e-06, "1e-6"),
+        (1e16, "1e+16"),
+        (1e15, "1000000000000000.0"),
+        (1.8446744073709552e19, "1.8446744073709552e+19"),
+        (-0.0, "-0.0"),
+        (6.62607015e-34, "6.62607015e-34"),
+    ],
 )
 def test_rust_float_is_serde_jsons_rendering(x: float, s: str) -> None:
     assert rust_float(x) == s
@@ -73,17 +82,30 @@ def test_transformers_rope_precedence() -> None:
 
     v = view(sk.config("tf4", rope_parameters={"rope_theta": 1e6, "rope_type": "default"}))
     assert v.get("rope_theta") == 1e6 and v.sources["rope_theta"] == ("rope_parameters", "rope_theta")
-    v = view(sk.config("tf4", rope_scaling={"type": "linear", "factor": 2.0}, rope_parameters={"rope_type": "default", "rope_theta": 5.0}))
+    v = view(
+        sk.config(
+            "tf4",
+            rope_scaling={"type": "linear", "factor": 2.0},
+            rope_parameters={"rope_type": "default", "rope_theta": 5.0},
+        )
+    )
     assert v.rope_type == "linear" and v.rope_source == "rope_scaling" and v.get("rope_theta") == 100000.0
     v = view({k: x for k, x in sk.config("tf4").items() if k != "rope_theta"})
     assert v.get("rope_theta") == 10000.0 and v.sources["rope_theta"] == ()  # the class default
-    v = view(sk.config("tf4", scaling={k: x for k, x in sk.LLAMA3_SCALING.items() if k != "original_max_position_embeddings"}))
+    v = view(
+        sk.config(
+            "tf4", scaling={k: x for k, x in sk.LLAMA3_SCALING.items() if k != "original_max_position_embeddings"}
+        )
+    )
     assert v.rope_parameters["original_max_position_embeddings"] == 128  # max_position_embeddings
     assert view(sk.config("tf4", rms_norm_eps=1)).refused  # strict: float field, int value
 
 
 def test_llama3_factors_match_transformers_shape() -> None:
-    v = family_transformers_view("llama", sk.config("tf4", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING, hidden_size=2048, num_attention_heads=16))
+    v = family_transformers_view(
+        "llama",
+        sk.config("tf4", rope_theta=500000.0, scaling=sk.LLAMA3_SCALING, hidden_size=2048, num_attention_heads=16),
+    )
     f = llama3_inv_freq_factors(v)
     assert f is not None and len(f) == 64 and f[0] == 1.0 and f[-1] == 8.0
     assert all(1.0 <= x <= 8.0 for x in f)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from portkit.families import FAMILIES, sublayers as S
+from portkit.families import FAMILIES
+from portkit.families import sublayers as S
 from portkit.porting.dumpfile import describe_names, known_name, order_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,7 +56,17 @@ def test_names_and_order():
     for bad in ("layer.03.mlp", "layer.3.mlp.down_proj", "layer.3", "layer.3.", "norm", "layer.-1.mlp"):
         assert S.split(bad) is None, bad
     assert known_name("layer.0.post_feedforward_layernorm") and not known_name("layer.0.o_proj")
-    names = ["logits", "layer.1", "layer.0.mlp", "layer.10.input_layernorm", "layer.0", "layer.0.self_attn", "ids", "layer.0.input_layernorm", "embeddings"]
+    names = [
+        "logits",
+        "layer.1",
+        "layer.0.mlp",
+        "layer.10.input_layernorm",
+        "layer.0",
+        "layer.0.self_attn",
+        "ids",
+        "layer.0.input_layernorm",
+        "embeddings",
+    ]
     assert sorted(names, key=order_key) == [
         "ids", "embeddings", "layer.0.input_layernorm", "layer.0.self_attn", "layer.0.mlp", "layer.0", "layer.1",
         "layer.10.input_layernorm", "logits",

@@ -9,7 +9,11 @@ import pytest
 
 from portkit.verify.reference import tokenizer_cache as tokcache
 
-RECORD = {"class": "TokenizersBackend", "attributes": {"bos_token": "<s>"}, "calls": {'["encode", "a", true]': {"value": [1, 2]}}}
+RECORD = {
+    "class": "TokenizersBackend",
+    "attributes": {"bos_token": "<s>"},
+    "calls": {'["encode", "a", true]': {"value": [1, 2]}},
+}
 
 
 @pytest.fixture()
@@ -31,7 +35,9 @@ def test_a_stored_record_is_read_back(model: Path) -> None:
     assert tokcache.for_dir(model, None, None, True).get() == RECORD  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("edit", ["tokenizer.json", "tokenizer_config.json", "config.json", "chat_template.jinja", "prompt"])
+@pytest.mark.parametrize(
+    "edit", ["tokenizer.json", "tokenizer_config.json", "config.json", "chat_template.jinja", "prompt"]
+)
 def test_any_tokenizer_input_is_a_new_key(model: Path, edit: str) -> None:
     before = tokcache.record_key(model, None, None)
     if edit == "prompt":
@@ -61,7 +67,9 @@ def test_damage_reads_as_absent_and_a_wrong_shape_is_ignored(model: Path) -> Non
 
 def test_an_error_is_not_kept_and_no_cache_means_none(model: Path) -> None:
     c = tokcache.for_dir(model, None, None, True)
-    assert tokcache.through(c, lambda: {"error": "sentencepiece is not installed"}) == {"error": "sentencepiece is not installed"}
+    assert tokcache.through(c, lambda: {"error": "sentencepiece is not installed"}) == {
+        "error": "sentencepiece is not installed"
+    }
     assert c is not None and c.get() is None
     assert tokcache.through(c, lambda: RECORD) == RECORD and c.get() == RECORD
     assert tokcache.through(c, lambda: pytest.fail("computed again")) == RECORD

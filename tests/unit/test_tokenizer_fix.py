@@ -37,11 +37,23 @@ EDITS: dict[str, dict[str, dict[str, Any] | None]] = {
         "PK502": {"pre_tokenizer": METASPACE_FIRST},
         "PK505": {"added_tokens[<unk>].normalized": False, "added_tokens[<s>].normalized": False},
     },
-    "qwen2": {"PK501": {"normalizer": {"type": "NFC"}}, "PK508": None},  # the normalizer alone: its finding edits no pre-tokenizer
+    "qwen2": {
+        "PK501": {"normalizer": {"type": "NFC"}},
+        "PK508": None,
+    },  # the normalizer alone: its finding edits no pre-tokenizer
     "smollm": {"PK503": {"pre_tokenizer": BYTE_LEVEL}, "PK506": {"padding": None, "truncation": None}},
     "gemma": {
         "PK501": {"normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}},
-        "PK504": {"decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "▁"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}]}},
+        "PK504": {
+            "decoder": {
+                "type": "Sequence",
+                "decoders": [
+                    {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+                    {"type": "ByteFallback"},
+                    {"type": "Fuse"},
+                ],
+            }
+        },
         "PK508": None,
         "PK509": None,
     },
@@ -112,7 +124,11 @@ def test_pk506_sets_padding_and_truncation_to_null_whichever_is_saved(saved: str
     d, _ = shape("smollm", tokenizer=edit)(tmp_path / "m")
     old_text = (d / "tokenizer.json").read_text(encoding="utf-8")
     old = json.loads(old_text)
-    assert (old["padding"] is not None, old["truncation"] is not None) == {"both": (True, True), "padding only": (True, False), "truncation only": (False, True)}[saved]
+    assert (old["padding"] is not None, old["truncation"] is not None) == {
+        "both": (True, True),
+        "padding only": (True, False),
+        "truncation only": (False, True),
+    }[saved]
     found, ctx = tfix.findings(_facts(d))
     (pk506,) = [f for f in found if f.code == "PK506"]
     assert changes_for(pk506, ctx) == {"padding": None, "truncation": None}
@@ -120,9 +136,9 @@ def test_pk506_sets_padding_and_truncation_to_null_whichever_is_saved(saved: str
     assert p is not None and p.new_text is not None
     new = json.loads(p.new_text)
     assert new["padding"] is None and new["truncation"] is None
-    assert list(new) == list(old) and {k: v for k, v in new.items() if k not in ("padding", "truncation", "pre_tokenizer")} == {
-        k: v for k, v in old.items() if k not in ("padding", "truncation", "pre_tokenizer")
-    }
+    assert list(new) == list(old) and {
+        k: v for k, v in new.items() if k not in ("padding", "truncation", "pre_tokenizer")
+    } == {k: v for k, v in old.items() if k not in ("padding", "truncation", "pre_tokenizer")}
     # every byte outside the edited values is kept: the text is the old one with these three values replaced
     tj = load_model(d).tokenizer.tokenizer  # type: ignore[union-attr]
     assert p.new_text == apply_changes(tj, {"pre_tokenizer": BYTE_LEVEL, "padding": None, "truncation": None})
@@ -138,7 +154,10 @@ def test_refused_findings_say_why(tmp_path: Path) -> None:
     p = tfix.plan(d)
     assert p is not None and p.new_text is None and not p.changed
     pk507 = next(e for e in p.edits if e.finding.code == "PK507")
-    assert pk507.refused == f"the tokenizers crate cannot load tokenizer.json ({pk507.finding.candle_value}): regenerate it with the `tokenizers` library"
+    assert (
+        pk507.refused
+        == f"the tokenizers crate cannot load tokenizer.json ({pk507.finding.candle_value}): regenerate it with the `tokenizers` library"
+    )
     assert "Merges text file invalid at line 6" in pk507.refused
     d3 = write_tokenizer(tmp_path / "l3", "llama3", "trigger")
     p3 = tfix.plan(d3)
@@ -181,7 +200,11 @@ def test_clean_directories_and_directories_without_tokenizer_json_plan_nothing(t
 def test_plan_uses_the_facts_it_is_given(tmp_path: Path) -> None:
     d = write_tokenizer(tmp_path / "m", "smollm", "trigger")
     p = tfix.plan(tmp_path / "no-such-dir", _facts(d))
-    assert p is not None and p.path == d / "tokenizer.json" and p.changes == {"pre_tokenizer": BYTE_LEVEL, "padding": None, "truncation": None}
+    assert (
+        p is not None
+        and p.path == d / "tokenizer.json"
+        and p.changes == {"pre_tokenizer": BYTE_LEVEL, "padding": None, "truncation": None}
+    )
 
 
 def test_edited_facts_read_the_new_text_and_keep_the_rest(tmp_path: Path) -> None:
@@ -210,7 +233,10 @@ def test_check_refuses_an_edit_the_crate_cannot_load(tmp_path: Path) -> None:
     with pytest.raises(InputError) as e:
         _check(d, {"normalizer": {"type": "Bogus"}})
     assert e.value.path == str(d / "tokenizer.json")
-    assert e.value.what.startswith("refusing to fix: the crate would refuse the edited file (") and "NormalizerUntagged" in e.value.what
+    assert (
+        e.value.what.startswith("refusing to fix: the crate would refuse the edited file (")
+        and "NormalizerUntagged" in e.value.what
+    )
 
 
 def test_check_refuses_an_edit_that_changes_the_class_transformers_picks(tmp_path: Path) -> None:
@@ -218,7 +244,10 @@ def test_check_refuses_an_edit_that_changes_the_class_transformers_picks(tmp_pat
     d = write_tokenizer(tmp_path / "m", "llama2", "trigger")
     with pytest.raises(InputError) as e:
         _check(d, {"decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}})
-    assert e.value.what == "refusing to fix: transformers would pick `TokenizersBackend` instead of `LlamaTokenizer` for the edited file"
+    assert (
+        e.value.what
+        == "refusing to fix: transformers would pick `TokenizersBackend` instead of `LlamaTokenizer` for the edited file"
+    )
     assert e.value.path == str(d / "tokenizer.json")
 
 

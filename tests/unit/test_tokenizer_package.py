@@ -26,13 +26,19 @@ def test_each_rule_module_holds_one_rule_named_as_the_module() -> None:
         if p.stem in SHARED:
             continue
         mod = importlib.import_module(f"portkit.rules.tokenizer.{p.stem}")
-        rules = [c for _, c in inspect.getmembers(mod, inspect.isclass) if issubclass(c, Rule) and c.__module__ == mod.__name__]
+        rules = [
+            c
+            for _, c in inspect.getmembers(mod, inspect.isclass)
+            if issubclass(c, Rule) and c.__module__ == mod.__name__
+        ]
         assert len(rules) == 1, (p.name, rules)
         assert rules[0].name.replace("-", "_") == p.stem
         assert mod.__doc__ is not None and mod.__doc__.startswith(f"{rules[0].code} {rules[0].name}: ")
         seen.append(rules[0])
     assert sorted(seen, key=lambda c: c.code) == sorted(T.RULES, key=lambda c: c.code)
-    assert [c.code for c in T.RULES] == [f"PK5{n:02d}" for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)] + ["PK511"] + [f"PK5{n}" for n in range(12, 19)]
+    assert [c.code for c in T.RULES] == [f"PK5{n:02d}" for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)] + ["PK511"] + [
+        f"PK5{n}" for n in range(12, 19)
+    ]
     assert {c for c, r in RULES.items() if r.group == "tokenizer"} == {c.code for c in T.RULES}
 
 

@@ -20,7 +20,11 @@ from tests.unit.config_corpus import CORPUS
 transformers = pytest.importorskip("transformers")  # the `verify` extra; CI installs it
 
 # transformers' config loads these; it fails later, building the model (rope init).
-MODEL_INIT_REFUSALS = ("`rope_theta` must be a number", "has no rope init function", "values transformers cannot compute")
+MODEL_INIT_REFUSALS = (
+    "`rope_theta` must be a number",
+    "has no rope init function",
+    "values transformers cannot compute",
+)
 
 
 def _load(text: str) -> Any:
@@ -52,14 +56,27 @@ def test_transformers_view_matches_transformers(name: str) -> None:
         assert view.refused is not None, f"transformers refuses ({type(e).__name__}: {e}); portkit's view accepts"
         return
     if view.refused is not None:
-        assert any(r in view.refused for r in MODEL_INIT_REFUSALS), f"portkit refuses ({view.refused}); transformers loads"
+        assert any(r in view.refused for r in MODEL_INIT_REFUSALS), (
+            f"portkit refuses ({view.refused}); transformers loads"
+        )
         return
     rp = tf.rope_parameters
     assert view.rope_type == rp["rope_type"]
     assert view.get("rope_theta") == pytest.approx(float(rp["rope_theta"]))
     assert view.rope_parameters == dict(rp)
-    for key in ("head_dim", "num_key_value_heads", "hidden_act", "tie_word_embeddings", "attention_bias", "mlp_bias",
-                "max_position_embeddings", "eos_token_id", "bos_token_id", "hidden_size", "num_hidden_layers"):
+    for key in (
+        "head_dim",
+        "num_key_value_heads",
+        "hidden_act",
+        "tie_word_embeddings",
+        "attention_bias",
+        "mlp_bias",
+        "max_position_embeddings",
+        "eos_token_id",
+        "bos_token_id",
+        "hidden_size",
+        "num_hidden_layers",
+    ):
         assert view.get(key) == getattr(tf, key), key
     eps = view.get("rms_norm_eps")
     assert eps == tf.rms_norm_eps or eps != eps

@@ -23,13 +23,19 @@ def _pk506(tmp_path: Path, target: dict[str, Any], **edit: Any) -> Any:
 @pytest.mark.parametrize(
     ("target", "severity", "tail"),
     [
-        ({}, "warning", "every encode longer than 48 tokens is cut; no prompt length is planned (`--max-prompt-tokens`)"),
+        (
+            {},
+            "warning",
+            "every encode longer than 48 tokens is cut; no prompt length is planned (`--max-prompt-tokens`)",
+        ),
         ({"max_tokens": 200, "max_prompt_tokens": 48}, "warning", "you plan prompts of at most 48 tokens"),
         ({"max_tokens": 49}, "error", "you plan prompts of at most 49 tokens"),
         ({"max_tokens": 20, "max_prompt_tokens": 100}, "error", "you plan prompts of at most 100 tokens"),
     ],
 )
-def test_truncation_alone_is_judged_against_the_planned_prompt(tmp_path: Path, target: dict[str, Any], severity: str, tail: str) -> None:
+def test_truncation_alone_is_judged_against_the_planned_prompt(
+    tmp_path: Path, target: dict[str, Any], severity: str, tail: str
+) -> None:
     f = _pk506(tmp_path, target, padding=None)
     assert f.severity == severity and f.message.endswith(tail), f.message
     assert "every text gets other ids" not in f.message

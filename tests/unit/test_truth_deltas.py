@@ -10,7 +10,9 @@ import numpy as np
 from portkit.verify.judge.floor import measure, truth_of
 from portkit.verify.reference.compute import TRUTH, truth_deltas
 
-F32 = np.array([[np.float32(1) / np.float32(3), np.float32(7) / np.float32(10)]], dtype=np.float32)  # 0.33333334, 0.69999999
+F32 = np.array(
+    [[np.float32(1) / np.float32(3), np.float32(7) / np.float32(10)]], dtype=np.float32
+)  # 0.33333334, 0.69999999
 F64 = np.array([[1 / 3, 7 / 10]])
 
 

@@ -72,7 +72,9 @@ def test_pk402_findings_have_the_rules_severity_and_name_their_key(tmp_path: Pat
 # ------------------------------------------------------------------ portkit rules
 
 
-def test_rules_table_fits_100_columns_and_lists_no_family_twice(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rules_table_fits_100_columns_and_lists_no_family_twice(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "300")  # the table's width is its own, not the terminal's
     code, out = cli(capsys, "rules")
     lines = out.splitlines()
@@ -101,7 +103,9 @@ def test_rules_lists_removed_codes_only_with_all(capsys: pytest.CaptureFixture[s
 def test_rules_filters_by_group(capsys: pytest.CaptureFixture[str]) -> None:
     _, out = cli(capsys, "rules", "--group", "runtime")
     codes = re.findall(r"^(PK\d{3})\b", out, re.M)
-    assert codes == sorted(c for c, r in RULES.items() if r.group == "runtime") and all(c.startswith("PK3") for c in codes)
+    assert codes == sorted(c for c, r in RULES.items() if r.group == "runtime") and all(
+        c.startswith("PK3") for c in codes
+    )
 
 
 def test_rules_filters_by_family(capsys: pytest.CaptureFixture[str]) -> None:

@@ -28,7 +28,9 @@ def test_each_repeat_gives_verify_an_empty_cache_then_its_repeat_on_it(tmp_path:
         order = list(plan)
         for name in ("verify", "verify --no-layers"):
             (first,), (repeat,) = plan[name + b.FIRST], plan[name + b.REPEAT]
-            assert first["env"]["PORTKIT_CACHE"] == repeat["env"]["PORTKIT_CACHE"], "the repeat reads the first run's cache"
+            assert first["env"]["PORTKIT_CACHE"] == repeat["env"]["PORTKIT_CACHE"], (
+                "the repeat reads the first run's cache"
+            )
             assert order.index(name + b.FIRST) < order.index(name + b.REPEAT)
             assert not Path(first["env"]["PORTKIT_CACHE"]).exists(), "the first run's cache is empty"
             caches.setdefault(name, set()).add(first["env"]["PORTKIT_CACHE"])

@@ -12,7 +12,6 @@ from types import SimpleNamespace
 import pytest
 
 from portkit.verify import targets
-from portkit.verify.errors import BadInput
 from portkit.verify.pipeline import VerifyOptions
 
 VERDICT = {0: "agree", 1: "mismatch", 3: "non-finite"}
@@ -57,7 +56,9 @@ def _stub_sides(monkeypatch: pytest.MonkeyPatch, exit_codes: dict[str, int], beg
             return real_begin(opts, progress, session)
         begun.append(name)
         code = exit_codes[name]
-        report = SimpleNamespace(family="llama", exit_code=code, seconds=0.0, confirmed=[], verdict=lambda: (VERDICT[code], ""))
+        report = SimpleNamespace(
+            family="llama", exit_code=code, seconds=0.0, confirmed=[], verdict=lambda: (VERDICT[code], "")
+        )
         return pipeline.Unfinished(finish=lambda: report)
 
     monkeypatch.setattr(pipeline, "begin", begin)
@@ -90,7 +91,9 @@ def test_batches_of_two_cover_five_targets(monkeypatch: pytest.MonkeyPatch, tmp_
     assert [o.target for o in out] == begun == labels
 
 
-def test_cli_a_missing_directory_beside_a_nonfinite_model_exits_2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys) -> None:
+def test_cli_a_missing_directory_beside_a_nonfinite_model_exits_2(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys
+) -> None:
     """`portkit verify NAN MISSING`: the missing directory is one line (the real `begin`'s bad
     input), the other model still runs, and the exit is 2, the worst, not 3, the largest."""
     from portkit.verify import cli

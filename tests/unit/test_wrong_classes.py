@@ -28,7 +28,9 @@ def of(code: str, found: list[Any]) -> list[Any]:
     return [f for f in found if f.code == code]
 
 
-DYNAMIC = {"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}  # (llama: candle refuses it as `rope_scaling`, PK103)
+DYNAMIC = {
+    "rope_parameters": {"rope_type": "dynamic", "factor": 2.0}
+}  # (llama: candle refuses it as `rope_scaling`, PK103)
 
 
 @pytest.mark.parametrize("name", ["mistral", "gemma2", "starcoder2", "qwen3_moe", "qwen2", "llama"])
@@ -47,7 +49,11 @@ def test_dynamic_rope_scaling_below_max_positions_is_a_warning(name: str, tmp_pa
     "edits",
     [
         {"sliding_window": 18},  # use_sliding_window false: transformers applies no window
-        {"sliding_window": 18, "use_sliding_window": True, "max_window_layers": 2},  # the window starts past the last layer
+        {
+            "sliding_window": 18,
+            "use_sliding_window": True,
+            "max_window_layers": 2,
+        },  # the window starts past the last layer
     ],
     ids=["use-sliding-window-false", "max-window-layers-covers-no-layer"],
 )
@@ -72,10 +78,18 @@ def test_a_window_transformers_also_applies_in_decode_stays_an_error(tmp_path: P
 
 
 def test_gemma3_bidirectional_attention(tmp_path: Path) -> None:
-    found = of("PK122", findings(family("gemma3", num_key_value_heads=1, use_bidirectional_attention=True), tmp_path / "a"))
+    found = of(
+        "PK122", findings(family("gemma3", num_key_value_heads=1, use_bidirectional_attention=True), tmp_path / "a")
+    )
     assert [f.severity for f in found] == ["error"]
     assert "`use_bidirectional_attention`=true and a `sliding_window` of 17 around each position" in found[0].message
-    assert of("PK122", findings(family("gemma3", num_key_value_heads=1, use_bidirectional_attention=False), tmp_path / "b")) == []
+    assert (
+        of(
+            "PK122",
+            findings(family("gemma3", num_key_value_heads=1, use_bidirectional_attention=False), tmp_path / "b"),
+        )
+        == []
+    )
 
 
 @pytest.mark.parametrize("key,value", [("final_logit_softcapping", 30.0), ("attn_logit_softcapping", 50.0)])
@@ -93,7 +107,13 @@ def test_gemma_without_any_activation_key(tmp_path: Path) -> None:
     assert "none of hidden_act and hidden_activation are set" in found[0].message
     assert found[0].fix is not None and found[0].fix.edits == {"hidden_act": "gelu_pytorch_tanh"}
     assert found[0].help == "Write the `hidden_act` transformers uses"
-    assert of("PK117", findings(family("gemma", drop=("hidden_act",), hidden_activation="gelu_pytorch_tanh"), tmp_path / "b")) == []
+    assert (
+        of(
+            "PK117",
+            findings(family("gemma", drop=("hidden_act",), hidden_activation="gelu_pytorch_tanh"), tmp_path / "b"),
+        )
+        == []
+    )
 
 
 def test_pk120_on_a_tied_checkpoint_that_has_an_lm_head(tmp_path: Path) -> None:
@@ -102,7 +122,9 @@ def test_pk120_on_a_tied_checkpoint_that_has_an_lm_head(tmp_path: Path) -> None:
     assert len(found) == 1
     assert "saves no" not in found[0].message and "never reads the checkpoint's `lm_head.weight`" in found[0].message
     assert found[0].probe.kind == "numeric"
-    missing = of("PK120", findings(family_model("mistral", tie_word_embeddings=True, drop=("lm_head.weight",)), tmp_path / "b"))
+    missing = of(
+        "PK120", findings(family_model("mistral", tie_word_embeddings=True, drop=("lm_head.weight",)), tmp_path / "b")
+    )
     assert "saves no `lm_head.weight`" in missing[0].message
 
 
@@ -125,7 +147,17 @@ def test_gemma3_legacy_rope_scaling_spelled_with_type_keeps_the_default_rope(tmp
     """Found by the differential (gemma3 seed 19): transformers 5's gemma3 updates
     `{"rope_type": "default"}` with a legacy `rope_scaling`, so `{"type": "linear"}` scales nothing
     and candle, which reads no scaling, agrees; `{"rope_type": "linear"}` (gemma-3-4b's spelling) scales."""
-    legacy = of("PK102", findings(family("gemma3", num_key_value_heads=1, rope_scaling={"type": "linear", "factor": 4.0}), tmp_path / "a"))
+    legacy = of(
+        "PK102",
+        findings(
+            family("gemma3", num_key_value_heads=1, rope_scaling={"type": "linear", "factor": 4.0}), tmp_path / "a"
+        ),
+    )
     assert legacy == []
-    real = of("PK102", findings(family("gemma3", num_key_value_heads=1, rope_scaling={"rope_type": "linear", "factor": 4.0}), tmp_path / "b"))
+    real = of(
+        "PK102",
+        findings(
+            family("gemma3", num_key_value_heads=1, rope_scaling={"rope_type": "linear", "factor": 4.0}), tmp_path / "b"
+        ),
+    )
     assert [f.severity for f in real] == ["error"]

@@ -17,7 +17,7 @@ from . import _cpu, _target
 _cpu.check(_target.ARCH, _target.FEATURES)  # before the extension: a CPU it cannot run on gets one line, not SIGILL
 
 from . import _native  # noqa: E402
-from ._native import (
+from ._native import (  # noqa: E402  # after the CPU check above
     CandleError,
     CandlePanic,
     ChatTemplateError,
@@ -32,18 +32,18 @@ from ._native import (
     TokenizerError,
     build_info,
     capture_families,
-    encoder_capture_families,
     capture_layers,
     chat_environments,
     check_device,
     cpu_threads,
+    encoder_capture_families,
     encoder_families,
     families,
     gguf_capture_loaders,
     gguf_loaders,
-    release_memory,
     keep_weights,
     kept_tensors,
+    release_memory,
     requested_tensors,
     sampling_weights,
 )
@@ -144,4 +144,6 @@ def render_chat_template(
         "eos_token": eos_token,
         "unk_token": unk_token,
     }
-    return _native.render_chat_template(environment, template, json.dumps(request, ensure_ascii=False), trim_blocks, lstrip_blocks)
+    return _native.render_chat_template(
+        environment, template, json.dumps(request, ensure_ascii=False), trim_blocks, lstrip_blocks
+    )

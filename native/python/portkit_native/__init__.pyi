@@ -1,7 +1,8 @@
 """Type stubs for portkit_native: candle 0.11.0's decoder families, GGUF loaders and tokenizer, from Python."""
 
+from collections.abc import Sequence
 from os import PathLike
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -70,7 +71,7 @@ def families() -> list[str]:
     """The family keys this wheel has a config binding and a runner for (candle module names)."""
 
 def sampling_weights(
-    logits: "np.ndarray",
+    logits: np.ndarray,
     contexts: list[list[int]],
     sampling: str,
     *,
@@ -81,7 +82,7 @@ def sampling_weights(
     repeat_last_n: int = 64,
     top_k_renormalised: int | None = None,
     seed: int = 299792458,
-) -> "np.ndarray":
+) -> np.ndarray:
     """The unnormalised weights candle's sampler draws each step's token from, [steps, vocab] f32.
 
     `logits` [steps, vocab] f32; `contexts[k]`: every token before step k, the prompt's included.
@@ -185,7 +186,9 @@ class LlamaRunner:
         """Per-layer values from a copy of the forward proven bit-identical to the library,
         built from this runner's tensors (no second load):
         "embeddings", "layer.0".., "norm" (each [len(ids), hidden]) and "logits" ([vocab])."""
-    def continuation(self, prompt: Sequence[int], fed: Sequence[int], segment: Sequence[int]) -> npt.NDArray[np.float32]:
+    def continuation(
+        self, prompt: Sequence[int], fed: Sequence[int], segment: Sequence[int]
+    ) -> npt.NDArray[np.float32]:
         """[len(segment), vocab]: the prompt in one forward, `fed` one token at a time, then row
         k - 1 is the last position of `forward(segment[:k], len(prompt) + len(fed))` on that warm
         KV cache (a second turn, as chat programs feed it)."""
@@ -204,19 +207,32 @@ class EncoderRunner:
     `XLMRobertaModel::new`, `ModernBert::load`, jina_bert's `BertModel::new`, `NomicBertModel::load`)
     over the checkpoint's safetensors."""
 
-    def __init__(self, family: str, weight_files: Sequence[str | PathLike[str]], config_json: str, dtype: str = "f32", device: str = "cpu") -> None: ...
+    def __init__(
+        self,
+        family: str,
+        weight_files: Sequence[str | PathLike[str]],
+        config_json: str,
+        dtype: str = "f32",
+        device: str = "cpu",
+    ) -> None: ...
     @property
     def family(self) -> str: ...
     def config_json(self) -> str:
         """candle's parsed config, as JSON (as `encoder_config`)."""
     def hidden_states(
-        self, ids: Sequence[Sequence[int]], type_ids: Sequence[Sequence[int]] | None = None, mask: Sequence[Sequence[int]] | None = None
+        self,
+        ids: Sequence[Sequence[int]],
+        type_ids: Sequence[Sequence[int]] | None = None,
+        mask: Sequence[Sequence[int]] | None = None,
     ) -> npt.NDArray[np.float32]:
         """[rows, seq, hidden]: the module's public forward on rows of one length. `mask` goes to the
         module as given, in its own convention (distilbert: 1 = masked); None: its call without one
         (a mask of ones where its forward requires one; jina_bert's forward takes none)."""
     def capture(
-        self, ids: Sequence[Sequence[int]], type_ids: Sequence[Sequence[int]] | None = None, mask: Sequence[Sequence[int]] | None = None
+        self,
+        ids: Sequence[Sequence[int]],
+        type_ids: Sequence[Sequence[int]] | None = None,
+        mask: Sequence[Sequence[int]] | None = None,
     ) -> dict[str, npt.NDArray[np.float32]]:
         """The same inputs through the capture copy: `embeddings`, each `layers.N.<sub-layer>` and
         `layers.N` ([rows, seq, hidden] each); ValueError for an encoder outside
@@ -253,7 +269,9 @@ class FamilyRunner:
     def capture(self, ids: Sequence[int]) -> dict[str, npt.NDArray[np.float32]]:
         """As `LlamaRunner.capture`, for the families in `capture_families()`; NotImplementedError
         "per-layer: not available for FAMILY" for the others."""
-    def continuation(self, prompt: Sequence[int], fed: Sequence[int], segment: Sequence[int]) -> npt.NDArray[np.float32]:
+    def continuation(
+        self, prompt: Sequence[int], fed: Sequence[int], segment: Sequence[int]
+    ) -> npt.NDArray[np.float32]:
         """As `LlamaRunner.continuation`, through the family's library model."""
     def batch_last_logits(self, rows: Sequence[Sequence[int]]) -> npt.NDArray[np.float32]:
         """As `LlamaRunner.batch_last_logits`."""
@@ -277,7 +295,9 @@ class GgufRunner:
     def capture(self, ids: Sequence[int]) -> dict[str, npt.NDArray[np.float32]]:
         """Per-layer values (embeddings, `layer.N` and its sub-layers, norm, logits) through the
         loader's copy of the forward (`gguf_capture_loaders()`)."""
-    def continuation(self, prompt: Sequence[int], fed: Sequence[int], segment: Sequence[int]) -> npt.NDArray[np.float32]:
+    def continuation(
+        self, prompt: Sequence[int], fed: Sequence[int], segment: Sequence[int]
+    ) -> npt.NDArray[np.float32]:
         """As `LlamaRunner.continuation`, through the loader's `ModelWeights::forward`."""
     def batch_last_logits(self, rows: Sequence[Sequence[int]]) -> npt.NDArray[np.float32]:
         """As `LlamaRunner.batch_last_logits`."""

@@ -12,7 +12,7 @@ from portkit.semantics.transformers import llama3_inv_freq_factors
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
     from portkit.findings import Finding
     from portkit.model import GgufFile
@@ -82,10 +82,20 @@ class GgufConfigDisagreement(GgufRule):
                 continue
             pairs: list[tuple[str, object, str, object]] = [
                 ("llama.attention.head_count", v.head_count, "num_attention_heads", ftv.get("num_attention_heads")),
-                ("llama.attention.head_count_kv", v.head_count_kv, "num_key_value_heads", ftv.get("num_key_value_heads")),
+                (
+                    "llama.attention.head_count_kv",
+                    v.head_count_kv,
+                    "num_key_value_heads",
+                    ftv.get("num_key_value_heads"),
+                ),
                 ("llama.block_count", v.block_count, "num_hidden_layers", ftv.get("num_hidden_layers")),
                 ("llama.embedding_length", v.embedding_length, "hidden_size", ftv.get("hidden_size")),
-                ("llama.context_length", v.context_length, "max_position_embeddings", ftv.get("max_position_embeddings")),
+                (
+                    "llama.context_length",
+                    v.context_length,
+                    "max_position_embeddings",
+                    ftv.get("max_position_embeddings"),
+                ),
             ]
             ff = g.metadata.get("llama.feed_forward_length")
             if ff is not None and isinstance(ff.value, int):
@@ -95,18 +105,25 @@ class GgufConfigDisagreement(GgufRule):
                 pairs.append(("token_embd.weight rows", emb.shape[0], "vocab_size", ftv.get("vocab_size")))
             for gk, gval, ck, cval in pairs:
                 if gval is not None and cval is not None and gval != cval:
-                    yield self._disagreement(ctx, g, f"`{gk}` is {gval}; config.json's `{ck}` (what transformers uses) is {cval}", cval, gval)
+                    yield self._disagreement(
+                        ctx, g, f"`{gk}` is {gval}; config.json's `{ck}` (what transformers uses) is {cval}", cval, gval
+                    )
             eps, theta = ftv.get("rms_norm_eps"), ftv.get("rope_theta")
             if v.rms_eps is not None and isinstance(eps, float) and f32(eps) != v.rms_eps:
                 yield self._disagreement(
-                    ctx, g, f"`llama.attention.layer_norm_rms_epsilon` is {num(v.rms_eps)}; transformers uses `rms_norm_eps`={num(eps)}",
-                    eps, v.rms_eps,
+                    ctx,
+                    g,
+                    f"`llama.attention.layer_norm_rms_epsilon` is {num(v.rms_eps)}; transformers uses `rms_norm_eps`={num(eps)}",
+                    eps,
+                    v.rms_eps,
                 )
             if v.freq_base_source == "metadata" and theta is not None and f32(theta) != v.freq_base:
                 yield self._disagreement(
-                    ctx, g,
+                    ctx,
+                    g,
                     f"`llama.rope.freq_base` is {num(v.freq_base)}; transformers uses `rope_theta`={num(theta)}",
-                    theta, v.freq_base,
+                    theta,
+                    v.freq_base,
                     patch={"llama.rope.freq_base": theta},
                 )
             yield from self._rope_freqs(ctx, g, v)
@@ -129,11 +146,23 @@ class GgufConfigDisagreement(GgufRule):
         for suffix, ck in keys:
             gval, cval = md_u32(g, f"{p}.{suffix}"), ftv.get(ck)
             if gval is not None and isinstance(cval, int) and gval != cval:
-                yield self._disagreement(ctx, g, f"`{p}.{suffix}` is {gval}; config.json's `{ck}` (what transformers uses) is {cval}", cval, gval)
+                yield self._disagreement(
+                    ctx,
+                    g,
+                    f"`{p}.{suffix}` is {gval}; config.json's `{ck}` (what transformers uses) is {cval}",
+                    cval,
+                    gval,
+                )
         emb = g.tensors.get("token_embd.weight")
         vocab = ftv.get("vocab_size")
         if emb is not None and len(emb.shape) == 2 and isinstance(vocab, int) and emb.shape[0] != vocab:
-            yield self._disagreement(ctx, g, f"`token_embd.weight rows` is {emb.shape[0]}; config.json's `vocab_size` is {vocab}", vocab, emb.shape[0])
+            yield self._disagreement(
+                ctx,
+                g,
+                f"`token_embd.weight rows` is {emb.shape[0]}; config.json's `vocab_size` is {vocab}",
+                vocab,
+                emb.shape[0],
+            )
         eps = md_f32(g, f"{p}.attention.layer_norm_rms_epsilon")
         if eps is not None and isinstance(ftv.get("rms_norm_eps"), float) and f32(ftv.get("rms_norm_eps")) != eps:
             yield self._disagreement(ctx, g, f"`{p}.attention.layer_norm_rms_epsilon` is {num(eps)}; transformers uses `rms_norm_eps`={num(ftv.get('rms_norm_eps'))}",
@@ -147,10 +176,17 @@ class GgufConfigDisagreement(GgufRule):
                 yield self._disagreement(ctx, g, f"`{p}.{suffix}` is {fb:.7g}; transformers uses `{ck}`={num(theta)}", theta, fb,
                               patch={f"{p}.{suffix}": float(theta)})  # fmt: skip
 
-    def _disagreement(self, ctx: Context, g: GgufFile, msg: str, tval: object, cval: object, patch: dict[str, object] | None = None) -> Finding:
+    def _disagreement(
+        self, ctx: Context, g: GgufFile, msg: str, tval: object, cval: object, patch: dict[str, object] | None = None
+    ) -> Finding:
         """`patch`: the metadata edit that makes candle read what transformers uses, when one exists."""
         return self.file_finding(
-            ctx, g, msg + "; candle 0.11.0 reads only the GGUF", transformers_value=tval, candle_value=cval, probe_patch=patch
+            ctx,
+            g,
+            msg + "; candle 0.11.0 reads only the GGUF",
+            transformers_value=tval,
+            candle_value=cval,
+            probe_patch=patch,
         )
 
     def _rope_freqs(self, ctx: Context, g: GgufFile, v: GgufView) -> Iterable[Finding]:
@@ -160,17 +196,31 @@ class GgufConfigDisagreement(GgufRule):
         t = g.tensors.get("rope_freqs.weight")
         if want is None:
             if t is not None:
-                yield self._disagreement(ctx, g, f"the GGUF has `rope_freqs.weight` but transformers applies `{ftv.rope_type}` rope, not llama3", ftv.rope_type, "rope_freqs")
+                yield self._disagreement(
+                    ctx,
+                    g,
+                    f"the GGUF has `rope_freqs.weight` but transformers applies `{ftv.rope_type}` rope, not llama3",
+                    ftv.rope_type,
+                    "rope_freqs",
+                )
             return
         if t is None:
             yield self._disagreement(
-                ctx, g,
+                ctx,
+                g,
                 "transformers applies llama3 rope scaling; the GGUF has no `rope_freqs.weight` (the converter dropped the scaling)",
-                "llama3", None,
+                "llama3",
+                None,
             )
             return
         if t.type_id != 0 or t.numel != len(want):
-            yield self._disagreement(ctx, g, f"`rope_freqs.weight` has {t.numel} {t.type_name} values; transformers' llama3 scaling has {len(want)} factors", len(want), t.numel)
+            yield self._disagreement(
+                ctx,
+                g,
+                f"`rope_freqs.weight` has {t.numel} {t.type_name} values; transformers' llama3 scaling has {len(want)} factors",
+                len(want),
+                t.numel,
+            )
             return
         from portkit.model.gguf_header import read_tensor_bytes
 
@@ -182,7 +232,9 @@ class GgufConfigDisagreement(GgufRule):
         worst = max(range(len(want)), key=lambda i: abs(got[i] - want[i]) / max(abs(want[i]), 1e-12))
         if abs(got[worst] - want[worst]) > 1e-3 * max(abs(want[worst]), 1.0):
             yield self._disagreement(
-                ctx, g,
+                ctx,
+                g,
                 f"`rope_freqs.weight`[{worst}] is {got[worst]:.6g}; transformers' llama3 `rope_parameters` give {want[worst]:.6g}",
-                want[worst], got[worst],
+                want[worst],
+                got[worst],
             )

@@ -7,7 +7,8 @@ from portkit.semantics.gguf import GGUF_LOADERS, GgufView, loader_required_tenso
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, ClassVar, Iterable
+    from collections.abc import Iterable
+    from typing import Any, ClassVar
 
     from portkit.findings import Finding
     from portkit.model import GgufFile

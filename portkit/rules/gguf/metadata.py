@@ -9,10 +9,10 @@ from portkit.rules import as_candle
 from portkit.rules.base import Context, f32, num
 from portkit.rules.gguf.base import ALL_LOADERS, GgufRule
 from portkit.semantics.gguf import (
-    QUANTIZED_LLAMA_ARCH,
     LLAMA_CPP_NEOX_NOT_IN_CANDLE,
     LOADER_REQUIRED,
     MAX_SEQ_LEN,
+    QUANTIZED_LLAMA_ARCH,
     REQUIRED_U32,
     candle_debug,
     md_u32,
@@ -21,7 +21,7 @@ from portkit.semantics.gguf import (
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
     from portkit.findings import Finding
     from portkit.model import GgufFile
@@ -172,7 +172,13 @@ class GgufFreqBaseDefaulted(GgufRule):
         for g, v in self.each(ctx):
             key = f"{metadata_prefix(g, v.loader)}.rope.freq_base"
             written = g.metadata.get(key)
-            source = "metadata" if written is not None and written.type == "F32" else "default" if written is None else "default-wrong-type"
+            source = (
+                "metadata"
+                if written is not None and written.type == "F32"
+                else "default"
+                if written is None
+                else "default-wrong-type"
+            )
             if source == "metadata":
                 continue
             if source == "default-wrong-type":
@@ -184,8 +190,7 @@ class GgufFreqBaseDefaulted(GgufRule):
                 if f32(theta) == 10000.0:
                     continue
                 msg = (
-                    f"transformers uses `rope_theta`={num(theta)}; the GGUF has no `{key}` and candle "
-                    "0.11.0 uses 10000"
+                    f"transformers uses `rope_theta`={num(theta)}; the GGUF has no `{key}` and candle 0.11.0 uses 10000"
                 )
             else:
                 msg = f"the GGUF has no `{key}`; candle 0.11.0 uses 10000 (check the source model's `rope_theta`)"
@@ -303,7 +308,9 @@ class RopeFreqsIgnored(GgufRule):
                     "reads it and computes unscaled frequencies",
                     transformers_value="llama3 scaling",
                     candle_value="unscaled",
-                    as_candle=as_candle.edit("no llama3 rope scaling", config=as_candle.rope(as_candle.raw_config(ctx), plain=True)),
+                    as_candle=as_candle.edit(
+                        "no llama3 rope scaling", config=as_candle.rope(as_candle.raw_config(ctx), plain=True)
+                    ),
                 )
 
 

@@ -9,7 +9,7 @@ from portkit.semantics.gguf import GEMMA3_DEFAULT_LOCAL_FREQ_BASE, md_f32, md_u3
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
     from portkit.findings import Finding
 

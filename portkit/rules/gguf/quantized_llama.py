@@ -1,5 +1,4 @@
-"""PK4xx only candle 0.11.0's `quantized_llama` loader has (Mixtral GGUFs are written as arch `llama`).
-"""
+"""PK4xx only candle 0.11.0's `quantized_llama` loader has (Mixtral GGUFs are written as arch `llama`)."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ from portkit.rules.gguf.base import GgufRule
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
     from portkit.findings import Finding
 

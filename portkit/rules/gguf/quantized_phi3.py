@@ -9,7 +9,7 @@ from portkit.semantics.gguf import PHI3_FREQ_BASE, md_f32, md_u32
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
     from portkit.findings import Finding
 
@@ -64,7 +64,9 @@ class Phi3GgufFreqBaseIgnored(GgufRule):
                 "with a hard-coded 10000",
                 transformers_value=fb,
                 candle_value=PHI3_FREQ_BASE,
-                as_candle=as_candle.edit("rope base 10000", config=as_candle.rope(as_candle.raw_config(ctx), theta=PHI3_FREQ_BASE)),
+                as_candle=as_candle.edit(
+                    "rope base 10000", config=as_candle.rope(as_candle.raw_config(ctx), theta=PHI3_FREQ_BASE)
+                ),
             )
 
 
@@ -127,7 +129,9 @@ class Phi3GgufLongRopeIgnored(GgufRule):
                 "runs plain RoPE",
                 transformers_value="longrope",
                 candle_value="plain rope",
-                as_candle=as_candle.edit("plain RoPE (no LongRoPE)", config=as_candle.rope(as_candle.raw_config(ctx), plain=True)),
+                as_candle=as_candle.edit(
+                    "plain RoPE (no LongRoPE)", config=as_candle.rope(as_candle.raw_config(ctx), plain=True)
+                ),
             )
 
 
@@ -222,7 +226,9 @@ class Phi3GgufPartialRotary(GgufRule):
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         for g, _v in self.each(ctx):
-            rope_dim, emb, heads = (md_u32(g, f"phi3.{k}") for k in ("rope.dimension_count", "embedding_length", "attention.head_count"))
+            rope_dim, emb, heads = (
+                md_u32(g, f"phi3.{k}") for k in ("rope.dimension_count", "embedding_length", "attention.head_count")
+            )
             if rope_dim is None or emb is None or not heads or rope_dim == emb // heads:
                 continue
             head_dim = emb // heads

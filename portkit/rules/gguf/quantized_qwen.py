@@ -8,7 +8,7 @@ from portkit.semantics.gguf import candle_debug, loader_required_tensors
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
     from portkit.findings import Finding
 
@@ -112,7 +112,9 @@ class Qwen2GgufMissingQkvBias(GgufTensorRequired):
             first = self.first_missing(g, "quantized_qwen2")
             if first is None or not first.endswith((".attn_q.bias", ".attn_k.bias", ".attn_v.bias")):
                 continue
-            missing = [n for n in loader_required_tensors(g, "quantized_qwen2") if n.endswith(".bias") and n not in g.tensors]
+            missing = [
+                n for n in loader_required_tensors(g, "quantized_qwen2") if n.endswith(".bias") and n not in g.tensors
+            ]
             err = f"cannot find tensor info for {first}"
             shown = backticked(missing)
             yield self.file_finding(

@@ -17,7 +17,7 @@ from portkit.semantics.gguf import (
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
     from portkit.findings import Finding
     from portkit.model import GgufFile
@@ -134,7 +134,7 @@ class QkRowsNotPermuted(GgufRule):
         for g, v in self.each(ctx):
             if not v.head_count or not v.head_dim:
                 continue
-            for hf, gg, heads in (
+            for hf, gg, _heads in (
                 ("model.layers.0.self_attn.q_proj.weight", "blk.0.attn_q.weight", v.head_count),
                 ("model.layers.0.self_attn.k_proj.weight", "blk.0.attn_k.weight", v.head_count_kv or v.head_count),
             ):
@@ -282,7 +282,9 @@ class MissingGgufTensor(GgufRule):
             if v.merged_experts and v.expert_count > 1:
                 continue  # PK419 says why the per-expert tensors are missing
             if v.refused and v.refused.startswith("cannot find tensor info for "):
-                blocks = sorted({int(n.split(".")[1]) for n in g.tensors if n.startswith("blk.") and n.split(".")[1].isdigit()})
+                blocks = sorted(
+                    {int(n.split(".")[1]) for n in g.tensors if n.startswith("blk.") and n.split(".")[1].isdigit()}
+                )
                 have = f"blocks {blocks[0]}-{blocks[-1]}" if blocks else "no blocks"
                 yield self.file_finding(
                     ctx,
@@ -297,7 +299,11 @@ class MissingGgufTensor(GgufRule):
         lacks, named from the first one it fails on."""
         required = loader_required_tensors(g, loader)
         first = next((n for n in required if n not in g.tensors), None)
-        if first is None or (loader == "quantized_qwen2" and first.endswith(".bias")) or (loader == "quantized_phi3" and first == "output.weight"):
+        if (
+            first is None
+            or (loader == "quantized_qwen2" and first.endswith(".bias"))
+            or (loader == "quantized_phi3" and first == "output.weight")
+        ):
             return  # none missing, or PK418's / PK417's
         missing = [n for n in required if n not in g.tensors]
         err = f"cannot find tensor info for {first}"

@@ -51,7 +51,9 @@ class TokenizerAnalysis:
         if self.crate is None or self.tj is None or self.files is None:
             return None
         stm = self.files.special_tokens_map.value if self.files.special_tokens_map else None
-        return S.transformers_tokenizer(self.crate, self.files.config_value, stm if isinstance(stm, dict) else None, self.config, self.tj.text)
+        return S.transformers_tokenizer(
+            self.crate, self.files.config_value, stm if isinstance(stm, dict) else None, self.config, self.tj.text
+        )
 
     @cached_property
     def differences(self) -> dict[str, S.Difference]:
@@ -60,7 +62,7 @@ class TokenizerAnalysis:
         return {d.part: d for d in S.differences(self.crate, self.transformers)}
 
     def cls(self) -> str:
-        """"`LlamaTokenizer` (tokenizer_config.json names `LlamaTokenizer`)"."""
+        """ "`LlamaTokenizer` (tokenizer_config.json names `LlamaTokenizer`)"."""
         tf = self.transformers
         assert tf is not None
         return f"`{tf.choice.name}` ({tf.choice.why})"
@@ -76,8 +78,14 @@ class ChatTemplateText:
         jinja = files.chat_template
         self.text: str | None = S.chat_template_source(files.config_value, jinja.text if jinja else None)
         self.in_jinja = jinja is not None
-        self.path = jinja.path if jinja is not None else (files.config.path if files.config is not None else files.root / "tokenizer_config.json")
-        self.key_position = None if jinja is not None or files.config is None else files.config.position("chat_template")
+        self.path = (
+            jinja.path
+            if jinja is not None
+            else (files.config.path if files.config is not None else files.root / "tokenizer_config.json")
+        )
+        self.key_position = (
+            None if jinja is not None or files.config is None else files.config.position("chat_template")
+        )
         self.scan = T.scan(self.text) if self.text is not None else None
 
     def location(self, line: int, column: int) -> Any:

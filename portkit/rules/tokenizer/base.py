@@ -9,7 +9,8 @@ from portkit.rules.tokenizer.analysis import analysis, chat_template_text
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, ClassVar, Iterable
+    from collections.abc import Iterable
+    from typing import Any, ClassVar
 
     from portkit.findings import Finding
     from portkit.rules.tokenizer.analysis import TokenizerAnalysis
@@ -76,9 +77,20 @@ class RebuiltPart(TokenizerRule):
         if d is None or a.crate is None or a.transformers is None:
             return
         message, edit, expect = self.describe(a, a.crate, a.transformers, d)
-        yield self.edit_finding(ctx, a, message, key=self.key, transformers_value=d.transformers, candle_value=d.crate, edit=edit, expect=expect)
+        yield self.edit_finding(
+            ctx,
+            a,
+            message,
+            key=self.key,
+            transformers_value=d.transformers,
+            candle_value=d.crate,
+            edit=edit,
+            expect=expect,
+        )
 
-    def describe(self, a: TokenizerAnalysis, crate: S.CrateTokenizer, tf: S.TransformersTokenizer, d: S.Difference) -> tuple[str, dict[str, Any], str]:
+    def describe(
+        self, a: TokenizerAnalysis, crate: S.CrateTokenizer, tf: S.TransformersTokenizer, d: S.Difference
+    ) -> tuple[str, dict[str, Any], str]:
         """(message, the edit that fixes and measures this finding, the texts it changes)."""
         raise NotImplementedError
 
@@ -135,10 +147,13 @@ class ChatTemplateRule(TokenizerRule):
             location=tpl.location(first.line, first.column),
             transformers_value="renders it",
             candle_value={e: _HOW[effects[e]] for e in envs},
-            probe_patch={"environments": {e: effects[e] for e in envs}, "expect": expect, "lines": sorted({c.line for c in found})},
+            probe_patch={
+                "environments": {e: effects[e] for e in envs},
+                "expect": expect,
+                "lines": sorted({c.line for c in found}),
+            },
             expect=self.construct,
         )
 
     def describe(self, first: Any, found: list[Any], effects: dict[str, str], where: str) -> str:
         raise NotImplementedError
-

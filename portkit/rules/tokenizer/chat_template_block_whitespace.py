@@ -65,4 +65,3 @@ class ChatTemplateBlockWhitespace(ChatTemplateRule):
             f"{first.detail}, {where}): candle-examples sets neither and keeps newlines and blanks that transformers and "
             "mistral.rs leave out"
         )
-

@@ -55,4 +55,3 @@ class ChatTemplateGenerationTag(ChatTemplateRule):
             f"the chat template has `{{% {first.detail} %}}` ({where}), transformers' assistant-mask tag: candle-examples' minijinja "
             "refuses the whole template (`unknown statement generation`); mistral.rs deletes the tags and renders it"
         )
-

@@ -56,4 +56,3 @@ class ChatTemplateLoopControl(ChatTemplateRule):
             f"the chat template uses `{{% {first.detail} %}}` ({where}): minijinja without its `loop_controls` feature refuses "
             f"the whole template (`unknown statement {first.detail}`) in candle-examples and in mistral.rs"
         )
-

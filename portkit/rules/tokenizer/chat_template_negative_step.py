@@ -67,4 +67,3 @@ class ChatTemplateNegativeStep(ChatTemplateRule):
             f"the chat template subscripts a reversed sequence, `{first.detail}` ({where}): mistral.rs rewrites `[::-1]` to "
             "`|reverse` and a subscript after a filter is a syntax error: it refuses the whole template"
         )
-

@@ -66,10 +66,11 @@ class ChatTemplatePythonMethod(ChatTemplateRule):
         tail = "candle-examples' minijinja has no Python methods and refuses to render it (`unknown method`)"
         if "mistral.rs" in effects:
             bad = [c.detail for c in found if "mistral.rs" in c.effects]
-            tail += f"; so does mistral.rs, whose pycompat has no `{bad[0]}`" if not bad[0].startswith("get(") else (
-                "; so does mistral.rs: pycompat 2.14.0's `get` takes no default (`too many arguments`)"
+            tail += (
+                f"; so does mistral.rs, whose pycompat has no `{bad[0]}`"
+                if not bad[0].startswith("get(")
+                else ("; so does mistral.rs: pycompat 2.14.0's `get` takes no default (`too many arguments`)")
             )
         else:
             tail += "; mistral.rs answers it through minijinja-contrib's pycompat"
         return f"the chat template calls the Python method{'s' if len(names) > 1 else ''} {shown} ({where}): {tail}"
-

@@ -48,11 +48,12 @@ class ChatTemplateStrftimeNow(ChatTemplateRule):
     name = "chat-template-strftime-now"
     construct = "strftime"
     severity = "error"
-    fix_title = "Register `strftime_now` (the local date, as transformers' `datetime.now().strftime`) in the Rust program"
+    fix_title = (
+        "Register `strftime_now` (the local date, as transformers' `datetime.now().strftime`) in the Rust program"
+    )
 
     def describe(self, first: Any, found: list[Any], effects: dict[str, str], where: str) -> str:
         return (
             f"the chat template calls `strftime_now` ({where}): candle-examples defines no such function and refuses to render "
             "it (`unknown function`); mistral.rs renders it from the UTC clock, transformers from the local one"
         )
-

@@ -63,9 +63,15 @@ class ChatTemplateTojson(ChatTemplateRule):
             "to render it (`filter tojson is unknown`)"
         )
         if "mistral.rs" in effects:
-            ignored = sorted({a for c in found for a in c.detail[len("tojson(") :].rstrip(")").replace("=", "").split(", ") if a in ("sort_keys", "separators", "ensure_ascii")})
+            ignored = sorted(
+                {
+                    a
+                    for c in found
+                    for a in c.detail[len("tojson(") :].rstrip(")").replace("=", "").split(", ")
+                    if a in ("sort_keys", "separators", "ensure_ascii")
+                }
+            )
             text += f"; mistral.rs's `tojson` ignores {', '.join(f'`{a}`' for a in ignored)}: another text than transformers' `json.dumps`"
         else:
             text += "; mistral.rs's own `tojson` writes what transformers' does"
         return text
-

@@ -9,7 +9,7 @@ from portkit.semantics import tokenizer as S
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
     from portkit.findings import Finding
 
@@ -82,4 +82,3 @@ class ChatTemplateWritesBos(TokenizerRule):
             candle_value=[bos, bos],
             expect="chat",
         )
-

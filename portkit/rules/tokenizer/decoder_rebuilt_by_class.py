@@ -54,10 +54,11 @@ class DecoderRebuiltByClass(RebuiltPart):
     fix_availability = "always"
     fix_title = "Write the decoder transformers builds into tokenizer.json (`portkit fix --write`)"
 
-    def describe(self, a: TokenizerAnalysis, crate: S.CrateTokenizer, tf: S.TransformersTokenizer, d: S.Difference) -> tuple[str, dict[str, Any], str]:
+    def describe(
+        self, a: TokenizerAnalysis, crate: S.CrateTokenizer, tf: S.TransformersTokenizer, d: S.Difference
+    ) -> tuple[str, dict[str, Any], str]:
         message = (
             f"transformers builds {a.cls()}, which decodes with `{S.describe(d.transformers)}`; candle's tokenizers crate "
             f"decodes with tokenizer.json's `{S.describe(d.crate)}`: the same ids decode to other text"
         )
         return message, {"decoder": d.transformers}, "decode"
-

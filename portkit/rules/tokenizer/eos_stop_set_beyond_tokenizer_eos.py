@@ -9,7 +9,7 @@ from portkit.semantics import tokenizer as S
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
     from portkit.findings import Finding
 
@@ -88,4 +88,3 @@ class EosStopSetBeyondTokenizerEos(TokenizerRule):
             transformers_value=stop,
             candle_value=[eos_id],
         )
-

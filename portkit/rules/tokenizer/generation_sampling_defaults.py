@@ -8,12 +8,19 @@ from portkit.rules.tokenizer.base import TokenizerRule
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
     from portkit.findings import Finding
 
 #: the generation_config.json key each difference is about (its finding points there when it is set)
-_KEY_OF = {"greedy": "do_sample", "repetition_penalty": "repetition_penalty", "window": "repetition_penalty", "renormalisation": "top_k", "temperature": "temperature", "top_p": "top_p"}
+_KEY_OF = {
+    "greedy": "do_sample",
+    "repetition_penalty": "repetition_penalty",
+    "window": "repetition_penalty",
+    "renormalisation": "top_k",
+    "temperature": "temperature",
+    "top_p": "top_p",
+}
 
 
 class GenerationSamplingDefaults(TokenizerRule):

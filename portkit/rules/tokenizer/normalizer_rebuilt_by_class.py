@@ -76,7 +76,9 @@ class NormalizerRebuiltByClass(RebuiltPart):
     fix_availability = "always"
     fix_title = "Write the normalizer and pre-tokenizer transformers builds into tokenizer.json (`portkit fix --write`)"
 
-    def describe(self, a: TokenizerAnalysis, crate: S.CrateTokenizer, tf: S.TransformersTokenizer, d: S.Difference) -> tuple[str, dict[str, Any], str]:
+    def describe(
+        self, a: TokenizerAnalysis, crate: S.CrateTokenizer, tf: S.TransformersTokenizer, d: S.Difference
+    ) -> tuple[str, dict[str, Any], str]:
         r_pre, t_pre = crate.pre_tokenizer, tf.pre_tokenizer(crate)
         prepends = S.prepend_scheme(d.crate, None) == "always"
         t_scheme = S.prepend_scheme(d.transformers, t_pre)
@@ -86,11 +88,14 @@ class NormalizerRebuiltByClass(RebuiltPart):
             # normalizer, with the crate's own prepend scheme (PK502 measures the scheme)
             r_scheme = S.prepend_scheme(d.crate, r_pre) or "always"
             meta = next((m for m in S.canonical(t_pre) if S.is_step(m, "Metaspace")), S.metaspace(r_scheme))
-            edit = {"normalizer": d.transformers, "pre_tokenizer": {**S.metaspace(r_scheme), "replacement": meta["replacement"], "split": meta["split"]}}
+            edit = {
+                "normalizer": d.transformers,
+                "pre_tokenizer": {**S.metaspace(r_scheme), "replacement": meta["replacement"], "split": meta["split"]},
+            }
             expect = "leading-space"
         elif prepends:
             # transformers adds no prefix at all (`GemmaTokenizer`: a `Replace` alone)
-            texts = "every text gets other ids: candle puts \"▁\" before the text and after each special token (`Hello` is `▁Hello` in candle, `Hello` in transformers)"
+            texts = 'every text gets other ids: candle puts "▁" before the text and after each special token (`Hello` is `▁Hello` in candle, `Hello` in transformers)'
             edit, expect = {"normalizer": d.transformers}, "every-text"
         else:
             texts = "text the two normalizers treat differently gets other ids" + (
@@ -99,9 +104,19 @@ class NormalizerRebuiltByClass(RebuiltPart):
                 else ""
             )
             edit, expect = {"normalizer": d.transformers}, "unicode"
-        t_desc = f"normalizes with `{S.describe(d.transformers)}`" if S.canonical(d.transformers) else "uses no normalizer"
-        r_desc = f"runs tokenizer.json's normalizer `{S.describe(d.crate)}`" if S.canonical(d.crate) else "runs none (tokenizer.json has no normalizer)"
-        return f"transformers builds {a.cls()}, which {t_desc}; candle's tokenizers crate {r_desc}: {texts}", edit, expect
+        t_desc = (
+            f"normalizes with `{S.describe(d.transformers)}`" if S.canonical(d.transformers) else "uses no normalizer"
+        )
+        r_desc = (
+            f"runs tokenizer.json's normalizer `{S.describe(d.crate)}`"
+            if S.canonical(d.crate)
+            else "runs none (tokenizer.json has no normalizer)"
+        )
+        return (
+            f"transformers builds {a.cls()}, which {t_desc}; candle's tokenizers crate {r_desc}: {texts}",
+            edit,
+            expect,
+        )
 
     def tokenizer_changes(self, finding: Finding, ctx: Context) -> dict[str, Any] | None:
         """The normalizer transformers builds, and its pre-tokenizer too when the finding's edit

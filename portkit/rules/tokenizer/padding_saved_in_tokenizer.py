@@ -8,7 +8,8 @@ from portkit.rules.tokenizer.base import TokenizerRule
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, Iterable
+    from collections.abc import Iterable
+    from typing import Any
 
     from portkit.findings import Finding
 
@@ -68,7 +69,9 @@ class PaddingSavedInTokenizer(TokenizerRule):
         if isinstance(pad, dict):
             strategy = pad.get("strategy")
             fixed = strategy.get("Fixed") if isinstance(strategy, dict) else None
-            bits.append(f"padding ({f'to {fixed}' if fixed is not None else 'to the longest'} with `{pad.get('pad_token')}`)")
+            bits.append(
+                f"padding ({f'to {fixed}' if fixed is not None else 'to the longest'} with `{pad.get('pad_token')}`)"
+            )
         elif pad is not None:
             bits.append("padding")
         length = trunc.get("max_length") if isinstance(trunc, dict) else None
@@ -82,7 +85,11 @@ class PaddingSavedInTokenizer(TokenizerRule):
             tail = "transformers turns both off for a plain call: every text gets other ids"
         else:
             prompt = ctx.target.prefill_tokens
-            cut = f"every encode longer than {length} tokens is cut" if isinstance(length, int) else "long encodes are cut"
+            cut = (
+                f"every encode longer than {length} tokens is cut"
+                if isinstance(length, int)
+                else "long encodes are cut"
+            )
             if prompt is None:
                 plan = "; no prompt length is planned (`--max-prompt-tokens`)"
             else:

@@ -65,7 +65,9 @@ class PostProcessorRebuiltByClass(RebuiltPart):
     fix_availability = "always"
     fix_title = "Write the post-processor transformers builds into tokenizer.json (`portkit fix --write`)"
 
-    def describe(self, a: TokenizerAnalysis, crate: S.CrateTokenizer, tf: S.TransformersTokenizer, d: S.Difference) -> tuple[str, dict[str, Any], str]:
+    def describe(
+        self, a: TokenizerAnalysis, crate: S.CrateTokenizer, tf: S.TransformersTokenizer, d: S.Difference
+    ) -> tuple[str, dict[str, Any], str]:
         r_tpl, t_tpl = d.detail["crate"], d.detail["transformers"] or ["$A"]
         changes = []
         for side, ours, theirs in (("candle", r_tpl, t_tpl), ("transformers", t_tpl, r_tpl)):
@@ -80,4 +82,3 @@ class PostProcessorRebuiltByClass(RebuiltPart):
             f"({'; '.join(changes) or 'other special tokens'})"
         )
         return message, {"post_processor": d.transformers}, "every-text"
-

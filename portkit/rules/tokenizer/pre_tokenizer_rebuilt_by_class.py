@@ -64,7 +64,9 @@ class PreTokenizerRebuiltByClass(RebuiltPart):
     fix_availability = "always"
     fix_title = "Write the pre-tokenizer transformers builds into tokenizer.json (`portkit fix --write`)"
 
-    def describe(self, a: TokenizerAnalysis, crate: S.CrateTokenizer, tf: S.TransformersTokenizer, d: S.Difference) -> tuple[str, dict[str, Any], str]:
+    def describe(
+        self, a: TokenizerAnalysis, crate: S.CrateTokenizer, tf: S.TransformersTokenizer, d: S.Difference
+    ) -> tuple[str, dict[str, Any], str]:
         dropped, added = d.detail.get("dropped", []), d.detail.get("added", [])
         parts = []
         if dropped:
@@ -72,7 +74,10 @@ class PreTokenizerRebuiltByClass(RebuiltPart):
         if added:
             parts.append(f"uses {backticked([S.describe(s) for s in added])} instead")
         digits = any(S.is_step(s, "Digits") for s in dropped)
-        texts = "numbers get other ids (candle splits every digit)" if digits else "text split at other boundaries gets other ids"
+        texts = (
+            "numbers get other ids (candle splits every digit)"
+            if digits
+            else "text split at other boundaries gets other ids"
+        )
         message = f"transformers builds {a.cls()}, whose pre-tokenizer {' and '.join(parts)}: {texts}"
         return message, {"pre_tokenizer": d.transformers}, "digits" if digits else "every-text"
-

@@ -61,7 +61,9 @@ class PrependSchemeAfterSpecialToken(RebuiltPart):
     fix_availability = "always"
     fix_title = "Write the pre-tokenizer transformers builds into tokenizer.json (`portkit fix --write`)"
 
-    def describe(self, a: TokenizerAnalysis, crate: S.CrateTokenizer, tf: S.TransformersTokenizer, d: S.Difference) -> tuple[str, dict[str, Any], str]:
+    def describe(
+        self, a: TokenizerAnalysis, crate: S.CrateTokenizer, tf: S.TransformersTokenizer, d: S.Difference
+    ) -> tuple[str, dict[str, Any], str]:
         r_steps = S.canonical(crate.pre_tokenizer)
         if any(S.is_step(s, "Metaspace") for s in r_steps):
             steps = [dict(s, prepend_scheme=d.transformers) if S.is_step(s, "Metaspace") else s for s in r_steps]
@@ -69,11 +71,10 @@ class PrependSchemeAfterSpecialToken(RebuiltPart):
         else:
             pre = tf.pre_tokenizer(crate)
         after = "the text right after a special token (every chat turn)"
-        where = "`Prepend(\"▁\")` normalizer" if S.prepend_scheme(crate.normalizer, None) == "always" else "pre-tokenizer"
+        where = '`Prepend("▁")` normalizer' if S.prepend_scheme(crate.normalizer, None) == "always" else "pre-tokenizer"
         message = (
             f"transformers builds {a.cls()} with `Metaspace(prepend_scheme={d.transformers})`; candle's tokenizers crate adds "
-            f"\"▁\" {'to every segment' if d.crate == 'always' else 'as ' + str(d.crate)} through tokenizer.json's {where}: "
+            f'"▁" {"to every segment" if d.crate == "always" else "as " + str(d.crate)} through tokenizer.json\'s {where}: '
             f"{after} starts with another id in candle (`▁Hi` vs `Hi`)"
         )
         return message, {"pre_tokenizer": pre}, "after-special"
-

@@ -10,7 +10,8 @@ from portkit.semantics import tokenizer as S
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any, Iterable
+    from collections.abc import Iterable
+    from typing import Any
 
     from portkit.findings import Finding
 
@@ -72,12 +73,15 @@ class SpecialTokenNormalized(TokenizerRule):
         tokens = [
             c
             for c, f in a.crate.added.items()
-            if f.get("special") and f.get("normalized") and (not same_norm or not a.transformers.added.get(c, {}).get("normalized"))
+            if f.get("special")
+            and f.get("normalized")
+            and (not same_norm or not a.transformers.added.get(c, {}).get("normalized"))
         ]
         if not tokens:
             return
         why = (
-            f"transformers builds {a.cls()}, which " + (f"normalizes with `{S.describe(t_norm)}`" if S.canonical(t_norm) else "uses no normalizer")
+            f"transformers builds {a.cls()}, which "
+            + (f"normalizes with `{S.describe(t_norm)}`" if S.canonical(t_norm) else "uses no normalizer")
             if not same_norm
             else "tokenizer_config.json's `added_tokens_decoder` has transformers match them on the raw text"
         )

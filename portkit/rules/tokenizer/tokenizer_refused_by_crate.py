@@ -9,7 +9,7 @@ from portkit.semantics import tokenizer_serde
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
     from portkit.findings import Finding
 
@@ -66,7 +66,15 @@ class TokenizerRefusedByCrate(TokenizerRule):
         if a.crate is None or a.crate.refused is None or a.tj is None:
             return
         msg = a.crate.refused
-        key = "merges" if msg.startswith(("Merges", "Missing vocab")) else "model" if "Model" in msg else "version" if msg.startswith("Unknown tokenizer version") else None
+        key = (
+            "merges"
+            if msg.startswith(("Merges", "Missing vocab"))
+            else "model"
+            if "Model" in msg
+            else "version"
+            if msg.startswith("Unknown tokenizer version")
+            else None
+        )
         for component in tokenizer_serde.COMPONENTS:
             if tokenizer_serde.refusal(component, a.tj.value.get(component.key)) == msg:
                 key = component.key

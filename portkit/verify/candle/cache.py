@@ -29,9 +29,10 @@ import functools
 import hashlib
 import os
 import platform
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -136,7 +137,9 @@ class CachedRun:
 
 
 class RunCache:
-    def __init__(self, key: str, root: Path | None = None, *, tokens: int | None = None, vocab: int | None = None) -> None:
+    def __init__(
+        self, key: str, root: Path | None = None, *, tokens: int | None = None, vocab: int | None = None
+    ) -> None:
         self.root = root or cache_root()
         self.path = self.root / key[:2] / f"{key}{SUFFIX}"
         # what an entry of this run must hold (its key has them; None: not checked)
@@ -149,11 +152,19 @@ class RunCache:
         meta, arrays = entry
         try:
             layers = cachefiles.layers_of(arrays)
-            hit = CachedRun(greedy=[int(t) for t in meta["greedy"]], rows=arrays["rows"], layers=layers if meta["captured"] else None)
+            hit = CachedRun(
+                greedy=[int(t) for t in meta["greedy"]],
+                rows=arrays["rows"],
+                layers=layers if meta["captured"] else None,
+            )
         except (KeyError, TypeError, ValueError, OverflowError):
             return None
-        tokens = self.tokens if self.tokens is not None else max(len(hit.greedy), hit.rows.shape[0] if hit.rows.ndim else 0)
-        if not cachefiles.plausible(hit.greedy, hit.rows, hit.layers or {}, tokens=tokens, vocab=self.vocab, captured=hit.layers is not None):
+        tokens = (
+            self.tokens if self.tokens is not None else max(len(hit.greedy), hit.rows.shape[0] if hit.rows.ndim else 0)
+        )
+        if not cachefiles.plausible(
+            hit.greedy, hit.rows, hit.layers or {}, tokens=tokens, vocab=self.vocab, captured=hit.layers is not None
+        ):
             return None
         return hit
 

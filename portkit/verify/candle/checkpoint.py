@@ -4,10 +4,11 @@ prompt, each run cached like the reference (`portkit.verify.candle.cache`)."""
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from portkit.verify.candle import cache as runcache
 from portkit.verify.candle.run import RunOutputs, patched_config, run_candle
@@ -31,7 +32,13 @@ class CheckpointRuns:
         from portkit.verify.candle.native import load_runner
 
         return partial(
-            load_runner, self.family, self.model.weight_files, config_text, dtype=self.dtype, device=self.device, use_flash_attn=self.use_flash_attn
+            load_runner,
+            self.family,
+            self.model.weight_files,
+            config_text,
+            dtype=self.dtype,
+            device=self.device,
+            use_flash_attn=self.use_flash_attn,
         )
 
     def weights_kept(self, keep: bool) -> AbstractContextManager[object]:
@@ -63,8 +70,14 @@ class CheckpointRuns:
         progress(f"candle {self.family.name}: loading ({self.device}, {self.dtype})")
         text = self.model.config_text
         run = run_candle(
-            self.loader(text), self.prompt, None, self.tokens, label="as written", capture=capture,
-            on_stage=lambda s: progress(f"candle: {s}"), cache=self.cache_for(text, None, capture),
+            self.loader(text),
+            self.prompt,
+            None,
+            self.tokens,
+            label="as written",
+            capture=capture,
+            on_stage=lambda s: progress(f"candle: {s}"),
+            cache=self.cache_for(text, None, capture),
         )
         gc.collect()
         return run
@@ -72,6 +85,8 @@ class CheckpointRuns:
     def patched(self, patch: dict[str, Any], inputs: Sequence[int], label: str) -> RunOutputs:
         """config.json with `patch`, teacher-forced on `inputs`."""
         text = patched_config(self.model.config_text, patch)
-        run = run_candle(self.loader(text), self.prompt, inputs, self.tokens, label=label, cache=self.cache_for(text, inputs, False))
+        run = run_candle(
+            self.loader(text), self.prompt, inputs, self.tokens, label=label, cache=self.cache_for(text, inputs, False)
+        )
         gc.collect()
         return run

@@ -5,8 +5,9 @@ cached like candle's other runs. verify's GGUF section (`portkit.verify.sections
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from portkit.verify import cachefiles
 from portkit.verify.candle import cache as runcache
@@ -21,7 +22,9 @@ class GgufFile:
     it. Made (and its file as written run) as soon as those tokens are known, candle's own
     greedy tokens, which is before the reference: the run then overlaps transformers'."""
 
-    def __init__(self, path: Path, prompt: list[int], inputs: list[int], tokens: int, device: str, *, use_cache: bool = True) -> None:
+    def __init__(
+        self, path: Path, prompt: list[int], inputs: list[int], tokens: int, device: str, *, use_cache: bool = True
+    ) -> None:
         from portkit.verify.candle.gguf_edit import read_metadata, weight_types
 
         self.path, self.prompt, self.inputs, self.tokens, self.device = path, list(prompt), list(inputs), tokens, device
@@ -68,7 +71,13 @@ class GgufFile:
         from portkit.verify.candle.native import load_gguf
 
         r = run_candle(
-            lambda: load_gguf(p, device=self.device, loader=self.loader), self.prompt, self.inputs, self.tokens, label=label, cache=cache, capture=captured
+            lambda: load_gguf(p, device=self.device, loader=self.loader),
+            self.prompt,
+            self.inputs,
+            self.tokens,
+            label=label,
+            cache=cache,
+            capture=captured,
         )
         gc.collect()
         return r

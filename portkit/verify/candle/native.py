@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from portkit.families import Family
@@ -153,7 +154,14 @@ def load_runner(
     """The native runner of `family`: the one that takes `use_flash_attn` where the registry
     says the family's has it (`Family.flash_attn`), else `FamilyRunner`."""
     if family.flash_attn:
-        return load_llama(weight_files, config_json, dtype=dtype, device=device, cache_dtype=cache_dtype, use_flash_attn=use_flash_attn)
+        return load_llama(
+            weight_files,
+            config_json,
+            dtype=dtype,
+            device=device,
+            cache_dtype=cache_dtype,
+            use_flash_attn=use_flash_attn,
+        )
     return load_family(family.name, weight_files, config_json, dtype=dtype, device=device, cache_dtype=cache_dtype)
 
 

@@ -23,8 +23,8 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from portkit.candle_release import NATIVE, RUNNABLE
 from portkit.verify import cachefiles
@@ -81,7 +81,9 @@ def ensure(release: str, progress: Callable[[str], None], source: Path = NATIVE_
         return done
     cargo = shutil.which("cargo")
     if cargo is None:
-        raise BadInput(f"candle {release}'s runner is built on first use with cargo, and cargo is not on PATH (https://rustup.rs)")
+        raise BadInput(
+            f"candle {release}'s runner is built on first use with cargo, and cargo is not on PATH (https://rustup.rs)"
+        )
     work = site_root() / f".build-{release}-{os.getpid()}"
     shutil.rmtree(work, ignore_errors=True)
     try:
@@ -91,8 +93,21 @@ def ensure(release: str, progress: Callable[[str], None], source: Path = NATIVE_
         env = {**os.environ, "PYO3_PYTHON": sys.executable, "CARGO_TARGET_DIR": str(target_dir)}
         progress(f"building candle {release}'s runner with cargo (first use; minutes, then cached in {site_root()})")
         _run([cargo, "fetch", "--locked"], crate, env, release)
-        _run([sys.executable, str(crate / "copies" / "generate.py"), "--release", release, "--src-dir", str(crate / "src"),
-              "--patch-dir", str(crate / "copies" / release)], crate, env, release)
+        _run(
+            [
+                sys.executable,
+                str(crate / "copies" / "generate.py"),
+                "--release",
+                release,
+                "--src-dir",
+                str(crate / "src"),
+                "--patch-dir",
+                str(crate / "copies" / release),
+            ],
+            crate,
+            env,
+            release,
+        )
         _run([cargo, "build", "--release", "--lib", "--locked", "--features", "extension-module"], crate, env, release)
         package = work / "site" / "portkit_native"
         shutil.copytree(crate / "python" / "portkit_native", package)
@@ -119,13 +134,20 @@ def _copy_crate(source: Path, crate: Path, release: str) -> None:
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str], release: str) -> None:
-    proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    proc = subprocess.run(
+        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    )
     if proc.returncode != 0:
         lines = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()]
         errors = [ln for ln in lines if ln.startswith("error")]
         # cargo's own error, not its closing "could not compile ... due to N previous errors"
-        last = next((ln for ln in reversed(errors) if "could not compile" not in ln), errors[-1] if errors else lines[-1] if lines else f"exit {proc.returncode}")
-        raise BadInput(f"building candle {release}'s runner failed ({Path(cmd[1]).name if cmd[0] == sys.executable else cmd[1]}): {last}")
+        last = next(
+            (ln for ln in reversed(errors) if "could not compile" not in ln),
+            errors[-1] if errors else lines[-1] if lines else f"exit {proc.returncode}",
+        )
+        raise BadInput(
+            f"building candle {release}'s runner failed ({Path(cmd[1]).name if cmd[0] == sys.executable else cmd[1]}): {last}"
+        )
 
 
 def _library(target_dir: Path) -> Path:
@@ -136,7 +158,9 @@ def _library(target_dir: Path) -> Path:
 
 def activate(path: Path) -> None:
     """Import `portkit_native` from `path` from now on (before anything imported the wheel's)."""
-    if "portkit_native" in sys.modules and not str(Path(sys.modules["portkit_native"].__file__ or "")).startswith(str(path)):
+    if "portkit_native" in sys.modules and not str(Path(sys.modules["portkit_native"].__file__ or "")).startswith(
+        str(path)
+    ):
         raise BadInput("portkit_native was imported before the release's runner could be chosen")
     sys.path.insert(0, str(path))
     os.environ["PYTHONPATH"] = os.pathsep.join([str(path), *filter(None, [os.environ.get("PYTHONPATH")])])

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -159,7 +160,9 @@ class Stages:
             self.on_stage(name)
 
 
-def _logits(runner: Any, prompt: Sequence[int], ref_tokens: Sequence[int] | None, tokens: int, stages: Stages, out: RunOutputs) -> None:
+def _logits(
+    runner: Any, prompt: Sequence[int], ref_tokens: Sequence[int] | None, tokens: int, stages: Stages, out: RunOutputs
+) -> None:
     """candle's greedy tokens and the teacher-forced rows, on the reference's tokens or on its own,
     into `out` as each is known (a failure keeps what came before it)."""
     if ref_tokens is None:
@@ -188,7 +191,9 @@ def _logits(runner: Any, prompt: Sequence[int], ref_tokens: Sequence[int] | None
             out.greedy = [int(t) for t in runner.greedy(list(prompt), tokens)] if tokens else []
 
 
-def _forced_and_greedy(runner: Any, prompt: Sequence[int], fed: list[int], tokens: int) -> tuple[list[int], np.ndarray] | None:
+def _forced_and_greedy(
+    runner: Any, prompt: Sequence[int], fed: list[int], tokens: int
+) -> tuple[list[int], np.ndarray] | None:
     """(greedy tokens, teacher-forced rows) from a runner that computes both in one call, sharing
     the forwards up to where they fork (`GgufRunner.forced_and_greedy`); None as `_generate`."""
     if not hasattr(runner, "forced_and_greedy"):

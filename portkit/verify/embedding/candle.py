@@ -5,8 +5,9 @@ module's convention (`portkit.encoders.Encoder.mask`), or none where its forward
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -16,6 +17,7 @@ from portkit.verify.embedding.reference import Encoded, Step
 from portkit.verify.errors import one_line
 
 T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class CandleSide:
@@ -35,7 +37,14 @@ def program_mask(family: str, mask: np.ndarray, *, passed: bool = True) -> list[
     return m.astype(int).tolist()
 
 
-def apply_steps(hidden: np.ndarray, mask: np.ndarray, steps: Sequence[Step], prompt_length: int = 0, *, pool_mask: np.ndarray | None = None) -> np.ndarray:
+def apply_steps(
+    hidden: np.ndarray,
+    mask: np.ndarray,
+    steps: Sequence[Step],
+    prompt_length: int = 0,
+    *,
+    pool_mask: np.ndarray | None = None,
+) -> np.ndarray:
     """The pipeline after the encoder on [rows, seq, dim] hidden states. `pool_mask`: the mask the
     pooling sees (a program that pools over pads passes all ones); default the tokens' mask."""
     x = hidden
@@ -65,7 +74,15 @@ def candle_attempt(call: Callable[[], T]) -> tuple[T | None, str | None]:
 
 
 def run_encoder(
-    runner: Any, family: str, enc: Encoded, steps: Sequence[Step], *, capture: bool, mask_passed: bool = True, pool_over_pads: bool = False, one_model: bool = False
+    runner: Any,
+    family: str,
+    enc: Encoded,
+    steps: Sequence[Step],
+    *,
+    capture: bool,
+    mask_passed: bool = True,
+    pool_over_pads: bool = False,
+    one_model: bool = False,
 ) -> CandleSide:
     """`one_model`: through the one model the runner keeps across calls (qwen3's KV cache grows with
     each), as a program that loads it once and embeds text after text."""

@@ -6,7 +6,8 @@ load error, static facts as NOT-PROBED with why. The verdict words are the one j
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from portkit.verify.judge.verdicts import Confirmation, identity
 
@@ -17,7 +18,11 @@ if TYPE_CHECKING:
 def _program_evidence(cf: Counterfactual, report: EmbeddingReport) -> str:
     padded = cf.batch.padded_rows if cf.batch is not None else 0
     correct = report.batch
-    base = f"the correct program's rows stay within their floors (worst cosine {correct.rows and min(r.cosine for r in correct.rows):.6f})" if correct else ""
+    base = (
+        f"the correct program's rows stay within their floors (worst cosine {correct.rows and min(r.cosine for r in correct.rows):.6f})"
+        if correct
+        else ""
+    )
     if cf.failure is not None:
         return f"{cf.what}: candle fails: {cf.failure}"
     n = len(cf.batch.rows) if cf.batch else 0
@@ -42,12 +47,29 @@ def confirm_embedding(finding: Any, report: EmbeddingReport, findings: Sequence[
         # the load's failure, or the forward's (a head count that does not divide the width loads and fails on the first text)
         failure = report.load_failure or next((r.failure for r in report.singles if r.failure), None)
         if failure is None:
-            return Confirmation(**ident, verdict="NOT-REPRODUCED", evidence="candle loaded the checkpoint and ran every text")
+            return Confirmation(
+                **ident, verdict="NOT-REPRODUCED", evidence="candle loaded the checkpoint and ran every text"
+            )
         if expect and expect not in failure:
-            if any(o is not finding and o.probe is not None and o.probe.kind == "crash" and o.probe.expect and o.probe.expect in failure for o in findings):
+            if any(
+                o is not finding
+                and o.probe is not None
+                and o.probe.kind == "crash"
+                and o.probe.expect
+                and o.probe.expect in failure
+                for o in findings
+            ):
                 # another finding's failure came first: this one's check never ran
-                return Confirmation(**ident, verdict="NOT-REACHED", evidence=f"candle stopped earlier, at another finding's failure: {failure}")
-            return Confirmation(**ident, verdict="NOT-REPRODUCED", evidence=f"candle failed otherwise than predicted ({expect!r}): {failure}")
+                return Confirmation(
+                    **ident,
+                    verdict="NOT-REACHED",
+                    evidence=f"candle stopped earlier, at another finding's failure: {failure}",
+                )
+            return Confirmation(
+                **ident,
+                verdict="NOT-REPRODUCED",
+                evidence=f"candle failed otherwise than predicted ({expect!r}): {failure}",
+            )
         where = "" if report.load_failure else "its forward on the first text: "
         return Confirmation(**ident, verdict="CRASH-CONFIRMED", evidence=f"candle: {where}{failure}")
     wanted = (p.patch or {}).get("reference") if isinstance(p.patch, dict) else None
@@ -59,17 +81,40 @@ def confirm_embedding(finding: Any, report: EmbeddingReport, findings: Sequence[
     cf = next((c for c in report.counterfactuals if c.name == program), None)
     if cf is None:
         if report.load_failure is not None:
-            return Confirmation(**ident, verdict="NOT-REACHED", evidence=f"candle stopped before the check could run: {report.load_failure}")
-        return Confirmation(**ident, verdict="NOT-PROBED", evidence=f"not probed: verify runs no {program or kind} program on embedding models")
+            return Confirmation(
+                **ident,
+                verdict="NOT-REACHED",
+                evidence=f"candle stopped before the check could run: {report.load_failure}",
+            )
+        return Confirmation(
+            **ident,
+            verdict="NOT-PROBED",
+            evidence=f"not probed: verify runs no {program or kind} program on embedding models",
+        )
     if report.batch is None or not report.batch.ok and not report.half:
-        return Confirmation(**ident, verdict="NOT-REACHED", evidence="the correct program's padded batch already differs: the counterfactual cannot be told apart")
+        return Confirmation(
+            **ident,
+            verdict="NOT-REACHED",
+            evidence="the correct program's padded batch already differs: the counterfactual cannot be told apart",
+        )
     if any(r.nonfinite or r.failure is not None for r in report.batch.rows):
         # half precision is judged on a cosine bound, which NaN vectors cannot meet or miss
-        return Confirmation(**ident, verdict="NOT-REACHED", evidence="the correct program's padded batch is not finite (NaN or inf): the counterfactual cannot be told apart")
+        return Confirmation(
+            **ident,
+            verdict="NOT-REACHED",
+            evidence="the correct program's padded batch is not finite (NaN or inf): the counterfactual cannot be told apart",
+        )
     if cf.batch is None:  # the program never ran (bert.rs refuses the checkpoint): nothing silent to show
-        return Confirmation(**ident, verdict="NOT-REPRODUCED", evidence=f"{cf.what}: candle refuses it: {cf.failure}", details={"counterfactual": cf.to_json()})
+        return Confirmation(
+            **ident,
+            verdict="NOT-REPRODUCED",
+            evidence=f"{cf.what}: candle refuses it: {cf.failure}",
+            details={"counterfactual": cf.to_json()},
+        )
     verdict = "CONFIRMED" if cf.differs else "NOT-REPRODUCED"
-    return Confirmation(**ident, verdict=verdict, evidence=_program_evidence(cf, report), details={"counterfactual": cf.to_json()})
+    return Confirmation(
+        **ident, verdict=verdict, evidence=_program_evidence(cf, report), details={"counterfactual": cf.to_json()}
+    )
 
 
 def _confirm_saved_padding(ident: dict[str, Any], fed: Any) -> Confirmation:
@@ -78,19 +123,29 @@ def _confirm_saved_padding(ident: dict[str, Any], fed: Any) -> Confirmation:
     first = fed.rows[0] if fed.rows else None
     changed = [r for r in fed.rows if r.crate != r.crate_unpadded]
     if first is None or not changed:
-        return Confirmation(**ident, verdict="NOT-REPRODUCED", evidence="the crate gives the same ids with and without tokenizer.json's padding and truncation on every text of the corpus")
+        return Confirmation(
+            **ident,
+            verdict="NOT-REPRODUCED",
+            evidence="the crate gives the same ids with and without tokenizer.json's padding and truncation on every text of the corpus",
+        )
     r = changed[0]
     numbers = (f"{len(changed)} of {len(fed.rows)} texts get other ids from the crate as saved: {r.text!r} is {len(r.crate)} ids "
                f"(sentence-transformers feeds {len(r.reference)}), {len(r.crate_unpadded)} without the saved padding and truncation")  # fmt: skip
     if all(c.crate_unpadded == c.reference for c in changed):
         return Confirmation(**ident, verdict="CONFIRMED", evidence=f"{numbers}, which are sentence-transformers' ids")
-    return Confirmation(**ident, verdict="NOT-REPRODUCED", evidence=f"{numbers}, which still differ from sentence-transformers': another difference than the saved settings")
+    return Confirmation(
+        **ident,
+        verdict="NOT-REPRODUCED",
+        evidence=f"{numbers}, which still differ from sentence-transformers': another difference than the saved settings",
+    )
 
 
 def _confirm_nonfinite(ident: dict[str, Any], report: EmbeddingReport) -> Confirmation:
     """A finding that candle's vectors are NaN at the run's dtype: its own embeddings say so."""
     if report.load_failure is not None:
-        return Confirmation(**ident, verdict="NOT-REACHED", evidence=f"candle stopped before the check could run: {report.load_failure}")
+        return Confirmation(
+            **ident, verdict="NOT-REACHED", evidence=f"candle stopped before the check could run: {report.load_failure}"
+        )
     rows = [r for r in report.singles if r.failure is None]
     bad = [r for r in rows if r.nonfinite]
     numbers = f"{len(bad)} of {len(rows)} texts alone have NaN or inf in candle's {report.options.dtype} embedding"
@@ -98,12 +153,16 @@ def _confirm_nonfinite(ident: dict[str, Any], report: EmbeddingReport) -> Confir
     return Confirmation(**ident, verdict=verdict, evidence=numbers)
 
 
-def _confirm_by_reference(finding: Any, ident: dict[str, Any], wanted: dict[str, Any], report: EmbeddingReport) -> Confirmation:
+def _confirm_by_reference(
+    finding: Any, ident: dict[str, Any], wanted: dict[str, Any], report: EmbeddingReport
+) -> Confirmation:
     """A finding about what candle's module computes: the reference run again as candle reads the
     config must agree with candle where the checkpoint as saved does not."""
     cf = next((c for c in report.references if c.patch == wanted), None)
     if report.load_failure is not None:
-        return Confirmation(**ident, verdict="NOT-REACHED", evidence=f"candle stopped before the check could run: {report.load_failure}")
+        return Confirmation(
+            **ident, verdict="NOT-REACHED", evidence=f"candle stopped before the check could run: {report.load_failure}"
+        )
     if cf is None or cf.failure is not None:
         why = cf.failure if cf is not None else "no counterfactual reference ran"
         return Confirmation(**ident, verdict="NOT-PROBED", evidence=f"not probed: {why}")
@@ -116,5 +175,8 @@ def _confirm_by_reference(finding: Any, ident: dict[str, Any], wanted: dict[str,
     elif saved_ok:
         verdict, why = "NOT-REPRODUCED", f"{numbers}: on this checkpoint the difference stays within the floor"
     else:
-        verdict, why = "NOT-REPRODUCED", f"{numbers}: candle differs from both, so the activation is not the whole difference"
+        verdict, why = (
+            "NOT-REPRODUCED",
+            f"{numbers}: candle differs from both, so the activation is not the whole difference",
+        )
     return Confirmation(**ident, verdict=verdict, evidence=why, details={"counterfactual_reference": cf.to_json()})

@@ -8,8 +8,9 @@ output. Pure numpy."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -24,12 +25,26 @@ def _max_abs(a: np.ndarray, b: np.ndarray) -> float:
     return math.nan if np.isnan(d).any() else float(d.max()) if d.size else 0.0
 
 
-def floor_of(candle: np.ndarray, reference: np.ndarray, truth: np.ndarray, factor: float = FACTOR, kind: str = "value") -> Floor:
+def floor_of(
+    candle: np.ndarray, reference: np.ndarray, truth: np.ndarray, factor: float = FACTOR, kind: str = "value"
+) -> Floor:
     if not np.isfinite(truth).all() and np.isfinite(reference).all():
         # transformers in f64 gave NaN where its f32 run did not (ModernBERT's padded batch does):
         # no truth to measure a floor on; candle against the f32 reference on the least floor
-        return Floor(candle=_max_abs(candle, reference), reference=0.0, scale=float(np.abs(reference).max()) if reference.size else 0.0, factor=factor, kind="no-truth")
-    return Floor(candle=_max_abs(candle, truth), reference=_max_abs(reference, truth), scale=float(np.abs(truth).max()) if truth.size else 0.0, factor=factor, kind=kind)
+        return Floor(
+            candle=_max_abs(candle, reference),
+            reference=0.0,
+            scale=float(np.abs(reference).max()) if reference.size else 0.0,
+            factor=factor,
+            kind="no-truth",
+        )
+    return Floor(
+        candle=_max_abs(candle, truth),
+        reference=_max_abs(reference, truth),
+        scale=float(np.abs(truth).max()) if truth.size else 0.0,
+        factor=factor,
+        kind=kind,
+    )
 
 
 @dataclass(frozen=True)
@@ -57,7 +72,12 @@ class RowCheck:
 
     @property
     def ok(self) -> bool:
-        return self.failure is None and self.embedding is not None and self.embedding.ok and (self.output is None or self.output.ok)
+        return (
+            self.failure is None
+            and self.embedding is not None
+            and self.embedding.ok
+            and (self.output is None or self.output.ok)
+        )
 
     @property
     def first_layer_out(self) -> str | None:
@@ -84,7 +104,9 @@ class RowCheck:
         }
 
 
-def check_row(text: str, tag: str, mask_row: np.ndarray, got: CandleSide, ref: Side, truth: Side, row: int = 0) -> RowCheck:
+def check_row(
+    text: str, tag: str, mask_row: np.ndarray, got: CandleSide, ref: Side, truth: Side, row: int = 0
+) -> RowCheck:
     """Row `row` of one forward. `mask_row`: [seq] 1 on the text's tokens."""
     keep = mask_row.astype(bool)
     c = RowCheck(text=text, tag=tag, tokens=int(keep.sum()))
@@ -97,11 +119,20 @@ def check_row(text: str, tag: str, mask_row: np.ndarray, got: CandleSide, ref: S
     c.cosine = float(cosine(ge[None], re_[None])[0])
     c.max_diff = _max_abs(ge, re_)
     c.output = floor_of(got.last[row][keep], ref.last[row][keep], truth.last[row][keep])
-    if got.hidden is not None and ref.hidden is not None and truth.hidden is not None and got.hidden.shape[0] == ref.hidden.shape[0]:
+    if (
+        got.hidden is not None
+        and ref.hidden is not None
+        and truth.hidden is not None
+        and got.hidden.shape[0] == ref.hidden.shape[0]
+    ):
         for i in range(got.hidden.shape[0]):
             name = "embeddings" if i == 0 else f"layers.{i - 1}"
             # a layer's sub-layers, in its order, before its output: where inside it a difference starts
-            subs = [k for k in got.sublayers if i and k.startswith(f"{name}.") and k in ref.sublayers and k in truth.sublayers]
+            subs = [
+                k
+                for k in got.sublayers
+                if i and k.startswith(f"{name}.") and k in ref.sublayers and k in truth.sublayers
+            ]
             for k in subs:
                 g, r, t = got.sublayers[k][row][keep], ref.sublayers[k][row][keep], truth.sublayers[k][row][keep]
                 c.layers.append(LayerRow(k, floor_of(g, r, t, factor=LAYER_FACTOR), _max_abs(g, r)))
@@ -126,10 +157,22 @@ class BatchCheck:
         return sum(1 for r in self.rows if r.tokens < self.seq)
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "seq": self.seq, "padded_rows": self.padded_rows, "rows": [r.to_json() for r in self.rows]}
+        return {
+            "ok": self.ok,
+            "seq": self.seq,
+            "padded_rows": self.padded_rows,
+            "rows": [r.to_json() for r in self.rows],
+        }
 
 
-def check_batch(texts: Sequence[tuple[str, str]], mask: np.ndarray, got: CandleSide, ref: Side, truth: Side, alone: Sequence[CandleSide]) -> BatchCheck:
+def check_batch(
+    texts: Sequence[tuple[str, str]],
+    mask: np.ndarray,
+    got: CandleSide,
+    ref: Side,
+    truth: Side,
+    alone: Sequence[CandleSide],
+) -> BatchCheck:
     rows = []
     for i, (text, tag) in enumerate(texts):
         r = check_row(text, tag, mask[i], got, ref, truth, row=i)
@@ -139,13 +182,20 @@ def check_batch(texts: Sequence[tuple[str, str]], mask: np.ndarray, got: CandleS
     return BatchCheck(rows=rows, seq=int(mask.shape[1]))
 
 
-def check_alone(texts: Sequence[tuple[str, str]], singles: Sequence[Any], rows: Sequence[CandleSide], refs: Sequence[Side], truths: Sequence[Side],
-                alone: Sequence[CandleSide], seq: int) -> BatchCheck:
+def check_alone(
+    texts: Sequence[tuple[str, str]],
+    singles: Sequence[Any],
+    rows: Sequence[CandleSide],
+    refs: Sequence[Side],
+    truths: Sequence[Side],
+    alone: Sequence[CandleSide],
+    seq: int,
+) -> BatchCheck:
     """Rows that each hold one text's own tokens (a right-padded batch's rows cut to them, or the
     texts one after another through one model) against the same text alone through
     sentence-transformers, and against candle's run of it alone."""
     out = []
-    for (text, tag), enc, got, r, t, a in zip(texts, singles, rows, refs, truths, alone):
+    for (text, tag), enc, got, r, t, a in zip(texts, singles, rows, refs, truths, alone, strict=False):
         row = check_row(text, tag, enc.mask[0], got, r, t)
         if got.embeddings is not None and a.embeddings is not None:
             row.alone_diff = _max_abs(got.embeddings[0], a.embeddings[0])

@@ -82,7 +82,12 @@ class EmbeddingReference:
     versions: dict[str, str] = field(default_factory=dict)
 
     def pipeline(self) -> str:
-        return " -> ".join([f"Transformer({self.architecture}, max_seq_length {self.max_seq_length})", *(s.describe() for s in self.steps)])
+        return " -> ".join(
+            [
+                f"Transformer({self.architecture}, max_seq_length {self.max_seq_length})",
+                *(s.describe() for s in self.steps),
+            ]
+        )
 
 
 def _steps(st: Any) -> tuple[Step, ...]:
@@ -101,7 +106,9 @@ def _steps(st: Any) -> tuple[Step, ...]:
         elif kind == "Normalize":
             out.append(Step("normalize"))
         else:
-            raise BadInput(f"the sentence-transformers pipeline has a {kind} module, which portkit verify does not reproduce on candle's side")
+            raise BadInput(
+                f"the sentence-transformers pipeline has a {kind} module, which portkit verify does not reproduce on candle's side"
+            )
     return tuple(out)
 
 
@@ -152,7 +159,9 @@ def _side(st: Any, features: dict[str, Any], dtype: Any, sublayers: tuple[tuple[
     return Side(embeddings=emb, last=out["token_embeddings"].to(dtype).numpy(), hidden=hidden, sublayers=kept)
 
 
-def load_reference(root: Path, texts: list[str], *, batch: bool = True, sublayers: tuple[tuple[str, str], ...] = ()) -> EmbeddingReference:
+def load_reference(
+    root: Path, texts: list[str], *, batch: bool = True, sublayers: tuple[tuple[str, str], ...] = ()
+) -> EmbeddingReference:
     """Run sentence-transformers on `texts`, one at a time and (with `batch`) as one padded batch;
     `sublayers`: the modules whose outputs are kept too (`_side`)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no machine here reaches a hub; never wait for one
@@ -162,13 +171,23 @@ def load_reference(root: Path, texts: list[str], *, batch: bool = True, sublayer
         import transformers
         from sentence_transformers import SentenceTransformer
     except ImportError as e:
-        raise BadInput(f"portkit verify on an embedding model needs sentence-transformers: pip install 'portkit[verify]' ({e})") from None
+        raise BadInput(
+            f"portkit verify on an embedding model needs sentence-transformers: pip install 'portkit[verify]' ({e})"
+        ) from None
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     try:
-        st = SentenceTransformer(str(root), device="cpu", local_files_only=True, trust_remote_code=False, model_kwargs={"attn_implementation": "eager"})
+        st = SentenceTransformer(
+            str(root),
+            device="cpu",
+            local_files_only=True,
+            trust_remote_code=False,
+            model_kwargs={"attn_implementation": "eager"},
+        )
     except Exception as e:  # the library's own words: a missing module folder, a bad config
-        raise BadInput(f"{root}: sentence-transformers cannot load the pipeline: {' '.join(str(e).split())[:300]}") from None
+        raise BadInput(
+            f"{root}: sentence-transformers cannot load the pipeline: {' '.join(str(e).split())[:300]}"
+        ) from None
     st.eval()
     truth_st = copy.deepcopy(st).double()
     name = st.default_prompt_name
@@ -201,7 +220,9 @@ def load_reference(root: Path, texts: list[str], *, batch: bool = True, sublayer
     if batch:
         features, _ = _encode(st, texts, prompt_length)
         ref.batch_reference = _side(st, features, torch.float32, sublayers)
-        ref.batch_truth = rows_alone_where_not_finite(_side(truth_st, features, torch.float64, sublayers), ref.batch.mask, ref.truth)
+        ref.batch_truth = rows_alone_where_not_finite(
+            _side(truth_st, features, torch.float64, sublayers), ref.batch.mask, ref.truth
+        )
     return ref
 
 
@@ -211,7 +232,11 @@ def rows_alone_where_not_finite(truth: Side, mask: np.ndarray, alone: list[Side]
     a padded batch's pad positions, which mean pooling carries into the vector (`NaN * 0`), while
     the attended positions stay finite and equal to the text alone's (within 6e-10 on the tiny
     fixture): the text alone is the same truth, and the row gets a floor measured on it."""
-    bad = [i for i in range(truth.embeddings.shape[0]) if not np.isfinite(truth.embeddings[i]).all() and np.isfinite(alone[i].embeddings).all()]
+    bad = [
+        i
+        for i in range(truth.embeddings.shape[0])
+        if not np.isfinite(truth.embeddings[i]).all() and np.isfinite(alone[i].embeddings).all()
+    ]
     if not bad:
         return truth
     emb, last = truth.embeddings.copy(), truth.last.copy()

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from portkit.verify.candle.native import crate_versions
 from portkit.encoders import BY_NAME, SUBLAYERS
+from portkit.verify.candle.native import crate_versions
 from portkit.verify.embedding import corpus
 from portkit.verify.embedding.candle import CandleSide, candle_attempt, right_padded, row_sides, run_encoder
 from portkit.verify.embedding.judge import BatchCheck, RowCheck, check_alone, check_batch, check_row, worst_cosine
@@ -31,7 +32,10 @@ HALF_COSINE = 0.999
 WRONG_MODULE = "bert"
 #: how the correct program runs the padded batch: an encoder gets the mask in its module's convention;
 #: a decoder's base model takes none and attends causally, so the batch is padded on the right
-BATCH_PROGRAM = {False: "mask passed as the module expects", True: "padded on the right, no mask (the module takes none), each row pooled at its own last token"}
+BATCH_PROGRAM = {
+    False: "mask passed as the module expects",
+    True: "padded on the right, no mask (the module takes none), each row pooled at its own last token",
+}
 
 
 @dataclass
@@ -152,7 +156,11 @@ class EmbeddingReport:
             return "mismatch", f"MISMATCH: candle cannot load the checkpoint: {self.load_failure}"
         if self.candle_ok:
             batch = f" and as one padded batch of {len(self.batch.rows)}" if self.batch else ""
-            conf = f"; {len(self.confirmed)} finding{'s' if len(self.confirmed) != 1 else ''} about other programs confirmed" if self.confirmed else ""
+            conf = (
+                f"; {len(self.confirmed)} finding{'s' if len(self.confirmed) != 1 else ''} about other programs confirmed"
+                if self.confirmed
+                else ""
+            )
             return "agree", f"candle agrees with sentence-transformers on {n} texts alone{batch}{conf}"
         bad = [r for r in self.singles if not self.row_ok(r)]
         bits = [f"{len(bad)} of {n} texts differ"] if bad else []
@@ -171,7 +179,13 @@ class EmbeddingReport:
             "dtype": self.options.dtype,
             "versions": self.versions,
             "pipeline": {"modules": ref.pipeline(), "max_seq_length": ref.max_seq_length, "prompt": ref.prompt},
-            "reference": {"runtime": "sentence-transformers", "attn_implementation": "eager", "dtype": "f32", "truth": "f64", "device": "cpu"},
+            "reference": {
+                "runtime": "sentence-transformers",
+                "attn_implementation": "eager",
+                "dtype": "f32",
+                "truth": "f64",
+                "device": "cpu",
+            },
             "tolerance": ({"kind": "cosine", "bound": HALF_COSINE} if self.half else {"kind": "floor", "truth": "f64"}),
             "load_failure": self.load_failure,
             "tokens_fed": self.tokens.to_json() if self.tokens else None,
@@ -228,26 +242,44 @@ class EmbeddingRun:
         captured = bool(opts.layers) and self.family in pn.encoder_capture_families()
         subs = SUBLAYERS.get(self.family, ()) if captured else ()
         ref = self.timed("reference", lambda: load_reference(Path(opts.model_dir), texts, sublayers=subs))
-        tagged = list(zip(ref.texts, (tag for _, tag in corpus.TEXTS)))
-        fed = self.timed("tokens", lambda: tokens_fed(Path(opts.model_dir), ref.texts, [e.ids[0].tolist() for e in ref.single]))
+        tagged = list(zip(ref.texts, (tag for _, tag in corpus.TEXTS), strict=False))
+        fed = self.timed(
+            "tokens", lambda: tokens_fed(Path(opts.model_dir), ref.texts, [e.ids[0].tolist() for e in ref.single])
+        )
         self.progress(f"candle: {self.family}")
         files = [str(p) for p in model.weight_files]
-        runner, failure = candle_attempt(lambda: self.timed("candle load", lambda: pn.EncoderRunner(self.family, files, model.config_text, dtype=opts.dtype, device=opts.device)))
+        runner, failure = candle_attempt(
+            lambda: self.timed(
+                "candle load",
+                lambda: pn.EncoderRunner(self.family, files, model.config_text, dtype=opts.dtype, device=opts.device),
+            )
+        )
         if runner is None:  # candle's load error, or its panic
-            report = EmbeddingReport(opts, self.family, ref, [], None, [], [], load_failure=failure, lint_note=note, tokens=fed)
+            report = EmbeddingReport(
+                opts, self.family, ref, [], None, [], [], load_failure=failure, lint_note=note, tokens=fed
+            )
             report.findings = self.judge_findings(findings, report)
             return self.finish(report, t_start)
         capture = captured
-        singles_run = [self.timed("candle", lambda e=e: run_encoder(runner, self.family, e, ref.steps, capture=capture)) for e in ref.single]
-        singles = [check_row(t, tag, e.mask[0], got, r, tr) for (t, tag), e, got, r, tr in zip(tagged, ref.single, singles_run, ref.reference, ref.truth)]
+        singles_run = [
+            self.timed("candle", lambda e=e: run_encoder(runner, self.family, e, ref.steps, capture=capture))
+            for e in ref.single
+        ]
+        singles = [
+            check_row(t, tag, e.mask[0], got, r, tr)
+            for (t, tag), e, got, r, tr in zip(tagged, ref.single, singles_run, ref.reference, ref.truth, strict=False)
+        ]
         batch = None
         cfs: list[Counterfactual] = []
         if ref.batch_reference is not None and ref.batch_truth is not None and BY_NAME[self.family].decoder:
             batch, cfs = self.decoder_batches(runner, ref, tagged, singles_run)
         elif ref.batch_reference is not None and ref.batch_truth is not None:
+
             def judged(program: Any = runner, family: str = self.family, **kw: Any) -> tuple[CandleSide, BatchCheck]:
                 cap = capture and not kw and program is runner
-                got = self.timed("candle", lambda: run_encoder(program, family, ref.batch, ref.steps, capture=cap, **kw))
+                got = self.timed(
+                    "candle", lambda: run_encoder(program, family, ref.batch, ref.steps, capture=cap, **kw)
+                )
                 return got, check_batch(tagged, ref.batch.mask, got, ref.batch_reference, ref.batch_truth, singles_run)
 
             _, batch = judged()
@@ -258,20 +290,33 @@ class EmbeddingRun:
             ):
                 got, chk = judged(**kw)
                 cfs.append(Counterfactual(name, what, chk, failure=got.failure))
-            if "bert-module" in _programs(findings):  # PK620: the checkpoint through bert.rs, as candle's bert example loads it
+            if "bert-module" in _programs(
+                findings
+            ):  # PK620: the checkpoint through bert.rs, as candle's bert example loads it
                 what = "a program that loads the checkpoint with bert.rs (`BertModel::load`), which counts positions from 0"
-                bert, failure = candle_attempt(lambda: self.timed("candle load", lambda: pn.EncoderRunner(WRONG_MODULE, files, model.config_text, dtype=opts.dtype, device=opts.device)))
+                bert, failure = candle_attempt(
+                    lambda: self.timed(
+                        "candle load",
+                        lambda: pn.EncoderRunner(
+                            WRONG_MODULE, files, model.config_text, dtype=opts.dtype, device=opts.device
+                        ),
+                    )
+                )
                 if bert is None:  # bert.rs refuses it: no such program runs
                     cfs.append(Counterfactual("bert-module", what, None, failure=failure))
                 else:
                     got, chk = judged(bert, WRONG_MODULE)
                     cfs.append(Counterfactual("bert-module", what, chk, failure=got.failure))
         report = EmbeddingReport(opts, self.family, ref, singles, batch, cfs, [], lint_note=note, tokens=fed)
-        report.references = [self.reference_counterfactual(patch, tagged, singles_run) for patch in _reference_patches(findings)]
+        report.references = [
+            self.reference_counterfactual(patch, tagged, singles_run) for patch in _reference_patches(findings)
+        ]
         report.findings = self.judge_findings(findings, report)
         return self.finish(report, t_start)
 
-    def decoder_batches(self, runner: Any, ref: EmbeddingReference, tagged: list[tuple[str, str]], singles_run: list[CandleSide]) -> tuple[BatchCheck, list[Counterfactual]]:
+    def decoder_batches(
+        self, runner: Any, ref: EmbeddingReference, tagged: list[tuple[str, str]], singles_run: list[CandleSide]
+    ) -> tuple[BatchCheck, list[Counterfactual]]:
         """A decoder's base model (qwen3.rs `Model::forward(input, offset)`) takes no padding mask
         and attends causally: the correct batch pads on the right and pools each row's last token,
         its rows judged against the same text alone. The counterfactuals: the batch as the tokenizer
@@ -279,23 +324,40 @@ class EmbeddingRun:
         lengths = [int(e.ids.shape[1]) for e in ref.single]
         enc = right_padded(ref.single, _pad_id(ref.batch))
         got = self.timed("candle", lambda: run_encoder(runner, self.family, enc, ref.steps, capture=False))
-        batch = check_alone(tagged, ref.single, row_sides(got, lengths), ref.reference, ref.truth, singles_run, seq=int(enc.mask.shape[1]))
+        batch = check_alone(
+            tagged,
+            ref.single,
+            row_sides(got, lengths),
+            ref.reference,
+            ref.truth,
+            singles_run,
+            seq=int(enc.mask.shape[1]),
+        )
         self.progress("counterfactuals: the batch as the tokenizer pads it, one model for every text")
         side = "left" if int(ref.batch.mask[:, 0].min()) == 0 else "right"
         left = self.timed("candle", lambda: run_encoder(runner, self.family, ref.batch, ref.steps, capture=False))
         cfs = [Counterfactual("tokenizer-padded-batch", f"a program that runs the batch as the tokenizer pads it (on the {side}) through candle's forward, which takes no padding mask",
                               check_batch(tagged, ref.batch.mask, left, ref.batch_reference, ref.batch_truth, singles_run), failure=left.failure)]  # fmt: skip
-        over = self.timed("candle", lambda: run_encoder(runner, self.family, enc, ref.steps, capture=False, pool_over_pads=True))
+        over = self.timed(
+            "candle", lambda: run_encoder(runner, self.family, enc, ref.steps, capture=False, pool_over_pads=True)
+        )
         cfs.append(Counterfactual("pool-over-pads", "a program that pools the right-padded batch over every position, pads included",
                                   check_alone(tagged, ref.single, row_sides(over, lengths), ref.reference, ref.truth, singles_run, seq=int(enc.mask.shape[1])),
                                   failure=over.failure))  # fmt: skip
-        kept = [self.timed("candle", lambda e=e: run_encoder(runner, self.family, e, ref.steps, capture=False, one_model=True)) for e in ref.single]
+        kept = [
+            self.timed(
+                "candle", lambda e=e: run_encoder(runner, self.family, e, ref.steps, capture=False, one_model=True)
+            )
+            for e in ref.single
+        ]
         cfs.append(Counterfactual("one-model", f"a program that loads `{BY_NAME[self.family].module}::{BY_NAME[self.family].model}` once and embeds the texts one after another (its KV cache keeps each)",
                                   check_alone(tagged, ref.single, kept, ref.reference, ref.truth, singles_run, seq=max(lengths)),
                                   failure=next((k.failure for k in kept if k.failure), None), padded=False))  # fmt: skip
         return batch, cfs
 
-    def reference_counterfactual(self, patch: dict[str, Any], tagged: list[tuple[str, str]], singles_run: list[CandleSide]) -> ReferenceCounterfactual:
+    def reference_counterfactual(
+        self, patch: dict[str, Any], tagged: list[tuple[str, str]], singles_run: list[CandleSide]
+    ) -> ReferenceCounterfactual:
         import tempfile
 
         name = "reference: " + ", ".join(f"{k}={v}" for k, v in patch.items())
@@ -303,10 +365,18 @@ class EmbeddingRun:
         with tempfile.TemporaryDirectory(prefix="portkit-reference-") as tmp:
             try:
                 texts = [t for t, _ in corpus.TEXTS]
-                alt = self.timed("reference", lambda: load_reference(_patched_dir(Path(self.opts.model_dir), patch, Path(tmp)), texts, batch=False))
+                alt = self.timed(
+                    "reference",
+                    lambda: load_reference(
+                        _patched_dir(Path(self.opts.model_dir), patch, Path(tmp)), texts, batch=False
+                    ),
+                )
             except BadInput as e:
                 return ReferenceCounterfactual(name, patch, [], failure=str(e))
-        rows = [check_row(t, tag, e.mask[0], got, r, tr) for (t, tag), e, got, r, tr in zip(tagged, alt.single, singles_run, alt.reference, alt.truth)]
+        rows = [
+            check_row(t, tag, e.mask[0], got, r, tr)
+            for (t, tag), e, got, r, tr in zip(tagged, alt.single, singles_run, alt.reference, alt.truth, strict=False)
+        ]
         return ReferenceCounterfactual(name, patch, rows)
 
     def judge_findings(self, findings: list[Any], report: EmbeddingReport) -> list[Confirmation]:
@@ -331,7 +401,11 @@ def _pad_id(batch: Any) -> int:
 
 def _programs(findings: list[Any]) -> set[str]:
     """The counterfactual programs lint's findings ask for (`{"program": ...}`)."""
-    return {f.probe.patch["program"] for f in findings if f.probe is not None and isinstance(f.probe.patch, dict) and "program" in f.probe.patch}
+    return {
+        f.probe.patch["program"]
+        for f in findings
+        if f.probe is not None and isinstance(f.probe.patch, dict) and "program" in f.probe.patch
+    }
 
 
 def _reference_patches(findings: list[Any]) -> list[dict[str, Any]]:
@@ -344,5 +418,7 @@ def _reference_patches(findings: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def verify_embedding(opts: Any, family: str, progress: Progress, lint: Callable[[], list[Any]], t_start: float) -> EmbeddingReport:
+def verify_embedding(
+    opts: Any, family: str, progress: Progress, lint: Callable[[], list[Any]], t_start: float
+) -> EmbeddingReport:
     return EmbeddingRun(opts, family, progress, lint).execute(t_start)

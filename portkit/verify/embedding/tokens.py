@@ -6,9 +6,10 @@ gives a program for the same text, with tokenizer.json as saved and with its `pa
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,10 @@ def tokens_fed(root: Path, texts: Sequence[str], reference_ids: Sequence[Sequenc
         saved = {k: doc.get(k) for k in ("padding", "truncation")}
         plain = pn.Tokenizer.from_str(json.dumps({**doc, "padding": None, "truncation": None}))
         crate = pn.Tokenizer.from_file(str(path))
-        rows = [FedRow(t, [int(i) for i in ids], list(crate.encode(t)), list(plain.encode(t))) for t, ids in zip(texts, reference_ids)]
+        rows = [
+            FedRow(t, [int(i) for i in ids], list(crate.encode(t)), list(plain.encode(t)))
+            for t, ids in zip(texts, reference_ids, strict=False)
+        ]
     except (ValueError, OSError, pn.TokenizerError) as e:  # the crate's own refusal: PK507's, judged elsewhere
         return TokensFed({}, [], failure=" ".join(str(e).split())[:300])
     return TokensFed(saved, rows)

@@ -23,8 +23,9 @@ the noise taken as constant).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -52,7 +53,11 @@ class EffectScan(Protocol):
 
 
 def scan_lengths(
-    confirmations: Sequence[Confirmation], findings: Sequence[Any], scan: EffectScan | None, max_positions: Any, progress: Progress
+    confirmations: Sequence[Confirmation],
+    findings: Sequence[Any],
+    scan: EffectScan | None,
+    max_positions: Any,
+    progress: Progress,
 ) -> list[Confirmation]:
     """For each reference-side finding whose effect stayed within the noise: the prompt length
     from which it exceeds it (`SCAN_TOKENS` tokens, capped by `max_positions`, the config's
@@ -72,18 +77,24 @@ def scan_lengths(
         length = first_length_over(by_position, float(side["noise"]))
         side = {**side, "reproduces_from": length, "scanned": int(by_position.size)}
         where = (
-            f"it exceeds the noise from a {length}-token prompt" if length is not None else f"it stays under the noise up to {by_position.size} tokens"
+            f"it exceeds the noise from a {length}-token prompt"
+            if length is not None
+            else f"it stays under the noise up to {by_position.size} tokens"
         )
         out.append(replace(c, evidence=f"{c.evidence}; {where}", details={**c.details, "reference_side": side}))
     return out
 
 
 def effect_line(side: dict[str, Any], tolerance_name: str) -> str:
-    """"as written 8.76, as candle computes 1.2e-05 (effect 8.7, q8_0 noise 0.6)"."""
+    """ "as written 8.76, as candle computes 1.2e-05 (effect 8.7, q8_0 noise 0.6)"."""
     bits = [f"as written {fmt_num(side['as_written'])}"]
     if side.get("as_candle") is not None:
         bits.append(f"as candle computes {fmt_num(side['as_candle'])}")
-    tail = f" (effect {fmt_num(side['effect'])}, {tolerance_name} noise {fmt_num(side['noise'])})" if side.get("effect") is not None else ""
+    tail = (
+        f" (effect {fmt_num(side['effect'])}, {tolerance_name} noise {fmt_num(side['noise'])})"
+        if side.get("effect") is not None
+        else ""
+    )
     return ", ".join(bits) + tail
 
 

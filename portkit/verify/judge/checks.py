@@ -7,8 +7,8 @@ every verdict carries the measured number next to the tolerance used, never a ba
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -107,7 +107,9 @@ class LogitsCheck:
         return head + f"tol={self.tolerance:.0e} (fallback)  {'OK' if self.ok else 'MISMATCH'}"
 
 
-def compare_logits(ref: np.ndarray, got: np.ndarray, atol: float | None, delta: np.ndarray | None = None) -> LogitsCheck:
+def compare_logits(
+    ref: np.ndarray, got: np.ndarray, atol: float | None, delta: np.ndarray | None = None
+) -> LogitsCheck:
     """`delta`: the truth's difference from `ref` (`Reference.truth`): then an f32 candle is judged
     against the floor measured in the run, not `atol`."""
     ref = np.asarray(ref, dtype=np.float64)
@@ -119,7 +121,13 @@ def compare_logits(ref: np.ndarray, got: np.ndarray, atol: float | None, delta: 
     if np.isnan(diff).any():
         max_diff = float("nan")
     # a truth with NaN/inf (the reference's own non-finite values) measures nothing: the fallback
-    usable = delta is not None and atol is not None and np.size(delta) == ref.size and bool(np.isfinite(delta).all()) and bool(np.isfinite(ref).all())
+    usable = (
+        delta is not None
+        and atol is not None
+        and np.size(delta) == ref.size
+        and bool(np.isfinite(delta).all())
+        and bool(np.isfinite(ref).all())
+    )
     fl = floors.measure(ref, np.asarray(delta).reshape(ref.shape), got) if usable else None
     return LogitsCheck(
         n=int(ref.size),
@@ -127,7 +135,9 @@ def compare_logits(ref: np.ndarray, got: np.ndarray, atol: float | None, delta: 
         max_abs_ref=float(np.abs(ref).max()) if ref.size else 0.0,
         worst_index=worst,
         tolerance=atol if fl is None else fl.bound,
-        ok=fl.ok if fl is not None else bool(max_diff <= (np.inf if atol is None else atol)),  # NaN compares False: a mismatch
+        ok=fl.ok
+        if fl is not None
+        else bool(max_diff <= (np.inf if atol is None else atol)),  # NaN compares False: a mismatch
         floor=fl,
     )
 
@@ -199,7 +209,9 @@ class LayerCheck:
         if first is None or first.name.startswith("layer.") or first.name == "embeddings":
             return first.name if first is not None else None
         before = self.layer_rows[: self.layer_rows.index(first)]
-        suspects = [r for r in before if r.name.startswith("layer.") and r.floor is not None and r.floor.ratio > floors.FACTOR]
+        suspects = [
+            r for r in before if r.name.startswith("layer.") and r.floor is not None and r.floor.ratio > floors.FACTOR
+        ]
         return suspects[0].name if suspects else first.name
 
     @property
@@ -225,7 +237,9 @@ class LayerCheck:
         lines = [head + (f"{'f64 candle':>12}{'f64 floor':>11}{'ratio':>7}" if self.measured else "")]
         for r in self.rows:
             mark = "  <- over" if r.over else (f"  non-finite ({r.nonfinite})" if r.nonfinite else "")
-            measured = f"{r.floor.candle:>12.3e}{r.floor.floor:>11.3e}{r.floor.ratio:>7.2g}" if r.floor is not None else ""
+            measured = (
+                f"{r.floor.candle:>12.3e}{r.floor.floor:>11.3e}{r.floor.ratio:>7.2g}" if r.floor is not None else ""
+            )
             lines.append(f"{r.name:<12}{r.max_abs_ref:>12.4g}{r.max_abs_diff:>12.3e}{r.rel:>10.2e}{measured}{mark}")
         return "\n".join(lines)
 
@@ -300,7 +314,9 @@ def compare_layers(
             fl = floors.measure(r, d, g) if d is not None else None
         if between:
             prev = (r, g, d)
-        rows.append(LayerRow(name, max_ref, max_diff, rel, over=not fl.ok if fl is not None else not (rel <= rtol), floor=fl))
+        rows.append(
+            LayerRow(name, max_ref, max_diff, rel, over=not fl.ok if fl is not None else not (rel <= rtol), floor=fl)
+        )
     return LayerCheck(rows=rows, rtol=rtol, truth=truth)
 
 
@@ -374,14 +390,22 @@ def compare_steps(
         dis.append(StepDisagreement(int(step), int(ref_arg[step]), int(got_arg[step]), margin, margin < near_tie))
     fin = per_step[finite]
     fl = None
-    if delta is not None and atol is not None and np.shape(delta) == ref.shape and finite.all() and np.isfinite(delta).all():
+    if (
+        delta is not None
+        and atol is not None
+        and np.shape(delta) == ref.shape
+        and finite.all()
+        and np.isfinite(delta).all()
+    ):
         fl = floors.measure(ref, delta, got)
     return StepCheck(
         steps=int(ref.shape[0]),
         agree=int(((ref_arg == got_arg) & finite).sum()),
         max_abs_diff=float(fin.max()) if fin.size else float("nan"),
         median_abs_diff=float(np.median(fin)) if fin.size else float("nan"),
-        max_abs_ref=float(np.abs(ref[np.isfinite(ref).all(axis=1)]).max()) if np.isfinite(ref).all(axis=1).any() else float("nan"),
+        max_abs_ref=float(np.abs(ref[np.isfinite(ref).all(axis=1)]).max())
+        if np.isfinite(ref).all(axis=1).any()
+        else float("nan"),
         disagreements=dis,
         atol=atol,
         near_tie=near_tie,
@@ -407,7 +431,7 @@ class GreedyCheck:
 
     @property
     def first_divergence(self) -> int | None:
-        for i, (a, b) in enumerate(zip(self.ref, self.got)):
+        for i, (a, b) in enumerate(zip(self.ref, self.got, strict=False)):
             if a != b:
                 return i
         if not self.ref_complete and len(self.got) >= len(self.ref):
@@ -463,4 +487,6 @@ def compare_greedy(
         return check
     if not 0 <= row < len(rows):
         return check
-    return GreedyCheck(list(ref), list(got), ref_margin=top2_margin(rows[row]), near_tie=near_tie, ref_complete=ref_complete)
+    return GreedyCheck(
+        list(ref), list(got), ref_margin=top2_margin(rows[row]), near_tie=near_tie, ref_complete=ref_complete
+    )

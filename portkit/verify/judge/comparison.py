@@ -8,8 +8,9 @@ are read here, never produced: judge/ imports neither side's code (annotations o
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,8 +28,8 @@ from portkit.verify.judge.checks import (
     is_sublayer,
 )
 from portkit.verify.judge.floor import Floor
-from portkit.verify.layer_inputs import refeed_digest
 from portkit.verify.judge.localise import Localisation, localise
+from portkit.verify.layer_inputs import refeed_digest
 
 if TYPE_CHECKING:
     from portkit.verify.candle.run import RunOutputs
@@ -65,14 +66,20 @@ class Comparison:
         rtol = self.tolerance.layer_rtol
         self.layers_judged = rtol is not None
         judged = rtol is not None
-        self.layers = compare_layers(ref, got, rtol if judged else math.inf, deltas if judged else None, own if judged else None)
+        self.layers = compare_layers(
+            ref, got, rtol if judged else math.inf, deltas if judged else None, own if judged else None
+        )
         if self.layers_judged:
-            self.localisation = localise(self.layers, ref, got, available=available, no_sublayers_hint=no_sublayers_hint)
+            self.localisation = localise(
+                self.layers, ref, got, available=available, no_sublayers_hint=no_sublayers_hint
+            )
 
     @property
     def measured(self) -> bool:
         """Judged against floors measured in the run (transformers in f64), not the fallback constants."""
-        return any(getattr(c, "floor", None) is not None for c in (self.last, self.steps)) or bool(self.layers and self.layers.measured)
+        return any(getattr(c, "floor", None) is not None for c in (self.last, self.steps)) or bool(
+            self.layers and self.layers.measured
+        )
 
     @property
     def ok(self) -> bool:
@@ -93,7 +100,9 @@ class Comparison:
         # the teacher-forced steps' number when they, not the last position, are out of bound
         steps_over = self.steps is not None and judged and (self.last is None or self.last.ok) and not self.steps.ok
         if self.last is not None and not steps_over:
-            bits.append(f"logits differ {fmt_num(self.last.max_abs_diff)} ({_bound(self.last.floor, self.last.tolerance, self.last.max_abs_ref)})")
+            bits.append(
+                f"logits differ {fmt_num(self.last.max_abs_diff)} ({_bound(self.last.floor, self.last.tolerance, self.last.max_abs_ref)})"
+            )
         if steps_over and self.steps is not None:
             bits.append(
                 f"teacher-forced logits differ {fmt_num(self.steps.max_abs_diff)} over {self.steps.steps} steps "
@@ -103,7 +112,10 @@ class Comparison:
             first = self.layers.first_over
             row = self.layers.row(first) if first else None
             if row is not None:
-                bits.append(f"{first} differs {row.rel:.2e} relative" + (f" ({row.floor.phrase()})" if row.floor is not None else f" (tol {fmt_tol(self.layers.rtol)})"))
+                bits.append(
+                    f"{first} differs {row.rel:.2e} relative"
+                    + (f" ({row.floor.phrase()})" if row.floor is not None else f" (tol {fmt_tol(self.layers.rtol)})")
+                )
         if self.steps is not None and (self.steps.agree != self.steps.steps or self.tolerance.logits_atol is None):
             real = len(self.steps.real_flips)
             near = len(self.steps.disagreements) - real
@@ -167,15 +179,27 @@ def compare_run(ref: Reference, got: RunOutputs, tol: Tolerance) -> Comparison:
         if got.last is not None:
             cmp.last = compare_logits(ref.last, got.last, tol.logits_atol, truth.rows[0] if truth is not None else None)
         if got.rows is not None:
-            cmp.steps = compare_steps(ref.rows, got.rows, near_tie=tol.near_tie, atol=tol.logits_atol, delta=truth.rows if truth is not None else None)
+            cmp.steps = compare_steps(
+                ref.rows,
+                got.rows,
+                near_tie=tol.near_tie,
+                atol=tol.logits_atol,
+                delta=truth.rows if truth is not None else None,
+            )
         if got.greedy is not None:
-            cmp.greedy = compare_greedy(ref.greedy, got.greedy, step_rows=ref.rows, near_tie=tol.near_tie, ref_complete=ref.greedy_complete)
+            cmp.greedy = compare_greedy(
+                ref.greedy, got.greedy, step_rows=ref.rows, near_tie=tol.near_tie, ref_complete=ref.greedy_complete
+            )
         if got.layers is not None and ref.layers:
             # sub-layers where both sides have them (a family's capture may record none)
             ref_layers = {k: v for k, v in ref.layers.items() if not is_sublayer(k) or k in got.layers}
             got_layers = {k: v for k, v in got.layers.items() if not is_sublayer(k) or k in ref.layers}
             # each layer on candle's own input, where the reference ran it on this run's layers
-            own = truth.own if truth is not None and truth.own_inputs is not None and truth.own_inputs == refeed_digest(got.layers) else None
+            own = (
+                truth.own
+                if truth is not None and truth.own_inputs is not None and truth.own_inputs == refeed_digest(got.layers)
+                else None
+            )
             cmp.judge_layers(
                 ref_layers, got_layers, no_sublayers_hint="this capture records no sub-layers",
                 deltas=truth.layers if truth is not None else None, own=own,

@@ -31,8 +31,9 @@ hard-coded behaviour, a bias PK105 and PK202 both report, are both confirmed).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -145,7 +146,7 @@ def without_overlap(edit: dict[str, Any], mine: dict[str, Any] | None) -> dict[s
 
 
 def describe_as_candle(edit: dict[str, Any]) -> str:
-    """"transformers with SiLU in the MLP (hidden_activation="silu")"."""
+    """ "transformers with SiLU in the MLP (hidden_activation="silu")"."""
     bits = [describe_patch(edit["config"])] if edit.get("config") else []
     names = list(edit.get("tensors") or {})
     if names:
@@ -253,7 +254,9 @@ def confirm_numeric(
         )
     others_edit = without_overlap(other_edits or {}, edit) if subject.reference_as is not None else {}
     if patch or edit:
-        return _leave_one_out(finding, subject, patch or {}, edit or {}, other_patches, others_edit, base, details, lead)
+        return _leave_one_out(
+            finding, subject, patch or {}, edit or {}, other_patches, others_edit, base, details, lead
+        )
     # No counterfactual on either side: attribute only what is left once the others apply.
     if other_patches or others_edit:
         t = subject.trial(other_patches, others_edit)
@@ -273,7 +276,9 @@ def confirm_numeric(
                 evidence=f"{lead}{t.cmp.headline()} with the other findings' fixes applied; {subject.unfixable}",
                 details=details,
             )
-    return Confirmation(**base, verdict="CONFIRMED", evidence=f"{lead}{cmp.headline()}; {subject.unfixable}", details=details)
+    return Confirmation(
+        **base, verdict="CONFIRMED", evidence=f"{lead}{cmp.headline()}; {subject.unfixable}", details=details
+    )
 
 
 def by_distance(cmp: Comparison, edit: dict[str, Any] | None) -> bool:
@@ -292,7 +297,7 @@ def _describe(patch: dict[str, Any], edit: dict[str, Any]) -> str:
 
 
 def _what_fixed(subject: Subject, patch: dict[str, Any], edit: dict[str, Any]) -> str:
-    """"with rope_theta=100000 restored" / "against transformers with SiLU in the MLP (...)"."""
+    """ "with rope_theta=100000 restored" / "against transformers with SiLU in the MLP (...)"."""
     bits = []
     if patch:
         bits.append(f"with {describe_patch(patch)}" + (f" {subject.patch_word}" if subject.patch_word else ""))
@@ -367,7 +372,14 @@ def _leave_one_out(
 
 
 def _judged_fix(
-    base: dict[str, Any], details: dict[str, Any], subject: Subject, prefix: str, before: Comparison, after: Comparison, what_fixed: str, edit: bool
+    base: dict[str, Any],
+    details: dict[str, Any],
+    subject: Subject,
+    prefix: str,
+    before: Comparison,
+    after: Comparison,
+    what_fixed: str,
+    edit: bool,
 ) -> Confirmation:
     """The verdict once the finding's counterfactual ran: `before` (the others' applied) against
     `after` (its own too)."""
@@ -377,20 +389,29 @@ def _judged_fix(
     if before.ok:  # agreed by argmax (`by_distance`): only the distance can confirm
         if halved(before.distance(), after.distance()) and effect is not None and noise is not None and effect > noise:
             return Confirmation(
-                **base, verdict="CONFIRMED",
+                **base,
+                verdict="CONFIRMED",
                 evidence=f"{prefix}{before.headline()}, max|diff| {fmt_num(before.distance())}; {what_fixed}, max|diff| {fmt_num(after.distance())} "
                 f"(effect {fmt_num(effect)} over the {after.tolerance.name} noise {fmt_num(noise)}){explained}, though the argmax agrees",
                 details=details,
             )
         return Confirmation(
-            **base, verdict="NOT-REPRODUCED",
+            **base,
+            verdict="NOT-REPRODUCED",
             evidence=f"{prefix}no measurable effect: {subject.what} agrees with transformers ({before.headline()}, max|diff| {fmt_num(before.distance())}), "
             f"and {what_fixed} it is not twice as close (max|diff| {fmt_num(after.distance())})",
             details=details,
         )
     if after.ok:
-        return Confirmation(**base, verdict="CONFIRMED", evidence=f"{prefix}{before.headline()}; {what_fixed}, {_restored(after)}{explained}", details=details)
-    if halved(before.distance(), after.distance()) and not (effect is not None and noise is not None and effect <= noise):
+        return Confirmation(
+            **base,
+            verdict="CONFIRMED",
+            evidence=f"{prefix}{before.headline()}; {what_fixed}, {_restored(after)}{explained}",
+            details=details,
+        )
+    if halved(before.distance(), after.distance()) and not (
+        effect is not None and noise is not None and effect <= noise
+    ):
         return Confirmation(
             **base,
             verdict="CONFIRMED",
@@ -436,7 +457,9 @@ def _sides(subject: Subject, before: Comparison, fixed: Trial, before_ref: Refer
         "as_candle": noise,
         "effect": _effect(before_ref or subject.reference, fixed.reference),
         "noise": noise,
-        "tokens": None if fixed.reference is None else len(fixed.reference.prompt) + max(fixed.reference.rows.shape[0] - 1, 0),
+        "tokens": None
+        if fixed.reference is None
+        else len(fixed.reference.prompt) + max(fixed.reference.rows.shape[0] - 1, 0),
     }
 
 
@@ -468,11 +491,16 @@ def _unpredicted_stop(c: Finding, f: Failure, what: str, on: str) -> Confirmatio
             details=details,
         )
     return Confirmation(
-        **identity(c, kind), verdict="NOT-REACHED", evidence=f"not reached: {what} stopped at a failure no finding predicts{on}: {f.line()}", details=details
+        **identity(c, kind),
+        verdict="NOT-REACHED",
+        evidence=f"not reached: {what} stopped at a failure no finding predicts{on}: {f.line()}",
+        details=details,
     )
 
 
-def crash_chain(crashes: Sequence[Finding], subject: Subject, ran: str, *, chain: bool = True) -> tuple[dict[int, Confirmation], Subject | None]:
+def crash_chain(
+    crashes: Sequence[Finding], subject: Subject, ran: str, *, chain: bool = True
+) -> tuple[dict[int, Confirmation], Subject | None]:
     """Every crash finding's verdict (by `id`), chained: candle stops at the failure a finding
     predicts (CRASH-CONFIRMED with its text), the finding's repair is applied and candle runs
     again, until it runs through, stops at a failure no finding predicts, or at one no edit
@@ -505,7 +533,9 @@ def crash_chain(crashes: Sequence[Finding], subject: Subject, ran: str, *, chain
         for c in matched:
             kind, expect = probe(c).kind, probe(c).expect
             details = {"expect": expect, "failure": f.to_json(), **({"repairs": dict(repairs)} if repairs else {})}
-            out[id(c)] = Confirmation(**identity(c, kind), verdict="CRASH-CONFIRMED", evidence=f.line() + on, details=details)
+            out[id(c)] = Confirmation(
+                **identity(c, kind), verdict="CRASH-CONFIRMED", evidence=f.line() + on, details=details
+            )
         pending = [c for c in pending if id(c) not in out]
         if not specific:
             out.update((id(c), _unpredicted_stop(c, f, subject.what, on)) for c in pending)
@@ -539,7 +569,9 @@ def crash_chain(crashes: Sequence[Finding], subject: Subject, ran: str, *, chain
 
 def confirm_static(finding: Finding) -> Confirmation:
     p = probe(finding)
-    return Confirmation(**identity(finding, p.kind), verdict="NOT-PROBED", evidence=f"not probed: {p.reason or Rule.not_probed}")
+    return Confirmation(
+        **identity(finding, p.kind), verdict="NOT-PROBED", evidence=f"not probed: {p.reason or Rule.not_probed}"
+    )
 
 
 def _numeric_patches(findings: Sequence[Finding], skip: Finding | None = None) -> dict[str, Any]:
@@ -567,7 +599,9 @@ def all_fixes_patch(findings: Sequence[Finding]) -> dict[str, Any] | None:
 
 def other_edits(findings: Sequence[Finding], me: Finding, subject: Subject) -> dict[str, Any]:
     """The other numeric findings' reference-side edits, merged."""
-    return merge_as_candle([e for f in findings if f is not me and probe(f).kind == "numeric" for e in [subject.as_candle_of(f)] if e])
+    return merge_as_candle(
+        [e for f in findings if f is not me and probe(f).kind == "numeric" for e in [subject.as_candle_of(f)] if e]
+    )
 
 
 def confirm_all(findings: Sequence[Finding], subject: Subject, ran: str) -> list[Confirmation]:
@@ -597,6 +631,7 @@ def confirm_section(findings: Sequence[Finding], subject: Subject, ran: str) -> 
 def both_alike(confirmed: list) -> str:
     """The verdict's tail for findings confirmed where both sides agree: they are reported, and
     they do not make a mismatch."""
+
     def part(cs: list, how: str) -> str:
         codes = ", ".join(dict.fromkeys(c.code for c in cs))
         return f"; {len(cs)} finding{'s' if len(cs) != 1 else ''} {how} ({codes})"
@@ -608,6 +643,19 @@ def both_alike(confirmed: list) -> str:
     # unless stated, so not a mismatch)
     sampled = [c for c in confirmed if getattr(c, "probe_kind", None) == "sampling"]
     alike = [c for c in confirmed if c not in numeric and c not in sampled]
-    return (part(alike, "confirmed on both sides alike") if alike else "") + (
-        part(numeric, "confirmed by the logits distance, within the tolerance this run judges by") if numeric else "") + (
-        part(sampled, "confirmed in the sampling section: the candle call draws from another distribution than generate()") if sampled else "")
+    return (
+        (part(alike, "confirmed on both sides alike") if alike else "")
+        + (
+            part(numeric, "confirmed by the logits distance, within the tolerance this run judges by")
+            if numeric
+            else ""
+        )
+        + (
+            part(
+                sampled,
+                "confirmed in the sampling section: the candle call draws from another distribution than generate()",
+            )
+            if sampled
+            else ""
+        )
+    )

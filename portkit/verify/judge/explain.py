@@ -10,13 +10,14 @@ what that points to. A candle failure is accounted for by the crash findings tha
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from portkit.verify.judge.comparison import Comparison, fmt_num
 from portkit.verify.judge.confirm import Subject, as_candle_of, candle_patch, describe_patch, merge_as_candle
-from portkit.verify.judge.verdicts import Confirmation
 from portkit.verify.judge.localise import Localisation
+from portkit.verify.judge.verdicts import Confirmation
 
 if TYPE_CHECKING:  # the sides' records, read here; their code is never imported
     from portkit.verify.candle.run import RunOutputs
@@ -63,7 +64,11 @@ def explain_failure(run: RunOutputs, confirmations: Sequence[Confirmation]) -> E
     if crashes:
         codes = list(dict.fromkeys(c.code for c in crashes))
         n = len(crashes)
-        return Explanation(True, codes, f"explained by {', '.join(codes)} ({n} crash{'es' if n != 1 else ''} confirmed, each with candle's own message)")
+        return Explanation(
+            True,
+            codes,
+            f"explained by {', '.join(codes)} ({n} crash{'es' if n != 1 else ''} confirmed, each with candle's own message)",
+        )
     return Explanation(False, [], f"unexplained: no finding predicts {run.failure.line()}")
 
 
@@ -83,7 +88,9 @@ def explain(
         if subject is not None and subject.repaired and subject.as_read.failure is None:
             # the crash findings' fixes made candle run: what it computes then
             rest = explain(subject.as_read_cmp, subject.as_read, confirmations, findings, subject, no_layers)
-            why.summary += f"; {subject.repaired}, candle " + ("agrees with transformers" if rest is None else f"differs: {rest.summary}")
+            why.summary += f"; {subject.repaired}, candle " + (
+                "agrees with transformers" if rest is None else f"differs: {rest.summary}"
+            )
             if rest is not None and not rest.explained:
                 why.explained = False
         return why
@@ -114,17 +121,38 @@ def explain(
         how = _how(patch, edit)
         if after is not None and after.ok:
             line = f"explained by {names} (as written {_num(cmp)}; {how}, {_num(after)}, within {after.tolerance.name} tolerance)"
-            return Explanation(True, list(dict.fromkeys(measured)), line, as_written, after.distance(), counterfactual=cf)
+            return Explanation(
+                True, list(dict.fromkeys(measured)), line, as_written, after.distance(), counterfactual=cf
+            )
         if after is not None:
             # where what is left starts: against transformers as candle computes when candle's run
             # recorded layers (no candle-side patch), else as written
             loc = after.localisation if after.layers is not None else cmp.localisation
-            where = _where(loc, no_layers, after if after.layers is not None else cmp) + (" (as written)" if loc is not None and after.layers is None else "")
+            where = _where(loc, no_layers, after if after.layers is not None else cmp) + (
+                " (as written)" if loc is not None and after.layers is None else ""
+            )
             rest = f"unexplained beyond {names}: {how}, {after.headline()}; {where}"
-            return Explanation(False, list(dict.fromkeys(measured)), rest, as_written, after.distance(), loc, None if loc else no_layers, cf)
+            return Explanation(
+                False,
+                list(dict.fromkeys(measured)),
+                rest,
+                as_written,
+                after.distance(),
+                loc,
+                None if loc else no_layers,
+                cf,
+            )
     loc = cmp.localisation
     named = f" ({', '.join(unmeasured)} confirmed, with no counterfactual to measure)" if unmeasured else ""
-    return Explanation(False, unmeasured, f"unexplained{named}: {_where(loc, no_layers, cmp)}", as_written, None, loc, None if loc else no_layers)
+    return Explanation(
+        False,
+        unmeasured,
+        f"unexplained{named}: {_where(loc, no_layers, cmp)}",
+        as_written,
+        None,
+        loc,
+        None if loc else no_layers,
+    )
 
 
 def _how(patch: dict[str, Any], edit: dict[str, Any]) -> str:

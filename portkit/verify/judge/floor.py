@@ -69,7 +69,14 @@ class Floor:
         return bool(self.candle <= self.bound)  # NaN compares False: out of the floor
 
     def to_json(self) -> dict[str, float]:
-        return {"kind": self.kind, "candle": self.candle, "reference": self.reference, "floor": self.floor, "bound": self.bound, "ratio": self.ratio}
+        return {
+            "kind": self.kind,
+            "candle": self.candle,
+            "reference": self.reference,
+            "floor": self.floor,
+            "bound": self.bound,
+            "ratio": self.ratio,
+        }
 
     def phrase(self) -> str:
         """`from f64: candle 4.1e-05, transformers f32 3.2e-05 (1.3x the floor 3.2e-05; bound 8x)`"""
@@ -88,7 +95,12 @@ def truth_of(ref: np.ndarray, delta: np.ndarray) -> np.ndarray:
 
 
 def measure(
-    ref: np.ndarray, delta: np.ndarray, got: np.ndarray, scale: float | None = None, factor: float = FACTOR, kind: str = "value"
+    ref: np.ndarray,
+    delta: np.ndarray,
+    got: np.ndarray,
+    scale: float | None = None,
+    factor: float = FACTOR,
+    kind: str = "value",
 ) -> Floor:
     """`got` (candle) against the truth `ref + delta`, beside the f32 reference `ref`'s own distance.
     `scale`: the magnitude the least floor is counted in (default: the truth's max): a layer's
@@ -100,7 +112,13 @@ def measure(
     d = np.abs(g - truth)
     candle = float("nan") if np.isnan(d).any() else float(d.max())
     own = float(np.abs(np.asarray(delta, dtype=np.float64)).max())
-    return Floor(candle=candle, reference=own, scale=float(np.abs(truth).max()) if scale is None else scale, factor=factor, kind=kind)
+    return Floor(
+        candle=candle,
+        reference=own,
+        scale=float(np.abs(truth).max()) if scale is None else scale,
+        factor=factor,
+        kind=kind,
+    )
 
 
 def per_position(truth: np.ndarray, got: np.ndarray) -> np.ndarray:

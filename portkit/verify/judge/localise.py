@@ -13,8 +13,8 @@ Pure numpy over the values both sides hold (`portkit compare`'s dumps, verify's 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -73,7 +73,9 @@ def per_position(ref: np.ndarray, got: np.ndarray) -> list[float]:
     return [float(x) for x in (diff / scale if scale > 0 else diff)]
 
 
-def _positions(check: LayerCheck, ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], name: str) -> tuple[list[float], bool | None]:
+def _positions(
+    check: LayerCheck, ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], name: str
+) -> tuple[list[float], bool | None]:
     """`name`'s error per position, and whether position 0 is within its bound (None: no
     positions): against the truth and its measured bound where the run has them, else against
     the reference and the fallback's rtol."""
@@ -157,12 +159,17 @@ def _diagnose(sub: str, pos0: bool | None, agreeing: list[str], missing_before: 
     if role == sublayers.NORM:
         # input_layernorm reads the previous layer's output, which agrees; a later norm reads
         # what this layer computed before it, which agrees only as far as it was dumped
-        lead = f"{name} differs" + (" (nothing before it in this layer was dumped)" if sub != "input_layernorm" and not agreed else "")
+        lead = f"{name} differs" + (
+            " (nothing before it in this layer was dumped)" if sub != "input_layernorm" and not agreed else ""
+        )
         return f"{lead}: {_either(NORM_CANDIDATES)}", list(NORM_CANDIDATES)
     if role == sublayers.PROJECTION:
         if not pos0:
             return f"{name} differs from position 0: {_either(PROJECTION_CANDIDATES)}", list(PROJECTION_CANDIDATES)
-        cands = ["dumped after RoPE (put the projection's output, before the rotation)", "rotary embedding (theta, pairing, scaling)"]
+        cands = [
+            "dumped after RoPE (put the projection's output, before the rotation)",
+            "rotary embedding (theta, pairing, scaling)",
+        ]
         return f"{name} differs but position 0 agrees: {_either(cands)}", cands
     if role == sublayers.ATTENTION:
         seen = [s for s in agreed if sublayers.ROLES[s] == sublayers.PROJECTION]
@@ -206,7 +213,9 @@ def _no_bad_sublayer(
     return Localisation(layer, layer, rel, errors, pos0, text, [], [], missing)
 
 
-def _between_layers(name: str, rel: float, ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], check: LayerCheck) -> Localisation:
+def _between_layers(
+    name: str, rel: float, ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], check: LayerCheck
+) -> Localisation:
     errors, pos0 = _positions(check, ref, got, name)
     if name == "embeddings":
         cands = ["the embedding weights", "an embedding scale (gemma multiplies by sqrt(hidden_size))"]

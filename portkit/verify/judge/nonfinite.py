@@ -10,8 +10,8 @@ its own exit code (3).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -73,7 +73,9 @@ class NonFinite:
     def line(self) -> str:
         bits = []
         if self.checkpoint_tensors:
-            shown = ", ".join(self.checkpoint_tensors[:3]) + (f" and {len(self.checkpoint_tensors) - 3} more" if len(self.checkpoint_tensors) > 3 else "")
+            shown = ", ".join(self.checkpoint_tensors[:3]) + (
+                f" and {len(self.checkpoint_tensors) - 3} more" if len(self.checkpoint_tensors) > 3 else ""
+            )
             bits.append(f"the checkpoint holds non-finite weights ({shown})")
         r, c = self.reference_first, self.candle_first
         if r is not None and c is not None:
@@ -81,7 +83,9 @@ class NonFinite:
                 bits.append(f"both sides turn non-finite at {r}")
             else:
                 first, at, other, other_at = (
-                    ("transformers", r, self.candle_label, c) if self.first_side == "transformers" else (self.candle_label, c, "transformers", r)
+                    ("transformers", r, self.candle_label, c)
+                    if self.first_side == "transformers"
+                    else (self.candle_label, c, "transformers", r)
                 )
                 bits.append(f"{first} turns non-finite first, at {at} ({other} at {other_at})")
         elif r is not None:

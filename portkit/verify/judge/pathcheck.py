@@ -10,8 +10,9 @@ differs from candle's own control, so an error the prompt's run has already is n
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -105,8 +106,11 @@ class PathCheck:
             "description": self.path.description,
             "control": self.path.control_word,
             "control_failure": self.path.control_failure.to_json() if self.path.control_failure else None,
-            "run": {"status": "ok" if self.path.run.failure is None else "failed", "failure": self.path.run.failure.to_json() if self.path.run.failure else None,
-                    "seconds": round(self.path.run.seconds, 4)},
+            "run": {
+                "status": "ok" if self.path.run.failure is None else "failed",
+                "failure": self.path.run.failure.to_json() if self.path.run.failure else None,
+                "seconds": round(self.path.run.seconds, 4),
+            },
             "vs_reference": comparison_summary(self.vs_reference),
             "vs_control": comparison_summary(self.vs_control),
             "control_vs_reference": comparison_summary(self.control_vs_reference),
@@ -155,30 +159,61 @@ def confirm(finding: Finding, section: PathSection) -> Confirmation:
     f = check.path.run.failure
     details: dict[str, Any] = {"path": run_name, "expect": expect, "failure": f.to_json() if f else None}
     if f is not None and not check.path.reached:
-        return Confirmation(**base, verdict="NOT-REACHED", evidence=f"not reached: {what} stopped before {check.path.description}: {f.line()}", details=details)
+        return Confirmation(
+            **base,
+            verdict="NOT-REACHED",
+            evidence=f"not reached: {what} stopped before {check.path.description}: {f.line()}",
+            details=details,
+        )
     if kind == "crash":
         if f is None:
-            return Confirmation(**base, verdict="NOT-REPRODUCED", evidence=f"{what} ran {check.path.description} without an error", details=details)
+            return Confirmation(
+                **base,
+                verdict="NOT-REPRODUCED",
+                evidence=f"{what} ran {check.path.description} without an error",
+                details=details,
+            )
         if expect and expect.lower() not in f.message.lower():
             return Confirmation(
-                **base, verdict="NOT-REPRODUCED", evidence=f"{what} failed on {check.path.description}, but not as predicted (expected `{expect}`): {f.line()}", details=details
+                **base,
+                verdict="NOT-REPRODUCED",
+                evidence=f"{what} failed on {check.path.description}, but not as predicted (expected `{expect}`): {f.line()}",
+                details=details,
             )
-        return Confirmation(**base, verdict="CRASH-CONFIRMED", evidence=f"{f.line()}, on {check.path.description}", details=details)
+        return Confirmation(
+            **base, verdict="CRASH-CONFIRMED", evidence=f"{f.line()}, on {check.path.description}", details=details
+        )
     if kind != "numeric":
         return Confirmation(**base, verdict="NOT-REPRODUCED", evidence="no numeric probe: static-only", details=details)
     if f is not None:
-        return Confirmation(**base, verdict="NOT-REACHED", evidence=f"not reached: {what} stopped on {check.path.description} ({f.line()})", details=details)
+        return Confirmation(
+            **base,
+            verdict="NOT-REACHED",
+            evidence=f"not reached: {what} stopped on {check.path.description} ({f.line()})",
+            details=details,
+        )
     details["check"] = check.to_json()
     vc, vr = check.vs_control, check.vs_reference
     if vc is None:
-        return Confirmation(**base, verdict="NOT-REACHED", evidence=f"not reached: no control rows for {check.path.description}", details=details)
+        return Confirmation(
+            **base,
+            verdict="NOT-REACHED",
+            evidence=f"not reached: no control rows for {check.path.description}",
+            details=details,
+        )
     ref_part = f"; vs transformers: {vr.headline()}" if vr is not None else ""
     if not vc.ok:
         return Confirmation(
-            **base, verdict="CONFIRMED", evidence=f"{check.path.description}: {vc.headline()} from {check.path.control_word}{ref_part}", details=details
+            **base,
+            verdict="CONFIRMED",
+            evidence=f"{check.path.description}: {vc.headline()} from {check.path.control_word}{ref_part}",
+            details=details,
         )
     return Confirmation(
-        **base, verdict="NOT-REPRODUCED", evidence=f"no effect: {check.path.description} agrees with {check.path.control_word} ({vc.headline()})", details=details
+        **base,
+        verdict="NOT-REPRODUCED",
+        evidence=f"no effect: {check.path.description} agrees with {check.path.control_word} ({vc.headline()})",
+        details=details,
     )
 
 

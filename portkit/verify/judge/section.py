@@ -5,8 +5,9 @@ accounts for the section's mismatch."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from portkit.verify.judge.attribution import EffectScan, length_notes, scan_lengths
 from portkit.verify.judge.confirm import Subject, confirm_section

@@ -52,7 +52,14 @@ class Confirmation:
 
 def identity(finding: Any, kind: str) -> dict[str, Any]:
     """A verdict's fields that come from its finding (`Confirmation(**identity(f, kind), ...)`)."""
-    return dict(code=finding.code, name=finding.name, severity=finding.severity, message=finding.message, filename=finding.filename, probe_kind=kind)
+    return dict(
+        code=finding.code,
+        name=finding.name,
+        severity=finding.severity,
+        message=finding.message,
+        filename=finding.filename,
+        probe_kind=kind,
+    )
 
 
 def halved(before: float, after: float) -> bool:

@@ -5,7 +5,7 @@ model are never in memory at once."""
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 
 class Alternation:
@@ -59,7 +59,13 @@ class Alternation:
         if not heavy:
             return
         with self.changed:
-            self.changed.wait_for(lambda: not self.on or self.gone or (self.ready and not (self.candle or self.candle_waiting or self.computing)))
+            self.changed.wait_for(
+                lambda: (
+                    not self.on
+                    or self.gone
+                    or (self.ready and not (self.candle or self.candle_waiting or self.computing))
+                )
+            )
             if self.untrimmed:
                 self.trim()
                 self.untrimmed = False

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -84,10 +85,20 @@ def reference_as_candle(
         if hit is not None and compute.EFFECT in hit.layers:
             layers = dict(hit.layers)
             effect = layers.pop(compute.EFFECT)
-            return AsCandle(_as_reference(reference, hit.rows, layers, tokens), effect, "cache", time.perf_counter() - t0)
+            return AsCandle(
+                _as_reference(reference, hit.rows, layers, tokens), effect, "cache", time.perf_counter() - t0
+            )
     req = AsCandleRequest(
-        str(model.root), [str(p) for p in model.weight_files], config_text, tensor_edits, list(reference.prompt), list(forced), tokens, scan_len,
-        list(sublayers), rope_table,
+        str(model.root),
+        [str(p) for p in model.weight_files],
+        config_text,
+        tensor_edits,
+        list(reference.prompt),
+        list(forced),
+        tokens,
+        scan_len,
+        list(sublayers),
+        rope_table,
     )
     own = session is None
     if own:
@@ -102,12 +113,22 @@ def reference_as_candle(
         if own:
             session.close()
     if cache is not None:
-        cache.put(forced, compute.ReferenceOutputs(greedy=[], rows=rows, layers={**layers, compute.EFFECT: effect}, nonfinite_weights=[]))
+        cache.put(
+            forced,
+            compute.ReferenceOutputs(
+                greedy=[], rows=rows, layers={**layers, compute.EFFECT: effect}, nonfinite_weights=[]
+            ),
+        )
     return AsCandle(_as_reference(reference, rows, layers, tokens), effect, "computed", time.perf_counter() - t0)
 
 
 def as_candle_key(
-    model: ModelDir, reference: Reference, config_text: str, tensor_edits: Mapping[str, str], scan_len: int, sublayers: Sequence[str],
+    model: ModelDir,
+    reference: Reference,
+    config_text: str,
+    tensor_edits: Mapping[str, str],
+    scan_len: int,
+    sublayers: Sequence[str],
     rope_table: str | None = None,
 ) -> str:
     """The reference cache's key for transformers as candle computes: the edited config, the
@@ -116,7 +137,9 @@ def as_candle_key(
     if rope_table is not None:  # only then: every other key stays as it was
         edits["rope_table"] = rope_table
     mode = json.dumps(edits, sort_keys=True)
-    return refcache.model_key(config_text, model.weight_files, mode, fingerprints=reference.fingerprints, sublayers=sublayers)
+    return refcache.model_key(
+        config_text, model.weight_files, mode, fingerprints=reference.fingerprints, sublayers=sublayers
+    )
 
 
 def _as_reference(reference: Reference, rows: np.ndarray, layers: dict[str, np.ndarray], tokens: int) -> Reference:
@@ -142,10 +165,23 @@ class AsCandleRuns:
     cache entry); `runs` keeps each run's words, seconds and source for the report."""
 
     def __init__(
-        self, model: Any, reference: Reference, tokens: int, progress: Progress, sublayers: Sequence[str] = (), *, session: ReferenceSession | None = None
+        self,
+        model: Any,
+        reference: Reference,
+        tokens: int,
+        progress: Progress,
+        sublayers: Sequence[str] = (),
+        *,
+        session: ReferenceSession | None = None,
     ) -> None:
         """`session`: verify's transformers process (None: each run starts its own)."""
-        self.model, self.reference, self.tokens, self.progress, self.sublayers = model, reference, tokens, progress, list(sublayers)
+        self.model, self.reference, self.tokens, self.progress, self.sublayers = (
+            model,
+            reference,
+            tokens,
+            progress,
+            list(sublayers),
+        )
         self.session = session
         self.memo: dict[str, Reference] = {}
         self.runs: list[dict[str, Any]] = []
@@ -154,7 +190,9 @@ class AsCandleRuns:
         key = json.dumps({k: v for k, v in edit.items() if k != "what"}, sort_keys=True, default=str)
         if key not in self.memo:
             self.progress(f"transformers as candle computes: {edit.get('what')}")
-            got = reference_as_candle(self.model, self.reference, self.tokens, edit, 0, self.progress, self.sublayers, self.session)
+            got = reference_as_candle(
+                self.model, self.reference, self.tokens, edit, 0, self.progress, self.sublayers, self.session
+            )
             self.memo[key] = got.reference
             self.runs.append({"what": edit.get("what"), "seconds": round(got.seconds, 3), "source": got.source})
         return self.memo[key]
@@ -162,4 +200,6 @@ class AsCandleRuns:
     def effect_by_position(self, edit: dict[str, Any], scan_len: int) -> np.ndarray:
         """max|as written - as candle| of transformers' logits at each position of one forward
         over `scan_len` tokens (the prompt repeated): `attribution.scan_lengths`'s scan."""
-        return reference_as_candle(self.model, self.reference, self.tokens, edit, scan_len, self.progress, session=self.session).effect_by_position
+        return reference_as_candle(
+            self.model, self.reference, self.tokens, edit, scan_len, self.progress, session=self.session
+        ).effect_by_position

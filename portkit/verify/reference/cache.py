@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from portkit.verify import cachefiles, code_closure
 from portkit.verify.reference.compute import ReferenceOutputs
@@ -71,7 +72,9 @@ def model_key(
 
 
 def _prompt_key(prompt: Sequence[int], tokens: int) -> str:
-    return hashlib.sha256(json.dumps({"prompt": list(map(int, prompt)), "tokens": int(tokens)}).encode()).hexdigest()[:24]
+    return hashlib.sha256(json.dumps({"prompt": list(map(int, prompt)), "tokens": int(tokens)}).encode()).hexdigest()[
+        :24
+    ]
 
 
 def _forced_key(forced: Sequence[int] | None, extra: dict[str, Any] | None = None, refeed: str | None = None) -> str:
@@ -84,14 +87,20 @@ def _forced_key(forced: Sequence[int] | None, extra: dict[str, Any] | None = Non
 
 
 class RefCache:
-    def __init__(self, key: str, prompt: Sequence[int], tokens: int, root: Path | None = None, *, vocab: int | None = None) -> None:
+    def __init__(
+        self, key: str, prompt: Sequence[int], tokens: int, root: Path | None = None, *, vocab: int | None = None
+    ) -> None:
         self.root = root or cache_root()
         self.dir = self.root / f"{key[:32]}-{_prompt_key(prompt, tokens)}"
         self.tokens = tokens
         self.vocab = vocab  # the logits' width an entry must have (None: not known here)
 
-    def path(self, forced: Sequence[int] | None, extra: dict[str, Any] | None = None, refeed: str | None = None) -> Path:
-        return self.dir / f"{_forced_key(None if forced is None else list(forced)[: self.tokens], extra, refeed)}{SUFFIX}"
+    def path(
+        self, forced: Sequence[int] | None, extra: dict[str, Any] | None = None, refeed: str | None = None
+    ) -> Path:
+        return (
+            self.dir / f"{_forced_key(None if forced is None else list(forced)[: self.tokens], extra, refeed)}{SUFFIX}"
+        )
 
     def likely(self) -> bool:
         """An entry for this checkpoint and prompt exists (a hit if candle's tokens are the same)."""
@@ -100,7 +109,9 @@ class RefCache:
         except OSError:
             return False
 
-    def get(self, forced: Sequence[int] | None, extra: dict[str, Any] | None = None, refeed: str | None = None) -> ReferenceOutputs | None:
+    def get(
+        self, forced: Sequence[int] | None, extra: dict[str, Any] | None = None, refeed: str | None = None
+    ) -> ReferenceOutputs | None:
         """The entry, or None when there is none or it is damaged (then it is removed)."""
         entry = cachefiles.read_entry(self.path(forced, extra, refeed), MAGIC)
         if entry is None:
@@ -116,14 +127,24 @@ class RefCache:
             captured = bool(meta["captured"])
         except (KeyError, TypeError, ValueError, OverflowError):
             return None
-        if not cachefiles.plausible(hit.greedy, hit.rows, hit.layers, tokens=self.tokens, vocab=self.vocab, captured=captured):
+        if not cachefiles.plausible(
+            hit.greedy, hit.rows, hit.layers, tokens=self.tokens, vocab=self.vocab, captured=captured
+        ):
             return None
         return hit
 
-    def put(self, forced: Sequence[int] | None, entry: ReferenceOutputs, extra: dict[str, Any] | None = None, refeed: str | None = None) -> None:
+    def put(
+        self,
+        forced: Sequence[int] | None,
+        entry: ReferenceOutputs,
+        extra: dict[str, Any] | None = None,
+        refeed: str | None = None,
+    ) -> None:
         meta = {"greedy": entry.greedy, "nonfinite_weights": entry.nonfinite_weights, "captured": bool(entry.layers)}
         arrays = cachefiles.rows_and_layers(entry.rows, entry.layers)
-        cachefiles.write_entry(self.path(forced, extra, refeed), cachefiles.encode(MAGIC, meta, arrays), self.root, SUFFIX)
+        cachefiles.write_entry(
+            self.path(forced, extra, refeed), cachefiles.encode(MAGIC, meta, arrays), self.root, SUFFIX
+        )
 
 
 def evict(root: Path, limit: int) -> list[Path]:

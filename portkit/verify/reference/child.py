@@ -51,8 +51,9 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -61,7 +62,6 @@ from portkit.verify.errors import one_line
 from portkit.verify.reference import requests
 from portkit.verify.reference.alternation import Alternation
 from portkit.verify.reference.compute import ReferenceFailed, ReferenceOutputs
-
 
 #: the line the child writes to stderr once it has imported torch and transformers (`Alternation.ready`)
 READY = "portkit-reference-ready"
@@ -84,9 +84,15 @@ class ServedReference:
         self.answered = 0
         self.threads: int | None = None  # torch's threads, as the last forward's answer says
         written: queue.Queue[bool] = queue.Queue()  # each request written, in order: a model's?
-        threading.Thread(target=_read_answers, args=(self.proc.stdout, self.events, self.alternation, written), daemon=True).start()
-        threading.Thread(target=_read_progress, args=(self.proc.stderr, self.events, self.alternation), daemon=True).start()
-        threading.Thread(target=_write_requests, args=(self.proc.stdin, self.outbox, self.alternation, written), daemon=True).start()
+        threading.Thread(
+            target=_read_answers, args=(self.proc.stdout, self.events, self.alternation, written), daemon=True
+        ).start()
+        threading.Thread(
+            target=_read_progress, args=(self.proc.stderr, self.events, self.alternation), daemon=True
+        ).start()
+        threading.Thread(
+            target=_write_requests, args=(self.proc.stdin, self.outbox, self.alternation, written), daemon=True
+        ).start()
 
     def submit(self, req: requests.Request) -> None:
         doc = req.line()
@@ -117,7 +123,11 @@ class ServedReference:
                 if self.proc.poll() is None:
                     self.proc.kill()
                 code = self.proc.wait()
-                raise ReferenceFailed("run", f"the transformers process ended with status {code} and no result" + (f": {self.tail[-1]}" if self.tail else ""))
+                raise ReferenceFailed(
+                    "run",
+                    f"the transformers process ended with status {code} and no result"
+                    + (f": {self.tail[-1]}" if self.tail else ""),
+                )
         self.answered += 1
         doc, payload = got
         if not doc.get("ok"):
@@ -148,7 +158,9 @@ class ServedReference:
                     pass
 
 
-def _write_requests(stream: Any, outbox: "queue.Queue[tuple[bytes, bool] | None]", alternation: Alternation, written: "queue.Queue[bool]") -> None:
+def _write_requests(
+    stream: Any, outbox: queue.Queue[tuple[bytes, bool] | None], alternation: Alternation, written: queue.Queue[bool]
+) -> None:
     """Each request (bytes, whether a model's) into the child's stdin, in order, when `alternation`
     allows (None: stop): `submit` never waits for a child still computing the request before to
     read the next."""
@@ -163,7 +175,9 @@ def _write_requests(stream: Any, outbox: "queue.Queue[tuple[bytes, bool] | None]
             return
 
 
-def _read_answers(stream: Any, events: "queue.Queue[tuple[str, Any]]", alternation: Alternation, written: "queue.Queue[bool]") -> None:
+def _read_answers(
+    stream: Any, events: queue.Queue[tuple[str, Any]], alternation: Alternation, written: queue.Queue[bool]
+) -> None:
     """Each answer from the child's stdout, as ("answer", (its JSON line, its payload bytes));
     the end of stdout as ("answer", None)."""
     try:
@@ -183,7 +197,7 @@ def _read_answers(stream: Any, events: "queue.Queue[tuple[str, Any]]", alternati
     events.put(("answer", None))
 
 
-def _read_progress(stream: Any, events: "queue.Queue[tuple[str, Any]]", alternation: Alternation) -> None:
+def _read_progress(stream: Any, events: queue.Queue[tuple[str, Any]], alternation: Alternation) -> None:
     """Every line of the child's stderr (its progress, or its last words) into `events`; its
     `READY` line sets `alternation.ready`."""
     try:
@@ -305,7 +319,13 @@ def _answer(doc: dict[str, Any], refeed: bytes, progress: Callable[[str], None])
             return {"ok": True, "record": got}, b""
         assert isinstance(got, ReferenceOutputs)
         payload = arrayblob.pack(cachefiles.rows_and_layers(got.rows, got.layers))
-        return {"ok": True, "arrays_bytes": len(payload), "greedy": got.greedy, "nonfinite_weights": got.nonfinite_weights, "threads": torch_threads()}, payload
+        return {
+            "ok": True,
+            "arrays_bytes": len(payload),
+            "greedy": got.greedy,
+            "nonfinite_weights": got.nonfinite_weights,
+            "threads": torch_threads(),
+        }, payload
     except ReferenceFailed as e:
         return {"ok": False, "kind": e.kind, "message": str(e)}, b""
     except Exception as e:  # never a traceback from the child either (an unknown request too)

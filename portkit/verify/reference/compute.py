@@ -11,9 +11,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -115,12 +116,29 @@ def forward_reference(
             del model  # one model's weights at a time: the f64 one is twice the f32 one
             fed = list(forced) if forced is not None else greedy
             try:
-                layers.update(truth_deltas(rows, layers, *truth_forward(model_dir, files, prompt, fed, tokens, sublayers, progress, refeed if forced is not None else None)))
+                layers.update(
+                    truth_deltas(
+                        rows,
+                        layers,
+                        *truth_forward(
+                            model_dir,
+                            files,
+                            prompt,
+                            fed,
+                            tokens,
+                            sublayers,
+                            progress,
+                            refeed if forced is not None else None,
+                        ),
+                    )
+                )
             except Exception as e:  # no f64 kernel for an op (torch's grouped MoE matmul): the fallback constants judge
                 progress(truth_not_computed(e))
     except Exception as e:  # transformers' own failure on this checkpoint
         raise ReferenceFailed("run", f"transformers could not run {model_dir}: {one_line(e)}") from None
-    return ReferenceOutputs(greedy=greedy, rows=rows.astype(np.float32, copy=False), layers=layers, nonfinite_weights=list(bad))
+    return ReferenceOutputs(
+        greedy=greedy, rows=rows.astype(np.float32, copy=False), layers=layers, nonfinite_weights=list(bad)
+    )
 
 
 def truth_forward(
@@ -142,11 +160,15 @@ def truth_forward(
 
     # streamed, one f64 layer at a time: loaded whole it took 0.41 s against 0.83 s on the 135M
     # checkpoint, but doubled verify's peak memory (2519 MiB against 1428; bench/verify_bench.py --real)
-    model = StreamedModel(Path(model_dir), [Path(f) for f in files], progress, scan_nonfinite=False, precision="float64")
+    model = StreamedModel(
+        Path(model_dir), [Path(f) for f in files], progress, scan_nonfinite=False, precision="float64"
+    )
     return _forced_rows(model, prompt, fed, tokens, sublayers, progress, "truth (transformers in f64)", refeed)
 
 
-def truth_deltas(rows: np.ndarray, layers: Mapping[str, np.ndarray], rows64: np.ndarray, layers64: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def truth_deltas(
+    rows: np.ndarray, layers: Mapping[str, np.ndarray], rows64: np.ndarray, layers64: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
     """`truth.<name>` = f64 value - f32 value for the rows and every layer both runs have. Kept as
     the difference, in f32, so the caches keep one dtype and the truth is exact to f32's
     precision of the (small) difference."""
@@ -191,10 +213,19 @@ def as_candle_reference(
 
     prompt, n_rows = list(prompt), max(tokens, 1)
     try:
-        edited = StreamedModel(Path(model_dir), [Path(f) for f in files], progress, config_text=config_text, tensor_edits=tensor_edits, rope_table=rope_table)
+        edited = StreamedModel(
+            Path(model_dir),
+            [Path(f) for f in files],
+            progress,
+            config_text=config_text,
+            tensor_edits=tensor_edits,
+            rope_table=rope_table,
+        )
         as_written = StreamedModel(Path(model_dir), [Path(f) for f in files], progress) if scan_len > 0 else None
     except Exception as e:
-        raise ReferenceFailed("load", f"transformers could not load {model_dir} as candle computes it: {one_line(e)}") from None
+        raise ReferenceFailed(
+            "load", f"transformers could not load {model_dir} as candle computes it: {one_line(e)}"
+        ) from None
     try:
         rows, layers = _forced_rows(edited, prompt, forced, tokens, sublayers, progress, "reference as candle computes")
         effect = np.zeros(0, dtype=np.float32)
@@ -205,7 +236,9 @@ def as_candle_reference(
             b = edited.forward(scan, capture=False).logits
             effect = np.abs(a.astype(np.float64) - b).max(axis=1).astype(np.float32)
     except Exception as e:
-        raise ReferenceFailed("run", f"transformers could not run {model_dir} as candle computes it: {one_line(e)}") from None
+        raise ReferenceFailed(
+            "run", f"transformers could not run {model_dir} as candle computes it: {one_line(e)}"
+        ) from None
     return rows[:n_rows].astype(np.float32), layers, effect
 
 

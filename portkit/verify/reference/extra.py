@@ -20,7 +20,8 @@ entry); `split` takes them back out.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +56,9 @@ def compute(
     batch = [[int(t) for t in r] for r in (extra.get("rows") or [])]
     if batch:
         progress(f"reference: each of the {len(batch)} batch rows alone")
-        out[PREFIX + "batch"] = np.stack([np.asarray(model.forward(r, capture=False).logits, dtype=np.float32) for r in batch])
+        out[PREFIX + "batch"] = np.stack(
+            [np.asarray(model.forward(r, capture=False).logits, dtype=np.float32) for r in batch]
+        )
     return out
 
 
@@ -67,7 +70,10 @@ def split(layers: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[st
 
 
 def request(
-    fed: Sequence[int] | None, segment: Sequence[int] | None, rows: Sequence[Sequence[int]] | None, sampling: Mapping[str, Any] | None = None,
+    fed: Sequence[int] | None,
+    segment: Sequence[int] | None,
+    rows: Sequence[Sequence[int]] | None,
+    sampling: Mapping[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """The request's `extra` (None when there is nothing to compute: the report is then the plain
     one); `sampling`: generate()'s distributions on the step rows (`portkit.verify.reference.sampling`)."""
@@ -75,7 +81,11 @@ def request(
     batch = [[int(t) for t in r] for r in rows] if rows else None
     if seg is None and batch is None and sampling is None:
         return None
-    out: dict[str, Any] = {"fed": [int(t) for t in fed] if seg is not None and fed is not None else [], "segment": seg, "rows": batch}
+    out: dict[str, Any] = {
+        "fed": [int(t) for t in fed] if seg is not None and fed is not None else [],
+        "segment": seg,
+        "rows": batch,
+    }
     if sampling is not None:  # only then: the paths' request stays as it was
         out["sampling"] = dict(sampling)
     return out

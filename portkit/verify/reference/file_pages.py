@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import mmap
 import sys
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 _MADV_DONTNEED = 4  # linux/mman-common.h
 
@@ -56,7 +57,9 @@ def mapped_ranges(path: Path, maps: str | None = None) -> list[tuple[int, int]]:
     return out
 
 
-def page_spans(spans: Iterable[tuple[int, int]], within: list[tuple[int, int]], page: int = mmap.PAGESIZE) -> list[tuple[int, int]]:
+def page_spans(
+    spans: Iterable[tuple[int, int]], within: list[tuple[int, int]], page: int = mmap.PAGESIZE
+) -> list[tuple[int, int]]:
     """The byte spans widened to whole pages, merged, and cut to the mappings in `within`: only
     pages of the file's own mappings are ever advised."""
     widened = sorted((lo // page * page, -(-hi // page) * page) for lo, hi in spans if hi > lo)

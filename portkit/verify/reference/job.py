@@ -16,21 +16,22 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from portkit.verify import cachefiles
 from portkit.verify.errors import BadInput
+from portkit.verify.layer_inputs import refeed_digest, refeed_inputs
 from portkit.verify.model_dir import ModelDir
 from portkit.verify.reference import cache as refcache
 from portkit.verify.reference import compute
 from portkit.verify.reference import extra as refextra
 from portkit.verify.reference.compute import ReferenceOutputs
-from portkit.verify.layer_inputs import refeed_digest, refeed_inputs
 from portkit.verify.reference.models import REFEED
-from portkit.verify.reference.result import Reference, Truth
 from portkit.verify.reference.requests import ForwardRequest, TruthRequest
+from portkit.verify.reference.result import Reference, Truth
 from portkit.verify.reference.session import ReferenceSession, Ticket
 
 Progress = Callable[[str], None]
@@ -68,7 +69,14 @@ class ReferenceJob:
         if use_cache:
             progress("reference cache: fingerprinting the checkpoint")
             self.fingerprints = cachefiles.fingerprints(model.weight_files)
-            key = refcache.model_key(model.config_text, model.weight_files, mode, fingerprints=self.fingerprints, sublayers=self.sublayers, truth=truth)
+            key = refcache.model_key(
+                model.config_text,
+                model.weight_files,
+                mode,
+                fingerprints=self.fingerprints,
+                sublayers=self.sublayers,
+                truth=truth,
+            )
             self.cache = refcache.RefCache(key, self.prompt, tokens, vocab=model.vocab_size)
         self.session = session if session is not None else ReferenceSession(progress, start=False)
         self.own_session = session is None
@@ -89,7 +97,12 @@ class ReferenceJob:
         """Submitted and sent to transformers (no cache entry): `result` will wait for it."""
         return self._ticket is not None
 
-    def submit(self, forced: Sequence[int] | None, extra: dict[str, Any] | None = None, candle_layers: Mapping[str, np.ndarray] | None = None) -> None:
+    def submit(
+        self,
+        forced: Sequence[int] | None,
+        extra: dict[str, Any] | None = None,
+        candle_layers: Mapping[str, np.ndarray] | None = None,
+    ) -> None:
         """Look the reference up; on a miss, send the forward (on `forced`: candle's tokens).
         `extra`: a continuation's and a batch's inputs (`refextra.request`), whose rows the
         reference then computes too (`Reference.extra`). `candle_layers`: candle's per-layer
@@ -103,15 +116,27 @@ class ReferenceJob:
         self._hit = self.cache.get(self._forced, extra, self._refeed) if self.cache is not None else None
         if self._hit is None:
             files = [str(p) for p in self.model.weight_files]
-            apart = self.truth and self._forced is not None  # else the truth goes on the reference's own tokens, in the same request
+            apart = (
+                self.truth and self._forced is not None
+            )  # else the truth goes on the reference's own tokens, in the same request
             req = ForwardRequest(
-                str(self.model.root), files, self.mode, self.prompt, self._forced, self.tokens, self.sublayers, extra, self.truth and not apart,
+                str(self.model.root),
+                files,
+                self.mode,
+                self.prompt,
+                self._forced,
+                self.tokens,
+                self.sublayers,
+                extra,
+                self.truth and not apart,
                 inputs or None,
             )
             self._ticket = self.session.submit(req)
             if apart:
                 assert self._forced is not None
-                self._truth_req = TruthRequest(str(self.model.root), files, self.prompt, self._forced, self.tokens, self.sublayers, inputs or None)
+                self._truth_req = TruthRequest(
+                    str(self.model.root), files, self.prompt, self._forced, self.tokens, self.sublayers, inputs or None
+                )
 
     def send_truth(self) -> None:
         """The truth held back, sent now (candle has nothing more to run while transformers computes it)."""
@@ -130,7 +155,9 @@ class ReferenceJob:
             self.progress(str(e))
             return out
         assert isinstance(f64, ReferenceOutputs)
-        return dataclasses.replace(out, layers={**out.layers, **compute.truth_deltas(out.rows, out.layers, f64.rows, f64.layers)})
+        return dataclasses.replace(
+            out, layers={**out.layers, **compute.truth_deltas(out.rows, out.layers, f64.rows, f64.layers)}
+        )
 
     def result(self, forced: Sequence[int] | None, extra: dict[str, Any] | None = None) -> Reference:
         """The reference `submit` asked for (submitted now with `forced` and `extra` if it was not)."""
@@ -177,7 +204,9 @@ class ReferenceJob:
         )
 
 
-def split_truth(layers: dict[str, np.ndarray], own_inputs: str | None = None) -> tuple[dict[str, np.ndarray], Truth | None]:
+def split_truth(
+    layers: dict[str, np.ndarray], own_inputs: str | None = None
+) -> tuple[dict[str, np.ndarray], Truth | None]:
     """(the f32 layers, the f64 run's differences from them: `compute.truth_deltas`, with the
     layers run on candle's inputs) of a result's layers."""
     kept = {k: v for k, v in layers.items() if not k.startswith((compute.TRUTH, REFEED))}

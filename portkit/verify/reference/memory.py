@@ -4,8 +4,8 @@ loaded whole (every layer once, kept) instead of streamed one layer at a time.""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 
 def f32_weight_bytes(weight_files: Sequence[Path]) -> int:

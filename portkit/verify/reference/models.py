@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -112,7 +112,9 @@ def _inner(model: Any) -> Any:
     return getattr(model, getattr(model, "base_model_prefix", "model"), None) or model.model
 
 
-def capture_hooks(model: Any, outs: dict[str, np.ndarray], layers: Sequence[Any] | None = None, sublayers: Sequence[str] = ()) -> list[Any]:
+def capture_hooks(
+    model: Any, outs: dict[str, np.ndarray], layers: Sequence[Any] | None = None, sublayers: Sequence[str] = ()
+) -> list[Any]:
     """Forward hooks storing the embeddings, every decoder layer's and the final norm's outputs
     (first call only), named as `portkit_native.capture` names them; with `sublayers`
     (attribute paths inside a decoder layer, `portkit.families.sublayers`), each one's output
@@ -142,7 +144,9 @@ def capture_hooks(model: Any, outs: dict[str, np.ndarray], layers: Sequence[Any]
 REFEED = "refeed."
 
 
-def refeed_hooks(layers: Sequence[Any], inputs: Mapping[int, np.ndarray], outs: dict[str, np.ndarray], sublayers: Sequence[str] = ()) -> list[Any]:
+def refeed_hooks(
+    layers: Sequence[Any], inputs: Mapping[int, np.ndarray], outs: dict[str, np.ndarray], sublayers: Sequence[str] = ()
+) -> list[Any]:
     """Forward hooks that run decoder layer i again, right after its own forward and with its own
     arguments (masks, position embeddings), on `inputs[i]` ([P, hidden]: candle's input to it,
     its previous layer's output) in the first P positions: the layer's output, and each of
@@ -218,20 +222,40 @@ class _ModelRuns:
     refeed: Mapping[int, np.ndarray] | None = None
 
     def forward(self, ids: Sequence[int], *, capture: bool = True, sublayers: Sequence[str] = ()) -> ForwardResult:
-        return self._run(ids, capture=capture, sublayers=sublayers, use_cache=False, refeed=self.refeed if capture else None)[0]
+        return self._run(
+            ids, capture=capture, sublayers=sublayers, use_cache=False, refeed=self.refeed if capture else None
+        )[0]
 
     def decode(
-        self, prompt: Sequence[int], forced: Sequence[int] | None, n: int, *, step_threads: int | None = None, sublayers: Sequence[str] = ()
+        self,
+        prompt: Sequence[int],
+        forced: Sequence[int] | None,
+        n: int,
+        *,
+        step_threads: int | None = None,
+        sublayers: Sequence[str] = (),
     ) -> tuple[ForwardResult, list[int]]:
         return decode(self._run, prompt, forced, n, step_threads=step_threads, sublayers=sublayers)
 
-    def _hooks(self, outs: dict[str, np.ndarray], capture: bool, sublayers: Sequence[str], refeed: Mapping[int, np.ndarray] | None = None) -> list[Any]:
+    def _hooks(
+        self,
+        outs: dict[str, np.ndarray],
+        capture: bool,
+        sublayers: Sequence[str],
+        refeed: Mapping[int, np.ndarray] | None = None,
+    ) -> list[Any]:
         """The hooks one forward runs with (with `capture`, those that keep values in `outs`;
         with `refeed`, `refeed_hooks`)."""
         raise NotImplementedError
 
     def _run(
-        self, ids: Sequence[int], *, capture: bool, sublayers: Sequence[str] = (), refeed: Mapping[int, np.ndarray] | None = None, **kw: Any
+        self,
+        ids: Sequence[int],
+        *,
+        capture: bool,
+        sublayers: Sequence[str] = (),
+        refeed: Mapping[int, np.ndarray] | None = None,
+        **kw: Any,
     ) -> tuple[ForwardResult, Any]:
         torch = self.torch
         outs: dict[str, np.ndarray] = {}
@@ -320,17 +344,24 @@ class StreamedModel(_ModelRuns):
             from portkit.verify.reference.rope_table import patch_rotary
 
             if not patch_rotary(model, rope_table):
-                raise ValueError(f"{type(model).__name__} has no rotary module to give candle's {rope_table} RoPE table")
+                raise ValueError(
+                    f"{type(model).__name__} has no rotary module to give candle's {rope_table} RoPE table"
+                )
         from portkit.verify.reference.file_pages import FilePages
 
         self.files = [_open(safe_open, p) for p in weight_files]
-        self.pages = FilePages(zip(weight_files, self.files))
+        self.pages = FilePages(zip(weight_files, self.files, strict=False))
         stored = {key: f.get_slice(key).get_dtype() for f in self.files for key in f.keys()}
         # The f64 truth's weights: loaded in f32 (an f32 checkpoint's are views of the mapping) and
         # widened into f64 buffers each layer hands on to the next (`_widen`), where f32 holds
         # the stored values exactly; the same values as converting each tensor to f64, without a
         # gigabyte of fresh pages a forward (the real 135M checkpoint).
-        self.widen = precision == "float64" and not resident and set(stored.values()) <= set(_WIDENS_EXACTLY) and not model._get_dtype_plan(self.dtype)
+        self.widen = (
+            precision == "float64"
+            and not resident
+            and set(stored.values()) <= set(_WIDENS_EXACTLY)
+            and not model._get_dtype_plan(self.dtype)
+        )
         self.load_dtype = torch.float32 if self.widen else self.dtype
         # and its embedding and lm_head stay as stored, widened where a forward reads them
         # (`stored_vocab`): in one dtype the checkpoint's tensors share, else f32
@@ -355,7 +386,9 @@ class StreamedModel(_ModelRuns):
         for f in self.files:
             for key in f.keys():
                 m = _LAYER_KEY.search(key)
-                idx = int(m.group(1)) if m and key.count("layers.") == 1 and int(m.group(1)) < len(self.layers) else None
+                idx = (
+                    int(m.group(1)) if m and key.count("layers.") == 1 and int(m.group(1)) < len(self.layers) else None
+                )
                 self.groups.setdefault(idx, []).append((key, f))
         self.nonfinite: list[str] = []
         self._resident_unscanned = False
@@ -453,7 +486,9 @@ class StreamedModel(_ModelRuns):
         for mod in modules:
             for n, p in list(mod._parameters.items()):
                 if p is not None and p.is_meta and p.is_floating_point() and p.dtype != dtype:
-                    mod._parameters[n] = self.torch.nn.Parameter(self.torch.empty_like(p, dtype=dtype), requires_grad=False)
+                    mod._parameters[n] = self.torch.nn.Parameter(
+                        self.torch.empty_like(p, dtype=dtype), requires_grad=False
+                    )
 
     def _widen(self, modules: Any) -> None:
         """These modules' f32 parameters just loaded, as f64: each copied into a buffer a dropped
@@ -506,7 +541,9 @@ class StreamedModel(_ModelRuns):
                 p = mod._parameters[n]
                 # drawn in f32 (the f64 truth then holds the f32 reference's values, widened)
                 draw = torch.float32 if p.is_floating_point() else p.dtype
-                mod._parameters[n] = torch.nn.Parameter(torch.empty_like(p, device="cpu", dtype=draw), requires_grad=False)
+                mod._parameters[n] = torch.nn.Parameter(
+                    torch.empty_like(p, device="cpu", dtype=draw), requires_grad=False
+                )
                 self._kept.add((id(mod), n))
                 self.missing.append(f"{mname}.{n}" if mname else n)
             if names:
@@ -534,7 +571,13 @@ class StreamedModel(_ModelRuns):
                     mod._parameters[n] = torch.nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=False)
         self.pages.release(key for key, _f in self.groups.get(idx, []) if key not in self._copied)
 
-    def _hooks(self, outs: dict[str, np.ndarray], capture: bool, sublayers: Sequence[str], refeed: Mapping[int, np.ndarray] | None = None) -> list[Any]:
+    def _hooks(
+        self,
+        outs: dict[str, np.ndarray],
+        capture: bool,
+        sublayers: Sequence[str],
+        refeed: Mapping[int, np.ndarray] | None = None,
+    ) -> list[Any]:
         n = len(self.layers)
         hooks: list[Any] = []
 
@@ -611,9 +654,17 @@ class WholeModel(_ModelRuns):
 
         ref = ReferenceModel.load(Path(model_dir))
         self.model, self.torch = ref.model, ref.torch
-        self.nonfinite = [n for n, p in self.model.named_parameters() if p.is_floating_point() and not _all_finite(self.torch, p)]
+        self.nonfinite = [
+            n for n, p in self.model.named_parameters() if p.is_floating_point() and not _all_finite(self.torch, p)
+        ]
 
-    def _hooks(self, outs: dict[str, np.ndarray], capture: bool, sublayers: Sequence[str], refeed: Mapping[int, np.ndarray] | None = None) -> list[Any]:
+    def _hooks(
+        self,
+        outs: dict[str, np.ndarray],
+        capture: bool,
+        sublayers: Sequence[str],
+        refeed: Mapping[int, np.ndarray] | None = None,
+    ) -> list[Any]:
         hooks = capture_hooks(self.model, outs, sublayers=sublayers) if capture else []
         return hooks + (refeed_hooks(_decoder_layers(self.model)[1], refeed, outs, sublayers) if refeed else [])
 

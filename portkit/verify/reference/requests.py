@@ -4,9 +4,10 @@ function that computes an answer, called by the child and by the in-process path
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Union
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -34,8 +35,14 @@ class ForwardRequest:
 
     def line(self) -> dict[str, Any]:
         doc: dict[str, Any] = dict(
-            kind=self.kind, model_dir=self.model_dir, files=self.files, mode=self.mode, prompt=self.prompt, forced=self.forced,
-            tokens=self.tokens, sublayers=self.sublayers,
+            kind=self.kind,
+            model_dir=self.model_dir,
+            files=self.files,
+            mode=self.mode,
+            prompt=self.prompt,
+            forced=self.forced,
+            tokens=self.tokens,
+            sublayers=self.sublayers,
         )
         if self.extra is not None:  # only then: the plain request stays as it was
             doc["extra"] = self.extra
@@ -61,7 +68,15 @@ class TruthRequest:
     refeed: dict[int, np.ndarray] | None = field(default=None, compare=False, repr=False)
 
     def line(self) -> dict[str, Any]:
-        return dict(kind=self.kind, model_dir=self.model_dir, files=self.files, prompt=self.prompt, fed=self.fed, tokens=self.tokens, sublayers=self.sublayers)
+        return dict(
+            kind=self.kind,
+            model_dir=self.model_dir,
+            files=self.files,
+            prompt=self.prompt,
+            fed=self.fed,
+            tokens=self.tokens,
+            sublayers=self.sublayers,
+        )
 
 
 @dataclass(frozen=True)
@@ -83,8 +98,16 @@ class AsCandleRequest:
 
     def line(self) -> dict[str, Any]:
         doc: dict[str, Any] = dict(
-            kind=self.kind, model_dir=self.model_dir, files=self.files, config_text=self.config_text, tensor_edits=self.tensor_edits,
-            prompt=self.prompt, forced=self.forced, tokens=self.tokens, scan_len=self.scan_len, sublayers=self.sublayers,
+            kind=self.kind,
+            model_dir=self.model_dir,
+            files=self.files,
+            config_text=self.config_text,
+            tensor_edits=self.tensor_edits,
+            prompt=self.prompt,
+            forced=self.forced,
+            tokens=self.tokens,
+            scan_len=self.scan_len,
+            sublayers=self.sublayers,
         )
         if self.rope_table is not None:  # only then: the plain request stays as it was
             doc["rope_table"] = self.rope_table
@@ -104,10 +127,10 @@ class TokenizerRequest:
         return dict(kind=self.kind, model_dir=self.model_dir, text=self.text, chat=self.chat)
 
 
-Request = Union[ForwardRequest, TruthRequest, AsCandleRequest, TokenizerRequest]
+Request = ForwardRequest | TruthRequest | AsCandleRequest | TokenizerRequest
 #: what `answer` gives: a forward's or an as-candle run's outputs (the effect by position among
 #: its layers, `compute.EFFECT`), or a tokenizer's record
-Answer = Union[compute.ReferenceOutputs, dict]
+Answer = compute.ReferenceOutputs | dict
 
 
 def loads_model(req: Request) -> bool:
@@ -123,17 +146,39 @@ def from_line(doc: dict[str, Any], refeed: dict[int, np.ndarray] | None = None) 
         return TokenizerRequest(str(doc["model_dir"]), doc.get("text"), doc.get("chat"))
     if kind == "forward":
         return ForwardRequest(
-            str(doc["model_dir"]), list(doc["files"]), doc["mode"], list(doc["prompt"]), doc.get("forced"), int(doc["tokens"]),
-            list(doc.get("sublayers", [])), doc.get("extra"), bool(doc.get("truth")), refeed,
+            str(doc["model_dir"]),
+            list(doc["files"]),
+            doc["mode"],
+            list(doc["prompt"]),
+            doc.get("forced"),
+            int(doc["tokens"]),
+            list(doc.get("sublayers", [])),
+            doc.get("extra"),
+            bool(doc.get("truth")),
+            refeed,
         )
     if kind == "truth":
         return TruthRequest(
-            str(doc["model_dir"]), list(doc["files"]), list(doc["prompt"]), list(doc["fed"]), int(doc["tokens"]), list(doc.get("sublayers", [])), refeed,
+            str(doc["model_dir"]),
+            list(doc["files"]),
+            list(doc["prompt"]),
+            list(doc["fed"]),
+            int(doc["tokens"]),
+            list(doc.get("sublayers", [])),
+            refeed,
         )
     if kind == "as-candle":
         return AsCandleRequest(
-            str(doc["model_dir"]), list(doc["files"]), doc["config_text"], dict(doc.get("tensor_edits") or {}), list(doc["prompt"]),
-            list(doc["forced"]), int(doc["tokens"]), int(doc["scan_len"]), list(doc.get("sublayers", [])), doc.get("rope_table"),
+            str(doc["model_dir"]),
+            list(doc["files"]),
+            doc["config_text"],
+            dict(doc.get("tensor_edits") or {}),
+            list(doc["prompt"]),
+            list(doc["forced"]),
+            int(doc["tokens"]),
+            int(doc["scan_len"]),
+            list(doc.get("sublayers", [])),
+            doc.get("rope_table"),
         )
     raise ValueError(f"unknown request {kind!r}")
 
@@ -148,16 +193,39 @@ def answer(req: Request, progress: Callable[[str], None]) -> Answer:
     files = [Path(f) for f in req.files]
     if isinstance(req, TruthRequest):
         try:
-            rows, layers = compute.truth_forward(Path(req.model_dir), files, req.prompt, req.fed, req.tokens, req.sublayers, progress, req.refeed)
+            rows, layers = compute.truth_forward(
+                Path(req.model_dir), files, req.prompt, req.fed, req.tokens, req.sublayers, progress, req.refeed
+            )
         except Exception as e:  # no f64 kernel for an op (torch's grouped MoE matmul): who asked goes on without it
             raise compute.ReferenceFailed("truth", compute.truth_not_computed(e)) from None
         return compute.ReferenceOutputs(greedy=[], rows=rows, layers=layers, nonfinite_weights=[])
     if isinstance(req, ForwardRequest):
         return compute.forward_reference(
-            Path(req.model_dir), files, req.prompt, req.forced, req.tokens, req.mode, progress, req.sublayers, req.extra, req.truth, req.refeed,
+            Path(req.model_dir),
+            files,
+            req.prompt,
+            req.forced,
+            req.tokens,
+            req.mode,
+            progress,
+            req.sublayers,
+            req.extra,
+            req.truth,
+            req.refeed,
         )
     rows, layers, effect = compute.as_candle_reference(
-        Path(req.model_dir), files, req.config_text, req.tensor_edits, req.prompt, req.forced, req.tokens, req.scan_len, progress, req.sublayers,
+        Path(req.model_dir),
+        files,
+        req.config_text,
+        req.tensor_edits,
+        req.prompt,
+        req.forced,
+        req.tokens,
+        req.scan_len,
+        progress,
+        req.sublayers,
         req.rope_table,
     )
-    return compute.ReferenceOutputs(greedy=[], rows=rows, layers={**layers, compute.EFFECT: effect}, nonfinite_weights=[])
+    return compute.ReferenceOutputs(
+        greedy=[], rows=rows, layers={**layers, compute.EFFECT: effect}, nonfinite_weights=[]
+    )

@@ -4,6 +4,7 @@ prompt and the tokens fed after it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 import numpy as np
 
 

@@ -94,7 +94,10 @@ def patch_rotary(model: Any, dtype: str) -> int:
             scale = getattr(_m, pre + "attention_scaling", 1.0)
             cos, sin = candle_cos_sin(inv, position_ids.detach().cpu().numpy(), dtype)
             cos, sin = np.concatenate([cos, cos], -1) * scale, np.concatenate([sin, sin], -1) * scale
-            return (torch.from_numpy(cos.astype(np.float32)).to(x.device, x.dtype), torch.from_numpy(sin.astype(np.float32)).to(x.device, x.dtype))
+            return (
+                torch.from_numpy(cos.astype(np.float32)).to(x.device, x.dtype),
+                torch.from_numpy(sin.astype(np.float32)).to(x.device, x.dtype),
+            )
 
         mod.forward = forward
         n += 1

@@ -6,9 +6,10 @@ This is the only module in portkit that imports torch or transformers, and only 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,9 @@ def _import_torch() -> tuple[Any, Any]:
         import transformers
     except ImportError as e:  # pragma: no cover - exercised by the CLI's error path
         why = f"{e.name} is missing" if e.name else str(e)
-        raise ReferenceUnavailable(f"the transformers reference needs the verify extra: pip install 'portkit[verify]' ({why})") from e
+        raise ReferenceUnavailable(
+            f"the transformers reference needs the verify extra: pip install 'portkit[verify]' ({why})"
+        ) from e
     transformers.utils.logging.disable_progress_bar()
     return torch, transformers
 
@@ -47,9 +50,13 @@ def load_tokenizer(model_dir: Path) -> Any:
     try:
         import transformers
     except ImportError as e:  # pragma: no cover - exercised by the CLI's error path
-        raise ReferenceUnavailable(f"the transformers tokenizer needs the verify extra: pip install 'portkit[verify]' ({e})") from e
+        raise ReferenceUnavailable(
+            f"the transformers tokenizer needs the verify extra: pip install 'portkit[verify]' ({e})"
+        ) from e
     try:
-        return transformers.AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True, trust_remote_code=False)
+        return transformers.AutoTokenizer.from_pretrained(
+            str(model_dir), local_files_only=True, trust_remote_code=False
+        )
     except Exception as e:  # transformers raises many types; report its text unchanged
         raise ReferenceLoadError(f"transformers could not load the tokenizer in {model_dir}: {one_line(e)}") from e
 
@@ -78,7 +85,7 @@ class ReferenceModel:
     torch: Any
 
     @classmethod
-    def load(cls, model_dir: Path, *, threads: int = REFERENCE_THREADS) -> "ReferenceModel":
+    def load(cls, model_dir: Path, *, threads: int = REFERENCE_THREADS) -> ReferenceModel:
         torch, transformers = _import_torch()
         torch.set_num_threads(threads)
         try:

@@ -14,9 +14,10 @@ with that setting at its off value, the counterfactual of a PK510 finding about 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -49,8 +50,13 @@ def processors(gc: Any, input_len: int) -> Any:
     from transformers.generation.utils import GenerationMixin
 
     # the method reads only these of the model (decoder-only, no processors passed in)
-    model = SimpleNamespace(config=SimpleNamespace(is_encoder_decoder=False), _merge_criteria_processor_list=lambda default, _custom: default)
-    return GenerationMixin._get_logits_processor(model, gc, input_ids_seq_length=input_len, device="cpu", model_kwargs={})  # type: ignore[arg-type]
+    model = SimpleNamespace(
+        config=SimpleNamespace(is_encoder_decoder=False),
+        _merge_criteria_processor_list=lambda default, _custom: default,
+    )
+    return GenerationMixin._get_logits_processor(
+        model, gc, input_ids_seq_length=input_len, device="cpu", model_kwargs={}
+    )  # type: ignore[arg-type]
 
 
 def distributions(gc: Any, prompt: Sequence[int], fed: Sequence[int], rows: np.ndarray) -> np.ndarray:
@@ -70,7 +76,14 @@ def distributions(gc: Any, prompt: Sequence[int], fed: Sequence[int], rows: np.n
     return out
 
 
-def compute(model_dir: Path, prompt: Sequence[int], fed: Sequence[int], rows: np.ndarray, asked: Mapping[str, Any], progress: Callable[[str], None]) -> dict[str, np.ndarray]:
+def compute(
+    model_dir: Path,
+    prompt: Sequence[int],
+    fed: Sequence[int],
+    rows: np.ndarray,
+    asked: Mapping[str, Any],
+    progress: Callable[[str], None],
+) -> dict[str, np.ndarray]:
     """The arrays `asked` names, under the extra prefix (`extra.sampling`, `extra.sampling.without.<key>`)."""
     from portkit.verify.reference.extra import PREFIX
 

@@ -19,8 +19,9 @@ requests run in this process when they are waited for; the numbers are the same.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from portkit.verify.reference import child, compute, requests
 from portkit.verify.reference.alternation import Alternation
@@ -194,10 +195,18 @@ class ReferenceSession:
     def plan(self, candle_threads: int, quantized_threads: int | None = None) -> dict[str, Any]:
         """The run plan, for the report's header: where transformers ran, each side's threads
         (`quantized_threads`: candle's quantized matmuls', with a GGUF)."""
-        where = ("a child process, started first" if self.in_child else "this process") if self.ran else "not run (every answer from the caches)"
+        where = (
+            ("a child process, started first" if self.in_child else "this process")
+            if self.ran
+            else "not run (every answer from the caches)"
+        )
         return {
             "transformers": where,
-            "threads": {"candle": candle_threads, **({"candle_quantized": quantized_threads} if quantized_threads else {}), "transformers": self.threads},
+            "threads": {
+                "candle": candle_threads,
+                **({"candle_quantized": quantized_threads} if quantized_threads else {}),
+                "transformers": self.threads,
+            },
             "overlap": (
                 "none"
                 if not (self.in_child and self.ran)

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from portkit.verify import corpus
 from portkit.verify.corpus import Conversation, Render
@@ -38,7 +39,9 @@ def transformers_tokenizer(root: Path) -> tuple[Any, str | None]:
         return None, str(e)
 
 
-def render_chat(tok: Any, messages: list[dict[str, str]], *, generation_prompt: bool = False) -> tuple[str | None, str | None]:
+def render_chat(
+    tok: Any, messages: list[dict[str, str]], *, generation_prompt: bool = False
+) -> tuple[str | None, str | None]:
     """(text, note): the conversation rendered by transformers' chat template, or why not."""
     if not getattr(tok, "chat_template", None):
         return None, "no chat template"
@@ -48,13 +51,19 @@ def render_chat(tok: Any, messages: list[dict[str, str]], *, generation_prompt: 
         return None, f"the chat template fails: {one_line(e, 160)}"
 
 
-def transformers_prompt(tok: Any, root: Path, *, text: str | None = None, chat: str | None = None) -> tuple[str, list[int]]:
+def transformers_prompt(
+    tok: Any, root: Path, *, text: str | None = None, chat: str | None = None
+) -> tuple[str, list[int]]:
     """(the text, transformers' ids) of `prompt_ids`'s prompt."""
     if chat is not None:
         rendered, note = render_chat(tok, [{"role": "user", "content": chat}], generation_prompt=True)
         if rendered is None:
             raise TokenizeError(f"--chat: {note} in {root}")
-        return rendered, list(tok.apply_chat_template([{"role": "user", "content": chat}], tokenize=True, add_generation_prompt=True)["input_ids"])
+        return rendered, list(
+            tok.apply_chat_template([{"role": "user", "content": chat}], tokenize=True, add_generation_prompt=True)[
+                "input_ids"
+            ]
+        )
     assert text is not None
     return text, list(tok.encode(text, add_special_tokens=True))
 
@@ -147,11 +156,17 @@ class Recorder:
         return out
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
-        return self._call(_key("encode", text, bool(add_special_tokens)), lambda: list(self.tok.encode(text, add_special_tokens=add_special_tokens)))
+        return self._call(
+            _key("encode", text, bool(add_special_tokens)),
+            lambda: list(self.tok.encode(text, add_special_tokens=add_special_tokens)),
+        )
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
         ids = [int(i) for i in ids]
-        return self._call(_key("decode", ids, bool(skip_special_tokens)), lambda: self.tok.decode(ids, skip_special_tokens=skip_special_tokens))
+        return self._call(
+            _key("decode", ids, bool(skip_special_tokens)),
+            lambda: self.tok.decode(ids, skip_special_tokens=skip_special_tokens),
+        )
 
     def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
         ids = [int(i) for i in ids]
@@ -180,7 +195,9 @@ class RecordedTokenizer:
     def _answer(self, key: str) -> Any:
         got = self.doc["calls"].get(key)
         if got is None:
-            raise NotRecorded(f"transformers' tokenizer was not asked {key} in the reference's process (portkit.verify.reference.tokenizer.record)")
+            raise NotRecorded(
+                f"transformers' tokenizer was not asked {key} in the reference's process (portkit.verify.reference.tokenizer.record)"
+            )
         if "raise" in got:
             raise RuntimeError(got["raise"])
         return got["value"]

@@ -117,7 +117,9 @@ class TransformersTokenizer:
     opens the model, so it is recorded as soon as the child has imported, while candle runs) and
     waited for when first asked."""
 
-    def __init__(self, session: Any, cache: TokenizerCache | None, root: Path, text: str | None, chat: str | None) -> None:
+    def __init__(
+        self, session: Any, cache: TokenizerCache | None, root: Path, text: str | None, chat: str | None
+    ) -> None:
         self.session, self.cache, self.root, self.text, self.chat = session, cache, root, text, chat
         self.record: dict[str, Any] | None = cache.get() if cache is not None else None
         self.ticket: Any = None

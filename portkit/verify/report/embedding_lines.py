@@ -30,7 +30,9 @@ def _row(r: RowCheck, half: bool, ok: bool) -> str:
 def _layer_lines(r: RowCheck) -> list[str]:
     """One line per layer of one text (the capture copy's): its sub-layers, then its output, each
     as max|candle - transformers f32| and its distance from the f64 truth in floors."""
-    out = [f"  layers of {escape(repr(r.text if len(r.text) <= 40 else r.text[:37] + '...'))} ({r.tokens} tok; max|diff|, floors from the f64 truth, bound {r.layers[0].floor.factor:g}x)"]
+    out = [
+        f"  layers of {escape(repr(r.text if len(r.text) <= 40 else r.text[:37] + '...'))} ({r.tokens} tok; max|diff|, floors from the f64 truth, bound {r.layers[0].floor.factor:g}x)"
+    ]
     groups: dict[str, list[str]] = {}
     for row in r.layers:
         layer = ".".join(row.name.split(".")[:2])
@@ -51,20 +53,31 @@ def embedding_lines(rep: EmbeddingReport) -> list[str]:
     fed = rep.tokens
     if fed is not None and fed.failure is None and fed.rows:
         r = max(fed.rows, key=lambda x: len(x.crate) != len(x.reference))
-        same = "the same ids" if not fed.saved_changes_ids else f"{len(r.crate)} ids for {escape(repr(r.text))} where sentence-transformers feeds {len(r.reference)}"
-        out.append(f"  what each side feeds: both run on sentence-transformers' ids; the tokenizers crate, tokenizer.json as saved, gives {same}")
+        same = (
+            "the same ids"
+            if not fed.saved_changes_ids
+            else f"{len(r.crate)} ids for {escape(repr(r.text))} where sentence-transformers feeds {len(r.reference)}"
+        )
+        out.append(
+            f"  what each side feeds: both run on sentence-transformers' ids; the tokenizers crate, tokenizer.json as saved, gives {same}"
+        )
     out.append("")
     if rep.load_failure is not None:
         out.append(f"[red]candle cannot load the checkpoint: {escape(rep.load_failure)}[/]")
     else:
         layered = any(r.layers for r in rep.singles)
-        out.append("[bold]each text alone[/] (the sentence embedding and the encoder output vs the f64 truth" + ("; layers localise)" if layered else ")"))
+        out.append(
+            "[bold]each text alone[/] (the sentence embedding and the encoder output vs the f64 truth"
+            + ("; layers localise)" if layered else ")")
+        )
         out.extend(_row(r, rep.half, rep.row_ok(r)) for r in rep.singles)
         if layered:
             out.extend(_layer_lines(max(rep.singles, key=lambda r: r.tokens)))
         if rep.batch is not None:
             out.append("")
-            out.append(f"[bold]one padded batch[/] ({len(rep.batch.rows)} rows padded to {rep.batch.seq}, {rep.batch_program})")
+            out.append(
+                f"[bold]one padded batch[/] ({len(rep.batch.rows)} rows padded to {rep.batch.seq}, {rep.batch_program})"
+            )
             out.extend(_row(r, rep.half, rep.row_ok(r)) for r in rep.batch.rows)
         for cf in rep.counterfactuals:
             out.append("")

@@ -7,12 +7,12 @@ import math
 from typing import Any
 
 from portkit.verify.candle.run import RunOutputs
+from portkit.verify.embedding.run import EmbeddingReport
 from portkit.verify.judge.checks import GreedyCheck, LayerCheck, LogitsCheck, StepCheck, Tolerance
 from portkit.verify.judge.comparison import Comparison
 from portkit.verify.judge.floor import Floor
 from portkit.verify.pipeline import VerifyReport
 from portkit.verify.sections.gguf import GgufSection
-from portkit.verify.embedding.run import EmbeddingReport
 from portkit.verify.sections.tokens import TokenizerReport
 
 SCHEMA_VERSION = 1
@@ -31,7 +31,13 @@ def _num(x: float | None) -> float | str | None:
 
 
 def tolerance_json(t: Tolerance) -> dict[str, Any]:
-    return {"name": t.name, "logits_atol": t.logits_atol, "layer_rtol": t.layer_rtol, "near_tie": t.near_tie, "reason": t.reason}
+    return {
+        "name": t.name,
+        "logits_atol": t.logits_atol,
+        "layer_rtol": t.layer_rtol,
+        "near_tie": t.near_tie,
+        "reason": t.reason,
+    }
 
 
 def _last_json(c: LogitsCheck) -> dict[str, Any]:
@@ -63,7 +69,13 @@ def _steps_json(c: StepCheck) -> dict[str, Any]:
         "floor": _floor_json(c.floor),
         "nonfinite_steps": list(c.nonfinite_steps),
         "disagreements": [
-            {"step": d.step, "ref_token": d.ref_token, "got_token": d.got_token, "ref_margin": _num(d.ref_margin), "near_tie": d.near_tie}
+            {
+                "step": d.step,
+                "ref_token": d.ref_token,
+                "got_token": d.got_token,
+                "ref_margin": _num(d.ref_margin),
+                "near_tie": d.near_tie,
+            }
             for d in c.disagreements
         ],
         "ok": c.ok,
@@ -90,8 +102,13 @@ def _layers_json(c: LayerCheck, judged: bool) -> dict[str, Any]:
         "max_ratio": _num(c.max_ratio) if c.max_ratio is not None else None,
         "rows": [
             {
-                "name": r.name, "max_abs_ref": _num(r.max_abs_ref), "max_abs_diff": _num(r.max_abs_diff), "rel": _num(r.rel),
-                "over": r.over and judged, "nonfinite": r.nonfinite, "floor": _floor_json(r.floor),
+                "name": r.name,
+                "max_abs_ref": _num(r.max_abs_ref),
+                "max_abs_diff": _num(r.max_abs_diff),
+                "rel": _num(r.rel),
+                "over": r.over and judged,
+                "nonfinite": r.nonfinite,
+                "floor": _floor_json(r.floor),
             }  # fmt: skip
             for r in c.rows
         ],
@@ -197,9 +214,14 @@ def _to_json(rep: VerifyReport) -> dict[str, Any]:
         "tolerance": tolerance_json(rep.tolerance),
         "candle": _run_json(rep.run),
         "comparison": comparison_json(rep.comparison),
-        "lint": {"ran": rep.lint_note is None, "note": rep.lint_note,
-                 "findings": len(rep.findings) + sum(len(g.findings) for g in rep.ggufs) + (len(rep.paths.findings) if rep.paths else 0)
-                 + (len(rep.sampling.findings) if rep.sampling else 0)},
+        "lint": {
+            "ran": rep.lint_note is None,
+            "note": rep.lint_note,
+            "findings": len(rep.findings)
+            + sum(len(g.findings) for g in rep.ggufs)
+            + (len(rep.paths.findings) if rep.paths else 0)
+            + (len(rep.sampling.findings) if rep.sampling else 0),
+        },
         "findings": [f.to_json() for f in rep.findings],
         "explanation": rep.explanation.to_json() if rep.explanation is not None else None,
         "gguf": _gguf_json(rep.gguf) if rep.gguf else None,
@@ -217,5 +239,9 @@ def _to_json(rep: VerifyReport) -> dict[str, Any]:
         # only with several --gguf (the first is "gguf" too): every section, in order
         **({"ggufs": [_gguf_json(g) for g in rep.ggufs]} if len(rep.ggufs) > 1 else {}),
         # only with a generation_config.json or a stated sampler
-        **({"sampling": {**rep.sampling.to_json(), "findings": [f.to_json() for f in rep.sampling.findings]}} if rep.sampling is not None else {}),
+        **(
+            {"sampling": {**rep.sampling.to_json(), "findings": [f.to_json() for f in rep.sampling.findings]}}
+            if rep.sampling is not None
+            else {}
+        ),
     }

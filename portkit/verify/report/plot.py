@@ -46,10 +46,12 @@ def plot_layers(check: LayerCheck, path: Path, *, title: str, subtitle: str = ""
 
     fig, ax = plt.subplots(figsize=(max(6.0, 0.3 * len(names) + 2.5), 4.4), dpi=120)
     bars = ax.bar(range(len(names)), heights, color=colours, bottom=0)
-    for b, x in zip(bars, rel):
+    for b, x in zip(bars, rel, strict=False):
         if x == 0:
             b.set_color("#bbbbbb")
-            ax.text(b.get_x() + b.get_width() / 2, floor * 1.6, "0", ha="center", va="bottom", fontsize=7, color="#555555")
+            ax.text(
+                b.get_x() + b.get_width() / 2, floor * 1.6, "0", ha="center", va="bottom", fontsize=7, color="#555555"
+            )
     ax.set_yscale("log")
     ax.set_ylim(floor, top)
     if judged:
@@ -68,7 +70,11 @@ def plot_layers(check: LayerCheck, path: Path, *, title: str, subtitle: str = ""
     ax.set_xticklabels(names, rotation=60, ha="right", fontsize=8)
     ax.set_ylabel("relative error  max|diff| / max|ref|", fontsize=9)
     first = check.first_over if judged else None
-    verdict = f"first layer over the line: {first}" if first else ("every layer under the line" if judged else "reported, not judged")
+    verdict = (
+        f"first layer over the line: {first}"
+        if first
+        else ("every layer under the line" if judged else "reported, not judged")
+    )
     ax.set_title(f"{title}\n{subtitle + ' - ' if subtitle else ''}{verdict}", fontsize=9)
     ax.grid(axis="y", which="major", alpha=0.3)
     fig.tight_layout()
@@ -91,4 +97,9 @@ def plot_report(rep: VerifyReport, path: Path) -> Path | None:
     if c is None or c.layers is None:
         return None
     o = rep.options
-    return plot_layers(c.layers, path, title=f"candle 0.11.0 {o.device} {o.dtype} vs transformers eager f32, per layer", subtitle=rep.model.root.name)
+    return plot_layers(
+        c.layers,
+        path,
+        title=f"candle 0.11.0 {o.device} {o.dtype} vs transformers eager f32, per layer",
+        subtitle=rep.model.root.name,
+    )

@@ -4,7 +4,7 @@ print lives here."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from rich.markup import escape
 
@@ -13,7 +13,13 @@ from portkit.verify.sections.paths import TITLES, PathsReport
 from portkit.verify.sections.tokens import TokenizerSection
 
 #: how each verdict is coloured, in every section
-VERDICT_STYLE = {"CONFIRMED": "bold red", "CRASH-CONFIRMED": "bold red", "NOT-REPRODUCED": "yellow", "NOT-REACHED": "dim", "NOT-PROBED": "dim"}
+VERDICT_STYLE = {
+    "CONFIRMED": "bold red",
+    "CRASH-CONFIRMED": "bold red",
+    "NOT-REPRODUCED": "yellow",
+    "NOT-REACHED": "dim",
+    "NOT-PROBED": "dim",
+}
 
 
 def _ids(ids: Sequence[int], k: int = 16) -> str:
@@ -40,7 +46,9 @@ def tokens_lines(sec: TokenizerSection) -> list[str]:
         diff = sec.differing
         mark = "[green]OK[/]" if not diff else "[red]MISMATCH[/]"
         chat = " incl. the chat template" if sec.chat_text else f" ({escape(sec.chat_note or 'no chat template')})"
-        out.append(f"  corpus   {texts} texts{chat}, with and without special tokens: {len(diff)} of {len(sec.encodes)} encodes differ  {mark}")
+        out.append(
+            f"  corpus   {texts} texts{chat}, with and without special tokens: {len(diff)} of {len(sec.encodes)} encodes differ  {mark}"
+        )
         first = sec.first
         if first is not None:
             shown = first.sample.text if len(first.sample.text) <= 70 else first.sample.text[:67] + "..."
@@ -60,7 +68,11 @@ def tokens_lines(sec: TokenizerSection) -> list[str]:
 def template_lines(sec: TemplateSection) -> list[str]:
     """The section as rich markup lines (under verify's tokens section)."""
     skipped = len(sec.conversations) - len(sec.compared())
-    head = f"  template {len(sec.conversations)} conversations" + (f" ({skipped} transformers refuses)" if skipped else "") + f", {escape(sec.source)}"
+    head = (
+        f"  template {len(sec.conversations)} conversations"
+        + (f" ({skipped} transformers refuses)" if skipped else "")
+        + f", {escape(sec.source)}"
+    )
     out = [head]
     for env in sec.environments:
         d, n = sec.differing(env), len(sec.given(env))
@@ -79,7 +91,9 @@ def template_lines(sec: TemplateSection) -> list[str]:
                 out.append(f"        {env:<14} {escape(repr(fd['environment']))}")
                 out.append(f"        {'transformers':<14} {escape(repr(fd['transformers']))}")
             if "id_offset" in fd:
-                out.append(f"        ids from token {fd['id_offset']}: {env} {fd['environment_ids']}, transformers {fd['transformers_ids']}")
+                out.append(
+                    f"        ids from token {fd['id_offset']}: {env} {fd['environment_ids']}, transformers {fd['transformers_ids']}"
+                )
         cannot_r = next((r for r in sec.environments[env] if r.cannot is not None), None)
         if cannot_r is not None:
             out.append(f"      [yellow]not given: {escape(cannot_r.cannot or '')}[/]")
@@ -98,7 +112,9 @@ def paths_lines(rep: PathsReport) -> list[str]:
             if c.path.control_failure is not None:
                 out.append(f"  [dim]{escape(c.path.control_word)}: {escape(c.path.control_failure.line())}[/]")
             if c.control_vs_reference is not None and c.path.run.failure is not None:
-                out.append(f"  {escape(c.path.control_word)} vs transformers: {escape(c.control_vs_reference.headline() or 'agrees')}")
+                out.append(
+                    f"  {escape(c.path.control_word)} vs transformers: {escape(c.control_vs_reference.headline() or 'agrees')}"
+                )
         for name, why in sec.not_run.items():
             if name == "padded-batch" and not sec.findings:
                 continue
@@ -106,7 +122,9 @@ def paths_lines(rep: PathsReport) -> list[str]:
         if sec.findings:
             out.append(f"  findings on these runs ({escape(sec.subject)}, portkit lint: {len(sec.findings)})")
             for f in sec.findings:
-                out.append(f"    [bold]{f.code}[/] {f.name}  [{VERDICT_STYLE[f.verdict]}]{f.verdict}[/]  [dim]({f.probe_kind})[/]")
+                out.append(
+                    f"    [bold]{f.code}[/] {f.name}  [{VERDICT_STYLE[f.verdict]}]{f.verdict}[/]  [dim]({f.probe_kind})[/]"
+                )
                 out.append(f"        {escape(f.message)}")
                 out.append(f"        evidence: {escape(f.evidence)}")
     return out

@@ -10,15 +10,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from portkit.verify.embedding.run import EmbeddingReport
 from portkit.verify.judge.checks import Tolerance, is_sublayer
 from portkit.verify.judge.comparison import Comparison, fmt_tol
 from portkit.verify.judge.floor import FACTOR, LAYER_FACTOR, OWN_FACTOR
 from portkit.verify.pipeline import VerifyReport
-from portkit.verify.report.section_lines import VERDICT_STYLE, paths_lines, tokens_lines
-from portkit.verify.sections.sampling import lines as sampling_lines
-from portkit.verify.sections.gguf import GgufSection
-from portkit.verify.embedding.run import EmbeddingReport
 from portkit.verify.report.embedding_lines import embedding_lines
+from portkit.verify.report.section_lines import VERDICT_STYLE, paths_lines, tokens_lines
+from portkit.verify.sections.gguf import GgufSection
+from portkit.verify.sections.sampling import lines as sampling_lines
 from portkit.verify.sections.tokens import TokenizerReport
 
 
@@ -34,14 +34,18 @@ def tolerance_line(t: Tolerance, measured: bool = False) -> str:
         if t.layer_rtol is not None:
             s += f", layers {fmt_tol(t.layer_rtol)} relative"
         return s + f", near tie under {_g(t.near_tie)} (the fallback: no floor measured in this run)"
-    return f"judged by per-step argmax; a flip is a near tie when the reference's top-2 margin is under {_g(t.near_tie)}"
+    return (
+        f"judged by per-step argmax; a flip is a near tie when the reference's top-2 margin is under {_g(t.near_tie)}"
+    )
 
 
 def _g(x: float) -> str:
     return fmt_tol(x) if x < 0.01 else f"{x:g}"
 
 
-def comparison_lines(c: Comparison, greedy_ref: list[int], layers_note: str | None = "not compared (--no-layers)") -> list[str]:
+def comparison_lines(
+    c: Comparison, greedy_ref: list[int], layers_note: str | None = "not compared (--no-layers)"
+) -> list[str]:
     out = []
     if c.problem:
         out.append(f"[red]{escape(c.problem)}[/]")
@@ -77,7 +81,8 @@ def _steps_lines(c: Comparison) -> list[str]:
         if s.disagreements:
             shown = s.disagreements[:12]
             flips = "  ".join(
-                f"{d.step}:{d.ref_token}->{d.got_token} (margin {d.ref_margin:.2g}{', near tie' if d.near_tie else ''})" for d in shown
+                f"{d.step}:{d.ref_token}->{d.got_token} (margin {d.ref_margin:.2g}{', near tie' if d.near_tie else ''})"
+                for d in shown
             )
             more = f"  ... {len(s.disagreements) - len(shown)} more" if len(s.disagreements) > len(shown) else ""
             out.append(f"    differing steps: {flips}{more}")
@@ -96,7 +101,12 @@ def _greedy_lines(c: Comparison) -> list[str]:
             what = "[green]identical[/]"
         else:
             margin = f", reference margin {g.ref_margin:.2g}" if g.ref_margin is not None else ""
-            what = ("[yellow]" if g.at_near_tie else "[red]") + f"first divergence at token {d}{margin}" + (" (near tie)" if g.at_near_tie else "") + "[/]"
+            what = (
+                ("[yellow]" if g.at_near_tie else "[red]")
+                + f"first divergence at token {d}{margin}"
+                + (" (near tie)" if g.at_near_tie else "")
+                + "[/]"
+            )
         out.append(f"greedy          {max(len(g.ref), len(g.got))} tokens  {what}")
         if d is not None:
             out.append(f"    transformers {g.ref}")
@@ -114,7 +124,9 @@ def _layers_lines(c: Comparison, layers_note: str | None) -> list[str]:
     if c.layers is not None:
         L = c.layers
         if L.first_nonfinite:
-            out.append(f"layers          [red]non-finite from {L.first_nonfinite}[/] (max rel {L.max_rel:.2e} over the finite ones)")
+            out.append(
+                f"layers          [red]non-finite from {L.first_nonfinite}[/] (max rel {L.max_rel:.2e} over the finite ones)"
+            )
         elif not c.layers_judged:
             out.append(f"layers          max rel {L.max_rel:.2e} (reported; not judged below f32)")
         elif L.first_over:
@@ -122,9 +134,13 @@ def _layers_lines(c: Comparison, layers_note: str | None) -> list[str]:
             assert row is not None
             # the named row's own number, not the table's largest (a later row's, usually logits)
             if row.floor is not None:
-                out.append(f"layers          [red]first layer out of its floor: {L.first_over}[/] (rel {row.rel:.2e}; {row.floor.phrase()})")
+                out.append(
+                    f"layers          [red]first layer out of its floor: {L.first_over}[/] (rel {row.rel:.2e}; {row.floor.phrase()})"
+                )
             else:
-                out.append(f"layers          [red]first layer over {fmt_tol(L.rtol)} (fallback): {L.first_over}[/] (rel {row.rel:.2e})")
+                out.append(
+                    f"layers          [red]first layer over {fmt_tol(L.rtol)} (fallback): {L.first_over}[/] (rel {row.rel:.2e})"
+                )
             out += _localisation_lines(c)
         elif L.measured:
             measured = [r for r in L.layer_rows if r.floor is not None and not r.nonfinite]
@@ -136,7 +152,9 @@ def _layers_lines(c: Comparison, layers_note: str | None) -> list[str]:
             )
         else:
             worst = max(L.layer_rows, key=lambda r: r.rel).name if L.layer_rows else "-"
-            out.append(f"layers          max rel {L.max_rel:.2e} at {worst}; none over {fmt_tol(L.rtol)} (fallback)  [green]OK[/]")
+            out.append(
+                f"layers          max rel {L.max_rel:.2e} at {worst}; none over {fmt_tol(L.rtol)} (fallback)  [green]OK[/]"
+            )
             subs = [r for r in L.rows if is_sublayer(r.name) and not r.nonfinite]
             if subs:
                 top = max(subs, key=lambda r: r.rel)
@@ -247,7 +265,9 @@ def render_text(rep: VerifyReport | TokenizerReport | EmbeddingReport, console: 
         p(f"  {_explanation_line(rep.explanation)}")
     gs = rep.greedy_stop
     if gs is not None and gs.get("stopped_at") is not None:
-        p(f"  greedy stops at token {gs['stopped_at']} ({gs['token']}): `generate()` stops on {gs['eos_token_ids']} ({gs['source']}); compared up to there")
+        p(
+            f"  greedy stops at token {gs['stopped_at']} ({gs['token']}): `generate()` stops on {gs['eos_token_ids']} ({gs['source']}); compared up to there"
+        )
     if rep.plot is not None:
         p(f"  per-layer plot: {escape(str(rep.plot))}")
     p("")
@@ -290,8 +310,12 @@ def _render_header(rep: VerifyReport, p: Any) -> None:
     cids = rep.prompt.candle_ids
     if cids is not None and tuple(cids) != tuple(rep.prompt.ids):
         head = " ".join(str(i) for i in cids[:12]) + (" ..." if len(cids) > 12 else "")
-        p(f"  [yellow]candle's own ids for this text differ ({len(cids)} ids): {head}; both sides run transformers' ids above[/]")
-    p(f"  tolerance {rep.tolerance.name}: {tolerance_line(rep.tolerance, rep.comparison is not None and rep.comparison.measured)}")
+        p(
+            f"  [yellow]candle's own ids for this text differ ({len(cids)} ids): {head}; both sides run transformers' ids above[/]"
+        )
+    p(
+        f"  tolerance {rep.tolerance.name}: {tolerance_line(rep.tolerance, rep.comparison is not None and rep.comparison.measured)}"
+    )
     runs = rep.candle_runs
     if runs["cached"]:
         p(
@@ -309,8 +333,16 @@ def _render_findings(rep: VerifyReport, p: Any) -> None:
     else:
         tok = len(rep.tokenizer.findings) if rep.tokenizer is not None else 0
         sampled = len(rep.sampling.findings) if rep.sampling is not None else 0
-        p(f"{head} (portkit lint: {n}" + (f"; {tok} tokenizer findings judged in the tokens section above" if tok else "")
-          + (f"; {sampled} sampling finding{'s' if sampled != 1 else ''} judged in the sampling section below" if sampled else "") + ")")
+        p(
+            f"{head} (portkit lint: {n}"
+            + (f"; {tok} tokenizer findings judged in the tokens section above" if tok else "")
+            + (
+                f"; {sampled} sampling finding{'s' if sampled != 1 else ''} judged in the sampling section below"
+                if sampled
+                else ""
+            )
+            + ")"
+        )
         if not rep.findings:
             p("  none")
     for ln in _finding_lines(rep.findings):
@@ -325,7 +357,13 @@ def gguf_summary_rows(rep: VerifyReport) -> list[list[str]]:
         c = g.comparison
         last = f"{c.last.max_abs_diff:.3g}" if c is not None and c.last is not None else "-"
         steps = f"{c.steps.agree}/{c.steps.steps}" if c is not None and c.steps is not None else "-"
-        fork = "-" if c is None or c.greedy is None else "none" if c.greedy.first_divergence is None else str(c.greedy.first_divergence)
+        fork = (
+            "-"
+            if c is None or c.greedy is None
+            else "none"
+            if c.greedy.first_divergence is None
+            else str(c.greedy.first_divergence)
+        )
         confirmed = [f.code for f in g.findings if f.confirmed]
         verdict = "failed" if g.run.failure is not None else "agrees" if g.ok else "differs"
         types = ",".join(sorted(t for t in g.weight_types if t != "F32")) or "F32"
@@ -334,21 +372,33 @@ def gguf_summary_rows(rep: VerifyReport) -> list[list[str]]:
 
 
 def _render_gguf_summary(rep: VerifyReport, p: Any) -> None:
-    head = ["file", "quant types", "last max|diff|", "teacher-forced argmax", "first greedy divergence", "confirmed", "verdict"]
+    head = [
+        "file",
+        "quant types",
+        "last max|diff|",
+        "teacher-forced argmax",
+        "first greedy divergence",
+        "confirmed",
+        "verdict",
+    ]
     rows = gguf_summary_rows(rep)
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     p("")
     p(f"[bold]{len(rows)} GGUFs against the same reference[/]")
     for r in [head, *rows]:
-        p("  " + escape("  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip()))
+        p("  " + escape("  ".join(x.ljust(w) for x, w in zip(r, widths, strict=False)).rstrip()))
 
 
 def _render_gguf(g: GgufSection, rep: VerifyReport, console: Console) -> None:
     p = console.print
     p("")
     types = ", ".join(f"{k} x{n}" for k, n in sorted(g.weight_types.items()))
-    p(f"[bold]GGUF vs transformers[/] {escape(str(g.path))} (candle {g.loader}{', from the cache' if g.run.source == 'cache' else ''}; weights {types})")
-    p(f"  tolerance {g.tolerance.name}: {tolerance_line(g.tolerance, g.comparison is not None and g.comparison.measured)}")
+    p(
+        f"[bold]GGUF vs transformers[/] {escape(str(g.path))} (candle {g.loader}{', from the cache' if g.run.source == 'cache' else ''}; weights {types})"
+    )
+    p(
+        f"  tolerance {g.tolerance.name}: {tolerance_line(g.tolerance, g.comparison is not None and g.comparison.measured)}"
+    )
     if g.run.failure is not None:
         p(f"  [red]{escape(g.run.failure.line())}[/]")
     if g.comparison is not None:
@@ -369,7 +419,9 @@ def _render_tokenizer_report(rep: Any, console: Console) -> None:
 
     p = console.print
     p(f"[bold]portkit verify[/] {escape(str(rep.options.model_dir))}")
-    p(f"  tokenizers crate {rep.versions.get('tokenizers crate')} (portkit_native) vs transformers {rep.versions.get('transformers')}")
+    p(
+        f"  tokenizers crate {rep.versions.get('tokenizers crate')} (portkit_native) vs transformers {rep.versions.get('transformers')}"
+    )
     p("")
     for ln in tokens_lines(rep.section):
         p(ln)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -80,7 +81,14 @@ def run(load: Callable[[], Any], rows: Sequence[Sequence[int]], *, padded: bool,
     batch = PathRun("batch", describe(n, length), "each row alone", RunOutputs(label=label))
     paths = [batch]
     if padded:
-        paths.append(PathRun("padded-batch", describe(n, length, padded=True), "each row alone, causally", RunOutputs(label=f"{label}, padding mask")))
+        paths.append(
+            PathRun(
+                "padded-batch",
+                describe(n, length, padded=True),
+                "each row alone, causally",
+                RunOutputs(label=f"{label}, padding mask"),
+            )
+        )
     t0 = time.perf_counter()
     runner = None
     try:
@@ -97,14 +105,18 @@ def run(load: Callable[[], Any], rows: Sequence[Sequence[int]], *, padded: bool,
                     if p.name == "batch":
                         p.control = np.stack([np.asarray(runner.last_logits(r), dtype=np.float32) for r in rows])
                     else:
-                        p.control = np.concatenate([np.asarray(runner.teacher_forced_logits(r, 1), dtype=np.float32) for r in rows])
+                        p.control = np.concatenate(
+                            [np.asarray(runner.teacher_forced_logits(r, 1), dtype=np.float32) for r in rows]
+                        )
                 except errors as e:
                     p.control_failure = failure("forward", e)
                 try:
                     if p.name == "batch":
                         p.run.rows = np.asarray(runner.batch_last_logits(rows), dtype=np.float32)
                     else:
-                        p.run.rows = np.asarray(runner.padded_batch_logits(rows), dtype=np.float32).reshape(n * length, -1)
+                        p.run.rows = np.asarray(runner.padded_batch_logits(rows), dtype=np.float32).reshape(
+                            n * length, -1
+                        )
                 except errors as e:
                     p.run.failure = failure(p.name, e)
                 p.run.seconds = time.perf_counter() - t1

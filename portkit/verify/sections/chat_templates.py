@@ -23,9 +23,10 @@ counterfactual that removes it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from portkit.findings import Finding
 from portkit.verify.corpus import Conversation, Render, conversations_for, edited_template, template_edits
@@ -111,7 +112,15 @@ def special_tokens(root: Path) -> dict[str, str | None]:
     return out
 
 
-def render_rust(pn: Any, env: str, template: str, conv: Conversation, tokens: dict[str, str | None], crate: Any = None, **switches: Any) -> Render:
+def render_rust(
+    pn: Any,
+    env: str,
+    template: str,
+    conv: Conversation,
+    tokens: dict[str, str | None],
+    crate: Any = None,
+    **switches: Any,
+) -> Render:
     try:
         text = pn.render_chat_template(
             env, template, [dict(m) for m in conv.messages], add_generation_prompt=conv.add_generation_prompt,
@@ -142,7 +151,12 @@ def template_section(
     envs = {env: [render_rust(pn, env, template, c, tokens, crate) for c in convs] for env in ENVIRONMENTS}
     jinja = root / "chat_template.jinja"
     sec = TemplateSection(str(jinja if jinja.is_file() else root / "tokenizer_config.json"), template, convs, tf, envs)
-    sec.findings = confirm(findings, sec, lambda env, c, **sw: render_rust(pn, env, template, c, tokens, None, **sw), lambda c, t: render_transformers(tok, c, t))
+    sec.findings = confirm(
+        findings,
+        sec,
+        lambda env, c, **sw: render_rust(pn, env, template, c, tokens, None, **sw),
+        lambda c, t: render_transformers(tok, c, t),
+    )
     return sec
 
 
@@ -152,7 +166,9 @@ def template_section(
 class _Measure:
     """How many conversations differ in one environment once some causes are taken away."""
 
-    def __init__(self, sec: TemplateSection, rust: Callable[..., Render], transformers: Callable[[Conversation, str], Render]) -> None:
+    def __init__(
+        self, sec: TemplateSection, rust: Callable[..., Render], transformers: Callable[[Conversation, str], Render]
+    ) -> None:
         self.sec, self.rust, self.transformers = sec, rust, transformers
         self.edits = template_edits()
         self.cache: dict[tuple[str, tuple[str, ...]], int] = {}
@@ -164,7 +180,11 @@ class _Measure:
             for c in key[1]:
                 switches.update(self.edits[c][1])
             template = edited_template(sec.template, key[1], self.edits)
-            ref = [r.text for r in sec.transformers] if template == sec.template else [self.transformers(c, template).text for c in sec.conversations]
+            ref = (
+                [r.text for r in sec.transformers]
+                if template == sec.template
+                else [self.transformers(c, template).text for c in sec.conversations]
+            )
             if switches:
                 got = [self.rust(env, c, **switches) for c in sec.conversations]
             else:
@@ -178,7 +198,12 @@ def _claims(f: Finding) -> dict[str, str]:
     return dict(patch.get("environments", {}))
 
 
-def confirm(findings: Sequence[Finding], sec: TemplateSection, rust: Callable[..., Render], transformers: Callable[[Conversation, str], Render]) -> list[Confirmation]:
+def confirm(
+    findings: Sequence[Finding],
+    sec: TemplateSection,
+    rust: Callable[..., Render],
+    transformers: Callable[[Conversation, str], Render],
+) -> list[Confirmation]:
     """Each template finding judged from the renders; every environment it names must do what it
     says. A refusal: the environment's error carries the expected text. Another text: the renders
     differ, and taking the cause away (`template_edits`, after the other findings' causes in
@@ -208,7 +233,11 @@ def confirm(findings: Sequence[Finding], sec: TemplateSection, rust: Callable[..
                 else:
                     confirmed = False
                     other = next((renders[i].error for i in differ if renders[i].error), None)
-                    parts.append(f"{env} refuses, but not as predicted: {other}" if other else f"{env} renders all {n} conversations without `{want}` (none reaches it)")
+                    parts.append(
+                        f"{env} refuses, but not as predicted: {other}"
+                        if other
+                        else f"{env} renders all {n} conversations without `{want}` (none reaches it)"
+                    )
                 continue
             details[env] = {"claim": what, "differing": len(differ), "of": n}
             if not differ:
@@ -218,23 +247,40 @@ def confirm(findings: Sequence[Finding], sec: TemplateSection, rust: Callable[..
             if construct not in edits:
                 parts.append(f"{env} renders {len(differ)} of {n} conversations otherwise")
                 continue
-            others = sorted({g.probe.expect for g in findings if g is not f and g.probe and g.probe.expect in edits and _claims(g).get(env) == "differs"})  # type: ignore[misc]
+            others = sorted(
+                {
+                    g.probe.expect
+                    for g in findings
+                    if g is not f and g.probe and g.probe.expect in edits and _claims(g).get(env) == "differs"
+                }
+            )  # type: ignore[misc]
             before, after = measure(env, others), measure(env, [*others, construct])
             label = edits[construct][2]  # type: ignore[index]
             label = f"{env} with {label}" if edits[construct][0] is None else label  # type: ignore[index]
             details[env].update(counterfactual=label, before=before, after=after)
             prefix = "with the other findings' causes taken away, " if others else ""
             if fewer(after=after, before=before):
-                parts.append(f"{env} renders {len(differ)} of {n} conversations otherwise; {prefix}{before}, and with {label}, {after}")
+                parts.append(
+                    f"{env} renders {len(differ)} of {n} conversations otherwise; {prefix}{before}, and with {label}, {after}"
+                )
             elif others and fewer(before=measure(env, []), after=measure(env, [construct])):
                 alone = measure(env, [construct])
                 details[env].update(alone=alone)
                 parts.append(f"{env} renders {len(differ)} of {n} conversations otherwise; with {label} alone, {alone}")
             else:
                 confirmed = False
-                parts.append(f"{env} renders {len(differ)} of {n} conversations otherwise, and {after} with {label}: another cause")
+                parts.append(
+                    f"{env} renders {len(differ)} of {n} conversations otherwise, and {after} with {label}: another cause"
+                )
         verdict = ("CRASH-CONFIRMED" if refusal else "CONFIRMED") if confirmed and claims else "NOT-REPRODUCED"
-        out.append(Confirmation(**identity(f, "template"), verdict=verdict, evidence="; ".join(parts) or "no environment named", details=details))  # type: ignore[arg-type]
+        out.append(
+            Confirmation(
+                **identity(f, "template"),
+                verdict=verdict,
+                evidence="; ".join(parts) or "no environment named",
+                details=details,
+            )
+        )  # type: ignore[arg-type]
     return out
 
 
@@ -243,13 +289,17 @@ def confirm(findings: Sequence[Finding], sec: TemplateSection, rust: Callable[..
 
 def around(a: str, b: str, k: int = 24) -> tuple[int, str, str]:
     """(offset of the first differing character, each text around it)."""
-    i = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    i = next((j for j, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
     lo = max(0, i - k)
-    return i, ("..." if lo else "") + a[lo : i + k] + ("..." if len(a) > i + k else ""), ("..." if lo else "") + b[lo : i + k] + ("..." if len(b) > i + k else "")
+    return (
+        i,
+        ("..." if lo else "") + a[lo : i + k] + ("..." if len(a) > i + k else ""),
+        ("..." if lo else "") + b[lo : i + k] + ("..." if len(b) > i + k else ""),
+    )
 
 
 def first_id_difference(a: Sequence[int], b: Sequence[int]) -> int:
-    return next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return next((j for j, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 def first_difference(sec: TemplateSection, env: str, i: int) -> dict[str, Any]:

@@ -4,10 +4,11 @@ repairs the file whatever lint said."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from portkit import atomicfile
 from portkit.findings import Finding
@@ -15,9 +16,9 @@ from portkit.semantics.gguf import loader_repairs
 from portkit.verify.candle.gguf import GgufFile, tensor_names
 from portkit.verify.candle.run import PatchedRuns, RunOutputs, from_cache
 from portkit.verify.errors import BadInput
+from portkit.verify.judge.attribution import EffectScan
 from portkit.verify.judge.checks import TOLERANCES, Tolerance
 from portkit.verify.judge.comparison import Comparison, compare_run
-from portkit.verify.judge.attribution import EffectScan
 from portkit.verify.judge.confirm import Confirmation, Subject, describe_patch
 from portkit.verify.judge.section import judge_section
 from portkit.verify.judge.verdicts import closer
@@ -83,7 +84,15 @@ def capture_wanted(gf: GgufFile, layers: bool) -> bool:
 
 
 def start_gguf(
-    path: Path, prompt: list[int], inputs: list[int], tokens: int, device: str, progress: Progress, *, use_cache: bool = True, layers: bool = True
+    path: Path,
+    prompt: list[int],
+    inputs: list[int],
+    tokens: int,
+    device: str,
+    progress: Progress,
+    *,
+    use_cache: bool = True,
+    layers: bool = True,
 ) -> GgufFile | BadInput:
     """The file read and run as written on `inputs`, before the reference is known; a file that
     cannot be read is its BadInput, raised where verify_gguf raises it."""
@@ -127,14 +136,25 @@ def verify_gguf(
     patched_runs = PatchedRuns(EditedRuns(gf, partial(judged, reference, tol), progress, scratch))
     # findings no GGUF edit can undo: judged against transformers as candle computes
     subject = Subject(
-        as_read=run, as_read_cmp=cmp, run_patched=patched_runs, what="the GGUF in candle",
+        as_read=run,
+        as_read_cmp=cmp,
+        run_patched=patched_runs,
+        what="the GGUF in candle",
         patch_word="",
         unfixable="no metadata edit candle reads can fix this",
-        reference_as=as_candle, compare=partial(against, tol), reference=reference,
+        reference_as=as_candle,
+        compare=partial(against, tol),
+        reference=reference,
     )
     verdicts = judge_section(
-        findings, subject, ran=ran, covered=len(reference.prompt) + tokens, scan=as_candle,
-        max_positions=model.config.get("max_position_embeddings"), no_layers=_no_layers(gf, tol, layers, capture), progress=progress,
+        findings,
+        subject,
+        ran=ran,
+        covered=len(reference.prompt) + tokens,
+        scan=as_candle,
+        max_positions=model.config.get("max_position_embeddings"),
+        no_layers=_no_layers(gf, tol, layers, capture),
+        progress=progress,
     )
     diagnosis = repairs(gf, cmp, patched_runs, _reference_theta(model)) if run.failure is None else []
     try:
@@ -173,7 +193,13 @@ class EditedRuns:
     """Each counterfactual as an edited copy of the file (metadata set or dropped, the Q/K rows
     permuted), run and judged; `PatchedRuns` memoises them by the patch."""
 
-    def __init__(self, gf: GgufFile, judge: Callable[[RunOutputs], tuple[RunOutputs, Comparison | None]], progress: Progress, scratch: Path) -> None:
+    def __init__(
+        self,
+        gf: GgufFile,
+        judge: Callable[[RunOutputs], tuple[RunOutputs, Comparison | None]],
+        progress: Progress,
+        scratch: Path,
+    ) -> None:
         self.gf, self.judge, self.progress, self.scratch = gf, judge, progress, scratch
         self.written = 0
 
@@ -191,7 +217,9 @@ class EditedRuns:
         self.written += 1
         out = self.scratch / f"patched-{self.written}.gguf"
         try:
-            rewrite_gguf(self.gf.path, out, set_meta=meta_patch, drop_meta=drop, permute_qk=bool(patch.get("permute_qk")))
+            rewrite_gguf(
+                self.gf.path, out, set_meta=meta_patch, drop_meta=drop, permute_qk=bool(patch.get("permute_qk"))
+            )
             return self.judge(self.gf.run(out, label, cache))
         finally:
             out.unlink(missing_ok=True)
@@ -209,7 +237,10 @@ def _no_layers(gf: GgufFile, tol: Tolerance, layers: bool, capture: bool) -> str
 
 
 def repairs(
-    gf: GgufFile, cmp: Comparison | None, run_patched: Callable[[dict[str, Any]], tuple[RunOutputs, Comparison | None]], theta: float | None
+    gf: GgufFile,
+    cmp: Comparison | None,
+    run_patched: Callable[[dict[str, Any]], tuple[RunOutputs, Comparison | None]],
+    theta: float | None,
 ) -> list[str]:
     """What repairs the file, whatever lint said: each of its loader's usual repairs alone, when
     the GGUF differs, printed only when it explains something (it agrees, or the distance at
@@ -223,5 +254,9 @@ def repairs(
         if c is not None and closer(cmp, c):
             out.append(f"with {describe_patch(cand)}: {'agrees' if c.ok else 'closer'} ({c.headline()})")
     names = gf.tensor_names if gf.tensor_names is not None else (tensor_names(gf.path) if how.unread_tensors else set())
-    out += [f"{t} is present: candle's {gf.loader} never reads it (no GGUF edit fixes that)" for t in how.unread_tensors if t in names]
+    out += [
+        f"{t} is present: candle's {gf.loader} never reads it (no GGUF edit fixes that)"
+        for t in how.unread_tensors
+        if t in names
+    ]
     return out

@@ -12,8 +12,9 @@ and the report is the plain one.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from portkit.findings import Finding
 from portkit.verify.candle.run import RunOutputs
@@ -39,7 +40,9 @@ def check_options(turns: int, batch: int) -> None:
     if not isinstance(turns, int) or turns < 1:
         raise BadInput(f"--turns must be at least 1, got {turns}")
     if turns > MAX_TURNS:
-        raise BadInput(f"--turns {turns}: verify measures one continuation, a second turn (--turns 2, or --turns alone)")
+        raise BadInput(
+            f"--turns {turns}: verify measures one continuation, a second turn (--turns 2, or --turns alone)"
+        )
     if not isinstance(batch, int) or batch < 1:
         raise BadInput(f"--batch must be at least 1, got {batch}")
     if batch > MAX_BATCH:
@@ -59,7 +62,9 @@ class PathPlan:
     def empty(self) -> bool:
         return self.turns == 1 and self.batch == 1
 
-    def reference_request(self, fed: Sequence[int] | None, sampling: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    def reference_request(
+        self, fed: Sequence[int] | None, sampling: dict[str, Any] | None = None
+    ) -> dict[str, Any] | None:
         """The reference request's `extra` (None for the defaults: the request is the plain one);
         `sampling`: generate()'s distributions too (`portkit.verify.sections.sampling.request`)."""
         return refextra.request(fed, self.segment or None, [list(r) for r in self.rows] or None, sampling)
@@ -148,14 +153,18 @@ class PathsReport:
         }
 
 
-def verify_paths(plan: PathPlan, subjects: Sequence[PathSubject], reference: Reference, progress: Progress) -> PathsReport:
+def verify_paths(
+    plan: PathPlan, subjects: Sequence[PathSubject], reference: Reference, progress: Progress
+) -> PathsReport:
     fed = list(reference.forced) if reference.forced is not None else None
     out = PathsReport(plan=plan, fed=fed)
     for s in subjects:
         sec = PathSection(subject=s.name, tolerance=s.tolerance)
         if plan.segment:
             if fed is None or "turn" not in reference.extra:
-                sec.not_run["turns"] = "candle gave no greedy tokens on the prompt: there is no first answer for a second turn to follow"
+                sec.not_run["turns"] = (
+                    "candle gave no greedy tokens on the prompt: there is no first answer for a second turn to follow"
+                )
             else:
                 progress(f"{s.name}: {turns_path.describe(len(reference.prompt), len(fed), len(plan.segment))}")
                 p = turns_path.run(s.load, reference.prompt, fed, plan.segment, label="second turn")

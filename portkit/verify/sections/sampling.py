@@ -19,9 +19,10 @@ nucleus), with the numbers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -96,8 +97,13 @@ def measure(call: str, candle: np.ndarray, generate: np.ndarray) -> Measure:
         top = ids[np.argsort(-p[k, ids])][:EXAMPLES]
         examples[name] = [[int(i), float(p[k, i])] for i in top]
     return Measure(
-        call=call, distance=[float(d) for d in dist], candle_support=cs.sum(axis=1).tolist(), generate_support=gs.sum(axis=1).tolist(),
-        only_candle=(cs & ~gs).sum(axis=1).tolist(), only_generate=(gs & ~cs).sum(axis=1).tolist(), examples=examples,
+        call=call,
+        distance=[float(d) for d in dist],
+        candle_support=cs.sum(axis=1).tolist(),
+        generate_support=gs.sum(axis=1).tolist(),
+        only_candle=(cs & ~gs).sum(axis=1).tolist(),
+        only_generate=(gs & ~cs).sum(axis=1).tolist(),
+        examples=examples,
     )
 
 
@@ -159,7 +165,9 @@ def _generate(model_dir: Path) -> S.Generate:
     return S.Generate.from_config(doc if isinstance(doc, dict) else {})
 
 
-def verify_sampling(model_dir: Path, reference: Reference, findings: Sequence[Any], stated: str | None, native: Any) -> SamplingSection | None:
+def verify_sampling(
+    model_dir: Path, reference: Reference, findings: Sequence[Any], stated: str | None, native: Any
+) -> SamplingSection | None:
     """The section and its findings' verdicts (None when the reference computed no distributions)."""
     import time
 
@@ -174,9 +182,15 @@ def verify_sampling(model_dir: Path, reference: Reference, findings: Sequence[An
     contexts = [list(reference.prompt) + list(inputs[:k]) for k in range(steps)]
 
     def weights(s: S.CandleSampler) -> np.ndarray:
-        return np.asarray(native.sampling_weights(np.ascontiguousarray(reference.rows, dtype=np.float32), contexts, **s.native_kwargs()))
+        return np.asarray(
+            native.sampling_weights(
+                np.ascontiguousarray(reference.rows, dtype=np.float32), contexts, **s.native_kwargs()
+            )
+        )
 
-    measured: dict[tuple[S.CandleSampler, int], Measure] = {}  # a finding's base is often the program, its fix the advised call
+    measured: dict[
+        tuple[S.CandleSampler, int], Measure
+    ] = {}  # a finding's base is often the program, its fix the advised call
 
     def against(s: S.CandleSampler, ref: np.ndarray = generate) -> Measure:
         key = (s, id(ref))
@@ -185,7 +199,11 @@ def verify_sampling(model_dir: Path, reference: Reference, findings: Sequence[An
         return measured[key]
 
     section = SamplingSection(
-        generate=gen.describe(), program=against(program), advised=against(S.advised(gen)), stated=stated, steps=steps,
+        generate=gen.describe(),
+        program=against(program),
+        advised=against(S.advised(gen)),
+        stated=stated,
+        steps=steps,
         sequence=len(contexts[-1]) if contexts else 0,
     )
     section.findings = [_judge(f, gen, program, against, reference, section) for f in findings]
@@ -205,12 +223,16 @@ def _alone(gen: S.Generate, program: S.CandleSampler, key: str) -> tuple[S.Candl
     return cur, next((d for d in S.differences(gen, cur) if d.key == key), None)
 
 
-def _judge(f: Any, gen: S.Generate, program: S.CandleSampler, against: Any, reference: Reference, section: SamplingSection) -> Confirmation:
+def _judge(
+    f: Any, gen: S.Generate, program: S.CandleSampler, against: Any, reference: Reference, section: SamplingSection
+) -> Confirmation:
     key = str((f.probe.patch or {}).get("sampling", ""))
     base, diff = _alone(gen, program, key)
 
     def verdict(v: str, evidence: str, **details: Any) -> Confirmation:
-        return Confirmation(**identity(f, "sampling"), verdict=v, evidence=evidence, details={"difference": key, **details})  # type: ignore[arg-type]
+        return Confirmation(
+            **identity(f, "sampling"), verdict=v, evidence=evidence, details={"difference": key, **details}
+        )  # type: ignore[arg-type]
 
     if diff is None:
         return verdict("NOT-REPRODUCED", f"the program verify ran has no `{key}` difference from generate()'s sampler")
@@ -228,21 +250,41 @@ def _judge(f: Any, gen: S.Generate, program: S.CandleSampler, against: Any, refe
         why = ""
         if key == "window" and base.repeat_last_n is not None and section.sequence <= base.repeat_last_n:
             why = f": the sequence is {section.sequence} tokens, within the window of {base.repeat_last_n}"
-        return verdict("NOT-REPRODUCED", f"alone it changes nothing on these {steps}{why}: distance {_g(before.worst)} (bound {BOUND:g})", **details)
+        return verdict(
+            "NOT-REPRODUCED",
+            f"alone it changes nothing on these {steps}{why}: distance {_g(before.worst)} (bound {BOUND:g})",
+            **details,
+        )
     if halved(before.worst, after.worst):
-        return verdict("CONFIRMED", f"alone: {before.summary()}; {change}: distance {_g(after.worst)} over {steps}", **details)
-    return verdict("NOT-REPRODUCED", f"alone: distance {_g(before.worst)}; {change} it stays {_g(after.worst)} over {steps}", **details)
+        return verdict(
+            "CONFIRMED", f"alone: {before.summary()}; {change}: distance {_g(after.worst)} over {steps}", **details
+        )
+    return verdict(
+        "NOT-REPRODUCED",
+        f"alone: distance {_g(before.worst)}; {change} it stays {_g(after.worst)} over {steps}",
+        **details,
+    )
 
 
 def lines(section: SamplingSection) -> list[str]:
     """The text report's sampling section."""
-    who = f"the program as stated (`{section.stated}`)" if section.stated else "the program (not stated: generation_config.json's values as candle's call takes them; say it with --sampler)"
-    out = [f"sampling: generate() draws with {section.generate}; {section.steps} teacher-forced steps on transformers' logits, same below {BOUND:g}"]
+    who = (
+        f"the program as stated (`{section.stated}`)"
+        if section.stated
+        else "the program (not stated: generation_config.json's values as candle's call takes them; say it with --sampler)"
+    )
+    out = [
+        f"sampling: generate() draws with {section.generate}; {section.steps} teacher-forced steps on transformers' logits, same below {BOUND:g}"
+    ]
     out.append(f"  {who}: {section.program.call}")
-    out.append(f"    {'step':>4}  {'distance':>9}  {'candle draws from':>17}  {'generate() from':>15}  {'only candle':>11}  {'only generate()':>15}")
+    out.append(
+        f"    {'step':>4}  {'distance':>9}  {'candle draws from':>17}  {'generate() from':>15}  {'only candle':>11}  {'only generate()':>15}"
+    )
     m = section.program
     for k in range(section.steps):
-        out.append(f"    {k:>4}  {_g(m.distance[k]):>9}  {m.candle_support[k]:>17}  {m.generate_support[k]:>15}  {m.only_candle[k]:>11}  {m.only_generate[k]:>15}")
+        out.append(
+            f"    {k:>4}  {_g(m.distance[k]):>9}  {m.candle_support[k]:>17}  {m.generate_support[k]:>15}  {m.only_candle[k]:>11}  {m.only_generate[k]:>15}"
+        )
     for name, label in (("only_candle", "only candle draws"), ("only_generate", "only generate() draws")):
         shown = m.examples.get(name) or []
         if shown:

@@ -22,12 +22,13 @@ meaningful) and the crate's own, shown beside them when they differ.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from portkit.verify.candle.native import crate_versions, native
 from portkit.findings import Finding
+from portkit.verify.candle.native import crate_versions, native
 from portkit.verify.corpus import CONVERSATION, Sample, section_corpus
 from portkit.verify.errors import TokenizeError, one_line
 from portkit.verify.judge.confirm import both_alike, confirm_static
@@ -74,12 +75,16 @@ class TokenizerSection:
     transformers_error: str | None = None
     encodes: list[Encoded] = field(default_factory=list)
     decodes: int = 0
-    decode_differs: list[tuple[str, list[int], str, str]] = field(default_factory=list)  # (text, ids, candle, transformers)
+    decode_differs: list[tuple[str, list[int], str, str]] = field(
+        default_factory=list
+    )  # (text, ids, candle, transformers)
     chat_text: str | None = None
     chat_note: str | None = None
     findings: list[Confirmation] = field(default_factory=list)
     forward_note: str | None = None  # set when the forward did not run (no weights)
-    templates: Any = None  # portkit.verify.sections.chat_templates.TemplateSection: the chat template in the Rust environments
+    templates: Any = (
+        None  # portkit.verify.sections.chat_templates.TemplateSection: the chat template in the Rust environments
+    )
 
     @property
     def differing(self) -> list[Encoded]:
@@ -98,7 +103,12 @@ class TokenizerSection:
     def ok(self) -> bool:
         """No differing ids or decoded texts, a file the crate loads (a transformers failure
         compares nothing), and the chat template rendered alike in every Rust environment."""
-        return self.crate_error is None and not self.differing and not self.decode_differs and (self.templates is None or self.templates.ok)
+        return (
+            self.crate_error is None
+            and not self.differing
+            and not self.decode_differs
+            and (self.templates is None or self.templates.ok)
+        )
 
     def to_json(self) -> dict[str, Any]:
         first = self.first
@@ -115,7 +125,9 @@ class TokenizerSection:
             "decodes": self.decodes,
             "decodes_differing": len(self.decode_differs),
             "first_decode_difference": (
-                dict(zip(("text", "ids", "candle", "transformers"), self.decode_differs[0])) if self.decode_differs else None
+                dict(zip(("text", "ids", "candle", "transformers"), self.decode_differs[0], strict=False))
+                if self.decode_differs
+                else None
             ),
             "chat_text": self.chat_text,
             "chat_note": self.chat_note,
@@ -175,18 +187,35 @@ def _patched(tj: Any, patch: dict[str, Any]) -> Any:
 
 def _confirm(findings: Sequence[Finding], sec: TokenizerSection, crate: Any, tok: Any, tj: Any) -> list[Confirmation]:
     out = []
-    patches = {id(f): f.probe.patch for f in findings if f.probe is not None and f.probe.kind == "tokens" and f.probe.patch}
+    patches = {
+        id(f): f.probe.patch for f in findings if f.probe is not None and f.probe.kind == "tokens" and f.probe.patch
+    }
     n = len(sec.encodes)
     for f in findings:
         kind = f.probe.kind if f.probe else "static-only"
         base = identity(f, kind)
         if kind == "crash":
             if sec.crate_error is not None and (f.probe.expect or "") in sec.crate_error:  # type: ignore[union-attr]
-                out.append(Confirmation(**base, verdict="CRASH-CONFIRMED", evidence=f"the tokenizers crate: {sec.crate_error}", details={"expect": f.probe.expect}))  # type: ignore[union-attr]
+                out.append(
+                    Confirmation(
+                        **base,
+                        verdict="CRASH-CONFIRMED",
+                        evidence=f"the tokenizers crate: {sec.crate_error}",
+                        details={"expect": f.probe.expect},
+                    )
+                )  # type: ignore[union-attr]
             elif sec.crate_error is not None:
-                out.append(Confirmation(**base, verdict="NOT-REPRODUCED", evidence=f"the crate refuses the file, but not as predicted: {sec.crate_error}"))
+                out.append(
+                    Confirmation(
+                        **base,
+                        verdict="NOT-REPRODUCED",
+                        evidence=f"the crate refuses the file, but not as predicted: {sec.crate_error}",
+                    )
+                )
             else:
-                out.append(Confirmation(**base, verdict="NOT-REPRODUCED", evidence="the tokenizers crate loads tokenizer.json"))
+                out.append(
+                    Confirmation(**base, verdict="NOT-REPRODUCED", evidence="the tokenizers crate loads tokenizer.json")
+                )
             continue
         if kind != "tokens":
             out.append(confirm_static(f))
@@ -210,12 +239,21 @@ def _confirm(findings: Sequence[Finding], sec: TokenizerSection, crate: Any, tok
             before_tok = _patched(tj, others) if others else crate
             after_tok = _patched(tj, {**others, **patch})
         except Exception as e:  # noqa: BLE001 - the edited copy is refused: say so, verdict stays honest
-            out.append(Confirmation(**base, verdict="NOT-REPRODUCED", evidence=f"its edit could not be applied: {one_line(e, 200)}"))
+            out.append(
+                Confirmation(
+                    **base, verdict="NOT-REPRODUCED", evidence=f"its edit could not be applied: {one_line(e, 200)}"
+                )
+            )
             continue
         prefix = "with the other findings' edits, " if others else ""
         only = None
         if f.code == "PK505":  # where the special tokens it names are found
-            only = [i for c in patch.get("normalized_false", ()) for i in [tok.convert_tokens_to_ids(c)] if isinstance(i, int)]
+            only = [
+                i
+                for c in patch.get("normalized_false", ())
+                for i in [tok.convert_tokens_to_ids(c)]
+                if isinstance(i, int)
+            ]
         if f.code == "PK504":
             b = len(_decode_diffs(before_tok, tok, sec.encodes)[1])
             a = len(_decode_diffs(after_tok, tok, sec.encodes)[1])
@@ -234,7 +272,11 @@ def _confirm(findings: Sequence[Finding], sec: TokenizerSection, crate: Any, tok
             # special token matters only under the normalizer): measure it on the file as written
             alone = _patched(tj, patch)
             b0 = _count(crate, sec.encodes, only) if f.code != "PK504" else len(sec.decode_differs)
-            a0 = _count(alone, sec.encodes, only) if f.code != "PK504" else len(_decode_diffs(alone, tok, sec.encodes)[1])
+            a0 = (
+                _count(alone, sec.encodes, only)
+                if f.code != "PK504"
+                else len(_decode_diffs(alone, tok, sec.encodes)[1])
+            )
             details.update(as_written=b0, alone=a0)
             if fewer(b0, a0):
                 evidence = f"on tokenizer.json as written {b0} of {total} {what}, with its edit alone ({edit}) {a0}; with the other findings' edits it has no effect of its own"
@@ -249,10 +291,16 @@ def _confirm_double_bos(base: dict[str, Any], sec: TokenizerSection, tok: Any) -
     chat = next((e for e in sec.encodes if "chat" in e.sample.tags and e.special), None)
     bos = getattr(tok, "bos_token_id", None)
     if chat is None or bos is None:
-        return Confirmation(**base, verdict="NOT-REPRODUCED", evidence=f"not measurable: {sec.chat_note or 'no BOS token'}")
+        return Confirmation(
+            **base, verdict="NOT-REPRODUCED", evidence=f"not measurable: {sec.chat_note or 'no BOS token'}"
+        )
     double = chat.crate[:2] == [bos, bos] and chat.transformers[:2] == [bos, bos]
     evidence = f"the rendered conversation encoded with special tokens: candle {chat.crate[:4]}..., transformers {chat.transformers[:4]}..."
-    return Confirmation(**base, verdict="CONFIRMED" if double else "NOT-REPRODUCED", evidence=("BOS twice on both sides: " if double else "no double BOS: ") + evidence)
+    return Confirmation(
+        **base,
+        verdict="CONFIRMED" if double else "NOT-REPRODUCED",
+        evidence=("BOS twice on both sides: " if double else "no double BOS: ") + evidence,
+    )
 
 
 # --------------------------------------------------------------------------- the section
@@ -359,7 +407,13 @@ def stop_greedy(cmp: Any, reference: Any, run: Any, stop: tuple[list[int], str] 
     k = _stop_index(reference.greedy, stop)
     if k is None or cmp is None or run.greedy is None:
         return cmp
-    cmp.greedy = compare_greedy(reference.greedy[: k + 1], run.greedy[: k + 1], step_rows=reference.rows, near_tie=tol.near_tie, ref_complete=True)
+    cmp.greedy = compare_greedy(
+        reference.greedy[: k + 1],
+        run.greedy[: k + 1],
+        step_rows=reference.rows,
+        near_tie=tol.near_tie,
+        ref_complete=True,
+    )
     return cmp
 
 
@@ -367,7 +421,12 @@ def stop_description(reference: Any, stop: tuple[list[int], str] | None) -> dict
     if stop is None:
         return None
     k = _stop_index(reference.greedy, stop)
-    return {"eos_token_ids": stop[0], "source": stop[1], "stopped_at": k, "token": reference.greedy[k] if k is not None else None}
+    return {
+        "eos_token_ids": stop[0],
+        "source": stop[1],
+        "stopped_at": k,
+        "token": reference.greedy[k] if k is not None else None,
+    }
 
 
 # --------------------------------------------------------------------------- tokenizer files, no model
@@ -408,7 +467,11 @@ class TokenizerReport:
 
     def verdict(self) -> tuple[str, str]:
         if self.exit_code == 0:
-            return "agree", "candle's tokenizer agrees with transformers (the forward was skipped: no weights)" + both_alike(self.confirmed)
+            return (
+                "agree",
+                "candle's tokenizer agrees with transformers (the forward was skipped: no weights)"
+                + both_alike(self.confirmed),
+            )
         bits = []
         if self.section.crate_error:
             bits.append("the tokenizers crate cannot load tokenizer.json")
@@ -418,7 +481,9 @@ class TokenizerReport:
             bits.append(f"{len(self.section.decode_differs)} of {self.section.decodes} decoded texts differ")
         t = self.section.templates
         if t is not None and not t.ok:
-            bits.append("the chat template renders otherwise in " + ", ".join(e for e in t.environments if t.differing(e)))
+            bits.append(
+                "the chat template renders otherwise in " + ", ".join(e for e in t.environments if t.differing(e))
+            )
         if self.confirmed:
             bits.append(f"{len(self.confirmed)} finding{'s' if len(self.confirmed) != 1 else ''} confirmed")
         return "mismatch", "MISMATCH: " + "; ".join(bits)
@@ -439,7 +504,11 @@ class TokenizerReport:
 
 
 def verify_tokenizer_only(
-    opts: VerifyOptions, lint: Callable[[], list[Finding]], progress: Callable[[str], None], t_start: float, transformers: Callable[[], tuple[Any, str | None]]
+    opts: VerifyOptions,
+    lint: Callable[[], list[Finding]],
+    progress: Callable[[str], None],
+    t_start: float,
+    transformers: Callable[[], tuple[Any, str | None]],
 ) -> TokenizerReport:
     """`transformers`: transformers' tokenizer as `tokenizer_section` takes it."""
     import time
@@ -449,7 +518,9 @@ def verify_tokenizer_only(
     from portkit.verify.errors import BadInput
 
     if opts.ids is not None or opts.gguf is not None:
-        raise BadInput(f"{opts.model_dir}: tokenizer files only (no model to run): --ids and --gguf need config.json and safetensors weights")
+        raise BadInput(
+            f"{opts.model_dir}: tokenizer files only (no model to run): --ids and --gguf need config.json and safetensors weights"
+        )
     try:
         native()
     except NativeUnavailable as e:
@@ -460,9 +531,16 @@ def verify_tokenizer_only(
     assert sec is not None
     sec.forward_note = "forward skipped: no model to run (tokenizer files only)"
     # the sampling probe runs on the reference's logits: none without a model
-    sec.findings += [Confirmation(**identity(f, "sampling"), verdict="NOT-PROBED", evidence="not probed: no model to run, and the sampling probe "
-                                  "compares both samplers on transformers' logits (tokenizer files only)")  # fmt: skip
-                     for f in findings if f.probe is not None and f.probe.run == "sampling"]
+    sec.findings += [
+        Confirmation(
+            **identity(f, "sampling"),
+            verdict="NOT-PROBED",
+            evidence="not probed: no model to run, and the sampling probe "
+            "compares both samplers on transformers' logits (tokenizer files only)",
+        )  # fmt: skip
+        for f in findings
+        if f.probe is not None and f.probe.run == "sampling"
+    ]
     rank = {(f.code, f.message): i for i, f in reversed(list(enumerate(findings)))}  # lint's order
     sec.findings.sort(key=lambda c: rank.get((c.code, c.message), len(rank)))
     if (opts.text is not None or opts.chat is not None) and sec.compared:
@@ -472,7 +550,23 @@ def verify_tokenizer_only(
         except TokenizeError as e:
             raise BadInput(str(e)) from None
         tag = "--chat" if opts.chat is not None else "--text"
-        sec.encodes.insert(0, Encoded(Sample(p.text, (tag,)), True, list(p.candle or []), p.transformers, p.candle_pieces, p.transformers_pieces))
+        sec.encodes.insert(
+            0,
+            Encoded(
+                Sample(p.text, (tag,)),
+                True,
+                list(p.candle or []),
+                p.transformers,
+                p.candle_pieces,
+                p.transformers_pieces,
+            ),
+        )
     crates = crate_versions(native())
-    versions = {"candle": crates["candle"], "tokenizers crate": crates["tokenizers"], "transformers": cachefiles.package_version("transformers")}
-    return TokenizerReport(options=opts, section=sec, versions=versions, lint_note=note, seconds=time.perf_counter() - t_start)
+    versions = {
+        "candle": crates["candle"],
+        "tokenizers crate": crates["tokenizers"],
+        "transformers": cachefiles.package_version("transformers"),
+    }
+    return TokenizerReport(
+        options=opts, section=sec, versions=versions, lint_note=note, seconds=time.perf_counter() - t_start
+    )

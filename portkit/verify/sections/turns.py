@@ -13,7 +13,8 @@ counted here).
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -35,12 +36,16 @@ def describe(prompt_len: int, fed: int, segment: int) -> str:
     return f"a second turn of {segment} tokens at offset {prompt_len + fed}, after the {prompt_len}-token prompt and {fed} generated"
 
 
-def run(load: Callable[[], Any], prompt: Sequence[int], fed: Sequence[int], segment: Sequence[int], *, label: str) -> PathRun:
+def run(
+    load: Callable[[], Any], prompt: Sequence[int], fed: Sequence[int], segment: Sequence[int], *, label: str
+) -> PathRun:
     """The continuation through `load()`'s runner, and its control on the same load (reference
     rows are the caller's: `PathRun.reference`)."""
     errors = native_errors()
     out = RunOutputs(label=label)
-    path = PathRun("turns", describe(len(prompt), len(fed), len(segment)), "the same positions fed one token at a time", out)
+    path = PathRun(
+        "turns", describe(len(prompt), len(fed), len(segment)), "the same positions fed one token at a time", out
+    )
     t0 = time.perf_counter()
     stage = "load"
     runner = None
