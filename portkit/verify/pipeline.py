@@ -34,12 +34,12 @@ from portkit.verify.judge.checks import TOLERANCES, Tolerance
 from portkit.verify.judge.comparison import Comparison, compare_run
 from portkit.verify.judge.confirm import Subject, all_fixes_patch, both_alike, describe_patch
 from portkit.verify.judge.explain import Explanation
-from portkit.verify.judge.nonfinite import EXIT_CODE as NONFINITE_EXIT
 from portkit.verify.judge.nonfinite import NonFinite, analyse
 from portkit.verify.judge.section import judge_section
 from portkit.verify.judge.verdicts import Confirmation
 from portkit.verify.lint import Routed, lint_for_verify, route
 from portkit.verify.model_dir import ModelDir, model_family, read_model_dir
+from portkit.verify.outcome import AGREE, EXIT_AGREE, EXIT_MISMATCH, EXIT_NONFINITE, MISMATCH, NONFINITE
 from portkit.verify.prompt import Prompt, parse_tokens, resolve_prompt
 from portkit.verify.reference import tokenizer_cache
 from portkit.verify.reference.as_candle import AsCandleRuns
@@ -168,24 +168,24 @@ class VerifyReport:
     @property
     def exit_code(self) -> int:
         if self.nonfinite is not None:
-            return NONFINITE_EXIT
+            return EXIT_NONFINITE
         # 1 only when a side differs or fails: a finding confirmed where both sides agree (BOS
         # twice on both, PK509) is reported, not a mismatch
         ok = self.candle_ok and all(g.ok for g in self.ggufs) and (self.tokenizer is None or self.tokenizer.ok)
         ok = ok and (self.paths is None or self.paths.ok) and (self.sampling is None or self.sampling.ok)
-        return 0 if ok else 1
+        return EXIT_AGREE if ok else EXIT_MISMATCH
 
     def verdict(self) -> tuple[str, str]:
         """(machine word, human line)."""
         confirmed = self.confirmed
         if self.nonfinite is not None:
-            return "non-finite", "NON-FINITE: " + self.nonfinite.line() + " (not a candle-vs-transformers difference)"
+            return NONFINITE, "NON-FINITE: " + self.nonfinite.line() + " (not a candle-vs-transformers difference)"
         if self.exit_code == 0:
             n = len(self.ggufs)
             which = (
                 " (the HF checkpoint and the GGUF)" if n == 1 else f" (the HF checkpoint and {n} GGUFs)" if n else ""
             )
-            return "agree", "candle agrees with transformers" + which + both_alike(confirmed)
+            return AGREE, "candle agrees with transformers" + which + both_alike(confirmed)
         bits = []
         if self.tokenizer is not None and not self.tokenizer.ok:
             t = self.tokenizer
@@ -224,7 +224,7 @@ class VerifyReport:
             )
         if confirmed:
             bits.append(f"{len(confirmed)} finding{'s' if len(confirmed) != 1 else ''} confirmed")
-        return "mismatch", "MISMATCH: " + "; ".join(bits)
+        return MISMATCH, "MISMATCH: " + "; ".join(bits)
 
 
 def _why(explanation: Explanation | None) -> str:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from portkit.verify.errors import BadInput
+from portkit.verify.outcome import BAD_INPUT, EXIT_BAD_INPUT, RunOutcome
 
 #: which exit status wins when several models are verified: the worst
 EXIT_ORDER = (0, 1, 3, 2)
@@ -130,15 +131,12 @@ def verify_each(
             report = unfinished.finish()
         except BadInput as e:
             error(label, str(e))
-            out.append(Outcome(label, None, "bad input", 2, [], time.perf_counter() - t0, note=str(e)))
+            out.append(Outcome(label, None, BAD_INPUT, EXIT_BAD_INPUT, [], time.perf_counter() - t0, note=str(e)))
             return
         emit(label, report)
-        confirmed = list(dict.fromkeys(f.code for f in report.confirmed)) if hasattr(report, "confirmed") else []
-        out.append(
-            Outcome(
-                label, getattr(report, "family", None), report.verdict()[0], report.exit_code, confirmed, report.seconds
-            )
-        )
+        done: RunOutcome = report
+        confirmed = list(dict.fromkeys(f.code for f in done.confirmed))
+        out.append(Outcome(label, done.family, done.verdict()[0], done.exit_code, confirmed, done.seconds))
         del report, unfinished  # this model's arrays (candle's, transformers' answers) leave the process now
         _release()
 

@@ -147,3 +147,20 @@ def test_a_roberta_checkpoint_through_bert_rs_is_confirmed(monkeypatch):
     (c,) = [c for c in rep.findings if c.code == "PK620"]
     assert c.verdict == "NOT-REPRODUCED", c.evidence
     assert "PK620" not in {c.code for c in _verify(embedding_model("bert", twin=True)).findings}
+
+
+def test_an_embedding_model_with_nan_reads_non_finite_in_a_multi_target_summary(capsys):
+    """The summary of several targets speaks one word for one outcome: an encoder whose f16 embeddings
+    are NaN (bert.rs's mask, PK618) is `non-finite` with exit 3, as a decoder's NaN is
+    (`portkit.verify.outcome`), never a second spelling."""
+    import json
+
+    from portkit.verify.cli import main
+    from portkit.verify.outcome import EXIT_NONFINITE, NONFINITE
+
+    bert, distilbert = embedding_model("bert", twin=True), embedding_model("distilbert", twin=True)
+    code = main([str(bert), str(distilbert), "--dtype", "f16", "--format", "json"])
+    summary = {s["target"]: s for s in json.loads(capsys.readouterr().out)["summary"]}
+    assert summary[str(bert)]["verdict"] == NONFINITE == "non-finite"
+    assert summary[str(bert)]["exit_code"] == EXIT_NONFINITE == 3 and code == 3
+    assert summary[str(distilbert)]["verdict"] != NONFINITE

@@ -22,6 +22,7 @@ from portkit.verify.embedding.reference import EmbeddingReference, load_referenc
 from portkit.verify.embedding.tokens import TokensFed, tokens_fed
 from portkit.verify.errors import BadInput
 from portkit.verify.judge.verdicts import Confirmation
+from portkit.verify.outcome import AGREE, EXIT_AGREE, EXIT_MISMATCH, EXIT_NONFINITE, MISMATCH, NONFINITE
 
 Progress = Callable[[str], None]
 
@@ -145,15 +146,15 @@ class EmbeddingReport:
     @property
     def exit_code(self) -> int:
         if self.nonfinite:
-            return 3
-        return 0 if self.candle_ok else 1
+            return EXIT_NONFINITE
+        return EXIT_AGREE if self.candle_ok else EXIT_MISMATCH
 
     def verdict(self) -> tuple[str, str]:
         n = len(self.singles)
         if self.nonfinite:
-            return "nonfinite", f"NON-FINITE: candle's {self.options.dtype} embeddings hold NaN or inf"
+            return NONFINITE, f"NON-FINITE: candle's {self.options.dtype} embeddings hold NaN or inf"
         if self.load_failure is not None:
-            return "mismatch", f"MISMATCH: candle cannot load the checkpoint: {self.load_failure}"
+            return MISMATCH, f"MISMATCH: candle cannot load the checkpoint: {self.load_failure}"
         if self.candle_ok:
             batch = f" and as one padded batch of {len(self.batch.rows)}" if self.batch else ""
             conf = (
@@ -161,12 +162,12 @@ class EmbeddingReport:
                 if self.confirmed
                 else ""
             )
-            return "agree", f"candle agrees with sentence-transformers on {n} texts alone{batch}{conf}"
+            return AGREE, f"candle agrees with sentence-transformers on {n} texts alone{batch}{conf}"
         bad = [r for r in self.singles if not self.row_ok(r)]
         bits = [f"{len(bad)} of {n} texts differ"] if bad else []
         if self.batch is not None and not all(self.row_ok(r) for r in self.batch.rows):
             bits.append("the padded batch differs")
-        return "mismatch", "MISMATCH: " + "; ".join(bits)
+        return MISMATCH, "MISMATCH: " + "; ".join(bits)
 
     def to_json(self) -> dict[str, Any]:
         ref = self.reference

@@ -5,7 +5,7 @@ Once a value is NaN on one side, every max|diff| after it is NaN and every argma
 verify instead says which side turns non-finite first, at which captured value (embeddings,
 layer.N, norm, logits), and whether the checkpoint itself holds non-finite weights (found from
 the tensors by the reference while it loads them). That is its own verdict, `non-finite`, with
-its own exit code (3).
+its own exit code (`portkit.verify.outcome.EXIT_NONFINITE`, 3).
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-
-EXIT_CODE = 3
 
 
 def first_nonfinite(values: Mapping[str, np.ndarray] | None, order: Sequence[str] | None = None) -> str | None:

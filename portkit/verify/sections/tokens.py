@@ -33,6 +33,7 @@ from portkit.verify.corpus import CONVERSATION, Sample, section_corpus
 from portkit.verify.errors import TokenizeError, one_line
 from portkit.verify.judge.confirm import both_alike, confirm_static
 from portkit.verify.judge.verdicts import Confirmation, fewer, identity
+from portkit.verify.outcome import AGREE, EXIT_AGREE, EXIT_MISMATCH, MISMATCH
 from portkit.verify.reference.tokenizer import render_chat, transformers_tokenizer
 from portkit.verify.sections.tokenize import crate_from_text, crate_tokenizer, prompt_ids
 
@@ -456,6 +457,11 @@ class TokenizerReport:
     seconds: float = 0.0
 
     @property
+    def family(self) -> str | None:
+        """No candle module: tokenizer files alone."""
+        return None
+
+    @property
     def confirmed(self) -> list[Confirmation]:
         return [f for f in self.section.findings if f.confirmed]
 
@@ -463,12 +469,12 @@ class TokenizerReport:
     def exit_code(self) -> int:
         """1 only when candle's tokenizer differs (or cannot load the file): a finding confirmed
         on both sides alike (PK509) is reported, not a mismatch."""
-        return 0 if self.section.ok else 1
+        return EXIT_AGREE if self.section.ok else EXIT_MISMATCH
 
     def verdict(self) -> tuple[str, str]:
         if self.exit_code == 0:
             return (
-                "agree",
+                AGREE,
                 "candle's tokenizer agrees with transformers (the forward was skipped: no weights)"
                 + both_alike(self.confirmed),
             )
@@ -486,7 +492,7 @@ class TokenizerReport:
             )
         if self.confirmed:
             bits.append(f"{len(self.confirmed)} finding{'s' if len(self.confirmed) != 1 else ''} confirmed")
-        return "mismatch", "MISMATCH: " + "; ".join(bits)
+        return MISMATCH, "MISMATCH: " + "; ".join(bits)
 
     def to_json(self) -> dict[str, Any]:
         return {
