@@ -20,6 +20,7 @@ from pathlib import Path
 
 from portkit import __version__, candle_release
 from portkit.errors import InputError, PortkitError, UsageError
+from portkit.target import DEVICES, DTYPES
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
@@ -80,8 +81,8 @@ def lint_args(p: argparse.ArgumentParser) -> None:
     )
     candle_release.add_arguments(p)
     g = p.add_argument_group("target (runtime rules PK3xx)")
-    g.add_argument("--device", choices=("cpu", "metal", "cuda"), help="candle device (default: cpu)")
-    g.add_argument("--dtype", choices=("f32", "bf16", "f16"), help="candle dtype (default: f32)")
+    g.add_argument("--device", choices=DEVICES, help="candle device (default: cpu)")
+    g.add_argument("--dtype", choices=DTYPES, help="candle dtype (default: f32)")
     g.add_argument(
         "--features",
         action="append",

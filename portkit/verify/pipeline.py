@@ -39,6 +39,7 @@ from portkit.verify.judge.section import judge_section
 from portkit.verify.judge.verdicts import Confirmation
 from portkit.verify.lint import Routed, lint_for_verify, route
 from portkit.verify.model_dir import ModelDir, model_family, read_model_dir
+from portkit.verify.options import DEFAULT_TOKENS, DEVICES, DTYPES, VerifyOptions  # noqa: F401  # re-exported: callers import VerifyOptions from here
 from portkit.verify.outcome import AGREE, EXIT_AGREE, EXIT_MISMATCH, EXIT_NONFINITE, MISMATCH, NONFINITE
 from portkit.verify.prompt import Prompt, parse_tokens, resolve_prompt
 from portkit.verify.reference import tokenizer_cache
@@ -65,42 +66,7 @@ from portkit.verify.sections.tokens import (
 )
 from portkit.verify.timings import Timings
 
-DEVICES = ("cpu", "metal", "cuda")
-DTYPES = ("f32", "bf16", "f16")
-DEFAULT_TOKENS = 8
-
 Progress = Callable[[str], None]
-
-
-@dataclass
-class VerifyOptions:
-    model_dir: Path
-    device: str = "cpu"
-    dtype: str = "f32"
-    ids: str | list[int] | None = None
-    text: str | None = None
-    chat: str | None = None  # one user message, rendered with the model's chat template
-    tokens: int = DEFAULT_TOKENS
-    gguf: Path | None = None  # the first of `ggufs` (one --gguf: the only one)
-    use_flash_attn: bool = False
-    layers: bool = True  # per-layer capture (a copy of the forward on the runner's tensors)
-    lint: bool = True
-    reference_mode: str = "streamed"  # streamed (one layer in memory at a time) | whole (from_pretrained, the check)
-    cache: bool = True  # the reference's and candle's caches under $PORTKIT_CACHE (--no-cache: off)
-    turns: int = 1  # 2: a second turn on the warm KV cache (`portkit.verify.sections.paths`)
-    batch: int = 1  # rows in one forward (`portkit.verify.sections.paths`)
-    sampler: str | None = (
-        None  # the candle program's sampler (`portkit.semantics.sampling.parse`); None: [tool.portkit]'s, else the plain call
-    )
-    #: every --gguf, in order (a quant ladder): one reference and one HF-checkpoint run for all
-    ggufs: tuple[Path, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.ggufs and self.gguf is None:
-            self.gguf = self.ggufs[0]
-        elif self.gguf is not None and not self.ggufs:
-            self.ggufs = (self.gguf,)
-        self.ggufs = tuple(Path(g) for g in self.ggufs)
 
 
 @dataclass

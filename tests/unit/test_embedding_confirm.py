@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from portkit.findings import Finding, Probe
 from portkit.verify.embedding.confirm import confirm_embedding
 from portkit.verify.embedding.judge import RowCheck
-from portkit.verify.embedding.run import EmbeddingReport
+from portkit.verify.embedding.report import EmbeddingReport
 
 PK618 = Finding(code="PK618", name="bert-half-precision-mask-nan", message="m", filename="config.json", severity="error",
                 probe=Probe.declared("numeric", "PK618", patch={"nonfinite": True}, run="embedding"))  # fmt: skip

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from portkit.verify.judge.verdicts import Confirmation, identity
 
 if TYPE_CHECKING:
-    from portkit.verify.embedding.run import Counterfactual, EmbeddingReport
+    from portkit.verify.embedding.report import Counterfactual, EmbeddingReport
 
 
 def _program_evidence(cf: Counterfactual, report: EmbeddingReport) -> str:

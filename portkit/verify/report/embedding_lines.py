@@ -8,7 +8,7 @@ import math
 from rich.markup import escape
 
 from portkit.verify.embedding.judge import RowCheck
-from portkit.verify.embedding.run import HALF_COSINE, EmbeddingReport
+from portkit.verify.embedding.report import HALF_COSINE, EmbeddingReport
 from portkit.verify.report.section_lines import VERDICT_STYLE
 
 

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from portkit.verify.candle.run import RunOutputs
-from portkit.verify.embedding.run import EmbeddingReport
+from portkit.verify.embedding.report import EmbeddingReport
 from portkit.verify.judge.checks import GreedyCheck, LayerCheck, LogitsCheck, StepCheck, Tolerance
 from portkit.verify.judge.comparison import Comparison
 from portkit.verify.judge.floor import Floor

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from portkit.verify.embedding.run import EmbeddingReport
+from portkit.verify.embedding.report import EmbeddingReport
 from portkit.verify.judge.checks import Tolerance, is_sublayer
 from portkit.verify.judge.comparison import Comparison, fmt_tol
 from portkit.verify.judge.floor import FACTOR, LAYER_FACTOR, OWN_FACTOR

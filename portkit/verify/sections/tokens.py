@@ -38,7 +38,7 @@ from portkit.verify.reference.tokenizer import render_chat, transformers_tokeniz
 from portkit.verify.sections.tokenize import crate_from_text, crate_tokenizer, prompt_ids
 
 if TYPE_CHECKING:  # the options' type only: the pipeline above imports this module
-    from portkit.verify.pipeline import VerifyOptions
+    from portkit.verify.options import VerifyOptions
 
 
 @dataclass
