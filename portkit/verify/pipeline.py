@@ -356,7 +356,8 @@ class Begun:
 @dataclass
 class VerifyRun:
     """One verify of a model directory, from its files to the report: made by `open` (the
-    prompt, the plan, transformers' process), then `execute` runs the phases in order."""
+    prompt, the plan, transformers' process), then `begin` runs the phases up to transformers' answer and
+    `finish` the rest, in order."""
 
     opts: VerifyOptions
     progress: Progress
@@ -406,7 +407,7 @@ class VerifyRun:
     ) -> VerifyRun:
         """The prompt, the plan, the native wheel and the reference's job (the session started
         now when the reference will be computed and the checkpoint is large enough to gain)."""
-        from portkit.verify.candle.native import NativeUnavailable, check_device, native, share_cores_with_reference
+        from portkit.verify.candle.native import check_device, native_for_run, share_cores_with_reference
 
         if session.in_child:
             share_cores_with_reference()
@@ -416,10 +417,7 @@ class VerifyRun:
         plan = paths.plan(
             opts.turns, opts.batch, model, prompt.ids, tokens, padded=family.trait("PADDING_MASK") is not None
         )
-        try:
-            pn = native()
-        except NativeUnavailable as e:
-            raise BadInput(str(e)) from None
+        pn = native_for_run()
         check_device(pn, opts.device)
         job = ReferenceJob(
             model,

@@ -57,7 +57,8 @@ def test_the_judge_names_the_sides_records_in_annotations_only() -> None:
         guarded = {
             id(n)
             for node in ast.walk(tree)
-            if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING"
+            if isinstance(node, ast.If)
+            and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING"
             for n in ast.walk(node)
         }
         for node in ast.walk(tree):

@@ -28,6 +28,16 @@ def native() -> Any:
     return portkit_native
 
 
+def native_for_run() -> Any:
+    """`native()` for a run that needs candle: no runner is verify's bad input (one line, exit 2)."""
+    from portkit.verify.errors import BadInput
+
+    try:
+        return native()
+    except NativeUnavailable as e:
+        raise BadInput(str(e)) from None
+
+
 def crate_versions(pn: Any) -> dict[str, str]:
     """The candle release and the tokenizers crate `pn` (portkit_native) was built on, as its Cargo.lock resolved them."""
     info = pn.build_info()

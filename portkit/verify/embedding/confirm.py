@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from portkit.verify.judge.verdicts import Confirmation, identity
+from portkit.verify.judge.verdicts import Confirmation, identity, predicts
 
 if TYPE_CHECKING:
     from portkit.verify.embedding.report import Counterfactual, EmbeddingReport
@@ -50,13 +50,12 @@ def confirm_embedding(finding: Any, report: EmbeddingReport, findings: Sequence[
             return Confirmation(
                 **ident, verdict="NOT-REPRODUCED", evidence="candle loaded the checkpoint and ran every text"
             )
-        if expect and expect not in failure:
+        if expect and not predicts(expect, failure):
             if any(
                 o is not finding
                 and o.probe is not None
                 and o.probe.kind == "crash"
-                and o.probe.expect
-                and o.probe.expect in failure
+                and predicts(o.probe.expect, failure)
                 for o in findings
             ):
                 # another finding's failure came first: this one's check never ran

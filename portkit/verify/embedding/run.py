@@ -44,12 +44,9 @@ def _patched_dir(model_dir: Path, patch: dict[str, Any], into: Path) -> Path:
 
 
 def _native() -> Any:
-    from portkit.verify.candle.native import NativeUnavailable, native
+    from portkit.verify.candle.native import native_for_run
 
-    try:
-        pn = native()
-    except NativeUnavailable as e:
-        raise BadInput(str(e)) from None
+    pn = native_for_run()
     if not hasattr(pn, "encoder_capture_families"):
         raise BadInput("the installed portkit_native has no EncoderRunner: rebuild it (make native)")
     return pn

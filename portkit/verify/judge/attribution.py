@@ -29,7 +29,6 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from portkit.verify.judge.comparison import fmt_num
 from portkit.verify.judge.confirm import Confirmation, as_candle_of
 
 #: How far the length scan reaches (capped by max_position_embeddings): one streamed forward
@@ -83,19 +82,6 @@ def scan_lengths(
         )
         out.append(replace(c, evidence=f"{c.evidence}; {where}", details={**c.details, "reference_side": side}))
     return out
-
-
-def effect_line(side: dict[str, Any], tolerance_name: str) -> str:
-    """ "as written 8.76, as candle computes 1.2e-05 (effect 8.7, q8_0 noise 0.6)"."""
-    bits = [f"as written {fmt_num(side['as_written'])}"]
-    if side.get("as_candle") is not None:
-        bits.append(f"as candle computes {fmt_num(side['as_candle'])}")
-    tail = (
-        f" (effect {fmt_num(side['effect'])}, {tolerance_name} noise {fmt_num(side['noise'])})"
-        if side.get("effect") is not None
-        else ""
-    )
-    return ", ".join(bits) + tail
 
 
 _PAST = re.compile(r"the effect appears (?:only )?past (\d+) tokens")

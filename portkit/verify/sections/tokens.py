@@ -520,17 +520,14 @@ def verify_tokenizer_only(
     import time
 
     from portkit.verify import cachefiles
-    from portkit.verify.candle.native import NativeUnavailable
+    from portkit.verify.candle.native import native_for_run
     from portkit.verify.errors import BadInput
 
     if opts.ids is not None or opts.gguf is not None:
         raise BadInput(
             f"{opts.model_dir}: tokenizer files only (no model to run): --ids and --gguf need config.json and safetensors weights"
         )
-    try:
-        native()
-    except NativeUnavailable as e:
-        raise BadInput(str(e)) from None
+    native_for_run()
     findings, note = (lint(), None) if opts.lint else ([], "lint skipped (--no-lint)")
     rec = transformers()
     sec = tokenizer_section(Path(opts.model_dir), findings, progress, transformers=lambda: rec)
