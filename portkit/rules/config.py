@@ -699,7 +699,7 @@ class SlidingWindowIgnored(Rule):
         severity, when = length_severity(ctx, window)
         yield self.finding(
             ctx,
-            f"{what}; candle 0.11.0's llama attends to every earlier position ({when})",
+            f"{what}; candle {ctx.target.candle}'s llama attends to every earlier position ({when})",
             keys=("sliding_window",),
             transformers_value=window,
             candle_value=None,

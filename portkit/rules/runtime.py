@@ -75,7 +75,7 @@ class Bf16MatmulOnCpu(_RuntimeRule):
         if self.ready(ctx) and t.device == "cpu" and t.dtype == "bf16":
             yield self.finding(
                 ctx,
-                "transformers runs bf16 matmuls on CPU; candle 0.11.0 fails at the first forward with "
+                f"transformers runs bf16 matmuls on CPU; candle {ctx.target.candle} fails at the first forward with "
                 "`unsupported dtype BF16 for op matmul`",
                 keys=self.keys(ctx),
                 transformers_value="bf16",
@@ -125,7 +125,7 @@ class F16MatmulWithAccelerate(_RuntimeRule):
         if self.ready(ctx) and t.device == "cpu" and t.dtype == "f16" and "accelerate" in t.features:
             yield self.finding(
                 ctx,
-                "transformers runs f16 matmuls on CPU; candle 0.11.0 with `accelerate` fails at the first forward "
+                f"transformers runs f16 matmuls on CPU; candle {ctx.target.candle} with `accelerate` fails at the first forward "
                 "with `the accelerate backend does not support f16 matmul`",
                 keys=self.keys(ctx),
                 transformers_value="f16",
@@ -180,7 +180,7 @@ class F16AccumulationOnCpu(_RuntimeRule):
         if self.ready(ctx) and t.device == "cpu" and t.dtype == "f16" and not (t.features & {"accelerate", "mkl"}):
             yield self.finding(
                 ctx,
-                "transformers accumulates f16 matmuls in f32; candle 0.11.0's gemm accumulates in f16 on aarch64 CPUs "
+                f"transformers accumulates f16 matmuls in f32; candle {ctx.target.candle}'s gemm accumulates in f16 on aarch64 CPUs "
                 "with fp16 (in f32 on x86), so logits drift",
                 keys=self.keys(ctx),
                 transformers_value="f32 accumulation",
@@ -237,7 +237,7 @@ class CacheDtypeMismatch(_RuntimeRule):
             )
             yield self.finding(
                 ctx,
-                f"transformers casts rotary tables per call; candle 0.11.0's `Cache::new` must get `DType::{d}` for "
+                f"transformers casts rotary tables per call; candle {ctx.target.candle}'s `Cache::new` must get `DType::{d}` for "
                 f"{d} weights, else the first forward fails with `{err}`",
                 keys=self.keys(ctx),
                 transformers_value="per-call cast",
@@ -293,7 +293,7 @@ class FlashAttnWithoutFeature(_RuntimeRule):
         if "flash-attn" not in t.features:
             yield self.finding(
                 ctx,
-                "candle 0.11.0 built without `flash-attn` panics at the first forward with "
+                f"candle {ctx.target.candle} built without `flash-attn` panics at the first forward with "
                 "`not implemented: compile with '--features flash-attn'`; transformers falls back to another attention",
                 keys=self.keys(ctx),
                 candle_value="panic",
@@ -415,7 +415,7 @@ class SoftcappingSkippedByFlashAttn(_RuntimeRule):
             return
         yield self.finding(
             ctx,
-            f"transformers caps attention scores at `attn_logit_softcapping`={cap:g}; candle 0.11.0's `{fv.family}` "
+            f"transformers caps attention scores at `attn_logit_softcapping`={cap:g}; candle {ctx.target.candle}'s `{fv.family}` "
             "skips the cap on its flash-attn path",
             keys=("attn_logit_softcapping",),
             transformers_value=cap,
@@ -482,7 +482,7 @@ class MixtralExpertsBelowF32(_RuntimeRule):
             expect = f"dtype mismatch in mul, lhs: {_DT[t.dtype]}, rhs: F32"
             yield self.finding(
                 ctx,
-                f"transformers runs Mixtral in {t.dtype}; candle 0.11.0's `mixtral` multiplies each expert's {t.dtype} output "
+                f"transformers runs Mixtral in {t.dtype}; candle {ctx.target.candle}'s `mixtral` multiplies each expert's {t.dtype} output "
                 f"by f32 routing weights and fails at the first forward with `{expect}`",
                 keys=self.keys(ctx),
                 transformers_value=t.dtype,

@@ -408,7 +408,7 @@ class Qwen3GgufBatch(_LoaderPathRule):
                 yield self.file_finding(
                     ctx,
                     g,
-                    f"candle 0.11.0's quantized_qwen3 runs a batch of {t.batch} on the CPU through a path that unwraps the "
+                    f"candle {ctx.target.candle}'s quantized_qwen3 runs a batch of {t.batch} on the CPU through a path that unwraps the "
                     "KV cache it never builds there (quantized_qwen3.rs:269, :357): a panic, not fixed in candle 0.11.1",
                     candle_value="panic",
                     expect=expect,
@@ -417,7 +417,7 @@ class Qwen3GgufBatch(_LoaderPathRule):
                 yield self.file_finding(
                     ctx,
                     g,
-                    f"candle 0.11.0's quantized_qwen3 shapes a causal mask of one row for {t.batch} (quantized_qwen3.rs:538-563): "
+                    f"candle {ctx.target.candle}'s quantized_qwen3 shapes a causal mask of one row for {t.batch} (quantized_qwen3.rs:538-563): "
                     f"on `{t.device}` rows after the first read past its buffer ({FIXED_0_11_1})",
                     candle_value="rows after the first wrong",
                     probe_kind="numeric",
@@ -475,7 +475,7 @@ class Qwen3GgufContinuationOnCpu(_LoaderPathRule):
             yield self.file_finding(
                 ctx,
                 g,
-                "candle 0.11.0's quantized_qwen3 on the CPU writes decoded tokens to one cache and reads another for a "
+                f"candle {ctx.target.candle}'s quantized_qwen3 on the CPU writes decoded tokens to one cache and reads another for a "
                 "multi-token forward (quantized_qwen3.rs:272-313, :314-353): a later turn attends without the answer's "
                 "tokens, and every position but its first is wrong",
                 candle_value="a later turn's rows wrong",
@@ -529,7 +529,7 @@ class Gemma3GgufContinuationMask(_LoaderPathRule):
             yield self.file_finding(
                 ctx,
                 g,
-                "candle 0.11.0's quantized_gemma3 joins an f32 prefix for the cached keys to its u32 mask "
+                f"candle {ctx.target.candle}'s quantized_gemma3 joins an f32 prefix for the cached keys to its u32 mask "
                 f"(quantized_gemma3.rs:170-172): a later turn of more than one token fails with `{expect}`",
                 candle_value=expect,
                 expect=expect,
@@ -585,7 +585,7 @@ class Gemma3GgufBatch(_LoaderPathRule):
             yield self.file_finding(
                 ctx,
                 g,
-                f"candle 0.11.0's quantized_gemma3 normalises a strided view of the {t.batch} rows' last positions "
+                f"candle {ctx.target.candle}'s quantized_gemma3 normalises a strided view of the {t.batch} rows' last positions "
                 f"(quantized_gemma3.rs:474-475): the first forward fails with `{expect}`",
                 candle_value=expect,
                 expect=expect,

@@ -424,7 +424,7 @@ class UnexpectedTensor(_WeightsRule):
         fam = ctx.family.name
         yield self.finding(
             ctx,
-            f"{len(odd)} tensor name{'s are' if len(odd) > 1 else ' is'} not one candle 0.11.0's {fam} looks up "
+            f"{len(odd)} tensor name{'s are' if len(odd) > 1 else ' is'} not one candle {ctx.target.candle}'s {fam} looks up "
             f"({backticked(odd)}){hint}",
             filename=_weights_file(ctx),
             location=None,
@@ -760,7 +760,7 @@ class UnsupportedTensorDtype(_WeightsRule):
             )
             yield self.finding(
                 ctx,
-                f"{len(names)} tensor{'s are' if len(names) > 1 else ' is'} {dt} ({backticked(names)}); candle 0.11.0 fails "
+                f"{len(names)} tensor{'s are' if len(names) > 1 else ' is'} {dt} ({backticked(names)}); candle {ctx.target.candle} fails "
                 f"at load with {how}",
                 filename=str(st.tensors[names[0]].file),
                 location=None,

@@ -996,3 +996,5 @@ CLEAN_VARIANTS.append(
         ),
     )
 )
+# a message names the release the user runs, not the one its fact was first read in
+VARIANTS.append(("PK301", with_target(CASES["PK301"][0], candle="0.10.0"), "candle 0.10.0 fails at the first forward"))

@@ -183,7 +183,7 @@ class GgufConfigDisagreement(GgufRule):
         return self.file_finding(
             ctx,
             g,
-            msg + "; candle 0.11.0 reads only the GGUF",
+            msg + f"; candle {ctx.target.candle} reads only the GGUF",
             transformers_value=tval,
             candle_value=cval,
             probe_patch=patch,

@@ -85,7 +85,7 @@ class MissingGgufMetadata(GgufRule):
                 yield self.file_finding(
                     ctx,
                     g,
-                    f"candle 0.11.0 requires `{key}` and fails at load with `cannot find {key} in metadata`{hint}",
+                    f"candle {ctx.target.candle} requires `{key}` and fails at load with `cannot find {key} in metadata`{hint}",
                     candle_value=f"cannot find {key} in metadata",
                     expect=f"cannot find {key} in metadata",
                 )
@@ -94,7 +94,7 @@ class MissingGgufMetadata(GgufRule):
                 yield self.file_finding(
                     ctx,
                     g,
-                    f"`{key}` is {g.metadata[key].type}; candle 0.11.0 reads it with `to_{want.lower()}()` and fails at load "
+                    f"`{key}` is {g.metadata[key].type}; candle {ctx.target.candle} reads it with `to_{want.lower()}()` and fails at load "
                     f"with `{err}`",
                     candle_value=err,
                     expect=err,
@@ -109,10 +109,10 @@ class MissingGgufMetadata(GgufRule):
             v = g.metadata.get(key)
             if v is None:
                 err = f"cannot find {key} in metadata"
-                msg = f"candle 0.11.0's {loader} requires `{key}` and fails at load with `{err}`"
+                msg = f"candle {ctx.target.candle}'s {loader} requires `{key}` and fails at load with `{err}`"
             elif v.type != want:
                 err = f"not a {want.lower()} {candle_debug(v)}"
-                msg = f"`{key}` is {v.type}; candle 0.11.0's {loader} reads it with `to_{want.lower()}()` and fails at load with `{err}`"
+                msg = f"`{key}` is {v.type}; candle {ctx.target.candle}'s {loader} reads it with `to_{want.lower()}()` and fails at load with `{err}`"
             else:
                 continue
             yield self.file_finding(ctx, g, msg, candle_value=err, expect=err)
@@ -183,17 +183,15 @@ class GgufFreqBaseDefaulted(GgufRule):
                 continue
             if source == "default-wrong-type":
                 msg = (
-                    f"`{key}` is {candle_debug(written)}; candle 0.11.0's `to_f32()` fails and "  # type: ignore[arg-type]
+                    f"`{key}` is {candle_debug(written)}; candle {ctx.target.candle}'s `to_f32()` fails and "  # type: ignore[arg-type]
                     "`.unwrap_or(10000)` silently uses 10000"
                 )
             elif theta is not None:
                 if f32(theta) == 10000.0:
                     continue
-                msg = (
-                    f"transformers uses `rope_theta`={num(theta)}; the GGUF has no `{key}` and candle 0.11.0 uses 10000"
-                )
+                msg = f"transformers uses `rope_theta`={num(theta)}; the GGUF has no `{key}` and candle {ctx.target.candle} uses 10000"
             else:
-                msg = f"the GGUF has no `{key}`; candle 0.11.0 uses 10000 (check the source model's `rope_theta`)"
+                msg = f"the GGUF has no `{key}`; candle {ctx.target.candle} uses 10000 (check the source model's `rope_theta`)"
             yield self.file_finding(
                 ctx,
                 g,
@@ -249,7 +247,7 @@ class RopePairingByArchitecture(GgufRule):
                 yield self.file_finding(
                     ctx,
                     g,
-                    f"llama.cpp runs `{v.architecture}` with NEOX rope pairing; candle 0.11.0's quantized_llama pairs it "
+                    f"llama.cpp runs `{v.architecture}` with NEOX rope pairing; candle {ctx.target.candle}'s quantized_llama pairs it "
                     "interleaved (`rope_i`): it is not in candle's NEOX list",
                     transformers_value="neox",
                     candle_value="interleaved",
@@ -304,7 +302,7 @@ class RopeFreqsIgnored(GgufRule):
                 yield self.file_finding(
                     ctx,
                     g,
-                    f"the GGUF carries `rope_freqs.weight` ({n} llama3 rope factors); candle 0.11.0's quantized_llama never "
+                    f"the GGUF carries `rope_freqs.weight` ({n} llama3 rope factors); candle {ctx.target.candle}'s quantized_llama never "
                     "reads it and computes unscaled frequencies",
                     transformers_value="llama3 scaling",
                     candle_value="unscaled",
@@ -367,7 +365,7 @@ class ContextOverMaxSeqLen(GgufRule):
                 yield self.file_finding(
                     ctx,
                     g,
-                    f"you plan {mt} tokens; candle 0.11.0's {v.loader} has {rows} cos/sin rows ({key}) and fails at "
+                    f"you plan {mt} tokens; candle {ctx.target.candle}'s {v.loader} has {rows} cos/sin rows ({key}) and fails at "
                     f"position {rows} with `narrow invalid args`",
                     severity="error",
                     transformers_value=mt,
@@ -378,11 +376,11 @@ class ContextOverMaxSeqLen(GgufRule):
             if mt is not None:
                 if mt <= MAX_SEQ_LEN:
                     continue
-                msg = f"you plan {mt} tokens; candle 0.11.0's quantized_llama has {MAX_SEQ_LEN} cos/sin rows and fails at position {MAX_SEQ_LEN}"
+                msg = f"you plan {mt} tokens; candle {ctx.target.candle}'s quantized_llama has {MAX_SEQ_LEN} cos/sin rows and fails at position {MAX_SEQ_LEN}"
                 sev = "error"
             elif v.context_length is not None and v.context_length > MAX_SEQ_LEN:
                 msg = (
-                    f"`llama.context_length` is {v.context_length}; candle 0.11.0's quantized_llama has {MAX_SEQ_LEN} "
+                    f"`llama.context_length` is {v.context_length}; candle {ctx.target.candle}'s quantized_llama has {MAX_SEQ_LEN} "
                     f"cos/sin rows and fails at position {MAX_SEQ_LEN} with `narrow invalid args`"
                 )
                 sev = "warning"
@@ -460,7 +458,7 @@ class HeadDimNotEmbeddingOverHeads(GgufRule):
                     ctx,
                     g,
                     f"`blk.0.attn_q.weight` has {q_rows} rows = `head_count` {v.head_count} x {q_rows // v.head_count}"
-                    f"{declared}; candle 0.11.0 uses head_dim = `embedding_length` / `head_count` = {hd} and fails "
+                    f"{declared}; candle {ctx.target.candle} uses head_dim = `embedding_length` / `head_count` = {hd} and fails "
                     "reshaping Q at the first forward",
                     transformers_value=q_rows // v.head_count,
                     candle_value=hd,
@@ -470,7 +468,7 @@ class HeadDimNotEmbeddingOverHeads(GgufRule):
                 yield self.file_finding(
                     ctx,
                     g,
-                    f"`llama.rope.dimension_count` is {v.rope_dim} but candle 0.11.0's head_dim is {hd}: `rope_i` fails "
+                    f"`llama.rope.dimension_count` is {v.rope_dim} but candle {ctx.target.candle}'s head_dim is {hd}: `rope_i` fails "
                     "with `inconsistent last dim size in rope`",
                     transformers_value=v.rope_dim,
                     candle_value=hd,
@@ -533,7 +531,7 @@ class NonLlamaArchitecture(GgufRule):
             yield self.file_finding(
                 ctx,
                 g,
-                f"`general.architecture` is {shown}: candle 0.11.0 has no GGUF loader for it; quantized_llama, the only "
+                f"`general.architecture` is {shown}: candle {ctx.target.candle} has no GGUF loader for it; quantized_llama, the only "
                 f"one left, reads only `llama.*` keys and llama tensors, and pairs RoPE {pairing}",
                 candle_value="quantized_llama",
             )

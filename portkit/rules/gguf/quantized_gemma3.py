@@ -130,7 +130,7 @@ class Gemma3GgufLocalFreqBaseKey(GgufRule):
             yield self.file_finding(
                 ctx,
                 g,
-                f"`{p}.rope.freq_base_swa` is {swa:.7g} but candle 0.11.0's quantized_gemma3 reads only "
+                f"`{p}.rope.freq_base_swa` is {swa:.7g} but candle {ctx.target.candle}'s quantized_gemma3 reads only "
                 f"`{local_key}`: its sliding-window layers use 10000",
                 transformers_value=swa,
                 candle_value=GEMMA3_DEFAULT_LOCAL_FREQ_BASE,
@@ -197,7 +197,7 @@ class Gemma3GgufSlidingWindow(GgufRule):
             yield self.file_finding(
                 ctx,
                 g,
-                f"transformers keeps the last {window} keys on {sliding} of {blocks} layers; candle 0.11.0's quantized_gemma3 "
+                f"transformers keeps the last {window} keys on {sliding} of {blocks} layers; candle {ctx.target.candle}'s quantized_gemma3 "
                 f"keeps {window + 1} in prefill and every key in decode: they differ from {window + 1} tokens on{plan}",
                 severity="error" if severe else "warning",
                 transformers_value=window,

@@ -58,7 +58,7 @@ class MixtralGgufMergedExperts(GgufRule):
             yield self.file_finding(
                 ctx,
                 g,
-                f"the GGUF stores its {v.expert_count} experts merged (`blk.0.ffn_gate_exps.weight`); candle 0.11.0's "
+                f"the GGUF stores its {v.expert_count} experts merged (`blk.0.ffn_gate_exps.weight`); candle {ctx.target.candle}'s "
                 f"quantized_llama reads them one by one and fails at load with `{v.refused}`",
                 candle_value=v.refused,
                 expect=v.refused,
