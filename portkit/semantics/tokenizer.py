@@ -634,36 +634,6 @@ def template_writes_bos(template: str, bos: str | None) -> str | None:
     return None
 
 
-# --------------------------------------------------------------------------- generation
-SAMPLING_KEYS = ("do_sample", "temperature", "top_p", "top_k", "repetition_penalty")
-#: GenerationConfig's defaults (generation/configuration_utils.py): a key at its default changes nothing
-SAMPLING_DEFAULTS: dict[str, Any] = {
-    "do_sample": False,
-    "temperature": 1.0,
-    "top_p": 1.0,
-    "top_k": 50,
-    "repetition_penalty": 1.0,
-}
-
-
-def sampling_defaults(generation_config: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The sampling settings `generate()` applies from generation_config.json that a plain
-    candle loop does not: temperature / top_p / top_k only matter when `do_sample` is true;
-    `repetition_penalty` applies to greedy decoding too."""
-    g = generation_config or {}
-    out: dict[str, Any] = {}
-    sampling = g.get("do_sample") is True
-    if sampling:
-        out["do_sample"] = True
-        for k in ("temperature", "top_p", "top_k"):
-            if k in g and g[k] is not None and g[k] != SAMPLING_DEFAULTS[k]:
-                out[k] = g[k]
-    rp = g.get("repetition_penalty")
-    if isinstance(rp, (int, float)) and not isinstance(rp, bool) and rp != 1.0:
-        out["repetition_penalty"] = rp
-    return out
-
-
 @dataclass(frozen=True, slots=True)
 class Difference:
     """One part of the pipeline the two sides build differently."""
