@@ -94,7 +94,7 @@ class Context:
 
     @cached_property
     def ggufs(self) -> list[tuple[GgufFile, GgufView]]:
-        return [(g, gguf_view(g)) for g in self.facts.ggufs]
+        return [(g, gguf_view(g, self.target.candle)) for g in self.facts.ggufs]
 
     @property
     def config_path(self) -> str:

@@ -26,6 +26,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from portkit.candle_modules import ADDED
+from portkit.candle_release import NATIVE
+from portkit.candle_release import key as release_key
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
     from typing import Any, Literal
@@ -124,10 +128,12 @@ def architecture_of(g: GgufFile) -> str:
     return v.value if v is not None and v.type == "STRING" and isinstance(v.value, str) else ""
 
 
-def loader_for(arch: str) -> str:
-    """The candle 0.11.0 loader a GGUF of `arch` is read with (quantized_llama when candle has
-    none of its own: the only loader that does not check the architecture)."""
-    return GGUF_LOADERS.get(arch, "quantized_llama")
+def loader_for(arch: str, release: str = NATIVE) -> str:
+    """The loader candle `release` reads a GGUF of `arch` with: the architecture's own where that release
+    has it (`portkit.candle_modules.ADDED`: quantized_qwen3 arrived in 0.9.2), else quantized_llama, the
+    only loader that does not check the architecture."""
+    own = GGUF_LOADERS.get(arch)
+    return own if own is not None and release_key(ADDED[own]) <= release_key(release) else "quantized_llama"
 
 
 @dataclass(frozen=True)
@@ -265,7 +271,7 @@ def _u32(v: GgufValue) -> int | None:
     return v.value if v.type == "U32" else None
 
 
-def gguf_view(g: GgufFile) -> GgufView:
+def gguf_view(g: GgufFile, release: str = NATIVE) -> GgufView:
     md = g.metadata
     refused: str | None = None
     for t in g.tensors.values():
@@ -337,7 +343,7 @@ def gguf_view(g: GgufFile) -> GgufView:
 
     return GgufView(
         refused=refused,
-        loader=loader_for(arch),
+        loader=loader_for(arch, release),
         expert_count=experts,
         merged_experts="blk.0.ffn_gate_exps.weight" in g.tensors,
         missing_keys=missing,

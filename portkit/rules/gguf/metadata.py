@@ -521,17 +521,20 @@ class NonLlamaArchitecture(GgufRule):
     not_probed = "candle 0.11.0 has no loader written for the architecture: there is no right answer to compare quantized_llama's with"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
+        from portkit.candle_modules import ADDED
         from portkit.families import GGUF_LOADERS
 
         for g, v in self.each(ctx):
-            if v.architecture in GGUF_LOADERS:
+            own = GGUF_LOADERS.get(v.architecture)
+            if own == v.loader:  # the architecture's own loader (llama's is quantized_llama)
                 continue
             shown = f"`{v.architecture}`" if v.architecture else "absent"
+            later = f" (`{own}` arrived in {ADDED[own]})" if own is not None else ""
             pairing = "NEOX (`rope`)" if v.rope_is_neox else "interleaved (`rope_i`)"
             yield self.file_finding(
                 ctx,
                 g,
-                f"`general.architecture` is {shown}: candle {ctx.target.candle} has no GGUF loader for it; quantized_llama, the only "
+                f"`general.architecture` is {shown}: candle {ctx.target.candle} has no GGUF loader for it{later}; quantized_llama, the only "
                 f"one left, reads only `llama.*` keys and llama tensors, and pairs RoPE {pairing}",
                 candle_value="quantized_llama",
             )
