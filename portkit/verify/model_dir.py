@@ -138,3 +138,17 @@ def model_family(model: ModelDir) -> Family:
     raise BadInput(
         f"model_type `{mt}`: no candle release portkit knows ({RELEASES[0]}-{RELEASES[-1]}) has a module for it, so there is nothing to verify"
     )
+
+
+def json_beside(root: Path, name: str) -> dict[str, Any]:
+    """`name` (generation_config.json, config.json) in the model directory as verify reads it everywhere:
+    {} when absent, one line of bad input when it is not a JSON object lint could read."""
+    from portkit.errors import PortkitError
+    from portkit.model.jsonfile import load_json
+
+    path = Path(root) / name
+    try:
+        doc = load_json(path, positions=False).value if path.is_file() else {}
+    except PortkitError as e:  # lint reports the file itself
+        raise BadInput(str(e)) from None
+    return doc if isinstance(doc, dict) else {}

@@ -999,7 +999,13 @@ CLEAN_VARIANTS.append(
 # a message names the release the user runs, not the one its fact was first read in
 VARIANTS.append(("PK301", with_target(CASES["PK301"][0], candle="0.10.0"), "candle 0.10.0 fails at the first forward"))
 # candle 0.9.1 has no quantized_qwen3 (it arrived in 0.9.2): a qwen3 GGUF goes to quantized_llama there
-VARIANTS.append(("PK407", with_target(loader_gguf("qwen3"), candle="0.9.1"), "candle 0.9.1 has no GGUF loader for it (`quantized_qwen3` arrived in 0.9.2)"))
+VARIANTS.append(
+    (
+        "PK407",
+        with_target(loader_gguf("qwen3"), candle="0.9.1"),
+        "candle 0.9.1 has no GGUF loader for it (`quantized_qwen3` arrived in 0.9.2)",
+    )
+)
 CLEAN_VARIANTS.append(("PK407", with_target(loader_gguf("qwen3"), candle="0.9.2")))
 # quantized_qwen3's own facts do not apply where candle has no quantized_qwen3
 CLEAN_VARIANTS.append(("PK412", with_target(loader_gguf("qwen3"), candle="0.9.1")))

@@ -154,15 +154,9 @@ def request(model_dir: Path, stated: str | None) -> dict[str, Any] | None:
 
 
 def _generate(model_dir: Path) -> S.Generate:
-    from portkit.errors import PortkitError
-    from portkit.model.jsonfile import load_json
+    from portkit.verify.model_dir import json_beside
 
-    path = Path(model_dir) / "generation_config.json"
-    try:
-        doc = load_json(path, positions=False).value if path.is_file() else {}
-    except PortkitError as e:  # lint reports the file itself
-        raise BadInput(str(e)) from None
-    return S.Generate.from_config(doc if isinstance(doc, dict) else {})
+    return S.Generate.from_config(json_beside(Path(model_dir), "generation_config.json"))
 
 
 def verify_sampling(

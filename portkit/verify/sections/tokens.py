@@ -378,17 +378,12 @@ def has_tokenizer(root: Path) -> bool:
 
 def generation_stop(root: Path) -> tuple[list[int], str] | None:
     """The ids `generate()` stops on: generation_config.json's `eos_token_id`, else config.json's."""
-    import json
-
     from portkit.semantics.transformers import eos_ids
+    from portkit.verify.model_dir import json_beside
 
     for name in ("generation_config.json", "config.json"):
-        p = root / name
-        try:
-            doc = json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
-        except (OSError, ValueError):
-            doc = None
-        if isinstance(doc, dict) and "eos_token_id" in doc:
+        doc = json_beside(root, name)
+        if "eos_token_id" in doc:
             ids = eos_ids(doc["eos_token_id"])
             return (ids, name) if ids else None
     return None
