@@ -329,7 +329,7 @@ def _compare_dumps(ref: DumpFile, cand: DumpFile, dtype: str, tokenizer: Path | 
     tol, notes = pick_tolerance(dtype, ref)
     R, C = ref.tensors, cand.tensors
     # the f64 run `portkit reference` writes beside the f32 one: the floors, at f32 only
-    T = {k.removeprefix(TRUTH): v for k, v in R.items() if k.startswith(TRUTH)} if tol.logits_atol is not None else {}
+    T = {k.removeprefix(TRUTH): v for k, v in R.items() if k.startswith(TRUTH)} if tol.by_floors else {}
     cmp = Comparison(tolerance=tol)
     ids = check_ids(ref, cand, tokenizer)
     if ids is not None:  # another prompt: its logits say nothing about the port

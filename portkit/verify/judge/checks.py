@@ -31,6 +31,12 @@ class Tolerance:
     near_tie: float  # a teacher-forced step whose reference top-2 margin is below this is a near tie
     reason: str
 
+    @property
+    def by_floors(self) -> bool:
+        """Whether this dtype's logits are judged by values against floors measured in the run (f32), not
+        by argmax and margins alone (half precision, a GGUF quantization)."""
+        return self.logits_atol is not None
+
 
 TOLERANCES: dict[str, Tolerance] = {
     t.name: t

@@ -96,7 +96,7 @@ class Comparison:
         if self.problem:
             return self.problem
         bits = []
-        judged = self.tolerance.logits_atol is not None
+        judged = self.tolerance.by_floors
         # the teacher-forced steps' number when they, not the last position, are out of bound
         steps_over = self.steps is not None and judged and (self.last is None or self.last.ok) and not self.steps.ok
         if self.last is not None and not steps_over:
@@ -116,7 +116,7 @@ class Comparison:
                     f"{first} differs {row.rel:.2e} relative"
                     + (f" ({row.floor.phrase()})" if row.floor is not None else f" (tol {fmt_tol(self.layers.rtol)})")
                 )
-        if self.steps is not None and (self.steps.agree != self.steps.steps or self.tolerance.logits_atol is None):
+        if self.steps is not None and (self.steps.agree != self.steps.steps or not self.tolerance.by_floors):
             real = len(self.steps.real_flips)
             near = len(self.steps.disagreements) - real
             extra = []
@@ -174,7 +174,7 @@ def compare_run(ref: Reference, got: RunOutputs, tol: Tolerance) -> Comparison:
     """verify's comparisons: last position, teacher-forced steps with margins, greedy fork
     with the margin where it forks, per-layer relative error (judged in f32 only)."""
     cmp = Comparison(tolerance=tol)
-    truth = ref.truth if tol.logits_atol is not None else None  # measured floors judge f32 only
+    truth = ref.truth if tol.by_floors else None  # measured floors judge f32 only
     try:
         if got.last is not None:
             cmp.last = compare_logits(ref.last, got.last, tol.logits_atol, truth.rows[0] if truth is not None else None)

@@ -104,7 +104,7 @@ def comparison_summary(c: Comparison | None) -> dict[str, Any] | None:
 
 def _restored(c: Comparison) -> str:
     """How close a patched run got: the last-position max|diff| in f32, else the headline."""
-    if c.tolerance.logits_atol is not None and c.last is not None and c.ok:
+    if c.tolerance.by_floors and c.last is not None and c.ok:
         return fmt_num(c.last.max_abs_diff)
     return c.headline()
 
@@ -286,7 +286,7 @@ def by_distance(cmp: Comparison, edit: dict[str, Any] | None) -> bool:
     with a reference-side counterfactual: the argmax does not decide it, the logits distance does
     (halved against transformers as candle computes, the effect over the dtype's noise). A tiny
     model's greedy tokens can agree for 32 steps while its logits move by 5 (PK317 on gemma2)."""
-    return bool(edit) and cmp.tolerance.logits_atol is None and cmp.tolerance.name in ("f16", "bf16")
+    return bool(edit) and not cmp.tolerance.by_floors and cmp.tolerance.name in ("f16", "bf16")
 
 
 def _describe(patch: dict[str, Any], edit: dict[str, Any]) -> str:

@@ -166,6 +166,6 @@ def _how(patch: dict[str, Any], edit: dict[str, Any]) -> str:
 
 def _num(c: Comparison) -> str:
     """The last position's max|diff| where logits are judged (f32), else the headline."""
-    if c.tolerance.logits_atol is not None and c.last is not None:
+    if c.tolerance.by_floors and c.last is not None:
         return fmt_num(c.last.max_abs_diff)
     return c.headline()
