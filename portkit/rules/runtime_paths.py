@@ -462,6 +462,8 @@ class Qwen3GgufContinuationOnCpu(_LoaderPathRule):
     code = "PK314"
     name = "qwen3-gguf-continuation-on-cpu"
     loaders = ("quantized_qwen3",)
+    # 0.9.2-0.10.2 keep one ConcatKvCache on every device (quantized_qwen3.rs 0.10.2:163)
+    holds = Span(since="0.11.0", since_by="quantized_qwen3.rs 0.11.0:197-214, the CPU's interleaved and raw caches")
     effect = "silent"
     probe_kind = "numeric"
     probe_run = "turns"

@@ -123,6 +123,17 @@ GGUF_LOADERS: dict[str, str] = {
 }
 
 
+#: GGUF architectures candle has a loader for that portkit does not check yet (PK407 names it): the
+#: prefix each reads its keys under (quantized_phi.rs `phi2.`, quantized_glm4.rs `glm4.`, quantized_lfm2.rs
+#: `lfm2.`; quantized_qwen3_moe.rs:256 reads `general.architecture` and its keys under it)
+UNCHECKED_GGUF_LOADERS: dict[str, str] = {
+    "phi2": "quantized_phi",
+    "qwen3moe": "quantized_qwen3_moe",
+    "glm4": "quantized_glm4",
+    "lfm2": "quantized_lfm2",
+}
+
+
 def architecture_of(g: GgufFile) -> str:
     v = g.metadata.get("general.architecture")
     return v.value if v is not None and v.type == "STRING" and isinstance(v.value, str) else ""

@@ -522,14 +522,26 @@ class NonLlamaArchitecture(GgufRule):
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         from portkit.candle_modules import ADDED
+        from portkit.candle_release import key
         from portkit.families import GGUF_LOADERS
+        from portkit.semantics.gguf import UNCHECKED_GGUF_LOADERS
 
         for g, v in self.each(ctx):
             own = GGUF_LOADERS.get(v.architecture)
             if own == v.loader:  # the architecture's own loader (llama's is quantized_llama)
                 continue
             shown = f"`{v.architecture}`" if v.architecture else "absent"
-            later = f" (`{own}` arrived in {ADDED[own]})" if own is not None else ""
+            other = own or UNCHECKED_GGUF_LOADERS.get(v.architecture)
+            if other is not None and own is None and key(ADDED[other]) <= key(ctx.target.candle):
+                yield self.file_finding(
+                    ctx,
+                    g,
+                    f"`general.architecture` is {shown}: candle {ctx.target.candle} reads it with `{other}`, a loader "
+                    "portkit does not check yet; through quantized_llama it would read only `llama.*` keys and llama tensors",
+                    candle_value=other,
+                )
+                continue
+            later = f" (`{other}` arrived in {ADDED[other]})" if other is not None else ""
             pairing = "NEOX (`rope`)" if v.rope_is_neox else "interleaved (`rope_i`)"
             yield self.file_finding(
                 ctx,
