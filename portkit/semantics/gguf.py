@@ -61,6 +61,20 @@ LLAMA_CPP_NEOX_NOT_IN_CANDLE = frozenset(
 # candle-core quantized/mod.rs:300-321 (parse) and ggml_file.rs:153-188 (load)
 CANDLE_PARSES = {0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 30}
 CANDLE_LOADS = CANDLE_PARSES - {9, 15}
+#: BF16 (type 30) arrived in candle-core 0.9.2 (quantized/mod.rs 0.9.2:290; 0.9.1:152-168 bails on it)
+BF16_SINCE = "0.9.2"
+
+
+def parses(release: str = NATIVE) -> set[int]:
+    """The GGUF tensor types candle-core `release` reads from a file's header."""
+    return CANDLE_PARSES if release_key(release) >= release_key(BF16_SINCE) else CANDLE_PARSES - {30}
+
+
+def loads(release: str = NATIVE) -> set[int]:
+    """The GGUF tensor types candle-core `release` loads."""
+    return parses(release) - {9, 15}
+
+
 LAYER_TENSORS = (
     "attn_q.weight",
     "attn_k.weight",
@@ -285,8 +299,9 @@ def _u32(v: GgufValue) -> int | None:
 def gguf_view(g: GgufFile, release: str = NATIVE) -> GgufView:
     md = g.metadata
     refused: str | None = None
+    readable = parses(release)
     for t in g.tensors.values():
-        if t.type_id not in CANDLE_PARSES:
+        if t.type_id not in readable:
             refused = f"unknown dtype for tensor {t.type_id}"
             break
     missing: list[str] = []
@@ -340,7 +355,7 @@ def gguf_view(g: GgufFile, release: str = NATIVE) -> GgufView:
             if t is None:
                 refused = f"cannot find tensor info for {n}"
                 break
-            if t.type_id not in CANDLE_LOADS:
+            if t.type_id not in loads(release):
                 refused = f"quantized type {t.type_name.replace('_K', 'K')} is not supported yet"
                 break
     ctx = md.get("llama.context_length")

@@ -1010,7 +1010,22 @@ CLEAN_VARIANTS.append(("PK407", with_target(loader_gguf("qwen3"), candle="0.9.2"
 # quantized_qwen3's own facts do not apply where candle has no quantized_qwen3
 CLEAN_VARIANTS.append(("PK412", with_target(loader_gguf("qwen3"), candle="0.9.1")))
 # candle has a loader portkit does not check yet for these architectures (and only from the release that added it)
-VARIANTS.append(("PK407", gguf_model(arch="phi2", with_config=False), "candle 0.11.0 reads it with `quantized_phi`, a loader portkit does not check yet"))
-VARIANTS.append(("PK407", with_target(gguf_model(arch="lfm2", with_config=False), candle="0.9.1"), "(`quantized_lfm2` arrived in 0.9.2)"))
+VARIANTS.append(
+    (
+        "PK407",
+        gguf_model(arch="phi2", with_config=False),
+        "candle 0.11.0 reads it with `quantized_phi`, a loader portkit does not check yet",
+    )
+)
+VARIANTS.append(
+    (
+        "PK407",
+        with_target(gguf_model(arch="lfm2", with_config=False), candle="0.9.1"),
+        "(`quantized_lfm2` arrived in 0.9.2)",
+    )
+)
 # quantized_qwen3's two CPU caches arrived in 0.11.0: a later turn is computed on one ConcatKvCache before
 CLEAN_VARIANTS.append(("PK314", with_target(CASES["PK314"][0], candle="0.10.2")))
+# candle-core 0.9.1 cannot read a BF16 GGUF tensor's header (type 30 arrived in 0.9.2)
+VARIANTS.append(("PK408", with_target(gguf_model(tensor_types={"blk.0.attn_q.weight": "BF16"}), candle="0.9.1"), "unknown dtype for tensor 30"))
+CLEAN_VARIANTS.append(("PK408", with_target(gguf_model(tensor_types={"blk.0.attn_q.weight": "BF16"}), candle="0.9.2")))

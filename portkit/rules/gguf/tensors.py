@@ -8,11 +8,11 @@ from __future__ import annotations
 from portkit.rules.base import Context, backticked
 from portkit.rules.gguf.base import ALL_LOADERS, GgufRule
 from portkit.semantics.gguf import (
-    CANDLE_LOADS,
-    CANDLE_PARSES,
     loader_required_tensors,
+    loads,
     md_u32,
     metadata_prefix,
+    parses,
 )
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -61,14 +61,15 @@ class UnsupportedGgufTensorType(GgufRule):
     loaders = ALL_LOADERS  # candle-core's GGUF reader, shared by every loader
 
     def check(self, ctx: Context) -> Iterable[Finding]:
+        readable, loadable = parses(ctx.target.candle), loads(ctx.target.candle)
         for g, _v in self.each(ctx):
             bad: dict[int, list[str]] = {}
             for t in g.tensors.values():
-                if t.type_id not in CANDLE_LOADS:
+                if t.type_id not in loadable:
                     bad.setdefault(t.type_id, []).append(t.name)
             for tid, names in sorted(bad.items()):
                 tname = g.tensors[names[0]].type_name
-                if tid not in CANDLE_PARSES:
+                if tid not in readable:
                     err = f"unknown dtype for tensor {tid}"
                     when = "refuses the whole file while reading the header"
                 else:
