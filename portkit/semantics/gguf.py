@@ -194,9 +194,15 @@ def loader_repairs(loader: str) -> LoaderRepairs:
     return LOADER_REPAIRS.get(loader, LoaderRepairs())
 
 
-def metadata_prefix(g: GgufFile, loader: str) -> str:
-    """The key prefix `loader` reads: its architecture name; quantized_gemma3 probes."""
+#: quantized_gemma3 probes the prefixes since 0.9.2 (quantized_gemma3.rs 0.9.2:266-283); 0.9.1 reads `gemma3.` only (:271)
+GEMMA3_PREFIX_PROBE_SINCE = "0.9.2"
+
+
+def metadata_prefix(g: GgufFile, loader: str, release: str = NATIVE) -> str:
+    """The key prefix `loader` reads in candle `release`: its architecture name; quantized_gemma3 probes."""
     if loader == "quantized_gemma3":
+        if release_key(release) < release_key(GEMMA3_PREFIX_PROBE_SINCE):
+            return "gemma3"
         return next((p for p in GEMMA3_PREFIXES if f"{p}.attention.head_count" in g.metadata), "gemma3")
     return loader.removeprefix("quantized_")
 
@@ -213,12 +219,12 @@ def md_f32(g: GgufFile, key: str) -> float | None:
     return float(v.value) if v is not None and v.type == "F32" else None
 
 
-def loader_required_tensors(g: GgufFile, loader: str) -> list[str]:
+def loader_required_tensors(g: GgufFile, loader: str, release: str = NATIVE) -> list[str]:
     """The tensors a non-llama `loader` reads with `ct.tensor(..)?`, in load order (no optional
     ones: `output.weight` falls back to `token_embd.weight` except in quantized_phi3).
     quantized_qwen2.rs:205-252 (q/k/v biases required), quantized_phi3.rs:250-283 (`output`
     required, fused `attn_qkv`)."""
-    p = metadata_prefix(g, loader)
+    p = metadata_prefix(g, loader, release)
     blocks = min(md_u32(g, f"{p}.block_count") or 0, 100_000)
     if loader == "quantized_qwen2":
         out = ["token_embd.weight", "output_norm.weight"]

@@ -1027,5 +1027,22 @@ VARIANTS.append(
 # quantized_qwen3's two CPU caches arrived in 0.11.0: a later turn is computed on one ConcatKvCache before
 CLEAN_VARIANTS.append(("PK314", with_target(CASES["PK314"][0], candle="0.10.2")))
 # candle-core 0.9.1 cannot read a BF16 GGUF tensor's header (type 30 arrived in 0.9.2)
-VARIANTS.append(("PK408", with_target(gguf_model(tensor_types={"blk.0.attn_q.weight": "BF16"}), candle="0.9.1"), "unknown dtype for tensor 30"))
+VARIANTS.append(
+    (
+        "PK408",
+        with_target(gguf_model(tensor_types={"blk.0.attn_q.weight": "BF16"}), candle="0.9.1"),
+        "unknown dtype for tensor 30",
+    )
+)
 CLEAN_VARIANTS.append(("PK408", with_target(gguf_model(tensor_types={"blk.0.attn_q.weight": "BF16"}), candle="0.9.2")))
+# an embedding-gemma-style GGUF whose keys are under `gemma2.`: quantized_gemma3 finds them from 0.9.2
+# (it probes gemma3, gemma2, gemma, gemma-embedding); 0.9.1 asks for `gemma3.attention.head_count` and fails
+_GEMMA3_KEYS = {"block_count": 2, "embedding_length": 64, "attention.head_count": 4, "attention.head_count_kv": 2,
+                "attention.layer_norm_rms_epsilon": 1e-6, **_LOADER_META["gemma3"]}  # fmt: skip
+_GEMMA2_PREFIXED = loader_gguf(
+    "gemma3",
+    md={f"gemma2.{k}": v for k, v in _GEMMA3_KEYS.items()},
+    drop_md=tuple(f"gemma3.{k}" for k in _GEMMA3_KEYS),
+)
+VARIANTS.append(("PK401", with_target(_GEMMA2_PREFIXED, candle="0.9.1"), "gemma3.attention.head_count"))
+CLEAN_VARIANTS.append(("PK401", with_target(_GEMMA2_PREFIXED, candle="0.9.2")))

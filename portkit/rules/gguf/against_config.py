@@ -131,7 +131,7 @@ class GgufConfigDisagreement(GgufRule):
     def _family_loader(self, ctx: Context, g: GgufFile, loader: str) -> Iterable[Finding]:
         """A quantized_qwen2/qwen3/gemma3/phi3 file against transformers' values for a config of
         the same family, on the keys that loader reads (phi3's ignored freq_base is PK415's)."""
-        ftv, p = ctx.ftv, metadata_prefix(g, loader)
+        ftv, p = ctx.ftv, metadata_prefix(g, loader, ctx.target.candle)
         if ftv is None or ctx.family is None or ctx.family.gguf_loader != loader:
             return
         keys = [("attention.head_count", "num_attention_heads"), ("attention.head_count_kv", "num_key_value_heads"),

@@ -103,7 +103,7 @@ class MissingGgufMetadata(GgufRule):
     def _family_loader(self, ctx: Context, g: GgufFile, loader: str) -> Iterable[Finding]:
         """A quantized_qwen2/qwen3/gemma3/phi3 file: the first key its loader reads with
         `md_get(..)?` that is absent or of another type."""
-        prefix = metadata_prefix(g, loader)
+        prefix = metadata_prefix(g, loader, ctx.target.candle)
         for suffix, want in LOADER_REQUIRED[loader]:
             key = f"{prefix}.{suffix}"
             v = g.metadata.get(key)
@@ -170,7 +170,7 @@ class GgufFreqBaseDefaulted(GgufRule):
     def check(self, ctx: Context) -> Iterable[Finding]:
         theta = ctx.ftv.get("rope_theta") if self.tv_ok(ctx) else None  # type: ignore[union-attr]
         for g, v in self.each(ctx):
-            key = f"{metadata_prefix(g, v.loader)}.rope.freq_base"
+            key = f"{metadata_prefix(g, v.loader, ctx.target.candle)}.rope.freq_base"
             written = g.metadata.get(key)
             source = (
                 "metadata"

@@ -120,7 +120,7 @@ class Gemma3GgufLocalFreqBaseKey(GgufRule):
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         for g, _v in self.each(ctx):
-            p = metadata_prefix(g, "quantized_gemma3")
+            p = metadata_prefix(g, "quantized_gemma3", ctx.target.candle)
             local_key = f"{p}.rope.local_freq_base"
             if md_f32(g, local_key) is not None:
                 continue
@@ -183,7 +183,7 @@ class Gemma3GgufSlidingWindow(GgufRule):
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         for g, _v in self.each(ctx):
-            p = metadata_prefix(g, "quantized_gemma3")
+            p = metadata_prefix(g, "quantized_gemma3", ctx.target.candle)
             window, blocks = md_u32(g, f"{p}.attention.sliding_window"), md_u32(g, f"{p}.block_count")
             pattern = md_u32(g, f"{p}.attention.sliding_window_type") or 6  # quantized_gemma3.rs:294-296
             if window is None or not blocks:

@@ -113,7 +113,9 @@ class Qwen2GgufMissingQkvBias(GgufTensorRequired):
             if first is None or not first.endswith((".attn_q.bias", ".attn_k.bias", ".attn_v.bias")):
                 continue
             missing = [
-                n for n in loader_required_tensors(g, "quantized_qwen2") if n.endswith(".bias") and n not in g.tensors
+                n
+                for n in loader_required_tensors(g, "quantized_qwen2", ctx.target.candle)
+                if n.endswith(".bias") and n not in g.tensors
             ]
             err = f"cannot find tensor info for {first}"
             shown = backticked(missing)

@@ -298,7 +298,7 @@ class MissingGgufTensor(GgufRule):
     def _family_loader(self, ctx: Context, g: GgufFile, loader: str) -> Iterable[Finding]:
         """A quantized_qwen2/qwen3/gemma3/phi3 file: the tensors its loader's list has and the file
         lacks, named from the first one it fails on."""
-        required = loader_required_tensors(g, loader)
+        required = loader_required_tensors(g, loader, ctx.target.candle)
         first = next((n for n in required if n not in g.tensors), None)
         if (
             first is None
@@ -309,7 +309,7 @@ class MissingGgufTensor(GgufRule):
         missing = [n for n in required if n not in g.tensors]
         err = f"cannot find tensor info for {first}"
         shown = backticked(missing)
-        prefix = metadata_prefix(g, loader)
+        prefix = metadata_prefix(g, loader, ctx.target.candle)
         yield self.file_finding(
             ctx,
             g,
