@@ -53,6 +53,16 @@ CANDLE_NEOX_ARCHS = frozenset(
     "qwen qwen2 qwen2moe qwen3 qwen3moe falcon grok dbrx phi2 phi3 phimoe stablelm starcoder2 "
     "bert nomic-bert jina-bert-v2 olmo2 olmoe codeshell plamo".split()
 )
+#: the release whose quantized_llama pairs CANDLE_NEOX_ARCHS NEOX (candle#3411, quantized_llama.rs 0.11.0:178-189,
+#: :396-428); up to 0.10.2 it pairs every architecture interleaved (`rope_i`, quantized_llama.rs 0.10.2:180)
+NEOX_BY_ARCH_SINCE = "0.11.0"
+
+
+def neox_archs(release: str = NATIVE) -> frozenset[str]:
+    """The architectures candle `release`'s quantized_llama pairs NEOX."""
+    return CANDLE_NEOX_ARCHS if release_key(release) >= release_key(NEOX_BY_ARCH_SINCE) else frozenset()
+
+
 # llama.cpp `llama_model_rope_type()` (src/llama-model.cpp): architectures it runs with NEOX
 # (or MROPE) pairing that candle's list misses, so candle pairs them interleaved.
 LLAMA_CPP_NEOX_NOT_IN_CANDLE = frozenset(
@@ -381,7 +391,7 @@ def gguf_view(g: GgufFile, release: str = NATIVE) -> GgufView:
         missing_keys=missing,
         wrong_type_keys=wrong,
         architecture=arch,
-        rope_is_neox=arch in CANDLE_NEOX_ARCHS,
+        rope_is_neox=arch in neox_archs(release),
         head_count=hc if isinstance(hc, int) else None,
         head_count_kv=vals["llama.attention.head_count_kv"],  # type: ignore[arg-type]
         block_count=bc if isinstance(bc, int) else None,

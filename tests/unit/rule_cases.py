@@ -1046,3 +1046,7 @@ _GEMMA2_PREFIXED = loader_gguf(
 )
 VARIANTS.append(("PK401", with_target(_GEMMA2_PREFIXED, candle="0.9.1"), "gemma3.attention.head_count"))
 CLEAN_VARIANTS.append(("PK401", with_target(_GEMMA2_PREFIXED, candle="0.9.2")))
+# quantized_llama's NEOX list arrived in 0.11.0 (candle#3411): up to 0.10.2 a qwen2-architecture GGUF read by it is
+# paired interleaved, as everything is; from 0.11.0 it is paired NEOX
+VARIANTS.append(("PK403", with_target(gguf_model(arch="qwen2moe"), candle="0.10.2"), "its NEOX list arrived in 0.11.0"))
+CLEAN_VARIANTS.append(("PK403", gguf_model(arch="qwen2moe")))

@@ -9,14 +9,17 @@ from portkit.rules import as_candle
 from portkit.rules.base import Context, f32, num
 from portkit.rules.gguf.base import ALL_LOADERS, GgufRule
 from portkit.semantics.gguf import (
+    CANDLE_NEOX_ARCHS,
     LLAMA_CPP_NEOX_NOT_IN_CANDLE,
     LOADER_REQUIRED,
     MAX_SEQ_LEN,
+    NEOX_BY_ARCH_SINCE,
     QUANTIZED_LLAMA_ARCH,
     REQUIRED_U32,
     candle_debug,
     md_u32,
     metadata_prefix,
+    neox_archs,
 )
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -210,7 +213,9 @@ class RopePairingByArchitecture(GgufRule):
     ## What it does
     Flags a `general.architecture` that llama.cpp's `llama_model_rope_type()` runs with NEOX
     (or MROPE) pairing but candle's fixed list does not name (gemma, gemma2, gemma3,
-    gptneox, nemotron, exaone, minicpm3, openelm, bitnet, qwen2vl).
+    gptneox, nemotron, exaone, minicpm3, openelm, bitnet, qwen2vl). Up to candle 0.10.2 there is
+    no list: quantized_llama pairs every architecture interleaved (quantized_llama.rs 0.10.2:180),
+    so every architecture llama.cpp runs NEOX is flagged there (qwen2, phi3, qwen3 on 0.9.1, ...).
 
     ## Why is this bad?
     GGUF producers only permute Q/K rows for NORM-pairing architectures. candle pairs every
@@ -242,13 +247,20 @@ class RopePairingByArchitecture(GgufRule):
     probe_kind = "numeric"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
+        release = ctx.target.candle
+        listed = bool(neox_archs(release))
+        why = (
+            "it is not in candle's NEOX list"
+            if listed
+            else f"candle pairs every architecture so up to 0.10.2; its NEOX list arrived in {NEOX_BY_ARCH_SINCE} (candle#3411)"
+        )
         for g, v in self.each(ctx):
-            if v.architecture in LLAMA_CPP_NEOX_NOT_IN_CANDLE:
+            if v.architecture in LLAMA_CPP_NEOX_NOT_IN_CANDLE | CANDLE_NEOX_ARCHS and not v.rope_is_neox:
                 yield self.file_finding(
                     ctx,
                     g,
-                    f"llama.cpp runs `{v.architecture}` with NEOX rope pairing; candle {ctx.target.candle}'s quantized_llama pairs it "
-                    "interleaved (`rope_i`): it is not in candle's NEOX list",
+                    f"llama.cpp runs `{v.architecture}` with NEOX rope pairing; candle {release}'s quantized_llama pairs it "
+                    f"interleaved (`rope_i`): {why}",
                     transformers_value="neox",
                     candle_value="interleaved",
                 )
