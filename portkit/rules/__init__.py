@@ -88,6 +88,8 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK315": ("gemma3-gguf-continuation-mask", "stable"),
     "PK316": ("gemma3-gguf-batch", "stable"),
     "PK317": ("rope-table-in-half-precision", "stable"),
+    "PK318": ("continuation-mask-square", "stable"),
+    "PK319": ("gguf-continuation-mask-square", "stable"),
     "PK401": ("missing-gguf-metadata", "stable"),
     "PK402": ("gguf-freq-base-defaulted", "stable"),
     "PK403": ("rope-pairing-by-architecture", "stable"),

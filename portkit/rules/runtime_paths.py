@@ -594,6 +594,123 @@ class Gemma3GgufBatch(_LoaderPathRule):
             )
 
 
+#: a square causal mask for a multi-token forward at an offset: llama.rs, granite.rs and the quantized llama,
+#: qwen2 and phi3 loaders up to 0.10.1; 0.10.2 builds `(seq_len, index_pos + seq_len)` with utils::build_causal_mask
+SQUARE_MASK_RELEASES = Span(until="0.10.2", until_by="candle#3437, utils::build_causal_mask (utils.rs 0.10.2:17-23)")
+SQUARE_MASK_EXPECT = "cannot broadcast"
+
+
+class ContinuationMaskSquare(_PathRule):
+    """A later turn through llama.rs or granite.rs before 0.10.2: the mask is square, the scores are not.
+
+    ## What it does
+    Flags `--turns 2` (or `turns` in `[tool.portkit]`) for llama and granite checkpoints on candle
+    0.9.1 to 0.10.1, unless the program uses flash attention.
+
+    ## Why is this bad?
+    transformers runs a chat's second turn on its cache. Up to 0.10.1, llama.rs and granite.rs build
+    the causal mask of a multi-token forward as `(seq_len, seq_len)` and broadcast it onto scores of
+    shape `(b, heads, seq_len, index_pos + seq_len)`: at an offset the shapes differ, and the turn fails
+    with `cannot broadcast [8, 8] to [1, 4, 8, 16]`. The first prompt and one-token decoding run.
+    candle 0.10.2 builds the mask over the cached keys too.
+
+    ## Example
+    `portkit lint --turns --candle 0.10.1 MODEL_DIR` on a `"model_type": "llama"` checkpoint.
+
+    ## Fix
+    Upgrade candle to 0.10.2 or newer, or feed a later turn one token at a time.
+
+    ## Candle source
+    candle-transformers-0.10.1/src/models/llama.rs:218-230 (`Tensor::from_slice(&mask, (t, t), ..)`),
+    :347 (`cache.mask(seq_len)?.broadcast_as(att.shape())`); granite.rs 0.10.1:172-184, :301;
+    candle-core-0.9.2/src/error.rs:138 (the message).
+
+    ## Verification
+    crash: a later turn must fail with `cannot broadcast` (verify runs 0.11.0 and 0.11.1, where the
+    fact does not hold: reported not reached there).
+
+    ## References
+    - https://github.com/huggingface/candle/pull/3437
+    """
+
+    code = "PK318"
+    name = "continuation-mask-square"
+    families = ("llama", "granite")
+    holds = SQUARE_MASK_RELEASES
+    effect = "runtime-error"
+    probe_kind = "crash"
+    probe_run = "turns"
+    fix_title = "Upgrade candle to 0.10.2, or feed a later turn one token at a time"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        t = ctx.target
+        if not self.ready(ctx) or not t.continues or t.use_flash_attn:
+            return
+        yield self.finding(
+            ctx,
+            f"transformers runs a second turn on its cache; {ctx.family.who} builds the causal mask of a multi-token "  # type: ignore[union-attr]
+            f"forward as (seq_len, seq_len) and broadcasts it onto scores over the cached keys too, so a turn of more than "
+            f"one token at an offset fails with `{SQUARE_MASK_EXPECT}` (fixed in 0.10.2)",
+            keys=self.keys(ctx),
+            transformers_value="later turn",
+            candle_value=SQUARE_MASK_EXPECT,
+            expect=SQUARE_MASK_EXPECT,
+        )
+
+
+class GgufContinuationMaskSquare(_LoaderPathRule):
+    """A later turn through quantized_llama, quantized_qwen2 or quantized_phi3 before 0.10.2: a square mask.
+
+    ## What it does
+    Flags `--turns 2` for a GGUF read by candle's quantized_llama, quantized_qwen2 or quantized_phi3
+    on candle 0.9.1 to 0.10.1.
+
+    ## Why is this bad?
+    The three loaders build the mask of a multi-token forward as `(seq_len, seq_len)` and broadcast
+    it onto scores over `index_pos + seq_len` keys: at an offset a later turn fails with `cannot
+    broadcast`. candle 0.10.2 builds it with `utils::build_causal_mask`.
+
+    ## Example
+    `portkit lint --turns --candle 0.9.2 model-Q4_K_M.gguf`.
+
+    ## Fix
+    Upgrade candle to 0.10.2 or newer, or feed a later turn one token at a time.
+
+    ## Candle source
+    candle-transformers-0.10.1/src/models/quantized_llama.rs:478-490, :246; quantized_qwen2.rs:296-308,
+    :137; quantized_phi3.rs:304-316, :161.
+
+    ## Verification
+    crash: a later turn must fail with `cannot broadcast`.
+
+    ## References
+    - https://github.com/huggingface/candle/pull/3437
+    """
+
+    code = "PK319"
+    name = "gguf-continuation-mask-square"
+    loaders = ("quantized_llama", "quantized_qwen2", "quantized_phi3")
+    holds = SQUARE_MASK_RELEASES
+    effect = "runtime-error"
+    probe_kind = "crash"
+    probe_run = "turns"
+    fix_title = "Upgrade candle to 0.10.2, or feed a later turn one token at a time"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        if not ctx.target.continues:
+            return
+        for g, v in self.each(ctx):
+            yield self.file_finding(
+                ctx,
+                g,
+                f"candle {ctx.target.candle}'s {v.loader} builds the causal mask of a multi-token forward as "
+                f"(seq_len, seq_len) and broadcasts it onto scores over the cached keys too: a later turn of more than one "
+                f"token fails with `{SQUARE_MASK_EXPECT}` (fixed in 0.10.2)",
+                candle_value=SQUARE_MASK_EXPECT,
+                expect=SQUARE_MASK_EXPECT,
+            )
+
+
 RULES = (
     ContinuationMaskInModelDtype,
     ContinuationPastRotatingWindow,
@@ -603,4 +720,6 @@ RULES = (
     Qwen3GgufContinuationOnCpu,
     Gemma3GgufContinuationMask,
     Gemma3GgufBatch,
+    ContinuationMaskSquare,
+    GgufContinuationMaskSquare,
 )

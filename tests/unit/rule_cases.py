@@ -1050,3 +1050,16 @@ CLEAN_VARIANTS.append(("PK401", with_target(_GEMMA2_PREFIXED, candle="0.9.2")))
 # paired interleaved, as everything is; from 0.11.0 it is paired NEOX
 VARIANTS.append(("PK403", with_target(gguf_model(arch="qwen2moe"), candle="0.10.2"), "its NEOX list arrived in 0.11.0"))
 CLEAN_VARIANTS.append(("PK403", gguf_model(arch="qwen2moe")))
+# a square mask for a later turn up to 0.10.1 (candle#3437): llama.rs, granite.rs and three GGUF loaders
+CASES["PK318"] = (
+    with_target(CLEAN["llama"], turns=2, candle="0.10.1"),
+    with_target(CLEAN["llama"], turns=2, candle="0.10.2"),
+)
+VARIANTS.append(("PK318", with_target(CLEAN["granite"], turns=2, candle="0.9.1"), "fails with `cannot broadcast`"))
+CLEAN_VARIANTS.append(("PK318", with_target(CLEAN["llama"], turns=2, candle="0.10.1", use_flash_attn=True)))
+CLEAN_VARIANTS.append(("PK318", with_target(CLEAN["qwen2"], turns=2, candle="0.10.1")))
+CASES["PK319"] = (with_target(gguf_model(), turns=2, candle="0.9.2"), with_target(gguf_model(), turns=2))
+VARIANTS.append(
+    ("PK319", with_target(loader_gguf("qwen2"), turns=2, candle="0.10.0"), "quantized_qwen2 builds the causal mask")
+)
+CLEAN_VARIANTS.append(("PK319", with_target(loader_gguf("gemma3"), turns=2, candle="0.10.0")))
