@@ -77,11 +77,20 @@ def releases_page() -> str:
         "|---|---|",
     ]
     lines += [f"| `{f.name}` | {f.exists.describe()} |" for f in FAMILIES if f.exists != ALWAYS]
-    checked = {f.name for f in FAMILIES}
-    served = sorted({m for m in MODULE_FOR.values()} - checked)
+    from portkit.encoders import ENCODERS
+    from portkit.semantics.gguf import GGUF_LOADERS, UNCHECKED_GGUF_LOADERS
+
+    checked = {f.name for f in FAMILIES} | {e.name for e in ENCODERS} | set(GGUF_LOADERS.values())
+    served = sorted({*MODULE_FOR.values(), *GGUF_LOADERS.values(), *UNCHECKED_GGUF_LOADERS.values()})
     lines += [
-        f"| `{m}` (not checked yet) | candle {ADDED[m]}-{RELEASES[-1]} |" for m in served if ADDED[m] != RELEASES[0]
+        f"| `{m}`{'' if m in checked else ' (not checked yet)'} | candle {ADDED[m]}-{RELEASES[-1]} |"
+        for m in served
+        if ADDED[m] != RELEASES[0] and m not in {f.name for f in FAMILIES}
     ]
+    from portkit.semantics.gguf import READER_FACTS
+
+    lines += ["", "## What the GGUF readers do in some releases", "", "| fact | releases |", "|---|---|"]
+    lines += [f"| {fact} | {span.describe()} |" for fact, span in READER_FACTS.items()]
     lines += ["", "## Rules whose fact holds for some releases", "", "| rule | releases |", "|---|---|"]
     lines += [
         f"| [{r.code}]({r.code}.md) {r.name} | {r.holds.describe()} |" for r in RULES.values() if r.holds != ALWAYS

@@ -3,6 +3,8 @@ into, and the class attributes of a rule on it."""
 
 from __future__ import annotations
 
+from portkit.candle_modules import ADDED
+from portkit.candle_release import key
 from portkit.encoders import detect as detect_encoder
 from portkit.rules.base import Context, Rule
 
@@ -14,9 +16,16 @@ if TYPE_CHECKING:
 
 
 def encoder_config(ctx: Context) -> tuple[Any, Encoder | None]:
-    """config.json's document and the candle encoder module it loads into (None: no encoder's)."""
+    """config.json's document and the candle encoder module it loads into (None: no encoder's, or one the
+    target release does not have yet: nomic_bert arrived in 0.10.0)."""
     doc = ctx.facts.config
-    return doc, (detect_encoder(doc.value) if doc is not None else None)
+    enc = detect_encoder(doc.value) if doc is not None else None
+    return doc, (enc if enc is not None and encoder_exists(enc, ctx.target.candle) else None)
+
+
+def encoder_exists(enc: Encoder, release: str) -> bool:
+    """Whether candle `release` has the encoder's module (`portkit.candle_modules.ADDED`)."""
+    return key(ADDED[enc.name]) <= key(release)
 
 
 class EncoderRule(Rule):

@@ -100,7 +100,18 @@ class NoCandleModule(Rule):
                 candle_value=None,
             )
             return
-        if detect_encoder(doc.value) is not None:  # an embedding model candle has a module for: the PK6xx rules speak
+        enc = detect_encoder(doc.value)
+        if enc is not None and key(ADDED[enc.name]) > key(release):
+            yield self.finding(
+                ctx,
+                f"candle {release} has no `{enc.name}` module; it arrived in {ADDED[enc.name]}: upgrade candle, or this "
+                "checkpoint has no module to run in",
+                keys=("model_type",) if "model_type" in doc.value else ("architectures",),
+                transformers_value=doc.value.get("model_type"),
+                candle_value=None,
+            )
+            return
+        if enc is not None:  # an embedding model candle has a module for: the PK6xx rules speak
             return
         mt = doc.value.get("model_type")
         archs = doc.value.get("architectures")

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from portkit.candle_modules import ADDED
-from portkit.candle_release import NATIVE
+from portkit.candle_release import NATIVE, Span
 from portkit.candle_release import key as release_key
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -53,14 +53,15 @@ CANDLE_NEOX_ARCHS = frozenset(
     "qwen qwen2 qwen2moe qwen3 qwen3moe falcon grok dbrx phi2 phi3 phimoe stablelm starcoder2 "
     "bert nomic-bert jina-bert-v2 olmo2 olmoe codeshell plamo".split()
 )
-#: the release whose quantized_llama pairs CANDLE_NEOX_ARCHS NEOX (candle#3411, quantized_llama.rs 0.11.0:178-189,
-#: :396-428); up to 0.10.2 it pairs every architecture interleaved (`rope_i`, quantized_llama.rs 0.10.2:180)
-NEOX_BY_ARCH_SINCE = "0.11.0"
+#: quantized_llama pairs CANDLE_NEOX_ARCHS NEOX from 0.11.0; up to 0.10.2 every architecture interleaved (`rope_i`)
+NEOX_BY_ARCH = Span(
+    since="0.11.0", since_by="candle#3411: quantized_llama.rs 0.11.0:178-189, :396-428; 0.10.2:180 always `rope_i`"
+)
 
 
 def neox_archs(release: str = NATIVE) -> frozenset[str]:
     """The architectures candle `release`'s quantized_llama pairs NEOX."""
-    return CANDLE_NEOX_ARCHS if release_key(release) >= release_key(NEOX_BY_ARCH_SINCE) else frozenset()
+    return CANDLE_NEOX_ARCHS if NEOX_BY_ARCH.holds(release) else frozenset()
 
 
 # llama.cpp `llama_model_rope_type()` (src/llama-model.cpp): architectures it runs with NEOX
@@ -71,13 +72,13 @@ LLAMA_CPP_NEOX_NOT_IN_CANDLE = frozenset(
 # candle-core quantized/mod.rs:300-321 (parse) and ggml_file.rs:153-188 (load)
 CANDLE_PARSES = {0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 30}
 CANDLE_LOADS = CANDLE_PARSES - {9, 15}
-#: BF16 (type 30) arrived in candle-core 0.9.2 (quantized/mod.rs 0.9.2:290; 0.9.1:152-168 bails on it)
-BF16_SINCE = "0.9.2"
+#: GGUF BF16 tensors (type 30) are read from candle-core 0.9.2
+GGUF_BF16 = Span(since="0.9.2", since_by="candle-core quantized/mod.rs 0.9.2:290; 0.9.1:152-168 bails on type 30")
 
 
 def parses(release: str = NATIVE) -> set[int]:
     """The GGUF tensor types candle-core `release` reads from a file's header."""
-    return CANDLE_PARSES if release_key(release) >= release_key(BF16_SINCE) else CANDLE_PARSES - {30}
+    return CANDLE_PARSES if GGUF_BF16.holds(release) else CANDLE_PARSES - {30}
 
 
 def loads(release: str = NATIVE) -> set[int]:
@@ -204,17 +205,27 @@ def loader_repairs(loader: str) -> LoaderRepairs:
     return LOADER_REPAIRS.get(loader, LoaderRepairs())
 
 
-#: quantized_gemma3 probes the prefixes since 0.9.2 (quantized_gemma3.rs 0.9.2:266-283); 0.9.1 reads `gemma3.` only (:271)
-GEMMA3_PREFIX_PROBE_SINCE = "0.9.2"
+#: quantized_gemma3 probes GEMMA3_PREFIXES from 0.9.2; 0.9.1 reads `gemma3.` keys only
+GEMMA3_PREFIX_PROBE = Span(
+    since="0.9.2", since_by="candle#3274: quantized_gemma3.rs 0.9.2:266-283; 0.9.1:271 reads `gemma3.` only"
+)
 
 
 def metadata_prefix(g: GgufFile, loader: str, release: str = NATIVE) -> str:
     """The key prefix `loader` reads in candle `release`: its architecture name; quantized_gemma3 probes."""
     if loader == "quantized_gemma3":
-        if release_key(release) < release_key(GEMMA3_PREFIX_PROBE_SINCE):
+        if not GEMMA3_PREFIX_PROBE.holds(release):
             return "gemma3"
         return next((p for p in GEMMA3_PREFIXES if f"{p}.attention.head_count" in g.metadata), "gemma3")
     return loader.removeprefix("quantized_")
+
+
+#: what the GGUF readers do in some releases only (docs/rules/candle-releases.md lists them)
+READER_FACTS: dict[str, Span] = {
+    "quantized_llama pairs the architectures of its NEOX list NEOX (`rope`), the rest interleaved": NEOX_BY_ARCH,
+    "candle-core reads BF16 GGUF tensors": GGUF_BF16,
+    "quantized_gemma3 reads its keys under gemma3., gemma2., gemma. or gemma-embedding.": GEMMA3_PREFIX_PROBE,
+}
 
 
 def md_u32(g: GgufFile, key: str) -> int | None:

@@ -1063,3 +1063,12 @@ VARIANTS.append(
     ("PK319", with_target(loader_gguf("qwen2"), turns=2, candle="0.10.0"), "quantized_qwen2 builds the causal mask")
 )
 CLEAN_VARIANTS.append(("PK319", with_target(loader_gguf("gemma3"), turns=2, candle="0.10.0")))
+# nomic_bert.rs arrived in candle 0.10.0: on 0.9.2 a nomic_bert checkpoint has no module, and its PK6xx facts say nothing
+VARIANTS.append(
+    (
+        "PK114",
+        with_target(PIPELINE_CASES["PK613"][0], candle="0.9.2"),
+        "candle 0.9.2 has no `nomic_bert` module; it arrived in 0.10.0",
+    )
+)
+CLEAN_VARIANTS.append(("PK613", with_target(PIPELINE_CASES["PK613"][0], candle="0.9.2")))

@@ -13,7 +13,7 @@ from portkit.semantics.gguf import (
     LLAMA_CPP_NEOX_NOT_IN_CANDLE,
     LOADER_REQUIRED,
     MAX_SEQ_LEN,
-    NEOX_BY_ARCH_SINCE,
+    NEOX_BY_ARCH,
     QUANTIZED_LLAMA_ARCH,
     REQUIRED_U32,
     candle_debug,
@@ -252,7 +252,7 @@ class RopePairingByArchitecture(GgufRule):
         why = (
             "it is not in candle's NEOX list"
             if listed
-            else f"candle pairs every architecture so up to 0.10.2; its NEOX list arrived in {NEOX_BY_ARCH_SINCE} (candle#3411)"
+            else f"candle pairs every architecture so up to 0.10.2; its NEOX list arrived in {NEOX_BY_ARCH.since} (candle#3411)"
         )
         for g, v in self.each(ctx):
             if v.architecture in LLAMA_CPP_NEOX_NOT_IN_CANDLE | CANDLE_NEOX_ARCHS and not v.rope_is_neox:
