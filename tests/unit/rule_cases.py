@@ -38,6 +38,7 @@ def with_target(b: Builder, **target: Any) -> Builder:
 
     w.family = getattr(b, "family", "llama")  # type: ignore[attr-defined]
     w.device = target.get("device", getattr(b, "device", "cpu"))  # type: ignore[attr-defined]
+    w.candle = target.get("candle", getattr(b, "candle", None))  # type: ignore[attr-defined]
     return w
 
 
