@@ -34,8 +34,8 @@ class VerifyOptions:
     ggufs: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
+        self.ggufs = tuple(Path(g) for g in self.ggufs)
         if self.ggufs and self.gguf is None:
             self.gguf = self.ggufs[0]
         elif self.gguf is not None and not self.ggufs:
-            self.ggufs = (self.gguf,)
-        self.ggufs = tuple(Path(g) for g in self.ggufs)
+            self.ggufs = (Path(self.gguf),)
