@@ -391,8 +391,9 @@ def _layers_only_hint(ref: DumpFile) -> str:
     """For a reference without sub-layers: how to get them."""
     from portkit.families import BY_NAME, sublayers
 
-    names = sublayers.of(BY_NAME.get(ref.metadata.get("family", "")))
+    family = BY_NAME.get(ref.metadata.get("family", ""))
+    names = ", ".join(sublayers.of(family)) if family is not None else "modules"
     return (
         "the reference holds no sub-layers (written with --layers-only): write it again without, "
-        f"and dump the layer's {', '.join(names)}"
+        f"and dump the layer's {names}"
     )

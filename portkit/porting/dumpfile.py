@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,24 +69,44 @@ def known_name(name: str) -> bool:
 
 
 _SUB_RANK = {sub: i for i, sub in enumerate(sublayers.ROLES)}
+#: after every sub-layer of a layer comes the layer itself
+_LAYER_RANK = 1 << 30
 
 
-def order_key(name: str) -> tuple[int, int, int, str]:
+def order_key(name: str, sub_order: Sequence[str] = ()) -> tuple[int, int, int, str]:
     """The layout's order: ids, embeddings, layer.0's sub-layers in computation order, layer.0,
-    layer.1's, layer.1, ..., norm, logits, greedy. (The order of `sublayers.ROLES` is every
-    family's computation order: a test holds each family's `SUBLAYERS` to it.) The reference's
-    `truth.*` follow, in the same order."""
+    layer.1's, layer.1, ..., norm, logits, greedy. The computation order is `sub_order` (what
+    the reference recorded, its `sublayers` metadata), else `sublayers.ROLES`' order (every
+    family's: a test holds each family's `SUBLAYERS` to it), other names after those, by name.
+    The reference's `truth.*` follow, in the same order."""
     if name.startswith(TRUTH):
-        rank, layer, sub, _ = order_key(name.removeprefix(TRUTH))
+        rank, layer, sub, _ = order_key(name.removeprefix(TRUTH), sub_order)
         return (10 + rank, layer, sub, name)
     m = _LAYER.fullmatch(name)
     if m:
-        return (2, int(m.group(1)), len(_SUB_RANK), name)
+        return (2, int(m.group(1)), _LAYER_RANK, name)
     sub = sublayers.split(name)
     if sub is not None:
-        return (2, sub[0], _SUB_RANK[sub[1]], name)
+        return (2, sub[0], _sub_rank(sub[1], sub_order), name)
     rank = {"ids": 0, "embeddings": 1, "norm": 3, "logits": 4, "greedy": 5, GREEDY_LOGITS: 6}
     return (rank.get(name, 7), 0, 0, name)
+
+
+def _sub_rank(sub: str, sub_order: Sequence[str]) -> int:
+    if sub in sub_order:
+        return list(sub_order).index(sub)
+    return len(sub_order) + _SUB_RANK.get(sub, len(_SUB_RANK))
+
+
+def layout_order(metadata: Mapping[str, str] | None) -> Callable[[str], tuple[int, int, int, str]]:
+    """`order_key` with the computation order a dump's metadata records (its `sublayers`: a JSON
+    list of paths; anything else there is ignored, the file is anyone's)."""
+    try:
+        listed = json.loads((metadata or {}).get("sublayers", "[]"))
+    except ValueError:
+        listed = []
+    sub_order = [s for s in listed if isinstance(s, str)] if isinstance(listed, list) else []
+    return lambda name: order_key(name, sub_order)
 
 
 def _fold(layers: list[int]) -> str:
@@ -95,9 +115,13 @@ def _fold(layers: list[int]) -> str:
 
 def describe_names(names: list[str]) -> str:
     """`ids, embeddings, layer.0..layer.29, norm, logits`: runs of layers folded; sub-layers
-    as one entry (`210 sub-layer values: input_layernorm, ..., mlp of layer.0..layer.29`)."""
+    as one entry (`210 sub-layer values: input_layernorm, ..., mlp of layer.0..layer.29`: the kit's
+    names in their order, other models' in the order `names` has them, a dump's layout order),
+    and the reference's `truth.*` as one."""
     out: list[str] = []
     layers: list[str] = []
+    truth = [n for n in names if n.startswith(TRUTH)]
+    names = [n for n in names if not n.startswith(TRUTH)]
     subs = [s for s in (sublayers.split(n) for n in names) if s is not None]
 
     def flush() -> None:
@@ -113,10 +137,14 @@ def describe_names(names: list[str]) -> str:
             out.append(n)
     flush()
     if subs:
-        kinds = sorted({s for _, s in subs}, key=_SUB_RANK.__getitem__)
+        kinds = list(dict.fromkeys(s for _, s in subs))
+        if set(kinds) <= set(_SUB_RANK):  # the kit's names: their one computation order
+            kinds.sort(key=_SUB_RANK.__getitem__)
         where = sorted({i for i, _ in subs})
         span = _fold(where) if where == list(range(where[0], where[-1] + 1)) else f"{len(where)} layers"
         out.append(f"{len(subs)} sub-layer values: {', '.join(kinds)} of {span}")
+    if truth:
+        out.append(f"{len(truth)} truth.* values (transformers in f64, less each f32 value)")
     return ", ".join(out)
 
 
@@ -182,7 +210,7 @@ def read_safetensors_dump(path: Path, check: ShapeCheck | None = None) -> DumpFi
     if check is not None:
         check({name: tuple(info.shape) for name, info in header.tensors.items()})
     with open(path, "rb") as f:
-        for name in sorted(header.tensors, key=order_key):
+        for name in sorted(header.tensors, key=layout_order(header.metadata)):
             info = header.tensors[name]
             begin, end = info.data_offsets
             f.seek(start + begin)

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from portkit.families import sublayers
 from portkit.porting.dumpfile import GREEDY_LOGITS, TRUTH, order_key, write_reference
 from portkit.verify.errors import BadInput, one_line
 from portkit.verify.model_dir import read_model_dir
@@ -69,6 +70,7 @@ def reference_values(
 
     verify's reference models (`portkit.verify.reference.models`): transformers' own modules, eager,
     f32, CPU, offline, no remote code; streamed (one layer's weights at a time) or whole."""
+    from portkit.verify.reference.anatomy import NoDecoderLayers
     from portkit.verify.reference.models import StreamedModel, decode
     from portkit.verify.reference.runtime import ReferenceLoadError, ReferenceUnavailable
 
@@ -81,6 +83,8 @@ def reference_values(
         )
     except ReferenceUnavailable as e:
         raise BadInput(str(e)) from None
+    except NoDecoderLayers as e:
+        raise BadInput(f"portkit reference cannot record {model_dir}: {e}") from None
     except Exception as e:  # transformers refused the checkpoint: its text, one line
         text = (
             str(e).splitlines()[0]
@@ -109,7 +113,19 @@ def reference_values(
     model = None  # one model's weights at a time: the f64 one is twice the f32 one
     prefill.clear()
     out.update(_truth(model_dir, weight_files, ids, greedy if tokens else [], tokens, out, mode, progress, sublayers))
-    return {k: out[k] for k in sorted(out, key=order_key)}
+    order = called_order(first.layers)
+    return {k: out[k] for k in sorted(out, key=lambda k: order_key(k, order))}
+
+
+def called_order(values: dict[str, np.ndarray]) -> list[str]:
+    """The sub-layer paths in the order the forward first computed them (the capture keeps each
+    value as its module returns), over every layer: the computation order the dump is laid out in."""
+    seen: dict[str, None] = {}
+    for name in values:
+        sub = sublayers.split(name)
+        if sub is not None:
+            seen.setdefault(sub[1])
+    return list(seen)
 
 
 def _truth(
@@ -126,7 +142,9 @@ def _truth(
     """`truth.<name>`: transformers in f64 on the same inputs (the prompt, then the f32
     reference's own greedy tokens, generate()'s arithmetic as above) less each f32 value, for the
     logits, `greedy.logits` and every per-layer value: the floors `portkit compare` judges an f32
-    candidate against (docs/verify.md, "Tolerances")."""
+    candidate against (docs/verify.md, "Tolerances"). None when transformers cannot compute the
+    model in f64 (XGLM's f32 mask constant overflows there): compare then judges against its fixed
+    tolerances, and says the floors were not measured."""
     from portkit.verify.reference.models import StreamedModel, decode
 
     progress("transformers in f64 (the truth the floors are measured against)")
@@ -143,8 +161,9 @@ def _truth(
             return res
 
         steps, _fed = decode(run, list(ids), list(greedy), tokens, step_threads=STEP_THREADS, sublayers=sublayers)
-    except Exception as e:  # transformers' own failure in f64: one line, as for the reference itself
-        raise BadInput(f"transformers could not run {model_dir} in f64: {one_line(e)}") from None
+    except Exception as e:  # transformers' own failure in f64: the f32 values stand, without floors
+        progress(f"no f64 truth: transformers could not run {model_dir} in f64: {one_line(e)}")
+        return {}
     got = {**prefill[0].layers, "logits": prefill[0].logits}
     if tokens:
         got[GREEDY_LOGITS] = steps.logits
@@ -153,6 +172,29 @@ def _truth(
         for k, v in got.items()
         if k in values and np.shape(v) == np.shape(values[k])
     }
+
+
+def refuse_multimodal(config: dict[str, Any]) -> None:
+    """One line for an encoder-decoder checkpoint, and for one with parts other than its language
+    model (a vision tower, an audio encoder: config.json's sub-configs besides `text_config`): the
+    reference records a decoder's layers over token ids alone."""
+    parts = sorted(
+        k
+        for k, v in config.items()
+        if k != "text_config" and isinstance(v, dict) and isinstance(v.get("model_type"), str)
+    )
+    kind = config.get("model_type", "this model")
+    if config.get("is_encoder_decoder") is True:
+        raise BadInput(
+            f"{kind} is an encoder-decoder checkpoint: portkit reference records decoder-only causal LMs; its decoder "
+            "saved on its own (a *ForCausalLM, is_encoder_decoder false) is one"
+        )
+    if parts:
+        raise BadInput(
+            f"{kind} is multimodal ({', '.join(parts)} beside its language model): portkit reference records "
+            "decoder-only causal LMs; save its language model on its own (its text_config, as a *ForCausalLM) and "
+            "reference that"
+        )
 
 
 def family_name(config: dict[str, Any]) -> str:
@@ -164,12 +206,13 @@ def family_name(config: dict[str, Any]) -> str:
 
 
 def family_sublayers(config: dict[str, Any]) -> tuple[str, ...]:
-    """The sub-layers recorded per decoder layer: the family's (`SUBLAYERS` in its module), or
-    Llama's decoder layer for a model_type portkit has no family for (paths the layer lacks
-    are skipped when recorded)."""
-    from portkit.families import detect, sublayers
+    """The sub-layers recorded per decoder layer: the family's (`SUBLAYERS` in its module: the
+    names portkit-dump's ports put), or, for a model_type portkit has no family for, every module
+    with weights inside each layer, as transformers names it (`sublayers.EVERY_MODULE`)."""
+    from portkit.families import detect
 
-    return sublayers.of(detect(config))
+    family = detect(config)
+    return (sublayers.EVERY_MODULE,) if family is None else sublayers.of(family)
 
 
 def _version(pkg: str) -> str:
@@ -231,12 +274,13 @@ def write(
     if out.is_dir():
         raise BadInput(f"--out {out}: is a directory (give a file name, e.g. ref.safetensors)")
     model = read_model_dir(model_dir)
+    refuse_multimodal(model.config)
     prompt = resolve_prompt(model, ids, text, chat)
     tokens = parse_tokens(tokens)
     mode = choose_mode(mode, model.weight_files)
     subs = () if layers_only else family_sublayers(model.config)
     values = reference_values(model.root, model.weight_files, list(prompt.ids), tokens, mode, progress, subs)
-    recorded = [s for s in subs if f"layer.0.{s}" in values]
+    recorded = called_order(values)
     meta = reference_metadata(model.root, model.config, prompt, tokens, dtype, recorded)
     meta["runtime"] = f"transformers eager f32 cpu ({mode})"
     progress(f"writing {out}")

@@ -53,9 +53,12 @@ def test_the_report_schema_names_every_sub_layer():
 
 def test_names_and_order():
     assert S.split("layer.3.self_attn.q_proj") == (3, "self_attn.q_proj")
-    for bad in ("layer.03.mlp", "layer.3.mlp.down_proj", "layer.3", "layer.3.", "norm", "layer.-1.mlp"):
+    # any module path is a sub-layer: a model without a family is recorded as transformers names it
+    assert S.split("layer.3.mlp.experts.0.w1") == (3, "mlp.experts.0.w1")
+    for bad in ("layer.03.mlp", "layer.3", "layer.3.", "norm", "layer.-1.mlp", "layer.3.mlp..x", "layer.3.1x"):
         assert S.split(bad) is None, bad
-    assert known_name("layer.0.post_feedforward_layernorm") and not known_name("layer.0.o_proj")
+    assert known_name("layer.0.post_feedforward_layernorm") and known_name("layer.0.attn.c_attn")
+    assert not known_name("layer.0.attn.") and not known_name("refeed.layer.0")
     names = [
         "logits",
         "layer.1",
@@ -74,3 +77,30 @@ def test_names_and_order():
     assert describe_names(names) == (
         "ids, embeddings, layer.0..layer.1, logits, 4 sub-layer values: input_layernorm, self_attn, mlp of 2 layers"
     )
+
+
+def test_roles_of_other_models_names():
+    """GPT-2's, GPT-NeoX's and phi's names get the role their part plays; a name that says
+    nothing gets none (localisation: no diagnosis for it)."""
+    roles = {
+        "ln_1": S.NORM, "ln_2": S.NORM, "final_layernorm": S.NORM, "attention.query_key_value": S.PROJECTION,
+        "attn.c_attn": S.PROJECTION, "attn": S.ATTENTION, "attention": S.ATTENTION, "feed_forward": S.MLP,
+        "self_attn.k_proj": S.PROJECTION, "mlp": S.MLP, "attention.dense": S.ATTENTION, "attn.c_proj": S.ATTENTION,
+    }  # fmt: skip
+    for name, role in roles.items():
+        assert S.role(name) == role, name
+    for name in ("mlp.c_proj", "mlp.fc1", "self_attn.rotary_emb", "mamba", "mlp.gate", "linear"):
+        assert S.role(name) is None, name
+
+
+def test_dump_order_follows_the_recorded_computation_order():
+    """A reference's `sublayers` metadata orders names portkit has no role for."""
+    from portkit.porting.dumpfile import layout_order
+
+    names = ["layer.0", "layer.0.mlp.c_fc", "layer.0.ln_1", "layer.0.attn", "layer.0.attn.c_attn", "layer.0.mlp"]
+    key = layout_order({"sublayers": json.dumps(["ln_1", "attn.c_attn", "attn", "mlp.c_fc", "mlp"])})
+    assert sorted(names, key=key) == [
+        "layer.0.ln_1", "layer.0.attn.c_attn", "layer.0.attn", "layer.0.mlp.c_fc", "layer.0.mlp", "layer.0",
+    ]  # fmt: skip
+    for hostile in ({"sublayers": "not json"}, {"sublayers": '{"a": 1}'}, {"sublayers": "[1, 2]"}, None):
+        assert sorted(names, key=layout_order(hostile))[-1] == "layer.0"

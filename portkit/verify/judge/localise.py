@@ -139,28 +139,28 @@ def localise(
     assert sub is not None
     # the rows are in computation order, and `bad` is the first over: everything before it agrees
     agreeing = [r.name for r in subs[: subs.index(bad)] if not r.nonfinite]
-    missing_before = [n for n in missing if _order(n) < _order(bad.name)]
+    order = [n for n in available if n.startswith(prefix)] or [r.name for r in subs]  # computation order
+    missing_before = [n for n in missing if n in order and bad.name in order and order.index(n) < order.index(bad.name)]
     errors, pos0 = _positions(check, ref, got, bad.name)
     diagnosis, candidates = _diagnose(sub[1], pos0, agreeing, missing_before)
     return Localisation(first, bad.name, bad.rel, errors, pos0, diagnosis, candidates, agreeing, missing)
 
 
-def _order(name: str) -> int:
-    """A sub-layer's place in every family's computation order (`sublayers.ROLES`' order)."""
-    sub = sublayers.split(name)
-    return list(sublayers.ROLES).index(sub[1]) if sub else len(sublayers.ROLES)
-
-
 def _diagnose(sub: str, pos0: bool | None, agreeing: list[str], missing_before: list[str]) -> tuple[str, list[str]]:
-    role = sublayers.ROLES[sub]
+    role = sublayers.role(sub)
     agreed = [sublayers.split(n)[1] for n in agreeing]  # type: ignore[index]  # in computation order
     unseen = [sublayers.split(n)[1] for n in missing_before]  # type: ignore[index]
     name = _short(sub)
+    if role is None:
+        before = f" ({', '.join(agreed[-1:])} before it agrees)" if agreed else ""
+        return f"{sub} is the first sub-layer that differs{before}: no diagnosis for this sub-layer", []
     if role == sublayers.NORM:
         # input_layernorm reads the previous layer's output, which agrees; a later norm reads
         # what this layer computed before it, which agrees only as far as it was dumped
         lead = f"{name} differs" + (
-            " (nothing before it in this layer was dumped)" if sub != "input_layernorm" and not agreed else ""
+            " (nothing before it in this layer was dumped)"
+            if not agreed and (sub != "input_layernorm" if sub in sublayers.ROLES else unseen)
+            else ""
         )
         return f"{lead}: {_either(NORM_CANDIDATES)}", list(NORM_CANDIDATES)
     if role == sublayers.PROJECTION:
@@ -172,9 +172,10 @@ def _diagnose(sub: str, pos0: bool | None, agreeing: list[str], missing_before: 
         ]
         return f"{name} differs but position 0 agrees: {_either(cands)}", cands
     if role == sublayers.ATTENTION:
-        seen = [s for s in agreed if sublayers.ROLES[s] == sublayers.PROJECTION]
-        hidden = [s for s in unseen if sublayers.ROLES[s] == sublayers.PROJECTION]
-        if seen and not hidden and (len(seen) == 3 or seen == ["self_attn.qkv_proj"]):
+        seen = [s for s in agreed if sublayers.role(s) == sublayers.PROJECTION]
+        hidden = [s for s in unseen if sublayers.role(s) == sublayers.PROJECTION]
+        fused = len(seen) == 1 and seen[0].rsplit(".", 1)[-1] in sublayers.FUSED_QKV
+        if seen and not hidden and (len(seen) == 3 or fused):
             lead = "q/k/v projections agree, attention output differs"
         elif seen:
             lead = f"{', '.join(_short(s) for s in seen)} agree{'s' if len(seen) == 1 else ''}"
@@ -186,7 +187,7 @@ def _diagnose(sub: str, pos0: bool | None, agreeing: list[str], missing_before: 
             return f"{lead}, position 0 agrees: {_either(SCORES_CANDIDATES)}", list(SCORES_CANDIDATES)
         return f"{lead} from position 0: {_either(ATTENTION_OUTPUT_CANDIDATES)}", list(ATTENTION_OUTPUT_CANDIDATES)
     # the MLP: its input norm agreeing leaves its own wiring
-    norms = [s for s in agreed if sublayers.ROLES[s] == sublayers.NORM and s != "input_layernorm"]
+    norms = [s for s in agreed if sublayers.role(s) == sublayers.NORM and s != "input_layernorm"]
     lead = f"{norms[-1]} agrees, mlp differs" if norms else "mlp differs"
     return f"{lead}{' from position 0' if pos0 is False else ''}: {_either(MLP_CANDIDATES)}", list(MLP_CANDIDATES)
 

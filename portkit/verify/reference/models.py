@@ -31,7 +31,6 @@ resident, streamed and whole-model decoding equal on every family's fixtures).
 
 from __future__ import annotations
 
-import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -44,7 +43,6 @@ import numpy as np
 
 from portkit.verify.reference.stored_vocab import vocab_modules, widen_on_read
 
-_LAYER_KEY = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 #: safetensors' dtypes that f32 holds exactly, and torch's name for each
 _WIDENS_EXACTLY = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 
@@ -94,50 +92,109 @@ def _all_finite(torch: Any, p: Any) -> bool:
 
 
 def _decoder_layers(model: Any) -> tuple[str, Any]:
-    """(dotted path, ModuleList) of the decoder layers: the longest `layers` ModuleList."""
-    import torch
+    """(dotted path, ModuleList) of the decoder layers (`anatomy.decoder_layers`)."""
+    from portkit.verify.reference.anatomy import decoder_layers
 
-    best: tuple[str, Any] | None = None
-    for name, mod in model.named_modules():
-        if isinstance(mod, torch.nn.ModuleList) and name.split(".")[-1] == "layers":
-            if best is None or len(mod) > len(best[1]):
-                best = (name, mod)
-    if best is None:
-        raise RuntimeError(f"{type(model).__name__}: no decoder `layers` list to stream")
-    return best
-
-
-def _inner(model: Any) -> Any:
-    """The base model (`model.model` for every *ForCausalLM portkit verifies)."""
-    return getattr(model, getattr(model, "base_model_prefix", "model"), None) or model.model
+    return decoder_layers(model)
 
 
 def capture_hooks(
-    model: Any, outs: dict[str, np.ndarray], layers: Sequence[Any] | None = None, sublayers: Sequence[str] = ()
+    model: Any,
+    outs: dict[str, np.ndarray],
+    layers: Sequence[Any] | None = None,
+    sublayers: Sequence[str] = (),
+    layers_path: str | None = None,
 ) -> list[Any]:
     """Forward hooks storing the embeddings, every decoder layer's and the final norm's outputs
     (first call only), named as `portkit_native.capture` names them; with `sublayers`
     (attribute paths inside a decoder layer, `portkit.families.sublayers`), each one's output
     too, as `layer.N.<path>` [T, features] (a path the layer lacks is skipped: stablelm's
-    parallel residual has no post_attention_layernorm)."""
-    inner = _inner(model)
-    if layers is None:
-        layers = _decoder_layers(model)[1]
+    parallel residual has no post_attention_layernorm). Where each one is: `anatomy`."""
+    from portkit.families.sublayers import EVERY_MODULE
+    from portkit.verify.reference.anatomy import after_layers, module_paths
+
+    if layers is None or layers_path is None:
+        layers_path, layers = _decoder_layers(model)
 
     def keep(name: str) -> Kept:
         return Kept(outs, name, first_only=True)
 
-    hooks = [inner.embed_tokens.register_forward_hook(keep("embeddings"))]
+    hooks = [model.get_input_embeddings().register_forward_hook(keep("embeddings"))]
     for i, layer in enumerate(layers):
-        for path in sublayers:
+        for path in module_paths(layer) if EVERY_MODULE in sublayers else sublayers:
             try:
                 sub = layer.get_submodule(path)
             except AttributeError:
                 continue
             hooks.append(sub.register_forward_hook(keep(f"layer.{i}.{path}")))
         hooks.append(layer.register_forward_hook(keep(f"layer.{i}")))
-    hooks.append(inner.norm.register_forward_hook(keep("norm")))
+    final = FinalNorm(outs)
+    hooks.append(layers[-1].register_forward_hook(final.last_layer_ran))
+    for _name, mod in after_layers(model, layers_path):
+        hooks.append(mod.register_forward_hook(final.ran))
+    hooks.append(model.get_output_embeddings().register_forward_pre_hook(final.head_reads))
     return hooks
+
+
+def _rows(output: Any) -> Any:
+    """A module's output as `[positions, ...]` (batch 1): the first element of a tuple or model
+    output, its batch row when it has one (`[1, T, F]`), as is when the module flattened the
+    positions itself (a router's `[T, experts]`); None when it holds no tensor."""
+    import torch
+
+    if hasattr(output, "to_tuple"):
+        output = output.to_tuple()
+    tensor = output[0] if isinstance(output, tuple | list) and output else output
+    if not isinstance(tensor, torch.Tensor) or tensor.ndim == 0:
+        return None
+    return tensor[0] if tensor.ndim >= 2 and tensor.shape[0] == 1 else tensor
+
+
+#: a router's choice, beside its logits: `layer.N.<router>.chosen` [T, top_k]
+CHOSEN = "chosen"
+
+
+def _chosen_experts(output: Any) -> Any:
+    """The experts a MoE router chose per token (transformers' routers return their logits, the
+    weights and the chosen indices): the integer tensor of its tuple, each token's ascending
+    (the set chosen, whatever order a port lists it in); None for any other output."""
+    import torch
+
+    if not isinstance(output, tuple):
+        return None
+    found = [t for t in output[1:] if isinstance(t, torch.Tensor) and not t.is_floating_point() and t.ndim >= 1]
+    if len(found) != 1:
+        return None
+    rows = _rows((found[0],))
+    return None if rows is None or not rows.numel() else rows.sort(dim=-1).values
+
+
+@dataclass(eq=False)
+class FinalNorm:
+    """Keeps `norm`: of the modules with weights the layers' owner runs after the last decoder
+    layer (`anatomy.after_layers`), the last norm (a class named `*Norm*`), else the last one;
+    with none, the head's input. Decided when the head reads its input (first call only)."""
+
+    outs: dict[str, np.ndarray]
+    ran_after: list[tuple[Any, Any]] = field(default_factory=list)
+    last_seen: bool = False
+
+    def last_layer_ran(self, _module: Any, _args: Any, _output: Any) -> None:
+        self.last_seen = True
+        self.ran_after.clear()
+
+    def ran(self, module: Any, _args: Any, output: Any) -> None:
+        if self.last_seen:
+            self.ran_after.append((module, output))
+
+    def head_reads(self, _module: Any, args: Any) -> None:
+        if "norm" in self.outs or not self.last_seen:
+            return
+        norms = [out for mod, out in self.ran_after if "Norm" in type(mod).__name__]
+        chosen = norms[-1] if norms else self.ran_after[-1][1] if self.ran_after else args[0]
+        rows = _rows(chosen)
+        if rows is not None:
+            self.outs["norm"] = _host(rows)
 
 
 #: The prefix of the values a decoder layer gives on candle's input (`refeed_hooks`).
@@ -174,8 +231,12 @@ class Kept:
     def __call__(self, _module: Any, _args: Any, output: Any) -> None:
         if self.first_only and self.name in self.outs:
             return
-        tensor = output[0] if isinstance(output, tuple) else output
-        self.outs[self.name] = _host(tensor[0])
+        rows = _rows(output)
+        if rows is not None and rows.numel():
+            self.outs[self.name] = _host(rows)
+        chosen = _chosen_experts(output)
+        if chosen is not None:
+            self.outs[f"{self.name}.{CHOSEN}"] = _host(chosen)
 
 
 @dataclass(frozen=True, eq=False)
@@ -273,6 +334,32 @@ class _ModelRuns:
         """What a model does once a forward is through (before its non-finite weights are read)."""
 
 
+def causal_lm_class(transformers: Any, config: Any) -> Any:
+    """`AutoModelForCausalLM`, or for a config class its mapping does not list (the text config
+    of emu3 and mllama, whose causal LM transformers maps from the composite model type) the
+    transformers class the checkpoint's `architectures` names, when it is transformers' own
+    causal LM for this config class (nothing outside transformers is ever imported)."""
+    auto = transformers.AutoModelForCausalLM
+    if type(config) in auto._model_mapping:
+        return auto
+    for name in getattr(config, "architectures", None) or ():
+        cls = getattr(transformers, name, None) if isinstance(name, str) and name.isidentifier() else None
+        if isinstance(cls, type) and getattr(cls, "config_class", None) is type(config) and "ForCausalLM" in name:
+            return _FromConfig(cls)
+    return auto
+
+
+@dataclass(frozen=True)
+class _FromConfig:
+    """A transformers model class with `AutoModelForCausalLM.from_config`'s call."""
+
+    cls: Any
+
+    def from_config(self, config: Any, **kwargs: Any) -> Any:
+        kwargs.pop("trust_remote_code", None)
+        return self.cls._from_config(config, **kwargs)
+
+
 def _config(transformers: Any, model_dir: Path, config_text: str | None) -> Any:
     """The checkpoint's config, or `config_text` read the same way (from a directory of its own)."""
     if config_text is None:
@@ -336,7 +423,7 @@ class StreamedModel(_ModelRuns):
         # truth computes each expert on its own, the same sums in another order
         experts = {"experts_implementation": "eager"} if precision == "float64" else {}
         with torch.device("meta"):
-            model = transformers.AutoModelForCausalLM.from_config(
+            model = causal_lm_class(transformers, config).from_config(
                 config, attn_implementation="eager", dtype=self.dtype, trust_remote_code=False, **experts
             )
         self.model = model.eval()
@@ -380,15 +467,16 @@ class StreamedModel(_ModelRuns):
         )
         self.tensor_edits = _checked_edits(tensor_edits or {}, {k for f in self.files for k in f.keys()})
         self.layers_path, self.layers = _decoder_layers(model)
+        from portkit.verify.reference.anatomy import layer_key
+
+        key_of_layer = layer_key(self.layers_path)
         self.state = LiveState(model)
         # checkpoint key -> open file; keys grouped by decoder layer (None: always resident)
         self.groups: dict[int | None, list[tuple[str, Any]]] = {}
         for f in self.files:
             for key in f.keys():
-                m = _LAYER_KEY.search(key)
-                idx = (
-                    int(m.group(1)) if m and key.count("layers.") == 1 and int(m.group(1)) < len(self.layers) else None
-                )
+                found = key_of_layer.findall(key)  # one match: not a list nested in another's layers
+                idx = int(found[0]) if len(found) == 1 and int(found[0]) < len(self.layers) else None
                 self.groups.setdefault(idx, []).append((key, f))
         self.nonfinite: list[str] = []
         self._resident_unscanned = False
@@ -423,8 +511,9 @@ class StreamedModel(_ModelRuns):
         checkpoint: put them on the CPU and let the model's own `_init_weights` compute them, as
         `from_pretrained` does after loading on the meta device."""
         torch = self.torch
-        owners = []
-        for mod in self.model.modules():
+        owners: list[str] = []
+        modules = dict(self.model.named_modules())
+        for name, mod in modules.items():
             non_persistent = getattr(mod, "_non_persistent_buffers_set", set())
             names = [n for n, b in mod._buffers.items() if b is not None and n in non_persistent]
             if not names:
@@ -432,10 +521,16 @@ class StreamedModel(_ModelRuns):
             for n in names:
                 b = mod._buffers[n]
                 mod._buffers[n] = torch.empty_like(b, device="cpu")
-            owners.append(mod)
+            owners.append(name)
+        # an owner's ancestors first: a model may set its layers' buffers from above (Falcon-H1's
+        # model sets each mixer's `mup_vector`), as from_pretrained's walk over every module does
+        above = {name.rsplit(".", k)[0] for name in owners for k in range(1, name.count(".") + 1)}
+        above |= {""} if owners else set()
         with torch.no_grad():
-            for mod in owners:
-                self.model._init_weights(mod)
+            for name in sorted(above - set(owners), key=lambda n: n.count(".") if n else -1):
+                self.model._init_weights(modules[name])
+            for name in owners:
+                self.model._init_weights(modules[name])
 
     def _load(self, idx: int | None) -> None:
         """Load one group's checkpoint tensors (a layer, or None: everything outside the layers)
@@ -563,6 +658,8 @@ class StreamedModel(_ModelRuns):
 
     def _drop(self, idx: int) -> None:
         torch = self.torch
+        if idx not in self.groups:  # no checkpoint name says this layer: loaded with the rest, and kept
+            return
         for mod in self.layers[idx].modules():
             for n, p in list(mod._parameters.items()):
                 if p is not None and not p.is_meta and (id(mod), n) not in self._kept:
@@ -585,7 +682,7 @@ class StreamedModel(_ModelRuns):
             for i, layer in enumerate(self.layers):
                 hooks.append(layer.register_forward_pre_hook(partial(self._stream_in, i, n)))
         if capture:
-            hooks += capture_hooks(self.model, outs, self.layers, sublayers)
+            hooks += capture_hooks(self.model, outs, self.layers, sublayers, self.layers_path)
         if refeed:
             hooks += refeed_hooks(self.layers, refeed, outs, sublayers)
         # registered after the capture hooks: a layer's output is kept before its weights go
