@@ -132,12 +132,44 @@ def test_classic_layouts_streamed_equal_whole_and_name_their_modules(model_type,
     for name, value in whole.items():
         assert np.array_equal(value, streamed[name]), name
     subs = [n.removeprefix("layer.0.") for n in whole if n.startswith("layer.0.")]
-    expected = {"gpt2": "attn.c_attn", "gptj": "attn.q_proj", "gpt_neox": "attention.query_key_value"}
-    assert expected.get(model_type, "self_attn" if model_type == "phi" else "") in subs or model_type in (
-        "bloom",
-        "falcon",
-    )
-    assert subs and all(s and not s.startswith(".") for s in subs)
+    assert subs == SUB_LAYERS[model_type]
+    # streamed means one layer's checkpoint tensors at a time: each layer's are a group of their own
+    from portkit.verify.reference.models import StreamedModel
+
+    model = StreamedModel(model_dir, [model_dir / "model.safetensors"], scan_nonfinite=False)
+    assert sorted(k for k in model.groups if k is not None) == [0, 1]
+
+
+#: each classic layout's decoder layer, as transformers names its modules, in computation order
+SUB_LAYERS = {
+    "phi": ["input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.dense",
+            "self_attn", "mlp.fc1", "mlp.fc2", "mlp"],
+    "gpt2": ["ln_1", "attn.c_attn", "attn.c_proj", "attn", "ln_2", "mlp.c_fc", "mlp.c_proj", "mlp"],
+    "gptj": ["ln_1", "attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.out_proj", "attn", "mlp.fc_in",
+             "mlp.fc_out", "mlp"],
+    "gpt_neox": ["input_layernorm", "attention.query_key_value", "attention.dense", "attention",
+                 "post_attention_layernorm", "mlp.dense_h_to_4h", "mlp.dense_4h_to_h", "mlp"],
+    "bloom": ["input_layernorm", "self_attention.query_key_value", "self_attention.dense", "self_attention",
+              "post_attention_layernorm", "mlp.dense_h_to_4h", "mlp.dense_4h_to_h", "mlp"],
+    "falcon": ["input_layernorm", "self_attention.query_key_value", "self_attention.dense", "self_attention",
+               "mlp.dense_h_to_4h", "mlp.dense_4h_to_h", "mlp"],
+}  # fmt: skip
+
+
+def test_a_layer_no_checkpoint_name_says_is_loaded_once_and_kept(tmp_path, monkeypatch):
+    """Should a layer's tensors be named other than by its list (a conversion's own names), the
+    streamed reference loads them with the rest and keeps them: its values are still the whole model's."""
+    import re
+
+    from portkit.porting.reference import write
+    from portkit.verify.reference import anatomy
+
+    model_dir = build("gpt2", tmp_path / "model")
+    write(model_dir, tmp_path / "whole.safetensors", ids=IDS, tokens=3, mode="whole")
+    monkeypatch.setattr(anatomy, "layer_key", lambda _path: re.compile(r"(?!)(\d)"))
+    write(model_dir, tmp_path / "streamed.safetensors", ids=IDS, tokens=3, mode="streamed")
+    whole, streamed = read_dump(tmp_path / "whole.safetensors"), read_dump(tmp_path / "streamed.safetensors")
+    assert all(np.array_equal(v, streamed.tensors[k]) for k, v in whole.tensors.items())
 
 
 def test_a_port_that_rotates_the_whole_head_is_localised_in_gpt_neox(tmp_path):
@@ -197,3 +229,24 @@ def test_moe_routing_is_recorded(tmp_path):
     assert logits.shape == (6, 4) and chosen.shape == (6, 2)
     top = np.sort(np.argsort(-logits, axis=-1)[:, :2], axis=-1)
     assert np.array_equal(chosen, top.astype(np.float32))
+
+
+@pytest.mark.parametrize(
+    ("model_type", "says"),
+    [
+        ("gemma3", "gemma3 is multimodal (vision_config beside its language model)"),
+        ("bart", "bart is an encoder-decoder checkpoint"),
+    ],
+)
+def test_what_the_reference_does_not_record_is_one_line(model_type, says, tmp_path, capsys):
+    """A multimodal or encoder-decoder checkpoint: one line and exit 2, before any weight is read."""
+    from safetensors.numpy import save_file
+    from transformers import AutoConfig
+
+    from portkit.cli import main
+
+    AutoConfig.for_model(model_type).save_pretrained(tmp_path)
+    save_file({"x": np.zeros(1, dtype=np.float32)}, str(tmp_path / "model.safetensors"))
+    code = main(["reference", str(tmp_path), "--out", str(tmp_path / "ref.safetensors"), "--ids", IDS])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and says in err and len(err.splitlines()) == 1, err

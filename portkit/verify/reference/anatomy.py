@@ -3,11 +3,9 @@
 Nothing here is a name guessed for Llama (`model.layers`, `model.norm`): the decoder layers are
 the `ModuleList` whose elements are the class transformers itself records hidden states from
 (`_can_record_outputs["hidden_states"]`) or keeps whole on one device (`_no_split_modules`); the
-embedding is `get_input_embeddings()`; the final norm is the last module with weights that the
-decoder layers' owner runs after its last layer, before the head (`get_output_embeddings()`)
-reads it: Llama's `model.norm`, phi's `model.final_layernorm`, GPT-2's `transformer.ln_f`,
-GPT-NeoX's `gpt_neox.final_layer_norm`. A model with no such module has its head's input
-recorded as `norm` (the hidden state the head reads).
+embedding is `get_input_embeddings()`; the final norm's output is what the head
+(`get_output_embeddings()`) reads (Llama's `model.norm`, phi's `model.final_layernorm`, GPT-2's
+`transformer.ln_f`, GPT-NeoX's `gpt_neox.final_layer_norm`).
 
 A checkpoint tensor belongs to decoder layer N when its name holds `<list>.N.`, `<list>` the last
 name of the layers' path (`layers`, GPT-2's and BLOOM's `h`, MPT's `blocks`).
@@ -85,25 +83,6 @@ def layer_key(layers_path: str) -> re.Pattern[str]:
     """Checkpoint names of the tensors of decoder layer N: `...<list>.N.` with `<list>` the last
     name of the layers' path (group 1 is N)."""
     return re.compile(rf"(?:^|\.){re.escape(layers_path.rsplit('.', 1)[-1])}\.(\d+)\.")
-
-
-def owner(model: Any, layers_path: str) -> Any:
-    """The module holding the decoder layers (`model.model`, GPT-2's `transformer`)."""
-    parent = layers_path.rpartition(".")[0]
-    return model.get_submodule(parent) if parent else model
-
-
-def after_layers(model: Any, layers_path: str) -> list[tuple[str, Any]]:
-    """The owner's other direct children with weights, by path: where the final norm is."""
-    base = owner(model, layers_path)
-    prefix = layers_path.rpartition(".")[0]
-    list_name = layers_path.rsplit(".", 1)[-1]
-    embedding = model.get_input_embeddings()
-    return [
-        (f"{prefix}.{name}" if prefix else name, mod)
-        for name, mod in base.named_children()
-        if name != list_name and mod is not embedding and any(True for _ in mod.parameters())
-    ]
 
 
 def module_paths(layer: Any) -> list[str]:
