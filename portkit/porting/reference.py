@@ -23,6 +23,7 @@ import numpy as np
 
 from portkit.families import sublayers
 from portkit.porting.dumpfile import GREEDY_LOGITS, TRUTH, order_key, write_reference
+from portkit.porting.encoder import encoder_values, is_encoder
 from portkit.verify.errors import BadInput, one_line
 from portkit.verify.model_dir import read_model_dir
 from portkit.verify.prompt import Prompt, parse_tokens, resolve_prompt
@@ -277,9 +278,17 @@ def write(
     refuse_multimodal(model.config)
     prompt = resolve_prompt(model, ids, text, chat)
     tokens = parse_tokens(tokens)
-    mode = choose_mode(mode, model.weight_files)
-    subs = () if layers_only else family_sublayers(model.config)
-    values = reference_values(model.root, model.weight_files, list(prompt.ids), tokens, mode, progress, subs)
+    if is_encoder(model.config):  # no head to decode with: no logits, no greedy tokens
+        tokens, mode = 0, "encoder, whole"
+        values = encoder_values(model.root, list(prompt.ids), progress)
+        if layers_only:
+            values = {k: v for k, v in values.items() if not sublayers.is_sublayer(k.removeprefix(TRUTH))}
+        order = called_order(values)
+        values = {k: values[k] for k in sorted(values, key=lambda k: order_key(k, order))}
+    else:
+        mode = choose_mode(mode, model.weight_files)
+        subs = () if layers_only else family_sublayers(model.config)
+        values = reference_values(model.root, model.weight_files, list(prompt.ids), tokens, mode, progress, subs)
     recorded = called_order(values)
     meta = reference_metadata(model.root, model.config, prompt, tokens, dtype, recorded)
     meta["runtime"] = f"transformers eager f32 cpu ({mode})"

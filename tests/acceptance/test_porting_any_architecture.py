@@ -1,6 +1,6 @@
 """`portkit reference` and `portkit compare` over transformers 5's whole causal-LM mapping.
 
-Each model type is built tiny here (`fixtures.tiny_causal`: seeded random weights, sizes of a few
+Each model type is built tiny here (`fixtures.tiny_models`: seeded random weights, sizes of a few
 thousand parameters, and only if transformers itself runs it), then: the reference writes every
 decoder layer, the final norm and the logits; compare of the reference with itself exits 0; and
 with layer.1's output scaled by 1 + 1e-3 it exits 1 and names layer.1. The types that cannot be
@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-from fixtures.tiny_causal import NotSmall, build
+from fixtures.tiny_models import NotSmall, build
 from portkit.porting.compare import compare_dumps
 from portkit.porting.dumpfile import TRUTH, DumpFile, read_dump
 from portkit.verify.errors import BadInput
 
-#: transformers 5.25's causal-LM types that `fixtures.tiny_causal` cannot build small, and why
+#: transformers 5.25's causal-LM types that `fixtures.tiny_models` cannot build small, and why
 #: (what `NotSmall`'s text says: checked, so that a type that now builds leaves this list)
 NOT_SMALL = {
     # the config's own validation refuses the sizes (its layer-type pattern, its token ids, its layer counts)
@@ -250,3 +250,22 @@ def test_what_the_reference_does_not_record_is_one_line(model_type, says, tmp_pa
     code = main(["reference", str(tmp_path), "--out", str(tmp_path / "ref.safetensors"), "--ids", IDS])
     err = capsys.readouterr().err.strip()
     assert code == 2 and says in err and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta", "distilbert", "modernbert", "electra"])
+def test_encoders(model_type, tmp_path):
+    """An encoder (`AutoModel`, no head): the reference writes what enters the first layer, every
+    layer and its modules, no logits; compare of itself exits 0, with layer.1 scaled it names layer.1."""
+    from fixtures.tiny_models import build_encoder
+    from portkit.porting.reference import write
+
+    model_dir = build_encoder(model_type, tmp_path / "model")
+    written = write(model_dir, tmp_path / "ref.safetensors", ids=IDS, tokens=8)
+    ref = read_dump(tmp_path / "ref.safetensors")
+    assert written.metadata["tokens"] == "0" and "encoder" in written.metadata["runtime"]
+    assert {"ids", "embeddings", "layer.0", "layer.1"} <= set(ref.tensors)
+    assert not {"logits", "greedy"} & set(ref.tensors) and f"{TRUTH}layer.1" in ref.tensors
+    assert ref.tensors["embeddings"].shape == ref.tensors["layer.0"].shape
+    assert compare_dumps(ref, _candidate(ref, None)).exit_code == 0
+    perturbed = compare_dumps(ref, _candidate(ref, "layer.1"))
+    assert perturbed.exit_code == 1 and perturbed.first_bad == "layer.1", perturbed.first_bad

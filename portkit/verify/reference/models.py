@@ -127,7 +127,9 @@ def capture_hooks(
                 continue
             hooks.append(sub.register_forward_hook(keep(f"layer.{i}.{path}")))
         hooks.append(layer.register_forward_hook(keep(f"layer.{i}")))
-    hooks.append(model.get_output_embeddings().register_forward_pre_hook(HeadInput(outs)))
+    head = model.get_output_embeddings()
+    if head is not None:  # an encoder (`AutoModel`) has none
+        hooks.append(head.register_forward_pre_hook(HeadInput(outs)))
     return hooks
 
 

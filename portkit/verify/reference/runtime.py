@@ -65,18 +65,6 @@ class ReferenceLoadError(RuntimeError):
     """transformers refused the checkpoint."""
 
 
-@dataclass(frozen=True, eq=False)
-class _Kept:
-    """A forward hook that keeps a module's output (its first row, as f32 on the host) as `outs[name]`."""
-
-    outs: dict[str, np.ndarray]
-    name: str
-
-    def __call__(self, _module: Any, _args: Any, output: Any) -> None:
-        tensor = output[0] if isinstance(output, tuple) else output
-        self.outs[self.name] = tensor[0].detach().float().numpy().copy()
-
-
 @dataclass
 class ReferenceModel:
     """A transformers causal LM held for comparisons; every output is a float32 numpy array."""
@@ -125,16 +113,9 @@ class ReferenceModel:
         return seq[len(ids) :]
 
     def _hooks(self, outs: dict[str, np.ndarray]) -> list[Any]:
-        inner = self.model.model
+        from portkit.verify.reference.models import capture_hooks
 
-        def keep(name: str) -> _Kept:
-            return _Kept(outs, name)
-
-        hooks = [inner.embed_tokens.register_forward_hook(keep("embeddings"))]
-        for i, layer in enumerate(inner.layers):
-            hooks.append(layer.register_forward_hook(keep(f"layer.{i}")))
-        hooks.append(inner.norm.register_forward_hook(keep("norm")))
-        return hooks
+        return capture_hooks(self.model, outs)
 
     def capture(self, ids: Sequence[int]) -> dict[str, np.ndarray]:
         """Forward hooks on the embeddings, every decoder layer and the final norm, plus the last logits.
