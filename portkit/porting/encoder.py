@@ -22,15 +22,22 @@ import numpy as np
 from portkit.porting.dumpfile import TRUTH
 from portkit.verify.errors import BadInput, one_line
 
-#: architectures that decode: a checkpoint naming one is a causal LM, whatever else it names
-_DECODING = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
-
 
 def is_encoder(config: dict[str, Any]) -> bool:
     """config.json names only architectures that do not decode (`BertModel`, `XLMRobertaModel`,
-    `BertForMaskedLM`) and does not say `is_decoder`."""
+    `BertForMaskedLM`: none is a class of transformers' causal-LM mapping, nor a conditional
+    generation model) and does not say `is_decoder`."""
+    try:
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    except ImportError:  # no verify extra: the causal path says so, in its one line
+        return False
+    decoding = {n for v in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values() for n in ((v,) if isinstance(v, str) else v)}
     archs = [a for a in config.get("architectures") or () if isinstance(a, str)]
-    return bool(archs) and config.get("is_decoder") is not True and not any(d in a for a in archs for d in _DECODING)
+    return (
+        bool(archs)
+        and config.get("is_decoder") is not True
+        and not any(a in decoding or "ForConditionalGeneration" in a for a in archs)
+    )
 
 
 def encoder_values(model_dir: Path, ids: Sequence[int], progress: Callable[[str], None]) -> dict[str, np.ndarray]:
@@ -66,7 +73,7 @@ class _FirstLayerInput:
 def _forward(model_dir: Path, ids: Sequence[int], precision: str) -> dict[str, np.ndarray]:
     from portkit.families.sublayers import EVERY_MODULE
     from portkit.verify.reference.anatomy import decoder_layers
-    from portkit.verify.reference.models import capture_hooks
+    from portkit.verify.reference.capture import capture_hooks
     from portkit.verify.reference.runtime import ReferenceUnavailable, _import_torch
 
     try:

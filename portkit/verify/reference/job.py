@@ -28,8 +28,8 @@ from portkit.verify.model_dir import ModelDir
 from portkit.verify.reference import cache as refcache
 from portkit.verify.reference import compute
 from portkit.verify.reference import extra as refextra
+from portkit.verify.reference.capture import REFEED
 from portkit.verify.reference.compute import ReferenceOutputs
-from portkit.verify.reference.models import REFEED
 from portkit.verify.reference.requests import ForwardRequest, TruthRequest
 from portkit.verify.reference.result import Reference, Truth
 from portkit.verify.reference.session import ReferenceSession, Ticket

@@ -113,7 +113,7 @@ class ReferenceModel:
         return seq[len(ids) :]
 
     def _hooks(self, outs: dict[str, np.ndarray]) -> list[Any]:
-        from portkit.verify.reference.models import capture_hooks
+        from portkit.verify.reference.capture import capture_hooks
 
         return capture_hooks(self.model, outs)
 
