@@ -99,6 +99,7 @@ impl Model {
             Model::Phi3(m) => Model::Phi3(m.clone()),
             Model::Olmo2(m) => Model::Olmo2(m.clone()),
             Model::Starcoder2(m) => Model::Starcoder2(m.clone()),
+            Model::Phi(m) => Model::Phi(m.clone()),
             Model::StableLm(_) => return None,
         })
     }

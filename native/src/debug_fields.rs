@@ -118,6 +118,11 @@ impl Parser<'_> {
         if c == b'"' {
             return self.string().map(Value::String);
         }
+        if self.s[self.i..].starts_with(b"-inf") {
+            // a non-finite float, as serde_json writes one: null
+            self.i += 4;
+            return Ok(Value::Null);
+        }
         if c == b'-' || c.is_ascii_digit() {
             let start = self.i;
             self.i += 1;
@@ -135,6 +140,8 @@ impl Parser<'_> {
             "true" => return Ok(Value::Bool(true)),
             "false" => return Ok(Value::Bool(false)),
             "None" => return Ok(Value::Null),
+            // a non-finite float (`f32::INFINITY`'s Debug text): null, as serde_json writes it
+            "inf" | "NaN" => return Ok(Value::Null),
             _ => {}
         }
         if self.eat(b'{') {
@@ -200,6 +207,12 @@ mod tests {
         let s = "say \"hi\"\n\u{1}é\\";
         let m = parse(&format!("C {{ a: Some({:?}), b: {:?} }}", "bert", s)).unwrap();
         assert_eq!(Value::Object(m), json!({"a": "bert", "b": s}));
+    }
+
+    #[test]
+    fn non_finite_floats_are_null_as_serde_json_writes_them() {
+        let m = parse(&format!("C {{ a: {:?}, b: {:?}, c: {:?}, d: -1.5 }}", f32::INFINITY, f32::NEG_INFINITY, f64::NAN)).unwrap();
+        assert_eq!(Value::Object(m), json!({"a": null, "b": null, "c": null, "d": -1.5}));
     }
 
     #[test]

@@ -12,8 +12,8 @@ use crate::weights::shared_weights;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{Activation, VarBuilder};
 use candle_transformers::models::{
-    gemma, gemma2, gemma3, granite, llama, mistral, mixtral, olmo2, phi3, qwen2, qwen3, qwen3_moe, stable_lm,
-    starcoder2,
+    gemma, gemma2, gemma3, granite, llama, mistral, mixtral, olmo2, phi, phi3, qwen2, qwen3, qwen3_moe,
+    stable_lm, starcoder2,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
@@ -35,10 +35,11 @@ pub enum Family {
     Granite,
     Starcoder2,
     StableLm,
+    Phi,
 }
 
 impl Family {
-    pub const ALL: [Family; 14] = [
+    pub const ALL: [Family; 15] = [
         Family::Llama,
         Family::Mistral,
         Family::Mixtral,
@@ -53,6 +54,7 @@ impl Family {
         Family::Granite,
         Family::Starcoder2,
         Family::StableLm,
+        Family::Phi,
     ];
 
     /// The key Python's family registry uses: candle's module name.
@@ -72,6 +74,7 @@ impl Family {
             Family::Granite => "granite",
             Family::Starcoder2 => "starcoder2",
             Family::StableLm => "stable_lm",
+            Family::Phi => "phi",
         }
     }
 
@@ -101,6 +104,7 @@ pub enum Parsed {
     Granite(granite::Config),
     Starcoder2(starcoder2::Config),
     StableLm(stable_lm::Config),
+    Phi(phi::Config),
 }
 
 fn serde<T: DeserializeOwned>(config_json: &str) -> Outcome<T> {
@@ -123,6 +127,7 @@ pub fn parse(family: Family, config_json: &str) -> Outcome<Parsed> {
         Family::Granite => Parsed::Granite(serde::<granite::GraniteConfig>(config_json)?.into_config(false)),
         Family::Starcoder2 => Parsed::Starcoder2(serde(config_json)?),
         Family::StableLm => Parsed::StableLm(serde(config_json)?),
+        Family::Phi => Parsed::Phi(serde(config_json)?),
     })
 }
 
@@ -221,6 +226,7 @@ impl Parsed {
             Parsed::Granite(_) => Family::Granite,
             Parsed::Starcoder2(_) => Family::Starcoder2,
             Parsed::StableLm(_) => Family::StableLm,
+            Parsed::Phi(_) => Family::Phi,
         }
     }
 
@@ -308,6 +314,17 @@ impl Parsed {
                 m.insert("head_dim".into(), ratio(&m));
                 m
             }
+            Parsed::Phi(c) => {
+                let mut m = from_debug(c);
+                // phi.rs:44-50: `num_key_value_heads.unwrap_or(num_attention_heads)`, and
+                // `head_dim` hidden_size / num_attention_heads.
+                let heads = m.get("num_attention_heads").cloned().unwrap_or(Value::Null);
+                if m.get("num_key_value_heads").is_none_or(Value::is_null) {
+                    m.insert("num_key_value_heads".into(), heads);
+                }
+                m.insert("head_dim".into(), ratio(&m));
+                m
+            }
         };
         Value::Object(m)
     }
@@ -337,6 +354,7 @@ impl Parsed {
             Parsed::Olmo2(c) => Model::Olmo2(olmo2::Model::new(c, vb)?),
             Parsed::Starcoder2(c) => Model::Starcoder2(starcoder2::Model::new(c, vb)?),
             Parsed::StableLm(c) => Model::StableLm(stable_lm::Model::new(c, vb)?),
+            Parsed::Phi(c) => Model::Phi(phi::Model::new(c, vb)?),
         })
     }
 }
@@ -379,6 +397,7 @@ pub enum Model {
     Olmo2(olmo2::Model),
     Starcoder2(starcoder2::Model),
     StableLm(stable_lm::Model),
+    Phi(phi::Model),
 }
 
 impl Model {
@@ -400,6 +419,8 @@ impl Model {
             Model::Olmo2(m) => m.forward(x, pos),
             Model::Starcoder2(m) => m.forward(x, pos),
             Model::StableLm(m) => m.forward(x, pos),
+            // phi.rs:344: the position is the KV cache's length (phi.rs:215-218)
+            Model::Phi(m) => m.forward(x),
         }
     }
 }
@@ -477,6 +498,7 @@ impl FamilyRunner {
             (Model::Phi3(m), _) => m.clear_kv_cache(),
             (Model::Olmo2(m), _) => m.clear_kv_cache(),
             (Model::Starcoder2(m), _) => m.clear_kv_cache(),
+            (Model::Phi(m), _) => m.clear_kv_cache(),
             _ => unreachable!("model and config come from the same family"),
         }
         Ok(())

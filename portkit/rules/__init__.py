@@ -90,6 +90,7 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK317": ("rope-table-in-half-precision", "stable"),
     "PK318": ("continuation-mask-square", "stable"),
     "PK319": ("gguf-continuation-mask-square", "stable"),
+    "PK320": ("phi-continuation-mask-square", "stable"),
     "PK401": ("missing-gguf-metadata", "stable"),
     "PK402": ("gguf-freq-base-defaulted", "stable"),
     "PK403": ("rope-pairing-by-architecture", "stable"),

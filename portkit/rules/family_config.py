@@ -631,7 +631,7 @@ class LmHeadIgnoresTie(Rule):
 
     ## What it does
     Reads `tie_word_embeddings` as transformers does (with the family's default) and flags the
-    modules that ignore it: mistral, mixtral, stable_lm and granite always load
+    modules that ignore it: mistral, mixtral, stable_lm, granite and phi always load
     `lm_head.weight`; gemma, gemma2, gemma3 and starcoder2 always use `embed_tokens`.
     (portkit's weight rules check the tensors themselves.)
 
@@ -652,7 +652,7 @@ class LmHeadIgnoresTie(Rule):
 
     ## Candle source
     candle-transformers-0.11.0/src/models/mistral.rs:385, mixtral.rs:426, stable_lm.rs:383,
-    granite.rs:448 (always `lm_head`); gemma.rs:359, gemma2.rs:378, gemma3.rs:458,
+    granite.rs:448, phi.rs:334 (always `lm_head`); gemma.rs:359, gemma2.rs:378, gemma3.rs:458,
     starcoder2.rs:288 (always `embed_tokens`).
 
     ## Verification
@@ -668,7 +668,7 @@ class LmHeadIgnoresTie(Rule):
     name = "lm-head-ignores-tie"
     group = "config"
     # the modules whose `LM_HEAD` is always-loaded or always-tied (portkit.families)
-    families = ("mistral", "mixtral", "stable_lm", "granite", "gemma", "gemma2", "gemma3", "starcoder2")
+    families = ("mistral", "mixtral", "stable_lm", "granite", "phi", "gemma", "gemma2", "gemma3", "starcoder2")
     severity = "warning"
     effect = "load-error"
     fix_title = "Ship the `lm_head` the module builds; no config edit fixes this"

@@ -711,6 +711,66 @@ class GgufContinuationMaskSquare(_LoaderPathRule):
             )
 
 
+PHI_MASK_EXPECT = "shape mismatch in where_cond"
+
+
+class PhiContinuationMaskSquare(_PathRule):
+    """A later turn through phi.rs: its mask is square, its scores are not (every release).
+
+    ## What it does
+    Flags `--turns 2` (or `turns` in `[tool.portkit]`) for phi checkpoints (`PhiForCausalLM`:
+    phi-1, phi-1.5, phi-2) on every candle release portkit knows, 0.9.1 to 0.11.1.
+
+    ## Why is this bad?
+    transformers runs a chat's second turn on its cache. candle's phi builds the causal mask of a
+    multi-token forward as `(seq_len, seq_len)` whatever its KV cache holds, and fills scores of shape
+    `(b, heads, seq_len, cached + seq_len)` through it: at an offset the shapes differ, and the turn
+    fails (measured on the tiny phi fixture: `shape mismatch in where_cond, lhs: [1, 4, 2, 2], rhs:
+    [1, 4, 2, 26]`). The first prompt and one-token decoding run. The fix that gave llama.rs its offset mask in 0.10.2 never reached
+    phi.rs (https://github.com/huggingface/candle/pull/3437).
+
+    ## Example
+    `portkit lint --turns MODEL_DIR` on a `"model_type": "phi"` checkpoint.
+
+    ## Fix
+    Feed a later turn one token at a time, or build the mask over the cached keys in a copy of
+    phi.rs (as `utils::build_causal_mask` does for llama.rs since 0.10.2).
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/phi.rs:136-141 (`get_mask(size)`: `(size, size)`), :348-352
+    (`get_mask(seq_len, ..)` whatever the cache holds), :250-254 (`masked_fill` over
+    `mask.broadcast_left((b_size, num_heads))`); the same lines in 0.9.1 to 0.11.1.
+
+    ## Verification
+    crash: a later turn must fail with `shape mismatch in where_cond`; the first turn agrees.
+
+    ## References
+    - https://github.com/huggingface/candle/pull/3437 (the fix for llama.rs, granite.rs and three GGUF loaders)
+    """
+
+    code = "PK320"
+    name = "phi-continuation-mask-square"
+    families = ("phi",)
+    effect = "runtime-error"
+    probe_kind = "crash"
+    probe_run = "turns"
+    fix_title = "Feed a later turn one token at a time, or mask over the cached keys in a copy of phi.rs"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        if not self.ready(ctx) or not ctx.target.continues:
+            return
+        yield self.finding(
+            ctx,
+            f"transformers runs a second turn on its cache; {ctx.family.who} builds the causal mask of a multi-token "  # type: ignore[union-attr]
+            f"forward as (seq_len, seq_len) and fills scores over the cached keys too through it, so a turn of more than "
+            f"one token at an offset fails with `{PHI_MASK_EXPECT}`",
+            keys=self.keys(ctx),
+            transformers_value="later turn",
+            candle_value=PHI_MASK_EXPECT,
+            expect=PHI_MASK_EXPECT,
+        )
+
+
 RULES = (
     ContinuationMaskInModelDtype,
     ContinuationPastRotatingWindow,
@@ -722,4 +782,5 @@ RULES = (
     Gemma3GgufBatch,
     ContinuationMaskSquare,
     GgufContinuationMaskSquare,
+    PhiContinuationMaskSquare,
 )

@@ -181,14 +181,23 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
                   "num_attention_heads": 32, "num_key_value_heads": 32, "hidden_act": "silu",
                   "max_position_embeddings": 4096, "layer_norm_eps": 1e-05, "use_cache": True, "use_qkv_bias": False,
                   "tie_word_embeddings": False},
+    "phi": {"vocab_size": 51200, "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 24,
+            "num_attention_heads": 32, "num_key_value_heads": None, "hidden_act": "gelu_new",
+            "max_position_embeddings": 2048, "layer_norm_eps": 1e-05, "tie_word_embeddings": False,
+            "qk_layernorm": False},
 }  # fmt: skip
 FAMILY_DEFAULT_THETA = {"mixtral": 1e6, "gemma3": 1e6}  # class `default_theta`; 1e4 elsewhere
 GEMMA3_DEFAULT_LOCAL_THETA = 10000.0
 STABLELM_DEFAULT_PARTIAL_ROTARY = 0.25
-# partial_rotary_factor: stable_lm (default 0.25) and phi3 rotate part of the head whatever the
+PHI_DEFAULT_PARTIAL_ROTARY = 0.5  # configuration_phi.py:87 `kwargs.setdefault("partial_rotary_factor", 0.5)`
+# partial_rotary_factor: stable_lm (default 0.25), phi (0.5) and phi3 rotate part of the head whatever the
 # rope type; llama's default rope ignores the factor and only its scaled rope types honour it
 # (modeling_llama.py:73-106, `compute_default_rope_parameters`)
-_PARTIAL_ROTARY_ALWAYS = {"stable_lm": STABLELM_DEFAULT_PARTIAL_ROTARY, "phi3": None}
+_PARTIAL_ROTARY_ALWAYS = {
+    "stable_lm": STABLELM_DEFAULT_PARTIAL_ROTARY,
+    "phi": PHI_DEFAULT_PARTIAL_ROTARY,
+    "phi3": None,
+}
 _PARTIAL_ROTARY_SCALED_ONLY = ("llama",)
 # families whose transformers modeling masks every layer to `sliding_window` when it is set
 _SLIDES_EVERY_LAYER = ("mistral", "mixtral", "starcoder2", "phi3")
@@ -197,7 +206,7 @@ _SLIDES_FROM_MAX_WINDOW_LAYERS = ("qwen2", "qwen3", "qwen3_moe")
 # `num_attention_heads` (configuration_llama.py:88-89, configuration_qwen2.py:84-85, ...), `head_dim` =
 # `hidden_size // num_attention_heads` (configuration_llama.py:86-87, configuration_mistral.py:83)
 _DERIVED_FROM_HEADS = {
-    "num_key_value_heads": ("llama", "qwen2", "qwen3", "phi3", "olmo2", "granite"),
+    "num_key_value_heads": ("llama", "qwen2", "qwen3", "phi3", "olmo2", "granite", "phi"),
     "head_dim": ("llama", "mistral"),
 }
 # the classes whose `validate_architecture` refuses a hidden size the heads do not divide

@@ -142,8 +142,8 @@ def test_classic_layouts_streamed_equal_whole_and_name_their_modules(model_type,
 
 #: each classic layout's decoder layer, as transformers names its modules, in computation order
 SUB_LAYERS = {
-    "phi": ["input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.dense",
-            "self_attn", "mlp.fc1", "mlp.fc2", "mlp"],
+    # a family of portkit's: the names its SUBLAYERS trait gives (what portkit-dump's ports put)
+    "phi": ["input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn", "mlp"],
     "gpt2": ["ln_1", "attn.c_attn", "attn.c_proj", "attn", "ln_2", "mlp.c_fc", "mlp.c_proj", "mlp"],
     "gptj": ["ln_1", "attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.out_proj", "attn", "mlp.fc_in",
              "mlp.fc_out", "mlp"],

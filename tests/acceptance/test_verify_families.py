@@ -38,6 +38,7 @@ T5: dict[str, dict[str, str]] = {
             "olmo2",
             "starcoder2",
             "stable_lm",
+            "phi",
         )
     },
 }

@@ -696,8 +696,8 @@ VARIANTS += [
     ("PK107", family("granite", hidden_act="gelu"), "candle 0.11.0's `granite` always applies silu"),
     (
         "PK114",
-        model({**TF4, "model_type": "phi"}, weights=False),
-        "candle 0.11.0 has a `phi` module for `model_type` `phi`; portkit does not check that module yet",
+        model({**TF4, "model_type": "qwen2_moe"}, weights=False),
+        "candle 0.11.0 has a `qwen2_moe` module for `model_type` `qwen2_moe`; portkit does not check that module yet",
     ),
     (
         "PK115",
@@ -1060,6 +1060,13 @@ VARIANTS.append(("PK318", with_target(CLEAN["granite"], turns=2, candle="0.9.1")
 CLEAN_VARIANTS.append(("PK318", with_target(CLEAN["llama"], turns=2, candle="0.10.1", use_flash_attn=True)))
 CLEAN_VARIANTS.append(("PK318", with_target(CLEAN["qwen2"], turns=2, candle="0.10.1")))
 CASES["PK319"] = (with_target(gguf_model(), turns=2, candle="0.9.2"), with_target(gguf_model(), turns=2))
+# phi.rs's square mask for a later turn: never fixed, every release
+CASES["PK320"] = (with_target(CLEAN["phi"], turns=2), CLEAN["phi"])
+VARIANTS.append(
+    ("PK320", with_target(CLEAN["phi"], turns=2, candle="0.9.1"), "fails with `shape mismatch in where_cond`")
+)
+VARIANTS.append(("PK320", with_target(CLEAN["phi"], turns=2, candle="0.11.1"), "candle 0.11.1's `phi`"))
+CLEAN_VARIANTS.append(("PK320", with_target(CLEAN["llama"], turns=2)))
 VARIANTS.append(
     ("PK319", with_target(loader_gguf("qwen2"), turns=2, candle="0.10.0"), "quantized_qwen2 builds the causal mask")
 )

@@ -19,6 +19,7 @@ fn parse(family: &str, text: &str) -> Result<(), String> {
         "gemma3" => de::<m::gemma3::Config>(text),
         "granite" => de::<m::granite::GraniteConfig>(text),
         "phi3" => de::<m::phi3::Config>(text),
+        "phi" => de::<m::phi::Config>(text),
         other => Err(format!("portkit-release-oracle: no family {other}")),
     }
 }
