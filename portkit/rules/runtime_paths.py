@@ -642,6 +642,11 @@ class ContinuationMaskSquare(_PathRule):
     probe_run = "turns"
     fix_title = "Upgrade candle to 0.10.2, or feed a later turn one token at a time"
 
+    #: how the mask meets the scores, candle's message, and the release that fixed it (for the message)
+    applies = "broadcasts it onto"
+    expected = SQUARE_MASK_EXPECT
+    fixed = " (fixed in 0.10.2)"
+
     def check(self, ctx: Context) -> Iterable[Finding]:
         t = ctx.target
         if not self.ready(ctx) or not t.continues or t.use_flash_attn:
@@ -649,12 +654,12 @@ class ContinuationMaskSquare(_PathRule):
         yield self.finding(
             ctx,
             f"transformers runs a second turn on its cache; {ctx.family.who} builds the causal mask of a multi-token "  # type: ignore[union-attr]
-            f"forward as (seq_len, seq_len) and broadcasts it onto scores over the cached keys too, so a turn of more than "
-            f"one token at an offset fails with `{SQUARE_MASK_EXPECT}` (fixed in 0.10.2)",
+            f"forward as (seq_len, seq_len) and {self.applies} scores over the cached keys too, so a turn of more than "
+            f"one token at an offset fails with `{self.expected}`{self.fixed}",
             keys=self.keys(ctx),
             transformers_value="later turn",
-            candle_value=SQUARE_MASK_EXPECT,
-            expect=SQUARE_MASK_EXPECT,
+            candle_value=self.expected,
+            expect=self.expected,
         )
 
 
@@ -714,7 +719,7 @@ class GgufContinuationMaskSquare(_LoaderPathRule):
 PHI_MASK_EXPECT = "shape mismatch in where_cond"
 
 
-class PhiContinuationMaskSquare(_PathRule):
+class PhiContinuationMaskSquare(ContinuationMaskSquare):
     """A later turn through phi.rs: its mask is square, its scores are not (every release).
 
     ## What it does
@@ -726,8 +731,8 @@ class PhiContinuationMaskSquare(_PathRule):
     multi-token forward as `(seq_len, seq_len)` whatever its KV cache holds, and fills scores of shape
     `(b, heads, seq_len, cached + seq_len)` through it: at an offset the shapes differ, and the turn
     fails (measured on the tiny phi fixture: `shape mismatch in where_cond, lhs: [1, 4, 2, 2], rhs:
-    [1, 4, 2, 26]`). The first prompt and one-token decoding run. The fix that gave llama.rs its offset mask in 0.10.2 never reached
-    phi.rs (https://github.com/huggingface/candle/pull/3437).
+    [1, 4, 2, 26]`). The first prompt and one-token decoding run. The fix that gave llama.rs its
+    offset mask in 0.10.2 never reached phi.rs (https://github.com/huggingface/candle/pull/3437).
 
     ## Example
     `portkit lint --turns MODEL_DIR` on a `"model_type": "phi"` checkpoint.
@@ -751,24 +756,11 @@ class PhiContinuationMaskSquare(_PathRule):
     code = "PK320"
     name = "phi-continuation-mask-square"
     families = ("phi",)
-    effect = "runtime-error"
-    probe_kind = "crash"
-    probe_run = "turns"
+    holds = Span()  # never fixed: phi.rs is the same in 0.9.1 to 0.11.1
     fix_title = "Feed a later turn one token at a time, or mask over the cached keys in a copy of phi.rs"
-
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        if not self.ready(ctx) or not ctx.target.continues:
-            return
-        yield self.finding(
-            ctx,
-            f"transformers runs a second turn on its cache; {ctx.family.who} builds the causal mask of a multi-token "  # type: ignore[union-attr]
-            f"forward as (seq_len, seq_len) and fills scores over the cached keys too through it, so a turn of more than "
-            f"one token at an offset fails with `{PHI_MASK_EXPECT}`",
-            keys=self.keys(ctx),
-            transformers_value="later turn",
-            candle_value=PHI_MASK_EXPECT,
-            expect=PHI_MASK_EXPECT,
-        )
+    applies = "fills, through it,"
+    expected = PHI_MASK_EXPECT
+    fixed = ""
 
 
 RULES = (
