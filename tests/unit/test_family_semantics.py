@@ -37,6 +37,10 @@ def test_defaults_are_transformers_class_defaults(family: str) -> None:
         assert getattr(c, key) == mine[key], (
             f"{family}.{key}: portkit {mine[key]!r} != transformers {getattr(c, key)!r}"
         )
+    # the rotated share of the head, where the class rotates part of it by default (stable_lm, phi)
+    default_prf = c.rope_parameters.get("partial_rotary_factor")
+    if default_prf is not None and default_prf != 1.0:
+        assert mine.get("partial_rotary_factor") == default_prf, (family, mine.get("partial_rotary_factor"))
 
 
 def _transformers_values(family: str, cfg: dict[str, Any]) -> dict[str, Any]:
