@@ -100,6 +100,7 @@ impl Model {
             Model::Olmo2(m) => Model::Olmo2(m.clone()),
             Model::Starcoder2(m) => Model::Starcoder2(m.clone()),
             Model::Phi(m) => Model::Phi(m.clone()),
+            Model::Qwen2Moe(m) => Model::Qwen2Moe(m.clone()),
             Model::StableLm(_) => return None,
         })
     }

@@ -12,8 +12,8 @@ use crate::weights::shared_weights;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{Activation, VarBuilder};
 use candle_transformers::models::{
-    gemma, gemma2, gemma3, granite, llama, mistral, mixtral, olmo2, phi, phi3, qwen2, qwen3, qwen3_moe,
-    stable_lm, starcoder2,
+    gemma, gemma2, gemma3, granite, llama, mistral, mixtral, olmo2, phi, phi3, qwen2, qwen2_moe, qwen3,
+    qwen3_moe, stable_lm, starcoder2,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
@@ -36,10 +36,11 @@ pub enum Family {
     Starcoder2,
     StableLm,
     Phi,
+    Qwen2Moe,
 }
 
 impl Family {
-    pub const ALL: [Family; 15] = [
+    pub const ALL: [Family; 16] = [
         Family::Llama,
         Family::Mistral,
         Family::Mixtral,
@@ -55,6 +56,7 @@ impl Family {
         Family::Starcoder2,
         Family::StableLm,
         Family::Phi,
+        Family::Qwen2Moe,
     ];
 
     /// The key Python's family registry uses: candle's module name.
@@ -75,6 +77,7 @@ impl Family {
             Family::Starcoder2 => "starcoder2",
             Family::StableLm => "stable_lm",
             Family::Phi => "phi",
+            Family::Qwen2Moe => "qwen2_moe",
         }
     }
 
@@ -105,6 +108,7 @@ pub enum Parsed {
     Starcoder2(starcoder2::Config),
     StableLm(stable_lm::Config),
     Phi(phi::Config),
+    Qwen2Moe(qwen2_moe::Config),
 }
 
 fn serde<T: DeserializeOwned>(config_json: &str) -> Outcome<T> {
@@ -128,6 +132,7 @@ pub fn parse(family: Family, config_json: &str) -> Outcome<Parsed> {
         Family::Starcoder2 => Parsed::Starcoder2(serde(config_json)?),
         Family::StableLm => Parsed::StableLm(serde(config_json)?),
         Family::Phi => Parsed::Phi(serde(config_json)?),
+        Family::Qwen2Moe => Parsed::Qwen2Moe(serde(config_json)?),
     })
 }
 
@@ -227,6 +232,7 @@ impl Parsed {
             Parsed::Starcoder2(_) => Family::Starcoder2,
             Parsed::StableLm(_) => Family::StableLm,
             Parsed::Phi(_) => Family::Phi,
+            Parsed::Qwen2Moe(_) => Family::Qwen2Moe,
         }
     }
 
@@ -325,6 +331,16 @@ impl Parsed {
                 m.insert("head_dim".into(), ratio(&m));
                 m
             }
+            Parsed::Qwen2Moe(c) => {
+                let mut m = fields!(c; vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+                    num_attention_heads, num_key_value_heads, max_position_embeddings, sliding_window,
+                    max_window_layers, tie_word_embeddings, rope_theta, rms_norm_eps, use_sliding_window, hidden_act,
+                    decoder_sparse_step, moe_intermediate_size, shared_expert_intermediate_size, num_experts_per_tok,
+                    num_experts, norm_topk_prob);
+                // qwen2_moe.rs:56, :140: hidden_size / num_attention_heads.
+                m.insert("head_dim".into(), ratio(&m));
+                m
+            }
         };
         Value::Object(m)
     }
@@ -355,6 +371,7 @@ impl Parsed {
             Parsed::Starcoder2(c) => Model::Starcoder2(starcoder2::Model::new(c, vb)?),
             Parsed::StableLm(c) => Model::StableLm(stable_lm::Model::new(c, vb)?),
             Parsed::Phi(c) => Model::Phi(phi::Model::new(c, vb)?),
+            Parsed::Qwen2Moe(c) => Model::Qwen2Moe(qwen2_moe::Model::new(c, vb)?),
         })
     }
 }
@@ -398,6 +415,7 @@ pub enum Model {
     Starcoder2(starcoder2::Model),
     StableLm(stable_lm::Model),
     Phi(phi::Model),
+    Qwen2Moe(qwen2_moe::Model),
 }
 
 impl Model {
@@ -421,6 +439,7 @@ impl Model {
             Model::StableLm(m) => m.forward(x, pos),
             // phi.rs:344: the position is the KV cache's length (phi.rs:215-218)
             Model::Phi(m) => m.forward(x),
+            Model::Qwen2Moe(m) => m.forward(x, pos),
         }
     }
 }
@@ -499,6 +518,7 @@ impl FamilyRunner {
             (Model::Olmo2(m), _) => m.clear_kv_cache(),
             (Model::Starcoder2(m), _) => m.clear_kv_cache(),
             (Model::Phi(m), _) => m.clear_kv_cache(),
+            (Model::Qwen2Moe(m), _) => m.clear_kv_cache(),
             _ => unreachable!("model and config come from the same family"),
         }
         Ok(())

@@ -200,6 +200,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("starcoder2", ("starcoder2",), ("Starcoder2ForCausalLM",), "starcoder2.rs", "Config", None, False),
     Family("stable_lm", ("stablelm",), ("StableLmForCausalLM",), "stable_lm.rs", "Config", None, False),
     Family("phi", ("phi",), ("PhiForCausalLM",), "phi.rs", "Config", None, False),
+    Family("qwen2_moe", ("qwen2_moe",), ("Qwen2MoeForCausalLM",), "qwen2_moe.rs", "Config", None, False),
 )
 BY_NAME: dict[str, Family] = {f.name: f for f in FAMILIES}
 _BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}

@@ -166,8 +166,9 @@ class SlidingWindowSemantics(Rule):
     transformers keeps `sliding_window` keys (`kv_idx > q_idx - sliding_window`). candle's
     masks keep `sliding_window`+1 (`j + sw < i` is masked) and are built only when more than
     one token is fed, and its caches are never trimmed (gemma3's sliding layers excepted): so
-    decode attends to every key. qwen2 applies the window to every layer even with
-    `use_sliding_window: false`; gemma2 applies it to every layer where transformers alternates;
+    decode attends to every key. qwen2 and qwen2_moe apply the window to every layer even with
+    `use_sliding_window: false` (where transformers 5 saves qwen2's as null and qwen2_moe's as 0, a
+    window of one key in candle's prefill); gemma2 applies it to every layer where transformers alternates;
     phi3 never applies one. Short prompts agree; past the window the model silently differs.
 
     ## Example
@@ -176,13 +177,14 @@ class SlidingWindowSemantics(Rule):
     ```
 
     ## Fix
-    Sometimes: for qwen2 with `use_sliding_window: false`, `portkit fix --write` writes
+    Sometimes: for qwen2 and qwen2_moe with `use_sliding_window: false`, `portkit fix --write` writes
     `sliding_window` = `max_position_embeddings` (transformers ignores the key there). Otherwise
     none in config.json (a smaller window fixes prefill and breaks decode); keep sequences
     shorter than the length named, or trim candle's KV cache to the window in your code.
 
     ## Candle source
     candle-transformers-0.11.0/src/models/mistral.rs:402-406, mixtral.rs:448, qwen2.rs:303-314,
+    qwen2_moe.rs:433-458,
     gemma2.rs:398-413, gemma3.rs:192-193 and :403, starcoder2.rs:306-310, phi3.rs:386-395;
     qwen3.rs:126-128 (`sliding window is not supported`, also reached from qwen3_moe.rs:211).
 
@@ -200,7 +202,9 @@ class SlidingWindowSemantics(Rule):
     code = "PK115"
     name = "sliding-window-semantics"
     group = "config"
-    families = ("mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma2", "gemma3", "starcoder2", "phi3")
+    families = (
+        "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2", "gemma3", "starcoder2", "phi3",
+    )  # fmt: skip
     severity = "warning"
     effect = "silent"
     fix_availability = "sometimes"
@@ -272,7 +276,8 @@ class SlidingWindowSemantics(Rule):
         same_layers = all((kt != math.inf) == (kp != math.inf) for kt, kp in zip(keep_t, prefill, strict=False))
         if isinstance(sw_t, int) and sw_t > 1 and windowed and all(k == sw_t + 1 for k in windowed) and same_layers:
             patch = {"sliding_window": sw_t - 1}
-        elif sw_t is None and any(k != math.inf for k in prefill) and isinstance(mp, int):
+        elif all(k == math.inf for k in keep_t) and windowed and isinstance(mp, int):
+            # transformers applies none (qwen2's null window, qwen2_moe's 0): candle's reaching no key is the same
             patch = {"sliding_window": mp}
         # a config that does not opt in to the window (qwen2's `use_sliding_window`): transformers
         # ignores the key, so a window candle never reaches (`max_position_embeddings`) changes nothing
@@ -631,7 +636,7 @@ class LmHeadIgnoresTie(Rule):
 
     ## What it does
     Reads `tie_word_embeddings` as transformers does (with the family's default) and flags the
-    modules that ignore it: mistral, mixtral, stable_lm, granite and phi always load
+    modules that ignore it: mistral, mixtral, stable_lm, granite, phi and qwen2_moe always load
     `lm_head.weight`; gemma, gemma2, gemma3 and starcoder2 always use `embed_tokens`.
     (portkit's weight rules check the tensors themselves.)
 
@@ -652,7 +657,7 @@ class LmHeadIgnoresTie(Rule):
 
     ## Candle source
     candle-transformers-0.11.0/src/models/mistral.rs:385, mixtral.rs:426, stable_lm.rs:383,
-    granite.rs:448, phi.rs:334 (always `lm_head`); gemma.rs:359, gemma2.rs:378, gemma3.rs:458,
+    granite.rs:448, phi.rs:334, qwen2_moe.rs:421 (always `lm_head`); gemma.rs:359, gemma2.rs:378, gemma3.rs:458,
     starcoder2.rs:288 (always `embed_tokens`).
 
     ## Verification
@@ -668,7 +673,9 @@ class LmHeadIgnoresTie(Rule):
     name = "lm-head-ignores-tie"
     group = "config"
     # the modules whose `LM_HEAD` is always-loaded or always-tied (portkit.families)
-    families = ("mistral", "mixtral", "stable_lm", "granite", "phi", "gemma", "gemma2", "gemma3", "starcoder2")
+    families = (
+        "mistral", "mixtral", "stable_lm", "granite", "phi", "qwen2_moe", "gemma", "gemma2", "gemma3", "starcoder2",
+    )  # fmt: skip
     severity = "warning"
     effect = "load-error"
     fix_title = "Ship the `lm_head` the module builds; no config edit fixes this"

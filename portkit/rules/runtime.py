@@ -559,7 +559,7 @@ class RopeTableInHalfPrecision(_RuntimeRule):
     ..).to_dtype(dtype)`, `t.matmul(&inv_freq)`, `freqs.sin()`/`cos()`), :279 (`RotaryEmbedding::new(vb.dtype(),
     ..)`); the same in phi3.rs:77-136 and :363, gemma.rs:83-99 and :350, gemma2.rs:76-92 and :369,
     gemma3.rs:71-97 and :326, mixtral.rs:82-99 and :418, olmo2.rs:36-52 and :282, starcoder2.rs:52-69 and
-    :280, stable_lm.rs:92-110 and :375. In F32 instead: llama.rs:200-207, qwen3.rs:42-58,
+    :280, stable_lm.rs:92-110 and :375, qwen2_moe.rs:54-72 and :414. In F32 instead: llama.rs:200-207, qwen3.rs:42-58,
     mistral.rs:118-135, granite.rs:156-161. The GGUF sibling: PK412 (quantized_qwen3.rs:111-115).
 
     ## Verification
@@ -581,7 +581,9 @@ class RopeTableInHalfPrecision(_RuntimeRule):
     name = "rope-table-in-half-precision"
     # the modules whose trait `ROPE_TABLE_IN_MODEL_DTYPE` is set (tests/unit/test_rope_table.py holds the two equal;
     # listed, so that loading the rules imports no family module)
-    families = ("phi3", "qwen2", "gemma", "gemma2", "gemma3", "mixtral", "olmo2", "starcoder2", "stable_lm")
+    families = (
+        "phi3", "qwen2", "qwen2_moe", "gemma", "gemma2", "gemma3", "mixtral", "olmo2", "starcoder2", "stable_lm",
+    )  # fmt: skip
     severity = "error"
     effect = "silent"
     fix_title = (

@@ -181,6 +181,12 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
                   "num_attention_heads": 32, "num_key_value_heads": 32, "hidden_act": "silu",
                   "max_position_embeddings": 4096, "layer_norm_eps": 1e-05, "use_cache": True, "use_qkv_bias": False,
                   "tie_word_embeddings": False},
+    "qwen2_moe": {"vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 24,
+                  "num_attention_heads": 16, "num_key_value_heads": 16, "hidden_act": "silu",
+                  "max_position_embeddings": 32768, "rms_norm_eps": 1e-06, "tie_word_embeddings": False,
+                  "use_sliding_window": False, "sliding_window": 4096, "max_window_layers": 28, "decoder_sparse_step": 1,
+                  "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632, "num_experts_per_tok": 4,
+                  "num_experts": 60, "norm_topk_prob": False},
     "phi": {"vocab_size": 51200, "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 24,
             "num_attention_heads": 32, "num_key_value_heads": None, "hidden_act": "gelu_new",
             "max_position_embeddings": 2048, "layer_norm_eps": 1e-05, "tie_word_embeddings": False,
@@ -461,8 +467,10 @@ def _family_transformers_view(
     sw = values.get("sliding_window")
     has_sw = _number(sw) and sw > 0
     layer_types = c.get("layer_types") if isinstance(c.get("layer_types"), list) else None
-    # configuration_qwen2.py:83: no window at all without `use_sliding_window`
-    opted_out = family in _SLIDES_FROM_MAX_WINDOW_LAYERS and values.get("use_sliding_window") is not True
+    # configuration_qwen2.py:83 (and qwen2_moe's): no window at all without `use_sliding_window`
+    opted_out = (
+        family in (*_SLIDES_FROM_MAX_WINDOW_LAYERS, "qwen2_moe") and values.get("use_sliding_window") is not True
+    )
     in_cache = _int(sw) is not None and sw > 0 and not opted_out
     if family in _SLIDES_EVERY_LAYER:
         sliding = tuple(has_sw for _ in range(n))
@@ -476,6 +484,17 @@ def _family_transformers_view(
             sliding = tuple(on and t == "sliding_attention" for t in layer_types)
         else:
             sliding = tuple(on and i >= mwl for i in range(n))
+    elif family == "qwen2_moe":
+        # configuration_qwen2_moe.py `__post_init__`: a window of 0 without `use_sliding_window`, and
+        # with it every other layer below `max_window_layers` slides
+        if opted_out:
+            values["sliding_window"] = 0
+        mwl = values.get("max_window_layers", n)
+        mwl = mwl if isinstance(mwl, int) else n
+        if layer_types is not None and len(layer_types) == n:
+            sliding = tuple(has_sw and not opted_out and t == "sliding_attention" for t in layer_types)
+        else:
+            sliding = tuple(has_sw and not opted_out and bool((i + 1) % 2) and i < mwl for i in range(n))
     elif family in ("gemma2", "gemma3"):
         pattern = 2
         if family == "gemma3":

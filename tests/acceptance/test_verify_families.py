@@ -39,6 +39,7 @@ T5: dict[str, dict[str, str]] = {
             "starcoder2",
             "stable_lm",
             "phi",
+            "qwen2_moe",
         )
     },
 }
@@ -156,6 +157,9 @@ VARIANTS: dict[tuple[str, str], dict[str, str]] = {
     ("granite", "tied"): {"PK205": "CRASH-CONFIRMED"},
     ("starcoder2", "untied"): {"PK120": "CONFIRMED"},
     ("stable_lm", "tied"): {"PK205": "CRASH-CONFIRMED"},
+    ("phi", "tied"): {"PK205": "CRASH-CONFIRMED"},
+    ("qwen2_moe", "tied"): {"PK205": "CRASH-CONFIRMED"},
+    ("qwen2_moe", "window-0"): {"PK115": "CONFIRMED"},
 }
 
 

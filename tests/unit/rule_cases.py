@@ -696,8 +696,8 @@ VARIANTS += [
     ("PK107", family("granite", hidden_act="gelu"), "candle 0.11.0's `granite` always applies silu"),
     (
         "PK114",
-        model({**TF4, "model_type": "qwen2_moe"}, weights=False),
-        "candle 0.11.0 has a `qwen2_moe` module for `model_type` `qwen2_moe`; portkit does not check that module yet",
+        model({**TF4, "model_type": "olmo"}, weights=False),
+        "candle 0.11.0 has a `olmo` module for `model_type` `olmo`; portkit does not check that module yet",
     ),
     (
         "PK115",

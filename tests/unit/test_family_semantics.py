@@ -55,7 +55,7 @@ def _transformers_values(family: str, cfg: dict[str, Any]) -> dict[str, Any]:
     if family == "gemma3":
         out["rope_local_base_freq"] = rp["sliding_attention"]["rope_theta"]
         out["sliding_layers"] = tuple(t == "sliding_attention" and c.sliding_window is not None for t in c.layer_types)
-    if family in ("qwen2", "qwen3", "qwen3_moe", "gemma2") and getattr(c, "layer_types", None):
+    if family in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2") and getattr(c, "layer_types", None):
         out["sliding_layers"] = tuple(t == "sliding_attention" and c.sliding_window is not None for t in c.layer_types)
     if family in ("stable_lm", "phi"):
         out["partial_rotary_factor"] = full["partial_rotary_factor"]

@@ -106,7 +106,7 @@ def test_generated_rule_docs_are_current() -> None:
         assert (root / name).read_text() == text, f"docs/rules/{name} is stale: run `python -m portkit.docs docs/rules`"
 
 
-@pytest.mark.parametrize("model_type", ["falcon_mamba", "qwen2_moe"])
+@pytest.mark.parametrize("model_type", ["falcon_mamba", "olmo"])
 def test_a_model_type_without_a_checked_module_gets_one_finding(model_type: str, tmp_path: Path) -> None:
     """No llama (or other family) facts about a config candle would not read with that module:
     weights, a bf16 CPU target and a long sequence would each trigger a rule otherwise."""

@@ -20,6 +20,7 @@ fn parse(family: &str, text: &str) -> Result<(), String> {
         "granite" => de::<m::granite::GraniteConfig>(text),
         "phi3" => de::<m::phi3::Config>(text),
         "phi" => de::<m::phi::Config>(text),
+        "qwen2_moe" => de::<m::qwen2_moe::Config>(text),
         other => Err(format!("portkit-release-oracle: no family {other}")),
     }
 }
