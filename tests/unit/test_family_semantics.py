@@ -295,3 +295,20 @@ def test_odd_values_give_findings_or_one_line_errors(family: str, tmp_path: Path
             fix.plan(d)
         except InputError:
             pass
+
+
+@pytest.mark.parametrize("family", ["qwen2", "qwen2_moe", "qwen3"])
+@pytest.mark.parametrize("max_window_layers", [0, 1, 3, 6])
+def test_sliding_layers_with_the_window_on_are_transformers_layer_types(family: str, max_window_layers: int) -> None:
+    """qwen2 slides the layers from `max_window_layers` on, qwen2_moe every other layer below it:
+    each class's own `layer_types`, from a config that writes none."""
+    cfg = {
+        "model_type": BY_NAME[family].model_types[0],
+        "use_sliding_window": True,
+        "sliding_window": 8,
+        "max_window_layers": max_window_layers,
+        "num_hidden_layers": 6,
+    }
+    c = _auto(cfg)
+    want = tuple(t == "sliding_attention" for t in c.layer_types)
+    assert family_transformers_view(family, cfg).sliding_layers == want
