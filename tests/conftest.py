@@ -14,12 +14,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 # CI (the runner sets CI=true) draws the same examples on every run, so a failure there can
 # be reproduced; print_blob shows the @reproduce_failure line for whatever it finds.
 # Locally, examples stay random and keep exploring.
-settings.register_profile("ci", derandomize=True, print_blob=True, database=None)
+# Generation speed is the machine's load, not the code's: a busy 2-core runner is no failure.
+settings.register_profile(
+    "ci", derandomize=True, print_blob=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
     settings.load_profile("ci")
 

@@ -101,6 +101,7 @@ impl Model {
             Model::Starcoder2(m) => Model::Starcoder2(m.clone()),
             Model::Phi(m) => Model::Phi(m.clone()),
             Model::Qwen2Moe(m) => Model::Qwen2Moe(m.clone()),
+            Model::SmolLm3(m) => Model::SmolLm3(m.clone()),
             Model::StableLm(_) => return None,
         })
     }

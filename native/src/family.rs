@@ -13,7 +13,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::{Activation, VarBuilder};
 use candle_transformers::models::{
     gemma, gemma2, gemma3, granite, llama, mistral, mixtral, olmo2, phi, phi3, qwen2, qwen2_moe, qwen3,
-    qwen3_moe, stable_lm, starcoder2,
+    qwen3_moe, smol::smollm3, stable_lm, starcoder2,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
@@ -37,10 +37,11 @@ pub enum Family {
     StableLm,
     Phi,
     Qwen2Moe,
+    SmolLm3,
 }
 
 impl Family {
-    pub const ALL: [Family; 16] = [
+    pub const ALL: [Family; 17] = [
         Family::Llama,
         Family::Mistral,
         Family::Mixtral,
@@ -57,6 +58,7 @@ impl Family {
         Family::StableLm,
         Family::Phi,
         Family::Qwen2Moe,
+        Family::SmolLm3,
     ];
 
     /// The key Python's family registry uses: candle's module name.
@@ -78,6 +80,7 @@ impl Family {
             Family::StableLm => "stable_lm",
             Family::Phi => "phi",
             Family::Qwen2Moe => "qwen2_moe",
+            Family::SmolLm3 => "smollm3",
         }
     }
 
@@ -109,6 +112,7 @@ pub enum Parsed {
     StableLm(stable_lm::Config),
     Phi(phi::Config),
     Qwen2Moe(qwen2_moe::Config),
+    SmolLm3(smollm3::Config),
 }
 
 fn serde<T: DeserializeOwned>(config_json: &str) -> Outcome<T> {
@@ -133,6 +137,7 @@ pub fn parse(family: Family, config_json: &str) -> Outcome<Parsed> {
         Family::StableLm => Parsed::StableLm(serde(config_json)?),
         Family::Phi => Parsed::Phi(serde(config_json)?),
         Family::Qwen2Moe => Parsed::Qwen2Moe(serde(config_json)?),
+        Family::SmolLm3 => Parsed::SmolLm3(serde(config_json)?),
     })
 }
 
@@ -149,6 +154,18 @@ emit_as_number!(usize, u32, f64, f32, bool);
 impl<T: Emit> Emit for Option<T> {
     fn emit(&self) -> Value {
         self.as_ref().map_or(Value::Null, Emit::emit)
+    }
+}
+
+impl<T: Emit> Emit for Vec<T> {
+    fn emit(&self) -> Value {
+        Value::Array(self.iter().map(Emit::emit).collect())
+    }
+}
+
+impl Emit for Value {
+    fn emit(&self) -> Value {
+        self.clone()
     }
 }
 
@@ -233,6 +250,7 @@ impl Parsed {
             Parsed::StableLm(_) => Family::StableLm,
             Parsed::Phi(_) => Family::Phi,
             Parsed::Qwen2Moe(_) => Family::Qwen2Moe,
+            Parsed::SmolLm3(_) => Family::SmolLm3,
         }
     }
 
@@ -341,6 +359,16 @@ impl Parsed {
                 m.insert("head_dim".into(), ratio(&m));
                 m
             }
+            Parsed::SmolLm3(c) => {
+                let mut m = fields!(c; vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+                    num_attention_heads, num_key_value_heads, max_position_embeddings, tie_word_embeddings,
+                    rope_theta, rms_norm_eps, hidden_act, attention_bias, attention_dropout, mlp_bias, sliding_window,
+                    use_sliding_window, rope_scaling, bos_token_id, eos_token_id, pad_token_id, max_window_layers,
+                    no_rope_layers, no_rope_layer_interval);
+                // smol/smollm3.rs:60-62 `Config::head_dim`: hidden_size / num_attention_heads.
+                m.insert("head_dim".into(), ratio(&m));
+                m
+            }
         };
         Value::Object(m)
     }
@@ -372,6 +400,7 @@ impl Parsed {
             Parsed::StableLm(c) => Model::StableLm(stable_lm::Model::new(c, vb)?),
             Parsed::Phi(c) => Model::Phi(phi::Model::new(c, vb)?),
             Parsed::Qwen2Moe(c) => Model::Qwen2Moe(qwen2_moe::Model::new(c, vb)?),
+            Parsed::SmolLm3(c) => Model::SmolLm3(smollm3::ModelForCausalLM::new(c, vb)?),
         })
     }
 }
@@ -416,6 +445,7 @@ pub enum Model {
     StableLm(stable_lm::Model),
     Phi(phi::Model),
     Qwen2Moe(qwen2_moe::Model),
+    SmolLm3(smollm3::ModelForCausalLM),
 }
 
 impl Model {
@@ -440,6 +470,7 @@ impl Model {
             // phi.rs:344: the position is the KV cache's length (phi.rs:215-218)
             Model::Phi(m) => m.forward(x),
             Model::Qwen2Moe(m) => m.forward(x, pos),
+            Model::SmolLm3(m) => m.forward(x, pos),
         }
     }
 }
@@ -519,6 +550,7 @@ impl FamilyRunner {
             (Model::Starcoder2(m), _) => m.clear_kv_cache(),
             (Model::Phi(m), _) => m.clear_kv_cache(),
             (Model::Qwen2Moe(m), _) => m.clear_kv_cache(),
+            (Model::SmolLm3(m), _) => m.clear_kv_cache(),
             _ => unreachable!("model and config come from the same family"),
         }
         Ok(())

@@ -111,7 +111,8 @@ class Family:
 
     @property
     def module(self) -> str:
-        return f"candle_transformers::models::{self.name}"
+        """The Rust path of the module, from its file (`smol/smollm3.rs`: `models::smol::smollm3`)."""
+        return "candle_transformers::models::" + self.source.removesuffix(".rs").replace("/", "::")
 
     @property
     def semantics(self) -> ModuleType:
@@ -201,6 +202,16 @@ FAMILIES: tuple[Family, ...] = (
     Family("stable_lm", ("stablelm",), ("StableLmForCausalLM",), "stable_lm.rs", "Config", None, False),
     Family("phi", ("phi",), ("PhiForCausalLM",), "phi.rs", "Config", None, False),
     Family("qwen2_moe", ("qwen2_moe",), ("Qwen2MoeForCausalLM",), "qwen2_moe.rs", "Config", None, False),
+    Family(
+        "smollm3",
+        ("smollm3",),
+        ("SmolLM3ForCausalLM",),
+        "smol/smollm3.rs",
+        "Config",
+        None,
+        False,
+        exists=added("smol"),
+    ),
 )
 BY_NAME: dict[str, Family] = {f.name: f for f in FAMILIES}
 _BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}

@@ -38,11 +38,14 @@ class BatchMask:
 
     "undersized": one row's mask buffer shaped for N rows (`Tensor::from_slice` does not check the
     length); `built` "where-read" (only on the path that reads it) or "always" (every multi-token
-    forward casts it to the model dtype, read or not)."""
+    forward casts it to the model dtype, read or not); `read` "off-cpu" (qwen3's attention adds it
+    off the CPU, or on it with flash-attn) or "every-device" (smollm3 adds it everywhere: on the
+    CPU the read panics past the buffer)."""
 
     kind: Literal["undersized"]
     source: str
     built: Literal["where-read", "always"]
+    read: Literal["off-cpu", "every-device"] = "off-cpu"
 
 
 @dataclass(frozen=True, slots=True)

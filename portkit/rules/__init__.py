@@ -64,6 +64,7 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK121": ("gemma3-prefill-needs-one-kv-head", "stable"),
     "PK122": ("bidirectional-attention-ignored", "stable"),
     "PK123": ("softcapping-key-absent", "stable"),
+    "PK124": ("no-rope-layers-differ", "stable"),
     "PK201": ("missing-tensor", "stable"),
     "PK202": ("unread-tensor", "stable"),
     "PK203": ("unexpected-tensor", "stable"),

@@ -186,7 +186,8 @@ class SlidingWindowSemantics(Rule):
     candle-transformers-0.11.0/src/models/mistral.rs:402-406, mixtral.rs:448, qwen2.rs:303-314,
     qwen2_moe.rs:433-458,
     gemma2.rs:398-413, gemma3.rs:192-193 and :403, starcoder2.rs:306-310, phi3.rs:386-395;
-    qwen3.rs:126-128 (`sliding window is not supported`, also reached from qwen3_moe.rs:211).
+    qwen3.rs:126-128 (`sliding window is not supported`, also reached from qwen3_moe.rs:211;
+    smol/smollm3.rs:172-175 the same).
 
     ## Verification
     numeric: at a prompt longer than the window, candle differs from transformers; with the
@@ -203,7 +204,8 @@ class SlidingWindowSemantics(Rule):
     name = "sliding-window-semantics"
     group = "config"
     families = (
-        "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2", "gemma3", "starcoder2", "phi3",
+        "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "smollm3", "gemma2", "gemma3", "starcoder2",
+        "phi3",
     )  # fmt: skip
     severity = "warning"
     effect = "silent"
@@ -938,6 +940,84 @@ class SoftcappingKeyAbsent(Rule):
         )
 
 
+class NoRopeLayersDiffer(Rule):
+    """SmolLM3's layers without RoPE: transformers' and candle's are other layers.
+
+    ## What it does
+    Computes which layers skip the rotary embedding (SmolLM3's NoPE layers) as transformers 5 does
+    and as candle's smollm3 does, and names the layers where they differ.
+
+    ## Why is this bad?
+    transformers reads `no_rope_layers` (1: the layer rotates), and where config.json has none it
+    computes one from `no_rope_layer_interval`, 4 by default: every fourth layer has no RoPE.
+    candle reads the list where it is, else the interval where config.json writes it, else
+    rotates every layer. A config without either key (hand-written, or trimmed) then rotates
+    layers transformers leaves unrotated, and the model silently computes other numbers.
+
+    ## Example
+    ```json
+    {"model_type": "smollm3", "num_hidden_layers": 36}
+    ```
+
+    ## Fix
+    `portkit fix --write` writes transformers' `no_rope_layers` list, which both read.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/smol/smollm3.rs:39-56 (`Config::should_skip_rope`), :365-380.
+
+    ## Verification
+    numeric: candle differs from transformers, and agrees once the probe patch writes the list.
+
+    ## References
+    - transformers `models/smollm3/configuration_smollm3.py` (`__post_init__`: `no_rope_layers` from
+      `no_rope_layer_interval`)
+    """
+
+    code = "PK124"
+    name = "no-rope-layers-differ"
+    group = "config"
+    families = ("smollm3",)
+    severity = "error"
+    effect = "silent"
+    fix_availability = "always"
+    fix_title = "Write the `no_rope_layers` list transformers computes"
+    probe_kind = "numeric"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        fv, ftv = ctx.fv, ctx.ftv
+        if fv is None or ftv is None or not fv.ok:
+            return
+        from portkit.families.smollm3 import skips_rope
+
+        listed = ftv.get("no_rope_layers")
+        n = fv.get("num_hidden_layers") or 0
+        if not isinstance(listed, list) or len(listed) < n:
+            return
+        t_skip = [i for i in range(n) if not listed[i]]
+        c_skip = [i for i in range(n) if skips_rope(fv.values, i)]
+        if t_skip == c_skip:
+            return
+        src = "as written" if ftv.sources.get("no_rope_layers") else "from `no_rope_layer_interval`"
+        edits = {"no_rope_layers": listed[:n]}
+        yield self.finding(
+            ctx,
+            f"transformers leaves {_layers(t_skip)} without RoPE (`no_rope_layers` {src}); "
+            f"{module(ctx)} leaves {_layers(c_skip)} without it",
+            keys=("no_rope_layers", "no_rope_layer_interval"),
+            transformers_value=t_skip,
+            candle_value=c_skip,
+            fix_edits=edits,
+            probe_patch=edits,
+        )
+
+
+def _layers(idx: list[int]) -> str:
+    if not idx:
+        return "no layer"
+    shown = ", ".join(str(i) for i in idx[:6]) + (", ..." if len(idx) > 6 else "")
+    return f"layer{'s' if len(idx) > 1 else ''} {shown}"
+
+
 RULES = (
     NoCandleModule,
     SlidingWindowSemantics,
@@ -949,4 +1029,5 @@ RULES = (
     Gemma3PrefillNeedsOneKvHead,
     BidirectionalAttentionIgnored,
     SoftcappingKeyAbsent,
+    NoRopeLayersDiffer,
 )

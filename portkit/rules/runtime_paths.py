@@ -218,7 +218,8 @@ class BatchMaskUndersized(_TraitPathRule):
     Flags `--batch N` (N > 1) for qwen3 and qwen3_moe where candle reads or casts the mask:
     on cuda and metal (and on the CPU with the `flash-attn` feature), wrong rows; for qwen3_moe
     on the CPU at bf16 or f16, a panic. qwen3 on the CPU builds no mask; qwen3_moe on the CPU at
-    f32 builds it and never reads it: no finding there.
+    f32 builds it and never reads it: no finding there. smollm3 (smol/smollm3.rs:396-420) adds it
+    on every device: on the CPU the first batched forward panics.
 
     ## Why is this bad?
     transformers masks every row of a batch. candle's `causal_mask` fills `tgt * (tgt + offset)`
@@ -269,9 +270,20 @@ class BatchMaskUndersized(_TraitPathRule):
         if not self.ready(ctx) or not t.batched or how is None:
             return
         # qwen3's attention adds the mask on its standard path: off the CPU, or on it with flash-attn
-        read = (t.device == "cpu") == ("flash-attn" in t.features)
+        read = how.read == "every-device" or (t.device == "cpu") == ("flash-attn" in t.features)
         source, built = how.source, how.built
-        if read:
+        if read and how.read == "every-device" and t.device == "cpu":
+            yield self.finding(
+                ctx,
+                f"transformers masks each of the {t.batch} rows; {ctx.family.who}'s causal mask holds one row shaped for "  # type: ignore[union-attr]
+                f"{t.batch} ({source}), and on the CPU attention reads past its buffer and panics ({FIXED_0_11_1})",
+                keys=self.keys(ctx),
+                transformers_value=f"{t.batch} rows",
+                candle_value="panic",
+                expect="out of range",
+                probe_kind="crash",
+            )
+        elif read:
             yield self.finding(
                 ctx,
                 f"transformers masks each of the {t.batch} rows; {ctx.family.who}'s causal mask holds one row shaped for "  # type: ignore[union-attr]

@@ -318,6 +318,18 @@ def de_string(v: Any) -> str:
     return v
 
 
+def de_json(v: Any) -> Any:
+    """`serde_json::Value`: any JSON (an object's repeated key: the last one, as its map keeps it);
+    only a number out of f64's range is refused."""
+    if isinstance(v, Pairs):
+        return {k: de_json(x) for k, x in v}
+    if isinstance(v, list):
+        return [de_json(x) for x in v]
+    v = number(v)
+    _check_range(v)
+    return v
+
+
 def de_option(inner: Callable[[Any], Any]) -> Callable[[Any], Any]:
     def f(v: Any) -> Any:
         return None if v is None else inner(v)

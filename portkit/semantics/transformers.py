@@ -187,12 +187,17 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
                   "use_sliding_window": False, "sliding_window": 4096, "max_window_layers": 28, "decoder_sparse_step": 1,
                   "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632, "num_experts_per_tok": 4,
                   "num_experts": 60, "norm_topk_prob": False},
+    "smollm3": {"vocab_size": 128256, "hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36,
+                "num_attention_heads": 16, "num_key_value_heads": 4, "hidden_act": "silu",
+                "max_position_embeddings": 32768, "rms_norm_eps": 1e-06, "tie_word_embeddings": True,
+                "attention_bias": False, "mlp_bias": False, "use_sliding_window": False, "sliding_window": None,
+                "no_rope_layer_interval": 4},
     "phi": {"vocab_size": 51200, "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 24,
             "num_attention_heads": 32, "num_key_value_heads": None, "hidden_act": "gelu_new",
             "max_position_embeddings": 2048, "layer_norm_eps": 1e-05, "tie_word_embeddings": False,
             "qk_layernorm": False},
 }  # fmt: skip
-FAMILY_DEFAULT_THETA = {"mixtral": 1e6, "gemma3": 1e6}  # class `default_theta`; 1e4 elsewhere
+FAMILY_DEFAULT_THETA = {"mixtral": 1e6, "gemma3": 1e6, "smollm3": 2e6}  # class `default_theta`; 1e4 elsewhere
 GEMMA3_DEFAULT_LOCAL_THETA = 10000.0
 STABLELM_DEFAULT_PARTIAL_ROTARY = 0.25
 PHI_DEFAULT_PARTIAL_ROTARY = 0.5  # configuration_phi.py:87 `kwargs.setdefault("partial_rotary_factor", 0.5)`
@@ -212,7 +217,7 @@ _SLIDES_FROM_MAX_WINDOW_LAYERS = ("qwen2", "qwen3", "qwen3_moe")
 # `num_attention_heads` (configuration_llama.py:88-89, configuration_qwen2.py:84-85, ...), `head_dim` =
 # `hidden_size // num_attention_heads` (configuration_llama.py:86-87, configuration_mistral.py:83)
 _DERIVED_FROM_HEADS = {
-    "num_key_value_heads": ("llama", "qwen2", "qwen3", "phi3", "olmo2", "granite", "phi"),
+    "num_key_value_heads": ("llama", "qwen2", "qwen3", "phi3", "olmo2", "granite", "phi", "smollm3"),
     "head_dim": ("llama", "mistral"),
 }
 # the classes whose `validate_architecture` refuses a hidden size the heads do not divide
@@ -227,6 +232,16 @@ _TAKEN_WHEN_WRITTEN = (
     "use_sliding_window",
     "sliding_window",
 )
+
+
+def _smollm3_rope_layers(written: Any, interval: Any, n: int) -> list[int] | None:
+    """SmolLM3's `no_rope_layers` (1: the layer rotates): as written, else every `interval`-th
+    layer without (configuration_smollm3.py `__post_init__`); None where neither is usable."""
+    if isinstance(written, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in written):
+        return list(written)
+    if isinstance(interval, int) and not isinstance(interval, bool) and interval > 0:
+        return [int((i + 1) % interval != 0) for i in range(n)]
+    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -484,6 +499,18 @@ def _family_transformers_view(
             sliding = tuple(on and t == "sliding_attention" for t in layer_types)
         else:
             sliding = tuple(on and i >= mwl for i in range(n))
+    elif family == "smollm3":
+        # configuration_smollm3.py `__post_init__`: the NoPE layers from the interval when config.json
+        # lists none; with `use_sliding_window`, a window on the NoPE layers
+        nope = _smollm3_rope_layers(c.get("no_rope_layers"), values.get("no_rope_layer_interval"), n)
+        if nope is not None:
+            values["no_rope_layers"] = nope
+            sources["no_rope_layers"] = ("no_rope_layers",) if "no_rope_layers" in c else ()
+        on = values.get("use_sliding_window") is True and has_sw
+        if layer_types is not None and len(layer_types) == n:
+            sliding = tuple(on and t == "sliding_attention" for t in layer_types)
+        else:
+            sliding = tuple(on and nope is not None and not nope[i] for i in range(n))
     elif family == "qwen2_moe":
         # configuration_qwen2_moe.py `__post_init__`: a window of 0 without `use_sliding_window`, and
         # with it every other layer below `max_window_layers` slides

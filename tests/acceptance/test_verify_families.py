@@ -40,6 +40,7 @@ T5: dict[str, dict[str, str]] = {
             "stable_lm",
             "phi",
             "qwen2_moe",
+            "smollm3",
         )
     },
 }
@@ -160,6 +161,7 @@ VARIANTS: dict[tuple[str, str], dict[str, str]] = {
     ("phi", "tied"): {"PK205": "CRASH-CONFIRMED"},
     ("qwen2_moe", "tied"): {"PK205": "CRASH-CONFIRMED"},
     ("qwen2_moe", "window-0"): {"PK115": "CONFIRMED"},
+    ("smollm3", "no-nope-keys"): {"PK124": "CONFIRMED"},
 }
 
 

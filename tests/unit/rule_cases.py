@@ -1060,6 +1060,28 @@ VARIANTS.append(("PK318", with_target(CLEAN["granite"], turns=2, candle="0.9.1")
 CLEAN_VARIANTS.append(("PK318", with_target(CLEAN["llama"], turns=2, candle="0.10.1", use_flash_attn=True)))
 CLEAN_VARIANTS.append(("PK318", with_target(CLEAN["qwen2"], turns=2, candle="0.10.1")))
 CASES["PK319"] = (with_target(gguf_model(), turns=2, candle="0.9.2"), with_target(gguf_model(), turns=2))
+# SmolLM3's NoPE layers: transformers' default interval (4) where config.json names neither key
+CASES["PK124"] = (
+    family("smollm3", num_hidden_layers=4, drop=("no_rope_layers", "no_rope_layer_interval")),
+    family("smollm3", num_hidden_layers=4, no_rope_layers=[1, 1, 1, 0], drop=("no_rope_layer_interval",)),
+)
+VARIANTS.append(
+    (
+        "PK124",
+        family("smollm3", num_hidden_layers=8, drop=("no_rope_layers", "no_rope_layer_interval")),
+        "transformers leaves layers 3, 7 without RoPE (`no_rope_layers` from `no_rope_layer_interval`)",
+    )
+)
+CLEAN_VARIANTS.append(("PK124", CLEAN["smollm3"]))
+# smollm3's undersized batch mask is read on every device: on the CPU it panics (PK311 holds until 0.11.1)
+VARIANTS.append(
+    ("PK311", with_target(CLEAN["smollm3"], batch=2), "on the CPU attention reads past its buffer and panics")
+)
+CLEAN_VARIANTS.append(("PK311", with_target(CLEAN["smollm3"], batch=2, candle="0.11.1")))
+# the interval alone: candle reads it as transformers computes the list from it
+CLEAN_VARIANTS.append(
+    ("PK124", family("smollm3", num_hidden_layers=4, no_rope_layer_interval=2, drop=("no_rope_layers",)))
+)
 # phi.rs's square mask for a later turn: never fixed, every release
 CASES["PK320"] = (with_target(CLEAN["phi"], turns=2), CLEAN["phi"])
 VARIANTS.append(

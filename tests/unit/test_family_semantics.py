@@ -37,6 +37,9 @@ def test_defaults_are_transformers_class_defaults(family: str) -> None:
         assert getattr(c, key) == mine[key], (
             f"{family}.{key}: portkit {mine[key]!r} != transformers {getattr(c, key)!r}"
         )
+    # the rope base when config.json names none: the class's `default_theta` (mixtral, gemma3, smollm3), else 1e4
+    rp = c.rope_parameters
+    assert mine["rope_theta"] == rp.get("full_attention", rp)["rope_theta"], (family, mine["rope_theta"])
     # the rotated share of the head, where the class rotates part of it by default (stable_lm, phi)
     default_prf = c.rope_parameters.get("partial_rotary_factor")
     if default_prf is not None and default_prf != 1.0:
