@@ -50,6 +50,13 @@ fn legacy(family: Family) -> Value {
             "sliding_window": 4096}),
         Family::StableLm => json!({"hidden_act": "silu", "partial_rotary_factor": 0.25, "layer_norm_eps": 1e-5,
             "use_cache": true, "use_qkv_bias": true}),
+        Family::Phi => json!({"hidden_act": "gelu_new", "layer_norm_eps": 1e-5, "tie_word_embeddings": false,
+            "partial_rotary_factor": 0.4, "qk_layernorm": false}),
+        Family::Qwen2Moe => json!({"hidden_act": "silu", "sliding_window": 32768, "max_window_layers": 2,
+            "tie_word_embeddings": false, "use_sliding_window": false, "decoder_sparse_step": 1,
+            "moe_intermediate_size": 32, "shared_expert_intermediate_size": 64, "num_experts_per_tok": 2,
+            "num_experts": 4, "norm_topk_prob": false}),
+        Family::SmolLm3 => json!({"hidden_act": "silu", "tie_word_embeddings": true, "no_rope_layers": [1, 0]}),
     };
     for (k, x) in extra.as_object().unwrap() {
         v[k] = x.clone();
@@ -114,6 +121,9 @@ fn transformers5_config_without_top_level_theta_is_refused() {
         Family::Phi3,
         Family::Olmo2,
         Family::Starcoder2,
+        Family::Phi,
+        Family::Qwen2Moe,
+        Family::SmolLm3,
     ] {
         match parse(family, &transformers5(family).to_string()) {
             Err(Failure::Config(m)) => assert!(m.starts_with("missing field `rope_theta`"), "{family:?}: {m}"),
