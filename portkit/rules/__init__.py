@@ -92,6 +92,7 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK318": ("continuation-mask-square", "stable"),
     "PK319": ("gguf-continuation-mask-square", "stable"),
     "PK320": ("phi-continuation-mask-square", "stable"),
+    "PK321": ("phi-rope-table-in-f32", "stable"),
     "PK401": ("missing-gguf-metadata", "stable"),
     "PK402": ("gguf-freq-base-defaulted", "stable"),
     "PK403": ("rope-pairing-by-architecture", "stable"),

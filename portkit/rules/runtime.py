@@ -494,6 +494,72 @@ class MixtralExpertsBelowF32(_RuntimeRule):
             )
 
 
+class PhiRopeTableInF32(_RuntimeRule):
+    """phi at f16 or bf16: candle's phi builds its rotary table in F32 and never casts it.
+
+    ## What it does
+    Flags a phi config (`PhiForCausalLM`: phi-1, phi-1.5, phi-2) with the target `--dtype f16`,
+    or `--dtype bf16` on cuda or metal (bf16 on the CPU fails earlier, at the first matmul:
+    PK301), on every candle release portkit knows, 0.9.1 to 0.11.1.
+
+    ## Why is this bad?
+    transformers runs phi-2 in f16 (its published weights are f16). candle's phi computes the
+    cos/sin table in F32 and hands it to `candle_nn::rotary_emb::rope` with the f16/bf16 queries
+    without a cast: the model loads, then the first forward fails with `unsupported dtype for rope
+    F16 F32 F32` (CPU and CUDA) or `dtype mismatch in rope F16 F32 F32` (Metal). The other modules
+    that build their table in F32 (llama, qwen3, mistral, granite) cast cos/sin to the model's dtype.
+
+    ## Example
+    `portkit lint --dtype f16 MODEL_DIR` on a `"model_type": "phi"` checkpoint.
+
+    ## Fix
+    Run candle's phi at `--dtype f32`, or cast `cos`/`sin` to the activations' dtype in a copy of
+    phi.rs (`RotaryEmbedding::apply_rotary_emb`, as mistral.rs:127-134 does when it builds the
+    table). No config edit fixes this.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/phi.rs:61-77 (`RotaryEmbedding::new` in F32, no cast),
+    :80-88 (`rope(&xs_rot, &c, &s)`), the same lines in 0.9.1 to 0.11.1;
+    candle-nn-0.11.0/src/rotary_emb.rs:395-406 (CPU), :470-482 (CUDA), :506-513 (Metal).
+
+    ## Verification
+    crash: `portkit verify --dtype f16` on a phi checkpoint must fail at the first forward with
+    `unsupported dtype for rope F16 F32 F32`; at f32 (the control) the rule does not fire.
+
+    ## References
+    - tests/native/test_candle_run_cache.py (phi at f16), where portkit found it
+    """
+
+    code = "PK321"
+    name = "phi-rope-table-in-f32"
+    families = ("phi",)
+    severity = "error"
+    effect = "runtime-error"
+    fix_title = "Run candle's phi at `--dtype f32`; no config edit fixes this"
+    probe_kind = "crash"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        t, fv = ctx.target, ctx.fv
+        if not self.ready(ctx) or fv is None or not fv.ok:
+            return
+        if t.dtype == "f16" or (t.dtype == "bf16" and t.device != "cpu"):
+            d = _DT[t.dtype]
+            expect = (
+                f"dtype mismatch in rope {d} F32 F32"
+                if t.device == "metal"
+                else f"unsupported dtype for rope {d} F32 F32"
+            )
+            yield self.finding(
+                ctx,
+                f"transformers runs phi in {t.dtype}; candle {t.candle}'s `phi` builds its rotary table in F32 and passes it "
+                f"uncast with {t.dtype} queries, so the first forward fails with `{expect}`",
+                keys=self.keys(ctx),
+                transformers_value=t.dtype,
+                candle_value=expect,
+                expect=expect,
+            )
+
+
 #: mantissa bits of the half-precision dtypes: integers are exact up to 2^(bits + 1)
 _MANTISSA = {"f16": 10, "bf16": 7}
 
@@ -637,4 +703,5 @@ RULES = (
     SoftcappingSkippedByFlashAttn,
     MixtralExpertsBelowF32,
     RopeTableInHalfPrecision,
+    PhiRopeTableInF32,
 )

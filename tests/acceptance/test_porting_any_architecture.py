@@ -220,10 +220,11 @@ def test_a_sub_layer_with_no_role_gets_no_diagnosis(tmp_path):
 
 
 def test_moe_routing_is_recorded(tmp_path):
-    """Qwen2-MoE's router: its logits per token and the experts each token chose (ascending)."""
+    """OLMoE's router (a type portkit has no family for, so every module is recorded): its logits
+    per token and the experts each token chose (ascending)."""
     from portkit.porting.reference import write
 
-    write(build("qwen2_moe", tmp_path / "model"), tmp_path / "ref.safetensors", ids=IDS, tokens=2)
+    write(build("olmoe", tmp_path / "model"), tmp_path / "ref.safetensors", ids=IDS, tokens=2)
     ref = read_dump(tmp_path / "ref.safetensors")
     logits, chosen = ref.tensors["layer.0.mlp.gate"], ref.tensors["layer.0.mlp.gate.chosen"]
     assert logits.shape == (6, 4) and chosen.shape == (6, 2)

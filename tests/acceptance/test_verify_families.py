@@ -244,3 +244,22 @@ def test_mixtral_below_f32_is_predicted_and_crash_confirmed(rows, dtype):
     assert rep.run.failure is not None and "dtype mismatch in mul, lhs: F16, rhs: F32" in rep.run.failure.message
     assert [f.verdict for f in pk308] == ["CRASH-CONFIRMED"]
     assert rep.exit_code == 1
+
+
+@pytest.mark.parametrize("dtype", ["f16", "f32"])
+def test_phi_below_f32_is_predicted_and_crash_confirmed(rows, dtype):
+    """PK321: candle's phi passes its F32 rotary table uncast with f16 queries. At f16 lint predicts
+    candle's own error and verify confirms it; at f32 (the control) PK321 does not fire and candle
+    agrees."""
+    from fixtures.families import family_fixture
+    from portkit.verify.pipeline import VerifyOptions, verify
+
+    rows("phi")
+    rep = verify(VerifyOptions(model_dir=family_fixture("phi", "legacy"), dtype=dtype, tokens=2))
+    pk321 = [f for f in rep.findings if f.code == "PK321"]
+    if dtype == "f32":
+        assert pk321 == [] and rep.candle_ok
+        return
+    assert rep.run.failure is not None and "unsupported dtype for rope F16 F32 F32" in rep.run.failure.message
+    assert [f.verdict for f in pk321] == ["CRASH-CONFIRMED"]
+    assert rep.exit_code == 1

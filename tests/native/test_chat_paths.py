@@ -25,6 +25,10 @@ from portkit.verify.sections.turns import segment_for  # noqa: E402
 #: the variant of each family candle runs as transformers does
 RUNS = {"mixtral": "int-window", "gemma3": "kv-heads-1"}
 ATOL = 1e-4  # f32: summation order only
+#: where candle 0.11.0 fails the path itself, each tested below with candle's own message: phi's
+#: square continuation mask (PK320) and smollm3's one-row batch mask, read past on the CPU (PK311)
+FAILS_A_TURN = {"phi"}
+FAILS_A_BATCH = {"smollm3"}
 
 
 def _runner(family: str, dtype: str = "f32"):
@@ -43,7 +47,7 @@ def _control(r, prompt, fed, segment) -> np.ndarray:
     return np.asarray(r.teacher_forced_logits(prompt + fed + segment, len(prompt)))[len(fed) + 1 :]
 
 
-@pytest.mark.parametrize("family", [f.name for f in FAMILIES])
+@pytest.mark.parametrize("family", [f.name for f in FAMILIES if f.name not in FAILS_A_TURN])
 def test_a_second_turn_equals_the_same_positions_one_at_a_time(family: str) -> None:
     r, prompt = _runner(family)
     fed = list(r.greedy(prompt, 8))
@@ -55,7 +59,7 @@ def test_a_second_turn_equals_the_same_positions_one_at_a_time(family: str) -> N
     assert np.abs(np.asarray(r.continuation(prompt, [], seg)) - _control(r, prompt, [], seg)).max() < ATOL
 
 
-@pytest.mark.parametrize("family", [f.name for f in FAMILIES])
+@pytest.mark.parametrize("family", [f.name for f in FAMILIES if f.name not in FAILS_A_BATCH])
 def test_a_batch_equals_each_row_alone(family: str) -> None:
     r, prompt = _runner(family)
     rows = rows_for(prompt, 3)
@@ -64,6 +68,28 @@ def test_a_batch_equals_each_row_alone(family: str) -> None:
     assert got.shape == (3, 256)
     assert np.abs(got - alone).max() < ATOL
     assert np.abs(alone[0] - alone[1]).max() > 0.1  # the rows are different inputs
+
+
+def test_phi_second_turn_fails_in_its_square_mask() -> None:
+    r, prompt = _runner("phi")
+    fed = list(r.greedy(prompt, 8))
+    seg = segment_for(prompt)
+    with pytest.raises(
+        pn.CandleError, match=r"shape mismatch in where_cond, lhs: \[1, 4, \d+, \d+\], rhs: \[1, 4, \d+, \d+\]"
+    ):
+        r.continuation(prompt, fed, seg)
+    one = np.asarray(r.continuation(prompt, fed, seg[:1]))  # one token at the offset: no mask, it runs
+    assert np.abs(one - _control(r, prompt, fed, seg[:1])).max() < ATOL
+
+
+def test_smollm3_batch_panics_reading_past_its_one_row_mask() -> None:
+    r, prompt = _runner("smollm3")
+    with pytest.raises(
+        pn.CandlePanic, match=r"cpu_backend/utils\.rs:\d+:\d+: range end index \d+ out of range for slice of length \d+"
+    ):
+        r.batch_last_logits(rows_for(prompt, 2))
+    alone = np.asarray(r.batch_last_logits(rows_for(prompt, 1)))[0]  # one row: the mask fits
+    assert np.abs(alone - np.asarray(r.last_logits(rows_for(prompt, 1)[0]))).max() < ATOL
 
 
 def test_the_continuation_is_sensitive_to_the_offset() -> None:

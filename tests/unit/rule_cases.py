@@ -765,6 +765,12 @@ VARIANTS += [
     ),
     ("PK308", with_target(CLEAN["mixtral"], dtype="bf16", device="metal"), "multiplies each expert's bf16 output"),
     (
+        "PK321",
+        with_target(CLEAN["phi"], dtype="f16"),
+        "the first forward fails with `unsupported dtype for rope F16 F32 F32`",
+    ),
+    ("PK321", with_target(CLEAN["phi"], dtype="bf16", device="metal"), "`dtype mismatch in rope BF16 F32 F32`"),
+    (
         "PK317",
         with_target(family("qwen2", max_position_embeddings=32768), dtype="f16"),
         "candle 0.11.0's `qwen2` builds its RoPE table in f16 (qwen2.rs:47-63, :279): positions from 2049 on are rounded (f16 holds "
@@ -925,6 +931,8 @@ CLEAN_VARIANTS += [
     ),  # the last position, 2048, is exact
     ("PK308", with_target(CLEAN["qwen3_moe"], dtype="f16")),  # qwen3_moe casts its routing weights
     ("PK308", with_target(CLEAN["mistral"], dtype="f16", device="cuda")),
+    ("PK321", with_target(CLEAN["phi"], dtype="bf16")),  # bf16 on the CPU: PK301's matmul error comes first
+    ("PK321", with_target(CLEAN["phi3"], dtype="f16")),  # phi3 builds its table in the model dtype (PK317)
     ("PK121", family("gemma3", num_hidden_layers=5)),  # five sliding layers, no full-attention one
     ("PK305", with_target(CLEAN["qwen2"], use_flash_attn=True, device="cuda")),  # qwen2 takes no use_flash_attn
     ("PK309", with_target(CLEAN["qwen2"], dtype="bf16", turns=2)),  # bf16 on the CPU: PK301's matmul error comes first
@@ -1084,6 +1092,8 @@ CLEAN_VARIANTS.append(
 )
 # phi.rs's square mask for a later turn: never fixed, every release
 CASES["PK320"] = (with_target(CLEAN["phi"], turns=2), CLEAN["phi"])
+# phi.rs's F32 rotary table, never cast: every release
+CASES["PK321"] = (with_target(CLEAN["phi"], dtype="f16"), CLEAN["phi"])
 VARIANTS.append(
     ("PK320", with_target(CLEAN["phi"], turns=2, candle="0.9.1"), "fails with `shape mismatch in where_cond`")
 )
