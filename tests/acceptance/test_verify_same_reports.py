@@ -8,7 +8,7 @@ own verify, this wheel). Today's run in this process (PORTKIT_VERIFY_REFERENCE=i
 every case, and in the reference's child process, as the CLI runs it, for the cases that use
 every request of its protocol. `BASE` is the last commit whose reports this plan must
 reproduce: moved forward when a change to the report itself is merged (f121b02: main with
-issues 24, 27 and 28, whose reports changed on purpose; issue 26's run plan merged onto it; e80fa33: f32 judged against floors measured in the run, issue 32; 7e0fac0: PK510's sampling section, issue 35; 5f4e450: a parameter the checkpoint lacks drawn with a fixed seed, so the base itself repeats; 0292ebd: PK308's crash repaired with candle's mixtral plus its missing cast, one more candle run in the mixtral f16 case).
+issues 24, 27 and 28, whose reports changed on purpose; issue 26's run plan merged onto it; e80fa33: f32 judged against floors measured in the run, issue 32; 7e0fac0: PK510's sampling section, issue 35; 5f4e450: a parameter the checkpoint lacks drawn with a fixed seed, so the base itself repeats; 0292ebd: PK308's crash repaired with candle's mixtral plus its missing cast, one more candle run in the mixtral f16 case; 2411285: the phi, qwen2_moe and smollm3 families' cases, and PK115's patch for a window transformers applies on no layer).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import pytest
 from tests.acceptance import report_cases
 
 ROOT = Path(__file__).resolve().parents[2]
-BASE = "0292ebd"
+BASE = "2411285"
 #: the cases also run with transformers in its own process: a text prompt (the tokenizer request
 #: first), a numeric finding's patched runs, a crash, a GGUF with a reference-side counterfactual
 #: (as-candle requests), a tokenizer-only directory, the default text prompt, a GGUF recorded per
@@ -165,7 +165,8 @@ def test_only_a_package_the_base_does_not_name_is_set_aside(golden: dict) -> Non
     name = "variant:rope-theta-in-rope-parameters"
     base = golden["reports"][name]
     doc = json.loads(json.dumps(base))
-    doc["versions"] = {**doc["versions"], "tokenizers": "0.0.0"}
+    assert "a-later-package" not in base["versions"]
+    doc["versions"] = {**doc["versions"], "a-later-package": "0.0.0"}
     assert _as_base_lists_versions(doc, base) == base
     doc["versions"]["candle"] = "0.0.0"
     assert _as_base_lists_versions(doc, base) != base
