@@ -522,7 +522,7 @@ DESCRIPTION = (
     "Config-regression linter and porting kit for Hugging Face transformers checkpoints in candle "
     f"{candle_release.RELEASES[0]}-{candle_release.RELEASES[-1]}: "
     "llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma, gemma2, gemma3, phi3, olmo2, granite, "
-    "starcoder2, stable_lm, phi, qwen2_moe, smollm3, and their GGUF files."
+    "starcoder2, stable_lm, phi, qwen2_moe, smollm3, glm4_new, and their GGUF files."
 )
 
 

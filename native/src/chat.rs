@@ -102,6 +102,7 @@ impl Model {
             Model::Phi(m) => Model::Phi(m.clone()),
             Model::Qwen2Moe(m) => Model::Qwen2Moe(m.clone()),
             Model::SmolLm3(m) => Model::SmolLm3(m.clone()),
+            Model::Glm4New(m) => Model::Glm4New(m.clone()),
             Model::StableLm(_) => return None,
         })
     }

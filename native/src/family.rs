@@ -12,8 +12,8 @@ use crate::weights::shared_weights;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{Activation, VarBuilder};
 use candle_transformers::models::{
-    gemma, gemma2, gemma3, granite, llama, mistral, mixtral, olmo2, phi, phi3, qwen2, qwen2_moe, qwen3,
-    qwen3_moe, smol::smollm3, stable_lm, starcoder2,
+    gemma, gemma2, gemma3, glm4, glm4_new, granite, llama, mistral, mixtral, olmo2, phi, phi3, qwen2, qwen2_moe,
+    qwen3, qwen3_moe, smol::smollm3, stable_lm, starcoder2,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
@@ -38,10 +38,11 @@ pub enum Family {
     Phi,
     Qwen2Moe,
     SmolLm3,
+    Glm4New,
 }
 
 impl Family {
-    pub const ALL: [Family; 17] = [
+    pub const ALL: [Family; 18] = [
         Family::Llama,
         Family::Mistral,
         Family::Mixtral,
@@ -59,6 +60,7 @@ impl Family {
         Family::Phi,
         Family::Qwen2Moe,
         Family::SmolLm3,
+        Family::Glm4New,
     ];
 
     /// The key Python's family registry uses: candle's module name.
@@ -81,6 +83,7 @@ impl Family {
             Family::Phi => "phi",
             Family::Qwen2Moe => "qwen2_moe",
             Family::SmolLm3 => "smollm3",
+            Family::Glm4New => "glm4_new",
         }
     }
 
@@ -113,6 +116,7 @@ pub enum Parsed {
     Phi(phi::Config),
     Qwen2Moe(qwen2_moe::Config),
     SmolLm3(smollm3::Config),
+    Glm4New(glm4_new::Config),
 }
 
 fn serde<T: DeserializeOwned>(config_json: &str) -> Outcome<T> {
@@ -138,6 +142,7 @@ pub fn parse(family: Family, config_json: &str) -> Outcome<Parsed> {
         Family::Phi => Parsed::Phi(serde(config_json)?),
         Family::Qwen2Moe => Parsed::Qwen2Moe(serde(config_json)?),
         Family::SmolLm3 => Parsed::SmolLm3(serde(config_json)?),
+        Family::Glm4New => Parsed::Glm4New(serde(config_json)?),
     })
 }
 
@@ -179,6 +184,15 @@ impl Emit for phi3::RopeScaling {
     fn emit(&self) -> Value {
         // `type_` has one variant, serde-renamed "longrope" (phi3.rs:27-31).
         json!({"short_factor": self.short_factor, "long_factor": self.long_factor, "type": "longrope"})
+    }
+}
+
+impl Emit for glm4::EosTokenId {
+    fn emit(&self) -> Value {
+        match self {
+            glm4::EosTokenId::Single(id) => json!(id),
+            glm4::EosTokenId::Multiple(ids) => json!(ids),
+        }
     }
 }
 
@@ -251,6 +265,7 @@ impl Parsed {
             Parsed::Phi(_) => Family::Phi,
             Parsed::Qwen2Moe(_) => Family::Qwen2Moe,
             Parsed::SmolLm3(_) => Family::SmolLm3,
+            Parsed::Glm4New(_) => Family::Glm4New,
         }
     }
 
@@ -369,6 +384,22 @@ impl Parsed {
                 m.insert("head_dim".into(), ratio(&m));
                 m
             }
+            Parsed::Glm4New(c) => {
+                let mut m = fields!(c; vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+                    num_attention_heads, head_dim, partial_rotary_factor, attention_bias, num_key_value_heads,
+                    max_position_embeddings, sliding_window, tie_word_embeddings, rope_theta, rms_norm_eps, hidden_act,
+                    eos_token_id);
+                // glm4_new.rs:39-41, :136-138: `head_dim.unwrap_or(hidden_size / num_attention_heads)`; no
+                // q/k/v bias without `attention_bias` (:143-160). (No `partial_rotary_factor`: the whole head.)
+                if m.get("head_dim").is_none_or(Value::is_null) {
+                    let r = ratio(&m);
+                    m.insert("head_dim".into(), r);
+                }
+                if m.get("attention_bias").is_none_or(Value::is_null) {
+                    m.insert("attention_bias".into(), json!(false));
+                }
+                m
+            }
         };
         Value::Object(m)
     }
@@ -401,6 +432,7 @@ impl Parsed {
             Parsed::Phi(c) => Model::Phi(phi::Model::new(c, vb)?),
             Parsed::Qwen2Moe(c) => Model::Qwen2Moe(qwen2_moe::Model::new(c, vb)?),
             Parsed::SmolLm3(c) => Model::SmolLm3(smollm3::ModelForCausalLM::new(c, vb)?),
+            Parsed::Glm4New(c) => Model::Glm4New(glm4_new::ModelForCausalLM::new(c, vb)?),
         })
     }
 }
@@ -446,6 +478,7 @@ pub enum Model {
     Phi(phi::Model),
     Qwen2Moe(qwen2_moe::Model),
     SmolLm3(smollm3::ModelForCausalLM),
+    Glm4New(glm4_new::ModelForCausalLM),
 }
 
 impl Model {
@@ -471,6 +504,7 @@ impl Model {
             Model::Phi(m) => m.forward(x),
             Model::Qwen2Moe(m) => m.forward(x, pos),
             Model::SmolLm3(m) => m.forward(x, pos),
+            Model::Glm4New(m) => m.forward(x, pos),
         }
     }
 }
@@ -551,6 +585,7 @@ impl FamilyRunner {
             (Model::Phi(m), _) => m.clear_kv_cache(),
             (Model::Qwen2Moe(m), _) => m.clear_kv_cache(),
             (Model::SmolLm3(m), _) => m.clear_kv_cache(),
+            (Model::Glm4New(m), _) => m.clear_kv_cache(),
             _ => unreachable!("model and config come from the same family"),
         }
         Ok(())

@@ -57,6 +57,8 @@ fn legacy(family: Family) -> Value {
             "moe_intermediate_size": 32, "shared_expert_intermediate_size": 64, "num_experts_per_tok": 2,
             "num_experts": 4, "norm_topk_prob": false}),
         Family::SmolLm3 => json!({"hidden_act": "silu", "tie_word_embeddings": true, "no_rope_layers": [1, 0]}),
+        Family::Glm4New => json!({"hidden_act": "silu", "tie_word_embeddings": false, "head_dim": 16,
+            "partial_rotary_factor": 0.5, "attention_bias": true}),
     };
     for (k, x) in extra.as_object().unwrap() {
         v[k] = x.clone();
@@ -124,6 +126,7 @@ fn transformers5_config_without_top_level_theta_is_refused() {
         Family::Phi,
         Family::Qwen2Moe,
         Family::SmolLm3,
+        Family::Glm4New,
     ] {
         match parse(family, &transformers5(family).to_string()) {
             Err(Failure::Config(m)) => assert!(m.starts_with("missing field `rope_theta`"), "{family:?}: {m}"),

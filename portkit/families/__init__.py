@@ -212,6 +212,16 @@ FAMILIES: tuple[Family, ...] = (
         False,
         exists=added("smol"),
     ),
+    Family(
+        "glm4_new",
+        ("glm4",),
+        ("Glm4ForCausalLM",),
+        "glm4_new.rs",
+        "Config",
+        None,
+        False,
+        exists=added("glm4_new"),
+    ),
 )
 BY_NAME: dict[str, Family] = {f.name: f for f in FAMILIES}
 _BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}

@@ -36,9 +36,11 @@ ROLES: dict[str, str] = {
     "self_attn.v_proj": PROJECTION,
     "self_attn.qkv_proj": PROJECTION,  # phi3: one fused projection
     "self_attn": ATTENTION,
+    "post_self_attn_layernorm": NORM,  # glm4: the attention's output, before the residual
     "post_attention_layernorm": NORM,
     "pre_feedforward_layernorm": NORM,
     "mlp": MLP,
+    "post_mlp_layernorm": NORM,  # glm4: the MLP's output, before the residual
     "post_feedforward_layernorm": NORM,
 }
 

@@ -22,6 +22,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see port
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from portkit.families.view import FamilyView
     from portkit.findings import Finding
 
 
@@ -324,7 +325,8 @@ class HeadDimMismatch(Rule):
     the first attention weight (its per-block `.unwrap()` of `shape mismatch for
     model.layers.0.self_attn.q_proj.weight`). mixtral, qwen2, phi3, starcoder2, olmo2 and
     granite derive head_dim the same way and fail loading the same projection (`qkv_proj` in
-    phi3; granite panics like llama).
+    phi3; granite panics like llama). glm4_new reads `head_dim` and derives it only when the key
+    is absent, where transformers' GLM-4 uses its class default, 128.
 
     ## Example
     ```json
@@ -332,14 +334,16 @@ class HeadDimMismatch(Rule):
     ```
 
     ## Fix
-    None in config.json: candle 0.11.0's llama cannot express a separate head_dim. Patch
+    Sometimes: for glm4_new without the key, `portkit fix --write` writes transformers' `head_dim`.
+    Otherwise none in config.json: candle 0.11.0's llama cannot express a separate head_dim. Patch
     candle's llama (https://github.com/huggingface/candle/issues/3602) or use a model whose head_dim is hidden/heads.
 
     ## Candle source
     candle-transformers-0.11.0/src/models/llama.rs:155-156, :366-371 (`size_q =
     (hidden_size / num_attention_heads) * num_attention_heads`), :379. The same derivation in
     mixtral.rs:157, qwen2.rs:135, phi3.rs:184 (`cfg.head_dim()`, :63-66), starcoder2.rs:137,
-    olmo2.rs:126 and granite.rs:112; transformers reads `head_dim` for all of them.
+    olmo2.rs:126 and granite.rs:112; transformers reads `head_dim` for all of them. glm4_new.rs:39-41,
+    :136-138 (`head_dim.unwrap_or(hidden_size / num_attention_heads)`).
 
     ## Verification
     crash: candle must panic loading `q_proj` with a shape mismatch.
@@ -355,9 +359,10 @@ class HeadDimMismatch(Rule):
     group = "config"
     # the modules that derive head_dim from hidden_size / num_attention_heads while transformers
     # reads the `head_dim` key (mistral, qwen3, gemma* read it; stablelm's transformers does not)
-    families = ("llama", "mixtral", "qwen2", "phi3", "starcoder2", "olmo2", "granite")
+    families = ("llama", "mixtral", "qwen2", "phi3", "starcoder2", "olmo2", "granite", "glm4_new")
     severity = "error"
     effect = "panic"
+    fix_availability = "sometimes"
     fix_title = "Use a candle llama that reads `head_dim` (https://github.com/huggingface/candle/issues/3602); no config edit fixes this"
     probe_kind = "crash"
 
@@ -366,6 +371,11 @@ class HeadDimMismatch(Rule):
         if fv is None or not fv.ok or doc is None or fam is None or not isinstance(doc.value, dict):
             return
         hd, heads, c = doc.value.get("head_dim"), fv.get("num_attention_heads"), fv.get("head_dim")
+        edits, said = None, f"`head_dim`={hd}"
+        if "head_dim" not in doc.value and fam.has_field("head_dim") and ctx.ftv is not None:
+            # candle reads the absent key as None and derives it; transformers' class has its own default
+            hd = ctx.ftv.get("head_dim")
+            edits, said = {"head_dim": hd}, f"`head_dim`={hd} (its default: config.json has none)"
         if not isinstance(hd, int) or isinstance(hd, bool) or not isinstance(c, int) or not heads or hd == c:
             return
         proj, panics = fam.trait("QUERY_PROJ"), fam.trait("LOAD_PANICS")
@@ -375,10 +385,11 @@ class HeadDimMismatch(Rule):
             how = f"so loading `{proj}` fails ({hd * heads} query rows, candle expects {c * heads})"
         yield self.finding(
             ctx,
-            f"transformers uses `head_dim`={hd}; {fam.who} uses `hidden_size` / `num_attention_heads` = {c}, {how}",
+            f"transformers uses {said}; {fam.who} uses `hidden_size` / `num_attention_heads` = {c}, {how}",
             keys=("head_dim",),
             transformers_value=hd,
             candle_value=c,
+            fix_edits=edits,
             expect=f"shape mismatch for model.layers.0.self_attn.{proj}.weight",
         )
 
@@ -567,13 +578,15 @@ class PartialRotaryIgnored(Rule):
 
     ## Fix
     llama: none in config.json, candle 0.11.0's llama has no partial rotary; port it.
-    phi3 and stable_lm rotate part of the head, but read the factor only at the top level
-    (transformers 5 keeps it in `rope_parameters`): `portkit fix --write` writes it there.
+    phi3, stable_lm and glm4_new rotate part of the head, but read the factor only at the top level
+    (transformers 5 keeps it in `rope_parameters`; GLM-4's class defaults it to 0.5 where
+    config.json has none): `portkit fix --write` writes it there.
 
     ## Candle source
     candle-transformers-0.11.0/src/models/llama.rs:155-161 (frequencies for every pair of
     the head), :262-268 (`rope` over the whole head); phi3.rs:58, :77-81 (top-level
-    `partial_rotary_factor`, else the whole head); stable_lm.rs:32 (required top-level key).
+    `partial_rotary_factor`, else the whole head); stable_lm.rs:32 (required top-level key);
+    glm4_new.rs:42-46 (the top-level factor, else the whole head).
 
     ## Verification
     numeric: candle differs from transformers and matches it with `partial_rotary_factor`
@@ -588,15 +601,17 @@ class PartialRotaryIgnored(Rule):
     code = "PK108"
     name = "partial-rotary-ignored"
     group = "config"
-    families = ("llama", "phi3", "stable_lm")
+    families = ("llama", "phi3", "stable_lm", "glm4_new")
     severity = "error"
     effect = "silent"
     fix_availability = "sometimes"
-    fix_title = "Write the `partial_rotary_factor` transformers uses at the top level (phi3, stable_lm), or port partial rotary to candle's llama"
+    fix_title = "Write the `partial_rotary_factor` transformers uses at the top level (phi3, stable_lm, glm4_new), or port partial rotary to candle's llama"
     probe_kind = "numeric"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         fv, ftv, fam, doc = ctx.fv, ctx.ftv, ctx.family, ctx.facts.config
+        if fv is not None and not fv.ok:
+            fv = view_with_required_written(ctx)  # a transformers-5 save: the factor behind PK110's refusal
         if fv is None or ftv is None or fam is None or not fv.ok or doc is None or not isinstance(doc.value, dict):
             return
         hd = fv.get("head_dim")
@@ -772,6 +787,22 @@ class MissingRequiredKey(Rule):
                 expect=refusal,
                 help=None if value is not None else f"Write `{key}` by hand: transformers has no value for it",
             )
+
+
+def view_with_required_written(ctx: Context) -> FamilyView | None:
+    """candle's view of config.json once every required key it lacks holds the value PK110's fix
+    writes (what a finding behind that refusal is judged on), else None."""
+    fam, doc = ctx.family, ctx.facts.config
+    if fam is None or doc is None or not isinstance(doc.value, dict) or ctx.ftv is None:
+        return None
+    edits = {}
+    for key in (f.name for f in fam.fields if f.default is MISSING and f.name not in doc.value):
+        value, _ = _value_to_write(ctx, key)
+        if value is None:
+            return None
+        edits[key] = value
+    view = fam.view({**doc.value, **edits}) if edits else None
+    return view if view is not None and view.ok else None
 
 
 def _value_to_write(ctx: Context, key: str) -> tuple[object, str]:

@@ -1011,6 +1011,70 @@ class NoRopeLayersDiffer(Rule):
         )
 
 
+class AttentionBiasKeyAbsent(Rule):
+    """No `attention_bias` key: transformers' GLM-4 adds q/k/v biases, candle's glm4_new does not.
+
+    ## What it does
+    Flags a GLM-4 (`Glm4ForCausalLM`) config.json without `attention_bias`.
+
+    ## Why is this bad?
+    transformers' `Glm4Config` defaults `attention_bias` to true and loads the q/k/v bias
+    tensors. candle's glm4_new reads the key as `Option<bool>` and builds the projections
+    without biases when it is absent: the checkpoint's biases are never read (PK202 names them)
+    and every layer computes other numbers, without an error.
+
+    ## Example
+    ```json
+    {"model_type": "glm4", "architectures": ["Glm4ForCausalLM"], "hidden_size": 4096}
+    ```
+
+    ## Fix
+    `portkit fix --write` writes `"attention_bias": true`, which both read.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/glm4_new.rs:19 (`attention_bias: Option<bool>`), :143-160
+    (`cfg.attention_bias.unwrap_or(false)`), the same in 0.9.2 to 0.11.1.
+
+    ## Verification
+    numeric, transformers as candle computes: candle's logits differ from transformers' and match
+    transformers run with `attention_bias` false (no biases, as candle's module).
+
+    ## References
+    - transformers `models/glm4/configuration_glm4.py` (`attention_bias: bool = True`)
+    """
+
+    code = "PK125"
+    name = "attention-bias-key-absent"
+    group = "config"
+    families = ("glm4_new",)
+    severity = "error"
+    effect = "silent"
+    fix_availability = "always"
+    fix_title = 'Write `"attention_bias": true`, transformers\' default'
+    probe_kind = "numeric"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        fv, ftv, doc = ctx.fv, ctx.ftv, ctx.facts.config
+        if fv is None or ftv is None or not fv.ok or doc is None or not isinstance(doc.value, dict):
+            return
+        if "attention_bias" in doc.value or ftv.get("attention_bias") is not True or fv.get("attention_bias"):
+            return
+        edits = {"attention_bias": True}
+        yield self.finding(
+            ctx,
+            f"transformers adds q/k/v biases (`attention_bias` absent: its default true); {module(ctx)} reads the "
+            "absent key as false and never reads the biases",
+            location=location((1, 1)),
+            transformers_value=True,
+            candle_value=False,
+            fix_edits=edits,
+            # judged as PK105 is, on transformers as candle computes (the same biases PK202 names), not
+            # on the fix: an empty patch keeps the fix's edits out of candle's run
+            probe_patch={},
+            as_candle=as_candle.edit("no attention biases", config={"attention_bias": False}),
+        )
+
+
 def _layers(idx: list[int]) -> str:
     if not idx:
         return "no layer"
@@ -1030,4 +1094,5 @@ RULES = (
     BidirectionalAttentionIgnored,
     SoftcappingKeyAbsent,
     NoRopeLayersDiffer,
+    AttentionBiasKeyAbsent,
 )

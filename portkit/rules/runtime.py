@@ -588,11 +588,11 @@ def position_error(dtype: str, last: int) -> tuple[int, float]:
 
 
 class RopeTableInHalfPrecision(_RuntimeRule):
-    """f16 or bf16 runs of nine candle modules rotate by angles from a half-precision table.
+    """f16 or bf16 runs of eleven candle modules rotate by angles from a half-precision table.
 
     ## What it does
-    Flags `--dtype f16` (and `--dtype bf16` off the CPU) for phi3, qwen2, gemma, gemma2, gemma3,
-    mixtral, olmo2, starcoder2 and stable_lm when the planned length (`--max-tokens`, else
+    Flags `--dtype f16` (and `--dtype bf16` off the CPU) for phi3, qwen2, qwen2_moe, gemma, gemma2,
+    gemma3, mixtral, olmo2, starcoder2, stable_lm and glm4_new when the planned length (`--max-tokens`, else
     `max_position_embeddings`) reaches a position the dtype cannot hold: 2049 in f16, 257 in bf16.
     The message gives that position and the angle error it implies at the planned length.
 
@@ -625,7 +625,7 @@ class RopeTableInHalfPrecision(_RuntimeRule):
     ..).to_dtype(dtype)`, `t.matmul(&inv_freq)`, `freqs.sin()`/`cos()`), :279 (`RotaryEmbedding::new(vb.dtype(),
     ..)`); the same in phi3.rs:77-136 and :363, gemma.rs:83-99 and :350, gemma2.rs:76-92 and :369,
     gemma3.rs:71-97 and :326, mixtral.rs:82-99 and :418, olmo2.rs:36-52 and :282, starcoder2.rs:52-69 and
-    :280, stable_lm.rs:92-110 and :375, qwen2_moe.rs:54-72 and :414. In F32 instead: llama.rs:200-207, qwen3.rs:42-58,
+    :280, stable_lm.rs:92-110 and :375, qwen2_moe.rs:54-72 and :414, glm4_new.rs:38-62 and :311. In F32 instead: llama.rs:200-207, qwen3.rs:42-58,
     mistral.rs:118-135, granite.rs:156-161. The GGUF sibling: PK412 (quantized_qwen3.rs:111-115).
 
     ## Verification
@@ -649,6 +649,7 @@ class RopeTableInHalfPrecision(_RuntimeRule):
     # listed, so that loading the rules imports no family module)
     families = (
         "phi3", "qwen2", "qwen2_moe", "gemma", "gemma2", "gemma3", "mixtral", "olmo2", "starcoder2", "stable_lm",
+        "glm4_new",
     )  # fmt: skip
     severity = "error"
     effect = "silent"

@@ -212,14 +212,14 @@ class ContinuationPastRotatingWindow(_TraitPathRule):
 
 
 class BatchMaskUndersized(_TraitPathRule):
-    """A batch in qwen3 or qwen3_moe: the causal mask holds one row but is shaped for N.
+    """A batch in qwen3, qwen3_moe, smollm3 or glm4_new: the causal mask holds one row but is shaped for N.
 
     ## What it does
     Flags `--batch N` (N > 1) for qwen3 and qwen3_moe where candle reads or casts the mask:
     on cuda and metal (and on the CPU with the `flash-attn` feature), wrong rows; for qwen3_moe
     on the CPU at bf16 or f16, a panic. qwen3 on the CPU builds no mask; qwen3_moe on the CPU at
-    f32 builds it and never reads it: no finding there. smollm3 (smol/smollm3.rs:396-420) adds it
-    on every device: on the CPU the first batched forward panics.
+    f32 builds it and never reads it: no finding there. smollm3 (smol/smollm3.rs:396-420) and
+    glm4_new (glm4_new.rs:332-357) add it on every device: on the CPU the first batched forward panics.
 
     ## Why is this bad?
     transformers masks every row of a batch. candle's `causal_mask` fills `tgt * (tgt + offset)`
@@ -258,7 +258,7 @@ class BatchMaskUndersized(_TraitPathRule):
     code = "PK311"
     name = "batch-mask-undersized"
     holds = BATCH_MASK_RELEASES
-    families = FamiliesWith("BATCH_MASK", "undersized")  # qwen3, qwen3_moe
+    families = FamiliesWith("BATCH_MASK", "undersized")  # qwen3, qwen3_moe, smollm3, glm4_new
     effect = "silent"
     probe_kind = "numeric"
     probe_run = "batch"
@@ -303,6 +303,85 @@ class BatchMaskUndersized(_TraitPathRule):
                 transformers_value=f"{t.batch} rows",
                 candle_value="panic",
                 expect=expect,
+                probe_kind="crash",
+            )
+
+
+GLM4_BATCH_EXPECT = "shape mismatch in matmul"
+
+
+class Glm4RopeFirstRowOnly(_PathRule):
+    """A batch through glm4_new: its rotary embedding keeps the first row only (every release).
+
+    ## What it does
+    Flags `--batch N` (N > 1) for GLM-4 checkpoints (`Glm4ForCausalLM`) on every candle release
+    that has glm4_new, 0.9.2 to 0.11.1; before 0.11.1 not on the CPU, where PK311's panic comes first.
+
+    ## Why is this bad?
+    transformers rotates the queries and keys of every row. candle's glm4_new slices row 0 out of
+    them (`xs.i((0, .., .., ..rotary_dim))`, then `unsqueeze(0)`), so after RoPE the queries and
+    keys of a batch of N are one row. On 0.11.1, whose causal mask is right, the attention then
+    multiplies one row of probabilities with N rows of values and the batch fails:
+    `shape mismatch in matmul, lhs: [1, 4, 16, 16], rhs: [2, 4, 16, 16]` (measured on the tiny
+    fixture at N=2). Before 0.11.1 the undersized mask (PK311) broadcasts the scores back to N rows:
+    on the CPU its read panics first; elsewhere every row after the first attends with the first
+    row's queries and keys, without an error. One row at a time runs right on every release.
+
+    ## Example
+    `portkit lint --batch 8 MODEL_DIR` on a `"model_type": "glm4"` checkpoint.
+
+    ## Fix
+    Run rows one at a time; upgrading candle does not fix it. In a copy of glm4_new.rs, rotate
+    every row (`xs.narrow(D::Minus1, 0, rotary_dim)` instead of `xs.i((0, ..))`).
+
+    ## Candle source
+    candle-transformers-0.11.1/src/models/glm4_new.rs:65-77 (`RotaryEmbedding::apply`: row 0 only),
+    :211-212 (applied to q and k), :225 (`probs.matmul(&v)`); the same lines in 0.9.2 to 0.11.0.
+
+    ## Verification
+    crash (0.11.1): `portkit verify --candle 0.11.1 --batch 2` must fail with `shape mismatch in
+    matmul`; each row alone agrees with transformers. numeric before 0.11.1 (cuda, metal): each row
+    of the batch against the same row alone and against transformers.
+
+    ## References
+    - tests/native/test_chat_paths.py (glm4_new's batch on 0.11.0), where portkit found it
+    - https://github.com/huggingface/candle/pull/3879 (0.11.1's mask fix, which leaves the rotary embedding as it was)
+    """
+
+    code = "PK322"
+    name = "glm4-rope-first-row-only"
+    families = ("glm4_new",)
+    probe_run = "batch"
+    probe_kind = "crash"
+    fix_title = "Run rows one at a time; candle 0.11.1 does not fix it"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        t = ctx.target
+        if not self.ready(ctx) or not t.batched:
+            return
+        if BATCH_MASK_RELEASES.holds(t.candle):
+            if t.device == "cpu":
+                return  # PK311: the undersized mask's read panics first
+            # the one-row mask broadcasts the scores back to N rows: no shape error, wrong rows
+            yield self.finding(
+                ctx,
+                f"transformers rotates each of the {t.batch} rows; {ctx.family.who}'s rotary embedding keeps the first "  # type: ignore[union-attr]
+                "row's queries and keys (glm4_new.rs:65-77), so every row after the first attends with them "
+                "(0.11.1, whose mask is right, fails the batch instead)",
+                keys=self.keys(ctx),
+                transformers_value=f"{t.batch} rows",
+                candle_value="rows after the first wrong",
+                probe_kind="numeric",
+            )
+        else:
+            yield self.finding(
+                ctx,
+                f"transformers rotates each of the {t.batch} rows; {ctx.family.who}'s rotary embedding keeps the first "  # type: ignore[union-attr]
+                f"row's queries and keys (glm4_new.rs:65-77), so the attention fails with `{GLM4_BATCH_EXPECT}`",
+                keys=self.keys(ctx),
+                transformers_value=f"{t.batch} rows",
+                candle_value=GLM4_BATCH_EXPECT,
+                expect=GLM4_BATCH_EXPECT,
                 probe_kind="crash",
             )
 
@@ -787,4 +866,5 @@ RULES = (
     ContinuationMaskSquare,
     GgufContinuationMaskSquare,
     PhiContinuationMaskSquare,
+    Glm4RopeFirstRowOnly,
 )

@@ -356,9 +356,11 @@ class UnreadTensor(_WeightsRule):
     def _transformers_reads_bias(ctx: Context, name: str, part: str, tf: dict[str, tuple[int, ...]] | None) -> bool:
         if tf is not None:
             return name in tf
-        # outside llama, transformers' modules follow the config's bias flags
+        # outside llama, transformers' modules follow the config's bias flags, with the class's default
+        # where config.json has none (GLM-4's `attention_bias` is true)
         flag = "mlp_bias" if part.startswith("mlp.") else "attention_bias"
-        return config_flag(ctx, flag) is True
+        ftv = ctx.ftv
+        return (ftv.get(flag) if ftv is not None and flag in ftv.values else config_flag(ctx, flag)) is True
 
 
 class UnexpectedTensor(_WeightsRule):

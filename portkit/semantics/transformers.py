@@ -196,17 +196,26 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
             "num_attention_heads": 32, "num_key_value_heads": None, "hidden_act": "gelu_new",
             "max_position_embeddings": 2048, "layer_norm_eps": 1e-05, "tie_word_embeddings": False,
             "qk_layernorm": False},
+    # configuration_glm4.py: `head_dim` 128 and `attention_bias` true whatever the sizes
+    "glm4_new": {"vocab_size": 151552, "hidden_size": 4096, "intermediate_size": 13696, "num_hidden_layers": 40,
+                 "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "hidden_act": "silu",
+                 "max_position_embeddings": 131072, "rms_norm_eps": 1.5625e-07, "tie_word_embeddings": False,
+                 "attention_bias": True},
 }  # fmt: skip
 FAMILY_DEFAULT_THETA = {"mixtral": 1e6, "gemma3": 1e6, "smollm3": 2e6}  # class `default_theta`; 1e4 elsewhere
 GEMMA3_DEFAULT_LOCAL_THETA = 10000.0
 STABLELM_DEFAULT_PARTIAL_ROTARY = 0.25
 PHI_DEFAULT_PARTIAL_ROTARY = 0.5  # configuration_phi.py:87 `kwargs.setdefault("partial_rotary_factor", 0.5)`
-# partial_rotary_factor: stable_lm (default 0.25), phi (0.5) and phi3 rotate part of the head whatever the
+GLM4_DEFAULT_PARTIAL_ROTARY = (
+    0.5  # configuration_glm4.py `__post_init__`: `kwargs.setdefault("partial_rotary_factor", 0.5)`
+)
+# partial_rotary_factor: stable_lm (default 0.25), phi and glm4 (0.5) and phi3 rotate part of the head whatever the
 # rope type; llama's default rope ignores the factor and only its scaled rope types honour it
 # (modeling_llama.py:73-106, `compute_default_rope_parameters`)
 _PARTIAL_ROTARY_ALWAYS = {
     "stable_lm": STABLELM_DEFAULT_PARTIAL_ROTARY,
     "phi": PHI_DEFAULT_PARTIAL_ROTARY,
+    "glm4_new": GLM4_DEFAULT_PARTIAL_ROTARY,
     "phi3": None,
 }
 _PARTIAL_ROTARY_SCALED_ONLY = ("llama",)
@@ -456,6 +465,10 @@ def _family_transformers_view(
             sources["partial_rotary_factor"] = ("partial_rotary_factor",)
         elif default_prf is not None:
             values["partial_rotary_factor"], sources["partial_rotary_factor"] = default_prf, ()
+        if default_prf is not None:
+            # the class's `__post_init__` sets it in its rope parameters (`kwargs.setdefault`): a top-level
+            # key that restates it changes nothing
+            rope.setdefault("partial_rotary_factor", values["partial_rotary_factor"])
     # a scaled rope rotates `partial_rotary_factor` of the head in every class (modeling_rope_utils.py
     # `_compute_default_rope_parameters`); the default rope only in those that rotate part of it
     attn_head = head_dim if head_dim is not None else derived  # the attention's own fallback

@@ -43,6 +43,8 @@ T5: dict[str, dict[str, str]] = {
             "smollm3",
         )
     },
+    # GLM-4 also keeps its partial_rotary_factor only in rope_parameters: behind the refusal, candle rotates all
+    "glm4_new": {"PK110": "CRASH-CONFIRMED", "PK108": "CONFIRMED"},
 }
 #: family -> {code: verdict} confirmed on the legacy checkpoint (candle differs from transformers
 #: there for a reason no config edit removes); a family absent here must agree.
@@ -162,6 +164,10 @@ VARIANTS: dict[tuple[str, str], dict[str, str]] = {
     ("qwen2_moe", "tied"): {"PK205": "CRASH-CONFIRMED"},
     ("qwen2_moe", "window-0"): {"PK115": "CONFIRMED"},
     ("smollm3", "no-nope-keys"): {"PK124": "CONFIRMED"},
+    ("glm4_new", "no-partial-rotary"): {"PK108": "CONFIRMED"},
+    ("glm4_new", "no-attention-bias"): {"PK125": "CONFIRMED", "PK202": "CONFIRMED"},
+    ("glm4_new", "no-head-dim"): {"PK104": "CRASH-CONFIRMED", "PK206": "CRASH-CONFIRMED"},
+    ("glm4_new", "no-tie-key"): {"PK110": "CRASH-CONFIRMED"},
 }
 
 

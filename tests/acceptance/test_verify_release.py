@@ -67,6 +67,19 @@ def test_a_batch_of_two_in_qwen3_moe_is_wrong_on_0_11_0_and_right_on_0_11_1() ->
     assert code == 0, (_codes(doc), err[-2000:])
 
 
+def test_a_batch_of_two_in_glm4_fails_on_0_11_0_and_still_fails_on_0_11_1() -> None:
+    """0.11.1 fixes glm4_new's mask (PK311) but not its rotary embedding, which keeps row 0 (PK322)."""
+    d = family_fixture("glm4_new", "legacy")
+    code, doc, err = _verify(d, "--batch", "2", "--candle", "0.11.0")
+    assert _codes(doc) == {"PK311": "CRASH-CONFIRMED"}, (code, _codes(doc), err[-2000:])
+    code, doc, err = _verify(d, "--batch", "2", "--candle", "0.11.1")
+    assert doc["versions"]["candle"] == "0.11.1", err[-2000:]
+    assert _codes(doc) == {"PK322": "CRASH-CONFIRMED"}, (code, _codes(doc), err[-2000:])
+    batch = [c for s in doc["paths"]["sections"] for c in s["checks"] if c["path"] == "batch"]
+    assert batch and "shape mismatch in matmul" in batch[0]["run"]["failure"]["message"], batch
+    assert code == 1
+
+
 def test_a_bert_with_gamma_beta_layernorms_crashes_on_0_11_0_and_loads_on_0_11_1() -> None:
     d = embedding_model("bert", gamma_beta=True)
     code, doc, err = _verify(d, "--candle", "0.11.0")

@@ -26,9 +26,9 @@ from portkit.verify.sections.turns import segment_for  # noqa: E402
 RUNS = {"mixtral": "int-window", "gemma3": "kv-heads-1"}
 ATOL = 1e-4  # f32: summation order only
 #: where candle 0.11.0 fails the path itself, each tested below with candle's own message: phi's
-#: square continuation mask (PK320) and smollm3's one-row batch mask, read past on the CPU (PK311)
+#: square continuation mask (PK320) and smollm3's and glm4_new's one-row batch mask, read past on the CPU (PK311)
 FAILS_A_TURN = {"phi"}
-FAILS_A_BATCH = {"smollm3"}
+FAILS_A_BATCH = {"smollm3", "glm4_new"}
 
 
 def _runner(family: str, dtype: str = "f32"):
@@ -82,8 +82,9 @@ def test_phi_second_turn_fails_in_its_square_mask() -> None:
     assert np.abs(one - _control(r, prompt, fed, seg[:1])).max() < ATOL
 
 
-def test_smollm3_batch_panics_reading_past_its_one_row_mask() -> None:
-    r, prompt = _runner("smollm3")
+@pytest.mark.parametrize("family", sorted(FAILS_A_BATCH))
+def test_a_batch_panics_reading_past_its_one_row_mask(family: str) -> None:
+    r, prompt = _runner(family)
     with pytest.raises(
         pn.CandlePanic, match=r"cpu_backend/utils\.rs:\d+:\d+: range end index \d+ out of range for slice of length \d+"
     ):

@@ -1112,3 +1112,43 @@ VARIANTS.append(
     )
 )
 CLEAN_VARIANTS.append(("PK613", with_target(PIPELINE_CASES["PK613"][0], candle="0.9.2")))
+# glm4_new (GLM-4-0414): the keys transformers' Glm4Config defaults and candle's Config reads otherwise
+CASES["PK125"] = (family("glm4_new", drop=("attention_bias",)), CLEAN["glm4_new"])
+CLEAN_VARIANTS.append(("PK125", family("glm4_new", attention_bias=False)))  # written: both read it
+VARIANTS.append(
+    (
+        "PK104",
+        family("glm4_new", drop=("head_dim",), hidden_size=64),
+        "transformers uses `head_dim`=128 (its default: config.json has none); candle 0.11.0's `glm4_new` uses "
+        "`hidden_size` / `num_attention_heads` = 16",
+    )
+)
+CLEAN_VARIANTS.append(("PK104", family("glm4_new", head_dim=32)))  # written: candle reads it too
+CLEAN_VARIANTS.append(("PK104", family("glm4_new", drop=("head_dim",), hidden_size=512)))  # 512 / 4 = 128
+VARIANTS.append(
+    (
+        "PK108",
+        family("glm4_new", drop=("partial_rotary_factor",)),
+        "transformers rotates 8 of 16 head dimensions (`partial_rotary_factor`=0.5 by default); candle 0.11.0's "
+        "`glm4_new` reads no top-level `partial_rotary_factor` and rotates all 16",
+    )
+)
+# a transformers-5 save: the factor only in rope_parameters, behind PK110's refusal of the missing rope_theta
+VARIANTS.append(("PK108", family("glm4_new", layout="t5"), "(`partial_rotary_factor`=0.5 from `rope_parameters`)"))
+CLEAN_VARIANTS.append(("PK108", family("glm4_new", partial_rotary_factor=1.0, drop=())))
+# glm4_new.rs's rotary embedding keeps row 0: every release; before 0.11.1 the undersized mask comes first
+CASES["PK322"] = (
+    with_target(CLEAN["glm4_new"], batch=2, candle="0.11.1"),
+    with_target(CLEAN["glm4_new"], candle="0.11.1"),
+)
+VARIANTS.append(
+    ("PK322", with_target(CLEAN["glm4_new"], batch=2, device="cuda"), "so every row after the first attends with them")
+)
+VARIANTS.append(
+    ("PK322", with_target(CLEAN["glm4_new"], batch=2, candle="0.9.2", device="metal"), "candle 0.9.2's `glm4_new`")
+)
+CLEAN_VARIANTS.append(("PK322", with_target(CLEAN["glm4_new"], batch=2)))  # the CPU before 0.11.1: PK311 first
+VARIANTS.append(
+    ("PK311", with_target(CLEAN["glm4_new"], batch=2), "on the CPU attention reads past its buffer and panics")
+)
+CLEAN_VARIANTS.append(("PK322", with_target(CLEAN["qwen3"], batch=2, candle="0.11.1")))

@@ -60,7 +60,7 @@ def _transformers_values(family: str, cfg: dict[str, Any]) -> dict[str, Any]:
         out["sliding_layers"] = tuple(t == "sliding_attention" and c.sliding_window is not None for t in c.layer_types)
     if family in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2") and getattr(c, "layer_types", None):
         out["sliding_layers"] = tuple(t == "sliding_attention" and c.sliding_window is not None for t in c.layer_types)
-    if family in ("stable_lm", "phi"):
+    if family in ("stable_lm", "phi", "glm4_new"):
         out["partial_rotary_factor"] = full["partial_rotary_factor"]
     if family == "qwen3_moe":
         out["num_experts"] = c.num_experts
@@ -69,7 +69,7 @@ def _transformers_values(family: str, cfg: dict[str, Any]) -> dict[str, Any]:
         out["hidden_activation"] = c.hidden_activation
     else:
         out["hidden_act"] = c.hidden_act
-    if family not in ("llama", "gemma", "olmo2", "granite", "stable_lm", "qwen3_moe", "phi"):
+    if family not in ("llama", "gemma", "olmo2", "granite", "stable_lm", "qwen3_moe", "phi", "glm4_new"):
         out["sliding_window"] = c.sliding_window
     return out
 

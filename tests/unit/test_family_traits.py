@@ -84,7 +84,11 @@ def test_the_path_rules_families_agree_with_the_traits() -> None:
 
     assert set(RULES["PK309"].families) == having("CONTINUATION_MASK", "prefix-in-model-dtype") == {"qwen2", "olmo2"}
     assert set(RULES["PK310"].families) == having("CONTINUATION_MASK", "rotating-window") == {"gemma3"}
-    assert set(RULES["PK311"].families) == having("BATCH_MASK", "undersized") == {"qwen3", "qwen3_moe", "smollm3"}
+    assert (
+        set(RULES["PK311"].families)
+        == having("BATCH_MASK", "undersized")
+        == {"qwen3", "qwen3_moe", "smollm3", "glm4_new"}
+    )
     assert set(RULES["PK312"].families) == having("PADDING_MASK", "bidirectional") == {"qwen2"}
     for f in FAMILIES:
         assert f.trait("BATCH_MASK") is None or f.trait("BATCH_MASK").built in ("where-read", "always")
@@ -112,7 +116,9 @@ def test_the_derived_families_read_as_the_hand_written_tuples() -> None:
     assert isinstance(fams, FamiliesWith)
     assert fams == ("qwen2", "olmo2") and list(fams) == ["qwen2", "olmo2"] and len(fams) == 2 and fams[1] == "olmo2"
     assert "qwen2" in fams and "olmo2" in fams and "llama" not in fams and "*" not in fams and "nope" not in fams
-    assert RULES["PK311"].families == ("qwen3", "qwen3_moe", "smollm3") and RULES["PK312"].families == ("qwen2",)
+    assert RULES["PK311"].families == ("qwen3", "qwen3_moe", "smollm3", "glm4_new") and RULES["PK312"].families == (
+        "qwen2",
+    )
     assert fams.of(BY_NAME["qwen2"]) == ContinuationMask("prefix-in-model-dtype", source="qwen2.rs:316-318")
     assert fams.of(BY_NAME["gemma3"]) is None and fams.of(None) is None  # gemma3's is of the other kind
 

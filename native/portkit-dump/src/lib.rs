@@ -34,7 +34,8 @@
 //! `model.layers.N`: `input_layernorm`, `self_attn.q_proj`, `self_attn.k_proj`,
 //! `self_attn.v_proj` (the projections before RoPE, `[T, heads * head_dim]`), `self_attn`
 //! (after `o_proj`), `post_attention_layernorm`, `mlp`, and where a model has them phi3's fused
-//! `self_attn.qkv_proj` and gemma2/3's `pre_feedforward_layernorm`, `post_feedforward_layernorm`.
+//! `self_attn.qkv_proj`, gemma2/3's `pre_feedforward_layernorm`, `post_feedforward_layernorm` and
+//! glm4's `post_self_attn_layernorm`, `post_mlp_layernorm`.
 //!
 //! Any subset may be written; compare compares what is there. Tensors are copied to the CPU
 //! and kept in their dtype (f32, f16, bf16; integers for `ids` and `greedy`).
@@ -46,16 +47,18 @@ use std::path::{Path, PathBuf};
 /// The sub-layer paths a `layer.N.<path>` name may hold: the submodules of transformers'
 /// decoder layers that `portkit reference` records (portkit's `portkit/families/sublayers.py`
 /// lists the same names; a test holds the two together).
-pub const SUBLAYERS: [&str; 10] = [
+pub const SUBLAYERS: [&str; 12] = [
     "input_layernorm",
     "self_attn.q_proj",
     "self_attn.k_proj",
     "self_attn.v_proj",
     "self_attn.qkv_proj",
     "self_attn",
+    "post_self_attn_layernorm",
     "post_attention_layernorm",
     "pre_feedforward_layernorm",
     "mlp",
+    "post_mlp_layernorm",
     "post_feedforward_layernorm",
 ];
 
