@@ -206,9 +206,8 @@ FAMILY_DEFAULT_THETA = {"mixtral": 1e6, "gemma3": 1e6, "smollm3": 2e6}  # class 
 GEMMA3_DEFAULT_LOCAL_THETA = 10000.0
 STABLELM_DEFAULT_PARTIAL_ROTARY = 0.25
 PHI_DEFAULT_PARTIAL_ROTARY = 0.5  # configuration_phi.py:87 `kwargs.setdefault("partial_rotary_factor", 0.5)`
-GLM4_DEFAULT_PARTIAL_ROTARY = (
-    0.5  # configuration_glm4.py `__post_init__`: `kwargs.setdefault("partial_rotary_factor", 0.5)`
-)
+# configuration_glm4.py `__post_init__`: `kwargs.setdefault("partial_rotary_factor", 0.5)`
+GLM4_DEFAULT_PARTIAL_ROTARY = 0.5
 # partial_rotary_factor: stable_lm (default 0.25), phi and glm4 (0.5) and phi3 rotate part of the head whatever the
 # rope type; llama's default rope ignores the factor and only its scaled rope types honour it
 # (modeling_llama.py:73-106, `compute_default_rope_parameters`)

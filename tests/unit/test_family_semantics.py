@@ -165,6 +165,23 @@ def test_fix_keeps_transformers_and_makes_candle_parse(family: str, tmp_path: Pa
     assert fam is not None and (fam.view((d / "config.json").read_text()).ok or family == "mixtral")
 
 
+def test_fix_restates_the_rotated_share_the_class_defaults(tmp_path: Path) -> None:
+    """GLM-4 without `partial_rotary_factor`: transformers rotates half the head (its `__post_init__` puts
+    0.5 in its rope parameters), candle all of it; fix writes 0.5, which changes nothing for transformers."""
+    from transformers import AutoConfig
+
+    d = tmp_path / "m"
+    d.mkdir()
+    cfg = {k: v for k, v in LEGACY["glm4_new"].items() if k != "partial_rotary_factor"}
+    (d / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    before = AutoConfig.from_pretrained(d).to_dict()
+    p = fix.plan(d)
+    assert [e.finding.code for e in p.edits if not e.refused] == ["PK108"] and p.changed
+    fix.write(p)
+    assert json.loads((d / "config.json").read_text())["partial_rotary_factor"] == 0.5
+    assert AutoConfig.from_pretrained(d).to_dict() == before
+
+
 def test_fix_refuses_what_no_edit_fixes(tmp_path: Path) -> None:
     d = tmp_path / "m"
     d.mkdir()
