@@ -26,6 +26,13 @@ ProbeKind = Literal["numeric", "crash", "static-only", "tokens", "template", "sa
 #: "embedding" (an embedding model's run: its padded batch and the counterfactual program the
 #: probe's patch names, `{"program": "no-mask" | "pool-over-pads"}`).
 ProbeRun = Literal["prompt", "tokens", "turns", "batch", "padded-batch", "embedding", "sampling"]
+#: What a probe's confirmer counts, where its run measures more than one thing (None: the run's
+#: usual measure, the ids a tokens probe's edit changes, the counterfactual a numeric probe runs):
+#: "decodes" (texts the crate decodes otherwise), "special-placement" (encodes that place the
+#: special tokens its edit names otherwise), "double-bos" (a rendered conversation that starts with
+#: two BOS), "saved-padding" (the padding the crate applies from tokenizer.json, on an embedding
+#: run), "non-finite" (every embedding NaN or inf).
+ProbeMeasure = Literal["decodes", "special-placement", "double-bos", "saved-padding", "non-finite"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,6 +99,7 @@ class Probe:
     )
     at_load: bool = False  # crash: the rule predicts a failure at load (a later failure shows it did not happen)
     reason: str | None = None  # static-only: why nothing runs (the rule's `not_probed`)
+    measure: ProbeMeasure | None = None  # what its confirmer counts, where the run measures several things
 
     @classmethod
     def declared(
@@ -106,6 +114,7 @@ class Probe:
         run: ProbeRun = "prompt",
         at_load: bool = False,
         reason: str | None = None,
+        measure: ProbeMeasure | None = None,
     ) -> Probe:
         """The probe a rule declares: a numeric probe runs its patch, else the fix's edits; a
         crash probe is repaired by the same; `at_load` and `reason` only where they apply."""
@@ -122,6 +131,7 @@ class Probe:
             repair=(own_or_fix or None) if kind == "crash" else None,
             at_load=kind == "crash" and at_load,
             reason=reason if kind == "static-only" else None,
+            measure=measure,
         )
 
     @property

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from portkit.families import Family
     from portkit.families.view import FamilyView
-    from portkit.findings import Finding, Location, Probe, ProbeKind, Severity
+    from portkit.findings import Finding, Location, Probe, ProbeKind, ProbeMeasure, Severity
     from portkit.model import GgufFile, ModelFacts
 
     Group = Literal["config", "weights", "runtime", "gguf", "tokenizer", "embedding"]
@@ -138,6 +138,8 @@ class Rule:
     # KV cache, `--turns`), "batch" (rows in one forward, `--batch`) or "padded-batch" (the same
     # rows through the module's forward that takes a padding mask)
     probe_run: ClassVar[str] = "prompt"
+    #: what verify's confirmer counts for it, where its run measures several things (`ProbeMeasure`)
+    probe_measure: ClassVar[ProbeMeasure | None] = None
     #: the candle releases the rule's fact holds for (`portkit.candle_release.Span`): on any other
     #: target release the rule is silent, and `explain` prints the range
     holds: ClassVar[Span] = ALWAYS
@@ -217,6 +219,7 @@ class Rule:
             run=self.probe_run,
             at_load=self.effect == "load-error",
             reason=self.not_probed,  # type: ignore[arg-type]
+            measure=self.probe_measure,
         )
 
 

@@ -123,6 +123,7 @@ class BertHalfPrecisionMask(EncoderRule):
     """
 
     code = "PK618"
+    probe_measure = "non-finite"
     name = "bert-half-precision-mask-nan"
     severity = "error"
     effect = "numeric"
@@ -137,8 +138,9 @@ class BertHalfPrecisionMask(EncoderRule):
         msg = (f"{enc.who} in {dtype} builds its attention mask as `(1 - mask) * f32::MIN` cast to {dtype} (bert.rs:515-528): "
                f"f32::MIN is -inf in {dtype} and 0 * -inf is NaN, so every attended position, and every embedding, is NaN, "
                "with a mask or without; run it in f32")  # fmt: skip
-        yield self.finding(ctx, msg, keys=(), candle_value="NaN", transformers_value=f"finite (torch.finfo({dtype}).min)",
-                           probe_patch={"nonfinite": True})  # fmt: skip
+        yield self.finding(
+            ctx, msg, keys=(), candle_value="NaN", transformers_value=f"finite (torch.finfo({dtype}).min)"
+        )
 
 
 RULES = (EncoderPaddingMask, BertHalfPrecisionMask)

@@ -12,7 +12,7 @@ from portkit.verify.embedding.judge import RowCheck
 from portkit.verify.embedding.report import EmbeddingReport
 
 PK618 = Finding(code="PK618", name="bert-half-precision-mask-nan", message="m", filename="config.json", severity="error",
-                probe=Probe.declared("numeric", "PK618", patch={"nonfinite": True}, run="embedding"))  # fmt: skip
+                probe=Probe.declared("numeric", "PK618", measure="non-finite", run="embedding"))  # fmt: skip
 
 
 def _report(nonfinite: list[bool], load_failure: str | None = None) -> EmbeddingReport:

@@ -51,6 +51,7 @@ class ChatTemplateWritesBos(TokenizerRule):
     """
 
     code = "PK509"
+    probe_measure = "double-bos"
     name = "chat-template-writes-bos"
     severity = "warning"
     fix_title = "Encode the rendered chat template without special tokens, or drop `{{ bos_token }}` from it"

@@ -48,6 +48,7 @@ class DecoderRebuiltByClass(RebuiltPart):
     """
 
     code = "PK504"
+    probe_measure = "decodes"
     name = "decoder-rebuilt-by-class"
     part = key = "decoder"
     severity = "warning"

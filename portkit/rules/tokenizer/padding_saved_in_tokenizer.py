@@ -53,6 +53,7 @@ class PaddingSavedInTokenizer(TokenizerRule):
     """
 
     code = "PK506"
+    probe_measure = "saved-padding"
     name = "padding-saved-in-tokenizer"
     severity = "error"
     fix_availability = "always"

@@ -57,6 +57,7 @@ class SpecialTokenNormalized(TokenizerRule):
     """
 
     code = "PK505"
+    probe_measure = "special-placement"
     name = "special-token-normalized"
     severity = "error"
     fix_availability = "always"

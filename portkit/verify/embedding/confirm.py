@@ -37,7 +37,7 @@ def confirm_embedding(finding: Any, report: EmbeddingReport, findings: Sequence[
     if p is None or kind == "static-only":
         why = (p.reason if p is not None else None) or "a fact about the files: nothing to run"
         return Confirmation(**ident, verdict="NOT-PROBED", evidence=f"not probed: {why}")
-    if p.run == "tokens" and finding.code == "PK506" and report.tokens is not None and report.tokens.failure is None:
+    if p.measure == "saved-padding" and report.tokens is not None and report.tokens.failure is None:
         return _confirm_saved_padding(ident, report.tokens)
     if p.run == "tokens":  # a tokenizer finding: the tokens section's, which this run does not make
         return Confirmation(**ident, verdict="NOT-PROBED", evidence="not probed: the embedding run feeds both sides transformers' ids; "
@@ -74,7 +74,7 @@ def confirm_embedding(finding: Any, report: EmbeddingReport, findings: Sequence[
     wanted = (p.patch or {}).get("reference") if isinstance(p.patch, dict) else None
     if wanted is not None:
         return _confirm_by_reference(finding, ident, wanted, report)
-    if isinstance(p.patch, dict) and p.patch.get("nonfinite"):
+    if p.measure == "non-finite":
         return _confirm_nonfinite(ident, report)
     program = (p.patch or {}).get("program") if isinstance(p.patch, dict) else None
     cf = next((c for c in report.counterfactuals if c.name == program), None)

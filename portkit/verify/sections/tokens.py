@@ -225,7 +225,8 @@ def _confirm(findings: Sequence[Finding], sec: TokenizerSection, crate: Any, tok
             why = sec.crate_error or sec.transformers_error
             out.append(Confirmation(**base, verdict="NOT-REPRODUCED", evidence=f"not measurable: {why}"))
             continue
-        if f.code == "PK509":
+        measure = f.probe.measure if f.probe is not None else None
+        if measure == "double-bos":
             out.append(_confirm_double_bos(base, sec, tok))
             continue
         patch = patches.get(id(f))
@@ -248,14 +249,14 @@ def _confirm(findings: Sequence[Finding], sec: TokenizerSection, crate: Any, tok
             continue
         prefix = "with the other findings' edits, " if others else ""
         only = None
-        if f.code == "PK505":  # where the special tokens it names are found
+        if measure == "special-placement":  # where the special tokens it names are found
             only = [
                 i
                 for c in patch.get("normalized_false", ())
                 for i in [tok.convert_tokens_to_ids(c)]
                 if isinstance(i, int)
             ]
-        if f.code == "PK504":
+        if measure == "decodes":
             b = len(_decode_diffs(before_tok, tok, sec.encodes)[1])
             a = len(_decode_diffs(after_tok, tok, sec.encodes)[1])
             what, total = "decoded texts differ", sec.decodes
@@ -272,10 +273,10 @@ def _confirm(findings: Sequence[Finding], sec: TokenizerSection, crate: Any, tok
             # no effect once the others are fixed (its effect may go through theirs: a normalized
             # special token matters only under the normalizer): measure it on the file as written
             alone = _patched(tj, patch)
-            b0 = _count(crate, sec.encodes, only) if f.code != "PK504" else len(sec.decode_differs)
+            b0 = _count(crate, sec.encodes, only) if measure != "decodes" else len(sec.decode_differs)
             a0 = (
                 _count(alone, sec.encodes, only)
-                if f.code != "PK504"
+                if measure != "decodes"
                 else len(_decode_diffs(alone, tok, sec.encodes)[1])
             )
             details.update(as_written=b0, alone=a0)
