@@ -33,7 +33,7 @@ native: venv
 	$(PY) -m pip install --quiet --force-reinstall --no-deps $$(ls -t $(CARGO_TARGET_DIR)/wheels/portkit_native-*.whl | head -n 1)
 
 demo: native
-	$(PY) -m portkit.demo
+	$(PY) -m fixtures.demo
 
 # The wheels a user installs without Rust. auditwheel names the manylinux tag the native wheel
 # really satisfies; the filename must carry that tag.

@@ -12,7 +12,8 @@ own on the one process (`next_target`): the next model's requests wait in line b
 one's, so the process goes from one to the next (a batch's model requests are kept back until
 its candle runs are done, its tokenizer records are not: `candle_first`).
 
-With PORTKIT_VERIFY_REFERENCE=inprocess (the test suite's setting, to import torch once) the same
+With PORTKIT_VERIFY_REFERENCE=inprocess (for a program that verifies many checkpoints in one process, as the
+demo and the test suite do: torch is imported once) the same
 requests run in this process when they are waited for; the numbers are the same.
 """
 
