@@ -89,7 +89,7 @@ TRAITS: dict[str, Any] = {
 # a config that names neither `model_type` nor `architectures` is read with this module
 DEFAULT_FAMILY = "llama"
 _MODULES: dict[str, ModuleType] = {}
-_TRAIT_VALUES: dict[tuple[str, str], Any] = {}
+_TRAIT_VALUES: dict[tuple[str, str, str], Any] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,11 +124,16 @@ class Family:
 
     def trait(self, name: str) -> Any:
         # the rules ask per tensor: a dict lookup, not an import and a getattr each time
-        key = (self.name, name)
+        key = (self.name, name, self.release)
         try:
             return _TRAIT_VALUES[key]
         except KeyError:
-            value = _TRAIT_VALUES[key] = getattr(self.semantics, name, TRAITS[name])
+            from portkit.families.traits import Changed
+
+            value = getattr(self.semantics, name, TRAITS[name])
+            if isinstance(value, Changed):  # a trait a release changed: as the bound release has it
+                value = value.at(self.release)
+            _TRAIT_VALUES[key] = value
             return value
 
     @property

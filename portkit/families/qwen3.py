@@ -6,7 +6,7 @@ Required fields have no serde default: a missing key is ``missing field `X` ``.
 from __future__ import annotations
 
 from portkit.families.fields import de_activation
-from portkit.families.traits import BatchMask
+from portkit.families.traits import BatchMask, Changed
 from portkit.semantics import serde
 from portkit.semantics.serde import Field
 
@@ -15,8 +15,14 @@ if TYPE_CHECKING:
     from typing import Any
 
 SLIDING_WINDOW = "unsupported"  # qwen3.rs:126-128 (`sliding window is not supported`)
-# built only where it is read: off the CPU (on the CPU with the flash-attn feature), qwen3.rs:473-480
-BATCH_MASK = BatchMask("undersized", source="qwen3.rs:441-466", built="where-read")
+# before 0.11.0 built for every multi-token forward and added on every device (qwen3.rs 0.10.2:317-352); from
+# 0.11.0 built only where it is read: off the CPU (on the CPU with the flash-attn feature), qwen3.rs:473-480
+BATCH_MASK = Changed(
+    since="0.11.0",
+    by="qwen3.rs 0.11.0's CPU flash-attention path, which masks inside the kernel",
+    before=BatchMask("undersized", source="qwen3.rs 0.10.2:317-352", built="always", read="every-device"),
+    after=BatchMask("undersized", source="qwen3.rs:441-466", built="where-read"),
+)
 
 FIELDS = (
     Field("vocab_size", serde.de_usize),

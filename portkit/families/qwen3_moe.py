@@ -6,7 +6,7 @@ Required fields have no serde default: a missing key is ``missing field `X` ``.
 from __future__ import annotations
 
 from portkit.families.fields import de_activation
-from portkit.families.traits import BatchMask
+from portkit.families.traits import BatchMask, Changed
 from portkit.semantics import serde
 from portkit.semantics.serde import Field
 
@@ -15,8 +15,14 @@ if TYPE_CHECKING:
     from typing import Any
 
 SLIDING_WINDOW = "unsupported"  # it builds qwen3's attention (qwen3_moe.rs:50-55, :211)
-# built for every multi-token forward and cast to the model dtype (qwen3_moe.rs:333-337), read where qwen3's is
-BATCH_MASK = BatchMask("undersized", source="qwen3_moe.rs:302-327", built="always")
+# built for every multi-token forward and cast to the model dtype (qwen3_moe.rs:333-337), read where qwen3's
+# attention reads it: on every device before 0.11.0, off the CPU from 0.11.0 (its CPU flash-attention path)
+BATCH_MASK = Changed(
+    since="0.11.0",
+    by="qwen3.rs 0.11.0's CPU flash-attention path, which qwen3_moe's attention takes too",
+    before=BatchMask("undersized", source="qwen3_moe.rs:302-327", built="always", read="every-device"),
+    after=BatchMask("undersized", source="qwen3_moe.rs:302-327", built="always"),
+)
 
 FIELDS = (
     Field("vocab_size", serde.de_usize),

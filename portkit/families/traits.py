@@ -60,6 +60,22 @@ class PaddingMask:
     source: str
 
 
+@dataclass(frozen=True, slots=True)
+class Changed:
+    """A trait whose value a candle release changed: `before` in the releases before `since`, `after`
+    from it on (`Family.trait` resolves it for the family's bound release). `by` says what changed."""
+
+    since: str
+    by: str
+    before: Any
+    after: Any
+
+    def at(self, release: str) -> Any:
+        from portkit.candle_release import key
+
+        return self.after if key(release) >= key(self.since) else self.before
+
+
 class FamiliesWith:
     """The families whose module sets the trait `trait` to a record of kind `kind`, in registry
     order: a rule's `families`, derived from the family modules.

@@ -32,6 +32,15 @@ FIXED_0_11_1 = "fixed in candle 0.11.1"
 BATCH_MASK_RELEASES = Span(
     since="0.9.2", until="0.11.1", since_by="qwen3.rs and qwen3_moe.rs added", until_by="candle#3586, candle#3879"
 )
+#: how the CPU's broadcast add panics reading past a mask's buffer: candle-core indexes the right-hand
+#: side one element at a time up to 0.10.2 (cpu_backend/utils.rs 0.10.2:171, `index out of bounds`),
+#: by slices from 0.11.0 (utils.rs 0.11.0:189, `range end index .. out of range for slice`)
+SLICED_BINARY_MAP = Span(since="0.11.0", since_by="candle-core 0.11.0's cpu_backend/utils.rs binary_map")
+
+
+def read_past_panic(release: str) -> str:
+    """The text of candle-core `release`'s CPU panic when a broadcast op reads past a buffer."""
+    return "out of range" if SLICED_BINARY_MAP.holds(release) else "index out of bounds"
 
 
 class _PathRule(Rule):
@@ -219,7 +228,10 @@ class BatchMaskUndersized(_TraitPathRule):
     on cuda and metal (and on the CPU with the `flash-attn` feature), wrong rows; for qwen3_moe
     on the CPU at bf16 or f16, a panic. qwen3 on the CPU builds no mask; qwen3_moe on the CPU at
     f32 builds it and never reads it: no finding there. smollm3 (smol/smollm3.rs:396-420) and
-    glm4_new (glm4_new.rs:332-357) add it on every device: on the CPU the first batched forward panics.
+    glm4_new (glm4_new.rs:332-357) add it on every device: on the CPU the first batched forward panics;
+    so do qwen3 and qwen3_moe before 0.11.0, whose attention had no CPU flash-attention path yet
+    (qwen3.rs 0.10.2:317-352; measured with candle 0.10.2's own crates: `index out of bounds: the
+    len is 256 but the index is 256`).
 
     ## Why is this bad?
     transformers masks every row of a batch. candle's `causal_mask` fills `tgt * (tgt + offset)`
@@ -280,7 +292,7 @@ class BatchMaskUndersized(_TraitPathRule):
                 keys=self.keys(ctx),
                 transformers_value=f"{t.batch} rows",
                 candle_value="panic",
-                expect="out of range",
+                expect=read_past_panic(t.candle),
                 probe_kind="crash",
             )
         elif read:

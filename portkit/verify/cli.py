@@ -148,7 +148,7 @@ def check_release(args: argparse.Namespace, model_dirs: list[Path]) -> None:
     for release, source in sorted(releases):
         if release not in RUNNABLE:
             raise BadInput(
-                f"{said(release, source)}: verify runs candle {' and '.join(RUNNABLE)}, each release's own code; "
+                f"{said(release, source)}: verify runs candle {', '.join(RUNNABLE)}, each release's own code; "
                 f"`portkit lint --candle {release}` speaks of {release}"
             )
     if len({r for r, _ in releases}) > 1:

@@ -1152,3 +1152,13 @@ VARIANTS.append(
     ("PK311", with_target(CLEAN["glm4_new"], batch=2), "on the CPU attention reads past its buffer and panics")
 )
 CLEAN_VARIANTS.append(("PK322", with_target(CLEAN["qwen3"], batch=2, candle="0.11.1")))
+# qwen3 and qwen3_moe before 0.11.0: no CPU flash-attention path, so the undersized mask is read on the CPU too
+VARIANTS.append(
+    (
+        "PK311",
+        with_target(CLEAN["qwen3"], batch=2, candle="0.10.2"),
+        "candle 0.10.2's `qwen3`'s causal mask holds one row shaped for 2 (qwen3.rs 0.10.2:317-352), and on the CPU "
+        "attention reads past its buffer and panics",
+    )
+)
+VARIANTS.append(("PK311", with_target(CLEAN["qwen3_moe"], batch=2, candle="0.9.2"), "on the CPU attention reads past"))

@@ -199,7 +199,7 @@ def test_verify_runs_only_the_releases_it_can_build(
     other = next(r for r in cr.RELEASES if r not in cr.RUNNABLE)
     code, out, err = _cli(capsys, "verify", str(m), "--candle", other)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
-    assert f"candle {other}, from --candle: verify runs candle {' and '.join(cr.RUNNABLE)}" in err
+    assert f"candle {other}, from --candle: verify runs candle {', '.join(cr.RUNNABLE)}" in err
     _lock(tmp_path / "app", LOCK_V4.format(v=other))
     monkeypatch.chdir(tmp_path / "app")
     code, _, err = _cli(capsys, "verify", str(m))
