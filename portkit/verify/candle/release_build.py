@@ -36,13 +36,21 @@ NATIVE_SOURCE = Path(__file__).resolve().parents[3] / "native"
 SOURCE_PARTS = ("Cargo.toml", "build.rs", "src", "python", "copies", "releases")
 #: the `tokenizers` requirement each release's candle-core resolves (its Cargo.toml and lock)
 TOKENIZERS = {
+    "0.10.0": ('"=0.22.2", default-features = false, features = ["onig"]'),
+    "0.10.1": ('"=0.22.2", default-features = false, features = ["onig"]'),
     "0.10.2": ('"=0.22.2", default-features = false, features = ["onig"]'),
     "0.11.0": ('"=0.22.2", default-features = false, features = ["onig"]'),
     "0.11.1": ('"=0.23.2", default-features = false, features = ["fancy-regex"]'),
 }
 #: the `safetensors` the release's candle-core reads checkpoints with (its Cargo.toml: 0.7 up to
 #: 0.10.2, 0.8 from 0.11.0): native/src/weights.rs hands candle that crate's views
-SAFETENSORS = {"0.10.2": '"=0.7.0"', "0.11.0": '"=0.8.0"', "0.11.1": '"=0.8.0"'}
+SAFETENSORS = {
+    "0.10.0": '"=0.7.0"',
+    "0.10.1": '"=0.7.0"',
+    "0.10.2": '"=0.7.0"',
+    "0.11.0": '"=0.8.0"',
+    "0.11.1": '"=0.8.0"',
+}
 
 
 def site_root() -> Path:

@@ -1,0 +1,80 @@
+"""`portkit verify --candle 0.10.x`: candle 0.10.0, 0.10.1 and 0.10.2's own crates (native/ built against
+each on first use, its lock in native/releases/X.Y.Z/Cargo.lock, its capture copies generated from its
+source with native/copies/X.Y.Z/ where a patch of its own is needed). Not part of `make test`, whose fresh
+run has no time for three more candle builds: `make release-verify` runs these.
+
+- every family's fixture agrees with transformers on each release, logits and (where the family has a
+  capture copy) every layer and sub-layer: the copies generated for the release compute what its
+  modules do;
+- a llama chat's second turn: up to 0.10.1 llama.rs builds the mask of a multi-token forward as
+  `(seq_len, seq_len)` whatever its cache holds (PK318), CRASH-CONFIRMED by 0.10.1's own code (`cannot
+  broadcast [2, 2] to [1, 4, 2, 26]`); 0.10.2
+  builds it over the cache (candle#3437) and the turn agrees;
+- a qwen3 batch of two: before 0.11.0 qwen3 adds its undersized mask on the CPU too (no CPU
+  flash-attention path yet), so the batch panics, which PK311 predicts there and verify CRASH-CONFIRMS;
+  on 0.11.0 the CPU builds no mask and the rows agree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fixtures.families import FAMILY_VARIANTS, family_fixture
+from portkit.families import FAMILIES
+
+RELEASES = ("0.10.0", "0.10.1", "0.10.2")
+#: the variant of each family candle runs as transformers does (as tests/native/test_chat_paths.py)
+AGREEING = {"mixtral": "int-window", "gemma3": "kv-heads-1"}
+
+
+def _verify(*argv: object) -> tuple[int, dict, str]:
+    proc = subprocess.run([sys.executable, "-m", "portkit", "verify", *map(str, argv), "--format", "json"],
+                          capture_output=True, text=True, env=dict(os.environ), timeout=3000)  # fmt: skip
+    doc = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
+    return proc.returncode, doc, proc.stderr
+
+
+def _codes(doc: dict) -> dict[str, str]:
+    sections = (doc.get("paths") or {}).get("sections", [])
+    return {
+        f["code"]: f["verdict"]
+        for f in [*doc.get("findings", []), *(f for s in sections for f in s.get("findings", []))]
+    }
+
+
+def _path_failure(doc: dict, path: str) -> str:
+    checks = [c for s in doc["paths"]["sections"] for c in s["checks"] if c["path"] == path]
+    return checks[0]["run"]["failure"]["message"] if checks and checks[0]["run"].get("failure") else ""
+
+
+@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("family", [f.name for f in FAMILIES])
+def test_every_family_agrees(family: str, release: str) -> None:
+    variant = AGREEING.get(family, "legacy")
+    assert variant in FAMILY_VARIANTS[family]
+    code, doc, err = _verify(family_fixture(family, variant), "--candle", release)
+    assert doc.get("versions", {}).get("candle") == release, err[-2000:]
+    assert code == 0 and doc["verdict"] == "agree", (code, _codes(doc), err[-2000:])
+
+
+def test_a_llama_second_turn_fails_on_0_10_1_and_agrees_on_0_10_2() -> None:
+    d = family_fixture("llama", "legacy")
+    code, doc, err = _verify(d, "--turns", "--candle", "0.10.1")
+    assert _codes(doc) == {"PK318": "CRASH-CONFIRMED"}, (code, _codes(doc), err[-2000:])
+    assert "cannot broadcast" in _path_failure(doc, "turns"), _path_failure(doc, "turns")
+    code, doc, err = _verify(d, "--turns", "--candle", "0.10.2")
+    assert "PK318" not in _codes(doc) and code == 0, (code, _codes(doc), err[-2000:])
+
+
+def test_a_qwen3_batch_panics_on_0_10_2_and_agrees_on_0_11_0() -> None:
+    d = family_fixture("qwen3", "legacy")
+    code, doc, err = _verify(d, "--batch", "2", "--candle", "0.10.2")
+    assert _codes(doc) == {"PK311": "CRASH-CONFIRMED"}, (code, _codes(doc), err[-2000:])
+    assert "index out of bounds" in _path_failure(doc, "batch"), _path_failure(doc, "batch")
+    code, doc, err = _verify(d, "--batch", "2", "--candle", "0.11.0")
+    assert "PK311" not in _codes(doc) and code == 0, (code, _codes(doc), err[-2000:])
