@@ -87,6 +87,12 @@ class Target:
     def batched(self) -> bool:
         return self.batch > 1
 
+    @property
+    def half_past_matmul(self) -> bool:
+        """f16, or bf16 off the CPU: a half-precision run that gets past its first matmul (candle's
+        CPU matmul has no BF16, PK301, so bf16 on the CPU fails there first)."""
+        return self.dtype == "f16" or (self.dtype == "bf16" and self.device != "cpu")
+
     def describe(self) -> str:
         feats = f" features={','.join(sorted(self.features))}" if self.features else ""
         paths = (f" turns={self.turns}" if self.continues else "") + (f" batch={self.batch}" if self.batched else "")

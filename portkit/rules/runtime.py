@@ -29,6 +29,17 @@ class _RuntimeRule(Rule):
     def ready(self, ctx: Context) -> bool:
         return bool(ctx.facts.config is not None and ctx.ftv and ctx.ftv.ok)
 
+    def half_precision_run(self, ctx: Context) -> bool:
+        """A config candle reads, run in half precision past the first matmul (`Target.half_past_matmul`)."""
+        return bool(self.ready(ctx) and ctx.fv is not None and ctx.fv.ok and ctx.target.half_past_matmul)
+
+
+def rope_dtype_error(dtype: str, device: str) -> str:
+    """candle-nn's `rope` refusing an F32 cos/sin table with `dtype` queries, in its backend's words
+    (candle-nn-0.11.0/src/rotary_emb.rs:395-406 CPU, :470-482 CUDA, :506-513 Metal)."""
+    d = _DT[dtype]
+    return f"dtype mismatch in rope {d} F32 F32" if device == "metal" else f"unsupported dtype for rope {d} F32 F32"
+
 
 class Bf16MatmulOnCpu(_RuntimeRule):
     """bf16 on the CPU: candle 0.11.0 has no bf16 matmul there.
@@ -229,12 +240,7 @@ class CacheDtypeMismatch(_RuntimeRule):
     def check(self, ctx: Context) -> Iterable[Finding]:
         t = ctx.target
         if self.ready(ctx) and t.dtype != "f32":
-            d = _DT[t.dtype]
-            err = (
-                f"dtype mismatch in rope {d} F32 F32"
-                if t.device == "metal"
-                else f"unsupported dtype for rope {d} F32 F32"
-            )
+            d, err = _DT[t.dtype], rope_dtype_error(t.dtype, t.device)
             yield self.finding(
                 ctx,
                 f"transformers casts rotary tables per call; candle {ctx.target.candle}'s `Cache::new` must get `DType::{d}` for "
@@ -475,10 +481,8 @@ class MixtralExpertsBelowF32(_RuntimeRule):
     probe_kind = "crash"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        t, fv = ctx.target, ctx.fv
-        if not self.ready(ctx) or fv is None or not fv.ok:
-            return
-        if t.dtype == "f16" or (t.dtype == "bf16" and t.device != "cpu"):
+        t = ctx.target
+        if self.half_precision_run(ctx):
             expect = f"dtype mismatch in mul, lhs: {_DT[t.dtype]}, rhs: F32"
             yield self.finding(
                 ctx,
@@ -539,16 +543,9 @@ class PhiRopeTableInF32(_RuntimeRule):
     probe_kind = "crash"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        t, fv = ctx.target, ctx.fv
-        if not self.ready(ctx) or fv is None or not fv.ok:
-            return
-        if t.dtype == "f16" or (t.dtype == "bf16" and t.device != "cpu"):
-            d = _DT[t.dtype]
-            expect = (
-                f"dtype mismatch in rope {d} F32 F32"
-                if t.device == "metal"
-                else f"unsupported dtype for rope {d} F32 F32"
-            )
+        t = ctx.target
+        if self.half_precision_run(ctx):
+            expect = rope_dtype_error(t.dtype, t.device)
             yield self.finding(
                 ctx,
                 f"transformers runs phi in {t.dtype}; candle {t.candle}'s `phi` builds its rotary table in F32 and passes it "
@@ -660,13 +657,7 @@ class RopeTableInHalfPrecision(_RuntimeRule):
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         t, fv = ctx.target, ctx.fv
-        if (
-            not self.ready(ctx)
-            or fv is None
-            or not fv.ok
-            or t.dtype not in _MANTISSA
-            or (t.dtype == "bf16" and t.device == "cpu")
-        ):
+        if not self.half_precision_run(ctx) or fv is None:
             return
         mp = fv.get("max_position_embeddings")
         if not isinstance(mp, int) or isinstance(mp, bool) or mp <= 0:

@@ -130,7 +130,7 @@ class ContinuationMaskInModelDtype(_TraitPathRule):
         how = self.how(ctx)
         if not self.ready(ctx) or not t.continues or how is None:
             return
-        if t.dtype == "f16" or (t.dtype == "bf16" and t.device != "cpu"):
+        if t.half_past_matmul:
             expect = f"dtype mismatch in cat, lhs: {_DT[t.dtype]}, rhs: F32"
             yield self.finding(
                 ctx,
