@@ -65,6 +65,10 @@ def test_trigger_differs_and_clean_agrees(shape: str, capsys: pytest.CaptureFixt
     sec = doc["tokenizer"]
     assert {f["code"] for f in sec["findings"] if f["verdict"] == "CONFIRMED"} == CONFIRMED[shape], sec["findings"]
     assert all(f["verdict"] == "NOT-PROBED" for f in sec["findings"] if f["code"] in ("PK508", "PK510"))
+    # PK504 is judged on what its edit changes, the decoded texts (its probe's `measure`), not on encodes
+    assert all("decoded texts differ" in f["evidence"] for f in sec["findings"] if f["code"] == "PK504"), sec[
+        "findings"
+    ]
     if shape == "llama3":
         # the same ids on both sides and BOS twice on both (PK509 confirmed): reported, not a
         # mismatch; MISMATCH means candle differs

@@ -210,3 +210,23 @@ def test_verify_runs_only_the_releases_it_can_build(
     assert code == 2 and f"candle {other}, from " in err and "pyproject.toml" in err
     code, _, err = _cli(capsys, "verify", str(m), "--candle", "0.8.0")
     assert code == 2 and "is not a release portkit knows" in err
+
+
+@pytest.mark.parametrize("release", [r for r in cr.RUNNABLE if r != cr.NATIVE])
+def test_a_release_runner_is_built_on_that_releases_own_dependencies(release: str) -> None:
+    """native/Cargo.toml with every candle pin, the safetensors candle-core reads with and the tokenizers
+    crate it resolves swapped for the release's; each release has its lock beside the copies' patches."""
+    import tomllib
+
+    from portkit.verify.candle.release_build import NATIVE_SOURCE, SAFETENSORS, TOKENIZERS, manifest_for
+
+    text = (NATIVE_SOURCE / "Cargo.toml").read_text(encoding="utf-8")
+    deps = tomllib.loads(manifest_for(text, release))["dependencies"]
+    assert deps["candle-core"] == deps["candle-nn"] == deps["candle-transformers"] == f"={release}"
+    assert deps["safetensors"] == SAFETENSORS[release].strip('"')
+    assert deps["tokenizers"]["version"] == TOKENIZERS[release].split(",")[0].strip('"')
+    lock = tomllib.loads((NATIVE_SOURCE / "releases" / release / "Cargo.lock").read_text(encoding="utf-8"))
+    locked = {p["name"]: p["version"] for p in lock["package"] if p["name"] in ("candle-transformers", "safetensors")}
+    assert locked["candle-transformers"] == release
+    versions = {p["version"] for p in lock["package"] if p["name"] == "safetensors"}
+    assert SAFETENSORS[release].strip('"=') in versions
