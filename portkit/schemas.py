@@ -138,21 +138,20 @@ def lint_report() -> dict[str, Any]:
 
     from pydantic import ConfigDict, TypeAdapter
 
-    from portkit.findings import Finding, Fix, Location, Probe
+    from portkit.findings import Finding, Fix, Location, ProbeJson
     from portkit.rules import CODES
 
     s = TypeAdapter(list[Finding], config=ConfigDict(extra="forbid")).json_schema(mode="serialization")
+    # a probe's JSON is `Probe.to_json`, one shape for every kind of probe (`ProbeJson`), not
+    # the fields of its class
+    s["$defs"]["Probe"] = TypeAdapter(ProbeJson).json_schema(mode="serialization")
     # pydantic never calls a default_factory for the schema: write the default it makes (keys
     # sorted, as pydantic sorts them)
-    for cls in (Finding, Fix, Location, Probe):
+    for cls in (Finding, Fix, Location):
         props = s["$defs"][cls.__name__]["properties"]
         for f in dataclasses.fields(cls):
             if f.default_factory is not dataclasses.MISSING:
                 props[f.name] = dict(sorted({**props[f.name], "default": f.default_factory()}.items()))
-    # the probe's JSON is `Probe.to_json`: the fields verify reads from the rule stay out of it
-    probe = s["$defs"]["Probe"]
-    for name in set(probe["properties"]) - set(Probe(kind="static-only", id="").to_json()):
-        del probe["properties"][name]
     s = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://portkit.invalid/schemas/lint-report.schema.json",

@@ -1,5 +1,5 @@
 """How transformers must run to compute what candle computes: the reference-side counterfactual a
-rule declares for a behaviour candle hard-codes (`Probe.as_candle`).
+rule declares for a behaviour candle hard-codes (`CandleEdit.as_candle`).
 
 candle 0.11.0 hard-codes some behaviours no edit on its side undoes: quantized_gemma3's SiLU,
 quantized_phi3's rope base of 10000, a bias its module never reads. verify proves such a finding
@@ -28,7 +28,7 @@ ZERO = "zero"
 def edit(
     what: str, *, config: Mapping[str, Any] | None = None, tensors: Iterable[str] = (), rope_table: str | None = None
 ) -> dict[str, Any]:
-    """A `Probe.as_candle`: `what` in words ("SiLU in the MLP"), config.json edits, tensors to
+    """A `CandleEdit.as_candle`: `what` in words ("SiLU in the MLP"), config.json edits, tensors to
     zero (a bias candle never reads computes as a zero one), `rope_table` ("f16", "bf16"): the
     rotary cos/sin as candle builds its table in that dtype (`portkit.verify.reference.rope_table`)."""
     out: dict[str, Any] = {"what": what}

@@ -13,11 +13,13 @@ from portkit.target import Target
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
     from collections.abc import Iterable
-    from typing import Any, ClassVar, Literal
+    from typing import Any, ClassVar, Literal, TypeVar
 
     from portkit.families import Family
     from portkit.families.view import FamilyView
-    from portkit.findings import Finding, Location, Probe, ProbeKind, ProbeMeasure, Severity
+    from portkit.findings import Finding, Location, Probe, ProbeKind, ProbeMeasure, ProbeRun, Severity
+
+    P = TypeVar("P", bound=Probe)
     from portkit.model import GgufFile, ModelFacts
 
     Group = Literal["config", "weights", "runtime", "gguf", "tokenizer", "embedding"]
@@ -137,7 +139,7 @@ class Rule:
     # (the tokens section: both tokenizers' ids, no forward), "turns" (a continuation on the warm
     # KV cache, `--turns`), "batch" (rows in one forward, `--batch`) or "padded-batch" (the same
     # rows through the module's forward that takes a padding mask)
-    probe_run: ClassVar[str] = "prompt"
+    probe_run: ClassVar[ProbeRun] = "prompt"
     #: what verify's confirmer counts for it, where its run measures several things (`ProbeMeasure`)
     probe_measure: ClassVar[ProbeMeasure | None] = None
     #: the candle releases the rule's fact holds for (`portkit.candle_release.Span`): on any other
@@ -174,10 +176,12 @@ class Rule:
         help: str | None = None,
         probe_kind: ProbeKind | None = None,
         as_candle: dict[str, Any] | None = None,
+        probe: Probe | None = None,
     ) -> Finding:
         """`probe_kind` overrides the rule's for a finding whose effect differs from the rule's
         usual one (for example a layer-count mismatch that candle runs without crashing);
-        `as_candle`: transformers run as candle computes (`Probe.as_candle`, `portkit.rules.as_candle`)."""
+        `as_candle`: transformers run as candle computes (`CandleEdit.as_candle`, `portkit.rules.as_candle`);
+        `probe`: a probe of another kind (`probe_of`), instead of the one the other arguments describe."""
         from portkit.findings import Finding, Fix  # see `location()`
 
         if location == "config":
@@ -194,7 +198,7 @@ class Rule:
             url=DOCS_URL.format(code=self.code),
             transformers_value=_jsonable(transformers_value),
             candle_value=_jsonable(candle_value),
-            probe=self._probe(probe_kind or self.probe_kind, probe_patch, fix_edits, expect, as_candle),
+            probe=probe or self._probe(probe_kind or self.probe_kind, probe_patch, fix_edits, expect, as_candle),
         )
 
     def _probe(
@@ -205,11 +209,11 @@ class Rule:
         expect: str | None,
         as_candle: dict[str, Any] | None,
     ) -> Probe:
-        """The finding's probe, with what verify needs from the rule (its run, the counterfactual
-        or repair, whether its failure comes at load, why it is not probed) read once, here."""
-        from portkit.findings import Probe
+        """The finding's probe, with what verify needs from the rule (its run, whether its failure
+        comes at load, why it is not probed) read once, here."""
+        from portkit.findings import declared_probe
 
-        return Probe.declared(
+        return declared_probe(
             kind,
             self.code,
             patch=probe_patch,
@@ -218,9 +222,13 @@ class Rule:
             as_candle=as_candle,
             run=self.probe_run,
             at_load=self.effect == "load-error",
-            reason=self.not_probed,  # type: ignore[arg-type]
+            reason=self.not_probed,
             measure=self.probe_measure,
         )
+
+    def probe_of(self, cls: type[P], **fields: Any) -> P:
+        """A probe of kind `cls` for this rule's findings: its code, run and measure, and `fields`."""
+        return cls(id=self.code, run=self.probe_run, measure=self.probe_measure, **fields)
 
 
 def location(pos: tuple[int, int] | None) -> Location:

@@ -61,7 +61,7 @@ class EncoderActivationDiffers(EncoderRule):
     code = "PK616"
     name = "encoder-activation-differs"
     severity = "warning"
-    effect = "numeric"
+    effect = "silent"
     fix_title = "Compute the activation transformers computes (a local copy of the module)"
     probe_kind = "numeric"
 
@@ -78,8 +78,10 @@ class EncoderActivationDiffers(EncoderRule):
         msg = (f"{enc.who} computes `{ours}` {read} ({act.source}); transformers computes `{theirs}` "
                f"(`{act.transformers_key}`): every hidden state after the first MLP differs")  # fmt: skip
         keys = (act.transformers_key,) if act.transformers_key in doc.value else ()
+        from portkit.findings import ReferenceEdit  # with the first finding (`portkit.rules.base.location`)
+
         yield self.finding(ctx, msg, keys=keys, transformers_value=theirs, candle_value=ours,
-                           probe_patch={"reference": {act.transformers_key: ours}})  # fmt: skip
+                           probe=self.probe_of(ReferenceEdit, config={act.transformers_key: ours}))  # fmt: skip
 
 
 RULES = (EncoderActivationDiffers,)

@@ -420,7 +420,7 @@ class EncoderConfigKeysDisagree(EncoderRule):
     code = "PK617"
     name = "encoder-config-keys-disagree"
     severity = "warning"
-    effect = "numeric"
+    effect = "silent"
     fix_title = "Give candle's key transformers' value"
     probe_kind = "numeric"
 
@@ -450,9 +450,11 @@ class EncoderConfigKeysDisagree(EncoderRule):
         patch: dict = {}
         for p, _, ours in differing:
             patch.update(_with({**cfg, **patch}, p.transformers_path, ours))
+        from portkit.findings import ReferenceEdit  # with the first finding (`portkit.rules.base.location`)
+
         yield self.finding(ctx, f"{enc.who} reads {'; '.join(parts)}: every hidden state differs", keys=tuple(p.candle_key for p, _, _ in differing if p.candle_key in cfg),
                            transformers_value={p.transformers_path: t for p, t, _ in differing}, candle_value={p.candle_key: o for p, _, o in differing},
-                           fix_edits={p.candle_key: t for p, t, _ in differing}, probe_patch={"reference": patch})  # fmt: skip
+                           fix_edits={p.candle_key: t for p, t, _ in differing}, probe=self.probe_of(ReferenceEdit, config=patch))  # fmt: skip
 
 
 RULES = (

@@ -15,20 +15,20 @@ from portkit.rules.base import Context, Rule, location
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
     from collections.abc import Iterable
-    from typing import Any
+    from typing import Any, ClassVar
 
     from portkit.encoders import Encoder
-    from portkit.findings import Finding
+    from portkit.findings import Finding, Severity
 
 
 class DecoderEmbedderRule(Rule):
     """What both rules share: the decoder module a sentence-transformers directory pools."""
 
     group = "embedding"
-    families = ("*",)
-    needs = ("config",)
+    families: ClassVar[tuple[str, ...]] = ("*",)
+    needs: ClassVar[tuple[str, ...]] = ("config",)
     probe_run = "embedding"
-    severity = "warning"
+    severity: ClassVar[Severity] = "warning"
     effect = "silent"
     probe_kind = "numeric"
 
@@ -90,9 +90,11 @@ class DecoderEmbeddingLeftPadding(DecoderEmbedderRule):
                "tokenizer_config.json pads on the left, so a program that batches as the tokenizer pads has every row attend "
                "to its pads, its positions counted from the first pad: pad on the right and pool each row at its own last "
                "token, or embed one text at a time")  # fmt: skip
+        from portkit.findings import CandleProgram  # with the first finding (`portkit.rules.base.location`)
+
         yield self.finding(ctx, msg, filename=tok.config.path, location=location(tok.config.position("padding_side")),
                            transformers_value="left, with the attention mask", candle_value="no mask",
-                           probe_patch={"program": "tokenizer-padded-batch"})  # fmt: skip
+                           probe=self.probe_of(CandleProgram, program="tokenizer-padded-batch"))  # fmt: skip
 
 
 class DecoderEmbeddingKvCacheKept(DecoderEmbedderRule):
@@ -144,9 +146,11 @@ class DecoderEmbeddingKvCacheKept(DecoderEmbedderRule):
         msg = (f"{enc.who} `{enc.model}` keeps its KV cache across forwards ({enc.kept_cache}; "
                "https://github.com/huggingface/candle/pull/3384): a program that loads it once and embeds text after text has "
                f"every later text attend to the earlier ones; build a fresh `{enc.name}::{enc.model}` for each forward")  # fmt: skip
+        from portkit.findings import CandleProgram  # with the first finding (`portkit.rules.base.location`)
+
         yield self.finding(ctx, msg, keys=("model_type",) if isinstance(doc.value.get("model_type"), str) else (),
                            candle_value="cache kept across forwards", transformers_value="each encode a forward of its own",
-                           probe_patch={"program": "one-model"})  # fmt: skip
+                           probe=self.probe_of(CandleProgram, program="one-model"))  # fmt: skip
 
 
 RULES = (DecoderEmbeddingLeftPadding, DecoderEmbeddingKvCacheKept)

@@ -73,7 +73,7 @@ class EncoderPaddingMask(EncoderRule):
     code = "PK611"
     name = "encoder-padding-mask"
     severity = "warning"
-    effect = "numeric"
+    effect = "silent"
     fix_title = "Pass the padding mask as the encoder module takes it"
     probe_kind = "numeric"
 
@@ -86,8 +86,10 @@ class EncoderPaddingMask(EncoderRule):
                    "pads; embed texts of one length together, or one at a time")  # fmt: skip
         else:
             msg = f"{enc.who} takes the padding mask as {enc.mask_source}: the program must {_MUST[enc.mask]}; {_WITHOUT[enc.name]}"
+        from portkit.findings import CandleProgram  # with the first finding (`portkit.rules.base.location`)
+
         yield self.finding(ctx, msg, keys=("model_type",) if isinstance(doc.value.get("model_type"), str) else (), candle_value=enc.mask,
-                           probe_patch={"program": "no-mask"})  # fmt: skip
+                           probe=self.probe_of(CandleProgram, program="no-mask"))  # fmt: skip
 
 
 class BertHalfPrecisionMask(EncoderRule):
@@ -126,7 +128,7 @@ class BertHalfPrecisionMask(EncoderRule):
     probe_measure = "non-finite"
     name = "bert-half-precision-mask-nan"
     severity = "error"
-    effect = "numeric"
+    effect = "silent"
     fix_title = "Run candle's bert in f32"
     probe_kind = "numeric"
 

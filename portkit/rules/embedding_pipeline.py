@@ -18,9 +18,9 @@ from portkit.rules.base import Context, Rule, location
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
     from collections.abc import Iterable
-    from typing import Any
+    from typing import Any, ClassVar
 
-    from portkit.findings import Finding
+    from portkit.findings import Finding, ProbeKind, Severity
     from portkit.model.sentence_pipeline import PipelineModule, SentencePipeline
 
 EXAMPLE = "https://github.com/huggingface/candle/blob/main/candle-examples/examples/bert/main.rs"
@@ -40,9 +40,9 @@ _POOLING_DOES = {
 
 class _PipelineRule(Rule):
     group = "embedding"
-    families = ("*",)
-    severity = "warning"
-    probe_kind = "static-only"
+    families: ClassVar[tuple[str, ...]] = ("*",)
+    severity: ClassVar[Severity] = "warning"
+    probe_kind: ClassVar[ProbeKind] = "static-only"
     not_probed = NOT_PROBED
     needs = ("config",)
 
@@ -161,6 +161,8 @@ class PoolingInProgram(_PipelineRule):
                 if m.pooling_mode == ("mean",)
                 else "which candle's bert example does not do (it mean-pools, main.rs:184-199)"
             )
+            from portkit.findings import CandleProgram  # with the first finding (`portkit.rules.base.location`)
+
             yield self.at_module(
                 ctx,
                 p,
@@ -168,7 +170,7 @@ class PoolingInProgram(_PipelineRule):
                 f"Pooling({'+'.join(m.pooling_mode)}): the program must {does}{concat}, {example}{prompt}",
                 severity="info" if plain else "warning",
                 transformers_value={"pooling_mode": list(m.pooling_mode), "include_prompt": m.include_prompt},
-                probe_patch={"program": "pool-over-pads"},
+                probe=self.probe_of(CandleProgram, program="pool-over-pads"),
             )
 
 
@@ -540,7 +542,9 @@ class PipelineModuleCustom(_PipelineRule):
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         p = self.pipeline(ctx)
-        for m in p.modules if p is not None else ():
+        if p is None:
+            return
+        for m in p.modules:
             if m.kind == "custom":
                 yield self.at_module(
                     ctx,

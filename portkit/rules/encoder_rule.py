@@ -10,7 +10,7 @@ from portkit.rules.base import Context, Rule
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, ClassVar
 
     from portkit.encoders import Encoder
 
@@ -33,6 +33,6 @@ class EncoderRule(Rule):
     config.json, applies whatever the family, and verify's embedding run judges it."""
 
     group = "embedding"
-    families = ("*",)
-    needs = ("config",)
+    families: ClassVar[tuple[str, ...]] = ("*",)
+    needs: ClassVar[tuple[str, ...]] = ("config",)
     probe_run = "embedding"

@@ -136,6 +136,9 @@ PHI3_FREQ_BASE = 10_000.0
 
 # the architecture whose keys quantized_llama reads (`llama.*`), whatever `general.architecture` says
 QUANTIZED_LLAMA_ARCH = "llama"
+#: a GGUF edit's key that is no metadata key: the Q/K rows permuted as llama.cpp's converter does
+#: (`portkit.verify.candle.gguf_edit.apply_edit` reads the edit)
+PERMUTE_QK = "permute_qk"
 # GGUF `general.architecture` -> the loader candle 0.11.0 offers for it.
 # quantized_llama reads only `llama.*` keys (quantized_llama.rs:378-394): llama.cpp writes
 # Mistral and Mixtral conversions as arch `llama`, so they land there too.
@@ -182,7 +185,7 @@ class LoaderRepairs:
     unread_tensors: tuple[str, ...] = ()
 
     def candidates(self, meta: dict[str, Any], reference_theta: float | None) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = [{"permute_qk": True}] if self.permute_qk else []
+        out: list[dict[str, Any]] = [{PERMUTE_QK: True}] if self.permute_qk else []
         if (
             self.freq_base_key is not None
             and reference_theta is not None

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from portkit.errors import PortkitError
 from portkit.findings import Finding
@@ -21,6 +21,9 @@ from portkit.model import load_model
 from portkit.model.gguf_header import read_gguf
 from portkit.settings import Settings, for_dir
 from portkit.target import Target
+
+if TYPE_CHECKING:
+    from portkit.target import Device, DType
 
 Progress = Callable[[str], None]
 
@@ -47,8 +50,8 @@ TARGET_FIELDS = frozenset(
 
 
 def make_settings(
-    device: str,
-    dtype: str,
+    device: Device,
+    dtype: DType,
     use_flash_attn: bool,
     max_tokens: int | None,
     build: dict[str, Any],
@@ -65,11 +68,6 @@ def make_settings(
     for dev in build.get("devices", ()):
         if dev in ("metal", "cuda"):
             feats.add(dev)
-    release = (
-        {"candle": build["candle_version"], "candle_from": "the release portkit_native runs"}
-        if "candle_version" in build
-        else {}
-    )
     target = Target(
         device=device,
         dtype=dtype,
@@ -80,8 +78,9 @@ def make_settings(
         turns=turns,
         batch=batch,
         sampler=sampler,
-        **release,
-    )  # type: ignore[arg-type]
+    )
+    if "candle_version" in build:
+        target = replace(target, candle=build["candle_version"], candle_from="the release portkit_native runs")
     # verify's own run wins over [tool.portkit], but for a sampler the command line did not state
     return Settings(target=target, explicit=TARGET_FIELDS if sampler is not None else TARGET_FIELDS - {"sampler"})
 
@@ -93,8 +92,8 @@ def lint(paths: list[Path], settings: Settings) -> tuple[list[Finding], list[str
     except PortkitError as e:  # UsageError from a bad [tool.portkit] table
         raise LintInputError(str(e)) from None
     if report.errors:
-        e = report.errors[0]
-        raise LintInputError(f"{e.path}: {e.message}")
+        first = report.errors[0]
+        raise LintInputError(f"{first.path}: {first.message}")
     return list(report.findings), list(report.notes)
 
 

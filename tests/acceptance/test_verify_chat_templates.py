@@ -50,7 +50,7 @@ def test_trigger_is_confirmed_and_clean_twin_agrees(name: str, tmp_path: Path) -
         c.evidence for c in sec.findings
     ]
     # an environment the finding does not name renders as transformers does
-    named = set(findings[0].probe.patch["environments"]) if findings else set()
+    named = set(findings[0].probe.environments) if findings else set()
     assert all(differing[env] == 0 for env in sec.environments if env not in named)
     findings, clean = measure(write_chat_template(tmp_path / "c", name, "clean"))
     assert findings == [] and clean.ok, {env: clean.differing(env) for env in clean.environments}

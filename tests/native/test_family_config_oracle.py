@@ -262,9 +262,11 @@ def test_crash_expectations_hold_in_candle(family: str, variant: str, edits: dic
     lint_dir.mkdir()
     (lint_dir / "config.json").write_text(json.dumps(cfg, indent=2))
     found = [
-        f for f in lint_paths([lint_dir], Settings(respect_pyproject=False)).findings if f.probe and f.probe.expect
+        f
+        for f in lint_paths([lint_dir], Settings(respect_pyproject=False)).findings
+        if f.probe and f.probe.shown_expect()
     ]
-    assert any(f.probe.expect == expect for f in found), [(f.code, f.probe.expect) for f in found]
+    assert any(f.probe.shown_expect() == expect for f in found), [(f.code, f.probe.shown_expect()) for f in found]
     with pytest.raises(portkit_native.NativeError, match=re.escape(expect)):
         runner = portkit_native.FamilyRunner(family, [str(d / "model.safetensors")], json.dumps(cfg))
         runner.last_logits([1, 2, 3])
@@ -281,10 +283,10 @@ def test_sliding_window_probe_patch_makes_candle_prefill_agree() -> None:
     ids = json.loads((d / "prompt.json").read_text())["ids"]
     reference = reference_last_logits(d, ids).numpy()
     (f,) = [f for f in lint_paths([d], Settings(respect_pyproject=False)).findings if f.code == "PK115"]
-    assert f.probe is not None and f.probe.patch == {"sliding_window": 3}
+    assert f.probe is not None and f.probe.edit == {"sliding_window": 3}
     cfg = json.loads((d / "config.json").read_text())
     assert _rel(_candle_last("mistral", d, json.dumps(cfg), ids), reference) > 100 * TOLERANCE
-    assert _rel(_candle_last("mistral", d, json.dumps({**cfg, **f.probe.patch}), ids), reference) <= TOLERANCE
+    assert _rel(_candle_last("mistral", d, json.dumps({**cfg, **f.probe.edit}), ids), reference) <= TOLERANCE
 
 
 @pytest.mark.parametrize("family,variant,code", [("gemma", "hidden-act-gelu", "PK116"), ("granite", "t5", "PK101")])
@@ -299,9 +301,9 @@ def test_numeric_probe_patches_make_candle_agree(family: str, variant: str, code
     ids = json.loads((d / "prompt.json").read_text())["ids"]
     reference = reference_last_logits(d, ids).numpy()
     (f,) = [f for f in lint_paths([d], Settings(respect_pyproject=False)).findings if f.code == code]
-    assert f.probe is not None and f.probe.patch
+    assert f.probe is not None and f.probe.edit
     cfg = json.loads((d / "config.json").read_text())
     before = _rel(_candle_last(family, d, json.dumps(cfg), ids), reference)
-    after = _rel(_candle_last(family, d, json.dumps({**cfg, **f.probe.patch}), ids), reference)
+    after = _rel(_candle_last(family, d, json.dumps({**cfg, **f.probe.edit}), ids), reference)
     print(f"{family}/{variant} {code}: rel {before:.2e} -> {after:.2e}")
     assert before > TOLERANCE and after <= TOLERANCE

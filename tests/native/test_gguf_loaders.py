@@ -67,7 +67,7 @@ def test_crash_prediction_matches_candle(code: str, make: Callable[[Path], Path]
     path = make(tmp_path)
     r = lint_paths([path], Settings(select=[code], preview=True, respect_pyproject=False))
     assert not r.errors, r.errors
-    expects = [f.probe.expect for f in r.findings if f.code == code]
+    expects = [f.probe.shown_expect() for f in r.findings if f.code == code]
     assert expects and expects[0], f"{code}: lint predicted no failure for {path.name}"
     with pytest.raises((pn.CandleError, pn.CandlePanic)) as e:
         _load(path).last_logits(IDS)

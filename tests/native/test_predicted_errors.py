@@ -35,7 +35,7 @@ def crate_source(crate: str, rel: str) -> str:
 def predicted(tmp_path: Path, code: str, **target: object) -> str:
     d = sk.write_model(tmp_path / "m", sk.config("tf4"), weights=False)
     report = lint_paths([d], Settings(target=Target(**target), preview=True, respect_pyproject=False))
-    expects = [f.probe.expect for f in report.findings if f.code == code and f.probe is not None]
+    expects = [f.probe.shown_expect() for f in report.findings if f.code == code and f.probe is not None]
     assert len(expects) == 1 and expects[0], f"{code} for {target}: {expects}"
     return expects[0]
 

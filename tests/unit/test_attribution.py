@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from portkit.findings import Finding, Probe
+from portkit.findings import Finding, declared_probe
 from portkit.rules import as_candle as AC
 from portkit.verify.candle.run import RunOutputs
 from portkit.verify.judge import attribution
@@ -51,7 +51,7 @@ def _finding(edit: dict[str, Any] | None = EDIT) -> Finding:
         message="m",
         filename="f.gguf",
         severity="error",
-        probe=Probe.declared("numeric", "PK404", as_candle=edit),
+        probe=declared_probe("numeric", "PK404", as_candle=edit),
     )
 
 

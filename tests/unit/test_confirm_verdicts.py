@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from portkit.findings import Finding, Fix, Probe
+from portkit.findings import Finding, Fix, declared_probe
 from portkit.rules import RULES
 from portkit.verify.candle.run import Failure, RunOutputs
 from portkit.verify.judge.checks import TOLERANCES
@@ -94,7 +94,7 @@ def numeric(code: str, patch: dict[str, Any] | None = None, *, fix: dict[str, An
         filename="config.json",
         severity="error",
         fix=Fix(message="fix it", edits=fix) if fix else None,
-        probe=Probe.declared("numeric", f"{code}-probe", patch=patch, fix_edits=fix),
+        probe=declared_probe("numeric", f"{code}-probe", patch=patch, fix_edits=fix),
     )
 
 
@@ -106,7 +106,7 @@ def crash(code: str, expect: str | None) -> Finding:
         filename="config.json",
         severity="error",
         # as its rule declares it: whether the failure it predicts comes at load
-        probe=Probe.declared(
+        probe=declared_probe(
             "crash", f"{code}-probe", expect=expect, at_load=code in RULES and RULES[code].effect == "load-error"
         ),
     )
@@ -121,7 +121,7 @@ def static(code: str) -> Finding:
         message="m",
         filename="config.json",
         severity="info",
-        probe=Probe.declared("static-only", code, reason=reason),
+        probe=declared_probe("static-only", code, reason=reason),
     )
 
 
@@ -139,7 +139,7 @@ def test_a_numeric_probe_runs_its_patch_else_the_fix_and_a_crash_probe_is_repair
         filename="config.json",
         severity="error",
         fix=Fix(message="x", edits={"rope_scaling": {}}),
-        probe=Probe.declared("crash", "p", expect="missing field", fix_edits={"rope_scaling": {"rope_type": "llama3"}}),
+        probe=declared_probe("crash", "p", expect="missing field", fix_edits={"rope_scaling": {"rope_type": "llama3"}}),
     )
     assert candle_patch(with_fix) is None  # a crash probe runs no counterfactual
     assert with_fix.probe is not None and with_fix.probe.repair == {"rope_scaling": {"rope_type": "llama3"}}
@@ -147,7 +147,7 @@ def test_a_numeric_probe_runs_its_patch_else_the_fix_and_a_crash_probe_is_repair
     # the patch handed out is a copy: confirm may not change the finding's own
     f = numeric("PK101", {"rope_theta": 1.0})
     candle_patch(f)["rope_theta"] = 3.0  # type: ignore[index]
-    assert f.probe is not None and f.probe.patch == {"rope_theta": 1.0} and f.probe.candle_patch == {"rope_theta": 1.0}
+    assert f.probe is not None and f.probe.declared == {"rope_theta": 1.0} and f.probe.edit == {"rope_theta": 1.0}
 
 
 def test_static_finding_is_not_probed_and_says_why() -> None:
@@ -496,7 +496,7 @@ def test_siblings_that_cannot_explain_the_failure_are_not_blamed() -> None:
         message="m",
         filename="config.json",
         severity="error",
-        probe=Probe.declared("numeric", "p", patch={"rope_theta": 1.0}, expect="shape mismatch"),
+        probe=declared_probe("numeric", "p", patch={"rope_theta": 1.0}, expect="shape mismatch"),
     )
     other_text = crash("PK204", "cannot find tensor model.layers.1")
     c = confirm_crash(me, crash_subject(PANIC), "the prompt", [me, no_text, empty, numeric_sibling, other_text])
@@ -535,7 +535,7 @@ def test_other_patches_merges_only_the_other_numeric_patches() -> None:
         filename="config.json",
         severity="error",
         fix=Fix(message="x", edits={"crash_key": 1}),
-        probe=Probe.declared("crash", "p", patch={"crash_key": 2}, fix_edits={"crash_key": 1}, expect="x"),
+        probe=declared_probe("crash", "p", patch={"crash_key": 2}, fix_edits={"crash_key": 1}, expect="x"),
     )
     s = crash_subject(None)
     assert other_patches([me, scaling, bias, crash_with_fix, static("PK111")], me, s) == {

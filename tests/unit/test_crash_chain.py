@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from portkit.findings import Finding, Fix, Probe
+from portkit.findings import ExpectedCrash, Finding, Fix, declared_probe
 from portkit.verify.candle.run import Failure, RunOutputs
 from portkit.verify.judge.checks import TOLERANCES
 from portkit.verify.judge.comparison import compare_run
@@ -61,7 +61,7 @@ def pk110(key: str, value: Any) -> Finding:
         filename="config.json",
         severity="error",
         fix=Fix(message="write it", edits={key: value}),
-        probe=Probe.declared("crash", "PK110", expect=f"missing field `{key}`", fix_edits={key: value}),
+        probe=declared_probe("crash", "PK110", expect=f"missing field `{key}`", fix_edits={key: value}),
     )
 
 
@@ -104,7 +104,7 @@ def test_the_numeric_probes_run_on_the_repaired_file() -> None:
         message="m",
         filename="config.json",
         severity="error",
-        probe=Probe.declared("numeric", "PK101", patch={"theta_fix": 1}),
+        probe=declared_probe("numeric", "PK101", patch={"theta_fix": 1}),
     )
     candle = Candle(shift=4.0)
     out, s = confirm_section([*THREE, theta], candle.subject(), "the prompt")
@@ -129,7 +129,7 @@ def test_a_stop_no_finding_predicts_is_the_only_not_reached() -> None:
         message="m",
         filename="config.json",
         severity="error",
-        probe=Probe(kind="crash", id="PK306", expect="narrow invalid args"),
+        probe=ExpectedCrash(id="PK306", expect="narrow invalid args"),
     )
     out, s = confirm_section([*THREE, late], candle.subject(), "the prompt")
     assert [c.verdict for c in out] == ["CRASH-CONFIRMED"] * 3 + ["NOT-REACHED"]
@@ -147,7 +147,7 @@ def test_a_crash_no_edit_repairs_stops_the_chain_there() -> None:
         message="m",
         filename="config.json",
         severity="error",
-        probe=Probe(kind="crash", id="PK110", expect="missing field `rope_theta`"),
+        probe=ExpectedCrash(id="PK110", expect="missing field `rope_theta`"),
     )
     out, _ = confirm_section([no_fix, THREE[1]], Candle().subject(), "the prompt")
     assert [c.verdict for c in out] == ["CRASH-CONFIRMED", "NOT-REACHED"]

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from portkit.findings import Finding, Probe
+from portkit.findings import Finding, declared_probe
 from portkit.verify.embedding.confirm import confirm_embedding
 from portkit.verify.embedding.judge import RowCheck
 from portkit.verify.embedding.report import EmbeddingReport
 
 PK618 = Finding(code="PK618", name="bert-half-precision-mask-nan", message="m", filename="config.json", severity="error",
-                probe=Probe.declared("numeric", "PK618", measure="non-finite", run="embedding"))  # fmt: skip
+                probe=declared_probe("numeric", "PK618", measure="non-finite", run="embedding"))  # fmt: skip
 
 
 def _report(nonfinite: list[bool], load_failure: str | None = None) -> EmbeddingReport:

@@ -13,6 +13,7 @@ import pytest
 
 from portkit import fix
 from portkit.families import BY_NAME, detect
+from portkit.findings import CandleEdit
 from portkit.semantics.transformers import FAMILY_DEFAULTS, family_transformers_view
 from tests.unit.family_configs import LEGACY, T5
 
@@ -275,7 +276,7 @@ def test_sliding_window_probe_patches(tmp_path: Path) -> None:
         d.mkdir()
         (d / "config.json").write_text(json.dumps({**LEGACY[family], **edits}))
         (f,) = [f for f in lint_paths([d], Settings(respect_pyproject=False)).findings if f.code == "PK115"]
-        return f.probe.patch if f.probe else None
+        return f.probe.edit if isinstance(f.probe, CandleEdit) else None
 
     assert patch("mistral", sliding_window=4) == {"sliding_window": 3}
     assert patch("qwen2", sliding_window=4) == {"sliding_window": 128}  # transformers: no window at all

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from portkit.findings import Finding, Probe
+from portkit.findings import Finding, TemplateEnvironments
 from portkit.verify.candle.run import RunOutputs
 from portkit.verify.corpus import Conversation, Render
 from portkit.verify.judge.checks import TOLERANCES
@@ -186,8 +186,8 @@ def _template_section(env_text: str) -> chat_templates.TemplateSection:
 
 
 def _template_finding() -> Finding:
-    probe = Probe(
-        kind="template", id="PK520", patch={"environments": {"candle-examples": "differs"}}, expect="whitespace"
+    probe = TemplateEnvironments(
+        id="PK520", construct="whitespace", environments={"candle-examples": "differs"}, refusals={}
     )
     return Finding(
         code="PK520", name="n", message="m", filename="tokenizer_config.json", severity="warning", probe=probe

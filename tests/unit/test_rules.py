@@ -136,11 +136,9 @@ def test_no_error_rule_is_static_only_and_every_static_rule_says_why() -> None:
 def test_reference_side_probes_are_declared_as_data() -> None:
     """A numeric probe with no candle-side patch carries how transformers computes what candle
     computes (`Probe.as_candle`), a config or tensor edit with words, for the rules that have one."""
-    from portkit.findings import Probe
+    from portkit.findings import CandleEdit
 
-    p = Probe(
-        kind="numeric", id="PK413", as_candle={"what": "SiLU in the MLP", "config": {"hidden_activation": "silu"}}
-    )
+    p = CandleEdit(id="PK413", as_candle={"what": "SiLU in the MLP", "config": {"hidden_activation": "silu"}})
     assert p.to_json() == {
         "kind": "numeric",
         "id": "PK413",

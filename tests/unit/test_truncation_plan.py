@@ -39,7 +39,7 @@ def test_truncation_alone_is_judged_against_the_planned_prompt(
     f = _pk506(tmp_path, target, padding=None)
     assert f.severity == severity and f.message.endswith(tail), f.message
     assert "every text gets other ids" not in f.message
-    assert f.probe is not None and f.probe.kind == "tokens" and f.probe.patch == {"padding": None, "truncation": None}
+    assert f.probe is not None and f.probe.kind == "tokens" and f.probe.edit == {"padding": None, "truncation": None}
 
 
 def test_padding_is_an_error_whatever_the_plan(tmp_path: Path) -> None:

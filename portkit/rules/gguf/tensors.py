@@ -8,6 +8,7 @@ from __future__ import annotations
 from portkit.rules.base import Context, backticked
 from portkit.rules.gguf.base import ALL_LOADERS, GgufRule
 from portkit.semantics.gguf import (
+    PERMUTE_QK,
     loader_required_tensors,
     loads,
     md_u32,
@@ -155,7 +156,7 @@ class QkRowsNotPermuted(GgufRule):
                         transformers_value="rotate_half on HF rows",
                         candle_value="rope" if v.rope_is_neox else "rope_i",
                         # verify rewrites a copy with llama.cpp's permutation (unpermuting has no probe yet)
-                        probe_patch=None if v.rope_is_neox else {"permute_qk": True},
+                        probe_patch=None if v.rope_is_neox else {PERMUTE_QK: True},
                     )
                     break
 

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any, ClassVar
 
-    from portkit.findings import Finding
+    from portkit.findings import Finding, ProbeKind, ProbeRun
     from portkit.rules.tokenizer.analysis import TokenizerAnalysis
     from portkit.semantics import tokenizer as S
 
@@ -26,10 +26,10 @@ class TokenizerRule(Rule):
     knows no rule by its code."""
 
     group = "tokenizer"
-    probe_run = "tokens"  # verify's tokens section: the ids on both sides, before any forward
-    families = ("*",)  # the tokenizer is read the same way whatever module runs the model
+    probe_run: ClassVar[ProbeRun] = "tokens"  # verify's tokens section: the ids on both sides, before any forward
+    families: ClassVar[tuple[str, ...]] = ("*",)  # the tokenizer is read the same way whatever module runs the model
     needs = ("tokenizer",)
-    probe_kind = "tokens"
+    probe_kind: ClassVar[ProbeKind] = "tokens"
 
     def at(self, a: TokenizerAnalysis, key: str) -> Any:
         assert a.tj is not None
@@ -140,6 +140,15 @@ class ChatTemplateRule(TokenizerRule):
             shown = ", ".join(map(str, lines[:4])) + (f" and {len(lines) - 4} more" if len(lines) > 4 else "")
             more = f"; {len(found) - 1} more at line{'s' if len(lines) > 1 else ''} {shown}"
         message = self.describe(first, found, effects, f"{where}{more}")
+        from portkit.findings import TemplateEnvironments  # with the first finding (`portkit.rules.base.location`)
+
+        probe = self.probe_of(
+            TemplateEnvironments,
+            construct=self.construct,
+            environments={e: effects[e] for e in envs},
+            refusals=expect,
+            lines=tuple(sorted({c.line for c in found})),
+        )
         yield self.finding(
             ctx,
             message,
@@ -147,12 +156,7 @@ class ChatTemplateRule(TokenizerRule):
             location=tpl.location(first.line, first.column),
             transformers_value="renders it",
             candle_value={e: _HOW[effects[e]] for e in envs},
-            probe_patch={
-                "environments": {e: effects[e] for e in envs},
-                "expect": expect,
-                "lines": sorted({c.line for c in found}),
-            },
-            expect=self.construct,
+            probe=probe,
         )
 
     def describe(self, first: Any, found: list[Any], effects: dict[str, str], where: str) -> str:

@@ -103,6 +103,8 @@ class GenerationSamplingDefaults(TokenizerRule):
         for d in S.differences(gen, program):
             key = _KEY_OF.get(d.key, d.key)
             at = doc.position(next((k for k in (key, "do_sample") if k in values), next(iter(values), "")))
+            from portkit.findings import SamplingDifference  # with the first finding (`portkit.rules.base.location`)
+
             yield self.finding(
                 ctx,
                 d.message + said,
@@ -110,6 +112,6 @@ class GenerationSamplingDefaults(TokenizerRule):
                 location=location(at),
                 transformers_value={"generate": gen.describe()},
                 candle_value={"call": program.call()},
-                probe_patch={"sampling": d.key},
+                probe=self.probe_of(SamplingDifference, key=d.key),
                 help=S.advice(gen),
             )

@@ -72,6 +72,16 @@ def weight_types(path: Path) -> dict[str, int]:
     return out
 
 
+def apply_edit(src: Path, dst: Path, edit: Mapping[str, Any]) -> Path:
+    """`src` with a GGUF edit applied, written to `dst`: metadata keys set (None: removed), and
+    `PERMUTE_QK` the Q/K rows permuted."""
+    from portkit.semantics.gguf import PERMUTE_QK
+
+    meta = {k: v for k, v in edit.items() if k != PERMUTE_QK and v is not None}
+    drop = tuple(k for k, v in edit.items() if k != PERMUTE_QK and v is None)
+    return rewrite_gguf(src, dst, set_meta=meta, drop_meta=drop, permute_qk=bool(edit.get(PERMUTE_QK)))
+
+
 def rewrite_gguf(
     src: Path,
     dst: Path,

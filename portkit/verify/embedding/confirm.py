@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from portkit.verify.judge.verdicts import Confirmation, identity, predicts
+from portkit.findings import CandleProgram, ExpectedCrash, NotProbed, ReferenceEdit
+from portkit.verify.judge.verdicts import Confirmation, Verdict, fails_as_predicted, identity, predicts
 
 if TYPE_CHECKING:
     from portkit.verify.embedding.report import Counterfactual, EmbeddingReport
@@ -34,15 +35,15 @@ def confirm_embedding(finding: Any, report: EmbeddingReport, findings: Sequence[
     p = finding.probe
     kind = p.kind if p is not None else "static-only"
     ident = identity(finding, kind)
-    if p is None or kind == "static-only":
-        why = (p.reason if p is not None else None) or "a fact about the files: nothing to run"
+    if p is None or isinstance(p, NotProbed):
+        why = p.reason if p is not None else "a fact about the files: nothing to run"
         return Confirmation(**ident, verdict="NOT-PROBED", evidence=f"not probed: {why}")
     if p.measure == "saved-padding" and report.tokens is not None and report.tokens.failure is None:
         return _confirm_saved_padding(ident, report.tokens)
     if p.run == "tokens":  # a tokenizer finding: the tokens section's, which this run does not make
         return Confirmation(**ident, verdict="NOT-PROBED", evidence="not probed: the embedding run feeds both sides transformers' ids; "
                             "`portkit verify` on a directory holding only the tokenizer files compares the two tokenizers")  # fmt: skip
-    if kind == "crash":
+    if isinstance(p, ExpectedCrash):
         expect = p.expect or ""
         # the load's failure, or the forward's (a head count that does not divide the width loads and fails on the first text)
         failure = report.load_failure or next((r.failure for r in report.singles if r.failure), None)
@@ -50,12 +51,9 @@ def confirm_embedding(finding: Any, report: EmbeddingReport, findings: Sequence[
             return Confirmation(
                 **ident, verdict="NOT-REPRODUCED", evidence="candle loaded the checkpoint and ran every text"
             )
-        if expect and not predicts(expect, failure):
+        if not fails_as_predicted(expect, failure):
             if any(
-                o is not finding
-                and o.probe is not None
-                and o.probe.kind == "crash"
-                and predicts(o.probe.expect, failure)
+                o is not finding and isinstance(o.probe, ExpectedCrash) and predicts(o.probe.expect, failure)
                 for o in findings
             ):
                 # another finding's failure came first: this one's check never ran
@@ -71,12 +69,11 @@ def confirm_embedding(finding: Any, report: EmbeddingReport, findings: Sequence[
             )
         where = "" if report.load_failure else "its forward on the first text: "
         return Confirmation(**ident, verdict="CRASH-CONFIRMED", evidence=f"candle: {where}{failure}")
-    wanted = (p.patch or {}).get("reference") if isinstance(p.patch, dict) else None
-    if wanted is not None:
-        return _confirm_by_reference(finding, ident, wanted, report)
+    if isinstance(p, ReferenceEdit):
+        return _confirm_by_reference(finding, ident, p.config, report)
     if p.measure == "non-finite":
         return _confirm_nonfinite(ident, report)
-    program = (p.patch or {}).get("program") if isinstance(p.patch, dict) else None
+    program = p.program if isinstance(p, CandleProgram) else None
     cf = next((c for c in report.counterfactuals if c.name == program), None)
     if cf is None:
         if report.load_failure is not None:
@@ -110,7 +107,7 @@ def confirm_embedding(finding: Any, report: EmbeddingReport, findings: Sequence[
             evidence=f"{cf.what}: candle refuses it: {cf.failure}",
             details={"counterfactual": cf.to_json()},
         )
-    verdict = "CONFIRMED" if cf.differs else "NOT-REPRODUCED"
+    verdict: Verdict = "CONFIRMED" if cf.differs else "NOT-REPRODUCED"
     return Confirmation(
         **ident, verdict=verdict, evidence=_program_evidence(cf, report), details={"counterfactual": cf.to_json()}
     )
@@ -148,7 +145,7 @@ def _confirm_nonfinite(ident: dict[str, Any], report: EmbeddingReport) -> Confir
     rows = [r for r in report.singles if r.failure is None]
     bad = [r for r in rows if r.nonfinite]
     numbers = f"{len(bad)} of {len(rows)} texts alone have NaN or inf in candle's {report.options.dtype} embedding"
-    verdict = "CONFIRMED" if rows and len(bad) == len(rows) else "NOT-REPRODUCED"
+    verdict: Verdict = "CONFIRMED" if rows and len(bad) == len(rows) else "NOT-REPRODUCED"
     return Confirmation(**ident, verdict=verdict, evidence=numbers)
 
 
@@ -169,6 +166,7 @@ def _confirm_by_reference(
     saved_ok = all(r.ok for r in report.singles)
     what = ", ".join(f"`{k}` {v!r}" for k, v in wanted.items())
     numbers = f"candle's worst text is {as_saved:.3g}x its floor against the checkpoint as saved and {cf.worst_ratio:.3g}x against sentence-transformers run with {what}"
+    verdict: Verdict
     if not saved_ok and cf.agrees:
         verdict, why = "CONFIRMED", f"{numbers}: that is the whole difference"
     elif saved_ok:

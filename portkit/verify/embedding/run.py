@@ -9,10 +9,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from portkit.encoders import BY_NAME, SUBLAYERS
+from portkit.findings import CandleProgram, ReferenceEdit
 from portkit.verify.candle.native import crate_versions
 from portkit.verify.embedding import corpus
 from portkit.verify.embedding.candle import CandleSide, candle_attempt, right_padded, row_sides, run_encoder
@@ -99,7 +101,7 @@ class EmbeddingRun:
             return self.finish(report, t_start)
         capture = captured
         singles_run = [
-            self.timed("candle", lambda e=e: run_encoder(runner, self.family, e, ref.steps, capture=capture))
+            self.timed("candle", partial(run_encoder, runner, self.family, e, ref.steps, capture=capture))
             for e in ref.single
         ]
         singles = [
@@ -121,10 +123,11 @@ class EmbeddingRun:
 
             _, batch = judged()
             self.progress("counterfactuals: a program that passes no mask, one that pools over pads")
-            for name, what, kw in (
+            programs: tuple[tuple[str, str, dict[str, Any]], ...] = (
                 ("no-mask", "a program that passes candle's forward no padding mask", {"mask_passed": False}),
                 ("pool-over-pads", "a program that pools over every position, pads included", {"pool_over_pads": True}),
-            ):
+            )
+            for name, what, kw in programs:
                 got, chk = judged(**kw)
                 cfs.append(Counterfactual(name, what, chk, failure=got.failure))
             if "bert-module" in _programs(
@@ -158,6 +161,7 @@ class EmbeddingRun:
         and attends causally: the correct batch pads on the right and pools each row's last token,
         its rows judged against the same text alone. The counterfactuals: the batch as the tokenizer
         pads it (Qwen3-Embedding's pads on the left), and one model kept across the texts."""
+        assert ref.batch_reference is not None and ref.batch_truth is not None  # the caller's condition
         lengths = [int(e.ids.shape[1]) for e in ref.single]
         enc = right_padded(ref.single, _pad_id(ref.batch))
         got = self.timed("candle", lambda: run_encoder(runner, self.family, enc, ref.steps, capture=False))
@@ -182,9 +186,7 @@ class EmbeddingRun:
                                   check_alone(tagged, ref.single, row_sides(over, lengths), ref.reference, ref.truth, singles_run, seq=int(enc.mask.shape[1])),
                                   failure=over.failure))  # fmt: skip
         kept = [
-            self.timed(
-                "candle", lambda e=e: run_encoder(runner, self.family, e, ref.steps, capture=False, one_model=True)
-            )
+            self.timed("candle", partial(run_encoder, runner, self.family, e, ref.steps, capture=False, one_model=True))
             for e in ref.single
         ]
         cfs.append(Counterfactual("one-model", f"a program that loads `{BY_NAME[self.family].module}::{BY_NAME[self.family].model}` once and embeds the texts one after another (its KV cache keeps each)",
@@ -237,21 +239,16 @@ def _pad_id(batch: Any) -> int:
 
 
 def _programs(findings: list[Any]) -> set[str]:
-    """The counterfactual programs lint's findings ask for (`{"program": ...}`)."""
-    return {
-        f.probe.patch["program"]
-        for f in findings
-        if f.probe is not None and isinstance(f.probe.patch, dict) and "program" in f.probe.patch
-    }
+    """The counterfactual programs lint's findings ask for (`CandleProgram`)."""
+    return {f.probe.program for f in findings if isinstance(f.probe, CandleProgram)}
 
 
 def _reference_patches(findings: list[Any]) -> list[dict[str, Any]]:
     """The distinct config patches lint's findings ask the reference to be run with."""
     out: list[dict[str, Any]] = []
     for f in findings:
-        patch = f.probe.patch if f.probe is not None and isinstance(f.probe.patch, dict) else None
-        if patch is not None and isinstance(patch.get("reference"), dict) and patch["reference"] not in out:
-            out.append(patch["reference"])
+        if isinstance(f.probe, ReferenceEdit) and f.probe.config not in out:
+            out.append(f.probe.config)
     return out
 
 

@@ -3,7 +3,7 @@
 candle hard-codes some behaviours that no edit on its side undoes (quantized_gemma3's SiLU,
 quantized_phi3's rope base, a bias its module never reads, the llama3 rope factors
 quantized_llama ignores). Their rules declare how transformers must run to compute what candle
-computes (`Probe.as_candle`: a config edit, a tensor edit); the reference side runs the
+computes (`CandleEdit.as_candle`: a config edit, a tensor edit); the reference side runs the
 streamed reference so, on the reference's inputs (`portkit.verify.reference.as_candle`), and
 `confirm` judges candle against it:
 

@@ -3,7 +3,7 @@
 - numeric, with a patch (the config edit `portkit fix` would make): candle on the config as
   written vs candle on the patched config, both against transformers. CONFIRMED when the
   written config differs and the patch brings candle closer (usually within tolerance).
-- numeric, with a reference-side counterfactual (`Probe.as_candle`: a behaviour candle
+- numeric, with a reference-side counterfactual (`CandleEdit.as_candle`: a behaviour candle
   hard-codes, an activation, a rope base, a bias it never reads): candle against transformers
   as written and against transformers run as candle computes. CONFIRMED when candle agrees
   with the second where it does not agree with the first; both distances are reported, and the
@@ -38,8 +38,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from portkit.families import CANDLE_PATCH_KEY, CANDLE_PROGRAMS
-from portkit.findings import Finding, Probe
+from portkit.findings import CandleEdit, ExpectedCrash, Finding, NotProbed, Probe
 from portkit.rules.base import Rule
+from portkit.semantics.gguf import PERMUTE_QK
 from portkit.verify.errors import one_line
 from portkit.verify.judge.comparison import Comparison, fmt_num
 from portkit.verify.judge.verdicts import Confirmation, explains, halved, identity, predicts, restores_prompt
@@ -49,7 +50,7 @@ if TYPE_CHECKING:  # the sides' records, read here; their code is never imported
     from portkit.verify.reference.result import Reference
 
 #: A finding with no probe: nothing to run, for the rule's default reason.
-_NO_PROBE = Probe(kind="static-only", id="", reason=Rule.not_probed)
+_NO_PROBE = NotProbed(id="", reason=Rule.not_probed)
 
 
 def probe(finding: Finding) -> Probe:
@@ -60,12 +61,13 @@ def probe(finding: Finding) -> Probe:
 def candle_patch(finding: Finding) -> dict[str, Any] | None:
     """A numeric finding's candle-side counterfactual (its probe's patch, else its fix), a copy."""
     p = probe(finding)
-    return json.loads(json.dumps(p.candle_patch)) if p.kind == "numeric" and p.candle_patch else None
+    return json.loads(json.dumps(p.edit)) if isinstance(p, CandleEdit) and p.edit else None
 
 
 def as_candle_of(finding: Finding) -> dict[str, Any] | None:
-    """The finding's reference-side counterfactual (`Probe.as_candle`), a copy."""
-    edit = probe(finding).as_candle
+    """The finding's reference-side counterfactual (`CandleEdit.as_candle`), a copy."""
+    p = probe(finding)
+    edit = p.as_candle if isinstance(p, CandleEdit) else None
     return json.loads(json.dumps(edit)) if edit else None
 
 
@@ -79,7 +81,7 @@ def describe_patch(patch: dict[str, Any]) -> str:
         return json.dumps(v)
 
     def one(k: str, v: Any) -> str:
-        if k == "permute_qk":
+        if k == PERMUTE_QK:
             return "the Q/K rows permuted as llama.cpp's converter does"
         if k == CANDLE_PATCH_KEY:
             return CANDLE_PROGRAMS.get(v, f"the candle program {v}")
@@ -178,7 +180,7 @@ class Subject:
     what: str = "candle"  # "candle" | "the GGUF in candle"
     patch_word: str = "restored"
     unfixable: str = "no config edit can fix this"
-    #: transformers with a `Probe.as_candle` edit (memoised by the caller); None: not available
+    #: transformers with a `CandleEdit.as_candle` edit (memoised by the caller); None: not available
     reference_as: Callable[[dict[str, Any]], Reference] | None = None
     #: candle's run judged against another reference (the as-candle one)
     compare: Callable[[Reference, RunOutputs], Comparison | None] | None = None
@@ -474,16 +476,23 @@ def confirm_crash(finding: Finding, subject: Subject, ran: str, siblings: Sequen
     return crash_chain(crashes, subject, ran, chain=False)[0][id(finding)]
 
 
+def expected(finding: Finding) -> ExpectedCrash:
+    """A crash finding's probe."""
+    p = probe(finding)
+    assert isinstance(p, ExpectedCrash), f"{finding.code}: not a crash probe"
+    return p
+
+
 def _predicts(finding: Finding, f: Failure) -> bool:
-    return predicts(probe(finding).expect, f.message)
+    return predicts(expected(finding).expect, f.message)
 
 
 def _unpredicted_stop(c: Finding, f: Failure, what: str, on: str) -> Confirmation:
     """candle stopped where no finding's text says: `c`'s check never ran, unless its failure
     comes at load and candle got past it."""
-    kind, expect = probe(c).kind, probe(c).expect
+    kind, expect = probe(c).kind, expected(c).expect
     details = {"expect": expect, "failure": f.to_json()}
-    if probe(c).at_load and f.stage not in ("config", "load"):
+    if expected(c).at_load and f.stage not in ("config", "load"):
         return Confirmation(
             **identity(c, kind),
             verdict="NOT-REPRODUCED",
@@ -518,7 +527,7 @@ def crash_chain(
             break  # every finding judged (and, chained, the repairs run through once more)
         if f is None:
             for c in pending:
-                kind, expect = probe(c).kind, probe(c).expect
+                kind, expect = probe(c).kind, expected(c).expect
                 out[id(c)] = Confirmation(
                     **identity(c, kind),
                     verdict="NOT-REPRODUCED",
@@ -529,9 +538,9 @@ def crash_chain(
         matched = [c for c in pending if _predicts(c, f)]
         specific = bool(matched)
         if not matched:  # a finding that predicts no text is confirmed by any failure
-            matched = [c for c in pending if not probe(c).expect]
+            matched = [c for c in pending if not expected(c).expect]
         for c in matched:
-            kind, expect = probe(c).kind, probe(c).expect
+            kind, expect = probe(c).kind, expected(c).expect
             details = {"expect": expect, "failure": f.to_json(), **({"repairs": dict(repairs)} if repairs else {})}
             out[id(c)] = Confirmation(
                 **identity(c, kind), verdict="CRASH-CONFIRMED", evidence=f.line() + on, details=details
@@ -542,13 +551,13 @@ def crash_chain(
             break
         fix: dict[str, Any] = {}
         for c in matched if chain else ():
-            fix.update(probe(c).repair or {})
+            fix.update(expected(c).repair or {})
         if not fix or all(repairs.get(k, object()) == v for k, v in fix.items()):
             if not pending:
                 break
             codes = matched[0].code  # the first finding (in report order) that predicts it
             for c in pending:
-                kind, expect = probe(c).kind, probe(c).expect
+                kind, expect = probe(c).kind, expected(c).expect
                 out[id(c)] = Confirmation(
                     **identity(c, kind),
                     verdict="NOT-REACHED",
@@ -569,9 +578,8 @@ def crash_chain(
 
 def confirm_static(finding: Finding) -> Confirmation:
     p = probe(finding)
-    return Confirmation(
-        **identity(finding, p.kind), verdict="NOT-PROBED", evidence=f"not probed: {p.reason or Rule.not_probed}"
-    )
+    reason = p.reason if isinstance(p, NotProbed) else Rule.not_probed
+    return Confirmation(**identity(finding, p.kind), verdict="NOT-PROBED", evidence=f"not probed: {reason}")
 
 
 def _numeric_patches(findings: Sequence[Finding], skip: Finding | None = None) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from portkit.findings import Finding
+from portkit.findings import ExpectedCrash, Finding
 from portkit.verify.judge.checks import ShapeMismatch, Tolerance, compare_logits, compare_steps
 from portkit.verify.judge.comparison import Comparison
 from portkit.verify.judge.confirm import probe
@@ -149,7 +149,9 @@ class PathSection:
 
 def confirm(finding: Finding, section: PathSection) -> Confirmation:
     """The verdict on `finding`, on the path its probe needs."""
-    kind, expect, run_name = probe(finding).kind, probe(finding).expect, probe(finding).run
+    p = probe(finding)
+    kind, run_name = p.kind, p.run
+    expect = p.expect if isinstance(p, ExpectedCrash) else None
     base = identity(finding, kind)
     check = section.check(run_name)
     what = section.subject

@@ -94,3 +94,9 @@ def predicts(expect: str | None, message: str) -> bool:
     """A crash probe's expected text is in candle's (or the crate's) message, case aside; a probe
     that names no text predicts no particular message."""
     return expect is not None and expect != "" and expect.lower() in message.lower()
+
+
+def fails_as_predicted(expect: str | None, message: str) -> bool:
+    """A failure confirms a crash probe: its expected text is in the message (`predicts`), or it
+    names none (any failure does)."""
+    return not expect or predicts(expect, message)

@@ -2,7 +2,7 @@
 
 candle hard-codes some behaviours no edit on its side undoes (quantized_gemma3's SiLU,
 quantized_phi3's rope base, a bias its module never reads); their rules declare how
-transformers must run to compute what candle computes (`Probe.as_candle`: a config edit, a
+transformers must run to compute what candle computes (`CandleEdit.as_candle`: a config edit, a
 tensor edit). Here the streamed reference runs so, on the reference's inputs, through verify's
 one transformers process (`portkit.verify.reference.session`) and cached like the reference;
 `portkit.verify.judge.attribution` and `confirm` judge candle against it.
@@ -30,7 +30,7 @@ Progress = Callable[[str], None]
 
 
 def edited_config(config_text: str, edits: Mapping[str, Any]) -> str:
-    """config.json with `Probe.as_candle`'s config edits: a dotted key reaches into nested
+    """config.json with `CandleEdit.as_candle`'s config edits: a dotted key reaches into nested
     objects (made when missing), None removes the key, and keys apply shortest first, so a
     finding can replace `rope_parameters` while another sets a key inside it."""
     cfg = json.loads(config_text)
@@ -51,7 +51,7 @@ def edited_config(config_text: str, edits: Mapping[str, Any]) -> str:
 
 @dataclass
 class AsCandle:
-    """transformers run as candle computes (`Probe.as_candle`), on the reference's inputs."""
+    """transformers run as candle computes (`CandleEdit.as_candle`), on the reference's inputs."""
 
     reference: Reference  # its rows, prefill layers and greedy tokens, as the reference's
     effect_by_position: np.ndarray  # with a scan: max|as written - as candle| per position; else empty

@@ -25,7 +25,7 @@ The protocol:
                 f64, `compute.truth_forward`; a forward on candle's tokens goes without it)
     as-candle: {"kind": "as-candle", "model_dir", "files", "config_text": str, "tensor_edits":
                 {name: edit}, "prompt", "forced", "tokens", "scan_len": int, "sublayers"}
-                (transformers as candle computes: `Probe.as_candle`)
+                (transformers as candle computes: `CandleEdit.as_candle`)
     tokenizer: {"kind": "tokenizer", "model_dir": str, "text": str | null, "chat": str | null}
     stdout:    one line per request, in order: {"ok": true, "arrays_bytes": int, "greedy": [...],
                "nonfinite_weights": [...]} followed by that many bytes of arrays (`arrayblob`: rows and layers)

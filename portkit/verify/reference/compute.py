@@ -4,7 +4,7 @@
 - `forward_reference`: the reference on the prompt and the tokens fed after it (candle's greedy
   tokens: one forward; else its own greedy generation), with the prefill's layers and a second
   turn's or a batch's rows when asked (`portkit.verify.reference.extra`);
-- `as_candle_reference`: transformers as candle computes (a finding's `Probe.as_candle` edit), with
+- `as_candle_reference`: transformers as candle computes (a finding's `CandleEdit.as_candle` edit), with
   the effect by position when asked;
 - `reference_greedy`: the reference's own tokens as far as one forward over candle's decides them.
 """
@@ -199,7 +199,7 @@ def as_candle_reference(
 ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
     """A reference-side counterfactual: transformers, streamed, on `config_text` (the
     checkpoint's config with a finding's edit) with `tensor_edits` applied to the checkpoint's
-    tensors as they load (`Probe.as_candle`), and with `rope_table` ("f16", "bf16") the RoPE table
+    tensors as they load (`CandleEdit.as_candle`), and with `rope_table` ("f16", "bf16") the RoPE table
     candle builds in that dtype (`rope_table.patch_rotary`), on the reference's inputs: what
     candle computes, when the finding is right.
 

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from portkit.verify.reference.result import BATCH, TURN
+
 PREFIX = "extra."
 
 
@@ -52,11 +54,11 @@ def compute(
             logits = model.forward(seq, capture=False).logits
             start = len(prompt) + len(fed)
             rows = logits[start : start + len(segment)]
-        out[PREFIX + "turn"] = np.asarray(rows, dtype=np.float32).copy()
+        out[PREFIX + TURN] = np.asarray(rows, dtype=np.float32).copy()
     batch = [[int(t) for t in r] for r in (extra.get("rows") or [])]
     if batch:
         progress(f"reference: each of the {len(batch)} batch rows alone")
-        out[PREFIX + "batch"] = np.stack(
+        out[PREFIX + BATCH] = np.stack(
             [np.asarray(model.forward(r, capture=False).logits, dtype=np.float32) for r in batch]
         )
     return out

@@ -216,7 +216,7 @@ class StreamedModel(_ModelRuns):
     ) -> None:
         """`config_text`: another config.json for the same weights, and `tensor_edits`
         (checkpoint name -> "zero") tensors changed as they load: a reference-side
-        counterfactual, transformers as candle computes (`Probe.as_candle`). `resident`: load
+        counterfactual, transformers as candle computes (`CandleEdit.as_candle`). `resident`: load
         every layer now and keep it (the model must fit in memory). `scan_nonfinite=False`: skip
         the NaN/inf scan of the weights (a pass over every weight) for a caller that does not
         report it; `nonfinite_weights` is then always empty. `precision="float64"`: every weight

@@ -81,7 +81,7 @@ class TruthRequest:
 
 @dataclass(frozen=True)
 class AsCandleRequest:
-    """transformers as candle computes (`Probe.as_candle`): the edited config and tensors, on the
+    """transformers as candle computes (`CandleEdit.as_candle`): the edited config and tensors, on the
     reference's inputs; with `scan_len`, the effect by position over a longer prompt."""
 
     kind: ClassVar[str] = "as-candle"

@@ -7,6 +7,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+#: the names of `Reference.extra`'s arrays (and of their `extra.<name>` entries in a result's layers)
+TURN = "turn"
+BATCH = "batch"
+SAMPLING = "sampling"
+SAMPLING_WITHOUT = "sampling.without."
+
 
 @dataclass(frozen=True)
 class Truth:
@@ -43,12 +49,25 @@ class Reference:
     #: the weight files' `cachefiles.fingerprints`, taken for the cache key (None: not taken):
     #: the counterfactuals' keys reuse them rather than read the checkpoint again
     fingerprints: list[dict[str, object]] | None = None
-    #: a continuation's and a batch's rows, when verify asked for them (`portkit.verify.reference.extra`):
-    #: "turn" [len(segment), vocab], "batch" [N, L, vocab]
+    #: the arrays verify asked for besides the prompt's (`portkit.verify.reference.extra`), by
+    #: name (`TURN`, `BATCH`, `SAMPLING`, `SAMPLING_WITHOUT` + key): read them with the methods below
     extra: dict[str, np.ndarray] = field(default_factory=dict)
     #: transformers in f64 on the same inputs (None: not asked for, or not computable), the truth
     #: an f32 run's error is measured against (docs/verify.md, "Tolerances")
     truth: Truth | None = None
+
+    def turn_rows(self) -> np.ndarray | None:
+        """A continuation's rows, [len(segment), vocab] (None: not asked for)."""
+        return self.extra.get(TURN)
+
+    def batch_rows(self) -> np.ndarray | None:
+        """Every position of each batch row alone, [N, L, vocab] (None: not asked for)."""
+        return self.extra.get(BATCH)
+
+    def sampling_distributions(self, without: str | None = None) -> np.ndarray | None:
+        """The distributions `generate()` draws from at each step, with generation_config.json's
+        values, or `without` one of them (`portkit.verify.reference.sampling`)."""
+        return self.extra.get(SAMPLING if without is None else SAMPLING_WITHOUT + without)
 
     @property
     def last(self) -> np.ndarray:

@@ -12,7 +12,7 @@ table in `RotaryEmbedding::new(vb.dtype(), ..)` (qwen2.rs:47-63, the others alik
 
 transformers computes `position_ids.float() * inv_freq` and its cos/sin in f32. `candle_cos_sin`
 is that table for any positions; `patch_rotary` makes transformers' rotary modules return it (the
-reference-side counterfactual: transformers run with candle's table, `Probe.as_candle`'s
+reference-side counterfactual: transformers run with candle's table, `CandleEdit.as_candle`'s
 `rope_table`); `table_error` measures it against the f32 table.
 """
 

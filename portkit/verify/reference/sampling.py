@@ -22,9 +22,7 @@ from typing import Any
 import numpy as np
 
 from portkit.semantics.sampling import NO_EQUIVALENT_ALWAYS, NO_EQUIVALENT_WHEN_SAMPLING
-
-NAME = "sampling"
-WITHOUT = "sampling.without."
+from portkit.verify.reference.result import SAMPLING, SAMPLING_WITHOUT
 
 
 def generation_config(model_dir: Path, without: str | None = None) -> Any:
@@ -88,7 +86,7 @@ def compute(
     from portkit.verify.reference.extra import PREFIX
 
     progress("reference: generate()'s sampling distributions")
-    out = {PREFIX + NAME: distributions(generation_config(model_dir), prompt, fed, rows)}
+    out = {PREFIX + SAMPLING: distributions(generation_config(model_dir), prompt, fed, rows)}
     for key in asked.get("without") or []:
-        out[PREFIX + WITHOUT + key] = distributions(generation_config(model_dir, key), prompt, fed, rows)
+        out[PREFIX + SAMPLING_WITHOUT + key] = distributions(generation_config(model_dir, key), prompt, fed, rows)
     return out

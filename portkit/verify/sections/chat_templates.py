@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from portkit.findings import Finding
+from portkit.findings import Finding, TemplateEnvironments
 from portkit.verify.corpus import Conversation, Render, conversations_for, edited_template, template_edits
 from portkit.verify.errors import one_line
-from portkit.verify.judge.verdicts import Confirmation, fewer, identity
+from portkit.verify.judge.verdicts import Confirmation, Verdict, fails_as_predicted, fewer, identity
 from portkit.verify.reference.tokenizer import render_transformers
 
 ENVIRONMENTS = ("candle-examples", "mistral.rs")
@@ -193,9 +193,13 @@ class _Measure:
         return self.cache[key]
 
 
+def _probe(f: Finding) -> TemplateEnvironments | None:
+    return f.probe if isinstance(f.probe, TemplateEnvironments) else None
+
+
 def _claims(f: Finding) -> dict[str, str]:
-    patch = (f.probe.patch if f.probe else None) or {}
-    return dict(patch.get("environments", {}))
+    p = _probe(f)
+    return dict(p.environments) if p is not None else {}
 
 
 def confirm(
@@ -212,9 +216,9 @@ def confirm(
     measure = _Measure(sec, rust, transformers)
     edits = measure.edits
     for f in findings:
-        claims = _claims(f)
-        expect: dict[str, str] = ((f.probe.patch if f.probe else None) or {}).get("expect", {})
-        construct = f.probe.expect if f.probe else None
+        claims, p = _claims(f), _probe(f)
+        expect = p.refusals if p is not None else {}
+        construct = p.construct if p is not None else None
         parts, confirmed, refusal, details = [], True, False, {}
         for env, what in claims.items():
             renders = sec.environments.get(env)
@@ -225,7 +229,7 @@ def confirm(
             differ, n = sec.differing(env), len(sec.given(env))
             if what == "refuses":
                 want = expect.get(env, "")
-                hits = [i for i in differ if renders[i].error is not None and want in renders[i].error]
+                hits = [i for i in differ if (err := renders[i].error) is not None and fails_as_predicted(want, err)]
                 details[env] = {"claim": what, "expect": want, "refused": len(hits), "of": n}
                 if hits:
                     refusal = True
@@ -249,11 +253,12 @@ def confirm(
                 continue
             others = sorted(
                 {
-                    g.probe.expect
+                    gp.construct
                     for g in findings
-                    if g is not f and g.probe and g.probe.expect in edits and _claims(g).get(env) == "differs"
+                    for gp in [_probe(g)]
+                    if g is not f and gp is not None and gp.construct in edits and _claims(g).get(env) == "differs"
                 }
-            )  # type: ignore[misc]
+            )
             before, after = measure(env, others), measure(env, [*others, construct])
             label = edits[construct][2]  # type: ignore[index]
             label = f"{env} with {label}" if edits[construct][0] is None else label  # type: ignore[index]
@@ -272,7 +277,7 @@ def confirm(
                 parts.append(
                     f"{env} renders {len(differ)} of {n} conversations otherwise, and {after} with {label}: another cause"
                 )
-        verdict = ("CRASH-CONFIRMED" if refusal else "CONFIRMED") if confirmed and claims else "NOT-REPRODUCED"
+        verdict: Verdict = ("CRASH-CONFIRMED" if refusal else "CONFIRMED") if confirmed and claims else "NOT-REPRODUCED"
         out.append(
             Confirmation(
                 **identity(f, "template"),

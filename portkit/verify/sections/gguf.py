@@ -74,9 +74,6 @@ def _reference_theta(model: ModelDir) -> float | None:
     return float(theta) if theta is not None else None
 
 
-GGUF_RUN_PATCH_KEYS = ("permute_qk",)
-
-
 def capture_wanted(gf: GgufFile, layers: bool) -> bool:
     """Per-layer values only where they are judged (a quantized file's are noise by design) and
     the loader records them."""
@@ -204,7 +201,7 @@ class EditedRuns:
         self.written = 0
 
     def __call__(self, patch: dict[str, Any]) -> tuple[RunOutputs, Comparison | None]:
-        from portkit.verify.candle.gguf_edit import rewrite_gguf
+        from portkit.verify.candle.gguf_edit import apply_edit
 
         label = describe_patch(patch)
         self.progress(f"candle {self.gf.loader} with {label}")
@@ -212,14 +209,10 @@ class EditedRuns:
         hit = from_cache(cache, label)
         if hit is not None:  # no edited copy to write
             return self.judge(hit)
-        meta_patch = {k: v for k, v in patch.items() if k not in GGUF_RUN_PATCH_KEYS and v is not None}
-        drop = tuple(k for k, v in patch.items() if v is None)
         self.written += 1
         out = self.scratch / f"patched-{self.written}.gguf"
         try:
-            rewrite_gguf(
-                self.gf.path, out, set_meta=meta_patch, drop_meta=drop, permute_qk=bool(patch.get("permute_qk"))
-            )
+            apply_edit(self.gf.path, out, patch)
             return self.judge(self.gf.run(out, label, cache))
         finally:
             out.unlink(missing_ok=True)

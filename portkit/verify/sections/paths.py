@@ -161,18 +161,19 @@ def verify_paths(
     for s in subjects:
         sec = PathSection(subject=s.name, tolerance=s.tolerance)
         if plan.segment:
-            if fed is None or "turn" not in reference.extra:
+            turn = reference.turn_rows()
+            if fed is None or turn is None:
                 sec.not_run["turns"] = (
                     "candle gave no greedy tokens on the prompt: there is no first answer for a second turn to follow"
                 )
             else:
                 progress(f"{s.name}: {turns_path.describe(len(reference.prompt), len(fed), len(plan.segment))}")
                 p = turns_path.run(s.load, reference.prompt, fed, plan.segment, label="second turn")
-                p.reference = reference.extra["turn"]
+                p.reference = turn
                 sec.checks.append(PathCheck.judge(p, s.tolerance))
         if plan.rows:
             progress(f"{s.name}: {batch_path.describe(len(plan.rows), len(plan.rows[0]))}")
-            ref = reference.extra.get("batch")
+            ref = reference.batch_rows()
             for p in batch_path.run(s.load, plan.rows, padded=s.padded, label=f"batch of {len(plan.rows)}"):
                 if ref is not None:
                     p.reference = ref[:, -1, :] if p.name == "batch" else ref.reshape(-1, ref.shape[-1])

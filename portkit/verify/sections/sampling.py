@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from portkit.findings import SamplingDifference
 from portkit.semantics import sampling as S
 from portkit.verify.errors import BadInput
-from portkit.verify.judge.verdicts import Confirmation, halved, identity
-from portkit.verify.reference import sampling as refsampling
+from portkit.verify.judge.verdicts import Confirmation, Verdict, halved, identity
 from portkit.verify.reference.result import Reference
 
 #: Total-variation distance up to which two distributions read the same. Both are f32 softmaxes
@@ -165,7 +165,7 @@ def verify_sampling(
     """The section and its findings' verdicts (None when the reference computed no distributions)."""
     import time
 
-    generate = reference.extra.get(refsampling.NAME)
+    generate = reference.sampling_distributions()
     if generate is None:
         return None
     t0 = time.perf_counter()
@@ -220,13 +220,13 @@ def _alone(gen: S.Generate, program: S.CandleSampler, key: str) -> tuple[S.Candl
 def _judge(
     f: Any, gen: S.Generate, program: S.CandleSampler, against: Any, reference: Reference, section: SamplingSection
 ) -> Confirmation:
-    key = str((f.probe.patch or {}).get("sampling", ""))
+    key = f.probe.key if isinstance(f.probe, SamplingDifference) else ""
     base, diff = _alone(gen, program, key)
 
-    def verdict(v: str, evidence: str, **details: Any) -> Confirmation:
+    def verdict(v: Verdict, evidence: str, **details: Any) -> Confirmation:
         return Confirmation(
             **identity(f, "sampling"), verdict=v, evidence=evidence, details={"difference": key, **details}
-        )  # type: ignore[arg-type]
+        )
 
     if diff is None:
         return verdict("NOT-REPRODUCED", f"the program verify ran has no `{key}` difference from generate()'s sampler")
@@ -234,7 +234,7 @@ def _judge(
     if diff.fixed is not None:
         after, change = against(diff.fixed), f"with `{diff.fixed.call()}`"
     else:
-        without = reference.extra.get(refsampling.WITHOUT + key)
+        without = reference.sampling_distributions(without=key)
         if without is None:
             return verdict("NOT-PROBED", f"transformers without `{key}` was not computed")
         after, change = against(base, without), f"against generate() without `{key}`"

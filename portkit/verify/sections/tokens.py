@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from portkit.findings import Finding
+from portkit.findings import ExpectedCrash, Finding, TemplateEnvironments, TokenizerEdit
 from portkit.verify.candle.native import crate_versions, native
 from portkit.verify.corpus import CONVERSATION, Sample, section_corpus
 from portkit.verify.errors import TokenizeError, one_line
 from portkit.verify.judge.confirm import both_alike, confirm_static
-from portkit.verify.judge.verdicts import Confirmation, fewer, identity
+from portkit.verify.judge.verdicts import Confirmation, fails_as_predicted, fewer, identity
 from portkit.verify.outcome import AGREE, EXIT_AGREE, EXIT_MISMATCH, MISMATCH
 from portkit.verify.reference.tokenizer import render_chat, transformers_tokenizer
 from portkit.verify.sections.tokenize import crate_from_text, crate_tokenizer, prompt_ids
@@ -188,23 +188,22 @@ def _patched(tj: Any, patch: dict[str, Any]) -> Any:
 
 def _confirm(findings: Sequence[Finding], sec: TokenizerSection, crate: Any, tok: Any, tj: Any) -> list[Confirmation]:
     out = []
-    patches = {
-        id(f): f.probe.patch for f in findings if f.probe is not None and f.probe.kind == "tokens" and f.probe.patch
-    }
+    patches = {id(f): f.probe.edit for f in findings if isinstance(f.probe, TokenizerEdit) and f.probe.edit}
     n = len(sec.encodes)
     for f in findings:
-        kind = f.probe.kind if f.probe else "static-only"
+        p = f.probe
+        kind = p.kind if p else "static-only"
         base = identity(f, kind)
-        if kind == "crash":
-            if sec.crate_error is not None and (f.probe.expect or "") in sec.crate_error:  # type: ignore[union-attr]
+        if isinstance(p, ExpectedCrash):
+            if sec.crate_error is not None and fails_as_predicted(p.expect, sec.crate_error):
                 out.append(
                     Confirmation(
                         **base,
                         verdict="CRASH-CONFIRMED",
                         evidence=f"the tokenizers crate: {sec.crate_error}",
-                        details={"expect": f.probe.expect},
+                        details={"expect": p.expect},
                     )
-                )  # type: ignore[union-attr]
+                )
             elif sec.crate_error is not None:
                 out.append(
                     Confirmation(
@@ -218,14 +217,14 @@ def _confirm(findings: Sequence[Finding], sec: TokenizerSection, crate: Any, tok
                     Confirmation(**base, verdict="NOT-REPRODUCED", evidence="the tokenizers crate loads tokenizer.json")
                 )
             continue
-        if kind != "tokens":
+        if not isinstance(p, TokenizerEdit):
             out.append(confirm_static(f))
             continue
         if not sec.compared:
             why = sec.crate_error or sec.transformers_error
             out.append(Confirmation(**base, verdict="NOT-REPRODUCED", evidence=f"not measurable: {why}"))
             continue
-        measure = f.probe.measure if f.probe is not None else None
+        measure = p.measure
         if measure == "double-bos":
             out.append(_confirm_double_bos(base, sec, tok))
             continue
@@ -250,12 +249,7 @@ def _confirm(findings: Sequence[Finding], sec: TokenizerSection, crate: Any, tok
         prefix = "with the other findings' edits, " if others else ""
         only = None
         if measure == "special-placement":  # where the special tokens it names are found
-            only = [
-                i
-                for c in patch.get("normalized_false", ())
-                for i in [tok.convert_tokens_to_ids(c)]
-                if isinstance(i, int)
-            ]
+            only = [i for c in p.special_tokens for i in [tok.convert_tokens_to_ids(c)] if isinstance(i, int)]
         if measure == "decodes":
             b = len(_decode_diffs(before_tok, tok, sec.encodes)[1])
             a = len(_decode_diffs(after_tok, tok, sec.encodes)[1])
@@ -346,12 +340,12 @@ def tokenizer_section(
         sec.encodes = encode_all(crate, tok, section_corpus(tok, root, sec.chat_text))
         sec.decodes, sec.decode_differs = _decode_diffs(crate, tok, sec.encodes)
     tj = None
-    if any(f.probe is not None and f.probe.patch for f in tok_findings):
+    if any(isinstance(f.probe, TokenizerEdit) and f.probe.edit for f in tok_findings):
         from portkit.model.tokenizer_files import read_tokenizer_json
 
         tj = read_tokenizer_json(path)
     progress("tokenizer: confirming the findings")
-    template_findings = [f for f in tok_findings if f.probe is not None and f.probe.kind == "template"]
+    template_findings = [f for f in tok_findings if isinstance(f.probe, TemplateEnvironments)]
     sec.findings = _confirm([f for f in tok_findings if f not in template_findings], sec, crate, tok, tj)
     if tok is not None:
         from portkit.verify.sections.chat_templates import template_section
