@@ -2,7 +2,7 @@
 
 verify runs three kinds of input: a decoder checkpoint (`pipeline.VerifyReport`), an encoder with its
 sentence-transformers pipeline (`embedding.run.EmbeddingReport`) and a directory of tokenizer files
-alone (`sections.tokens.TokenizerReport`). Each report is a `RunOutcome`: the verdict word and line,
+alone (`tokenizer_run.TokenizerReport`). Each report is a `RunOutcome`: the verdict word and line,
 the exit code, the confirmed findings, the family, the seconds and the JSON. The words and codes
 below are the only spelling of each; the multi-target summary (`targets.py`) reads the reports
 through the protocol alone.

@@ -53,18 +53,16 @@ from portkit.verify.sections import sampling as sampling_section
 from portkit.verify.sections.gguf import GgufFile, GgufSection, start_gguf, verify_gguf
 from portkit.verify.sections.paths import TITLES, PathPlan, PathsReport
 from portkit.verify.sections.tokens import (
-    TokenizerReport,
     TokenizerSection,
     generation_stop,
     has_tokenizer,
     preload_crate,
     stop_description,
     stop_greedy,
-    tokenizer_only,
     tokenizer_section,
-    verify_tokenizer_only,
 )
 from portkit.verify.timings import Timings
+from portkit.verify.tokenizer_run import TokenizerReport, tokenizer_only, verify_tokenizer_only
 
 Progress = Callable[[str], None]
 

@@ -13,7 +13,7 @@ from portkit.verify.judge.comparison import Comparison
 from portkit.verify.judge.floor import Floor
 from portkit.verify.pipeline import VerifyReport
 from portkit.verify.sections.gguf import GgufSection
-from portkit.verify.sections.tokens import TokenizerReport
+from portkit.verify.tokenizer_run import TokenizerReport
 
 SCHEMA_VERSION = 1
 

@@ -19,7 +19,7 @@ from portkit.verify.report.embedding_lines import embedding_lines
 from portkit.verify.report.section_lines import VERDICT_STYLE, paths_lines, tokens_lines
 from portkit.verify.sections.gguf import GgufSection
 from portkit.verify.sections.sampling import lines as sampling_lines
-from portkit.verify.sections.tokens import TokenizerReport
+from portkit.verify.tokenizer_run import TokenizerReport
 
 
 def tolerance_line(t: Tolerance, measured: bool = False) -> str:
