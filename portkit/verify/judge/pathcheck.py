@@ -19,8 +19,8 @@ import numpy as np
 from portkit.findings import ExpectedCrash, Finding
 from portkit.verify.judge.checks import ShapeMismatch, Tolerance, compare_logits, compare_steps
 from portkit.verify.judge.comparison import Comparison
-from portkit.verify.judge.confirm import probe
-from portkit.verify.judge.verdicts import Confirmation, identity
+from portkit.verify.judge.confirm import confirm_static, probe
+from portkit.verify.judge.verdicts import Confirmation, fails_as_predicted, identity
 
 if TYPE_CHECKING:  # the sides' records, read here; their code is never imported
     from portkit.verify.candle.run import Failure, RunOutputs
@@ -175,7 +175,7 @@ def confirm(finding: Finding, section: PathSection) -> Confirmation:
                 evidence=f"{what} ran {check.path.description} without an error",
                 details=details,
             )
-        if expect and expect.lower() not in f.message.lower():
+        if not fails_as_predicted(expect, f.message):
             return Confirmation(
                 **base,
                 verdict="NOT-REPRODUCED",
@@ -186,7 +186,7 @@ def confirm(finding: Finding, section: PathSection) -> Confirmation:
             **base, verdict="CRASH-CONFIRMED", evidence=f"{f.line()}, on {check.path.description}", details=details
         )
     if kind != "numeric":
-        return Confirmation(**base, verdict="NOT-REPRODUCED", evidence="no numeric probe: static-only", details=details)
+        return confirm_static(finding)  # nothing ran for it: NOT-PROBED, never NOT-REPRODUCED
     if f is not None:
         return Confirmation(
             **base,
