@@ -17,7 +17,7 @@ import numpy as np
 from portkit.verify.embedding.candle import CandleSide
 from portkit.verify.embedding.pooling import cosine
 from portkit.verify.embedding.reference import Side
-from portkit.verify.judge.floor import FACTOR, LAYER_FACTOR, Floor
+from portkit.verify.judge.floor import FACTOR, LAYER_FACTOR, Floor, usable_truth
 
 
 def _max_abs(a: np.ndarray, b: np.ndarray) -> float:
@@ -28,7 +28,7 @@ def _max_abs(a: np.ndarray, b: np.ndarray) -> float:
 def floor_of(
     candle: np.ndarray, reference: np.ndarray, truth: np.ndarray, factor: float = FACTOR, kind: str = "value"
 ) -> Floor:
-    if not np.isfinite(truth).all() and np.isfinite(reference).all():
+    if usable_truth(reference, truth - reference) is None and np.isfinite(reference).all():
         # transformers in f64 gave NaN where its f32 run did not (ModernBERT's padded batch does):
         # no truth to measure a floor on; candle against the f32 reference on the least floor
         return Floor(

@@ -126,15 +126,8 @@ def compare_logits(
     max_diff = float(diff.max()) if diff.size else 0.0
     if np.isnan(diff).any():
         max_diff = float("nan")
-    # a truth with NaN/inf (the reference's own non-finite values) measures nothing: the fallback
-    usable = (
-        delta is not None
-        and atol is not None
-        and np.size(delta) == ref.size
-        and bool(np.isfinite(delta).all())
-        and bool(np.isfinite(ref).all())
-    )
-    fl = floors.measure(ref, np.asarray(delta).reshape(ref.shape), got) if usable else None
+    truth = floors.usable_truth(ref, delta) if atol is not None else None
+    fl = floors.measure(ref, truth, got) if truth is not None else None
     return LogitsCheck(
         n=int(ref.size),
         max_abs_diff=max_diff,
@@ -286,8 +279,7 @@ def compare_layers(
             continue
         max_ref = float(np.abs(r).max())
         max_diff = float(np.abs(r - g).max())
-        d = deltas.get(name)
-        d = d if d is not None and np.shape(d) == r.shape and np.isfinite(d).all() else None
+        d = floors.usable_truth(r, deltas.get(name))
         if d is not None:
             truth[name] = floors.truth_of(r, d)
         between = not is_sublayer(name)
@@ -395,15 +387,9 @@ def compare_steps(
         margin = top2_margin(ref[step])
         dis.append(StepDisagreement(int(step), int(ref_arg[step]), int(got_arg[step]), margin, margin < near_tie))
     fin = per_step[finite]
-    fl = None
-    if (
-        delta is not None
-        and atol is not None
-        and np.shape(delta) == ref.shape
-        and finite.all()
-        and np.isfinite(delta).all()
-    ):
-        fl = floors.measure(ref, delta, got)
+    # a step with NaN/inf on either side is named, and judged by the constants
+    truth = floors.usable_truth(ref, delta) if atol is not None and finite.all() else None
+    fl = floors.measure(ref, truth, got) if truth is not None else None
     return StepCheck(
         steps=int(ref.shape[0]),
         agree=int(((ref_arg == got_arg) & finite).sum()),

@@ -94,6 +94,20 @@ def truth_of(ref: np.ndarray, delta: np.ndarray) -> np.ndarray:
     return np.asarray(ref, dtype=np.float64) + np.asarray(delta, dtype=np.float64)
 
 
+def usable_truth(ref: np.ndarray, delta: np.ndarray | None) -> np.ndarray | None:
+    """The truth's difference from `ref` (`Reference.truth`, f64 minus f32) shaped as `ref`,
+    where it can measure a floor: present, one value per reference value, and finite on both
+    sides (a NaN or inf measures nothing). None: the caller falls back, a decoder to its dtype's
+    constants (`Tolerance`), an encoder to the least floor against the f32 reference
+    (`embedding.judge.floor_of`, kind "no-truth"). The one test of the truth, for both."""
+    if delta is None:
+        return None
+    d = np.asarray(delta)
+    if d.size != np.size(ref) or not np.isfinite(d).all() or not np.isfinite(ref).all():
+        return None
+    return d.reshape(np.shape(ref))
+
+
 def measure(
     ref: np.ndarray,
     delta: np.ndarray,
