@@ -13,8 +13,8 @@ pays for one family's mirror, not for all of them.
 
 What the shared rules need to know about one family beyond its config mirror (how a message
 names the module, which fields it reads as f32, whether a bad layer tensor panics, ...) is data
-in that family's module, read through `Family.trait`; `TRAITS` holds the value every other
-family has. No rule asks for a family by name.
+in that family's module, read through `Family.traits` (`portkit.families.traits.Traits`, whose
+defaults are the value every other family has). No rule asks for a family by name.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import importlib
 from dataclasses import dataclass
 
 from portkit.candle_release import NATIVE, RELEASES, Span
-from portkit.families import sublayers as _sublayers
 
 # GGUF `general.architecture` -> candle's loader: GGUF semantics, named here too as the registry's GGUF side
 from portkit.semantics.gguf import GGUF_LOADERS
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
     from types import ModuleType
     from typing import Any
 
+    from portkit.families.traits import Traits
     from portkit.families.view import FamilyView
 
 
@@ -47,49 +47,10 @@ CANDLE_PROGRAMS = {
     MIXTRAL_ROUTING_IN_DTYPE: "candle's mixtral with its routing weights cast to the activations' dtype (PK308's fix: native/src/mixtral_copy.rs)",
 }
 
-# A family module's traits and the value of a module that does not set one.
-TRAITS: dict[str, Any] = {
-    "CANDLE_NAME": None,  # how messages name the module ({release}, {name} filled in); None: "candle {release}'s `{name}`"
-    "F32_FIELDS": frozenset(),  # fields serde reads as f32: transformers' value is compared in f32
-    "THETA_KEYS": ("rope_theta",),  # the keys that hold a rope base
-    "LOAD_PANICS": None,  # the load function that `.unwrap()`s each block (a bad layer tensor panics)
-    "QUERY_PROJ": "q_proj",  # the projection whose rows hold the query heads
-    "NAME_SCHEME": "names it reads",  # PK203's words for the tensor names the module looks up
-    "KNOWN_TENSOR_NAMES": None,  # (top-level names, layer parts) when the module looks up a fixed list
-    "CANDLE_ROPE_SCALING": None,  # the one rope scaling type the module computes as transformers does
-    "ROPE_KEYS_SHOWN": None,  # the rope parameters a PK102 message lists; None: all of them
-    "UNREAD_TEXTS": {},  # PK202's reasons, where the module's own words differ
-    # how the module builds lm_head: "flag" (`lm_head.weight` unless `tie_word_embeddings`),
-    # "always-loaded", "always-tied" (`embed_tokens`), "probed" (when the file has one, never the flag)
-    "LM_HEAD": "flag",
-    # how the module windows attention: None (never), "every-layer" (candle's prefill mask keeps
-    # `sliding_window`+1 keys on every layer, decode keeps all), "pattern" (gemma3: its sliding
-    # layers, decode through a RotatingKvCache of `sliding_window`), "unsupported" (build fails)
-    "SLIDING_WINDOW": None,
-    # where the module builds its RoPE cos/sin table in the model dtype (positions, inv_freq and their
-    # product rounded to it: PK317), as candle source lines; None: built in f32 and then cast
-    "ROPE_TABLE_IN_MODEL_DTYPE": None,
-    "ACTIVATION_KEYS": ("hidden_act",),  # the key(s) candle reads the activation from (two: either one)
-    "TRANSFORMERS_ACTIVATION_KEY": "hidden_act",  # the one transformers reads
-    # where the module breaks on a chat's paths: a frozen record (`portkit.families.traits`) with
-    # the kind of break and its candle source, None when it does not break there.
-    # a continuation (a later turn fed many tokens at once at an offset on the warm KV cache):
-    # `ContinuationMask(kind="prefix-in-model-dtype" | "rotating-window", source)`
-    "CONTINUATION_MASK": None,
-    # a batch (N > 1 rows in one forward), None when rows are independent:
-    # `BatchMask(kind="undersized", source, built="where-read" | "always")`
-    "BATCH_MASK": None,
-    # the module's public forward that takes a padding mask, None when it has none:
-    # `PaddingMask(kind="bidirectional", source)`
-    "PADDING_MASK": None,
-    # the submodules of transformers' decoder layer the porting kit records, in computation order
-    # (`portkit.families.sublayers`): Llama's decoder layer unless the module says otherwise
-    "SUBLAYERS": _sublayers.DEFAULT,
-}
 # a config that names neither `model_type` nor `architectures` is read with this module
 DEFAULT_FAMILY = "llama"
 _MODULES: dict[str, ModuleType] = {}
-_TRAIT_VALUES: dict[tuple[str, str, str], Any] = {}
+_TRAITS: dict[tuple[str, str], Traits] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,24 +83,23 @@ class Family:
             mod = _MODULES[self.name] = importlib.import_module(f"portkit.families.{self.name}")
         return mod
 
-    def trait(self, name: str) -> Any:
+    @property
+    def traits(self) -> Traits:
+        """What the shared rules need to know about the module (`portkit.families.traits.Traits`),
+        as the bound release has it."""
         # the rules ask per tensor: a dict lookup, not an import and a getattr each time
-        key = (self.name, name, self.release)
-        try:
-            return _TRAIT_VALUES[key]
-        except KeyError:
-            from portkit.families.traits import Changed
+        key = (self.name, self.release)
+        value = _TRAITS.get(key)
+        if value is None:
+            from portkit.families.traits import Traits
 
-            value = getattr(self.semantics, name, TRAITS[name])
-            if isinstance(value, Changed):  # a trait a release changed: as the bound release has it
-                value = value.at(self.release)
-            _TRAIT_VALUES[key] = value
-            return value
+            value = _TRAITS[key] = Traits.of(self.semantics, self.release)
+        return value
 
     @property
     def who(self) -> str:
         """How a message names candle's module: "candle 0.11.0's `qwen2`" (the bound release)."""
-        return (self.trait("CANDLE_NAME") or "candle {release}'s `{name}`").format(release=self.release, name=self.name)
+        return (self.traits.candle_name or "candle {release}'s `{name}`").format(release=self.release, name=self.name)
 
     def at(self, release: str) -> Family | None:
         """This family as `release` has it (messages name that release), None where the release has no such module."""
@@ -267,7 +227,6 @@ __all__ = [
     "DEFAULT_FAMILY",
     "FAMILIES",
     "GGUF_LOADERS",
-    "TRAITS",
     "Family",
     "by_name",
     "detect",

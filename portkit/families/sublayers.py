@@ -63,7 +63,7 @@ EVERY_MODULE = "*"
 
 def of(family: Family | None) -> tuple[str, ...]:
     """The family's sub-layers in computation order (its `SUBLAYERS` trait), else DEFAULT."""
-    return DEFAULT if family is None else tuple(family.trait("SUBLAYERS"))
+    return DEFAULT if family is None else tuple(family.traits.sublayers)
 
 
 #: a module path inside a decoder layer as torch names it: `self_attn.q_proj`, `mlp.experts.0.w1`

@@ -9,11 +9,13 @@ whose module sets that trait to that kind, derived from the modules rather than 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, field, fields
+
+from portkit.families import sublayers as _sublayers
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
     from typing import Any, Literal
 
     from portkit.families import Family
@@ -53,7 +55,7 @@ class PaddingMask:
     """The module's public forward that takes a padding mask, and how it breaks.
 
     "bidirectional": the mask it builds from the padding mask has no causal triangle. (verify asks
-    only whether a module sets it: `family.trait("PADDING_MASK") is not None` means the module has
+    only whether a module sets it: `family.traits.padding_mask is not None` means the module has
     such a forward.)"""
 
     kind: Literal["bidirectional"]
@@ -76,6 +78,60 @@ class Changed:
         return self.after if key(release) >= key(self.since) else self.before
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Traits:
+    """What the shared rules need to know about one family's module beyond its config mirror, for
+    the bound release (`Family.traits`). A family module sets a trait as an upper-case constant
+    (`LM_HEAD = "always-tied"`; a `Changed` where a release changed it); every trait it does not
+    set has the default below, the value of a module that does nothing special there."""
+
+    #: how messages name the module ({release}, {name} filled in); None: "candle {release}'s `{name}`"
+    candle_name: str | None = None
+    f32_fields: frozenset[str] = frozenset()  # fields serde reads as f32: transformers' value is compared in f32
+    theta_keys: tuple[str, ...] = ("rope_theta",)  # the keys that hold a rope base
+    load_panics: str | None = None  # the load function that `.unwrap()`s each block (a bad layer tensor panics)
+    query_proj: str = "q_proj"  # the projection whose rows hold the query heads
+    name_scheme: str = "names it reads"  # PK203's words for the tensor names the module looks up
+    #: (top-level names, layer parts) when the module looks up a fixed list
+    known_tensor_names: tuple[frozenset[str], frozenset[str]] | None = None
+    candle_rope_scaling: str | None = None  # the one rope scaling type the module computes as transformers does
+    rope_keys_shown: tuple[str, ...] | None = None  # the rope parameters a PK102 message lists; None: all of them
+    unread_texts: Mapping[str, str] = field(
+        default_factory=dict
+    )  # PK202's reasons, where the module's own words differ
+    #: how the module builds lm_head: "flag" (`lm_head.weight` unless `tie_word_embeddings`),
+    #: "always-loaded", "always-tied" (`embed_tokens`), "probed" (when the file has one, never the flag)
+    lm_head: Literal["flag", "always-loaded", "always-tied", "probed"] = "flag"
+    #: how the module windows attention: None (never), "every-layer" (candle's prefill mask keeps
+    #: `sliding_window`+1 keys on every layer, decode keeps all), "pattern" (gemma3: its sliding
+    #: layers, decode through a RotatingKvCache of `sliding_window`), "unsupported" (build fails)
+    sliding_window: Literal["every-layer", "pattern", "unsupported"] | None = None
+    #: where the module builds its RoPE cos/sin table in the model dtype (positions, inv_freq and their
+    #: product rounded to it: PK317), as candle source lines; None: built in f32 and then cast
+    rope_table_in_model_dtype: str | None = None
+    activation_keys: tuple[str, ...] = ("hidden_act",)  # the key(s) candle reads the activation from (two: either one)
+    transformers_activation_key: str = "hidden_act"  # the one transformers reads
+    #: where the module breaks on a chat's paths (None: it does not): a later turn fed at an offset
+    #: on the warm KV cache, a batch of N > 1 rows, and its public forward that takes a padding mask
+    continuation_mask: ContinuationMask | None = None
+    batch_mask: BatchMask | None = None
+    padding_mask: PaddingMask | None = None
+    #: the submodules of transformers' decoder layer the porting kit records, in computation order
+    #: (`portkit.families.sublayers`): Llama's decoder layer unless the module says otherwise
+    sublayers: tuple[str, ...] = _sublayers.DEFAULT
+
+    @classmethod
+    def of(cls, module: Any, release: str) -> Traits:
+        """The traits `module` (a family's `portkit.families.<name>`) sets, as `release` has them."""
+        values = {}
+        for f in fields(cls):
+            value = getattr(module, f.name.upper(), MISSING)
+            if value is MISSING:
+                continue
+            values[f.name] = value.at(release) if isinstance(value, Changed) else value
+        return cls(**values)
+
+
 class FamiliesWith:
     """The families whose module sets the trait `trait` to a record of kind `kind`, in registry
     order: a rule's `families`, derived from the family modules.
@@ -93,7 +149,7 @@ class FamiliesWith:
 
     def of(self, family: Family | None) -> Any:
         """The family's record of this trait when it is of this kind, else None."""
-        value = family.trait(self.trait) if family is not None else None
+        value = getattr(family.traits, self.trait.lower()) if family is not None else None
         return value if value is not None and value.kind == self.kind else None
 
     @property

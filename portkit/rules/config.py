@@ -88,11 +88,11 @@ class RopeThetaInRopeParameters(Rule):
         fv, ftv, fam = ctx.fv, ctx.ftv, ctx.family
         if fv is None or ftv is None or fam is None or not fv.ok:
             return
-        for key in fam.trait("THETA_KEYS"):
+        for key in fam.traits.theta_keys:
             t, c = ftv.get(key), fv.get(key)
             if not isinstance(t, float) or not isinstance(c, (int, float)):
                 continue
-            if (f32(t) if key in fam.trait("F32_FIELDS") else t) == c:
+            if (f32(t) if key in fam.traits.f32_fields else t) == c:
                 continue
             if key in fv.written:
                 tail = f"{fam.who} reads the top-level `{key}`={num(c)}"
@@ -172,7 +172,7 @@ class RopeScalingInRopeParameters(Rule):
         if not fv.ok and (fv.refused_at or [""])[0] == "rope_scaling":
             return  # candle refuses the `rope_scaling` itself: PK103 or PK112 says so
         # (a config candle refuses for another key still says which scaling it would miss)
-        computed = fam.trait("CANDLE_ROPE_SCALING")
+        computed = fam.traits.candle_rope_scaling
         src = f"`{ftv.rope_source}`" if ftv.rope_source else "`rope_parameters`"
         scaled = [("", ftv.rope_type, ftv.rope_parameters)]
         if ftv.local_rope_type is not None:
@@ -182,7 +182,7 @@ class RopeScalingInRopeParameters(Rule):
                 computed is not None and fam.semantics.rope_scaling_applied(fv.values, rope_type)
             ):
                 continue
-            shown = fam.trait("ROPE_KEYS_SHOWN") or tuple(k for k in p if k not in ("rope_type", "type", "rope_theta"))
+            shown = fam.traits.rope_keys_shown or tuple(k for k in p if k not in ("rope_type", "type", "rope_theta"))
             params = ", ".join(
                 f"`{k}`=[{len(p[k])} values]" if isinstance(p[k], list) else f"`{k}`={num(p[k])}"
                 for k in shown
@@ -226,7 +226,7 @@ def _rope_scaling_edits(ctx: Context, rope_type: str, p: dict[str, object]) -> d
     (its own `rope_scaling` shape, and the `rope_theta`), None when it computes no such scaling."""
     fam, ftv = ctx.family, ctx.ftv
     assert fam is not None and ftv is not None
-    computed = fam.trait("CANDLE_ROPE_SCALING")
+    computed = fam.traits.candle_rope_scaling
     if computed is None or rope_type != computed:
         return None
     edits: dict[str, object] = {"rope_scaling": fam.semantics.rope_scaling_edits(p)}
@@ -239,7 +239,7 @@ def _no_scaling_help(ctx: Context, rope_type: str) -> str:
     """The help line when no config edit makes candle's module apply transformers' scaling."""
     fam = ctx.family
     assert fam is not None
-    computed = fam.trait("CANDLE_ROPE_SCALING")
+    computed = fam.traits.candle_rope_scaling
     implements = f" (its {fam.name} implements {computed} only)" if computed else " as transformers does"
     return f"No config edit makes {fam.who} apply `{rope_type}` scaling{implements}; run this checkpoint with an implementation of that scaling"
 
@@ -378,7 +378,7 @@ class HeadDimMismatch(Rule):
             edits, said = {"head_dim": hd}, f"`head_dim`={hd} (its default: config.json has none)"
         if not isinstance(hd, int) or isinstance(hd, bool) or not isinstance(c, int) or not heads or hd == c:
             return
-        proj, panics = fam.trait("QUERY_PROJ"), fam.trait("LOAD_PANICS")
+        proj, panics = fam.traits.query_proj, fam.traits.load_panics
         if panics:
             how = f"so `{panics}` panics on `{proj}` ({hd * heads} rows, candle expects {c * heads})"
         else:
@@ -545,7 +545,7 @@ class HiddenActNotSilu(Rule):
         ftv, fam = ctx.ftv, ctx.family
         if ftv is None or fam is None:
             return
-        key = fam.trait("TRANSFORMERS_ACTIVATION_KEY")
+        key = fam.traits.transformers_activation_key
         act = ftv.get(key)
         if isinstance(act, str) and act not in SILU_NAMES:
             yield self.finding(

@@ -140,7 +140,7 @@ def _candle_window(ctx: Context) -> tuple[list[float], list[float]]:
     fv, fam = ctx.fv, ctx.family
     assert fv is not None and fam is not None
     n = fv.get("num_hidden_layers") or 0
-    sw, how = fv.get("sliding_window"), fam.trait("SLIDING_WINDOW")
+    sw, how = fv.get("sliding_window"), fam.traits.sliding_window
     inf = math.inf
     # candle's masks are `j + sw < i` (sw+1 keys), and only when seq_len > 1; the caches are
     # not trimmed, except gemma3's RotatingKvCache(sliding_window) on its sliding layers
@@ -217,7 +217,7 @@ class SlidingWindowSemantics(Rule):
         fv, ftv, fam = ctx.fv, ctx.ftv, ctx.family
         if fv is None or ftv is None or fam is None or not fv.ok:
             return
-        if fam.trait("SLIDING_WINDOW") == "unsupported":
+        if fam.traits.sliding_window == "unsupported":
             if fv.get("use_sliding_window"):
                 yield self.finding(
                     ctx,
@@ -313,7 +313,7 @@ _ACT = {
 def _both_activations(ctx: Context) -> bool:
     """A module that reads either of two activation keys (gemma) has both set."""
     fv, fam = ctx.fv, ctx.family
-    keys = fam.trait("ACTIVATION_KEYS") if fam is not None else ()
+    keys = fam.traits.activation_keys if fam is not None else ()
     return bool(fv and fv.ok and len(keys) == 2 and all(fv.get(k) for k in keys))
 
 
@@ -380,10 +380,10 @@ class ActivationDiffers(Rule):
         fv, ftv, fam = ctx.fv, ctx.ftv, ctx.family
         if fv is None or ftv is None or fam is None or not fv.ok or _both_activations(ctx):
             return
-        keys = fam.trait("ACTIVATION_KEYS")
+        keys = fam.traits.activation_keys
         key = next((k for k in keys if fv.get(k) is not None), keys[0])  # the one candle read
         candle = fv.get(key)
-        trans = ftv.get(fam.trait("TRANSFORMERS_ACTIVATION_KEY"))
+        trans = ftv.get(fam.traits.transformers_activation_key)
         if not isinstance(candle, str) or not isinstance(trans, str):
             return
         tf, cf = _ACT.get(trans), _ACT.get(candle)
@@ -690,7 +690,7 @@ class LmHeadIgnoresTie(Rule):
         tie = ftv.get("tie_word_embeddings")
         src = "" if "tie_word_embeddings" in ftv.sources and ftv.sources["tie_word_embeddings"] else " (its default)"
         keys = ("tie_word_embeddings",)
-        lm_head = fam.trait("LM_HEAD")
+        lm_head = fam.traits.lm_head
         if lm_head == "always-loaded" and tie is True:
             st = ctx.facts.safetensors
             if st is not None and "lm_head.weight" in st.tensors:

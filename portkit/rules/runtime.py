@@ -666,7 +666,7 @@ class RopeTableInHalfPrecision(_RuntimeRule):
         first, worst = position_error(t.dtype, planned - 1)
         if planned - 1 < first:
             return
-        src = ctx.family.trait("ROPE_TABLE_IN_MODEL_DTYPE")  # type: ignore[union-attr]
+        src = ctx.family.traits.rope_table_in_model_dtype  # type: ignore[union-attr]
         how = (
             f"`--max-tokens` {t.max_tokens}"
             if t.max_tokens is not None and t.max_tokens <= mp

@@ -101,7 +101,7 @@ def is_family_name(ctx: Context, name: str, expected: dict[str, tuple[int, ...]]
     """Whether `name` is spelled the way the family's candle module looks tensors up: its fixed
     list where the module has one (llama), else anything under `model.` or `lm_head.` (PK202
     says which of those are unread)."""
-    known = ctx.family.trait("KNOWN_TENSOR_NAMES") if ctx.family is not None else None
+    known = ctx.family.traits.known_tensor_names if ctx.family is not None else None
     if known is not None:
         return _known_name(known, name)
     if name.endswith(QUANTIZED_SUFFIXES):
@@ -111,7 +111,7 @@ def is_family_name(ctx: Context, name: str, expected: dict[str, tuple[int, ...]]
 
 def _strippable_prefix(ctx: Context, name: str, expected: dict[str, tuple[int, ...]]) -> int:
     """The length of a prefix whose removal gives a name the module reads, else 0."""
-    known = ctx.family.trait("KNOWN_TENSOR_NAMES") if ctx.family is not None else None
+    known = ctx.family.traits.known_tensor_names if ctx.family is not None else None
     i = name.find("model.", 1)
     while i > 0:
         rest = name[i:]
@@ -138,7 +138,7 @@ class _WeightsRule(Rule):
     @staticmethod
     def panics(ctx: Context) -> str | None:
         """The load function that panics on a bad layer tensor, for modules that `.unwrap()` per block."""
-        return ctx.family.trait("LOAD_PANICS") if ctx.family is not None else None
+        return ctx.family.traits.load_panics if ctx.family is not None else None
 
 
 class MissingTensor(_WeightsRule):
@@ -322,7 +322,7 @@ class UnreadTensor(_WeightsRule):
                              "(`tie_word_embeddings` is false): another model", "error"),
             "other": ("its module has no such tensor; transformers reads them only if its config enables them", "warning"),
         }  # fmt: skip
-        for key, why in ctx.family.trait("UNREAD_TEXTS").items():  # type: ignore[union-attr]  # the module's own words
+        for key, why in ctx.family.traits.unread_texts.items():  # type: ignore[union-attr]  # the module's own words
             texts[key] = (why, texts[key][1])
         for key, names in groups.items():
             if key.startswith("flag:"):
@@ -414,7 +414,7 @@ class UnexpectedTensor(_WeightsRule):
         if not odd:
             return
         hint = ""
-        scheme = ctx.family.trait("NAME_SCHEME")
+        scheme = ctx.family.traits.name_scheme
         for n in odd:
             i = _strippable_prefix(ctx, n, expected)
             if i:
@@ -572,7 +572,7 @@ class LmHeadVsTie(_WeightsRule):
             return
         fam, mod, tie = ctx.family, module_name(ctx), transformers_tie(ctx)
         assert fam is not None
-        if fam.trait("LM_HEAD") == "probed":
+        if fam.traits.lm_head == "probed":
             yield from self._probed(ctx, "lm_head.weight" in have, tie)
             return
         if "lm_head.weight" not in expected or "lm_head.weight" in have:

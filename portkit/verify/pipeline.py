@@ -413,7 +413,7 @@ class VerifyRun:
         tokens = parse_tokens(opts.tokens)
         tol = TOLERANCES[opts.dtype]
         plan = paths.plan(
-            opts.turns, opts.batch, model, prompt.ids, tokens, padded=family.trait("PADDING_MASK") is not None
+            opts.turns, opts.batch, model, prompt.ids, tokens, padded=family.traits.padding_mask is not None
         )
         pn = native_for_run()
         check_device(pn, opts.device)
@@ -694,7 +694,7 @@ class VerifyRun:
         from portkit.verify.candle.native import load_gguf
 
         with self.timings.timed("paths"):
-            padded = self.family.trait("PADDING_MASK") is not None
+            padded = self.family.traits.padding_mask is not None
             subjects = [
                 paths.PathSubject("candle", self.candle.loader(self.model.config_text), self.tol, padded, findings)
             ]

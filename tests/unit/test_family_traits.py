@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from portkit.families import BY_NAME, FAMILIES, TRAITS
-from portkit.families.traits import BatchMask, ContinuationMask, FamiliesWith, PaddingMask
+from portkit.families import BY_NAME, FAMILIES
+from portkit.families.traits import BatchMask, ContinuationMask, FamiliesWith, PaddingMask, Traits
 from portkit.rules import RULES
+
+TRAITS = {f.name.upper() for f in dataclasses.fields(Traits)}
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = set(BY_NAME)
@@ -62,16 +64,16 @@ def test_a_family_module_sets_only_known_traits(family: str) -> None:
     assert upper - set(TRAITS) <= {"FIELDS", "REQUIRED_FIELDS", "DEFAULT_ROPE_THETA", "SUBLAYERS", "TYPE_CHECKING"}, (
         upper - set(TRAITS)
     )
-    assert BY_NAME[family].trait("LM_HEAD") in ("flag", "always-loaded", "always-tied", "probed")
-    assert BY_NAME[family].trait("SLIDING_WINDOW") in (None, "every-layer", "pattern", "unsupported")
+    assert BY_NAME[family].traits.lm_head in ("flag", "always-loaded", "always-tied", "probed")
+    assert BY_NAME[family].traits.sliding_window in (None, "every-layer", "pattern", "unsupported")
 
 
 def test_the_rules_families_agree_with_the_traits() -> None:
-    fixed_head = {f.name for f in FAMILIES if f.trait("LM_HEAD") in ("always-loaded", "always-tied")}
+    fixed_head = {f.name for f in FAMILIES if f.traits.lm_head in ("always-loaded", "always-tied")}
     assert set(RULES["PK120"].families) == fixed_head
-    windowed = {f.name for f in FAMILIES if f.trait("SLIDING_WINDOW") is not None}
+    windowed = {f.name for f in FAMILIES if f.traits.sliding_window is not None}
     assert set(RULES["PK115"].families) == windowed | {"phi3"}  # phi3's transformers windows, its candle never
-    two_keys = {f.name for f in FAMILIES if len(f.trait("ACTIVATION_KEYS")) == 2}
+    two_keys = {f.name for f in FAMILIES if len(f.traits.activation_keys) == 2}
     assert set(RULES["PK117"].families) == two_keys
 
 
@@ -80,7 +82,7 @@ def test_the_path_rules_families_agree_with_the_traits() -> None:
     `families` is derived from the traits: this pins what the derivation gives today)."""
 
     def having(trait: str, how: str) -> set[str]:
-        return {f.name for f in FAMILIES if getattr(f.trait(trait), "kind", None) == how}
+        return {f.name for f in FAMILIES if getattr(getattr(f.traits, trait.lower()), "kind", None) == how}
 
     assert set(RULES["PK309"].families) == having("CONTINUATION_MASK", "prefix-in-model-dtype") == {"qwen2", "olmo2"}
     assert set(RULES["PK310"].families) == having("CONTINUATION_MASK", "rotating-window") == {"gemma3"}
@@ -91,7 +93,7 @@ def test_the_path_rules_families_agree_with_the_traits() -> None:
     )
     assert set(RULES["PK312"].families) == having("PADDING_MASK", "bidirectional") == {"qwen2"}
     for f in FAMILIES:
-        assert f.trait("BATCH_MASK") is None or f.trait("BATCH_MASK").built in ("where-read", "always")
+        assert f.traits.batch_mask is None or f.traits.batch_mask.built in ("where-read", "always")
 
 
 @pytest.mark.parametrize(
@@ -99,15 +101,15 @@ def test_the_path_rules_families_agree_with_the_traits() -> None:
 )
 def test_a_path_trait_is_a_frozen_record_or_none(trait: str, record: type) -> None:
     """Every module's value of a path trait is None or that trait's frozen record, read by field
-    name; verify asks only `family.trait("PADDING_MASK") is not None` (qwen2 alone)."""
+    name; verify asks only `family.traits.padding_mask is not None` (qwen2 alone)."""
     for f in FAMILIES:
-        value = f.trait(trait)
+        value = getattr(f.traits, trait.lower())
         assert value is None or type(value) is record, (f.name, value)
         if value is not None:
             assert value.source.startswith(f.source.removesuffix(".rs")), (f.name, value.source)
             with pytest.raises(dataclasses.FrozenInstanceError):
                 value.kind = "other"  # type: ignore[misc]
-    assert {f.name for f in FAMILIES if f.trait("PADDING_MASK") is not None} == {"qwen2"}
+    assert {f.name for f in FAMILIES if f.traits.padding_mask is not None} == {"qwen2"}
 
 
 def test_the_derived_families_read_as_the_hand_written_tuples() -> None:

@@ -16,7 +16,7 @@ from portkit.verify.reference.rope_table import FIRST_ROUNDED, candle_angles, ro
 
 
 def test_the_rule_names_the_families_whose_module_builds_the_table_in_the_model_dtype() -> None:
-    with_trait = {f.name for f in FAMILIES if f.trait("ROPE_TABLE_IN_MODEL_DTYPE")}
+    with_trait = {f.name for f in FAMILIES if f.traits.rope_table_in_model_dtype}
     assert set(RULES["PK317"].families) == with_trait
     assert not with_trait & {
         "llama",
