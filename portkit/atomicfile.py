@@ -56,7 +56,7 @@ def _alive(pid: int) -> bool:
 def sweep(directory: Path, name: str | None = None) -> list[Path]:
     """Remove the temporary files of dead writers in `directory` (of `name` only, when given).
     A failure to list or remove is ignored: this is housekeeping."""
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(os.scandir(directory))
     except OSError:

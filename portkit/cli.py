@@ -210,14 +210,16 @@ def lint_run(args: argparse.Namespace) -> int:
             args.write_baseline.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         except OSError as e:
             raise InputError(args.write_baseline, e.strerror or str(e)) from None
-        n = len(report.findings)
-        print(f"portkit: wrote {n} finding{'' if n == 1 else 's'} to {args.write_baseline}", file=sys.stderr)
+        written = len(report.findings)
+        print(
+            f"portkit: wrote {written} finding{'' if written == 1 else 's'} to {args.write_baseline}", file=sys.stderr
+        )
         return 2 if report.errors else 0
     if args.baseline is not None:
         base = str(args.baseline.resolve().parent)
         counts: dict[str, int] = {}
-        for e in _baseline_entries(args.baseline):
-            fp = e.get("fingerprint")
+        for entry in _baseline_entries(args.baseline):
+            fp = entry.get("fingerprint")
             if isinstance(fp, str):
                 counts[fp] = counts.get(fp, 0) + 1
         kept = []

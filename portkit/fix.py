@@ -135,7 +135,8 @@ def plan(model_dir: Path, facts: ModelFacts | None = None) -> FixPlan:
             f"key `{dup}` is written twice; fix it by hand first (transformers keeps the last, candle refuses)",
         )
     assert isinstance(doc.value, dict)
-    new_obj, new_text, fixed_codes = doc.value, doc.text, set()
+    new_obj, new_text = doc.value, doc.text
+    fixed_codes: set[str] = set()
     safe: list[Edit] = []
     # candle's serde stops at its first error, so a finding can hide behind another (PK110's
     # missing rms_norm_eps behind PK103) until that one is fixed: lint the edited config again

@@ -167,11 +167,13 @@ def lint_paths(paths: Iterable[str | os.PathLike[str]], settings: Settings | Non
                 local.append(str(cached.path))
                 continue
         local.append(p)
-    release = {"candle_version": settings.target.candle, "candle_from": settings.target.candle_from}
+    version, source = settings.target.candle, settings.target.candle_from
     try:
         targets = model_targets(local)
     except InputError as e:
-        return Report(errors=[*errors, InputProblem(path=e.path, message=e.what)], **release)
+        return Report(
+            errors=[*errors, InputProblem(path=e.path, message=e.what)], candle_version=version, candle_from=source
+        )
     for t in targets:
         try:
             found, model_notes = lint_target(t, settings)
@@ -190,7 +192,9 @@ def lint_paths(paths: Iterable[str | os.PathLike[str]], settings: Settings | Non
     findings.sort(
         key=lambda f: (f.filename, f.location.row if f.location else 0, f.location.column if f.location else 0, f.code)
     )
-    return Report(findings=findings, models=models, errors=errors, notes=notes, **release)
+    return Report(
+        findings=findings, models=models, errors=errors, notes=notes, candle_version=version, candle_from=source
+    )
 
 
 def lint_dir(path: str | Path, settings: Settings | None = None) -> Report:

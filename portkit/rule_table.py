@@ -72,7 +72,7 @@ def rows(
     """The catalogue's rows; `candle`: only the rules whose fact holds for that release."""
     from portkit.rules import CODES, RULES
 
-    out = []
+    out: list[dict[str, Any]] = []
     for code, (name, status) in CODES.items():
         r = RULES.get(code)
         if r is None:  # a removed code: no rule, no group, no family

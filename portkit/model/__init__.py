@@ -285,9 +285,9 @@ def load_model(root: Path, gguf_names: Iterable[str] | None = None, *, hf_model:
             "llama reads safetensors only; convert them to safetensors first",
         )
     if lfs:
-        n = len(lfs)
+        count = len(lfs)
         notes.append(
-            f"{n} Git LFS pointer file{'' if n == 1 else 's'} skipped: weight rules did not run on {'it' if n == 1 else 'them'}"
+            f"{count} Git LFS pointer file{'' if count == 1 else 's'} skipped: weight rules did not run on {'it' if count == 1 else 'them'}"
         )
     return ModelFacts(
         root=root,

@@ -248,7 +248,7 @@ class _Reader:
         if ename == "STRING" and not keep:
             self._skip_strings(n, what)
             return GgufValue("ARRAY", None, ename, n)
-        items = [] if keep else None
+        items: list[GgufValue] | None = [] if keep else None
         for i in range(n):
             v = (
                 self.value(etype, f"{what}[{i}]", depth + 1)

@@ -23,7 +23,7 @@ their file and position; nothing here raises on a malformed pipeline.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from portkit.errors import InputError
@@ -254,9 +254,9 @@ def _module(
     kind = _kind(type_)
     folder = root / sub if sub else root
     has_folder = exists(folder) and folder.is_dir()
-    base = dict(index=i, type=type_, path=sub, kind=kind, row=row, column=col, folder_exists=has_folder)
+    base = PipelineModule(index=i, type=type_, path=sub, kind=kind, row=row, column=col, folder_exists=has_folder)
     if kind not in ("Pooling", "Dense"):
-        return PipelineModule(**base)  # type: ignore[arg-type]
+        return base
     cfg_path = folder / "config.json"
     if not has_folder or not exists(cfg_path):
         what = "folder" if not has_folder else "config.json"
@@ -275,12 +275,12 @@ def _module(
                 "missing",
             )
         )
-        return PipelineModule(**base)  # type: ignore[arg-type]
+        return base
     cfg = _json(cfg_path, problems)
     if not isinstance(cfg, dict):
         if cfg is not None:
             problems.append(PipelineProblem(cfg_path, f"{kind} config.json must be a JSON object"))
-        return PipelineModule(**base)  # type: ignore[arg-type]
+        return base
     if kind == "Pooling":
         mode = cfg.get("pooling_mode")
         if mode is None:
@@ -301,9 +301,9 @@ def _module(
                     *_key_pos(read_text(cfg_path), '"pooling_mode'),
                 )
             )
-        return PipelineModule(
-            **base, config=cfg, pooling_mode=modes, include_prompt=cfg.get("include_prompt", True) is not False
-        )  # type: ignore[arg-type]
+        return replace(
+            base, config=cfg, pooling_mode=modes, include_prompt=cfg.get("include_prompt", True) is not False
+        )
     weights, shape = None, None
     if exists(folder / "model.safetensors"):
         weights = "model.safetensors"
@@ -320,11 +320,11 @@ def _module(
     elif exists(folder / "pytorch_model.bin"):
         weights = "pytorch_model.bin"  # pickle: noted, never opened
     act = cfg.get("activation_function")
-    return PipelineModule(
-        **base,
+    return replace(
+        base,
         config=cfg,
         in_features=_int(cfg.get("in_features")),
-        out_features=_int(cfg.get("out_features")),  # type: ignore[arg-type]
+        out_features=_int(cfg.get("out_features")),
         bias=cfg.get("bias", True) is not False,
         activation=act if isinstance(act, str) else "torch.nn.modules.activation.Tanh",
         weights_file=weights,

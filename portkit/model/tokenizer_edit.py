@@ -63,7 +63,8 @@ def _top_level_value(tj: TokenizerJson, key: str) -> tuple[int, int]:
 
 def _added_token_spans(tj: TokenizerJson) -> list[tuple[int, int, dict[str, Any]]]:
     a, b = _top_level_value(tj, "added_tokens")
-    text, out, i = tj.text, [], a + 1
+    out: list[tuple[int, int, dict[str, Any]]] = []
+    text, i = tj.text, a + 1
     while True:
         while text[i] in " \t\r\n,":
             i += 1
@@ -91,7 +92,7 @@ def apply_changes(tj: TokenizerJson, changes: dict[str, Any]) -> str:
         spans.append((a, b, render(value, unit, 1)))
     if token_flags:
         for a, b, tok in _added_token_spans(tj):
-            flags = token_flags.get(tok.get("content"))
+            flags = token_flags.get(str(tok.get("content")))
             if flags:
                 spans.append((a, b, render({**tok, **flags}, unit, 2)))
     text = tj.text

@@ -93,7 +93,7 @@ class TokenizerJson:
         # the keys of one added token sit within a few hundred characters of its content
         start = self.text.rfind("{", 0, m.start())
         end = self.text.find("}", m.end())
-        k = re.compile(rf'"{re.escape(key)}"\s*:').search(self.text, start, end if end > 0 else None)
+        k = re.compile(rf'"{re.escape(key)}"\s*:').search(self.text, start, end if end > 0 else len(self.text))
         return _rowcol(self.text, (k or m).start())
 
 
@@ -194,6 +194,8 @@ def _skeleton(text: str) -> tuple[str, tuple[int, int], tuple[int, int], str] | 
 def parse_tokenizer_json(path: Path, text: str, *, fast: bool = True) -> TokenizerJson:
     """Parse tokenizer.json text (see the module doc); InputError (exit 2) for bad input."""
     cut = _skeleton(text) if fast else None
+    vspan: tuple[int, int] | None
+    mspan: tuple[int, int] | None
     if cut is not None:
         skel, vspan, mspan, vph = cut
         try:

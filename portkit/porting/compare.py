@@ -355,9 +355,10 @@ def _compare_dumps(ref: DumpFile, cand: DumpFile, dtype: str, tokenizer: Path | 
             ref_rows, got_rows = _teacher_forced_rows(R, C)
             delta_rows = None
             if truth_logits is not None and (GREEDY_LOGITS not in R or GREEDY_LOGITS in T):
-                delta_rows, _ = _teacher_forced_rows(
-                    {**R, "logits": truth_logits, GREEDY_LOGITS: T.get(GREEDY_LOGITS)}, C
-                )
+                truth_rows = {k: v for k, v in R.items() if k != GREEDY_LOGITS} | {"logits": truth_logits}
+                if GREEDY_LOGITS in T:  # the truth's generated rows (absent: the prompt's alone)
+                    truth_rows[GREEDY_LOGITS] = T[GREEDY_LOGITS]
+                delta_rows, _ = _teacher_forced_rows(truth_rows, C)
             cmp.steps = compare_steps(ref_rows, got_rows, near_tie=tol.near_tie, atol=tol.logits_atol, delta=delta_rows)
         ref_layers["logits"] = ref_logits if every_position else _last_row(ref_logits)
         got_layers["logits"] = got_logits if every_position else _last_row(got_logits)

@@ -85,11 +85,11 @@ def order_key(name: str, sub_order: Sequence[str] = ()) -> tuple[int, int, int, 
     m = _LAYER.fullmatch(name)
     if m:
         return (2, int(m.group(1)), _LAYER_RANK, name)
-    sub = sublayers.split(name)
-    if sub is not None:
-        return (2, sub[0], _sub_rank(sub[1], sub_order), name)
-    rank = {"ids": 0, "embeddings": 1, "norm": 3, "logits": 4, "greedy": 5, GREEDY_LOGITS: 6}
-    return (rank.get(name, 7), 0, 0, name)
+    split = sublayers.split(name)
+    if split is not None:
+        return (2, split[0], _sub_rank(split[1], sub_order), name)
+    ranks = {"ids": 0, "embeddings": 1, "norm": 3, "logits": 4, "greedy": 5, GREEDY_LOGITS: 6}
+    return (ranks.get(name, 7), 0, 0, name)
 
 
 def _sub_rank(sub: str, sub_order: Sequence[str]) -> int:
@@ -299,7 +299,7 @@ def _safetensors_chunks(
         offset += arr.nbytes
     text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     text += b" " * (-len(text) % 8)
-    return [struct.pack("<Q", len(text)) + text, *(memoryview(arr).cast("B") for arr in arrays.values() if arr.nbytes)]
+    return [struct.pack("<Q", len(text)) + text, *(arr.data.cast("B") for arr in arrays.values() if arr.nbytes)]
 
 
 def write_reference(path: Path, tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str], dtype: str) -> None:

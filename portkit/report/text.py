@@ -107,7 +107,7 @@ def _lines(report: Report, display_path: Callable[[str], str]) -> list[Line]:
         out.append(("bold underline", [(f"{shown}:", None)]))
         for f in group:
             sev = _SEV_STYLE.get(f.severity, "bold")
-            head = [(f.code, sev)]
+            head: list[tuple[str, str | None]] = [(f.code, sev)]
             if f.fix is not None:
                 head.append((" [*]", "cyan"))
             head.append((" " + f.message, None))

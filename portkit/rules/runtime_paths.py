@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any, ClassVar
 
-    from portkit.findings import Finding
+    from portkit.findings import Finding, ProbeRun, Severity
     from portkit.model import GgufFile
     from portkit.semantics import GgufView
 
@@ -45,8 +45,8 @@ def read_past_panic(release: str) -> str:
 
 class _PathRule(Rule):
     group = "runtime"
-    severity = "error"
-    probe_run: ClassVar[str]
+    severity: ClassVar[Severity] = "error"
+    probe_run: ClassVar[ProbeRun]
 
     def ready(self, ctx: Context) -> bool:
         return bool(ctx.facts.config is not None and ctx.ftv and ctx.ftv.ok and ctx.fv and ctx.fv.ok)
@@ -738,7 +738,7 @@ class ContinuationMaskSquare(_PathRule):
 
     code = "PK318"
     name = "continuation-mask-square"
-    families = ("llama", "granite")
+    families: ClassVar[tuple[str, ...]] = ("llama", "granite")
     holds = SQUARE_MASK_RELEASES
     effect = "runtime-error"
     probe_kind = "crash"

@@ -337,7 +337,9 @@ def block_whitespace(s: Scan) -> Iterator[Construct]:
     candle-examples keeps: the newline right after a `{% %}` or `{# #}` tag, the blanks before one
     at the start of a line; and the start of the render, which candle-examples `trim_start()`s."""
     tags = s.tags
-    bounds = [(None, tags[0] if tags else None, 0, tags[0].start if tags else len(s.text))]
+    bounds: list[tuple[Tag | None, Tag | None, int, int]] = [
+        (None, tags[0] if tags else None, 0, tags[0].start if tags else len(s.text))
+    ]
     for k, t in enumerate(tags):
         nxt = tags[k + 1] if k + 1 < len(tags) else None
         bounds.append((t, nxt, t.end, nxt.start if nxt else len(s.text)))
@@ -353,8 +355,8 @@ def block_whitespace(s: Scan) -> Iterator[Construct]:
             continue  # the whole segment goes in every environment
         block_before = prev is not None and prev.kind in "%#" and prev.right == ""
         block_after = nxt is not None and nxt.kind in "%#" and nxt.left == ""
-        if block_before and not stripped_left and text.startswith(("\n", "\r\n")):
-            row, col = s.rowcol(prev.start)  # type: ignore[union-attr]
+        if prev is not None and block_before and not stripped_left and text.startswith(("\n", "\r\n")):
+            row, col = s.rowcol(prev.start)
             yield Construct(
                 "whitespace", row, col, "newline after a block tag (trim_blocks)", {CANDLE_EXAMPLES: "differs"}
             )

@@ -250,6 +250,7 @@ def loader_required_tensors(g: GgufFile, loader: str, release: str = NATIVE) -> 
     required, fused `attn_qkv`)."""
     p = metadata_prefix(g, loader, release)
     blocks = min(md_u32(g, f"{p}.block_count") or 0, 100_000)
+    per: tuple[str, ...]
     if loader == "quantized_qwen2":
         out = ["token_embd.weight", "output_norm.weight"]
         per = ("attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias",
@@ -355,6 +356,7 @@ def gguf_view(g: GgufFile, release: str = NATIVE) -> GgufView:
         if err and refused is None:
             refused = err
     fb = md.get("llama.rope.freq_base")
+    fb_src: Literal["metadata", "default", "default-wrong-type"]
     if fb is None:
         freq_base, fb_src, fb_written = DEFAULT_FREQ_BASE, "default", None
     elif fb.type != "F32":
@@ -381,12 +383,12 @@ def gguf_view(g: GgufFile, release: str = NATIVE) -> GgufView:
                     needed += [f"blk.{i}.ffn_{w}.{e}.weight" for e in range(experts) for w in ("gate", "down", "up")]
                     needed += [f"blk.{i}.attn_norm.weight", f"blk.{i}.ffn_norm.weight"]
         for n in needed:
-            t = g.tensors.get(n)
-            if t is None:
+            info = g.tensors.get(n)
+            if info is None:
                 refused = f"cannot find tensor info for {n}"
                 break
-            if t.type_id not in loads(release):
-                refused = f"quantized type {t.type_name.replace('_K', 'K')} is not supported yet"
+            if info.type_id not in loads(release):
+                refused = f"quantized type {info.type_name.replace('_K', 'K')} is not supported yet"
                 break
     ctx = md.get("llama.context_length")
     kl = md.get("llama.attention.key_length")

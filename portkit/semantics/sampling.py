@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from functools import partial
 
 from portkit.sampler import CandleSampler, SamplerError, number, parse
 
@@ -146,32 +147,35 @@ def plain_call(gen: Generate) -> CandleSampler:
     """The call generation_config.json's own values suggest when passed as they read:
     `LogitsProcessor::new(seed, temperature, top_p)` (a `top_k` in the file: candle-examples'
     `Sampling::TopK`/`TopKThenTopP`), and candle-examples' window of 64 for a repetition penalty."""
-    rp = {"repeat_penalty": gen.repetition_penalty, "repeat_last_n": 64}
+    call = partial(CandleSampler, repeat_penalty=gen.repetition_penalty, repeat_last_n=64)
     if not gen.do_sample:
-        return CandleSampler("new", **rp)
+        return call("new")
     p = gen.top_p if gen.applies_top_p else None
     if "top_k" in gen.stated and gen.top_k > 0:
-        return CandleSampler(
-            "TopKThenTopP" if p is not None else "TopK", temperature=gen.temperature, top_k=gen.top_k, top_p=p, **rp
+        return call(
+            "TopKThenTopP" if p is not None else "TopK",
+            temperature=gen.temperature,
+            top_k=gen.top_k,
+            top_p=p,
         )
-    return CandleSampler("new", temperature=gen.temperature, top_p=p, **rp)
+    return call("new", temperature=gen.temperature, top_p=p)
 
 
 def advised(gen: Generate) -> CandleSampler:
     """The candle call closest to `generate()`: its temperature, its top-k (implicit 50 included),
     renormalised before its top-p as transformers' softmax between the warpers does, its
     repetition penalty over the whole sequence. What stays different: `gen.no_equivalent`."""
-    rp = {"repeat_penalty": gen.repetition_penalty, "repeat_last_n": None}
+    call = partial(CandleSampler, repeat_penalty=gen.repetition_penalty, repeat_last_n=None)
     if not gen.do_sample:
-        return CandleSampler("ArgMax", **rp)
+        return call("ArgMax")
     t, k, p = gen.temperature, gen.top_k if gen.applies_top_k else None, gen.top_p if gen.applies_top_p else None
     if k is not None and p is not None:
-        return CandleSampler("TopP", temperature=t, top_p=p, top_k_renormalised=k, **rp)
+        return call("TopP", temperature=t, top_p=p, top_k_renormalised=k)
     if k is not None:
-        return CandleSampler("TopK", temperature=t, top_k=k, **rp)
+        return call("TopK", temperature=t, top_k=k)
     if p is not None:
-        return CandleSampler("TopP", temperature=t, top_p=p, **rp)
-    return CandleSampler("All", temperature=t, **rp)
+        return call("TopP", temperature=t, top_p=p)
+    return call("All", temperature=t)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ non-finite 3, agree 0: `EXIT_ORDER`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -117,7 +118,7 @@ def verify_each(
         t0 = time.perf_counter()
         try:
             unfinished = begin(
-                dataclasses.replace(opts, model_dir=path), progress=lambda s, p=prefix: progress(p, s), session=session
+                dataclasses.replace(opts, model_dir=path), progress=functools.partial(progress, prefix), session=session
             )
         except BadInput as e:
             return label, t0, e

@@ -18,8 +18,8 @@ ALL_LOADERS = tuple(GGUF_LOADERS.values())  # every candle GGUF loader, quantize
 
 class GgufRule(Rule):
     group = "gguf"
-    families = ("*",)
-    needs = ("gguf",)
+    families: ClassVar[tuple[str, ...]] = ("*",)
+    needs: ClassVar[tuple[str, ...]] = ("gguf",)
     # the candle GGUF loaders whose files the rule speaks about
     loaders: ClassVar[tuple[str, ...]] = ("quantized_llama",)
 

@@ -216,7 +216,8 @@ def _compare_first_head(st, g: GgufFile, hf_name: str, gg_name: str, hd: int):  
         try:
             import gguf.quants  # lazy: numpy-only, never torch
 
-            d = gguf.quants.dequantize(np.frombuffer(g_raw, np.uint8), q.type_id).astype(np.float64).ravel()
+            qtype = gguf.GGMLQuantizationType(q.type_id)
+            d = gguf.quants.dequantize(np.frombuffer(g_raw, np.uint8), qtype).astype(np.float64).ravel()
         except Exception:
             return None
     if d.size != n:

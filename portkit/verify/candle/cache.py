@@ -56,8 +56,11 @@ def cacheable(device: str, use_cache: bool) -> bool:
 
 @functools.lru_cache(maxsize=1)
 def wheel_digest() -> str:
+    import importlib
+
     import portkit_native
-    from portkit_native import _native
+
+    _native = importlib.import_module("portkit_native._native")  # the compiled module: no stub to type it
 
     h = hashlib.sha256()
     for f in (_native.__file__, portkit_native.__file__):

@@ -29,6 +29,7 @@ class GgufFile:
 
         self.path, self.prompt, self.inputs, self.tokens, self.device = path, list(prompt), list(inputs), tokens, device
         header = _header(path)
+        self.tensor_names: set[str] | None
         if header is not None:
             self.types, self.meta, self.tensor_names = header
         else:

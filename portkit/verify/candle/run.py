@@ -130,6 +130,7 @@ def run_candle(
         stages.enter("load")
         runner = load()
         _logits(runner, prompt, ref_tokens, tokens, stages, out)
+        assert out.rows is not None and out.greedy is not None  # `_logits` sets both or raises
         out.last = out.rows[0]
         if capture:
             stages.enter("capture")
@@ -226,7 +227,7 @@ def from_cache(cache: RunCache | None, label: str) -> RunOutputs | None:
     if hit is None:
         return None
     out = RunOutputs(label=label, greedy=hit.greedy, rows=hit.rows, layers=hit.layers, source="cache")
-    out.last = out.rows[0]
+    out.last = hit.rows[0]
     out.seconds = time.perf_counter() - t0
     return out
 

@@ -176,8 +176,9 @@ def check_batch(
     rows = []
     for i, (text, tag) in enumerate(texts):
         r = check_row(text, tag, mask[i], got, ref, truth, row=i)
-        if got.embeddings is not None and alone[i].embeddings is not None:
-            r.alone_diff = _max_abs(got.embeddings[i], alone[i].embeddings[0])
+        own = alone[i].embeddings
+        if got.embeddings is not None and own is not None:
+            r.alone_diff = _max_abs(got.embeddings[i], own[0])
         rows.append(r)
     return BatchCheck(rows=rows, seq=int(mask.shape[1]))
 

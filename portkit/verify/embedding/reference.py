@@ -191,17 +191,18 @@ def load_reference(
     st.eval()
     truth_st = copy.deepcopy(st).double()
     name = st.default_prompt_name
-    prompt = (st.prompts or {}).get(name, "") if name else ""
+    prompt = str((st.prompts or {}).get(name, "")) if name else ""
     prompt_length = 0
     if prompt:
         texts = [prompt + t for t in texts]
         pooling = next((m for m in st if type(m).__name__ == "Pooling"), None)
         if pooling is not None and not getattr(pooling, "include_prompt", True):
             prompt_length = int(st.preprocess([prompt])["attention_mask"].sum()) - 1  # less the closing special token
-    cfg = st[0].auto_model.config
+    encoder: Any = st[0].auto_model  # sentence-transformers' Transformer module holds the model
+    cfg = encoder.config
     ref = EmbeddingReference(
         model_type=str(cfg.model_type),
-        architecture=type(st[0].auto_model).__name__,
+        architecture=type(encoder).__name__,
         steps=_steps(st),
         max_seq_length=st.max_seq_length,
         prompt=prompt,

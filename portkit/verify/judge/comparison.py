@@ -65,9 +65,8 @@ class Comparison:
         `no_sublayers_hint`: `localise`'s; `deltas` and `own`: the truth's, per name (`compare_layers`)."""
         rtol = self.tolerance.layer_rtol
         self.layers_judged = rtol is not None
-        judged = rtol is not None
-        self.layers = compare_layers(
-            ref, got, rtol if judged else math.inf, deltas if judged else None, own if judged else None
+        self.layers = (
+            compare_layers(ref, got, rtol, deltas, own) if rtol is not None else compare_layers(ref, got, math.inf)
         )
         if self.layers_judged:
             self.localisation = localise(

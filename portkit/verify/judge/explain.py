@@ -131,11 +131,11 @@ def explain(
             where = _where(loc, no_layers, after if after.layers is not None else cmp) + (
                 " (as written)" if loc is not None and after.layers is None else ""
             )
-            rest = f"unexplained beyond {names}: {how}, {after.headline()}; {where}"
+            unexplained = f"unexplained beyond {names}: {how}, {after.headline()}; {where}"
             return Explanation(
                 False,
                 list(dict.fromkeys(measured)),
-                rest,
+                unexplained,
                 as_written,
                 after.distance(),
                 loc,

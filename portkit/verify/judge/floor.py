@@ -68,7 +68,7 @@ class Floor:
     def ok(self) -> bool:
         return bool(self.candle <= self.bound)  # NaN compares False: out of the floor
 
-    def to_json(self) -> dict[str, float]:
+    def to_json(self) -> dict[str, float | str]:
         return {
             "kind": self.kind,
             "candle": self.candle,

@@ -101,17 +101,16 @@ def reference_as_candle(
         rope_table,
     )
     own = session is None
-    if own:
-        session = ReferenceSession(progress, start=False)
+    used = ReferenceSession(progress, start=False) if session is None else session
     try:
-        got = session.wait(session.submit(req))
+        got = used.wait_outputs(used.submit(req))
         rows, layers = got.rows, dict(got.layers)
         effect = layers.pop(compute.EFFECT)
     except compute.ReferenceFailed as e:
         raise BadInput(str(e)) from None
     finally:
         if own:
-            session.close()
+            used.close()
     if cache is not None:
         cache.put(
             forced,

@@ -112,7 +112,7 @@ class ReferenceJob:
         self._extra = extra
         self._submitted = True
         inputs = refeed_inputs(candle_layers) if self.truth and forced is not None and candle_layers else {}
-        self._refeed = refeed_digest(candle_layers) if inputs else None
+        self._refeed = refeed_digest(candle_layers) if inputs and candle_layers else None
         self._hit = self.cache.get(self._forced, extra, self._refeed) if self.cache is not None else None
         if self._hit is None:
             files = [str(p) for p in self.model.weight_files]
@@ -174,7 +174,7 @@ class ReferenceJob:
             assert self._ticket is not None
             self.send_truth()
             try:
-                out = self.session.wait(self._ticket)
+                out = self.session.wait_outputs(self._ticket)
                 if self._truth_ticket is not None:
                     out = self._with_truth(out, self._truth_ticket)
             except compute.ReferenceFailed as e:

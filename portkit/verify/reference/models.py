@@ -278,7 +278,7 @@ class StreamedModel(_ModelRuns):
             dtype=self.load_dtype,
             dtype_plan=model._get_dtype_plan(self.load_dtype),
             device_map={"": "cpu"},
-            weight_mapping=get_model_conversion_mapping(model),
+            weight_mapping=get_model_conversion_mapping(model),  # type: ignore[arg-type]  # transformers' own pair, typed narrower there
         )
         self.tensor_edits = _checked_edits(tensor_edits or {}, {k for f in self.files for k in f.keys()})
         self.layers_path, self.layers = _decoder_layers(model)
@@ -329,7 +329,7 @@ class StreamedModel(_ModelRuns):
         owners: list[str] = []
         modules = dict(self.model.named_modules())
         for name, mod in modules.items():
-            non_persistent = getattr(mod, "_non_persistent_buffers_set", set())
+            non_persistent: set[str] = getattr(mod, "_non_persistent_buffers_set", set())
             names = [n for n, b in mod._buffers.items() if b is not None and n in non_persistent]
             if not names:
                 continue
@@ -609,7 +609,7 @@ def decode(
     rows = [first.logits[-1]]
     fed: list[int] = []
     key = "cache" if hasattr(out, "cache") else "past_key_values"
-    torch = None
+    threads_before: int | None = None
     if step_threads is not None and max(n, 1) > 1:
         import torch
 
@@ -623,7 +623,9 @@ def decode(
             cache = getattr(out, key, cache)
             rows.append(res.logits[-1])
     finally:
-        if torch is not None:
+        if threads_before is not None:
+            import torch
+
             torch.set_num_threads(threads_before)
     if forced is None and n:
         fed.append(int(rows[-1].argmax()))

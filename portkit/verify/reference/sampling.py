@@ -53,8 +53,12 @@ def processors(gc: Any, input_len: int) -> Any:
         _merge_criteria_processor_list=lambda default, _custom: default,
     )
     return GenerationMixin._get_logits_processor(
-        model, gc, input_ids_seq_length=input_len, device="cpu", model_kwargs={}
-    )  # type: ignore[arg-type]
+        model,  # type: ignore[arg-type]  # a stand-in holding the two attributes the method reads
+        gc,
+        input_ids_seq_length=input_len,
+        device="cpu",
+        model_kwargs={},
+    )
 
 
 def distributions(gc: Any, prompt: Sequence[int], fed: Sequence[int], rows: np.ndarray) -> np.ndarray:

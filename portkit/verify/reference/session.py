@@ -154,6 +154,12 @@ class ReferenceSession:
             raise ticket.error
         return ticket.value
 
+    def wait_outputs(self, ticket: Ticket) -> compute.ReferenceOutputs:
+        """`wait` for a forward's or an as-candle run's ticket, whose answer is always the outputs."""
+        out = self.wait(ticket)
+        assert isinstance(out, compute.ReferenceOutputs), type(out)
+        return out
+
     @property
     def alternation(self) -> Alternation:
         """candle's runs and transformers' models alternating (`portkit verify A B ...`); in this
