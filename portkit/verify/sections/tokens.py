@@ -183,100 +183,106 @@ def _patched(tj: Any, patch: dict[str, Any]) -> Any:
 
 
 def _confirm(findings: Sequence[Finding], sec: TokenizerSection, crate: Any, tok: Any, tj: Any) -> list[Confirmation]:
+    """Each tokenizer finding's verdict: an expected crash by the crate's refusal, an edit by the
+    encodes (or decodes) it changes, after the other findings' edits."""
+    edits = {id(f): f.probe.edit for f in findings if isinstance(f.probe, TokenizerEdit) and f.probe.edit}
     out = []
-    patches = {id(f): f.probe.edit for f in findings if isinstance(f.probe, TokenizerEdit) and f.probe.edit}
-    n = len(sec.encodes)
     for f in findings:
         p = f.probe
-        kind = p.kind if p else "static-only"
-        base = identity(f, kind)
         if isinstance(p, ExpectedCrash):
-            if sec.crate_error is not None and fails_as_predicted(p.expect, sec.crate_error):
-                out.append(
-                    Confirmation(
-                        **base,
-                        verdict="CRASH-CONFIRMED",
-                        evidence=f"the tokenizers crate: {sec.crate_error}",
-                        details={"expect": p.expect},
-                    )
-                )
-            elif sec.crate_error is not None:
-                out.append(
-                    Confirmation(
-                        **base,
-                        verdict="NOT-REPRODUCED",
-                        evidence=f"the crate refuses the file, but not as predicted: {sec.crate_error}",
-                    )
-                )
-            else:
-                out.append(
-                    Confirmation(**base, verdict="NOT-REPRODUCED", evidence="the tokenizers crate loads tokenizer.json")
-                )
-            continue
-        if not isinstance(p, TokenizerEdit):
+            out.append(_confirm_refusal(f, p, sec))
+        elif not isinstance(p, TokenizerEdit):
             out.append(confirm_static(f))
-            continue
-        if not sec.compared:
+        elif not sec.compared:
             why = sec.crate_error or sec.transformers_error
-            out.append(Confirmation(**base, verdict="NOT-REPRODUCED", evidence=f"not measurable: {why}"))
-            continue
-        measure = p.measure
-        if measure == "double-bos":
-            out.append(_confirm_double_bos(base, sec, tok))
-            continue
-        patch = patches.get(id(f))
-        if not patch:
+            out.append(Confirmation(**identity(f, p.kind), verdict="NOT-REPRODUCED", evidence=f"not measurable: {why}"))
+        elif p.measure == "double-bos":
+            out.append(_confirm_double_bos(identity(f, p.kind), sec, tok))
+        elif not p.edit:
             out.append(confirm_static(f))
-            continue
-        others: dict[str, Any] = {}
-        for g in findings:
-            if g is not f and id(g) in patches:
-                others.update(patches[id(g)])
-        try:
-            before_tok = _patched(tj, others) if others else crate
-            after_tok = _patched(tj, {**others, **patch})
-        except Exception as e:  # noqa: BLE001 - the edited copy is refused: say so, verdict stays honest
-            out.append(
-                Confirmation(
-                    **base, verdict="NOT-REPRODUCED", evidence=f"its edit could not be applied: {one_line(e, 200)}"
-                )
-            )
-            continue
-        prefix = "with the other findings' edits, " if others else ""
-        only = None
-        if measure == "special-placement":  # where the special tokens it names are found
-            only = [i for c in p.special_tokens for i in [tok.convert_tokens_to_ids(c)] if isinstance(i, int)]
-        if measure == "decodes":
-            b = len(_decode_diffs(before_tok, tok, sec.encodes)[1])
-            a = len(_decode_diffs(after_tok, tok, sec.encodes)[1])
-            what, total = "decoded texts differ", sec.decodes
         else:
-            b, a = _count(before_tok, sec.encodes, only), _count(after_tok, sec.encodes, only)
-            what, total = ("encodes differ" if only is None else "encodes place its special tokens differently"), n
-        details = {"before": b, "after": a, "of": total, "patch": patch}
-        edit = ", ".join(sorted(patch))
-        if fewer(b, a):
-            evidence = f"{prefix}{b} of {total} {what}; with its edit ({edit}), {a}"
-            out.append(Confirmation(**base, verdict="CONFIRMED", evidence=evidence, details=details))
-            continue
-        if others:
-            # no effect once the others are fixed (its effect may go through theirs: a normalized
-            # special token matters only under the normalizer): measure it on the file as written
-            alone = _patched(tj, patch)
-            b0 = _count(crate, sec.encodes, only) if measure != "decodes" else len(sec.decode_differs)
-            a0 = (
-                _count(alone, sec.encodes, only)
-                if measure != "decodes"
-                else len(_decode_diffs(alone, tok, sec.encodes)[1])
-            )
-            details.update(as_written=b0, alone=a0)
-            if fewer(b0, a0):
-                evidence = f"on tokenizer.json as written {b0} of {total} {what}, with its edit alone ({edit}) {a0}; with the other findings' edits it has no effect of its own"
-                out.append(Confirmation(**base, verdict="CONFIRMED", evidence=evidence, details=details))
-                continue
-        evidence = f"no effect of its own on the corpus: {prefix}{b} of {total} {what}, and {a} with its edit"
-        out.append(Confirmation(**base, verdict="NOT-REPRODUCED", evidence=evidence, details=details))
+            others: dict[str, Any] = {}
+            for g in findings:
+                if g is not f and id(g) in edits:
+                    others.update(edits[id(g)])
+            out.append(_confirm_edit(f, p, p.edit, others, sec, crate, tok, tj))
     return out
+
+
+def _confirm_refusal(f: Finding, p: ExpectedCrash, sec: TokenizerSection) -> Confirmation:
+    base = identity(f, p.kind)
+    if sec.crate_error is None:
+        return Confirmation(**base, verdict="NOT-REPRODUCED", evidence="the tokenizers crate loads tokenizer.json")
+    if not fails_as_predicted(p.expect, sec.crate_error):
+        return Confirmation(
+            **base,
+            verdict="NOT-REPRODUCED",
+            evidence=f"the crate refuses the file, but not as predicted: {sec.crate_error}",
+        )
+    return Confirmation(
+        **base,
+        verdict="CRASH-CONFIRMED",
+        evidence=f"the tokenizers crate: {sec.crate_error}",
+        details={"expect": p.expect},
+    )
+
+
+def _confirm_edit(
+    f: Finding,
+    p: TokenizerEdit,
+    patch: dict[str, Any],
+    others: dict[str, Any],
+    sec: TokenizerSection,
+    crate: Any,
+    tok: Any,
+    tj: Any,
+) -> Confirmation:
+    """`patch` applied after the other findings' edits (`others`) must leave fewer differing
+    encodes (or decodes, or special-token placements: `p.measure`) than the others alone."""
+    base = identity(f, p.kind)
+    try:
+        before_tok = _patched(tj, others) if others else crate
+        after_tok = _patched(tj, {**others, **patch})
+    except Exception as e:  # noqa: BLE001 - the edited copy is refused: say so, verdict stays honest
+        return Confirmation(
+            **base, verdict="NOT-REPRODUCED", evidence=f"its edit could not be applied: {one_line(e, 200)}"
+        )
+    measure = p.measure
+    prefix = "with the other findings' edits, " if others else ""
+    only = None
+    if measure == "special-placement":  # where the special tokens it names are found
+        only = [i for c in p.special_tokens for i in [tok.convert_tokens_to_ids(c)] if isinstance(i, int)]
+
+    def count(t: Any) -> int:
+        if measure == "decodes":
+            return len(_decode_diffs(t, tok, sec.encodes)[1])
+        return _count(t, sec.encodes, only)
+
+    if measure == "decodes":
+        what, total = "decoded texts differ", sec.decodes
+    else:
+        what = "encodes differ" if only is None else "encodes place its special tokens differently"
+        total = len(sec.encodes)
+    b, a = count(before_tok), count(after_tok)
+    details = {"before": b, "after": a, "of": total, "patch": patch}
+    edit = ", ".join(sorted(patch))
+    if fewer(b, a):
+        evidence = f"{prefix}{b} of {total} {what}; with its edit ({edit}), {a}"
+        return Confirmation(**base, verdict="CONFIRMED", evidence=evidence, details=details)
+    if others:
+        # no effect once the others are fixed (its effect may go through theirs: a normalized
+        # special token matters only under the normalizer): measure it on the file as written
+        b0 = len(sec.decode_differs) if measure == "decodes" else _count(crate, sec.encodes, only)
+        a0 = count(_patched(tj, patch))
+        details.update(as_written=b0, alone=a0)
+        if fewer(b0, a0):
+            evidence = (
+                f"on tokenizer.json as written {b0} of {total} {what}, with its edit alone ({edit}) {a0}; "
+                "with the other findings' edits it has no effect of its own"
+            )
+            return Confirmation(**base, verdict="CONFIRMED", evidence=evidence, details=details)
+    evidence = f"no effect of its own on the corpus: {prefix}{b} of {total} {what}, and {a} with its edit"
+    return Confirmation(**base, verdict="NOT-REPRODUCED", evidence=evidence, details=details)
 
 
 def _confirm_double_bos(base: dict[str, Any], sec: TokenizerSection, tok: Any) -> Confirmation:
