@@ -90,7 +90,8 @@ def main() -> int:
         }
         print(f"load average {os.getloadavg()[0]:.1f} at the start; {os.cpu_count()} cores; medians of {a.repeats}")
         print(
-            "| checkpoint | run | reference (s) | as candle computes (s) | as candle / reference | verify wall (s) | PK107 |"
+            "| checkpoint | run | reference (s) | as candle computes (s) | as candle / reference | verify wall (s) | "
+            "PK107 |"
         )
         print("|---|---|---|---|---|---|---|")
         for name, d in cases.items():
@@ -106,7 +107,8 @@ def main() -> int:
                 wall = statistics.median(r["wall"] for r in rs)
                 ratio = f"{cf / ref:.2f}" if ref > 0.05 else f"{cf:.3f} s vs cached"
                 print(
-                    f"| {name} | {label} | {ref:.2f} | {cf:.2f} ({', '.join(rs[0]['sources'])}) | {ratio} | {wall:.2f} | {rs[0]['verdicts'].get('PK107')} |"
+                    f"| {name} | {label} | {ref:.2f} | {cf:.2f} ({', '.join(rs[0]['sources'])}) | {ratio} | {wall:.2f} "
+                    f"| {rs[0]['verdicts'].get('PK107')} |"
                 )
     finally:
         shutil.rmtree(work, ignore_errors=True)

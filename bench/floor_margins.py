@@ -129,9 +129,9 @@ def summarise(n: int, rows: list[dict]) -> str:
         f"threads {n}: {len(rows)} prompts, healthy MISMATCH {sum(not r['healthy']['ok'] for r in rows)} "
         f"(the former constants: {sum(not r['healthy']['old_ok'] for r in rows)}); worst healthy ratio: last position "
         f"{worst('last'):.2f}, steps {worst('steps'):.2f}, a layer {worst('layer'):.2f}, a sub-layer (reported only) "
-        f"{worst('sublayer'):.2f}; +1e-3 logit caught {sum(not r['perturbed']['ok'] for r in rows)}/{len(rows)}, weakest "
-        f"{pert:.1f}; {SCALED} x(1+1e-3) caught {sum(not s['ok'] for s in planted)}/{len(planted)}, weakest {scaled:.1f}, "
-        f"first bad {', '.join(where)}"
+        f"{worst('sublayer'):.2f}; +1e-3 logit caught {sum(not r['perturbed']['ok'] for r in rows)}/{len(rows)}, "
+        f"weakest {pert:.1f}; {SCALED} x(1+1e-3) caught {sum(not s['ok'] for s in planted)}/{len(planted)}, weakest "
+        f"{scaled:.1f}, first bad {', '.join(where)}"
     )
 
 

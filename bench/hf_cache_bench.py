@@ -157,8 +157,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     print("portkit lint --hf-cache benchmark" + (" (--quick)" if args.quick else ""))
     print(
-        f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus; portkit {metadata.version('portkit')}, "
-        f"huggingface_hub {huggingface_hub.__version__}; cache of {n} model repos written in {t_write:.1f} s; {n_findings} findings"
+        f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus; portkit "
+        f"{metadata.version('portkit')}, "
+        f"huggingface_hub {huggingface_hub.__version__}; cache of {n} model repos written in {t_write:.1f} s; "
+        f"{n_findings} findings"
     )
     print()
     headers = ("check", "measured", "baseline (same run)", "ratio", "target", "met")

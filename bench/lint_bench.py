@@ -29,7 +29,8 @@ Nothing here is asserted by the test suite (tests never assert wall-clock times)
 
 `--against REV` checks REV out in a temporary git worktree and times the same lint of the same
 skeletons (and of the 8B skeleton with a small tokenizer and a 4 KB chat template: what the
-chat-template rules cost; target at most +10 ms cold) with each tree's `portkit` (one subprocess per measurement, PYTHONPATH set to that tree),
+chat-template rules cost; target at most +10 ms cold) with each tree's `portkit` (one subprocess per measurement,
+PYTHONPATH set to that tree),
 alternating the two so that both see the same load; it prints each median and after/before.
 """
 
@@ -131,23 +132,45 @@ def write_qwen3_size_tokenizer(d: Path, seed: int = 0) -> int:
     split = {
         "type": "Split",
         "pattern": {
-            "Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+            "Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+            "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
         },
         "behavior": "Isolated",
         "invert": False,
     }
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
     doc = {
-        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": {"type": "NFC"},
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [split, byte_level]}, "post_processor": byte_level,
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": {"type": "NFC"},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [split, byte_level]},
+        "post_processor": byte_level,
         "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
-        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "", "end_of_word_suffix": "",
-                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": False, "vocab": vocab, "merges": merges},
-    }  # fmt: skip
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": "",
+            "end_of_word_suffix": "",
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": merges,
+        },
+    }
     text = json.dumps(doc, indent=2, ensure_ascii=False)
     (d / "tokenizer.json").write_text(text, encoding="utf-8")
-    tc = {"tokenizer_class": "Qwen2Tokenizer", "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "bos_token": None,
-          "chat_template": "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"}  # fmt: skip
+    tc = {
+        "tokenizer_class": "Qwen2Tokenizer",
+        "eos_token": "<|im_end|>",
+        "pad_token": "<|endoftext|>",
+        "bos_token": None,
+        "chat_template": "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + "
+        "'<|im_end|>\\n' }}{% endfor %}",
+    }
     (d / "tokenizer_config.json").write_text(json.dumps(tc, indent=2), encoding="utf-8")
     return len(text.encode("utf-8"))
 
@@ -274,10 +297,28 @@ def write_chat_model(root: Path, d8: Path) -> Path:
         for i, t in enumerate(specials)
     ]
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": True}
-    doc = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": None, "pre_tokenizer": byte_level,
-           "post_processor": byte_level, "decoder": byte_level,
-           "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "", "end_of_word_suffix": "",
-                     "fuse_unk": False, "byte_fallback": False, "ignore_merges": False, "vocab": vocab, "merges": [["a", "b"]]}}  # fmt: skip
+    doc = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": byte_level,
+        "post_processor": byte_level,
+        "decoder": byte_level,
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": "",
+            "end_of_word_suffix": "",
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": [["a", "b"]],
+        },
+    }
     (root / "tokenizer.json").write_text(json.dumps(doc, indent=2), encoding="utf-8")
     tc = {
         "tokenizer_class": "TokenizersBackend",
@@ -429,7 +470,11 @@ lint_paths([dchat])
 chat = []
 for _ in range(runs):
     t0 = time.perf_counter(); lint_paths([dchat]); chat.append(time.perf_counter() - t0)
-print(json.dumps({"import": t_import, "lint_8b": statistics.median(one), "many": t_many, "lint_chat": statistics.median(chat)}))
+print(
+    json.dumps(
+        {"import": t_import, "lint_8b": statistics.median(one), "many": t_many, "lint_chat": statistics.median(chat)}
+    )
+)
 """
 
 
@@ -677,7 +722,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("portkit lint benchmark" + (" (--quick)" if args.quick else ""))
     print(
         f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus; "
-        f"portkit {metadata.version('portkit')} ({install_kind()} install), transformers {tf_version}; in-process API: {how}"
+        f"portkit {metadata.version('portkit')} ({install_kind()} install), transformers {tf_version}; in-process API: "
+        f"{how}"
     )
     print(
         f"8B skeleton: {n_files_8b} files, {apparent / 2**30:.1f} GiB apparent, "
@@ -686,8 +732,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(
         f"cold CLI breakdown (medians): `python -c pass` {ms(med_pass)}, "
-        f"`python -c 'import portkit.lint'` {ms(statistics.median(t_import))}, "
-        f"in-process lint {ms(med_lint8)}"
+        f"`python -c 'import portkit.lint'` {ms(statistics.median(t_import))}, in-process lint {ms(med_lint8)}"
     )
     print()
     headers = ("check", "measured", "baseline (same run)", "ratio", "target", "met")

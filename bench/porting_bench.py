@@ -126,7 +126,8 @@ def main() -> int:
             res = measure_cpu(workflows[name])
             runs[name].append(res)
             print(
-                f"  run {i + 1} {name:<32} wall {res['wall']:6.2f} s  cpu {res['cpu']:6.2f} s  peak RSS {res['peak_rss'] / 2**20:7.1f} MiB",
+                f"  run {i + 1} {name:<32} wall {res['wall']:6.2f} s  cpu {res['cpu']:6.2f} s  peak RSS "
+                f"{res['peak_rss'] / 2**20:7.1f} MiB",
                 file=sys.stderr,
             )
     served = json.loads((work / "refproc.json").read_text().strip().splitlines()[-1])
@@ -139,7 +140,8 @@ def main() -> int:
     mib = 2**20
     print(f"fixture {d.name}: SmolLM2-135M shape, random seeded weights, f32 safetensors {weights / mib:.1f} MiB")
     print(
-        f"prompt {len(vb.PROMPT)} ids, {a.tokens} greedy tokens, {vb.THREADS} threads; best wall and median CPU of {a.repeats}, alternating order"
+        f"prompt {len(vb.PROMPT)} ids, {a.tokens} greedy tokens, {vb.THREADS} threads; best wall and median CPU of "
+        f"{a.repeats}, alternating order"
     )
     print()
     print(f"{'workflow':<34}{'wall s':>9}{'cpu s':>9}{'peak RSS MiB':>15}")

@@ -84,11 +84,13 @@ def main(argv: list[str] | None = None) -> int:
     ):
         rest = statistics.median(times[1:]) if len(times) > 1 else times[0]
         print(
-            f"{name}: first {times[0]:.4f} s ({times[0] / baseline:.3f}x), repeats median {rest:.4f} s ({rest / baseline:.3f}x)"
+            f"{name}: first {times[0]:.4f} s ({times[0] / baseline:.3f}x), repeats median {rest:.4f} s "
+            f"({rest / baseline:.3f}x)"
         )
     total = ref_times[0] + candle_times[0]
     print(
-        f"probe, first run, both sides: {total:.4f} s ({total / baseline:.3f}x the reference forward); target < 0.2 s: {'met' if total < 0.2 else 'NOT met'}"
+        f"probe, first run, both sides: {total:.4f} s ({total / baseline:.3f}x the reference forward); target < 0.2 s: "
+        f"{'met' if total < 0.2 else 'NOT met'}"
     )
     print(f"measured: plain call worst distance {section.program.worst:.3g}, advised {section.advised.worst:.3g}")
     return 0

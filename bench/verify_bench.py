@@ -414,18 +414,21 @@ def sized(a: argparse.Namespace) -> int:
                 r["report"] = rep
                 res.append(r)
                 print(
-                    f"  {label:<6} {dtype:<4} {attempt:<12} wall {r['wall']:7.2f} s  peak tree RSS {r['peak_tree_rss'] / 2**30:6.2f} GiB"
-                    f"  ({r['peak_tree_rss'] / weights_f32:.2f}x f32)  verdict {rep.get('verdict')}  timings {rep.get('timings')}",
+                    f"  {label:<6} {dtype:<4} {attempt:<12} wall {r['wall']:7.2f} s  peak tree RSS "
+                    f"{r['peak_tree_rss'] / 2**30:6.2f} GiB"
+                    f"  ({r['peak_tree_rss'] / weights_f32:.2f}x f32)  verdict {rep.get('verdict')}  timings "
+                    f"{rep.get('timings')}",
                     file=sys.stderr,
                 )
             rows.append((label, dtype, res))
             shutil.rmtree(cache, ignore_errors=True)
     print(
-        f"fixture {d.name}: f32 weight bytes {weights_f32 / 2**30:.2f} GiB; prompt {len(PROMPT)} ids, {a.tokens} tokens, {THREADS} threads"
+        f"fixture {d.name}: f32 weight bytes {weights_f32 / 2**30:.2f} GiB; prompt {len(PROMPT)} ids, {a.tokens} "
+        f"tokens, {THREADS} threads"
     )
     print(
-        f"{'portkit':<8}{'dtype':<7}{'first s':>9}{'repeat s':>10}{'repeat/first':>14}{'candle again s':>16}{'/first':>8}"
-        f"{'peak GiB':>10}{'peak/f32':>10}{'repeat peak/f32':>17}"
+        f"{'portkit':<8}{'dtype':<7}{'first s':>9}{'repeat s':>10}{'repeat/first':>14}"
+        f"{'candle again s':>16}{'/first':>8}{'peak GiB':>10}{'peak/f32':>10}{'repeat peak/f32':>17}"
     )
     rows = _medians(rows)
     for label, dtype, res in rows:
@@ -433,7 +436,8 @@ def sized(a: argparse.Namespace) -> int:
         cells = f"{label:<8}{dtype:<7}{first['wall']:>9.2f}"
         if len(res) > 2:
             repeat, again = res[1], res[2]
-            cells += f"{repeat['wall']:>10.2f}{repeat['wall'] / first['wall']:>14.2f}{again['wall']:>16.2f}{again['wall'] / first['wall']:>8.2f}"
+            cells += f"{repeat['wall']:>10.2f}{repeat['wall'] / first['wall']:>14.2f}"
+            cells += f"{again['wall']:>16.2f}{again['wall'] / first['wall']:>8.2f}"
         else:
             cells += f"{'-':>10}{'-':>14}{'-':>16}{'-':>8}"
         cells += f"{first['peak_tree_rss'] / 2**30:>10.2f}{first['peak_tree_rss'] / weights_f32:>10.2f}"
@@ -589,10 +593,12 @@ def main() -> int:
     mib = 2**20
     print(f"fixture {d.name}: SmolLM2-135M shape, random seeded weights, f32 safetensors {weights / mib:.1f} MiB")
     print(
-        f"prompt {len(PROMPT)} ids, {a.tokens} greedy tokens, {THREADS} threads; best wall of {a.repeats}, alternating order;"
+        f"prompt {len(PROMPT)} ids, {a.tokens} greedy tokens, {THREADS} threads; best wall of {a.repeats}, alternating "
+        "order;"
     )
     print(
-        "verify's first run starts from an empty $PORTKIT_CACHE each repeat (the baseline caches nothing); its repeat reads that cache"
+        "verify's first run starts from an empty $PORTKIT_CACHE each repeat (the baseline caches nothing); its repeat "
+        "reads that cache"
     )
     print()
     print(f"{'workflow':<40}{'wall s':>9}{'peak RSS MiB':>15}")
@@ -622,8 +628,8 @@ def main() -> int:
     c = rep.get("comparison") or {}
     lp = c.get("last_position") or {}
     print(
-        f"verify: {rep['verdict']} (exit {rep['exit_code']}); last position max|diff| {lp.get('max_abs_diff', float('nan')):.2e}; "
-        f"{c.get('summary', '')}; in-process {rep['seconds']:.2f} s"
+        f"verify: {rep['verdict']} (exit {rep['exit_code']}); last position max|diff| "
+        f"{lp.get('max_abs_diff', float('nan')):.2e}; {c.get('summary', '')}; in-process {rep['seconds']:.2f} s"
     )
     shutil.rmtree(work, ignore_errors=True)
     return 0
@@ -875,7 +881,8 @@ LADDER_QTYPES = (
 
 
 def ladder_files(d: Path, published: Path) -> list[Path]:
-    """The published Q4_1 and three more from the same checkpoint (fixtures.gguf_writer, once, under $PORTKIT_CACHE/bench)."""
+    """The published Q4_1 and three more from the same checkpoint (fixtures.gguf_writer, once, under
+    $PORTKIT_CACHE/bench)."""
     sys.path.insert(0, str(ROOT))
     from fixtures.gguf_writer import write_gguf
 
@@ -897,18 +904,36 @@ def _gguf_workflow(d: Path, gguf: Path, work: Path, env: dict[str, str], tokens:
     ref = str(work / f"gguf-ref-{tag}")
     tokens_of = f"$({py} -c \"import json;print(','.join(map(str,json.load(open('{ref}.json'))['tokens'])))\")"
     steps = [
-        dict(name=f"{tag}: reference script", argv=[py, "-I", str(ROOT / "bench/baseline/gguf_ref.py"), str(d), REAL_IDS, n, THREADS, ref], stdout=None),
-        dict(name=f"{tag}: quantized candle program", argv=["bash", "-c", f"exec {exe} cpu {gguf} {REAL_IDS} {tokens_of} {n} {work / f'gguf-candle-{tag}.f32'}"],
-             stdout=work / f"gguf-candle-{tag}.json"),
-        dict(name=f"{tag}: comparison script", argv=[py, "-I", str(ROOT / "bench/baseline/gguf_compare.py"), ref, str(work / f"gguf-candle-{tag}.f32"),
-                                                     str(work / f"gguf-candle-{tag}.json")], stdout=work / f"gguf-compare-{tag}.txt"),
-    ]  # fmt: skip
+        dict(
+            name=f"{tag}: reference script",
+            argv=[py, "-I", str(ROOT / "bench/baseline/gguf_ref.py"), str(d), REAL_IDS, n, THREADS, ref],
+            stdout=None,
+        ),
+        dict(
+            name=f"{tag}: quantized candle program",
+            argv=["bash", "-c", f"exec {exe} cpu {gguf} {REAL_IDS} {tokens_of} {n} {work / f'gguf-candle-{tag}.f32'}"],
+            stdout=work / f"gguf-candle-{tag}.json",
+        ),
+        dict(
+            name=f"{tag}: comparison script",
+            argv=[
+                py,
+                "-I",
+                str(ROOT / "bench/baseline/gguf_compare.py"),
+                ref,
+                str(work / f"gguf-candle-{tag}.f32"),
+                str(work / f"gguf-candle-{tag}.json"),
+            ],
+            stdout=work / f"gguf-compare-{tag}.txt",
+        ),
+    ]
     return [dict(s, env=env, cwd=ROOT) for s in steps]
 
 
 def many_targets(a: argparse.Namespace) -> int:
     """`--real --ladder`: 4 GGUFs in one verify against four hand workflows and one single-GGUF verify;
-    `--real --many`: 3 checkpoints in one verify against three separate first runs. Medians of `--repeats`, alternating."""
+    `--real --many`: 3 checkpoints in one verify against three separate first runs. Medians of `--repeats`,
+    alternating."""
     tokens = 20 if a.tokens is None else a.tokens
     d, published = real_files(a)
     py, env, n = sys.executable, _env(), str(tokens)
@@ -923,17 +948,46 @@ def many_targets(a: argparse.Namespace) -> int:
         plans["hand workflow x4"] = lambda i: [
             s for k, f in enumerate(files) for s in _gguf_workflow(d, f, work, env, tokens, f"gguf {k + 1}")
         ]
-        plans["verify, one --gguf (the first)"] = lambda i: [dict(name="verify", argv=[*verify, str(d), "--gguf", str(files[0])], cwd=ROOT, stdout=work / "one.json",
-                                                               env=dict(env, PORTKIT_CACHE=str(_fresh(work / f"c1-{i}"))))]  # fmt: skip
-        plans["verify, 4 --gguf"] = lambda i: [dict(name="verify", argv=[*verify, str(d), *[x for f in files for x in ("--gguf", str(f))]], cwd=ROOT,
-                                                    stdout=work / "ladder.json", env=dict(env, PORTKIT_CACHE=str(_fresh(work / f"c4-{i}"))))]  # fmt: skip
+        plans["verify, one --gguf (the first)"] = lambda i: [
+            dict(
+                name="verify",
+                argv=[*verify, str(d), "--gguf", str(files[0])],
+                cwd=ROOT,
+                stdout=work / "one.json",
+                env=dict(env, PORTKIT_CACHE=str(_fresh(work / f"c1-{i}"))),
+            )
+        ]
+        plans["verify, 4 --gguf"] = lambda i: [
+            dict(
+                name="verify",
+                argv=[*verify, str(d), *[x for f in files for x in ("--gguf", str(f))]],
+                cwd=ROOT,
+                stdout=work / "ladder.json",
+                env=dict(env, PORTKIT_CACHE=str(_fresh(work / f"c4-{i}"))),
+            )
+        ]
         baseline, multi = "hand workflow x4", "verify, 4 --gguf"
     else:
         dirs = [d, *(p for p in (_real_fixed(d), ensure_fixture()) if p is not None)]
-        plans["3 separate verifies"] = lambda i: [dict(name=f"verify {k + 1}", argv=[*verify, str(x)], cwd=ROOT, stdout=work / f"sep-{k}.json",
-                                                       env=dict(env, PORTKIT_CACHE=str(_fresh(work / f"cs-{i}-{k}")))) for k, x in enumerate(dirs)]  # fmt: skip
-        plans["verify A B C"] = lambda i: [dict(name="verify many", argv=[*verify, *map(str, dirs)], cwd=ROOT, stdout=work / "many.json",
-                                                env=dict(env, PORTKIT_CACHE=str(_fresh(work / f"cm-{i}"))))]  # fmt: skip
+        plans["3 separate verifies"] = lambda i: [
+            dict(
+                name=f"verify {k + 1}",
+                argv=[*verify, str(x)],
+                cwd=ROOT,
+                stdout=work / f"sep-{k}.json",
+                env=dict(env, PORTKIT_CACHE=str(_fresh(work / f"cs-{i}-{k}"))),
+            )
+            for k, x in enumerate(dirs)
+        ]
+        plans["verify A B C"] = lambda i: [
+            dict(
+                name="verify many",
+                argv=[*verify, *map(str, dirs)],
+                cwd=ROOT,
+                stdout=work / "many.json",
+                env=dict(env, PORTKIT_CACHE=str(_fresh(work / f"cm-{i}"))),
+            )
+        ]
         baseline, multi = "3 separate verifies", "verify A B C"
     runs: dict[str, list[dict]] = {}
     load = [_loadavg()]
@@ -943,7 +997,8 @@ def many_targets(a: argparse.Namespace) -> int:
             res = run_steps(plans[name](i))
             runs.setdefault(name, []).append(res)
             print(
-                f"  run {i + 1} {name:<34} wall {res['wall']:6.2f} s  peak {res['peak'] / 2**20:7.1f} MiB  load {_loadavg()}",
+                f"  run {i + 1} {name:<34} wall {res['wall']:6.2f} s  peak {res['peak'] / 2**20:7.1f} MiB  load "
+                f"{_loadavg()}",
                 file=sys.stderr,
             )
     load.append(_loadavg())
@@ -951,8 +1006,8 @@ def many_targets(a: argparse.Namespace) -> int:
     med = {k: _median([r["wall"] for r in v]) for k, v in runs.items()}
     peak = {k: max(r["peak"] for r in v) for k, v in runs.items()}
     print(
-        f"real checkpoint {d}, prompt ids {REAL_IDS}, {tokens} tokens, {THREADS} threads; median of {a.repeats}, alternating order; "
-        f"load average {load[0]} at the start, {load[1]} at the end"
+        f"real checkpoint {d}, prompt ids {REAL_IDS}, {tokens} tokens, {THREADS} threads; median of {a.repeats}, "
+        f"alternating order; load average {load[0]} at the start, {load[1]} at the end"
     )
     if a.ladder:
         print("GGUFs: " + ", ".join(f"{k} ({v / 1e6:.0f} MB)" for k, v in sizes.items()))
@@ -964,21 +1019,24 @@ def many_targets(a: argparse.Namespace) -> int:
         if a.many and k == baseline:
             for j, step in enumerate(runs[k][0]["steps"]):
                 print(
-                    f"  {step['name']:<42}{_median([r['steps'][j]['wall'] for r in runs[k]]):>9.2f}{max(r['steps'][j]['peak'] for r in runs[k]) / mib:>15.1f}"
+                    f"  {step['name']:<42}{_median([r['steps'][j]['wall'] for r in runs[k]]):>9.2f}"
+                    f"{max(r['steps'][j]['peak'] for r in runs[k]) / mib:>15.1f}"
                 )
     ratio, target = med[multi] / med[baseline], 0.4 if a.ladder else 0.45
     print(f"{multi} / {baseline}: {ratio:.2f}x (target <= {target}: {'met' if ratio <= target else 'NOT met'})")
     if a.ladder:
         bound = peak["verify, one --gguf (the first)"] + max(sizes.values())
         print(
-            f"peak RSS {peak[multi] / mib:.0f} MiB; bound: one --gguf's {peak['verify, one --gguf (the first)'] / mib:.0f} MiB + the largest GGUF "
-            f"{max(sizes.values()) / mib:.0f} MiB = {bound / mib:.0f} MiB ({'met' if peak[multi] <= bound else 'NOT met'})"
+            f"peak RSS {peak[multi] / mib:.0f} MiB; bound: one --gguf's "
+            f"{peak['verify, one --gguf (the first)'] / mib:.0f} MiB + the largest GGUF "
+            f"{max(sizes.values()) / mib:.0f} MiB = {bound / mib:.0f} MiB "
+            f"({'met' if peak[multi] <= bound else 'NOT met'})"
         )
     else:
         largest = max(max(r["steps"][j]["peak"] for r in runs[baseline]) for j in range(len(dirs)))
         print(
-            f"peak RSS {peak[multi] / mib:.0f} MiB; bound: the largest single verify's {largest / mib:.0f} MiB + 10% = {1.1 * largest / mib:.0f} MiB "
-            f"({'met' if peak[multi] <= 1.1 * largest else 'NOT met'})"
+            f"peak RSS {peak[multi] / mib:.0f} MiB; bound: the largest single verify's {largest / mib:.0f} MiB + 10% = "
+            f"{1.1 * largest / mib:.0f} MiB ({'met' if peak[multi] <= 1.1 * largest else 'NOT met'})"
         )
     shutil.rmtree(work, ignore_errors=True)
     return 0
@@ -1022,7 +1080,8 @@ def real(a: argparse.Namespace) -> int:
                 except (OSError, ValueError):
                     reports[name] = {}
             print(
-                f"  run {i + 1} {name:<34} wall {res['wall']:6.2f} s  peak {res['peak'] / 2**20:7.1f} MiB  load {_loadavg()}",
+                f"  run {i + 1} {name:<34} wall {res['wall']:6.2f} s  peak {res['peak'] / 2**20:7.1f} MiB  load "
+                f"{_loadavg()}",
                 file=sys.stderr,
             )
     load.append(_loadavg())
@@ -1048,7 +1107,8 @@ def real(a: argparse.Namespace) -> int:
         if k == "workflow":
             for j, step in enumerate(v[0]["steps"]):
                 print(
-                    f"  {step['name']:<42}{_median([r['steps'][j]['wall'] for r in v]):>9.2f}{max(r['steps'][j]['peak'] for r in v) / mib:>15.1f}"
+                    f"  {step['name']:<42}{_median([r['steps'][j]['wall'] for r in v]):>9.2f}"
+                    f"{max(r['steps'][j]['peak'] for r in v) / mib:>15.1f}"
                 )
             print(f"{what[:43]:<44}{med[k]:>9.2f}{peak[k] / mib:>15.1f}")
         else:
@@ -1060,16 +1120,20 @@ def real(a: argparse.Namespace) -> int:
     verdict = "met" if ratio <= target else f"NOT met: {first - target * wf:.2f} s over"
     print(f"verify first run / workflow:   {ratio:5.2f}x  (target <= {target:g}: {verdict})")
     print(
-        f"verify repeat / workflow:      {med['verify' + REPEAT] / wf:5.2f}x  (both sides from the cache: not the workflow's work)"
+        f"verify repeat / workflow:      {med['verify' + REPEAT] / wf:5.2f}x  (both sides from the cache: not the "
+        "workflow's work)"
     )
     print(
-        f"floor / workflow:              {med['floor'] / wf:5.2f}x  (import transformers, torch + one generate of {tokens} tokens)"
+        f"floor / workflow:              {med['floor'] / wf:5.2f}x  (import transformers, torch + one generate of "
+        f"{tokens} tokens)"
     )
     print(
-        f"floor, passive / workflow:     {med[FLOOR_PASSIVE] / wf:5.2f}x  (the same with torch's threads waiting asleep, as in verify's child)"
+        f"floor, passive / workflow:     {med[FLOOR_PASSIVE] / wf:5.2f}x  (the same with torch's threads waiting "
+        "asleep, as in verify's child)"
     )
     print(
-        f"verify first run / floor:      {first / med['floor']:5.2f}x; / the passive floor {first / med[FLOOR_PASSIVE]:.2f}x"
+        f"verify first run / floor:      {first / med['floor']:5.2f}x; / the passive floor "
+        f"{first / med[FLOOR_PASSIVE]:.2f}x"
     )
     if before is not None:
         b = med["verify before" + FIRST]
@@ -1077,7 +1141,8 @@ def real(a: argparse.Namespace) -> int:
             f"verify before / workflow:      {b / wf:5.2f}x  (the portkit in {before}); after / before {first / b:.2f}x"
         )
         print(
-            f"peak RSS, verify first run:    {peak['verify' + FIRST] / mib:.0f} MiB after, {peak['verify before' + FIRST] / mib:.0f} MiB before "
+            f"peak RSS, verify first run:    {peak['verify' + FIRST] / mib:.0f} MiB after, "
+            f"{peak['verify before' + FIRST] / mib:.0f} MiB before "
             f"({'not above' if peak['verify' + FIRST] <= peak['verify before' + FIRST] else 'ABOVE'} before)"
         )
     for k, rep in reports.items():

@@ -42,7 +42,8 @@ def pages() -> dict[str, str]:
         held = r.holds.releases()
         releases = f"{held[0]}-{held[-1]}" if len(held) > 1 else held[0] if held else "none"
         rows.append(
-            f"| [{code}]({code}.md) | {name} | {r.group} | {fams} | {releases} | {r.severity} | {r.fix_availability} | {status} | {r.probe_kind} |"
+            f"| [{code}]({code}.md) | {name} | {r.group} | {fams} | {releases} | {r.severity} | {r.fix_availability} | "
+            f"{status} | {r.probe_kind} |"
         )
     rows += [
         "",
@@ -54,7 +55,8 @@ def pages() -> dict[str, str]:
 
 
 def releases_page() -> str:
-    """docs/rules/candle-releases.md: the releases portkit speaks about and every fact with a range, from the facts themselves."""
+    """docs/rules/candle-releases.md: the releases portkit speaks about and every fact with a range, from the facts
+    themselves."""
     from portkit.candle_modules import ADDED, MODULE_FOR
     from portkit.candle_release import ALWAYS, DEFAULT, NATIVE, RELEASES, RUNNABLE
     from portkit.families import FAMILIES
@@ -68,8 +70,10 @@ def releases_page() -> str:
         f"portkit speaks about candle {', '.join(RELEASES)} (`--candle`, `candle` in `[tool.portkit]`, else the",
         "`candle-transformers` entry of the Cargo.lock found upward from the working directory, else "
         f"{DEFAULT}). `portkit verify` runs candle {NATIVE}, the release the portkit-native wheel is built on, and "
-        f"{', '.join(r for r in RUNNABLE if r != NATIVE)}, whose runner it builds from portkit's native/ crate with the user's cargo on first use "
-        "(each release's own crates from crates.io, at the versions of native/releases/X.Y.Z/Cargo.lock; cached under $PORTKIT_CACHE/native/).",
+        f"{', '.join(r for r in RUNNABLE if r != NATIVE)}, whose runner it builds from portkit's native/ crate with "
+        "the user's cargo on first use "
+        "(each release's own crates from crates.io, at the versions of native/releases/X.Y.Z/Cargo.lock; cached under "
+        "$PORTKIT_CACHE/native/).",
         "",
         "## Modules that not every release has",
         "",

@@ -159,7 +159,8 @@ def resolve(spec: str) -> CachedModel:
     if not valid_revision(rev):
         raise InputError(
             spec,
-            f"no such path, and `{rev}` is not a revision (a branch, tag or commit hash; `.`, `..` and `/dir` are paths)",
+            f"no such path, and `{rev}` is not a revision (a branch, tag or commit hash; `.`, `..` and `/dir` are "
+            "paths)",
         )
     hub = offline_hub(spec)
     from huggingface_hub.errors import HFValidationError, IncompleteSnapshotError, LocalEntryNotFoundError
@@ -202,7 +203,8 @@ def resolve(spec: str) -> CachedModel:
     if not is_snapshot(path, repo_dir):
         raise InputError(
             spec,
-            f"the Hugging Face cache names {short(path)} for it, which is not a snapshot of {repo_id} ({repo_dir / 'snapshots'}/<commit>)",
+            f"the Hugging Face cache names {short(path)} for it, which is not a snapshot of {repo_id} "
+            f"({repo_dir / 'snapshots'}/<commit>)",
         )
     return CachedModel(repo_id=repo_id, revision=rev, commit=commit, path=path, partial=partial)
 

@@ -44,8 +44,13 @@ class CandleSampler:
     def __post_init__(self) -> None:
         if self.sampling not in VARIANTS:
             raise SamplerError(f"unknown sampling {self.sampling!r}: one of {', '.join(VARIANTS)}")
-        need = {"All": ("temperature",), "TopK": ("temperature", "top_k"), "TopP": ("temperature", "top_p"),
-                "TopKThenTopP": ("temperature", "top_k", "top_p"), "GumbelSoftmax": ("temperature",)}.get(self.sampling, ())  # fmt: skip
+        need = {
+            "All": ("temperature",),
+            "TopK": ("temperature", "top_k"),
+            "TopP": ("temperature", "top_p"),
+            "TopKThenTopP": ("temperature", "top_k", "top_p"),
+            "GumbelSoftmax": ("temperature",),
+        }.get(self.sampling, ())
         missing = [n for n in need if getattr(self, n) is None]
         if missing:
             raise SamplerError(f"Sampling::{self.sampling} needs {', '.join(missing)}")
@@ -91,7 +96,10 @@ class CandleSampler:
         fields = {"TopK": [f"k: {k}"], "TopP": [f"p: {number(p)}"], "TopKThenTopP": [f"k: {k}", f"p: {number(p)}"]}.get(
             s, []
         )
-        return f"LogitsProcessor::from_sampling(seed, Sampling::{s} {{ {', '.join([*fields, f'temperature: {number(t)}'])} }})"
+        return (
+            f"LogitsProcessor::from_sampling(seed, Sampling::{s} {{ "
+            f"{', '.join([*fields, f'temperature: {number(t)}'])} }})"
+        )
 
     def call(self) -> str:
         """The Rust the program runs each step, in one line."""
@@ -136,19 +144,22 @@ def _opt(v: float | None) -> str:
 PRESETS: dict[str, tuple[CandleSampler, str]] = {
     "candle-examples": (
         CandleSampler("new", repeat_penalty=1.1, repeat_last_n=64),
-        "candle-examples' qwen, mistral, gemma, phi defaults: no --temperature (greedy), --repeat-penalty 1.1 over --repeat-last-n 64",
+        "candle-examples' qwen, mistral, gemma, phi defaults: no --temperature (greedy), --repeat-penalty 1.1 over "
+        "--repeat-last-n 64",
     ),
     "candle-examples-llama": (
         CandleSampler("All", temperature=0.8, repeat_penalty=1.1, repeat_last_n=128),
-        "candle-examples' llama defaults: --temperature 0.8, Sampling::All, --repeat-penalty 1.1 over --repeat-last-n 128",
+        "candle-examples' llama defaults: --temperature 0.8, Sampling::All, --repeat-penalty 1.1 over --repeat-last-n "
+        "128",
     ),
     "greedy": (CandleSampler("ArgMax"), "Sampling::ArgMax, no repeat penalty"),
 }
 
 SAMPLER_HELP = (
-    "the candle program's sampler, compared with generate()'s (PK510): candle-examples, candle-examples-llama, greedy, or "
-    "key=value pairs, comma separated: temperature, top_p, top_k, repeat_penalty, repeat_last_n (all: the whole sequence), "
-    "top_k_renormalised, sampling (new or a Sampling variant) (default: generation_config.json's values as LogitsProcessor::new takes them)"
+    "the candle program's sampler, compared with generate()'s (PK510): candle-examples, candle-examples-llama, greedy, "
+    "or key=value pairs, comma separated: temperature, top_p, top_k, repeat_penalty, repeat_last_n (all: the whole "
+    "sequence), top_k_renormalised, sampling (new or a Sampling variant) (default: generation_config.json's values as "
+    "LogitsProcessor::new takes them)"
 )
 
 _KEYS = ("sampling", "temperature", "top_k", "top_p", "repeat_penalty", "repeat_last_n", "top_k_renormalised")

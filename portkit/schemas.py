@@ -83,8 +83,8 @@ def candle_llama_config() -> dict[str, Any]:
         "title": "config.json as candle 0.11.0 models::llama::LlamaConfig accepts it",
         "description": (
             "candle-transformers-0.11.0/src/models/llama.rs:38-54, serde_json 1.0.154. Unknown keys are ignored. "
-            "Not expressible here, checked by serde: integer fields must be written without a fraction (2.0 is refused), "
-            "a known key may appear once, and number literals must fit a double."
+            "Not expressible here, checked by serde: integer fields must be written without a fraction (2.0 is "
+            "refused), a known key may appear once, and number literals must fit a double."
         ),
         "type": "object",
         "required": list(REQUIRED_FIELDS),
@@ -122,7 +122,8 @@ def gguf_llama_metadata() -> dict[str, Any]:
         "title": "GGUF metadata candle 0.11.0 models::quantized_llama requires",
         "description": (
             "candle-transformers-0.11.0/src/models/quantized_llama.rs:372-394. Keys are always `llama.`-prefixed. "
-            'A metadata value is written as {"type": GGUF value type, "value": ...} (portkit.schemas.gguf_metadata_json).'
+            'A metadata value is written as {"type": GGUF value type, "value": ...} '
+            "(portkit.schemas.gguf_metadata_json)."
         ),
         "type": "object",
         "required": list(REQUIRED_U32 + REQUIRED_F32),
@@ -156,7 +157,8 @@ def lint_report() -> dict[str, Any]:
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://portkit.invalid/schemas/lint-report.schema.json",
         "title": "portkit lint --format json",
-        "description": "A list of findings; fields as in ruff's JSON output plus both effective values and the verify probe.",
+        "description": "A list of findings; fields as in ruff's JSON output plus both effective values and the verify "
+        "probe.",
         **s,
     }
     # codes are the published ones

@@ -94,7 +94,8 @@ def _check(facts: ModelFacts, ctx: Context, new_text: str) -> None:
     if before.transformers.choice.name != after.transformers.choice.name:
         raise InputError(
             path,
-            f"refusing to fix: transformers would pick `{after.transformers.choice.name}` instead of `{before.transformers.choice.name}` for the edited file",
+            f"refusing to fix: transformers would pick `{after.transformers.choice.name}` instead of "
+            f"`{before.transformers.choice.name}` for the edited file",
         )
     for part in ("normalizer", "pre_tokenizer", "decoder", "post_processor"):
         b = getattr(before.transformers, part)(before.crate)

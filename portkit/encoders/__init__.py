@@ -51,37 +51,143 @@ class Encoder:
 
 
 ENCODERS: tuple[Encoder, ...] = (
-    Encoder("bert", ("bert",), ("BertModel", "BertForMaskedLM"), "bert.rs", "BertModel", "attend",
-            "bert.rs:495-528 `forward(input_ids, token_type_ids, attention_mask: Option<&Tensor>)`", "BertModel"),
-    Encoder("distilbert", ("distilbert",), ("DistilBertModel", "DistilBertForMaskedLM"), "distilbert.rs", "DistilBertModel", "masked",
-            "distilbert.rs:183-186 `masked_fill(scores, mask, f32::NEG_INFINITY)`: 1 is masked", "DistilBertModel"),
-    Encoder("xlm_roberta", ("xlm-roberta", "roberta", "camembert"), ("XLMRobertaModel", "RobertaModel", "CamembertModel"), "xlm_roberta.rs",
-            "XLMRobertaModel", "attend", "xlm_roberta.rs:373-390 `prepare_4d_attention_mask(attention_mask, ..)`", "XLMRobertaModel"),
-    Encoder("modernbert", ("modernbert",), ("ModernBertModel", "ModernBertForMaskedLM"), "modernbert.rs", "ModernBert", "attend",
-            "modernbert.rs:390-393 `prepare_4d_attention_mask(mask, ..)`", "ModernBertModel"),
-    Encoder("jina_bert", (), ("JinaBertForMaskedLM", "JinaBertModel"), "jina_bert.rs", "BertModel", None,
-            "jina_bert.rs:400 `fn forward(&self, input_ids: &Tensor)`: no mask", None),
-    Encoder("nomic_bert", ("nomic_bert",), ("NomicBertModel",), "nomic_bert.rs", "NomicBertModel", "attend",
-            "nomic_bert.rs:442-462 `forward(input_ids, token_type_ids, attention_mask: Option<&Tensor>)`", "NomicBertModel"),
-)  # fmt: skip
+    Encoder(
+        "bert",
+        ("bert",),
+        ("BertModel", "BertForMaskedLM"),
+        "bert.rs",
+        "BertModel",
+        "attend",
+        "bert.rs:495-528 `forward(input_ids, token_type_ids, attention_mask: Option<&Tensor>)`",
+        "BertModel",
+    ),
+    Encoder(
+        "distilbert",
+        ("distilbert",),
+        ("DistilBertModel", "DistilBertForMaskedLM"),
+        "distilbert.rs",
+        "DistilBertModel",
+        "masked",
+        "distilbert.rs:183-186 `masked_fill(scores, mask, f32::NEG_INFINITY)`: 1 is masked",
+        "DistilBertModel",
+    ),
+    Encoder(
+        "xlm_roberta",
+        ("xlm-roberta", "roberta", "camembert"),
+        ("XLMRobertaModel", "RobertaModel", "CamembertModel"),
+        "xlm_roberta.rs",
+        "XLMRobertaModel",
+        "attend",
+        "xlm_roberta.rs:373-390 `prepare_4d_attention_mask(attention_mask, ..)`",
+        "XLMRobertaModel",
+    ),
+    Encoder(
+        "modernbert",
+        ("modernbert",),
+        ("ModernBertModel", "ModernBertForMaskedLM"),
+        "modernbert.rs",
+        "ModernBert",
+        "attend",
+        "modernbert.rs:390-393 `prepare_4d_attention_mask(mask, ..)`",
+        "ModernBertModel",
+    ),
+    Encoder(
+        "jina_bert",
+        (),
+        ("JinaBertForMaskedLM", "JinaBertModel"),
+        "jina_bert.rs",
+        "BertModel",
+        None,
+        "jina_bert.rs:400 `fn forward(&self, input_ids: &Tensor)`: no mask",
+        None,
+    ),
+    Encoder(
+        "nomic_bert",
+        ("nomic_bert",),
+        ("NomicBertModel",),
+        "nomic_bert.rs",
+        "NomicBertModel",
+        "attend",
+        "nomic_bert.rs:442-462 `forward(input_ids, token_type_ids, attention_mask: Option<&Tensor>)`",
+        "NomicBertModel",
+    ),
+)
 
 #: the keys each module's serde `Config` requires (no `#[serde(default)]`, not an `Option`), in the
 #: struct's order: serde names the first one missing (bert.rs:57-75, distilbert.rs:58-72,
 #: xlm_roberta.rs:8-22, modernbert.rs:21-39, jina_bert.rs:23-36; nomic_bert.rs:21 is
 #: `#[serde(default)]` as a whole: it requires none and defaults every key it does not find)
 REQUIRED: dict[str, tuple[str, ...]] = {
-    "bert": ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
-             "hidden_dropout_prob", "max_position_embeddings", "type_vocab_size", "initializer_range", "layer_norm_eps", "pad_token_id"),
-    "distilbert": ("vocab_size", "dim", "n_layers", "n_heads", "hidden_dim", "activation", "max_position_embeddings", "initializer_range", "pad_token_id"),
-    "xlm_roberta": ("hidden_size", "layer_norm_eps", "attention_probs_dropout_prob", "hidden_dropout_prob", "num_attention_heads",
-                    "position_embedding_type", "intermediate_size", "hidden_act", "num_hidden_layers", "vocab_size",
-                    "max_position_embeddings", "type_vocab_size", "pad_token_id"),
-    "modernbert": ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "max_position_embeddings",
-                   "layer_norm_eps", "pad_token_id", "global_attn_every_n_layers", "global_rope_theta", "local_attention", "local_rope_theta"),
-    "jina_bert": ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
-                  "max_position_embeddings", "type_vocab_size", "initializer_range", "layer_norm_eps", "pad_token_id", "position_embedding_type"),
+    "bert": (
+        "vocab_size",
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "intermediate_size",
+        "hidden_act",
+        "hidden_dropout_prob",
+        "max_position_embeddings",
+        "type_vocab_size",
+        "initializer_range",
+        "layer_norm_eps",
+        "pad_token_id",
+    ),
+    "distilbert": (
+        "vocab_size",
+        "dim",
+        "n_layers",
+        "n_heads",
+        "hidden_dim",
+        "activation",
+        "max_position_embeddings",
+        "initializer_range",
+        "pad_token_id",
+    ),
+    "xlm_roberta": (
+        "hidden_size",
+        "layer_norm_eps",
+        "attention_probs_dropout_prob",
+        "hidden_dropout_prob",
+        "num_attention_heads",
+        "position_embedding_type",
+        "intermediate_size",
+        "hidden_act",
+        "num_hidden_layers",
+        "vocab_size",
+        "max_position_embeddings",
+        "type_vocab_size",
+        "pad_token_id",
+    ),
+    "modernbert": (
+        "vocab_size",
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "intermediate_size",
+        "max_position_embeddings",
+        "layer_norm_eps",
+        "pad_token_id",
+        "global_attn_every_n_layers",
+        "global_rope_theta",
+        "local_attention",
+        "local_rope_theta",
+    ),
+    "jina_bert": (
+        "vocab_size",
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "intermediate_size",
+        "hidden_act",
+        "max_position_embeddings",
+        "type_vocab_size",
+        "initializer_range",
+        "layer_norm_eps",
+        "pad_token_id",
+        "position_embedding_type",
+    ),
     "nomic_bert": (),
-}  # fmt: skip
+}
 #: where transformers 5 saves what a required key holds, when it saves it under another name
 SAVED_AS: dict[tuple[str, str], str] = {
     ("modernbert", "layer_norm_eps"): "norm_eps",
@@ -90,11 +196,23 @@ SAVED_AS: dict[tuple[str, str], str] = {
     ("modernbert", "global_attn_every_n_layers"): "layer_types",
 }
 #: nomic_bert.rs:20-40 reads GPT-2-style keys, each defaulted: transformers' own key -> candle's
-NOMIC_KEYS: dict[str, str] = {"hidden_size": "n_embd", "num_attention_heads": "n_head", "num_hidden_layers": "n_layer",
-                              "intermediate_size": "n_inner", "max_position_embeddings": "n_positions"}  # fmt: skip
+NOMIC_KEYS: dict[str, str] = {
+    "hidden_size": "n_embd",
+    "num_attention_heads": "n_head",
+    "num_hidden_layers": "n_layer",
+    "intermediate_size": "n_inner",
+    "max_position_embeddings": "n_positions",
+}
 #: nomic_bert.rs:42-62 `Default`: what candle uses for each key it does not find
-NOMIC_DEFAULTS: dict[str, object] = {"n_embd": 768, "n_head": 12, "n_layer": 12, "n_inner": 3072, "n_positions": 8192, "layer_norm_epsilon": 1e-12,
-                                     "rotary_emb_base": 1000.0}  # fmt: skip
+NOMIC_DEFAULTS: dict[str, object] = {
+    "n_embd": 768,
+    "n_head": 12,
+    "n_layer": 12,
+    "n_inner": 3072,
+    "n_positions": 8192,
+    "layer_norm_epsilon": 1e-12,
+    "rotary_emb_base": 1000.0,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,22 +264,46 @@ class Activation:
 
 #: candle-nn-0.11.0/src/activation.rs:5-25 (`#[serde(rename_all = "lowercase")]` with three aliases):
 #: the string values `candle_nn::Activation` accepts, each by what it computes (activation.rs:29-48)
-_CANDLE_NN = {"gelu": "gelu", "newgelu": "gelu_new", "gelu_new": "gelu_new", "relu": "relu", "relu2": "relu2", "relu6": "relu6",
-              "silu": "silu", "sigmoid": "sigmoid", "hardsigmoid": "hardsigmoid", "swiglu": "swiglu", "swish": "silu", "mish": "mish",
-              "hardswish": "hardswish", "gelupytorchtanh": "gelu_pytorch_tanh", "gelu_pytorch_tanh": "gelu_pytorch_tanh"}  # fmt: skip
+_CANDLE_NN = {
+    "gelu": "gelu",
+    "newgelu": "gelu_new",
+    "gelu_new": "gelu_new",
+    "relu": "relu",
+    "relu2": "relu2",
+    "relu6": "relu6",
+    "silu": "silu",
+    "sigmoid": "sigmoid",
+    "hardsigmoid": "hardsigmoid",
+    "swiglu": "swiglu",
+    "swish": "silu",
+    "mish": "mish",
+    "hardswish": "hardswish",
+    "gelupytorchtanh": "gelu_pytorch_tanh",
+    "gelu_pytorch_tanh": "gelu_pytorch_tanh",
+}
 ACTIVATIONS: dict[str, Activation] = {
     # bert.rs:17-45: `gelu` is gelu_erf, `geluapproximate` the tanh form
-    "bert": Activation("hidden_act", "hidden_act", "gelu", {"gelu": "gelu", "geluapproximate": "gelu_pytorch_tanh", "relu": "relu"}, "bert.rs:17-45"),
+    "bert": Activation(
+        "hidden_act",
+        "hidden_act",
+        "gelu",
+        {"gelu": "gelu", "geluapproximate": "gelu_pytorch_tanh", "relu": "relu"},
+        "bert.rs:17-45",
+    ),
     # distilbert.rs:20-47: `gelu` is `xs.gelu()`, the tanh approximation; transformers' `gelu` is erf
-    "distilbert": Activation("activation", "activation", "gelu", {"gelu": "gelu_pytorch_tanh", "relu": "relu"}, "distilbert.rs:20-47"),
+    "distilbert": Activation(
+        "activation", "activation", "gelu", {"gelu": "gelu_pytorch_tanh", "relu": "relu"}, "distilbert.rs:20-47"
+    ),
     "xlm_roberta": Activation("hidden_act", "hidden_act", "gelu", _CANDLE_NN, "xlm_roberta.rs:16, :266-275"),
     # modernbert.rs:170-175: GeGLU with gelu_erf, whatever `hidden_activation` says
     "modernbert": Activation(None, "hidden_activation", "gelu", {"": "gelu"}, "modernbert.rs:170-175"),
     # jina_bert.rs:260: GeGLU with `Activation::Gelu`; `hidden_act` is read (serde) and not used
-    "jina_bert": Activation("hidden_act", "hidden_act", "gelu", {k: "gelu" for k in _CANDLE_NN}, "jina_bert.rs:29, :260"),
+    "jina_bert": Activation(
+        "hidden_act", "hidden_act", "gelu", {k: "gelu" for k in _CANDLE_NN}, "jina_bert.rs:29, :260"
+    ),
     # nomic_bert.rs:290-296: SwiGLU with silu; its `activation_function` key is read and not used
     "nomic_bert": Activation(None, "hidden_act", "silu", {"": "silu"}, "nomic_bert.rs:290-296"),
-}  # fmt: skip
+}
 #: the functions transformers computes the same way under two names (activations.py: `swish` is SiLU,
 #: `gelu_new` and `gelu_pytorch_tanh` are both the tanh approximation, up to f32 rounding)
 SAME_FUNCTION = {
@@ -192,10 +334,20 @@ def same_function(a: str | None, b: str | None) -> bool:
 #: Qwen3ForCausalLM weights, last-token pooling). A directory is one only when it holds the
 #: pipeline (modules.json); otherwise the same config is a decoder (`portkit.families`).
 DECODER_EMBEDDERS: tuple[Encoder, ...] = (
-    Encoder("qwen3", ("qwen3",), ("Qwen3ForCausalLM", "Qwen3Model"), "qwen3.rs", "Model", None,
-            "qwen3.rs:468-489 `Model::forward(input, offset)`, causal at qwen3.rs:290-295", "Qwen3Model", decoder=True,
-            kept_cache="qwen3.rs:223 appends every forward to the layer's `ConcatKvCache`; `Model::clear_kv_cache` is private, qwen3.rs:435"),
-)  # fmt: skip
+    Encoder(
+        "qwen3",
+        ("qwen3",),
+        ("Qwen3ForCausalLM", "Qwen3Model"),
+        "qwen3.rs",
+        "Model",
+        None,
+        "qwen3.rs:468-489 `Model::forward(input, offset)`, causal at qwen3.rs:290-295",
+        "Qwen3Model",
+        decoder=True,
+        kept_cache="qwen3.rs:223 appends every forward to the layer's `ConcatKvCache`; `Model::clear_kv_cache` is "
+        "private, qwen3.rs:435",
+    ),
+)
 #: every module verify's embedding run drives: the encoders, then the decoders used as encoders
 EMBEDDERS: tuple[Encoder, ...] = ENCODERS + DECODER_EMBEDDERS
 BY_NAME: dict[str, Encoder] = {e.name: e for e in EMBEDDERS}
@@ -204,13 +356,19 @@ BY_NAME: dict[str, Encoder] = {e.name: e for e in EMBEDDERS}
 #: candle's name (`layers.N.<name>`) and the transformers module whose output it equals (N: the layer)
 SUBLAYERS: dict[str, tuple[tuple[str, str], ...]] = {
     "bert": (("attention", "encoder.layer.{i}.attention"), ("intermediate", "encoder.layer.{i}.intermediate")),
-    "distilbert": (("attention", "transformer.layer.{i}.attention"), ("sa_layer_norm", "transformer.layer.{i}.sa_layer_norm"),
-                   ("ffn", "transformer.layer.{i}.ffn")),
+    "distilbert": (
+        ("attention", "transformer.layer.{i}.attention"),
+        ("sa_layer_norm", "transformer.layer.{i}.sa_layer_norm"),
+        ("ffn", "transformer.layer.{i}.ffn"),
+    ),
     "xlm_roberta": (("attention", "encoder.layer.{i}.attention"), ("intermediate", "encoder.layer.{i}.intermediate")),
     "modernbert": (("attn", "layers.{i}.attn"), ("mlp", "layers.{i}.mlp")),
-    "nomic_bert": (("self_attn", "layers.{i}.self_attn"), ("post_attention_layernorm", "layers.{i}.post_attention_layernorm"),
-                   ("mlp", "layers.{i}.mlp")),
-}  # fmt: skip
+    "nomic_bert": (
+        ("self_attn", "layers.{i}.self_attn"),
+        ("post_attention_layernorm", "layers.{i}.post_attention_layernorm"),
+        ("mlp", "layers.{i}.mlp"),
+    ),
+}
 _BY_MODEL_TYPE: dict[str, Encoder] = {mt: e for e in ENCODERS for mt in e.model_types}
 _BY_ARCHITECTURE: dict[str, Encoder] = {a: e for e in ENCODERS for a in e.architectures}
 

@@ -23,16 +23,47 @@ if TYPE_CHECKING:
     from typing import Any
 
 ACTIVATION_VARIANTS = (
-    "gelu", "newgelu", "relu", "relu2", "relu6", "silu", "sigmoid", "hardsigmoid", "swiglu",
-    "swish", "mish", "hardswish", "elu", "leakyrelu", "gelupytorchtanh",
-)  # fmt: skip
+    "gelu",
+    "newgelu",
+    "relu",
+    "relu2",
+    "relu6",
+    "silu",
+    "sigmoid",
+    "hardsigmoid",
+    "swiglu",
+    "swish",
+    "mish",
+    "hardswish",
+    "elu",
+    "leakyrelu",
+    "gelupytorchtanh",
+)
 ACTIVATION_ALIASES = {"gelu_new": "newgelu", "gelu_pytorch_tanh": "gelupytorchtanh"}
 _NEWTYPE = ("elu", "leakyrelu")
 # serde lists each variant's aliases before its name in "expected one of" (the oracle's order)
 _EXPECTED = ", ".join(
-    f"`{n}`" for n in ("gelu", "gelu_new", "newgelu", "relu", "relu2", "relu6", "silu", "sigmoid", "hardsigmoid", "swiglu",
-                       "swish", "mish", "hardswish", "elu", "leakyrelu", "gelu_pytorch_tanh", "gelupytorchtanh")
-)  # fmt: skip
+    f"`{n}`"
+    for n in (
+        "gelu",
+        "gelu_new",
+        "newgelu",
+        "relu",
+        "relu2",
+        "relu6",
+        "silu",
+        "sigmoid",
+        "hardsigmoid",
+        "swiglu",
+        "swish",
+        "mish",
+        "hardswish",
+        "elu",
+        "leakyrelu",
+        "gelu_pytorch_tanh",
+        "gelupytorchtanh",
+    )
+)
 # the name a parsed variant is reported by (the native oracle's `activation_name`)
 REPORTED = {"newgelu": "gelu_new", "gelupytorchtanh": "gelu_pytorch_tanh"}
 # which activations compute GELU with tanh (transformers' gelu_pytorch_tanh / gelu_new) vs erf

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 LM_HEAD = "always-tied"  # gemma.rs:359
 ACTIVATION_KEYS = ("hidden_act", "hidden_activation")  # either one; both or neither fail (gemma.rs:37-43)
 
-# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then `t.matmul(&inv_freq)` in it
+# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then
+# `t.matmul(&inv_freq)` in it
 ROPE_TABLE_IN_MODEL_DTYPE = "gemma.rs:83-99, :350"
 
 FIELDS = (

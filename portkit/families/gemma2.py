@@ -18,7 +18,8 @@ SLIDING_WINDOW = "every-layer"  # gemma2.rs:398-413 (every layer, where transfor
 ACTIVATION_KEYS = ("hidden_activation",)
 TRANSFORMERS_ACTIVATION_KEY = "hidden_activation"
 
-# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then `t.matmul(&inv_freq)` in it
+# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then
+# `t.matmul(&inv_freq)` in it
 ROPE_TABLE_IN_MODEL_DTYPE = "gemma2.rs:76-92, :369"
 
 FIELDS = (

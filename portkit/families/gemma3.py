@@ -22,7 +22,8 @@ CONTINUATION_MASK = ContinuationMask("rotating-window", source="gemma3.rs:192-19
 ACTIVATION_KEYS = ("hidden_activation",)
 TRANSFORMERS_ACTIVATION_KEY = "hidden_activation"
 
-# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then `t.matmul(&inv_freq)` in it
+# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then
+# `t.matmul(&inv_freq)` in it
 ROPE_TABLE_IN_MODEL_DTYPE = "gemma3.rs:71-97, :326"
 
 FIELDS = (

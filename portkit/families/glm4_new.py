@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 F32_FIELDS = frozenset({"partial_rotary_factor"})  # `Config.partial_rotary_factor: Option<f32>` (glm4_new.rs:18)
-# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then `t.matmul(&inv_freq)` in it
+# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then
+# `t.matmul(&inv_freq)` in it
 ROPE_TABLE_IN_MODEL_DTYPE = "glm4_new.rs:38-62, :311"
 # one row's mask as the buffer of (b, 1, tgt, tgt + offset), cast to the model dtype on every multi-token forward
 # and added on every device (0.11.1 builds it with `utils::build_additive_causal_mask`)

@@ -63,10 +63,16 @@ ROPE_KEYS_SHOWN = ("factor", "low_freq_factor", "high_freq_factor", "original_ma
 # the names `Llama::load` looks up, and the layer parts transformers' LlamaForCausalLM may add
 # (biases, a stored `rotary_emb.inv_freq`): PK203 holds a checkpoint to this list
 _LAYER_PARTS = (
-    "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
-    "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
-    "input_layernorm.weight", "post_attention_layernorm.weight",
-)  # fmt: skip
+    "self_attn.q_proj.weight",
+    "self_attn.k_proj.weight",
+    "self_attn.v_proj.weight",
+    "self_attn.o_proj.weight",
+    "mlp.gate_proj.weight",
+    "mlp.up_proj.weight",
+    "mlp.down_proj.weight",
+    "input_layernorm.weight",
+    "post_attention_layernorm.weight",
+)
 _ATTN_BIAS = ("self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias", "self_attn.o_proj.bias")
 _MLP_BIAS = ("mlp.gate_proj.bias", "mlp.up_proj.bias", "mlp.down_proj.bias")
 KNOWN_TENSOR_NAMES = (

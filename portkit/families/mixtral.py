@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 LM_HEAD = "always-loaded"  # mixtral.rs:426
 SLIDING_WINDOW = "every-layer"  # mixtral.rs:448
 
-# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then `t.matmul(&inv_freq)` in it
+# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then
+# `t.matmul(&inv_freq)` in it
 ROPE_TABLE_IN_MODEL_DTYPE = "mixtral.rs:82-99, :418"
 
 FIELDS = (

@@ -19,7 +19,8 @@ CONTINUATION_MASK = ContinuationMask(
     "prefix-in-model-dtype", source="olmo2.rs:316-318"
 )  # `Tensor::zeros(.., self.dtype, ..)` cat an f32 mask
 
-# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then `t.matmul(&inv_freq)` in it
+# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then
+# `t.matmul(&inv_freq)` in it
 ROPE_TABLE_IN_MODEL_DTYPE = "olmo2.rs:36-52, :282"
 
 FIELDS = (

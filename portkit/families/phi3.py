@@ -28,7 +28,8 @@ _de_rope_scaling = serde.de_struct(
 
 QUERY_PROJ = "qkv_proj"  # q, k and v fused in one projection (phi3.rs:184-187)
 
-# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then `t.matmul(&inv_freq)` in it
+# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then
+# `t.matmul(&inv_freq)` in it
 ROPE_TABLE_IN_MODEL_DTYPE = "phi3.rs:77-136, :363"
 
 FIELDS = (

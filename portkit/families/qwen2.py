@@ -24,7 +24,8 @@ PADDING_MASK = PaddingMask(
     "bidirectional", source="qwen2.rs:326-338, :347-348"
 )  # `Model::forward(.., Some(attn_mask))`
 
-# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then `t.matmul(&inv_freq)` in it
+# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then
+# `t.matmul(&inv_freq)` in it
 ROPE_TABLE_IN_MODEL_DTYPE = "qwen2.rs:47-63, :279"
 
 FIELDS = (

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 LM_HEAD = "always-loaded"  # qwen2_moe.rs:421
 SLIDING_WINDOW = "every-layer"  # qwen2_moe.rs:433-458 (`use_sliding_window`, `max_window_layers` never read)
-# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then `t.matmul(&inv_freq)` in it
+# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then
+# `t.matmul(&inv_freq)` in it
 ROPE_TABLE_IN_MODEL_DTYPE = "qwen2_moe.rs:54-72, :414"
 
 FIELDS = (

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 LM_HEAD = "always-loaded"  # stable_lm.rs:383
 
-# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then `t.matmul(&inv_freq)` in it
+# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then
+# `t.matmul(&inv_freq)` in it
 ROPE_TABLE_IN_MODEL_DTYPE = "stable_lm.rs:92-110, :375"
 
 FIELDS = (

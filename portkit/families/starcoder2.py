@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 LM_HEAD = "always-tied"  # starcoder2.rs:288
 SLIDING_WINDOW = "every-layer"  # starcoder2.rs:306-310
 
-# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then `t.matmul(&inv_freq)` in it
+# `RotaryEmbedding::new(vb.dtype(), ..)`: `inv_freq` and `Tensor::arange(0u32, ..)` `.to_dtype(dtype)`, then
+# `t.matmul(&inv_freq)` in it
 ROPE_TABLE_IN_MODEL_DTYPE = "starcoder2.rs:52-69, :280"
 
 FIELDS = (

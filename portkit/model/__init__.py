@@ -287,7 +287,8 @@ def load_model(root: Path, gguf_names: Iterable[str] | None = None, *, hf_model:
     if lfs:
         count = len(lfs)
         notes.append(
-            f"{count} Git LFS pointer file{'' if count == 1 else 's'} skipped: weight rules did not run on {'it' if count == 1 else 'them'}"
+            f"{count} Git LFS pointer file{'' if count == 1 else 's'} skipped: weight rules did not run on "
+            f"{'it' if count == 1 else 'them'}"
         )
     return ModelFacts(
         root=root,

@@ -158,7 +158,8 @@ class _Reader:
         if n > self.size - self.pos:
             raise InputError(
                 self.path,
-                f"truncated or hostile GGUF: {what} needs {n} bytes at offset {self.pos}, only {self.size - self.pos} remain",
+                f"truncated or hostile GGUF: {what} needs {n} bytes at offset {self.pos}, only {self.size - self.pos} "
+                "remain",
             )
 
     def unpack(self, fmt: str, n: int, what: str) -> Any:
@@ -232,7 +233,8 @@ class _Reader:
         if n * min_size > self.size - self.pos:
             raise InputError(
                 self.path,
-                f"hostile GGUF: {what} array of {n} elements needs at least {n * min_size} bytes, only {self.size - self.pos} remain",
+                f"hostile GGUF: {what} array of {n} elements needs at least {n * min_size} bytes, only "
+                f"{self.size - self.pos} remain",
             )
         keep = n <= KEEP_ARRAY
         if efmt is not None:
@@ -311,7 +313,8 @@ def _parse(path: Path, mm: Any, size: int) -> GgufFile:
         if nd > GGUF_MAX_TENSOR_DIMS:
             raise InputError(
                 path,
-                f"corrupt GGUF: tensor `{name[:60]}` has {nd} dimensions; candle 0.11.0 accepts at most {GGUF_MAX_TENSOR_DIMS}",
+                f"corrupt GGUF: tensor `{name[:60]}` has {nd} dimensions; candle 0.11.0 accepts at most "
+                f"{GGUF_MAX_TENSOR_DIMS}",
             )
         fmt = "<I" if r.v1 else "<Q"
         dims = tuple(r.unpack(fmt, r.prefix, f"tensor `{name[:60]}` dims") for _ in range(nd))

@@ -94,7 +94,8 @@ def read_safetensors_header(path: Path, max_header: int = MAX_HEADER_BYTES) -> S
             if n > max_header:
                 raise InputError(
                     path,
-                    f"safetensors header length {n} exceeds portkit's cap of {max_header} bytes (hostile or corrupt file)",
+                    f"safetensors header length {n} exceeds portkit's cap of {max_header} bytes (hostile or corrupt "
+                    "file)",
                 )
             if n > size - 8:
                 raise InputError(
@@ -131,7 +132,8 @@ def read_safetensors_header(path: Path, max_header: int = MAX_HEADER_BYTES) -> S
         if t.data_offsets[0] != end:
             raise InputError(
                 path,
-                f"safetensors tensor `{t.name[:80]}` starts at byte {t.data_offsets[0]}, expected {end} (gap or overlap)",
+                f"safetensors tensor `{t.name[:80]}` starts at byte {t.data_offsets[0]}, expected {end} (gap or "
+                "overlap)",
             )
         end = t.data_offsets[1]
     if end != data_len:
@@ -175,12 +177,14 @@ def _tensor(path: Path, name: str, info: object, data_len: int) -> TensorInfo:
     if offs[1] - offs[0] != need:
         raise InputError(
             path,
-            f"safetensors tensor `{name[:80]}`: {dtype} {shape} needs {need} bytes, data_offsets span {offs[1] - offs[0]}",
+            f"safetensors tensor `{name[:80]}`: {dtype} {shape} needs {need} bytes, data_offsets span "
+            f"{offs[1] - offs[0]}",
         )
     if offs[1] > data_len:
         raise InputError(
             path,
-            f"truncated safetensors file: tensor `{name[:80]}` ends at byte {offs[1]} of a {data_len}-byte data section",
+            f"truncated safetensors file: tensor `{name[:80]}` ends at byte {offs[1]} "
+            f"of a {data_len}-byte data section",
         )
     return TensorInfo(name=name, dtype=dtype, shape=tuple(shape), file=path, data_offsets=(offs[0], offs[1]))
 

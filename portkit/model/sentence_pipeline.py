@@ -15,7 +15,8 @@ its folder is optional, `load_config` returns {} when the file is absent). The w
 
 A Pooling or Dense module whose folder or config.json is missing does not load in
 sentence-transformers 6.3.0: `Module.load_config` returns {} and the constructor raises
-`TypeError: ... missing ... required positional argument(s)` (`embedding_dimension`; `in_features` and `out_features`), measured.
+`TypeError: ... missing ... required positional argument(s)` (`embedding_dimension`; `in_features` and `out_features`),
+measured.
 Those, bad JSON and a modules.json that is not a list are `problems`, which rules report with
 their file and position; nothing here raises on a malformed pipeline.
 """
@@ -172,7 +173,8 @@ def read_sentence_pipeline(root: Path) -> SentencePipeline:
         problems.append(
             PipelineProblem(
                 mpath,
-                f"modules.json must be a list of modules, not a JSON {type(raw).__name__}; sentence-transformers iterates it",
+                f"modules.json must be a list of modules, not a JSON {type(raw).__name__}; sentence-transformers "
+                "iterates it",
             )
         )
     elif isinstance(raw, list):
@@ -187,7 +189,8 @@ def read_sentence_pipeline(root: Path) -> SentencePipeline:
                 problems.append(
                     PipelineProblem(
                         mpath,
-                        f"module {i} must be an object with string `type` and `path` (sentence-transformers reads module_config['type'] and ['path'])",
+                        f"module {i} must be an object with string `type` and `path` (sentence-transformers reads "
+                        "module_config['type'] and ['path'])",
                         row,
                         col,
                     )
@@ -198,7 +201,8 @@ def read_sentence_pipeline(root: Path) -> SentencePipeline:
                 problems.append(
                     PipelineProblem(
                         mpath,
-                        f"module {i} path {str(entry['path'])[:80]!r} leaves the model directory; sentence-transformers refuses it (_validate_relative_path)",
+                        f"module {i} path {str(entry['path'])[:80]!r} leaves the model directory; "
+                        "sentence-transformers refuses it (_validate_relative_path)",
                         row,
                         col,
                     )
@@ -268,8 +272,10 @@ def _module(
         problems.append(
             PipelineProblem(
                 root / MODULES_JSON,
-                f"modules.json lists {kind} at {sub or '.'!r} but its {what} ({cfg_path.relative_to(root)}) is missing: sentence-transformers "
-                f"6.3.0 reads no config (Module.load_config returns {{}}) and fails to load it (TypeError: {kind}.__init__() missing {arg})",
+                f"modules.json lists {kind} at {sub or '.'!r} but its {what} ({cfg_path.relative_to(root)}) is "
+                "missing: sentence-transformers "
+                "6.3.0 reads no config (Module.load_config returns {}) and fails to load it (TypeError: "
+                f"{kind}.__init__() missing {arg})",
                 row,
                 col,
                 "missing",
@@ -297,7 +303,8 @@ def _module(
             problems.append(
                 PipelineProblem(
                     cfg_path,
-                    f"pooling mode {bad or mode!r} is none of {', '.join(POOLING_MODES)}: sentence-transformers raises ValueError",
+                    f"pooling mode {bad or mode!r} is none of {', '.join(POOLING_MODES)}: sentence-transformers raises "
+                    "ValueError",
                     *_key_pos(read_text(cfg_path), '"pooling_mode'),
                 )
             )

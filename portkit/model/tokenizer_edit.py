@@ -56,7 +56,8 @@ def _top_level_value(tj: TokenizerJson, key: str) -> tuple[int, int]:
     if value != tj.value.get(key):
         raise InputError(
             tj.path,
-            f"refusing to fix: `{key}` is not where the fast reader expects it; rewrite the file with the tokenizers library first",
+            f"refusing to fix: `{key}` is not where the fast reader expects it; rewrite the file with the tokenizers "
+            "library first",
         )
     return a, b
 

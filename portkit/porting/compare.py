@@ -261,12 +261,14 @@ def validate_shapes(ref: DumpFile, cand: Path, shapes: dict[str, tuple[int, ...]
             n = shapes["greedy"][0] if "greedy" in shapes and len(shapes["greedy"]) == 1 else None
             if len(got) != 2 or got[1] != want.shape[1] or got[0] != n:
                 raise BadInput(
-                    f"{cand}: `{GREEDY_LOGITS}` has shape {list(got)}, expected [{n if n is not None else 'N'}, {want.shape[1]}]"
+                    f"{cand}: `{GREEDY_LOGITS}` has shape {list(got)}, expected [{n if n is not None else 'N'}, "
+                    f"{want.shape[1]}]"
                     + (" (one row per `greedy` token)" if n is not None else " with the `greedy` tokens it chose")
                 )
             if got[0] > want.shape[0]:  # rows past the reference's are never compared, and never read
                 raise BadInput(
-                    f"{cand}: `{GREEDY_LOGITS}` has {got[0]} rows, more than the reference's {want.shape[0]}: keep the first {want.shape[0]}"
+                    f"{cand}: `{GREEDY_LOGITS}` has {got[0]} rows, more than the reference's {want.shape[0]}: keep the "
+                    f"first {want.shape[0]}"
                 )
         elif name == "logits":
             _check_logits_shape(cand, want, got)
@@ -276,7 +278,8 @@ def validate_shapes(ref: DumpFile, cand: Path, shapes: dict[str, tuple[int, ...]
         elif name == "greedy":
             if len(got) != 1 or not 1 <= got[0] <= len(want) + MAX_EXTRA_TOKENS:
                 raise BadInput(
-                    f"{cand}: `greedy` has shape {list(got)}, expected [N] token ids (1 <= N <= {len(want) + MAX_EXTRA_TOKENS})"
+                    f"{cand}: `greedy` has shape {list(got)}, expected [N] token ids (1 <= N <= "
+                    f"{len(want) + MAX_EXTRA_TOKENS})"
                 )
         elif got != want.shape:
             raise BadInput(f"{cand}: `{name}` has shape {list(got)}, the reference's is {list(want.shape)}")

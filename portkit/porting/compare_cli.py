@@ -38,8 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tokenizer",
         type=Path,
         metavar="PATH",
-        help="tokenizer.json (or its directory) that decodes the ids when the candidate's prompt is not the reference's "
-        "(default: the reference's model directory)",
+        help="tokenizer.json (or its directory) that decodes the ids when the candidate's prompt is not the "
+        "reference's (default: the reference's model directory)",
     )
 
 
@@ -47,7 +47,10 @@ def _verdict(res: Any) -> str:
     if res.exit_code == 0:
         return "the candidate agrees with the reference"
     if res.ids is not None:
-        return f"MISMATCH: the candidate ran another prompt (its ids part from the reference's at token {res.ids.first}); nothing else compared"
+        return (
+            "MISMATCH: the candidate ran another prompt (its ids part from the reference's at token "
+            f"{res.ids.first}); nothing else compared"
+        )
     where = res.first_bad
     return "MISMATCH: the candidate diverges from the reference" + (f", starting at {where}" if where else "")
 
@@ -99,7 +102,8 @@ def render_text(res: Any, plot: Path | None) -> None:
     p(f"[bold]portkit compare[/] {escape(str(ref.path))} {escape(str(cand.path))}")
     if m.get("transformers"):
         p(
-            f"  reference: transformers {m['transformers']} (torch {m.get('torch', '?')}, eager f32 cpu) on {escape(m.get('model', '?'))} ({m.get('family', '?')}), stored {m.get('dtype', '?')}"
+            f"  reference: transformers {m['transformers']} (torch {m.get('torch', '?')}, eager f32 cpu) on "
+            f"{escape(m.get('model', '?'))} ({m.get('family', '?')}), stored {m.get('dtype', '?')}"
         )
     else:
         p(f"  reference: {ref.kind} dump with {escape(describe_names(ref.names()))}")
@@ -159,7 +163,8 @@ def _ids_lines(ids: Any, metadata: dict[str, str]) -> list[str]:
     if isinstance(prompt, dict) and prompt.get("source") == "--chat" and prompt.get("text"):
         out.append(f"  the reference's prompt is transformers' chat template on --chat: {escape(repr(prompt['text']))}")
     out.append(
-        "  dump your program on the reference's ids (or render its prompt as the chat template does): logits on another prompt prove nothing"
+        "  dump your program on the reference's ids (or render its prompt as the chat template does): logits on "
+        "another prompt prove nothing"
     )
     return out
 

@@ -11,7 +11,10 @@ import os
 import sys
 from pathlib import Path
 
-HELP = "write transformers' values (every layer and each submodule in it, logits, greedy) for comparing a candle port of your own"
+HELP = (
+    "write transformers' values (every layer and each submodule in it, logits, greedy) for comparing a candle port "
+    "of your own"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,8 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     prompt.add_argument(
         "--chat",
         metavar="MESSAGE",
-        help="one user message, rendered with the model's chat template by transformers (with the generation prompt) and "
-        "encoded as apply_chat_template encodes it; the rendered prompt is recorded beside its ids",
+        help="one user message, rendered with the model's chat template by transformers (with the generation prompt) "
+        "and encoded as apply_chat_template encodes it; the rendered prompt is recorded beside its ids",
     )
     parser.add_argument("--tokens", type=int, default=8, metavar="N", help="greedy tokens to generate (default: 8)")
     parser.add_argument(

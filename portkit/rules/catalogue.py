@@ -33,7 +33,8 @@ def markdown_table() -> str:
     for f in FAMILIES:
         verify = "logits, teacher-forced steps, greedy" + (", per layer" if f.capture else "; per layer: not available")
         rows.append(
-            f"| {f.name} | `models::{f.name}` ({f.source}, `{f.config_struct}`) | {', '.join(f'`{t}`' for t in f.model_types)} "
+            f"| {f.name} | `models::{f.name}` ({f.source}, `{f.config_struct}`) | "
+            f"{', '.join(f'`{t}`' for t in f.model_types)} "
             f"| {f'`{f.gguf_loader}`' if f.gguf_loader else '-'} | {_codes(f)} | {verify} |"
         )
     rows.append("")
@@ -45,7 +46,8 @@ def markdown_table() -> str:
     )
     rows.append("")
     rows.append(
-        "Tokenizer rules (PK5xx) check every directory's tokenizer files, whatever the family ([docs/tokenizers.md](docs/tokenizers.md))."
+        "Tokenizer rules (PK5xx) check every directory's tokenizer files, whatever the family "
+        "([docs/tokenizers.md](docs/tokenizers.md))."
     )
     rows.append("")
     from portkit.encoders import DECODER_EMBEDDERS, ENCODERS
@@ -53,11 +55,13 @@ def markdown_table() -> str:
     modules = ", ".join(e.name for e in ENCODERS)
     decoders = ", ".join(f"`{e.name}::{e.model}`" for e in DECODER_EMBEDDERS)
     rows.append(
-        "Embedding rules (PK6xx) check every directory with a sentence-transformers `modules.json`: the pooling, Dense, Normalize, prompt and"
+        "Embedding rules (PK6xx) check every directory with a sentence-transformers `modules.json`: the pooling, "
+        "Dense, Normalize, prompt and"
         " truncation a candle program must reproduce after the encoder, and every checkpoint of candle's"
-        f" {len(ENCODERS)} encoder modules ({modules}): the padding mask, the keys and tensor names candle reads; and a decoder used as"
-        f" an encoder ({decoders}, as Qwen3-Embedding is): the padding and the KV cache it keeps; `portkit verify` judges"
-        " them against sentence-transformers ([docs/embeddings.md](docs/embeddings.md))."
+        f" {len(ENCODERS)} encoder modules ({modules}): the padding mask, the keys and tensor names candle reads; and "
+        "a decoder used as"
+        f" an encoder ({decoders}, as Qwen3-Embedding is): the padding and the KV cache it keeps; `portkit verify` "
+        "judges them against sentence-transformers ([docs/embeddings.md](docs/embeddings.md))."
     )
     return "\n".join(rows)
 

@@ -75,13 +75,21 @@ class EncoderActivationDiffers(EncoderRule):
         if not isinstance(theirs, str) or theirs not in ACT2FN_NAMES or ours is None or same_function(theirs, ours):
             return  # transformers cannot build it, candle refuses it (PK615), or the two agree
         read = f"for `{act.key}` {doc.value.get(act.key)!r}" if act.key else "whatever the config says"
-        msg = (f"{enc.who} computes `{ours}` {read} ({act.source}); transformers computes `{theirs}` "
-               f"(`{act.transformers_key}`): every hidden state after the first MLP differs")  # fmt: skip
+        msg = (
+            f"{enc.who} computes `{ours}` {read} ({act.source}); transformers computes `{theirs}` "
+            f"(`{act.transformers_key}`): every hidden state after the first MLP differs"
+        )
         keys = (act.transformers_key,) if act.transformers_key in doc.value else ()
         from portkit.findings import ReferenceEdit  # with the first finding (`portkit.rules.base.location`)
 
-        yield self.finding(ctx, msg, keys=keys, transformers_value=theirs, candle_value=ours,
-                           probe=self.probe_of(ReferenceEdit, config={act.transformers_key: ours}))  # fmt: skip
+        yield self.finding(
+            ctx,
+            msg,
+            keys=keys,
+            transformers_value=theirs,
+            candle_value=ours,
+            probe=self.probe_of(ReferenceEdit, config={act.transformers_key: ours}),
+        )
 
 
 RULES = (EncoderActivationDiffers,)

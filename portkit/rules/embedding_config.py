@@ -1,4 +1,5 @@
-"""PK612-PK615: config.json keys (and values) (and ModernBERT's tensor names) candle 0.11.0's encoder modules cannot read as transformers 5 saves them.
+"""PK612-PK615: config.json keys (and values) (and ModernBERT's tensor names) candle 0.11.0's encoder modules
+cannot read as transformers 5 saves them.
 
 transformers 5 saves some encoder configs under other keys than the ones candle's serde `Config`
 reads (ModernBERT's `norm_eps` and `rope_parameters`; XLM-R without `position_embedding_type`),
@@ -105,7 +106,10 @@ class EncoderConfigMissingField(EncoderRule):
         if not missing:
             return
         where = [f"`{k}` ({_saved(doc.value, enc.name, k)})" for k in missing]
-        msg = f"{enc.who} `Config` requires {', '.join(where)}: `serde_json::from_str` fails with ``missing field `{missing[0]}` ``"
+        msg = (
+            f"{enc.who} `Config` requires {', '.join(where)}: `serde_json::from_str` fails with ``missing field "
+            f"`{missing[0]}` ``"
+        )
         yield self.finding(
             ctx,
             msg,
@@ -202,9 +206,18 @@ class EncoderConfigValueRefused(EncoderRule):
             else "it knows candle_nn::Activation's names"
         )
         more = f" (and {', '.join(f'`{k}`' for k, _, _ in refused[1:])})" if refused[1:] else ""
-        msg = f"{enc.who} `Config` refuses `{key}` {value!r}{more}: {known}; `serde_json::from_str` fails before anything loads"
-        yield self.finding(ctx, msg, keys=(key,), transformers_value=value, candle_value=list(accepted) if accepted else None,
-                           expect=serde_refusal(value, accepted))  # fmt: skip
+        msg = (
+            f"{enc.who} `Config` refuses `{key}` {value!r}{more}: {known}; `serde_json::from_str` fails before "
+            "anything loads"
+        )
+        yield self.finding(
+            ctx,
+            msg,
+            keys=(key,),
+            transformers_value=value,
+            candle_value=list(accepted) if accepted else None,
+            expect=serde_refusal(value, accepted),
+        )
 
 
 class NomicBertKeysDefaulted(EncoderRule):
@@ -259,9 +272,15 @@ class NomicBertKeysDefaulted(EncoderRule):
         parts = [
             f"`{t}` {doc.value[t]!r} (candle reads `{c}`, absent: {NOMIC_DEFAULTS[c]!r})" for t, c in ignored.items()
         ]
-        yield self.finding(ctx, f"{enc.who} `Config` ignores {', '.join(parts)}: it builds another model", keys=tuple(ignored),
-                           transformers_value={t: doc.value[t] for t in ignored}, candle_value={c: NOMIC_DEFAULTS[c] for c in ignored.values()},
-                           fix_edits={c: doc.value[t] for t, c in ignored.items()}, expect="shape mismatch")  # fmt: skip
+        yield self.finding(
+            ctx,
+            f"{enc.who} `Config` ignores {', '.join(parts)}: it builds another model",
+            keys=tuple(ignored),
+            transformers_value={t: doc.value[t] for t in ignored},
+            candle_value={c: NOMIC_DEFAULTS[c] for c in ignored.values()},
+            fix_edits={c: doc.value[t] for t, c in ignored.items()},
+            expect="shape mismatch",
+        )
 
 
 class ModernBertModelPrefix(EncoderRule):
@@ -278,7 +297,8 @@ class ModernBertModelPrefix(EncoderRule):
     `cannot find tensor model.embeddings.tok_embeddings.weight` before anything runs.
 
     ## Example
-    model.safetensors from `ModernBertModel.save_pretrained`: `embeddings.tok_embeddings.weight`, `layers.0.attn.Wqkv.weight`, ...
+    model.safetensors from `ModernBertModel.save_pretrained`: `embeddings.tok_embeddings.weight`,
+    `layers.0.attn.Wqkv.weight`, ...
 
     ## Fix
     Load through a renaming VarBuilder (`vb.rename_f(|n| n.strip_prefix("model.").unwrap_or(&n).to_string())`),
@@ -308,10 +328,16 @@ class ModernBertModelPrefix(EncoderRule):
             return
         names = st.tensors
         if "embeddings.tok_embeddings.weight" in names and "model.embeddings.tok_embeddings.weight" not in names:
-            yield self.finding(ctx, f"{enc.who} `ModernBert::load` asks for `model.embeddings.tok_embeddings.weight` (modernbert.rs:339); "
-                               "the checkpoint names it `embeddings.tok_embeddings.weight`, as transformers' ModernBertModel saves it: the load fails",
-                               location=None, transformers_value="embeddings.tok_embeddings.weight", candle_value="model.embeddings.tok_embeddings.weight",
-                               expect="cannot find tensor model.embeddings")  # fmt: skip
+            yield self.finding(
+                ctx,
+                f"{enc.who} `ModernBert::load` asks for `model.embeddings.tok_embeddings.weight` (modernbert.rs:339); "
+                "the checkpoint names it `embeddings.tok_embeddings.weight`, as transformers' "
+                "ModernBertModel saves it: the load fails",
+                location=None,
+                transformers_value="embeddings.tok_embeddings.weight",
+                candle_value="model.embeddings.tok_embeddings.weight",
+                expect="cannot find tensor model.embeddings",
+            )
 
 
 class EncoderLayerNormGammaBeta(EncoderRule):
@@ -369,8 +395,10 @@ class EncoderLayerNormGammaBeta(EncoderRule):
         more = f" and {len(renamed) - 1} more" if len(renamed) > 1 else ""
         yield self.finding(
             ctx,
-            f"{enc.who} builds each LayerNorm with `candle_nn::layer_norm`, which asks for `weight`/`bias`; the checkpoint "
-            f"names them `gamma`/`beta` (`{renamed[0]}`{more}), which transformers renames when it loads; the load fails on `{first}`",
+            f"{enc.who} builds each LayerNorm with `candle_nn::layer_norm`, which asks for `weight`/`bias`; the "
+            "checkpoint "
+            f"names them `gamma`/`beta` (`{renamed[0]}`{more}), which transformers renames when it loads; the load "
+            f"fails on `{first}`",
             location=None,
             transformers_value=renamed[0],
             candle_value=first,
@@ -445,16 +473,25 @@ class EncoderConfigKeysDisagree(EncoderRule):
             differing.append((pair, theirs, ours))
         if not differing:
             return
-        parts = [f"`{p.candle_key}` {ours!r}{'' if p.candle_key in cfg else ' (absent: its default)'} where transformers reads "
-                 f"`{p.transformers_path}` {theirs!r} ({p.source})" for p, theirs, ours in differing]  # fmt: skip
+        parts = [
+            f"`{p.candle_key}` {ours!r}{'' if p.candle_key in cfg else ' (absent: its default)'} where "
+            f"transformers reads `{p.transformers_path}` {theirs!r} ({p.source})"
+            for p, theirs, ours in differing
+        ]
         patch: dict = {}
         for p, _, ours in differing:
             patch.update(_with({**cfg, **patch}, p.transformers_path, ours))
         from portkit.findings import ReferenceEdit  # with the first finding (`portkit.rules.base.location`)
 
-        yield self.finding(ctx, f"{enc.who} reads {'; '.join(parts)}: every hidden state differs", keys=tuple(p.candle_key for p, _, _ in differing if p.candle_key in cfg),
-                           transformers_value={p.transformers_path: t for p, t, _ in differing}, candle_value={p.candle_key: o for p, _, o in differing},
-                           fix_edits={p.candle_key: t for p, t, _ in differing}, probe=self.probe_of(ReferenceEdit, config=patch))  # fmt: skip
+        yield self.finding(
+            ctx,
+            f"{enc.who} reads {'; '.join(parts)}: every hidden state differs",
+            keys=tuple(p.candle_key for p, _, _ in differing if p.candle_key in cfg),
+            transformers_value={p.transformers_path: t for p, t, _ in differing},
+            candle_value={p.candle_key: o for p, _, o in differing},
+            fix_edits={p.candle_key: t for p, t, _ in differing},
+            probe=self.probe_of(ReferenceEdit, config=patch),
+        )
 
 
 RULES = (

@@ -86,15 +86,24 @@ class DecoderEmbeddingLeftPadding(DecoderEmbedderRule):
         tok = ctx.facts.tokenizer
         if enc is None or tok is None or tok.config is None or tok.config_value.get("padding_side") != "left":
             return
-        msg = (f"{enc.who} takes no padding mask and attends causally ({enc.mask_source}); "
-               "tokenizer_config.json pads on the left, so a program that batches as the tokenizer pads has every row attend "
-               "to its pads, its positions counted from the first pad: pad on the right and pool each row at its own last "
-               "token, or embed one text at a time")  # fmt: skip
+        msg = (
+            f"{enc.who} takes no padding mask and attends causally ({enc.mask_source}); "
+            "tokenizer_config.json pads on the left, so a program that batches as the tokenizer pads has every row "
+            "attend "
+            "to its pads, its positions counted from the first pad: pad on the right and pool each row at its own last "
+            "token, or embed one text at a time"
+        )
         from portkit.findings import CandleProgram  # with the first finding (`portkit.rules.base.location`)
 
-        yield self.finding(ctx, msg, filename=tok.config.path, location=location(tok.config.position("padding_side")),
-                           transformers_value="left, with the attention mask", candle_value="no mask",
-                           probe=self.probe_of(CandleProgram, program="tokenizer-padded-batch"))  # fmt: skip
+        yield self.finding(
+            ctx,
+            msg,
+            filename=tok.config.path,
+            location=location(tok.config.position("padding_side")),
+            transformers_value="left, with the attention mask",
+            candle_value="no mask",
+            probe=self.probe_of(CandleProgram, program="tokenizer-padded-batch"),
+        )
 
 
 class DecoderEmbeddingKvCacheKept(DecoderEmbedderRule):
@@ -143,14 +152,22 @@ class DecoderEmbeddingKvCacheKept(DecoderEmbedderRule):
         doc, enc = self.embedder(ctx)
         if enc is None or not enc.kept_cache:
             return
-        msg = (f"{enc.who} `{enc.model}` keeps its KV cache across forwards ({enc.kept_cache}; "
-               "https://github.com/huggingface/candle/pull/3384): a program that loads it once and embeds text after text has "
-               f"every later text attend to the earlier ones; build a fresh `{enc.name}::{enc.model}` for each forward")  # fmt: skip
+        msg = (
+            f"{enc.who} `{enc.model}` keeps its KV cache across forwards ({enc.kept_cache}; "
+            "https://github.com/huggingface/candle/pull/3384): a program that loads it once and embeds text after "
+            "text has "
+            f"every later text attend to the earlier ones; build a fresh `{enc.name}::{enc.model}` for each forward"
+        )
         from portkit.findings import CandleProgram  # with the first finding (`portkit.rules.base.location`)
 
-        yield self.finding(ctx, msg, keys=("model_type",) if isinstance(doc.value.get("model_type"), str) else (),
-                           candle_value="cache kept across forwards", transformers_value="each encode a forward of its own",
-                           probe=self.probe_of(CandleProgram, program="one-model"))  # fmt: skip
+        yield self.finding(
+            ctx,
+            msg,
+            keys=("model_type",) if isinstance(doc.value.get("model_type"), str) else (),
+            candle_value="cache kept across forwards",
+            transformers_value="each encode a forward of its own",
+            probe=self.probe_of(CandleProgram, program="one-model"),
+        )
 
 
 RULES = (DecoderEmbeddingLeftPadding, DecoderEmbeddingKvCacheKept)

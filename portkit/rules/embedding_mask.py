@@ -21,12 +21,15 @@ if TYPE_CHECKING:
 #: what the program must pass, by the module's mask convention
 _MUST = {
     "attend": "pass the tokenizer's attention mask (1 on a token, 0 on a pad) to every forward of a padded batch",
-    "masked": "pass the inverse of the tokenizer's attention mask (1 on a pad), as distilbert.rs masks where the mask is 1",
+    "masked": "pass the inverse of the tokenizer's attention mask (1 on a pad), as distilbert.rs masks where the mask "
+    "is 1",
 }
 _WITHOUT = {
-    "bert": "with `None` every position attends to the pads of a padded batch (https://github.com/huggingface/candle/issues/1798)",
+    "bert": "with `None` every position attends to the pads of a padded batch "
+    "(https://github.com/huggingface/candle/issues/1798)",
     "nomic_bert": "with `None` every position attends to the pads of a padded batch",
-    "distilbert": "transformers' own mask passed as is masks the tokens and attends to the pads (https://github.com/huggingface/candle/issues/2721)",
+    "distilbert": "transformers' own mask passed as is masks the tokens and attends to the pads "
+    "(https://github.com/huggingface/candle/issues/2721)",
     "xlm_roberta": "a mask of ones, as a program without one builds it, attends to the pads",
     "modernbert": "a mask of ones, as a program without one builds it, attends to the pads",
 }
@@ -82,14 +85,24 @@ class EncoderPaddingMask(EncoderRule):
         if enc is None:
             return
         if enc.mask is None:
-            msg = (f"{enc.who}'s forward takes no padding mask ({enc.mask_source}): the rows of a padded batch attend to their "
-                   "pads; embed texts of one length together, or one at a time")  # fmt: skip
+            msg = (
+                f"{enc.who}'s forward takes no padding mask ({enc.mask_source}): the rows of a padded batch attend "
+                "to their pads; embed texts of one length together, or one at a time"
+            )
         else:
-            msg = f"{enc.who} takes the padding mask as {enc.mask_source}: the program must {_MUST[enc.mask]}; {_WITHOUT[enc.name]}"
+            msg = (
+                f"{enc.who} takes the padding mask as {enc.mask_source}: the program must {_MUST[enc.mask]}; "
+                f"{_WITHOUT[enc.name]}"
+            )
         from portkit.findings import CandleProgram  # with the first finding (`portkit.rules.base.location`)
 
-        yield self.finding(ctx, msg, keys=("model_type",) if isinstance(doc.value.get("model_type"), str) else (), candle_value=enc.mask,
-                           probe=self.probe_of(CandleProgram, program="no-mask"))  # fmt: skip
+        yield self.finding(
+            ctx,
+            msg,
+            keys=("model_type",) if isinstance(doc.value.get("model_type"), str) else (),
+            candle_value=enc.mask,
+            probe=self.probe_of(CandleProgram, program="no-mask"),
+        )
 
 
 class BertHalfPrecisionMask(EncoderRule):
@@ -137,9 +150,12 @@ class BertHalfPrecisionMask(EncoderRule):
         dtype = ctx.target.dtype
         if enc is None or enc.name != "bert" or dtype not in ("f16", "bf16"):
             return
-        msg = (f"{enc.who} in {dtype} builds its attention mask as `(1 - mask) * f32::MIN` cast to {dtype} (bert.rs:515-528): "
-               f"f32::MIN is -inf in {dtype} and 0 * -inf is NaN, so every attended position, and every embedding, is NaN, "
-               "with a mask or without; run it in f32")  # fmt: skip
+        msg = (
+            f"{enc.who} in {dtype} builds its attention mask as `(1 - mask) * f32::MIN` cast to {dtype} "
+            "(bert.rs:515-528): "
+            f"f32::MIN is -inf in {dtype} and 0 * -inf is NaN, so every attended position, and every embedding, is "
+            "NaN, with a mask or without; run it in f32"
+        )
         yield self.finding(
             ctx, msg, keys=(), candle_value="NaN", transformers_value=f"finite (torch.finfo({dtype}).min)"
         )

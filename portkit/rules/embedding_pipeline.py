@@ -34,7 +34,8 @@ _POOLING_DOES = {
     "max": "take the element-wise maximum over the attended tokens (pads set to a large negative value first)",
     "mean_sqrt_len_tokens": "sum over the attended tokens and divide by the square root of their count",
     "weightedmean": "average the attended tokens weighted by position (1, 2, ..., n)",
-    "lasttoken": "take the last attended token's vector (with left padding the last column; with right padding the row's last token before the pads)",
+    "lasttoken": "take the last attended token's vector (with left padding the last column; with right padding the "
+    "row's last token before the pads)",
 }
 
 
@@ -93,7 +94,8 @@ class SentencePipelineSummary(_PipelineRule):
             return
         yield self.finding(
             ctx,
-            f"the sentence-transformers pipeline: {p.summary()}; candle runs the encoder only (bert.rs:495-512), the rest is the program's",
+            f"the sentence-transformers pipeline: {p.summary()}; candle runs the encoder only (bert.rs:495-512), the "
+            "rest is the program's",
             filename=p.modules_path,
             location=None,
             transformers_value=p.summary(),
@@ -285,7 +287,8 @@ class DenseAfterPooling(_PipelineRule):
     and are simply other vectors.
 
     ## Example
-    `{"in_features": 768, "out_features": 256, "bias": true, "activation_function": "torch.nn.modules.activation.Tanh"}`.
+    `{"in_features": 768, "out_features": 256, "bias": true, "activation_function":
+    "torch.nn.modules.activation.Tanh"}`.
 
     ## Fix
     Load the Dense weights (`linear.weight`, `linear.bias`) with a candle `Linear` from the
@@ -317,13 +320,15 @@ class DenseAfterPooling(_PipelineRule):
             shape = f", linear.weight {list(m.weight_shape)}" if m.weight_shape else ""
             w = {
                 None: "; no weights file in the folder",
-                "pytorch_model.bin": "; its weights are pytorch_model.bin only, which candle cannot read: convert them to safetensors",
+                "pytorch_model.bin": "; its weights are pytorch_model.bin only, which candle cannot read: convert them "
+                "to safetensors",
             }.get(m.weights_file, "")
             yield self.at_module(
                 ctx,
                 p,
                 m,
-                f"Dense at {m.path!r}: {m.in_features} -> {m.out_features}, bias {str(m.bias).lower()}, activation {act}{shape}: "
+                f"Dense at {m.path!r}: {m.in_features} -> {m.out_features}, bias {str(m.bias).lower()}, activation "
+                f"{act}{shape}: "
                 f"the program must apply it after pooling; candle's encoder modules have no such layer{w}",
                 transformers_value={
                     "in_features": m.in_features,
@@ -420,7 +425,8 @@ class MaxSeqLengthDiffers(_PipelineRule):
     static for now.
 
     ## References
-    - sentence-transformers 6.3.0 `base/modules/transformer.py` (`max_seq_length` becomes the tokenizer's `model_max_length`)
+    - sentence-transformers 6.3.0 `base/modules/transformer.py` (`max_seq_length` becomes the tokenizer's
+      `model_max_length`)
     """
 
     code = "PK607"
@@ -442,8 +448,8 @@ class MaxSeqLengthDiffers(_PipelineRule):
         parts = []
         if isinstance(tmax, int) and tmax != msl:
             parts.append(
-                f"tokenizer.json truncates to {tmax}, which the tokenizers crate applies as saved (candle's bert example keeps it "
-                "for its batch and removes it for --prompt, main.rs:120-121)"
+                f"tokenizer.json truncates to {tmax}, which the tokenizers crate applies as saved (candle's bert "
+                "example keeps it for its batch and removes it for --prompt, main.rs:120-121)"
             )
         elif tok is not None and trunc is None and isinstance(mpe, int) and msl < mpe:
             parts.append(
@@ -550,14 +556,16 @@ class PipelineModuleCustom(_PipelineRule):
                     ctx,
                     p,
                     m,
-                    f"module {m.index} is {m.type!r}, custom code outside sentence-transformers (loaded only with trust_remote_code): portkit does not run it and the program must reimplement it",
+                    f"module {m.index} is {m.type!r}, custom code outside sentence-transformers (loaded only with "
+                    "trust_remote_code): portkit does not run it and the program must reimplement it",
                 )  # type: ignore[arg-type]
             elif m.kind == "other":
                 yield self.at_module(
                     ctx,
                     p,
                     m,
-                    f"module {m.index} is {m.type!r}, a sentence-transformers module portkit does not read: the program must reimplement it",
+                    f"module {m.index} is {m.type!r}, a sentence-transformers module portkit does not read: the "
+                    "program must reimplement it",
                 )  # type: ignore[arg-type]
 
 

@@ -77,13 +77,22 @@ class RobertaThroughBertPositions(EncoderRule):
             return
         pad = doc.value.get("pad_token_id")
         start = f"{pad + 1}" if isinstance(pad, int) and not isinstance(pad, bool) else "`pad_token_id` + 1"
-        msg = (f"bert.rs's `BertModel::load` (candle's bert example) loads this {doc.value.get('model_type', 'RoBERTa-family')} checkpoint too, "
-               f"and counts positions from 0 (bert.rs:193-196) where RoBERTa counts from {start} (xlm_roberta.rs:65-83): every vector "
-               "differs; load it with `xlm_roberta::XLMRobertaModel`")  # fmt: skip
+        msg = (
+            "bert.rs's `BertModel::load` (candle's bert example) loads this "
+            f"{doc.value.get('model_type', 'RoBERTa-family')} checkpoint too, "
+            f"and counts positions from 0 (bert.rs:193-196) where RoBERTa counts from {start} "
+            "(xlm_roberta.rs:65-83): every vector differs; load it with `xlm_roberta::XLMRobertaModel`"
+        )
         from portkit.findings import CandleProgram  # with the first finding (`portkit.rules.base.location`)
 
-        yield self.finding(ctx, msg, keys=("model_type",) if isinstance(doc.value.get("model_type"), str) else (), candle_value=0,
-                           transformers_value=start, probe=self.probe_of(CandleProgram, program="bert-module"))  # fmt: skip
+        yield self.finding(
+            ctx,
+            msg,
+            keys=("model_type",) if isinstance(doc.value.get("model_type"), str) else (),
+            candle_value=0,
+            transformers_value=start,
+            probe=self.probe_of(CandleProgram, program="bert-module"),
+        )
 
 
 RULES = (RobertaThroughBertPositions,)

@@ -68,7 +68,8 @@ class Bf16MatmulOnCpu(_RuntimeRule):
     `unsupported dtype BF16 for op matmul`.
 
     ## References
-    - https://github.com/huggingface/candle/issues/594, https://github.com/huggingface/candle/issues/920 (`unsupported dtype BF16 for op matmul` on the CPU)
+    - https://github.com/huggingface/candle/issues/594, https://github.com/huggingface/candle/issues/920 (`unsupported
+      dtype BF16 for op matmul` on the CPU)
     - https://github.com/huggingface/candle/issues/3503 (a cast-to-F32 CPU matmul, open)
     - https://github.com/utensils/mold/issues/971, https://github.com/EricLBuehler/candle-vllm/issues/205
     """
@@ -136,8 +137,8 @@ class F16MatmulWithAccelerate(_RuntimeRule):
         if self.ready(ctx) and t.device == "cpu" and t.dtype == "f16" and "accelerate" in t.features:
             yield self.finding(
                 ctx,
-                f"transformers runs f16 matmuls on CPU; candle {ctx.target.candle} with `accelerate` fails at the first forward "
-                "with `the accelerate backend does not support f16 matmul`",
+                f"transformers runs f16 matmuls on CPU; candle {ctx.target.candle} with `accelerate` fails at the "
+                "first forward with `the accelerate backend does not support f16 matmul`",
                 keys=self.keys(ctx),
                 transformers_value="f16",
                 candle_value="the accelerate backend does not support f16 matmul",
@@ -175,7 +176,9 @@ class F16AccumulationOnCpu(_RuntimeRule):
     the f16 step; the finding is confirmed when it exceeds f32-accumulated f16.
 
     ## References
-    - https://github.com/InternLM/lmdeploy/issues/403, https://github.com/ggml-org/llama.cpp/issues/22571, https://github.com/ggml-org/llama.cpp/issues/23953, https://github.com/huggingface/text-generation-inference/issues/295 (f16 overflow and precision loss)
+    - https://github.com/InternLM/lmdeploy/issues/403, https://github.com/ggml-org/llama.cpp/issues/22571,
+      https://github.com/ggml-org/llama.cpp/issues/23953,
+      https://github.com/huggingface/text-generation-inference/issues/295 (f16 overflow and precision loss)
     """
 
     code = "PK303"
@@ -191,8 +194,8 @@ class F16AccumulationOnCpu(_RuntimeRule):
         if self.ready(ctx) and t.device == "cpu" and t.dtype == "f16" and not (t.features & {"accelerate", "mkl"}):
             yield self.finding(
                 ctx,
-                f"transformers accumulates f16 matmuls in f32; candle {ctx.target.candle}'s gemm accumulates in f16 on aarch64 CPUs "
-                "with fp16 (in f32 on x86), so logits drift",
+                f"transformers accumulates f16 matmuls in f32; candle {ctx.target.candle}'s gemm accumulates in f16 on "
+                "aarch64 CPUs with fp16 (in f32 on x86), so logits drift",
                 keys=self.keys(ctx),
                 transformers_value="f32 accumulation",
                 candle_value="f16 accumulation (aarch64 fp16)",
@@ -243,8 +246,8 @@ class CacheDtypeMismatch(_RuntimeRule):
             d, err = _DT[t.dtype], rope_dtype_error(t.dtype, t.device)
             yield self.finding(
                 ctx,
-                f"transformers casts rotary tables per call; candle {ctx.target.candle}'s `Cache::new` must get `DType::{d}` for "
-                f"{d} weights, else the first forward fails with `{err}`",
+                f"transformers casts rotary tables per call; candle {ctx.target.candle}'s `Cache::new` must get "
+                f"`DType::{d}` for {d} weights, else the first forward fails with `{err}`",
                 keys=self.keys(ctx),
                 transformers_value="per-call cast",
                 candle_value=f"Cache dtype must be {d}",
@@ -342,7 +345,8 @@ class SequenceBeyondMaxPositions(_RuntimeRule):
     crash: the native runner fed `max_position_embeddings + 1` tokens must fail in narrow.
 
     ## References
-    - https://github.com/huggingface/candle/issues/1566, https://github.com/huggingface/candle/issues/2171 (the same table in quantized_llama)
+    - https://github.com/huggingface/candle/issues/1566, https://github.com/huggingface/candle/issues/2171 (the same
+      table in quantized_llama)
     """
 
     code = "PK306"
@@ -421,8 +425,8 @@ class SoftcappingSkippedByFlashAttn(_RuntimeRule):
             return
         yield self.finding(
             ctx,
-            f"transformers caps attention scores at `attn_logit_softcapping`={cap:g}; candle {ctx.target.candle}'s `{fv.family}` "
-            "skips the cap on its flash-attn path",
+            f"transformers caps attention scores at `attn_logit_softcapping`={cap:g}; candle {ctx.target.candle}'s "
+            f"`{fv.family}` skips the cap on its flash-attn path",
             keys=("attn_logit_softcapping",),
             transformers_value=cap,
             candle_value=None,
@@ -469,7 +473,8 @@ class MixtralExpertsBelowF32(_RuntimeRule):
 
     ## References
     - tests/native/test_candle_run_cache.py (mixtral at f16), where portkit found it
-    - https://github.com/EricLBuehler/mistral.rs/issues/728 (the same error in another Rust port's mixtral: `DTypeMismatchBinaryOp { lhs: BF16, rhs: F32 }`)
+    - https://github.com/EricLBuehler/mistral.rs/issues/728 (the same error in another Rust port's mixtral:
+      `DTypeMismatchBinaryOp { lhs: BF16, rhs: F32 }`)
     """
 
     code = "PK308"
@@ -486,8 +491,8 @@ class MixtralExpertsBelowF32(_RuntimeRule):
             expect = f"dtype mismatch in mul, lhs: {_DT[t.dtype]}, rhs: F32"
             yield self.finding(
                 ctx,
-                f"transformers runs Mixtral in {t.dtype}; candle {ctx.target.candle}'s `mixtral` multiplies each expert's {t.dtype} output "
-                f"by f32 routing weights and fails at the first forward with `{expect}`",
+                f"transformers runs Mixtral in {t.dtype}; candle {ctx.target.candle}'s `mixtral` multiplies each "
+                f"expert's {t.dtype} output by f32 routing weights and fails at the first forward with `{expect}`",
                 keys=self.keys(ctx),
                 transformers_value=t.dtype,
                 candle_value=expect,
@@ -548,8 +553,8 @@ class PhiRopeTableInF32(_RuntimeRule):
             expect = rope_dtype_error(t.dtype, t.device)
             yield self.finding(
                 ctx,
-                f"transformers runs phi in {t.dtype}; candle {t.candle}'s `phi` builds its rotary table in F32 and passes it "
-                f"uncast with {t.dtype} queries, so the first forward fails with `{expect}`",
+                f"transformers runs phi in {t.dtype}; candle {t.candle}'s `phi` builds its rotary table in F32 and "
+                f"passes it uncast with {t.dtype} queries, so the first forward fails with `{expect}`",
                 keys=self.keys(ctx),
                 transformers_value=t.dtype,
                 candle_value=expect,
@@ -599,7 +604,8 @@ class RopeTableInHalfPrecision(_RuntimeRule):
     `t.matmul(&inv_freq)` runs in it, so every angle is rounded to the dtype too. f16 holds
     integers exactly only up to 2048 and bf16 up to 256 (bf16(1001) = 1000): past them the
     positions themselves are rounded, and the pair whose inverse frequency is 1 turns up to half
-    a spacing off (in f16 1 rad from position 2049, 2 rad from 4098; in bf16 1 rad from 257, 4 rad from 1028). transformers
+    a spacing off (in f16 1 rad from position 2049, 2 rad from 4098; in bf16 1 rad from 257, 4 rad from 1028).
+    transformers
     keeps the table in f32, and candle's llama, qwen3, mistral and granite compute it in F32 and
     cast only cos/sin. Measured on the tiny fixtures at 2132 positions in f16: logits 0.6 to 9.6
     from transformers where transformers run with candle's table stays within 0.1-0.5
@@ -622,7 +628,8 @@ class RopeTableInHalfPrecision(_RuntimeRule):
     ..).to_dtype(dtype)`, `t.matmul(&inv_freq)`, `freqs.sin()`/`cos()`), :279 (`RotaryEmbedding::new(vb.dtype(),
     ..)`); the same in phi3.rs:77-136 and :363, gemma.rs:83-99 and :350, gemma2.rs:76-92 and :369,
     gemma3.rs:71-97 and :326, mixtral.rs:82-99 and :418, olmo2.rs:36-52 and :282, starcoder2.rs:52-69 and
-    :280, stable_lm.rs:92-110 and :375, qwen2_moe.rs:54-72 and :414, glm4_new.rs:38-62 and :311. In F32 instead: llama.rs:200-207, qwen3.rs:42-58,
+    :280, stable_lm.rs:92-110 and :375, qwen2_moe.rs:54-72 and :414, glm4_new.rs:38-62 and :311. In F32 instead:
+    llama.rs:200-207, qwen3.rs:42-58,
     mistral.rs:118-135, granite.rs:156-161. The GGUF sibling: PK412 (quantized_qwen3.rs:111-115).
 
     ## Verification
@@ -645,9 +652,18 @@ class RopeTableInHalfPrecision(_RuntimeRule):
     # the modules whose trait `ROPE_TABLE_IN_MODEL_DTYPE` is set (tests/unit/test_rope_table.py holds the two equal;
     # listed, so that loading the rules imports no family module)
     families = (
-        "phi3", "qwen2", "qwen2_moe", "gemma", "gemma2", "gemma3", "mixtral", "olmo2", "starcoder2", "stable_lm",
+        "phi3",
+        "qwen2",
+        "qwen2_moe",
+        "gemma",
+        "gemma2",
+        "gemma3",
+        "mixtral",
+        "olmo2",
+        "starcoder2",
+        "stable_lm",
         "glm4_new",
-    )  # fmt: skip
+    )
     severity = "error"
     effect = "silent"
     fix_title = (
@@ -675,9 +691,10 @@ class RopeTableInHalfPrecision(_RuntimeRule):
         yield self.finding(
             ctx,
             f"{ctx.family.who} builds its RoPE table in {t.dtype} ({src}): positions from {first} on are rounded "  # type: ignore[union-attr]
-            f"({t.dtype} holds integers exactly only up to {first - 1}), so over {planned} positions ({how}) the rotary pair "
-            f"of inverse frequency 1 turns up to {worst:g} rad off and every angle is rounded to {t.dtype}; transformers "
-            f"keeps the table in f32 (the effect appears past {first} tokens)",
+            f"({t.dtype} holds integers exactly only up to {first - 1}), so over {planned} positions ({how}) the "
+            "rotary pair "
+            f"of inverse frequency 1 turns up to {worst:g} rad off and every angle is rounded to {t.dtype}; "
+            f"transformers keeps the table in f32 (the effect appears past {first} tokens)",
             keys=("max_position_embeddings",) if t.max_tokens is None else self.keys(ctx),
             transformers_value="f32",
             candle_value=t.dtype,

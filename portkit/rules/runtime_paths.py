@@ -51,6 +51,11 @@ class _PathRule(Rule):
     def ready(self, ctx: Context) -> bool:
         return bool(ctx.facts.config is not None and ctx.ftv and ctx.ftv.ok and ctx.fv and ctx.fv.ok)
 
+    def who(self, ctx: Context) -> str:
+        """How a message names candle's module (the rules run on a config with a family)."""
+        assert ctx.family is not None
+        return ctx.family.who
+
     def keys(self, ctx: Context) -> tuple[str, ...]:
         return ("model_type",) if ctx.has_key("model_type") else ()
 
@@ -134,9 +139,10 @@ class ContinuationMaskInModelDtype(_TraitPathRule):
             expect = f"dtype mismatch in cat, lhs: {_DT[t.dtype]}, rhs: F32"
             yield self.finding(
                 ctx,
-                f"transformers runs a second turn on its cache in {t.dtype}; {ctx.family.who} makes the cached keys' part "  # type: ignore[union-attr]
-                f"of the mask in {t.dtype} and the rest in f32 ({how.source}), so a turn of more than one token at an offset "
-                f"fails with `{expect}`",
+                f"transformers runs a second turn on its cache in {t.dtype}; {self.who(ctx)} makes the cached keys' "
+                "part "
+                f"of the mask in {t.dtype} and the rest in f32 ({how.source}), so a turn of more than one token at an "
+                f"offset fails with `{expect}`",
                 keys=self.keys(ctx),
                 transformers_value=t.dtype,
                 candle_value=expect,
@@ -209,9 +215,10 @@ class ContinuationPastRotatingWindow(_TraitPathRule):
         )
         yield self.finding(
             ctx,
-            f"transformers masks a later turn against the last `sliding_window`={window} keys; {ctx.family.who}'s sliding "  # type: ignore[union-attr]
-            f"layers keep {window} keys but mask offset + length columns ({how.source}), so once {length} past the window a "
-            f"multi-token turn fails with `{expect}`",
+            f"transformers masks a later turn against the last `sliding_window`={window} keys; {self.who(ctx)}'s "
+            "sliding "
+            f"layers keep {window} keys but mask offset + length columns ({how.source}), so once {length} past the "
+            f"window a multi-token turn fails with `{expect}`",
             keys=("sliding_window",),
             transformers_value=window,
             candle_value=expect,
@@ -263,7 +270,8 @@ class BatchMaskUndersized(_TraitPathRule):
     transformers; the CPU cannot show it (qwen3 builds no mask there).
 
     ## References
-    - https://github.com/huggingface/candle/issues/3582, https://github.com/huggingface/candle/issues/3764 (rows after the first wrong or NaN, Metal and CUDA)
+    - https://github.com/huggingface/candle/issues/3582, https://github.com/huggingface/candle/issues/3764 (rows after
+      the first wrong or NaN, Metal and CUDA)
     - https://github.com/huggingface/candle/pull/3586 (the fix, in 0.11.1)
     """
 
@@ -287,8 +295,8 @@ class BatchMaskUndersized(_TraitPathRule):
         if read and how.read == "every-device" and t.device == "cpu":
             yield self.finding(
                 ctx,
-                f"transformers masks each of the {t.batch} rows; {ctx.family.who}'s causal mask holds one row shaped for "  # type: ignore[union-attr]
-                f"{t.batch} ({source}), and on the CPU attention reads past its buffer and panics ({FIXED_0_11_1})",
+                f"transformers masks each of the {t.batch} rows; {self.who(ctx)}'s causal mask holds one row shaped "
+                f"for {t.batch} ({source}), and on the CPU attention reads past its buffer and panics ({FIXED_0_11_1})",
                 keys=self.keys(ctx),
                 transformers_value=f"{t.batch} rows",
                 candle_value="panic",
@@ -298,9 +306,9 @@ class BatchMaskUndersized(_TraitPathRule):
         elif read:
             yield self.finding(
                 ctx,
-                f"transformers masks each of the {t.batch} rows; {ctx.family.who}'s causal mask holds one row shaped for "  # type: ignore[union-attr]
-                f"{t.batch} ({source}), and on `{t.device}` attention reads rows after the first past its buffer: garbage or "
-                f"NaN ({FIXED_0_11_1})",
+                f"transformers masks each of the {t.batch} rows; {self.who(ctx)}'s causal mask holds one row shaped "
+                f"for {t.batch} ({source}), and on `{t.device}` attention reads rows after the first past its buffer: "
+                f"garbage or NaN ({FIXED_0_11_1})",
                 keys=self.keys(ctx),
                 transformers_value=f"{t.batch} rows",
                 candle_value="rows after the first wrong",
@@ -309,8 +317,9 @@ class BatchMaskUndersized(_TraitPathRule):
             expect = "out of range for slice"
             yield self.finding(
                 ctx,
-                f"transformers masks each of the {t.batch} rows; {ctx.family.who} casts a causal mask of one row shaped "  # type: ignore[union-attr]
-                f"for {t.batch} to {t.dtype} ({source}), and the cast reads past its buffer and panics ({FIXED_0_11_1})",
+                f"transformers masks each of the {t.batch} rows; {self.who(ctx)} casts a causal mask of one row shaped "
+                f"for {t.batch} to {t.dtype} ({source}), and the cast reads past its buffer and panics "
+                f"({FIXED_0_11_1})",
                 keys=self.keys(ctx),
                 transformers_value=f"{t.batch} rows",
                 candle_value="panic",
@@ -377,7 +386,7 @@ class Glm4RopeFirstRowOnly(_PathRule):
             # the one-row mask broadcasts the scores back to N rows: no shape error, wrong rows
             yield self.finding(
                 ctx,
-                f"transformers rotates each of the {t.batch} rows; {ctx.family.who}'s rotary embedding keeps the first "  # type: ignore[union-attr]
+                f"transformers rotates each of the {t.batch} rows; {self.who(ctx)}'s rotary embedding keeps the first "
                 "row's queries and keys (glm4_new.rs:65-77), so every row after the first attends with them "
                 "(0.11.1, whose mask is right, fails the batch instead)",
                 keys=self.keys(ctx),
@@ -388,7 +397,7 @@ class Glm4RopeFirstRowOnly(_PathRule):
         else:
             yield self.finding(
                 ctx,
-                f"transformers rotates each of the {t.batch} rows; {ctx.family.who}'s rotary embedding keeps the first "  # type: ignore[union-attr]
+                f"transformers rotates each of the {t.batch} rows; {self.who(ctx)}'s rotary embedding keeps the first "
                 f"row's queries and keys (glm4_new.rs:65-77), so the attention fails with `{GLM4_BATCH_EXPECT}`",
                 keys=self.keys(ctx),
                 transformers_value=f"{t.batch} rows",
@@ -451,8 +460,8 @@ class PaddingMaskBidirectional(_TraitPathRule):
             return
         yield self.finding(
             ctx,
-            f"transformers keeps a padded batch causal; {ctx.family.who}'s `Model::forward` with a padding mask builds it "  # type: ignore[union-attr]
-            f"without the causal triangle ({how.source}): every position attends to the later tokens of its row",
+            f"transformers keeps a padded batch causal; {self.who(ctx)}'s `Model::forward` with a padding mask builds "
+            f"it without the causal triangle ({how.source}): every position attends to the later tokens of its row",
             keys=self.keys(ctx),
             transformers_value="causal",
             candle_value="bidirectional",
@@ -511,8 +520,10 @@ class Qwen3GgufBatch(_LoaderPathRule):
                 yield self.file_finding(
                     ctx,
                     g,
-                    f"candle {ctx.target.candle}'s quantized_qwen3 runs a batch of {t.batch} on the CPU through a path that unwraps the "
-                    "KV cache it never builds there (quantized_qwen3.rs:269, :357): a panic, not fixed in candle 0.11.1",
+                    f"candle {ctx.target.candle}'s quantized_qwen3 runs a batch of {t.batch} on the CPU through a path "
+                    "that unwraps the "
+                    "KV cache it never builds there (quantized_qwen3.rs:269, :357): a panic, not fixed in "
+                    "candle 0.11.1",
                     candle_value="panic",
                     expect=expect,
                 )
@@ -520,7 +531,8 @@ class Qwen3GgufBatch(_LoaderPathRule):
                 yield self.file_finding(
                     ctx,
                     g,
-                    f"candle {ctx.target.candle}'s quantized_qwen3 shapes a causal mask of one row for {t.batch} (quantized_qwen3.rs:538-563): "
+                    f"candle {ctx.target.candle}'s quantized_qwen3 shapes a causal mask of one row for {t.batch} "
+                    "(quantized_qwen3.rs:538-563): "
                     f"on `{t.device}` rows after the first read past its buffer ({FIXED_0_11_1})",
                     candle_value="rows after the first wrong",
                     probe_kind="numeric",
@@ -580,7 +592,8 @@ class Qwen3GgufContinuationOnCpu(_LoaderPathRule):
             yield self.file_finding(
                 ctx,
                 g,
-                f"candle {ctx.target.candle}'s quantized_qwen3 on the CPU writes decoded tokens to one cache and reads another for a "
+                f"candle {ctx.target.candle}'s quantized_qwen3 on the CPU writes decoded tokens to one cache and reads "
+                "another for a "
                 "multi-token forward (quantized_qwen3.rs:272-313, :314-353): a later turn attends without the answer's "
                 "tokens, and every position but its first is wrong",
                 candle_value="a later turn's rows wrong",
@@ -634,8 +647,8 @@ class Gemma3GgufContinuationMask(_LoaderPathRule):
             yield self.file_finding(
                 ctx,
                 g,
-                f"candle {ctx.target.candle}'s quantized_gemma3 joins an f32 prefix for the cached keys to its u32 mask "
-                f"(quantized_gemma3.rs:170-172): a later turn of more than one token fails with `{expect}`",
+                f"candle {ctx.target.candle}'s quantized_gemma3 joins an f32 prefix for the cached keys to its u32 "
+                f"mask (quantized_gemma3.rs:170-172): a later turn of more than one token fails with `{expect}`",
                 candle_value=expect,
                 expect=expect,
             )
@@ -690,8 +703,8 @@ class Gemma3GgufBatch(_LoaderPathRule):
             yield self.file_finding(
                 ctx,
                 g,
-                f"candle {ctx.target.candle}'s quantized_gemma3 normalises a strided view of the {t.batch} rows' last positions "
-                f"(quantized_gemma3.rs:474-475): the first forward fails with `{expect}`",
+                f"candle {ctx.target.candle}'s quantized_gemma3 normalises a strided view of the {t.batch} rows' last "
+                f"positions (quantized_gemma3.rs:474-475): the first forward fails with `{expect}`",
                 candle_value=expect,
                 expect=expect,
             )
@@ -756,7 +769,7 @@ class ContinuationMaskSquare(_PathRule):
             return
         yield self.finding(
             ctx,
-            f"transformers runs a second turn on its cache; {ctx.family.who} builds the causal mask of a multi-token "  # type: ignore[union-attr]
+            f"transformers runs a second turn on its cache; {self.who(ctx)} builds the causal mask of a multi-token "
             f"forward as (seq_len, seq_len) and {self.applies} scores over the cached keys too, so a turn of more than "
             f"one token at an offset fails with `{self.expected}`{self.fixed}",
             keys=self.keys(ctx),
@@ -812,8 +825,8 @@ class GgufContinuationMaskSquare(_LoaderPathRule):
                 ctx,
                 g,
                 f"candle {ctx.target.candle}'s {v.loader} builds the causal mask of a multi-token forward as "
-                f"(seq_len, seq_len) and broadcasts it onto scores over the cached keys too: a later turn of more than one "
-                f"token fails with `{SQUARE_MASK_EXPECT}` (fixed in 0.10.2)",
+                "(seq_len, seq_len) and broadcasts it onto scores over the cached keys too: a later turn of more than "
+                f"one token fails with `{SQUARE_MASK_EXPECT}` (fixed in 0.10.2)",
                 candle_value=SQUARE_MASK_EXPECT,
                 expect=SQUARE_MASK_EXPECT,
             )

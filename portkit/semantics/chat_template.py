@@ -34,8 +34,8 @@ ENVIRONMENTS = (CANDLE_EXAMPLES, MISTRAL_RS)
 PYTHON_METHODS = frozenset(
     "capitalize casefold center count encode endswith expandtabs find format format_map index isalnum isalpha isascii "
     "isdecimal isdigit isidentifier islower isnumeric isprintable isspace istitle isupper join ljust lower lstrip "
-    "partition removeprefix removesuffix replace rfind rindex rjust rpartition rsplit rstrip split splitlines startswith "
-    "strip swapcase title translate upper zfill get items keys values copy".split()
+    "partition removeprefix removesuffix replace rfind rindex rjust rpartition rsplit rstrip split splitlines "
+    "startswith strip swapcase title translate upper zfill get items keys values copy".split()
 )
 #: The methods minijinja-contrib 2.14.0's `pycompat::unknown_method_callback` answers
 #: (pycompat.rs: `string_methods`, `map_methods`, `seq_methods`); mistral.rs installs it.

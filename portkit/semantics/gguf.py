@@ -107,25 +107,44 @@ MOE_LAYER_TENSORS = ("attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_ou
 # quantized_phi3.rs:235-243; quantized_llama is REQUIRED_KEYS above.
 LOADER_REQUIRED: dict[str, tuple[tuple[str, str], ...]] = {
     "quantized_qwen2": (
-        ("attention.head_count", "U32"), ("attention.head_count_kv", "U32"), ("embedding_length", "U32"),
-        ("context_length", "U32"), ("block_count", "U32"), ("attention.layer_norm_rms_epsilon", "F32"),
+        ("attention.head_count", "U32"),
+        ("attention.head_count_kv", "U32"),
+        ("embedding_length", "U32"),
+        ("context_length", "U32"),
+        ("block_count", "U32"),
+        ("attention.layer_norm_rms_epsilon", "F32"),
     ),
     "quantized_qwen3": (
-        ("attention.head_count", "U32"), ("attention.head_count_kv", "U32"), ("attention.key_length", "U32"),
-        ("block_count", "U32"), ("embedding_length", "U32"), ("context_length", "U32"),
-        ("attention.layer_norm_rms_epsilon", "F32"), ("rope.freq_base", "F32"),
+        ("attention.head_count", "U32"),
+        ("attention.head_count_kv", "U32"),
+        ("attention.key_length", "U32"),
+        ("block_count", "U32"),
+        ("embedding_length", "U32"),
+        ("context_length", "U32"),
+        ("attention.layer_norm_rms_epsilon", "F32"),
+        ("rope.freq_base", "F32"),
     ),
     "quantized_gemma3": (
-        ("attention.head_count", "U32"), ("attention.head_count_kv", "U32"), ("block_count", "U32"),
-        ("embedding_length", "U32"), ("attention.key_length", "U32"), ("attention.value_length", "U32"),
-        ("attention.layer_norm_rms_epsilon", "F32"), ("attention.sliding_window", "U32"),
+        ("attention.head_count", "U32"),
+        ("attention.head_count_kv", "U32"),
+        ("block_count", "U32"),
+        ("embedding_length", "U32"),
+        ("attention.key_length", "U32"),
+        ("attention.value_length", "U32"),
+        ("attention.layer_norm_rms_epsilon", "F32"),
+        ("attention.sliding_window", "U32"),
     ),
     "quantized_phi3": (
-        ("attention.head_count", "U32"), ("attention.head_count_kv", "U32"), ("block_count", "U32"),
-        ("embedding_length", "U32"), ("context_length", "U32"), ("feed_forward_length", "U32"),
-        ("rope.dimension_count", "U32"), ("attention.layer_norm_rms_epsilon", "F32"),
+        ("attention.head_count", "U32"),
+        ("attention.head_count_kv", "U32"),
+        ("block_count", "U32"),
+        ("embedding_length", "U32"),
+        ("context_length", "U32"),
+        ("feed_forward_length", "U32"),
+        ("rope.dimension_count", "U32"),
+        ("attention.layer_norm_rms_epsilon", "F32"),
     ),
-}  # fmt: skip
+}
 # quantized_gemma3.rs:270-277: the first prefix with `{p}.attention.head_count`, else gemma3
 GEMMA3_PREFIXES = ("gemma3", "gemma2", "gemma", "gemma-embedding")
 # quantized_gemma3.rs:27: the local layers' base when no key names it
@@ -253,9 +272,20 @@ def loader_required_tensors(g: GgufFile, loader: str, release: str = NATIVE) -> 
     per: tuple[str, ...]
     if loader == "quantized_qwen2":
         out = ["token_embd.weight", "output_norm.weight"]
-        per = ("attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias",
-               "attn_output.weight", "ffn_gate.weight", "ffn_down.weight", "ffn_up.weight", "attn_norm.weight",
-               "ffn_norm.weight")  # fmt: skip
+        per = (
+            "attn_q.weight",
+            "attn_k.weight",
+            "attn_v.weight",
+            "attn_q.bias",
+            "attn_k.bias",
+            "attn_v.bias",
+            "attn_output.weight",
+            "ffn_gate.weight",
+            "ffn_down.weight",
+            "ffn_up.weight",
+            "attn_norm.weight",
+            "ffn_norm.weight",
+        )
     elif loader == "quantized_phi3":
         out = ["token_embd.weight", "output_norm.weight", "output.weight"]
         per = (
@@ -268,13 +298,35 @@ def loader_required_tensors(g: GgufFile, loader: str, release: str = NATIVE) -> 
         )
     elif loader == "quantized_gemma3":  # quantized_gemma3.rs:318-378
         out = ["token_embd.weight", "output_norm.weight"]
-        per = ("attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight", "attn_q_norm.weight",
-               "attn_k_norm.weight", "attn_norm.weight", "post_attention_norm.weight", "ffn_norm.weight",
-               "post_ffw_norm.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight")  # fmt: skip
+        per = (
+            "attn_q.weight",
+            "attn_k.weight",
+            "attn_v.weight",
+            "attn_output.weight",
+            "attn_q_norm.weight",
+            "attn_k_norm.weight",
+            "attn_norm.weight",
+            "post_attention_norm.weight",
+            "ffn_norm.weight",
+            "post_ffw_norm.weight",
+            "ffn_gate.weight",
+            "ffn_up.weight",
+            "ffn_down.weight",
+        )
     elif loader == "quantized_qwen3":  # quantized_qwen3.rs:492-517, LayerWeights::new :403-427
-        per = ("attn_norm.weight", "ffn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
-               "attn_output.weight", "attn_q_norm.weight", "attn_k_norm.weight", "ffn_gate.weight", "ffn_up.weight",
-               "ffn_down.weight")  # fmt: skip
+        per = (
+            "attn_norm.weight",
+            "ffn_norm.weight",
+            "attn_q.weight",
+            "attn_k.weight",
+            "attn_v.weight",
+            "attn_output.weight",
+            "attn_q_norm.weight",
+            "attn_k_norm.weight",
+            "ffn_gate.weight",
+            "ffn_up.weight",
+            "ffn_down.weight",
+        )
         return ["token_embd.weight"] + [f"blk.{i}.{n}" for i in range(blocks) for n in per] + ["output_norm.weight"]
     else:
         return []

@@ -102,8 +102,15 @@ class Generate:
         # in the file's order
         others = {k: v for k, v in g.items() if k in off and v is not None and v != off[k] and not _is_off(k, v)}
         stated = frozenset(k for k in ("temperature", "top_k", "top_p", "repetition_penalty") if g.get(k) is not None)
-        return cls(do_sample=bool(vals["do_sample"]), temperature=vals["temperature"], top_k=vals["top_k"], top_p=vals["top_p"],
-                   repetition_penalty=vals["repetition_penalty"], no_equivalent=others, stated=stated)  # fmt: skip
+        return cls(
+            do_sample=bool(vals["do_sample"]),
+            temperature=vals["temperature"],
+            top_k=vals["top_k"],
+            top_p=vals["top_p"],
+            repetition_penalty=vals["repetition_penalty"],
+            no_equivalent=others,
+            stated=stated,
+        )
 
     @property
     def samples(self) -> bool:
@@ -208,12 +215,24 @@ def differences(gen: Generate, s: CandleSampler) -> list[Difference]:
         )
     elif gen.do_sample:
         if t is not None and abs(t - gen.temperature) > 1e-12:
-            out.append(Difference("temperature", f"generate() samples at temperature {number(gen.temperature)}; {call} at {number(t)}",
-                                  dataclasses.replace(s, temperature=gen.temperature)))  # fmt: skip
+            out.append(
+                Difference(
+                    "temperature",
+                    f"generate() samples at temperature {number(gen.temperature)}; {call} at {number(t)}",
+                    dataclasses.replace(s, temperature=gen.temperature),
+                )
+            )
         kept = s.keeps_top_k
         if gen.applies_top_k and kept is None:
-            why = ("transformers fills `top_k`=50 into every generation config that does not set it (generation/configuration_utils.py:618) "
-                   "and applies TopKLogitsWarper whenever it samples (generation/utils.py:1622)") if "top_k" not in gen.stated else f"generation_config.json sets `top_k`={gen.top_k}"  # fmt: skip
+            why = (
+                (
+                    "transformers fills `top_k`=50 into every generation config that does not set it "
+                    "(generation/configuration_utils.py:618) "
+                    "and applies TopKLogitsWarper whenever it samples (generation/utils.py:1622)"
+                )
+                if "top_k" not in gen.stated
+                else f"generation_config.json sets `top_k`={gen.top_k}"
+            )
             out.append(Difference("top_k", f"{why}; {call} applies no top-k", _with_top_k(s, gen.top_k)))
         elif gen.applies_top_k and kept != gen.top_k:
             out.append(
@@ -224,16 +243,27 @@ def differences(gen: Generate, s: CandleSampler) -> list[Difference]:
                 )
             )
         elif not gen.applies_top_k and kept is not None:
-            out.append(Difference("top_k", f"generate() applies no top-k (`top_k`=0); {call} keeps the top {kept}",
-                                  dataclasses.replace(s, sampling="TopP" if p is not None else "All", top_k=None, top_k_renormalised=None)))  # fmt: skip
+            out.append(
+                Difference(
+                    "top_k",
+                    f"generate() applies no top-k (`top_k`=0); {call} keeps the top {kept}",
+                    dataclasses.replace(
+                        s, sampling="TopP" if p is not None else "All", top_k=None, top_k_renormalised=None
+                    ),
+                )
+            )
         if kind == "TopKThenTopP" and not s.top_k_renormalised:
-            out.append(Difference(
-                "renormalisation",
-                f"`Sampling::TopKThenTopP` applies its top-p {number(p)} to the top {k} probabilities as they are, without renormalising them "
-                "(candle-transformers generation/mod.rs:96-113); transformers renormalises after top-k (its softmax between the warpers), "
-                f"so candle keeps more tokens: all {k} whenever their mass is below {number(p)}",
-                dataclasses.replace(s, sampling="TopP", top_k=None, top_k_renormalised=k),
-            ))  # fmt: skip
+            out.append(
+                Difference(
+                    "renormalisation",
+                    f"`Sampling::TopKThenTopP` applies its top-p {number(p)} to the top {k} probabilities as they are, "
+                    "without renormalising them "
+                    "(candle-transformers generation/mod.rs:96-113); transformers renormalises after top-k (its "
+                    "softmax between the warpers), "
+                    f"so candle keeps more tokens: all {k} whenever their mass is below {number(p)}",
+                    dataclasses.replace(s, sampling="TopP", top_k=None, top_k_renormalised=k),
+                )
+            )
         if gen.applies_top_p and p is None:
             out.append(
                 Difference(
@@ -267,18 +297,32 @@ def differences(gen: Generate, s: CandleSampler) -> list[Difference]:
                 else "no `apply_repeat_penalty`"
             )
         )
-        out.append(Difference("repetition_penalty", f"generate() applies {theirs}; the candle program applies {mine}",
-                              dataclasses.replace(s, repeat_penalty=gen.repetition_penalty, repeat_last_n=None)))  # fmt: skip
+        out.append(
+            Difference(
+                "repetition_penalty",
+                f"generate() applies {theirs}; the candle program applies {mine}",
+                dataclasses.replace(s, repeat_penalty=gen.repetition_penalty, repeat_last_n=None),
+            )
+        )
     elif s.repeat_penalty != 1.0 and s.repeat_last_n is not None:
-        out.append(Difference(
-            "window",
-            f"the candle program penalises only the last {s.repeat_last_n} tokens (`repeat_last_n`); transformers' "
-            "RepetitionPenaltyLogitsProcessor penalises every token of the sequence, the prompt's included (generation/utils.py:1472-1480)",
-            dataclasses.replace(s, repeat_last_n=None),
-        ))  # fmt: skip
+        out.append(
+            Difference(
+                "window",
+                f"the candle program penalises only the last {s.repeat_last_n} tokens (`repeat_last_n`); transformers' "
+                "RepetitionPenaltyLogitsProcessor penalises every token of the sequence, the prompt's included "
+                "(generation/utils.py:1472-1480)",
+                dataclasses.replace(s, repeat_last_n=None),
+            )
+        )
     for key, v in gen.no_equivalent.items():
-        out.append(Difference(key, f"generation_config.json sets `{key}`={v}: candle's LogitsProcessor has no equivalent (generation/mod.rs: "
-                                   "ArgMax, All, TopK, TopP, TopKThenTopP, GumbelSoftmax)", reference_without=key))  # fmt: skip
+        out.append(
+            Difference(
+                key,
+                f"generation_config.json sets `{key}`={v}: candle's LogitsProcessor has no "
+                "equivalent (generation/mod.rs: ArgMax, All, TopK, TopP, TopKThenTopP, GumbelSoftmax)",
+                reference_without=key,
+            )
+        )
     return out
 
 

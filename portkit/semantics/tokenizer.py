@@ -176,7 +176,10 @@ def _byte_level(add_prefix_space: bool, use_regex: bool = True) -> dict[str, Any
 
 BYTE_LEVEL_DECODER = _byte_level(True)
 # models/qwen2/tokenization_qwen2.py: PRETOKENIZE_REGEX
-QWEN2_PRETOKENIZE_REGEX = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+QWEN2_PRETOKENIZE_REGEX = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
 #: SentencePiece's decoding, as `LlamaTokenizer` and `GemmaTokenizer` build it ("▁" back to a space, bytes fused)
 SPM_DECODERS = (
     {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
@@ -453,9 +456,13 @@ def _token_name(v: Any) -> str | None:
 
 #: each mirrored class's default special tokens (its __init__ signature)
 _DEFAULT_EOS = {
-    "LlamaTokenizer": "</s>", "GPT2Tokenizer": "<|endoftext|>", "CodeGenTokenizer": "<|endoftext|>", "Qwen2Tokenizer": "<|endoftext|>",
-    "GemmaTokenizer": "<eos>", "GPTNeoXTokenizer": "<|endoftext|>",
-}  # fmt: skip
+    "LlamaTokenizer": "</s>",
+    "GPT2Tokenizer": "<|endoftext|>",
+    "CodeGenTokenizer": "<|endoftext|>",
+    "Qwen2Tokenizer": "<|endoftext|>",
+    "GemmaTokenizer": "<eos>",
+    "GPTNeoXTokenizer": "<|endoftext|>",
+}
 _DEFAULT_BOS = {
     "LlamaTokenizer": "<s>",
     "GPT2Tokenizer": "<|endoftext|>",

@@ -95,8 +95,22 @@ NORMALIZER = Component(
 PRE_TOKENIZER = Component(
     "pre_tokenizer",
     "PreTokenizerUntagged",
-    {"Delimiter": "CharDelimiterSplit", **_same("BertPreTokenizer", "ByteLevel", "Metaspace", "Whitespace", "Sequence", "Split", "Punctuation",
-                                                 "WhitespaceSplit", "Digits", "UnicodeScripts", "FixedLength")},
+    {
+        "Delimiter": "CharDelimiterSplit",
+        **_same(
+            "BertPreTokenizer",
+            "ByteLevel",
+            "Metaspace",
+            "Whitespace",
+            "Sequence",
+            "Split",
+            "Punctuation",
+            "WhitespaceSplit",
+            "Digits",
+            "UnicodeScripts",
+            "FixedLength",
+        ),
+    },
     (
         Struct("BertPreTokenizer"),
         Struct("ByteLevel", ("add_prefix_space", "trim_offsets")),
@@ -111,7 +125,7 @@ PRE_TOKENIZER = Component(
         Struct("UnicodeScripts"),
         Struct("FixedLength"),
     ),
-)  # fmt: skip
+)
 DECODER = Component(
     "decoder",
     "DecoderUntagged",

@@ -7,7 +7,8 @@ reference's child and verify pass arrays through their pipes.
 One JSON header instead of np.savez's zip member per array: a reference answer holds ~480
 arrays, and reading each member's own header (a Python literal, parsed) took 0.04-0.06 s of
 every answer and cache entry read. `unpack` returns writable views of the blob (copied
-once unless it is writable already; never a copy per array), and refuses anything `pack` could not have written: a dtype outside
+once unless it is writable already; never a copy per array), and refuses anything `pack` could not have written: a dtype
+outside
 `DTYPES`, a shape that is not a list of non-negative integers, sizes that do not add up to the
 blob's exact length, padding that is not zeros. Nothing a blob says can make it allocate more than the blob itself.
 """

@@ -32,7 +32,8 @@ class LintInputError(RuntimeError):
     """lint could not read the input (its exit-2 case); the message is lint's line."""
 
 
-# verify's lint speaks of the release verify runs (the loaded portkit_native's `build_info()`), whatever [tool.portkit] says
+# verify's lint speaks of the release verify runs (the loaded portkit_native's `build_info()`), whatever [tool.portkit]
+# says
 TARGET_FIELDS = frozenset(
     {
         "candle",

@@ -136,7 +136,8 @@ def model_family(model: ModelDir) -> Family:
     if mt in MODULE_FOR:
         raise BadInput(f"model_type `{mt}`: portkit does not verify candle's `{MODULE_FOR[mt]}` module yet")
     raise BadInput(
-        f"model_type `{mt}`: no candle release portkit knows ({RELEASES[0]}-{RELEASES[-1]}) has a module for it, so there is nothing to verify"
+        f"model_type `{mt}`: no candle release portkit knows ({RELEASES[0]}-{RELEASES[-1]}) has a module for it, so "
+        "there is nothing to verify"
     )
 
 

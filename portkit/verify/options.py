@@ -27,9 +27,8 @@ class VerifyOptions:
     cache: bool = True  # the reference's and candle's caches under $PORTKIT_CACHE (--no-cache: off)
     turns: int = 1  # 2: a second turn on the warm KV cache (`portkit.verify.sections.paths`)
     batch: int = 1  # rows in one forward (`portkit.verify.sections.paths`)
-    sampler: str | None = (
-        None  # the candle program's sampler (`portkit.semantics.sampling.parse`); None: [tool.portkit]'s, else the plain call
-    )
+    #: the candle program's sampler (`portkit.semantics.sampling.parse`); None: [tool.portkit]'s, else the plain call
+    sampler: str | None = None
     #: every --gguf, in order (a quant ladder): one reference and one HF-checkpoint run for all
     ggufs: tuple[Path, ...] = ()
 

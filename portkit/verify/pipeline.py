@@ -177,14 +177,16 @@ class VerifyReport:
                 )
         if self.paths is not None:
             bits += [
-                f"the {TITLES[c.path.name]} {'failed in' if c.path.run.failure else 'differs from transformers in'} {s.subject}"
+                f"the {TITLES[c.path.name]} {'failed in' if c.path.run.failure else 'differs from transformers in'} "
+                f"{s.subject}"
                 for s in self.paths.sections
                 for c in s.checks
                 if not c.ok
             ]
         if self.sampling is not None and not self.sampling.ok:
             bits.append(
-                f"the stated sampler draws from another distribution than generate() (distance {self.sampling.program.worst:.3g})"
+                "the stated sampler draws from another distribution than generate() (distance "
+                f"{self.sampling.program.worst:.3g})"
             )
         if confirmed:
             bits.append(f"{len(confirmed)} finding{'s' if len(confirmed) != 1 else ''} confirmed")
@@ -313,8 +315,10 @@ def _embedding(opts: VerifyOptions, encoder: str, progress: Progress, t_start: f
         or opts.turns != 1
         or opts.batch != 1
     ):
-        raise BadInput(f"{opts.model_dir}: an embedding model is verified on its built-in corpus of texts and one padded batch of them; "
-                       "--ids, --text, --chat, --gguf, --turns and --batch are for decoders")  # fmt: skip
+        raise BadInput(
+            f"{opts.model_dir}: an embedding model is verified on its built-in corpus of texts and one "
+            "padded batch of them; --ids, --text, --chat, --gguf, --turns and --batch are for decoders"
+        )
     target = _lint_target(opts, 0, 0)
     return verify_embedding(
         opts, encoder, progress, lambda: lint_for_verify(Path(opts.model_dir), (), target, progress)[0], t_start

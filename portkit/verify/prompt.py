@@ -48,7 +48,8 @@ class Prompt:
         n = len(self.ids)
         return (
             f"the prompt has {n} token{'s' if n != 1 else ''}: position 0 has rotation angle 0 and attends to one key, "
-            f"so rotary-embedding and attention-scale errors show only from position 1 on; use at least {MIN_RECOMMENDED}"
+            "so rotary-embedding and attention-scale errors show only from position 1 on; use at least "
+            f"{MIN_RECOMMENDED}"
         )
 
 

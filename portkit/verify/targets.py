@@ -56,8 +56,15 @@ class Outcome:
         ]
 
     def to_json(self) -> dict[str, Any]:
-        return {"target": self.target, "family": self.family, "verdict": self.verdict, "exit_code": self.exit_code,
-                "confirmed": self.confirmed, "seconds": round(self.seconds, 3), "note": self.note}  # fmt: skip
+        return {
+            "target": self.target,
+            "family": self.family,
+            "verdict": self.verdict,
+            "exit_code": self.exit_code,
+            "confirmed": self.confirmed,
+            "seconds": round(self.seconds, 3),
+            "note": self.note,
+        }
 
 
 def worst(codes: list[int]) -> int:

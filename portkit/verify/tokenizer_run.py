@@ -113,7 +113,8 @@ def verify_tokenizer_only(
     """`transformers`: transformers' tokenizer as `tokenizer_section` takes it."""
     if opts.ids is not None or opts.gguf is not None:
         raise BadInput(
-            f"{opts.model_dir}: tokenizer files only (no model to run): --ids and --gguf need config.json and safetensors weights"
+            f"{opts.model_dir}: tokenizer files only (no model to run): --ids and --gguf need config.json and "
+            "safetensors weights"
         )
     native_for_run()
     findings, note = (lint(), None) if opts.lint else ([], "lint skipped (--no-lint)")
@@ -128,7 +129,7 @@ def verify_tokenizer_only(
             verdict="NOT-PROBED",
             evidence="not probed: no model to run, and the sampling probe "
             "compares both samplers on transformers' logits (tokenizer files only)",
-        )  # fmt: skip
+        )
         for f in findings
         if isinstance(f.probe, SamplingDifference)
     ]

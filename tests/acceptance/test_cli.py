@@ -203,7 +203,8 @@ def test_verify_subcommand_is_lazy(capsys: pytest.CaptureFixture[str]) -> None:
         [
             sys.executable,
             "-c",
-            "import sys; from portkit.cli import main; main(['rules']); print(sorted(m for m in sys.modules if m.startswith('portkit.verify')))",
+            "import sys; from portkit.cli import main; main(['rules']); print(sorted(m for m in sys.modules if "
+            "m.startswith('portkit.verify')))",
         ],
         capture_output=True,
         text=True,
@@ -225,11 +226,9 @@ def test_lint_never_imports_torch_or_transformers(tmp_path: Path) -> None:
     bad = tf5_model(tmp_path)
     sk.write_gguf(bad / "m.gguf", sk.llama_metadata(sk.config("tf4")), sk.gguf_tensors(sk.config("tf4")))
     prog = (
-        "import sys, portkit\n"
-        "from portkit.cli import main\n"
+        "import sys, portkit\nfrom portkit.cli import main\n"
         f"rc = main(['lint', {str(bad)!r}, '--format', 'json', '--output', {str(tmp_path / 'o.json')!r}])\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers'))\n"
-        "print(rc, heavy)\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers'))\nprint(rc, heavy)\n"
     )
     r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, cwd=ROOT)
     assert r.stdout.strip() == "1 []", r.stdout + r.stderr
@@ -259,8 +258,7 @@ HEAVY = (
 def test_lint_imports_nothing_heavy(which: str, fmt: str, tmp_path: Path) -> None:
     d = sk.write_model(tmp_path / "good", sk.config("tf4")) if which == "good" else tf5_model(tmp_path)
     prog = (
-        "import json, sys\n"
-        "from portkit.cli import main\n"
+        "import json, sys\nfrom portkit.cli import main\n"
         f"rc = main(['lint', {str(d)!r}, '--format', {fmt!r}, '--output', {str(tmp_path / 'out')!r}])\n"
         f"heavy = sorted(m for m in sys.modules if any(m == h or m.startswith(h + '.') for h in {HEAVY!r}))\n"
         "print(json.dumps([rc, heavy]))\n"

@@ -23,7 +23,10 @@ from portkit.porting.dumpfile import read_dump
 
 CRATE = Path(__file__).resolve().parents[1] / "hand_port"
 
-SCORES = "q/k/v projections agree, attention output differs, position 0 agrees: rotary embedding (theta, pairing, scaling) or the attention scale/softcap"
+SCORES = (
+    "q/k/v projections agree, attention output differs, position 0 agrees: rotary embedding (theta, pairing, "
+    "scaling) or the attention scale/softcap"
+)
 # bug -> (first bad name, the diagnosis line, the candidates it must name)
 BUGS = {
     "rope-theta-key": ("layer.0.self_attn", SCORES, ["rotary embedding (theta, pairing, scaling)"]),
@@ -32,12 +35,14 @@ BUGS = {
     "no-qkv-bias": ("layer.0.self_attn.q_proj", "q_proj differs from position 0: weight layout or bias", ["bias"]),
     "o-proj-transposed": (
         "layer.0.self_attn",
-        "q/k/v projections agree, attention output differs from position 0: o_proj (weight layout or bias) or the value path (v heads, key-value grouping)",
+        "q/k/v projections agree, attention output differs from position 0: o_proj (weight layout or bias) or the "
+        "value path (v heads, key-value grouping)",
         ["o_proj (weight layout or bias)"],
     ),
     "gate-up-swapped": (
         "layer.0.mlp",
-        "post_attention_layernorm agrees, mlp differs from position 0: gate/up order, the activation (hidden_act) or down_proj weight layout",
+        "post_attention_layernorm agrees, mlp differs from position 0: gate/up order, the activation (hidden_act) or "
+        "down_proj weight layout",
         ["gate/up order"],
     ),
     "eps-layer2": ("layer.2.input_layernorm", "input_layernorm differs: eps or weight offset (gemma's 1 + w)", ["eps"]),
@@ -103,8 +108,14 @@ def _compare(capsys, ref: Path, cand: Path) -> tuple[int, dict, str]:
 def test_the_reference_holds_every_sub_layer_of_qwen2(ref_path):
     ref = read_dump(ref_path)
     assert json.loads(ref.metadata["sublayers"]) == [
-        "input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn", "post_attention_layernorm", "mlp"
-    ]  # fmt: skip
+        "input_layernorm",
+        "self_attn.q_proj",
+        "self_attn.k_proj",
+        "self_attn.v_proj",
+        "self_attn",
+        "post_attention_layernorm",
+        "mlp",
+    ]
     names = list(ref.tensors)
     layer1 = [n for n in names if n.startswith("layer.1")]
     assert layer1 == [f"layer.1.{s}" for s in json.loads(ref.metadata["sublayers"])] + [

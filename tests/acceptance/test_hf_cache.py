@@ -169,11 +169,10 @@ def test_an_existing_path_wins_over_a_repo_id(cache: Path, tmp_path: Path) -> No
 def test_repo_ids_go_offline_and_plain_paths_never_import_huggingface_hub(cache: Path, tmp_path: Path) -> None:
     local = sk.write_model(tmp_path / "local", GOOD())
     prog = (
-        "import json, os, sys\n"
-        "from portkit.cli import main\n"
-        "rc = main(sys.argv[1:])\n"
+        "import json, os, sys\nfrom portkit.cli import main\nrc = main(sys.argv[1:])\n"
         "hub = sys.modules.get('huggingface_hub')\n"
-        "print(json.dumps([rc, hub is not None, os.environ.get('HF_HUB_OFFLINE'), bool(hub and hub.constants.HF_HUB_OFFLINE)]))\n"
+        "print(json.dumps([rc, hub is not None, os.environ.get('HF_HUB_OFFLINE'), bool(hub and "
+        "hub.constants.HF_HUB_OFFLINE)]))\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_"))}
     env.update(HF_HUB_CACHE=str(cache), PYTHONPATH=str(Path(__file__).resolve().parents[2]))

@@ -169,8 +169,8 @@ def test_reference_cli_prints_what_it_wrote(capsys, tmp_path, healthy_tied_dir):
         and "ids 1,5,9,20,33" in stdout
     )
     assert (
-        "21 sub-layer values: input_layernorm, self_attn.q_proj, self_attn.k_proj, self_attn.v_proj, self_attn, post_attention_layernorm, mlp of layer.0..layer.2"
-        in stdout
+        "21 sub-layer values: input_layernorm, self_attn.q_proj, self_attn.k_proj, self_attn.v_proj, self_attn, "
+        "post_attention_layernorm, mlp of layer.0..layer.2" in stdout
     )
     d = read_dump(out)
     assert d.tensors["ids"].tolist() == [1, 5, 9, 20, 33] and d.tensors["greedy"].shape == (2,)
@@ -549,6 +549,9 @@ def test_subcommands_are_wired_and_lazy(capsys):
         main(["--help"])
     listing = capsys.readouterr().out
     assert e.value.code == 0 and "reference" in listing and "compare" in listing
-    prog = "import sys; from portkit.cli import main; main(['rules']); print([m for m in sys.modules if m.startswith('portkit.porting')])"
+    prog = (
+        "import sys; from portkit.cli import main; main(['rules']); print([m for m in sys.modules if "
+        "m.startswith('portkit.porting')])"
+    )
     r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, cwd=ROOT)
     assert r.stdout.strip().splitlines()[-1] == "[]"

@@ -139,8 +139,8 @@ def test_nan_weight_is_its_own_verdict(tmp_path: Path, healthy_tied_dir: Path) -
     p = _verify_text(model, _env(tmp_path / "cache"))
     assert p.returncode == 3
     assert (
-        "NON-FINITE: the checkpoint holds non-finite weights (model.layers.1.mlp.down_proj.weight); both sides turn non-finite at layer.1.mlp"
-        in p.stdout
+        "NON-FINITE: the checkpoint holds non-finite weights (model.layers.1.mlp.down_proj.weight); both sides turn "
+        "non-finite at layer.1.mlp" in p.stdout
     )
     assert "MISMATCH" not in p.stdout
 

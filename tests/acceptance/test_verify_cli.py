@@ -96,7 +96,8 @@ def test_json_output_follows_schema(capsys, fixture_dir):
 
 
 def test_negative_control_makes_verify_fail(capsys, healthy_tied_dir):
-    """The negative control (one reference logit + 1e-3, `fixtures.seams`) goes through the same comparisons as a real run."""
+    """The negative control (one reference logit + 1e-3, `fixtures.seams`) goes through the same comparisons as a real
+    run."""
     with reference_perturbed(1e-3):
         code, out, _ = _run(capsys, healthy_tied_dir, "--format", "json")
     doc = json.loads(out)

@@ -132,8 +132,13 @@ def test_several_models_share_one_transformers_process(fixture_dir, tmp_path: Pa
         reports[label] = r
         events.append(("emit", label))
 
-    outcomes = verify_each(VerifyOptions(model_dir=dirs[0], tokens=4), [(str(d), d) for d in dirs], lambda p, s: events.append((p, s)),
-                           emitted, lambda _l, _e: None)  # fmt: skip
+    outcomes = verify_each(
+        VerifyOptions(model_dir=dirs[0], tokens=4),
+        [(str(d), d) for d in dirs],
+        lambda p, s: events.append((p, s)),
+        emitted,
+        lambda _l, _e: None,
+    )
     assert len(started) == 1
     # the second model's candle ran while transformers computed the first's reference
     second_candle = next(i for i, (p, s) in enumerate(events) if p.startswith("[2/2]") and s.startswith("candle"))

@@ -122,7 +122,8 @@ def _subprocess(*argv: object) -> subprocess.CompletedProcess[str]:
         ),
         (
             ("--turns", "--tokens", "110"),
-            "portkit: error: --turns: the second turn ends at position 134 (16 prompt + 110 generated + 8 tokens), past "
+            "portkit: error: --turns: the second turn ends at position 134 (16 prompt + 110 generated + 8 tokens), "
+            "past "
             "max_position_embeddings=128, the rows of candle's cos/sin table; use a shorter prompt or fewer --tokens",
         ),
     ],
@@ -147,7 +148,8 @@ def test_a_batch_that_cannot_fit_is_refused_before_any_load(monkeypatch) -> None
     monkeypatch.setattr(candle, "load_runner", no_load)
     with pytest.raises(
         BadInput,
-        match=r"--batch 64: 64 rows of 16 tokens need about \d+ MiB .* more than the 1 MiB available; use a smaller --batch",
+        match=r"--batch 64: 64 rows of 16 tokens need about \d+ MiB .* more than the 1 MiB available; use a smaller "
+        r"--batch",
     ):
         verify(VerifyOptions(model_dir=family_fixture("qwen2", "legacy"), batch=64))
 

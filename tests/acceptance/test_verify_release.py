@@ -24,8 +24,13 @@ from fixtures.families import family_fixture
 
 
 def _verify(*argv: object, env: dict[str, str] | None = None) -> tuple[int, dict, str]:
-    proc = subprocess.run([sys.executable, "-m", "portkit", "verify", *map(str, argv), "--format", "json"],
-                          capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=3000)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "portkit", "verify", *map(str, argv), "--format", "json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=3000,
+    )
     doc = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
     return proc.returncode, doc, proc.stderr
 
@@ -109,8 +114,12 @@ def test_a_failed_build_is_cargos_last_error_and_leaves_nothing(tmp_path: Path) 
     )
     (fake / "cargo").chmod(0o755)
     cache = tmp_path / "cache"
-    code, doc, err = _verify(embedding_model("bert"), "--candle", "0.11.1",
-                             env={"PATH": f"{fake}:{os.environ['PATH']}", "PORTKIT_CACHE": str(cache)})  # fmt: skip
+    code, doc, err = _verify(
+        embedding_model("bert"),
+        "--candle",
+        "0.11.1",
+        env={"PATH": f"{fake}:{os.environ['PATH']}", "PORTKIT_CACHE": str(cache)},
+    )
     assert code == 2 and not doc
     assert err.strip().splitlines()[-1].endswith("error[E0599]: no method named `x` found"), err
     assert (
@@ -134,8 +143,13 @@ def test_the_runner_built_for_a_release_reports_that_release(release: str) -> No
     from portkit.verify.candle import release_build
 
     site = release_build.ensure(release, lambda _: None)
-    out = subprocess.run([sys.executable, "-c", "import json, portkit_native as p; print(json.dumps(p.build_info()))"],
-                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(site)}, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", "import json, portkit_native as p; print(json.dumps(p.build_info()))"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(site)},
+        check=True,
+    ).stdout
     info = json.loads(out)
     lock = (Path(release_build.NATIVE_SOURCE) / "releases" / release / "Cargo.lock").read_text()
     assert info["candle_version"] == release

@@ -8,7 +8,11 @@ own verify, this wheel). Today's run in this process (PORTKIT_VERIFY_REFERENCE=i
 every case, and in the reference's child process, as the CLI runs it, for the cases that use
 every request of its protocol. `BASE` is the last commit whose reports this plan must
 reproduce: moved forward when a change to the report itself is merged (f121b02: main with
-issues 24, 27 and 28, whose reports changed on purpose; issue 26's run plan merged onto it; e80fa33: f32 judged against floors measured in the run, issue 32; 7e0fac0: PK510's sampling section, issue 35; 5f4e450: a parameter the checkpoint lacks drawn with a fixed seed, so the base itself repeats; 0292ebd: PK308's crash repaired with candle's mixtral plus its missing cast, one more candle run in the mixtral f16 case; 2411285: the phi, qwen2_moe and smollm3 families' cases, and PK115's patch for a window transformers applies on no layer; 0cce6fa: the glm4_new family's cases).
+issues 24, 27 and 28, whose reports changed on purpose; issue 26's run plan merged onto it; e80fa33: f32 judged against
+floors measured in the run, issue 32; 7e0fac0: PK510's sampling section, issue 35; 5f4e450: a parameter the checkpoint
+lacks drawn with a fixed seed, so the base itself repeats; 0292ebd: PK308's crash repaired with candle's mixtral plus
+its missing cast, one more candle run in the mixtral f16 case; 2411285: the phi, qwen2_moe and smollm3 families' cases,
+and PK115's patch for a window transformers applies on no layer; 0cce6fa: the glm4_new family's cases).
 """
 
 from __future__ import annotations

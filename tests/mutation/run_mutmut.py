@@ -218,7 +218,10 @@ def main(argv: list[str] | None = None) -> int:
             f"  survived {c.get('survived', 0)}  no tests {c.get('no tests', 0)}  tests: {' '.join(present)}"
         )
         if c.get("not checked") or c.get("suspicious"):
-            line += f"\n    {c.get('not checked', 0)} not checked, {c.get('suspicious', 0)} suspicious: see {work / 'mutmut-run.log'}"
+            line += (
+                f"\n    {c.get('not checked', 0)} not checked, {c.get('suspicious', 0)} suspicious: see "
+                f"{work / 'mutmut-run.log'}"
+            )
         print(line, flush=True)
         rows.append(line)
         if args.survivors:

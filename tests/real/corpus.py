@@ -19,14 +19,16 @@ ISSUE_PROMPTS = [
     "Der schnelle braune Fuchs springt über den faulen Hund, und dann",
     "1, 2, 3, 5, 8, 13, 21, 34,",
     "SELECT name, COUNT(*) FROM users WHERE age > 30 GROUP BY",
-    "Once upon a time, in a small village at the edge of a great forest, there lived an old woodcutter and his wife. Every morning he",
+    "Once upon a time, in a small village at the edge of a great forest, there lived an old woodcutter and his wife. "
+    "Every morning he",
 ]
 
 VARIED = [
     "Hello, my name is",
     "for i in range(10):\n    if i % 2 == 0:\n        print(i)\n    else:\n        continue\n",
     '{"name": "portkit", "version": "0.1.0", "dependencies": {"numpy": ">=1.26", "safetensors":',
-    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nWhat is "
+    "2+2?<|im_end|>\n<|im_start|>assistant\n",
     "Le petit prince demanda au renard : « Qu'est-ce que signifie apprivoiser ? » Le renard répondit",
     "El sol se pone detrás de las montañas y el cielo se vuelve",
     "東京は日本の首都であり、",
@@ -38,9 +40,10 @@ VARIED = [
     "The mitochondria is the powerhouse of the",
     "Dear Sir or Madam,\n\nI am writing to inform you that",
     "x = [1, 2, 3]; y = [a * 2 for a in x]; print(sum(y)) # prints",
-    "Wikipedia is a free online encyclopedia, created and edited by volunteers around the world and hosted by the Wikimedia "
-    "Foundation. It was launched in January 2001 by Jimmy Wales and Larry Sanger, and it has since become one of the most "
-    "visited websites in the world, with articles in more than",
+    "Wikipedia is a free online encyclopedia, created and edited by volunteers around the world and hosted by the "
+    "Wikimedia "
+    "Foundation. It was launched in January 2001 by Jimmy Wales and Larry Sanger, and it has since become one of the "
+    "most visited websites in the world, with articles in more than",
     "<|im_start|>user\nTranslate to German: good morning<|im_end|>\n<|im_start|>assistant\n",
     "2024-01-15T10:30:00Z INFO server started on port 8080\n2024-01-15T10:30:01Z WARN",
     "Roses are red,\nviolets are blue,\n",

@@ -135,7 +135,8 @@ CORPUS: dict[str, str] = {
     "scaling-string": with_(rope_scaling="llama3"),
     "scaling-dup-factor": raw_replace(
         '"rope_scaling": null',
-        '"rope_scaling": {"factor": 8.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"}',
+        '"rope_scaling": {"factor": 8.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, '
+        '"original_max_position_embeddings": 8192, "rope_type": "llama3"}',
     ),
     "scaling-in-rope-parameters": j(sk.config("tf5", scaling={"rope_type": "linear", "factor": 2.0})),
     # other rule triggers (candle accepts them: unknown keys)

@@ -186,7 +186,8 @@ def test_replace_writes_pieces_in_order_never_joined(tmp_path: Path, monkeypatch
     assert max(written) <= len(big) and sum(written) == (2 if how == "O_TMPFILE-unnameable" else 1) * (8 + len(big))
 
 
-# ------------------------------------------------------------------ each step of replace, and what it does when a step fails
+# ------------------------------------------------------------------ each step of replace, and what it does when a step
+# fails
 
 
 def _o_tmpfile_works(d: Path) -> bool:

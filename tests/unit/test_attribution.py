@@ -89,7 +89,8 @@ def test_agreement_with_transformers_as_candle_computes_confirms_with_both_dista
     assert c.verdict == "CONFIRMED", c.evidence
     assert asked == [EDIT]
     assert c.evidence.startswith(
-        "logits differ 3 (tol 1e-4); against transformers with no llama3 rope scaling (rope_scaling removed), as candle computes, 0"
+        "logits differ 3 (tol 1e-4); against transformers with no llama3 rope scaling (rope_scaling removed), as "
+        "candle computes, 0"
     )
     assert c.evidence.endswith("the finding explains the difference")
     side = c.details["reference_side"]

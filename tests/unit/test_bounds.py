@@ -218,7 +218,10 @@ def test_a_file_that_starts_like_an_lfs_pointer_costs_no_memory(tmp_path: Path) 
     with open(p, "wb") as f:
         f.write(b"version ")
         f.truncate(200 * 1024 * 1024)
-    message = f"{p}: safetensors header length {struct.unpack('<Q', b'version ')[0]} exceeds portkit's cap of {MAX_HEADER_BYTES} bytes (hostile or corrupt file)"
+    message = (
+        f"{p}: safetensors header length {struct.unpack('<Q', b'version ')[0]} exceeds portkit's cap of "
+        f"{MAX_HEADER_BYTES} bytes (hostile or corrupt file)"
+    )
     with pytest.raises(InputError) as e:  # in this process too: mutmut selects tests by the calls it sees
         read_safetensors_header(p)
     assert str(e.value) == message

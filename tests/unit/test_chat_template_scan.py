@@ -87,7 +87,10 @@ def test_tojson_and_its_arguments() -> None:
 
 
 def test_candle_examples_never_reaches_a_tool_branch() -> None:
-    text = "{%- if tools %}{{ tools|tojson(sort_keys=true) }}{% else %}{{ a|tojson }}{% endif %}{% for m in messages %}{% for c in m.tool_calls %}{{ c.strip() }}{% endfor %}{% endfor %}"
+    text = (
+        "{%- if tools %}{{ tools|tojson(sort_keys=true) }}{% else %}{{ a|tojson }}{% endif %}{% for m in messages "
+        "%}{% for c in m.tool_calls %}{{ c.strip() }}{% endfor %}{% endfor %}"
+    )
     assert kinds(text, "tojson") == [
         (1, 24, "tojson(sort_keys=)", {"mistral.rs": "differs"}),
         (1, 64, "tojson", {"candle-examples": "refuses"}),

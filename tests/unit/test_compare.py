@@ -139,7 +139,8 @@ def test_steps_count_flips_with_the_reference_margin() -> None:
     assert c.max_abs_diff == 8.0 and c.max_abs_ref == 5.0
     assert c.median_abs_diff == pytest.approx(np.median([0.0, 0.1, 8.0, 0.2]))
     assert c.line() == (
-        "steps=4 argmax 1/4  max|diff|=8.00e+00 median=1.50e-01 max|ref|=5  differing steps (ref margin): 1(0.1) 2(3!) 3(0.2!)"
+        "steps=4 argmax 1/4  max|diff|=8.00e+00 median=1.50e-01 max|ref|=5  differing steps (ref margin): 1(0.1) 2(3!) "
+        "3(0.2!)"
     )
 
 

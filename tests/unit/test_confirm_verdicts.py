@@ -288,7 +288,8 @@ def test_when_the_other_fixes_break_the_run_the_as_read_difference_is_used() -> 
     assert c.details["with_other_fixes"] is None
     assert c.verdict == "NOT-REACHED" and not c.confirmed
     assert c.evidence == (
-        "not reached: logits differ 4 (tol 1e-4), but with rope_theta=100000 restored candle stops: missing field `low_freq_factor`"
+        "not reached: logits differ 4 (tol 1e-4), but with rope_theta=100000 restored candle stops: missing field "
+        "`low_freq_factor`"
     )
     assert c.details["fixed_failure"] == {
         "stage": "config",
@@ -421,7 +422,8 @@ def test_unfixable_finding_when_the_other_fixes_break_the_run() -> None:
 PANIC = Failure(
     stage="load",
     kind="CandlePanic",
-    message="panicked at candle-transformers-0.11.0/src/models/llama.rs:524:9: shape mismatch for model.layers.0.self_attn.q_proj.weight",
+    message="panicked at candle-transformers-0.11.0/src/models/llama.rs:524:9: shape mismatch for "
+    "model.layers.0.self_attn.q_proj.weight",
 )
 LM_HEAD = Failure(stage="load", kind="CandleError", message="cannot find tensor lm_head.weight")
 
@@ -436,7 +438,8 @@ def test_crash_confirmed_quotes_candles_own_text() -> None:
     assert c.verdict == "CRASH-CONFIRMED" and c.confirmed  # matched case-insensitively
     assert (
         c.evidence
-        == "candle panicked at load: candle-transformers-0.11.0/src/models/llama.rs:524:9: shape mismatch for model.layers.0.self_attn.q_proj.weight"
+        == "candle panicked at load: candle-transformers-0.11.0/src/models/llama.rs:524:9: shape mismatch for "
+        "model.layers.0.self_attn.q_proj.weight"
     )
     assert c.details["expect"] == "SHAPE MISMATCH for model.layers.0"
     assert c.details["failure"]["location"] == "candle-transformers-0.11.0/src/models/llama.rs:524"
@@ -456,7 +459,8 @@ def test_crash_that_failed_differently_is_not_confirmed() -> None:
     assert c.verdict == "NOT-REACHED" and not c.confirmed
     assert (
         c.evidence
-        == "not reached: candle stopped at a failure no finding predicts: candle error at load: cannot find tensor lm_head.weight"
+        == "not reached: candle stopped at a failure no finding predicts: candle error at load: cannot find tensor "
+        "lm_head.weight"
     )
     assert c.details["failure"]["message"] == "cannot find tensor lm_head.weight"
 
@@ -558,7 +562,8 @@ def test_confirm_all_gives_each_kind_its_own_verdict_in_order() -> None:
     # PK101 measured with PK105's (empty) patch: nothing else to apply, so 6 = 4 + 2 as read
     assert (
         out[0].evidence
-        == "logits differ 6 (tol 1e-4); with rope_theta=100000 restored, logits differ 2 (tol 1e-4) (a difference remains that is not this finding's)"
+        == "logits differ 6 (tol 1e-4); with rope_theta=100000 restored, logits differ 2 (tol 1e-4) (a difference "
+        "remains that is not this finding's)"
     )
     # PK105 measured with PK101's fix applied: only its own 2 is left
     assert (

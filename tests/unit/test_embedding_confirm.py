@@ -11,14 +11,28 @@ from portkit.verify.embedding.confirm import confirm_embedding
 from portkit.verify.embedding.judge import RowCheck
 from portkit.verify.embedding.report import EmbeddingReport
 
-PK618 = Finding(code="PK618", name="bert-half-precision-mask-nan", message="m", filename="config.json", severity="error",
-                probe=declared_probe("numeric", "PK618", measure="non-finite", run="embedding"))  # fmt: skip
+PK618 = Finding(
+    code="PK618",
+    name="bert-half-precision-mask-nan",
+    message="m",
+    filename="config.json",
+    severity="error",
+    probe=declared_probe("numeric", "PK618", measure="non-finite", run="embedding"),
+)
 
 
 def _report(nonfinite: list[bool], load_failure: str | None = None) -> EmbeddingReport:
     singles = [RowCheck(text=f"text {i}", tag="t", tokens=3, candle_nonfinite=bad) for i, bad in enumerate(nonfinite)]
-    return EmbeddingReport(options=SimpleNamespace(dtype="f16"), family="bert", reference=None, singles=singles, batch=None,  # type: ignore[arg-type]
-                           counterfactuals=[], findings=[], load_failure=load_failure)  # fmt: skip
+    return EmbeddingReport(
+        options=SimpleNamespace(dtype="f16"),
+        family="bert",
+        reference=None,
+        singles=singles,
+        batch=None,  # type: ignore[arg-type]
+        counterfactuals=[],
+        findings=[],
+        load_failure=load_failure,
+    )
 
 
 def test_every_text_nan_is_confirmed() -> None:

@@ -143,10 +143,10 @@ def test_lint_of_a_pipeline_imports_no_torch(tmp_path: Path) -> None:
     mods = [("Transformer", ""), ("Pooling", "1_Pooling"), ("Dense", "2_Dense"), ("Normalize", "3_Normalize")]
     d = write_pipeline(tmp_path / "m", modules=mods)
     prog = (
-        "import sys\n"
-        "from portkit.cli import main\n"
+        "import sys\nfrom portkit.cli import main\n"
         f"rc = main(['lint', {str(d)!r}, '--format', 'json', '--output', {str(tmp_path / 'o.json')!r}])\n"
-        "print(rc, sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'sentence_transformers', 'safetensors', 'numpy')))\n"
+        "print(rc, sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', "
+        "'sentence_transformers', 'safetensors', 'numpy')))\n"
     )
     r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, cwd=ROOT)
     assert r.stdout.strip().endswith("[]"), r.stdout + r.stderr

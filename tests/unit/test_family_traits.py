@@ -49,7 +49,8 @@ def test_the_scan_finds_a_branch() -> None:
     probe = ROOT / "tests" / "unit" / "_branch_probe.py"
     try:
         probe.write_text(
-            'def f(fam):\n    if fam.name == "llama":\n        return {"qwen2": 1}\n    return fam.name in ("gemma", "x")\n'
+            'def f(fam):\n    if fam.name == "llama":\n        return {"qwen2": 1}\n    return fam.name in ("gemma", '
+            '"x")\n'
         )
         assert len(_name_comparisons(probe)) == 3
     finally:
@@ -132,11 +133,8 @@ def test_membership_imports_only_the_family_asked_about() -> None:
     import sys
 
     prog = (
-        "import sys\n"
-        "from portkit.rules import RULES\n"
-        "from portkit.families import BY_NAME\n"
-        "mods = lambda: {m for m in sys.modules if m.removeprefix('portkit.families.') in BY_NAME}\n"
-        "before = mods()\n"
+        "import sys\nfrom portkit.rules import RULES\nfrom portkit.families import BY_NAME\n"
+        "mods = lambda: {m for m in sys.modules if m.removeprefix('portkit.families.') in BY_NAME}\nbefore = mods()\n"
         "assert 'qwen2' in RULES['PK309'].families and 'qwen3' in RULES['PK311'].families\n"
         "print(sorted(before), sorted(mods() - before))\n"
     )

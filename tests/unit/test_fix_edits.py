@@ -500,10 +500,9 @@ def test_write_is_utf8_whatever_the_locale(tmp_path: Path) -> None:
         "PYTHONIOENCODING": "utf-8",
     }
     prog = (
-        "import locale, sys\n"
-        "from portkit import fix\n"
-        "assert locale.getpreferredencoding(False).lower() in ('ascii', 'ansi_x3.4-1968'), locale.getpreferredencoding(False)\n"
-        f"fix.write(fix.plan(__import__('pathlib').Path({str(d)!r})))\n"
+        "import locale, sys\nfrom portkit import fix\n"
+        "assert locale.getpreferredencoding(False).lower() in ('ascii', 'ansi_x3.4-1968'), "
+        f"locale.getpreferredencoding(False)\nfix.write(fix.plan(__import__('pathlib').Path({str(d)!r})))\n"
     )
     r = subprocess.run(
         [sys.executable, "-c", prog], capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[2]

@@ -239,7 +239,8 @@ def _refusals() -> list[tuple[str, bytes, str]]:
         (
             "declared counts",
             G().bytes(n_tensors=1, n_kv=2) + b"\0" * 40,
-            "truncated or hostile GGUF: header declares 1 tensors and 2 metadata entries, needs at least 50 bytes, only 40 remain",
+            "truncated or hostile GGUF: header declares 1 tensors and 2 metadata entries, needs at least 50 bytes, "
+            "only 40 remain",
         ),
         (
             "no counts",
@@ -615,7 +616,8 @@ def _unsigned_and_truncated_fields() -> list[tuple[str, bytes, str]]:
         (
             "tensor name",
             t + g.n(100) + b"t" * 30,
-            "truncated or hostile GGUF: tensor name #0 string of 100 bytes needs 100 bytes at offset 32, only 30 remain",
+            "truncated or hostile GGUF: tensor name #0 string of 100 bytes needs 100 bytes at offset 32, "
+            "only 30 remain",
         ),
         ("value type", k + b"\xff\xff\xff\xff" + b"\0" * 8, "corrupt GGUF: `k` has unknown value type 4294967295"),
         (
@@ -673,7 +675,8 @@ def test_a_count_of_exactly_the_cap_goes_on_to_the_size_check(what: str, tmp_pat
     need = cap * (8 + 4 + 4 + 8) if what == "tensor" else cap * (8 + 4 + 1)
     nt, nk = (cap, 0) if what == "tensor" else (0, cap)
     assert refused(write(tmp_path, data)) == (
-        f"truncated or hostile GGUF: header declares {nt} tensors and {nk} metadata entries, needs at least {need} bytes, only 0 remain"
+        f"truncated or hostile GGUF: header declares {nt} tensors and {nk} metadata entries, needs at least {need} "
+        "bytes, only 0 remain"
     )
 
 

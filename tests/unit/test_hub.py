@@ -196,7 +196,8 @@ def test_describe_names_the_revision_its_commit_and_a_partial_download(tmp_path:
     partial = hub.CachedModel(repo_id="acme/m", revision="main", commit=C, path=tmp_path, partial=True)
     assert (
         partial.describe()
-        == f"acme/m@main is {tmp_path} in the Hugging Face cache (commit {C[:12]}, a partial download: the files that are there are linted)"
+        == f"acme/m@main is {tmp_path} in the Hugging Face cache (commit {C[:12]}, a partial download: the files that "
+        "are there are linted)"
     )
     assert (
         hub.CachedModel(repo_id="acme/m", revision="-", commit="", path=tmp_path).spec == "acme/m"
@@ -291,8 +292,8 @@ def test_resolve_refuses_a_snapshot_linked_to_a_41_hex_directory(cache: Path, tm
         hub.resolve("acme/m")
     repo_dir = hc.repo_dir(cache, "acme/m")
     assert (
-        e.value.what
-        == f"the Hugging Face cache names {snap} for it, which is not a snapshot of acme/m ({repo_dir / 'snapshots'}/<commit>)"
+        e.value.what == f"the Hugging Face cache names {snap} for it, which is not a snapshot of acme/m "
+        f"({repo_dir / 'snapshots'}/<commit>)"
     )
     assert e.value.path == "acme/m"
 
@@ -335,7 +336,8 @@ def test_resolve_goes_offline_even_when_huggingface_hub_was_imported_online(
         ),
         (
             "acme/m@main//x",
-            "no such path, and `main//x` is not a revision (a branch, tag or commit hash; `.`, `..` and `/dir` are paths)",
+            "no such path, and `main//x` is not a revision (a branch, tag or commit hash; `.`, `..` and `/dir` are "
+            "paths)",
         ),
         (
             "acme/a--b",
@@ -358,10 +360,14 @@ def test_resolve_says_how_to_get_what_is_not_cached(cache: Path, tmp_path: Path)
     _repo(cache, "acme/m", tmp_path)
     hc.add_revision(cache, "acme/pinned", {"config.json": b"{}"}, refs=())
     cases = {
-        "acme/absent": f"no such path, and acme/absent is not in the Hugging Face cache ({cache}); portkit never downloads: get it with `hf download acme/absent`",
-        "acme/m@v9": f"no such path, and revision `v9` of acme/m is not in the Hugging Face cache ({cache}); portkit never downloads: get it with `hf download acme/m --revision v9`",
-        "acme/pinned": f"no such path, and revision `main` of acme/pinned is not in the Hugging Face cache ({cache}); portkit never downloads: get it with `hf download acme/pinned`",
-        f"acme/m@{OTHER}": f"no such path, and revision `{OTHER}` of acme/m is not in the Hugging Face cache ({cache}); portkit never downloads: get it with `hf download acme/m --revision {OTHER}`",
+        "acme/absent": f"no such path, and acme/absent is not in the Hugging Face cache ({cache}); portkit never "
+        "downloads: get it with `hf download acme/absent`",
+        "acme/m@v9": f"no such path, and revision `v9` of acme/m is not in the Hugging Face cache ({cache}); portkit "
+        "never downloads: get it with `hf download acme/m --revision v9`",
+        "acme/pinned": f"no such path, and revision `main` of acme/pinned is not in the Hugging Face cache ({cache}); "
+        "portkit never downloads: get it with `hf download acme/pinned`",
+        f"acme/m@{OTHER}": f"no such path, and revision `{OTHER}` of acme/m is not in the Hugging Face cache "
+        f"({cache}); portkit never downloads: get it with `hf download acme/m --revision {OTHER}`",
     }
     for spec, what in cases.items():
         with pytest.raises(InputError) as e:

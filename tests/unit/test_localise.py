@@ -65,15 +65,15 @@ def test_agreeing_values_localise_nothing():
         (
             "layer.1.self_attn.k_proj",
             slice(1, None),
-            "k_proj differs but position 0 agrees: dumped after RoPE (put the projection's output, before the rotation) "
-            "or rotary embedding (theta, pairing, scaling)",
+            "k_proj differs but position 0 agrees: dumped after RoPE (put the projection's output, before the "
+            "rotation) or rotary embedding (theta, pairing, scaling)",
             True,
         ),
         (
             "layer.1.self_attn",
             slice(1, None),
-            "q/k/v projections agree, attention output differs, position 0 agrees: rotary embedding (theta, pairing, scaling) "
-            "or the attention scale/softcap",
+            "q/k/v projections agree, attention output differs, position 0 agrees: rotary embedding (theta, pairing, "
+            "scaling) or the attention scale/softcap",
             True,
         ),
         (

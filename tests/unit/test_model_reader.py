@@ -18,7 +18,10 @@ from portkit.model.safetensors_header import read_safetensors_header
 
 
 def test_key_positions_top_level_and_nested() -> None:
-    text = '{\n  "a": 1,\n  "rope_parameters": {\n    "rope_theta": 5e5,\n    "x": [ {"deep": 1} ]\n  },\n  "b\\"q": "s,:{"\n}\n'
+    text = (
+        '{\n  "a": 1,\n  "rope_parameters": {\n    "rope_theta": 5e5,\n    "x": [ {"deep": 1} ]\n  },\n  "b\\"q": '
+        '"s,:{"\n}\n'
+    )
     pos = key_positions(text)
     assert pos[("a",)] == (2, 3)
     assert pos[("rope_parameters",)] == (3, 3)

@@ -32,7 +32,8 @@ def test_both_sides_from_the_same_layer() -> None:
     assert nf.reference_first == nf.candle_first == "layer.1" and nf.first_side == "both"
     assert (
         nf.line()
-        == "the checkpoint holds non-finite weights (model.layers.1.mlp.down_proj.weight); both sides turn non-finite at layer.1"
+        == "the checkpoint holds non-finite weights (model.layers.1.mlp.down_proj.weight); both sides turn non-finite "
+        "at layer.1"
     )
 
 

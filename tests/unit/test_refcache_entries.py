@@ -115,8 +115,8 @@ def test_key_without_import_of_torch() -> None:
 
     code = (
         "import sys, pathlib, tempfile; from portkit.verify.reference import cache as refcache, job; "
-        "d = pathlib.Path(tempfile.mkdtemp()); f = d / 'w.safetensors'; f.write_bytes(b'\\x02' + b'\\x00' * 7 + b'{}'); "
-        "refcache.model_key('{}', [f], 'streamed'); "
+        "d = pathlib.Path(tempfile.mkdtemp()); f = d / 'w.safetensors'; f.write_bytes(b'\\x02' + b'\\x00' * 7 + "
+        "b'{}'); refcache.model_key('{}', [f], 'streamed'); "
         "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -67,7 +67,8 @@ def test_the_run_plan_line_reads_as_a_sentence_when_every_answer_came_from_the_c
     }
     assert (
         _plan_line(gguf)
-        == "run plan: candle 2 threads (1 for quantized matmuls); transformers in a child process, started first, 2 threads"
+        == "run plan: candle 2 threads (1 for quantized matmuls); transformers in a child process, started first, 2 "
+        "threads"
     )
 
 

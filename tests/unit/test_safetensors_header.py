@@ -320,5 +320,6 @@ def test_the_header_length_is_unsigned(tmp_path: Path) -> None:
     p.write_bytes(b"\xff" * 8 + b"{}")
     assert (
         refused(p)
-        == f"safetensors header length {2**64 - 1} exceeds portkit's cap of {100 * 1024 * 1024} bytes (hostile or corrupt file)"
+        == f"safetensors header length {2**64 - 1} exceeds portkit's cap of {100 * 1024 * 1024} bytes (hostile or "
+        "corrupt file)"
     )

@@ -118,6 +118,6 @@ def test_a_stated_temperature_of_zero_is_argmax() -> None:
 def test_call_text_is_the_rust_a_program_writes() -> None:
     a = S.advised(S.Generate.from_config({**LLAMA3, "repetition_penalty": 1.2}))
     assert a.call() == (
-        "apply_repeat_penalty(&logits, 1.2, &tokens), then LogitsProcessor::from_sampling(seed, Sampling::TopP { p: 0.9, "
-        "temperature: 0.6 }), then sample_f(&logits, |prs| keep_top_k_renormalised(prs, 50))"
+        "apply_repeat_penalty(&logits, 1.2, &tokens), then LogitsProcessor::from_sampling(seed, Sampling::TopP { p: "
+        "0.9, temperature: 0.6 }), then sample_f(&logits, |prs| keep_top_k_renormalised(prs, 50))"
     )

@@ -132,8 +132,15 @@ def _mixed_checkpoint(tmp_path, vocab_dtype, layer_dtype):
     from safetensors.torch import load_file, save_file
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-                         num_key_value_heads=1, tie_word_embeddings=False)  # fmt: skip
+    config = LlamaConfig(
+        vocab_size=32,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=False,
+    )
     torch.manual_seed(0)
     LlamaForCausalLM(config).save_pretrained(tmp_path)
     path = tmp_path / "model.safetensors"
@@ -146,9 +153,15 @@ def _mixed_checkpoint(tmp_path, vocab_dtype, layer_dtype):
 
 @pytest.mark.parametrize(
     "stored,expected",
-    [(["F32", "BF16"], "float32"), (["BF16", "F32", "BF16"], "float32"), (["F16", "BF16"], "float32"),
-     (["BF16"], "bfloat16"), (["F16", "F16"], "float16"), (["F32"], "float32")],
-)  # fmt: skip
+    [
+        (["F32", "BF16"], "float32"),
+        (["BF16", "F32", "BF16"], "float32"),
+        (["F16", "BF16"], "float32"),
+        (["BF16"], "bfloat16"),
+        (["F16", "F16"], "float16"),
+        (["F32"], "float32"),
+    ],
+)
 def test_the_vocab_dtype_is_the_one_all_tensors_share_else_f32(stored: list[str], expected: str) -> None:
     """Embedding and lm_head stored in F32 beside BF16 layers: the truth's vocabulary stays F32; taking
     any one of several stored dtypes would round the vocabulary to it."""

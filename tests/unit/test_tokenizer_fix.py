@@ -156,7 +156,8 @@ def test_refused_findings_say_why(tmp_path: Path) -> None:
     pk507 = next(e for e in p.edits if e.finding.code == "PK507")
     assert (
         pk507.refused
-        == f"the tokenizers crate cannot load tokenizer.json ({pk507.finding.candle_value}): regenerate it with the `tokenizers` library"
+        == f"the tokenizers crate cannot load tokenizer.json ({pk507.finding.candle_value}): regenerate it with the "
+        "`tokenizers` library"
     )
     assert "Merges text file invalid at line 6" in pk507.refused
     d3 = write_tokenizer(tmp_path / "l3", "llama3", "trigger")
@@ -246,7 +247,8 @@ def test_check_refuses_an_edit_that_changes_the_class_transformers_picks(tmp_pat
         _check(d, {"decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}})
     assert (
         e.value.what
-        == "refusing to fix: transformers would pick `TokenizersBackend` instead of `LlamaTokenizer` for the edited file"
+        == "refusing to fix: transformers would pick `TokenizersBackend` instead of `LlamaTokenizer` for the edited "
+        "file"
     )
     assert e.value.path == str(d / "tokenizer.json")
 

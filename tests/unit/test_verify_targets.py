@@ -19,10 +19,31 @@ VERDICT = {0: "agree", 1: "mismatch", 3: "non-finite"}
 
 @pytest.mark.parametrize(
     ("codes", "want"),
-    [([3, 2], 2), ([2, 3], 2), ([1, 3], 3), ([3, 1], 3), ([0, 1], 1), ([1, 0, 0], 1), ([0, 0], 0), ([], 0), ([2], 2), ([0, 1, 3, 2, 1], 2)],
-    ids=["nonfinite_then_bad", "bad_then_nonfinite", "mismatch_then_nonfinite", "nonfinite_then_mismatch", "agree_then_mismatch",
-         "mismatch_first", "all_agree", "none", "one_bad", "every_kind"],
-)  # fmt: skip
+    [
+        ([3, 2], 2),
+        ([2, 3], 2),
+        ([1, 3], 3),
+        ([3, 1], 3),
+        ([0, 1], 1),
+        ([1, 0, 0], 1),
+        ([0, 0], 0),
+        ([], 0),
+        ([2], 2),
+        ([0, 1, 3, 2, 1], 2),
+    ],
+    ids=[
+        "nonfinite_then_bad",
+        "bad_then_nonfinite",
+        "mismatch_then_nonfinite",
+        "nonfinite_then_mismatch",
+        "agree_then_mismatch",
+        "mismatch_first",
+        "all_agree",
+        "none",
+        "one_bad",
+        "every_kind",
+    ],
+)
 def test_the_worst_exit_follows_exit_order_not_the_largest_number(codes: list[int], want: int) -> None:
     """A missing directory (2) beside a non-finite model (3) exits 2: bad input is the worst,
     though 3 is the larger number."""
@@ -75,8 +96,13 @@ def test_every_target_gives_one_outcome_in_order(monkeypatch: pytest.MonkeyPatch
     begun: list[str] = []
     _stub_sides(monkeypatch, {name: 0 for name in labels}, begun)
     emitted: list[str] = []
-    out = targets.verify_each(VerifyOptions(model_dir=tmp_path), [(name, tmp_path / name) for name in labels], lambda _p, _s: None,
-                              lambda label, _r: emitted.append(label), lambda label, line: pytest.fail(f"{label}: {line}"))  # fmt: skip
+    out = targets.verify_each(
+        VerifyOptions(model_dir=tmp_path),
+        [(name, tmp_path / name) for name in labels],
+        lambda _p, _s: None,
+        lambda label, _r: emitted.append(label),
+        lambda label, line: pytest.fail(f"{label}: {line}"),
+    )
     assert [o.target for o in out] == labels
     assert emitted == begun == labels
 
@@ -86,8 +112,13 @@ def test_batches_of_two_cover_five_targets(monkeypatch: pytest.MonkeyPatch, tmp_
     labels = [f"m{i}" for i in range(5)]
     begun: list[str] = []
     _stub_sides(monkeypatch, {name: 0 for name in labels}, begun)
-    out = targets.verify_each(VerifyOptions(model_dir=tmp_path), [(name, tmp_path / name) for name in labels], lambda _p, _s: None,
-                              lambda _l, _r: None, lambda label, line: pytest.fail(f"{label}: {line}"))  # fmt: skip
+    out = targets.verify_each(
+        VerifyOptions(model_dir=tmp_path),
+        [(name, tmp_path / name) for name in labels],
+        lambda _p, _s: None,
+        lambda _l, _r: None,
+        lambda label, line: pytest.fail(f"{label}: {line}"),
+    )
     assert [o.target for o in out] == begun == labels
 
 

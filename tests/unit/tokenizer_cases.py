@@ -15,8 +15,16 @@ Builder = Callable[[Path], tuple[Path, dict[str, Any]]]
 Edit = Callable[[dict[str, Any]], None]
 
 
-def shape(name: str, variant: str = "trigger", *, tokenizer: Edit | None = None, config: Edit | None = None,
-          generation: Edit | None = None, files: dict[str, Any] | None = None, target: dict[str, Any] | None = None) -> Builder:  # fmt: skip
+def shape(
+    name: str,
+    variant: str = "trigger",
+    *,
+    tokenizer: Edit | None = None,
+    config: Edit | None = None,
+    generation: Edit | None = None,
+    files: dict[str, Any] | None = None,
+    target: dict[str, Any] | None = None,
+) -> Builder:
     """A shape's tokenizer files, edited: `tokenizer`/`config`/`generation` change tokenizer.json,
     tokenizer_config.json and generation_config.json in place; `files` adds or replaces files
     (None removes one); `target`: lint's target (`--sampler`, ...)."""

@@ -113,7 +113,8 @@ class GgufConfigDisagreement(GgufRule):
                 yield self._disagreement(
                     ctx,
                     g,
-                    f"`llama.attention.layer_norm_rms_epsilon` is {num(v.rms_eps)}; transformers uses `rms_norm_eps`={num(eps)}",
+                    f"`llama.attention.layer_norm_rms_epsilon` is {num(v.rms_eps)}; transformers uses "
+                    f"`rms_norm_eps`={num(eps)}",
                     eps,
                     v.rms_eps,
                 )
@@ -134,9 +135,13 @@ class GgufConfigDisagreement(GgufRule):
         ftv, p = ctx.ftv, metadata_prefix(g, loader, ctx.target.candle)
         if ftv is None or ctx.family is None or ctx.family.gguf_loader != loader:
             return
-        keys = [("attention.head_count", "num_attention_heads"), ("attention.head_count_kv", "num_key_value_heads"),
-                ("block_count", "num_hidden_layers"), ("embedding_length", "hidden_size"),
-                ("feed_forward_length", "intermediate_size")]  # fmt: skip
+        keys = [
+            ("attention.head_count", "num_attention_heads"),
+            ("attention.head_count_kv", "num_key_value_heads"),
+            ("block_count", "num_hidden_layers"),
+            ("embedding_length", "hidden_size"),
+            ("feed_forward_length", "intermediate_size"),
+        ]
         if loader != "quantized_gemma3":  # gemma3's table length is a constant: context_length is never read
             keys.append(("context_length", "max_position_embeddings"))
         if loader in ("quantized_qwen3", "quantized_gemma3"):
@@ -165,16 +170,28 @@ class GgufConfigDisagreement(GgufRule):
             )
         eps = md_f32(g, f"{p}.attention.layer_norm_rms_epsilon")
         if eps is not None and isinstance(ftv.get("rms_norm_eps"), float) and f32(ftv.get("rms_norm_eps")) != eps:
-            yield self._disagreement(ctx, g, f"`{p}.attention.layer_norm_rms_epsilon` is {num(eps)}; transformers uses `rms_norm_eps`={num(ftv.get('rms_norm_eps'))}",
-                          ftv.get("rms_norm_eps"), eps)  # fmt: skip
+            yield self._disagreement(
+                ctx,
+                g,
+                f"`{p}.attention.layer_norm_rms_epsilon` is {num(eps)}; transformers uses "
+                f"`rms_norm_eps`={num(ftv.get('rms_norm_eps'))}",
+                ftv.get("rms_norm_eps"),
+                eps,
+            )
         thetas = [] if loader == "quantized_phi3" else [("rope.freq_base", "rope_theta")]
         if loader == "quantized_gemma3":  # the local base only when written: its absence is PK414's
             thetas.append(("rope.local_freq_base", "rope_local_base_freq"))
         for suffix, ck in thetas:
             fb, theta = md_f32(g, f"{p}.{suffix}"), ftv.get(ck)
             if fb is not None and isinstance(theta, (int, float)) and f32(float(theta)) != fb:
-                yield self._disagreement(ctx, g, f"`{p}.{suffix}` is {fb:.7g}; transformers uses `{ck}`={num(theta)}", theta, fb,
-                              patch={f"{p}.{suffix}": float(theta)})  # fmt: skip
+                yield self._disagreement(
+                    ctx,
+                    g,
+                    f"`{p}.{suffix}` is {fb:.7g}; transformers uses `{ck}`={num(theta)}",
+                    theta,
+                    fb,
+                    patch={f"{p}.{suffix}": float(theta)},
+                )
 
     def _disagreement(
         self, ctx: Context, g: GgufFile, msg: str, tval: object, cval: object, patch: dict[str, object] | None = None
@@ -208,7 +225,8 @@ class GgufConfigDisagreement(GgufRule):
             yield self._disagreement(
                 ctx,
                 g,
-                "transformers applies llama3 rope scaling; the GGUF has no `rope_freqs.weight` (the converter dropped the scaling)",
+                "transformers applies llama3 rope scaling; the GGUF has no `rope_freqs.weight` (the converter dropped "
+                "the scaling)",
                 "llama3",
                 None,
             )
@@ -217,7 +235,8 @@ class GgufConfigDisagreement(GgufRule):
             yield self._disagreement(
                 ctx,
                 g,
-                f"`rope_freqs.weight` has {t.numel} {t.type_name} values; transformers' llama3 scaling has {len(want)} factors",
+                f"`rope_freqs.weight` has {t.numel} {t.type_name} values; transformers' llama3 scaling has {len(want)} "
+                "factors",
                 len(want),
                 t.numel,
             )
@@ -234,7 +253,8 @@ class GgufConfigDisagreement(GgufRule):
             yield self._disagreement(
                 ctx,
                 g,
-                f"`rope_freqs.weight`[{worst}] is {got[worst]:.6g}; transformers' llama3 `rope_parameters` give {want[worst]:.6g}",
+                f"`rope_freqs.weight`[{worst}] is {got[worst]:.6g}; transformers' llama3 `rope_parameters` give "
+                f"{want[worst]:.6g}",
                 want[worst],
                 got[worst],
             )

@@ -88,7 +88,8 @@ class MissingGgufMetadata(GgufRule):
                 yield self.file_finding(
                     ctx,
                     g,
-                    f"candle {ctx.target.candle} requires `{key}` and fails at load with `cannot find {key} in metadata`{hint}",
+                    f"candle {ctx.target.candle} requires `{key}` and fails at load with `cannot find {key} in "
+                    f"metadata`{hint}",
                     candle_value=f"cannot find {key} in metadata",
                     expect=f"cannot find {key} in metadata",
                 )
@@ -97,8 +98,8 @@ class MissingGgufMetadata(GgufRule):
                 yield self.file_finding(
                     ctx,
                     g,
-                    f"`{key}` is {g.metadata[key].type}; candle {ctx.target.candle} reads it with `to_{want.lower()}()` and fails at load "
-                    f"with `{err}`",
+                    f"`{key}` is {g.metadata[key].type}; candle {ctx.target.candle} reads it with "
+                    f"`to_{want.lower()}()` and fails at load with `{err}`",
                     candle_value=err,
                     expect=err,
                 )
@@ -115,7 +116,10 @@ class MissingGgufMetadata(GgufRule):
                 msg = f"candle {ctx.target.candle}'s {loader} requires `{key}` and fails at load with `{err}`"
             elif v.type != want:
                 err = f"not a {want.lower()} {candle_debug(v)}"
-                msg = f"`{key}` is {v.type}; candle {ctx.target.candle}'s {loader} reads it with `to_{want.lower()}()` and fails at load with `{err}`"
+                msg = (
+                    f"`{key}` is {v.type}; candle {ctx.target.candle}'s {loader} reads it with `to_{want.lower()}()` "
+                    f"and fails at load with `{err}`"
+                )
             else:
                 continue
             yield self.file_finding(ctx, g, msg, candle_value=err, expect=err)
@@ -158,7 +162,8 @@ class GgufFreqBaseDefaulted(GgufRule):
     written.
 
     ## References
-    - https://github.com/ggml-org/llama.cpp/issues/2768, https://github.com/ggml-org/llama.cpp/issues/2773 (a converter that did not read `rope_theta`)
+    - https://github.com/ggml-org/llama.cpp/issues/2768, https://github.com/ggml-org/llama.cpp/issues/2773 (a converter
+      that did not read `rope_theta`)
     - https://github.com/ggml-org/llama.cpp/issues/18013 (the converter learns transformers 5's `rope_parameters`)
     """
 
@@ -192,9 +197,15 @@ class GgufFreqBaseDefaulted(GgufRule):
             elif theta is not None:
                 if f32(theta) == 10000.0:
                     continue
-                msg = f"transformers uses `rope_theta`={num(theta)}; the GGUF has no `{key}` and candle {ctx.target.candle} uses 10000"
+                msg = (
+                    f"transformers uses `rope_theta`={num(theta)}; the GGUF has no `{key}` and candle "
+                    f"{ctx.target.candle} uses 10000"
+                )
             else:
-                msg = f"the GGUF has no `{key}`; candle {ctx.target.candle} uses 10000 (check the source model's `rope_theta`)"
+                msg = (
+                    f"the GGUF has no `{key}`; candle {ctx.target.candle} uses 10000 (check the source model's "
+                    "`rope_theta`)"
+                )
             yield self.file_finding(
                 ctx,
                 g,
@@ -235,8 +246,10 @@ class RopePairingByArchitecture(GgufRule):
     numeric: candle's logits diverge from the producer's reference after the first tokens.
 
     ## References
-    - https://github.com/huggingface/candle/issues/3410 (quantized_llama's RoPE pairing for NeoX-style models: ~30 coherent tokens, then repetition)
-    - https://github.com/ggml-org/llama.cpp/issues/13261, https://github.com/ikawrakow/ik_llama.cpp/issues/2290 (a wrong rope type per architecture: perplexity 252.8 vs 4.26)
+    - https://github.com/huggingface/candle/issues/3410 (quantized_llama's RoPE pairing for NeoX-style models: ~30
+      coherent tokens, then repetition)
+    - https://github.com/ggml-org/llama.cpp/issues/13261, https://github.com/ikawrakow/ik_llama.cpp/issues/2290 (a wrong
+      rope type per architecture: perplexity 252.8 vs 4.26)
     """
 
     code = "PK403"
@@ -252,15 +265,16 @@ class RopePairingByArchitecture(GgufRule):
         why = (
             "it is not in candle's NEOX list"
             if listed
-            else f"candle pairs every architecture so up to 0.10.2; its NEOX list arrived in {NEOX_BY_ARCH.since} (candle#3411)"
+            else f"candle pairs every architecture so up to 0.10.2; its NEOX list arrived in {NEOX_BY_ARCH.since} "
+            "(candle#3411)"
         )
         for g, v in self.each(ctx):
             if v.architecture in LLAMA_CPP_NEOX_NOT_IN_CANDLE | CANDLE_NEOX_ARCHS and not v.rope_is_neox:
                 yield self.file_finding(
                     ctx,
                     g,
-                    f"llama.cpp runs `{v.architecture}` with NEOX rope pairing; candle {release}'s quantized_llama pairs it "
-                    f"interleaved (`rope_i`): {why}",
+                    f"llama.cpp runs `{v.architecture}` with NEOX rope pairing; candle {release}'s quantized_llama "
+                    f"pairs it interleaved (`rope_i`): {why}",
                     transformers_value="neox",
                     candle_value="interleaved",
                 )
@@ -295,8 +309,10 @@ class RopeFreqsIgnored(GgufRule):
     from which the effect exceeds the noise (docs/verify.md). The effect grows with position.
 
     ## References
-    - https://github.com/ggml-org/llama.cpp/issues/8676, https://github.com/ggml-org/llama.cpp/issues/9396 (the converter writes `rope_freqs.weight`)
-    - https://github.com/ikawrakow/ik_llama.cpp/issues/402, https://github.com/mozilla-ai/llamafile/issues/516, https://github.com/ggml-org/llama.cpp/issues/10759 (files without it)
+    - https://github.com/ggml-org/llama.cpp/issues/8676, https://github.com/ggml-org/llama.cpp/issues/9396 (the
+      converter writes `rope_freqs.weight`)
+    - https://github.com/ikawrakow/ik_llama.cpp/issues/402, https://github.com/mozilla-ai/llamafile/issues/516,
+      https://github.com/ggml-org/llama.cpp/issues/10759 (files without it)
     - https://github.com/floneum/kalosm/issues/340 (a candle-based runtime reads the scaling from config.json instead)
     """
 
@@ -314,8 +330,8 @@ class RopeFreqsIgnored(GgufRule):
                 yield self.file_finding(
                     ctx,
                     g,
-                    f"the GGUF carries `rope_freqs.weight` ({n} llama3 rope factors); candle {ctx.target.candle}'s quantized_llama never "
-                    "reads it and computes unscaled frequencies",
+                    f"the GGUF carries `rope_freqs.weight` ({n} llama3 rope factors); candle {ctx.target.candle}'s "
+                    "quantized_llama never reads it and computes unscaled frequencies",
                     transformers_value="llama3 scaling",
                     candle_value="unscaled",
                     as_candle=as_candle.edit(
@@ -353,8 +369,10 @@ class ContextOverMaxSeqLen(GgufRule):
     crash: the GGUF runner fed 4097 tokens must fail in narrow.
 
     ## References
-    - https://github.com/huggingface/candle/issues/1566, https://github.com/huggingface/candle/issues/1605 (quantized llama's hard-coded `MAX_SEQ_LEN`)
-    - https://github.com/huggingface/candle/issues/2171, https://github.com/huggingface/candle/issues/3014 (prompts longer than the table)
+    - https://github.com/huggingface/candle/issues/1566, https://github.com/huggingface/candle/issues/1605 (quantized
+      llama's hard-coded `MAX_SEQ_LEN`)
+    - https://github.com/huggingface/candle/issues/2171, https://github.com/huggingface/candle/issues/3014 (prompts
+      longer than the table)
     - https://github.com/EricLBuehler/mistral.rs/issues/86
     """
 
@@ -377,8 +395,8 @@ class ContextOverMaxSeqLen(GgufRule):
                 yield self.file_finding(
                     ctx,
                     g,
-                    f"you plan {mt} tokens; candle {ctx.target.candle}'s {v.loader} has {rows} cos/sin rows ({key}) and fails at "
-                    f"position {rows} with `narrow invalid args`",
+                    f"you plan {mt} tokens; candle {ctx.target.candle}'s {v.loader} has {rows} cos/sin rows ({key}) "
+                    f"and fails at position {rows} with `narrow invalid args`",
                     severity="error",
                     transformers_value=mt,
                     candle_value=rows,
@@ -388,12 +406,15 @@ class ContextOverMaxSeqLen(GgufRule):
             if mt is not None:
                 if mt <= MAX_SEQ_LEN:
                     continue
-                msg = f"you plan {mt} tokens; candle {ctx.target.candle}'s quantized_llama has {MAX_SEQ_LEN} cos/sin rows and fails at position {MAX_SEQ_LEN}"
+                msg = (
+                    f"you plan {mt} tokens; candle {ctx.target.candle}'s quantized_llama has {MAX_SEQ_LEN} cos/sin "
+                    f"rows and fails at position {MAX_SEQ_LEN}"
+                )
                 sev = "error"
             elif v.context_length is not None and v.context_length > MAX_SEQ_LEN:
                 msg = (
-                    f"`llama.context_length` is {v.context_length}; candle {ctx.target.candle}'s quantized_llama has {MAX_SEQ_LEN} "
-                    f"cos/sin rows and fails at position {MAX_SEQ_LEN} with `narrow invalid args`"
+                    f"`llama.context_length` is {v.context_length}; candle {ctx.target.candle}'s quantized_llama has "
+                    f"{MAX_SEQ_LEN} cos/sin rows and fails at position {MAX_SEQ_LEN} with `narrow invalid args`"
                 )
                 sev = "warning"
             else:
@@ -426,7 +447,8 @@ class HeadDimNotEmbeddingOverHeads(GgufRule):
 
     ## Why is this bad?
     candle never reads `key_length`: Q/K reshape with its own head_dim and the first forward
-    fails (`lhs: [1,22,16,128], rhs: [1,22,1536]`, https://github.com/huggingface/candle/issues/3917); a rope dimension other than
+    fails (`lhs: [1,22,16,128], rhs: [1,22,1536]`, https://github.com/huggingface/candle/issues/3917); a rope dimension
+    other than
     the head size fails in `rope_i` (`inconsistent last dim size in rope`).
 
     ## Example
@@ -470,8 +492,8 @@ class HeadDimNotEmbeddingOverHeads(GgufRule):
                     ctx,
                     g,
                     f"`blk.0.attn_q.weight` has {q_rows} rows = `head_count` {v.head_count} x {q_rows // v.head_count}"
-                    f"{declared}; candle {ctx.target.candle} uses head_dim = `embedding_length` / `head_count` = {hd} and fails "
-                    "reshaping Q at the first forward",
+                    f"{declared}; candle {ctx.target.candle} uses head_dim = `embedding_length` / `head_count` = {hd} "
+                    "and fails reshaping Q at the first forward",
                     transformers_value=q_rows // v.head_count,
                     candle_value=hd,
                     expect="shape mismatch in reshape",
@@ -480,8 +502,8 @@ class HeadDimNotEmbeddingOverHeads(GgufRule):
                 yield self.file_finding(
                     ctx,
                     g,
-                    f"`llama.rope.dimension_count` is {v.rope_dim} but candle {ctx.target.candle}'s head_dim is {hd}: `rope_i` fails "
-                    "with `inconsistent last dim size in rope`",
+                    f"`llama.rope.dimension_count` is {v.rope_dim} but candle {ctx.target.candle}'s head_dim is {hd}: "
+                    "`rope_i` fails with `inconsistent last dim size in rope`",
                     transformers_value=v.rope_dim,
                     candle_value=hd,
                     expect="inconsistent last dim size in rope",
@@ -530,7 +552,10 @@ class NonLlamaArchitecture(GgufRule):
     effect = "silent"
     fix_title = "Use candle's safetensors module for this family, or a loader written for the architecture"
     probe_kind = "static-only"
-    not_probed = "candle 0.11.0 has no loader written for the architecture: there is no right answer to compare quantized_llama's with"
+    not_probed = (
+        "candle 0.11.0 has no loader written for the architecture: there is no right answer to compare "
+        "quantized_llama's with"
+    )
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         from portkit.candle_modules import ADDED
@@ -549,7 +574,8 @@ class NonLlamaArchitecture(GgufRule):
                     ctx,
                     g,
                     f"`general.architecture` is {shown}: candle {ctx.target.candle} reads it with `{other}`, a loader "
-                    "portkit does not check yet; through quantized_llama it would read only `llama.*` keys and llama tensors",
+                    "portkit does not check yet; through quantized_llama it would read only `llama.*` keys and llama "
+                    "tensors",
                     candle_value=other,
                 )
                 continue
@@ -558,7 +584,8 @@ class NonLlamaArchitecture(GgufRule):
             yield self.file_finding(
                 ctx,
                 g,
-                f"`general.architecture` is {shown}: candle {ctx.target.candle} has no GGUF loader for it{later}; quantized_llama, the only "
+                f"`general.architecture` is {shown}: candle {ctx.target.candle} has no GGUF loader for it{later}; "
+                "quantized_llama, the only "
                 f"one left, reads only `llama.*` keys and llama tensors, and pairs RoPE {pairing}",
                 candle_value="quantized_llama",
             )

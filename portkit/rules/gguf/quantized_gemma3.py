@@ -68,8 +68,10 @@ class Gemma3GgufMlpSilu(GgufRule):
             yield self.file_finding(
                 ctx,
                 g,
-                f"candle {ctx.target.candle}'s quantized_gemma3 gates its MLP with SiLU; Gemma 3 (transformers' `hidden_activation`) "
-                f"uses {'the tanh GELU' if act == 'gelu_pytorch_tanh' else f'`{act}`'}: every layer computes another function",
+                f"candle {ctx.target.candle}'s quantized_gemma3 gates its MLP with SiLU; Gemma 3 (transformers' "
+                "`hidden_activation`) "
+                f"uses {'the tanh GELU' if act == 'gelu_pytorch_tanh' else f'`{act}`'}: every layer computes another "
+                "function",
                 transformers_value=act,
                 candle_value="silu",
                 as_candle=as_candle.edit("SiLU in the MLP", config={"hidden_activation": "silu"}),
@@ -197,7 +199,8 @@ class Gemma3GgufSlidingWindow(GgufRule):
             yield self.file_finding(
                 ctx,
                 g,
-                f"transformers keeps the last {window} keys on {sliding} of {blocks} layers; candle {ctx.target.candle}'s quantized_gemma3 "
+                f"transformers keeps the last {window} keys on {sliding} of {blocks} layers; candle "
+                f"{ctx.target.candle}'s quantized_gemma3 "
                 f"keeps {window + 1} in prefill and every key in decode: they differ from {window + 1} tokens on{plan}",
                 severity="error" if severe else "warning",
                 transformers_value=window,

@@ -39,7 +39,8 @@ class MixtralGgufMergedExperts(GgufRule):
 
     ## References
     - llama.cpp `convert_hf_to_gguf.py` (merged `ffn_*_exps` expert tensors)
-    - tests/native/test_gguf_loaders.py `test_crash_prediction_matches_candle[PK419]`, `test_per_expert_mixtral_file_loads`
+    - tests/native/test_gguf_loaders.py `test_crash_prediction_matches_candle[PK419]`,
+      `test_per_expert_mixtral_file_loads`
     """
 
     code = "PK419"
@@ -58,8 +59,8 @@ class MixtralGgufMergedExperts(GgufRule):
             yield self.file_finding(
                 ctx,
                 g,
-                f"the GGUF stores its {v.expert_count} experts merged (`blk.0.ffn_gate_exps.weight`); candle {ctx.target.candle}'s "
-                f"quantized_llama reads them one by one and fails at load with `{v.refused}`",
+                f"the GGUF stores its {v.expert_count} experts merged (`blk.0.ffn_gate_exps.weight`); candle "
+                f"{ctx.target.candle}'s quantized_llama reads them one by one and fails at load with `{v.refused}`",
                 candle_value=v.refused,
                 expect=v.refused,
             )

@@ -60,8 +60,8 @@ class Phi3GgufFreqBaseIgnored(GgufRule):
             yield self.file_finding(
                 ctx,
                 g,
-                f"`phi3.rope.freq_base` is {fb:.7g}; candle {ctx.target.candle}'s quantized_phi3 never reads it and rotates "
-                "with a hard-coded 10000",
+                f"`phi3.rope.freq_base` is {fb:.7g}; candle {ctx.target.candle}'s quantized_phi3 never reads it and "
+                "rotates with a hard-coded 10000",
                 transformers_value=fb,
                 candle_value=PHI3_FREQ_BASE,
                 as_candle=as_candle.edit(
@@ -125,8 +125,8 @@ class Phi3GgufLongRopeIgnored(GgufRule):
             yield self.file_finding(
                 ctx,
                 g,
-                f"the GGUF carries LongRoPE ({', '.join(what)}); candle {ctx.target.candle}'s quantized_phi3 never reads it and "
-                "runs plain RoPE",
+                f"the GGUF carries LongRoPE ({', '.join(what)}); candle {ctx.target.candle}'s quantized_phi3 never "
+                "reads it and runs plain RoPE",
                 transformers_value="longrope",
                 candle_value="plain rope",
                 as_candle=as_candle.edit(
@@ -176,8 +176,8 @@ class Phi3GgufMissingOutput(GgufTensorRequired):
             yield self.file_finding(
                 ctx,
                 g,
-                f"the GGUF has no `output.weight` (a tied model); candle {ctx.target.candle}'s quantized_phi3 has no fallback to "
-                f"`token_embd.weight` and fails at load with `{err}`",
+                f"the GGUF has no `output.weight` (a tied model); candle {ctx.target.candle}'s quantized_phi3 has no "
+                f"fallback to `token_embd.weight` and fails at load with `{err}`",
                 transformers_value="tied",
                 candle_value=err,
                 expect=err,
@@ -236,7 +236,8 @@ class Phi3GgufPartialRotary(GgufRule):
             yield self.file_finding(
                 ctx,
                 g,
-                f"`phi3.rope.dimension_count` is {rope_dim} for a {head_dim}-wide head ({what}); candle {ctx.target.candle}'s "
+                f"`phi3.rope.dimension_count` is {rope_dim} for a {head_dim}-wide head ({what}); candle "
+                f"{ctx.target.candle}'s "
                 "quantized_phi3 applies its table to the whole head and the first forward fails with "
                 "`inconsistent last dim size in rope`",
                 transformers_value=f"rotate {rope_dim} of {head_dim}",

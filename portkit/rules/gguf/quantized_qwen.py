@@ -65,8 +65,8 @@ class Qwen3GgufRopeTableF16(GgufRule):
             yield self.file_finding(
                 ctx,
                 g,
-                f"`general.dtype` {shown}: candle {ctx.target.candle}'s quantized_qwen3 computes its RoPE tables in F16, an error "
-                "that grows with the position (transformers computes them in F32)",
+                f"`general.dtype` {shown}: candle {ctx.target.candle}'s quantized_qwen3 computes its RoPE tables in "
+                "F16, an error that grows with the position (transformers computes them in F32)",
                 transformers_value="f32",
                 candle_value="f16",
                 probe_patch={"general.dtype": 0},
@@ -122,8 +122,8 @@ class Qwen2GgufMissingQkvBias(GgufTensorRequired):
             yield self.file_finding(
                 ctx,
                 g,
-                f"the GGUF has no {shown}; candle {ctx.target.candle}'s quantized_qwen2 requires the q/k/v biases and fails at load "
-                f"with `{err}`",
+                f"the GGUF has no {shown}; candle {ctx.target.candle}'s quantized_qwen2 requires the q/k/v biases and "
+                f"fails at load with `{err}`",
                 candle_value=err,
                 expect=err,
             )

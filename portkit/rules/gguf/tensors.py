@@ -80,7 +80,8 @@ class UnsupportedGgufTensorType(GgufRule):
                 yield self.file_finding(
                     ctx,
                     g,
-                    f"{len(names)} tensor{'s are' if len(names) > 1 else ' is'} {tname} ({shown}); candle {ctx.target.candle} {when}: `{err}`",
+                    f"{len(names)} tensor{'s are' if len(names) > 1 else ' is'} {tname} ({shown}); candle "
+                    f"{ctx.target.candle} {when}: `{err}`",
                     candle_value=err,
                     expect=err,
                 )
@@ -116,9 +117,11 @@ class QkRowsNotPermuted(GgufRule):
     match once the rows are permuted.
 
     ## References
-    - https://github.com/jzhang38/TinyLlama/issues/24, https://github.com/ggml-org/llama.cpp/issues/3018, https://github.com/ggml-org/llama.cpp/issues/2376 (the GQA permutation: gibberish)
+    - https://github.com/jzhang38/TinyLlama/issues/24, https://github.com/ggml-org/llama.cpp/issues/3018,
+      https://github.com/ggml-org/llama.cpp/issues/2376 (the GQA permutation: gibberish)
     - https://github.com/karpathy/llama2.c/issues/286 (degenerates after ~20 tokens)
-    - https://github.com/huggingface/transformers/issues/31766, https://github.com/huggingface/transformers/issues/31788 (GGUF to HF must undo it with `num_key_value_heads`)
+    - https://github.com/huggingface/transformers/issues/31766, https://github.com/huggingface/transformers/issues/31788
+      (GGUF to HF must undo it with `num_key_value_heads`)
     """
 
     code = "PK410"
@@ -150,7 +153,8 @@ class QkRowsNotPermuted(GgufRule):
                     yield self.file_finding(
                         ctx,
                         g,
-                        f"`{gg}` rows are {got} (relative error {min(e_perm, e_plain):.2g} vs {max(e_perm, e_plain):.2g}); "
+                        f"`{gg}` rows are {got} (relative error {min(e_perm, e_plain):.2g} vs "
+                        f"{max(e_perm, e_plain):.2g}); "
                         f"candle {ctx.target.candle} pairs `{v.architecture or 'llama'}` RoPE "
                         f"{'NEOX' if v.rope_is_neox else 'interleaved'} and needs them {want}",
                         transformers_value="rotate_half on HF rows",
@@ -266,7 +270,8 @@ class MissingGgufTensor(GgufRule):
     crash: candle's `from_gguf` must fail with the same message.
 
     ## References
-    - https://github.com/mozilla-ai/llamafile/issues/516, https://github.com/ggml-org/llama.cpp/issues/10759 (tensor count mismatches)
+    - https://github.com/mozilla-ai/llamafile/issues/516, https://github.com/ggml-org/llama.cpp/issues/10759 (tensor
+      count mismatches)
     """
 
     code = "PK411"
@@ -292,7 +297,8 @@ class MissingGgufTensor(GgufRule):
                 yield self.file_finding(
                     ctx,
                     g,
-                    f"candle {ctx.target.candle} fails at load with `{v.refused}` (`llama.block_count`={v.block_count}, the file has {have})",
+                    f"candle {ctx.target.candle} fails at load with `{v.refused}` "
+                    f"(`llama.block_count`={v.block_count}, the file has {have})",
                     candle_value=v.refused,
                     expect=v.refused,
                 )
@@ -315,8 +321,8 @@ class MissingGgufTensor(GgufRule):
         yield self.file_finding(
             ctx,
             g,
-            f"the GGUF has no {shown} (`{prefix}.block_count`={md_u32(g, f'{prefix}.block_count')}); candle {ctx.target.candle}'s "
-            f"{loader} fails at load with `{err}`",
+            f"the GGUF has no {shown} (`{prefix}.block_count`={md_u32(g, f'{prefix}.block_count')}); candle "
+            f"{ctx.target.candle}'s {loader} fails at load with `{err}`",
             candle_value=err,
             expect=err,
         )

@@ -35,8 +35,20 @@ class TokenizerRule(Rule):
         assert a.tj is not None
         return location(a.tj.position(key))
 
-    def edit_finding(self, ctx: Context, a: TokenizerAnalysis, message: str, *, key: str, transformers_value: Any, candle_value: Any,
-                     edit: dict[str, Any], expect: str, location: Any = None, severity: Any = None) -> Finding:  # fmt: skip
+    def edit_finding(
+        self,
+        ctx: Context,
+        a: TokenizerAnalysis,
+        message: str,
+        *,
+        key: str,
+        transformers_value: Any,
+        candle_value: Any,
+        edit: dict[str, Any],
+        expect: str,
+        location: Any = None,
+        severity: Any = None,
+    ) -> Finding:
         """A finding on tokenizer.json whose fix and whose verify probe are the same edit."""
         assert a.tj is not None
         return self.finding(

@@ -1,4 +1,5 @@
-"""PK518 chat-template-block-whitespace: The chat template's whitespace depends on `trim_blocks` and `lstrip_blocks`, which candle-examples does not set."""
+"""PK518 chat-template-block-whitespace: The chat template's whitespace depends on `trim_blocks` and
+`lstrip_blocks`, which candle-examples does not set."""
 
 from __future__ import annotations
 
@@ -56,12 +57,16 @@ class ChatTemplateBlockWhitespace(ChatTemplateRule):
     name = "chat-template-block-whitespace"
     construct = "whitespace"
     severity = "error"
-    fix_title = "Add `-` whitespace control to those tags, or set `trim_blocks` and `lstrip_blocks` on the Rust program's Environment"
+    fix_title = (
+        "Add `-` whitespace control to those tags, or set `trim_blocks` and `lstrip_blocks` on the Rust "
+        "program's Environment"
+    )
 
     def describe(self, first: Any, found: list[Any], effects: dict[str, str], where: str) -> str:
         n = len(found)
         return (
-            f"the chat template's whitespace depends on trim_blocks/lstrip_blocks at {n} place{'s' if n != 1 else ''} (first: the "
-            f"{first.detail}, {where}): candle-examples sets neither and keeps newlines and blanks that transformers and "
-            "mistral.rs leave out"
+            f"the chat template's whitespace depends on trim_blocks/lstrip_blocks at {n} place{'s' if n != 1 else ''} "
+            "(first: the "
+            f"{first.detail}, {where}): candle-examples sets neither and keeps newlines and blanks that transformers "
+            "and mistral.rs leave out"
         )

@@ -1,4 +1,5 @@
-"""PK513 chat-template-generation-tag: The chat template has `{% generation %}` blocks, a transformers extension minijinja does not know."""
+"""PK513 chat-template-generation-tag: The chat template has `{% generation %}` blocks, a
+transformers extension minijinja does not know."""
 
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ class ChatTemplateGenerationTag(ChatTemplateRule):
 
     def describe(self, first: Any, found: list[Any], effects: dict[str, str], where: str) -> str:
         return (
-            f"the chat template has `{{% {first.detail} %}}` ({where}), transformers' assistant-mask tag: candle-examples' minijinja "
+            f"the chat template has `{{% {first.detail} %}}` ({where}), transformers' assistant-mask tag: "
+            "candle-examples' minijinja "
             "refuses the whole template (`unknown statement generation`); mistral.rs deletes the tags and renders it"
         )

@@ -1,4 +1,5 @@
-"""PK514 chat-template-loop-control: The chat template uses `{% break %}` or `{% continue %}`, which minijinja parses only with `loop_controls`."""
+"""PK514 chat-template-loop-control: The chat template uses `{% break %}` or `{% continue %}`, which
+minijinja parses only with `loop_controls`."""
 
 from __future__ import annotations
 
@@ -49,10 +50,13 @@ class ChatTemplateLoopControl(ChatTemplateRule):
     name = "chat-template-loop-control"
     construct = "loop-control"
     severity = "error"
-    fix_title = "Rewrite the loop without `{% break %}`/`{% continue %}` (a namespace flag), or build minijinja with `loop_controls`"
+    fix_title = (
+        "Rewrite the loop without `{% break %}`/`{% continue %}` (a namespace flag), or build minijinja with "
+        "`loop_controls`"
+    )
 
     def describe(self, first: Any, found: list[Any], effects: dict[str, str], where: str) -> str:
         return (
-            f"the chat template uses `{{% {first.detail} %}}` ({where}): minijinja without its `loop_controls` feature refuses "
-            f"the whole template (`unknown statement {first.detail}`) in candle-examples and in mistral.rs"
+            f"the chat template uses `{{% {first.detail} %}}` ({where}): minijinja without its `loop_controls` feature "
+            f"refuses the whole template (`unknown statement {first.detail}`) in candle-examples and in mistral.rs"
         )

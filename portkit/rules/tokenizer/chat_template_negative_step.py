@@ -1,4 +1,5 @@
-"""PK515 chat-template-negative-step: The chat template walks a sequence backwards in a form mistral.rs rewrites into another template."""
+"""PK515 chat-template-negative-step: The chat template walks a sequence backwards in a form
+mistral.rs rewrites into another template."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ class ChatTemplateNegativeStep(ChatTemplateRule):
 
     ## References
     - docs/chat-templates.md
-    - https://github.com/EricLBuehler/mistral.rs/issues/1934 (Qwen 2.5's `range(n, -1, -1)`), fixed by the rewrite in https://github.com/EricLBuehler/mistral.rs/pull/1941
+    - https://github.com/EricLBuehler/mistral.rs/issues/1934 (Qwen 2.5's `range(n, -1, -1)`), fixed by the rewrite in
+      https://github.com/EricLBuehler/mistral.rs/pull/1941
     - https://github.com/mitsuhiko/minijinja/issues/780 (Qwen3's `messages[::-1]`)
     """
 
@@ -64,6 +66,6 @@ class ChatTemplateNegativeStep(ChatTemplateRule):
                 f"`{expr.strip()}`): another text wherever the loop's first index matters"
             )
         return (
-            f"the chat template subscripts a reversed sequence, `{first.detail}` ({where}): mistral.rs rewrites `[::-1]` to "
-            "`|reverse` and a subscript after a filter is a syntax error: it refuses the whole template"
+            f"the chat template subscripts a reversed sequence, `{first.detail}` ({where}): mistral.rs rewrites "
+            "`[::-1]` to `|reverse` and a subscript after a filter is a syntax error: it refuses the whole template"
         )

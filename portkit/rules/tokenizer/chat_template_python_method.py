@@ -1,4 +1,5 @@
-"""PK512 chat-template-python-method: The chat template calls Python string or dict methods, which minijinja has only through pycompat."""
+"""PK512 chat-template-python-method: The chat template calls Python string or dict methods, which
+minijinja has only through pycompat."""
 
 from __future__ import annotations
 
@@ -51,14 +52,18 @@ class ChatTemplatePythonMethod(ChatTemplateRule):
 
     ## References
     - docs/chat-templates.md
-    - https://github.com/huggingface/text-generation-inference/issues/1545 (`.title()`/`.strip()` in Rust without pycompat)
+    - https://github.com/huggingface/text-generation-inference/issues/1545 (`.title()`/`.strip()` in Rust without
+      pycompat)
     """
 
     code = "PK512"
     name = "chat-template-python-method"
     construct = "python-method"
     severity = "error"
-    fix_title = "Use jinja filters (`| trim`, `| items`, `| default`) instead of Python methods, or install pycompat's unknown-method callback"
+    fix_title = (
+        "Use jinja filters (`| trim`, `| items`, `| default`) instead of Python methods, or install pycompat's "
+        "unknown-method callback"
+    )
 
     def describe(self, first: Any, found: list[Any], effects: dict[str, str], where: str) -> str:
         names = list(dict.fromkeys(f"`.{c.detail}`" if "(" in c.detail else f"`.{c.detail}()`" for c in found))

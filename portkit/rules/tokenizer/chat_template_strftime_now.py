@@ -1,4 +1,5 @@
-"""PK517 chat-template-strftime-now: The chat template calls `strftime_now`, a function transformers defines and candle-examples does not."""
+"""PK517 chat-template-strftime-now: The chat template calls `strftime_now`, a function transformers
+defines and candle-examples does not."""
 
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ class ChatTemplateStrftimeNow(ChatTemplateRule):
 
     def describe(self, first: Any, found: list[Any], effects: dict[str, str], where: str) -> str:
         return (
-            f"the chat template calls `strftime_now` ({where}): candle-examples defines no such function and refuses to render "
+            f"the chat template calls `strftime_now` ({where}): candle-examples defines no such function and refuses "
+            "to render "
             "it (`unknown function`); mistral.rs renders it from the UTC clock, transformers from the local one"
         )

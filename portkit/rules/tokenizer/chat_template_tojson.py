@@ -1,4 +1,5 @@
-"""PK516 chat-template-tojson: The chat template uses `tojson`, which candle-examples lacks and mistral.rs implements with `indent` only."""
+"""PK516 chat-template-tojson: The chat template uses `tojson`, which candle-examples lacks and
+mistral.rs implements with `indent` only."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ class ChatTemplateTojson(ChatTemplateRule):
     separators, sort_keys)` does.
 
     ## Candle source
-    candle-examples-0.11.0/src/chat_template.rs:167 and Cargo.toml:658-660 (no `json` feature); minijinja 2.14.0 src/defaults.rs:128 (the
+    candle-examples-0.11.0/src/chat_template.rs:167 and Cargo.toml:658-660 (no `json` feature); minijinja 2.14.0
+    src/defaults.rs:128 (the
     filter exists only with `json`), src/filters.rs:991-1031; mistral.rs
     mistralrs-core/src/pipeline/chat_template.rs:358-394 and :805; transformers 5.24
     utils/chat_template_utils.py:623-626.
@@ -54,7 +56,10 @@ class ChatTemplateTojson(ChatTemplateRule):
     name = "chat-template-tojson"
     construct = "tojson"
     severity = "error"
-    fix_title = "Register a `tojson` filter with transformers' arguments (`json.dumps(x, ensure_ascii=False, indent, separators, sort_keys)`)"
+    fix_title = (
+        "Register a `tojson` filter with transformers' arguments (`json.dumps(x, ensure_ascii=False, indent, "
+        "separators, sort_keys)`)"
+    )
 
     def describe(self, first: Any, found: list[Any], effects: dict[str, str], where: str) -> str:
         shown = ", ".join(dict.fromkeys(f"`{c.detail}`" for c in found))
@@ -71,7 +76,10 @@ class ChatTemplateTojson(ChatTemplateRule):
                     if a in ("sort_keys", "separators", "ensure_ascii")
                 }
             )
-            text += f"; mistral.rs's `tojson` ignores {', '.join(f'`{a}`' for a in ignored)}: another text than transformers' `json.dumps`"
+            text += (
+                f"; mistral.rs's `tojson` ignores {', '.join(f'`{a}`' for a in ignored)}: another text than "
+                "transformers' `json.dumps`"
+            )
         else:
             text += "; mistral.rs's own `tojson` writes what transformers' does"
         return text

@@ -46,7 +46,8 @@ class ChatTemplateWritesBos(TokenizerRule):
     sides; CONFIRMED when both start with BOS twice.
 
     ## References
-    - https://github.com/vllm-project/vllm/pull/27515, https://github.com/abetlen/llama-cpp-python/issues/1501 (Llama 3 double BOS)
+    - https://github.com/vllm-project/vllm/pull/27515, https://github.com/abetlen/llama-cpp-python/issues/1501 (Llama 3
+      double BOS)
     - docs/tokenizers.md
     """
 
@@ -75,8 +76,8 @@ class ChatTemplateWritesBos(TokenizerRule):
             filename, loc = a.files.config.path, location(a.files.config.position("chat_template"))
         yield self.finding(
             ctx,
-            f"the chat template writes `{how}` and tokenizer.json's post-processor adds `{bos}` too: with special tokens on, "
-            f"candle and transformers both feed `{bos}` twice",
+            f"the chat template writes `{how}` and tokenizer.json's post-processor adds `{bos}` too: with special "
+            f"tokens on, candle and transformers both feed `{bos}` twice",
             filename=filename,
             location=loc,
             transformers_value=[bos, bos],

@@ -1,4 +1,5 @@
-"""PK504 decoder-rebuilt-by-class: The tokenizer class transformers 5 picks decodes ids with another decoder than tokenizer.json's."""
+"""PK504 decoder-rebuilt-by-class: The tokenizer class transformers 5 picks decodes ids with another
+decoder than tokenizer.json's."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ class DecoderRebuiltByClass(RebuiltPart):
         self, a: TokenizerAnalysis, crate: S.CrateTokenizer, tf: S.TransformersTokenizer, d: S.Difference
     ) -> tuple[str, dict[str, Any], str]:
         message = (
-            f"transformers builds {a.cls()}, which decodes with `{S.describe(d.transformers)}`; candle's tokenizers crate "
-            f"decodes with tokenizer.json's `{S.describe(d.crate)}`: the same ids decode to other text"
+            f"transformers builds {a.cls()}, which decodes with `{S.describe(d.transformers)}`; candle's tokenizers "
+            f"crate decodes with tokenizer.json's `{S.describe(d.crate)}`: the same ids decode to other text"
         )
         return message, {"decoder": d.transformers}, "decode"

@@ -41,7 +41,8 @@ class EosStopSetBeyondTokenizerEos(TokenizerRule):
     candle-transformers-0.11.0/src/generation/mod.rs:114 (`sample` knows no eos).
 
     ## Verification
-    static-only, reported NOT-PROBED with why: a fact about the files; verify's greedy reference stops on generation_config's ids.
+    static-only, reported NOT-PROBED with why: a fact about the files; verify's greedy reference stops on
+    generation_config's ids.
 
     ## References
     - https://github.com/huggingface/candle/issues/2085 (llama3 instruct ends turns with `<|eot_id|>`)
@@ -53,7 +54,10 @@ class EosStopSetBeyondTokenizerEos(TokenizerRule):
     severity = "warning"
     fix_title = "Stop the candle generation loop on every id `generate()` stops on"
     probe_kind = "static-only"
-    not_probed = "the ids a candle loop stops on are the program's choice, not a number candle computes (verify's greedy comparison already stops where `generate()` does)"
+    not_probed = (
+        "the ids a candle loop stops on are the program's choice, not a number candle computes (verify's "
+        "greedy comparison already stops where `generate()` does)"
+    )
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         from portkit.semantics.transformers import eos_ids
@@ -82,7 +86,8 @@ class EosStopSetBeyondTokenizerEos(TokenizerRule):
         assert doc is not None
         yield self.finding(
             ctx,
-            f"transformers' `generate()` stops on `eos_token_id` {stop} ({src}); the tokenizer's eos token `{eos}` is {eos_id}: {tail}",
+            f"transformers' `generate()` stops on `eos_token_id` {stop} ({src}); the tokenizer's eos token `{eos}` is "
+            f"{eos_id}: {tail}",
             filename=doc.path,
             location=location(doc.position("eos_token_id")),
             transformers_value=stop,

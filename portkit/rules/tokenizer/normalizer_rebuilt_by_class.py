@@ -65,7 +65,8 @@ class NormalizerRebuiltByClass(RebuiltPart):
 
     ## References
     - docs/tokenizers.md
-    - https://github.com/huggingface/transformers/pull/47700 (`LlamaTokenizer`'s Metaspace against the `Prepend`/`Replace` normalizer Llama 2 ships)
+    - https://github.com/huggingface/transformers/pull/47700 (`LlamaTokenizer`'s Metaspace against the
+      `Prepend`/`Replace` normalizer Llama 2 ships)
     - https://github.com/huggingface/transformers/pull/24565 (`legacy`)
     """
 
@@ -83,7 +84,10 @@ class NormalizerRebuiltByClass(RebuiltPart):
         prepends = S.prepend_scheme(d.crate, None) == "always"
         t_scheme = S.prepend_scheme(d.transformers, t_pre)
         if prepends and t_scheme is not None:
-            texts = "text with a leading space, repeated spaces or a space next to a special token gets other ids (` Hello` is `▁▁Hello` in candle, `▁Hello` in transformers)"
+            texts = (
+                "text with a leading space, repeated spaces or a space next to a special token gets other ids (` "
+                "Hello` is `▁▁Hello` in candle, `▁Hello` in transformers)"
+            )
             # the edit that measures this finding alone: transformers' Metaspace in place of the
             # normalizer, with the crate's own prepend scheme (PK502 measures the scheme)
             r_scheme = S.prepend_scheme(d.crate, r_pre) or "always"
@@ -95,7 +99,10 @@ class NormalizerRebuiltByClass(RebuiltPart):
             expect = "leading-space"
         elif prepends:
             # transformers adds no prefix at all (`GemmaTokenizer`: a `Replace` alone)
-            texts = 'every text gets other ids: candle puts "▁" before the text and after each special token (`Hello` is `▁Hello` in candle, `Hello` in transformers)'
+            texts = (
+                'every text gets other ids: candle puts "▁" before the text and after each special token (`Hello` '
+                "is `▁Hello` in candle, `Hello` in transformers)"
+            )
             edit, expect = {"normalizer": d.transformers}, "every-text"
         else:
             texts = "text the two normalizers treat differently gets other ids" + (

@@ -1,4 +1,5 @@
-"""PK506 padding-saved-in-tokenizer: tokenizer.json saves padding or truncation: candle's crate applies it to every encode."""
+"""PK506 padding-saved-in-tokenizer: tokenizer.json saves padding or truncation: candle's crate
+applies it to every encode."""
 
 from __future__ import annotations
 
@@ -101,8 +102,8 @@ class PaddingSavedInTokenizer(TokenizerRule):
         yield self.edit_finding(
             ctx,
             a,
-            f"tokenizer.json saves {what}: candle's tokenizers crate applies {'them' if len(bits) > 1 else 'it'} to every "
-            f"`encode`, {tail}",
+            f"tokenizer.json saves {what}: candle's tokenizers crate applies {'them' if len(bits) > 1 else 'it'} to "
+            f"every `encode`, {tail}",
             key="padding" if pad is not None else "truncation",
             transformers_value={"padding": None, "truncation": None},
             candle_value={"padding": pad, "truncation": trunc},

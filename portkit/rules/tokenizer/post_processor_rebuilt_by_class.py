@@ -1,4 +1,5 @@
-"""PK511 post-processor-rebuilt-by-class: The tokenizer class transformers 5 picks adds other special tokens than tokenizer.json's post-processor."""
+"""PK511 post-processor-rebuilt-by-class: The tokenizer class transformers 5 picks adds other
+special tokens than tokenizer.json's post-processor."""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ class PostProcessorRebuiltByClass(RebuiltPart):
     removes differing ids.
 
     ## References
-    - https://github.com/huggingface/transformers/pull/47988 (OLMo-7B-hf: tokenizer.json's `TemplateProcessing` appends EOS, `add_eos_token` is false)
+    - https://github.com/huggingface/transformers/pull/47988 (OLMo-7B-hf: tokenizer.json's `TemplateProcessing` appends
+      EOS, `add_eos_token` is false)
     - docs/tokenizers.md
     """
 
@@ -77,7 +79,8 @@ class PostProcessorRebuiltByClass(RebuiltPart):
                 if extra:
                     changes.append(f"{side} puts {backticked(extra)} {where} the text")
         message = (
-            f"transformers builds {a.cls()}, whose post-processor makes a text `{' '.join(t_tpl)}`; candle's tokenizers crate "
+            f"transformers builds {a.cls()}, whose post-processor makes a text `{' '.join(t_tpl)}`; candle's "
+            "tokenizers crate "
             f"runs tokenizer.json's `{' '.join(r_tpl)}`: every text encoded with special tokens gets other ids "
             f"({'; '.join(changes) or 'other special tokens'})"
         )

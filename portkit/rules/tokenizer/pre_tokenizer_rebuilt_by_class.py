@@ -1,4 +1,5 @@
-"""PK503 pre-tokenizer-rebuilt-by-class: The tokenizer class transformers 5 picks drops or changes steps of tokenizer.json's pre-tokenizer."""
+"""PK503 pre-tokenizer-rebuilt-by-class: The tokenizer class transformers 5 picks drops or changes
+steps of tokenizer.json's pre-tokenizer."""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ class PreTokenizerRebuiltByClass(RebuiltPart):
 
     ## References
     - docs/tokenizers.md
-    - https://github.com/huggingface/transformers/issues/43062 (`GemmaTokenizer`'s `Split` on " " after its `Replace` is a no-op)
+    - https://github.com/huggingface/transformers/issues/43062 (`GemmaTokenizer`'s `Split` on " " after its `Replace` is
+      a no-op)
     """
 
     code = "PK503"

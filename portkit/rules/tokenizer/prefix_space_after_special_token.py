@@ -1,4 +1,5 @@
-"""PK502 prefix-space-after-special-token: candle's crate puts "▁" before the text right after a special token; transformers does not."""
+"""PK502 prefix-space-after-special-token: candle's crate puts "▁" before the text right after a
+special token; transformers does not."""
 
 from __future__ import annotations
 
@@ -73,8 +74,9 @@ class PrependSchemeAfterSpecialToken(RebuiltPart):
         after = "the text right after a special token (every chat turn)"
         where = '`Prepend("▁")` normalizer' if S.prepend_scheme(crate.normalizer, None) == "always" else "pre-tokenizer"
         message = (
-            f"transformers builds {a.cls()} with `Metaspace(prepend_scheme={d.transformers})`; candle's tokenizers crate adds "
-            f'"▁" {"to every segment" if d.crate == "always" else "as " + str(d.crate)} through tokenizer.json\'s {where}: '
-            f"{after} starts with another id in candle (`▁Hi` vs `Hi`)"
+            f"transformers builds {a.cls()} with `Metaspace(prepend_scheme={d.transformers})`; candle's tokenizers "
+            "crate adds "
+            f'"▁" {"to every segment" if d.crate == "always" else "as " + str(d.crate)} through tokenizer.json\'s '
+            f"{where}: {after} starts with another id in candle (`▁Hi` vs `Hi`)"
         )
         return message, {"pre_tokenizer": pre}, "after-special"

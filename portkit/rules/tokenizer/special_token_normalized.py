@@ -1,4 +1,5 @@
-"""PK505 special-token-normalized: A special token with `normalized: true`: candle's crate looks for it after normalization."""
+"""PK505 special-token-normalized: A special token with `normalized: true`: candle's crate looks for
+it after normalization."""
 
 from __future__ import annotations
 
@@ -89,9 +90,12 @@ class SpecialTokenNormalized(TokenizerRule):
         yield self.edit_finding(
             ctx,
             a,
-            f"special token{'s' if len(tokens) > 1 else ''} {backticked(tokens)} {'are' if len(tokens) > 1 else 'is'} `normalized: true`: "
-            f"candle's tokenizers crate looks for {'them' if len(tokens) > 1 else 'it'} after tokenizer.json's normalizer "
-            f"`{S.describe(a.crate.normalizer)}`, {why}: text with {'them' if len(tokens) > 1 else 'it'} inside gets other ids",
+            f"special token{'s' if len(tokens) > 1 else ''} {backticked(tokens)} {'are' if len(tokens) > 1 else 'is'} "
+            "`normalized: true`: "
+            f"candle's tokenizers crate looks for {'them' if len(tokens) > 1 else 'it'} after tokenizer.json's "
+            "normalizer "
+            f"`{S.describe(a.crate.normalizer)}`, {why}: text with {'them' if len(tokens) > 1 else 'it'} inside gets "
+            "other ids",
             key="added_tokens",
             location=location(a.tj.added_token_position(tokens[0])),
             transformers_value={c: False for c in tokens},

@@ -51,7 +51,8 @@ class TokenizerRefusedByCrate(TokenizerRule):
 
     ## References
     - https://github.com/huggingface/tokenizers/pull/909 (merges and spaces)
-    - https://github.com/allenai/open-instruct/issues/738 (merges saved as pairs, read by tokenizers 0.19: "data did not match any variant of untagged enum ModelWrapper")
+    - https://github.com/allenai/open-instruct/issues/738 (merges saved as pairs, read by tokenizers 0.19: "data did not
+      match any variant of untagged enum ModelWrapper")
     """
 
     code = "PK507"
@@ -81,7 +82,8 @@ class TokenizerRefusedByCrate(TokenizerRule):
                 break
         yield self.finding(
             ctx,
-            f"the tokenizers crate 0.22.2 that candle uses refuses tokenizer.json: `{msg}`; `Tokenizer::from_file` fails before anything runs",
+            f"the tokenizers crate 0.22.2 that candle uses refuses tokenizer.json: `{msg}`; `Tokenizer::from_file` "
+            "fails before anything runs",
             filename=a.tj.path,
             location=self.at(a, key) if key else location(None),
             candle_value=msg,
@@ -90,4 +92,7 @@ class TokenizerRefusedByCrate(TokenizerRule):
 
     def refusal(self, finding: Finding) -> str:
         """No edit portkit can make fixes a file the crate refuses."""
-        return f"the tokenizers crate cannot load tokenizer.json ({finding.candle_value}): regenerate it with the `tokenizers` library"
+        return (
+            f"the tokenizers crate cannot load tokenizer.json ({finding.candle_value}): regenerate it with the "
+            "`tokenizers` library"
+        )

@@ -10,7 +10,8 @@ the run's inputs. The key holds all three:
   by thread;
 - the run: the candle module or GGUF loader, device, dtype, flash-attn, the config text candle
   parsed (a counterfactual's patched text), each weight file's fingerprint
-  (`cachefiles.fingerprints`, the ones the reference's key holds), a GGUF edit, the prompt, the tokens fed after it, the token
+  (`cachefiles.fingerprints`, the ones the reference's key holds), a GGUF edit, the prompt, the tokens fed after it, the
+  token
   count and whether per-layer values were captured;
 - the source of every portkit module that drives the run (`CODE_ROOTS` and what they import,
   `portkit.verify.code_closure`).

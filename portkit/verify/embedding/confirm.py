@@ -20,7 +20,8 @@ def _program_evidence(cf: Counterfactual, report: EmbeddingReport) -> str:
     padded = cf.batch.padded_rows if cf.batch is not None else 0
     correct = report.batch
     base = (
-        f"the correct program's rows stay within their floors (worst cosine {correct.rows and min(r.cosine for r in correct.rows):.6f})"
+        "the correct program's rows stay within their floors (worst cosine "
+        f"{correct.rows and min(r.cosine for r in correct.rows):.6f})"
         if correct
         else ""
     )
@@ -41,11 +42,17 @@ def confirm_embedding(finding: Any, report: EmbeddingReport, findings: Sequence[
     if p.measure == "saved-padding" and report.tokens is not None and report.tokens.failure is None:
         return _confirm_saved_padding(ident, report.tokens)
     if p.run == "tokens":  # a tokenizer finding: the tokens section's, which this run does not make
-        return Confirmation(**ident, verdict="NOT-PROBED", evidence="not probed: the embedding run feeds both sides transformers' ids; "
-                            "`portkit verify` on a directory holding only the tokenizer files compares the two tokenizers")  # fmt: skip
+        return Confirmation(
+            **ident,
+            verdict="NOT-PROBED",
+            evidence="not probed: the embedding run feeds both sides "
+            "transformers' ids; `portkit verify` on a directory holding only the tokenizer files compares the two "
+            "tokenizers",
+        )
     if isinstance(p, ExpectedCrash):
         expect = p.expect or ""
-        # the load's failure, or the forward's (a head count that does not divide the width loads and fails on the first text)
+        # the load's failure, or the forward's (a head count that does not divide the width loads and fails on the first
+        # text)
         failure = report.load_failure or next((r.failure for r in report.singles if r.failure), None)
         if failure is None:
             return Confirmation(
@@ -98,7 +105,8 @@ def confirm_embedding(finding: Any, report: EmbeddingReport, findings: Sequence[
         return Confirmation(
             **ident,
             verdict="NOT-REACHED",
-            evidence="the correct program's padded batch is not finite (NaN or inf): the counterfactual cannot be told apart",
+            evidence="the correct program's padded batch is not finite (NaN or inf): the counterfactual cannot be told "
+            "apart",
         )
     if cf.batch is None:  # the program never ran (bert.rs refuses the checkpoint): nothing silent to show
         return Confirmation(
@@ -122,17 +130,23 @@ def _confirm_saved_padding(ident: dict[str, Any], fed: Any) -> Confirmation:
         return Confirmation(
             **ident,
             verdict="NOT-REPRODUCED",
-            evidence="the crate gives the same ids with and without tokenizer.json's padding and truncation on every text of the corpus",
+            evidence="the crate gives the same ids with and without tokenizer.json's padding and truncation on every "
+            "text of the corpus",
         )
     r = changed[0]
-    numbers = (f"{len(changed)} of {len(fed.rows)} texts get other ids from the crate as saved: {r.text!r} is {len(r.crate)} ids "
-               f"(sentence-transformers feeds {len(r.reference)}), {len(r.crate_unpadded)} without the saved padding and truncation")  # fmt: skip
+    numbers = (
+        f"{len(changed)} of {len(fed.rows)} texts get other ids from the crate as saved: {r.text!r} is "
+        f"{len(r.crate)} ids "
+        f"(sentence-transformers feeds {len(r.reference)}), {len(r.crate_unpadded)} without the saved padding "
+        "and truncation"
+    )
     if all(c.crate_unpadded == c.reference for c in changed):
         return Confirmation(**ident, verdict="CONFIRMED", evidence=f"{numbers}, which are sentence-transformers' ids")
     return Confirmation(
         **ident,
         verdict="NOT-REPRODUCED",
-        evidence=f"{numbers}, which still differ from sentence-transformers': another difference than the saved settings",
+        evidence=f"{numbers}, which still differ from sentence-transformers': another difference than the saved "
+        "settings",
     )
 
 
@@ -165,7 +179,10 @@ def _confirm_by_reference(
     as_saved = max((r.embedding.ratio for r in report.singles if r.embedding is not None), default=float("nan"))
     saved_ok = all(r.ok for r in report.singles)
     what = ", ".join(f"`{k}` {v!r}" for k, v in wanted.items())
-    numbers = f"candle's worst text is {as_saved:.3g}x its floor against the checkpoint as saved and {cf.worst_ratio:.3g}x against sentence-transformers run with {what}"
+    numbers = (
+        f"candle's worst text is {as_saved:.3g}x its floor against the checkpoint as saved and "
+        f"{cf.worst_ratio:.3g}x against sentence-transformers run with {what}"
+    )
     verdict: Verdict
     if not saved_ok and cf.agrees:
         verdict, why = "CONFIRMED", f"{numbers}: that is the whole difference"

@@ -107,7 +107,8 @@ def _steps(st: Any) -> tuple[Step, ...]:
             out.append(Step("normalize"))
         else:
             raise BadInput(
-                f"the sentence-transformers pipeline has a {kind} module, which portkit verify does not reproduce on candle's side"
+                f"the sentence-transformers pipeline has a {kind} module, which portkit verify does not reproduce on "
+                "candle's side"
             )
     return tuple(out)
 

@@ -47,8 +47,15 @@ class Counterfactual:
         return self.failure is not None or (self.batch is not None and not self.batch.ok)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "what": self.what, "differs": self.differs, "worst_cosine": self.worst_cosine,
-                "failure": self.failure, "padded": self.padded, "batch": self.batch.to_json() if self.batch else None}  # fmt: skip
+        return {
+            "name": self.name,
+            "what": self.what,
+            "differs": self.differs,
+            "worst_cosine": self.worst_cosine,
+            "failure": self.failure,
+            "padded": self.padded,
+            "batch": self.batch.to_json() if self.batch else None,
+        }
 
 
 @dataclass
@@ -71,8 +78,14 @@ class ReferenceCounterfactual:
         return max(ratios) if ratios else math.nan
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "patch": self.patch, "agrees": self.agrees, "worst_ratio": self.worst_ratio, "failure": self.failure,
-                "texts": [r.to_json() for r in self.rows]}  # fmt: skip
+        return {
+            "name": self.name,
+            "patch": self.patch,
+            "agrees": self.agrees,
+            "worst_ratio": self.worst_ratio,
+            "failure": self.failure,
+            "texts": [r.to_json() for r in self.rows],
+        }
 
 
 @dataclass
@@ -134,7 +147,8 @@ class EmbeddingReport:
         if self.candle_ok:
             batch = f" and as one padded batch of {len(self.batch.rows)}" if self.batch else ""
             conf = (
-                f"; {len(self.confirmed)} finding{'s' if len(self.confirmed) != 1 else ''} about other programs confirmed"
+                f"; {len(self.confirmed)} finding{'s' if len(self.confirmed) != 1 else ''} about other programs "
+                "confirmed"
                 if self.confirmed
                 else ""
             )

@@ -133,7 +133,10 @@ class EmbeddingRun:
             if "bert-module" in _programs(
                 findings
             ):  # PK620: the checkpoint through bert.rs, as candle's bert example loads it
-                what = "a program that loads the checkpoint with bert.rs (`BertModel::load`), which counts positions from 0"
+                what = (
+                    "a program that loads the checkpoint with bert.rs (`BertModel::load`), which counts positions "
+                    "from 0"
+                )
                 bert, failure = candle_attempt(
                     lambda: self.timed(
                         "candle load",
@@ -177,21 +180,49 @@ class EmbeddingRun:
         self.progress("counterfactuals: the batch as the tokenizer pads it, one model for every text")
         side = "left" if int(ref.batch.mask[:, 0].min()) == 0 else "right"
         left = self.timed("candle", lambda: run_encoder(runner, self.family, ref.batch, ref.steps, capture=False))
-        cfs = [Counterfactual("tokenizer-padded-batch", f"a program that runs the batch as the tokenizer pads it (on the {side}) through candle's forward, which takes no padding mask",
-                              check_batch(tagged, ref.batch.mask, left, ref.batch_reference, ref.batch_truth, singles_run), failure=left.failure)]  # fmt: skip
+        cfs = [
+            Counterfactual(
+                "tokenizer-padded-batch",
+                "a program that runs the batch as the tokenizer pads it (on "
+                f"the {side}) through candle's forward, which takes no padding mask",
+                check_batch(tagged, ref.batch.mask, left, ref.batch_reference, ref.batch_truth, singles_run),
+                failure=left.failure,
+            )
+        ]
         over = self.timed(
             "candle", lambda: run_encoder(runner, self.family, enc, ref.steps, capture=False, pool_over_pads=True)
         )
-        cfs.append(Counterfactual("pool-over-pads", "a program that pools the right-padded batch over every position, pads included",
-                                  check_alone(tagged, ref.single, row_sides(over, lengths), ref.reference, ref.truth, singles_run, seq=int(enc.mask.shape[1])),
-                                  failure=over.failure))  # fmt: skip
+        cfs.append(
+            Counterfactual(
+                "pool-over-pads",
+                "a program that pools the right-padded batch over every position, pads included",
+                check_alone(
+                    tagged,
+                    ref.single,
+                    row_sides(over, lengths),
+                    ref.reference,
+                    ref.truth,
+                    singles_run,
+                    seq=int(enc.mask.shape[1]),
+                ),
+                failure=over.failure,
+            )
+        )
         kept = [
             self.timed("candle", partial(run_encoder, runner, self.family, e, ref.steps, capture=False, one_model=True))
             for e in ref.single
         ]
-        cfs.append(Counterfactual("one-model", f"a program that loads `{BY_NAME[self.family].module}::{BY_NAME[self.family].model}` once and embeds the texts one after another (its KV cache keeps each)",
-                                  check_alone(tagged, ref.single, kept, ref.reference, ref.truth, singles_run, seq=max(lengths)),
-                                  failure=next((k.failure for k in kept if k.failure), None), padded=False))  # fmt: skip
+        cfs.append(
+            Counterfactual(
+                "one-model",
+                "a program that loads "
+                f"`{BY_NAME[self.family].module}::{BY_NAME[self.family].model}` once and embeds the texts one after "
+                "another (its KV cache keeps each)",
+                check_alone(tagged, ref.single, kept, ref.reference, ref.truth, singles_run, seq=max(lengths)),
+                failure=next((k.failure for k in kept if k.failure), None),
+                padded=False,
+            )
+        )
         return batch, cfs
 
     def reference_counterfactual(

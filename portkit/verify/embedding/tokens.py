@@ -20,9 +20,14 @@ class FedRow:
     crate_unpadded: list[int]  # the crate's, without tokenizer.json's padding and truncation
 
     def to_json(self) -> dict[str, Any]:
-        return {"text": self.text, "reference_ids": len(self.reference), "crate_ids": len(self.crate),
-                "crate_ids_without_padding_truncation": len(self.crate_unpadded),
-                "crate_equals_reference": self.crate == self.reference, "unpadded_equals_reference": self.crate_unpadded == self.reference}  # fmt: skip
+        return {
+            "text": self.text,
+            "reference_ids": len(self.reference),
+            "crate_ids": len(self.crate),
+            "crate_ids_without_padding_truncation": len(self.crate_unpadded),
+            "crate_equals_reference": self.crate == self.reference,
+            "unpadded_equals_reference": self.crate_unpadded == self.reference,
+        }
 
 
 @dataclass(frozen=True)

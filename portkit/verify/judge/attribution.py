@@ -102,6 +102,9 @@ def length_notes(confirmations: Sequence[Confirmation], covered: int) -> list[Co
         if covered > length:
             note = f"the effect appears past {length} tokens; this run covered {covered}"
         else:
-            note = f"the effect appears only past {length} tokens and this run covered {covered}: give a longer --text or more --tokens to reach it"
+            note = (
+                f"the effect appears only past {length} tokens and this run covered {covered}: give a longer --text "
+                "or more --tokens to reach it"
+            )
         out.append(replace(c, evidence=f"{c.evidence} ({note})", details=details))
     return out

@@ -81,7 +81,8 @@ TOLERANCES: dict[str, Tolerance] = {
             None,
             None,
             0.6,
-            "Q4_K_M logits differ about 2.5 at max|ref| 34; flips happened at margins up to 0.53 (docs/measurements.md)",
+            "Q4_K_M logits differ about 2.5 at max|ref| 34; flips happened at margins up to 0.53 "
+            "(docs/measurements.md)",
         ),
     )
 }
@@ -305,9 +306,13 @@ def compare_layers(
             # carries nothing in: what the layer adds is then its own error
             same_input = bool(np.array_equal(pr, pg))
             fl = floors.measure(
-                r - pr, d - pd, g - pg, scale=max(max_ref, float(np.abs(pr).max())),
-                factor=floors.OWN_FACTOR if same_input else floors.LAYER_FACTOR, kind="own" if same_input else "added",
-            )  # fmt: skip
+                r - pr,
+                d - pd,
+                g - pg,
+                scale=max(max_ref, float(np.abs(pr).max())),
+                factor=floors.OWN_FACTOR if same_input else floors.LAYER_FACTOR,
+                kind="own" if same_input else "added",
+            )
         else:
             fl = floors.measure(r, d, g) if d is not None else None
         if between:

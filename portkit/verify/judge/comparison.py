@@ -100,7 +100,8 @@ class Comparison:
         steps_over = self.steps is not None and judged and (self.last is None or self.last.ok) and not self.steps.ok
         if self.last is not None and not steps_over:
             bits.append(
-                f"logits differ {fmt_num(self.last.max_abs_diff)} ({_bound(self.last.floor, self.last.tolerance, self.last.max_abs_ref)})"
+                f"logits differ {fmt_num(self.last.max_abs_diff)} "
+                f"({_bound(self.last.floor, self.last.tolerance, self.last.max_abs_ref)})"
             )
         if steps_over and self.steps is not None:
             bits.append(
@@ -200,9 +201,12 @@ def compare_run(ref: Reference, got: RunOutputs, tol: Tolerance) -> Comparison:
                 else None
             )
             cmp.judge_layers(
-                ref_layers, got_layers, no_sublayers_hint="this capture records no sub-layers",
-                deltas=truth.layers if truth is not None else None, own=own,
-            )  # fmt: skip
+                ref_layers,
+                got_layers,
+                no_sublayers_hint="this capture records no sub-layers",
+                deltas=truth.layers if truth is not None else None,
+                own=own,
+            )
     except ShapeMismatch as e:
         cmp.problem = str(e)
     return cmp

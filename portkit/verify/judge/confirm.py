@@ -268,7 +268,8 @@ def confirm_numeric(
                 return Confirmation(
                     **base,
                     verdict="NOT-REPRODUCED",
-                    evidence=f"{lead}no effect of its own: with the other findings' fixes ({_describe(other_patches, others_edit)}) "
+                    evidence=f"{lead}no effect of its own: with the other findings' fixes "
+                    f"({_describe(other_patches, others_edit)}) "
                     f"{subject.what} agrees with transformers ({t.cmp.headline()})",
                     details=details,
                 )
@@ -331,7 +332,10 @@ def _leave_one_out(
         details["with_other_fixes"] = comparison_summary(b.cmp)
         if b.run.failure is None and b.cmp is not None:
             before, before_ref = b.cmp, b.reference
-            prefix = f"{lead}with the other findings' {'fixes' if not other_edits else 'counterfactuals'} ({_describe(others, other_edits)}): "
+            prefix = (
+                f"{lead}with the other findings' {'fixes' if not other_edits else 'counterfactuals'} "
+                f"({_describe(others, other_edits)}): "
+            )
             if before.ok:
                 if edit:  # the others explain it all: is this finding the same cause, alone?
                     alone = subject.trial(patch, edit)
@@ -340,14 +344,17 @@ def _leave_one_out(
                         return Confirmation(
                             **base,
                             verdict="CONFIRMED",
-                            evidence=f"{lead}{subject.what} vs transformers: {cmp.headline()}; on its own, {what_fixed}, {_restored(alone.cmp)}: "
-                            f"the finding explains the difference, as the other findings' counterfactuals do (one cause, named twice)",
+                            evidence=f"{lead}{subject.what} vs transformers: {cmp.headline()}; on its own, "
+                            f"{what_fixed}, {_restored(alone.cmp)}: "
+                            "the finding explains the difference, as the other findings' counterfactuals do (one "
+                            "cause, named twice)",
                             details={**details, "reference_side": _sides(subject, cmp, alone)},
                         )
                 return Confirmation(
                     **base,
                     verdict="NOT-REPRODUCED",
-                    evidence=f"no effect of its own: {prefix}{subject.what} already agrees with transformers ({before.headline()})",
+                    evidence=f"no effect of its own: {prefix}{subject.what} already agrees with transformers "
+                    f"({before.headline()})",
                     details=details,
                 )
     fixed = subject.trial({**others, **patch}, merge_as_candle([other_edits, edit]) if edit else other_edits)
@@ -358,7 +365,8 @@ def _leave_one_out(
         return Confirmation(
             **base,
             verdict="NOT-REACHED",
-            evidence=f"not reached: {prefix}{before.headline()}, but transformers as candle computes does not run: {fixed.failure}",
+            evidence=f"not reached: {prefix}{before.headline()}, but transformers as candle computes does not run: "
+            f"{fixed.failure}",
             details=details,
         )
     if fixed.run.failure is not None or fixed.cmp is None:
@@ -393,14 +401,17 @@ def _judged_fix(
             return Confirmation(
                 **base,
                 verdict="CONFIRMED",
-                evidence=f"{prefix}{before.headline()}, max|diff| {fmt_num(before.distance())}; {what_fixed}, max|diff| {fmt_num(after.distance())} "
-                f"(effect {fmt_num(effect)} over the {after.tolerance.name} noise {fmt_num(noise)}){explained}, though the argmax agrees",
+                evidence=f"{prefix}{before.headline()}, max|diff| {fmt_num(before.distance())}; {what_fixed}, "
+                f"max|diff| {fmt_num(after.distance())} "
+                f"(effect {fmt_num(effect)} over the {after.tolerance.name} noise {fmt_num(noise)}){explained}, though "
+                "the argmax agrees",
                 details=details,
             )
         return Confirmation(
             **base,
             verdict="NOT-REPRODUCED",
-            evidence=f"{prefix}no measurable effect: {subject.what} agrees with transformers ({before.headline()}, max|diff| {fmt_num(before.distance())}), "
+            evidence=f"{prefix}no measurable effect: {subject.what} agrees with transformers ({before.headline()}, "
+            f"max|diff| {fmt_num(before.distance())}), "
             f"and {what_fixed} it is not twice as close (max|diff| {fmt_num(after.distance())})",
             details=details,
         )
@@ -417,7 +428,8 @@ def _judged_fix(
         return Confirmation(
             **base,
             verdict="CONFIRMED",
-            evidence=f"{prefix}{before.headline()}; {what_fixed}, {after.headline()} (a difference remains that is not this finding's)",
+            evidence=f"{prefix}{before.headline()}; {what_fixed}, {after.headline()} (a difference remains that is not "
+            "this finding's)",
             details=details,
         )
     if restores_prompt(before, after):
@@ -436,16 +448,17 @@ def _judged_fix(
         return Confirmation(
             **base,
             verdict="NOT-REPRODUCED",
-            evidence=f"{prefix}{subject.what} differs ({before.headline()}); transformers as written and as candle computes differ "
-            f"{fmt_num(effect)}, within the {after.tolerance.name} noise {fmt_num(noise)} ({subject.what} against transformers as candle "
-            "computes): the divergence is not this finding's at this length",
+            evidence=f"{prefix}{subject.what} differs ({before.headline()}); transformers as written and as candle "
+            "computes differ "
+            f"{fmt_num(effect)}, within the {after.tolerance.name} noise {fmt_num(noise)} ({subject.what} against "
+            "transformers as candle computes): the divergence is not this finding's at this length",
             details=details,
         )
     return Confirmation(
         **base,
         verdict="NOT-REPRODUCED",
-        evidence=f"{prefix}{subject.what} differs ({before.headline()}) but {what_fixed} it still does ({after.headline()}): "
-        "this finding does not explain the difference",
+        evidence=f"{prefix}{subject.what} differs ({before.headline()}) but {what_fixed} it still does "
+        f"({after.headline()}): this finding does not explain the difference",
         details=details,
     )
 
@@ -496,7 +509,8 @@ def _unpredicted_stop(c: Finding, f: Failure, what: str, on: str) -> Confirmatio
         return Confirmation(
             **identity(c, kind),
             verdict="NOT-REPRODUCED",
-            evidence=f"{what} loaded without the predicted error (expected `{expect}`){on}; it failed later: {f.line()}",
+            evidence=f"{what} loaded without the predicted error (expected `{expect}`){on}; "
+            f"it failed later: {f.line()}",
             details=details,
         )
     return Confirmation(

@@ -53,7 +53,10 @@ def _where(loc: Localisation | None, no_layers: str | None, cmp: Comparison | No
         return f"first bad {loc.layer}{inside} ({loc.diagnosis})"
     if cmp is not None and cmp.layers is not None and cmp.layers_judged and cmp.layers.ok:
         # the layers were compared and agree: they cover the prompt's positions only
-        return f"every one of the {len(cmp.layers.rows)} per-layer values over the prompt agrees, so it starts after the prefill's layers"
+        return (
+            f"every one of the {len(cmp.layers.rows)} per-layer values over the prompt agrees, so it starts after "
+            "the prefill's layers"
+        )
     return no_layers or "no per-layer values to say where it starts"
 
 
@@ -67,7 +70,8 @@ def explain_failure(run: RunOutputs, confirmations: Sequence[Confirmation]) -> E
         return Explanation(
             True,
             codes,
-            f"explained by {', '.join(codes)} ({n} crash{'es' if n != 1 else ''} confirmed, each with candle's own message)",
+            f"explained by {', '.join(codes)} ({n} crash{'es' if n != 1 else ''} confirmed, each with candle's own "
+            "message)",
         )
     return Explanation(False, [], f"unexplained: no finding predicts {run.failure.line()}")
 
@@ -120,7 +124,10 @@ def explain(
         names = ", ".join(dict.fromkeys(measured))
         how = _how(patch, edit)
         if after is not None and after.ok:
-            line = f"explained by {names} (as written {_num(cmp)}; {how}, {_num(after)}, within {after.tolerance.name} tolerance)"
+            line = (
+                f"explained by {names} (as written {_num(cmp)}; {how}, {_num(after)}, within {after.tolerance.name} "
+                "tolerance)"
+            )
             return Explanation(
                 True, list(dict.fromkeys(measured)), line, as_written, after.distance(), counterfactual=cf
             )

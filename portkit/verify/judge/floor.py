@@ -82,7 +82,10 @@ class Floor:
         """`from f64: candle 4.1e-05, transformers f32 3.2e-05 (1.3x the floor 3.2e-05; bound 8x)`"""
         what = {"own": "own error on candle's input, ", "added": "error added, "}.get(self.kind, "")
         if self.kind == "no-truth":  # the f64 run itself was not finite there: judged against the f32 reference
-            return f"the f64 truth is not finite here; against transformers f32: candle {self.candle:.2e} ({self.ratio:.2g}x the least floor {self.floor:.2e}; bound {self.factor:g}x)"
+            return (
+                f"the f64 truth is not finite here; against transformers f32: candle {self.candle:.2e} "
+                f"({self.ratio:.2g}x the least floor {self.floor:.2e}; bound {self.factor:g}x)"
+            )
         return (
             f"{what}from f64: candle {self.candle:.2e}, transformers f32 {self.reference:.2e} "
             f"({self.ratio:.2g}x the floor {self.floor:.2e}; bound {self.factor:g}x)"

@@ -179,7 +179,8 @@ def confirm(finding: Finding, section: PathSection) -> Confirmation:
             return Confirmation(
                 **base,
                 verdict="NOT-REPRODUCED",
-                evidence=f"{what} failed on {check.path.description}, but not as predicted (expected `{expect}`): {f.line()}",
+                evidence=f"{what} failed on {check.path.description}, but not as predicted (expected `{expect}`): "
+                f"{f.line()}",
                 details=details,
             )
         return Confirmation(

@@ -68,7 +68,8 @@ READY = "portkit-reference-ready"
 
 
 class ServedReference:
-    """`python -m portkit.verify.reference.child --serve` started now: it imports torch while verify runs lint and candle, then
+    """`python -m portkit.verify.reference.child --serve` started now: it imports torch while verify runs lint and
+    candle, then
     answers requests in the order they are sent (`submit`, which never waits: a thread writes
     them, when `alternation` allows), one at a time; `result()` waits for the next answer; `kill()`
     ends it (a request still computing is abandoned)."""

@@ -1,6 +1,7 @@
 """verify's one transformers process: every request that needs transformers, answered in order.
 
-The child (`python -m portkit.verify.reference.child --serve`) starts when verify starts (`start_early`) and imports torch and
+The child (`python -m portkit.verify.reference.child --serve`) starts when verify starts (`start_early`) and imports
+torch and
 transformers while verify reads the model, lints and runs candle; verify then sends it, in this
 order, what it needs:
 transformers' tokenizer record (the tokens section's, and a text prompt's ids), sent first so
@@ -217,9 +218,12 @@ class ReferenceSession:
             "overlap": (
                 "none"
                 if not (self.in_child and self.ran)
-                else "every model's candle runs (as written, then its first counterfactual on the same tensors) while transformers imports and records their tokenizers; then candle's runs and transformers' models alternate, one model's weights in memory at a time"
+                else "every model's candle runs (as written, then its first counterfactual on the same tensors) while "
+                "transformers imports and records their tokenizers; then candle's runs and transformers' models "
+                "alternate, one model's weights in memory at a time"
                 if self.alternation.on
-                else "candle as written, lint, then the first counterfactual (or the GGUF) run while transformers imports, records the tokenizer and computes"
+                else "candle as written, lint, then the first counterfactual (or the GGUF) run while transformers "
+                "imports, records the tokenizer and computes"
             ),
         }
 

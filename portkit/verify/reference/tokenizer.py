@@ -196,7 +196,8 @@ class RecordedTokenizer:
         got = self.doc["calls"].get(key)
         if got is None:
             raise NotRecorded(
-                f"transformers' tokenizer was not asked {key} in the reference's process (portkit.verify.reference.tokenizer.record)"
+                f"transformers' tokenizer was not asked {key} in the reference's process "
+                "(portkit.verify.reference.tokenizer.record)"
             )
         if "raise" in got:
             raise RuntimeError(got["raise"])

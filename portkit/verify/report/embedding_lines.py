@@ -24,14 +24,18 @@ def _row(r: RowCheck, half: bool, ok: bool) -> str:
     judged = f"cosine bound {HALF_COSINE}" if half or r.embedding is None else r.embedding.phrase()
     where = f"; first layer out of its floor: {r.first_layer_out}" if r.first_layer_out and not ok else ""
     alone = f"; vs alone {r.alone_diff:.1e}" if r.alone_diff is not None else ""
-    return f"  {escape(repr(text)):44} {r.tokens:3d} tok  cos {_cos(r.cosine)}  max|diff| {r.max_diff:.1e}{alone}  {mark}  ({escape(judged)}{where})"
+    return (
+        f"  {escape(repr(text)):44} {r.tokens:3d} tok  cos {_cos(r.cosine)}  max|diff| {r.max_diff:.1e}{alone}  "
+        f"{mark}  ({escape(judged)}{where})"
+    )
 
 
 def _layer_lines(r: RowCheck) -> list[str]:
     """One line per layer of one text (the capture copy's): its sub-layers, then its output, each
     as max|candle - transformers f32| and its distance from the f64 truth in floors."""
     out = [
-        f"  layers of {escape(repr(r.text if len(r.text) <= 40 else r.text[:37] + '...'))} ({r.tokens} tok; max|diff|, floors from the f64 truth, bound {r.layers[0].floor.factor:g}x)"
+        f"  layers of {escape(repr(r.text if len(r.text) <= 40 else r.text[:37] + '...'))} ({r.tokens} tok; max|diff|, "
+        f"floors from the f64 truth, bound {r.layers[0].floor.factor:g}x)"
     ]
     groups: dict[str, list[str]] = {}
     for row in r.layers:
@@ -46,8 +50,12 @@ def _layer_lines(r: RowCheck) -> list[str]:
 def embedding_lines(rep: EmbeddingReport) -> list[str]:
     ref, o = rep.reference, rep.options
     out = [f"[bold]portkit verify[/] {escape(str(o.model_dir))} (embedding model)"]
-    out.append(f"  candle {rep.versions.get('candle', '0.11.0')} `{rep.family}` ({o.device}, {o.dtype}) vs sentence-transformers "
-               f"{rep.versions.get('sentence-transformers')} (transformers {rep.versions.get('transformers')}, eager, f32; truth f64)")  # fmt: skip
+    out.append(
+        f"  candle {rep.versions.get('candle', '0.11.0')} `{rep.family}` ({o.device}, {o.dtype}) vs "
+        "sentence-transformers "
+        f"{rep.versions.get('sentence-transformers')} (transformers {rep.versions.get('transformers')}, eager, "
+        "f32; truth f64)"
+    )
     out.append(f"  pipeline: {escape(ref.pipeline())}" + (f"; prompt {ref.prompt!r}" if ref.prompt else ""))
     out.append("  candle's side: the module's forward, then the pipeline's modules as a candle program applies them")
     fed = rep.tokens
@@ -59,7 +67,8 @@ def embedding_lines(rep: EmbeddingReport) -> list[str]:
             else f"{len(r.crate)} ids for {escape(repr(r.text))} where sentence-transformers feeds {len(r.reference)}"
         )
         out.append(
-            f"  what each side feeds: both run on sentence-transformers' ids; the tokenizers crate, tokenizer.json as saved, gives {same}"
+            "  what each side feeds: both run on sentence-transformers' ids; the tokenizers crate, tokenizer.json as "
+            f"saved, gives {same}"
         )
     out.append("")
     if rep.load_failure is not None:
@@ -82,8 +91,10 @@ def embedding_lines(rep: EmbeddingReport) -> list[str]:
         for cf in rep.counterfactuals:
             out.append("")
             state = "[red]differs[/]" if cf.differs else "[green]same vectors[/]"
-            out.append(f"[bold]counterfactual[/] {escape(cf.what)}: {state}, worst cosine {_cos(cf.worst_cosine)}"
-                       + (f"; {escape(cf.failure)}" if cf.failure else ""))  # fmt: skip
+            out.append(
+                f"[bold]counterfactual[/] {escape(cf.what)}: {state}, worst cosine {_cos(cf.worst_cosine)}"
+                + (f"; {escape(cf.failure)}" if cf.failure else "")
+            )
     out.append("")
     if rep.lint_note is not None:
         out.append(f"[bold]findings[/]: {escape(rep.lint_note)}")

@@ -109,7 +109,7 @@ def _layers_json(c: LayerCheck, judged: bool) -> dict[str, Any]:
                 "over": r.over and judged,
                 "nonfinite": r.nonfinite,
                 "floor": _floor_json(r.floor),
-            }  # fmt: skip
+            }
             for r in c.rows
         ],
         "ok": c.ok or not judged,

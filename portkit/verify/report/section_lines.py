@@ -35,7 +35,8 @@ def tokens_lines(sec: TokenizerSection) -> list[str]:
     """The section as rich markup lines (verify's text report prints them first)."""
     out = [f"[bold]tokens: candle vs transformers[/] {escape(str(sec.path))}"]
     out.append(
-        f"  candle: tokenizers crate 0.22.2 on tokenizer.json; transformers: {escape(sec.transformers_class or 'not loaded')}"
+        "  candle: tokenizers crate 0.22.2 on tokenizer.json; transformers: "
+        f"{escape(sec.transformers_class or 'not loaded')}"
     )
     if sec.crate_error:
         out.append(f"  [red]the tokenizers crate cannot load tokenizer.json: {escape(sec.crate_error)}[/]")
@@ -47,7 +48,8 @@ def tokens_lines(sec: TokenizerSection) -> list[str]:
         mark = "[green]OK[/]" if not diff else "[red]MISMATCH[/]"
         chat = " incl. the chat template" if sec.chat_text else f" ({escape(sec.chat_note or 'no chat template')})"
         out.append(
-            f"  corpus   {texts} texts{chat}, with and without special tokens: {len(diff)} of {len(sec.encodes)} encodes differ  {mark}"
+            f"  corpus   {texts} texts{chat}, with and without special tokens: {len(diff)} of {len(sec.encodes)} "
+            f"encodes differ  {mark}"
         )
         first = sec.first
         if first is not None:
@@ -92,7 +94,8 @@ def template_lines(sec: TemplateSection) -> list[str]:
                 out.append(f"        {'transformers':<14} {escape(repr(fd['transformers']))}")
             if "id_offset" in fd:
                 out.append(
-                    f"        ids from token {fd['id_offset']}: {env} {fd['environment_ids']}, transformers {fd['transformers_ids']}"
+                    f"        ids from token {fd['id_offset']}: {env} {fd['environment_ids']}, transformers "
+                    f"{fd['transformers_ids']}"
                 )
         cannot_r = next((r for r in sec.environments[env] if r.cannot is not None), None)
         if cannot_r is not None:
@@ -113,7 +116,8 @@ def paths_lines(rep: PathsReport) -> list[str]:
                 out.append(f"  [dim]{escape(c.path.control_word)}: {escape(c.path.control_failure.line())}[/]")
             if c.control_vs_reference is not None and c.path.run.failure is not None:
                 out.append(
-                    f"  {escape(c.path.control_word)} vs transformers: {escape(c.control_vs_reference.headline() or 'agrees')}"
+                    f"  {escape(c.path.control_word)} vs transformers: "
+                    f"{escape(c.control_vs_reference.headline() or 'agrees')}"
                 )
         for name, why in sec.not_run.items():
             if name == "padded-batch" and not sec.findings:
@@ -123,7 +127,8 @@ def paths_lines(rep: PathsReport) -> list[str]:
             out.append(f"  findings on these runs ({escape(sec.subject)}, portkit lint: {len(sec.findings)})")
             for f in sec.findings:
                 out.append(
-                    f"    [bold]{f.code}[/] {f.name}  [{VERDICT_STYLE[f.verdict]}]{f.verdict}[/]  [dim]({f.probe_kind})[/]"
+                    f"    [bold]{f.code}[/] {f.name}  [{VERDICT_STYLE[f.verdict]}]{f.verdict}[/]  "
+                    f"[dim]({f.probe_kind})[/]"
                 )
                 out.append(f"        {escape(f.message)}")
                 out.append(f"        evidence: {escape(f.evidence)}")

@@ -25,8 +25,9 @@ from portkit.verify.tokenizer_run import TokenizerReport
 def tolerance_line(t: Tolerance, measured: bool = False) -> str:
     if t.logits_atol is not None and measured:
         return (
-            f"measured in this run: within {FACTOR:g}x of transformers f32's own distance from transformers in f64 (a layer "
-            f"{OWN_FACTOR:g}x on the candidate's own input, {LAYER_FACTOR:g}x on the error it adds where not; fallback: logits "
+            f"measured in this run: within {FACTOR:g}x of transformers f32's own distance from transformers in f64 (a "
+            f"layer {OWN_FACTOR:g}x on the candidate's own input, {LAYER_FACTOR:g}x on the error it adds where not; "
+            "fallback: logits "
             f"{fmt_tol(t.logits_atol)}, layers {fmt_tol(t.layer_rtol or 0)} relative), near tie under {_g(t.near_tie)}"
         )
     if t.logits_atol is not None:
@@ -57,7 +58,8 @@ def comparison_lines(
         if c.last.floor is not None:
             tol = c.last.floor.phrase()
         out.append(
-            f"last position   n={c.last.n}  max|diff|={c.last.max_abs_diff:.2e}  max|ref|={c.last.max_abs_ref:.3g}  {tol}{verdict}"
+            f"last position   n={c.last.n}  max|diff|={c.last.max_abs_diff:.2e}  max|ref|={c.last.max_abs_ref:.3g}  "
+            f"{tol}{verdict}"
         )
     out += _steps_lines(c) + _greedy_lines(c) + _layers_lines(c, layers_note)
     return out
@@ -69,7 +71,10 @@ def _steps_lines(c: Comparison) -> list[str]:
     if c.steps is not None:
         s = c.steps
         mark = "[green]OK[/]" if s.ok else ("[red]NON-FINITE[/]" if s.nonfinite_steps else "[red]MISMATCH[/]")
-        line = f"teacher-forced  {s.steps} steps  argmax {s.agree}/{s.steps}  max|diff|={s.max_abs_diff:.2e}  median={s.median_abs_diff:.2e}"
+        line = (
+            f"teacher-forced  {s.steps} steps  argmax {s.agree}/{s.steps}  max|diff|={s.max_abs_diff:.2e}  "
+            f"median={s.median_abs_diff:.2e}"
+        )
         if s.floor is not None:
             line += f"  {s.floor.phrase()}"
         elif s.atol is not None:
@@ -125,7 +130,8 @@ def _layers_lines(c: Comparison, layers_note: str | None) -> list[str]:
         L = c.layers
         if L.first_nonfinite:
             out.append(
-                f"layers          [red]non-finite from {L.first_nonfinite}[/] (max rel {L.max_rel:.2e} over the finite ones)"
+                f"layers          [red]non-finite from {L.first_nonfinite}[/] (max rel {L.max_rel:.2e} over the finite "
+                "ones)"
             )
         elif not c.layers_judged:
             out.append(f"layers          max rel {L.max_rel:.2e} (reported; not judged below f32)")
@@ -135,11 +141,13 @@ def _layers_lines(c: Comparison, layers_note: str | None) -> list[str]:
             # the named row's own number, not the table's largest (a later row's, usually logits)
             if row.floor is not None:
                 out.append(
-                    f"layers          [red]first layer out of its floor: {L.first_over}[/] (rel {row.rel:.2e}; {row.floor.phrase()})"
+                    f"layers          [red]first layer out of its floor: {L.first_over}[/] (rel {row.rel:.2e}; "
+                    f"{row.floor.phrase()})"
                 )
             else:
                 out.append(
-                    f"layers          [red]first layer over {fmt_tol(L.rtol)} (fallback): {L.first_over}[/] (rel {row.rel:.2e})"
+                    f"layers          [red]first layer over {fmt_tol(L.rtol)} (fallback): {L.first_over}[/] (rel "
+                    f"{row.rel:.2e})"
                 )
             out += _localisation_lines(c)
         elif L.measured:
@@ -147,13 +155,16 @@ def _layers_lines(c: Comparison, layers_note: str | None) -> list[str]:
             top = max(measured, key=lambda r: r.floor.ratio / r.floor.factor if r.floor is not None else 0.0)
             assert top.floor is not None
             out.append(
-                f"layers          {len(measured)} values against transformers in f64: nearest its bound {top.floor.ratio:.2g}x its floor at {top.name} "
-                f"(candle {top.floor.candle:.2e}, transformers f32 {top.floor.reference:.2e}; bound {top.floor.factor:g}x)  [green]OK[/]"
+                f"layers          {len(measured)} values against transformers in f64: nearest its bound "
+                f"{top.floor.ratio:.2g}x its floor at {top.name} "
+                f"(candle {top.floor.candle:.2e}, transformers f32 {top.floor.reference:.2e}; bound "
+                f"{top.floor.factor:g}x)  [green]OK[/]"
             )
         else:
             worst = max(L.layer_rows, key=lambda r: r.rel).name if L.layer_rows else "-"
             out.append(
-                f"layers          max rel {L.max_rel:.2e} at {worst}; none over {fmt_tol(L.rtol)} (fallback)  [green]OK[/]"
+                f"layers          max rel {L.max_rel:.2e} at {worst}; none over {fmt_tol(L.rtol)} (fallback)  "
+                "[green]OK[/]"
             )
             subs = [r for r in L.rows if is_sublayer(r.name) and not r.nonfinite]
             if subs:
@@ -266,7 +277,8 @@ def render_text(rep: VerifyReport | TokenizerReport | EmbeddingReport, console: 
     gs = rep.greedy_stop
     if gs is not None and gs.get("stopped_at") is not None:
         p(
-            f"  greedy stops at token {gs['stopped_at']} ({gs['token']}): `generate()` stops on {gs['eos_token_ids']} ({gs['source']}); compared up to there"
+            f"  greedy stops at token {gs['stopped_at']} ({gs['token']}): `generate()` stops on {gs['eos_token_ids']} "
+            f"({gs['source']}); compared up to there"
         )
     if rep.plot is not None:
         p(f"  per-layer plot: {escape(str(rep.plot))}")
@@ -300,9 +312,10 @@ def _render_header(rep: VerifyReport, p: Any) -> None:
     v = rep.versions
     p(f"[bold]portkit verify[/] {escape(str(rep.model.root))}")
     p(
-        f"  candle {v.get('candle')} `{rep.family}` (portkit_native, {o.device}, {o.dtype}{', from the cache' if rep.run.source == 'cache' else ''}) "
-        f"vs transformers {v.get('transformers')} "
-        f"(eager, f32, cpu, {rep.reference.mode}{', from the cache' if rep.reference.source == 'cache' else ''}; torch {v.get('torch')})"
+        f"  candle {v.get('candle')} `{rep.family}` (portkit_native, {o.device}, "
+        f"{o.dtype}{', from the cache' if rep.run.source == 'cache' else ''}) vs transformers {v.get('transformers')} "
+        f"(eager, f32, cpu, {rep.reference.mode}{', from the cache' if rep.reference.source == 'cache' else ''}; torch "
+        f"{v.get('torch')})"
     )
     if rep.run_plan is not None:
         p(f"  {escape(_plan_line(rep.run_plan))}")
@@ -311,10 +324,12 @@ def _render_header(rep: VerifyReport, p: Any) -> None:
     if cids is not None and tuple(cids) != tuple(rep.prompt.ids):
         head = " ".join(str(i) for i in cids[:12]) + (" ..." if len(cids) > 12 else "")
         p(
-            f"  [yellow]candle's own ids for this text differ ({len(cids)} ids): {head}; both sides run transformers' ids above[/]"
+            f"  [yellow]candle's own ids for this text differ ({len(cids)} ids): {head}; both sides run transformers' "
+            "ids above[/]"
         )
     p(
-        f"  tolerance {rep.tolerance.name}: {tolerance_line(rep.tolerance, rep.comparison is not None and rep.comparison.measured)}"
+        f"  tolerance {rep.tolerance.name}: "
+        f"{tolerance_line(rep.tolerance, rep.comparison is not None and rep.comparison.measured)}"
     )
     runs = rep.candle_runs
     if runs["cached"]:
@@ -394,10 +409,12 @@ def _render_gguf(g: GgufSection, rep: VerifyReport, console: Console) -> None:
     p("")
     types = ", ".join(f"{k} x{n}" for k, n in sorted(g.weight_types.items()))
     p(
-        f"[bold]GGUF vs transformers[/] {escape(str(g.path))} (candle {g.loader}{', from the cache' if g.run.source == 'cache' else ''}; weights {types})"
+        f"[bold]GGUF vs transformers[/] {escape(str(g.path))} (candle "
+        f"{g.loader}{', from the cache' if g.run.source == 'cache' else ''}; weights {types})"
     )
     p(
-        f"  tolerance {g.tolerance.name}: {tolerance_line(g.tolerance, g.comparison is not None and g.comparison.measured)}"
+        f"  tolerance {g.tolerance.name}: "
+        f"{tolerance_line(g.tolerance, g.comparison is not None and g.comparison.measured)}"
     )
     if g.run.failure is not None:
         p(f"  [red]{escape(g.run.failure.line())}[/]")
@@ -420,7 +437,8 @@ def _render_tokenizer_report(rep: Any, console: Console) -> None:
     p = console.print
     p(f"[bold]portkit verify[/] {escape(str(rep.options.model_dir))}")
     p(
-        f"  tokenizers crate {rep.versions.get('tokenizers crate')} (portkit_native) vs transformers {rep.versions.get('transformers')}"
+        f"  tokenizers crate {rep.versions.get('tokenizers crate')} (portkit_native) vs transformers "
+        f"{rep.versions.get('transformers')}"
     )
     p("")
     for ln in tokens_lines(rep.section):

@@ -123,9 +123,14 @@ def render_rust(
 ) -> Render:
     try:
         text = pn.render_chat_template(
-            env, template, [dict(m) for m in conv.messages], add_generation_prompt=conv.add_generation_prompt,
-            tools=list(conv.tools) if conv.tools else None, **tokens, **switches,
-        )  # fmt: skip
+            env,
+            template,
+            [dict(m) for m in conv.messages],
+            add_generation_prompt=conv.add_generation_prompt,
+            tools=list(conv.tools) if conv.tools else None,
+            **tokens,
+            **switches,
+        )
     except pn.ChatTemplateError as e:
         return Render(error=one_line(e))
     except (ValueError, NotImplementedError) as e:
@@ -266,7 +271,8 @@ def confirm(
             prefix = "with the other findings' causes taken away, " if others else ""
             if fewer(after=after, before=before):
                 parts.append(
-                    f"{env} renders {len(differ)} of {n} conversations otherwise; {prefix}{before}, and with {label}, {after}"
+                    f"{env} renders {len(differ)} of {n} conversations otherwise; {prefix}{before}, and with {label}, "
+                    f"{after}"
                 )
             elif others and fewer(before=measure(env, []), after=measure(env, [construct])):
                 alone = measure(env, [construct])
@@ -275,7 +281,8 @@ def confirm(
             else:
                 confirmed = False
                 parts.append(
-                    f"{env} renders {len(differ)} of {n} conversations otherwise, and {after} with {label}: another cause"
+                    f"{env} renders {len(differ)} of {n} conversations otherwise, and {after} with {label}: another "
+                    "cause"
                 )
         verdict: Verdict = ("CRASH-CONFIRMED" if refusal else "CONFIRMED") if confirmed and claims else "NOT-REPRODUCED"
         out.append(

@@ -92,8 +92,10 @@ def plan(turns: int, batch: int, model: ModelDir, prompt: Sequence[int], tokens:
         mp = model.config.get("max_position_embeddings")
         if isinstance(mp, int) and not isinstance(mp, bool) and end > mp:
             raise BadInput(
-                f"--turns: the second turn ends at position {end} ({len(prompt)} prompt + {tokens} generated + {len(segment)} tokens), "
-                f"past max_position_embeddings={mp}, the rows of candle's cos/sin table; use a shorter prompt or fewer --tokens"
+                f"--turns: the second turn ends at position {end} ({len(prompt)} prompt + {tokens} generated + "
+                f"{len(segment)} tokens), "
+                f"past max_position_embeddings={mp}, the rows of candle's cos/sin table; use a shorter prompt or fewer "
+                "--tokens"
             )
     rows: list[list[int]] = []
     if batch > 1:
@@ -101,8 +103,8 @@ def plan(turns: int, batch: int, model: ModelDir, prompt: Sequence[int], tokens:
         have = batch_path.available_bytes()
         if have is not None and need > have:
             raise BadInput(
-                f"--batch {batch}: {batch} rows of {len(prompt)} tokens need about {_size(need)} for candle's activations and "
-                f"both sides' logits, more than the {_size(have)} available; use a smaller --batch"
+                f"--batch {batch}: {batch} rows of {len(prompt)} tokens need about {_size(need)} for candle's "
+                f"activations and both sides' logits, more than the {_size(have)} available; use a smaller --batch"
             )
         rows = batch_path.rows_for(prompt, batch)
     return PathPlan(turns=turns, batch=batch, segment=tuple(segment), rows=tuple(tuple(r) for r in rows))

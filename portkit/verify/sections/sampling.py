@@ -67,16 +67,24 @@ class Measure:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "call": self.call, "worst_distance": self.worst, "worst_step": self.worst_step, "distance": self.distance,
-            "candle_support": self.candle_support, "generate_support": self.generate_support,
-            "only_candle": self.only_candle, "only_generate": self.only_generate, "examples": self.examples,
-        }  # fmt: skip
+            "call": self.call,
+            "worst_distance": self.worst,
+            "worst_step": self.worst_step,
+            "distance": self.distance,
+            "candle_support": self.candle_support,
+            "generate_support": self.generate_support,
+            "only_candle": self.only_candle,
+            "only_generate": self.only_generate,
+            "examples": self.examples,
+        }
 
     def summary(self) -> str:
         k = self.worst_step
         c, g = self.candle_support[k], self.generate_support[k]
-        return (f"distance {_g(self.worst)} at step {k} (candle draws from {c} token{'s' if c != 1 else ''}, generate() from {g}; "
-                f"{self.only_candle[k]} only candle can draw, {self.only_generate[k]} only generate())")  # fmt: skip
+        return (
+            f"distance {_g(self.worst)} at step {k} (candle draws from {c} token{'s' if c != 1 else ''}, "
+            f"generate() from {g}; {self.only_candle[k]} only candle can draw, {self.only_generate[k]} only generate())"
+        )
 
 
 def _g(x: float) -> str:
@@ -125,9 +133,15 @@ class SamplingSection:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "generate": self.generate, "stated": self.stated, "bound": BOUND, "steps": self.steps, "ok": self.ok,
-            "program": self.program.to_json(), "advised": self.advised.to_json(), "seconds": round(self.seconds, 4),
-        }  # fmt: skip
+            "generate": self.generate,
+            "stated": self.stated,
+            "bound": BOUND,
+            "steps": self.steps,
+            "ok": self.ok,
+            "program": self.program.to_json(),
+            "advised": self.advised.to_json(),
+            "seconds": round(self.seconds, 4),
+        }
 
 
 def resolve(stated: str | None, model_dir: Path) -> str | None:
@@ -265,19 +279,23 @@ def lines(section: SamplingSection) -> list[str]:
     who = (
         f"the program as stated (`{section.stated}`)"
         if section.stated
-        else "the program (not stated: generation_config.json's values as candle's call takes them; say it with --sampler)"
+        else "the program (not stated: generation_config.json's values as candle's call takes them; say it with "
+        "--sampler)"
     )
     out = [
-        f"sampling: generate() draws with {section.generate}; {section.steps} teacher-forced steps on transformers' logits, same below {BOUND:g}"
+        f"sampling: generate() draws with {section.generate}; {section.steps} teacher-forced steps on transformers' "
+        f"logits, same below {BOUND:g}"
     ]
     out.append(f"  {who}: {section.program.call}")
     out.append(
-        f"    {'step':>4}  {'distance':>9}  {'candle draws from':>17}  {'generate() from':>15}  {'only candle':>11}  {'only generate()':>15}"
+        f"    {'step':>4}  {'distance':>9}  {'candle draws from':>17}  {'generate() from':>15}  {'only candle':>11}  "
+        f"{'only generate()':>15}"
     )
     m = section.program
     for k in range(section.steps):
         out.append(
-            f"    {k:>4}  {_g(m.distance[k]):>9}  {m.candle_support[k]:>17}  {m.generate_support[k]:>15}  {m.only_candle[k]:>11}  {m.only_generate[k]:>15}"
+            f"    {k:>4}  {_g(m.distance[k]):>9}  {m.candle_support[k]:>17}  {m.generate_support[k]:>15}  "
+            f"{m.only_candle[k]:>11}  {m.only_generate[k]:>15}"
         )
     for name, label in (("only_candle", "only candle draws"), ("only_generate", "only generate() draws")):
         shown = m.examples.get(name) or []
@@ -285,6 +303,8 @@ def lines(section: SamplingSection) -> list[str]:
             out.append(f"    {label} at step {m.worst_step}: " + ", ".join(f"{int(i)} (p={p:.3g})" for i, p in shown))
     a = section.advised
     out.append(f"  the call portkit advises: {a.call}")
-    out.append(f"    worst distance {_g(a.worst)} ({'the same distribution' if a.same else 'still differs'}); "
-               f"tokens only one side draws: {sum(a.only_candle) + sum(a.only_generate)} over the {section.steps} steps")  # fmt: skip
+    out.append(
+        f"    worst distance {_g(a.worst)} ({'the same distribution' if a.same else 'still differs'}); "
+        f"tokens only one side draws: {sum(a.only_candle) + sum(a.only_generate)} over the {section.steps} steps"
+    )
     return out

@@ -111,7 +111,8 @@ class TokenizerSection:
         first = self.first
         return {
             "tokenizer_json": str(self.path),
-            "candle": f"tokenizers crate {crate_versions(native())['tokenizers']} (portkit_native), tokenizer.json as written",
+            "candle": f"tokenizers crate {crate_versions(native())['tokenizers']} (portkit_native), tokenizer.json as "
+            "written",
             "transformers_class": self.transformers_class,
             "candle_error": self.crate_error,
             "transformers_error": self.transformers_error,
@@ -293,7 +294,10 @@ def _confirm_double_bos(base: dict[str, Any], sec: TokenizerSection, tok: Any) -
             **base, verdict="NOT-REPRODUCED", evidence=f"not measurable: {sec.chat_note or 'no BOS token'}"
         )
     double = chat.crate[:2] == [bos, bos] and chat.transformers[:2] == [bos, bos]
-    evidence = f"the rendered conversation encoded with special tokens: candle {chat.crate[:4]}..., transformers {chat.transformers[:4]}..."
+    evidence = (
+        f"the rendered conversation encoded with special tokens: candle {chat.crate[:4]}..., transformers "
+        f"{chat.transformers[:4]}..."
+    )
     return Confirmation(
         **base,
         verdict="CONFIRMED" if double else "NOT-REPRODUCED",

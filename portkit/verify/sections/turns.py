@@ -33,7 +33,10 @@ def segment_for(prompt: Sequence[int]) -> list[int]:
 
 
 def describe(prompt_len: int, fed: int, segment: int) -> str:
-    return f"a second turn of {segment} tokens at offset {prompt_len + fed}, after the {prompt_len}-token prompt and {fed} generated"
+    return (
+        f"a second turn of {segment} tokens at offset {prompt_len + fed}, after the {prompt_len}-token prompt and "
+        f"{fed} generated"
+    )
 
 
 def run(
