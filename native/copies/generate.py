@@ -29,7 +29,8 @@ import sys
 from pathlib import Path
 
 #: the release native/Cargo.toml builds on; another (`--release X.Y.Z`) is generated from its own source,
-#: with `native/copies/X.Y.Z/<name>.patch` where that release's file needs its own patch
+#: with `native/copies/X.Y.Z/<name>.patch` where that release's file needs its own patch (else `fallbacks`),
+#: and no copy of a file that release does not have (0.9.1 has no qwen3.rs: `absent`)
 RELEASE = "0.11.0"
 CRATE = f"candle-transformers-{RELEASE}"
 NAMES = (
@@ -266,23 +267,56 @@ def apply_patch(original: str, patch: str) -> str:
 # --- the copies --------------------------------------------------------------------------------
 
 
+def _key(release: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in release.split("."))
+
+
 def for_release(release: str) -> Path:
     """Select another release's source and patches: CRATE names it, and its own patch directory
-    (native/copies/X.Y.Z/) is returned; a copy without a patch there uses the default one."""
+    (native/copies/X.Y.Z/) is returned; a copy without a patch there uses the one `fallbacks` finds."""
     global CRATE
     CRATE = f"candle-transformers-{release}"
     return HERE / release
 
 
+def release_of(patch_dir: Path) -> str | None:
+    """The release a patch directory belongs to (`native/copies/X.Y.Z/`), None for the default's."""
+    name = Path(patch_dir).name
+    return name if re.fullmatch(r"\d+\.\d+\.\d+", name) and Path(patch_dir) != PATCH_DIR else None
+
+
+def fallbacks(release: str) -> list[Path]:
+    """Where a copy of `release` without a patch of its own finds one, nearest first: the patch
+    directories of the releases after it up to the default release, then the default's patches. A
+    release's file is most often its successor's text (0.9.2's llama.rs is 0.10.0's byte for byte), and
+    the patch applies exactly or not at all, so a wrong fallback refuses rather than builds."""
+    between = sorted(
+        (d for d in HERE.iterdir() if release_of(d) and _key(release) < _key(d.name) < _key(RELEASE)),
+        key=lambda d: _key(d.name),
+    )
+    return [*between, PATCH_DIR]
+
+
 def patch_text(name: str, patch_dir: Path) -> str:
-    """<name>.patch: the release's own, else the default release's with its header naming this crate."""
+    """<name>.patch: the release's own, else the nearest in `fallbacks`, its header naming this crate."""
     path = patch_path(name, patch_dir)
-    if not path.is_file() and patch_dir != PATCH_DIR and patch_path(name).is_file():
-        default = header(name).replace(CRATE, f"candle-transformers-{RELEASE}")
-        return read(patch_path(name)).replace(default.split("\n", 1)[0], header(name).split("\n", 1)[0], 1)
+    release = release_of(patch_dir)
+    if not path.is_file() and release is not None:
+        for other in fallbacks(release):
+            if patch_path(name, other).is_file():
+                crate = f"candle-transformers-{release_of(other) or RELEASE}"
+                theirs = header(name).replace(CRATE, crate).split("\n", 1)[0]
+                return read(patch_path(name, other)).replace(theirs, header(name).split("\n", 1)[0], 1)
     if not path.is_file():
         raise PatchError(f"{path} is missing (write it with --update-patch {name})")
     return read(path)
+
+
+def absent(name: str, models_dir: Path) -> bool:
+    """Whether this release's candle-transformers has no file for `name` (0.9.1 has no qwen3.rs): the
+    crate is there but the module is not, so there is nothing to copy and native/ builds without it
+    (its `before-*` cargo features, release_build.py)."""
+    return (Path(models_dir).parent / "lib.rs").is_file() and not (Path(models_dir).parent / source_of(name)).is_file()
 
 
 def generate(name: str, models_dir: Path, patch_dir: Path = PATCH_DIR) -> str:
@@ -389,6 +423,11 @@ def main(argv: list[str] | None = None) -> int:
         models = args.registry if args.registry else registry_models_dir()
         if args.registry and not args.registry.is_dir():
             raise RegistryMissing(f"{args.registry} is not a directory")
+        if args.release is not None and args.release != RELEASE:
+            lacking = [n for n in names if absent(n, models)]
+            if lacking:
+                print(f"{CRATE} has no {', '.join(source_of(n) for n in lacking)}: no copy of {', '.join(lacking)}")
+            names = tuple(n for n in names if n not in lacking)
         for name in names:  # every original is there before anything is compared or written
             original_text(name, models)
     except RegistryMissing as e:

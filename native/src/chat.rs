@@ -91,17 +91,22 @@ impl Model {
             Model::Mixtral(m) => Model::Mixtral(m.clone()),
             Model::MixtralRepaired(m, c) => Model::MixtralRepaired(m.clone(), c.clone()),
             Model::Qwen2(m) => Model::Qwen2(m.clone()),
+            #[cfg(not(feature = "before-0-9-2"))]
             Model::Qwen3(m) => Model::Qwen3(m.clone()),
+            #[cfg(not(feature = "before-0-9-2"))]
             Model::Qwen3Moe(m) => Model::Qwen3Moe(m.clone()),
             Model::Gemma(m) => Model::Gemma(m.clone()),
             Model::Gemma2(m) => Model::Gemma2(m.clone()),
             Model::Gemma3(m) => Model::Gemma3(m.clone()),
             Model::Phi3(m) => Model::Phi3(m.clone()),
+            #[cfg(not(feature = "before-0-9-2"))]
             Model::Olmo2(m) => Model::Olmo2(m.clone()),
             Model::Starcoder2(m) => Model::Starcoder2(m.clone()),
             Model::Phi(m) => Model::Phi(m.clone()),
             Model::Qwen2Moe(m) => Model::Qwen2Moe(m.clone()),
+            #[cfg(not(feature = "before-0-9-2"))]
             Model::SmolLm3(m) => Model::SmolLm3(m.clone()),
+            #[cfg(not(feature = "before-0-9-2"))]
             Model::Glm4New(m) => Model::Glm4New(m.clone()),
             Model::StableLm(_) => return None,
         })

@@ -5,16 +5,26 @@
 //! the question verify asks.
 
 use crate::array::Array;
-use crate::{bert_copy, distilbert_copy, modernbert_copy, nomic_bert_copy, xlm_roberta_copy};
+use crate::{bert_copy, distilbert_copy, modernbert_copy, xlm_roberta_copy};
+#[cfg(not(feature = "before-0-10-0"))]
+use crate::nomic_bert_copy;
 use crate::failure::{guarded, Failure, Outcome};
 use crate::family::from_debug;
 use crate::weights::shared_weights;
 use candle_core::{DType, Device, Module, Tensor};
+#[cfg(not(feature = "before-0-9-2"))] // only the qwen3 encoder's
 use candle_nn::VarBuilder;
-use candle_transformers::models::{bert, distilbert, jina_bert, modernbert, nomic_bert, qwen3, xlm_roberta};
+use candle_transformers::models::{bert, distilbert, jina_bert, modernbert, xlm_roberta};
+// nomic_bert arrived in candle-transformers 0.10.0 and qwen3 in 0.9.2: a build against an older release
+// (features `before-0-10-0`, `before-0-9-2`; portkit's release_build.py) runs the other encoders
+#[cfg(not(feature = "before-0-10-0"))]
+use candle_transformers::models::nomic_bert;
+#[cfg(not(feature = "before-0-9-2"))]
+use candle_transformers::models::qwen3;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use std::path::PathBuf;
+#[cfg(not(feature = "before-0-9-2"))] // only the qwen3 encoder's
 use std::sync::Mutex;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,8 +76,14 @@ pub fn effective_config(encoder: Encoder, config_json: &str) -> Outcome<Map<Stri
         Encoder::XlmRoberta => from_debug(&serde::<xlm_roberta::Config>(config_json)?),
         Encoder::ModernBert => from_debug(&serde::<modernbert::Config>(config_json)?),
         Encoder::JinaBert => from_debug(&serde::<jina_bert::Config>(config_json)?),
+        #[cfg(not(feature = "before-0-10-0"))]
         Encoder::NomicBert => from_debug(&serde::<nomic_bert::Config>(config_json)?),
+        #[cfg(not(feature = "before-0-9-2"))]
         Encoder::Qwen3 => from_debug(&serde::<qwen3::Config>(config_json)?),
+        #[cfg(feature = "before-0-10-0")]
+        Encoder::NomicBert => return Err(crate::family::absent(encoder.key(), "0.10.0")),
+        #[cfg(feature = "before-0-9-2")]
+        Encoder::Qwen3 => return Err(crate::family::absent(encoder.key(), "0.9.2")),
     })
 }
 
@@ -78,9 +94,11 @@ enum Model {
     XlmRoberta(xlm_roberta::XLMRobertaModel, xlm_roberta_copy::XLMRobertaModel),
     ModernBert(modernbert::ModernBert, modernbert_copy::ModernBert),
     JinaBert(jina_bert::BertModel),
+    #[cfg(not(feature = "before-0-10-0"))]
     NomicBert(nomic_bert::NomicBertModel, nomic_bert_copy::NomicBertModel),
     // the weights and config to build a fresh `qwen3::Model` per forward, and one model kept
     // across forwards as a program that loads it once holds it
+    #[cfg(not(feature = "before-0-9-2"))]
     Qwen3 { vb: VarBuilder<'static>, config: qwen3::Config, kept: Mutex<qwen3::Model> },
 }
 
@@ -129,10 +147,17 @@ impl EncoderRunner {
                     Model::ModernBert(modernbert::ModernBert::load(vb.clone(), &config)?, modernbert_copy::ModernBert::load(vb, &config)?)
                 }
                 Encoder::JinaBert => Model::JinaBert(jina_bert::BertModel::new(vb, &serde(config_json)?)?),
+                // (effective_config above already refused these)
+                #[cfg(feature = "before-0-10-0")]
+                Encoder::NomicBert => return Err(crate::family::absent(encoder.key(), "0.10.0")),
+                #[cfg(feature = "before-0-9-2")]
+                Encoder::Qwen3 => return Err(crate::family::absent(encoder.key(), "0.9.2")),
+                #[cfg(not(feature = "before-0-10-0"))]
                 Encoder::NomicBert => {
                     let config = serde(config_json)?;
                     Model::NomicBert(nomic_bert::NomicBertModel::load(vb.clone(), &config)?, nomic_bert_copy::NomicBertModel::load(vb, &config)?)
                 }
+                #[cfg(not(feature = "before-0-9-2"))]
                 Encoder::Qwen3 => {
                     let config: qwen3::Config = serde(config_json)?;
                     let kept = Mutex::new(qwen3::Model::new(&config, vb.clone())?);
@@ -154,11 +179,14 @@ impl EncoderRunner {
             let (input, types, mask) = self.inputs(ids, type_ids, mask)?;
             match &self.model {
                 Model::Bert(_, copy) => copy.capture(&input, &types, mask.as_ref()),
+                #[cfg(not(feature = "before-0-10-0"))]
                 Model::NomicBert(_, copy) => copy.capture(&input, Some(&types), mask.as_ref()),
                 Model::DistilBert(_, copy) => copy.capture(&input, &self.distilbert_mask(&input, mask)?),
                 Model::XlmRoberta(_, copy) => copy.capture(&input, &ones_unless(mask, &input)?, &types),
                 Model::ModernBert(_, copy) => copy.capture(&input, &ones_unless(mask, &input)?),
-                Model::JinaBert(_) | Model::Qwen3 { .. } => Err(Failure::Invalid(format!("no capture copy of candle's `{}` module: the captured encoders are {}", self.encoder.key(), Self::CAPTURED.map(|e| e.key()).join(", ")))),
+                #[cfg(not(feature = "before-0-9-2"))]
+                Model::Qwen3 { .. } => Err(Failure::Invalid(format!("no capture copy of candle's `{}` module: the captured encoders are {}", self.encoder.key(), Self::CAPTURED.map(|e| e.key()).join(", ")))),
+                Model::JinaBert(_) => Err(Failure::Invalid(format!("no capture copy of candle's `{}` module: the captured encoders are {}", self.encoder.key(), Self::CAPTURED.map(|e| e.key()).join(", ")))),
             }
         })
     }
@@ -191,8 +219,10 @@ impl EncoderRunner {
             let (input, types, mask) = self.inputs(ids, type_ids, mask)?;
             let out = match &self.model {
                 Model::Bert(m, _) => m.forward(&input, &types, mask.as_ref())?,
+                #[cfg(not(feature = "before-0-10-0"))]
                 Model::NomicBert(m, _) => m.forward(&input, Some(&types), mask.as_ref())?,
                 Model::JinaBert(m) => m.forward(&input)?,
+                #[cfg(not(feature = "before-0-9-2"))]
                 Model::Qwen3 { vb, config, .. } => {
                     no_mask(self.encoder, &mask)?;
                     // a fresh model: `qwen3::Model` appends every forward to its KV cache
@@ -212,6 +242,7 @@ impl EncoderRunner {
     /// text; qwen3.rs:223, :435). The other modules keep no state: their `hidden_states`.
     pub fn hidden_states_one_model(&self, ids: &[Vec<u32>]) -> Outcome<Array> {
         guarded(|| match &self.model {
+            #[cfg(not(feature = "before-0-9-2"))]
             Model::Qwen3 { kept, .. } => {
                 let input = rows_tensor(ids, &self.device)?;
                 let mut model = kept.lock().map_err(|_| Failure::Invalid("the kept model was poisoned by an earlier panic".into()))?;
@@ -234,6 +265,7 @@ impl EncoderRunner {
 }
 
 /// A module whose forward takes no padding mask refuses one rather than ignore it.
+#[cfg(not(feature = "before-0-9-2"))] // qwen3's, the one such module
 fn no_mask(encoder: Encoder, mask: &Option<Tensor>) -> Outcome<()> {
     match mask {
         Some(_) => Err(Failure::Invalid(format!("candle's `{}` forward takes no padding mask: pass none", encoder.key()))),

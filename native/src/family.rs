@@ -12,9 +12,12 @@ use crate::weights::shared_weights;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{Activation, VarBuilder};
 use candle_transformers::models::{
-    gemma, gemma2, gemma3, glm4, glm4_new, granite, llama, mistral, mixtral, olmo2, phi, phi3, qwen2, qwen2_moe,
-    qwen3, qwen3_moe, smol::smollm3, stable_lm, starcoder2,
+    gemma, gemma2, gemma3, granite, llama, mistral, mixtral, phi, phi3, qwen2, qwen2_moe, stable_lm, starcoder2,
 };
+// the modules candle-transformers 0.9.2 added (its src/models/mod.rs; 0.9.1 has none of them): a build
+// against 0.9.1 (feature `before-0-9-2`, portkit's release_build.py) runs every other family
+#[cfg(not(feature = "before-0-9-2"))]
+use candle_transformers::models::{glm4, glm4_new, olmo2, qwen3, qwen3_moe, smol::smollm3};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
@@ -103,19 +106,24 @@ pub enum Parsed {
     Mistral(mistral::Config),
     Mixtral(mixtral::Config),
     Qwen2(qwen2::Config),
+    #[cfg(not(feature = "before-0-9-2"))]
     Qwen3(qwen3::Config),
+    #[cfg(not(feature = "before-0-9-2"))]
     Qwen3Moe(qwen3_moe::Config),
     Gemma(gemma::Config),
     Gemma2(gemma2::Config),
     Gemma3(gemma3::Config),
     Phi3(phi3::Config),
+    #[cfg(not(feature = "before-0-9-2"))]
     Olmo2(olmo2::Config),
     Granite(granite::Config),
     Starcoder2(starcoder2::Config),
     StableLm(stable_lm::Config),
     Phi(phi::Config),
     Qwen2Moe(qwen2_moe::Config),
+    #[cfg(not(feature = "before-0-9-2"))]
     SmolLm3(smollm3::Config),
+    #[cfg(not(feature = "before-0-9-2"))]
     Glm4New(glm4_new::Config),
 }
 
@@ -129,21 +137,38 @@ pub fn parse(family: Family, config_json: &str) -> Outcome<Parsed> {
         Family::Mistral => Parsed::Mistral(serde(config_json)?),
         Family::Mixtral => Parsed::Mixtral(serde(config_json)?),
         Family::Qwen2 => Parsed::Qwen2(serde(config_json)?),
+        #[cfg(not(feature = "before-0-9-2"))]
         Family::Qwen3 => Parsed::Qwen3(serde(config_json)?),
+        #[cfg(not(feature = "before-0-9-2"))]
         Family::Qwen3Moe => Parsed::Qwen3Moe(serde(config_json)?),
         Family::Gemma => Parsed::Gemma(serde(config_json)?),
         Family::Gemma2 => Parsed::Gemma2(serde(config_json)?),
         Family::Gemma3 => Parsed::Gemma3(serde(config_json)?),
         Family::Phi3 => Parsed::Phi3(serde(config_json)?),
+        #[cfg(not(feature = "before-0-9-2"))]
         Family::Olmo2 => Parsed::Olmo2(serde(config_json)?),
         Family::Granite => Parsed::Granite(serde::<granite::GraniteConfig>(config_json)?.into_config(false)),
         Family::Starcoder2 => Parsed::Starcoder2(serde(config_json)?),
         Family::StableLm => Parsed::StableLm(serde(config_json)?),
         Family::Phi => Parsed::Phi(serde(config_json)?),
         Family::Qwen2Moe => Parsed::Qwen2Moe(serde(config_json)?),
+        #[cfg(not(feature = "before-0-9-2"))]
         Family::SmolLm3 => Parsed::SmolLm3(serde(config_json)?),
+        #[cfg(not(feature = "before-0-9-2"))]
         Family::Glm4New => Parsed::Glm4New(serde(config_json)?),
+        #[cfg(feature = "before-0-9-2")]
+        Family::Qwen3 | Family::Qwen3Moe | Family::Olmo2 | Family::SmolLm3 | Family::Glm4New => {
+            return Err(absent(family.key(), "0.9.2"))
+        }
     })
+}
+
+/// A family or encoder whose candle module the release this crate is built against lacks.
+#[cfg(any(feature = "before-0-9-2", feature = "before-0-10-0"))]
+pub(crate) fn absent(key: &str, since: &str) -> Failure {
+    Failure::Invalid(format!(
+        "the candle-transformers this runner is built against has no `{key}` module (it arrived in {since})"
+    ))
 }
 
 /// One field value as JSON; `Option` as null, `Activation` by the name candle's serde reads.
@@ -174,12 +199,21 @@ impl Emit for Value {
     }
 }
 
+// phi3.rs 0.9.1:41 `rope_scaling: Option<String>`
+#[cfg(feature = "before-0-9-2")]
+impl Emit for String {
+    fn emit(&self) -> Value {
+        json!(self)
+    }
+}
+
 impl Emit for Activation {
     fn emit(&self) -> Value {
         activation_name(self)
     }
 }
 
+#[cfg(not(feature = "before-0-9-2"))]
 impl Emit for phi3::RopeScaling {
     fn emit(&self) -> Value {
         // `type_` has one variant, serde-renamed "longrope" (phi3.rs:27-31).
@@ -187,6 +221,8 @@ impl Emit for phi3::RopeScaling {
     }
 }
 
+// glm4_new's eos_token_id (glm4.rs has no EosTokenId before 0.9.2)
+#[cfg(not(feature = "before-0-9-2"))]
 impl Emit for glm4::EosTokenId {
     fn emit(&self) -> Value {
         match self {
@@ -252,19 +288,24 @@ impl Parsed {
             Parsed::Mistral(_) => Family::Mistral,
             Parsed::Mixtral(_) => Family::Mixtral,
             Parsed::Qwen2(_) => Family::Qwen2,
+            #[cfg(not(feature = "before-0-9-2"))]
             Parsed::Qwen3(_) => Family::Qwen3,
+            #[cfg(not(feature = "before-0-9-2"))]
             Parsed::Qwen3Moe(_) => Family::Qwen3Moe,
             Parsed::Gemma(_) => Family::Gemma,
             Parsed::Gemma2(_) => Family::Gemma2,
             Parsed::Gemma3(_) => Family::Gemma3,
             Parsed::Phi3(_) => Family::Phi3,
+            #[cfg(not(feature = "before-0-9-2"))]
             Parsed::Olmo2(_) => Family::Olmo2,
             Parsed::Granite(_) => Family::Granite,
             Parsed::Starcoder2(_) => Family::Starcoder2,
             Parsed::StableLm(_) => Family::StableLm,
             Parsed::Phi(_) => Family::Phi,
             Parsed::Qwen2Moe(_) => Family::Qwen2Moe,
+            #[cfg(not(feature = "before-0-9-2"))]
             Parsed::SmolLm3(_) => Family::SmolLm3,
+            #[cfg(not(feature = "before-0-9-2"))]
             Parsed::Glm4New(_) => Family::Glm4New,
         }
     }
@@ -296,10 +337,12 @@ impl Parsed {
                 m.insert("head_dim".into(), ratio(&m));
                 m
             }
+            #[cfg(not(feature = "before-0-9-2"))]
             Parsed::Qwen3(c) => fields!(c; vocab_size, hidden_size, intermediate_size, num_hidden_layers,
                 num_attention_heads, head_dim, attention_bias, num_key_value_heads, max_position_embeddings,
                 sliding_window, max_window_layers, tie_word_embeddings, rope_theta, rms_norm_eps,
                 use_sliding_window, hidden_act),
+            #[cfg(not(feature = "before-0-9-2"))]
             Parsed::Qwen3Moe(c) => fields!(c; vocab_size, hidden_size, intermediate_size, num_hidden_layers,
                 num_attention_heads, head_dim, attention_bias, num_key_value_heads, max_position_embeddings,
                 sliding_window, max_window_layers, tie_word_embeddings, rope_theta, rms_norm_eps,
@@ -316,6 +359,7 @@ impl Parsed {
                 intermediate_size, num_attention_heads, num_hidden_layers, num_key_value_heads, rms_norm_eps,
                 rope_theta, rope_local_base_freq, vocab_size, final_logit_softcapping, attn_logit_softcapping,
                 query_pre_attn_scalar, sliding_window, sliding_window_pattern, max_position_embeddings),
+            #[cfg(not(feature = "before-0-9-2"))]
             Parsed::Phi3(c) => {
                 let mut m = fields!(c; vocab_size, hidden_act, hidden_size, intermediate_size, num_hidden_layers,
                     num_attention_heads, num_key_value_heads, rms_norm_eps, rope_theta, bos_token_id, eos_token_id,
@@ -325,6 +369,17 @@ impl Parsed {
                 m.insert("head_dim".into(), ratio(&m));
                 m
             }
+            // phi3.rs 0.9.1:28-42: `rope_scaling` a String, no LongRoPE, partial rotary or tied embeddings yet
+            #[cfg(feature = "before-0-9-2")]
+            Parsed::Phi3(c) => {
+                let mut m = fields!(c; vocab_size, hidden_act, hidden_size, intermediate_size, num_hidden_layers,
+                    num_attention_heads, num_key_value_heads, rms_norm_eps, rope_theta, bos_token_id, eos_token_id,
+                    rope_scaling, max_position_embeddings);
+                // phi3.rs:64-66 `Config::head_dim`: hidden_size / num_attention_heads.
+                m.insert("head_dim".into(), ratio(&m));
+                m
+            }
+            #[cfg(not(feature = "before-0-9-2"))]
             Parsed::Olmo2(c) => {
                 let mut m = fields!(c; vocab_size, hidden_size, intermediate_size, attention_bias,
                     num_hidden_layers, num_attention_heads, num_key_value_heads, rms_norm_eps, hidden_act,
@@ -374,6 +429,7 @@ impl Parsed {
                 m.insert("head_dim".into(), ratio(&m));
                 m
             }
+            #[cfg(not(feature = "before-0-9-2"))]
             Parsed::SmolLm3(c) => {
                 let mut m = fields!(c; vocab_size, hidden_size, intermediate_size, num_hidden_layers,
                     num_attention_heads, num_key_value_heads, max_position_embeddings, tie_word_embeddings,
@@ -384,6 +440,7 @@ impl Parsed {
                 m.insert("head_dim".into(), ratio(&m));
                 m
             }
+            #[cfg(not(feature = "before-0-9-2"))]
             Parsed::Glm4New(c) => {
                 let mut m = fields!(c; vocab_size, hidden_size, intermediate_size, num_hidden_layers,
                     num_attention_heads, head_dim, partial_rotary_factor, attention_bias, num_key_value_heads,
@@ -420,18 +477,23 @@ impl Parsed {
             Parsed::Mistral(c) => Model::Mistral(mistral::Model::new(c, vb)?),
             Parsed::Mixtral(c) => Model::Mixtral(mixtral::Model::new(c, vb)?),
             Parsed::Qwen2(c) => Model::Qwen2(qwen2::ModelForCausalLM::new(c, vb)?),
+            #[cfg(not(feature = "before-0-9-2"))]
             Parsed::Qwen3(c) => Model::Qwen3(qwen3::ModelForCausalLM::new(c, vb)?),
+            #[cfg(not(feature = "before-0-9-2"))]
             Parsed::Qwen3Moe(c) => Model::Qwen3Moe(qwen3_moe::ModelForCausalLM::new(c, vb)?),
             Parsed::Gemma(c) => Model::Gemma(gemma::Model::new(false, c, vb)?),
             Parsed::Gemma2(c) => Model::Gemma2(gemma2::Model::new(false, c, vb)?),
             Parsed::Gemma3(c) => Model::Gemma3(gemma3::Model::new(false, c, vb)?),
             Parsed::Phi3(c) => Model::Phi3(phi3::Model::new(c, vb)?),
+            #[cfg(not(feature = "before-0-9-2"))]
             Parsed::Olmo2(c) => Model::Olmo2(olmo2::Model::new(c, vb)?),
             Parsed::Starcoder2(c) => Model::Starcoder2(starcoder2::Model::new(c, vb)?),
             Parsed::StableLm(c) => Model::StableLm(stable_lm::Model::new(c, vb)?),
             Parsed::Phi(c) => Model::Phi(phi::Model::new(c, vb)?),
             Parsed::Qwen2Moe(c) => Model::Qwen2Moe(qwen2_moe::Model::new(c, vb)?),
+            #[cfg(not(feature = "before-0-9-2"))]
             Parsed::SmolLm3(c) => Model::SmolLm3(smollm3::ModelForCausalLM::new(c, vb)?),
+            #[cfg(not(feature = "before-0-9-2"))]
             Parsed::Glm4New(c) => Model::Glm4New(glm4_new::ModelForCausalLM::new(c, vb)?),
         })
     }
@@ -466,18 +528,23 @@ pub enum Model {
     /// candle's mixtral with its routing weights cast to the activations' dtype (PK308's fix)
     MixtralRepaired(mixtral_copy::Model, mixtral_copy::Config),
     Qwen2(qwen2::ModelForCausalLM),
+    #[cfg(not(feature = "before-0-9-2"))]
     Qwen3(qwen3::ModelForCausalLM),
+    #[cfg(not(feature = "before-0-9-2"))]
     Qwen3Moe(qwen3_moe::ModelForCausalLM),
     Gemma(gemma::Model),
     Gemma2(gemma2::Model),
     Gemma3(gemma3::Model),
     Phi3(phi3::Model),
+    #[cfg(not(feature = "before-0-9-2"))]
     Olmo2(olmo2::Model),
     Starcoder2(starcoder2::Model),
     StableLm(stable_lm::Model),
     Phi(phi::Model),
     Qwen2Moe(qwen2_moe::Model),
+    #[cfg(not(feature = "before-0-9-2"))]
     SmolLm3(smollm3::ModelForCausalLM),
+    #[cfg(not(feature = "before-0-9-2"))]
     Glm4New(glm4_new::ModelForCausalLM),
 }
 
@@ -491,19 +558,24 @@ impl Model {
             Model::Mixtral(m) => m.forward(x, pos),
             Model::MixtralRepaired(m, _) => m.forward(x, pos),
             Model::Qwen2(m) => m.forward(x, pos),
+            #[cfg(not(feature = "before-0-9-2"))]
             Model::Qwen3(m) => m.forward(x, pos),
+            #[cfg(not(feature = "before-0-9-2"))]
             Model::Qwen3Moe(m) => m.forward(x, pos),
             Model::Gemma(m) => m.forward(x, pos),
             Model::Gemma2(m) => m.forward(x, pos),
             Model::Gemma3(m) => m.forward(x, pos),
             Model::Phi3(m) => m.forward(x, pos),
+            #[cfg(not(feature = "before-0-9-2"))]
             Model::Olmo2(m) => m.forward(x, pos),
             Model::Starcoder2(m) => m.forward(x, pos),
             Model::StableLm(m) => m.forward(x, pos),
             // phi.rs:344: the position is the KV cache's length (phi.rs:215-218)
             Model::Phi(m) => m.forward(x),
             Model::Qwen2Moe(m) => m.forward(x, pos),
+            #[cfg(not(feature = "before-0-9-2"))]
             Model::SmolLm3(m) => m.forward(x, pos),
+            #[cfg(not(feature = "before-0-9-2"))]
             Model::Glm4New(m) => m.forward(x, pos),
         }
     }
@@ -574,17 +646,22 @@ impl FamilyRunner {
             (Model::StableLm(m), Parsed::StableLm(c)) => *m = stable_lm::Model::new(c, self.vb.clone())?,
             (Model::Mistral(m), _) => m.clear_kv_cache(),
             (Model::Qwen2(m), _) => m.clear_kv_cache(),
+            #[cfg(not(feature = "before-0-9-2"))]
             (Model::Qwen3(m), _) => m.clear_kv_cache(),
+            #[cfg(not(feature = "before-0-9-2"))]
             (Model::Qwen3Moe(m), _) => m.clear_kv_cache(),
             (Model::Gemma(m), _) => m.clear_kv_cache(),
             (Model::Gemma2(m), _) => m.clear_kv_cache(),
             (Model::Gemma3(m), _) => m.clear_kv_cache(),
             (Model::Phi3(m), _) => m.clear_kv_cache(),
+            #[cfg(not(feature = "before-0-9-2"))]
             (Model::Olmo2(m), _) => m.clear_kv_cache(),
             (Model::Starcoder2(m), _) => m.clear_kv_cache(),
             (Model::Phi(m), _) => m.clear_kv_cache(),
             (Model::Qwen2Moe(m), _) => m.clear_kv_cache(),
+            #[cfg(not(feature = "before-0-9-2"))]
             (Model::SmolLm3(m), _) => m.clear_kv_cache(),
+            #[cfg(not(feature = "before-0-9-2"))]
             (Model::Glm4New(m), _) => m.clear_kv_cache(),
             _ => unreachable!("model and config come from the same family"),
         }
@@ -691,6 +768,7 @@ pub fn capture_with(parsed: &Parsed, vb: VarBuilder<'static>, ids: &[u32], cache
             let mut copy = crate::qwen2_copy::ModelForCausalLM::new(c, vb)?;
             copy.capture(&ids_tensor(ids, device)?)
         }),
+        #[cfg(not(feature = "before-0-9-2"))]
         Parsed::Qwen3(c) => guarded(|| {
             let mut copy = crate::qwen3_copy::ModelForCausalLM::new(c, vb)?;
             copy.capture(&ids_tensor(ids, device)?)
@@ -703,6 +781,7 @@ pub fn capture_with(parsed: &Parsed, vb: VarBuilder<'static>, ids: &[u32], cache
             let mut copy = crate::gemma3_copy::Model::new(false, c, vb)?;
             copy.capture(&ids_tensor(ids, device)?)
         }),
+        #[cfg(not(feature = "before-0-9-2"))]
         Parsed::Olmo2(c) => guarded(|| {
             let mut copy = crate::olmo2_copy::Model::new(c, vb)?;
             copy.capture(&ids_tensor(ids, device)?)

@@ -7,7 +7,10 @@ use crate::failure::{guarded, Failure, Outcome};
 use crate::llama::{argmax, ids_tensor};
 use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device, Tensor};
-use candle_transformers::models::{quantized_gemma3, quantized_llama, quantized_phi3, quantized_qwen2, quantized_qwen3};
+use candle_transformers::models::{quantized_gemma3, quantized_llama, quantized_phi3, quantized_qwen2};
+// quantized_qwen3 arrived in candle-transformers 0.9.2 (a build against 0.9.1: feature `before-0-9-2`)
+#[cfg(not(feature = "before-0-9-2"))]
+use candle_transformers::models::quantized_qwen3;
 use std::path::Path;
 
 /// The loader keys, as Python's family registry names them.
@@ -16,6 +19,7 @@ pub const LOADERS: [&str; 5] = ["quantized_llama", "quantized_qwen2", "quantized
 pub(crate) enum Weights {
     Llama(quantized_llama::ModelWeights),
     Qwen2(quantized_qwen2::ModelWeights),
+    #[cfg(not(feature = "before-0-9-2"))]
     Qwen3(quantized_qwen3::ModelWeights),
     Gemma3(quantized_gemma3::ModelWeights),
     Phi3(quantized_phi3::ModelWeights),
@@ -30,6 +34,7 @@ impl Weights {
         match self {
             Weights::Llama(m) => Some(Weights::Llama(m.clone())),
             Weights::Qwen2(_) => None,
+            #[cfg(not(feature = "before-0-9-2"))]
             Weights::Qwen3(m) => Some(Weights::Qwen3(m.clone())),
             Weights::Gemma3(m) => Some(Weights::Gemma3(m.clone())),
             Weights::Phi3(m) => Some(Weights::Phi3(m.clone())),
@@ -65,7 +70,10 @@ impl GgufRunner {
             let model = match loader {
                 "quantized_llama" => Weights::Llama(quantized_llama::ModelWeights::from_gguf(content, &mut file, &device)?),
                 "quantized_qwen2" => Weights::Qwen2(quantized_qwen2::ModelWeights::from_gguf(content, &mut file, &device)?),
+                #[cfg(not(feature = "before-0-9-2"))]
                 "quantized_qwen3" => Weights::Qwen3(quantized_qwen3::ModelWeights::from_gguf(content, &mut file, &device)?),
+                #[cfg(feature = "before-0-9-2")]
+                "quantized_qwen3" => return Err(crate::family::absent(loader, "0.9.2")),
                 "quantized_gemma3" => {
                     Weights::Gemma3(quantized_gemma3::ModelWeights::from_gguf(content, &mut file, &device)?)
                 }
@@ -94,6 +102,7 @@ impl GgufRunner {
         Ok(match &mut self.model {
             Weights::Llama(m) => m.forward(x, index_pos)?,
             Weights::Qwen2(m) => m.forward(x, index_pos)?,
+            #[cfg(not(feature = "before-0-9-2"))]
             Weights::Qwen3(m) => {
                 if index_pos == 0 {
                     m.clear_kv_cache();

@@ -7,6 +7,7 @@ pub mod array;
 pub mod bert_copy;
 pub mod distilbert_copy;
 pub mod modernbert_copy;
+#[cfg(not(feature = "before-0-10-0"))] // models/nomic_bert.rs arrived in 0.10.0
 pub mod nomic_bert_copy;
 pub mod xlm_roberta_copy;
 pub mod chat;
@@ -28,10 +29,12 @@ pub mod llama;
 pub mod llama_copy;
 pub mod mistral_copy;
 pub mod mixtral_copy;
+#[cfg(not(feature = "before-0-9-2"))] // models/olmo2.rs arrived in 0.9.2
 pub mod olmo2_copy;
 pub mod phi3_copy;
 pub mod qwen2_copy;
 pub mod quantized_gemma3_copy;
+#[cfg(not(feature = "before-0-9-2"))] // models/qwen3.rs arrived in 0.9.2
 pub mod qwen3_copy;
 pub mod requested;
 pub mod sampling;

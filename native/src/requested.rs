@@ -40,6 +40,8 @@ impl SimpleBackend for Recorder {
         Tensor::zeros(s, dtype, dev)
     }
 
+    // SimpleBackend::get_unchecked arrived in candle-nn 0.9.2 (var_builder.rs 0.9.2:64)
+    #[cfg(not(feature = "before-0-9-2"))]
     fn get_unchecked(&self, name: &str, _: DType, _: &Device) -> candle_core::Result<Tensor> {
         self.log.lock().unwrap().push((name.to_string(), None));
         if !self.present(name) {

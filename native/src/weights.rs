@@ -219,6 +219,8 @@ impl SimpleBackend for SharedWeights {
         Ok(tensor)
     }
 
+    // SimpleBackend::get_unchecked arrived in candle-nn 0.9.2 (var_builder.rs 0.9.2:64)
+    #[cfg(not(feature = "before-0-9-2"))]
     fn get_unchecked(&self, name: &str, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
         self.load(name, dtype, dev)
     }

@@ -156,12 +156,47 @@ def check_release(args: argparse.Namespace, model_dirs: list[Path]) -> None:
             f"the model directories name candle {' and '.join(sorted({r for r, _ in releases}))}: verify runs one release at a time"
         )
     (release, _), *_ = releases
+    for d in model_dirs:
+        absent = absent_module(d, release)
+        if absent is not None:
+            raise BadInput(absent)
     if release != NATIVE:
         from portkit.verify.candle import release_build
 
         release_build.activate(
             release_build.ensure(release, lambda line: print(f"portkit: {line}", file=sys.stderr, flush=True))
         )
+
+
+def absent_module(model_dir: Path, release: str) -> str | None:
+    """The line that refuses a checkpoint whose candle module `release` does not have yet (qwen3 on 0.9.1,
+    nomic_bert before 0.10.0; lint's PK114), before a runner is built: verify runs that release's own code,
+    and there is none to run. None when it has the module, or when config.json is for the pipeline to report."""
+    from portkit.candle_modules import ADDED
+    from portkit.candle_release import key
+    from portkit.encoders import detect as detect_encoder
+    from portkit.families import detect
+    from portkit.verify.errors import BadInput
+    from portkit.verify.model_dir import read_json
+
+    try:
+        _, config = read_json(Path(model_dir) / "config.json", "config.json")
+    except (BadInput, OSError):
+        return None
+    family = detect(config)
+    if family is not None:
+        if family.exists.holds(release):
+            return None
+        module, since = family.name, family.exists.since
+    else:
+        encoder = detect_encoder(config) if isinstance(config, dict) else None
+        if encoder is None or key(ADDED[encoder.name]) <= key(release):
+            return None
+        module, since = encoder.name, ADDED[encoder.name]
+    return (
+        f"{model_dir}: candle {release} has no `{module}` module, it arrived in {since} (PK114): verify runs "
+        f"{release}'s own code, so there is nothing to run; verify it with `--candle {since}` or later"
+    )
 
 
 def expand_ggufs(values: list[str]) -> list[Path]:

@@ -196,7 +196,8 @@ def test_verify_runs_only_the_releases_it_can_build(
     anything loads (whether it came from --candle, a Cargo.lock or [tool.portkit])."""
     m = sk.write_model(tmp_path / "app" / "m", sk.config("tf4"))
     monkeypatch.chdir(tmp_path)
-    other = next(r for r in cr.RELEASES if r not in cr.RUNNABLE)
+    other = cr.RELEASES[0]  # every release is runnable today: take one away to see the refusal
+    monkeypatch.setattr(cr, "RUNNABLE", tuple(r for r in cr.RUNNABLE if r != other))
     code, out, err = _cli(capsys, "verify", str(m), "--candle", other)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert f"candle {other}, from --candle: verify runs candle {', '.join(cr.RUNNABLE)}" in err
@@ -210,6 +211,31 @@ def test_verify_runs_only_the_releases_it_can_build(
     assert code == 2 and f"candle {other}, from " in err and "pyproject.toml" in err
     code, _, err = _cli(capsys, "verify", str(m), "--candle", "0.8.0")
     assert code == 2 and "is not a release portkit knows" in err
+
+
+def test_verify_refuses_a_module_the_release_lacks_before_building_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A qwen3 checkpoint on candle 0.9.1 (qwen3.rs arrived in 0.9.2): one line naming the release that added it,
+    exit 2, and no runner built for it; on 0.9.2 the same directory passes that check."""
+    from portkit.verify import cli as verify_cli
+    from portkit.verify.candle import release_build
+
+    built: list[str] = []
+    monkeypatch.setattr(release_build, "ensure", lambda release, progress: built.append(release) or tmp_path)
+    m = sk.write_model(
+        tmp_path / "m", {**sk.config("tf4"), "model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]}
+    )
+    code, out, err = _cli(capsys, "verify", str(m), "--candle", "0.9.1")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "candle 0.9.1 has no `qwen3` module, it arrived in 0.9.2" in err and "--candle 0.9.2" in err, err
+    assert built == []
+    assert verify_cli.absent_module(m, "0.9.2") is None
+    nomic = sk.write_model(
+        tmp_path / "n", {"model_type": "nomic_bert", "architectures": ["NomicBertModel"]}, weights=False
+    )
+    assert "has no `nomic_bert` module, it arrived in 0.10.0" in (verify_cli.absent_module(nomic, "0.9.2") or "")
+    assert verify_cli.absent_module(nomic, "0.10.0") is None
 
 
 @pytest.mark.parametrize("release", [r for r in cr.RUNNABLE if r != cr.NATIVE])

@@ -8,7 +8,9 @@ that release's own crates from crates.io, never an imitation, so for another run
   candle-core depends on) swapped for the release's, and `native/releases/<R>/Cargo.lock`, the
   lock that release was tested with (`cargo build --locked`: the versions are the tested ones);
 - the capture copies generated from that release's own source (`native/copies/generate.py
-  --release R`, its own patches in `native/copies/<R>/`);
+  --release R`, its own patches in `native/copies/<R>/`, else a later release's);
+- the cargo features (`FEATURES`) that leave out the modules the release does not have yet (0.9.1 has no
+  qwen3.rs; verify refuses such a checkpoint before building, `portkit.verify.cli.absent_module`);
 - cargo's output assembled as an importable `portkit_native` package.
 
 The result is cached under `$PORTKIT_CACHE/native/<R>-<digest>/`, keyed by the release and the
@@ -34,23 +36,34 @@ from portkit.verify.errors import BadInput
 NATIVE_SOURCE = Path(__file__).resolve().parents[3] / "native"
 #: what the build reads from native/ (the digest keys a build by these)
 SOURCE_PARTS = ("Cargo.toml", "build.rs", "src", "python", "copies", "releases")
-#: the `tokenizers` requirement each release's candle-core resolves (its Cargo.toml and lock)
+#: the `tokenizers` requirement each release's candle-core resolves (its Cargo.toml and lock); 0.9.x's
+#: candle-core has no `tokenizers` dependency, so there it is what that release's candle-examples asks
+#: for (its Cargo.toml: 0.9.1 `tokenizers = "0.21.0"`, 0.9.2 `"0.22.0"`, `onig`, default features off)
+#: at the version its lock in native/releases/ resolves
 TOKENIZERS = {
+    "0.9.1": ('"=0.21.4", default-features = false, features = ["onig"]'),
+    "0.9.2": ('"=0.22.2", default-features = false, features = ["onig"]'),
     "0.10.0": ('"=0.22.2", default-features = false, features = ["onig"]'),
     "0.10.1": ('"=0.22.2", default-features = false, features = ["onig"]'),
     "0.10.2": ('"=0.22.2", default-features = false, features = ["onig"]'),
     "0.11.0": ('"=0.22.2", default-features = false, features = ["onig"]'),
     "0.11.1": ('"=0.23.2", default-features = false, features = ["fancy-regex"]'),
 }
-#: the `safetensors` the release's candle-core reads checkpoints with (its Cargo.toml: 0.7 up to
-#: 0.10.2, 0.8 from 0.11.0): native/src/weights.rs hands candle that crate's views
+#: the `safetensors` the release's candle-core reads checkpoints with (its Cargo.toml: 0.4 in 0.9.1, 0.7
+#: from 0.9.2 to 0.10.2, 0.8 from 0.11.0): native/src/weights.rs hands candle that crate's views
 SAFETENSORS = {
+    "0.9.1": '"=0.4.5"',
+    "0.9.2": '"=0.7.0"',
     "0.10.0": '"=0.7.0"',
     "0.10.1": '"=0.7.0"',
     "0.10.2": '"=0.7.0"',
     "0.11.0": '"=0.8.0"',
     "0.11.1": '"=0.8.0"',
 }
+
+#: native/'s cargo features that leave out the candle modules a release lacks (native/Cargo.toml): nomic_bert
+#: arrived in 0.10.0, qwen3, qwen3_moe, olmo2, smollm3 and glm4_new in 0.9.2
+FEATURES = {"0.9.1": ("before-0-9-2",), "0.9.2": ("before-0-10-0",)}
 
 
 def site_root() -> Path:
@@ -121,7 +134,8 @@ def ensure(release: str, progress: Callable[[str], None], source: Path = NATIVE_
             env,
             release,
         )
-        _run([cargo, "build", "--release", "--lib", "--locked", "--features", "extension-module"], crate, env, release)
+        features = ",".join(("extension-module", *FEATURES.get(release, ())))
+        _run([cargo, "build", "--release", "--lib", "--locked", "--features", features], crate, env, release)
         package = work / "site" / "portkit_native"
         shutil.copytree(crate / "python" / "portkit_native", package)
         shutil.copy2(_library(target_dir), package / "_native.abi3.so")
