@@ -114,7 +114,8 @@ def _crash_cases() -> list[tuple[str, Any, int]]:
     # the other families' config-only builders (rule_cases.family) are probed in
     # test_family_config_oracle.py; the tokenizer's crash (PK507) is the tokenizers crate's,
     # probed in test_tokenizer_semantics.py; an encoder's (PK612-PK614) in test_encoder_config_oracle.py
-    # and test_verify_embedding_families.py, on weights these config-only cases lack; a path rule's text for a cuda or metal target is that
+    # and test_verify_embedding_families.py, on weights these config-only cases lack; a path rule's text for a cuda or
+    # metal target is that
     # backend's (PK313's mask, PK316's Metal message), and this wheel runs on the CPU; a case on another
     # candle release states that release's error, and this wheel runs its own (verify --candle 0.11.1 and
     # fixtures/release_oracle.py judge the others)

@@ -189,7 +189,8 @@ def test_gguf_loaders_continue_and_batch_like_their_control(family: str, tmp_pat
 
 
 def test_quantized_qwen3_on_the_cpu() -> None:
-    """A batch panics (PK313); a second turn after decode steps misses them (PK314), right after the prompt it does not."""
+    """A batch panics (PK313); a second turn after decode steps misses them (PK314), right after the prompt it does
+    not."""
     r, prompt = _gguf("qwen3")
     with pytest.raises(
         pn.CandlePanic, match=r"quantized_qwen3\.rs:357:\d+: called `Option::unwrap\(\)` on a `None` value"

@@ -25,7 +25,10 @@ def test_environments_are_named_after_what_users_run() -> None:
 
 @pytest.mark.parametrize("env", ["candle-examples", "mistral.rs"])
 def test_a_plain_template_renders_as_transformers_does(env: str) -> None:
-    t = "{%- for m in messages %}{{ '<|' + m['role'] + '|>' + m['content'] }}{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
+    t = (
+        "{%- for m in messages %}{{ '<|' + m['role'] + '|>' + m['content'] }}{% endfor %}{% if add_generation_prompt "
+        "%}<|assistant|>{% endif %}"
+    )
     for agp in (True, False):
         assert pn.render_chat_template(env, t, MESSAGES, add_generation_prompt=agp) == transformers_render(
             t, MESSAGES, add_generation_prompt=agp

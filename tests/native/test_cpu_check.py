@@ -13,7 +13,10 @@ import pytest
 from portkit_native import _cpu, _target
 
 V3 = ("avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "lzcnt", "movbe", "sse4.1", "xsave")
-HASWELL = "processor\t: 0\nflags\t\t: fpu sse sse2 pni ssse3 fma cx16 sse4_1 sse4_2 movbe popcnt xsave avx f16c avx2 bmi1 bmi2 abm\n"
+HASWELL = (
+    "processor\t: 0\nflags\t\t: fpu sse sse2 pni ssse3 fma cx16 sse4_1 sse4_2 movbe popcnt xsave avx f16c avx2 "
+    "bmi1 bmi2 abm\n"
+)
 SANDY_BRIDGE = "processor\t: 0\nflags\t\t: fpu sse sse2 pni ssse3 cx16 sse4_1 sse4_2 popcnt xsave avx\n"
 
 

@@ -74,19 +74,40 @@ def _tiny_jina(d: Path) -> Path:
 
     h, inter, vocab = 8, 16, 185
     rng = np.random.default_rng(0)
-    shapes = {"embeddings.word_embeddings.weight": (vocab, h), "embeddings.token_type_embeddings.weight": (2, h),
-              "embeddings.LayerNorm.weight": (h,), "embeddings.LayerNorm.bias": (h,)}  # fmt: skip
+    shapes = {
+        "embeddings.word_embeddings.weight": (vocab, h),
+        "embeddings.token_type_embeddings.weight": (2, h),
+        "embeddings.LayerNorm.weight": (h,),
+        "embeddings.LayerNorm.bias": (h,),
+    }
     p = "encoder.layer.0."
     for lin in ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"):
         shapes |= {f"{p}{lin}.weight": (h, h), f"{p}{lin}.bias": (h,)}
-    shapes |= {f"{p}attention.output.LayerNorm.weight": (h,), f"{p}attention.output.LayerNorm.bias": (h,),
-               f"{p}mlp.gated_layers.weight": (2 * inter, h), f"{p}mlp.wo.weight": (h, inter), f"{p}mlp.wo.bias": (h,),
-               f"{p}mlp.layernorm.weight": (h,), f"{p}mlp.layernorm.bias": (h,)}  # fmt: skip
+    shapes |= {
+        f"{p}attention.output.LayerNorm.weight": (h,),
+        f"{p}attention.output.LayerNorm.bias": (h,),
+        f"{p}mlp.gated_layers.weight": (2 * inter, h),
+        f"{p}mlp.wo.weight": (h, inter),
+        f"{p}mlp.wo.bias": (h,),
+        f"{p}mlp.layernorm.weight": (h,),
+        f"{p}mlp.layernorm.bias": (h,),
+    }
     d.mkdir()
     save_file({k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}, str(d / "model.safetensors"))
-    cfg = {"vocab_size": vocab, "hidden_size": h, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": inter,
-           "hidden_act": "gelu", "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02,
-           "layer_norm_eps": 1e-12, "pad_token_id": 0, "position_embedding_type": "alibi"}  # fmt: skip
+    cfg = {
+        "vocab_size": vocab,
+        "hidden_size": h,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "intermediate_size": inter,
+        "hidden_act": "gelu",
+        "max_position_embeddings": 64,
+        "type_vocab_size": 2,
+        "initializer_range": 0.02,
+        "layer_norm_eps": 1e-12,
+        "pad_token_id": 0,
+        "position_embedding_type": "alibi",
+    }
     (d / "config.json").write_text(json.dumps(cfg))
     return d
 

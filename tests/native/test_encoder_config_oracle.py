@@ -15,12 +15,26 @@ from portkit.encoders import EMBEDDERS, ENCODERS, NOMIC_DEFAULTS, NOMIC_KEYS, RE
 from portkit.encoders import detect as detect_encoder
 
 #: a valid value for each key any of the six requires
-VALUES = {"hidden_act": "gelu", "activation": "gelu", "position_embedding_type": "absolute", "layer_norm_eps": 1e-12,
-          "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02,
-          "global_rope_theta": 160000.0, "local_rope_theta": 10000.0}  # fmt: skip
+VALUES = {
+    "hidden_act": "gelu",
+    "activation": "gelu",
+    "position_embedding_type": "absolute",
+    "layer_norm_eps": 1e-12,
+    "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1,
+    "initializer_range": 0.02,
+    "global_rope_theta": 160000.0,
+    "local_rope_theta": 10000.0,
+}
 #: keys each module reads but does not require (serde default or Option): removing them changes nothing
-OPTIONAL = {"bert": ("position_embedding_type", "use_cache", "classifier_dropout", "model_type"), "distilbert": ("use_cache", "model_type"),
-            "xlm_roberta": (), "modernbert": (), "jina_bert": (), "nomic_bert": ("vocab_size", "n_embd")}  # fmt: skip
+OPTIONAL = {
+    "bert": ("position_embedding_type", "use_cache", "classifier_dropout", "model_type"),
+    "distilbert": ("use_cache", "model_type"),
+    "xlm_roberta": (),
+    "modernbert": (),
+    "jina_bert": (),
+    "nomic_bert": ("vocab_size", "n_embd"),
+}
 OPTIONAL_VALUES = {
     "position_embedding_type": "absolute",
     "use_cache": True,
@@ -100,8 +114,24 @@ def test_nomic_bert_defaults_what_pk613_says():
 
 #: values to try in each enum a module's serde reads (PK615): transformers' activation names, candle's
 #: own spellings, and values neither knows
-ENUM_TRIALS = sorted({*__import__("portkit.encoders", fromlist=["ACT2FN_NAMES"]).ACT2FN_NAMES, "geluapproximate", "newgelu", "gelupytorchtanh",
-                      "hardsigmoid", "swiglu", "elu", "leakyrelu", "GELU", "absolute", "alibi", "relative_key", "rotary", ""})  # fmt: skip
+ENUM_TRIALS = sorted(
+    {
+        *__import__("portkit.encoders", fromlist=["ACT2FN_NAMES"]).ACT2FN_NAMES,
+        "geluapproximate",
+        "newgelu",
+        "gelupytorchtanh",
+        "hardsigmoid",
+        "swiglu",
+        "elu",
+        "leakyrelu",
+        "GELU",
+        "absolute",
+        "alibi",
+        "relative_key",
+        "rotary",
+        "",
+    }
+)
 
 
 def _enum_keys(name: str) -> list[str]:

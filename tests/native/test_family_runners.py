@@ -185,7 +185,8 @@ def test_requested_tensors_name_the_missing_lm_head():
 #: quantized_qwen2 agrees as is. quantized_phi3 hard-codes RoPE theta 10000 (quantized_phi3.rs:244; the
 #: fixture has 1e5). quantized_gemma3's MLP uses SiLU where Gemma 3 uses the tanh GELU
 #: (quantized_gemma3.rs:60), and its sliding layers read `rope.local_freq_base` (default 1e4) where the
-#: converter writes `rope.freq_base_swa` (the fixture's local theta is 5e4). quantized_qwen3 builds its RoPE tables in F16 when the file has no
+#: converter writes `rope.freq_base_swa` (the fixture's local theta is 5e4). quantized_qwen3 builds its RoPE tables in
+# F16 when the file has no
 #: `general.dtype` (the converter writes none; no config edit reproduces that).
 GGUF_CASES = [
     ("qwen2", "quantized_qwen2", {}),

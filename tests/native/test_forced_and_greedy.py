@@ -1,5 +1,6 @@
 """`forced_and_greedy` is `greedy` and `teacher_forced_logits` bit for bit, on every GGUF loader
-(`GgufRunner`) and on `LlamaRunner` (llama.rs's `Cache` copied at the fork): when the fed tokens are candle's own, when they fork from them (the snapshot of the
+(`GgufRunner`) and on `LlamaRunner` (llama.rs's `Cache` copied at the fork): when the fed tokens are candle's own, when
+they fork from them (the snapshot of the
 KV cache, or quantized_qwen2's second pass), when fewer are fed than tokens asked, and for 0 and
 1 tokens."""
 

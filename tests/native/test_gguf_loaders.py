@@ -98,13 +98,33 @@ MECHANISMS = [
     # PK412: absent general.dtype == F16 (1); F32 (0) changes the RoPE tables
     ("PK412", "qwen3", "legacy", {"override": {"general.dtype": 1}}, {"override": {"general.dtype": 0}}),
     # PK414: freq_base_swa is not read: the sliding layers use the default 10000 until local_freq_base is written
-    ("PK414", "gemma3", "legacy", {"override": {"gemma3.rope.local_freq_base": 10000.0}}, {"override": {"gemma3.rope.local_freq_base": 50000.0}}),
+    (
+        "PK414",
+        "gemma3",
+        "legacy",
+        {"override": {"gemma3.rope.local_freq_base": 10000.0}},
+        {"override": {"gemma3.rope.local_freq_base": 50000.0}},
+    ),
     # PK415: phi3.rope.freq_base is never read (hard-coded 10000); the control changes what is read
-    ("PK415", "phi3", "legacy", {"override": {"phi3.rope.freq_base": 10000.0}}, {"override": {"phi3.attention.layer_norm_rms_epsilon": 0.5}}),
+    (
+        "PK415",
+        "phi3",
+        "legacy",
+        {"override": {"phi3.rope.freq_base": 10000.0}},
+        {"override": {"phi3.attention.layer_norm_rms_epsilon": 0.5}},
+    ),
     # PK416: the LongRoPE factors and attn_factor are never read
-    ("PK416", "phi3", "longrope", {"drop_tensors": ["rope_factors_long.weight", "rope_factors_short.weight"],
-                                   "drop_keys": ["phi3.rope.scaling.attn_factor"]}, {"override": {"phi3.attention.layer_norm_rms_epsilon": 0.5}}),
-]  # fmt: skip
+    (
+        "PK416",
+        "phi3",
+        "longrope",
+        {
+            "drop_tensors": ["rope_factors_long.weight", "rope_factors_short.weight"],
+            "drop_keys": ["phi3.rope.scaling.attn_factor"],
+        },
+        {"override": {"phi3.attention.layer_norm_rms_epsilon": 0.5}},
+    ),
+]
 
 
 @pytest.mark.parametrize("code,family,variant,same,other", MECHANISMS, ids=[m[0] for m in MECHANISMS])

@@ -61,8 +61,18 @@ def test_which_classes_rebuild_is_transformers() -> None:
         assert cls is not None and cls.__name__ == name and "__init__" in cls.__dict__, name
 
 
-CLASSES = (None, "LlamaTokenizer", "LlamaTokenizerFast", "PreTrainedTokenizerFast", "TokenizersBackend", "GPT2Tokenizer", "Qwen2Tokenizer",
-           "CodeGenTokenizer", "GemmaTokenizerFast", "GPTNeoXTokenizer")  # fmt: skip
+CLASSES = (
+    None,
+    "LlamaTokenizer",
+    "LlamaTokenizerFast",
+    "PreTrainedTokenizerFast",
+    "TokenizersBackend",
+    "GPT2Tokenizer",
+    "Qwen2Tokenizer",
+    "CodeGenTokenizer",
+    "GemmaTokenizerFast",
+    "GPTNeoXTokenizer",
+)
 # every model type of a family portkit covers whose registered class differs, and gpt_neox/olmo (GPTNeoXTokenizer)
 MODEL_TYPES = (
     None,
@@ -110,7 +120,8 @@ def test_class_choice_is_autotokenizers(shape: str, shapes: dict[tuple[str, str]
                 )
                 continue
             assert choice.name == got, (
-                f"tokenizer_class={cls} model_type={model_type}: portkit {choice.name} ({choice.why}), transformers {got}"
+                f"tokenizer_class={cls} model_type={model_type}: portkit {choice.name} ({choice.why}), transformers "
+                f"{got}"
             )
             checked += 1
     assert checked >= 100

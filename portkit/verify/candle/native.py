@@ -39,7 +39,8 @@ def native_for_run() -> Any:
 
 
 def crate_versions(pn: Any) -> dict[str, str]:
-    """The candle release and the tokenizers crate `pn` (portkit_native) was built on, as its Cargo.lock resolved them."""
+    """The candle release and the tokenizers crate `pn` (portkit_native) was built on, as its Cargo.lock resolved
+    them."""
     info = pn.build_info()
     return {"candle": str(info["candle_version"]), "tokenizers": str(info.get("tokenizers_version", "?"))}
 
