@@ -133,7 +133,7 @@ def test_verify_penalises_the_tokens_before_each_step_as_generate_does(tmp_path:
     the whole sequence, and fed tokens that are not in the prompt and are the likely ones at
     every step. Step k's candle context must be prompt + fed[:k], generate()'s; one token more
     penalises the token that step decides, which generate() has not seen yet."""
-    from portkit.verify.reference.result import Reference
+    from portkit.verify.reference.result import SAMPLING, Reference
     from portkit.verify.sections.sampling import verify_sampling
 
     doc = {"do_sample": True, "top_k": 0, "repetition_penalty": 1.5}
@@ -147,7 +147,7 @@ def test_verify_penalises_the_tokens_before_each_step_as_generate_does(tmp_path:
     gen = R.distributions(R.generation_config(d), prompt, fed, rows)
     stated = "sampling=All, temperature=1, repeat_penalty=1.5, repeat_last_n=all"
     assert S.differences(S.Generate.from_config(doc), S.parse(stated)) == []  # the program generate() describes
-    reference = Reference(prompt=prompt, greedy=[], rows=rows, forced=fed, extra={R.NAME: gen})
+    reference = Reference(prompt=prompt, greedy=[], rows=rows, forced=fed, extra={SAMPLING: gen})
     section = verify_sampling(d, reference, [], stated, pn)
     assert section is not None and section.steps == len(fed)
     assert section.program.same and section.ok, section.program.summary()
