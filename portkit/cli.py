@@ -334,11 +334,9 @@ def explain_text(code: str, candle: str | None = None) -> str:
     if r is None:
         raise UsageError(f"unknown rule `{code}` (see `portkit rules`)")
     head = (
-        f"# {r.code} {r.name}\n\n"
-        f"Group: {r.group} | Severity: {r.severity} | Effect: {r.effect} | "
+        f"# {r.code} {r.name}\n\nGroup: {r.group} | Severity: {r.severity} | Effect: {r.effect} | "
         f"Fix: {r.fix_availability} | Status: {CODES[r.code][1]} | Verification: {r.probe_kind}\n\n"
-        f"Families: {families_label(r)}\n\n"
-        f"Releases: {r.holds.describe()}\n\n"
+        f"Families: {families_label(r)}\n\nReleases: {r.holds.describe()}\n\n"
     )
     if candle is not None:
         holds = "holds" if r.holds.holds(candle) else "does not hold"
@@ -524,7 +522,7 @@ DESCRIPTION = (
     "Config-regression linter and porting kit for Hugging Face transformers checkpoints in candle "
     f"{candle_release.RELEASES[0]}-{candle_release.RELEASES[-1]}: "
     "llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma, gemma2, gemma3, phi3, olmo2, granite, "
-    "starcoder2, stable_lm, phi, qwen2_moe, smollm3, glm4_new, and their GGUF files."
+    "starcoder2, stable_lm, phi, qwen2_moe, smollm3, glm4_new, gemma4 (text), and their GGUF files."
 )
 
 

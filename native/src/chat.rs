@@ -108,6 +108,8 @@ impl Model {
             Model::SmolLm3(m) => Model::SmolLm3(m.clone()),
             #[cfg(not(feature = "before-0-9-2"))]
             Model::Glm4New(m) => Model::Glm4New(m.clone()),
+            #[cfg(not(feature = "before-0-11-0"))]
+            Model::Gemma4(m) => Model::Gemma4(m.clone()),
             Model::StableLm(_) => return None,
         })
     }

@@ -18,6 +18,9 @@ use candle_transformers::models::{
 // against 0.9.1 (feature `before-0-9-2`, portkit's release_build.py) runs every other family
 #[cfg(not(feature = "before-0-9-2"))]
 use candle_transformers::models::{glm4, glm4_new, olmo2, qwen3, qwen3_moe, smol::smollm3};
+// models/gemma4/ arrived in 0.11.0 (feature `before-0-11-0` for the 0.9.x and 0.10.x builds)
+#[cfg(not(feature = "before-0-11-0"))]
+use candle_transformers::models::gemma4;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
@@ -42,10 +45,11 @@ pub enum Family {
     Qwen2Moe,
     SmolLm3,
     Glm4New,
+    Gemma4,
 }
 
 impl Family {
-    pub const ALL: [Family; 18] = [
+    pub const ALL: [Family; 19] = [
         Family::Llama,
         Family::Mistral,
         Family::Mixtral,
@@ -64,6 +68,7 @@ impl Family {
         Family::Qwen2Moe,
         Family::SmolLm3,
         Family::Glm4New,
+        Family::Gemma4,
     ];
 
     /// The key Python's family registry uses: candle's module name.
@@ -87,6 +92,7 @@ impl Family {
             Family::Qwen2Moe => "qwen2_moe",
             Family::SmolLm3 => "smollm3",
             Family::Glm4New => "glm4_new",
+            Family::Gemma4 => "gemma4",
         }
     }
 
@@ -125,6 +131,8 @@ pub enum Parsed {
     SmolLm3(smollm3::Config),
     #[cfg(not(feature = "before-0-9-2"))]
     Glm4New(glm4_new::Config),
+    #[cfg(not(feature = "before-0-11-0"))]
+    Gemma4(gemma4::config::Gemma4TextConfig),
 }
 
 fn serde<T: DeserializeOwned>(config_json: &str) -> Outcome<T> {
@@ -156,15 +164,19 @@ pub fn parse(family: Family, config_json: &str) -> Outcome<Parsed> {
         Family::SmolLm3 => Parsed::SmolLm3(serde(config_json)?),
         #[cfg(not(feature = "before-0-9-2"))]
         Family::Glm4New => Parsed::Glm4New(serde(config_json)?),
+        #[cfg(not(feature = "before-0-11-0"))]
+        Family::Gemma4 => Parsed::Gemma4(serde(config_json)?),
         #[cfg(feature = "before-0-9-2")]
         Family::Qwen3 | Family::Qwen3Moe | Family::Olmo2 | Family::SmolLm3 | Family::Glm4New => {
             return Err(absent(family.key(), "0.9.2"))
         }
+        #[cfg(feature = "before-0-11-0")]
+        Family::Gemma4 => return Err(absent(family.key(), "0.11.0")),
     })
 }
 
 /// A family or encoder whose candle module the release this crate is built against lacks.
-#[cfg(any(feature = "before-0-9-2", feature = "before-0-10-0"))]
+#[cfg(any(feature = "before-0-9-2", feature = "before-0-10-0", feature = "before-0-11-0"))]
 pub(crate) fn absent(key: &str, since: &str) -> Failure {
     Failure::Invalid(format!(
         "the candle-transformers this runner is built against has no `{key}` module (it arrived in {since})"
@@ -307,6 +319,8 @@ impl Parsed {
             Parsed::SmolLm3(_) => Family::SmolLm3,
             #[cfg(not(feature = "before-0-9-2"))]
             Parsed::Glm4New(_) => Family::Glm4New,
+            #[cfg(not(feature = "before-0-11-0"))]
+            Parsed::Gemma4(_) => Family::Gemma4,
         }
     }
 
@@ -457,6 +471,15 @@ impl Parsed {
                 }
                 m
             }
+            #[cfg(not(feature = "before-0-11-0"))]
+            Parsed::Gemma4(c) => {
+                let mut m = from_debug(c);
+                // gemma4/config.rs:123-137: the rotated share of the full layers and the sliding layers' base,
+                // derived from `rope_parameters` with candle's defaults
+                m.insert("partial_rotary_factor".into(), json!(c.partial_rotary_factor()));
+                m.insert("rope_local_base_freq".into(), json!(c.rope_local_base_freq()));
+                m
+            }
         };
         Value::Object(m)
     }
@@ -495,6 +518,8 @@ impl Parsed {
             Parsed::SmolLm3(c) => Model::SmolLm3(smollm3::ModelForCausalLM::new(c, vb)?),
             #[cfg(not(feature = "before-0-9-2"))]
             Parsed::Glm4New(c) => Model::Glm4New(glm4_new::ModelForCausalLM::new(c, vb)?),
+            #[cfg(not(feature = "before-0-11-0"))]
+            Parsed::Gemma4(c) => Model::Gemma4(gemma4::text::TextModel::new(c, vb)?),
         })
     }
 }
@@ -546,6 +571,8 @@ pub enum Model {
     SmolLm3(smollm3::ModelForCausalLM),
     #[cfg(not(feature = "before-0-9-2"))]
     Glm4New(glm4_new::ModelForCausalLM),
+    #[cfg(not(feature = "before-0-11-0"))]
+    Gemma4(gemma4::text::TextModel),
 }
 
 impl Model {
@@ -577,6 +604,9 @@ impl Model {
             Model::SmolLm3(m) => m.forward(x, pos),
             #[cfg(not(feature = "before-0-9-2"))]
             Model::Glm4New(m) => m.forward(x, pos),
+            // gemma4/text.rs:616-649: the last position's logits, (b, 1, vocab)
+            #[cfg(not(feature = "before-0-11-0"))]
+            Model::Gemma4(m) => m.forward(x, pos),
         }
     }
 }
@@ -663,6 +693,8 @@ impl FamilyRunner {
             (Model::SmolLm3(m), _) => m.clear_kv_cache(),
             #[cfg(not(feature = "before-0-9-2"))]
             (Model::Glm4New(m), _) => m.clear_kv_cache(),
+            #[cfg(not(feature = "before-0-11-0"))]
+            (Model::Gemma4(m), _) => m.clear_kv_cache(),
             _ => unreachable!("model and config come from the same family"),
         }
         Ok(())

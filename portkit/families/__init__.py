@@ -129,12 +129,13 @@ class Family:
         return family_view(self, config)
 
 
-def added(module: str) -> Span:
-    """The releases from the one whose candle-transformers src/models/ first has `module` (portkit.candle_modules)."""
+def added(module: str, path: str | None = None) -> Span:
+    """The releases from the one whose candle-transformers src/models/ first has `module` (portkit.candle_modules);
+    `path`: the module's file or directory, where it is not `{module}.rs`."""
     from portkit.candle_modules import ADDED
 
     since = ADDED[module]
-    return Span() if since == RELEASES[0] else Span(since=since, since_by=f"models/{module}.rs added")
+    return Span() if since == RELEASES[0] else Span(since=since, since_by=f"models/{path or module + '.rs'} added")
 
 
 FAMILIES: tuple[Family, ...] = (
@@ -186,6 +187,17 @@ FAMILIES: tuple[Family, ...] = (
         None,
         False,
         exists=added("glm4_new"),
+    ),
+    # Gemma 4's text decoder: `gemma4::text::TextModel` reading `gemma4::config::Gemma4TextConfig`
+    Family(
+        "gemma4",
+        ("gemma4_text",),
+        ("Gemma4ForCausalLM",),
+        "gemma4/text.rs",
+        "Gemma4TextConfig",
+        None,
+        False,
+        exists=added("gemma4", "gemma4/"),
     ),
 )
 BY_NAME: dict[str, Family] = {f.name: f for f in FAMILIES}

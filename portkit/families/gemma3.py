@@ -26,6 +26,9 @@ TRANSFORMERS_ACTIVATION_KEY = "hidden_activation"
 # `t.matmul(&inv_freq)` in it
 ROPE_TABLE_IN_MODEL_DTYPE = "gemma3.rs:71-97, :326"
 
+# transformers attends both ways with `use_bidirectional_attention: true` (configuration_gemma3.py:100-102)
+BIDIRECTIONAL = (True, {"use_bidirectional_attention": False})
+
 FIELDS = (
     Field("attention_bias", serde.de_bool),
     Field("head_dim", serde.de_usize),

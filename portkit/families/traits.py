@@ -119,6 +119,9 @@ class Traits:
     #: the submodules of transformers' decoder layer the porting kit records, in computation order
     #: (`portkit.families.sublayers`): Llama's decoder layer unless the module says otherwise
     sublayers: tuple[str, ...] = _sublayers.DEFAULT
+    #: transformers' `use_bidirectional_attention` value that makes its model attend both ways, and the
+    #: config.json edit that keeps it causal, as candle's module always is (PK122); None: no such switch
+    bidirectional: tuple[Any, Mapping[str, Any]] | None = None
 
     @classmethod
     def of(cls, module: Any, release: str) -> Traits:

@@ -21,24 +21,50 @@ if TYPE_CHECKING:
 
     from portkit.rules.base import Context
 
-#: What a tensor edit does to the tensor as the reference loads it.
+#: What a tensor edit does to the tensor as the reference loads it: "zero", or `affine(mul, add)`.
 ZERO = "zero"
+AFFINE = "affine"
+
+
+def affine(mul: float, add: float) -> str:
+    """The tensor edit `w * mul + add`, as data ("affine 1.0 1.0"): a gain candle adds to a weight
+    (gemma4's RmsNorm multiplies by `weight + 1`), a constant it folds in (a scale on the scores
+    moved into `q_norm`), or a constant it reads instead (`mul` 0)."""
+    return f"{AFFINE} {float(mul)!r} {float(add)!r}"
+
+
+def parse_affine(how: str) -> tuple[float, float] | None:
+    """(mul, add) of an `affine` tensor edit, None for any other text."""
+    parts = how.split(" ")
+    if len(parts) != 3 or parts[0] != AFFINE:
+        return None
+    try:
+        return float(parts[1]), float(parts[2])
+    except ValueError:
+        return None
 
 
 def edit(
-    what: str, *, config: Mapping[str, Any] | None = None, tensors: Iterable[str] = (), rope_table: str | None = None
+    what: str,
+    *,
+    config: Mapping[str, Any] | None = None,
+    tensors: Iterable[str] = (),
+    rope_table: str | None = None,
+    tensor_edits: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A `CandleEdit.as_candle`: `what` in words ("SiLU in the MLP"), config.json edits, tensors to
-    zero (a bias candle never reads computes as a zero one), `rope_table` ("f16", "bf16"): the
-    rotary cos/sin as candle builds its table in that dtype (`portkit.verify.reference.rope_table`)."""
+    zero (a bias candle never reads computes as a zero one), `tensor_edits` (name -> `ZERO` or
+    `affine(..)`), `rope_table` ("f16", "bf16"): the rotary cos/sin as candle builds its table in
+    that dtype (`portkit.verify.reference.rope_table`)."""
     out: dict[str, Any] = {"what": what}
     if rope_table is not None:
         out["rope_table"] = rope_table
     if config:
         out["config"] = dict(config)
-    names = list(tensors)
-    if names:
-        out["tensors"] = {n: ZERO for n in names}
+    edits = {n: ZERO for n in tensors}
+    edits.update(tensor_edits or {})
+    if edits:
+        out["tensors"] = edits
     return out
 
 

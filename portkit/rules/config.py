@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from portkit.rules import as_candle
+from portkit.rules import as_candle, family_gemma4
 from portkit.rules import family_config as fc
 from portkit.rules.base import Context, Rule, f32, location, num
 from portkit.rules.common import length_severity, source_words
@@ -993,4 +993,5 @@ RULES = (
     GenerationEosDiffers,
     ConfigRefusedByCandle,
     *fc.RULES,
+    *family_gemma4.RULES,
 )

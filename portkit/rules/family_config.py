@@ -7,6 +7,7 @@ They compare `ctx.fv` (the family's serde mirror, `portkit.families.<name>`) wit
 
 from __future__ import annotations
 
+import json
 import math
 
 from portkit.candle_modules import ADDED, MODULE_FOR
@@ -32,6 +33,19 @@ def module(ctx: Context) -> str:
 
 
 # --- PK114 ---------------------------------------------------------------------------------------
+
+#: what candle's module does with an architecture (`architectures[0]`) whose model type portkit checks only in
+#: part: the one path there is into it, and where that path refuses such a checkpoint
+UNCHECKED_PATHS = {
+    # gemma4/mod.rs:33-61: `Model::new` loads the vision tower first (`model.vision_tower`), then the text at
+    # `vb.pp("model").pp("language_model")`, inside which TextModel::new adds `model.` again (text.rs:532);
+    # config.rs:388-392: `text_config` and `vision_config` are required structs
+    "Gemma4ForConditionalGeneration": "only through `gemma4::Model` (`Gemma4Config`), which refuses it: a text-only save's "
+    '`"vision_config": null` is a serde type error, and otherwise the text weights are looked up at '
+    "`model.language_model.model.*` where Gemma4ForConditionalGeneration saves `model.language_model.*` "
+    "(``cannot find tensor model.language_model.model.embed_tokens.weight``); portkit checks Gemma 4's text "
+    "decoder (`gemma4_text`, `Gemma4ForCausalLM`) only",
+}
 
 
 class NoCandleModule(Rule):
@@ -124,6 +138,10 @@ class NoCandleModule(Rule):
         covered = MODULE_FOR.get(mt) if isinstance(mt, str) else None
         if covered is not None and key(release) < key(ADDED[covered]):
             msg, covered = f"candle {release} has no module for {what}; `{covered}` arrived in {ADDED[covered]}", None
+        elif covered is not None and (
+            path := UNCHECKED_PATHS.get(archs[0] if isinstance(archs, list) and archs else "")
+        ):
+            msg = f"candle {release}'s `{covered}` module reads {what} {path}"
         elif covered is not None:
             msg = f"candle {release} has a `{covered}` module for {what}; portkit does not check that module yet"
         else:
@@ -805,10 +823,11 @@ class Gemma3PrefillNeedsOneKvHead(Rule):
 
 
 class BidirectionalAttentionIgnored(Rule):
-    """transformers' gemma3 attends both ways (`use_bidirectional_attention`); candle's is causal.
+    """transformers' gemma3 or gemma4 attends both ways (`use_bidirectional_attention`); candle's is causal.
 
     ## What it does
-    Flags a gemma3 config with `use_bidirectional_attention: true`.
+    Flags a gemma3 config with `use_bidirectional_attention: true`, and a gemma4 one with
+    `use_bidirectional_attention: "all"`.
 
     ## Why is this bad?
     transformers then builds bidirectional masks: full-attention layers see every position,
@@ -816,6 +835,8 @@ class BidirectionalAttentionIgnored(Rule):
     `sliding_window // 2 + 1`. candle's gemma3 never reads the key: its masks are causal and
     its window is `sliding_window`. Every position but the last attends to other keys, so
     the logits differ from the first token on, silently (EmbeddingGemma-style checkpoints).
+    candle's gemma4 reads the key only to size its sliding layers' rotating cache
+    (`effective_sliding_window`); its masks are causal too.
 
     ## Example
     ```json
@@ -828,7 +849,8 @@ class BidirectionalAttentionIgnored(Rule):
 
     ## Candle source
     candle-transformers-0.11.0/src/models/gemma3.rs:13-38 (`Config`: no such field),
-    :391-413 (`prepare_decoder_attention_mask`: `i < j` is always masked).
+    :391-413 (`prepare_decoder_attention_mask`: `i < j` is always masked); gemma4/config.rs:115-121
+    (the key sizes the rotating cache only), gemma4/text.rs:479-513 (causal masks).
 
     ## Verification
     numeric, transformers as candle computes: candle differs from transformers and matches it
@@ -836,32 +858,43 @@ class BidirectionalAttentionIgnored(Rule):
 
     ## References
     transformers `models/gemma3/configuration_gemma3.py:100-102`, `modeling_gemma3.py:292,
-    520-522`.
+    520-522`; `models/gemma4/configuration_gemma4.py` (`__post_init__`: "all" makes it non-causal
+    and halves the window).
     """
 
     code = "PK122"
     name = "bidirectional-attention-ignored"
     group = "config"
-    families = ("gemma3",)
+    families = ("gemma3", "gemma4")
     severity = "error"
     effect = "silent"
-    fix_title = "Build a bidirectional mask in candle's gemma3; no config edit fixes this"
+    fix_title = "Build a bidirectional mask in candle's module; no config edit fixes this"
     probe_kind = "numeric"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        fv, ftv = ctx.fv, ctx.ftv
-        if fv is None or ftv is None or not fv.ok or ftv.get("use_bidirectional_attention") is not True:
+        fv, ftv, fam = ctx.fv, ctx.ftv, ctx.family
+        switch = fam.traits.bidirectional if fam is not None else None
+        if fv is None or ftv is None or not fv.ok or switch is None:
+            return
+        both_ways, causal_edit = switch
+        if ftv.get("use_bidirectional_attention") != both_ways:
             return
         sw = fv.get("sliding_window")
         window = f" and a `sliding_window` of {sw // 2 + 1} around each position" if isinstance(sw, int) else ""
+        shown = json.dumps(both_ways)
+        reads = (
+            "reads the key only to size its sliding cache"
+            if "use_bidirectional_attention" in fv.values
+            else "never reads the key"
+        )
         yield self.finding(
             ctx,
-            f"transformers attends both ways (`use_bidirectional_attention`=true{window}); {module(ctx)} never reads "
-            "the key and masks causally",
+            f"transformers attends both ways (`use_bidirectional_attention`={shown}{window}); {module(ctx)} {reads} "
+            "and masks causally",
             keys=("use_bidirectional_attention",),
-            transformers_value=True,
+            transformers_value=both_ways,
             candle_value=False,
-            as_candle=as_candle.edit("causal attention", config={"use_bidirectional_attention": False}),
+            as_candle=as_candle.edit("causal attention", config=causal_edit),
         )
 
 

@@ -20,7 +20,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see port
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from portkit.findings import Finding
+    from portkit.findings import Finding, NotProbed
 
 
 LAYER_RE = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
@@ -322,7 +322,8 @@ class UnreadTensor(_WeightsRule):
                              "(`tie_word_embeddings` is false): another model", "error"),
             "other": ("its module has no such tensor; transformers reads them only if its config enables them", "warning"),
         }  # fmt: skip
-        for key, why in ctx.family.traits.unread_texts.items():  # type: ignore[union-attr]  # the module's own words
+        own = ctx.family.traits.unread_texts  # type: ignore[union-attr]  # the module's own words
+        for key, why in own.items():
             texts[key] = (why, texts[key][1])
         for key, names in groups.items():
             if key.startswith("flag:"):
@@ -339,7 +340,14 @@ class UnreadTensor(_WeightsRule):
                 candle_value="unread",
                 probe_kind=None if edit is not None else "static-only",
                 as_candle=edit,
+                # the module's own words name what transformers computes with them: not "neither side reads them"
+                probe=self._own_words_probe() if edit is None and key in own else None,
             )
+
+    def _own_words_probe(self) -> NotProbed:
+        from portkit.findings import NotProbed  # loads with the first finding (`base.location`)
+
+        return self.probe_of(NotProbed, reason=_OWN_WORDS_NOT_PROBED)
 
     @staticmethod
     def _as_candle(key: str, names: list[str]) -> dict[str, object] | None:
@@ -361,6 +369,12 @@ class UnreadTensor(_WeightsRule):
         flag = "mlp_bias" if part.startswith("mlp.") else "attention_bias"
         ftv = ctx.ftv
         return (ftv.get(flag) if ftv is not None and flag in ftv.values else config_flag(ctx, flag)) is True
+
+
+_OWN_WORDS_NOT_PROBED = (
+    "transformers reads these and candle's module has no such weights: the rules its words name probe the "
+    "features they belong to, and this finding adds no run of its own"
+)
 
 
 class UnexpectedTensor(_WeightsRule):

@@ -416,18 +416,22 @@ MISSING = object()
 
 
 class Field:
-    __slots__ = ("name", "de", "default")
+    __slots__ = ("name", "de", "default", "aliases")
 
-    def __init__(self, name: str, de: Callable[[Any], Any], default: Any = MISSING) -> None:
+    def __init__(
+        self, name: str, de: Callable[[Any], Any], default: Any = MISSING, aliases: tuple[str, ...] = ()
+    ) -> None:
         self.name = name
         self.de = de
         self.default = default  # MISSING: required; a callable or value otherwise
+        self.aliases = aliases  # `#[serde(alias = "...")]`: other keys that fill the field
 
 
 def de_struct(name: str, fields: tuple[Field, ...]) -> Callable[[Any], dict]:
     """derive(Deserialize) for a struct: map (document order, first error wins, duplicate
     known fields refused, unknown keys ignored) or sequence (positional)."""
     by_name = {f.name: f for f in fields}
+    by_name.update({a: f for f in fields for a in f.aliases})
 
     def finish(found: dict) -> dict:
         out = {}
@@ -448,9 +452,9 @@ def de_struct(name: str, fields: tuple[Field, ...]) -> Callable[[Any], dict]:
                 f = by_name.get(k)
                 if f is None:
                     continue  # unknown key: serde ignores it (IgnoredAny, no range checks)
-                if k in found:
-                    raise SerdeError(f"duplicate field `{k}`", [k])
-                found[k] = _at(k, f.de, x)
+                if f.name in found:  # an alias and the name, or one key twice: serde names the field
+                    raise SerdeError(f"duplicate field `{f.name}`", [k])
+                found[f.name] = _at(k, f.de, x)
             return finish(found)
         if isinstance(v, list):
             found = {}

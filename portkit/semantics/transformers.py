@@ -201,7 +201,23 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
                  "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "hidden_act": "silu",
                  "max_position_embeddings": 131072, "rms_norm_eps": 1.5625e-07, "tie_word_embeddings": False,
                  "attention_bias": True},
+    # configuration_gemma4.py:147-178 (Gemma4TextConfig's fields; `global_head_dim` is a kwarg, 512, kept in
+    # `per_layer_config`: `gemma4_per_layer` below)
+    "gemma4": {"vocab_size": 262144, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 30,
+               "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+               "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 131072, "rms_norm_eps": 1e-06,
+               "tie_word_embeddings": True, "attention_bias": False, "sliding_window": 512,
+               "final_logit_softcapping": None, "use_bidirectional_attention": None,
+               "hidden_size_per_layer_input": 256, "vocab_size_per_layer_input": 262144, "attention_k_eq_v": False,
+               "num_kv_shared_layers": 0, "enable_moe_block": False, "use_double_wide_mlp": False,
+               "num_experts": None, "top_k_experts": None, "moe_intermediate_size": None},
 }  # fmt: skip
+# configuration_gemma4.py:198-203: the rope parameters of a Gemma4TextConfig whose config.json has none
+GEMMA4_DEFAULT_ROPE = {
+    "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+    "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0},
+}
+GEMMA4_DEFAULT_GLOBAL_HEAD_DIM = 512  # configuration_gemma4.py:205 `kwargs.pop("global_head_dim", 512)`
 FAMILY_DEFAULT_THETA = {"mixtral": 1e6, "gemma3": 1e6, "smollm3": 2e6}  # class `default_theta`; 1e4 elsewhere
 GEMMA3_DEFAULT_LOCAL_THETA = 10000.0
 STABLELM_DEFAULT_PARTIAL_ROTARY = 0.25
@@ -418,6 +434,31 @@ def _family_transformers_view(
         local.setdefault("rope_type", local.get("type", "default"))
         local_type = local["rope_type"] if isinstance(local["rope_type"], str) else "default"
         rope = full
+    elif family == "gemma4":
+        # configuration_gemma4.py:198-203, :259-261: one dict per layer type, the class's when config.json
+        # has none; a top-level `rope_theta` is kept as an attribute and never read
+        given = bool(written)
+        full = dict(written.get("full_attention") or {}) if given else dict(GEMMA4_DEFAULT_ROPE["full_attention"])
+        local = (
+            dict(written.get("sliding_attention") or {}) if given else dict(GEMMA4_DEFAULT_ROPE["sliding_attention"])
+        )
+        for name, sub, key in (
+            ("rope_theta", full, "full_attention"),
+            ("rope_local_base_freq", local, "sliding_attention"),
+        ):
+            if _float(sub.get("rope_theta")) is not None:
+                values[name] = float(sub["rope_theta"])
+                sources[name] = (rope_key, key, "rope_theta") if given else ()
+        if _number(full.get("partial_rotary_factor")):
+            values["partial_rotary_factor"] = float(full["partial_rotary_factor"])
+            sources["partial_rotary_factor"] = (rope_key, "full_attention", "partial_rotary_factor") if given else ()
+        full.setdefault("rope_type", "default")
+        local.setdefault("rope_type", "default")
+        local_type = local["rope_type"] if isinstance(local["rope_type"], str) else "default"
+        rope = full
+        if "rope_theta" not in values:  # no base for the full layers: transformers' rope init fails
+            refuse("`rope_parameters.full_attention` has no `rope_theta`")
+            full["rope_theta"] = None
     else:
         rope = dict(written)
         _theta(
@@ -534,6 +575,8 @@ def _family_transformers_view(
             sliding = tuple(has_sw and not opted_out and t == "sliding_attention" for t in layer_types)
         else:
             sliding = tuple(has_sw and not opted_out and bool((i + 1) % 2) and i < mwl for i in range(n))
+    elif family == "gemma4":
+        sliding = _gemma4_layers(c, values, sources, n, has_sw)
     elif family in ("gemma2", "gemma3"):
         pattern = 2
         if family == "gemma3":
@@ -589,6 +632,45 @@ def _family_transformers_view(
         generation_eos_source=gen_src,
         multipliers=multipliers,
     )
+
+
+def _gemma4_layers(
+    c: dict[str, Any], values: dict[str, Any], sources: dict[str, tuple[str, ...]], n: int, has_sw: bool
+) -> tuple[bool, ...]:
+    """Gemma4TextConfig's `layer_types` and what its full-attention layers take from `per_layer_config`
+    (configuration_gemma4.py:185-218): `layer_types` as written, else every sixth layer full; the last
+    layer always full; `global_head_dim` (512 unless the kwarg says otherwise) and, with
+    `attention_k_eq_v`, `num_global_key_value_heads` for each full layer, as written to config.json in
+    `per_layer_config` (entries equal to the global value are left out: the layer then has `head_dim`)."""
+    types = c.get("layer_types")
+    if isinstance(types, list) and all(isinstance(t, str) for t in types):
+        types = list(types)
+        sources["layer_types"] = ("layer_types",)
+    else:
+        types = ["sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(n)]
+        sources["layer_types"] = ()
+    if types:
+        types[-1] = "full_attention"  # configuration_gemma4.py:192-196, with a warning
+    values["layer_types"] = types
+    full = [i for i, t in enumerate(types) if t == "full_attention"]
+    plc = c.get("per_layer_config")
+    hd, kv = values.get("head_dim"), values.get("num_key_value_heads")
+    if isinstance(plc, dict):
+        by_layer = {int(k): v for k, v in plc.items() if isinstance(k, str) and k.isdigit() and isinstance(v, dict)}
+        heads = [by_layer.get(i, {}).get("head_dim", hd) for i in full]
+        kvs = [by_layer.get(i, {}).get("num_key_value_heads", kv) for i in full]
+        src: tuple[str, ...] = ("per_layer_config",)
+    else:
+        g = c.get("global_head_dim", GEMMA4_DEFAULT_GLOBAL_HEAD_DIM)
+        gkv = c.get("num_global_key_value_heads") if c.get("attention_k_eq_v") is True else None
+        heads, kvs = [g for _ in full], [kv if gkv is None else gkv for _ in full]
+        src = ("global_head_dim",) if "global_head_dim" in c else ()
+    # one value for the full layers, as candle has one (the first full layer's: candle fails there first)
+    values["global_head_dim"] = heads[0] if heads else GEMMA4_DEFAULT_GLOBAL_HEAD_DIM
+    values["num_global_key_value_heads"] = kvs[0] if kvs else kv
+    values["full_head_dims"] = heads
+    sources["global_head_dim"] = src
+    return tuple(has_sw and t == "sliding_attention" for t in types[:n])
 
 
 def _theta(

@@ -45,6 +45,9 @@ T5: dict[str, dict[str, str]] = {
     },
     # GLM-4 also keeps its partial_rotary_factor only in rope_parameters: behind the refusal, candle rotates all
     "glm4_new": {"PK110": "CRASH-CONFIRMED", "PK108": "CONFIRMED"},
+    # the full layers' head size lives in per_layer_config, which candle never reads (its default 512
+    # refuses the 32-wide heads); repaired with `global_head_dim`, PK126's difference remains
+    "gemma4": {"PK127": "CRASH-CONFIRMED", "PK126": "CONFIRMED"},
 }
 #: family -> {code: verdict} confirmed on the legacy checkpoint (candle differs from transformers
 #: there for a reason no config edit removes); a family absent here must agree.
@@ -53,6 +56,9 @@ LEGACY: dict[str, dict[str, str]] = {
     "mixtral": {"PK112": "CRASH-CONFIRMED"},
     # 2 KV heads (as gemma-3-4b and larger): candle's gemma3 fails at the first forward
     "gemma3": {"PK121": "CRASH-CONFIRMED"},
+    # every checkpoint: norms as weight + 1 and scores by 1/sqrt(head_dim); candle agrees with
+    # transformers run so (the probe's edit), never with transformers as written
+    "gemma4": {"PK126": "CONFIRMED"},
 }
 #: families whose t5 save fix cannot make agree, and the code that still names the difference
 AFTER_FIX: dict[str, dict[str, str]] = {
@@ -61,6 +67,8 @@ AFTER_FIX: dict[str, dict[str, str]] = {
     "mixtral": {"PK112": "CRASH-CONFIRMED"},
     # the KV-head crash is in candle's attention: no config edit removes it
     "gemma3": {"PK121": "CRASH-CONFIRMED"},
+    # fix writes `global_head_dim`; the norm gain and the scale are candle's code
+    "gemma4": {"PK126": "CONFIRMED"},
 }
 
 
@@ -168,6 +176,13 @@ VARIANTS: dict[tuple[str, str], dict[str, str]] = {
     ("glm4_new", "no-attention-bias"): {"PK125": "CONFIRMED", "PK202": "CONFIRMED"},
     ("glm4_new", "no-head-dim"): {"PK104": "CRASH-CONFIRMED", "PK206": "CRASH-CONFIRMED"},
     ("glm4_new", "no-tie-key"): {"PK110": "CRASH-CONFIRMED"},
+    # each beside PK126, which every gemma4 checkpoint has (NOT-REACHED where candle cannot load it)
+    ("gemma4", "full-theta"): {"PK101": "CONFIRMED", "PK126": "CONFIRMED"},
+    ("gemma4", "per-layer-inputs"): {"PK128": "CONFIRMED", "PK126": "CONFIRMED"},
+    ("gemma4", "kv-shared"): {"PK129": "CRASH-CONFIRMED", "PK201": "CRASH-CONFIRMED"},
+    ("gemma4", "k-eq-v"): {"PK129": "CRASH-CONFIRMED", "PK201": "CRASH-CONFIRMED"},
+    ("gemma4", "moe"): {"PK130": "CONFIRMED", "PK126": "CONFIRMED"},
+    ("gemma4", "bidirectional"): {"PK122": "CONFIRMED", "PK126": "CONFIRMED"},
 }
 
 

@@ -18,7 +18,10 @@ TOLERANCE = 1e-4
 
 #: The variant of each family that the fixture catalogue (fixtures/families.py) says candle reads as
 #: transformers does. mixtral's hub-style config is refused (sliding_window null), hence int-window.
-AGREEING = {family: ("int-window" if family == "mixtral" else "legacy") for family in FAMILIES}
+#: gemma4's module computes another model for every checkpoint (PK126: its norms multiply by weight + 1
+#: and its scores are scaled by 1/sqrt(head_dim)): its legacy save is in SILENT, and verify confirms
+#: it against transformers as candle computes (tests/acceptance/test_verify_families.py)
+AGREEING = {family: ("int-window" if family == "mixtral" else "legacy") for family in FAMILIES if family != "gemma4"}
 
 #: gemma3 appends its transposed keys to the KV cache (gemma3.rs:245-248), which candle refuses for a
 #: prefill with more than one KV head; one token at a time (decode) works and agrees.
@@ -26,6 +29,7 @@ PREFILL_ERROR = {"gemma3": "slice-set only supports contiguous tensors"}
 
 #: Variants where candle computes something else: the comparison must fail, or it proves nothing.
 SILENT = [
+    ("gemma4", "legacy"),
     ("mistral", "sliding-window-4"),
     ("gemma2", "query-pre-attn-scalar"),
     ("phi3", "longrope"),
@@ -164,6 +168,18 @@ def test_requested_tensors_are_exactly_what_transformers_saved(family: str):
     requested, error = pn.requested_tensors(family, (d / "config.json").read_text(), list(saved))
     assert error is None
     assert {name: shape for name, shape in requested} == saved
+
+
+def test_gemma4_requests_every_saved_tensor_but_layer_scalar():
+    """candle's gemma4 never reads transformers' `layer_scalar` (PK202); every other tensor it asks
+    for is the one transformers saved, at its shape."""
+    d = family_fixture("gemma4", "legacy")
+    saved = _safetensors_header(d / "model.safetensors")
+    requested, error = pn.requested_tensors("gemma4", (d / "config.json").read_text(), list(saved))
+    assert error is None
+    unread = {n for n in saved if n.endswith(".layer_scalar")}
+    assert len(unread) == 4
+    assert {name: shape for name, shape in requested} == {n: s for n, s in saved.items() if n not in unread}
 
 
 def test_requested_tensors_name_the_missing_lm_head():

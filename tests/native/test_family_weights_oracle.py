@@ -60,6 +60,11 @@ CONFIG_VARIANTS: list[tuple[str, str, dict[str, Any]]] = [
     ("phi3", "kv-heads-4", {"num_key_value_heads": 4}),
     ("olmo2", "kv-heads-1", {"num_key_value_heads": 1}),
     ("gemma3", "pattern-2", {"sliding_window_pattern": 2}),
+    # gemma4: q/k/v/o with biases, untied, and full layers of their own size and kv heads
+    ("gemma4", "attention_bias", {"attention_bias": True}),
+    ("gemma4", "tied=False", {"tie_word_embeddings": False}),
+    ("gemma4", "global-kv-heads-1", {"num_global_key_value_heads": 1, "global_head_dim": 24}),
+    ("gemma4", "other-layer-type", {"layer_types": ["sliding_attention", "chunked_attention"]}),  # full, past 2: full
 ]
 
 

@@ -279,6 +279,7 @@ CLEAN = {n: family(n) for n in LEGACY} | {"mixtral": family("mixtral", sliding_w
 # the key candle's module refuses first in each family's transformers 5 save
 T5_MISSING = {n: "rope_theta" for n in OTHER_FAMILIES} | {"stable_lm": "partial_rotary_factor"}
 T5_MISSING.pop("granite")  # granite's rope_theta has a serde default: PK101
+T5_MISSING.pop("gemma4")  # gemma4's too (1e6); its transformers-5 save is refused at load instead: PK127
 TF4 = sk.config("tf4")
 CASES: dict[str, tuple[Builder, Builder]] = {
     "PK101": (model(sk.config("tf5")), model(TF4)),
@@ -1162,3 +1163,94 @@ VARIANTS.append(
     )
 )
 VARIANTS.append(("PK311", with_target(CLEAN["qwen3_moe"], batch=2, candle="0.9.2"), "on the CPU attention reads past"))
+# gemma4 (Gemma 4's text decoder): what every checkpoint computes otherwise, and the features candle lacks
+_G4_ROPE = {
+    "full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 100000.0, "rope_type": "proportional"},
+    "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"},
+}
+# every gemma4 config candle reads; gemma3's (Gemma 1-3 store the gain minus one) is the clean twin
+CASES["PK126"] = (CLEAN["gemma4"], CLEAN["gemma3"])
+CLEAN_VARIANTS.append(("PK126", family("gemma4", drop=("layer_types",))))  # refused by serde: nothing runs
+VARIANTS.append(("PK126", family("gemma4", "t5"), "multiplies by (weight + 1) and scales by 1/sqrt(head_dim)"))
+CASES["PK127"] = (family("gemma4", "t5"), CLEAN["gemma4"])
+VARIANTS.append(
+    (
+        "PK127",
+        family("gemma4", "t5"),
+        "with 32-wide heads from `per_layer_config`; candle 0.11.0's `gemma4` reads no `global_head_dim` and uses 512, "
+        "so loading `model.layers.1.self_attn.q_proj` fails",
+    )
+)
+VARIANTS.append(
+    (
+        "PK127",
+        family(
+            "gemma4",
+            attention_k_eq_v=True,
+            per_layer_config={
+                "1": {"head_dim": 32, "num_key_value_heads": 1},
+                "3": {"head_dim": 32, "num_key_value_heads": 1},
+            },
+        ),
+        "reads no `num_global_key_value_heads` and uses 2, so loading `model.layers.1.self_attn.k_proj` fails",
+    )
+)
+CLEAN_VARIANTS.append(("PK127", family("gemma4", "t5", global_head_dim=32)))  # written: candle reads it
+# 512-wide full layers: candle's default is right without the key
+CLEAN_VARIANTS.append(
+    ("PK127", family("gemma4", "t5", per_layer_config={"1": {"head_dim": 512}, "3": {"head_dim": 512}}))
+)
+CASES["PK128"] = (family("gemma4", hidden_size_per_layer_input=16), CLEAN["gemma4"])
+VARIANTS.append(
+    (
+        "PK128",
+        family("gemma4", drop=("hidden_size_per_layer_input",)),
+        "(`hidden_size_per_layer_input`=256 (its default: config.json has none))",
+    )
+)
+CASES["PK129"] = (family("gemma4", num_kv_shared_layers=2), CLEAN["gemma4"])
+VARIANTS.append(
+    ("PK129", family("gemma4", num_kv_shared_layers=2), "fails on `model.layers.2.self_attn.k_proj.weight`")
+)
+VARIANTS.append(("PK129", family("gemma4", attention_k_eq_v=True), "fails on `model.layers.1.self_attn.v_proj.weight`"))
+CLEAN_VARIANTS.append(("PK129", family("gemma4", num_kv_shared_layers=0, attention_k_eq_v=False)))
+CASES["PK130"] = (
+    family("gemma4", enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=32),
+    CLEAN["gemma4"],
+)
+CLEAN_VARIANTS.append(("PK130", family("gemma4", enable_moe_block=False, num_experts=4)))
+# PK122 on gemma4: "all" attends both ways (its save writes `is_causal: false` too); "vision" only among image tokens
+VARIANTS.append(
+    (
+        "PK122",
+        family("gemma4", use_bidirectional_attention="all", is_causal=False),
+        'use_bidirectional_attention`="all"',
+    )
+)
+CLEAN_VARIANTS.append(("PK122", family("gemma4", use_bidirectional_attention="vision")))
+# the full layers' rope base: transformers reads rope_parameters.full_attention, candle the top-level key
+VARIANTS.append(
+    (
+        "PK101",
+        family("gemma4", rope_parameters=_G4_ROPE),
+        "transformers uses `rope_theta`=100000 from `rope_parameters.full_attention`; candle 0.11.0's `gemma4` reads "
+        "no top-level `rope_theta` and uses 1000000",
+    )
+)
+VARIANTS.append(("PK101", family("gemma4", rope_theta=10000.0), "reads the top-level `rope_theta`=10000"))
+CLEAN_VARIANTS.append(("PK101", family("gemma4", rope_parameters=_G4_ROPE, rope_theta=100000.0)))  # fix's edit
+# candle's full layers always rotate proportionally; a sliding layer's scaling it never computes
+CLEAN_VARIANTS.append(("PK102", CLEAN["gemma4"]))
+VARIANTS.append(
+    (
+        "PK102",
+        family(
+            "gemma4",
+            rope_parameters={
+                **_G4_ROPE,
+                "sliding_attention": {"rope_theta": 10000.0, "rope_type": "linear", "factor": 2.0},
+            },
+        ),
+        "transformers applies `linear` rope scaling to its sliding-attention layers",
+    )
+)

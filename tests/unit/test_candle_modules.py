@@ -52,16 +52,9 @@ def _pk114(tmp_path: Path, capsys: pytest.CaptureFixture[str], model_type: str, 
 @pytest.mark.parametrize(
     ("model_type", "release", "says"),
     [
-        (
-            "gemma4_text",
-            "0.11.0",
-            "candle 0.11.0 has a `gemma4` module for `model_type` `gemma4_text`; portkit does not check",
-        ),
-        (
-            "gemma4_text",
-            "0.10.2",
-            "candle 0.10.2 has no module for `model_type` `gemma4_text`; `gemma4` arrived in 0.11.0",
-        ),
+        ("gemma4_text", "0.10.2", "candle 0.10.2 has no `gemma4` module; it arrived in 0.11.0 (models/gemma4/ added)"),
+        ("gemma4", "0.10.2", "candle 0.10.2 has no module for `model_type` `gemma4`; `gemma4` arrived in 0.11.0"),
+        ("olmo", "0.11.0", "candle 0.11.0 has a `olmo` module for `model_type` `olmo`; portkit does not check"),
         ("whisper", "0.9.1", "candle 0.9.1 has a `whisper` module"),
         ("lfm2", "0.10.0", "`lfm2` arrived in 0.11.0"),  # 0.9.2 has only quantized_lfm2
         ("falcon_mamba", "0.11.1", "candle 0.11.1 has no module for `model_type` `falcon_mamba`"),
@@ -71,3 +64,28 @@ def test_pk114_says_what_the_release_has(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], model_type: str, release: str, says: str
 ) -> None:
     assert says in _pk114(tmp_path, capsys, model_type, release)
+
+
+def test_pk114_is_silent_on_gemma4_text_and_names_the_multimodal_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """gemma4_text is a checked family from 0.11.0 (PK126-PK130 speak); Gemma4ForConditionalGeneration's
+    `gemma4` gets the one path candle has and where it refuses, and without that architecture the plain words."""
+    d = tmp_path / "text"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"model_type": "gemma4_text"}))
+    main(["lint", str(d), "--format", "json", "--select", "PK114"])
+    assert json.loads(capsys.readouterr().out) == []
+    d = tmp_path / "mm"
+    d.mkdir()
+    (d / "config.json").write_text(
+        json.dumps({"model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"]})
+    )
+    main(["lint", str(d), "--format", "json", "--select", "PK114"])
+    (finding,) = json.loads(capsys.readouterr().out)
+    assert "only through `gemma4::Model`" in finding["message"]
+    assert "model.language_model.model.embed_tokens.weight" in finding["message"]
+    plain = _pk114(tmp_path, capsys, "gemma4", "0.11.0")  # no architectures: nothing says which path
+    assert (
+        plain == "candle 0.11.0 has a `gemma4` module for `model_type` `gemma4`; portkit does not check that module yet"
+    )

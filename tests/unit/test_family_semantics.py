@@ -27,7 +27,11 @@ def _auto(cfg: dict[str, Any]) -> Any:
     from transformers import AutoConfig
 
     c = dict(cfg)
-    return AutoConfig.for_model(c.pop("model_type"), **c)
+    conf = AutoConfig.for_model(c.pop("model_type"), **c)
+    if hasattr(type(conf), "allow_global_per_layer_attribute_access"):
+        # gemma4's `head_dim` is per layer: the global value is the sliding layers' (the full ones: `per_layer_config`)
+        conf.allow_global_per_layer_attribute_access = True
+    return conf
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -61,12 +65,22 @@ def _transformers_values(family: str, cfg: dict[str, Any]) -> dict[str, Any]:
         out["sliding_layers"] = tuple(t == "sliding_attention" and c.sliding_window is not None for t in c.layer_types)
     if family in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2") and getattr(c, "layer_types", None):
         out["sliding_layers"] = tuple(t == "sliding_attention" and c.sliding_window is not None for t in c.layer_types)
-    if family in ("stable_lm", "phi", "glm4_new"):
+    if family in ("stable_lm", "phi", "glm4_new", "gemma4"):
         out["partial_rotary_factor"] = full["partial_rotary_factor"]
+    if family == "gemma4":
+        out["rope_local_base_freq"] = rp["sliding_attention"]["rope_theta"]
+        out["sliding_layers"] = tuple(t == "sliding_attention" for t in c.layer_types)
+        out["layer_types"] = list(c.layer_types)
+        full_layers = [i for i, t in enumerate(c.layer_types) if t == "full_attention"]
+        out["full_head_dims"] = [c.per_layer_config[i].head_dim for i in full_layers]
+        out["num_global_key_value_heads"] = c.per_layer_config[full_layers[0]].num_key_value_heads
+        for key in ("hidden_size_per_layer_input", "num_kv_shared_layers", "attention_k_eq_v", "enable_moe_block"):
+            out[key] = getattr(c, key)
     if family == "qwen3_moe":
         out["num_experts"] = c.num_experts
     if family in ("gemma2", "gemma3"):
         out["query_pre_attn_scalar"] = c.query_pre_attn_scalar
+    if family in ("gemma2", "gemma3", "gemma4"):
         out["hidden_activation"] = c.hidden_activation
     else:
         out["hidden_act"] = c.hidden_act
@@ -99,6 +113,12 @@ VARIED = (
         ("mixtral", "no-theta", {k: v for k, v in LEGACY["mixtral"].items() if k != "rope_theta"}),
         ("gemma2", "window", {**LEGACY["gemma2"], "sliding_window": 8}),
         ("qwen3_moe", "both-expert-keys", {**LEGACY["qwen3_moe"], "num_local_experts": 4}),
+        # gemma4: the full layers' base from rope_parameters (a top-level key is never read), features on,
+        # and a hand-written config without per_layer_config (the class's 512)
+        ("gemma4", "top-level-theta", {**T5["gemma4"], "rope_theta": 10.0}),
+        ("gemma4", "k-eq-v", {**T5["gemma4"], "attention_k_eq_v": True, "num_kv_shared_layers": 2}),
+        ("gemma4", "no-per-layer-config", {k: v for k, v in T5["gemma4"].items() if k != "per_layer_config"}),
+        ("gemma4", "no-ple-key", {k: v for k, v in T5["gemma4"].items() if k != "hidden_size_per_layer_input"}),
         (
             "phi3",
             "longrope",
@@ -135,6 +155,7 @@ def test_family_view_tells_the_layouts_apart_only_where_transformers_does() -> N
 REMAINING_AFTER_FIX = {
     "gemma2": {"PK115"},
     "gemma3": {"PK115", "PK121"},
+    "gemma4": {"PK126"},  # candle's norm gain and attention scale: no key changes them
     "mixtral": {"PK112"},
     "phi3": {"PK115"},
     "starcoder2": {"PK115"},

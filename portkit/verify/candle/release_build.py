@@ -63,7 +63,13 @@ SAFETENSORS = {
 
 #: native/'s cargo features that leave out the candle modules a release lacks (native/Cargo.toml): nomic_bert
 #: arrived in 0.10.0, qwen3, qwen3_moe, olmo2, smollm3 and glm4_new in 0.9.2
-FEATURES = {"0.9.1": ("before-0-9-2",), "0.9.2": ("before-0-10-0",)}
+FEATURES = {
+    "0.9.1": ("before-0-9-2",),
+    "0.9.2": ("before-0-10-0",),
+    "0.10.0": ("before-0-11-0",),
+    "0.10.1": ("before-0-11-0",),
+    "0.10.2": ("before-0-11-0",),
+}
 
 
 def site_root() -> Path:

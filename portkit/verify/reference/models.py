@@ -192,7 +192,9 @@ def _checked_edits(tensor_edits: Mapping[str, str], names: set[str]) -> dict[str
     unknown = sorted(set(edits) - names)
     if unknown:
         raise ValueError(f"no tensor {unknown[0]} in the checkpoint to edit")
-    bad = sorted(n for n, how in edits.items() if how != "zero")
+    from portkit.rules.as_candle import ZERO, parse_affine
+
+    bad = sorted(n for n, how in edits.items() if how != ZERO and parse_affine(how) is None)
     if bad:
         raise ValueError(f"unknown tensor edit {edits[bad[0]]!r} for {bad[0]}")
     return edits
@@ -414,10 +416,16 @@ class StreamedModel(_ModelRuns):
                 mod._parameters[n] = torch.nn.Parameter(buf, requires_grad=False)
 
     def _edited(self, key: str) -> Any:
-        """A tensor edit's tensor: zeros of the checkpoint tensor's shape (the only edit: a
-        tensor candle never reads computes as a zero one where it is added)."""
+        """A tensor edit's tensor: zeros of the checkpoint tensor's shape (a tensor candle never
+        reads computes as a zero one where it is added), or `w * mul + add` of it (`as_candle.affine`:
+        a gain or a constant candle computes with instead)."""
+        from portkit.rules.as_candle import parse_affine
+
         f = next(f for f in self.files if key in f.keys())
-        return self.torch.zeros(f.get_slice(key).get_shape(), dtype=self.dtype)
+        ma = parse_affine(self.tensor_edits[key])
+        if ma is None:
+            return self.torch.zeros(f.get_slice(key).get_shape(), dtype=self.dtype)
+        return f.get_tensor(key).to(self.dtype) * ma[0] + ma[1]
 
     def _scan(self, params: Any) -> None:
         if not self.scan_nonfinite:
