@@ -46,8 +46,8 @@ def lint_args(p: argparse.ArgumentParser) -> None:
         "paths",
         nargs="*",
         metavar="PATH",
-        help="model directories (everything in them), files in them (a .gguf: that GGUF; config.json, *.safetensors, the index: "
-        "the HF model), or ORG/NAME[@REV] from the local Hugging Face cache",
+        help="model directories (everything in them), files in them (a .gguf: that GGUF; config.json, *.safetensors, "
+        "the index: the HF model), or ORG/NAME[@REV] from the local Hugging Face cache",
     )
     p.add_argument(
         "--hf-cache",
@@ -296,7 +296,8 @@ def rules_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--group",
         choices=groups(),
-        help="only this rule group (PK1xx config, PK2xx weights, PK3xx runtime, PK4xx gguf, PK5xx tokenizer, PK6xx embedding)",
+        help="only this rule group (PK1xx config, PK2xx weights, PK3xx runtime, PK4xx gguf, PK5xx tokenizer, PK6xx "
+        "embedding)",
     )
     p.add_argument(
         "--family",
@@ -416,7 +417,8 @@ def fix_run(args: argparse.Namespace) -> int:
                 names = " and ".join(p.path.name for p in changed)
                 print(
                     f"portkit: note: {cached.describe()}: its {names} {'is' if len(changed) == 1 else 'are'} now "
-                    f"{'a file' if len(changed) == 1 else 'files'} of its own; the shared blob, and every other revision, are unchanged",
+                    f"{'a file' if len(changed) == 1 else 'files'} of its own; the shared blob, and every other "
+                    "revision, are unchanged",
                     file=sys.stderr,
                 )
     else:

@@ -199,7 +199,8 @@ def parse_patch(patch: str) -> list[tuple[int, int, int, int, list[tuple[str, st
         m = HUNK.match(lines[i])
         if not m:
             raise PatchError(
-                f"patch line {i + 1}: expected a hunk header '@@ -a,b +c,d @@', got {lines[i]!r} (do the last hunk's line counts match its body?)"
+                f"patch line {i + 1}: expected a hunk header '@@ -a,b +c,d @@', got {lines[i]!r} (do the last hunk's "
+                "line counts match its body?)"
             )
         old_start, new_start = int(m.group(1)), int(m.group(3))
         old_len = 1 if m.group(2) is None else int(m.group(2))
@@ -228,7 +229,8 @@ def parse_patch(patch: str) -> list[tuple[int, int, int, int, list[tuple[str, st
             i += 1
         if (old_seen, new_seen) != (old_len, new_len):
             raise PatchError(
-                f"hunk @@ -{old_start},{old_len} +{new_start},{new_len} @@ has {old_seen} old and {new_seen} new lines: its header's counts are wrong"
+                f"hunk @@ -{old_start},{old_len} +{new_start},{new_len} @@ has {old_seen} old and {new_seen} new "
+                "lines: its header's counts are wrong"
             )
         hunks.append((old_start, old_len, new_start, new_len, body))
     return hunks
@@ -255,7 +257,8 @@ def apply_patch(original: str, patch: str) -> str:
                 continue
             if a[pos] != text:
                 raise PatchError(
-                    f"original line {pos + 1} does not match the patch's {'context' if op == ' ' else 'removed'} line:\n  original: {a[pos]!r}\n  patch:    {text!r}"
+                    f"original line {pos + 1} does not match the patch's {'context' if op == ' ' else 'removed'} "
+                    f"line:\n  original: {a[pos]!r}\n  patch:    {text!r}"
                 )
             if op == " ":
                 out.append(text)
@@ -441,12 +444,14 @@ def main(argv: list[str] | None = None) -> int:
         if found:
             print(
                 f"generate.py --check: {len(found)} of {len(names)} copies differ from candle's text plus their patch: "
-                f"{', '.join(found)} (edit the patch, or run --update-patch NAME after editing the copy; native/copies/README.md)",
+                f"{', '.join(found)} (edit the patch, or run --update-patch NAME after editing the copy; "
+                "native/copies/README.md)",
                 file=sys.stderr,
             )
             return 1
         print(
-            f"generate.py --check: {len(names)} {'copy matches' if len(names) == 1 else 'copies match'} {CRATE} plus their patches"
+            f"generate.py --check: {len(names)} {'copy matches' if len(names) == 1 else 'copies match'} {CRATE} plus "
+            "their patches"
         )
         return 0
 

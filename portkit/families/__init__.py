@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 CANDLE_PATCH_KEY = "portkit_candle_patch"
 MIXTRAL_ROUTING_IN_DTYPE = "mixtral-routing-weights-in-dtype"
 CANDLE_PROGRAMS = {
-    MIXTRAL_ROUTING_IN_DTYPE: "candle's mixtral with its routing weights cast to the activations' dtype (PK308's fix: native/src/mixtral_copy.rs)",
+    MIXTRAL_ROUTING_IN_DTYPE: "candle's mixtral with its routing weights cast to the activations' dtype (PK308's fix: "
+    "native/src/mixtral_copy.rs)",
 }
 
 # a config that names neither `model_type` nor `architectures` is read with this module

@@ -2,7 +2,8 @@
 
 `CODES` is append-only: a code, once published, keeps its name forever; a rule that is
 withdrawn stays in the table with status "removed" (ruff's `codes.rs` discipline). Rule
-groups own the hundreds: PK1xx config, PK2xx weights, PK3xx runtime, PK4xx gguf, PK5xx tokenizer, PK6xx embedding. `--select`
+groups own the hundreds: PK1xx config, PK2xx weights, PK3xx runtime, PK4xx gguf, PK5xx tokenizer, PK6xx embedding.
+`--select`
 and `--ignore` take any prefix (`PK`, `PK1`, `PK10`, `PK101`).
 
 Mostly one module per group rather than one file per rule: the rules of a group share their
@@ -140,7 +141,8 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK517": ("chat-template-strftime-now", "stable"),
     "PK518": ("chat-template-block-whitespace", "stable"),
     # PK601-PK610: the sentence-transformers pipeline (portkit.rules.embedding_pipeline); PK611+: what
-    # candle's encoder modules take and read (embedding_mask, embedding_config, embedding_activation, embedding_positions);
+    # candle's encoder modules take and read (embedding_mask, embedding_config, embedding_activation,
+    # embedding_positions);
     # PK621+: a decoder's base model used as an encoder (embedding_decoder)
     "PK601": ("sentence-pipeline", "stable"),
     "PK602": ("pooling-in-program", "stable"),

@@ -5,7 +5,8 @@ candle 0.11.0 hard-codes some behaviours no edit on its side undoes: quantized_g
 quantized_phi3's rope base of 10000, a bias its module never reads. verify proves such a finding
 the other way round: transformers, run with the finding's edit, computes what candle computes,
 so candle agrees with it where it does not agree with transformers as written. The edit is data
-the rule gives (a config edit, a tensor edit, candle's RoPE table dtype); verify only applies it (`portkit.verify.reference.job`).
+the rule gives (a config edit, a tensor edit, candle's RoPE table dtype); verify only applies it
+(`portkit.verify.reference.job`).
 
 Config edits are keyed as config.json is written: a dotted key reaches into a nested object
 (`rope_parameters.rope_theta`), None removes a key, and keys apply shortest first, so that one

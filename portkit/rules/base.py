@@ -85,7 +85,7 @@ class Context:
         )  # transformers reads it whatever candle's release
         return family_transformers_view(family, doc.value, gen if isinstance(gen, dict) else None)
 
-    def applies(self, rule: Rule) -> bool:
+    def applies(self, rule: Rule | type[Rule]) -> bool:
         """Whether `rule` speaks about this model's candle module. Without a config.json there is
         no module to speak about: the rules that need none (a GGUF alone) decide for themselves."""
         if not rule.holds.holds(self.target.candle):

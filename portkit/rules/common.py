@@ -5,6 +5,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
+    from portkit.findings import Severity
     from portkit.rules.base import Context
 
 
@@ -17,7 +18,7 @@ def source_words(path: tuple[str, ...]) -> str:
     return "from `" + ".".join(path[:-1]) + "`"
 
 
-def length_severity(ctx: Context, length: int) -> tuple[str, str]:
+def length_severity(ctx: Context, length: int) -> tuple[Severity, str]:
     """(severity, clause) for an effect that appears only past `length` tokens: an error when
     the target's `--max-tokens` reaches past it, else a warning that names the length."""
     t = ctx.target.max_tokens

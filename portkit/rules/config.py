@@ -68,10 +68,15 @@ class RopeThetaInRopeParameters(Rule):
     patched in; only the patched run matches transformers past the first positions.
 
     ## References
-    - https://github.com/lyogavin/airllm/issues/368, https://github.com/lyogavin/airllm/issues/369 (the MLX path fell back to 10000: incoherent past ~1k tokens)
-    - https://github.com/stanford-crfm/levanter/issues/649, https://github.com/google-deepmind/penzai/issues/102 (a hard-coded or different RoPE base)
-    - https://github.com/ggml-org/llama.cpp/issues/2768, https://github.com/ggml-org/llama.cpp/issues/2773 (CodeLlama's `rope_theta` not read)
-    - https://github.com/deepspeedai/DeepSpeed/issues/8341, https://github.com/sgl-project/sglang/issues/14745, https://github.com/InternLM/lmdeploy/issues/4304, https://github.com/ml-explore/mlx-lm/issues/953, https://github.com/ggml-org/llama.cpp/issues/18013 (transformers 5 moved `rope_theta` into `rope_parameters`)
+    - https://github.com/lyogavin/airllm/issues/368, https://github.com/lyogavin/airllm/issues/369 (the MLX path fell
+      back to 10000: incoherent past ~1k tokens)
+    - https://github.com/stanford-crfm/levanter/issues/649, https://github.com/google-deepmind/penzai/issues/102 (a
+      hard-coded or different RoPE base)
+    - https://github.com/ggml-org/llama.cpp/issues/2768, https://github.com/ggml-org/llama.cpp/issues/2773 (CodeLlama's
+      `rope_theta` not read)
+    - https://github.com/deepspeedai/DeepSpeed/issues/8341, https://github.com/sgl-project/sglang/issues/14745,
+      https://github.com/InternLM/lmdeploy/issues/4304, https://github.com/ml-explore/mlx-lm/issues/953,
+      https://github.com/ggml-org/llama.cpp/issues/18013 (transformers 5 moved `rope_theta` into `rope_parameters`)
     """
 
     code = "PK101"
@@ -151,8 +156,11 @@ class RopeScalingInRopeParameters(Rule):
     `rope_scaling` patched in, at positions past `original_max_position_embeddings` / factor.
 
     ## References
-    - https://github.com/JIA-Lab-research/LongLoRA/issues/181, https://github.com/ggml-org/llama.cpp/issues/2772 (scaling dropped: nonsense at long context)
-    - https://github.com/ml-explore/mlx-examples/issues/909, https://github.com/ml-explore/mlx-examples/issues/907, https://github.com/vllm-project/vllm/issues/6689, https://github.com/EricLBuehler/mistral.rs/issues/618, https://github.com/EricLBuehler/candle-vllm/issues/286 (Llama 3.1 scaling support)
+    - https://github.com/JIA-Lab-research/LongLoRA/issues/181, https://github.com/ggml-org/llama.cpp/issues/2772
+      (scaling dropped: nonsense at long context)
+    - https://github.com/ml-explore/mlx-examples/issues/909, https://github.com/ml-explore/mlx-examples/issues/907,
+      https://github.com/vllm-project/vllm/issues/6689, https://github.com/EricLBuehler/mistral.rs/issues/618,
+      https://github.com/EricLBuehler/candle-vllm/issues/286 (Llama 3.1 scaling support)
     """
 
     code = "PK102"
@@ -199,7 +207,8 @@ class RopeScalingInRopeParameters(Rule):
                 tail += f" ({when})"
             yield self.finding(
                 ctx,
-                f"transformers applies `{rope_type}` rope scaling {which}from {src} ({params or 'no parameters'}); {tail}",
+                f"transformers applies `{rope_type}` rope scaling {which}from {src} ({params or 'no parameters'}); "
+                f"{tail}",
                 keys=(ftv.rope_source or "rope_parameters",),
                 transformers_value=dict(p),
                 candle_value=fv.get("rope_scaling") if fv.ok else None,
@@ -241,7 +250,10 @@ def _no_scaling_help(ctx: Context, rope_type: str) -> str:
     assert fam is not None
     computed = fam.traits.candle_rope_scaling
     implements = f" (its {fam.name} implements {computed} only)" if computed else " as transformers does"
-    return f"No config edit makes {fam.who} apply `{rope_type}` scaling{implements}; run this checkpoint with an implementation of that scaling"
+    return (
+        f"No config edit makes {fam.who} apply `{rope_type}` scaling{implements}; run this checkpoint with an "
+        "implementation of that scaling"
+    )
 
 
 class RopeScalingUnparseable(Rule):
@@ -282,7 +294,9 @@ class RopeScalingUnparseable(Rule):
 
     ## References
     - https://github.com/ml-explore/mlx-examples/issues/909 (a strict parser refuses Llama 3.1's `rope_scaling`)
-    - https://github.com/huggingface/transformers/issues/32182, https://github.com/vllm-project/vllm/issues/6897, https://github.com/deepseek-ai/DeepSeek-R1/issues/684, https://github.com/ggml-org/llama.cpp/issues/21617 (rope-scaling validation and key names)
+    - https://github.com/huggingface/transformers/issues/32182, https://github.com/vllm-project/vllm/issues/6897,
+      https://github.com/deepseek-ai/DeepSeek-R1/issues/684, https://github.com/ggml-org/llama.cpp/issues/21617
+      (rope-scaling validation and key names)
     """
 
     code = "PK103"
@@ -349,9 +363,11 @@ class HeadDimMismatch(Rule):
     crash: candle must panic loading `q_proj` with a shape mismatch.
 
     ## References
-    - https://github.com/huggingface/candle/issues/3593, https://github.com/huggingface/candle/issues/3602 (`head_dim` support for candle's llama)
+    - https://github.com/huggingface/candle/issues/3593, https://github.com/huggingface/candle/issues/3602 (`head_dim`
+      support for candle's llama)
     - https://github.com/huggingface/candle/issues/3917 (quantized_llama assumes `head_dim == n_embd / n_head`)
-    - https://github.com/ollama/ollama/issues/5817, https://github.com/huggingface/transformers/issues/32502, https://github.com/huggingface/transformers/issues/32857, https://github.com/facebookresearch/fairseq2/issues/1244
+    - https://github.com/ollama/ollama/issues/5817, https://github.com/huggingface/transformers/issues/32502,
+      https://github.com/huggingface/transformers/issues/32857, https://github.com/facebookresearch/fairseq2/issues/1244
     """
 
     code = "PK104"
@@ -363,7 +379,10 @@ class HeadDimMismatch(Rule):
     severity = "error"
     effect = "panic"
     fix_availability = "sometimes"
-    fix_title = "Use a candle llama that reads `head_dim` (https://github.com/huggingface/candle/issues/3602); no config edit fixes this"
+    fix_title = (
+        "Use a candle llama that reads `head_dim` (https://github.com/huggingface/candle/issues/3602); no "
+        "config edit fixes this"
+    )
     probe_kind = "crash"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
@@ -595,7 +614,8 @@ class PartialRotaryIgnored(Rule):
     ## References
     - https://github.com/labscommunity/cascadia/issues/69 (cos/sin matched transformers, the pairing did not)
     - https://github.com/pie-project/pie/issues/603 (frequencies must use the rotary width)
-    - https://github.com/ml-explore/mlx-lm/issues/1698 (unknown keys silently dropped), https://github.com/apple/coreai-models/issues/66, https://github.com/vllm-project/vllm/issues/12718
+    - https://github.com/ml-explore/mlx-lm/issues/1698 (unknown keys silently dropped),
+      https://github.com/apple/coreai-models/issues/66, https://github.com/vllm-project/vllm/issues/12718
     """
 
     code = "PK108"
@@ -605,7 +625,10 @@ class PartialRotaryIgnored(Rule):
     severity = "error"
     effect = "silent"
     fix_availability = "sometimes"
-    fix_title = "Write the `partial_rotary_factor` transformers uses at the top level (phi3, stable_lm, glm4_new), or port partial rotary to candle's llama"
+    fix_title = (
+        "Write the `partial_rotary_factor` transformers uses at the top level (phi3, stable_lm, glm4_new), or "
+        "port partial rotary to candle's llama"
+    )
     probe_kind = "numeric"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
@@ -687,7 +710,9 @@ class SlidingWindowIgnored(Rule):
     ## References
     - transformers `cache_utils.py` `get_layer_types_and_kwargs`
     - https://github.com/huggingface/candle/issues/1927 (`sliding_window` optional: null in Mistral v0.2)
-    - https://github.com/EricLBuehler/mistral.rs/issues/82, https://github.com/EricLBuehler/mistral.rs/issues/83, https://github.com/dphnAI/sonar/issues/163, https://github.com/axolotl-ai-cloud/axolotl/issues/1047, https://github.com/axolotl-ai-cloud/axolotl/issues/1214
+    - https://github.com/EricLBuehler/mistral.rs/issues/82, https://github.com/EricLBuehler/mistral.rs/issues/83,
+      https://github.com/dphnAI/sonar/issues/163, https://github.com/axolotl-ai-cloud/axolotl/issues/1047,
+      https://github.com/axolotl-ai-cloud/axolotl/issues/1214
     """
 
     code = "PK109"
@@ -754,7 +779,8 @@ class MissingRequiredKey(Rule):
 
     ## References
     - transformers `models/llama/configuration_llama.py` field defaults
-    - https://github.com/huggingface/transformers/issues/32182 (transformers' own validation: a missing mandatory key is an error)
+    - https://github.com/huggingface/transformers/issues/32182 (transformers' own validation: a missing mandatory key is
+      an error)
     """
 
     code = "PK110"
@@ -816,7 +842,8 @@ def _value_to_write(ctx: Context, key: str) -> tuple[object, str]:
         n = ftv.get("num_hidden_layers")
         return (
             n,
-            f"transformers' `{ftv.family}` has no such setting and candle never uses `{key}`; writing `num_hidden_layers`={num(n)}",
+            f"transformers' `{ftv.family}` has no such setting and candle never uses `{key}`; writing "
+            f"`num_hidden_layers`={num(n)}",
         )
     if key not in ftv.values:
         return None, f"transformers has no value for `{key}`"
@@ -866,7 +893,10 @@ class GenerationEosDiffers(Rule):
     effect = "silent"
     fix_title = "Stop generation on every EOS id generation_config.json lists"
     probe_kind = "static-only"
-    not_probed = "the ids a candle loop stops on are the program's choice, not a number candle computes (verify's greedy comparison already stops where `generate()` does)"
+    not_probed = (
+        "the ids a candle loop stops on are the program's choice, not a number candle computes (verify's "
+        "greedy comparison already stops where `generate()` does)"
+    )
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         ftv, fv, fam = ctx.ftv, ctx.fv, ctx.family

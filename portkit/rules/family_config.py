@@ -40,7 +40,8 @@ UNCHECKED_PATHS = {
     # gemma4/mod.rs:33-61: `Model::new` loads the vision tower first (`model.vision_tower`), then the text at
     # `vb.pp("model").pp("language_model")`, inside which TextModel::new adds `model.` again (text.rs:532);
     # config.rs:388-392: `text_config` and `vision_config` are required structs
-    "Gemma4ForConditionalGeneration": "only through `gemma4::Model` (`Gemma4Config`), which refuses it: a text-only save's "
+    "Gemma4ForConditionalGeneration": "only through `gemma4::Model` (`Gemma4Config`), which refuses it: a text-only "
+    "save's "
     '`"vision_config": null` is a serde type error, and otherwise the text weights are looked up at '
     "`model.language_model.model.*` where Gemma4ForConditionalGeneration saves `model.language_model.*` "
     "(``cannot find tensor model.language_model.model.embed_tokens.weight``); portkit checks Gemma 4's text "
@@ -107,8 +108,8 @@ class NoCandleModule(Rule):
         if absent is not None:
             yield self.finding(
                 ctx,
-                f"candle {release} has no `{absent.name}` module; it arrived in {absent.exists.since} ({absent.exists.since_by}): "
-                f"upgrade candle, or this checkpoint has no module to run in",
+                f"candle {release} has no `{absent.name}` module; it arrived in {absent.exists.since} "
+                f"({absent.exists.since_by}): upgrade candle, or this checkpoint has no module to run in",
                 keys=("model_type",) if "model_type" in doc.value else ("architectures",),
                 transformers_value=doc.value.get("model_type"),
                 candle_value=None,
@@ -118,8 +119,8 @@ class NoCandleModule(Rule):
         if enc is not None and key(ADDED[enc.name]) > key(release):
             yield self.finding(
                 ctx,
-                f"candle {release} has no `{enc.name}` module; it arrived in {ADDED[enc.name]}: upgrade candle, or this "
-                "checkpoint has no module to run in",
+                f"candle {release} has no `{enc.name}` module; it arrived in {ADDED[enc.name]}: upgrade candle, or "
+                "this checkpoint has no module to run in",
                 keys=("model_type",) if "model_type" in doc.value else ("architectures",),
                 transformers_value=doc.value.get("model_type"),
                 candle_value=None,
@@ -222,9 +223,18 @@ class SlidingWindowSemantics(Rule):
     name = "sliding-window-semantics"
     group = "config"
     families = (
-        "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "smollm3", "gemma2", "gemma3", "starcoder2",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen2_moe",
+        "qwen3",
+        "qwen3_moe",
+        "smollm3",
+        "gemma2",
+        "gemma3",
+        "starcoder2",
         "phi3",
-    )  # fmt: skip
+    )
     severity = "warning"
     effect = "silent"
     fix_availability = "sometimes"
@@ -239,8 +249,8 @@ class SlidingWindowSemantics(Rule):
             if fv.get("use_sliding_window"):
                 yield self.finding(
                     ctx,
-                    f"transformers applies `sliding_window`={num(ftv.get('sliding_window'))} (`use_sliding_window`=true); "
-                    f"{module(ctx)} fails at build with `sliding window is not supported`",
+                    f"transformers applies `sliding_window`={num(ftv.get('sliding_window'))} "
+                    f"(`use_sliding_window`=true); {module(ctx)} fails at build with `sliding window is not supported`",
                     keys=("use_sliding_window",),
                     transformers_value=ftv.get("sliding_window"),
                     severity="error",
@@ -496,8 +506,8 @@ class HiddenActAndHiddenActivation(Rule):
         trans = ctx.ftv.get("hidden_act")
         yield self.finding(
             ctx,
-            f"transformers reads `hidden_act` (`{trans}`) and ignores `hidden_activation`; {module(ctx)} fails at build "
-            "with `both hidden_act and hidden_activation are set`",
+            f"transformers reads `hidden_act` (`{trans}`) and ignores `hidden_activation`; {module(ctx)} fails at "
+            "build with `both hidden_act and hidden_activation are set`",
             keys=("hidden_activation",),
             transformers_value=trans,
             candle_value={"error": "both hidden_act and hidden_activation are set"},
@@ -560,8 +570,8 @@ class QueryPreAttnScalarIgnored(Rule):
             return
         yield self.finding(
             ctx,
-            f"transformers scales attention by `query_pre_attn_scalar`={num(q)} (1/sqrt({num(q)})); {module(ctx)} never "
-            f"reads it and scales by 1/sqrt(`head_dim`={hd})",
+            f"transformers scales attention by `query_pre_attn_scalar`={num(q)} (1/sqrt({num(q)})); {module(ctx)} "
+            f"never reads it and scales by 1/sqrt(`head_dim`={hd})",
             keys=("query_pre_attn_scalar",),
             transformers_value=q,
             candle_value=hd,
@@ -694,8 +704,17 @@ class LmHeadIgnoresTie(Rule):
     group = "config"
     # the modules whose `LM_HEAD` is always-loaded or always-tied (portkit.families)
     families = (
-        "mistral", "mixtral", "stable_lm", "granite", "phi", "qwen2_moe", "gemma", "gemma2", "gemma3", "starcoder2",
-    )  # fmt: skip
+        "mistral",
+        "mixtral",
+        "stable_lm",
+        "granite",
+        "phi",
+        "qwen2_moe",
+        "gemma",
+        "gemma2",
+        "gemma3",
+        "starcoder2",
+    )
     severity = "warning"
     effect = "load-error"
     fix_title = "Ship the `lm_head` the module builds; no config edit fixes this"
@@ -721,7 +740,8 @@ class LmHeadIgnoresTie(Rule):
                     transformers_value=True,
                     candle_value="lm_head.weight",
                     probe_kind="numeric",
-                    help="Make the checkpoint's `lm_head.weight` a copy of `model.embed_tokens.weight`, as transformers computes",
+                    help="Make the checkpoint's `lm_head.weight` a copy of `model.embed_tokens.weight`, as "
+                    "transformers computes",
                     as_candle=as_candle.edit("the stored lm_head", config={"tie_word_embeddings": False}),
                 )
                 return

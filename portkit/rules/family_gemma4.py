@@ -156,7 +156,8 @@ class Gemma4NormGainAndScale(Rule):
 
 
 class Gemma4GlobalHeadDim(Rule):
-    """The full-attention layers' head size: transformers keeps it in `per_layer_config`, candle reads `global_head_dim`.
+    """The full-attention layers' head size: transformers keeps it in `per_layer_config`, candle reads
+    `global_head_dim`.
 
     ## What it does
     Compares the head size (and key-value heads) of the full-attention layers as transformers 5
@@ -320,7 +321,8 @@ class Gemma4PerLayerInputs(Rule):
 
 
 class Gemma4KvProjectionsAbsent(Rule):
-    """Shared-KV layers or `attention_k_eq_v`: transformers saves no `k_proj`/`v_proj` there, candle loads one for every layer.
+    """Shared-KV layers or `attention_k_eq_v`: transformers saves no `k_proj`/`v_proj` there, candle loads one for every
+    layer.
 
     ## What it does
     Flags a Gemma 4 text config with `num_kv_shared_layers` > 0 (the last layers reuse an earlier

@@ -172,8 +172,10 @@ class MissingTensor(_WeightsRule):
 
     ## References
     - https://github.com/huggingface/candle/issues/1632 (`Mistral::new` assumes the `model.` prefix)
-    - https://github.com/huggingface/candle/issues/3448, https://github.com/huggingface/candle/issues/3457 (`cannot find tensor model.embed_tokens.weight`)
-    - https://github.com/evilsocket/cake/issues/34 (a doubled prefix), https://github.com/ggml-org/llama.cpp/issues/9211 (`Can not map tensor`)
+    - https://github.com/huggingface/candle/issues/3448, https://github.com/huggingface/candle/issues/3457 (`cannot find
+      tensor model.embed_tokens.weight`)
+    - https://github.com/evilsocket/cake/issues/34 (a doubled prefix), https://github.com/ggml-org/llama.cpp/issues/9211
+      (`Can not map tensor`)
     """
 
     code = "PK201"
@@ -193,9 +195,12 @@ class MissingTensor(_WeightsRule):
         present_layers = weight_layers(have)
         # lm_head is PK205's, whole missing layers PK204's
         missing = [
-            n for n in expected
-            if n not in have and n != "lm_head.weight" and (not (m := LAYER_RE.match(n)) or int(m.group(1)) in present_layers)
-        ]  # fmt: skip
+            n
+            for n in expected
+            if n not in have
+            and n != "lm_head.weight"
+            and (not (m := LAYER_RE.match(n)) or int(m.group(1)) in present_layers)
+        ]
         if not missing:
             return
         first = missing[0]  # candle stops at the first failed request: its error names this one
@@ -272,7 +277,8 @@ class UnreadTensor(_WeightsRule):
     ## References
     - https://github.com/mlc-ai/mlc-llm/issues/3494 (240 of 420 bias vectors dropped)
     - https://github.com/sbryngelson/ANEForge/issues/253
-    - https://github.com/ml-explore/mlx-examples/issues/1324, https://github.com/vllm-project/vllm/issues/6758 (an unused `lm_head` next to tied embeddings)
+    - https://github.com/ml-explore/mlx-examples/issues/1324, https://github.com/vllm-project/vllm/issues/6758 (an
+      unused `lm_head` next to tied embeddings)
     - tests/native/test_family_runners.py `test_requested_tensors_are_exactly_what_transformers_saved`
     """
 
@@ -314,14 +320,25 @@ class UnreadTensor(_WeightsRule):
         mod = module_name(ctx)
         texts = {
             "bias-read": ("transformers adds them (`attention_bias`/`mlp_bias` is true)", "error"),
-            "bias-unread": ("transformers ignores them too (`attention_bias`/`mlp_bias` is false): the config may be wrong", "warning"),
+            "bias-unread": (
+                "transformers ignores them too (`attention_bias`/`mlp_bias` is false): the config may be wrong",
+                "warning",
+            ),
             "extra-layer": (f"they are past `num_hidden_layers`={n_layers}; transformers ignores them too", "warning"),
-            "tied-lm-head": ("transformers ties it too (`tie_word_embeddings`), so both use `model.embed_tokens.weight` instead",
-                             "warning"),
-            "lm-head-read": ("it always uses `model.embed_tokens.weight` as `lm_head`, while transformers reads this one "
-                             "(`tie_word_embeddings` is false): another model", "error"),
-            "other": ("its module has no such tensor; transformers reads them only if its config enables them", "warning"),
-        }  # fmt: skip
+            "tied-lm-head": (
+                "transformers ties it too (`tie_word_embeddings`), so both use `model.embed_tokens.weight` instead",
+                "warning",
+            ),
+            "lm-head-read": (
+                "it always uses `model.embed_tokens.weight` as `lm_head`, while transformers reads this one "
+                "(`tie_word_embeddings` is false): another model",
+                "error",
+            ),
+            "other": (
+                "its module has no such tensor; transformers reads them only if its config enables them",
+                "warning",
+            ),
+        }
         own = ctx.family.traits.unread_texts  # type: ignore[union-attr]  # the module's own words
         for key, why in own.items():
             texts[key] = (why, texts[key][1])
@@ -417,7 +434,10 @@ class UnexpectedTensor(_WeightsRule):
     effect = "load-error"
     fix_title = "Rename the tensors to the names candle's module looks up (strip the prefix) or dequantize them"
     probe_kind = "static-only"
-    not_probed = "a naming fact: candle never asks for these names; the load that fails on a name it needs is PK201's crash probe"
+    not_probed = (
+        "a naming fact: candle never asks for these names; the load that fails on a name it needs is PK201's "
+        "crash probe"
+    )
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         st = ctx.facts.safetensors
@@ -440,8 +460,8 @@ class UnexpectedTensor(_WeightsRule):
         fam = ctx.family.name
         yield self.finding(
             ctx,
-            f"{len(odd)} tensor name{'s are' if len(odd) > 1 else ' is'} not one candle {ctx.target.candle}'s {fam} looks up "
-            f"({backticked(odd)}){hint}",
+            f"{len(odd)} tensor name{'s are' if len(odd) > 1 else ' is'} not one candle {ctx.target.candle}'s {fam} "
+            f"looks up ({backticked(odd)}){hint}",
             filename=_weights_file(ctx),
             location=None,
         )
@@ -487,7 +507,10 @@ class LayerCountMismatch(_WeightsRule):
     fix_title = "Make `num_hidden_layers` match the layers in the checkpoint"
     probe_kind = "crash"
     # the warning for layers past `num_hidden_layers`, which is static-only
-    not_probed = "transformers and candle both run only the first `num_hidden_layers` layers: there is nothing to crash or measure"
+    not_probed = (
+        "transformers and candle both run only the first `num_hidden_layers` layers: there is nothing to "
+        "crash or measure"
+    )
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         if not self.ready(ctx):
@@ -503,7 +526,8 @@ class LayerCountMismatch(_WeightsRule):
                 how = f"fails at load with `cannot find tensor model.layers.{missing[0]}.…`"
             yield self.finding(
                 ctx,
-                f"`num_hidden_layers` is {n} but the weights have {len(layers)} layer{'s' if len(layers) != 1 else ''}: "
+                f"`num_hidden_layers` is {n} but the weights have {len(layers)} "
+                f"layer{'s' if len(layers) != 1 else ''}: "
                 f"{module_name(ctx)} {how}; transformers initialises the missing layers randomly",
                 keys=("num_hidden_layers",),
                 transformers_value=f"{len(missing)} random layers",
@@ -540,7 +564,8 @@ class LmHeadVsTie(_WeightsRule):
     ## Why is this bad?
     A missing `lm_head.weight` fails at load (`cannot find tensor lm_head.weight`): every
     granite-3.x checkpoint and a tied Mistral. With the flag false transformers runs with a
-    randomly initialised `lm_head`, so its logits are garbage too (https://github.com/huggingface/transformers/issues/43429). In
+    randomly initialised `lm_head`, so its logits are garbage too
+    (https://github.com/huggingface/transformers/issues/43429). In
     qwen2 the contradiction is silent: candle uses the stored head where transformers ties it
     to the embeddings, or ties where transformers would initialise a head.
 
@@ -565,7 +590,8 @@ class LmHeadVsTie(_WeightsRule):
     ## References
     - https://github.com/huggingface/candle/issues/2516 (`cannot find tensor lm_head.weight`, Llama-3.2-3B)
     - https://github.com/huggingface/candle/issues/2443 (qwen2 looked for `lm_head`, not `lm_head.weight`)
-    - https://github.com/ruvnet/RuVector/issues/645, https://github.com/ruvnet/RuVector/issues/646, https://github.com/evilsocket/cake/issues/38, https://github.com/huggingface/text-generation-inference/issues/2918
+    - https://github.com/ruvnet/RuVector/issues/645, https://github.com/ruvnet/RuVector/issues/646,
+      https://github.com/evilsocket/cake/issues/38, https://github.com/huggingface/text-generation-inference/issues/2918
     - https://github.com/huggingface/transformers/issues/43429 (an untied head left random: gibberish)
     - tests/acceptance/test_verify_families.py (mistral, granite and stable_lm `tied`: CRASH-CONFIRMED)
     """
@@ -597,14 +623,20 @@ class LmHeadVsTie(_WeightsRule):
             else:
                 written = "is absent (false in both)" if tie is False else "is absent (candle's default: false)"
             tf = "transformers initialises `lm_head` randomly" if tie is False else "transformers ties it (its default)"
-            yield self._missing(ctx, f"`tie_word_embeddings` {written} and the weights have no `lm_head.weight`: "
-                                f"{fam.who} fails at load with `cannot find tensor lm_head.weight`; {tf}")  # fmt: skip
+            yield self._missing(
+                ctx,
+                f"`tie_word_embeddings` {written} and the weights have no `lm_head.weight`: "
+                f"{fam.who} fails at load with `cannot find tensor lm_head.weight`; {tf}",
+            )
         else:
             tf = "transformers ties it to the embeddings" if tie is True else "transformers initialises it randomly"
-            yield self._missing(ctx, f"{mod} always reads `lm_head.weight`, whatever `tie_word_embeddings` says, and "
-                                f"the weights have none: it fails at load with `cannot find tensor lm_head.weight`; {tf}",
-                                help="Save `lm_head.weight` in the checkpoint (a copy of `model.embed_tokens.weight` when "
-                                f"the model ties them): {mod} reads no flag")  # fmt: skip
+            yield self._missing(
+                ctx,
+                f"{mod} always reads `lm_head.weight`, whatever `tie_word_embeddings` says, and "
+                f"the weights have none: it fails at load with `cannot find tensor lm_head.weight`; {tf}",
+                help="Save `lm_head.weight` in the checkpoint (a copy of `model.embed_tokens.weight` when "
+                f"the model ties them): {mod} reads no flag",
+            )
 
     def _missing(self, ctx: Context, message: str, help: str | None = None) -> Finding:
         return self.finding(
@@ -717,7 +749,8 @@ class TensorShapeMismatch(_WeightsRule):
             how = "panics at load (`.unwrap()` per block)" if panics and LAYER_RE.match(names[0]) else "fails at load"
             yield self.finding(
                 ctx,
-                f"`{pat}` is {list(got)}{where}; {module_name(ctx)} expects {list(want)} from config.json and {how}; {side}",
+                f"`{pat}` is {list(got)}{where}; {module_name(ctx)} expects {list(want)} from config.json and {how}; "
+                f"{side}",
                 filename=str(have[names[0]].file),
                 location=None,
                 transformers_value=(list(tf.get(names[0], ())) or None) if tf is not None else list(got),
@@ -750,7 +783,8 @@ class UnsupportedTensorDtype(_WeightsRule):
     crash: candle must fail with `unsupported safetensor dtype`.
 
     ## References
-    - https://github.com/huggingface/candle/issues/594, https://github.com/huggingface/candle/issues/3503 (dtype support on the CPU)
+    - https://github.com/huggingface/candle/issues/594, https://github.com/huggingface/candle/issues/3503 (dtype support
+      on the CPU)
     """
 
     code = "PK207"
@@ -776,8 +810,8 @@ class UnsupportedTensorDtype(_WeightsRule):
             )
             yield self.finding(
                 ctx,
-                f"{len(names)} tensor{'s are' if len(names) > 1 else ' is'} {dt} ({backticked(names)}); candle {ctx.target.candle} fails "
-                f"at load with {how}",
+                f"{len(names)} tensor{'s are' if len(names) > 1 else ' is'} {dt} ({backticked(names)}); candle "
+                f"{ctx.target.candle} fails at load with {how}",
                 filename=str(st.tensors[names[0]].file),
                 location=None,
                 candle_value=f"unsupported safetensor dtype {dt}",

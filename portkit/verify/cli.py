@@ -34,8 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "model_dir",
         metavar="MODEL_DIR",
         nargs="*",
-        help="directory with config.json and safetensors weights, or ORG/NAME[@REV] from the Hugging Face cache; several: each verified "
-        "in turn with one transformers process, then a summary table",
+        help="directory with config.json and safetensors weights, or ORG/NAME[@REV] from the Hugging Face cache; "
+        "several: each verified in turn with one transformers process, then a summary table",
     )
     parser.add_argument(
         "--hf-cache",
@@ -55,7 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     prompt.add_argument(
         "--chat",
         metavar="MESSAGE",
-        help="one user message, rendered with the model's chat template by transformers and tokenized on both sides as --text",
+        help="one user message, rendered with the model's chat template by transformers and tokenized on both sides as "
+        "--text",
     )
     parser.add_argument(
         "--tokens", type=int, default=8, metavar="N", help="greedy tokens to generate and teacher-force (default: 8)"
@@ -64,8 +65,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--gguf",
         action="append",
         metavar="FILE",
-        help="also verify this GGUF against MODEL_DIR (candle's quantized loader its architecture selects); repeat it, or give a directory "
-        "or a glob, for a quant ladder: one reference and one run of MODEL_DIR for all",
+        help="also verify this GGUF against MODEL_DIR (candle's quantized loader its architecture selects); repeat it, "
+        "or give a directory or a glob, for a quant ladder: one reference and one run of MODEL_DIR for all",
     )
     parser.add_argument(
         "--turns",
@@ -74,7 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         const=2,
         default=1,
         metavar="N",
-        help="also run a second turn, as chat programs do: after the generated tokens, 8 more at once at the offset on candle's "
+        help="also run a second turn, as chat programs do: after the generated tokens, 8 more at once at the offset on "
+        "candle's "
         "warm KV cache, each position against transformers on the whole sequence (--turns alone: 2; default: 1)",
     )
     parser.add_argument(
@@ -82,8 +84,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         metavar="N",
-        help="also run N rows of the prompt's length in one candle forward, each against the same row alone and against "
-        "transformers (default: 1)",
+        help="also run N rows of the prompt's length in one candle forward, each against the same row alone and "
+        "against transformers (default: 1)",
     )
     from portkit.sampler import SAMPLER_HELP
 
@@ -119,7 +121,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-cache",
         dest="cache",
         action="store_false",
-        help="run transformers and candle even if $PORTKIT_CACHE holds their outputs for this checkpoint, prompt and build",
+        help="run transformers and candle even if $PORTKIT_CACHE holds their outputs for this checkpoint, prompt and "
+        "build",
     )
     parser.add_argument("--no-lint", dest="lint", action="store_false", help=argparse.SUPPRESS)
     from portkit.candle_release import add_arguments
@@ -153,7 +156,8 @@ def check_release(args: argparse.Namespace, model_dirs: list[Path]) -> None:
             )
     if len({r for r, _ in releases}) > 1:
         raise BadInput(
-            f"the model directories name candle {' and '.join(sorted({r for r, _ in releases}))}: verify runs one release at a time"
+            f"the model directories name candle {' and '.join(sorted({r for r, _ in releases}))}: verify runs one "
+            "release at a time"
         )
     (release, _), *_ = releases
     for d in model_dirs:

@@ -110,8 +110,15 @@ def family_tensors(cfg: dict[str, Any], available: frozenset[str] | None = None)
     return importlib.import_module(f"portkit.families.{fam.name}").expected_tensors(view.values, available)
 
 
-def family_model(family: str, *, cfg: dict[str, Any] | None = None, drop: tuple[str, ...] = (), extra: dict[str, tuple[int, ...]] | None = None,
-                 tensors: dict[str, tuple[int, ...]] | None = None, **overrides: Any) -> Builder:  # fmt: skip
+def family_model(
+    family: str,
+    *,
+    cfg: dict[str, Any] | None = None,
+    drop: tuple[str, ...] = (),
+    extra: dict[str, tuple[int, ...]] | None = None,
+    tensors: dict[str, tuple[int, ...]] | None = None,
+    **overrides: Any,
+) -> Builder:
     def b(root: Path) -> tuple[Path, dict[str, Any]]:
         c = cfg or family_config(family, **overrides)
         return sk.write_model(root, c, tensors=tensors or family_tensors(c), drop=drop, extra=extra), {}
@@ -123,14 +130,25 @@ def family_model(family: str, *, cfg: dict[str, Any] | None = None, drop: tuple[
 _LOADER_META: dict[str, dict[str, Any]] = {
     "qwen2": {"context_length": 128, "rope.freq_base": 1e6},
     "qwen3": {"context_length": 128, "rope.freq_base": 1e6, "attention.key_length": 16, "attention.value_length": 16},
-    "gemma3": {"context_length": 128, "rope.freq_base": 1e6, "attention.key_length": 16, "attention.value_length": 16,
-               "attention.sliding_window": 32},
+    "gemma3": {
+        "context_length": 128,
+        "rope.freq_base": 1e6,
+        "attention.key_length": 16,
+        "attention.value_length": 16,
+        "attention.sliding_window": 32,
+    },
     "phi3": {"context_length": 128, "rope.dimension_count": 16, "feed_forward_length": 128},
-}  # fmt: skip
+}
 
 
-def loader_gguf(arch: str, *, md: dict[str, Any] | None = None, drop_md: tuple[str, ...] = (), drop: tuple[str, ...] = (),
-                extra: dict[str, tuple[str, tuple[int, ...]]] | None = None) -> Builder:  # fmt: skip
+def loader_gguf(
+    arch: str,
+    *,
+    md: dict[str, Any] | None = None,
+    drop_md: tuple[str, ...] = (),
+    drop: tuple[str, ...] = (),
+    extra: dict[str, tuple[str, tuple[int, ...]]] | None = None,
+) -> Builder:
     """A GGUF for candle's loader of `arch` (qwen2, qwen3, gemma3, phi3): F32, sparse data."""
 
     def b(root: Path) -> tuple[Path, dict[str, Any]]:
@@ -626,12 +644,14 @@ VARIANTS += [
     (
         "PK110",
         family("granite", drop=("hidden_size",)),
-        "transformers defaults `hidden_size` to 4096; candle 0.11.0's `granite` refuses the config: `missing field `hidden_size``",
+        "transformers defaults `hidden_size` to 4096; candle 0.11.0's `granite` refuses the config: `missing field "
+        "`hidden_size``",
     ),
     (
         "PK110",
         family("gemma3", "t5"),
-        "transformers uses `rope_local_base_freq`=50000 from `rope_parameters.sliding_attention`; candle 0.11.0's `gemma3` refuses",
+        "transformers uses `rope_local_base_freq`=50000 from `rope_parameters.sliding_attention`; candle 0.11.0's "
+        "`gemma3` refuses",
     ),
     (
         "PK110",
@@ -645,7 +665,8 @@ VARIANTS += [
         family(
             "gemma3", rope_parameters={"full_attention": {"rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1e4}}
         ),
-        "transformers uses `rope_local_base_freq`=10000 from `rope_parameters.sliding_attention`; candle 0.11.0's `gemma3` reads the top-level `rope_local_base_freq`=50000",
+        "transformers uses `rope_local_base_freq`=10000 from `rope_parameters.sliding_attention`; candle 0.11.0's "
+        "`gemma3` reads the top-level `rope_local_base_freq`=50000",
     ),
     (
         "PK102",
@@ -675,7 +696,8 @@ VARIANTS += [
                 "original_max_position_embeddings": 32,
             },
         ),
-        "transformers applies `longrope` rope scaling from `rope_parameters` (`short_factor`=[8 values], `long_factor`=[8 values], "
+        "transformers applies `longrope` rope scaling from `rope_parameters` (`short_factor`=[8 values], "
+        "`long_factor`=[8 values], "
         "`original_max_position_embeddings`=32); candle 0.11.0's `phi3` reads no rope scaling",
     ),
     (
@@ -708,12 +730,14 @@ VARIANTS += [
     (
         "PK115",
         family("gemma2", sliding_window=4),
-        "transformers keeps `sliding_window`=4 keys on 1 of 2 layers; candle 0.11.0's `gemma2` keeps 5 keys on 2 of 2 layers",
+        "transformers keeps `sliding_window`=4 keys on 1 of 2 layers; candle 0.11.0's `gemma2` keeps 5 keys on 2 of 2 "
+        "layers",
     ),
     (
         "PK115",
         family("gemma3"),
-        "candle 0.11.0's `gemma3` keeps 33 keys on 5 of 6 layers in prefill and keeps 32 in decode: they differ from 33 tokens on",
+        "candle 0.11.0's `gemma3` keeps 33 keys on 5 of 6 layers in prefill and keeps 32 in decode: they differ from "
+        "33 tokens on",
     ),
     ("PK115", family("phi3"), "candle 0.11.0's `phi3` applies no window in prefill"),
     (
@@ -745,7 +769,8 @@ VARIANTS += [
     (
         "PK108",
         family("phi3", rope_parameters={"rope_theta": 1e5, "rope_type": "default", "partial_rotary_factor": 0.75}),
-        "transformers rotates 12 of 16 head dimensions (`partial_rotary_factor`=0.75 from `rope_parameters`); candle 0.11.0's `phi3` reads no top-level",
+        "transformers rotates 12 of 16 head dimensions (`partial_rotary_factor`=0.75 from `rope_parameters`); candle "
+        "0.11.0's `phi3` reads no top-level",
     ),
     (
         "PK108",
@@ -774,20 +799,22 @@ VARIANTS += [
     (
         "PK317",
         with_target(family("qwen2", max_position_embeddings=32768), dtype="f16"),
-        "candle 0.11.0's `qwen2` builds its RoPE table in f16 (qwen2.rs:47-63, :279): positions from 2049 on are rounded (f16 holds "
-        "integers exactly only up to 2048), so over 32768 positions (`max_position_embeddings` 32768) the rotary pair of inverse "
-        "frequency 1 turns up to 8 rad off",
+        "candle 0.11.0's `qwen2` builds its RoPE table in f16 (qwen2.rs:47-63, :279): positions from 2049 on are "
+        "rounded (f16 holds "
+        "integers exactly only up to 2048), so over 32768 positions (`max_position_embeddings` 32768) the rotary pair "
+        "of inverse frequency 1 turns up to 8 rad off",
     ),
     (
         "PK317",
         with_target(family("gemma", max_position_embeddings=8192), dtype="bf16", device="cuda", max_tokens=1100),
-        "positions from 257 on are rounded (bf16 holds integers exactly only up to 256), so over 1100 positions (`--max-tokens` 1100) "
-        "the rotary pair of inverse frequency 1 turns up to 4 rad off",
+        "positions from 257 on are rounded (bf16 holds integers exactly only up to 256), so over 1100 positions "
+        "(`--max-tokens` 1100) the rotary pair of inverse frequency 1 turns up to 4 rad off",
     ),
     (
         "PK317",
         with_target(family("stable_lm", max_position_embeddings=4096), dtype="f16", max_tokens=9000),
-        "over 4096 positions (`max_position_embeddings` 4096) the rotary pair of inverse frequency 1 turns up to 1 rad off",
+        "over 4096 positions (`max_position_embeddings` 4096) the rotary pair of inverse frequency 1 turns up to 1 rad "
+        "off",
     ),
     ("PK309", with_target(CLEAN["olmo2"], dtype="f16", turns=2), "`dtype mismatch in cat, lhs: F16, rhs: F32`"),
     (
@@ -808,7 +835,8 @@ VARIANTS += [
         "on `cpu` attention reads rows after the first",
     ),
     ("PK313", with_target(loader_gguf("qwen3"), batch=2, device="cuda"), "fixed in candle 0.11.1"),
-    # the release decides (portkit.candle_release): the mask from qwen3's first release to 0.11.0, the CPU panic on 0.11.1 too
+    # the release decides (portkit.candle_release): the mask from qwen3's first release to 0.11.0, the CPU panic on
+    # 0.11.1 too
     ("PK311", with_target(CLEAN["qwen3"], batch=2, device="cuda", candle="0.9.2"), "rows after the first"),
     ("PK313", with_target(loader_gguf("qwen3"), batch=2, candle="0.11.1"), "a panic, not fixed in candle 0.11.1"),
     ("PK114", with_target(CLEAN["qwen3"], candle="0.9.1"), "candle 0.9.1 has no `qwen3` module; it arrived in 0.9.2"),
@@ -851,7 +879,7 @@ CLEAN_VARIANTS: list[tuple[str, Builder]] = [
             "mixtral",
         )
         for code in ("PK201", "PK202", "PK203", "PK204", "PK205", "PK206")
-    ],  # fmt: skip
+    ],
     (
         "PK205",
         family_model("qwen2", tie_word_embeddings=True, drop=("lm_head.weight",)),
@@ -1047,8 +1075,14 @@ VARIANTS.append(
 CLEAN_VARIANTS.append(("PK408", with_target(gguf_model(tensor_types={"blk.0.attn_q.weight": "BF16"}), candle="0.9.2")))
 # an embedding-gemma-style GGUF whose keys are under `gemma2.`: quantized_gemma3 finds them from 0.9.2
 # (it probes gemma3, gemma2, gemma, gemma-embedding); 0.9.1 asks for `gemma3.attention.head_count` and fails
-_GEMMA3_KEYS = {"block_count": 2, "embedding_length": 64, "attention.head_count": 4, "attention.head_count_kv": 2,
-                "attention.layer_norm_rms_epsilon": 1e-6, **_LOADER_META["gemma3"]}  # fmt: skip
+_GEMMA3_KEYS = {
+    "block_count": 2,
+    "embedding_length": 64,
+    "attention.head_count": 4,
+    "attention.head_count_kv": 2,
+    "attention.layer_norm_rms_epsilon": 1e-6,
+    **_LOADER_META["gemma3"],
+}
 _GEMMA2_PREFIXED = loader_gguf(
     "gemma3",
     md={f"gemma2.{k}": v for k, v in _GEMMA3_KEYS.items()},
@@ -1104,7 +1138,8 @@ VARIANTS.append(
     ("PK319", with_target(loader_gguf("qwen2"), turns=2, candle="0.10.0"), "quantized_qwen2 builds the causal mask")
 )
 CLEAN_VARIANTS.append(("PK319", with_target(loader_gguf("gemma3"), turns=2, candle="0.10.0")))
-# nomic_bert.rs arrived in candle 0.10.0: on 0.9.2 a nomic_bert checkpoint has no module, and its PK6xx facts say nothing
+# nomic_bert.rs arrived in candle 0.10.0: on 0.9.2 a nomic_bert checkpoint has no module, and its PK6xx facts say
+# nothing
 VARIANTS.append(
     (
         "PK114",

@@ -59,7 +59,8 @@ def test_a_span_holds_from_since_up_to_until() -> None:
 
 def test_pk311_says_its_range_and_the_fix() -> None:
     assert RULES["PK311"].holds.describe() == (
-        "candle 0.9.2-0.11.0; since 0.9.2 (qwen3.rs and qwen3_moe.rs added); fixed in 0.11.1 by candle#3586, candle#3879"
+        "candle 0.9.2-0.11.0; since 0.9.2 (qwen3.rs and qwen3_moe.rs added); fixed in 0.11.1 by candle#3586, "
+        "candle#3879"
     )
 
 

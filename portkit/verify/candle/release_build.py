@@ -179,7 +179,8 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], release: str) -> None:
             errors[-1] if errors else lines[-1] if lines else f"exit {proc.returncode}",
         )
         raise BadInput(
-            f"building candle {release}'s runner failed ({Path(cmd[1]).name if cmd[0] == sys.executable else cmd[1]}): {last}"
+            f"building candle {release}'s runner failed ({Path(cmd[1]).name if cmd[0] == sys.executable else cmd[1]}): "
+            f"{last}"
         )
 
 

@@ -363,8 +363,19 @@ def tokenizer_section(
 
 def _not_rendered(findings: Sequence[Finding], sec: TokenizerSection) -> list[Confirmation]:
     why = sec.transformers_error or "transformers has no chat template"
-    return [Confirmation(code=f.code, name=f.name, severity=f.severity, message=f.message, filename=f.filename, probe_kind="template",
-                         verdict="NOT-REPRODUCED", evidence=f"not measurable: {why}") for f in findings]  # fmt: skip
+    return [
+        Confirmation(
+            code=f.code,
+            name=f.name,
+            severity=f.severity,
+            message=f.message,
+            filename=f.filename,
+            probe_kind="template",
+            verdict="NOT-REPRODUCED",
+            evidence=f"not measurable: {why}",
+        )
+        for f in findings
+    ]
 
 
 def has_tokenizer(root: Path) -> bool:
