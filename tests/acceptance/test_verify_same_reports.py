@@ -12,7 +12,9 @@ issues 24, 27 and 28, whose reports changed on purpose; issue 26's run plan merg
 floors measured in the run, issue 32; 7e0fac0: PK510's sampling section, issue 35; 5f4e450: a parameter the checkpoint
 lacks drawn with a fixed seed, so the base itself repeats; 0292ebd: PK308's crash repaired with candle's mixtral plus
 its missing cast, one more candle run in the mixtral f16 case; 2411285: the phi, qwen2_moe and smollm3 families' cases,
-and PK115's patch for a window transformers applies on no layer; 0cce6fa: the glm4_new family's cases).
+and PK115's patch for a window transformers applies on no layer; 0cce6fa: the glm4_new family's cases; 6e27fd8: the
+gemma4 family's cases, after the typed probes, the typed traits and the tokenizer-only run, whose reports equal
+0cce6fa's on its 191 cases).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import pytest
 from tests.acceptance import report_cases
 
 ROOT = Path(__file__).resolve().parents[2]
-BASE = "0cce6fa"
+BASE = "6e27fd8"
 #: the cases also run with transformers in its own process: a text prompt (the tokenizer request
 #: first), a numeric finding's patched runs, a crash, a GGUF with a reference-side counterfactual
 #: (as-candle requests), a tokenizer-only directory, the default text prompt, a GGUF recorded per
