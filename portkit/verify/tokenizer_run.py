@@ -103,6 +103,21 @@ class TokenizerReport:
         }
 
 
+def sampling_not_probed(findings: list[Finding]) -> list[Confirmation]:
+    """The sampling findings' verdicts without a model: their probe compares both samplers on
+    transformers' logits, which tokenizer files alone do not give."""
+    return [
+        Confirmation(
+            **identity(f, "sampling"),
+            verdict="NOT-PROBED",
+            evidence="not probed: no model to run, and the sampling probe "
+            "compares both samplers on transformers' logits (tokenizer files only)",
+        )
+        for f in findings
+        if isinstance(f.probe, SamplingDifference)
+    ]
+
+
 def verify_tokenizer_only(
     opts: VerifyOptions,
     lint: Callable[[], list[Finding]],
@@ -122,17 +137,7 @@ def verify_tokenizer_only(
     sec = tokenizer_section(Path(opts.model_dir), findings, progress, transformers=lambda: rec)
     assert sec is not None
     sec.forward_note = "forward skipped: no model to run (tokenizer files only)"
-    # the sampling probe runs on the reference's logits: none without a model
-    sec.findings += [
-        Confirmation(
-            **identity(f, "sampling"),
-            verdict="NOT-PROBED",
-            evidence="not probed: no model to run, and the sampling probe "
-            "compares both samplers on transformers' logits (tokenizer files only)",
-        )
-        for f in findings
-        if isinstance(f.probe, SamplingDifference)
-    ]
+    sec.findings += sampling_not_probed(findings)
     rank = {(f.code, f.message): i for i, f in reversed(list(enumerate(findings)))}  # lint's order
     sec.findings.sort(key=lambda c: rank.get((c.code, c.message), len(rank)))
     if (opts.text is not None or opts.chat is not None) and sec.compared:

@@ -257,3 +257,31 @@ def test_a_release_runner_is_built_on_that_releases_own_dependencies(release: st
     assert locked["candle-transformers"] == release
     versions = {p["version"] for p in lock["package"] if p["name"] == "safetensors"}
     assert SAFETENSORS[release].strip('"=') in versions
+
+
+def test_a_release_build_leaves_out_every_module_the_release_lacks() -> None:
+    """native/Cargo.toml's `before-X` features leave out the modules release X added; each older
+    release's build must name (or imply) every one of them, and a newer one none: a release built
+    with a module it lacks fails to compile on first use."""
+    import tomllib
+
+    from portkit.candle_release import NATIVE, RUNNABLE, key
+    from portkit.verify.candle.release_build import FEATURES, NATIVE_SOURCE
+
+    declared = tomllib.loads((NATIVE_SOURCE / "Cargo.toml").read_text(encoding="utf-8"))["features"]
+    added = {f: f.removeprefix("before-").replace("-", ".") for f in declared if f.startswith("before-")}
+    assert set(added) == {"before-0-9-2", "before-0-10-0", "before-0-11-0"}
+
+    def implied(names: tuple[str, ...]) -> set[str]:
+        out: set[str] = set()
+        todo = list(names)
+        while todo:
+            f = todo.pop()
+            if f not in out:
+                out.add(f)
+                todo += [d for d in declared.get(f, []) if d in declared]
+        return out
+
+    for release in RUNNABLE:
+        on = implied(FEATURES.get(release, ())) if release != NATIVE else set()
+        assert on & set(added) == {f for f, since in added.items() if key(release) < key(since)}, release

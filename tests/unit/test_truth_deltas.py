@@ -51,3 +51,22 @@ def test_layers_get_deltas_where_both_runs_have_them_with_the_same_shape() -> No
     assert out[TRUTH + "rows"].shape == F32.shape
     assert np.array_equal(out[TRUTH + "layer.0"], out[TRUTH + "rows"][0])
     assert out[TRUTH + "layer.0"][0] < 0 < out[TRUTH + "layer.0"][1]
+
+
+def test_a_truth_measures_a_floor_only_where_both_sides_are_finite() -> None:
+    """`floor.usable_truth` is the one test of the truth for decoders and encoders: present, one
+    value per reference value, finite on both sides; anything else falls back."""
+    from portkit.verify.judge.checks import compare_logits
+    from portkit.verify.judge.floor import usable_truth
+
+    ref = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+    delta = np.array([1e-7, -1e-7, 2e-7])
+    assert usable_truth(ref, delta) is not None and usable_truth(ref, delta).shape == ref.shape
+    assert usable_truth(ref, None) is None
+    assert usable_truth(ref, delta[:2]) is None
+    assert usable_truth(ref, np.array([1e-7, np.nan, 0.0])) is None
+    bad_ref = np.array([1.0, np.inf, 3.0], dtype=np.float32)
+    assert usable_truth(bad_ref, delta) is None
+    # a reference with inf is judged by the constants, never by a floor its own inf measured
+    assert compare_logits(bad_ref, ref, atol=1e-4, delta=delta).floor is None
+    assert compare_logits(ref, ref, atol=1e-4, delta=delta).floor is not None
