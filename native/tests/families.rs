@@ -59,6 +59,9 @@ fn legacy(family: Family) -> Value {
         Family::SmolLm3 => json!({"hidden_act": "silu", "tie_word_embeddings": true, "no_rope_layers": [1, 0]}),
         Family::Glm4New => json!({"hidden_act": "silu", "tie_word_embeddings": false, "head_dim": 16,
             "partial_rotary_factor": 0.5, "attention_bias": true}),
+        // gemma4/config.rs:70-112: the full layers' head size is `global_head_dim` (default 512)
+        Family::Gemma4 => json!({"hidden_activation": "gelu_pytorch_tanh", "head_dim": 16, "global_head_dim": 16,
+            "sliding_window": 32, "layer_types": ["sliding_attention", "full_attention"], "tie_word_embeddings": true}),
     };
     for (k, x) in extra.as_object().unwrap() {
         v[k] = x.clone();
