@@ -42,7 +42,7 @@ def test_a_gguf_finding_whose_effect_appears_past_a_length_says_what_the_run_cov
     """The drift bug: the GGUF section judged its findings without the note the HF section adds
     (`attribution.length_notes`): one judging function now serves both."""
     from fixtures.seams import findings_judged
-    from portkit.findings import Finding, Probe
+    from portkit.findings import Finding, declared_probe
     from portkit.verify.pipeline import VerifyOptions, verify
 
     monkeypatch.setenv("PORTKIT_CACHE", str(tmp_path / "cache"))
@@ -54,7 +54,7 @@ def test_a_gguf_finding_whose_effect_appears_past_a_length_says_what_the_run_cov
         message="the window is dropped; the effect appears only past 4096 tokens",
         filename=str(other),
         severity="warning",
-        probe=Probe.declared("numeric", "PK118"),
+        probe=declared_probe("numeric", "PK118"),
     )
     with findings_judged([windowed], [windowed]):
         report = verify(VerifyOptions(model_dir=fixture_dir("healthy-tied"), gguf=other, tokens=4))
