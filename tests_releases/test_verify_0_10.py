@@ -17,69 +17,44 @@ run has no time for three more candle builds: `make release-verify` runs these.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 
 from fixtures.families import FAMILY_VARIANTS, family_fixture
 from portkit.families import FAMILIES
+from tests_releases.verify_cli import AGREEING, path_failure, verdicts, verify
 
 RELEASES = ("0.10.0", "0.10.1", "0.10.2")
+
+
 #: the variant of each family candle runs as transformers does (as tests/native/test_chat_paths.py)
-AGREEING = {"mixtral": "int-window", "gemma3": "kv-heads-1"}
-
-
-def _verify(*argv: object) -> tuple[int, dict, str]:
-    proc = subprocess.run([sys.executable, "-m", "portkit", "verify", *map(str, argv), "--format", "json"],
-                          capture_output=True, text=True, env=dict(os.environ), timeout=3000)  # fmt: skip
-    doc = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
-    return proc.returncode, doc, proc.stderr
-
-
-def _codes(doc: dict) -> dict[str, str]:
-    sections = (doc.get("paths") or {}).get("sections", [])
-    return {
-        f["code"]: f["verdict"]
-        for f in [*doc.get("findings", []), *(f for s in sections for f in s.get("findings", []))]
-    }
-
-
-def _path_failure(doc: dict, path: str) -> str:
-    checks = [c for s in doc["paths"]["sections"] for c in s["checks"] if c["path"] == path]
-    return checks[0]["run"]["failure"]["message"] if checks and checks[0]["run"].get("failure") else ""
-
-
 @pytest.mark.parametrize("release", RELEASES)
 @pytest.mark.parametrize("family", [f.name for f in FAMILIES])
 def test_every_family_agrees(family: str, release: str) -> None:
     fam = next(f for f in FAMILIES if f.name == family)
     variant = AGREEING.get(family, "legacy")
     assert variant in FAMILY_VARIANTS[family]
-    code, doc, err = _verify(family_fixture(family, variant), "--candle", release)
+    code, doc, err = verify(family_fixture(family, variant), "--candle", release)
     if not fam.exists.holds(release):  # a module the release does not have yet: one line, nothing run
         assert code == 2 and doc == {} and len(err.strip().splitlines()) == 1, (code, err[-2000:])
         assert f"candle {release} has no `{family}` module, it arrived in {fam.exists.since}" in err, err
         return
     assert doc.get("versions", {}).get("candle") == release, err[-2000:]
-    assert code == 0 and doc["verdict"] == "agree", (code, _codes(doc), err[-2000:])
+    assert code == 0 and doc["verdict"] == "agree", (code, verdicts(doc), err[-2000:])
 
 
 def test_a_llama_second_turn_fails_on_0_10_1_and_agrees_on_0_10_2() -> None:
     d = family_fixture("llama", "legacy")
-    code, doc, err = _verify(d, "--turns", "--candle", "0.10.1")
-    assert _codes(doc) == {"PK318": "CRASH-CONFIRMED"}, (code, _codes(doc), err[-2000:])
-    assert "cannot broadcast" in _path_failure(doc, "turns"), _path_failure(doc, "turns")
-    code, doc, err = _verify(d, "--turns", "--candle", "0.10.2")
-    assert "PK318" not in _codes(doc) and code == 0, (code, _codes(doc), err[-2000:])
+    code, doc, err = verify(d, "--turns", "--candle", "0.10.1")
+    assert verdicts(doc) == {"PK318": "CRASH-CONFIRMED"}, (code, verdicts(doc), err[-2000:])
+    assert "cannot broadcast" in path_failure(doc, "turns"), path_failure(doc, "turns")
+    code, doc, err = verify(d, "--turns", "--candle", "0.10.2")
+    assert "PK318" not in verdicts(doc) and code == 0, (code, verdicts(doc), err[-2000:])
 
 
 def test_a_qwen3_batch_panics_on_0_10_2_and_agrees_on_0_11_0() -> None:
     d = family_fixture("qwen3", "legacy")
-    code, doc, err = _verify(d, "--batch", "2", "--candle", "0.10.2")
-    assert _codes(doc) == {"PK311": "CRASH-CONFIRMED"}, (code, _codes(doc), err[-2000:])
-    assert "index out of bounds" in _path_failure(doc, "batch"), _path_failure(doc, "batch")
-    code, doc, err = _verify(d, "--batch", "2", "--candle", "0.11.0")
-    assert "PK311" not in _codes(doc) and code == 0, (code, _codes(doc), err[-2000:])
+    code, doc, err = verify(d, "--batch", "2", "--candle", "0.10.2")
+    assert verdicts(doc) == {"PK311": "CRASH-CONFIRMED"}, (code, verdicts(doc), err[-2000:])
+    assert "index out of bounds" in path_failure(doc, "batch"), path_failure(doc, "batch")
+    code, doc, err = verify(d, "--batch", "2", "--candle", "0.11.0")
+    assert "PK311" not in verdicts(doc) and code == 0, (code, verdicts(doc), err[-2000:])

@@ -18,77 +18,52 @@ differs and 0.10.0's patches where 0.9.2's file is 0.10.0's). Not part of `make 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 
 from fixtures.families import FAMILY_VARIANTS, family_fixture
 from portkit.families import FAMILIES
+from tests_releases.verify_cli import AGREEING, path_failure, verdicts, verify
 
 RELEASES = ("0.9.1", "0.9.2")
+
+
 #: the variant of each family candle runs as transformers does (as tests/native/test_chat_paths.py)
-AGREEING = {"mixtral": "int-window", "gemma3": "kv-heads-1"}
-
-
-def _verify(*argv: object) -> tuple[int, dict, str]:
-    proc = subprocess.run([sys.executable, "-m", "portkit", "verify", *map(str, argv), "--format", "json"],
-                          capture_output=True, text=True, env=dict(os.environ), timeout=3000)  # fmt: skip
-    doc = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
-    return proc.returncode, doc, proc.stderr
-
-
-def _codes(doc: dict) -> dict[str, str]:
-    sections = (doc.get("paths") or {}).get("sections", [])
-    return {
-        f["code"]: f["verdict"]
-        for f in [*doc.get("findings", []), *(f for s in sections for f in s.get("findings", []))]
-    }
-
-
-def _path_failure(doc: dict, path: str) -> str:
-    checks = [c for s in doc["paths"]["sections"] for c in s["checks"] if c["path"] == path]
-    return checks[0]["run"]["failure"]["message"] if checks and checks[0]["run"].get("failure") else ""
-
-
 @pytest.mark.parametrize("release", RELEASES)
 @pytest.mark.parametrize("family", [f.name for f in FAMILIES])
 def test_every_family_the_release_has_agrees(family: str, release: str) -> None:
     fam = next(f for f in FAMILIES if f.name == family)
     variant = AGREEING.get(family, "legacy")
     assert variant in FAMILY_VARIANTS[family]
-    code, doc, err = _verify(family_fixture(family, variant), "--candle", release)
+    code, doc, err = verify(family_fixture(family, variant), "--candle", release)
     if not fam.exists.holds(release):
         assert code == 2 and doc == {}, (code, err[-2000:])
         assert len(err.strip().splitlines()) == 1, err
         assert f"candle {release} has no `{family}` module, it arrived in {fam.exists.since}" in err, err
         return
     assert doc.get("versions", {}).get("candle") == release, err[-2000:]
-    assert code == 0 and doc["verdict"] == "agree", (code, _codes(doc), err[-2000:])
+    assert code == 0 and doc["verdict"] == "agree", (code, verdicts(doc), err[-2000:])
 
 
 @pytest.mark.parametrize("release", RELEASES)
 def test_a_llama_second_turn_fails_on_0_9_x(release: str) -> None:
-    code, doc, err = _verify(family_fixture("llama", "legacy"), "--turns", "--candle", release)
-    assert _codes(doc) == {"PK318": "CRASH-CONFIRMED"}, (code, _codes(doc), err[-2000:])
-    assert "cannot broadcast" in _path_failure(doc, "turns"), _path_failure(doc, "turns")
+    code, doc, err = verify(family_fixture("llama", "legacy"), "--turns", "--candle", release)
+    assert verdicts(doc) == {"PK318": "CRASH-CONFIRMED"}, (code, verdicts(doc), err[-2000:])
+    assert "cannot broadcast" in path_failure(doc, "turns"), path_failure(doc, "turns")
 
 
 def test_a_qwen3_batch_panics_on_0_9_2() -> None:
     from portkit.rules.runtime_paths import read_past_panic
 
-    code, doc, err = _verify(family_fixture("qwen3", "legacy"), "--batch", "2", "--candle", "0.9.2")
-    assert _codes(doc) == {"PK311": "CRASH-CONFIRMED"}, (code, _codes(doc), err[-2000:])
-    assert read_past_panic("0.9.2") in _path_failure(doc, "batch"), _path_failure(doc, "batch")
+    code, doc, err = verify(family_fixture("qwen3", "legacy"), "--batch", "2", "--candle", "0.9.2")
+    assert verdicts(doc) == {"PK311": "CRASH-CONFIRMED"}, (code, verdicts(doc), err[-2000:])
+    assert read_past_panic("0.9.2") in path_failure(doc, "batch"), path_failure(doc, "batch")
 
 
 @pytest.mark.parametrize("release", ["0.9.1", "0.11.0", "0.11.1"])
 def test_a_longrope_phi3_is_refused_by_0_9_1_and_loaded_wrong_by_0_11_x(release: str) -> None:
-    code, doc, err = _verify(family_fixture("phi3", "longrope"), "--candle", release)
+    code, doc, err = verify(family_fixture("phi3", "longrope"), "--candle", release)
     assert doc.get("versions", {}).get("candle") == release, err[-2000:]
-    codes = _codes(doc)
+    codes = verdicts(doc)
     if release == "0.9.1":  # phi3.rs 0.9.1:41 `rope_scaling: Option<String>`: serde refuses the object
         assert codes.get("PK112") == "CRASH-CONFIRMED" and "PK102" not in codes, (code, codes, err[-2000:])
     else:
