@@ -24,8 +24,8 @@ Sources, in `transformers/`:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
@@ -438,7 +438,7 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     },
 }
 # configuration_gemma4.py:198-203: the rope parameters of a Gemma4TextConfig whose config.json has none
-GEMMA4_DEFAULT_ROPE = {
+GEMMA4_DEFAULT_ROPE: dict[str, dict[str, Any]] = {
     "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
     "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0},
 }
@@ -459,9 +459,6 @@ _PARTIAL_ROTARY_ALWAYS = {
     "phi3": None,
 }
 _PARTIAL_ROTARY_SCALED_ONLY = ("llama",)
-# families whose transformers modeling masks every layer to `sliding_window` when it is set
-_SLIDES_EVERY_LAYER = ("mistral", "mixtral", "starcoder2", "phi3")
-_SLIDES_FROM_MAX_WINDOW_LAYERS = ("qwen2", "qwen3", "qwen3_moe")
 # the classes whose `__post_init__` turns a None into the heads' value: `num_key_value_heads` =
 # `num_attention_heads` (configuration_llama.py:88-89, configuration_qwen2.py:84-85, ...), `head_dim` =
 # `hidden_size // num_attention_heads` (configuration_llama.py:86-87, configuration_mistral.py:83)
@@ -570,294 +567,348 @@ def family_transformers_view(
         return FamilyTransformersView(family=family, refused=f"values transformers cannot compute with: {e}")
 
 
+@dataclass(slots=True)
+class _Reading:
+    """One config.json being read the way one family's configuration class reads it: what the
+    phases below share. `refusals` in the order transformers validates (the first is what it raises)."""
+
+    family: str | None
+    c: dict[str, Any]
+    defaults: Mapping[str, Any]
+    mistyped: set[str] = field(default_factory=set)
+    refusals: list[str] = field(default_factory=list)
+    values: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def refuse(self, why: str) -> None:
+        self.refusals.append(why)
+
+    def take(self, key: str, *alias: str) -> None:
+        """`key` as config.json writes it (or an alias), else the class default; a mistyped value reads as absent."""
+        for k in (key, *alias):
+            if k in self.c and k not in self.mistyped:
+                self.values[key], self.sources[key] = self.c[k], (k,)
+                return
+        if key in self.defaults:
+            self.values[key], self.sources[key] = self.defaults[key], ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Rope:
+    """The rope dict of the global layers as transformers standardizes it, and the sliding layers' (gemma3/4)."""
+
+    key: str  # the config.json key it came from
+    written: dict[str, Any]  # that key's dict as config.json writes it ({} when not one)
+    params: dict[str, Any]
+    local: dict[str, Any] = field(default_factory=dict)
+    local_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """What every family's sliding-window reading starts from."""
+
+    n: int  # layers
+    has_sw: bool  # `sliding_window` is a positive number
+    opted_out: bool  # the class drops the window without `use_sliding_window`
+    in_cache: bool  # generate()'s cache keeps only the window (cache_utils.py:1959-1997)
+    layer_types: list[Any] | None
+
+
 def _family_transformers_view(
     family: str | None, c: dict[str, Any], generation_config: Mapping[str, Any] | None
 ) -> FamilyTransformersView:
-    refusals: list[str] = []  # the first one is what transformers raises
-    refuse = refusals.append
-
-    # strict types first, in the class's field order; a refused value reads as the default
-    mistyped = set()
-    for name, kinds in STRICT_TYPES.items():
-        if name in c and not _type_ok(c[name], kinds):
-            v = c[name]
-            shown = repr(v) if len(repr(v)) < 60 else repr(v)[:57] + "..."
-            refuse(f"`{name}` expected {' | '.join(kinds)}, got {_py_type(v)} ({shown})")
-            mistyped.add(name)
-    ir = c.get("initializer_range")
-    if "initializer_range" not in mistyped and isinstance(ir, float) and not 0.0 <= ir <= 1.0:
-        refuse(f"`initializer_range` must be within [0, 1], got {ir}")
-
-    defaults = FAMILY_DEFAULTS.get(family, {}) if family is not None else {}
-    values: dict[str, Any] = {}
-    sources: dict[str, tuple[str, ...]] = {}
-
-    def take(key: str, *alias: str) -> None:
-        for k in (key, *alias):
-            if k in c and k not in mistyped:
-                values[key], sources[key] = c[k], (k,)
-                return
-        if key in defaults:
-            values[key], sources[key] = defaults[key], ()
-
+    rules = _FAMILY_RULES.get(family or "", _LLAMA_LIKE)
+    r = _Reading(family, c, FAMILY_DEFAULTS.get(family, {}) if family is not None else {})
+    _strict_types(r)
     # a model type portkit has no family for: the keys the classes share, as config.json writes them
-    for key in defaults if family is not None else STRICT_TYPES:
-        take(key)
-    if family == "qwen3_moe":
-        take("num_experts", "num_local_experts")
+    for key in r.defaults if family is not None else STRICT_TYPES:
+        r.take(key)
+    for key, alias in rules.aliases.items():
+        r.take(key, *alias)
     for key in _TAKEN_WHEN_WRITTEN:
-        if key in c and key not in values:
-            take(key)
+        if key in c and key not in r.values:
+            r.take(key)
+    head_dim, derived = _heads(r)
+    rope = rules.rope(r, *_written_rope(r))
+    rope_type = _standardize_rope(r, rope.params)
+    rotary_dim = _rotary_dim(r, rope, rope_type, head_dim, derived)
+    act = r.values.get("hidden_act")
+    if isinstance(act, str) and act in rules.renamed_activations:
+        r.values["hidden_act"] = rules.renamed_activations[act]
+    window = _window(r, rules.window_needs_opt_in)
+    sliding = rules.sliding(r, window)
+    typed = window.layer_types is not None and "sliding_attention" in window.layer_types
+    applied = any(sliding) or (window.in_cache and typed)
+    gen_eos, gen_src = _generation_eos(r, generation_config)
+    mt = c.get("model_type")
+    return FamilyTransformersView(
+        family=family,
+        refused=r.refusals[0] if r.refusals else None,
+        model_type=mt if isinstance(mt, str) else None,
+        values=r.values,
+        sources=r.sources,
+        rope_type=rope_type,
+        rope_parameters=rope.params,
+        rope_source=rope.key if rope.key == "rope_scaling" or isinstance(c.get("rope_parameters"), dict) else None,
+        local_rope_type=rope.local_type,
+        local_rope_parameters=rope.local,
+        rotary_dim=rotary_dim,
+        sliding_layers=sliding,
+        sliding_window_applied=applied,
+        sliding_window_in_cache=window.in_cache,
+        generation_eos_token_id=gen_eos,
+        generation_eos_source=gen_src,
+        multipliers={k: r.values[k] for k in rules.multipliers},
+    )
 
-    # the heads: some classes derive a None count of KV heads or head_dim from them, some refuse
-    # a hidden size they do not divide
-    hidden, heads = _int(values.get("hidden_size")), _int(values.get("num_attention_heads"))
+
+def _strict_types(r: _Reading) -> None:
+    """huggingface_hub's strict validation, in the class's field order; a refused value reads as the default."""
+    for name, kinds in STRICT_TYPES.items():
+        if name in r.c and not _type_ok(r.c[name], kinds):
+            v = r.c[name]
+            shown = repr(v) if len(repr(v)) < 60 else repr(v)[:57] + "..."
+            r.refuse(f"`{name}` expected {' | '.join(kinds)}, got {_py_type(v)} ({shown})")
+            r.mistyped.add(name)
+    ir = r.c.get("initializer_range")
+    if "initializer_range" not in r.mistyped and isinstance(ir, float) and not 0.0 <= ir <= 1.0:
+        r.refuse(f"`initializer_range` must be within [0, 1], got {ir}")
+
+
+def _heads(r: _Reading) -> tuple[int | None, int | None]:
+    """The config's `head_dim` (what rope validation checks) and hidden // heads. Some classes derive
+    a None count of KV heads or head_dim from the heads, some refuse a hidden size they do not divide."""
+    hidden, heads = _int(r.values.get("hidden_size")), _int(r.values.get("num_attention_heads"))
     derived = None
     if heads == 0:
-        refuse("`num_attention_heads` is 0 (transformers divides by it)")
+        r.refuse("`num_attention_heads` is 0 (transformers divides by it)")
         derived = 0
     elif hidden is not None and heads is not None:
         derived = hidden // heads
-        if hidden % heads and family in _VALIDATES_HEAD_SPLIT:
-            refuse(f"hidden size {hidden} is not a multiple of the number of attention heads {heads}")
+        if hidden % heads and r.family in _VALIDATES_HEAD_SPLIT:
+            r.refuse(f"hidden size {hidden} is not a multiple of the number of attention heads {heads}")
     for key, value in (("num_key_value_heads", heads), ("head_dim", derived)):
-        if key in values and values[key] is None and family in _DERIVED_FROM_HEADS[key]:
-            values[key] = value
-    head_dim = _int(values.get("head_dim"))  # the config's `head_dim`: what rope validation checks
+        if key in r.values and r.values[key] is None and r.family in _DERIVED_FROM_HEADS[key]:
+            r.values[key] = value
+    return _int(r.values.get("head_dim")), derived
 
-    # rope: rope_scaling (if truthy) replaces rope_parameters; theta from the dict, else top level, else default
-    rope_key = "rope_scaling" if c.get("rope_scaling") else "rope_parameters"
-    written = c.get(rope_key) if rope_key not in mistyped else None
+
+def _written_rope(r: _Reading) -> tuple[str, dict[str, Any]]:
+    """rope_scaling (if truthy) replaces rope_parameters (modeling_rope_utils.py `convert_rope_params_to_dict`)."""
+    rope_key = "rope_scaling" if r.c.get("rope_scaling") else "rope_parameters"
+    written = r.c.get(rope_key) if rope_key not in r.mistyped else None
     if rope_key == "rope_scaling" and not isinstance(written, dict):
-        refuse(f"`rope_scaling` must be an object, got {_py_type(written)}")
-    written = written if isinstance(written, dict) else {}
-    local: dict[str, Any] = {}
-    local_type = None
-    if family == "gemma3":
-        nested = isinstance(written.get("full_attention"), dict) or isinstance(written.get("sliding_attention"), dict)
-        # a legacy `rope_scaling` updates {"rope_type": "default"}: spelled with `type` only, it
-        # keeps the default rope (configuration_gemma3.py `convert_rope_params_to_dict`)
-        full = (
-            dict(written.get("full_attention") or {})
-            if nested
-            else ({"rope_type": "default", **written} if rope_key == "rope_scaling" else {})
-        )
-        local = dict(written.get("sliding_attention") or {}) if nested else {}
-        full_path = (rope_key, "full_attention") if nested else (rope_key,)
-        _theta(values, sources, "rope_theta", full, full_path, c, "rope_theta", FAMILY_DEFAULT_THETA["gemma3"])
-        _theta(
-            values,
-            sources,
-            "rope_local_base_freq",
-            local,
-            (rope_key, "sliding_attention"),
-            c,
-            "rope_local_base_freq",
-            GEMMA3_DEFAULT_LOCAL_THETA,
-        )
-        full.setdefault("rope_type", full.get("type", "default"))
-        local.setdefault("rope_type", local.get("type", "default"))
-        local_type = local["rope_type"] if isinstance(local["rope_type"], str) else "default"
-        rope = full
-    elif family == "gemma4":
-        # configuration_gemma4.py:198-203, :259-261: one dict per layer type, the class's when config.json
-        # has none; a top-level `rope_theta` is kept as an attribute and never read
-        given = bool(written)
-        full = dict(written.get("full_attention") or {}) if given else dict(GEMMA4_DEFAULT_ROPE["full_attention"])
-        local = (
-            dict(written.get("sliding_attention") or {}) if given else dict(GEMMA4_DEFAULT_ROPE["sliding_attention"])
-        )
-        for name, sub, key in (
-            ("rope_theta", full, "full_attention"),
-            ("rope_local_base_freq", local, "sliding_attention"),
-        ):
-            if _float(sub.get("rope_theta")) is not None:
-                values[name] = float(sub["rope_theta"])
-                sources[name] = (rope_key, key, "rope_theta") if given else ()
-        if _number(full.get("partial_rotary_factor")):
-            values["partial_rotary_factor"] = float(full["partial_rotary_factor"])
-            sources["partial_rotary_factor"] = (rope_key, "full_attention", "partial_rotary_factor") if given else ()
-        full.setdefault("rope_type", "default")
-        local.setdefault("rope_type", "default")
-        local_type = local["rope_type"] if isinstance(local["rope_type"], str) else "default"
-        rope = full
-        if "rope_theta" not in values:  # no base for the full layers: transformers' rope init fails
-            refuse("`rope_parameters.full_attention` has no `rope_theta`")
-            full["rope_theta"] = None
+        r.refuse(f"`rope_scaling` must be an object, got {_py_type(written)}")
+    return rope_key, written if isinstance(written, dict) else {}
+
+
+def _one_rope(r: _Reading, rope_key: str, written: dict[str, Any]) -> _Rope:
+    """One rope for every layer: theta from the dict, else the top level, else the class default."""
+    rope = dict(written)
+    default = FAMILY_DEFAULT_THETA.get(r.family or "", DEFAULT_THETA)
+    _theta(r, "rope_theta", rope, (rope_key,), "rope_theta", default)
+    if r.c.get("partial_rotary_factor") is not None:
+        rope.setdefault("partial_rotary_factor", r.c["partial_rotary_factor"])
+    rope.setdefault("rope_type", rope.get("type", "default"))
+    return _Rope(rope_key, written, rope)
+
+
+def _gemma3_rope(r: _Reading, rope_key: str, written: dict[str, Any]) -> _Rope:
+    """One dict per layer type, or a legacy single dict for the full layers and `rope_local_base_freq`."""
+    nested = isinstance(written.get("full_attention"), dict) or isinstance(written.get("sliding_attention"), dict)
+    # a legacy `rope_scaling` updates {"rope_type": "default"}: spelled with `type` only, it
+    # keeps the default rope (configuration_gemma3.py `convert_rope_params_to_dict`)
+    if nested:
+        full = dict(written.get("full_attention") or {})
     else:
-        rope = dict(written)
-        _theta(
-            values,
-            sources,
-            "rope_theta",
-            rope,
-            (rope_key,),
-            c,
-            "rope_theta",
-            FAMILY_DEFAULT_THETA.get(family or "", DEFAULT_THETA),
-        )
-        if c.get("partial_rotary_factor") is not None:
-            rope.setdefault("partial_rotary_factor", c["partial_rotary_factor"])
-        rope.setdefault("rope_type", rope.get("type", "default"))
+        full = {"rope_type": "default", **written} if rope_key == "rope_scaling" else {}
+    local = dict(written.get("sliding_attention") or {}) if nested else {}
+    full_path = (rope_key, "full_attention") if nested else (rope_key,)
+    _theta(r, "rope_theta", full, full_path, "rope_theta", FAMILY_DEFAULT_THETA["gemma3"])
+    local_path = (rope_key, "sliding_attention")
+    _theta(r, "rope_local_base_freq", local, local_path, "rope_local_base_freq", GEMMA3_DEFAULT_LOCAL_THETA)
+    full.setdefault("rope_type", full.get("type", "default"))
+    local.setdefault("rope_type", local.get("type", "default"))
+    local_type = local["rope_type"] if isinstance(local["rope_type"], str) else "default"
+    return _Rope(rope_key, written, full, local, local_type)
+
+
+def _gemma4_rope(r: _Reading, rope_key: str, written: dict[str, Any]) -> _Rope:
+    """configuration_gemma4.py:198-203, :259-261: one dict per layer type, the class's when config.json
+    has none; a top-level `rope_theta` is kept as an attribute and never read."""
+    given = bool(written)
+    defaults = GEMMA4_DEFAULT_ROPE
+    full = dict(written.get("full_attention") or {}) if given else dict(defaults["full_attention"])
+    local = dict(written.get("sliding_attention") or {}) if given else dict(defaults["sliding_attention"])
+    for name, sub, key in (
+        ("rope_theta", full, "full_attention"),
+        ("rope_local_base_freq", local, "sliding_attention"),
+    ):
+        if _float(sub.get("rope_theta")) is not None:
+            r.values[name] = float(sub["rope_theta"])
+            r.sources[name] = (rope_key, key, "rope_theta") if given else ()
+    if _number(full.get("partial_rotary_factor")):
+        r.values["partial_rotary_factor"] = float(full["partial_rotary_factor"])
+        r.sources["partial_rotary_factor"] = (rope_key, "full_attention", "partial_rotary_factor") if given else ()
+    full.setdefault("rope_type", "default")
+    local.setdefault("rope_type", "default")
+    local_type = local["rope_type"] if isinstance(local["rope_type"], str) else "default"
+    if "rope_theta" not in r.values:  # no base for the full layers: transformers' rope init fails
+        r.refuse("`rope_parameters.full_attention` has no `rope_theta`")
+        full["rope_theta"] = None
+    return _Rope(rope_key, written, full, local, local_type)
+
+
+def _standardize_rope(r: _Reading, rope: dict[str, Any]) -> str:
+    """modeling_rope_utils.py `standardize_rope_params` and the rope validation; returns the rope type."""
     rope_type = rope["rope_type"] if isinstance(rope.get("rope_type"), str) else "default"
-    if rope_type in ("llama3", "yarn", "longrope"):  # modeling_rope_utils.py standardize_rope_params
-        rope.setdefault("original_max_position_embeddings", values.get("max_position_embeddings"))
+    if rope_type in ("llama3", "yarn", "longrope"):
+        rope.setdefault("original_max_position_embeddings", r.values.get("max_position_embeddings"))
     if not isinstance(rope.get("rope_type"), str):
-        refuse(
+        r.refuse(
             f"rope_type {rope.get('rope_type')!r:.40} has no rope init function in transformers (ROPE_INIT_FUNCTIONS)"
         )
     elif rope_type not in ROPE_REQUIRED:
-        refuse(f"rope_type {rope_type!r} has no rope init function in transformers (ROPE_INIT_FUNCTIONS)")
+        r.refuse(f"rope_type {rope_type!r} has no rope init function in transformers (ROPE_INIT_FUNCTIONS)")
     elif missing := ROPE_REQUIRED[rope_type] - set(rope):
-        refuse(f"missing required keys in `rope_parameters` for rope_type {rope_type!r}: {sorted(missing)}")
+        r.refuse(f"missing required keys in `rope_parameters` for rope_type {rope_type!r}: {sorted(missing)}")
     theta = rope.get("rope_theta")
     if not _number(theta):
-        refuse(f"`rope_theta` must be a number, got {_py_type(theta)} ({theta!r:.40})")
+        r.refuse(f"`rope_theta` must be a number, got {_py_type(theta)} ({theta!r:.40})")
     elif _float(theta) is None:
-        refuse("`rope_theta` is out of range for a double")
-    prf = rope.get("partial_rotary_factor")
+        r.refuse("`rope_theta` is out of range for a double")
+    return rope_type
+
+
+def _rotary_dim(r: _Reading, rope: _Rope, rope_type: str, head_dim: int | None, derived: int | None) -> int | None:
+    """The head dimensions the global rope rotates. A scaled rope rotates `partial_rotary_factor` of the
+    head in every class (modeling_rope_utils.py `_compute_default_rope_parameters`); the default rope
+    only in those that rotate part of it."""
+    family, params, written = r.family or "", rope.params, rope.written
+    prf = params.get("partial_rotary_factor")
     if prf is not None and not _number(prf):
-        refuse(f"`partial_rotary_factor` must be a number, got {_py_type(prf)}")
+        r.refuse(f"`partial_rotary_factor` must be a number, got {_py_type(prf)}")
         prf = None
-    reads_prf = family in _PARTIAL_ROTARY_ALWAYS or (family in _PARTIAL_ROTARY_SCALED_ONLY and rope_type != "default")
-    if reads_prf:
-        default_prf = _PARTIAL_ROTARY_ALWAYS.get(family or "")
+    if family in _PARTIAL_ROTARY_ALWAYS or (family in _PARTIAL_ROTARY_SCALED_ONLY and rope_type != "default"):
+        default_prf = _PARTIAL_ROTARY_ALWAYS.get(family)
         if _number(written.get("partial_rotary_factor")):
-            values["partial_rotary_factor"] = float(written["partial_rotary_factor"])
-            sources["partial_rotary_factor"] = (rope_key, "partial_rotary_factor")
-        elif _number(c.get("partial_rotary_factor")):
-            values["partial_rotary_factor"] = float(c["partial_rotary_factor"])
-            sources["partial_rotary_factor"] = ("partial_rotary_factor",)
+            r.values["partial_rotary_factor"] = float(written["partial_rotary_factor"])
+            r.sources["partial_rotary_factor"] = (rope.key, "partial_rotary_factor")
+        elif _number(r.c.get("partial_rotary_factor")):
+            r.values["partial_rotary_factor"] = float(r.c["partial_rotary_factor"])
+            r.sources["partial_rotary_factor"] = ("partial_rotary_factor",)
         elif default_prf is not None:
-            values["partial_rotary_factor"], sources["partial_rotary_factor"] = default_prf, ()
+            r.values["partial_rotary_factor"], r.sources["partial_rotary_factor"] = default_prf, ()
         if default_prf is not None:
             # the class's `__post_init__` sets it in its rope parameters (`kwargs.setdefault`): a top-level
             # key that restates it changes nothing
-            rope.setdefault("partial_rotary_factor", values["partial_rotary_factor"])
-    # a scaled rope rotates `partial_rotary_factor` of the head in every class (modeling_rope_utils.py
-    # `_compute_default_rope_parameters`); the default rope only in those that rotate part of it
+            params.setdefault("partial_rotary_factor", r.values["partial_rotary_factor"])
     attn_head = head_dim if head_dim is not None else derived  # the attention's own fallback
     rotary_dim = None
     if attn_head is not None:
-        factor = prf if prf is not None else values.get("partial_rotary_factor")
+        factor = prf if prf is not None else r.values.get("partial_rotary_factor")
         rotary = rope_type != "default" or family in _PARTIAL_ROTARY_ALWAYS
         rotary_dim = int(attn_head * factor) if rotary and factor is not None else attn_head
     if (
         head_dim is not None
         and head_dim > 4
         and head_dim % 2
-        and int(head_dim * (prf if prf is not None else 1.0)) == head_dim
+        and int(head_dim * (1.0 if prf is None else prf)) == head_dim
     ):
-        refuse(f"RoPE requires an even rotary dimension, got head_dim={head_dim}")
+        r.refuse(f"RoPE requires an even rotary dimension, got head_dim={head_dim}")
+    return rotary_dim
 
-    # activation: gemma reads `hidden_act` and rewrites the legacy "gelu" to the tanh GELU
-    if family == "gemma" and values.get("hidden_act") == "gelu":
-        values["hidden_act"] = "gelu_pytorch_tanh"
 
-    # sliding window: which layers transformers masks, and whether generate()'s cache keeps the window
-    n = c.get("num_hidden_layers", defaults.get("num_hidden_layers", 0))
+def _window(r: _Reading, needs_opt_in: bool) -> _Window:
+    n = r.c.get("num_hidden_layers", r.defaults.get("num_hidden_layers", 0))
     n = n if isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= 100_000 else 0
-    sw = values.get("sliding_window")
-    has_sw = _number(sw) and sw is not None and sw > 0
-    layer_types = c.get("layer_types") if isinstance(c.get("layer_types"), list) else None
+    sw = r.values.get("sliding_window")
+    layer_types = r.c.get("layer_types") if isinstance(r.c.get("layer_types"), list) else None
     # configuration_qwen2.py:83 (and qwen2_moe's): no window at all without `use_sliding_window`
-    opted_out = (
-        family in (*_SLIDES_FROM_MAX_WINDOW_LAYERS, "qwen2_moe") and values.get("use_sliding_window") is not True
-    )
+    opted_out = needs_opt_in and r.values.get("use_sliding_window") is not True
     sw_int = _int(sw)
     in_cache = sw_int is not None and sw_int > 0 and not opted_out
-    if family in _SLIDES_EVERY_LAYER:
-        sliding = tuple(has_sw for _ in range(n))
-    elif family in _SLIDES_FROM_MAX_WINDOW_LAYERS:
-        on = has_sw and not opted_out
-        if not on:
-            values["sliding_window"] = None  # configuration_qwen2.py:83
-        mwl = values.get("max_window_layers", n)
-        mwl = mwl if isinstance(mwl, int) else n
-        if layer_types is not None and len(layer_types) == n:
-            sliding = tuple(on and t == "sliding_attention" for t in layer_types)
-        else:
-            sliding = tuple(on and i >= mwl for i in range(n))
-    elif family == "smollm3":
-        # configuration_smollm3.py `__post_init__`: the NoPE layers from the interval when config.json
-        # lists none; with `use_sliding_window`, a window on the NoPE layers
-        nope = _smollm3_rope_layers(c.get("no_rope_layers"), values.get("no_rope_layer_interval"), n)
-        if nope is not None:
-            values["no_rope_layers"] = nope
-            sources["no_rope_layers"] = ("no_rope_layers",) if "no_rope_layers" in c else ()
-        on = values.get("use_sliding_window") is True and has_sw
-        if layer_types is not None and len(layer_types) == n:
-            sliding = tuple(on and t == "sliding_attention" for t in layer_types)
-        else:
-            sliding = tuple(on and nope is not None and not nope[i] for i in range(n))
-    elif family == "qwen2_moe":
-        # configuration_qwen2_moe.py `__post_init__`: a window of 0 without `use_sliding_window`, and
-        # with it every other layer below `max_window_layers` slides
-        if opted_out:
-            values["sliding_window"] = 0
-        mwl = values.get("max_window_layers", n)
-        mwl = mwl if isinstance(mwl, int) else n
-        if layer_types is not None and len(layer_types) == n:
-            sliding = tuple(has_sw and not opted_out and t == "sliding_attention" for t in layer_types)
-        else:
-            sliding = tuple(has_sw and not opted_out and bool((i + 1) % 2) and i < mwl for i in range(n))
-    elif family == "gemma4":
-        sliding = _gemma4_layers(c, values, sources, n, has_sw)
-    elif family in ("gemma2", "gemma3"):
-        pattern = 2
-        if family == "gemma3":
-            p = c.get("sliding_window_pattern", c.get("_sliding_window_pattern", 6))
-            pattern = p if isinstance(p, int) and not isinstance(p, bool) and p > 0 else 6
-            values["sliding_window_pattern"] = pattern
-            sources["sliding_window_pattern"] = (
-                ("sliding_window_pattern",)
-                if "sliding_window_pattern" in c
-                else ("_sliding_window_pattern",)
-                if "_sliding_window_pattern" in c
-                else ()
-            )
-        if layer_types is not None and len(layer_types) == n:
-            sliding = tuple(has_sw and t == "sliding_attention" for t in layer_types)
-        else:
-            sliding = tuple(has_sw and bool((i + 1) % pattern) for i in range(n))
-    else:
-        sliding = tuple(False for _ in range(n))
-    applied = any(sliding) or (in_cache and layer_types is not None and "sliding_attention" in layer_types)
+    return _Window(n, bool(_number(sw) and sw is not None and sw > 0), opted_out, in_cache, layer_types)
 
-    # generation EOS: generate() uses generation_config.json when it has the key
-    gen_eos = values["eos_token_id"] if "eos_token_id" in values else c.get("eos_token_id")
-    gen_src = "config.json"
+
+def _typed_layers(w: _Window, on: bool) -> tuple[bool, ...] | None:
+    """The layers `layer_types` names sliding (when it lists every layer), with the window on."""
+    if w.layer_types is not None and len(w.layer_types) == w.n:
+        return tuple(on and t == "sliding_attention" for t in w.layer_types)
+    return None
+
+
+def _no_window(r: _Reading, w: _Window) -> tuple[bool, ...]:
+    return tuple(False for _ in range(w.n))
+
+
+def _every_layer(r: _Reading, w: _Window) -> tuple[bool, ...]:
+    """mistral, mixtral, starcoder2, phi3: every layer masks to `sliding_window` when it is set."""
+    return tuple(w.has_sw for _ in range(w.n))
+
+
+def _from_max_window_layers(r: _Reading, w: _Window) -> tuple[bool, ...]:
+    """qwen2, qwen3, qwen3_moe: the layers from `max_window_layers` on, or as `layer_types` says."""
+    on = w.has_sw and not w.opted_out
+    if not on:
+        r.values["sliding_window"] = None  # configuration_qwen2.py:83
+    mwl = r.values.get("max_window_layers", w.n)
+    mwl = mwl if isinstance(mwl, int) else w.n
+    return _typed_layers(w, on) or tuple(on and i >= mwl for i in range(w.n))
+
+
+def _smollm3_window(r: _Reading, w: _Window) -> tuple[bool, ...]:
+    """configuration_smollm3.py `__post_init__`: the NoPE layers from the interval when config.json
+    lists none; with `use_sliding_window`, a window on the NoPE layers."""
+    nope = _smollm3_rope_layers(r.c.get("no_rope_layers"), r.values.get("no_rope_layer_interval"), w.n)
+    if nope is not None:
+        r.values["no_rope_layers"] = nope
+        r.sources["no_rope_layers"] = ("no_rope_layers",) if "no_rope_layers" in r.c else ()
+    on = r.values.get("use_sliding_window") is True and w.has_sw
+    return _typed_layers(w, on) or tuple(on and nope is not None and not nope[i] for i in range(w.n))
+
+
+def _qwen2_moe_window(r: _Reading, w: _Window) -> tuple[bool, ...]:
+    """configuration_qwen2_moe.py `__post_init__`: a window of 0 without `use_sliding_window`, and with it
+    every other layer below `max_window_layers` slides."""
+    if w.opted_out:
+        r.values["sliding_window"] = 0
+    mwl = r.values.get("max_window_layers", w.n)
+    mwl = mwl if isinstance(mwl, int) else w.n
+    on = w.has_sw and not w.opted_out
+    return _typed_layers(w, on) or tuple(on and bool((i + 1) % 2) and i < mwl for i in range(w.n))
+
+
+def _every_nth_full(w: _Window, pattern: int) -> tuple[bool, ...]:
+    """Every `pattern`-th layer full attention, the others sliding; or as `layer_types` says."""
+    return _typed_layers(w, w.has_sw) or tuple(w.has_sw and bool((i + 1) % pattern) for i in range(w.n))
+
+
+def _gemma2_window(r: _Reading, w: _Window) -> tuple[bool, ...]:
+    return _every_nth_full(w, 2)
+
+
+def _gemma3_window(r: _Reading, w: _Window) -> tuple[bool, ...]:
+    """`sliding_window_pattern` (or the older `_sliding_window_pattern`), 6 by default."""
+    p = r.c.get("sliding_window_pattern", r.c.get("_sliding_window_pattern", 6))
+    pattern = p if isinstance(p, int) and not isinstance(p, bool) and p > 0 else 6
+    r.values["sliding_window_pattern"] = pattern
+    written = [k for k in ("sliding_window_pattern", "_sliding_window_pattern") if k in r.c]
+    r.sources["sliding_window_pattern"] = tuple(written[:1])
+    return _every_nth_full(w, pattern)
+
+
+def _gemma4_window(r: _Reading, w: _Window) -> tuple[bool, ...]:
+    return _gemma4_layers(r.c, r.values, r.sources, w.n, w.has_sw)
+
+
+def _generation_eos(r: _Reading, generation_config: Mapping[str, Any] | None) -> tuple[Any, str]:
+    """What generate() stops on: generation_config.json's `eos_token_id` when it has the key."""
     if isinstance(generation_config, Mapping) and "eos_token_id" in generation_config:
-        gen_eos, gen_src = generation_config["eos_token_id"], "generation_config.json"
-        if not _type_ok(gen_eos, (INT, "list[int]", "none")):
-            gen_eos = eos_ids(gen_eos) or None
-
-    multipliers = {}
-    if family == "granite":
-        multipliers = {
-            k: values[k]
-            for k in ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling")
-        }
-    mt = c.get("model_type")
-    return FamilyTransformersView(
-        family=family,
-        refused=refusals[0] if refusals else None,
-        model_type=mt if isinstance(mt, str) else None,
-        values=values,
-        sources=sources,
-        rope_type=rope_type,
-        rope_parameters=rope,
-        rope_source=rope_key if rope_key == "rope_scaling" or isinstance(c.get("rope_parameters"), dict) else None,
-        local_rope_type=local_type,
-        local_rope_parameters=local,
-        rotary_dim=rotary_dim,
-        sliding_layers=sliding,
-        sliding_window_applied=applied,
-        sliding_window_in_cache=in_cache,
-        generation_eos_token_id=gen_eos,
-        generation_eos_source=gen_src,
-        multipliers=multipliers,
-    )
+        eos = generation_config["eos_token_id"]
+        return (eos if _type_ok(eos, (INT, "list[int]", "none")) else eos_ids(eos) or None), "generation_config.json"
+    return (r.values["eos_token_id"] if "eos_token_id" in r.values else r.c.get("eos_token_id")), "config.json"
 
 
 def _gemma4_layers(
@@ -900,23 +951,49 @@ def _gemma4_layers(
 
 
 def _theta(
-    values: dict[str, Any],
-    sources: dict[str, tuple[str, ...]],
-    name: str,
-    rope: dict[str, Any],
-    rope_path: tuple[str, ...],
-    c: dict[str, Any],
-    top_key: str,
-    default: float,
+    r: _Reading, name: str, rope: dict[str, Any], rope_path: tuple[str, ...], top_key: str, default: float
 ) -> None:
+    """A rope base from the rope dict, else the top-level key, else the class default."""
     if _float(rope.get("rope_theta")) is not None:
-        values[name], sources[name] = float(rope["rope_theta"]), (*rope_path, "rope_theta")
-    elif _float(c.get(top_key)) is not None:
-        values[name], sources[name] = float(c[top_key]), (top_key,)
+        r.values[name], r.sources[name] = float(rope["rope_theta"]), (*rope_path, "rope_theta")
+    elif _float(r.c.get(top_key)) is not None:
+        r.values[name], r.sources[name] = float(r.c[top_key]), (top_key,)
     else:
-        values[name], sources[name] = float(default), ()
+        r.values[name], r.sources[name] = float(default), ()
     # the dict takes the top-level key as written (transformers validates it there), else the default
-    rope.setdefault("rope_theta", c[top_key] if top_key in c else values[name])
+    rope.setdefault("rope_theta", r.c[top_key] if top_key in r.c else r.values[name])
+
+
+@dataclass(frozen=True, slots=True)
+class _FamilyRules:
+    """Where one family's configuration class reads config.json differently from LlamaConfig."""
+
+    rope: Callable[[_Reading, str, dict[str, Any]], _Rope] = _one_rope
+    sliding: Callable[[_Reading, _Window], tuple[bool, ...]] = _no_window
+    window_needs_opt_in: bool = False  # configuration_qwen2.py:83: no window without `use_sliding_window`
+    aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # other keys the class reads a value from
+    renamed_activations: Mapping[str, str] = field(default_factory=dict)
+    multipliers: tuple[str, ...] = ()
+
+
+_LLAMA_LIKE = _FamilyRules()
+_QWEN_WINDOW = _FamilyRules(sliding=_from_max_window_layers, window_needs_opt_in=True)
+_FAMILY_RULES: dict[str, _FamilyRules] = {
+    **{f: _FamilyRules(sliding=_every_layer) for f in ("mistral", "mixtral", "starcoder2", "phi3")},
+    "qwen2": _QWEN_WINDOW,
+    "qwen3": _QWEN_WINDOW,
+    "qwen3_moe": replace(_QWEN_WINDOW, aliases={"num_experts": ("num_local_experts",)}),
+    "qwen2_moe": _FamilyRules(sliding=_qwen2_moe_window, window_needs_opt_in=True),
+    "smollm3": _FamilyRules(sliding=_smollm3_window),
+    # gemma reads `hidden_act` and rewrites the legacy "gelu" to the tanh GELU
+    "gemma": _FamilyRules(renamed_activations={"gelu": "gelu_pytorch_tanh"}),
+    "gemma2": _FamilyRules(sliding=_gemma2_window),
+    "gemma3": _FamilyRules(rope=_gemma3_rope, sliding=_gemma3_window),
+    "gemma4": _FamilyRules(rope=_gemma4_rope, sliding=_gemma4_window),
+    "granite": _FamilyRules(
+        multipliers=("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling")
+    ),
+}
 
 
 def llama3_inv_freq_factors(view: FamilyTransformersView) -> list[float] | None:
