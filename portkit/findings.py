@@ -59,8 +59,10 @@ class Fix:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Probe:
     """How `portkit verify` confirms a finding on the real runtimes: one subclass per kind of
-    probe, each with the fields its confirmer reads and exactly one confirmer
-    (`portkit.verify.judge.registry`), the way ruff maps each violation to one checker.
+    probe, each with the fields its confirmer reads and exactly one confirmer on each run that
+    reads it (`portkit.verify.judge.registry`: a crash on the prompt is chained with the other
+    crashes, on a tokens run it is the crate's refusal), the way ruff maps each violation to one
+    checker.
 
     What every probe has: the rule's code (`id`), the verify run it needs (`run`, set from the
     rule when the finding is made, so verify never looks the rule up again by code) and, where
