@@ -210,7 +210,8 @@ class SlidingWindowSemantics(Rule):
 
     ## Verification
     numeric: at a prompt longer than the window, candle differs from transformers; with the
-    probe patch (`sliding_window` one less) candle's prefill agrees.
+    probe patch (`sliding_window` one less) candle's prefill agrees. phi3 (no window in candle):
+    candle agrees with transformers run without `sliding_window`; shorter runs show nothing.
 
     ## References
     - transformers `masking_utils.py:96-97` (a window of W keeps the last W keys)
@@ -313,6 +314,11 @@ class SlidingWindowSemantics(Rule):
         # ignores the key, so a window candle never reaches (`max_position_embeddings`) changes nothing
         opts_in = "use_sliding_window" in ftv.values
         fixable = opts_in and not any(k != math.inf for k in keep_t) and ftv.get("use_sliding_window") is not True
+        # a module that applies no window at all (phi3): transformers without one computes what
+        # candle does, so verify measures this finding's own effect (none before `first` tokens)
+        # instead of confirming it on whatever else makes candle differ
+        no_window = patch is None and all(k == math.inf for k in prefill + decode)
+        edit = as_candle.edit("no sliding window", config={"sliding_window": None}) if no_window else None
         yield self.finding(
             ctx,
             f"transformers {t_desc}; {module(ctx)} {' and '.join(c_parts)}: they differ from {first} tokens on{plan}",
@@ -322,6 +328,7 @@ class SlidingWindowSemantics(Rule):
             severity="error" if severe else "warning",
             fix_edits=patch if fixable else None,
             probe_patch=patch,
+            as_candle=edit,
         )
 
 

@@ -284,3 +284,27 @@ def test_phi_below_f32_is_predicted_and_crash_confirmed(rows, dtype):
     assert rep.run.failure is not None and "unsupported dtype for rope F16 F32 F32" in rep.run.failure.message
     assert [f.verdict for f in pk321] == ["CRASH-CONFIRMED"]
     assert rep.exit_code == 1
+
+
+@pytest.mark.parametrize("tokens", [8, 113])
+def test_phi3_window_is_judged_at_the_run_s_length(monkeypatch, tokens):
+    """PK115 on phi3 (transformers keeps 127 keys, candle every key: they differ from 128 tokens
+    on) is judged by its own counterfactual, transformers without the window. On the longrope
+    fixture at 16 + 8 tokens candle differs through PK102 alone: PK115 is NOT-REPRODUCED (the
+    negative control; it was confirmed on PK102's difference). On the legacy fixture at 16 + 113
+    tokens the window is reached and explains the whole difference: CONFIRMED."""
+    from fixtures.families import family_fixture
+    from portkit.verify.pipeline import VerifyOptions, verify
+
+    monkeypatch.setenv("PORTKIT_VERIFY_REFERENCE", "inprocess")
+    variant = "longrope" if tokens == 8 else "legacy"
+    rep = verify(VerifyOptions(model_dir=family_fixture("phi3", variant), tokens=tokens))
+    found = {f.code: f for f in rep.findings}
+    assert rep.exit_code == 1
+    if variant == "longrope":
+        assert found["PK102"].verdict == "CONFIRMED", found["PK102"].evidence
+        assert found["PK115"].verdict == "NOT-REPRODUCED", found["PK115"].evidence
+        assert "not this finding's at this length" in found["PK115"].evidence
+    else:
+        assert found["PK115"].verdict == "CONFIRMED", found["PK115"].evidence
+        assert "the finding explains the difference" in found["PK115"].evidence

@@ -305,6 +305,23 @@ def test_sliding_window_probe_patches(tmp_path: Path) -> None:
     assert patch("gemma2", sliding_window=4) is None
 
 
+def test_phi3_window_is_measured_against_transformers_without_it(tmp_path: Path) -> None:
+    """phi3's candle applies no window at all: PK115's counterfactual is transformers without
+    `sliding_window` (as PK109's for llama), so verify measures the window's own effect and
+    does not confirm it on another finding's difference (PK102 on a LongRoPE config)."""
+    from portkit.lint import lint_paths
+    from portkit.settings import Settings
+
+    for family, edits in (("phi3", {}), ("mistral", {"sliding_window": 4}), ("gemma2", {"sliding_window": 4})):
+        d = tmp_path / family
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps({**LEGACY[family], **edits}))
+        (f,) = [f for f in lint_paths([d], Settings(respect_pyproject=False)).findings if f.code == "PK115"]
+        assert isinstance(f.probe, CandleEdit)
+        want = {"what": "no sliding window", "config": {"sliding_window": None}} if family == "phi3" else None
+        assert f.probe.as_candle == want, (family, f.probe)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_odd_values_give_findings_or_one_line_errors(family: str, tmp_path: Path) -> None:
     """Bad input behaves as for llama: lint and fix either work or raise InputError (one line,
