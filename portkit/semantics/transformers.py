@@ -445,6 +445,9 @@ GEMMA4_DEFAULT_ROPE: dict[str, dict[str, Any]] = {
 GEMMA4_DEFAULT_GLOBAL_HEAD_DIM = 512  # configuration_gemma4.py:205 `kwargs.pop("global_head_dim", 512)`
 FAMILY_DEFAULT_THETA = {"mixtral": 1e6, "gemma3": 1e6, "smollm3": 2e6}  # class `default_theta`; 1e4 elsewhere
 GEMMA3_DEFAULT_LOCAL_THETA = 10000.0
+PHI3_ORIGINAL_MAX_POSITIONS = 4096  # configuration_phi3.py:71
+# the rope types computed from the pretraining length: standardize_rope_params gives them one
+_SCALED_FROM_PRETRAINING = ("llama3", "yarn", "longrope")
 STABLELM_DEFAULT_PARTIAL_ROTARY = 0.25
 PHI_DEFAULT_PARTIAL_ROTARY = 0.5  # configuration_phi.py:87 `kwargs.setdefault("partial_rotary_factor", 0.5)`
 # configuration_glm4.py `__post_init__`: `kwargs.setdefault("partial_rotary_factor", 0.5)`
@@ -575,6 +578,7 @@ class _Reading:
     family: str | None
     c: dict[str, Any]
     defaults: Mapping[str, Any]
+    rules: _FamilyRules
     mistyped: set[str] = field(default_factory=set)
     refusals: list[str] = field(default_factory=list)
     values: dict[str, Any] = field(default_factory=dict)
@@ -619,7 +623,7 @@ def _family_transformers_view(
     family: str | None, c: dict[str, Any], generation_config: Mapping[str, Any] | None
 ) -> FamilyTransformersView:
     rules = _FAMILY_RULES.get(family or "", _LLAMA_LIKE)
-    r = _Reading(family, c, FAMILY_DEFAULTS.get(family, {}) if family is not None else {})
+    r = _Reading(family, c, FAMILY_DEFAULTS.get(family, {}) if family is not None else {}, rules)
     _strict_types(r)
     # a model type portkit has no family for: the keys the classes share, as config.json writes them
     for key in r.defaults if family is not None else STRICT_TYPES:
@@ -711,6 +715,12 @@ def _one_rope(r: _Reading, rope_key: str, written: dict[str, Any]) -> _Rope:
     if r.c.get("partial_rotary_factor") is not None:
         rope.setdefault("partial_rotary_factor", r.c["partial_rotary_factor"])
     rope.setdefault("rope_type", rope.get("type", "default"))
+    # modeling_rope_utils.py:853-860: a class with an `original_max_position_embeddings` field (phi3's)
+    # replaces the rope dict's with it for the types that scale from it; a key config.json writes for
+    # another class is set as an attribute only after this runs, and changes nothing
+    own = r.rules.original_max_position_embeddings
+    if rope["rope_type"] in _SCALED_FROM_PRETRAINING and own is not None:
+        rope["original_max_position_embeddings"] = r.c.get("original_max_position_embeddings", own)
     return _Rope(rope_key, written, rope)
 
 
@@ -763,7 +773,7 @@ def _gemma4_rope(r: _Reading, rope_key: str, written: dict[str, Any]) -> _Rope:
 def _standardize_rope(r: _Reading, rope: dict[str, Any]) -> str:
     """modeling_rope_utils.py `standardize_rope_params` and the rope validation; returns the rope type."""
     rope_type = rope["rope_type"] if isinstance(rope.get("rope_type"), str) else "default"
-    if rope_type in ("llama3", "yarn", "longrope"):
+    if rope_type in _SCALED_FROM_PRETRAINING:
         rope.setdefault("original_max_position_embeddings", r.values.get("max_position_embeddings"))
     if not isinstance(rope.get("rope_type"), str):
         r.refuse(
@@ -974,12 +984,14 @@ class _FamilyRules:
     aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # other keys the class reads a value from
     renamed_activations: Mapping[str, str] = field(default_factory=dict)
     multipliers: tuple[str, ...] = ()
+    original_max_position_embeddings: int | None = None  # a class field (configuration_phi3.py:71)
 
 
 _LLAMA_LIKE = _FamilyRules()
 _QWEN_WINDOW = _FamilyRules(sliding=_from_max_window_layers, window_needs_opt_in=True)
 _FAMILY_RULES: dict[str, _FamilyRules] = {
-    **{f: _FamilyRules(sliding=_every_layer) for f in ("mistral", "mixtral", "starcoder2", "phi3")},
+    **{f: _FamilyRules(sliding=_every_layer) for f in ("mistral", "mixtral", "starcoder2")},
+    "phi3": _FamilyRules(sliding=_every_layer, original_max_position_embeddings=PHI3_ORIGINAL_MAX_POSITIONS),
     "qwen2": _QWEN_WINDOW,
     "qwen3": _QWEN_WINDOW,
     "qwen3_moe": replace(_QWEN_WINDOW, aliases={"num_experts": ("num_local_experts",)}),

@@ -696,9 +696,11 @@ VARIANTS += [
                 "original_max_position_embeddings": 32,
             },
         ),
+        # the save writes the class's top-level `original_max_position_embeddings` (128), which replaces
+        # the dict's 32 when transformers loads it (modeling_rope_utils.py:853-858)
         "transformers applies `longrope` rope scaling from `rope_parameters` (`short_factor`=[8 values], "
         "`long_factor`=[8 values], "
-        "`original_max_position_embeddings`=32); candle 0.11.0's `phi3` reads no rope scaling",
+        "`original_max_position_embeddings`=128); candle 0.11.0's `phi3` reads no rope scaling",
     ),
     (
         "PK112",

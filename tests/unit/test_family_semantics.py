@@ -371,3 +371,25 @@ def test_sliding_layers_with_the_window_on_are_transformers_layer_types(family: 
     c = _auto(cfg)
     want = tuple(t == "sliding_attention" for t in c.layer_types)
     assert family_transformers_view(family, cfg).sliding_layers == want
+
+
+@pytest.mark.parametrize(
+    "family,top_level",
+    [("phi3", None), ("phi3", 32), ("phi3", 128), ("llama", 32), ("mistral", 32)],
+)
+def test_the_pretraining_length_of_a_scaled_rope_is_the_one_transformers_keeps(family: str, top_level: Any) -> None:
+    """phi3's class field `original_max_position_embeddings` (default 4096) replaces the rope dict's;
+    the same key written for another class does not (modeling_rope_utils.py:853-860)."""
+    from transformers import AutoConfig
+
+    rope = {"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8}
+    rope |= {"original_max_position_embeddings": 64, "rope_theta": 1e4}
+    cfg: dict[str, Any] = {"model_type": family, "hidden_size": 64, "num_attention_heads": 4}
+    cfg |= {"num_key_value_heads": 4, "max_position_embeddings": 256, "rope_parameters": rope}
+    if top_level is not None:
+        cfg["original_max_position_embeddings"] = top_level
+    ours = family_transformers_view(family, cfg)
+    theirs = AutoConfig.for_model(**json.loads(json.dumps(cfg)))
+    assert ours.ok
+    want = theirs.rope_parameters["original_max_position_embeddings"]
+    assert ours.rope_parameters["original_max_position_embeddings"] == want
