@@ -90,6 +90,21 @@ class Span:
 #: every release portkit knows
 ALWAYS = Span()
 
+#: the `tokenizers` crate each release's candle reads tokenizer.json with (native/releases/*/Cargo.lock;
+#: 0.9.x's candle-core has none, so there it is the one that release's candle-examples asks for)
+TOKENIZERS_CRATE = {
+    "0.9.1": "0.21.4",
+    "0.9.2": "0.22.2",
+    "0.10.0": "0.22.2",
+    "0.10.1": "0.22.2",
+    "0.10.2": "0.22.2",
+    "0.11.0": "0.22.2",
+    "0.11.1": "0.23.2",
+}
+#: the regex engine that crate compiles `Split` and `Replace` patterns with: `onig` until candle-core
+#: 0.11.1 asked for `features = ["fancy-regex"]` (candle-core-0.11.1/Cargo.toml:286-289)
+FANCY_REGEX = Span(since="0.11.1", since_by="candle-core 0.11.1 builds tokenizers with fancy-regex, not onig")
+
 
 @dataclass(frozen=True, slots=True)
 class Chosen:

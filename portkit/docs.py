@@ -95,6 +95,19 @@ def releases_page() -> str:
 
     lines += ["", "## What the GGUF readers do in some releases", "", "| fact | releases |", "|---|---|"]
     lines += [f"| {fact} | {span.describe()} |" for fact, span in READER_FACTS.items()]
+    from portkit.candle_release import FANCY_REGEX, TOKENIZERS_CRATE
+
+    lines += ["", "## The tokenizers crate each release reads tokenizer.json with", ""]
+    lines += ["| candle | tokenizers | regex engine (`Split` and `Replace` patterns) |", "|---|---|---|"]
+    lines += [
+        f"| {r} | {crate} | {'fancy-regex' if FANCY_REGEX.holds(r) else 'onig'} |"
+        for r, crate in TOKENIZERS_CRATE.items()
+    ]
+    lines += [
+        "",
+        f"fancy-regex: {FANCY_REGEX.describe()}. It refuses escapes onig reads (`\\R`, `\\X`, `\\N`, `\\y`, ...):",
+        "[PK507](PK507.md) predicts that refusal on those releases only.",
+    ]
     lines += ["", "## Rules whose fact holds for some releases", "", "| rule | releases |", "|---|---|"]
     lines += [
         f"| [{r.code}]({r.code}.md) {r.name} | {r.holds.describe()} |" for r in RULES.values() if r.holds != ALWAYS

@@ -22,6 +22,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from portkit.candle_release import DEFAULT as DEFAULT_RELEASE
+from portkit.candle_release import FANCY_REGEX
 from portkit.model.tokenizer_files import TokenizerJson
 from portkit.semantics import tokenizer_serde
 
@@ -424,7 +426,8 @@ class TransformersTokenizer:
         )
 
 
-def crate_tokenizer(tj: TokenizerJson) -> CrateTokenizer:
+def crate_tokenizer(tj: TokenizerJson, release: str = DEFAULT_RELEASE) -> CrateTokenizer:
+    """tokenizer.json as the tokenizers crate of candle `release` reads it."""
     v = tj.value
     added: dict[str, dict[str, Any]] = {}
     ids: dict[str, int] = {}
@@ -442,7 +445,7 @@ def crate_tokenizer(tj: TokenizerJson) -> CrateTokenizer:
         truncation=v.get("truncation"),
         added=added,
         added_ids=ids,
-        refused=crate_refusal(tj),
+        refused=crate_refusal(tj, release),
     )
 
 
@@ -507,18 +510,20 @@ _BAD_MERGE_LINE = re.compile(r'^[ \t]*"(?!(?:[^" \\]|\\.)+ (?:[^" \\]|\\.)+"[ \t
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"', re.S)
 
 
-def crate_refusal(tj: TokenizerJson) -> str | None:
+def crate_refusal(tj: TokenizerJson, release: str = DEFAULT_RELEASE) -> str | None:
     """The message the crate refuses tokenizer.json with (serde's " at line L column C" left
     off), for the refusals portkit predicts; None when it predicts none. Not predicted (verify
     reports them with the crate's own text): a merge naming a token outside the vocabulary,
     merges saved as pairs that are not pairs, and what a component's field values must be
-    (which fields each component needs is predicted: portkit/semantics/tokenizer_serde.py)."""
+    (which fields each component needs is predicted: portkit/semantics/tokenizer_serde.py). From candle
+    0.11.1 the crate compiles patterns with fancy-regex, which refuses escapes onig reads
+    (portkit/semantics/fancy_regex.py)."""
     v = tj.value
     version = v.get("version")
     if "version" in v and version != "1.0":
         return f"Unknown tokenizer version '{version}'" if isinstance(version, str) else None
     for component in tokenizer_serde.COMPONENTS:
-        refused = tokenizer_serde.refusal(component, v.get(component.key))
+        refused = tokenizer_serde.refusal(component, v.get(component.key), fancy_regex=FANCY_REGEX.holds(release))
         if refused is not None:
             return refused
     model = v.get("model")

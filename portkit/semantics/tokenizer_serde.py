@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from portkit.semantics.fancy_regex import refusal as fancy_regex_refusal
+
 
 @dataclass(frozen=True)
 class Struct:
@@ -167,11 +169,13 @@ POST_PROCESSOR = Component(
     ),
 )
 COMPONENTS = (NORMALIZER, PRE_TOKENIZER, POST_PROCESSOR, DECODER)
+#: the structs whose `pattern` (`{"Regex": ...}`) the crate compiles as it reads them
+_COMPILES_PATTERN = frozenset({"Split", "Replace"})
 #: how a refusal that panics the crate begins: a Rust program aborts, with no error to handle
 PANIC = "panicked: "
 
 
-def _fits(component: Component, struct: Struct, value: Mapping[str, Any]) -> str | None:
+def _fits(component: Component, struct: Struct, value: Mapping[str, Any], fancy_regex: bool) -> str | None:
     """None when `struct` deserializes from `value` (tag aside), else serde's message."""
     missing = [f for f in struct.required if f not in value]
     if missing:
@@ -181,14 +185,18 @@ def _fits(component: Component, struct: Struct, value: Mapping[str, Any]) -> str
         if not isinstance(inner, list):
             return f"invalid type: expected a sequence for `{struct.nested}`"
         for item in inner:
-            refused = refusal(component, item)
+            refused = refusal(component, item, fancy_regex=fancy_regex)
             if refused is not None:
                 return refused
+    pattern = value.get("pattern") if struct.name in _COMPILES_PATTERN else None
+    if fancy_regex and isinstance(pattern, dict) and isinstance(pattern.get("Regex"), str):
+        return fancy_regex_refusal(pattern["Regex"])  # compiled while deserializing (SysRegex::new)
     return None
 
 
-def refusal(component: Component, value: Any) -> str | None:
-    """The crate's message refusing this component (serde's position suffix left off), or None."""
+def refusal(component: Component, value: Any, *, fancy_regex: bool = False) -> str | None:
+    """The crate's message refusing this component (serde's position suffix left off), or None.
+    `fancy_regex`: the crate compiles patterns with fancy-regex (candle 0.11.1), not onig."""
     if value is None:
         return None  # every component is an Option
     untagged = f"data did not match any variant of untagged enum {component.untagged_enum}"
@@ -199,7 +207,7 @@ def refusal(component: Component, value: Any) -> str | None:
         struct = component.struct(component.tagged[tag])
         if struct.validates_tag and tag != struct.name:  # pre_tokenizers' `Delimiter`
             return f"unknown variant `{tag}`, expected `{struct.name}`"
-        refused = _fits(component, struct, value)
+        refused = _fits(component, struct, value, fancy_regex)
         return (
             f"{PANIC}{struct.name}: {refused}"
             if refused is not None and struct.panics and not refused.startswith(PANIC)
@@ -208,7 +216,7 @@ def refusal(component: Component, value: Any) -> str | None:
     for struct in component.structs:
         if not struct.untagged or struct.validates_tag and tag != struct.name:
             continue
-        refused = _fits(component, struct, value)
+        refused = _fits(component, struct, value, fancy_regex)
         if refused is None or refused.startswith(PANIC):  # a panic inside a Sequence ends the search
             return refused
     return untagged

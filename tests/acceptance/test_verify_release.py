@@ -6,7 +6,9 @@ process: the release's runner is chosen before portkit_native is imported).
   the undersized mask panics); on 0.11.1
   no PK311, and every batch row agrees with transformers;
 - a BERT whose LayerNorms are named `gamma`/`beta`: PK623 on 0.11.0, CRASH-CONFIRMED by candle's own
-  load error; on 0.11.1 no finding, the checkpoint loads and agrees with sentence-transformers.
+  load error; on 0.11.1 no finding, the checkpoint loads and agrees with sentence-transformers;
+- a tokenizer.json whose Split pattern has `\\R`: onig (0.11.0's crate) reads it, fancy-regex (0.11.1's)
+  refuses it: PK507 on 0.11.1 only, CRASH-CONFIRMED there with the crate's own message.
 """
 
 from __future__ import annotations
@@ -131,6 +133,25 @@ def test_a_failed_build_is_cargos_last_error_and_leaves_nothing(tmp_path: Path) 
         if (cache / "native").is_dir()
         else True
     )
+
+
+def test_a_pattern_fancy_regex_cannot_parse_is_refused_on_0_11_1_only(tmp_path: Path) -> None:
+    import shutil
+
+    from fixtures.tokenizer_shapes import shape_dir
+
+    d = tmp_path / "tok"
+    shutil.copytree(shape_dir("llama3", "clean"), d)
+    doc = json.loads((d / "tokenizer.json").read_text(encoding="utf-8"))
+    split = doc["pre_tokenizer"]["pretokenizers"][0]
+    split["pattern"]["Regex"] = "\\R+|" + split["pattern"]["Regex"]
+    (d / "tokenizer.json").write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+    code, doc, err = _verify(d, "--candle", "0.11.1")
+    (pk507,) = [f for f in doc["tokenizer"]["findings"] if f["code"] == "PK507"]
+    assert pk507["verdict"] == "CRASH-CONFIRMED" and "Invalid escape: \\R" in pk507["evidence"], (pk507, err[-2000:])
+    assert code == 1 and doc["versions"]["tokenizers crate"] == "0.23.2"
+    code, doc, err = _verify(d, "--candle", "0.11.0")
+    assert code == 0 and doc["verdict"] == "agree" and not doc["tokenizer"]["findings"], (doc, err[-2000:])
 
 
 def test_no_cargo_is_one_line(tmp_path: Path) -> None:

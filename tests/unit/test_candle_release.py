@@ -285,3 +285,16 @@ def test_a_release_build_leaves_out_every_module_the_release_lacks() -> None:
     for release in RUNNABLE:
         on = implied(FEATURES.get(release, ())) if release != NATIVE else set()
         assert on & set(added) == {f for f, since in added.items() if key(release) < key(since)}, release
+
+
+@pytest.mark.parametrize("release", list(cr.TOKENIZERS_CRATE))
+def test_the_tokenizers_crate_of_each_release_is_the_one_its_lock_resolves(release: str) -> None:
+    """TOKENIZERS_CRATE and FANCY_REGEX against the lock each release's runner is built from."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2] / "native"
+    lock = root / "Cargo.lock" if release == cr.NATIVE else root / "releases" / release / "Cargo.lock"
+    (tokenizers,) = [p for p in tomllib.loads(lock.read_text())["package"] if p["name"] == "tokenizers"]
+    assert tokenizers["version"] == cr.TOKENIZERS_CRATE[release]
+    engines = {d.split()[0] for d in tokenizers["dependencies"]} & {"fancy-regex", "onig"}
+    assert engines == {"fancy-regex" if cr.FANCY_REGEX.holds(release) else "onig"}

@@ -61,6 +61,12 @@ def _bad_merge(d: dict[str, Any]) -> None:
     d["model"]["merges"] = d["model"]["merges"][:5] + ["   "] + d["model"]["merges"][5:]
 
 
+def _linebreak_escape(d: dict[str, Any]) -> None:
+    """`\\R` (any line break) in the Split pattern: onig reads it, fancy-regex (candle 0.11.1) does not."""
+    split = d["pre_tokenizer"]["pretokenizers"][0]
+    split["pattern"]["Regex"] = "\\R+|" + split["pattern"]["Regex"]
+
+
 def _decoder_metaspace(d: dict[str, Any]) -> None:
     d["decoder"] = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": False}
 
@@ -130,6 +136,13 @@ TOKENIZER_VARIANTS: list[tuple[str, Builder, str]] = [
     ("PK507", shape("llama2", tokenizer=_set(version="2.0")), "`Unknown tokenizer version '2.0'`"),
     ("PK507", shape("llama2", tokenizer=lambda d: d["model"].update(type="Bogus")), "untagged enum ModelUntagged"),
     ("PK507", shape("llama2", tokenizer=_set(normalizer={"type": "Bogus"})), "untagged enum NormalizerUntagged"),
+    (
+        "PK507",
+        shape("llama3", "clean", tokenizer=_linebreak_escape, target={"candle": "0.11.1"}),
+        "the tokenizers crate 0.23.2 that candle 0.11.1 uses refuses tokenizer.json: "
+        "`Parsing error at position 0: Invalid escape: \\R`",
+    ),
+    ("PK507", shape("llama2", tokenizer=_bad_merge, target={"candle": "0.9.1"}), "crate 0.21.4 that candle 0.9.1"),
     ("PK508", shape("phi3"), "`<|endoftext|>` is"),
     # the eos list in config.json alone (no generation_config.json): generate() reads config.json's
     (
@@ -242,6 +255,7 @@ TOKENIZER_CLEAN_VARIANTS: list[tuple[str, Builder]] = [
     # TokenizersBackend without added_tokens_decoder: both sides read the same flags
     ("PK505", shape("llama2", config=_set(tokenizer_class="TokenizersBackend"))),
     ("PK507", shape("smollm")),  # merges as pairs
+    ("PK507", shape("llama3", "clean", tokenizer=_linebreak_escape)),  # onig (candle 0.11.0) reads `\\R`
     ("PK508", shape("llama3", generation=_set(eos_token_id=479))),
     ("PK509", shape("phi3")),  # its template writes no BOS
     ("PK509", shape("llama3", tokenizer=_set(post_processor=None))),

@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 class TokenizerAnalysis:
     """Both readings of one directory's tokenizer files, computed once per lint."""
 
-    def __init__(self, facts: ModelFacts) -> None:
+    def __init__(self, facts: ModelFacts, release: str) -> None:
         self.facts = facts
+        self.release = release  # the candle release whose tokenizers crate reads the files
         self.files: TokenizerFacts | None = facts.tokenizer
         self.tj: TokenizerJson | None = self.files.tokenizer if self.files else None
 
@@ -44,7 +45,7 @@ class TokenizerAnalysis:
 
     @cached_property
     def crate(self) -> S.CrateTokenizer | None:
-        return S.crate_tokenizer(self.tj) if self.tj is not None else None
+        return S.crate_tokenizer(self.tj, self.release) if self.tj is not None else None
 
     @cached_property
     def transformers(self) -> S.TransformersTokenizer | None:
@@ -100,12 +101,13 @@ class TokenizerMemo:
     It holds the context's `ModelFacts`, never the context (the memo is the value of a weak
     mapping keyed by the context: a reference back would keep the context alive forever)."""
 
-    def __init__(self, facts: ModelFacts) -> None:
+    def __init__(self, facts: ModelFacts, release: str) -> None:
         self.facts = facts
+        self.release = release
 
     @cached_property
     def analysis(self) -> TokenizerAnalysis:
-        return TokenizerAnalysis(self.facts)
+        return TokenizerAnalysis(self.facts, self.release)
 
     @cached_property
     def chat_template(self) -> ChatTemplateText | None:
@@ -120,7 +122,7 @@ def memo(ctx: Context) -> TokenizerMemo:
     """The context's memo, made on the first ask."""
     m = _MEMOS.get(ctx)
     if m is None:
-        m = _MEMOS[ctx] = TokenizerMemo(ctx.facts)
+        m = _MEMOS[ctx] = TokenizerMemo(ctx.facts, ctx.target.candle)
     return m
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from portkit.candle_release import TOKENIZERS_CRATE
 from portkit.rules.base import Context, location
 from portkit.rules.tokenizer.analysis import analysis
 from portkit.rules.tokenizer.base import TokenizerRule
@@ -22,7 +23,9 @@ class TokenizerRefusedByCrate(TokenizerRule):
     a `version` other than "1.0", no `model`, an unknown model type, a normalizer, pre-tokenizer,
     post-processor or decoder that no struct of the crate deserializes (a `type` it does not know
     and fields that fit none, or a known `type` without a field it requires), BPE without vocab
-    or merges, a merge string that does not split into two tokens at one space.
+    or merges, a merge string that does not split into two tokens at one space. On candle 0.11.1,
+    whose crate (0.23.2) compiles `Split` and `Replace` patterns with fancy-regex instead of onig,
+    also a pattern with an escape fancy-regex does not know (`\\R`, `\\X`, `\\N`, `\\y`, ...).
 
     ## Why is this bad?
     `Tokenizer::from_file` fails in the candle program before anything runs. A merge of three
@@ -31,7 +34,7 @@ class TokenizerRefusedByCrate(TokenizerRule):
     untagged enum ModelWrapper").
 
     ## Example
-    `"merges": ["▁ t", "   ", ...]`.
+    `"merges": ["▁ t", "   ", ...]`; on 0.11.1, `"pattern": {"Regex": "\\R+"}` in a `Split`.
 
     Use instead: merges that each hold two tokens separated by one space (or as pairs).
 
@@ -44,6 +47,8 @@ class TokenizerRefusedByCrate(TokenizerRule):
     src/normalizers/mod.rs:41-195 (a tagged step, then every struct untagged; the same in
     src/pre_tokenizers/mod.rs and src/decoders/mod.rs), src/processors/mod.rs:14-60,
     src/models/bpe/model.rs:286-303, src/models/bpe/serialization.rs:131-154.
+    candle-core-0.11.1/Cargo.toml:286-289 (`tokenizers` 0.23 with `fancy-regex`);
+    fancy-regex-0.17.0 src/parse.rs:473-645 (`parse_escape`: "Invalid escape").
 
     ## Verification
     crash: verify loads tokenizer.json with the crate; CRASH-CONFIRMED when it fails with the
@@ -82,8 +87,8 @@ class TokenizerRefusedByCrate(TokenizerRule):
                 break
         yield self.finding(
             ctx,
-            f"the tokenizers crate 0.22.2 that candle uses refuses tokenizer.json: `{msg}`; `Tokenizer::from_file` "
-            "fails before anything runs",
+            f"the tokenizers crate {TOKENIZERS_CRATE[a.release]} that candle {a.release} uses refuses tokenizer.json: "
+            f"`{msg}`; `Tokenizer::from_file` fails before anything runs",
             filename=a.tj.path,
             location=self.at(a, key) if key else location(None),
             candle_value=msg,

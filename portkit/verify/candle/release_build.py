@@ -28,7 +28,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from portkit.candle_release import NATIVE, RUNNABLE
+from portkit.candle_release import FANCY_REGEX, NATIVE, RUNNABLE, TOKENIZERS_CRATE
 from portkit.verify import cachefiles
 from portkit.verify.errors import BadInput
 
@@ -36,19 +36,19 @@ from portkit.verify.errors import BadInput
 NATIVE_SOURCE = Path(__file__).resolve().parents[3] / "native"
 #: what the build reads from native/ (the digest keys a build by these)
 SOURCE_PARTS = ("Cargo.toml", "build.rs", "src", "python", "copies", "releases")
-#: the `tokenizers` requirement each release's candle-core resolves (its Cargo.toml and lock); 0.9.x's
-#: candle-core has no `tokenizers` dependency, so there it is what that release's candle-examples asks
-#: for (its Cargo.toml: 0.9.1 `tokenizers = "0.21.0"`, 0.9.2 `"0.22.0"`, `onig`, default features off)
-#: at the version its lock in native/releases/ resolves
+
+
+def _regex_engine(release: str) -> str:
+    return "fancy-regex" if FANCY_REGEX.holds(release) else "onig"
+
+
+#: the `tokenizers` requirement each release's candle-core resolves (`portkit.candle_release.TOKENIZERS_CRATE`,
+#: with the regex engine its Cargo.toml asks for, default features off)
 TOKENIZERS = {
-    "0.9.1": ('"=0.21.4", default-features = false, features = ["onig"]'),
-    "0.9.2": ('"=0.22.2", default-features = false, features = ["onig"]'),
-    "0.10.0": ('"=0.22.2", default-features = false, features = ["onig"]'),
-    "0.10.1": ('"=0.22.2", default-features = false, features = ["onig"]'),
-    "0.10.2": ('"=0.22.2", default-features = false, features = ["onig"]'),
-    "0.11.0": ('"=0.22.2", default-features = false, features = ["onig"]'),
-    "0.11.1": ('"=0.23.2", default-features = false, features = ["fancy-regex"]'),
+    release: f'"={crate}", default-features = false, features = ["{_regex_engine(release)}"]'
+    for release, crate in TOKENIZERS_CRATE.items()
 }
+
 #: the `safetensors` the release's candle-core reads checkpoints with (its Cargo.toml: 0.4 in 0.9.1, 0.7
 #: from 0.9.2 to 0.10.2, 0.8 from 0.11.0): native/src/weights.rs hands candle that crate's views
 SAFETENSORS = {
