@@ -94,5 +94,7 @@ mutation: native
 # (fixtures/encoder_differential.py; writes docs/encoder-differential.md). `make test` runs bounded ones.
 fuzz: native
 	nice -n 5 $(PY) -m fixtures.differential --cases 50 --markdown docs/differential.md
+	for r in $$($(PY) -c "from portkit.candle_release import NATIVE, RUNNABLE; print(*(r for r in RUNNABLE if r != NATIVE))"); do \
+	  nice -n 5 $(PY) -m fixtures.differential --candle $$r --cases 20 || exit 1; done
 	PORTKIT_TOKENIZER_FUZZ=500000 nice -n 5 $(PY) -m pytest -q tests/native/test_tokenizer_serde.py -k random
 	nice -n 5 $(PY) -m fixtures.encoder_differential --cases 200 --markdown docs/encoder-differential.md

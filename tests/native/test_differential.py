@@ -54,3 +54,26 @@ def test_the_differential_tells_the_engines_apart(tmp_path: Path) -> None:
     case.config = dict(base)
     o = run_case(case, base_dir, tmp_path)
     assert o.status == "agree" and not o.errors and o.diff is not None and o.diff < 1e-4, o.line()
+
+
+def release_differential(release: str, cases: int) -> None:
+    """`python -m fixtures.differential --candle RELEASE`: lint targeting the release against that release's own
+    runner (built from native/ on first use), every family the release has; exit 0 is FN 0 and FP 0."""
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "fixtures.differential", "--candle", release, "--cases", str(cases)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=3000,
+    )
+    (total,) = [line for line in proc.stdout.splitlines() if line.startswith("| all |")]
+    assert proc.returncode == 0 and total.endswith("| 0 | 0 |"), proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+def test_lint_predicts_what_candle_0_11_1_does() -> None:
+    """The release `make test` builds besides the wheel's; the others: tests_releases/ (`make release-verify`)."""
+    release_differential("0.11.1", len(SEEDS))
