@@ -40,6 +40,7 @@ NAMES = (
     "gemma2",
     "gemma3",
     "generation",
+    "glm4_new",
     "granite",
     "llama",
     "mistral",
@@ -47,15 +48,18 @@ NAMES = (
     "modernbert",
     "nomic_bert",
     "olmo2",
+    "phi",
     "phi3",
     "quantized_gemma3",
     "qwen2",
+    "qwen2_moe",
     "qwen3",
+    "smollm3",
     "xlm_roberta",
 )
 
-#: copies of a file outside src/models: name -> its path under the crate's src/
-OUTSIDE_MODELS = {"generation": "generation/mod.rs"}
+#: copies whose file is not src/models/<name>.rs: name -> its path under the crate's src/
+OUTSIDE_MODELS = {"generation": "generation/mod.rs", "smollm3": "models/smol/smollm3.rs"}
 #: copies that record nothing but change one op: the program a crash finding's fix gives
 #: (mixtral: PK308's cast of the routing weights), so verify can judge what comes after the crash
 REPAIRS = ("mixtral",)

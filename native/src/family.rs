@@ -125,7 +125,8 @@ pub enum Parsed {
     Granite(granite::Config),
     Starcoder2(starcoder2::Config),
     StableLm(stable_lm::Config),
-    Phi(phi::Config),
+    // phi's Config fields are private to candle: the capture copy parses the same JSON into its own
+    Phi(phi::Config, Box<crate::phi_copy::Config>),
     Qwen2Moe(qwen2_moe::Config),
     #[cfg(not(feature = "before-0-9-2"))]
     SmolLm3(smollm3::Config),
@@ -158,7 +159,7 @@ pub fn parse(family: Family, config_json: &str) -> Outcome<Parsed> {
         Family::Granite => Parsed::Granite(serde::<granite::GraniteConfig>(config_json)?.into_config(false)),
         Family::Starcoder2 => Parsed::Starcoder2(serde(config_json)?),
         Family::StableLm => Parsed::StableLm(serde(config_json)?),
-        Family::Phi => Parsed::Phi(serde(config_json)?),
+        Family::Phi => Parsed::Phi(serde(config_json)?, Box::new(serde(config_json)?)),
         Family::Qwen2Moe => Parsed::Qwen2Moe(serde(config_json)?),
         #[cfg(not(feature = "before-0-9-2"))]
         Family::SmolLm3 => Parsed::SmolLm3(serde(config_json)?),
@@ -313,7 +314,7 @@ impl Parsed {
             Parsed::Granite(_) => Family::Granite,
             Parsed::Starcoder2(_) => Family::Starcoder2,
             Parsed::StableLm(_) => Family::StableLm,
-            Parsed::Phi(_) => Family::Phi,
+            Parsed::Phi(..) => Family::Phi,
             Parsed::Qwen2Moe(_) => Family::Qwen2Moe,
             #[cfg(not(feature = "before-0-9-2"))]
             Parsed::SmolLm3(_) => Family::SmolLm3,
@@ -422,7 +423,7 @@ impl Parsed {
                 m.insert("head_dim".into(), ratio(&m));
                 m
             }
-            Parsed::Phi(c) => {
+            Parsed::Phi(c, _) => {
                 let mut m = from_debug(c);
                 // phi.rs:44-50: `num_key_value_heads.unwrap_or(num_attention_heads)`, and
                 // `head_dim` hidden_size / num_attention_heads.
@@ -512,7 +513,7 @@ impl Parsed {
             Parsed::Olmo2(c) => Model::Olmo2(olmo2::Model::new(c, vb)?),
             Parsed::Starcoder2(c) => Model::Starcoder2(starcoder2::Model::new(c, vb)?),
             Parsed::StableLm(c) => Model::StableLm(stable_lm::Model::new(c, vb)?),
-            Parsed::Phi(c) => Model::Phi(phi::Model::new(c, vb)?),
+            Parsed::Phi(c, _) => Model::Phi(phi::Model::new(c, vb)?),
             Parsed::Qwen2Moe(c) => Model::Qwen2Moe(qwen2_moe::Model::new(c, vb)?),
             #[cfg(not(feature = "before-0-9-2"))]
             Parsed::SmolLm3(c) => Model::SmolLm3(smollm3::ModelForCausalLM::new(c, vb)?),
@@ -756,7 +757,7 @@ impl FamilyRunner {
 }
 
 /// Families with a copy of the forward proven bit-identical to the library.
-pub const CAPTURE_FAMILIES: [Family; 10] = [
+pub const CAPTURE_FAMILIES: [Family; 14] = [
     Family::Llama,
     Family::Mistral,
     Family::Qwen2,
@@ -767,6 +768,10 @@ pub const CAPTURE_FAMILIES: [Family; 10] = [
     Family::Phi3,
     Family::Olmo2,
     Family::Granite,
+    Family::Phi,
+    Family::Qwen2Moe,
+    Family::SmolLm3,
+    Family::Glm4New,
 ];
 
 /// Per-layer capture (embeddings, layer.N, norm, logits) through the family's copy of the
@@ -829,6 +834,24 @@ pub fn capture_with(parsed: &Parsed, vb: VarBuilder<'static>, ids: &[u32], cache
         }),
         Parsed::Phi3(c) => guarded(|| {
             let mut copy = crate::phi3_copy::Model::new(c, vb)?;
+            copy.capture(&ids_tensor(ids, device)?)
+        }),
+        Parsed::Phi(_, c) => guarded(|| {
+            let mut copy = crate::phi_copy::Model::new(c, vb)?;
+            copy.capture(&ids_tensor(ids, device)?)
+        }),
+        Parsed::Qwen2Moe(c) => guarded(|| {
+            let mut copy = crate::qwen2_moe_copy::Model::new(c, vb)?;
+            copy.capture(&ids_tensor(ids, device)?)
+        }),
+        #[cfg(not(feature = "before-0-9-2"))]
+        Parsed::SmolLm3(c) => guarded(|| {
+            let mut copy = crate::smollm3_copy::ModelForCausalLM::new(c, vb)?;
+            copy.capture(&ids_tensor(ids, device)?)
+        }),
+        #[cfg(not(feature = "before-0-9-2"))]
+        Parsed::Glm4New(c) => guarded(|| {
+            let mut copy = crate::glm4_new_copy::ModelForCausalLM::new(c, vb)?;
             copy.capture(&ids_tensor(ids, device)?)
         }),
         other => Err(Failure::NotImplemented(format!("per-layer: not available for {}", other.family().key()))),

@@ -22,6 +22,8 @@ pub mod family;
 pub mod gemma2_copy;
 pub mod gemma3_copy;
 pub mod gemma_copy;
+#[cfg(not(feature = "before-0-9-2"))] // models/glm4_new.rs arrived in 0.9.2
+pub mod glm4_new_copy;
 pub mod generation_copy;
 pub mod gguf;
 pub mod granite_copy;
@@ -32,12 +34,16 @@ pub mod mixtral_copy;
 #[cfg(not(feature = "before-0-9-2"))] // models/olmo2.rs arrived in 0.9.2
 pub mod olmo2_copy;
 pub mod phi3_copy;
+pub mod phi_copy;
 pub mod qwen2_copy;
+pub mod qwen2_moe_copy;
 pub mod quantized_gemma3_copy;
 #[cfg(not(feature = "before-0-9-2"))] // models/qwen3.rs arrived in 0.9.2
 pub mod qwen3_copy;
 pub mod requested;
 pub mod sampling;
+#[cfg(not(feature = "before-0-9-2"))] // models/smol/smollm3.rs arrived in 0.9.2
+pub mod smollm3_copy;
 pub mod sublayers;
 pub mod tokenizer;
 pub mod weights;

@@ -233,6 +233,10 @@ fn sublayers(family: Family) -> Vec<&'static str> {
         }
         Family::Olmo2 => vec!["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn", "post_attention_layernorm", "mlp", "post_feedforward_layernorm"],
         Family::Phi3 => vec!["input_layernorm", "self_attn.qkv_proj", "self_attn", "post_attention_layernorm", "mlp"],
+        Family::Glm4New => vec!["input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn",
+            "post_self_attn_layernorm", "post_attention_layernorm", "mlp", "post_mlp_layernorm"],
+        // the attention and the MLP in parallel on the input LayerNorm's output
+        Family::Phi => vec!["input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn", "mlp"],
         _ => vec!["input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn", "post_attention_layernorm", "mlp"],
     }
 }
@@ -249,6 +253,10 @@ fn per_layer_copies_equal_the_library_bit_for_bit() {
         Family::Phi3,
         Family::Olmo2,
         Family::Granite,
+        Family::Phi,
+        Family::Qwen2Moe,
+        Family::SmolLm3,
+        Family::Glm4New,
     ] {
         for variant in 0..2 {
             let mut cfg = legacy(family);
@@ -266,6 +274,28 @@ fn per_layer_copies_equal_the_library_bit_for_bit() {
                     Family::Granite => {
                         cfg["rope_scaling"] = json!({"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                             "original_max_position_embeddings": 16, "rope_type": "granite"})
+                    }
+                    // Every layer without RoPE (NoPE), q/k/v biases.
+                    Family::SmolLm3 => {
+                        cfg["no_rope_layers"] = json!([0, 0]);
+                        cfg["attention_bias"] = json!(true);
+                    }
+                    // Tied embeddings and a partial rotary factor of a quarter.
+                    Family::Glm4New => {
+                        cfg["tie_word_embeddings"] = json!(true);
+                        cfg["partial_rotary_factor"] = json!(0.25);
+                    }
+                    // A dense MLP on the odd layers, normalised top-k weights and a window shorter than the prompt.
+                    Family::Qwen2Moe => {
+                        cfg["decoder_sparse_step"] = json!(2);
+                        cfg["norm_topk_prob"] = json!(true);
+                        cfg["sliding_window"] = json!(3);
+                    }
+                    // A quarter of the head rotated, and every query head its own KV head. (`qk_layernorm`
+                    // fails in the library: it normalises [B, T, heads * head_dim] with a head_dim LayerNorm.)
+                    Family::Phi => {
+                        cfg["partial_rotary_factor"] = json!(0.25);
+                        cfg["num_key_value_heads"] = Value::Null;
                     }
                     // Biases on q/k/v/o, untied.
                     Family::Qwen3 => {

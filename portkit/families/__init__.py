@@ -167,8 +167,8 @@ FAMILIES: tuple[Family, ...] = (
     Family("granite", ("granite",), ("GraniteForCausalLM",), "granite.rs", "GraniteConfig", None, True),
     Family("starcoder2", ("starcoder2",), ("Starcoder2ForCausalLM",), "starcoder2.rs", "Config", None, False),
     Family("stable_lm", ("stablelm",), ("StableLmForCausalLM",), "stable_lm.rs", "Config", None, False),
-    Family("phi", ("phi",), ("PhiForCausalLM",), "phi.rs", "Config", None, False),
-    Family("qwen2_moe", ("qwen2_moe",), ("Qwen2MoeForCausalLM",), "qwen2_moe.rs", "Config", None, False),
+    Family("phi", ("phi",), ("PhiForCausalLM",), "phi.rs", "Config", None, True),
+    Family("qwen2_moe", ("qwen2_moe",), ("Qwen2MoeForCausalLM",), "qwen2_moe.rs", "Config", None, True),
     Family(
         "smollm3",
         ("smollm3",),
@@ -176,7 +176,7 @@ FAMILIES: tuple[Family, ...] = (
         "smol/smollm3.rs",
         "Config",
         None,
-        False,
+        True,
         exists=added("smol"),
     ),
     Family(
@@ -186,7 +186,7 @@ FAMILIES: tuple[Family, ...] = (
         "glm4_new.rs",
         "Config",
         None,
-        False,
+        True,
         exists=added("glm4_new"),
     ),
     # Gemma 4's text decoder: `gemma4::text::TextModel` reading `gemma4::config::Gemma4TextConfig`

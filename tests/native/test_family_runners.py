@@ -107,14 +107,19 @@ def test_refusals_carry_candles_text(family: str, variant: str, error: type[Exce
         pn.FamilyRunner(family, [str(d / "model.safetensors")], (d / "config.json").read_text())
 
 
-@pytest.mark.parametrize("family", ["mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "olmo2", "granite"])
+CAPTURED = ["mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "olmo2", "granite", "phi", "qwen2_moe", "smollm3"]
+CAPTURED += ["glm4_new"]
+
+
+@pytest.mark.parametrize("family", CAPTURED)
 def test_capture_copy_is_bit_identical_to_the_library(family: str):
     runner, d, ids = _runner(family, AGREEING[family])
     captured = runner.capture(ids)
     from portkit.families import BY_NAME, sublayers
 
     subs = sublayers.of(BY_NAME[family])  # each layer's sub-layers, as the reference names them
-    per_layer = [n for i in range(2) for n in [*(f"layer.{i}.{s}" for s in subs), f"layer.{i}"]]
+    layers = json.loads((d / "config.json").read_text())["num_hidden_layers"]
+    per_layer = [n for i in range(layers) for n in [*(f"layer.{i}.{s}" for s in subs), f"layer.{i}"]]
     assert list(captured) == ["embeddings", *per_layer, "norm", "logits"]
     assert captured["layer.1"].shape == (len(ids), 64)
     assert all(captured[f"layer.1.{s}"].shape[0] == len(ids) and captured[f"layer.1.{s}"].ndim == 2 for s in subs)
@@ -122,6 +127,47 @@ def test_capture_copy_is_bit_identical_to_the_library(family: str):
     alone = pn.capture_layers([str(d / "model.safetensors")], (d / "config.json").read_text(), ids, family=family)
     for name in captured:
         assert np.array_equal(alone[name], captured[name]), name
+
+
+#: run under another release's runner: each capture family's copy generated from that release's source
+OTHER_RELEASE = """
+import json, sys
+import numpy as np
+import portkit_native as pn
+from pathlib import Path
+out = {}
+for family, d in json.loads(sys.argv[1]).items():
+    d = Path(d)
+    ids = json.loads((d / "prompt.json").read_text())["ids"]
+    runner = pn.FamilyRunner(family, [str(d / "model.safetensors")], (d / "config.json").read_text())
+    captured = runner.capture(ids)
+    out[family] = [len(captured), float(np.abs(captured["logits"] - runner.last_logits(ids)).max())]
+print(json.dumps({"release": pn.build_info()["candle_version"], "families": out}))
+"""
+
+
+def test_the_capture_copies_of_0_11_1_are_bit_identical_to_its_library():
+    """0.11.1 builds the causal mask of qwen3, smollm3 and glm4_new with `utils::build_additive_causal_mask`:
+    their copies have patches of their own (native/copies/0.11.1/), generated from that release's source."""
+    import os
+    import subprocess
+    import sys
+
+    from portkit.verify.candle import release_build
+
+    site = release_build.ensure("0.11.1", lambda _: None)
+    dirs = {f: str(family_fixture(f, AGREEING[f])) for f in ("qwen3", "smollm3", "glm4_new", "phi", "qwen2_moe")}
+    proc = subprocess.run(
+        [sys.executable, "-c", OTHER_RELEASE, json.dumps(dirs)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(site)},
+        check=True,
+    )
+    doc = json.loads(proc.stdout)
+    assert doc["release"] == "0.11.1"
+    assert {f: d for f, (_, d) in doc["families"].items()} == dict.fromkeys(dirs, 0.0), doc
+    assert all(n > 5 for n, _ in doc["families"].values()), doc
 
 
 def test_gemma3_capture_fails_as_the_library_does():
@@ -145,6 +191,10 @@ def test_capture_families():
         "phi3",
         "olmo2",
         "granite",
+        "phi",
+        "qwen2_moe",
+        "smollm3",
+        "glm4_new",
     ]
     runner, d, ids = _runner("stable_lm", "legacy")
     with pytest.raises(NotImplementedError, match="^per-layer: not available for stable_lm$"):
