@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 # the full layers always rotate proportionally (text.rs:109-136, :536-543): transformers' `proportional` rope
 # type is computed, whatever `rope_type` says (a sliding layer's scaling is never computed: PK102 names it)
 CANDLE_ROPE_SCALING = "proportional"
+# text.rs:487-493 (the prefill mask: `j + sliding_window < i`), :271-275 (the sliding layers' RotatingKvCache of
+# `effective_sliding_window`, config.rs:115-121), config.rs:139-144 (`is_sliding`: `layer_types`)
+SLIDING_WINDOW = "layer-types"
 ACTIVATION_KEYS = ("hidden_activation",)
 TRANSFORMERS_ACTIVATION_KEY = "hidden_activation"
 # transformers' Gemma4TextDecoderLayer, as gemma3's (q_norm/k_norm/v_norm act per head inside self_attn)

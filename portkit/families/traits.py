@@ -104,8 +104,9 @@ class Traits:
     lm_head: Literal["flag", "always-loaded", "always-tied", "probed"] = "flag"
     #: how the module windows attention: None (never), "every-layer" (candle's prefill mask keeps
     #: `sliding_window`+1 keys on every layer, decode keeps all), "pattern" (gemma3: its sliding
-    #: layers, decode through a RotatingKvCache of `sliding_window`), "unsupported" (build fails)
-    sliding_window: Literal["every-layer", "pattern", "unsupported"] | None = None
+    #: layers, decode through a RotatingKvCache of `sliding_window`), "layer-types" (gemma4: the same on
+    #: the layers `layer_types` names sliding), "unsupported" (build fails)
+    sliding_window: Literal["every-layer", "pattern", "layer-types", "unsupported"] | None = None
     #: where the module builds its RoPE cos/sin table in the model dtype (positions, inv_freq and their
     #: product rounded to it: PK317), as candle source lines; None: built in f32 and then cast
     rope_table_in_model_dtype: str | None = None

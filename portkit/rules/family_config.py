@@ -169,6 +169,13 @@ def _candle_window(ctx: Context) -> tuple[list[float], list[float]]:
         p = fv.get("sliding_window_pattern") or 1
         slides = [bool((i + 1) % p) for i in range(n)]
         return [sw + 1 if s else inf for s in slides], [sw if s else inf for s in slides]
+    if how == "layer-types" and isinstance(sw, int):
+        types = fv.get("layer_types") or []
+        slides = [i < len(types) and types[i] == "sliding_attention" for i in range(n)]
+        # the cache keeps `effective_sliding_window` (gemma4/config.rs:115-121): half the window, plus one,
+        # under `use_bidirectional_attention: "all"`
+        kept = sw // 2 + 1 if fv.get("use_bidirectional_attention") == "all" else sw
+        return [sw + 1 if s else inf for s in slides], [kept if s else inf for s in slides]
     return [inf] * n, [inf] * n
 
 
@@ -182,13 +189,13 @@ class SlidingWindowSemantics(Rule):
     when the target's `--max-tokens` reaches that length, else a warning.
 
     ## Why is this bad?
-    transformers keeps `sliding_window` keys (`kv_idx > q_idx - sliding_window`). candle's
-    masks keep `sliding_window`+1 (`j + sw < i` is masked) and are built only when more than
-    one token is fed, and its caches are never trimmed (gemma3's sliding layers excepted): so
-    decode attends to every key. qwen2 and qwen2_moe apply the window to every layer even with
-    `use_sliding_window: false` (where transformers 5 saves qwen2's as null and qwen2_moe's as 0, a
-    window of one key in candle's prefill); gemma2 applies it to every layer where transformers alternates;
-    phi3 never applies one. Short prompts agree; past the window the model silently differs.
+    transformers keeps `sliding_window` keys (`kv_idx > q_idx - sliding_window`). candle's masks keep
+    `sliding_window`+1 (`j + sw < i` is masked) and are built only when more than one token is fed, and its
+    caches are never trimmed (gemma3's and gemma4's sliding layers excepted: a RotatingKvCache of the window):
+    so decode attends to every key. qwen2 and qwen2_moe apply the window to every layer even with
+    `use_sliding_window: false` (where transformers 5 saves qwen2's as null and qwen2_moe's as 0, a window of
+    one key in candle's prefill); gemma2 applies it to every layer where transformers alternates; phi3 never
+    applies one. Short prompts agree; past the window the model silently differs.
 
     ## Example
     ```json
@@ -204,7 +211,8 @@ class SlidingWindowSemantics(Rule):
     ## Candle source
     candle-transformers-0.11.0/src/models/mistral.rs:402-406, mixtral.rs:448, qwen2.rs:303-314,
     qwen2_moe.rs:433-458,
-    gemma2.rs:398-413, gemma3.rs:192-193 and :403, starcoder2.rs:306-310, phi3.rs:386-395;
+    gemma2.rs:398-413, gemma3.rs:192-193 and :403, gemma4/text.rs:271-275 and :487-493 (the layers
+    `layer_types` names, config.rs:139-144), starcoder2.rs:306-310, phi3.rs:386-395;
     qwen3.rs:126-128 (`sliding window is not supported`, also reached from qwen3_moe.rs:211;
     smol/smollm3.rs:172-175 the same).
 
@@ -235,6 +243,7 @@ class SlidingWindowSemantics(Rule):
         "gemma3",
         "starcoder2",
         "phi3",
+        "gemma4",
     )
     severity = "warning"
     effect = "silent"

@@ -21,6 +21,7 @@ SEEDS = range(4)
 #: (family, seed) of each class the long run found, replayed whatever SEEDS holds
 FOUND = [
     ("gemma3", 19),  # legacy `rope_scaling` spelled with `type`: transformers keeps the default rope (an FP of PK102)
+    ("gemma4", 19),  # a window shorter than the prompt: candle's prefill keeps W+1 keys (an FN before PK115 had gemma4)
 ]
 
 

@@ -742,6 +742,18 @@ VARIANTS += [
         "33 tokens on",
     ),
     ("PK115", family("phi3"), "candle 0.11.0's `phi3` applies no window in prefill"),
+    # gemma4: the prefill mask keeps W+1 keys on the layers `layer_types` names sliding, the RotatingKvCache W
+    (
+        "PK115",
+        family("gemma4", sliding_window=4),
+        "transformers keeps `sliding_window`=4 keys on 2 of 4 layers; candle 0.11.0's `gemma4` keeps 5 keys on 2 of "
+        "4 layers in prefill and keeps 4 in decode: they differ from 5 tokens on",
+    ),
+    (
+        "PK115",
+        family("gemma4", sliding_window=8, use_bidirectional_attention="all"),
+        "keeps 9 keys on 2 of 4 layers in prefill and keeps 5 in decode",
+    ),
     (
         "PK115",
         family("qwen3", use_sliding_window=True, sliding_window=64),
@@ -927,6 +939,7 @@ CLEAN_VARIANTS += [
 ]
 CLEAN_VARIANTS += [
     ("PK115", family("qwen2")),  # sliding_window = max_position_embeddings: candle's window is never reached
+    ("PK115", family("gemma4", sliding_window=128)),  # the same in gemma4: never reached
     ("PK115", CLEAN["mixtral"]),
     ("PK115", family("mistral", sliding_window=None)),
     ("PK116", family("gemma", hidden_act="gelu_pytorch_tanh")),

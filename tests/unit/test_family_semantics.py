@@ -155,7 +155,7 @@ def test_family_view_tells_the_layouts_apart_only_where_transformers_does() -> N
 REMAINING_AFTER_FIX = {
     "gemma2": {"PK115"},
     "gemma3": {"PK115", "PK121"},
-    "gemma4": {"PK126"},  # candle's norm gain and attention scale: no key changes them
+    "gemma4": {"PK115", "PK126"},  # and candle's norm gain and attention scale: no key changes them
     "mixtral": {"PK112"},
     "phi3": {"PK115"},
     "starcoder2": {"PK115"},
