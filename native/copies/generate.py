@@ -39,6 +39,7 @@ NAMES = (
     "gemma",
     "gemma2",
     "gemma3",
+    "gemma4",
     "generation",
     "glm4_new",
     "granite",
@@ -59,7 +60,11 @@ NAMES = (
 )
 
 #: copies whose file is not src/models/<name>.rs: name -> its path under the crate's src/
-OUTSIDE_MODELS = {"generation": "generation/mod.rs", "smollm3": "models/smol/smollm3.rs"}
+OUTSIDE_MODELS = {
+    "generation": "generation/mod.rs",
+    "smollm3": "models/smol/smollm3.rs",
+    "gemma4": "models/gemma4/text.rs",
+}
 #: copies that record nothing but change one op: the program a crash finding's fix gives
 #: (mixtral: PK308's cast of the routing weights), so verify can judge what comes after the crash
 REPAIRS = ("mixtral",)

@@ -757,7 +757,7 @@ impl FamilyRunner {
 }
 
 /// Families with a copy of the forward proven bit-identical to the library.
-pub const CAPTURE_FAMILIES: [Family; 14] = [
+pub const CAPTURE_FAMILIES: [Family; 15] = [
     Family::Llama,
     Family::Mistral,
     Family::Qwen2,
@@ -772,6 +772,7 @@ pub const CAPTURE_FAMILIES: [Family; 14] = [
     Family::Qwen2Moe,
     Family::SmolLm3,
     Family::Glm4New,
+    Family::Gemma4,
 ];
 
 /// Per-layer capture (embeddings, layer.N, norm, logits) through the family's copy of the
@@ -842,6 +843,11 @@ pub fn capture_with(parsed: &Parsed, vb: VarBuilder<'static>, ids: &[u32], cache
         }),
         Parsed::Qwen2Moe(c) => guarded(|| {
             let mut copy = crate::qwen2_moe_copy::Model::new(c, vb)?;
+            copy.capture(&ids_tensor(ids, device)?)
+        }),
+        #[cfg(not(feature = "before-0-11-0"))]
+        Parsed::Gemma4(c) => guarded(|| {
+            let mut copy = crate::gemma4_copy::TextModel::new(c, vb)?;
             copy.capture(&ids_tensor(ids, device)?)
         }),
         #[cfg(not(feature = "before-0-9-2"))]

@@ -21,6 +21,8 @@ pub mod forced;
 pub mod family;
 pub mod gemma2_copy;
 pub mod gemma3_copy;
+#[cfg(not(feature = "before-0-11-0"))] // models/gemma4/ arrived in 0.11.0
+pub mod gemma4_copy;
 pub mod gemma_copy;
 #[cfg(not(feature = "before-0-9-2"))] // models/glm4_new.rs arrived in 0.9.2
 pub mod glm4_new_copy;

@@ -226,7 +226,7 @@ fn every_family_runs_and_its_kv_cache_path_agrees_with_one_forward() {
 fn sublayers(family: Family) -> Vec<&'static str> {
     let norms_around_mlp = ["pre_feedforward_layernorm", "mlp", "post_feedforward_layernorm"];
     match family {
-        Family::Gemma2 | Family::Gemma3 => {
+        Family::Gemma2 | Family::Gemma3 | Family::Gemma4 => {
             let mut v = vec!["input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn", "post_attention_layernorm"];
             v.extend(norms_around_mlp);
             v
@@ -257,6 +257,7 @@ fn per_layer_copies_equal_the_library_bit_for_bit() {
         Family::Qwen2Moe,
         Family::SmolLm3,
         Family::Glm4New,
+        Family::Gemma4,
     ] {
         for variant in 0..2 {
             let mut cfg = legacy(family);
@@ -284,6 +285,11 @@ fn per_layer_copies_equal_the_library_bit_for_bit() {
                     Family::Glm4New => {
                         cfg["tie_word_embeddings"] = json!(true);
                         cfg["partial_rotary_factor"] = json!(0.25);
+                    }
+                    // A window shorter than the prompt on the sliding layer, and a soft cap on the logits.
+                    Family::Gemma4 => {
+                        cfg["sliding_window"] = json!(3);
+                        cfg["final_logit_softcapping"] = json!(30.0);
                     }
                     // A dense MLP on the odd layers, normalised top-k weights and a window shorter than the prompt.
                     Family::Qwen2Moe => {

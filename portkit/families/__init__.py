@@ -197,7 +197,7 @@ FAMILIES: tuple[Family, ...] = (
         "gemma4/text.rs",
         "Gemma4TextConfig",
         None,
-        False,
+        True,
         exists=added("gemma4", "gemma4/"),
     ),
 )

@@ -108,12 +108,12 @@ def test_refusals_carry_candles_text(family: str, variant: str, error: type[Exce
 
 
 CAPTURED = ["mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "olmo2", "granite", "phi", "qwen2_moe", "smollm3"]
-CAPTURED += ["glm4_new"]
+CAPTURED += ["glm4_new", "gemma4"]  # gemma4 computes another model (PK126) on every checkpoint: its legacy one
 
 
 @pytest.mark.parametrize("family", CAPTURED)
 def test_capture_copy_is_bit_identical_to_the_library(family: str):
-    runner, d, ids = _runner(family, AGREEING[family])
+    runner, d, ids = _runner(family, AGREEING.get(family, "legacy"))
     captured = runner.capture(ids)
     from portkit.families import BY_NAME, sublayers
 
@@ -195,6 +195,7 @@ def test_capture_families():
         "qwen2_moe",
         "smollm3",
         "glm4_new",
+        "gemma4",
     ]
     runner, d, ids = _runner("stable_lm", "legacy")
     with pytest.raises(NotImplementedError, match="^per-layer: not available for stable_lm$"):
