@@ -198,132 +198,139 @@ class Difference:
 
 
 def differences(gen: Generate, s: CandleSampler) -> list[Difference]:
-    """Every difference between `generate()` with `gen` and the candle program `s`."""
+    """Every difference between `generate()` with `gen` and the candle program `s`: whether each samples,
+    then (when both sample) each warper in the order generate() applies them, the repetition penalty, and
+    the keys candle has no equivalent for."""
     out: list[Difference] = []
-    kind, t, k, p = s.effective()
-    adv = advised(gen)
     call = f"`{s.processor()}`"
     if gen.do_sample != s.samples:
-        if gen.do_sample:
-            msg = f"generation_config.json samples ({gen.describe()}); {call} decodes greedily"
-        else:
-            msg = f"generation_config.json decodes greedily (`do_sample` false); {call} samples"
-        out.append(
-            Difference(
-                "greedy", msg, dataclasses.replace(adv, repeat_penalty=s.repeat_penalty, repeat_last_n=s.repeat_last_n)
-            )
-        )
+        out.append(_greedy_or_sampled(gen, s, call))
     elif gen.do_sample:
-        if t is not None and abs(t - gen.temperature) > 1e-12:
-            out.append(
-                Difference(
-                    "temperature",
-                    f"generate() samples at temperature {number(gen.temperature)}; {call} at {number(t)}",
-                    dataclasses.replace(s, temperature=gen.temperature),
-                )
+        for found in (_temperature(gen, s, call), _top_k(gen, s, call), _renormalisation(s), _top_p(gen, s, call)):
+            if found is not None:
+                out.append(found)
+    penalty = _repetition(gen, s)
+    if penalty is not None:
+        out.append(penalty)
+    out += [
+        Difference(
+            key,
+            f"generation_config.json sets `{key}`={v}: candle's LogitsProcessor has no "
+            "equivalent (generation/mod.rs: ArgMax, All, TopK, TopP, TopKThenTopP, GumbelSoftmax)",
+            reference_without=key,
+        )
+        for key, v in gen.no_equivalent.items()
+    ]
+    return out
+
+
+def _greedy_or_sampled(gen: Generate, s: CandleSampler, call: str) -> Difference:
+    if gen.do_sample:
+        msg = f"generation_config.json samples ({gen.describe()}); {call} decodes greedily"
+    else:
+        msg = f"generation_config.json decodes greedily (`do_sample` false); {call} samples"
+    program = dataclasses.replace(advised(gen), repeat_penalty=s.repeat_penalty, repeat_last_n=s.repeat_last_n)
+    return Difference("greedy", msg, program)
+
+
+def _temperature(gen: Generate, s: CandleSampler, call: str) -> Difference | None:
+    _, t, _, _ = s.effective()
+    if t is None or abs(t - gen.temperature) <= 1e-12:
+        return None
+    return Difference(
+        "temperature",
+        f"generate() samples at temperature {number(gen.temperature)}; {call} at {number(t)}",
+        dataclasses.replace(s, temperature=gen.temperature),
+    )
+
+
+def _top_k(gen: Generate, s: CandleSampler, call: str) -> Difference | None:
+    _, _, _, p = s.effective()
+    kept = s.keeps_top_k
+    if gen.applies_top_k and kept is None:
+        why = (
+            (
+                "transformers fills `top_k`=50 into every generation config that does not set it "
+                "(generation/configuration_utils.py:618) "
+                "and applies TopKLogitsWarper whenever it samples (generation/utils.py:1622)"
             )
-        kept = s.keeps_top_k
-        if gen.applies_top_k and kept is None:
-            why = (
-                (
-                    "transformers fills `top_k`=50 into every generation config that does not set it "
-                    "(generation/configuration_utils.py:618) "
-                    "and applies TopKLogitsWarper whenever it samples (generation/utils.py:1622)"
-                )
-                if "top_k" not in gen.stated
-                else f"generation_config.json sets `top_k`={gen.top_k}"
-            )
-            out.append(Difference("top_k", f"{why}; {call} applies no top-k", _with_top_k(s, gen.top_k)))
-        elif gen.applies_top_k and kept != gen.top_k:
-            out.append(
-                Difference(
-                    "top_k",
-                    f"generate() keeps the top {gen.top_k} tokens; {call} keeps the top {kept}",
-                    _with_top_k(s, gen.top_k),
-                )
-            )
-        elif not gen.applies_top_k and kept is not None:
-            out.append(
-                Difference(
-                    "top_k",
-                    f"generate() applies no top-k (`top_k`=0); {call} keeps the top {kept}",
-                    dataclasses.replace(
-                        s, sampling="TopP" if p is not None else "All", top_k=None, top_k_renormalised=None
-                    ),
-                )
-            )
-        if kind == "TopKThenTopP" and not s.top_k_renormalised:
-            out.append(
-                Difference(
-                    "renormalisation",
-                    f"`Sampling::TopKThenTopP` applies its top-p {number(p)} to the top {k} probabilities as they are, "
-                    "without renormalising them "
-                    "(candle-transformers generation/mod.rs:96-113); transformers renormalises after top-k (its "
-                    "softmax between the warpers), "
-                    f"so candle keeps more tokens: all {k} whenever their mass is below {number(p)}",
-                    dataclasses.replace(s, sampling="TopP", top_k=None, top_k_renormalised=k),
-                )
-            )
-        if gen.applies_top_p and p is None:
-            out.append(
-                Difference(
-                    "top_p",
-                    f"generate() applies top-p {number(gen.top_p)}; {call} applies none",
-                    _with_top_p(s, gen.top_p),
-                )
-            )
-        elif gen.applies_top_p and abs(p - gen.top_p) > 1e-12:  # type: ignore[operator]
-            out.append(
-                Difference(
-                    "top_p",
-                    f"generate() applies top-p {number(gen.top_p)}; {call} applies {number(p)}",
-                    _with_top_p(s, gen.top_p),
-                )
-            )
-        elif not gen.applies_top_p and p is not None:
-            out.append(
-                Difference("top_p", f"generate() applies no top-p; {call} applies {number(p)}", _with_top_p(s, None))
-            )
+            if "top_k" not in gen.stated
+            else f"generation_config.json sets `top_k`={gen.top_k}"
+        )
+        return Difference("top_k", f"{why}; {call} applies no top-k", _with_top_k(s, gen.top_k))
+    if gen.applies_top_k and kept != gen.top_k:
+        return Difference(
+            "top_k",
+            f"generate() keeps the top {gen.top_k} tokens; {call} keeps the top {kept}",
+            _with_top_k(s, gen.top_k),
+        )
+    if not gen.applies_top_k and kept is not None:
+        return Difference(
+            "top_k",
+            f"generate() applies no top-k (`top_k`=0); {call} keeps the top {kept}",
+            dataclasses.replace(s, sampling="TopP" if p is not None else "All", top_k=None, top_k_renormalised=None),
+        )
+    return None
+
+
+def _renormalisation(s: CandleSampler) -> Difference | None:
+    kind, _, k, p = s.effective()
+    if kind != "TopKThenTopP" or s.top_k_renormalised:
+        return None
+    return Difference(
+        "renormalisation",
+        f"`Sampling::TopKThenTopP` applies its top-p {number(p)} to the top {k} probabilities as they are, "
+        "without renormalising them "
+        "(candle-transformers generation/mod.rs:96-113); transformers renormalises after top-k (its "
+        "softmax between the warpers), "
+        f"so candle keeps more tokens: all {k} whenever their mass is below {number(p)}",
+        dataclasses.replace(s, sampling="TopP", top_k=None, top_k_renormalised=k),
+    )
+
+
+def _top_p(gen: Generate, s: CandleSampler, call: str) -> Difference | None:
+    _, _, _, p = s.effective()
+    if gen.applies_top_p and p is None:
+        return Difference(
+            "top_p", f"generate() applies top-p {number(gen.top_p)}; {call} applies none", _with_top_p(s, gen.top_p)
+        )
+    if gen.applies_top_p and abs(p - gen.top_p) > 1e-12:  # type: ignore[operator]
+        return Difference(
+            "top_p",
+            f"generate() applies top-p {number(gen.top_p)}; {call} applies {number(p)}",
+            _with_top_p(s, gen.top_p),
+        )
+    if not gen.applies_top_p and p is not None:
+        return Difference("top_p", f"generate() applies no top-p; {call} applies {number(p)}", _with_top_p(s, None))
+    return None
+
+
+def _repetition(gen: Generate, s: CandleSampler) -> Difference | None:
+    """The penalty itself, else (the same penalty) the window candle applies it over."""
     if abs(s.repeat_penalty - gen.repetition_penalty) > 1e-12:
         theirs = f"`repetition_penalty` {number(gen.repetition_penalty)}" + (
             " (generate()'s default: no penalty)" if gen.repetition_penalty == 1.0 else ""
         )
-        mine = (
-            f"`apply_repeat_penalty` {number(s.repeat_penalty)} over the last {s.repeat_last_n} tokens"
-            if s.repeat_penalty != 1.0 and s.repeat_last_n is not None
-            else (
-                f"`apply_repeat_penalty` {number(s.repeat_penalty)}"
-                if s.repeat_penalty != 1.0
-                else "no `apply_repeat_penalty`"
-            )
+        if s.repeat_penalty == 1.0:
+            mine = "no `apply_repeat_penalty`"
+        elif s.repeat_last_n is not None:
+            mine = f"`apply_repeat_penalty` {number(s.repeat_penalty)} over the last {s.repeat_last_n} tokens"
+        else:
+            mine = f"`apply_repeat_penalty` {number(s.repeat_penalty)}"
+        return Difference(
+            "repetition_penalty",
+            f"generate() applies {theirs}; the candle program applies {mine}",
+            dataclasses.replace(s, repeat_penalty=gen.repetition_penalty, repeat_last_n=None),
         )
-        out.append(
-            Difference(
-                "repetition_penalty",
-                f"generate() applies {theirs}; the candle program applies {mine}",
-                dataclasses.replace(s, repeat_penalty=gen.repetition_penalty, repeat_last_n=None),
-            )
+    if s.repeat_penalty != 1.0 and s.repeat_last_n is not None:
+        return Difference(
+            "window",
+            f"the candle program penalises only the last {s.repeat_last_n} tokens (`repeat_last_n`); transformers' "
+            "RepetitionPenaltyLogitsProcessor penalises every token of the sequence, the prompt's included "
+            "(generation/utils.py:1472-1480)",
+            dataclasses.replace(s, repeat_last_n=None),
         )
-    elif s.repeat_penalty != 1.0 and s.repeat_last_n is not None:
-        out.append(
-            Difference(
-                "window",
-                f"the candle program penalises only the last {s.repeat_last_n} tokens (`repeat_last_n`); transformers' "
-                "RepetitionPenaltyLogitsProcessor penalises every token of the sequence, the prompt's included "
-                "(generation/utils.py:1472-1480)",
-                dataclasses.replace(s, repeat_last_n=None),
-            )
-        )
-    for key, v in gen.no_equivalent.items():
-        out.append(
-            Difference(
-                key,
-                f"generation_config.json sets `{key}`={v}: candle's LogitsProcessor has no "
-                "equivalent (generation/mod.rs: ArgMax, All, TopK, TopP, TopKThenTopP, GumbelSoftmax)",
-                reference_without=key,
-            )
-        )
-    return out
+    return None
 
 
 def _with_top_k(s: CandleSampler, k: int) -> CandleSampler:
