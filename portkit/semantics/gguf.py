@@ -32,6 +32,7 @@ from portkit.candle_release import key as release_key
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any, Literal
 
     from portkit.model.gguf_header import GgufFile, GgufValue
@@ -380,41 +381,16 @@ def _u32(v: GgufValue) -> int | None:
 
 
 def gguf_view(g: GgufFile, release: str = NATIVE) -> GgufView:
+    """What candle `release`'s quantized_llama reads from `g`, and the first thing it refuses (its own order:
+    a tensor type it cannot parse, the required keys, a zero head count, then the tensors it loads)."""
     md = g.metadata
-    refused: str | None = None
     readable = parses(release)
-    for t in g.tensors.values():
-        if t.type_id not in readable:
-            refused = f"unknown dtype for tensor {t.type_id}"
-            break
-    missing: list[str] = []
-    wrong: dict[str, str] = {}
-    vals: dict[str, int | float | None] = {}
-    for key in REQUIRED_KEYS:
-        v = md.get(key)
-        if v is None:
-            missing.append(key)
-            err = f"cannot find {key} in metadata"
-            vals[key] = None
-        else:
-            want = "U32" if key in REQUIRED_U32 else "F32"
-            if v.type != want:
-                err = f"not a {want.lower()} {candle_debug(v)}"
-                wrong[key] = err
-                vals[key] = None
-            else:
-                err = None
-                vals[key] = v.value
-        if err and refused is None:
-            refused = err
-    fb = md.get("llama.rope.freq_base")
-    fb_src: Literal["metadata", "default", "default-wrong-type"]
-    if fb is None:
-        freq_base, fb_src, fb_written = DEFAULT_FREQ_BASE, "default", None
-    elif fb.type != "F32":
-        freq_base, fb_src, fb_written = DEFAULT_FREQ_BASE, "default-wrong-type", candle_debug(fb)
-    else:
-        freq_base, fb_src, fb_written = float(fb.value), "metadata", None
+    unreadable = next((t.type_id for t in g.tensors.values() if t.type_id not in readable), None)
+    refused = None if unreadable is None else f"unknown dtype for tensor {unreadable}"
+    vals, missing, wrong = _required_values(md)
+    if refused is None:
+        refused = _first_key_refusal(missing, wrong)
+    freq_base, fb_src, fb_written = _freq_base(md.get("llama.rope.freq_base"))
     arch_v = md.get("general.architecture")
     arch = arch_v.value if arch_v is not None and arch_v.type == "STRING" and arch_v.value is not None else ""
     hc = vals["llama.attention.head_count"]
@@ -425,23 +401,7 @@ def gguf_view(g: GgufFile, release: str = NATIVE) -> GgufView:
     bc = vals["llama.block_count"]
     experts = md_u32(g, "llama.expert_count") or 0
     if refused is None:
-        needed = ["token_embd.weight", "output_norm.weight"]
-        if isinstance(bc, int):
-            for i in range(min(bc, 100_000)):
-                if experts <= 1:
-                    needed += [f"blk.{i}.{n}" for n in LAYER_TENSORS]
-                else:  # quantized_llama.rs:459-488
-                    needed += [f"blk.{i}.{n}" for n in MOE_LAYER_TENSORS]
-                    needed += [f"blk.{i}.ffn_{w}.{e}.weight" for e in range(experts) for w in ("gate", "down", "up")]
-                    needed += [f"blk.{i}.attn_norm.weight", f"blk.{i}.ffn_norm.weight"]
-        for n in needed:
-            info = g.tensors.get(n)
-            if info is None:
-                refused = f"cannot find tensor info for {n}"
-                break
-            if info.type_id not in loads(release):
-                refused = f"quantized type {info.type_name.replace('_K', 'K')} is not supported yet"
-                break
+        refused = _tensor_refusal(g, bc if isinstance(bc, int) else None, experts, release)
     ctx = md.get("llama.context_length")
     kl = md.get("llama.attention.key_length")
     vl = md.get("llama.attention.value_length")
@@ -475,3 +435,63 @@ def gguf_view(g: GgufFile, release: str = NATIVE) -> GgufView:
         value_length=num(vl),
         has_rope_freqs="rope_freqs.weight" in g.tensors,
     )
+
+
+def _required_values(
+    md: Mapping[str, GgufValue],
+) -> tuple[dict[str, int | float | None], list[str], dict[str, str]]:
+    """REQUIRED_KEYS' values (None where absent or of another type), the absent keys, and the mistyped
+    ones with candle's message, in REQUIRED_KEYS' order (quantized_llama.rs reads them so)."""
+    vals: dict[str, int | float | None] = {}
+    missing: list[str] = []
+    wrong: dict[str, str] = {}
+    for key in REQUIRED_KEYS:
+        v = md.get(key)
+        want = "U32" if key in REQUIRED_U32 else "F32"
+        if v is None:
+            missing.append(key)
+            vals[key] = None
+        elif v.type != want:
+            wrong[key] = f"not a {want.lower()} {candle_debug(v)}"
+            vals[key] = None
+        else:
+            vals[key] = v.value
+    return vals, missing, wrong
+
+
+def _first_key_refusal(missing: list[str], wrong: dict[str, str]) -> str | None:
+    """candle's message for the first required key it cannot read, in REQUIRED_KEYS' order."""
+    for key in REQUIRED_KEYS:
+        if key in missing:
+            return f"cannot find {key} in metadata"
+        if key in wrong:
+            return wrong[key]
+    return None
+
+
+def _freq_base(fb: GgufValue | None) -> tuple[float, Literal["metadata", "default", "default-wrong-type"], str | None]:
+    """`llama.rope.freq_base` as candle reads it: an F32, else its default 10000 (and what was written)."""
+    if fb is None:
+        return DEFAULT_FREQ_BASE, "default", None
+    if fb.type != "F32":
+        return DEFAULT_FREQ_BASE, "default-wrong-type", candle_debug(fb)
+    return float(fb.value), "metadata", None
+
+
+def _tensor_refusal(g: GgufFile, block_count: int | None, experts: int, release: str) -> str | None:
+    """The first tensor quantized_llama loads that `g` lacks or holds in a type the release cannot load."""
+    needed = ["token_embd.weight", "output_norm.weight"]
+    for i in range(min(block_count or 0, 100_000)):
+        if experts <= 1:
+            needed += [f"blk.{i}.{n}" for n in LAYER_TENSORS]
+        else:  # quantized_llama.rs:459-488
+            needed += [f"blk.{i}.{n}" for n in MOE_LAYER_TENSORS]
+            needed += [f"blk.{i}.ffn_{w}.{e}.weight" for e in range(experts) for w in ("gate", "down", "up")]
+            needed += [f"blk.{i}.attn_norm.weight", f"blk.{i}.ffn_norm.weight"]
+    for n in needed:
+        info = g.tensors.get(n)
+        if info is None:
+            return f"cannot find tensor info for {n}"
+        if info.type_id not in loads(release):
+            return f"quantized type {info.type_name.replace('_K', 'K')} is not supported yet"
+    return None
