@@ -251,83 +251,25 @@ def _error(msg: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
     from portkit.verify.errors import BadInput
-    from portkit.verify.model_dir import model_dir_arg
 
     specs = [args.model_dir] if isinstance(args.model_dir, (str, Path)) else list(args.model_dir)
     many = len(specs) > 1 or getattr(args, "hf_cache", False)
     if not specs and not many:
         return _error("give MODEL_DIR (one or more), or --hf-cache")
     try:
-        targets = [(str(s), model_dir_arg(s)) for s in specs]
-        if getattr(args, "hf_cache", False):
-            from portkit.verify.targets import hf_cache_targets
-
-            cached, notes = hf_cache_targets()
-            for note in notes:
-                print(f"portkit: note: {note}", file=sys.stderr)
-            targets += [t for t in cached if t[1] not in {p for _, p in targets}]
-            if not targets:
-                raise BadInput("--hf-cache: no model in the Hugging Face cache that lint maps to a candle module")
-        if many and args.plot is not None:
-            raise BadInput("--plot draws one model's layers: give one MODEL_DIR")
-        check_release(args, [p for _, p in targets])
+        targets = _targets(args, specs, many)
+        opts = _options(args, targets[0][1])
     except BadInput as e:
         return _error(str(e))
-    model_dir = targets[0][1]
-
-    from rich.console import Console
-
-    from portkit.verify.pipeline import VerifyOptions, VerifyReport, verify
-
     err = Console(stderr=True)
-    try:
-        ggufs = expand_ggufs(args.gguf or [])
-    except BadInput as e:
-        return _error(str(e))
-    opts = VerifyOptions(
-        model_dir=model_dir,
-        device=args.device,
-        dtype=args.dtype,
-        ids=args.ids,
-        text=args.text,
-        chat=getattr(args, "chat", None),
-        tokens=args.tokens,
-        ggufs=tuple(ggufs),
-        use_flash_attn=args.use_flash_attn,
-        layers=getattr(args, "layers", True),
-        lint=getattr(args, "lint", True),
-        reference_mode=getattr(args, "reference_mode", "streamed"),
-        cache=getattr(args, "cache", True),
-        turns=getattr(args, "turns", 1),
-        batch=getattr(args, "batch", 1),
-        sampler=getattr(args, "sampler", None),
-    )
     if many:
         return _run_many(args, opts, targets, err)
-
-    def one() -> Any:
-        if args.plot is not None:  # checked before anything runs, after the run's own options
-            from portkit.verify.pipeline import validate
-            from portkit.verify.report.plot import check_plot_path
-
-            validate(opts)
-            check_plot_path(Path(args.plot), layers=opts.layers)
-        if err.is_terminal:
-            with err.status("portkit verify: starting", spinner="dots") as status:
-                report = verify(opts, progress=lambda s: status.update(f"portkit verify: {s}"))
-        else:
-            report = verify(opts)
-        if args.plot is not None and isinstance(report, VerifyReport):
-            from portkit.verify.report.plot import plot_report
-
-            report.plot = plot_report(report, Path(args.plot))
-        return report
-
-    report, failed = _guarded(one)
+    report, failed = _guarded(lambda: _verify_one(args, opts, err))
     if failed is not None:
         return failed
-
     prompt = getattr(report, "prompt", None)  # none when only tokenizer files were compared
     warning = prompt.short_warning() if prompt is not None else None
     if warning:
@@ -341,6 +283,74 @@ def run(args: argparse.Namespace) -> int:
 
         render_text(report, Console(highlight=False, soft_wrap=True))
     return report.exit_code
+
+
+def _targets(args: argparse.Namespace, specs: list[Any], many: bool) -> list[tuple[str, Path]]:
+    """(as given, directory) for every model the run verifies, the release chosen and checked for them
+    (BadInput: one line)."""
+    from portkit.verify.errors import BadInput
+    from portkit.verify.model_dir import model_dir_arg
+
+    targets = [(str(s), model_dir_arg(s)) for s in specs]
+    if getattr(args, "hf_cache", False):
+        from portkit.verify.targets import hf_cache_targets
+
+        cached, notes = hf_cache_targets()
+        for note in notes:
+            print(f"portkit: note: {note}", file=sys.stderr)
+        targets += [t for t in cached if t[1] not in {p for _, p in targets}]
+        if not targets:
+            raise BadInput("--hf-cache: no model in the Hugging Face cache that lint maps to a candle module")
+    if many and args.plot is not None:
+        raise BadInput("--plot draws one model's layers: give one MODEL_DIR")
+    check_release(args, [p for _, p in targets])
+    return targets
+
+
+def _options(args: argparse.Namespace, model_dir: Path) -> Any:
+    """The run's `VerifyOptions` from the command line (BadInput: a --gguf that is not one)."""
+    from portkit.verify.pipeline import VerifyOptions
+
+    return VerifyOptions(
+        model_dir=model_dir,
+        device=args.device,
+        dtype=args.dtype,
+        ids=args.ids,
+        text=args.text,
+        chat=getattr(args, "chat", None),
+        tokens=args.tokens,
+        ggufs=tuple(expand_ggufs(args.gguf or [])),
+        use_flash_attn=args.use_flash_attn,
+        layers=getattr(args, "layers", True),
+        lint=getattr(args, "lint", True),
+        reference_mode=getattr(args, "reference_mode", "streamed"),
+        cache=getattr(args, "cache", True),
+        turns=getattr(args, "turns", 1),
+        batch=getattr(args, "batch", 1),
+        sampler=getattr(args, "sampler", None),
+    )
+
+
+def _verify_one(args: argparse.Namespace, opts: Any, err: Any) -> Any:
+    """One model's report, with a spinner on a terminal and the --plot drawn (its path checked first)."""
+    from portkit.verify.pipeline import VerifyReport, verify
+
+    if args.plot is not None:  # checked before anything runs, after the run's own options
+        from portkit.verify.pipeline import validate
+        from portkit.verify.report.plot import check_plot_path
+
+        validate(opts)
+        check_plot_path(Path(args.plot), layers=opts.layers)
+    if err.is_terminal:
+        with err.status("portkit verify: starting", spinner="dots") as status:
+            report = verify(opts, progress=lambda s: status.update(f"portkit verify: {s}"))
+    else:
+        report = verify(opts)
+    if args.plot is not None and isinstance(report, VerifyReport):
+        from portkit.verify.report.plot import plot_report
+
+        report.plot = plot_report(report, Path(args.plot))
+    return report
 
 
 def _run_many(args: argparse.Namespace, opts: Any, targets: list[tuple[str, Path]], err: Any) -> int:
