@@ -231,10 +231,34 @@ class StreamedModel(_ModelRuns):
         self.torch = torch
         self.dtype = {"float32": torch.float32, "float64": torch.float64}[precision]
         self.progress = progress
-        from safetensors import safe_open
-        from transformers.conversion_mapping import get_model_conversion_mapping
-        from transformers.modeling_utils import LoadStateDictConfig
+        self.model = self._meta_model(transformers, model_dir, config_text, precision, rope_table)
+        self._open_files(weight_files, precision, resident, tensor_edits)
+        self._group_by_layer()
+        self.nonfinite: list[str] = []
+        self._resident_unscanned = False
+        self.missing: list[str] = []  # parameters the checkpoint lacks: initialised as from_pretrained does
+        self._kept: set[tuple[int, str]] = set()
+        self.resident = resident
+        self.scan_nonfinite = scan_nonfinite
+        self._materialise_buffers()
+        if resident:  # every group's tensors in one conversion call, as from_pretrained makes it
+            self._convert([item for group in self.groups.values() for item in group])
+            self._scan(self._resident_params())
+        else:
+            self._load(None)
+        if getattr(self.model.config.get_text_config(), "tie_word_embeddings", False):
+            self.model.tie_weights()
+        self._init_missing(self.model, skip_prefix=self.layers_path + ".")
+        widen_on_read(torch, self.vocab, self.dtype)
+        if resident:  # then each layer as its first streamed use finishes it: same init order, same scan order
+            for i in range(len(self.layers)):
+                self._finish_layer(i)
 
+    def _meta_model(
+        self, transformers: Any, model_dir: Path, config_text: str | None, precision: str, rope_table: str | None
+    ) -> Any:
+        """The model transformers builds for the config, on the meta device (no weights yet)."""
+        torch = self.torch
         config = _config(transformers, model_dir, config_text)
         # torch's grouped matmul (transformers' default for MoE experts) has no f64 kernel: the
         # truth computes each expert on its own, the same sums in another order
@@ -243,7 +267,7 @@ class StreamedModel(_ModelRuns):
             model = causal_lm_class(transformers, config).from_config(
                 config, attn_implementation="eager", dtype=self.dtype, trust_remote_code=False, **experts
             )
-        self.model = model.eval()
+        model = model.eval()
         if rope_table is not None:
             from portkit.verify.reference.rope_table import patch_rotary
 
@@ -251,6 +275,17 @@ class StreamedModel(_ModelRuns):
                 raise ValueError(
                     f"{type(model).__name__} has no rotary module to give candle's {rope_table} RoPE table"
                 )
+        return model
+
+    def _open_files(
+        self, weight_files: Sequence[Path], precision: str, resident: bool, tensor_edits: Mapping[str, str] | None
+    ) -> None:
+        """The checkpoint's files, mapped, and the dtype each tensor is loaded in."""
+        torch, model = self.torch, self.model
+        from safetensors import safe_open
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.modeling_utils import LoadStateDictConfig
+
         from portkit.verify.reference.file_pages import FilePages
 
         self.files = [_open(safe_open, p) for p in weight_files]
@@ -283,37 +318,20 @@ class StreamedModel(_ModelRuns):
             weight_mapping=get_model_conversion_mapping(model),  # type: ignore[arg-type]  # transformers' own pair, typed narrower there
         )
         self.tensor_edits = _checked_edits(tensor_edits or {}, {k for f in self.files for k in f.keys()})
-        self.layers_path, self.layers = _decoder_layers(model)
+
+    def _group_by_layer(self) -> None:
+        """The checkpoint's keys grouped by the decoder layer they load into (None: always resident)."""
         from portkit.verify.reference.anatomy import layer_key
 
+        self.layers_path, self.layers = _decoder_layers(self.model)
         key_of_layer = layer_key(self.layers_path)
-        self.state = LiveState(model)
-        # checkpoint key -> open file; keys grouped by decoder layer (None: always resident)
+        self.state = LiveState(self.model)
         self.groups: dict[int | None, list[tuple[str, Any]]] = {}
         for f in self.files:
             for key in f.keys():
                 found = key_of_layer.findall(key)  # one match: not a list nested in another's layers
                 idx = int(found[0]) if len(found) == 1 and int(found[0]) < len(self.layers) else None
                 self.groups.setdefault(idx, []).append((key, f))
-        self.nonfinite: list[str] = []
-        self._resident_unscanned = False
-        self.missing: list[str] = []  # parameters the checkpoint lacks: initialised as from_pretrained does
-        self._kept: set[tuple[int, str]] = set()
-        self.resident = resident
-        self.scan_nonfinite = scan_nonfinite
-        self._materialise_buffers()
-        if resident:  # every group's tensors in one conversion call, as from_pretrained makes it
-            self._convert([item for group in self.groups.values() for item in group])
-            self._scan(self._resident_params())
-        else:
-            self._load(None)
-        if getattr(model.config.get_text_config(), "tie_word_embeddings", False):
-            model.tie_weights()
-        self._init_missing(self.model, skip_prefix=self.layers_path + ".")
-        widen_on_read(torch, self.vocab, self.dtype)
-        if resident:  # then each layer as its first streamed use finishes it: same init order, same scan order
-            for i in range(len(self.layers)):
-                self._finish_layer(i)
 
     def _resident_modules(self) -> list[Any]:
         prefix = self.layers_path + "."
