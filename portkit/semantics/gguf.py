@@ -180,6 +180,12 @@ UNCHECKED_GGUF_LOADERS: dict[str, str] = {
     "glm4": "quantized_glm4",
     "lfm2": "quantized_lfm2",
 }
+#: unchecked loaders that run on CUDA only, and why: quantized_qwen3_moe's experts go through
+#: `FusedMoeGGUF` (quantized_qwen3_moe.rs:332-345, fused_moe.rs:222-290), whose `moe_gemm_gguf` is built for
+#: CUDA alone (candle-nn moe.rs:339-352, the same from 0.9.2 to 0.11.1)
+CUDA_ONLY_GGUF_LOADERS: dict[str, str] = {
+    "quantized_qwen3_moe": "moe_gemm_gguf is only implemented for the cuda backend",
+}
 
 
 def architecture_of(g: GgufFile) -> str:

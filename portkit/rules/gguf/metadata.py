@@ -535,7 +535,9 @@ class NonLlamaArchitecture(GgufRule):
     ## Candle source
     candle-transformers-0.11.0/src/models/quantized_llama.rs:372-428; the loaders
     quantized_qwen2.rs:181, quantized_qwen3.rs:463, quantized_gemma3.rs:261,
-    quantized_phi3.rs:223 (`from_gguf`).
+    quantized_phi3.rs:223 (`from_gguf`). quantized_qwen3_moe.rs:332-345 builds `FusedMoeGGUF`
+    (fused_moe.rs:222-290), whose `moe_gemm_gguf` is CUDA-only (candle-nn-0.11.0/src/moe.rs:339-352):
+    an error on any other `--device`.
 
     ## Verification
     static-only, reported NOT-PROBED with why.
@@ -561,7 +563,7 @@ class NonLlamaArchitecture(GgufRule):
         from portkit.candle_modules import ADDED
         from portkit.candle_release import key
         from portkit.families import GGUF_LOADERS
-        from portkit.semantics.gguf import UNCHECKED_GGUF_LOADERS
+        from portkit.semantics.gguf import CUDA_ONLY_GGUF_LOADERS, UNCHECKED_GGUF_LOADERS
 
         for g, v in self.each(ctx):
             own = GGUF_LOADERS.get(v.architecture)
@@ -570,13 +572,20 @@ class NonLlamaArchitecture(GgufRule):
             shown = f"`{v.architecture}`" if v.architecture else "absent"
             other = own or UNCHECKED_GGUF_LOADERS.get(v.architecture)
             if other is not None and own is None and key(ADDED[other]) <= key(ctx.target.candle):
+                crash = CUDA_ONLY_GGUF_LOADERS.get(other) if ctx.target.device != "cuda" else None
+                on_device = (
+                    f"; on {ctx.target.device} its first forward fails (`{crash}`: its fused MoE kernel is CUDA-only)"
+                    if crash
+                    else ""
+                )
                 yield self.file_finding(
                     ctx,
                     g,
                     f"`general.architecture` is {shown}: candle {ctx.target.candle} reads it with `{other}`, a loader "
                     "portkit does not check yet; through quantized_llama it would read only `llama.*` keys and llama "
-                    "tensors",
+                    f"tensors{on_device}",
                     candle_value=other,
+                    severity="error" if crash else None,
                 )
                 continue
             later = f" (`{other}` arrived in {ADDED[other]})" if other is not None else ""
