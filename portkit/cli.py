@@ -512,7 +512,8 @@ def _columns() -> int:
         cols = 0
     if cols <= 0:
         try:
-            cols = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+            stdout = sys.__stdout__
+            cols = os.get_terminal_size(stdout.fileno()).columns if stdout is not None else 0
         except (AttributeError, ValueError, OSError):
             cols = 0
     return cols or 80

@@ -37,8 +37,9 @@ def pages() -> dict[str, str]:
             fams = "any tokenizer"
         if r.group == "embedding" and "*" in r.families:
             fams = "encoder checkpoints, sentence-transformers pipelines"
-        if getattr(r, "loaders", None):  # by the file's architecture
-            fams = "GGUF: " + ", ".join(r.loaders)  # type: ignore[attr-defined]
+        loaders = getattr(r, "loaders", None)  # a GGUF rule's: by the file's architecture
+        if loaders:
+            fams = "GGUF: " + ", ".join(loaders)
         held = r.holds.releases()
         releases = f"{held[0]}-{held[-1]}" if len(held) > 1 else held[0] if held else "none"
         rows.append(

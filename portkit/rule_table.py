@@ -61,8 +61,9 @@ def speaks_about(rule: Rule, family: str) -> bool:
     loader that family's GGUF files go through."""
     from portkit.families import BY_NAME
 
-    if getattr(rule, "loaders", None):
-        return BY_NAME[family].gguf_loader in rule.loaders  # type: ignore[attr-defined]
+    loaders = getattr(rule, "loaders", None)  # a GGUF rule's (`GgufRule.loaders`)
+    if loaders:
+        return BY_NAME[family].gguf_loader in loaders
     return "*" in rule.families or family in rule.families
 
 

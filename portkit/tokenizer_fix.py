@@ -84,7 +84,9 @@ def edited_facts(facts: ModelFacts, new_text: str) -> ModelFacts:
 
 
 def _check(facts: ModelFacts, ctx: Context, new_text: str) -> None:
-    path = facts.tokenizer.tokenizer.path  # type: ignore[union-attr]
+    tok = facts.tokenizer
+    assert tok is not None and tok.tokenizer is not None, "fix edits a tokenizer.json it read"
+    path = tok.tokenizer.path
     new_facts = edited_facts(facts, new_text)
     after_found, after_ctx = findings(new_facts)
     before, after = analysis(ctx), analysis(after_ctx)

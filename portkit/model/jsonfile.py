@@ -62,7 +62,12 @@ def _dup_hook(dups: dict[int, list[str]]) -> Any:
         d = dict(pairs)
         if len(d) != len(pairs):
             seen: set[str] = set()
-            dups[id(d)] = [k for k, _ in pairs if k in seen or seen.add(k)]  # type: ignore[func-returns-value]
+            repeated = []
+            for k, _ in pairs:
+                if k in seen:
+                    repeated.append(k)
+                seen.add(k)
+            dups[id(d)] = repeated
         return d
 
     return hook
@@ -185,7 +190,7 @@ def key_positions(text: str, max_depth: int = 3) -> dict[KeyPath, tuple[int, int
                 stack[-1][2] = key
                 depth = len(stack)
                 if depth <= max_depth and all(isinstance(x, str) for x in keys[1:]):
-                    path = tuple(keys[1:]) + (key,)  # type: ignore[operator]
+                    path = tuple(keys[1:]) + (key,)
                     out.setdefault(path, (row, s - line_start + 1))
             i = q + 1
             continue

@@ -48,7 +48,7 @@ def reporter_class(name: str) -> type[Reporter]:
     import importlib
 
     module, cls = REPORTERS[name]
-    return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module), cls)
 
 
 def reporters() -> dict[str, type[Reporter]]:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from typing import Any, ClassVar, Literal, TypeVar
 
     from portkit.families import Family
+    from portkit.families.traits import FamiliesWith
     from portkit.families.view import FamilyView
     from portkit.findings import Finding, Location, Probe, ProbeKind, ProbeMeasure, ProbeRun, Severity
 
@@ -125,7 +126,8 @@ class Rule:
     group: ClassVar[Group]
     # the model families (candle modules, `portkit.families`) the rule speaks about; "*": all,
     # including a model_type candle has no module for
-    families: ClassVar[tuple[str, ...]] = ("llama",)  # a registry name (portkit.families)
+    # a tuple of registry names (portkit.families), or the families a trait selects (`FamiliesWith`)
+    families: ClassVar[tuple[str, ...] | FamiliesWith] = ("llama",)
     severity: ClassVar[Severity] = "error"
     effect: ClassVar[Effect] = "silent"
     fix_availability: ClassVar[FixAvailability] = "none"

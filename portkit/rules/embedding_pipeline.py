@@ -558,7 +558,7 @@ class PipelineModuleCustom(_PipelineRule):
                     m,
                     f"module {m.index} is {m.type!r}, custom code outside sentence-transformers (loaded only with "
                     "trust_remote_code): portkit does not run it and the program must reimplement it",
-                )  # type: ignore[arg-type]
+                )
             elif m.kind == "other":
                 yield self.at_module(
                     ctx,
@@ -566,7 +566,7 @@ class PipelineModuleCustom(_PipelineRule):
                     m,
                     f"module {m.index} is {m.type!r}, a sentence-transformers module portkit does not read: the "
                     "program must reimplement it",
-                )  # type: ignore[arg-type]
+                )
 
 
 class PipelineFileInvalid(_PipelineRule):

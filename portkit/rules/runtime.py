@@ -358,11 +358,11 @@ class SequenceBeyondMaxPositions(_RuntimeRule):
     probe_kind = "crash"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        t, fv = ctx.target, ctx.fv
-        if not self.ready(ctx) or t.max_tokens is None or not fv or not fv.ok:
+        t, fv, fam = ctx.target, ctx.fv, ctx.family
+        if not self.ready(ctx) or t.max_tokens is None or not fv or not fv.ok or fam is None:
             return
         mp = fv.get("max_position_embeddings") or 0
-        who = ctx.family.who  # type: ignore[union-attr]
+        who = fam.who
         if t.max_tokens > mp:
             yield self.finding(
                 ctx,
@@ -672,8 +672,8 @@ class RopeTableInHalfPrecision(_RuntimeRule):
     probe_kind = "numeric"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        t, fv = ctx.target, ctx.fv
-        if not self.half_precision_run(ctx) or fv is None:
+        t, fv, fam = ctx.target, ctx.fv, ctx.family
+        if not self.half_precision_run(ctx) or fv is None or fam is None:
             return
         mp = fv.get("max_position_embeddings")
         if not isinstance(mp, int) or isinstance(mp, bool) or mp <= 0:
@@ -682,7 +682,7 @@ class RopeTableInHalfPrecision(_RuntimeRule):
         first, worst = position_error(t.dtype, planned - 1)
         if planned - 1 < first:
             return
-        src = ctx.family.traits.rope_table_in_model_dtype  # type: ignore[union-attr]
+        src = fam.traits.rope_table_in_model_dtype
         how = (
             f"`--max-tokens` {t.max_tokens}"
             if t.max_tokens is not None and t.max_tokens <= mp
@@ -690,7 +690,7 @@ class RopeTableInHalfPrecision(_RuntimeRule):
         )
         yield self.finding(
             ctx,
-            f"{ctx.family.who} builds its RoPE table in {t.dtype} ({src}): positions from {first} on are rounded "  # type: ignore[union-attr]
+            f"{fam.who} builds its RoPE table in {t.dtype} ({src}): positions from {first} on are rounded "
             f"({t.dtype} holds integers exactly only up to {first - 1}), so over {planned} positions ({how}) the "
             "rotary pair "
             f"of inverse frequency 1 turns up to {worst:g} rad off and every angle is rounded to {t.dtype}; "

@@ -64,7 +64,7 @@ class _TraitPathRule(_PathRule):
     """A path rule about the modules whose family trait says they break there: its `families`
     are those whose module sets the trait to the rule's kind (`FamiliesWith`)."""
 
-    families: ClassVar[FamiliesWith]  # type: ignore[assignment]
+    families: ClassVar[FamiliesWith]
 
     def how(self, ctx: Context) -> Any:
         """This config's family's record of the trait when it is of the rule's kind, else None."""

@@ -18,9 +18,11 @@ from portkit.rules.family_config import ALL_FAMILIES
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
-    from portkit.findings import Finding, NotProbed
+    from portkit.families.view import FamilyView
+    from portkit.findings import Finding, NotProbed, Severity
+    from portkit.model.safetensors_header import TensorInfo
 
 
 LAYER_RE = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
@@ -136,6 +138,19 @@ class _WeightsRule(Rule):
         return bool(ctx.facts.safetensors and ctx.ftv and ctx.ftv.ok and ctx.fv and ctx.fv.ok)
 
     @staticmethod
+    def tensors(ctx: Context) -> Mapping[str, TensorInfo]:
+        """The checkpoint's tensors, once `ready` holds."""
+        st = ctx.facts.safetensors
+        assert st is not None, "ready() checks the safetensors files"
+        return st.tensors
+
+    @staticmethod
+    def config(ctx: Context) -> FamilyView:
+        """candle's view of config.json, once `ready` holds."""
+        assert ctx.fv is not None, "ready() checks candle's view"
+        return ctx.fv
+
+    @staticmethod
     def panics(ctx: Context) -> str | None:
         """The load function that panics on a bad layer tensor, for modules that `.unwrap()` per block."""
         return ctx.family.traits.load_panics if ctx.family is not None else None
@@ -191,7 +206,7 @@ class MissingTensor(_WeightsRule):
         expected = expected_tensors(ctx)
         if expected is None:
             return
-        have = ctx.facts.safetensors.tensors  # type: ignore[union-attr]
+        have = self.tensors(ctx)
         present_layers = weight_layers(have)
         # lm_head is PK205's, whole missing layers PK204's
         missing = [
@@ -296,9 +311,9 @@ class UnreadTensor(_WeightsRule):
         cand = expected_tensors(ctx)
         if cand is None:
             return
-        have = ctx.facts.safetensors.tensors  # type: ignore[union-attr]
+        have = self.tensors(ctx)
         tf = transformers_expected(ctx)
-        n_layers = ctx.fv.values["num_hidden_layers"]  # type: ignore[union-attr]
+        n_layers = self.config(ctx).values["num_hidden_layers"]
         groups: dict[str, list[str]] = defaultdict(list)
         for n in have:
             if n in cand or not is_family_name(ctx, n, cand):
@@ -318,7 +333,7 @@ class UnreadTensor(_WeightsRule):
             else:
                 groups["other"].append(n)
         mod = module_name(ctx)
-        texts = {
+        texts: dict[str, tuple[str, Severity]] = {
             "bias-read": ("transformers adds them (`attention_bias`/`mlp_bias` is true)", "error"),
             "bias-unread": (
                 "transformers ignores them too (`attention_bias`/`mlp_bias` is false): the config may be wrong",
@@ -339,7 +354,9 @@ class UnreadTensor(_WeightsRule):
                 "warning",
             ),
         }
-        own = ctx.family.traits.unread_texts  # type: ignore[union-attr]  # the module's own words
+        fam = ctx.family
+        assert fam is not None, "ready() checks candle's view, which needs the family"
+        own = fam.traits.unread_texts  # the module's own words
         for key, why in own.items():
             texts[key] = (why, texts[key][1])
         for key, names in groups.items():
@@ -352,7 +369,7 @@ class UnreadTensor(_WeightsRule):
                 f"{mod} never reads {len(names)} tensor{'s' if len(names) > 1 else ''} ({backticked(names)}); {why}",
                 filename=_weights_file(ctx),
                 location=None,
-                severity=sev,  # type: ignore[arg-type]
+                severity=sev,
                 transformers_value="read" if edit is not None else "unread",
                 candle_value="unread",
                 probe_kind=None if edit is not None else "static-only",
@@ -515,8 +532,8 @@ class LayerCountMismatch(_WeightsRule):
     def check(self, ctx: Context) -> Iterable[Finding]:
         if not self.ready(ctx):
             return
-        layers = weight_layers(ctx.facts.safetensors.tensors)  # type: ignore[union-attr]
-        n = ctx.fv.values["num_hidden_layers"]  # type: ignore[union-attr]
+        layers = weight_layers(self.tensors(ctx))
+        n = self.config(ctx).values["num_hidden_layers"]
         count = max(layers) + 1 if layers else 0
         missing = sorted(set(range(n)) - layers)
         if missing:
@@ -606,7 +623,7 @@ class LmHeadVsTie(_WeightsRule):
     def check(self, ctx: Context) -> Iterable[Finding]:
         if not self.ready(ctx):
             return
-        have = ctx.facts.safetensors.tensors  # type: ignore[union-attr]
+        have = self.tensors(ctx)
         expected = expected_tensors(ctx)
         if expected is None:
             return
@@ -617,7 +634,7 @@ class LmHeadVsTie(_WeightsRule):
             return
         if "lm_head.weight" not in expected or "lm_head.weight" in have:
             return
-        if "tie_word_embeddings" in ctx.fv.values:  # type: ignore[union-attr]  # the module follows the flag
+        if "tie_word_embeddings" in self.config(ctx).values:  # the module follows the flag
             if config_flag(ctx, "tie_word_embeddings") is False:
                 written = "is false"
             else:
@@ -725,7 +742,7 @@ class TensorShapeMismatch(_WeightsRule):
     def check(self, ctx: Context) -> Iterable[Finding]:
         if not self.ready(ctx):
             return
-        have = ctx.facts.safetensors.tensors  # type: ignore[union-attr]
+        have = self.tensors(ctx)
         expected = expected_tensors(ctx)
         if expected is None:
             return

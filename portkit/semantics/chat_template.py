@@ -360,8 +360,8 @@ def block_whitespace(s: Scan) -> Iterator[Construct]:
             yield Construct(
                 "whitespace", row, col, "newline after a block tag (trim_blocks)", {CANDLE_EXAMPLES: "differs"}
             )
-        elif block_after and not stripped_right and _lstripped(text, prev is None):
-            row, col = s.rowcol(nxt.start)  # type: ignore[union-attr]
+        elif nxt is not None and block_after and not stripped_right and _lstripped(text, prev is None):
+            row, col = s.rowcol(nxt.start)
             yield Construct(
                 "whitespace", row, col, "blanks before a block tag (lstrip_blocks)", {CANDLE_EXAMPLES: "differs"}
             )
@@ -447,7 +447,7 @@ def without_tojson_arguments(text: str, names: tuple[str, ...] = TOJSON_IGNORED_
     mistral.rs's `tojson` makes of them): verify renders it through transformers to show that the
     ignored arguments are what changes the text."""
     s = scan(text)
-    cuts: list[tuple[int, int]] = []
+    cuts: list[tuple[int, int, str]] = []
     for m in _TOJSON.finditer(s.code):
         i = m.end()
         while i < len(s.code) and s.code[i] == " ":
@@ -467,9 +467,9 @@ def without_tojson_arguments(text: str, names: tuple[str, ...] = TOJSON_IGNORED_
                 start = j + 1
         kept = [(x, y) for x, y in parts if not any(re.match(rf"\s*{n}\s*=", s.code[x:y]) for n in names)]
         new = ", ".join(text[x:y].strip() for x, y in kept)
-        cuts.append((i, b + 1, "(" + new + ")" if new else ""))  # type: ignore[arg-type]
+        cuts.append((i, b + 1, "(" + new + ")" if new else ""))
     out, last = [], 0
-    for a, b, new in cuts:  # type: ignore[misc]
+    for a, b, new in cuts:
         out.append(text[last:a])
         out.append(new)
         last = b

@@ -427,10 +427,10 @@ def gguf_view(g: GgufFile, release: str = NATIVE) -> GgufView:
         architecture=arch,
         rope_is_neox=arch in neox_archs(release),
         head_count=hc if isinstance(hc, int) else None,
-        head_count_kv=vals["llama.attention.head_count_kv"],  # type: ignore[arg-type]
+        head_count_kv=_int_or_none(vals["llama.attention.head_count_kv"]),
         block_count=bc if isinstance(bc, int) else None,
         embedding_length=emb if isinstance(emb, int) else None,
-        rope_dim=vals["llama.rope.dimension_count"],  # type: ignore[arg-type]
+        rope_dim=_int_or_none(vals["llama.rope.dimension_count"]),
         rms_eps=vals["llama.attention.layer_norm_rms_epsilon"],
         head_dim=head_dim,
         freq_base=freq_base,
@@ -441,6 +441,11 @@ def gguf_view(g: GgufFile, release: str = NATIVE) -> GgufView:
         value_length=num(vl),
         has_rope_freqs="rope_freqs.weight" in g.tensors,
     )
+
+
+def _int_or_none(v: int | float | None) -> int | None:
+    """A U32 key's value (`_required_values` reads U32 keys as ints, None where absent or mistyped)."""
+    return v if isinstance(v, int) else None
 
 
 def _required_values(

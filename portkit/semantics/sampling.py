@@ -294,7 +294,7 @@ def _top_p(gen: Generate, s: CandleSampler, call: str) -> Difference | None:
         return Difference(
             "top_p", f"generate() applies top-p {number(gen.top_p)}; {call} applies none", _with_top_p(s, gen.top_p)
         )
-    if gen.applies_top_p and abs(p - gen.top_p) > 1e-12:  # type: ignore[operator]
+    if gen.applies_top_p and p is not None and abs(p - gen.top_p) > 1e-12:
         return Difference(
             "top_p",
             f"generate() applies top-p {number(gen.top_p)}; {call} applies {number(p)}",

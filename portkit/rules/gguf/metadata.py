@@ -176,22 +176,15 @@ class GgufFreqBaseDefaulted(GgufRule):
     loaders = ("quantized_llama", "quantized_qwen2")
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        theta = ctx.ftv.get("rope_theta") if self.tv_ok(ctx) else None  # type: ignore[union-attr]
+        theta = ctx.ftv.get("rope_theta") if ctx.ftv is not None and self.tv_ok(ctx) else None
         for g, v in self.each(ctx):
             key = f"{metadata_prefix(g, v.loader, ctx.target.candle)}.rope.freq_base"
             written = g.metadata.get(key)
-            source = (
-                "metadata"
-                if written is not None and written.type == "F32"
-                else "default"
-                if written is None
-                else "default-wrong-type"
-            )
-            if source == "metadata":
-                continue
-            if source == "default-wrong-type":
+            if written is not None and written.type == "F32":
+                continue  # read as written
+            if written is not None:  # written in another type: the default all the same
                 msg = (
-                    f"`{key}` is {candle_debug(written)}; candle {ctx.target.candle}'s `to_f32()` fails and "  # type: ignore[arg-type]
+                    f"`{key}` is {candle_debug(written)}; candle {ctx.target.candle}'s `to_f32()` fails and "
                     "`.unwrap_or(10000)` silently uses 10000"
                 )
             elif theta is not None:
@@ -423,7 +416,7 @@ class ContextOverMaxSeqLen(GgufRule):
                 ctx,
                 g,
                 msg,
-                severity=sev,  # type: ignore[arg-type]
+                severity=sev,
                 transformers_value=v.context_length,
                 candle_value=MAX_SEQ_LEN,
                 expect="narrow invalid args",

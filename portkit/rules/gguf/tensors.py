@@ -165,7 +165,7 @@ class QkRowsNotPermuted(GgufRule):
                     break
 
 
-def _decode_hf(raw: bytes, dtype: str):  # type: ignore[no-untyped-def]
+def _decode_hf(raw: bytes, dtype: str):
     import numpy as np
 
     if dtype == "F32":
@@ -178,7 +178,7 @@ def _decode_hf(raw: bytes, dtype: str):  # type: ignore[no-untyped-def]
     return None
 
 
-def _compare_first_head(st, g: GgufFile, hf_name: str, gg_name: str, hd: int):  # type: ignore[no-untyped-def]
+def _compare_first_head(st, g: GgufFile, hf_name: str, gg_name: str, hd: int):
     """(permuted?, err_if_permuted, err_if_plain) for the first head, or None if undecidable."""
     import numpy as np
 

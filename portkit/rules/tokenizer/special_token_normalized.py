@@ -105,5 +105,5 @@ class SpecialTokenNormalized(TokenizerRule):
         )
 
     def tokenizer_changes(self, finding: Finding, ctx: Context) -> dict[str, Any] | None:
-        """`normalized` false on the special tokens the finding names."""
-        return probe_changes(finding.fix.edits)  # type: ignore[union-attr]
+        """`normalized` false on the special tokens the finding names (its fix's edits; None without one)."""
+        return probe_changes(finding.fix.edits) if finding.fix is not None else None

@@ -146,10 +146,17 @@ def localise(
     return Localisation(first, bad.name, bad.rel, errors, pos0, diagnosis, candidates, agreeing, missing)
 
 
+def _sub(name: str) -> str:
+    """`layer.3.self_attn.q_proj` -> "self_attn.q_proj" (a sub-layer row's name, as `localise` picks them)."""
+    parts = sublayers.split(name)
+    assert parts is not None, name
+    return parts[1]
+
+
 def _diagnose(sub: str, pos0: bool | None, agreeing: list[str], missing_before: list[str]) -> tuple[str, list[str]]:
     role = sublayers.role(sub)
-    agreed = [sublayers.split(n)[1] for n in agreeing]  # type: ignore[index]  # in computation order
-    unseen = [sublayers.split(n)[1] for n in missing_before]  # type: ignore[index]
+    agreed = [_sub(n) for n in agreeing]  # in computation order
+    unseen = [_sub(n) for n in missing_before]
     name = _short(sub)
     if role is None:
         before = f" ({', '.join(agreed[-1:])} before it agrees)" if agreed else ""

@@ -359,9 +359,9 @@ def _serve() -> None:
         drop_gpu_library_pages()  # the reference computes on the CPU (torch's CUDA libraries: ~145 MiB)
         # and what loading a model imports (1.9 s of the real 135M checkpoint's first request
         # went to these): the first request is often still on its way
-        import transformers.conversion_mapping  # noqa: F401
-        import transformers.core_model_loading  # noqa: F401
-        import transformers.modeling_utils  # noqa: F401
+        import transformers.conversion_mapping  # noqa: F401 - imported ahead, for the first request
+        import transformers.core_model_loading  # noqa: F401 - the same
+        import transformers.modeling_utils  # noqa: F401 - the same
     except Exception:
         pass  # reported with the request, as "unavailable"
     # frozen, a collection walks only what a request made (a full one walked the imports'

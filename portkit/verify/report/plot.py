@@ -22,7 +22,7 @@ def check_plot_path(plot: Path, *, layers: bool = True) -> None:
     if not plot.resolve().parent.is_dir():
         raise BadInput(f"--plot {plot}: the directory does not exist")
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # noqa: F401 - only whether it is installed, before the run
     except ImportError:
         raise BadInput("--plot needs matplotlib: pip install 'portkit[plot]'") from None
 

@@ -265,8 +265,8 @@ def confirm(
                 }
             )
             before, after = measure(env, others), measure(env, [*others, construct])
-            label = edits[construct][2]  # type: ignore[index]
-            label = f"{env} with {label}" if edits[construct][0] is None else label  # type: ignore[index]
+            label = edits[construct][2]
+            label = f"{env} with {label}" if edits[construct][0] is None else label
             details[env].update(counterfactual=label, before=before, after=after)
             prefix = "with the other findings' causes taken away, " if others else ""
             if fewer(after=after, before=before):
@@ -292,7 +292,7 @@ def confirm(
                 evidence="; ".join(parts) or "no environment named",
                 details=details,
             )
-        )  # type: ignore[arg-type]
+        )
     return out
 
 

@@ -224,10 +224,10 @@ def _alone(gen: S.Generate, program: S.CandleSampler, key: str) -> tuple[S.Candl
     cur = program
     for _ in range(16):  # each fix removes one difference; a handful at most
         diffs = S.differences(gen, cur)
-        other = next((d for d in diffs if d.key != key and d.fixed is not None), None)
-        if other is None:
+        fixed = next((d.fixed for d in diffs if d.key != key and d.fixed is not None), None)
+        if fixed is None:
             return cur, next((d for d in diffs if d.key == key), None)
-        cur = other.fixed  # type: ignore[assignment]
+        cur = fixed
     return cur, next((d for d in S.differences(gen, cur) if d.key == key), None)
 
 
