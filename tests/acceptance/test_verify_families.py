@@ -13,8 +13,11 @@ The outcomes come from `fixtures.family_matrix`, which also prints the closing n
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from fixtures.families import family_fixture
 from fixtures.family_matrix import family_row
 from portkit.families import FAMILIES
 
@@ -113,7 +116,7 @@ def test_legacy_sub_layers_agree_with_transformers(rows, family):
     from portkit.families import BY_NAME, sublayers
 
     got = rows(family)["legacy"].sublayers
-    layers = 6 if family == "gemma3" else 2
+    layers = json.loads((family_fixture(family, "legacy") / "config.json").read_text())["num_hidden_layers"]
     assert list(got) == [f"layer.{i}.{s}" for i in range(layers) for s in sublayers.of(BY_NAME[family])]
     worst = max(got, key=got.__getitem__)
     assert got[worst] < 1e-5, f"{family}: {worst} at {got[worst]:.2e} relative"
