@@ -78,3 +78,14 @@ def release_differential(release: str, cases: int) -> None:
 def test_lint_predicts_what_candle_0_11_1_does() -> None:
     """The release `make test` builds besides the wheel's; the others: tests_releases/ (`make release-verify`)."""
     release_differential("0.11.1", len(SEEDS))
+
+
+def test_a_release_is_judged_on_the_families_it_has() -> None:
+    """0.9.1 has no qwen3, smollm3 or glm4_new module (they arrived in 0.9.2), nor gemma4 (0.11.0): nothing of
+    candle's to run for them there; 0.11.1 has every family."""
+    from fixtures.differential import judged
+
+    names = [f.name for f in FAMILIES]
+    old = judged(names, "0.9.1")
+    assert {"qwen3", "qwen3_moe", "olmo2", "smollm3", "glm4_new", "gemma4"}.isdisjoint(old) and "llama" in old
+    assert judged(names, "0.11.1") == names
