@@ -67,12 +67,12 @@ dump-compat:
 
 # lint's config mirror against every candle release's own serde (fixtures/release_oracle.py): builds
 # native/release-oracle against each release from 0.9.1 (minutes each, cached in $(PORTKIT_CACHE)) and
-# exits 1 on any FN, FP or differing message. Not part of `make test`, which checks 0.11.0's own oracle
-# and verifies on 0.11.1's runner.
+# exits 1 on any FN, FP or differing message. Not part of `make test`, which checks 0.11.1's own oracle
+# (the wheel) and verifies on 0.11.0's runner.
 release-oracles: venv
 	$(PY) -m fixtures.release_oracle --cases 10
 
-# verify on the candle releases `make test` does not build (0.9.1, 0.9.2, 0.10.0, 0.10.1, 0.10.2; 0.11.1's
+# verify on the candle releases `make test` does not build (0.9.1, 0.9.2, 0.10.0, 0.10.1, 0.10.2; 0.11.0's
 # runner is built in `make test`): each is built from native/ on first use (minutes, cached in
 # $(PORTKIT_CACHE)/native), then tests_releases/ runs every family's fixture the release has a module for
 # and the facts that differ there.

@@ -1,4 +1,4 @@
-"""portkit: find where candle 0.11.0 reads a Hugging Face checkpoint differently from transformers 5.
+"""portkit: find where candle (0.9.1 to 0.11.1) reads a Hugging Face checkpoint differently from transformers 5.
 
 `import portkit` never imports torch or transformers; only `portkit.verify` does, lazily.
 

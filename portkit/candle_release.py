@@ -31,10 +31,10 @@ if TYPE_CHECKING:
 #: the candle releases on crates.io that portkit's facts speak about, oldest first
 RELEASES = ("0.9.1", "0.9.2", "0.10.0", "0.10.1", "0.10.2", "0.11.0", "0.11.1")
 #: the release the portkit-native wheel is built on: what `portkit verify` runs
-NATIVE = "0.11.0"
+NATIVE = "0.11.1"
 #: the releases `portkit verify` runs: NATIVE from the wheel, each other one built on first use from
 #: native/ against that release's crates (portkit.verify.candle.release_build)
-RUNNABLE = ("0.9.1", "0.9.2", "0.10.0", "0.10.1", "0.10.2", NATIVE, "0.11.1")
+RUNNABLE = ("0.9.1", "0.9.2", "0.10.0", "0.10.1", "0.10.2", "0.11.0", NATIVE)
 #: the release when nothing names one: the newest that verify runs as well as lint speaks of
 DEFAULT = NATIVE
 #: a Cargo.lock larger than this is not one (a hostile or mistaken path): refused, not read whole

@@ -28,11 +28,12 @@ ProbeKind = Literal["numeric", "crash", "static-only", "tokens", "template", "sa
 ProbeRun = Literal["prompt", "tokens", "turns", "batch", "padded-batch", "embedding", "sampling"]
 #: What a probe's confirmer counts, where its run measures more than one thing (None: the run's
 #: usual measure, the ids a tokens probe's edit changes, the counterfactual a numeric probe runs):
-#: "decodes" (texts the crate decodes otherwise), "special-placement" (encodes that place the
+#: "decodes" (texts the crate decodes otherwise), "skipped-decodes" (texts with special tokens the crate decodes
+#: otherwise when it skips them), "special-placement" (encodes that place the
 #: special tokens its edit names otherwise), "double-bos" (a rendered conversation that starts with
 #: two BOS), "saved-padding" (the padding the crate applies from tokenizer.json, on an embedding
 #: run), "non-finite" (every embedding NaN or inf).
-ProbeMeasure = Literal["decodes", "special-placement", "double-bos", "saved-padding", "non-finite"]
+ProbeMeasure = Literal["decodes", "skipped-decodes", "special-placement", "double-bos", "saved-padding", "non-finite"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

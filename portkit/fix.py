@@ -1,4 +1,4 @@
-"""`portkit fix`: rewrite config.json so candle 0.11.0 reads what transformers 5 reads.
+"""`portkit fix`: rewrite config.json so candle reads what transformers 5 reads.
 
 Like ruff's `--fix`: every safe edit is applied, every finding no edit can fix is reported with
 its reason, and the exit code is 1 while findings remain.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate native/src/<name>_copy.rs from candle-transformers 0.11.0's own source plus a patch.
+"""Generate native/src/<name>_copy.rs from candle-transformers 0.11.1's own source plus a patch.
 
 Each capture copy is candle's `src/models/<name>.rs` (`generation`: `src/generation/mod.rs`, the
 sampler), read from cargo's registry (what any
@@ -31,7 +31,7 @@ from pathlib import Path
 #: the release native/Cargo.toml builds on; another (`--release X.Y.Z`) is generated from its own source,
 #: with `native/copies/X.Y.Z/<name>.patch` where that release's file needs its own patch (else `fallbacks`),
 #: and no copy of a file that release does not have (0.9.1 has no qwen3.rs: `absent`)
-RELEASE = "0.11.0"
+RELEASE = "0.11.1"
 CRATE = f"candle-transformers-{RELEASE}"
 NAMES = (
     "bert",
@@ -84,7 +84,7 @@ HEADER = (
 
 
 class RegistryMissing(Exception):
-    """candle-transformers 0.11.0's source is not where cargo keeps it."""
+    """candle-transformers 0.11.1's source is not where cargo keeps it."""
 
 
 class PatchError(Exception):
@@ -112,7 +112,7 @@ def patch_path(name: str, patch_dir: Path = PATCH_DIR) -> Path:
 
 
 def registry_models_dir(cargo_home: str | os.PathLike[str] | None = None) -> Path:
-    """`<cargo home>/registry/src/<index>/candle-transformers-0.11.0/src/models`; the cargo home
+    """`<cargo home>/registry/src/<index>/candle-transformers-0.11.1/src/models`; the cargo home
     is `cargo_home`, else $CARGO_HOME, else ~/.cargo."""
     home = Path(cargo_home or os.environ.get("CARGO_HOME") or Path.home() / ".cargo")
     pattern = str(home / "registry" / "src" / "*" / CRATE / "src" / "models")
@@ -409,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("names", nargs="*", metavar="NAME", help=f"copies to handle (default: all of {', '.join(NAMES)})")
     ap.add_argument(
-        "--registry", type=Path, help="candle-transformers-0.11.0/src/models (default: found in cargo's registry)"
+        "--registry", type=Path, help="candle-transformers-0.11.1/src/models (default: found in cargo's registry)"
     )
     ap.add_argument("--src-dir", type=Path, default=SRC_DIR, help=argparse.SUPPRESS)
     ap.add_argument("--patch-dir", type=Path, default=PATCH_DIR, help=argparse.SUPPRESS)

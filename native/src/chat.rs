@@ -167,7 +167,7 @@ impl FamilyRunner {
         let x = batch_tensor(rows, &self.device)?;
         let Parsed::Qwen2(cfg) = &self.parsed else {
             return Err(Failure::NotImplemented(format!(
-                "candle 0.11.0's `{}` has no forward that takes a padding mask",
+                "candle's `{}` has no forward that takes a padding mask",
                 self.family().key()
             )));
         };

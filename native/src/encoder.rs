@@ -1,4 +1,4 @@
-//! candle 0.11.0's encoder modules (the embedding models' `bert` and its kin): the config each
+//! candle's encoder modules (the embedding models' `bert` and its kin): the config each
 //! one's serde `Config` parses, the model each one's own `load`/`new` builds, and its public
 //! forward, called as its API allows. The mask is passed as the caller gives it, in the module's
 //! own convention (distilbert.rs: 1 = masked), never converted here: what a program passes is

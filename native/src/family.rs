@@ -1,4 +1,4 @@
-//! Every candle 0.11.0 decoder family portkit runs a transformers checkpoint in: the config each
+//! Every candle decoder family portkit runs a transformers checkpoint in: the config each
 //! one's examples parse (its own serde `Config`), the model each one builds, and one runner over
 //! all of them. Adding a family is one `Family` variant and one arm in each `match` below.
 

@@ -1,4 +1,4 @@
-//! portkit_native: candle 0.11.0's own code, driven from Python.
+//! portkit_native: candle's own code (0.11.1 in the wheel, native/Cargo.toml), driven from Python.
 //!
 //! The core (`array`, `config`, `family`, `chat`, `llama`, the `*_copy` forwards, `gguf`, `requested`, `tokenizer`, `chat_template`) is plain
 //! Rust and tested with `cargo test --no-default-features`; `python` is the thin pyo3 layer.

@@ -27,7 +27,7 @@ create_exception!(portkit_native, ConfigError, NativeError, "candle's serde refu
 create_exception!(portkit_native, CandleError, NativeError, "candle returned an Err; the message is candle's, unchanged.");
 create_exception!(portkit_native, CandlePanic, NativeError, "candle panicked; the panic was caught and the message keeps candle's location and text.");
 create_exception!(portkit_native, DeviceUnavailableError, NativeError, "The device is not built into this wheel (or not present); the message says how to get it.");
-create_exception!(portkit_native, TokenizerError, NativeError, "The tokenizers crate (0.22.2, candle-core 0.11.0's) refused a tokenizer.json or an encode; the message is the crate's, unchanged.");
+create_exception!(portkit_native, TokenizerError, NativeError, "The tokenizers crate (the built candle-core's: 0.23.2 in the wheel) refused a tokenizer.json or an encode; the message is the crate's, unchanged.");
 create_exception!(portkit_native, ChatTemplateError, NativeError, "A chat-template environment (minijinja 2.14.0, set up as candle-examples or mistral.rs sets it up) refused the template; the message is the program's, unchanged.");
 
 fn to_py(f: Failure) -> PyErr {
@@ -518,7 +518,7 @@ impl GgufRunner {
     }
 }
 
-/// The `tokenizers` crate candle-core 0.11.0 depends on, reading a tokenizer.json literally.
+/// The `tokenizers` crate the built candle-core depends on, reading a tokenizer.json literally.
 #[pyclass(module = "portkit_native", name = "Tokenizer", frozen)]
 struct PyTokenizer {
     core: CrateTokenizer,

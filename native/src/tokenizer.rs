@@ -1,5 +1,6 @@
 //! The tokenizer a candle program feeds its model from: the Rust `tokenizers` crate at the
-//! version candle-core 0.11.0 resolves (0.22.2, feature `onig`), reading tokenizer.json
+//! version the built candle-core resolves (the wheel: 0.23.2, feature `fancy-regex`, candle 0.11.1's; older
+//! releases' builds pin theirs, portkit/verify/candle/release_build.py), reading tokenizer.json
 //! literally, as `Tokenizer::from_file(path)?.encode(text, add_special_tokens)` does in candle's
 //! examples. Nothing here reads tokenizer_config.json: the crate never does.
 

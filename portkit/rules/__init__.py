@@ -140,6 +140,7 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK516": ("chat-template-tojson", "stable"),
     "PK517": ("chat-template-strftime-now", "stable"),
     "PK518": ("chat-template-block-whitespace", "stable"),
+    "PK519": ("special-token-decoded-normalized", "stable"),
     # PK601-PK610: the sentence-transformers pipeline (portkit.rules.embedding_pipeline); PK611+: what
     # candle's encoder modules take and read (embedding_mask, embedding_config, embedding_activation,
     # embedding_positions);

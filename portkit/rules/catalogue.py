@@ -23,17 +23,22 @@ def _codes(family: Family) -> str:
     return ", ".join(codes)
 
 
+def since(family: Family) -> str:
+    """The ", from 0.9.2" of a module that not every release portkit knows has."""
+    return f", from {family.exists.since}" if family.exists.since is not None else ""
+
+
 def markdown_table() -> str:
     from portkit.rules import RULES
 
     rows = [
-        "| family | candle 0.11.0 module | `model_type` | GGUF loader | config, weights and runtime rules | verify |",
+        "| family | candle module | `model_type` | GGUF loader | config, weights and runtime rules | verify |",
         "|---|---|---|---|---|---|",
     ]
     for f in FAMILIES:
         verify = "logits, teacher-forced steps, greedy" + (", per layer" if f.capture else "; per layer: not available")
         rows.append(
-            f"| {f.name} | `models::{f.name}` ({f.source}, `{f.config_struct}`) | "
+            f"| {f.name} | `models::{f.name}` ({f.source}, `{f.config_struct}`{since(f)}) | "
             f"{', '.join(f'`{t}`' for t in f.model_types)} "
             f"| {f'`{f.gguf_loader}`' if f.gguf_loader else '-'} | {_codes(f)} | {verify} |"
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from portkit.candle_release import Span
 from portkit.families import CANDLE_PATCH_KEY, MIXTRAL_ROUTING_IN_DTYPE
 from portkit.rules import as_candle
 from portkit.rules.base import Context, Rule
@@ -42,7 +43,7 @@ def rope_dtype_error(dtype: str, device: str) -> str:
 
 
 class Bf16MatmulOnCpu(_RuntimeRule):
-    """bf16 on the CPU: candle 0.11.0 has no bf16 matmul there.
+    """bf16 on the CPU: candle up to 0.11.0 has no bf16 matmul there.
 
     ## What it does
     Flags the target `--device cpu --dtype bf16`.
@@ -62,6 +63,8 @@ class Bf16MatmulOnCpu(_RuntimeRule):
     candle-core-0.11.0/src/cpu_backend/mod.rs:1372-1385 (gemm path: F16 | F32 | F64, else
     `UnsupportedDTypeForOp`), :1541 (accelerate), candle-core-0.11.0/src/error.rs:38-39.
     The matmul is candle-core's, under every model module: the rule applies to every family.
+    candle-core 0.11.1 widens a BF16 matmul to f32 and narrows the product back
+    (cpu_backend/mod.rs:3062-3071): the forward runs, and the rule holds up to 0.11.0.
 
     ## Verification
     crash: candle on CPU with bf16 must fail at the first forward with
@@ -76,6 +79,10 @@ class Bf16MatmulOnCpu(_RuntimeRule):
 
     code = "PK301"
     families = ALL_FAMILIES  # candle-core's matmul: the same for every module
+    holds = Span(
+        until="0.11.1",
+        until_by="candle-core 0.11.1 cpu_backend/mod.rs:3062-3071, which widens a BF16 matmul to f32 and narrows back",
+    )
     name = "bf16-matmul-on-cpu"
     severity = "error"
     effect = "runtime-error"

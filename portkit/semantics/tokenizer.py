@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 from portkit.candle_release import DEFAULT as DEFAULT_RELEASE
-from portkit.candle_release import FANCY_REGEX
+from portkit.candle_release import FANCY_REGEX, Span
 from portkit.model.tokenizer_files import TokenizerJson
 from portkit.semantics import tokenizer_serde
 
@@ -447,6 +447,50 @@ def crate_tokenizer(tj: TokenizerJson, release: str = DEFAULT_RELEASE) -> CrateT
         added_ids=ids,
         refused=crate_refusal(tj, release),
     )
+
+
+#: tokenizers 0.23 (candle-core 0.11.1's) decodes an added token the normalizer changes as its normalized form
+#: (`simple_id_to_token`, added_vocabulary.rs:233-246, cached at :316-324), and `decode` skips a special
+#: token by that string (tokenizer/mod.rs:935-945), which is not the special's content: kept
+DECODES_NORMALIZED_FORM = Span(
+    since="0.11.1", since_by="tokenizers 0.23.2 added_vocabulary.rs:233-246 (candle-core 0.11.1's crate)"
+)
+
+
+def normalized_form(normalizer: Any, text: str) -> str | None:
+    """What tokenizer.json's `normalizer` makes of `text` (an added token's content), for the steps
+    mirrored here (tokenizers-0.23.2 src/normalizers/): None when a step is not (`Precompiled`'s
+    charsmap, a `Regex` Replace, `BertNormalizer`), so that nothing is claimed about it."""
+    import unicodedata
+
+    if normalizer is None:
+        return text
+    if not isinstance(normalizer, dict):
+        return None
+    kind = normalizer.get("type")
+    if kind == "Sequence":
+        out: str | None = text
+        for step in normalizer.get("normalizers") or []:
+            out = normalized_form(step, out) if out is not None else None
+        return out
+    if kind == "Prepend" and isinstance(normalizer.get("prepend"), str):
+        return normalizer["prepend"] + text if text else text  # prepend.rs:19-21: never to an empty string
+    if kind == "Replace":
+        pattern, content = normalizer.get("pattern"), normalizer.get("content")
+        if isinstance(pattern, dict) and isinstance(pattern.get("String"), str) and isinstance(content, str):
+            return text.replace(pattern["String"], content) if pattern["String"] else None
+        return None
+    if kind == "Lowercase":
+        return text.lower()
+    if kind in ("NFC", "NFD", "NFKC", "NFKD"):
+        return unicodedata.normalize(kind, text)
+    if kind == "StripAccents":  # strip.rs: drops the combining marks (Mn) left by a decomposition
+        return "".join(c for c in text if unicodedata.category(c) != "Mn")
+    if kind == "Strip":
+        left, right = normalizer.get("strip_left"), normalizer.get("strip_right")
+        out = text.lstrip() if left else text
+        return out.rstrip() if right else out
+    return None
 
 
 def _token_name(v: Any) -> str | None:

@@ -20,7 +20,8 @@ from typing import Any
 HELP = "run candle (the native wheel) next to transformers and confirm each lint finding with numbers"
 DESCRIPTION = (
     "Compare the ids candle's tokenizer (the tokenizers crate on tokenizer.json) and transformers' give a built-in "
-    "corpus, then run candle 0.11.0 (portkit_native) and transformers (eager, f32, cpu) on the same prompt, compare "
+    "corpus, then run candle (the target release: the wheel's 0.11.1, or another built on first use) and "
+    "transformers (eager, f32, cpu) on the same prompt, compare "
     "last-position logits, every layer, teacher-forced steps and greedy tokens, then confirm each "
     "`portkit lint` finding: CONFIRMED (measured), CRASH-CONFIRMED (candle's own error), NOT-REPRODUCED (the check ran "
     "and showed no effect), NOT-REACHED (candle stopped before the check could run) or NOT-PROBED (nothing to run, "

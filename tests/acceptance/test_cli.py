@@ -85,7 +85,9 @@ def test_select_ignore(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
 
 def test_pyproject_table_found_upward(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tf5_model(tmp_path / "repo" / "models")
-    (tmp_path / "repo" / "pyproject.toml").write_text('[tool.portkit]\nignore = ["PK102"]\ndtype = "bf16"\n')
+    (tmp_path / "repo" / "pyproject.toml").write_text(
+        '[tool.portkit]\nignore = ["PK102"]\ndtype = "bf16"\ncandle = "0.11.0"\n'
+    )
     _, out, _ = cli(capsys, "lint", str(bad), "--format", "json")
     assert {f["code"] for f in json.loads(out)} == {"PK101", "PK301"}
     _, out, _ = cli(capsys, "lint", str(bad), "--format", "json", "--dtype", "f32")  # the command line wins

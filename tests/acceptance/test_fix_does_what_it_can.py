@@ -3,7 +3,7 @@ no config edit fixes is listed with its reason, and the exit code is 1 while fin
 `--diff` prints exactly what `--write` writes.
 
 The issue's case: a Llama saved by transformers 5 with dynamic rope scaling. lint finds PK101
-(fixable: `rope_theta` only in `rope_parameters`) and PK102 (dynamic scaling: candle 0.11.0 has
+(fixable: `rope_theta` only in `rope_parameters`) and PK102 (dynamic scaling: candle has
 none). fix writes `rope_theta`, reports PK102, exits 1; verify then no longer finds PK101.
 """
 
@@ -46,7 +46,7 @@ def test_fix_writes_rope_theta_and_reports_dynamic_scaling_as_remaining(two_copi
     assert out == ""
     assert f"portkit: fixed 1 finding (PK101) in {(a / 'config.json').resolve()}" in err
     assert "portkit: 1 finding remains, no config edit fixes it:\nPK102 rope-scaling-in-rope-parameters: " in err
-    assert "  reason: No config edit makes candle 0.11.0 apply `dynamic` scaling" in err
+    assert "  reason: No config edit makes candle 0.11.1 apply `dynamic` scaling" in err
     cfg = json.loads((a / "config.json").read_text())
     assert cfg["rope_theta"] == 100000.0 and cfg["rope_parameters"]["rope_type"] == "dynamic"
 

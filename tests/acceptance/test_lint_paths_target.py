@@ -38,7 +38,7 @@ def test_zero_is_a_usage_error(flag: str, tmp_path: Path, capsys: pytest.Capture
 def test_pyproject_turns_and_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     d, _ = CLEAN["qwen3_moe"](tmp_path / "repo" / "m")
     py = tmp_path / "repo" / "pyproject.toml"
-    py.write_text('[tool.portkit]\nbatch = 4\ndtype = "f16"\n')
+    py.write_text('[tool.portkit]\nbatch = 4\ndtype = "f16"\ncandle = "0.11.0"\n')  # PK311 holds up to 0.11.0
     assert "PK311" in _lint(capsys, str(d))[1]
     assert "PK311" not in _lint(capsys, str(d), "--batch", "1")[1]  # the command line wins
     py.write_text("[tool.portkit]\nbatch = 0\n")

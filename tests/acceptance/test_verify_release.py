@@ -1,5 +1,5 @@
-"""`portkit verify --candle 0.11.1`: candle 0.11.1's own crates, built from native/ on first use, judge
-the checkpoints whose findings 0.11.0 has and 0.11.1 fixed, as a user runs them (a `portkit`
+"""`portkit verify --candle 0.11.0`: candle 0.11.0's own crates, built from native/ on first use, and the wheel's
+0.11.1 judge the checkpoints whose findings 0.11.0 has and 0.11.1 fixed, as a user runs them (a `portkit`
 process: the release's runner is chosen before portkit_native is imported).
 
 - a qwen3_moe checkpoint in f16 with a batch of two: PK311 on 0.11.0, CRASH-CONFIRMED there (the f16 cast of
@@ -7,6 +7,7 @@ process: the release's runner is chosen before portkit_native is imported).
   no PK311, and every batch row agrees with transformers;
 - a BERT whose LayerNorms are named `gamma`/`beta`: PK623 on 0.11.0, CRASH-CONFIRMED by candle's own
   load error; on 0.11.1 no finding, the checkpoint loads and agrees with sentence-transformers;
+- bf16 on the CPU: PK301 on 0.11.0, CRASH-CONFIRMED (no BF16 matmul there); 0.11.1 runs and agrees;
 - a tokenizer.json whose Split pattern has `\\R`: onig (0.11.0's crate) reads it, fancy-regex (0.11.1's)
   refuses it: PK507 on 0.11.1 only, CRASH-CONFIRMED there with the crate's own message.
 """
@@ -59,15 +60,14 @@ def _codes(doc: dict) -> dict[str, str]:
 def test_a_batch_of_two_in_qwen3_moe_is_wrong_on_0_11_0_and_right_on_0_11_1() -> None:
     d = family_fixture("qwen3_moe", "legacy")
     code, doc, err = _verify(d, "--dtype", "f16", "--batch", "2", "--candle", "0.11.0")
-    assert doc["versions"]["candle"] == "0.11.0" and doc["versions"]["tokenizers"] == _locked("tokenizers"), err
+    assert doc["versions"]["candle"] == "0.11.0", err[-2000:]
+    assert doc["versions"]["tokenizers"] == _locked(
+        "tokenizers", ROOT / "native" / "releases" / "0.11.0" / "Cargo.lock"
+    )
     assert _codes(doc).get("PK311") == "CRASH-CONFIRMED", (code, _codes(doc), err[-2000:])
     code, doc, err = _verify(d, "--dtype", "f16", "--batch", "2", "--candle", "0.11.1")
     assert doc["versions"]["candle"] == "0.11.1", err[-2000:]
-    assert (
-        doc["versions"]["tokenizers"]
-        == _locked("tokenizers", ROOT / "native" / "releases" / "0.11.1" / "Cargo.lock")
-        != _locked("tokenizers")
-    )
+    assert doc["versions"]["tokenizers"] == _locked("tokenizers") == "0.23.2"
     assert "PK311" not in _codes(doc)
     batch = [c for s in doc["paths"]["sections"] for c in s["checks"] if c["path"] == "batch"]
     assert batch and all(c["ok"] and c["run"]["status"] != "failed" for c in batch), batch
@@ -99,6 +99,18 @@ def test_a_bert_with_gamma_beta_layernorms_crashes_on_0_11_0_and_loads_on_0_11_1
     assert doc["texts"] and all(t["ok"] for t in doc["texts"]) and doc["batch"]["ok"]
 
 
+def test_bf16_on_the_cpu_fails_on_0_11_0_and_runs_on_0_11_1() -> None:
+    """0.11.1 widens a BF16 matmul on the CPU to f32 (candle-core cpu_backend/mod.rs:3062-3071): PK301 is 0.11.0's."""
+    from fixtures.cache import fixture_dir
+
+    d = fixture_dir("bf16-weights")
+    code, doc, err = _verify(d, "--dtype", "bf16", "--candle", "0.11.0")
+    assert _codes(doc) == {"PK301": "CRASH-CONFIRMED"}, (code, _codes(doc), err[-2000:])
+    assert "unsupported dtype BF16 for op matmul" in json.dumps(doc) and code == 1
+    code, doc, err = _verify(d, "--dtype", "bf16", "--candle", "0.11.1")
+    assert code == 0 and doc["verdict"] == "agree" and not _codes(doc), (code, _codes(doc), err[-2000:])
+
+
 def test_a_module_the_release_does_not_have_is_one_line() -> None:
     """nomic_bert.rs arrived in 0.10.0: on 0.9.2 there is no module to run, one line and exit 2, and no runner is
     built for it; a release portkit does not know is one line too."""
@@ -115,7 +127,7 @@ def test_a_failed_build_is_cargos_last_error_and_leaves_nothing(tmp_path: Path) 
     fake = tmp_path / "bin"
     fake.mkdir()
     (fake / "cargo").write_text(
-        "#!/bin/sh\necho '   Compiling candle-core v0.11.1'\necho 'error[E0599]: no method named `x` found' >&2\n"
+        "#!/bin/sh\necho '   Compiling candle-core v0.11.0'\necho 'error[E0599]: no method named `x` found' >&2\n"
         "echo 'error: could not compile `candle-core` (lib) due to 1 previous error' >&2\nexit 101\n"
     )
     (fake / "cargo").chmod(0o755)
@@ -123,7 +135,7 @@ def test_a_failed_build_is_cargos_last_error_and_leaves_nothing(tmp_path: Path) 
     code, doc, err = _verify(
         embedding_model("bert"),
         "--candle",
-        "0.11.1",
+        "0.11.0",
         env={"PATH": f"{fake}:{os.environ['PATH']}", "PORTKIT_CACHE": str(cache)},
     )
     assert code == 2 and not doc
@@ -157,12 +169,12 @@ def test_a_pattern_fancy_regex_cannot_parse_is_refused_on_0_11_1_only(tmp_path: 
 def test_no_cargo_is_one_line(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     code, _, err = _verify(
-        embedding_model("bert"), "--candle", "0.11.1", env={"PATH": "/nonexistent", "PORTKIT_CACHE": str(cache)}
+        embedding_model("bert"), "--candle", "0.11.0", env={"PATH": "/nonexistent", "PORTKIT_CACHE": str(cache)}
     )
     assert code == 2 and "cargo is not on PATH" in err and err.strip().count("\n") == 0, err
 
 
-@pytest.mark.parametrize("release", ["0.11.1"])
+@pytest.mark.parametrize("release", ["0.11.0"])
 def test_the_runner_built_for_a_release_reports_that_release(release: str) -> None:
     """The build's candle and tokenizers crates come from its own Cargo.lock (native/build.rs), not a literal."""
     from portkit.verify.candle import release_build

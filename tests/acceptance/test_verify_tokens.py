@@ -26,7 +26,7 @@ from fixtures.seams import candle_tokens_perturbed
 from fixtures.tokenizer_shapes import SHAPES, shape_dir, write_tokenizer
 from portkit.cli import main as portkit_main
 from portkit.verify.cli import main
-from tests.unit.tokenizer_cases import _metaspace_file, _set, shape
+from tests.unit.tokenizer_cases import _metaspace_file, _normalized_decoder_kept, _set, shape
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "schemas" / "verify-report.schema.json").read_text())
@@ -34,7 +34,7 @@ TOKENIZER_SCHEMA = json.loads((ROOT / "schemas" / "verify-tokenizer-report.schem
 
 #: the findings each triggering shape's verify confirms (the static ones are never confirmed)
 CONFIRMED = {
-    "llama2": {"PK501", "PK502", "PK505"},
+    "llama2": {"PK501", "PK502", "PK505", "PK519"},
     "phi3": {"PK501", "PK502"},
     "mistral": {"PK501", "PK509"},
     "smollm": {"PK503", "PK506"},
@@ -83,6 +83,24 @@ def test_trigger_differs_and_clean_agrees(shape: str, capsys: pytest.CaptureFixt
     jsonschema.validate(doc, TOKENIZER_SCHEMA)
     assert code == 0 and doc["tokenizer"]["differing"] == 0 and doc["tokenizer"]["encodes"] >= 30, doc["tokenizer"]
     assert doc["forward"].startswith("skipped")
+
+
+def test_a_special_decoded_as_its_normalized_form_is_confirmed_by_decoding_skipping_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """PK519: candle 0.11.1's crate keeps `▁<s>` where transformers drops `<s>` when both decode skipping special
+    tokens, and the edit removes every such difference; where transformers matches `<s>` normalized too, it
+    decodes as the crate does (the same crate 0.23): no finding, and the texts agree."""
+    trig = write_tokenizer(tmp_path / "t", "llama2", "trigger")
+    code, doc = verify_json(capsys, trig)
+    (f,) = [f for f in doc["tokenizer"]["findings"] if f["code"] == "PK519"]
+    assert f["verdict"] == "CONFIRMED", f
+    # PK505's edit is the same: measured on the file as written, with its edit alone
+    assert re.search(r"\b[1-9]\d* of \d+ texts decoded skipping special tokens differ", f["evidence"]), f
+    assert "with its edit alone (normalized_false) 0;" in f["evidence"], f
+    kept, _ = shape("llama2", config=_normalized_decoder_kept)(tmp_path / "k")
+    code, doc = verify_json(capsys, kept)
+    assert "PK519" not in {f["code"] for f in doc["tokenizer"]["findings"]}
 
 
 def test_text_on_a_tokenizer_only_directory_leads_the_corpus(

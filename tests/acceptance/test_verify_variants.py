@@ -42,7 +42,6 @@ VERDICTS: dict[str, dict[str, str]] = {
     "llama3-sampling": {"PK510": "CONFIRMED"},
     "short-max-positions": {"PK306": "CRASH-CONFIRMED"},
     "sliding-window": {"PK109": "CONFIRMED"},
-    "bf16-weights": {"PK301": "CRASH-CONFIRMED"},
 }
 #: candle's own text that the run's failure must quote.
 CANDLE_TEXT = {
@@ -51,9 +50,9 @@ CANDLE_TEXT = {
     "missing-layer": "llama.rs:524",
     "untied-missing-lm-head": "cannot find tensor lm_head.weight",
     "short-max-positions": "narrow invalid args",
-    "bf16-weights": "unsupported dtype BF16 for op matmul",
 }
-#: variants whose effect needs a particular run: bf16 weights fail only when candle runs bf16.
+#: variants whose effect needs a particular run: bf16 weights run in bf16 only when candle is asked to (on 0.11.0
+#: and older that run fails at the first matmul, PK301: test_verify_release.py).
 OPTIONS = {"bf16-weights": {"dtype": "bf16"}}
 
 
@@ -108,7 +107,9 @@ def test_variant_verdict(variant, run_verify):
         assert report.exit_code == 0, shown
         assert not report.confirmed, shown
         c = report.comparison
-        assert c is not None and c.last.ok and c.last.max_abs_diff < 1e-4 and c.layers.ok, shown
+        assert c is not None and c.last.ok, shown
+        if OPTIONS.get(variant, {}).get("dtype", "f32") == "f32":  # half precision is judged by argmax
+            assert c.last.max_abs_diff < 1e-4 and c.layers.ok, shown
     elif v.candle == "silent":
         assert report.exit_code == 1, shown
         assert any(f.verdict == "CONFIRMED" for f in report.findings), shown

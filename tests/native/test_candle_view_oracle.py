@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import portkit_native
+from portkit.candle_release import NATIVE
 from portkit.families import BY_NAME
 from tests.unit.config_corpus import CORPUS
 from tests.unit.rule_cases import CASES, VARIANTS
@@ -75,7 +76,7 @@ def _compare(mine: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
 
 def test_native_module_is_the_candle_oracle() -> None:
     info = portkit_native.build_info()
-    assert info["candle_version"] == "0.11.0"
+    assert info["candle_version"] == NATIVE
 
 
 llama_view = BY_NAME["llama"].view
@@ -117,7 +118,7 @@ def _crash_cases() -> list[tuple[str, Any, int]]:
     # and test_verify_embedding_families.py, on weights these config-only cases lack; a path rule's text for a cuda or
     # metal target is that
     # backend's (PK313's mask, PK316's Metal message), and this wheel runs on the CPU; a case on another
-    # candle release states that release's error, and this wheel runs its own (verify --candle 0.11.1 and
+    # candle release states that release's error, and this wheel runs its own (verify --candle 0.11.0 and
     # fixtures/release_oracle.py judge the others)
     runs = portkit_native.build_info()["candle_version"]
     return [

@@ -1,6 +1,6 @@
 """The native continuation and batch (`native/src/chat.rs`) on every family runner and GGUF loader.
 
-Each goes through the library's own `forward(x, offset)`. Where candle 0.11.0 is right, a second
+Each goes through the library's own `forward(x, offset)`. Where candle (the wheel's 0.11.1) is right, a second
 turn equals the same positions fed one token at a time and a batch equals each row alone (up to
 summation order); where it is not, the failure comes back as a Python exception carrying candle's
 own message, or the rows differ, exactly as the PK309-PK316 rules say.
@@ -9,6 +9,7 @@ own message, or the rows differ, exactly as the PK309-PK316 rules say.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -25,10 +26,13 @@ from portkit.verify.sections.turns import segment_for  # noqa: E402
 #: the variant of each family candle runs as transformers does
 RUNS = {"mixtral": "int-window", "gemma3": "kv-heads-1"}
 ATOL = 1e-4  # f32: summation order only
-#: where candle 0.11.0 fails the path itself, each tested below with candle's own message: phi's
-#: square continuation mask (PK320) and smollm3's and glm4_new's one-row batch mask, read past on the CPU (PK311)
+#: where the wheel's candle (0.11.1) fails the path itself, each tested below with candle's own message: phi's
+#: square continuation mask (PK320) and glm4_new's rotary embedding, which keeps the first row (PK322)
 FAILS_A_TURN = {"phi"}
-FAILS_A_BATCH = {"smollm3", "glm4_new"}
+FAILS_A_BATCH = {"glm4_new"}
+#: where 0.11.0 fails a batch and 0.11.1 does not: the one-row causal mask, read past on the CPU (PK311), which
+#: 0.11.1 builds with `utils::build_additive_causal_mask` (candle#3879); (family, dtype)
+FAILS_A_BATCH_ON_0_11_0 = [("smollm3", "f32"), ("glm4_new", "f32"), ("qwen3_moe", "f16"), ("qwen3_moe", "bf16")]
 
 
 def _runner(family: str, dtype: str = "f32"):
@@ -82,15 +86,63 @@ def test_phi_second_turn_fails_in_its_square_mask() -> None:
     assert np.abs(one - _control(r, prompt, fed, seg[:1])).max() < ATOL
 
 
-@pytest.mark.parametrize("family", sorted(FAILS_A_BATCH))
-def test_a_batch_panics_reading_past_its_one_row_mask(family: str) -> None:
-    r, prompt = _runner(family)
-    with pytest.raises(
-        pn.CandlePanic, match=r"cpu_backend/utils\.rs:\d+:\d+: range end index \d+ out of range for slice of length \d+"
-    ):
+def test_glm4_new_batch_fails_in_its_rotary_embedding() -> None:
+    r, prompt = _runner("glm4_new")
+    with pytest.raises(pn.CandleError, match="shape mismatch in matmul"):
         r.batch_last_logits(rows_for(prompt, 2))
-    alone = np.asarray(r.batch_last_logits(rows_for(prompt, 1)))[0]  # one row: the mask fits
+    alone = np.asarray(r.batch_last_logits(rows_for(prompt, 1)))[0]  # one row: nothing to keep
     assert np.abs(alone - np.asarray(r.last_logits(rows_for(prompt, 1)[0]))).max() < ATOL
+
+
+#: argv[1]: a JSON list of [family, dtype, model dir]; prints what a batch of two does in the portkit_native on sys.path
+ON_ANOTHER_RELEASE = """
+import json, sys
+import numpy as np
+import portkit_native as pn
+from portkit.verify.sections.batch import rows_for
+out = []
+for family, dtype, d in json.loads(sys.argv[1]):
+    files = [d + "/model.safetensors"]
+    r = pn.FamilyRunner(family, files, open(d + "/config.json").read(), dtype=dtype)
+    rows = rows_for(json.load(open(d + "/prompt.json"))["ids"], 2)
+    try:
+        r.batch_last_logits(rows)
+        out.append("ran")
+    except pn.CandlePanic as e:
+        out.append(str(e))
+print(json.dumps({"release": pn.build_info()["candle_version"], "outcomes": out}))
+"""
+
+
+def test_a_batch_panics_reading_past_its_one_row_mask_on_0_11_0() -> None:
+    import os
+    import subprocess
+    import sys
+
+    from portkit.verify.candle import release_build
+
+    site = release_build.ensure("0.11.0", lambda _: None)
+    cases = [[f, dt, str(family_fixture(f, RUNS.get(f, "legacy")))] for f, dt in FAILS_A_BATCH_ON_0_11_0]
+    proc = subprocess.run(
+        [sys.executable, "-c", ON_ANOTHER_RELEASE, json.dumps(cases)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])},
+        check=True,
+    )
+    doc = json.loads(proc.stdout)
+    assert doc["release"] == "0.11.0"
+    pattern = r"cpu_backend/utils\.rs:\d+:\d+: range end index \d+ out of range for slice of length \d+"
+    assert all(re.search(pattern, o) for o in doc["outcomes"]), doc
+
+
+@pytest.mark.parametrize("family,dtype", [c for c in FAILS_A_BATCH_ON_0_11_0 if c[0] not in FAILS_A_BATCH])
+def test_a_batch_the_0_11_0_mask_failed_runs_on_the_wheel(family: str, dtype: str) -> None:
+    r, prompt = _runner(family, dtype)
+    rows = rows_for(prompt, 2)
+    got = np.asarray(r.batch_last_logits(rows))
+    alone = np.stack([np.asarray(r.last_logits(x)) for x in rows])
+    assert np.abs(got - alone).max() < (ATOL if dtype == "f32" else 0.05)
 
 
 def test_the_continuation_is_sensitive_to_the_offset() -> None:
@@ -122,15 +174,6 @@ def test_gemma3_second_turn_past_its_window_fails_in_broadcast_add() -> None:
         r.continuation(prompt, fed, seg)
     ok = np.asarray(r.continuation(prompt, fed[:8], seg))  # ends at 32: inside the window
     assert np.abs(ok - _control(r, prompt, fed[:8], seg)).max() < ATOL
-
-
-@pytest.mark.parametrize("dtype", ["f16", "bf16"])
-def test_qwen3_moe_half_precision_batch_panics_reading_past_the_mask(dtype: str) -> None:
-    r, prompt = _runner("qwen3_moe", dtype)
-    with pytest.raises(
-        pn.CandlePanic, match=r"cpu_backend/utils\.rs:\d+:\d+: range end index 512 out of range for slice of length 256"
-    ):
-        r.batch_last_logits(rows_for(prompt, 2))
 
 
 def test_qwen2_padding_mask_forward_attends_both_ways() -> None:

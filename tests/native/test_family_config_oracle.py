@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import portkit_native
+from portkit.candle_release import NATIVE
 from portkit.families import BY_NAME
 from portkit.semantics.serde import MISSING
 from tests.unit.family_configs import LEGACY, T5
@@ -132,7 +133,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def test_every_family_has_a_native_binding() -> None:
-    assert portkit_native.build_info()["candle_version"] == "0.11.0"
+    assert portkit_native.build_info()["candle_version"] == NATIVE
     for fam in FAMILIES:
         assert portkit_native.candle_config(_j(_base(fam)), family=fam)
 

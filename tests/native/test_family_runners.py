@@ -146,16 +146,17 @@ print(json.dumps({"release": pn.build_info()["candle_version"], "families": out}
 """
 
 
-def test_the_capture_copies_of_0_11_1_are_bit_identical_to_its_library():
-    """0.11.1 builds the causal mask of qwen3, smollm3 and glm4_new with `utils::build_additive_causal_mask`:
-    their copies have patches of their own (native/copies/0.11.1/), generated from that release's source."""
+def test_the_capture_copies_of_0_11_0_are_bit_identical_to_its_library():
+    """0.11.0 builds the causal mask of qwen3, smollm3 and glm4_new without 0.11.1's
+    `utils::build_additive_causal_mask`: their copies have patches of their own (native/copies/0.11.0/),
+    generated from that release's source."""
     import os
     import subprocess
     import sys
 
     from portkit.verify.candle import release_build
 
-    site = release_build.ensure("0.11.1", lambda _: None)
+    site = release_build.ensure("0.11.0", lambda _: None)
     dirs = {f: str(family_fixture(f, AGREEING[f])) for f in ("qwen3", "smollm3", "glm4_new", "phi", "qwen2_moe")}
     proc = subprocess.run(
         [sys.executable, "-c", OTHER_RELEASE, json.dumps(dirs)],
@@ -165,7 +166,7 @@ def test_the_capture_copies_of_0_11_1_are_bit_identical_to_its_library():
         check=True,
     )
     doc = json.loads(proc.stdout)
-    assert doc["release"] == "0.11.1"
+    assert doc["release"] == "0.11.0"
     assert {f: d for f, (_, d) in doc["families"].items()} == dict.fromkeys(dirs, 0.0), doc
     assert all(n > 5 for n, _ in doc["families"].values()), doc
 

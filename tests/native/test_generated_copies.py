@@ -1,8 +1,8 @@
-"""The capture copies (native/src/*_copy.rs) are candle-transformers 0.11.0's own files plus a
+"""The capture copies (native/src/*_copy.rs) are candle-transformers 0.11.1's own files plus a
 patch (native/copies/<name>.patch): `native/copies/generate.py --check` regenerates each one from
 cargo's registry and fails on any difference, so a copy cannot drift from candle's text unseen.
 The negative controls show the check does see a changed copy, a changed original and a missing
-registry. Needs cargo's registry to hold candle-transformers-0.11.0 (any build of native/ puts it
+registry. Needs cargo's registry to hold candle-transformers-0.11.1 (any build of native/ puts it
 there: make native / make test); without it these tests fail, they do not skip."""
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def test_missing_registry_is_a_one_line_error(tmp_path: Path) -> None:
     env = dict(os.environ, CARGO_HOME=str(tmp_path / "cargo"))
     r = _run("--check", env=env)
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
-    assert r.stderr.count("\n") == 1 and "candle-transformers-0.11.0" in r.stderr and "make native" in r.stderr, (
+    assert r.stderr.count("\n") == 1 and "candle-transformers-0.11.1" in r.stderr and "make native" in r.stderr, (
         r.stderr
     )
     with pytest.raises(gen.RegistryMissing):
@@ -179,13 +179,14 @@ def test_a_release_without_its_own_patch_takes_the_nearest_later_releases() -> N
     (the nearest later release with one, before the default's), its generated header naming 0.9.2's crate."""
     dirs = [gen.release_of(d) or "default" for d in gen.fallbacks("0.9.2")]
     assert dirs[-1] == "default" and dirs[:-1] == sorted(dirs[:-1], key=gen._key), dirs
-    assert dirs[0] == "0.10.0" and "0.11.1" not in dirs, dirs
+    assert dirs[0] == "0.10.0" and dirs[-2] == "0.11.0" and "0.11.1" not in dirs, dirs
     try:
         gen.for_release("0.9.2")
         text = gen.patch_text("llama", gen.HERE / "0.9.2")
         assert "from candle-transformers-0.9.2's src/models/llama.rs" in text, text[:400]
         assert _body(text) == _body(gen.read(gen.HERE / "0.10.0" / "llama.patch"))
-        assert _body(gen.patch_text("bert", gen.HERE / "0.9.2")) == _body(gen.read(gen.patch_path("bert")))
+        assert _body(gen.patch_text("bert", gen.HERE / "0.9.2")) == _body(gen.read(gen.HERE / "0.11.0" / "bert.patch"))
+        assert _body(gen.patch_text("gemma", gen.HERE / "0.9.2")) == _body(gen.read(gen.patch_path("gemma")))
     finally:
         gen.for_release(gen.RELEASE)
 

@@ -352,7 +352,7 @@ CASES: dict[str, tuple[Builder, Builder]] = {
         model(TF4),
     ),
     "PK207": (model(TF4, tensors={**sk.hf_tensors(TF4)}, dtype="I8"), model(TF4)),
-    "PK301": (with_target(model(TF4), dtype="bf16"), model(TF4)),
+    "PK301": (with_target(model(TF4), dtype="bf16", candle="0.11.0"), with_target(model(TF4), candle="0.11.0")),
     "PK302": (
         with_target(model(TF4), dtype="f16", features=frozenset({"accelerate"})),
         with_target(model(TF4), dtype="f16"),
@@ -385,7 +385,10 @@ CASES: dict[str, tuple[Builder, Builder]] = {
         with_target(CLEAN["gemma3"], turns=2, max_tokens=33),
         with_target(CLEAN["gemma3"], turns=2, max_tokens=32),
     ),
-    "PK311": (with_target(CLEAN["qwen3"], batch=2, device="cuda"), with_target(CLEAN["qwen3"], batch=2)),
+    "PK311": (
+        with_target(CLEAN["qwen3"], batch=2, device="cuda", candle="0.11.0"),
+        with_target(CLEAN["qwen3"], batch=2, candle="0.11.0"),
+    ),
     "PK312": (with_target(CLEAN["qwen2"], batch=2), CLEAN["qwen2"]),
     "PK313": (with_target(loader_gguf("qwen3"), batch=2), loader_gguf("qwen3")),
     "PK314": (with_target(loader_gguf("qwen3"), turns=2), with_target(loader_gguf("qwen3"), turns=2, device="cuda")),
@@ -485,7 +488,7 @@ VARIANTS: list[tuple[str, Builder, str]] = [
     (
         "PK201",
         family_model("qwen2", drop=("model.layers.1.self_attn.k_proj.bias",)),
-        "candle 0.11.0's `qwen2` fails at load",
+        "candle 0.11.1's `qwen2` fails at load",
     ),
     ("PK201", family_model("granite", drop=("model.layers.0.mlp.up_proj.weight",)), "`granite` panics at load"),
     (
@@ -596,7 +599,7 @@ VARIANTS: list[tuple[str, Builder, str]] = [
     (
         "PK405",
         with_target(loader_gguf("qwen2"), max_tokens=200),
-        "candle 0.11.0's quantized_qwen2 has 128 cos/sin rows (`qwen2.context_length`)",
+        "candle 0.11.1's quantized_qwen2 has 128 cos/sin rows (`qwen2.context_length`)",
     ),
     (
         "PK420",
@@ -637,41 +640,41 @@ VARIANTS: list[tuple[str, Builder, str]] = [
 
 # every family: the rules generalised from llama, triggered with the module named
 VARIANTS += [
-    ("PK110", family(n, "t5"), f"candle 0.11.0's `{n}` refuses the config: `missing field `{k}``")
+    ("PK110", family(n, "t5"), f"candle 0.11.1's `{n}` refuses the config: `missing field `{k}``")
     for n, k in T5_MISSING.items()
 ]
 VARIANTS += [
     (
         "PK110",
         family("granite", drop=("hidden_size",)),
-        "transformers defaults `hidden_size` to 4096; candle 0.11.0's `granite` refuses the config: `missing field "
+        "transformers defaults `hidden_size` to 4096; candle 0.11.1's `granite` refuses the config: `missing field "
         "`hidden_size``",
     ),
     (
         "PK110",
         family("gemma3", "t5"),
-        "transformers uses `rope_local_base_freq`=50000 from `rope_parameters.sliding_attention`; candle 0.11.0's "
+        "transformers uses `rope_local_base_freq`=50000 from `rope_parameters.sliding_attention`; candle 0.11.1's "
         "`gemma3` refuses",
     ),
     (
         "PK110",
         family("qwen3_moe", "t5"),
-        "transformers uses `num_experts`=4 from the top-level `num_local_experts`; candle 0.11.0's `qwen3_moe` refuses",
+        "transformers uses `num_experts`=4 from the top-level `num_local_experts`; candle 0.11.1's `qwen3_moe` refuses",
     ),
     ("PK110", family("mixtral", "t5"), "missing field `use_flash_attn`"),
-    ("PK101", family("granite", "t5"), "candle 0.11.0's `granite` reads no top-level `rope_theta` and uses 10000"),
+    ("PK101", family("granite", "t5"), "candle 0.11.1's `granite` reads no top-level `rope_theta` and uses 10000"),
     (
         "PK101",
         family(
             "gemma3", rope_parameters={"full_attention": {"rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1e4}}
         ),
-        "transformers uses `rope_local_base_freq`=10000 from `rope_parameters.sliding_attention`; candle 0.11.0's "
+        "transformers uses `rope_local_base_freq`=10000 from `rope_parameters.sliding_attention`; candle 0.11.1's "
         "`gemma3` reads the top-level `rope_local_base_freq`=50000",
     ),
     (
         "PK102",
         family("gemma3", rope_scaling={"factor": 8.0, "rope_type": "linear"}),
-        "`linear` rope scaling from `rope_scaling` (`factor`=8); candle 0.11.0's `gemma3` reads no rope scaling",
+        "`linear` rope scaling from `rope_scaling` (`factor`=8); candle 0.11.1's `gemma3` reads no rope scaling",
     ),
     (
         "PK102",
@@ -700,53 +703,53 @@ VARIANTS += [
         # the dict's 32 when transformers loads it (modeling_rope_utils.py:853-858)
         "transformers applies `longrope` rope scaling from `rope_parameters` (`short_factor`=[8 values], "
         "`long_factor`=[8 values], "
-        "`original_max_position_embeddings`=128); candle 0.11.0's `phi3` reads no rope scaling",
+        "`original_max_position_embeddings`=128); candle 0.11.1's `phi3` reads no rope scaling",
     ),
     (
         "PK112",
         family("qwen2", "t5"),
-        "candle 0.11.0's `qwen2` refuses it at `sliding_window`: `invalid type: null, expected usize`",
+        "candle 0.11.1's `qwen2` refuses it at `sliding_window`: `invalid type: null, expected usize`",
     ),
     (
         "PK112",
         family("mixtral"),
-        "candle 0.11.0's `mixtral` refuses it at `sliding_window`: `invalid type: null, expected usize`",
+        "candle 0.11.1's `mixtral` refuses it at `sliding_window`: `invalid type: null, expected usize`",
     ),
     (
         "PK105",
         family("granite", attention_bias=True),
-        "candle 0.11.0's `granite` builds these projections with `linear_no_bias`",
+        "candle 0.11.1's `granite` builds these projections with `linear_no_bias`",
     ),
-    ("PK106", family("granite", mlp_bias=True), "candle 0.11.0's `granite` builds the MLP"),
-    ("PK107", family("granite", hidden_act="gelu"), "candle 0.11.0's `granite` always applies silu"),
+    ("PK106", family("granite", mlp_bias=True), "candle 0.11.1's `granite` builds the MLP"),
+    ("PK107", family("granite", hidden_act="gelu"), "candle 0.11.1's `granite` always applies silu"),
     (
         "PK114",
         model({**TF4, "model_type": "olmo"}, weights=False),
-        "candle 0.11.0 has a `olmo` module for `model_type` `olmo`; portkit does not check that module yet",
+        "candle 0.11.1 has a `olmo` module for `model_type` `olmo`; portkit does not check that module yet",
     ),
     (
         "PK115",
         family("qwen2", sliding_window=4),
-        "transformers applies no sliding window; candle 0.11.0's `qwen2` keeps 5 keys on 2 of 2 layers in prefill",
+        "transformers applies no sliding window; candle 0.11.1's `qwen2` keeps 5 keys on 2 of 2 layers in prefill",
     ),
     (
         "PK115",
         family("gemma2", sliding_window=4),
-        "transformers keeps `sliding_window`=4 keys on 1 of 2 layers; candle 0.11.0's `gemma2` keeps 5 keys on 2 of 2 "
+        "transformers keeps `sliding_window`=4 keys on 1 of 2 layers; candle 0.11.1's `gemma2` keeps 5 keys on 2 of 2 "
         "layers",
     ),
     (
         "PK115",
         family("gemma3"),
-        "candle 0.11.0's `gemma3` keeps 33 keys on 5 of 6 layers in prefill and keeps 32 in decode: they differ from "
+        "candle 0.11.1's `gemma3` keeps 33 keys on 5 of 6 layers in prefill and keeps 32 in decode: they differ from "
         "33 tokens on",
     ),
-    ("PK115", family("phi3"), "candle 0.11.0's `phi3` applies no window in prefill"),
+    ("PK115", family("phi3"), "candle 0.11.1's `phi3` applies no window in prefill"),
     # gemma4: the prefill mask keeps W+1 keys on the layers `layer_types` names sliding, the RotatingKvCache W
     (
         "PK115",
         family("gemma4", sliding_window=4),
-        "transformers keeps `sliding_window`=4 keys on 2 of 4 layers; candle 0.11.0's `gemma4` keeps 5 keys on 2 of "
+        "transformers keeps `sliding_window`=4 keys on 2 of 4 layers; candle 0.11.1's `gemma4` keeps 5 keys on 2 of "
         "4 layers in prefill and keeps 4 in decode: they differ from 5 tokens on",
     ),
     (
@@ -762,37 +765,37 @@ VARIANTS += [
     (
         "PK115",
         family("qwen3_moe", use_sliding_window=True, sliding_window=64),
-        "candle 0.11.0's `qwen3_moe` fails at build",
+        "candle 0.11.1's `qwen3_moe` fails at build",
     ),
     ("PK115", with_target(family("starcoder2"), max_tokens=100), "they differ from 65 tokens on; you plan 100 tokens"),
     ("PK116", family("gemma", drop=("hidden_act",), hidden_activation="gelu"), 'for `hidden_activation`="gelu"'),
-    ("PK118", family("gemma3", query_pre_attn_scalar=24), "candle 0.11.0's `gemma3` never reads it"),
+    ("PK118", family("gemma3", query_pre_attn_scalar=24), "candle 0.11.1's `gemma3` never reads it"),
     (
         "PK120",
         family("starcoder2", tie_word_embeddings=False),
-        "candle 0.11.0's `starcoder2` always uses `embed_tokens`",
+        "candle 0.11.1's `starcoder2` always uses `embed_tokens`",
     ),
-    ("PK120", family("mistral", tie_word_embeddings=True), "candle 0.11.0's `mistral` always loads `lm_head.weight`"),
+    ("PK120", family("mistral", tie_word_embeddings=True), "candle 0.11.1's `mistral` always loads `lm_head.weight`"),
     ("PK120", family("gemma3", tie_word_embeddings=False), "`gemma3` always uses `embed_tokens`"),
     (
         "PK104",
         family("qwen2", head_dim=32),
-        "candle 0.11.0's `qwen2` uses `hidden_size` / `num_attention_heads` = 16, so loading `q_proj` fails",
+        "candle 0.11.1's `qwen2` uses `hidden_size` / `num_attention_heads` = 16, so loading `q_proj` fails",
     ),
     ("PK104", family("phi3", head_dim=32), "so loading `qkv_proj` fails (128 query rows, candle expects 64)"),
     (
         "PK108",
         family("phi3", rope_parameters={"rope_theta": 1e5, "rope_type": "default", "partial_rotary_factor": 0.75}),
         "transformers rotates 12 of 16 head dimensions (`partial_rotary_factor`=0.75 from `rope_parameters`); candle "
-        "0.11.0's `phi3` reads no top-level",
+        "0.11.1's `phi3` reads no top-level",
     ),
     (
         "PK108",
         family("stable_lm", rope_parameters={"rope_theta": 1e5, "rope_type": "default", "partial_rotary_factor": 0.5}),
-        "candle 0.11.0's `stable_lm` reads the top-level `partial_rotary_factor`=0.25 and rotates 4",
+        "candle 0.11.1's `stable_lm` reads the top-level `partial_rotary_factor`=0.25 and rotates 4",
     ),
-    ("PK301", with_target(CLEAN["qwen2"], dtype="bf16"), "bf16"),
-    ("PK306", with_target(CLEAN["gemma3"], max_tokens=200), "candle 0.11.0's `gemma3`'s cos/sin table"),
+    ("PK301", with_target(CLEAN["qwen2"], dtype="bf16", candle="0.11.0"), "bf16"),
+    ("PK306", with_target(CLEAN["gemma3"], max_tokens=200), "candle 0.11.1's `gemma3`'s cos/sin table"),
     (
         "PK308",
         with_target(CLEAN["mixtral"], dtype="f16"),
@@ -813,7 +816,7 @@ VARIANTS += [
     (
         "PK317",
         with_target(family("qwen2", max_position_embeddings=32768), dtype="f16"),
-        "candle 0.11.0's `qwen2` builds its RoPE table in f16 (qwen2.rs:47-63, :279): positions from 2049 on are "
+        "candle 0.11.1's `qwen2` builds its RoPE table in f16 (qwen2.rs:47-63, :279): positions from 2049 on are "
         "rounded (f16 holds "
         "integers exactly only up to 2048), so over 32768 positions (`max_position_embeddings` 32768) the rotary pair "
         "of inverse frequency 1 turns up to 8 rad off",
@@ -839,16 +842,16 @@ VARIANTS += [
     ("PK310", with_target(CLEAN["gemma3"], turns=2), "a conversation of more than 32 tokens"),
     (
         "PK311",
-        with_target(CLEAN["qwen3_moe"], batch=4, dtype="f16"),
+        with_target(CLEAN["qwen3_moe"], batch=4, dtype="f16", candle="0.11.0"),
         "casts a causal mask of one row shaped for 4 to f16",
     ),
-    ("PK311", with_target(CLEAN["qwen3"], batch=2, device="metal"), "fixed in candle 0.11.1"),
+    ("PK311", with_target(CLEAN["qwen3"], batch=2, device="metal", candle="0.11.0"), "fixed in candle 0.11.1"),
     (
         "PK311",
-        with_target(CLEAN["qwen3"], batch=2, features=frozenset({"flash-attn"})),
+        with_target(CLEAN["qwen3"], batch=2, features=frozenset({"flash-attn"}), candle="0.11.0"),
         "on `cpu` attention reads rows after the first",
     ),
-    ("PK313", with_target(loader_gguf("qwen3"), batch=2, device="cuda"), "fixed in candle 0.11.1"),
+    ("PK313", with_target(loader_gguf("qwen3"), batch=2, device="cuda", candle="0.11.0"), "fixed in candle 0.11.1"),
     # the release decides (portkit.candle_release): the mask from qwen3's first release to 0.11.0, the CPU panic on
     # 0.11.1 too
     ("PK311", with_target(CLEAN["qwen3"], batch=2, device="cuda", candle="0.9.2"), "rows after the first"),
@@ -1014,10 +1017,12 @@ from fixtures.sentence_pipelines import PIPELINE_CASES  # noqa: E402
 from fixtures.sentence_pipelines import _case as pipeline_case  # noqa: E402
 
 CASES.update(PIPELINE_CASES)
+# candle-nn 0.11.0 asks for `weight`/`bias` only (layer_norm.rs): an older BERT's `gamma`/`beta` fail there
+CASES["PK623"] = (with_target(PIPELINE_CASES["PK623"][0], candle="0.11.0"), PIPELINE_CASES["PK623"][1])
 # bert.rs's mask in f16 is NaN; at f32 (the default target) it is not
 CASES["PK618"] = (with_target(PIPELINE_CASES["PK611"][0], dtype="f16"), PIPELINE_CASES["PK611"][0])
 # candle-nn 0.11.1 reads `gamma`/`beta` where `weight`/`bias` are absent: the same checkpoint loads there
-CLEAN_VARIANTS.append(("PK623", with_target(PIPELINE_CASES["PK623"][0], candle="0.11.1")))
+CLEAN_VARIANTS.append(("PK623", PIPELINE_CASES["PK623"][0]))
 VARIANTS.append(
     (
         "PK623",
@@ -1051,6 +1056,8 @@ CLEAN_VARIANTS.append(
 )
 # a message names the release the user runs, not the one its fact was first read in
 VARIANTS.append(("PK301", with_target(CASES["PK301"][0], candle="0.10.0"), "candle 0.10.0 fails at the first forward"))
+# candle-core 0.11.1 widens a BF16 matmul on the CPU to f32 (cpu_backend/mod.rs:3062-3071)
+CLEAN_VARIANTS.append(("PK301", with_target(CASES["PK301"][0], candle="0.11.1")))
 # candle 0.9.1 has no quantized_qwen3 (it arrived in 0.9.2): a qwen3 GGUF goes to quantized_llama there
 VARIANTS.append(
     (
@@ -1067,7 +1074,7 @@ VARIANTS.append(
     (
         "PK407",
         gguf_model(arch="phi2", with_config=False),
-        "candle 0.11.0 reads it with `quantized_phi`, a loader portkit does not check yet",
+        "candle 0.11.1 reads it with `quantized_phi`, a loader portkit does not check yet",
     )
 )
 VARIANTS.append(
@@ -1142,7 +1149,11 @@ VARIANTS.append(
 CLEAN_VARIANTS.append(("PK124", CLEAN["smollm3"]))
 # smollm3's undersized batch mask is read on every device: on the CPU it panics (PK311 holds until 0.11.1)
 VARIANTS.append(
-    ("PK311", with_target(CLEAN["smollm3"], batch=2), "on the CPU attention reads past its buffer and panics")
+    (
+        "PK311",
+        with_target(CLEAN["smollm3"], batch=2, candle="0.11.0"),
+        "on the CPU attention reads past its buffer and panics",
+    )
 )
 CLEAN_VARIANTS.append(("PK311", with_target(CLEAN["smollm3"], batch=2, candle="0.11.1")))
 # the interval alone: candle reads it as transformers computes the list from it
@@ -1179,7 +1190,7 @@ VARIANTS.append(
     (
         "PK104",
         family("glm4_new", drop=("head_dim",), hidden_size=64),
-        "transformers uses `head_dim`=128 (its default: config.json has none); candle 0.11.0's `glm4_new` uses "
+        "transformers uses `head_dim`=128 (its default: config.json has none); candle 0.11.1's `glm4_new` uses "
         "`hidden_size` / `num_attention_heads` = 16",
     )
 )
@@ -1189,7 +1200,7 @@ VARIANTS.append(
     (
         "PK108",
         family("glm4_new", drop=("partial_rotary_factor",)),
-        "transformers rotates 8 of 16 head dimensions (`partial_rotary_factor`=0.5 by default); candle 0.11.0's "
+        "transformers rotates 8 of 16 head dimensions (`partial_rotary_factor`=0.5 by default); candle 0.11.1's "
         "`glm4_new` reads no top-level `partial_rotary_factor` and rotates all 16",
     )
 )
@@ -1202,14 +1213,22 @@ CASES["PK322"] = (
     with_target(CLEAN["glm4_new"], candle="0.11.1"),
 )
 VARIANTS.append(
-    ("PK322", with_target(CLEAN["glm4_new"], batch=2, device="cuda"), "so every row after the first attends with them")
+    (
+        "PK322",
+        with_target(CLEAN["glm4_new"], batch=2, device="cuda", candle="0.11.0"),
+        "so every row after the first attends with them",
+    )
 )
 VARIANTS.append(
     ("PK322", with_target(CLEAN["glm4_new"], batch=2, candle="0.9.2", device="metal"), "candle 0.9.2's `glm4_new`")
 )
-CLEAN_VARIANTS.append(("PK322", with_target(CLEAN["glm4_new"], batch=2)))  # the CPU before 0.11.1: PK311 first
+CLEAN_VARIANTS.append(("PK322", with_target(CLEAN["glm4_new"], batch=2, candle="0.11.0")))  # before 0.11.1: PK311 first
 VARIANTS.append(
-    ("PK311", with_target(CLEAN["glm4_new"], batch=2), "on the CPU attention reads past its buffer and panics")
+    (
+        "PK311",
+        with_target(CLEAN["glm4_new"], batch=2, candle="0.11.0"),
+        "on the CPU attention reads past its buffer and panics",
+    )
 )
 CLEAN_VARIANTS.append(("PK322", with_target(CLEAN["qwen3"], batch=2, candle="0.11.1")))
 # qwen3 and qwen3_moe before 0.11.0: no CPU flash-attention path, so the undersized mask is read on the CPU too
@@ -1236,7 +1255,7 @@ VARIANTS.append(
     (
         "PK127",
         family("gemma4", "t5"),
-        "with 32-wide heads from `per_layer_config`; candle 0.11.0's `gemma4` reads no `global_head_dim` and uses 512, "
+        "with 32-wide heads from `per_layer_config`; candle 0.11.1's `gemma4` reads no `global_head_dim` and uses 512, "
         "so loading `model.layers.1.self_attn.q_proj` fails",
     )
 )
@@ -1292,7 +1311,7 @@ VARIANTS.append(
     (
         "PK101",
         family("gemma4", rope_parameters=_G4_ROPE),
-        "transformers uses `rope_theta`=100000 from `rope_parameters.full_attention`; candle 0.11.0's `gemma4` reads "
+        "transformers uses `rope_theta`=100000 from `rope_parameters.full_attention`; candle 0.11.1's `gemma4` reads "
         "no top-level `rope_theta` and uses 1000000",
     )
 )

@@ -109,15 +109,15 @@ def test_generated_rule_docs_are_current() -> None:
 @pytest.mark.parametrize("model_type", ["falcon_mamba", "olmo"])
 def test_a_model_type_without_a_checked_module_gets_one_finding(model_type: str, tmp_path: Path) -> None:
     """No llama (or other family) facts about a config candle would not read with that module:
-    weights, a bf16 CPU target and a long sequence would each trigger a rule otherwise."""
+    weights, a bf16 CPU target (PK301: 0.11.0) and a long sequence would each trigger a rule otherwise."""
     from fixtures import skeleton as sk
 
     d = sk.write_model(tmp_path / "m", {**sk.config("tf4"), "model_type": model_type})
-    found = run(d, {"dtype": "bf16", "max_tokens": 100_000})
+    found = run(d, {"dtype": "bf16", "max_tokens": 100_000, "candle": "0.11.0"})
     assert [f.code for f in found] == ["PK114"], [f.message for f in found]
     # negative control: the same files as llama get the runtime findings
     d2 = sk.write_model(tmp_path / "l", sk.config("tf4"))
-    assert {"PK301", "PK306"} <= {f.code for f in run(d2, {"dtype": "bf16", "max_tokens": 100_000})}
+    assert {"PK301", "PK306"} <= {f.code for f in run(d2, {"dtype": "bf16", "max_tokens": 100_000, "candle": "0.11.0"})}
 
 
 def test_no_error_rule_is_static_only_and_every_static_rule_says_why() -> None:

@@ -36,6 +36,8 @@ EDITS: dict[str, dict[str, dict[str, Any] | None]] = {
         "PK501": {"normalizer": None, "pre_tokenizer": METASPACE_FIRST},
         "PK502": {"pre_tokenizer": METASPACE_FIRST},
         "PK505": {"added_tokens[<unk>].normalized": False, "added_tokens[<s>].normalized": False},
+        # candle 0.11.1's crate decodes them as `▁<unk>`, `▁<s>`: the same edit
+        "PK519": {"added_tokens[<unk>].normalized": False, "added_tokens[<s>].normalized": False},
     },
     "qwen2": {
         "PK501": {"normalizer": {"type": "NFC"}},
@@ -185,7 +187,7 @@ def test_a_tokenizer_rule_says_it_fixes_exactly_when_it_has_an_edit() -> None:
     assert all(isinstance(r, TokenizerRule) for r in tok.values())
     edits = {c for c, r in tok.items() if type(r).tokenizer_changes is not TokenizerRule.tokenizer_changes}
     assert edits == {c for c, r in tok.items() if r.fix_availability != "none"}
-    assert edits == {"PK501", "PK502", "PK503", "PK504", "PK505", "PK506", "PK511"}
+    assert edits == {"PK501", "PK502", "PK503", "PK504", "PK505", "PK506", "PK511", "PK519"}
 
 
 def test_clean_directories_and_directories_without_tokenizer_json_plan_nothing(tmp_path: Path) -> None:
@@ -276,7 +278,7 @@ def test_check_refuses_an_edit_after_which_a_fixable_rule_still_fires(tmp_path: 
     d = write_tokenizer(tmp_path / "m", "llama2", "trigger")
     with pytest.raises(InputError) as e:
         _check(d, {"added_tokens[<s>].normalized": False})
-    assert e.value.what == "refusing to fix: PK501, PK502, PK505 would still fire after the edit"
+    assert e.value.what == "refusing to fix: PK501, PK502, PK505, PK519 would still fire after the edit"
     assert e.value.path == str(d / "tokenizer.json")
     s = write_tokenizer(tmp_path / "s", "smollm", "trigger")
     for kept in ("padding", "truncation"):  # one of the two left as saved is still PK506

@@ -138,7 +138,7 @@ TOKENIZER_VARIANTS: list[tuple[str, Builder, str]] = [
     ("PK507", shape("llama2", tokenizer=_set(normalizer={"type": "Bogus"})), "untagged enum NormalizerUntagged"),
     (
         "PK507",
-        shape("llama3", "clean", tokenizer=_linebreak_escape, target={"candle": "0.11.1"}),
+        shape("llama3", "clean", tokenizer=_linebreak_escape),
         "the tokenizers crate 0.23.2 that candle 0.11.1 uses refuses tokenizer.json: "
         "`Parsing error at position 0: Invalid escape: \\R`",
     ),
@@ -255,7 +255,8 @@ TOKENIZER_CLEAN_VARIANTS: list[tuple[str, Builder]] = [
     # TokenizersBackend without added_tokens_decoder: both sides read the same flags
     ("PK505", shape("llama2", config=_set(tokenizer_class="TokenizersBackend"))),
     ("PK507", shape("smollm")),  # merges as pairs
-    ("PK507", shape("llama3", "clean", tokenizer=_linebreak_escape)),  # onig (candle 0.11.0) reads `\\R`
+    # onig (candle 0.11.0) reads `\\R`
+    ("PK507", shape("llama3", "clean", tokenizer=_linebreak_escape, target={"candle": "0.11.0"})),
     ("PK508", shape("llama3", generation=_set(eos_token_id=479))),
     ("PK509", shape("phi3")),  # its template writes no BOS
     ("PK509", shape("llama3", tokenizer=_set(post_processor=None))),
@@ -362,4 +363,32 @@ TOKENIZER_CLEAN_VARIANTS += [
         chat(text="{%- for m in messages -%}\n  {{- m['content'] }}\n{%- endfor %}\n"),
     ),  # `-` everywhere, a final newline
     *[(code, chat("python-method", "clean")) for code in CHAT_CASES],
+]
+
+
+def _normalized_decoder_kept(d: dict[str, Any]) -> None:
+    """tokenizer_config.json whose `added_tokens_decoder` keeps `normalized: true`: transformers matches the
+    specials as the crate does (no PK505) and decodes them as the crate 0.23 does (no PK519)."""
+    _normalized_decoder(d)
+    for entry in d["added_tokens_decoder"].values():
+        entry["normalized"] = entry["content"] != "</s>"
+
+
+def _precompiled(d: dict[str, Any]) -> None:
+    d["normalizer"] = {"type": "Precompiled", "precompiled_charsmap": None}
+
+
+# candle 0.11.1's crate (tokenizers 0.23) decodes a normalized special as its normalized form (PK519)
+TOKENIZER_CASES["PK519"] = (shape("llama2"), shape("llama2", "clean"))
+TOKENIZER_VARIANTS += [
+    ("PK519", shape("llama2"), "`<unk>`, `<s>` are `normalized: true`"),
+    ("PK519", shape("llama2"), "makes them `▁<unk>`, `▁<s>`: candle 0.11.1's tokenizers crate decodes them so"),
+    ("PK519", shape("llama2"), "keeps them in the text where transformers drops"),
+]
+TOKENIZER_CLEAN_VARIANTS += [
+    ("PK519", shape("llama2", target={"candle": "0.11.0"})),  # tokenizers 0.22.2 decodes the content
+    ("PK519", shape("llama2", tokenizer=_set(normalizer={"type": "NFC"}))),  # the normalizer leaves `<s>` as is
+    ("PK519", shape("llama2", tokenizer=_precompiled)),  # a charsmap portkit does not mirror: nothing claimed
+    # transformers matches them normalized too and decodes with the same crate: `▁<s>` on both sides
+    ("PK519", shape("llama2", config=_normalized_decoder_kept)),
 ]

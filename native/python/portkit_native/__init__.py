@@ -1,7 +1,7 @@
-"""candle 0.11.0's own code, driven from Python: each decoder family's and encoder module's config parse, runner and
-weight requests, per-layer capture where a proven copy of the forward exists, the GGUF loaders, the
-`tokenizers` crate candle-core depends on, and chat templates rendered as candle-examples and
-mistral.rs render them (minijinja).
+"""candle's own code (the wheel: 0.11.1; `build_info()["candle_version"]` says which), driven from Python:
+each decoder family's and encoder module's config parse, runner and weight requests, per-layer capture
+where a proven copy of the forward exists, the GGUF loaders, the `tokenizers` crate candle-core depends
+on, and chat templates rendered as candle-examples and mistral.rs render them (minijinja).
 
 The compiled module is private (`portkit_native._native`); this package re-exports an explicit list.
 """
@@ -50,7 +50,7 @@ from ._native import (  # noqa: E402  # after the CPU check above
 
 
 def _pin_cpu_threads() -> None:
-    """candle-core 0.11.0 asks for its thread count on every CPU matmul (cpu_backend/mod.rs:1409,
+    """candle-core (0.11.0 and 0.11.1 alike) asks for its thread count on every CPU matmul (cpu_backend/mod.rs:1409,
     utils.rs:343-346), and unless RAYON_NUM_THREADS is set that reads and parses /proc/cpuinfo
     (num_cpus-1.17.0 src/linux.rs:59-60, `get_physical`): 0.5-0.9 s of CPU in one `portkit verify
     A B C` of 135M checkpoints on 2 cores, and the file grows with the cores. Set to the count

@@ -1,4 +1,4 @@
-"""Type stubs for portkit_native: candle 0.11.0's decoder families, GGUF loaders and tokenizer, from Python."""
+"""Type stubs for portkit_native: candle's decoder families, GGUF loaders and tokenizer, from Python."""
 
 from collections.abc import Sequence
 from os import PathLike
@@ -25,7 +25,7 @@ class DeviceUnavailableError(NativeError):
     """The device is not built into this wheel (or not present); the message says how to get it."""
 
 class TokenizerError(NativeError):
-    """The tokenizers crate (0.22.2, candle-core 0.11.0's) refused a tokenizer.json or an encode; the
+    """The tokenizers crate (the built candle-core's: 0.23.2 in the wheel) refused a tokenizer.json or an encode; the
     message is the crate's, unchanged."""
 
 class ChatTemplateError(NativeError):
@@ -90,7 +90,7 @@ def sampling_weights(
     by name (ArgMax, All, TopK, TopP, TopKThenTopP, GumbelSoftmax) with the parameters it takes.
     `repeat_penalty` != 1: candle-transformers' `apply_repeat_penalty` over the last
     `repeat_last_n` tokens first; `top_k_renormalised`: `sample_f` with a closure that keeps the
-    top k and renormalises. Computed by candle-transformers 0.11.0's `LogitsProcessor` text
+    top k and renormalises. Computed by candle-transformers' `LogitsProcessor` text
     (native/src/generation_copy.rs), which records the weights it draws from. ValueError for a
     variant without its parameters or an unknown one.
     """
@@ -303,7 +303,7 @@ class GgufRunner:
         """As `LlamaRunner.batch_last_logits`."""
 
 class Tokenizer:
-    """The Rust `tokenizers` crate at the version candle-core 0.11.0 resolves (0.22.2, feature `onig`),
+    """The Rust `tokenizers` crate at the version the built candle-core resolves (0.23.2, `fancy-regex`, in the wheel),
     reading a tokenizer.json literally, as a candle program does (`Tokenizer::from_file`, then
     `encode(text, add_special_tokens)`): every part of the file applies, padding and truncation
     included; tokenizer_config.json is never read."""

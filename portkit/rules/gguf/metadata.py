@@ -5,6 +5,7 @@ builds, and what the metadata says against config.json beside it.
 
 from __future__ import annotations
 
+from portkit.candle_release import Span
 from portkit.rules import as_candle
 from portkit.rules.base import Context, f32, num
 from portkit.rules.gguf.base import ALL_LOADERS, GgufRule
@@ -430,6 +431,18 @@ class ContextOverMaxSeqLen(GgufRule):
         return md_u32(g, key), f"`{key}`"
 
 
+#: candle-core's `reshape` checks the element count itself from 0.11.1 (`into_shape`, shape.rs 0.11.1:475-484),
+#: before the check that 0.11.0 and older fail in (tensor.rs `reshape`: `shape mismatch in reshape`)
+EAGER_RESHAPE_CHECK = Span(
+    since="0.11.1", since_by="candle-core 0.11.1 shape.rs:475-484, `into_shape` checks the count"
+)
+
+
+def reshape_error(release: str) -> str:
+    """The start of the error candle `release` fails a reshape to the wrong element count with."""
+    return "Shape mismatch, got buffer of size" if EAGER_RESHAPE_CHECK.holds(release) else "shape mismatch in reshape"
+
+
 class HeadDimNotEmbeddingOverHeads(GgufRule):
     """The GGUF's head size is not `embedding_length / head_count`, which candle assumes.
 
@@ -452,7 +465,8 @@ class HeadDimNotEmbeddingOverHeads(GgufRule):
 
     ## Candle source
     candle-transformers-0.11.0/src/models/quantized_llama.rs:388, :430, :502, :203-208;
-    candle-nn-0.11.0/src/rotary_emb.rs:262-277.
+    candle-nn-0.11.0/src/rotary_emb.rs:262-277. The reshape's error: `shape mismatch in reshape` up to
+    0.11.0 (tensor.rs `reshape`), `Shape mismatch, got buffer of size ...` from 0.11.1 (shape.rs:475-484).
 
     ## Verification
     crash: the GGUF runner must fail at the first forward.
@@ -489,7 +503,7 @@ class HeadDimNotEmbeddingOverHeads(GgufRule):
                     "and fails reshaping Q at the first forward",
                     transformers_value=q_rows // v.head_count,
                     candle_value=hd,
-                    expect="shape mismatch in reshape",
+                    expect=reshape_error(ctx.target.candle),
                 )
             elif v.rope_dim is not None and v.rope_dim != hd:
                 yield self.file_finding(

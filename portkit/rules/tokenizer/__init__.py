@@ -36,6 +36,7 @@ from portkit.rules.tokenizer.padding_saved_in_tokenizer import PaddingSavedInTok
 from portkit.rules.tokenizer.post_processor_rebuilt_by_class import PostProcessorRebuiltByClass
 from portkit.rules.tokenizer.pre_tokenizer_rebuilt_by_class import PreTokenizerRebuiltByClass
 from portkit.rules.tokenizer.prefix_space_after_special_token import PrependSchemeAfterSpecialToken
+from portkit.rules.tokenizer.special_token_decoded_normalized import SpecialTokenDecodedNormalized
 from portkit.rules.tokenizer.special_token_normalized import SpecialTokenNormalized
 from portkit.rules.tokenizer.tokenizer_refused_by_crate import TokenizerRefusedByCrate
 
@@ -58,4 +59,5 @@ RULES = (
     ChatTemplateTojson,
     ChatTemplateStrftimeNow,
     ChatTemplateBlockWhitespace,
+    SpecialTokenDecodedNormalized,
 )

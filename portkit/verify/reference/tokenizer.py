@@ -241,8 +241,8 @@ def record(root: Path, *, text: str | None = None, chat: str | None = None) -> d
         for special in (True, False):
             ids = rec.encode(s.text, special)
             rec.convert_ids_to_tokens(ids)
-            if not special:
-                rec.decode(ids, skip_special_tokens=False)
+            # decoded as written (without special tokens), and skipping them as candle-examples' TokenOutputStream does
+            rec.decode(ids, skip_special_tokens=special)
     for token in [*getattr(tok, "get_added_vocab", dict)(), *getattr(tok, "all_special_tokens", [])]:
         rec.convert_tokens_to_ids(token)
     transformers_renders(rec)  # the chat-template check's renders (and their counterfactuals')
