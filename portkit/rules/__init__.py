@@ -72,6 +72,7 @@ CODES: dict[str, tuple[str, Status]] = {
     "PK128": ("gemma4-per-layer-inputs-ignored", "stable"),
     "PK129": ("gemma4-kv-projections-absent", "stable"),
     "PK130": ("gemma4-moe-block-ignored", "stable"),
+    "PK131": ("phi-qk-layernorm-over-all-heads", "stable"),
     "PK201": ("missing-tensor", "stable"),
     "PK202": ("unread-tensor", "stable"),
     "PK203": ("unexpected-tensor", "stable"),

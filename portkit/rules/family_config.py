@@ -1144,6 +1144,70 @@ class AttentionBiasKeyAbsent(Rule):
         )
 
 
+class PhiQkLayernormOverAllHeads(Rule):
+    """phi with `qk_layernorm`: candle applies the per-head LayerNorm to all heads at once and fails.
+
+    ## What it does
+    Flags a phi (`PhiForCausalLM`) config.json with `"qk_layernorm": true` and more than one
+    attention head.
+
+    ## Why is this bad?
+    transformers' phi normalises queries and keys head by head: it reshapes them to
+    `[batch, heads, tokens, head_dim]` and applies `q_layernorm` / `k_layernorm`, LayerNorms of
+    `head_dim` features. candle's phi loads the same `[head_dim]` weights and applies them to the
+    projections before the reshape, `[batch, tokens, heads * head_dim]`: the model loads, then the
+    first forward fails with `shape mismatch in layer-norm`. phi-1, phi-1.5 and phi-2 ship with
+    `qk_layernorm` false; a checkpoint fine-tuned or converted with it true cannot run.
+
+    ## Example
+    ```json
+    {"model_type": "phi", "hidden_size": 2560, "num_attention_heads": 32, "qk_layernorm": true}
+    ```
+
+    ## Fix
+    None in config.json: the weights need the norm. Apply `q_layernorm` and `k_layernorm` after the
+    reshape to heads in a copy of phi.rs (as transformers does).
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/phi.rs:161-168 (`layer_norm(head_dim, ..)`), :197-204
+    (applied to `q_proj`'s and `k_proj`'s output), :206-211 (the reshape after), the same in 0.9.1 to
+    0.11.1; candle-nn-0.11.0/src/ops.rs:938 (`layer_norm`: `shape mismatch in layer-norm`).
+
+    ## Verification
+    crash: candle must fail at the first forward with `shape mismatch in layer-norm`.
+
+    ## References
+    - transformers `models/phi/modeling_phi.py` (`PhiAttention`: `q_layernorm` after `view(hidden_shape)`)
+    """
+
+    code = "PK131"
+    name = "phi-qk-layernorm-over-all-heads"
+    group = "config"
+    families = ("phi",)
+    severity = "error"
+    effect = "runtime-error"
+    fix_title = "Apply `q_layernorm`/`k_layernorm` per head in a copy of candle's phi.rs; no config edit fixes this"
+    probe_kind = "crash"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        fv = ctx.fv
+        if fv is None or not fv.ok or fv.get("qk_layernorm") is not True:
+            return
+        heads, head_dim = fv.get("num_attention_heads"), fv.get("head_dim")
+        if not isinstance(heads, int) or heads < 2 or not isinstance(head_dim, int):
+            return  # one head: the LayerNorm over all heads is the one over each
+        yield self.finding(
+            ctx,
+            f"transformers normalises q and k per head (`qk_layernorm` true: {heads} heads of {head_dim}); "
+            f"{module(ctx)} applies the {head_dim}-wide LayerNorm to all {heads * head_dim} features at once, "
+            "so the first forward fails with `shape mismatch in layer-norm`",
+            keys=("qk_layernorm",),
+            transformers_value=head_dim,
+            candle_value=heads * head_dim,
+            expect="shape mismatch in layer-norm",
+        )
+
+
 def _layers(idx: list[int]) -> str:
     if not idx:
         return "no layer"
@@ -1164,4 +1228,5 @@ RULES = (
     SoftcappingKeyAbsent,
     NoRopeLayersDiffer,
     AttentionBiasKeyAbsent,
+    PhiQkLayernormOverAllHeads,
 )

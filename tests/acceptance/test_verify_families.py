@@ -172,6 +172,7 @@ VARIANTS: dict[tuple[str, str], dict[str, str]] = {
     ("starcoder2", "untied"): {"PK120": "CONFIRMED"},
     ("stable_lm", "tied"): {"PK205": "CRASH-CONFIRMED"},
     ("phi", "tied"): {"PK205": "CRASH-CONFIRMED"},
+    ("phi", "qk-layernorm"): {"PK131": "CRASH-CONFIRMED"},
     ("qwen2_moe", "tied"): {"PK205": "CRASH-CONFIRMED"},
     ("qwen2_moe", "window-0"): {"PK115": "CONFIRMED"},
     ("smollm3", "no-nope-keys"): {"PK124": "CONFIRMED"},

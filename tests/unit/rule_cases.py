@@ -1332,3 +1332,9 @@ VARIANTS.append(
         "transformers applies `linear` rope scaling to its sliding-attention layers",
     )
 )
+# phi's qk_layernorm: a head_dim LayerNorm over all heads at once fails at the first forward (every release)
+CASES["PK131"] = (family("phi", qk_layernorm=True), family("phi"))
+VARIANTS.append(("PK131", family("phi", qk_layernorm=True), "applies the 16-wide LayerNorm to all 64 features at once"))
+VARIANTS.append(("PK131", with_target(family("phi", qk_layernorm=True), candle="0.9.1"), "candle 0.9.1's `phi`"))
+# one head: the LayerNorm over every feature is the one over the head
+CLEAN_VARIANTS.append(("PK131", family("phi", qk_layernorm=True, num_attention_heads=1, num_key_value_heads=1)))
