@@ -16,7 +16,9 @@ and PK115's patch for a window transformers applies on no layer; 0cce6fa: the gl
 gemma4 family's cases, after the typed probes, the typed traits and the tokenizer-only run, whose reports equal
 0cce6fa's on its 191 cases; 81ace47: per-layer capture for phi, qwen2_moe, smollm3, glm4_new and gemma4, PK115
 on gemma4, phi3's PK115 measured against transformers without the window and its PK102 naming the pretraining
-length transformers keeps: the 27 cases that changed against 6e27fd8 are those, and no other).
+length transformers keeps: the 27 cases that changed against 6e27fd8 are those, and no other; e004b45: the wheel
+runs candle 0.11.1 and every report's target is 0.11.1 by default (its header, PK301, PK311, PK406's message,
+PK519), and the phi qk-layernorm case).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import pytest
 from tests.acceptance import report_cases
 
 ROOT = Path(__file__).resolve().parents[2]
-BASE = "81ace47"
+BASE = "e004b45"
 #: the cases also run with transformers in its own process: a text prompt (the tokenizer request
 #: first), a numeric finding's patched runs, a crash, a GGUF with a reference-side counterfactual
 #: (as-candle requests), a tokenizer-only directory, the default text prompt, a GGUF recorded per
