@@ -116,7 +116,7 @@ class RopeThetaInRopeParameters(Rule):
 
 
 class RopeScalingInRopeParameters(Rule):
-    """transformers scales RoPE from `rope_parameters`; candle 0.11.0 computes unscaled frequencies.
+    """transformers scales RoPE from `rope_parameters`; candle computes unscaled frequencies.
 
     ## What it does
     Flags a config whose effective rope type in transformers 5 is not `default` (llama3,
@@ -257,7 +257,7 @@ def _no_scaling_help(ctx: Context, rope_type: str) -> str:
 
 
 class RopeScalingUnparseable(Rule):
-    """candle 0.11.0 refuses a top-level `rope_scaling` that is not its llama3 shape.
+    """candle refuses a top-level `rope_scaling` that is not its llama3 shape.
 
     ## What it does
     Checks the top-level `rope_scaling` against candle's `Llama3RopeConfig`: all of
@@ -414,7 +414,7 @@ class HeadDimMismatch(Rule):
 
 
 class AttentionBiasIgnored(Rule):
-    """`attention_bias` is true; candle 0.11.0 never reads q/k/v/o biases.
+    """`attention_bias` is true; candle never reads q/k/v/o biases.
 
     ## What it does
     Flags `attention_bias: true`.
@@ -470,7 +470,7 @@ class AttentionBiasIgnored(Rule):
 
 
 class MlpBiasIgnored(Rule):
-    """`mlp_bias` is true; candle 0.11.0 never reads MLP biases.
+    """`mlp_bias` is true; candle never reads MLP biases.
 
     ## What it does
     Flags `mlp_bias: true`.
@@ -523,7 +523,7 @@ class MlpBiasIgnored(Rule):
 
 
 class HiddenActNotSilu(Rule):
-    """`hidden_act` is not SiLU; candle 0.11.0's llama MLP always uses SiLU.
+    """`hidden_act` is not SiLU; candle's llama MLP always uses SiLU.
 
     ## What it does
     Flags a `hidden_act` other than `silu` (or its alias `swish`).
@@ -578,7 +578,7 @@ class HiddenActNotSilu(Rule):
 
 
 class PartialRotaryIgnored(Rule):
-    """transformers rotates only part of each head; candle 0.11.0 rotates all of it.
+    """transformers rotates only part of each head; candle rotates all of it.
 
     ## What it does
     Flags a `partial_rotary_factor` (top-level or in `rope_parameters`) that transformers
@@ -676,7 +676,7 @@ class PartialRotaryIgnored(Rule):
 
 
 class SlidingWindowIgnored(Rule):
-    """transformers attends within a sliding window; candle 0.11.0's llama attends everywhere.
+    """transformers attends within a sliding window; candle's llama attends everywhere.
 
     ## What it does
     Flags a positive `sliding_window` that transformers applies: in the forward pass
@@ -927,7 +927,7 @@ class GenerationEosDiffers(Rule):
 
 
 class ConfigRefusedByCandle(Rule):
-    """candle 0.11.0's serde parse refuses a config transformers loads.
+    """candle's serde parse refuses a config transformers loads.
 
     ## What it does
     Runs portkit's exact mirror of candle's `LlamaConfig` deserialization and reports its

@@ -180,7 +180,7 @@ def _candle_window(ctx: Context) -> tuple[list[float], list[float]]:
 
 
 class SlidingWindowSemantics(Rule):
-    """candle 0.11.0's module attends to other keys than transformers past the sliding window.
+    """candle's module attends to other keys than transformers past the sliding window.
 
     ## What it does
     Computes, per layer, how many keys transformers 5 and the family's candle module keep at

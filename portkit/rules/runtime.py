@@ -325,7 +325,7 @@ class FlashAttnWithoutFeature(_RuntimeRule):
 
 
 class SequenceBeyondMaxPositions(_RuntimeRule):
-    """Sequences longer than `max_position_embeddings` fail in candle 0.11.0.
+    """Sequences longer than `max_position_embeddings` fail in candle.
 
     ## What it does
     With `--max-tokens N`, flags N above `max_position_embeddings`.

@@ -249,7 +249,7 @@ class MissingTensor(_WeightsRule):
 
 
 class UnreadTensor(_WeightsRule):
-    """Tensors in the checkpoint that the family's candle 0.11.0 module never reads.
+    """Tensors in the checkpoint that the family's candle module never reads.
 
     ## What it does
     Lists tensors named like the family's weights that its candle module never asks for:
@@ -697,7 +697,7 @@ class LmHeadVsTie(_WeightsRule):
 
 
 class TensorShapeMismatch(_WeightsRule):
-    """A tensor's shape is not the one candle 0.11.0 derives from config.json.
+    """A tensor's shape is not the one candle derives from config.json.
 
     ## What it does
     Compares every tensor the family's candle module reads with the shape it computes from
@@ -777,7 +777,7 @@ class TensorShapeMismatch(_WeightsRule):
 
 
 class UnsupportedTensorDtype(_WeightsRule):
-    """A safetensors dtype candle 0.11.0 cannot load into a model.
+    """A safetensors dtype candle cannot load into a model.
 
     ## What it does
     Flags tensors stored as BOOL, I8, F8_E5M2, U64 or C64 (candle refuses them) or as the

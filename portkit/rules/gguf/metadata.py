@@ -128,7 +128,7 @@ class MissingGgufMetadata(GgufRule):
 
 
 class GgufFreqBaseDefaulted(GgufRule):
-    """No usable `llama.rope.freq_base` (or `qwen2.`): candle 0.11.0 silently uses 10000.
+    """No usable `llama.rope.freq_base` (or `qwen2.`): candle silently uses 10000.
 
     ## What it does
     Flags a GGUF read by quantized_llama (`llama.rope.freq_base`) or quantized_qwen2
@@ -518,7 +518,7 @@ class HeadDimNotEmbeddingOverHeads(GgufRule):
 
 
 class NonLlamaArchitecture(GgufRule):
-    """A GGUF of an architecture candle 0.11.0 has no loader for: only `quantized_llama` is left.
+    """A GGUF of an architecture candle has no loader for: only `quantized_llama` is left.
 
     ## What it does
     Flags a `general.architecture` (or none) that none of candle 0.11.0's GGUF loaders is

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 class UnsupportedGgufTensorType(GgufRule):
-    """Tensor types candle 0.11.0 cannot parse or load.
+    """Tensor types candle cannot parse or load.
 
     ## What it does
     Flags tensors whose ggml type candle does not know (IQ*, TQ*, MXFP4, I8..F64: the whole
