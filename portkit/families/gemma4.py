@@ -51,9 +51,13 @@ SUBLAYERS = (
 )
 # PK202: the tensors transformers' Gemma4ForCausalLM reads that the module has no place for
 UNREAD_TEXTS = {
-    "other": "transformers reads them: `layer_scalar` multiplies each layer's output (1.0 as it initialises it; "
-    "PK126's probe reads it as 1), the per-layer-input and expert weights where their switches are on (PK128, PK130)",
+    "other": "transformers reads them: the per-layer-input and expert weights where their switches are on (PK128, "
+    "PK130)",
+    "multiplier": "transformers multiplies each layer's output by them (1.0 as it initialises them); candle's module "
+    "has no such factor and computes as if each were 1: another model unless each is 1",
 }
+#: text.rs has no `layer_scalar`: transformers' `hidden_states *= self.layer_scalar` (modeling_gemma4.py:1417)
+UNREAD_MULTIPLIERS = ("layer_scalar",)
 #: the one value candle's serde defaults `global_head_dim` to (config.rs:43-45)
 default_global_head_dim = 512
 #: candle's defaults of the rope values it derives (config.rs:123-137) and of the full layers' base (:25-27)

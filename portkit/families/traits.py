@@ -99,6 +99,9 @@ class Traits:
     unread_texts: Mapping[str, str] = field(
         default_factory=dict
     )  # PK202's reasons, where the module's own words differ
+    #: layer parts transformers multiplies by that the module never reads, so computes as 1 (gemma4's
+    #: `layer_scalar`): PK202 runs transformers with each read as 1
+    unread_multipliers: tuple[str, ...] = ()
     #: how the module builds lm_head: "flag" (`lm_head.weight` unless `tie_word_embeddings`),
     #: "always-loaded", "always-tied" (`embed_tokens`), "probed" (when the file has one, never the flag)
     lm_head: Literal["flag", "always-loaded", "always-tied", "probed"] = "flag"

@@ -67,8 +67,7 @@ class Gemma4NormGainAndScale(Rule):
     Gemma 1-3 convention: `(weight + 1.0)` in every norm (the four of each layer, `q_norm`,
     `k_norm`, the final norm) and `1/sqrt(head_dim)` on the scores. Every layer then computes other
     numbers and the model runs without an error (max |logit difference| 0.6 on a tiny checkpoint
-    whose norm weights are 1.0). candle also never reads `layer_scalar` (1.0 as transformers
-    initialises it).
+    whose norm weights are 1.0). candle also never reads `layer_scalar` (PK202).
 
     ## Example
     ```json
@@ -87,8 +86,8 @@ class Gemma4NormGainAndScale(Rule):
     ## Verification
     numeric, transformers as candle computes: transformers with every norm weight w read as
     w + 1, `q_norm` as (w + 1) / sqrt(head_dim) of its layer (a scale on the queries is the
-    same scale on the scores) and `layer_scalar` as 1; candle agrees with it where it does not
-    agree with transformers as written.
+    same scale on the scores); candle agrees with it where it does not agree with transformers as
+    written. (`layer_scalar`, which candle never reads, is PK202's: transformers with each read as 1.)
 
     ## References
     - transformers `models/gemma4/modeling_gemma4.py:195-214` (`Gemma4RMSNorm`: `normed_output * self.weight`),
@@ -145,11 +144,9 @@ class Gemma4NormGainAndScale(Rule):
             if isinstance(hd, int) and hd > 0:
                 s = 1.0 / math.sqrt(hd)
                 out[f"{p}self_attn.q_norm.weight"] = as_candle.affine(s, offset * s)
-            out[f"{p}layer_scalar"] = as_candle.affine(0.0, 1.0)  # never read by candle: 1
         out["model.norm.weight"] = gain
-        if have is None:
-            return {k: v for k, v in out.items() if not k.endswith("layer_scalar")}
-        return {k: v for k, v in out.items() if k in have}
+        # `layer_scalar`, which candle never reads, is PK202's own counterfactual (read as 1), not this one's
+        return out if have is None else {k: v for k, v in out.items() if k in have}
 
 
 # --- PK127 ---------------------------------------------------------------------------------------

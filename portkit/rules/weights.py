@@ -314,6 +314,7 @@ class UnreadTensor(_WeightsRule):
         have = self.tensors(ctx)
         tf = transformers_expected(ctx)
         n_layers = self.config(ctx).values["num_hidden_layers"]
+        multipliers = ctx.family.traits.unread_multipliers if ctx.family is not None else ()
         groups: dict[str, list[str]] = defaultdict(list)
         for n in have:
             if n in cand or not is_family_name(ctx, n, cand):
@@ -330,6 +331,8 @@ class UnreadTensor(_WeightsRule):
                 flag := next((f for k, f in _CONFIG_FLAG_PARTS.items() if part.startswith(k + ".")), None)
             ) and config_flag(ctx, flag) is True:
                 groups[f"flag:{flag}"].append(n)
+            elif part in multipliers:
+                groups["multiplier"].append(n)
             else:
                 groups["other"].append(n)
         mod = module_name(ctx)
@@ -353,6 +356,8 @@ class UnreadTensor(_WeightsRule):
                 "its module has no such tensor; transformers reads them only if its config enables them",
                 "warning",
             ),
+            # lint reads headers, not values: another model unless each is 1 (transformers initialises them so)
+            "multiplier": ("transformers multiplies by them; candle computes as if each were 1", "warning"),
         }
         fam = ctx.family
         assert fam is not None, "ready() checks candle's view, which needs the family"
@@ -392,6 +397,8 @@ class UnreadTensor(_WeightsRule):
             return as_candle.edit("the embeddings as lm_head", config={"tie_word_embeddings": True})
         if key.startswith("flag:"):
             return as_candle.edit(f"no `{key[5:]}` (the norms candle's module lacks)", config={key[5:]: False})
+        if key == "multiplier":
+            return as_candle.edit("each read as 1", tensor_edits=dict.fromkeys(names, as_candle.affine(0.0, 1.0)))
         return None
 
     @staticmethod

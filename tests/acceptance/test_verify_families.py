@@ -312,3 +312,35 @@ def test_phi3_window_is_judged_at_the_run_s_length(monkeypatch, tokens):
     else:
         assert found["PK115"].verdict == "CONFIRMED", found["PK115"].evidence
         assert "the finding explains the difference" in found["PK115"].evidence
+
+
+def test_gemma4_layer_scalar_is_judged_apart_from_the_norms(rows, tmp_path):
+    """candle's gemma4 never reads `layer_scalar` (PK202, transformers run with each read as 1) and adds 1 to
+    every norm weight (PK126, transformers run with candle's norms): each counterfactual is its own. On the
+    legacy fixture the scalars are 1: PK202 has no effect of its own. With the scalars set to other values,
+    both are CONFIRMED, each judged with the other's counterfactual applied, and PK126 alone no longer
+    explains the difference (it did when its counterfactual also read the scalars as 1)."""
+    import shutil
+
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    from portkit.verify.pipeline import VerifyOptions, verify
+
+    rows("gemma4")
+    legacy = family_fixture("gemma4", "legacy")
+    rep = verify(VerifyOptions(model_dir=legacy, tokens=4))
+    got = {f.code: f for f in rep.findings}
+    assert got["PK126"].verdict == "CONFIRMED" and got["PK202"].verdict == "NOT-REPRODUCED", rep.findings
+    d = tmp_path / "g4"
+    shutil.copytree(legacy, d)
+    weights = load_file(d / "model.safetensors")
+    for i, k in enumerate(sorted(k for k in weights if k.endswith("layer_scalar"))):
+        weights[k] = np.full_like(weights[k], (0.5, 1.75, 0.8, 1.3)[i % 4])
+    save_file(weights, d / "model.safetensors", metadata={"format": "pt"})
+    rep = verify(VerifyOptions(model_dir=d, tokens=4))
+    got = {f.code: f for f in rep.findings}
+    assert got["PK126"].verdict == "CONFIRMED" and got["PK202"].verdict == "CONFIRMED", [
+        (f.code, f.verdict, f.evidence) for f in rep.findings
+    ]
+    assert rep.exit_code == 1

@@ -39,17 +39,23 @@ def test_pk126_scales_each_layers_q_norm_by_its_own_head_size(tmp_path: Path) ->
     from tests.unit.rule_cases import family_tensors
 
     cfg = LEGACY["gemma4"]
-    d = sk.write_model(tmp_path / "m", cfg, tensors={**family_tensors(cfg), "model.layers.0.layer_scalar": (1,)})
+    held = {**family_tensors(cfg), "model.layers.0.layer_scalar": (1,)}
+    del held["model.layers.3.input_layernorm.weight"]
+    d = sk.write_model(tmp_path / "m", cfg, tensors=held)
     tensors = _pk126_edit(d)
     for i, hd in enumerate((16, 32, 16, 32)):
         s = 1 / math.sqrt(hd)
         assert as_candle.parse_affine(tensors[f"model.layers.{i}.self_attn.q_norm.weight"]) == (s, s)
         assert as_candle.parse_affine(tensors[f"model.layers.{i}.self_attn.k_norm.weight"]) == (1.0, 1.0)
-        assert as_candle.parse_affine(tensors[f"model.layers.{i}.input_layernorm.weight"]) == (1.0, 1.0)
+    assert as_candle.parse_affine(tensors["model.layers.0.input_layernorm.weight"]) == (1.0, 1.0)
     assert as_candle.parse_affine(tensors["model.norm.weight"]) == (1.0, 1.0)
-    assert as_candle.parse_affine(tensors["model.layers.0.layer_scalar"]) == (0.0, 1.0)  # candle never reads it
     # only the checkpoint's tensors: the reference refuses an edit of a tensor it does not have
-    assert "model.layers.1.layer_scalar" not in tensors
+    assert "model.layers.3.input_layernorm.weight" not in tensors
+    # `layer_scalar`, which candle never reads, is PK202's counterfactual (read as 1), not PK126's
+    assert not any(k.endswith("layer_scalar") for k in tensors)
+    r = lint_paths([d], Settings(select=["PK202"], respect_pyproject=False))
+    (f,) = [f for f in r.findings if "layer_scalar" in f.message]
+    assert f.probe.as_candle["tensors"] == {"model.layers.0.layer_scalar": as_candle.affine(0.0, 1.0)}  # type: ignore[union-attr]
 
 
 def test_the_reference_applies_affine_edits_and_refuses_unknown_ones() -> None:
