@@ -18,7 +18,8 @@ gemma4 family's cases, after the typed probes, the typed traits and the tokenize
 on gemma4, phi3's PK115 measured against transformers without the window and its PK102 naming the pretraining
 length transformers keeps: the 27 cases that changed against 6e27fd8 are those, and no other; e004b45: the wheel
 runs candle 0.11.1 and every report's target is 0.11.1 by default (its header, PK301, PK311, PK406's message,
-PK519), and the phi qk-layernorm case).
+PK519), and the phi qk-layernorm case; 0c3aedc: gemma4's layer_scalar judged by PK202's own counterfactual, not
+PK126's: its 8 cases changed against e004b45, and no other).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import pytest
 from tests.acceptance import report_cases
 
 ROOT = Path(__file__).resolve().parents[2]
-BASE = "e004b45"
+BASE = "0c3aedc"
 #: the cases also run with transformers in its own process: a text prompt (the tokenizer request
 #: first), a numeric finding's patched runs, a crash, a GGUF with a reference-side counterfactual
 #: (as-candle requests), a tokenizer-only directory, the default text prompt, a GGUF recorded per
