@@ -76,6 +76,20 @@ class TokenizerRule(Rule):
         return f"not a tokenizer.json edit: {finding.help}"
 
 
+class SpecialsNormalizedFalse(TokenizerRule):
+    """A rule whose fix, and the edit its verify probe measures, is `normalized: false` on the special
+    tokens its finding names (`{"normalized_false": [...]}`): PK505 and PK519."""
+
+    fix_availability = "always"
+    fix_title = "Set `normalized` to false on the special tokens in tokenizer.json (`portkit fix --write`)"
+
+    def tokenizer_changes(self, finding: Finding, ctx: Context) -> dict[str, Any] | None:
+        """`normalized` false on the special tokens the finding names (its fix's edits; None without one)."""
+        from portkit.model.tokenizer_edit import probe_changes
+
+        return probe_changes(finding.fix.edits) if finding.fix is not None else None
+
+
 class RebuiltPart(TokenizerRule):
     """A rule about one part of the pipeline the class transformers picks builds otherwise
     (`S.differences`): one finding at that part's key, whose edit is what transformers builds."""

@@ -3,21 +3,19 @@ candle 0.11.1's crate decodes it as its normalized form and no longer skips it."
 
 from __future__ import annotations
 
-from portkit.model.tokenizer_edit import probe_changes
 from portkit.rules.base import Context, backticked, location
 from portkit.rules.tokenizer.analysis import analysis
-from portkit.rules.tokenizer.base import TokenizerRule
+from portkit.rules.tokenizer.base import SpecialsNormalizedFalse
 from portkit.semantics import tokenizer as S
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
     from collections.abc import Iterable
-    from typing import Any
 
     from portkit.findings import Finding
 
 
-class SpecialTokenDecodedNormalized(TokenizerRule):
+class SpecialTokenDecodedNormalized(SpecialsNormalizedFalse):
     """A `normalized: true` special token the normalizer changes: candle 0.11.1 decodes it as its normalized form.
 
     ## What it does
@@ -70,8 +68,6 @@ class SpecialTokenDecodedNormalized(TokenizerRule):
     name = "special-token-decoded-normalized"
     severity = "warning"
     effect = "silent"
-    fix_availability = "always"
-    fix_title = "Set `normalized` to false on the special tokens in tokenizer.json (`portkit fix --write`)"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         a = analysis(ctx)
@@ -116,7 +112,3 @@ class SpecialTokenDecodedNormalized(TokenizerRule):
             edit={"normalized_false": tokens},
             expect="skipped-decodes",
         )
-
-    def tokenizer_changes(self, finding: Finding, ctx: Context) -> dict[str, Any] | None:
-        """`normalized` false on the special tokens the finding names (its fix's edits; None without one)."""
-        return probe_changes(finding.fix.edits) if finding.fix is not None else None

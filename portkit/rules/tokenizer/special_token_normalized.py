@@ -3,21 +3,19 @@ it after normalization."""
 
 from __future__ import annotations
 
-from portkit.model.tokenizer_edit import probe_changes
 from portkit.rules.base import Context, backticked, location
 from portkit.rules.tokenizer.analysis import analysis
-from portkit.rules.tokenizer.base import TokenizerRule
+from portkit.rules.tokenizer.base import SpecialsNormalizedFalse
 from portkit.semantics import tokenizer as S
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
 if TYPE_CHECKING:
     from collections.abc import Iterable
-    from typing import Any
 
     from portkit.findings import Finding
 
 
-class SpecialTokenNormalized(TokenizerRule):
+class SpecialTokenNormalized(SpecialsNormalizedFalse):
     """A special token with `normalized: true`: candle's crate looks for it after normalization.
 
     ## What it does
@@ -61,8 +59,6 @@ class SpecialTokenNormalized(TokenizerRule):
     probe_measure = "special-placement"
     name = "special-token-normalized"
     severity = "error"
-    fix_availability = "always"
-    fix_title = "Set `normalized` to false on the special tokens in tokenizer.json (`portkit fix --write`)"
 
     def check(self, ctx: Context) -> Iterable[Finding]:
         a = analysis(ctx)
@@ -103,7 +99,3 @@ class SpecialTokenNormalized(TokenizerRule):
             edit={"normalized_false": tokens},
             expect="special-inside",
         )
-
-    def tokenizer_changes(self, finding: Finding, ctx: Context) -> dict[str, Any] | None:
-        """`normalized` false on the special tokens the finding names (its fix's edits; None without one)."""
-        return probe_changes(finding.fix.edits) if finding.fix is not None else None
