@@ -29,7 +29,7 @@ def test_tokenizer_only_directory_gets_the_tokenizer_rules_alone(
 ) -> None:
     d = write_tokenizer(tmp_path / "tok", "llama2")
     rc, out, err = lint(capsys, str(d))
-    assert rc == 1 and codes(out) == ["PK501", "PK502", "PK505"], out + err
+    assert rc == 1 and codes(out) == ["PK501", "PK502", "PK505", "PK519"], out + err
     assert all(f["filename"] == str(d / "tokenizer.json") for f in json.loads(out))
 
 
@@ -37,11 +37,11 @@ def test_a_tokenizer_file_lints_its_models_tokenizer_once(capsys: pytest.Capture
     d = sk.write_model(tmp_path / "m", sk.config("tf5"))  # PK101 on config.json
     write_tokenizer(d, "llama2")
     rc, out, _ = lint(capsys, str(d / "tokenizer.json"), str(d / "tokenizer_config.json"))
-    assert rc == 1 and codes(out) == ["PK501", "PK502", "PK505"], out  # not config.json's PK101
+    assert rc == 1 and codes(out) == ["PK501", "PK502", "PK505", "PK519"], out  # not config.json's PK101
     rc, out, _ = lint(capsys, str(d / "config.json"), str(d / "tokenizer.json"))
-    assert codes(out) == ["PK101", "PK501", "PK502", "PK505"], out  # the model and its tokenizer, each once
+    assert codes(out) == ["PK101", "PK501", "PK502", "PK505", "PK519"], out  # the model and its tokenizer, each once
     rc, out, _ = lint(capsys, str(d))
-    assert codes(out) == ["PK101", "PK501", "PK502", "PK505"], out
+    assert codes(out) == ["PK101", "PK501", "PK502", "PK505", "PK519"], out
 
 
 def test_a_clean_tokenizer_file_passes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
