@@ -1,20 +1,30 @@
 //! A runner over candle's GGUF loaders (`quantized_llama`, `quantized_qwen2`, `quantized_qwen3`,
-//! `quantized_gemma3`, `quantized_phi3`): `ModelWeights::from_gguf`, which reads only the GGUF's
-//! metadata and tensors (never a config.json).
+//! `quantized_gemma3`, `quantized_phi3`, `quantized_phi`, `quantized_glm4`, `quantized_smollm3`):
+//! each loader's `from_gguf`, which reads only the GGUF's metadata and tensors (never a config.json).
 
 use crate::array::Array;
 use crate::failure::{guarded, Failure, Outcome};
 use crate::llama::{argmax, ids_tensor};
 use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device, Tensor};
-use candle_transformers::models::{quantized_gemma3, quantized_llama, quantized_phi3, quantized_qwen2};
-// quantized_qwen3 arrived in candle-transformers 0.9.2 (a build against 0.9.1: feature `before-0-9-2`)
+use candle_transformers::models::{quantized_gemma3, quantized_llama, quantized_phi, quantized_phi3, quantized_qwen2};
+// quantized_qwen3, quantized_glm4 and smol::quantized_smollm3 arrived in candle-transformers 0.9.2 (a build
+// against 0.9.1: feature `before-0-9-2`)
 #[cfg(not(feature = "before-0-9-2"))]
-use candle_transformers::models::quantized_qwen3;
+use candle_transformers::models::{quantized_glm4, quantized_qwen3, smol::quantized_smollm3};
 use std::path::Path;
 
 /// The loader keys, as Python's family registry names them.
-pub const LOADERS: [&str; 5] = ["quantized_llama", "quantized_qwen2", "quantized_qwen3", "quantized_gemma3", "quantized_phi3"];
+pub const LOADERS: [&str; 8] = [
+    "quantized_llama",
+    "quantized_qwen2",
+    "quantized_qwen3",
+    "quantized_gemma3",
+    "quantized_phi3",
+    "quantized_phi",
+    "quantized_glm4",
+    "quantized_smollm3",
+];
 
 pub(crate) enum Weights {
     Llama(quantized_llama::ModelWeights),
@@ -23,13 +33,20 @@ pub(crate) enum Weights {
     Qwen3(quantized_qwen3::ModelWeights),
     Gemma3(quantized_gemma3::ModelWeights),
     Phi3(quantized_phi3::ModelWeights),
+    Phi(quantized_phi::ModelWeights),
+    #[cfg(not(feature = "before-0-9-2"))]
+    Glm4(quantized_glm4::ModelWeights),
+    #[cfg(not(feature = "before-0-9-2"))]
+    SmolLm3(quantized_smollm3::QuantizedModelForCausalLM),
 }
 
 impl Weights {
     /// The model with its KV cache as it is now, sharing the weights (candle tensors and quantized
     /// tensors are reference-counted: nothing is copied); None for quantized_qwen2, whose
-    /// `ModelWeights` is not `Clone` (quantized_qwen2.rs:150). `forced_and_greedy` forks from it,
-    /// a continuation (`chat`) restores it.
+    /// `ModelWeights` is not `Clone` (quantized_qwen2.rs:150), and for quantized_glm4 and
+    /// quantized_smollm3, whose candle-nn `KvCache` writes into its buffer in place (kv_cache.rs:76,
+    /// `slice_set`): a copy would share it. `forced_and_greedy` forks from it, a continuation
+    /// (`chat`) restores it.
     pub(crate) fn snapshot(&self) -> Option<Weights> {
         match self {
             Weights::Llama(m) => Some(Weights::Llama(m.clone())),
@@ -38,8 +55,25 @@ impl Weights {
             Weights::Qwen3(m) => Some(Weights::Qwen3(m.clone())),
             Weights::Gemma3(m) => Some(Weights::Gemma3(m.clone())),
             Weights::Phi3(m) => Some(Weights::Phi3(m.clone())),
+            // its cache grows by `Tensor::cat` (quantized_phi.rs:131-139): a copy is never written into
+            Weights::Phi(m) => Some(Weights::Phi(m.clone())),
+            #[cfg(not(feature = "before-0-9-2"))]
+            Weights::Glm4(_) | Weights::SmolLm3(_) => None,
         }
     }
+}
+
+/// quantized_smollm3 reads the file itself (`from_gguf(path, ..)`) and prints its progress with `println!`
+/// (quantized_smollm3.rs `from_gguf`); that goes to stderr here, so that stdout stays the caller's (a
+/// `portkit verify --format json` report).
+#[cfg(not(feature = "before-0-9-2"))]
+fn load_smollm3(path: &Path, device: &Device) -> candle_core::Result<quantized_smollm3::QuantizedModelForCausalLM> {
+    crate::stdio::stdout_to_stderr(|| {
+        #[cfg(feature = "before-0-11-0")]
+        return quantized_smollm3::QuantizedModelForCausalLM::from_gguf(path, device);
+        #[cfg(not(feature = "before-0-11-0"))]
+        quantized_smollm3::QuantizedModelForCausalLM::from_gguf(path, device, false)
+    })
 }
 
 pub struct GgufRunner {
@@ -78,7 +112,22 @@ impl GgufRunner {
                     Weights::Gemma3(quantized_gemma3::ModelWeights::from_gguf(content, &mut file, &device)?)
                 }
                 // The example's `use_flash_attn` argument gets false, as for every runner here.
-                _ => Weights::Phi3(quantized_phi3::ModelWeights::from_gguf(false, content, &mut file, &device)?),
+                "quantized_phi3" => {
+                    Weights::Phi3(quantized_phi3::ModelWeights::from_gguf(false, content, &mut file, &device)?)
+                }
+                "quantized_phi" => Weights::Phi(quantized_phi::ModelWeights::from_gguf(content, &mut file, &device)?),
+                // F32 activations, as the example runs on a CPU (candle-examples quantized-glm4)
+                #[cfg(not(feature = "before-0-9-2"))]
+                "quantized_glm4" => {
+                    Weights::Glm4(quantized_glm4::ModelWeights::from_gguf(content, &mut file, &device, DType::F32)?)
+                }
+                #[cfg(not(feature = "before-0-9-2"))]
+                _ => {
+                    drop(content);
+                    Weights::SmolLm3(load_smollm3(path, &device)?)
+                }
+                #[cfg(feature = "before-0-9-2")]
+                _ => return Err(crate::family::absent(loader, "0.9.2")),
             };
             Ok(Self { model, loader, device: device.clone(), path: path.to_path_buf() })
         })
@@ -96,8 +145,8 @@ impl GgufRunner {
     }
 
     /// The loader's `forward(x, index_pos)` on a `(batch, seq_len)` tensor of ids. quantized_llama,
-    /// qwen2, gemma3 and phi3 drop their KV cache when `index_pos == 0`; quantized_qwen3 does not,
-    /// so it is cleared here first.
+    /// qwen2, gemma3, phi3, phi and glm4 drop their KV cache when `index_pos == 0`; quantized_qwen3
+    /// and quantized_smollm3 do not, so theirs is cleared here first.
     pub(crate) fn forward(&mut self, x: &Tensor, index_pos: usize) -> candle_core::Result<Tensor> {
         Ok(match &mut self.model {
             Weights::Llama(m) => m.forward(x, index_pos)?,
@@ -111,6 +160,17 @@ impl GgufRunner {
             }
             Weights::Gemma3(m) => m.forward(x, index_pos)?,
             Weights::Phi3(m) => m.forward(x, index_pos)?,
+            Weights::Phi(m) => m.forward(x, index_pos)?,
+            #[cfg(not(feature = "before-0-9-2"))]
+            Weights::Glm4(m) => m.forward(x, index_pos)?,
+            #[cfg(not(feature = "before-0-9-2"))]
+            Weights::SmolLm3(m) => {
+                if index_pos == 0 {
+                    m.clear_kv_cache();
+                }
+                // (batch, 1, vocab): the last position only (quantized_smollm3.rs `forward`)
+                m.forward(x, index_pos)?.squeeze(1)?
+            }
         })
     }
 

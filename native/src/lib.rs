@@ -46,6 +46,7 @@ pub mod requested;
 pub mod sampling;
 #[cfg(not(feature = "before-0-9-2"))] // models/smol/smollm3.rs arrived in 0.9.2
 pub mod smollm3_copy;
+pub mod stdio;
 pub mod sublayers;
 pub mod tokenizer;
 pub mod weights;

@@ -176,6 +176,9 @@ def test_gguf_loaders_are_candles(gguf_file):
         "quantized_qwen3",
         "quantized_gemma3",
         "quantized_phi3",
+        "quantized_phi",
+        "quantized_glm4",
+        "quantized_smollm3",
     ]
     path = gguf_file("healthy-tied")
     assert pn.GgufRunner(str(path)).loader == "quantized_llama"
