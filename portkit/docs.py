@@ -58,7 +58,7 @@ def pages() -> dict[str, str]:
 def releases_page() -> str:
     """docs/rules/candle-releases.md: the releases portkit speaks about and every fact with a range, from the facts
     themselves."""
-    from portkit.candle_modules import ADDED, MODULE_FOR
+    from portkit.candle_modules import MODULE_FOR
     from portkit.candle_release import ALWAYS, DEFAULT, NATIVE, RELEASES, RUNNABLE
     from portkit.families import FAMILIES
     from portkit.rules import RULES
@@ -83,14 +83,15 @@ def releases_page() -> str:
     ]
     lines += [f"| `{f.name}` | {f.exists.describe()} |" for f in FAMILIES if f.exists != ALWAYS]
     from portkit.encoders import ENCODERS
-    from portkit.semantics.gguf import GGUF_LOADERS, UNCHECKED_GGUF_LOADERS
+    from portkit.semantics.gguf import GGUF_LOADERS, UNCHECKED_GGUF_LOADERS, loader_added
 
     checked = {f.name for f in FAMILIES} | {e.name for e in ENCODERS} | set(GGUF_LOADERS.values())
     served = sorted({*MODULE_FOR.values(), *GGUF_LOADERS.values(), *UNCHECKED_GGUF_LOADERS.values()})
+    since = {m: loader_added(m) for m in served}
     lines += [
-        f"| `{m}`{'' if m in checked else ' (not checked yet)'} | candle {ADDED[m]}-{RELEASES[-1]} |"
+        f"| `{m}`{'' if m in checked else ' (not checked yet)'} | candle {since[m]}-{RELEASES[-1]} |"
         for m in served
-        if ADDED[m] != RELEASES[0] and m not in {f.name for f in FAMILIES}
+        if since[m] != RELEASES[0] and m not in {f.name for f in FAMILIES}
     ]
     from portkit.semantics.gguf import READER_FACTS
 

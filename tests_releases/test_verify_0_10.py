@@ -10,6 +10,8 @@ run has no time for three more candle builds: `make release-verify` runs these.
   `(seq_len, seq_len)` whatever its cache holds (PK318), CRASH-CONFIRMED by 0.10.1's own code (`cannot
   broadcast [2, 2] to [1, 4, 2, 26]`); 0.10.2
   builds it over the cache (candle#3437) and the turn agrees;
+- a phi GGUF's second turn: up to 0.10.1 quantized_phi builds its mask as `(seq_len, seq_len)` too (PK319),
+  CRASH-CONFIRMED by 0.10.1; 0.10.2 builds it with `utils::build_causal_mask` and the turn agrees;
 - a qwen3 batch of two: before 0.11.0 qwen3 adds its undersized mask on the CPU too (no CPU
   flash-attention path yet), so the batch panics, which PK311 predicts there and verify CRASH-CONFIRMS;
   on 0.11.0 the CPU builds no mask and the rows agree.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import pytest
 
 from fixtures.families import FAMILY_VARIANTS, family_fixture
+from fixtures.proof import PHI_MHA_1E4, family_dir, gguf_of
 from portkit.families import FAMILIES
 from tests_releases.verify_cli import AGREEING, path_failure, verdicts, verify
 
@@ -58,3 +61,12 @@ def test_a_qwen3_batch_panics_on_0_10_2_and_agrees_on_0_11_0() -> None:
     assert "index out of bounds" in path_failure(doc, "batch"), path_failure(doc, "batch")
     code, doc, err = verify(d, "--batch", "2", "--candle", "0.11.0")
     assert "PK311" not in verdicts(doc) and code == 0, (code, verdicts(doc), err[-2000:])
+
+
+def test_a_phi_gguf_second_turn_fails_on_0_10_1_and_agrees_on_0_10_2() -> None:
+    d = family_dir("phi", "legacy", PHI_MHA_1E4)
+    g = gguf_of(d, fuse_qkv=True)
+    code, doc, err = verify(d, "--gguf", g, "--turns", "--candle", "0.10.1")
+    assert verdicts(doc).get("PK319") == "CRASH-CONFIRMED", (code, verdicts(doc), err[-2000:])
+    code, doc, err = verify(d, "--gguf", g, "--turns", "--candle", "0.10.2")
+    assert "PK319" not in verdicts(doc) and code == 0, (code, verdicts(doc), err[-2000:])

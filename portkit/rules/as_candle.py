@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 #: What a tensor edit does to the tensor as the reference loads it: "zero", or `affine(mul, add)`.
 ZERO = "zero"
 AFFINE = "affine"
+#: A module edit: the Linear whose weight the key names computes as a ggml Q8_0 matmul on a CPU, its
+#: weight and its input rounded to Q8_0 blocks of 32 (a loader that re-quantizes, quantized_smollm3). The
+#: key may name a tied weight the checkpoint does not store (`lm_head.weight`).
+Q8_0 = "q8_0"
 
 
 def affine(mul: float, add: float) -> str:
@@ -54,8 +58,8 @@ def edit(
     tensor_edits: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A `CandleEdit.as_candle`: `what` in words ("SiLU in the MLP"), config.json edits, tensors to
-    zero (a bias candle never reads computes as a zero one), `tensor_edits` (name -> `ZERO` or
-    `affine(..)`), `rope_table` ("f16", "bf16"): the rotary cos/sin as candle builds its table in
+    zero (a bias candle never reads computes as a zero one), `tensor_edits` (name -> `ZERO`,
+    `affine(..)` or `Q8_0`), `rope_table` ("f16", "bf16"): the rotary cos/sin as candle builds its table in
     that dtype (`portkit.verify.reference.rope_table`)."""
     out: dict[str, Any] = {"what": what}
     if rope_table is not None:
@@ -100,3 +104,14 @@ def rope(config: Mapping[str, Any] | None, *, theta: float | None = None, plain:
     if theta is not None:
         out["rope_theta"] = theta
     return out
+
+
+def partial_rotary(config: Mapping[str, Any] | None, factor: float) -> dict[str, Any]:
+    """The config edit that makes transformers rotate `factor` of each head: where the config keeps
+    `partial_rotary_factor` (top level, or `rope_parameters`, as transformers 5 saves it), else inside
+    `rope_parameters` when it has one, else at the top level."""
+    cfg = dict(config or {})
+    rp = cfg.get("rope_parameters")
+    if "partial_rotary_factor" not in cfg and isinstance(rp, dict) and rp:
+        return {"rope_parameters.partial_rotary_factor": factor}
+    return {"partial_rotary_factor": factor}

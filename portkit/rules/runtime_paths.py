@@ -711,7 +711,8 @@ class Gemma3GgufBatch(_LoaderPathRule):
 
 
 #: a square causal mask for a multi-token forward at an offset: llama.rs, granite.rs and the quantized llama,
-#: qwen2 and phi3 loaders up to 0.10.1; 0.10.2 builds `(seq_len, index_pos + seq_len)` with utils::build_causal_mask
+#: qwen2, phi3 and phi loaders up to 0.10.1; 0.10.2 builds `(seq_len, index_pos + seq_len)` with
+#: utils::build_causal_mask
 SQUARE_MASK_RELEASES = Span(until="0.10.2", until_by="candle#3437, utils::build_causal_mask (utils.rs 0.10.2:17-23)")
 SQUARE_MASK_EXPECT = "cannot broadcast"
 
@@ -780,14 +781,14 @@ class ContinuationMaskSquare(_PathRule):
 
 
 class GgufContinuationMaskSquare(_LoaderPathRule):
-    """A later turn through quantized_llama, quantized_qwen2 or quantized_phi3 before 0.10.2: a square mask.
+    """A later turn through quantized_llama, qwen2, phi3 or phi before 0.10.2: a square mask.
 
     ## What it does
-    Flags `--turns 2` for a GGUF read by candle's quantized_llama, quantized_qwen2 or quantized_phi3
-    on candle 0.9.1 to 0.10.1.
+    Flags `--turns 2` for a GGUF read by candle's quantized_llama, quantized_qwen2, quantized_phi3
+    or quantized_phi on candle 0.9.1 to 0.10.1.
 
     ## Why is this bad?
-    The three loaders build the mask of a multi-token forward as `(seq_len, seq_len)` and broadcast
+    The four loaders build the mask of a multi-token forward as `(seq_len, seq_len)` and broadcast
     it onto scores over `index_pos + seq_len` keys: at an offset a later turn fails with `cannot
     broadcast`. candle 0.10.2 builds it with `utils::build_causal_mask`.
 
@@ -799,7 +800,7 @@ class GgufContinuationMaskSquare(_LoaderPathRule):
 
     ## Candle source
     candle-transformers-0.10.1/src/models/quantized_llama.rs:478-490, :246; quantized_qwen2.rs:296-308,
-    :137; quantized_phi3.rs:304-316, :161.
+    :137; quantized_phi3.rs:304-316, :161; quantized_phi.rs 0.10.1:274-282, :147-150.
 
     ## Verification
     crash: a later turn must fail with `cannot broadcast`.
@@ -810,7 +811,7 @@ class GgufContinuationMaskSquare(_LoaderPathRule):
 
     code = "PK319"
     name = "gguf-continuation-mask-square"
-    loaders = ("quantized_llama", "quantized_qwen2", "quantized_phi3")
+    loaders = ("quantized_llama", "quantized_qwen2", "quantized_phi3", "quantized_phi")
     holds = SQUARE_MASK_RELEASES
     effect = "runtime-error"
     probe_kind = "crash"
@@ -879,6 +880,141 @@ class PhiContinuationMaskSquare(ContinuationMaskSquare):
     fixed = ""
 
 
+#: quantized_glm4 (up to 0.11.0) and quantized_smollm3 (up to 0.11.0) build a multi-token forward's mask with
+#: `Tensor::from_slice` of one row's values in a `(batch, 1, tgt, tgt + offset)` shape; 0.11.1 builds it with
+#: utils::build_additive_causal_mask, `(1, 1, tgt, tgt + offset)` broadcast over the batch (candle#3879)
+FROM_SLICE_BATCH_MASK = Span(until="0.11.1", until_by="candle#3879: quantized_glm4.rs and smol/quantized_smollm3.rs")
+FROM_SLICE_EXPECT = "Shape mismatch, got buffer of size"
+
+
+class Glm4GgufBatch(_LoaderPathRule):
+    """A batch through quantized_glm4 fails: one row's mask, then one row's rotary embedding.
+
+    ## What it does
+    Flags `--batch N` (N > 1) for a GGUF read by candle's quantized_glm4, on every release that has
+    it (0.9.2 to 0.11.1).
+
+    ## Why is this bad?
+    Up to 0.11.0 the loader builds the causal mask of a multi-token forward from one row's values
+    in a `(batch, 1, tgt, tgt)` shape: `Tensor::from_slice` refuses the count, `Shape mismatch, got
+    buffer of size ...`. 0.11.1 builds the mask right, and the rotary embedding, which keeps the first
+    row's queries and keys only (`xs.i((0, ..))`, as glm4_new's, PK322), makes the attention fail:
+    `shape mismatch in matmul`. One row at a time runs on every release.
+
+    ## Example
+    `portkit lint --batch 8 GLM-4-9B-0414-Q4_K_M.gguf`.
+
+    ## Fix
+    Run rows one at a time; upgrading candle does not fix it.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/quantized_glm4.rs:430-455 (`causal_mask`: `from_slice(&mask, (b, 1,
+    tgt, tgt + offset), ..)`), :465; 0.11.1:131-143 (`RotaryEmbedding::apply`: row 0 only), :270-276;
+    candle-core-0.11.1/src/error.rs:72.
+
+    ## Verification
+    crash: `portkit verify --gguf FILE --batch 2` must fail with the release's message; each row alone
+    runs.
+
+    ## References
+    - https://github.com/huggingface/candle/pull/3879 (0.11.1's mask, which leaves the rotary embedding as it was)
+    """
+
+    code = "PK323"
+    name = "glm4-gguf-batch"
+    loaders = ("quantized_glm4",)
+    effect = "runtime-error"
+    probe_kind = "crash"
+    probe_run = "batch"
+    fix_title = "Run rows one at a time; candle 0.11.1 does not fix it"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        t = ctx.target
+        if not t.batched:
+            return
+        one_row_mask = FROM_SLICE_BATCH_MASK.holds(t.candle)
+        expect = FROM_SLICE_EXPECT if one_row_mask else "shape mismatch in matmul"
+        why = (
+            "builds the causal mask of a multi-token forward from one row's values in a batch-sized shape"
+            if one_row_mask
+            else "rotates the first row's queries and keys only (quantized_glm4.rs:131-143)"
+        )
+        for g, _v in self.each(ctx):
+            yield self.file_finding(
+                ctx,
+                g,
+                f"transformers runs each of the {t.batch} rows; candle {t.candle}'s quantized_glm4 {why}: the batch "
+                f"fails with `{expect}`",
+                transformers_value=f"{t.batch} rows",
+                candle_value=expect,
+                expect=expect,
+            )
+
+
+class SmolLm3GgufBatch(_LoaderPathRule):
+    """A batch through quantized_smollm3 fails: one row's mask, then a strided input to the Q8_0 LM head.
+
+    ## What it does
+    Flags `--batch N` (N > 1) for a GGUF read by candle's quantized_smollm3, on every release that has
+    it (0.9.2 to 0.11.1).
+
+    ## Why is this bad?
+    Up to 0.11.0 the loader builds the causal mask from one row's values in a `(batch, 1, tgt, tgt)`
+    shape, which `Tensor::from_slice` refuses (`Shape mismatch, got buffer of size ...`). 0.11.1 builds
+    the mask right; then the last position of N rows is a strided view, and the LM head, which the
+    loader always re-quantizes to Q8_0 (PK429), refuses strided input on the CPU: `input tensor is not
+    contiguous`. One row at a time runs on every release.
+
+    ## Example
+    `portkit lint --batch 8 SmolLM3-3B-Q8_0.gguf`.
+
+    ## Fix
+    Run rows one at a time; upgrading candle does not fix it.
+
+    ## Candle source
+    candle-transformers-0.11.0/src/models/smol/quantized_smollm3.rs:768-792 (`create_causal_mask`),
+    0.11.1:750-771 (`narrow(1, seq_len - 1, 1)`, then the Q8_0 `lm_head`);
+    candle-core-0.11.1/src/quantized/mod.rs:1180-1183.
+
+    ## Verification
+    crash: `portkit verify --gguf FILE --batch 2` must fail with the release's message; each row alone
+    runs.
+
+    ## References
+    - https://github.com/huggingface/candle/pull/3879 (0.11.1's mask)
+    """
+
+    code = "PK324"
+    name = "smollm3-gguf-batch"
+    loaders = ("quantized_smollm3",)
+    effect = "runtime-error"
+    probe_kind = "crash"
+    probe_run = "batch"
+    fix_title = "Run rows one at a time; candle 0.11.1 does not fix it"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        t = ctx.target
+        one_row_mask = FROM_SLICE_BATCH_MASK.holds(t.candle)
+        if not t.batched or (not one_row_mask and t.device == "cuda"):
+            return  # CPU and Metal refuse a strided input to a quantized matmul (quantized/mod.rs:1181, metal.rs:290)
+        expect = FROM_SLICE_EXPECT if one_row_mask else "input tensor is not contiguous"
+        why = (
+            "builds the causal mask of a multi-token forward from one row's values in a batch-sized shape"
+            if one_row_mask
+            else "feeds the rows' last positions, a strided view, to its Q8_0 LM head"
+        )
+        for g, _v in self.each(ctx):
+            yield self.file_finding(
+                ctx,
+                g,
+                f"transformers runs each of the {t.batch} rows; candle {t.candle}'s quantized_smollm3 {why}: the "
+                f"batch fails with `{expect}`",
+                transformers_value=f"{t.batch} rows",
+                candle_value=expect,
+                expect=expect,
+            )
+
+
 RULES = (
     ContinuationMaskInModelDtype,
     ContinuationPastRotatingWindow,
@@ -892,4 +1028,6 @@ RULES = (
     GgufContinuationMaskSquare,
     PhiContinuationMaskSquare,
     Glm4RopeFirstRowOnly,
+    Glm4GgufBatch,
+    SmolLm3GgufBatch,
 )

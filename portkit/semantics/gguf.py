@@ -4,7 +4,8 @@ A GGUF goes to the loader `GGUF_LOADERS` names for its
 `general.architecture`; an architecture with no loader of its own can only be tried with
 `quantized_llama`, which reads `llama.*` keys whatever the architecture says. `GgufView` is
 quantized_llama's reading; `LOADER_REQUIRED` and `loader_required_tensors` hold what the other
-loaders (quantized_qwen2, quantized_qwen3, quantized_gemma3, quantized_phi3) require.
+loaders (quantized_qwen2, quantized_qwen3, quantized_gemma3, quantized_phi3, quantized_phi,
+quantized_glm4, quantized_smollm3) require.
 
 quantized_llama: candle-transformers-0.11.0/src/models/quantized_llama.rs
 - :27 `MAX_SEQ_LEN = 4096`: the cos/sin table has 4096 rows whatever the metadata says.
@@ -145,13 +146,93 @@ LOADER_REQUIRED: dict[str, tuple[tuple[str, str], ...]] = {
         ("rope.dimension_count", "U32"),
         ("attention.layer_norm_rms_epsilon", "F32"),
     ),
+    # quantized_phi.rs:213-218 (`phi2.` keys; a LayerNorm epsilon, not an RMS one)
+    "quantized_phi": (
+        ("attention.head_count", "U32"),
+        ("attention.head_count_kv", "U32"),
+        ("block_count", "U32"),
+        ("embedding_length", "U32"),
+        ("rope.dimension_count", "U32"),
+        ("attention.layer_norm_epsilon", "F32"),
+    ),
+    # quantized_glm4.rs 0.11.1:374-381 (0.9.2:395-402)
+    "quantized_glm4": (
+        ("attention.head_count", "U32"),
+        ("attention.head_count_kv", "U32"),
+        ("attention.key_length", "U32"),
+        ("block_count", "U32"),
+        ("embedding_length", "U32"),
+        ("context_length", "U32"),
+        ("attention.layer_norm_rms_epsilon", "F32"),
+        ("rope.freq_base", "F32"),
+    ),
+    # smol/quantized_smollm3.rs `QuantizedConfig::from_gguf` (0.11.1:106-118); `context_length` is optional
+    "quantized_smollm3": (
+        ("vocab_size", "U32"),
+        ("embedding_length", "U32"),
+        ("feed_forward_length", "U32"),
+        ("block_count", "U32"),
+        ("attention.head_count", "U32"),
+        ("attention.head_count_kv", "U32"),
+        ("rope.freq_base", "F32"),
+        ("attention.layer_norm_rms_epsilon", "F32"),
+        ("rope.dimension_count", "U32"),
+    ),
 }
+#: quantized_smollm3 reads its keys with `.and_then(|v| v.to_u32().ok())`: one message for a key absent
+#: or mistyped (smol/quantized_smollm3.rs 0.11.1:85-104)
+ONE_MESSAGE_KEYS = {"quantized_smollm3": "Missing or invalid metadata key: {key}"}
+
+
+def required_key_error(loader: str, key: str, v: GgufValue | None, want: str) -> str:
+    """candle's message when `loader` reads the required `key` (of type `want`) and finds `v`."""
+    one = ONE_MESSAGE_KEYS.get(loader)
+    if one is not None:
+        return one.format(key=key)
+    return f"cannot find {key} in metadata" if v is None else f"not a {want.lower()} {candle_debug(v)}"
+
+
+#: loaders that take their tensors from a `quantized_var_builder::VarBuilder`, whose `get_no_shape` names
+#: a missing tensor without its `blk.N.` prefix (quantized_var_builder.rs 0.11.1:87-92)
+VAR_BUILDER_LOADERS = frozenset({"quantized_smollm3"})
+
+
+def missing_tensor_error(loader: str, name: str) -> str:
+    """candle's message when `loader` asks for the tensor `name` and the file lacks it."""
+    if loader in VAR_BUILDER_LOADERS:
+        return f"cannot find tensor {name.split('.', 2)[2] if name.startswith('blk.') else name}"
+    return f"cannot find tensor info for {name}"  # gguf_file.rs 0.11.1:577
+
+
 # quantized_gemma3.rs:270-277: the first prefix with `{p}.attention.head_count`, else gemma3
 GEMMA3_PREFIXES = ("gemma3", "gemma2", "gemma", "gemma-embedding")
 # quantized_gemma3.rs:27: the local layers' base when no key names it
 GEMMA3_DEFAULT_LOCAL_FREQ_BASE = 10_000.0
+#: loaders whose cos/sin table has a fixed length, whatever the metadata says (quantized_gemma3.rs:24;
+#: quantized_phi.rs 0.11.1:25, :186-190)
+FIXED_TABLE_ROWS = {"quantized_gemma3": 131072, "quantized_phi": MAX_SEQ_LEN}
 # quantized_phi3.rs:244: `precomput_freqs_cis(rope_dim, max_seq_len, 10_000., device)`
 PHI3_FREQ_BASE = 10_000.0
+# quantized_phi.rs:219: `precomput_freqs_cis(rope_dim, 10_000., device)`, whatever the metadata says
+PHI2_FREQ_BASE = 10_000.0
+# quantized_glm4.rs 0.11.1:391: `Some(0.5), //partial rotary factor not embedded in gguf`
+GLM4_PARTIAL_ROTARY = 0.5
+# smol/quantized_smollm3.rs 0.11.1:117, :121-126: every 4th layer (3, 7, ...) has no RoPE, whatever the model
+SMOLLM3_NOPE_INTERVAL = 4
+# smol/quantized_smollm3.rs 0.11.1:16-62 (`reconstruct_qk_weights`: `let chunk_size = 128;`)
+SMOLLM3_QK_CHUNK = 128
+
+
+#: loader -> the type it re-quantizes some weights to whatever the file's: quantized_smollm3 quantizes
+#: `attn_q`, `attn_k` (after restoring their row order) and the LM head (the embedding) to Q8_0
+#: (smol/quantized_smollm3.rs 0.11.1:333-345, :722-724), so an F32 file computes those in 8 bits
+REQUANTIZES: dict[str, tuple[str, ...]] = {"quantized_smollm3": ("Q8_0",)}
+
+
+def smollm3_unpermuted_rows(rows: int) -> int:
+    """How many of a Q/K matrix's `rows` quantized_smollm3's `reconstruct_qk_weights` keeps: whole
+    `SMOLLM3_QK_CHUNK`-row chunks from each half (`half_rows / chunk_size` of them, twice)."""
+    return 2 * (rows // 2 // SMOLLM3_QK_CHUNK) * SMOLLM3_QK_CHUNK
 
 
 # the architecture whose keys quantized_llama reads (`llama.*`), whatever `general.architecture` says
@@ -168,16 +249,19 @@ GGUF_LOADERS: dict[str, str] = {
     "qwen3": "quantized_qwen3",
     "gemma3": "quantized_gemma3",
     "phi3": "quantized_phi3",
+    "phi2": "quantized_phi",
+    "glm4": "quantized_glm4",
+    "smollm3": "quantized_smollm3",
 }
+#: a loader that lives inside another module directory: the directory `portkit.candle_modules.ADDED` names
+LOADER_MODULE = {"quantized_smollm3": "smol"}
 
 
 #: GGUF architectures candle has a loader for that portkit does not check yet (PK407 names it): the
-#: prefix each reads its keys under (quantized_phi.rs `phi2.`, quantized_glm4.rs `glm4.`, quantized_lfm2.rs
-#: `lfm2.`; quantized_qwen3_moe.rs:256 reads `general.architecture` and its keys under it)
+#: prefix each reads its keys under (quantized_lfm2.rs `lfm2.`; quantized_qwen3_moe.rs:256 reads
+#: `general.architecture` and its keys under it)
 UNCHECKED_GGUF_LOADERS: dict[str, str] = {
-    "phi2": "quantized_phi",
     "qwen3moe": "quantized_qwen3_moe",
-    "glm4": "quantized_glm4",
     "lfm2": "quantized_lfm2",
 }
 #: unchecked loaders that run on CUDA only, and why: quantized_qwen3_moe's experts go through
@@ -198,7 +282,12 @@ def loader_for(arch: str, release: str = NATIVE) -> str:
     has it (`portkit.candle_modules.ADDED`: quantized_qwen3 arrived in 0.9.2), else quantized_llama, the
     only loader that does not check the architecture."""
     own = GGUF_LOADERS.get(arch)
-    return own if own is not None and release_key(ADDED[own]) <= release_key(release) else "quantized_llama"
+    return own if own is not None and release_key(loader_added(own)) <= release_key(release) else "quantized_llama"
+
+
+def loader_added(loader: str) -> str:
+    """The release that added `loader` (its module, or the directory it lives in)."""
+    return ADDED[LOADER_MODULE.get(loader, loader)]
 
 
 @dataclass(frozen=True)
@@ -246,7 +335,7 @@ def metadata_prefix(g: GgufFile, loader: str, release: str = NATIVE) -> str:
         if not GEMMA3_PREFIX_PROBE.holds(release):
             return "gemma3"
         return next((p for p in GEMMA3_PREFIXES if f"{p}.attention.head_count" in g.metadata), "gemma3")
-    return loader.removeprefix("quantized_")
+    return next(arch for arch, own in GGUF_LOADERS.items() if own == loader)  # quantized_phi reads `phi2.`
 
 
 #: what the GGUF readers do in some releases only (docs/rules/candle-releases.md lists them)
@@ -271,7 +360,8 @@ def md_f32(g: GgufFile, key: str) -> float | None:
 
 def loader_required_tensors(g: GgufFile, loader: str, release: str = NATIVE) -> list[str]:
     """The tensors a non-llama `loader` reads with `ct.tensor(..)?`, in load order (no optional
-    ones: `output.weight` falls back to `token_embd.weight` except in quantized_phi3).
+    ones: `output.weight` falls back to `token_embd.weight` except in quantized_phi3 and quantized_phi,
+    and quantized_smollm3 never reads it).
     quantized_qwen2.rs:205-252 (q/k/v biases required), quantized_phi3.rs:250-283 (`output`
     required, fused `attn_qkv`)."""
     p = metadata_prefix(g, loader, release)
@@ -335,9 +425,51 @@ def loader_required_tensors(g: GgufFile, loader: str, release: str = NATIVE) -> 
             "ffn_down.weight",
         )
         return ["token_embd.weight"] + [f"blk.{i}.{n}" for i in range(blocks) for n in per] + ["output_norm.weight"]
+    elif loader == "quantized_phi":  # quantized_phi.rs:221-258: every linear with its bias, `output` required
+        out = ["token_embd.weight", "output_norm.weight", "output_norm.bias", "output.weight", "output.bias"]
+        per = tuple(
+            f"{n}.{part}"
+            for n in ("ffn_up", "ffn_down", "attn_norm", "attn_qkv", "attn_output")
+            for part in ("weight", "bias")
+        )
+    elif loader == "quantized_glm4":  # quantized_glm4.rs 0.11.1:302-318, :166-181; q/k/v biases optional
+        per = (
+            "attn_norm.weight",
+            "ffn_norm.weight",
+            "post_ffw_norm.weight",
+            "post_attention_norm.weight",
+            "attn_q.weight",
+            "attn_k.weight",
+            "attn_v.weight",
+            "attn_output.weight",
+            "ffn_up.weight",
+            "ffn_down.weight",
+        )
+        return ["token_embd.weight"] + [f"blk.{i}.{n}" for i in range(blocks) for n in per] + ["output_norm.weight"]
+    elif loader == "quantized_smollm3":  # smol/quantized_smollm3.rs 0.11.1:317-341, :264-267, :612-622, :674, :718
+        per = (
+            "attn_v.weight",
+            "attn_output.weight",
+            "attn_q.weight",
+            "attn_k.weight",
+            "ffn_gate.weight",
+            "ffn_up.weight",
+            "ffn_down.weight",
+            "attn_norm.weight",
+            "ffn_norm.weight",
+        )
+        return ["token_embd.weight"] + [f"blk.{i}.{n}" for i in range(blocks) for n in per] + ["output_norm.weight"]
     else:
         return []
     return out + [f"blk.{i}.{n}" for i in range(blocks) for n in per]
+
+
+def split_qkv(g: GgufFile, first_missing: str) -> bool:
+    """Whether `first_missing`, the first tensor a fused-QKV loader (quantized_phi) lacks, is a block's
+    `attn_qkv` written as `attn_q`, `attn_k` and `attn_v` (llama.cpp's converter writes transformers'
+    PhiForCausalLM so)."""
+    block, _, part = first_missing.rpartition(".attn_qkv.")
+    return bool(block) and all(f"{block}.attn_{x}.{part}" in g.tensors for x in "qkv")
 
 
 def candle_debug(v: GgufValue) -> str:

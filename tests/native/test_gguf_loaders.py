@@ -1,4 +1,4 @@
-"""The GGUF rules' crash predictions against candle 0.11.0's own loaders.
+"""The GGUF rules' crash predictions against candle's own loaders (the wheel's release).
 
 Each case is a converter-written GGUF (`fixtures.gguf_writer` over a family fixture) with one thing
 missing, or a hand-made MoE file; lint predicts the text candle fails with (`Probe.expect`), and
@@ -18,6 +18,7 @@ from gguf import GGUFValueType
 import portkit_native as pn
 from fixtures.families import family_fixture
 from fixtures.gguf_writer import write_gguf
+from fixtures.proof import GLM4_QUARTER, PHI_MHA, SMOLLM3_128, family_dir
 from portkit.lint import lint_paths
 from portkit.model.gguf_header import read_gguf
 from portkit.semantics.gguf import architecture_of, loader_for
@@ -27,9 +28,12 @@ from tests.unit.rule_cases import mixtral_gguf
 IDS = [5, 17, 33, 2, 88, 41]
 
 
-def _write(family: str, **kw) -> Callable[[Path], Path]:
+def _write(family: str, overrides: dict | None = None, **kw) -> Callable[[Path], Path]:
+    """The converter's GGUF of a family's legacy fixture (`overrides`: over the family's base model)."""
+
     def make(tmp: Path) -> Path:
-        return write_gguf(family_fixture(family, "legacy"), tmp / f"{family}.gguf", **kw)
+        d = family_dir(family, "legacy", overrides) if overrides else family_fixture(family, "legacy")
+        return write_gguf(d, tmp / f"{family}.gguf", **kw)
 
     return make
 
@@ -55,6 +59,10 @@ CRASHES: list[tuple[str, Callable[[Path], Path]]] = [
     ("PK411", _write("qwen2", drop_tensors=["blk.0.ffn_gate.weight"])),
     ("PK420", _write("phi3", override={"phi3.rope.dimension_count": 8})),  # fails at the first forward
     ("PK420", _write("phi3", override={"phi3.rope.dimension_count": 32})),
+    ("PK422", _write("phi")),  # attn_q/attn_k/attn_v, as llama.cpp's converter writes PhiForCausalLM
+    ("PK424", _write("phi", fuse_qkv=True)),  # 2 kv heads of 4 in one attn_qkv: fails at the first forward
+    ("PK426", _write("smollm3")),  # 16-wide heads: no 128-row chunk at all
+    ("PK426", _write("smollm3", {**SMOLLM3_128, "num_attention_heads": 3, "num_key_value_heads": 3})),  # short
 ]
 
 
@@ -80,6 +88,35 @@ def test_converter_files_load_in_their_loader(family: str, tmp_path: Path) -> No
     path = write_gguf(family_fixture(family, "legacy"), tmp_path / f"{family}.gguf")
     logits = np.asarray(_load(path).last_logits(IDS))
     assert logits.shape == (256,) and np.isfinite(logits).all()
+
+
+# the files candle's quantized_phi, quantized_glm4 and quantized_smollm3 read: phi-2's first layout (fused
+# attn_qkv, every head in K and V), GLM-4 as converted, SmolLM3 with 128-wide heads
+LOADING = {
+    "phi": _write("phi", PHI_MHA, fuse_qkv=True),
+    "glm4_new": _write("glm4_new"),
+    "smollm3": _write("smollm3", SMOLLM3_128),
+}
+
+
+@pytest.mark.parametrize("family", sorted(LOADING))
+def test_the_newer_loaders_read_their_files(family: str, tmp_path: Path) -> None:
+    """The negative control of PK422, PK424 and PK426: the layouts they do not flag load and run."""
+    path = LOADING[family](tmp_path)
+    r = lint_paths([path], Settings(select=["PK422", "PK424", "PK426"], respect_pyproject=False))
+    assert r.findings == []
+    logits = np.asarray(_load(path).last_logits(IDS))
+    assert logits.shape == (256,) and np.isfinite(logits).all()
+
+
+def test_smollm3_loader_prints_to_stderr_not_stdout(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """candle's quantized_smollm3 prints its progress with `println!`; the runner sends it to stderr, so that a
+    `--format json` report on stdout stays JSON."""
+    path = LOADING["smollm3"](tmp_path)
+    capfd.readouterr()
+    _load(path)
+    out, err = capfd.readouterr()
+    assert out == "" and "decoder layers" in err
 
 
 def test_per_expert_mixtral_file_loads(tmp_path: Path) -> None:
@@ -124,14 +161,30 @@ MECHANISMS = [
         },
         {"override": {"phi3.attention.layer_norm_rms_epsilon": 0.5}},
     ),
+    # PK425: glm4.rope.dimension_count is never read (half of each head rotated); the control changes the base
+    (
+        "PK425",
+        "glm4_new",
+        ("legacy", GLM4_QUARTER),
+        {"override": {"glm4.rope.dimension_count": 8}},
+        {"override": {"glm4.rope.freq_base": 10000.0}},
+    ),
+    # PK428: output.weight is never read (the LM head is the embedding); the control changes the epsilon
+    (
+        "PK428",
+        "smollm3",
+        ("legacy", {**SMOLLM3_128, "tie_word_embeddings": False}),
+        {"drop_tensors": ["output.weight"]},
+        {"override": {"smollm3.attention.layer_norm_rms_epsilon": 0.5}},
+    ),
 ]
 
 
 @pytest.mark.parametrize("code,family,variant,same,other", MECHANISMS, ids=[m[0] for m in MECHANISMS])
 def test_silent_rule_mechanism_in_candle(
-    code: str, family: str, variant: str, same: dict, other: dict, tmp_path: Path
+    code: str, family: str, variant: str | tuple[str, dict], same: dict, other: dict, tmp_path: Path
 ) -> None:
-    d = family_fixture(family, variant)
+    d = family_dir(family, *variant) if isinstance(variant, tuple) else family_fixture(family, variant)
     base = write_gguf(d, tmp_path / "as-converted.gguf")
     assert code in {
         f.code for f in lint_paths([base], Settings(select=[code], preview=True, respect_pyproject=False)).findings
@@ -199,8 +252,8 @@ def test_gemma3_gguf_window_is_one_wider_in_prefill_and_absent_in_decode(tmp_pat
 
 @pytest.mark.parametrize(
     "family,override",
-    [("qwen2", {}), ("mistral", {}), ("qwen3", {"general.dtype": 0})],
-    ids=["qwen2", "mistral-as-llama", "qwen3-f32-rope"],
+    [("qwen2", {}), ("mistral", {}), ("qwen3", {"general.dtype": 0}), ("glm4_new", {})],
+    ids=["qwen2", "mistral-as-llama", "qwen3-f32-rope", "glm4"],
 )
 def test_lint_clean_converter_files_agree_with_transformers(family: str, override: dict, tmp_path: Path) -> None:
     """No GGUF finding, and candle's loader computes transformers' model (f32 files, 1e-4): the
@@ -229,14 +282,24 @@ def test_qwen2_gguf_without_freq_base_runs_at_10000(tmp_path: Path) -> None:
     assert np.abs(a - _logits(write_gguf(d, tmp_path / "1e6.gguf"))).max() > 1e-3
 
 
-@pytest.mark.parametrize("family", ["qwen2", "qwen3", "phi3"])
-def test_tokens_past_context_length_fail_as_predicted(family: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "family,arch,overrides",
+    [
+        ("qwen2", "qwen2", None),
+        ("qwen3", "qwen3", None),
+        ("phi3", "phi3", None),
+        ("glm4_new", "glm4", None),
+        ("smollm3", "smollm3", SMOLLM3_128),
+    ],
+    ids=["qwen2", "qwen3", "phi3", "glm4", "smollm3"],
+)
+def test_tokens_past_context_length_fail_as_predicted(
+    family: str, arch: str, overrides: dict | None, tmp_path: Path
+) -> None:
     """PK405 for the loaders whose RoPE table has `{arch}.context_length` rows."""
     from portkit.target import Target
 
-    path = write_gguf(
-        family_fixture(family, "legacy"), tmp_path / f"{family}.gguf", override={f"{family}.context_length": 16}
-    )
+    path = _write(family, overrides, override={f"{arch}.context_length": 16})(tmp_path)
     ids = list(range(3, 23))  # 20 positions
     r = lint_paths([path], Settings(select=["PK405"], respect_pyproject=False, target=Target(max_tokens=len(ids))))
     [finding] = r.findings
@@ -248,3 +311,21 @@ def test_tokens_past_context_length_fail_as_predicted(family: str, tmp_path: Pat
         lint_paths([path], Settings(select=["PK405"], respect_pyproject=False, target=Target(max_tokens=16))).findings
         == []
     )
+
+
+@pytest.mark.parametrize("family,code", [("glm4_new", "PK323"), ("smollm3", "PK324")])
+def test_a_batch_fails_as_predicted_and_each_row_runs(family: str, code: str, tmp_path: Path) -> None:
+    """PK323 and PK324 on the wheel's release: lint's text is candle's message for a batch of two; one
+    row at a time runs."""
+    from portkit.target import Target
+
+    path = LOADING[family](tmp_path)
+    r = lint_paths([path], Settings(select=[code], respect_pyproject=False, target=Target(batch=2)))
+    [finding] = r.findings
+    rows = [IDS, IDS[::-1]]
+    with pytest.raises(pn.CandleError) as e:
+        _load(path).batch_last_logits(rows)
+    assert finding.probe.expect in str(e.value)
+    for row in rows:
+        assert np.isfinite(np.asarray(_load(path).last_logits(row))).all()
+    assert lint_paths([path], Settings(select=[code], respect_pyproject=False, target=Target(batch=1))).findings == []

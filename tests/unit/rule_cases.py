@@ -138,6 +138,29 @@ _LOADER_META: dict[str, dict[str, Any]] = {
         "attention.sliding_window": 32,
     },
     "phi3": {"context_length": 128, "rope.dimension_count": 16, "feed_forward_length": 128},
+    # phi-2's first layout: every head in K and V, a LayerNorm epsilon (Phi2Model.set_gguf_parameters)
+    "phi2": {"context_length": 128, "rope.dimension_count": 6, "attention.head_count_kv": 4},
+    "glm4": {
+        "context_length": 128,
+        "rope.freq_base": 1e4,
+        "attention.key_length": 16,
+        "attention.value_length": 16,
+        "rope.dimension_count": 8,
+    },
+    # quantized_smollm3 reads 128-wide heads only (PK426): two of them, over a 64-wide embedding
+    "smollm3": {
+        "context_length": 128,
+        "rope.freq_base": 5e6,
+        "vocab_size": 256,
+        "feed_forward_length": 128,
+        "rope.dimension_count": 128,
+        "attention.head_count": 2,
+    },
+}
+# the 2-D weights of each block of a smollm3 skeleton, Q8_0 where PK429 should not speak
+SMOLLM3_Q8_0 = {
+    **{f"blk.{i}.attn_{x}.weight": ("Q8_0", (64, 256)) for i in range(2) for x in "qk"},
+    "token_embd.weight": ("Q8_0", (64, 256)),
 }
 
 
@@ -149,7 +172,7 @@ def loader_gguf(
     drop: tuple[str, ...] = (),
     extra: dict[str, tuple[str, tuple[int, ...]]] | None = None,
 ) -> Builder:
-    """A GGUF for candle's loader of `arch` (qwen2, qwen3, gemma3, phi3): F32, sparse data."""
+    """A GGUF for candle's loader of `arch` (qwen2, qwen3, gemma3, phi3, phi2, glm4, smollm3): F32, sparse data."""
 
     def b(root: Path) -> tuple[Path, dict[str, Any]]:
         h, inter, vocab, kvd = 64, 128, 256, 32
@@ -159,7 +182,7 @@ def loader_gguf(
             f"{arch}.embedding_length": h,
             f"{arch}.attention.head_count": 4,
             f"{arch}.attention.head_count_kv": 2,
-            f"{arch}.attention.layer_norm_rms_epsilon": 1e-6,
+            f"{arch}.attention.layer_norm_{'' if arch == 'phi2' else 'rms_'}epsilon": 1e-6,
             **{f"{arch}.{k}": v for k, v in _LOADER_META[arch].items()},
         }
         meta.update(md or {})
@@ -169,8 +192,40 @@ def loader_gguf(
             "token_embd.weight": ("F32", (h, vocab)),
             "output_norm.weight": ("F32", (h,)),
         }
+        if arch == "phi2":  # quantized_phi: every linear and norm with a bias, `output` required
+            t.update(
+                {
+                    "output_norm.bias": ("F32", (h,)),
+                    "output.weight": ("F32", (h, vocab)),
+                    "output.bias": ("F32", (vocab,)),
+                }
+            )
         for i in range(2):
             p = f"blk.{i}."
+            if arch == "phi2":
+                for n, shape in (
+                    ("attn_norm", (h,)),
+                    ("attn_qkv", (h, 3 * h)),
+                    ("attn_output", (h, h)),
+                    ("ffn_up", (h, inter)),
+                    ("ffn_down", (inter, h)),
+                ):
+                    t[p + n + ".weight"] = ("F32", shape)
+                    t[p + n + ".bias"] = ("F32", (shape[-1],))
+                continue
+            if arch == "smollm3":  # two heads of 128
+                for n, shape in (
+                    ("attn_q", (h, 256)),
+                    ("attn_k", (h, 256)),
+                    ("attn_v", (h, 256)),
+                    ("attn_output", (256, h)),
+                ):
+                    t[p + n + ".weight"] = ("F32", shape)
+                for n, shape in (("ffn_gate", (h, inter)), ("ffn_up", (h, inter)), ("ffn_down", (inter, h))):
+                    t[p + n + ".weight"] = ("F32", shape)
+                t[p + "attn_norm.weight"] = ("F32", (h,))
+                t[p + "ffn_norm.weight"] = ("F32", (h,))
+                continue
             t[p + "attn_norm.weight"] = ("F32", (h,))
             t[p + "ffn_norm.weight"] = ("F32", (h,))
             t[p + "attn_output.weight"] = ("F32", (h, h))
@@ -182,6 +237,13 @@ def loader_gguf(
             t[p + "attn_q.weight"] = ("F32", (h, h))
             t[p + "attn_k.weight"] = ("F32", (h, kvd))
             t[p + "attn_v.weight"] = ("F32", (h, kvd))
+            if arch == "glm4":  # the fused gate_up as one ffn_up, four norms, q/k/v biases
+                t[p + "ffn_up.weight"] = ("F32", (h, 2 * inter))
+                for n in ("post_attention_norm", "post_ffw_norm"):
+                    t[p + n + ".weight"] = ("F32", (h,))
+                for n, width in (("attn_q", h), ("attn_k", kvd), ("attn_v", kvd)):
+                    t[p + n + ".bias"] = ("F32", (width,))
+                continue
             t[p + "ffn_gate.weight"] = ("F32", (h, inter))
             t[p + "ffn_up.weight"] = ("F32", (h, inter))
             if arch == "qwen2":
@@ -438,6 +500,51 @@ CASES: dict[str, tuple[Builder, Builder]] = {
     "PK420": (loader_gguf("phi3", md={"phi3.rope.dimension_count": 12}), loader_gguf("phi3")),
     # 2 blocks: with sliding_window_type 6 (the default) both slide, with type 1 none does
     "PK421": (loader_gguf("gemma3"), loader_gguf("gemma3", md={"gemma3.attention.sliding_window_type": 1})),
+    # attn_q/attn_k/attn_v where quantized_phi reads one attn_qkv, as llama.cpp converts PhiForCausalLM today
+    "PK422": (
+        loader_gguf(
+            "phi2",
+            drop=tuple(f"blk.{i}.attn_qkv.{p}" for i in range(2) for p in ("weight", "bias")),
+            extra={
+                f"blk.{i}.attn_{x}.{p}": ("F32", (64, 64) if p == "weight" else (64,))
+                for i in range(2)
+                for x in "qkv"
+                for p in ("weight", "bias")
+            },
+        ),
+        loader_gguf("phi2"),
+    ),
+    "PK423": (beside_config(loader_gguf("phi2"), "phi"), beside_config(loader_gguf("phi2"), "phi", rope_theta=1e4)),
+    # K and V with 2 of 4 heads in the fused projection: 128 rows where quantized_phi splits 192
+    "PK424": (
+        loader_gguf(
+            "phi2",
+            extra={
+                **{f"blk.{i}.attn_qkv.weight": ("F32", (64, 128)) for i in range(2)},
+                **{f"blk.{i}.attn_qkv.bias": ("F32", (128,)) for i in range(2)},
+            },
+        ),
+        loader_gguf("phi2"),
+    ),
+    "PK425": (loader_gguf("glm4", md={"glm4.rope.dimension_count": 4}), loader_gguf("glm4")),
+    # 4 heads of 16 (the tiny fixtures' shape): under 256 rows, no 128-row chunk at all
+    "PK426": (
+        loader_gguf(
+            "smollm3",
+            md={"smollm3.rope.dimension_count": 16, "smollm3.attention.head_count": 4},
+            extra={
+                **{f"blk.{i}.attn_{x}.weight": ("F32", (64, 64 if x == "q" else 32)) for i in range(2) for x in "qkv"},
+                **{f"blk.{i}.attn_output.weight": ("F32", (64, 64)) for i in range(2)},
+            },
+        ),
+        loader_gguf("smollm3"),
+    ),
+    "PK427": (
+        beside_config(loader_gguf("smollm3"), "smollm3", num_hidden_layers=2),
+        beside_config(loader_gguf("smollm3"), "smollm3", num_hidden_layers=2, no_rope_layers=[1, 1]),
+    ),
+    "PK428": (loader_gguf("smollm3", extra={"output.weight": ("F32", (64, 256))}), loader_gguf("smollm3")),
+    "PK429": (loader_gguf("smollm3"), loader_gguf("smollm3", extra=SMOLLM3_Q8_0)),
 }
 
 # Extra triggering variants: (code, builder, substring the message must contain)
@@ -1073,8 +1180,60 @@ CLEAN_VARIANTS.append(("PK412", with_target(loader_gguf("qwen3"), candle="0.9.1"
 VARIANTS.append(
     (
         "PK407",
-        gguf_model(arch="phi2", with_config=False),
-        "candle 0.11.1 reads it with `quantized_phi`, a loader portkit does not check yet",
+        gguf_model(arch="lfm2", with_config=False),
+        "candle 0.11.1 reads it with `quantized_lfm2`, a loader portkit does not check yet",
+    )
+)
+# quantized_glm4 and quantized_smollm3 arrived in 0.9.2: on 0.9.1 their files go to quantized_llama
+VARIANTS.append(
+    (
+        "PK407",
+        with_target(loader_gguf("glm4"), candle="0.9.1"),
+        "(`quantized_glm4` arrived in 0.9.2)",
+    )
+)
+VARIANTS.append(
+    (
+        "PK407",
+        with_target(loader_gguf("smollm3"), candle="0.9.1"),
+        "(`quantized_smollm3` arrived in 0.9.2)",
+    )
+)
+CLEAN_VARIANTS.append(("PK407", loader_gguf("smollm3")))
+# a GGUF's first missing tensor through quantized_smollm3's VarBuilder: named without its block
+VARIANTS.append(("PK411", loader_gguf("smollm3", drop=("blk.1.ffn_up.weight",)), "`cannot find tensor ffn_up.weight`"))
+# 3 heads of 128: one chunk from each half, 256 of 384 rows kept: the first forward fails in the reshape
+VARIANTS.append(
+    (
+        "PK426",
+        loader_gguf(
+            "smollm3",
+            md={"smollm3.attention.head_count": 3},
+            extra={f"blk.{i}.attn_{x}.weight": ("F32", (64, 384)) for i in range(2) for x in "qkv"},
+        ),
+        "keeps 256 of `attn_q`'s rows",
+    )
+)
+# 64-wide heads: every chunk spans two heads, silently
+VARIANTS.append(
+    (
+        "PK426",
+        loader_gguf(
+            "smollm3",
+            md={
+                "smollm3.rope.dimension_count": 64,
+                "smollm3.attention.head_count": 4,
+                "smollm3.attention.head_count_kv": 4,
+            },
+        ),
+        "which straddle this model's heads",
+    )
+)
+VARIANTS.append(
+    (
+        "PK401",
+        loader_gguf("smollm3", drop_md=("smollm3.vocab_size",)),
+        "`Missing or invalid metadata key: smollm3.vocab_size`",
     )
 )
 VARIANTS.append(
@@ -1173,6 +1332,16 @@ VARIANTS.append(
     ("PK319", with_target(loader_gguf("qwen2"), turns=2, candle="0.10.0"), "quantized_qwen2 builds the causal mask")
 )
 CLEAN_VARIANTS.append(("PK319", with_target(loader_gguf("gemma3"), turns=2, candle="0.10.0")))
+VARIANTS.append(
+    ("PK319", with_target(loader_gguf("phi2"), turns=2, candle="0.10.1"), "quantized_phi builds the causal mask")
+)
+# quantized_glm4 and quantized_smollm3 fail a batch on every release that has them, each release its own way
+CASES["PK323"] = (with_target(loader_gguf("glm4"), batch=2), with_target(loader_gguf("glm4"), batch=1))
+VARIANTS.append(("PK323", with_target(loader_gguf("glm4"), batch=2, candle="0.11.0"), "Shape mismatch, got buffer"))
+CASES["PK324"] = (with_target(loader_gguf("smollm3"), batch=2), with_target(loader_gguf("smollm3"), batch=1))
+VARIANTS.append(("PK324", with_target(loader_gguf("smollm3"), batch=2, candle="0.10.2"), "Shape mismatch, got buffer"))
+CLEAN_VARIANTS.append(("PK324", with_target(loader_gguf("smollm3"), batch=2, device="cuda")))
+CLEAN_VARIANTS.append(("PK319", with_target(loader_gguf("phi2"), turns=2, candle="0.10.2")))
 # nomic_bert.rs arrived in candle 0.10.0: on 0.9.2 a nomic_bert checkpoint has no module, and its PK6xx facts say
 # nothing
 VARIANTS.append(

@@ -6,7 +6,7 @@ speaks about (`loaders`) and sees only their files. GGUF rules apply to every mo
 file's architecture, not config.json's `model_type`, decides how candle reads it.
 
 The rules every loader shares are sorted by what they read (`metadata`, `tensors`); a rule only
-one loader has lives in that loader's module (`quantized_phi3`, ...).
+one loader has lives in that loader's module (`quantized_phi3`, `quantized_phi`, ...).
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ from portkit.rules.gguf.quantized_gemma3 import (
     Gemma3GgufMlpSilu,
     Gemma3GgufSlidingWindow,
 )
+from portkit.rules.gguf.quantized_glm4 import Glm4GgufRotaryDimIgnored
 from portkit.rules.gguf.quantized_llama import MixtralGgufMergedExperts
+from portkit.rules.gguf.quantized_phi import Phi2GgufQkvRows, Phi2GgufRopeBaseIgnored, Phi2GgufSplitQkv
 from portkit.rules.gguf.quantized_phi3 import (
     Phi3GgufFreqBaseIgnored,
     Phi3GgufLongRopeIgnored,
@@ -34,6 +36,12 @@ from portkit.rules.gguf.quantized_phi3 import (
     Phi3GgufPartialRotary,
 )
 from portkit.rules.gguf.quantized_qwen import Qwen2GgufMissingQkvBias, Qwen3GgufRopeTableF16
+from portkit.rules.gguf.quantized_smollm3 import (
+    SmolLm3GgufHeadDim,
+    SmolLm3GgufNopeLayers,
+    SmolLm3GgufOutputIgnored,
+    SmolLm3GgufRequantized,
+)
 from portkit.rules.gguf.tensors import (
     MissingGgufTensor,
     QkRowsNotPermuted,
@@ -62,4 +70,12 @@ RULES = (
     MixtralGgufMergedExperts,
     Phi3GgufPartialRotary,
     Gemma3GgufSlidingWindow,
+    Phi2GgufSplitQkv,
+    Phi2GgufRopeBaseIgnored,
+    Phi2GgufQkvRows,
+    Glm4GgufRotaryDimIgnored,
+    SmolLm3GgufHeadDim,
+    SmolLm3GgufNopeLayers,
+    SmolLm3GgufOutputIgnored,
+    SmolLm3GgufRequantized,
 )

@@ -130,8 +130,8 @@ class GgufConfigDisagreement(GgufRule):
             yield from self._rope_freqs(ctx, g, v)
 
     def _family_loader(self, ctx: Context, g: GgufFile, loader: str) -> Iterable[Finding]:
-        """A quantized_qwen2/qwen3/gemma3/phi3 file against transformers' values for a config of
-        the same family, on the keys that loader reads (phi3's ignored freq_base is PK415's)."""
+        """A file of one of the other loaders against transformers' values for a config of the same
+        family, on the keys that loader reads (phi3's and phi's ignored bases are PK415's and PK423's)."""
         ftv, p = ctx.ftv, metadata_prefix(g, loader, ctx.target.candle)
         if ftv is None or ctx.family is None or ctx.family.gguf_loader != loader:
             return
@@ -140,11 +140,14 @@ class GgufConfigDisagreement(GgufRule):
             ("attention.head_count_kv", "num_key_value_heads"),
             ("block_count", "num_hidden_layers"),
             ("embedding_length", "hidden_size"),
-            ("feed_forward_length", "intermediate_size"),
         ]
-        if loader != "quantized_gemma3":  # gemma3's table length is a constant: context_length is never read
+        # quantized_phi sizes its MLP from the tensors and its RoPE table is 4096 rows, gemma3's too
+        # (llama.cpp writes phi2's feed_forward_length as 4 x hidden, whatever intermediate_size says)
+        if loader != "quantized_phi":
+            keys.append(("feed_forward_length", "intermediate_size"))
+        if loader not in ("quantized_gemma3", "quantized_phi"):
             keys.append(("context_length", "max_position_embeddings"))
-        if loader in ("quantized_qwen3", "quantized_gemma3"):
+        if loader in ("quantized_qwen3", "quantized_gemma3", "quantized_glm4"):
             keys.append(("attention.key_length", "head_dim"))
         if loader == "quantized_gemma3":
             keys.append(("attention.sliding_window", "sliding_window"))
@@ -168,17 +171,19 @@ class GgufConfigDisagreement(GgufRule):
                 vocab,
                 emb.shape[0],
             )
-        eps = md_f32(g, f"{p}.attention.layer_norm_rms_epsilon")
-        if eps is not None and isinstance(ftv.get("rms_norm_eps"), float) and f32(ftv.get("rms_norm_eps")) != eps:
+        # quantized_phi's LayerNorms read a LayerNorm epsilon (quantized_phi.rs:218)
+        eps_key, eps_field = (
+            ("attention.layer_norm_epsilon", "layer_norm_eps")
+            if loader == "quantized_phi"
+            else ("attention.layer_norm_rms_epsilon", "rms_norm_eps")
+        )
+        eps, want = md_f32(g, f"{p}.{eps_key}"), ftv.get(eps_field)
+        if eps is not None and isinstance(want, float) and f32(want) != eps:
             yield self._disagreement(
-                ctx,
-                g,
-                f"`{p}.attention.layer_norm_rms_epsilon` is {num(eps)}; transformers uses "
-                f"`rms_norm_eps`={num(ftv.get('rms_norm_eps'))}",
-                ftv.get("rms_norm_eps"),
-                eps,
+                ctx, g, f"`{p}.{eps_key}` is {num(eps)}; transformers uses `{eps_field}`={num(want)}", want, eps
             )
-        thetas = [] if loader == "quantized_phi3" else [("rope.freq_base", "rope_theta")]
+        # phi3's and phi's bases are hard-coded (PK415, PK423)
+        thetas = [] if loader in ("quantized_phi3", "quantized_phi") else [("rope.freq_base", "rope_theta")]
         if loader == "quantized_gemma3":  # the local base only when written: its absence is PK414's
             thetas.append(("rope.local_freq_base", "rope_local_base_freq"))
         for suffix, ck in thetas:

@@ -11,6 +11,7 @@ from portkit.rules.base import Context, f32, num
 from portkit.rules.gguf.base import ALL_LOADERS, GgufRule
 from portkit.semantics.gguf import (
     CANDLE_NEOX_ARCHS,
+    FIXED_TABLE_ROWS,
     LLAMA_CPP_NEOX_NOT_IN_CANDLE,
     LOADER_REQUIRED,
     MAX_SEQ_LEN,
@@ -21,6 +22,7 @@ from portkit.semantics.gguf import (
     md_u32,
     metadata_prefix,
     neox_archs,
+    required_key_error,
 )
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -113,10 +115,10 @@ class MissingGgufMetadata(GgufRule):
             key = f"{prefix}.{suffix}"
             v = g.metadata.get(key)
             if v is None:
-                err = f"cannot find {key} in metadata"
+                err = required_key_error(loader, key, v, want)
                 msg = f"candle {ctx.target.candle}'s {loader} requires `{key}` and fails at load with `{err}`"
             elif v.type != want:
-                err = f"not a {want.lower()} {candle_debug(v)}"
+                err = required_key_error(loader, key, v, want)
                 msg = (
                     f"`{key}` is {v.type}; candle {ctx.target.candle}'s {loader} reads it with `to_{want.lower()}()` "
                     f"and fails at load with `{err}`"
@@ -339,8 +341,9 @@ class ContextOverMaxSeqLen(GgufRule):
 
     ## What it does
     Flags `llama.context_length` > 4096 (or `--max-tokens` > 4096). For quantized_qwen2,
-    quantized_qwen3 and quantized_phi3, whose tables have `{arch}.context_length` rows, flags a
-    `--max-tokens` beyond that length (quantized_gemma3: beyond its fixed 131072).
+    quantized_qwen3, quantized_phi3, quantized_glm4 and quantized_smollm3, whose tables have
+    `{arch}.context_length` rows (smollm3: 4096 without the key), flags a `--max-tokens` beyond that
+    length (quantized_gemma3: beyond its fixed 131072, quantized_phi: its fixed 4096).
 
     ## Why is this bad?
     candle's quantized_llama precomputes cos/sin for `MAX_SEQ_LEN = 4096` positions whatever
@@ -357,7 +360,8 @@ class ContextOverMaxSeqLen(GgufRule):
     ## Candle source
     candle-transformers-0.11.0/src/models/quantized_llama.rs:27, :283-300, :178-182;
     quantized_qwen2.rs:219; quantized_qwen3.rs:105, :500-506; quantized_phi3.rs:244;
-    quantized_gemma3.rs:24.
+    quantized_gemma3.rs:24; candle-transformers-0.11.1/src/models/quantized_phi.rs:25, :97-98;
+    quantized_glm4.rs:379, :133-135; smol/quantized_smollm3.rs:112, :177-188.
 
     ## Verification
     crash: the GGUF runner fed 4097 tokens must fail in narrow.
@@ -425,10 +429,14 @@ class ContextOverMaxSeqLen(GgufRule):
 
     @staticmethod
     def _table_rows(g: GgufFile, loader: str) -> tuple[int | None, str]:
-        if loader == "quantized_gemma3":
-            return 131072, "its fixed MAX_SEQ_LEN"
+        fixed = FIXED_TABLE_ROWS.get(loader)
+        if fixed is not None:
+            return fixed, "its fixed MAX_SEQ_LEN"
         key = f"{metadata_prefix(g, loader)}.context_length"
-        return md_u32(g, key), f"`{key}`"
+        rows = md_u32(g, key)
+        if rows is None and loader == "quantized_smollm3":  # optional there: `unwrap_or(MAX_SEQ_LEN)`
+            return MAX_SEQ_LEN, f"its MAX_SEQ_LEN, with no `{key}`"
+        return rows, f"`{key}`"
 
 
 #: candle-core's `reshape` checks the element count itself from 0.11.1 (`into_shape`, shape.rs 0.11.1:475-484),
@@ -567,10 +575,9 @@ class NonLlamaArchitecture(GgufRule):
     )
 
     def check(self, ctx: Context) -> Iterable[Finding]:
-        from portkit.candle_modules import ADDED
         from portkit.candle_release import key
         from portkit.families import GGUF_LOADERS
-        from portkit.semantics.gguf import CUDA_ONLY_GGUF_LOADERS, UNCHECKED_GGUF_LOADERS
+        from portkit.semantics.gguf import CUDA_ONLY_GGUF_LOADERS, UNCHECKED_GGUF_LOADERS, loader_added
 
         for g, v in self.each(ctx):
             own = GGUF_LOADERS.get(v.architecture)
@@ -578,7 +585,7 @@ class NonLlamaArchitecture(GgufRule):
                 continue
             shown = f"`{v.architecture}`" if v.architecture else "absent"
             other = own or UNCHECKED_GGUF_LOADERS.get(v.architecture)
-            if other is not None and own is None and key(ADDED[other]) <= key(ctx.target.candle):
+            if other is not None and own is None and key(loader_added(other)) <= key(ctx.target.candle):
                 crash = CUDA_ONLY_GGUF_LOADERS.get(other) if ctx.target.device != "cuda" else None
                 on_device = (
                     f"; on {ctx.target.device} its first forward fails (`{crash}`: its fused MoE kernel is CUDA-only)"
@@ -595,7 +602,7 @@ class NonLlamaArchitecture(GgufRule):
                     severity="error" if crash else None,
                 )
                 continue
-            later = f" (`{other}` arrived in {ADDED[other]})" if other is not None else ""
+            later = f" (`{other}` arrived in {loader_added(other)})" if other is not None else ""
             pairing = "NEOX (`rope`)" if v.rope_is_neox else "interleaved (`rope_i`)"
             yield self.file_finding(
                 ctx,

@@ -13,7 +13,9 @@ from portkit.semantics.gguf import (
     loads,
     md_u32,
     metadata_prefix,
+    missing_tensor_error,
     parses,
+    split_qkv,
 )
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see portkit/__init__.py)
@@ -312,10 +314,11 @@ class MissingGgufTensor(GgufRule):
             first is None
             or (loader == "quantized_qwen2" and first.endswith(".bias"))
             or (loader == "quantized_phi3" and first == "output.weight")
+            or (loader == "quantized_phi" and split_qkv(g, first))
         ):
-            return  # none missing, or PK418's / PK417's
+            return  # none missing, or PK418's / PK417's / PK422's
         missing = [n for n in required if n not in g.tensors]
-        err = f"cannot find tensor info for {first}"
+        err = missing_tensor_error(loader, first)
         shown = backticked(missing)
         prefix = metadata_prefix(g, loader, ctx.target.candle)
         yield self.file_finding(

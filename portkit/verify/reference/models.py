@@ -187,17 +187,49 @@ def _config(transformers: Any, model_dir: Path, config_text: str | None) -> Any:
 
 
 def _checked_edits(tensor_edits: Mapping[str, str], names: set[str]) -> dict[str, str]:
-    """The tensor edits, each naming a tensor of the checkpoint and an edit portkit knows."""
-    edits = dict(tensor_edits)
+    """The tensor edits, each naming a tensor of the checkpoint and an edit portkit knows (the
+    `Q8_0` module edits are `_q8_0_modules`')."""
+    from portkit.rules.as_candle import Q8_0, ZERO, parse_affine
+
+    edits = {n: how for n, how in tensor_edits.items() if how != Q8_0}
     unknown = sorted(set(edits) - names)
     if unknown:
         raise ValueError(f"no tensor {unknown[0]} in the checkpoint to edit")
-    from portkit.rules.as_candle import ZERO, parse_affine
-
     bad = sorted(n for n, how in edits.items() if how != ZERO and parse_affine(how) is None)
     if bad:
         raise ValueError(f"unknown tensor edit {edits[bad[0]]!r} for {bad[0]}")
     return edits
+
+
+def _q8_0_modules(torch: Any, model: Any, tensor_edits: Mapping[str, str]) -> None:
+    """The `Q8_0` edits: each named Linear computes `x_q8 @ w_q8.T (+ bias)`, its input and weight
+    rounded to Q8_0 blocks along the input dimension, as candle's CPU `QMatMul` on a Q8_0 weight does
+    (candle-core k_quants.rs `matmul`: the input quantized to the weight's `VecDotType`, Q8_0)."""
+    from portkit.rules.as_candle import Q8_0
+
+    names = [n for n, how in tensor_edits.items() if how == Q8_0]
+    params = {n for n, _p in model.named_parameters(remove_duplicate=False)}
+    unknown = sorted(set(names) - params)
+    if unknown:
+        raise ValueError(f"no parameter {unknown[0]} in the model to compute in Q8_0")
+    for name in names:
+        module = model.get_submodule(name.removesuffix(".weight"))
+        module.register_forward_hook(partial(_q8_0_linear, torch), with_kwargs=False)
+
+
+def _q8_0_linear(torch: Any, module: Any, args: tuple[Any, ...], _output: Any) -> Any:
+    x = args[0]
+    out = _q8_0_round(torch, x) @ _q8_0_round(torch, module.weight).T
+    return out if getattr(module, "bias", None) is None else out + module.bias
+
+
+def _q8_0_round(torch: Any, t: Any) -> Any:
+    """`t` through ggml's Q8_0 and back (blocks of 32 along the last dimension), in its dtype."""
+    import gguf
+
+    a = t.detach().to("cpu", torch.float32).contiguous().numpy()
+    q = gguf.quants.dequantize(gguf.quants.quantize(a, gguf.GGMLQuantizationType.Q8_0), gguf.GGMLQuantizationType.Q8_0)
+    return torch.from_numpy(q.reshape(a.shape)).to(t.dtype)
 
 
 class StreamedModel(_ModelRuns):
@@ -318,6 +350,7 @@ class StreamedModel(_ModelRuns):
             weight_mapping=get_model_conversion_mapping(model),  # type: ignore[arg-type]  # transformers' own pair, typed narrower there
         )
         self.tensor_edits = _checked_edits(tensor_edits or {}, {k for f in self.files for k in f.keys()})
+        _q8_0_modules(torch, model, tensor_edits or {})
 
     def _group_by_layer(self) -> None:
         """The checkpoint's keys grouped by the decoder layer they load into (None: always resident)."""

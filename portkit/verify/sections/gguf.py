@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from portkit import atomicfile
 from portkit.findings import Finding
-from portkit.semantics.gguf import loader_repairs
+from portkit.semantics.gguf import REQUANTIZES, loader_repairs
 from portkit.verify.candle.gguf import GgufFile, tensor_names
 from portkit.verify.candle.run import PatchedRuns, RunOutputs, from_cache
 from portkit.verify.errors import BadInput
@@ -50,10 +50,11 @@ class GgufSection:
 _EIGHT_BIT = {"Q8_0", "Q8_1", "Q8_K"}
 
 
-def gguf_tolerance(types: dict[str, int]) -> Tolerance:
-    """By the coarsest 2-D weight type in the file: F32 -> f32 (1e-4 on logits); F16/BF16 ->
-    half precision; 8-bit blocks -> q8_0; anything coarser -> q4_k (argmax with margins)."""
-    names = set(types) or {"F32"}
+def gguf_tolerance(types: dict[str, int], loader: str = "quantized_llama") -> Tolerance:
+    """By the coarsest 2-D weight type the loader computes with: the file's, and what the loader
+    re-quantizes to (`REQUANTIZES`). F32 -> f32 (1e-4 on logits); F16/BF16 -> half precision; 8-bit
+    blocks -> q8_0; anything coarser -> q4_k (argmax with margins)."""
+    names = (set(types) or {"F32"}) | set(REQUANTIZES.get(loader, ()))
     if names <= {"F32"}:
         return TOLERANCES["f32"]
     if names <= {"F32", "F16"}:
@@ -77,7 +78,7 @@ def _reference_theta(model: ModelDir) -> float | None:
 def capture_wanted(gf: GgufFile, layers: bool) -> bool:
     """Per-layer values only where they are judged (a quantized file's are noise by design) and
     the loader records them."""
-    return layers and gguf_tolerance(gf.types).layer_rtol is not None and gf.can_capture()
+    return layers and gguf_tolerance(gf.types, gf.loader).layer_rtol is not None and gf.can_capture()
 
 
 def start_gguf(
@@ -126,7 +127,7 @@ def verify_gguf(
     gf = started
     if gf is None or not gf.runs_on(reference.prompt, reference.inputs) or gf.captured != capture_wanted(gf, layers):
         gf = GgufFile(path, reference.prompt, reference.inputs, tokens, device, use_cache=use_cache)
-    tol, capture = gguf_tolerance(gf.types), capture_wanted(gf, layers)
+    tol, capture = gguf_tolerance(gf.types, gf.loader), capture_wanted(gf, layers)
     run = gf.as_written(progress, capture)
     cmp = against(tol, reference, run)
     scratch = atomicfile.scratch_dir("portkit-verify-gguf-")  # a killed verify's is removed by the next
