@@ -1336,6 +1336,23 @@ VARIANTS.append(
     ("PK319", with_target(loader_gguf("phi2"), turns=2, candle="0.10.1"), "quantized_phi builds the causal mask")
 )
 # quantized_glm4 and quantized_smollm3 fail a batch on every release that has them, each release its own way
+# PK405 for the three: quantized_phi's table is a fixed 4096 rows, glm4's `context_length`, smollm3's
+# `context_length` or 4096 without it
+VARIANTS.append(
+    ("PK405", with_target(loader_gguf("phi2"), max_tokens=5000), "4096 cos/sin rows (its fixed MAX_SEQ_LEN)")
+)
+CLEAN_VARIANTS.append(("PK405", with_target(loader_gguf("phi2"), max_tokens=4096)))
+VARIANTS.append(("PK405", with_target(loader_gguf("glm4"), max_tokens=200), "128 cos/sin rows (`glm4.context_length`)"))
+VARIANTS.append(
+    (
+        "PK405",
+        with_target(loader_gguf("smollm3", drop_md=("smollm3.context_length",)), max_tokens=5000),
+        "4096 cos/sin rows (its MAX_SEQ_LEN, with no `smollm3.context_length`)",
+    )
+)
+CLEAN_VARIANTS.append(
+    ("PK405", with_target(loader_gguf("smollm3", drop_md=("smollm3.context_length",)), max_tokens=4096))
+)
 CASES["PK323"] = (with_target(loader_gguf("glm4"), batch=2), with_target(loader_gguf("glm4"), batch=1))
 VARIANTS.append(("PK323", with_target(loader_gguf("glm4"), batch=2, candle="0.11.0"), "Shape mismatch, got buffer"))
 CASES["PK324"] = (with_target(loader_gguf("smollm3"), batch=2), with_target(loader_gguf("smollm3"), batch=1))
