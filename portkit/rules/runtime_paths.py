@@ -887,7 +887,45 @@ FROM_SLICE_BATCH_MASK = Span(until="0.11.1", until_by="candle#3879: quantized_gl
 FROM_SLICE_EXPECT = "Shape mismatch, got buffer of size"
 
 
-class Glm4GgufBatch(_LoaderPathRule):
+class _GgufBatchOneRowMask(_LoaderPathRule):
+    """A batch through a loader that builds its mask from one row's values up to 0.11.0
+    (`FROM_SLICE_BATCH_MASK`) and fails a batch another way on 0.11.1: `later_expect`, because
+    `later_why`, on `later_devices`."""
+
+    effect = "runtime-error"
+    probe_kind = "crash"
+    probe_run = "batch"
+    fix_title = "Run rows one at a time; candle 0.11.1 does not fix it"
+    later_expect: ClassVar[str]
+    later_why: ClassVar[str]
+    later_devices: ClassVar[tuple[str, ...]] = ("cpu", "metal", "cuda")
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        t = ctx.target
+        one_row_mask = FROM_SLICE_BATCH_MASK.holds(t.candle)
+        if not t.batched or (not one_row_mask and t.device not in self.later_devices):
+            return
+        expect, why = (
+            (
+                FROM_SLICE_EXPECT,
+                "builds the causal mask of a multi-token forward from one row's values in a batch-sized shape",
+            )
+            if one_row_mask
+            else (self.later_expect, self.later_why)
+        )
+        for g, v in self.each(ctx):
+            yield self.file_finding(
+                ctx,
+                g,
+                f"transformers runs each of the {t.batch} rows; candle {t.candle}'s {v.loader} {why}: the batch "
+                f"fails with `{expect}`",
+                transformers_value=f"{t.batch} rows",
+                candle_value=expect,
+                expect=expect,
+            )
+
+
+class Glm4GgufBatch(_GgufBatchOneRowMask):
     """A batch through quantized_glm4 fails: one row's mask, then one row's rotary embedding.
 
     ## What it does
@@ -923,35 +961,11 @@ class Glm4GgufBatch(_LoaderPathRule):
     code = "PK323"
     name = "glm4-gguf-batch"
     loaders = ("quantized_glm4",)
-    effect = "runtime-error"
-    probe_kind = "crash"
-    probe_run = "batch"
-    fix_title = "Run rows one at a time; candle 0.11.1 does not fix it"
-
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        t = ctx.target
-        if not t.batched:
-            return
-        one_row_mask = FROM_SLICE_BATCH_MASK.holds(t.candle)
-        expect = FROM_SLICE_EXPECT if one_row_mask else "shape mismatch in matmul"
-        why = (
-            "builds the causal mask of a multi-token forward from one row's values in a batch-sized shape"
-            if one_row_mask
-            else "rotates the first row's queries and keys only (quantized_glm4.rs:131-143)"
-        )
-        for g, _v in self.each(ctx):
-            yield self.file_finding(
-                ctx,
-                g,
-                f"transformers runs each of the {t.batch} rows; candle {t.candle}'s quantized_glm4 {why}: the batch "
-                f"fails with `{expect}`",
-                transformers_value=f"{t.batch} rows",
-                candle_value=expect,
-                expect=expect,
-            )
+    later_expect = "shape mismatch in matmul"
+    later_why = "rotates the first row's queries and keys only (quantized_glm4.rs:131-143)"
 
 
-class SmolLm3GgufBatch(_LoaderPathRule):
+class SmolLm3GgufBatch(_GgufBatchOneRowMask):
     """A batch through quantized_smollm3 fails: one row's mask, then a strided input to the Q8_0 LM head.
 
     ## What it does
@@ -987,32 +1001,11 @@ class SmolLm3GgufBatch(_LoaderPathRule):
     code = "PK324"
     name = "smollm3-gguf-batch"
     loaders = ("quantized_smollm3",)
-    effect = "runtime-error"
-    probe_kind = "crash"
-    probe_run = "batch"
-    fix_title = "Run rows one at a time; candle 0.11.1 does not fix it"
-
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        t = ctx.target
-        one_row_mask = FROM_SLICE_BATCH_MASK.holds(t.candle)
-        if not t.batched or (not one_row_mask and t.device == "cuda"):
-            return  # CPU and Metal refuse a strided input to a quantized matmul (quantized/mod.rs:1181, metal.rs:290)
-        expect = FROM_SLICE_EXPECT if one_row_mask else "input tensor is not contiguous"
-        why = (
-            "builds the causal mask of a multi-token forward from one row's values in a batch-sized shape"
-            if one_row_mask
-            else "feeds the rows' last positions, a strided view, to its Q8_0 LM head"
-        )
-        for g, _v in self.each(ctx):
-            yield self.file_finding(
-                ctx,
-                g,
-                f"transformers runs each of the {t.batch} rows; candle {t.candle}'s quantized_smollm3 {why}: the "
-                f"batch fails with `{expect}`",
-                transformers_value=f"{t.batch} rows",
-                candle_value=expect,
-                expect=expect,
-            )
+    later_expect = "input tensor is not contiguous"
+    later_why = "feeds the rows' last positions, a strided view, to its Q8_0 LM head"
+    # CPU and Metal refuse a strided input to a quantized matmul (quantized/mod.rs:1181, metal.rs:290);
+    # CUDA's is not measured
+    later_devices = ("cpu", "metal")
 
 
 RULES = (

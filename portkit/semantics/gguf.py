@@ -155,17 +155,7 @@ LOADER_REQUIRED: dict[str, tuple[tuple[str, str], ...]] = {
         ("rope.dimension_count", "U32"),
         ("attention.layer_norm_epsilon", "F32"),
     ),
-    # quantized_glm4.rs 0.11.1:374-381 (0.9.2:395-402)
-    "quantized_glm4": (
-        ("attention.head_count", "U32"),
-        ("attention.head_count_kv", "U32"),
-        ("attention.key_length", "U32"),
-        ("block_count", "U32"),
-        ("embedding_length", "U32"),
-        ("context_length", "U32"),
-        ("attention.layer_norm_rms_epsilon", "F32"),
-        ("rope.freq_base", "F32"),
-    ),
+
     # smol/quantized_smollm3.rs `QuantizedConfig::from_gguf` (0.11.1:106-118); `context_length` is optional
     "quantized_smollm3": (
         ("vocab_size", "U32"),
@@ -179,6 +169,8 @@ LOADER_REQUIRED: dict[str, tuple[tuple[str, str], ...]] = {
         ("rope.dimension_count", "U32"),
     ),
 }
+# quantized_glm4.rs 0.11.1:374-381 (0.9.2:395-402): quantized_qwen3's keys, in its order
+LOADER_REQUIRED["quantized_glm4"] = LOADER_REQUIRED["quantized_qwen3"]
 #: quantized_smollm3 reads its keys with `.and_then(|v| v.to_u32().ok())`: one message for a key absent
 #: or mistyped (smol/quantized_smollm3.rs 0.11.1:85-104)
 ONE_MESSAGE_KEYS = {"quantized_smollm3": "Missing or invalid metadata key: {key}"}
@@ -358,18 +350,14 @@ def md_f32(g: GgufFile, key: str) -> float | None:
     return float(v.value) if v is not None and v.type == "F32" else None
 
 
-def loader_required_tensors(g: GgufFile, loader: str, release: str = NATIVE) -> list[str]:
-    """The tensors a non-llama `loader` reads with `ct.tensor(..)?`, in load order (no optional
-    ones: `output.weight` falls back to `token_embd.weight` except in quantized_phi3 and quantized_phi,
-    and quantized_smollm3 never reads it).
-    quantized_qwen2.rs:205-252 (q/k/v biases required), quantized_phi3.rs:250-283 (`output`
-    required, fused `attn_qkv`)."""
-    p = metadata_prefix(g, loader, release)
-    blocks = min(md_u32(g, f"{p}.block_count") or 0, 100_000)
-    per: tuple[str, ...]
-    if loader == "quantized_qwen2":
-        out = ["token_embd.weight", "output_norm.weight"]
-        per = (
+#: loader -> (the tensors it reads before the blocks, those of each block `blk.{i}.`, those after), in load
+#: order, each with `ct.tensor(..)?` (none optional: `output.weight` falls back to `token_embd.weight`
+#: except in quantized_phi3 and quantized_phi, and quantized_smollm3 never reads it)
+LOADER_TENSORS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    # quantized_qwen2.rs:205-252 (q/k/v biases required)
+    "quantized_qwen2": (
+        ("token_embd.weight", "output_norm.weight"),
+        (
             "attn_q.weight",
             "attn_k.weight",
             "attn_v.weight",
@@ -382,20 +370,26 @@ def loader_required_tensors(g: GgufFile, loader: str, release: str = NATIVE) -> 
             "ffn_up.weight",
             "attn_norm.weight",
             "ffn_norm.weight",
-        )
-    elif loader == "quantized_phi3":
-        out = ["token_embd.weight", "output_norm.weight", "output.weight"]
-        per = (
+        ),
+        (),
+    ),
+    # quantized_phi3.rs:250-283 (`output` required, fused `attn_qkv`)
+    "quantized_phi3": (
+        ("token_embd.weight", "output_norm.weight", "output.weight"),
+        (
             "ffn_up.weight",
             "ffn_down.weight",
             "attn_norm.weight",
             "ffn_norm.weight",
             "attn_qkv.weight",
             "attn_output.weight",
-        )
-    elif loader == "quantized_gemma3":  # quantized_gemma3.rs:318-378
-        out = ["token_embd.weight", "output_norm.weight"]
-        per = (
+        ),
+        (),
+    ),
+    # quantized_gemma3.rs:318-378
+    "quantized_gemma3": (
+        ("token_embd.weight", "output_norm.weight"),
+        (
             "attn_q.weight",
             "attn_k.weight",
             "attn_v.weight",
@@ -409,9 +403,13 @@ def loader_required_tensors(g: GgufFile, loader: str, release: str = NATIVE) -> 
             "ffn_gate.weight",
             "ffn_up.weight",
             "ffn_down.weight",
-        )
-    elif loader == "quantized_qwen3":  # quantized_qwen3.rs:492-517, LayerWeights::new :403-427
-        per = (
+        ),
+        (),
+    ),
+    # quantized_qwen3.rs:492-517, LayerWeights::new :403-427
+    "quantized_qwen3": (
+        ("token_embd.weight",),
+        (
             "attn_norm.weight",
             "ffn_norm.weight",
             "attn_q.weight",
@@ -423,17 +421,23 @@ def loader_required_tensors(g: GgufFile, loader: str, release: str = NATIVE) -> 
             "ffn_gate.weight",
             "ffn_up.weight",
             "ffn_down.weight",
-        )
-        return ["token_embd.weight"] + [f"blk.{i}.{n}" for i in range(blocks) for n in per] + ["output_norm.weight"]
-    elif loader == "quantized_phi":  # quantized_phi.rs:221-258: every linear with its bias, `output` required
-        out = ["token_embd.weight", "output_norm.weight", "output_norm.bias", "output.weight", "output.bias"]
-        per = tuple(
+        ),
+        ("output_norm.weight",),
+    ),
+    # quantized_phi.rs:221-258: every linear and norm with its bias, `output` required
+    "quantized_phi": (
+        ("token_embd.weight", "output_norm.weight", "output_norm.bias", "output.weight", "output.bias"),
+        tuple(
             f"{n}.{part}"
             for n in ("ffn_up", "ffn_down", "attn_norm", "attn_qkv", "attn_output")
             for part in ("weight", "bias")
-        )
-    elif loader == "quantized_glm4":  # quantized_glm4.rs 0.11.1:302-318, :166-181; q/k/v biases optional
-        per = (
+        ),
+        (),
+    ),
+    # quantized_glm4.rs 0.11.1:302-318, :166-181 (q/k/v biases optional)
+    "quantized_glm4": (
+        ("token_embd.weight",),
+        (
             "attn_norm.weight",
             "ffn_norm.weight",
             "post_ffw_norm.weight",
@@ -444,10 +448,13 @@ def loader_required_tensors(g: GgufFile, loader: str, release: str = NATIVE) -> 
             "attn_output.weight",
             "ffn_up.weight",
             "ffn_down.weight",
-        )
-        return ["token_embd.weight"] + [f"blk.{i}.{n}" for i in range(blocks) for n in per] + ["output_norm.weight"]
-    elif loader == "quantized_smollm3":  # smol/quantized_smollm3.rs 0.11.1:317-341, :264-267, :612-622, :674, :718
-        per = (
+        ),
+        ("output_norm.weight",),
+    ),
+    # smol/quantized_smollm3.rs 0.11.1:317-341, :264-267, :612-622, :674, :718
+    "quantized_smollm3": (
+        ("token_embd.weight",),
+        (
             "attn_v.weight",
             "attn_output.weight",
             "attn_q.weight",
@@ -457,11 +464,20 @@ def loader_required_tensors(g: GgufFile, loader: str, release: str = NATIVE) -> 
             "ffn_down.weight",
             "attn_norm.weight",
             "ffn_norm.weight",
-        )
-        return ["token_embd.weight"] + [f"blk.{i}.{n}" for i in range(blocks) for n in per] + ["output_norm.weight"]
-    else:
+        ),
+        ("output_norm.weight",),
+    ),
+}
+
+
+def loader_required_tensors(g: GgufFile, loader: str, release: str = NATIVE) -> list[str]:
+    """The tensors a non-llama `loader` reads (`LOADER_TENSORS`), in load order, for the file's blocks."""
+    spec = LOADER_TENSORS.get(loader)
+    if spec is None:
         return []
-    return out + [f"blk.{i}.{n}" for i in range(blocks) for n in per]
+    before, per, after = spec
+    blocks = min(md_u32(g, f"{metadata_prefix(g, loader, release)}.block_count") or 0, 100_000)
+    return [*before, *(f"blk.{i}.{n}" for i in range(blocks) for n in per), *after]
 
 
 def split_qkv(g: GgufFile, first_missing: str) -> bool:
