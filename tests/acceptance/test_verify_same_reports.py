@@ -19,7 +19,9 @@ on gemma4, phi3's PK115 measured against transformers without the window and its
 length transformers keeps: the 27 cases that changed against 6e27fd8 are those, and no other; e004b45: the wheel
 runs candle 0.11.1 and every report's target is 0.11.1 by default (its header, PK301, PK311, PK406's message,
 PK519), and the phi qk-layernorm case; 0c3aedc: gemma4's layer_scalar judged by PK202's own counterfactual, not
-PK126's: its 8 cases changed against e004b45, and no other).
+PK126's: its 8 cases changed against e004b45, and no other; 2a4a1fe: the quantized_phi, quantized_glm4 and
+quantized_smollm3 proof cases (phi2-theta, glm4-rotary, smollm3-three), the only three without a report at
+0c3aedc: every other case's report equals 0c3aedc's).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import pytest
 from tests.acceptance import report_cases
 
 ROOT = Path(__file__).resolve().parents[2]
-BASE = "0c3aedc"
+BASE = "2a4a1fe"
 #: the cases also run with transformers in its own process: a text prompt (the tokenizer request
 #: first), a numeric finding's patched runs, a crash, a GGUF with a reference-side counterfactual
 #: (as-candle requests), a tokenizer-only directory, the default text prompt, a GGUF recorded per
