@@ -63,10 +63,18 @@ def test_a_qwen3_batch_panics_on_0_10_2_and_agrees_on_0_11_0() -> None:
     assert "PK311" not in verdicts(doc) and code == 0, (code, verdicts(doc), err[-2000:])
 
 
+def _gguf_turns(doc: dict) -> dict:
+    return next(s for s in doc["paths"]["sections"] if s["subject"] == "the GGUF in candle")
+
+
 def test_a_phi_gguf_second_turn_fails_on_0_10_1_and_agrees_on_0_10_2() -> None:
+    """The GGUF's own turn; the checkpoint's (phi.rs, PK320 on every release) fails beside it."""
     d = family_dir("phi", "legacy", PHI_MHA_1E4)
     g = gguf_of(d, fuse_qkv=True)
     code, doc, err = verify(d, "--gguf", g, "--turns", "--candle", "0.10.1")
-    assert verdicts(doc).get("PK319") == "CRASH-CONFIRMED", (code, verdicts(doc), err[-2000:])
+    assert verdicts(doc) == {"PK319": "CRASH-CONFIRMED", "PK320": "CRASH-CONFIRMED"}, (code, verdicts(doc), err[-2000:])
+    failure = _gguf_turns(doc)["checks"][0]["run"]["failure"]["message"]
+    assert "cannot broadcast" in failure, failure
     code, doc, err = verify(d, "--gguf", g, "--turns", "--candle", "0.10.2")
-    assert "PK319" not in verdicts(doc) and code == 0, (code, verdicts(doc), err[-2000:])
+    assert verdicts(doc) == {"PK320": "CRASH-CONFIRMED"}, (code, verdicts(doc), err[-2000:])
+    assert _gguf_turns(doc)["ok"], _gguf_turns(doc)
