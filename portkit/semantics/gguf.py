@@ -155,7 +155,6 @@ LOADER_REQUIRED: dict[str, tuple[tuple[str, str], ...]] = {
         ("rope.dimension_count", "U32"),
         ("attention.layer_norm_epsilon", "F32"),
     ),
-
     # smol/quantized_smollm3.rs `QuantizedConfig::from_gguf` (0.11.1:106-118); `context_length` is optional
     "quantized_smollm3": (
         ("vocab_size", "U32"),
