@@ -529,10 +529,12 @@ class NonLlamaArchitecture(GgufRule):
     """A GGUF of an architecture candle has no loader for: only `quantized_llama` is left.
 
     ## What it does
-    Flags a `general.architecture` (or none) that none of candle 0.11.0's GGUF loaders is
+    Flags a `general.architecture` (or none) that none of the target release's GGUF loaders is
     written for: not `llama` (quantized_llama, which llama.cpp also uses for Mistral and
-    Mixtral conversions), `qwen2`, `qwen3`, `gemma3` or `phi3` (quantized_qwen2,
-    quantized_qwen3, quantized_gemma3, quantized_phi3).
+    Mixtral conversions), `qwen2`, `qwen3`, `gemma3`, `phi3`, `phi2`, `glm4` or `smollm3`
+    (quantized_qwen2, quantized_qwen3, quantized_gemma3, quantized_phi3, quantized_phi,
+    quantized_glm4, quantized_smollm3), and names the loaders candle has that portkit does not
+    check yet (quantized_lfm2, quantized_qwen3_moe).
 
     ## Why is this bad?
     The loader candle would use cannot read it: quantized_llama reads only `llama.*` metadata
@@ -550,7 +552,8 @@ class NonLlamaArchitecture(GgufRule):
     ## Candle source
     candle-transformers-0.11.0/src/models/quantized_llama.rs:372-428; the loaders
     quantized_qwen2.rs:181, quantized_qwen3.rs:463, quantized_gemma3.rs:261,
-    quantized_phi3.rs:223 (`from_gguf`). quantized_qwen3_moe.rs:332-345 builds `FusedMoeGGUF`
+    quantized_phi3.rs:223 (`from_gguf`); candle-transformers-0.11.1/src/models/quantized_phi.rs:201,
+    quantized_glm4.rs:362, smol/quantized_smollm3.rs:656. quantized_qwen3_moe.rs:332-345 builds `FusedMoeGGUF`
     (fused_moe.rs:222-290), whose `moe_gemm_gguf` is CUDA-only (candle-nn-0.11.0/src/moe.rs:339-352):
     an error on any other `--device`.
 
@@ -570,7 +573,7 @@ class NonLlamaArchitecture(GgufRule):
     fix_title = "Use candle's safetensors module for this family, or a loader written for the architecture"
     probe_kind = "static-only"
     not_probed = (
-        "candle 0.11.0 has no loader written for the architecture: there is no right answer to compare "
+        "the target candle release has no loader written for the architecture: there is no right answer to compare "
         "quantized_llama's with"
     )
 
