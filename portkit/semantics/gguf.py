@@ -326,7 +326,8 @@ def metadata_prefix(g: GgufFile, loader: str, release: str = NATIVE) -> str:
         if not GEMMA3_PREFIX_PROBE.holds(release):
             return "gemma3"
         return next((p for p in GEMMA3_PREFIXES if f"{p}.attention.head_count" in g.metadata), "gemma3")
-    return next(arch for arch, own in GGUF_LOADERS.items() if own == loader)  # quantized_phi reads `phi2.`
+    # the architecture that routes to the loader (quantized_phi reads `phi2.`); an unlisted loader, its own name
+    return next((arch for arch, own in GGUF_LOADERS.items() if own == loader), loader.removeprefix("quantized_"))
 
 
 #: what the GGUF readers do in some releases only (docs/rules/candle-releases.md lists them)
